@@ -1,0 +1,173 @@
+"""BertConfig: the model hyper-parameters, in the original bert_config.json format.
+
+The field names and meanings are those of google-research/bert's `bert_config.json`, so
+published configs load unchanged and configs written here load in the original code.
+`layer_norm_eps` is the one addition (the original hard-codes 1e-12); it is written out only
+when it differs from that default, so an original file round-trips field for field.
+"""
+
+import copy
+import dataclasses
+import json
+import math
+
+from bert_tf.fileio import write_text_atomic
+
+# Activations the encoder implements. In an original bert_config.json "gelu" is the tanh
+# approximation; a Hugging Face config's "gelu" (exact erf) is spelled "gelu_exact" here.
+SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "tanh", "swish", "silu")
+
+_DEFAULT_LAYER_NORM_EPS = 1e-12
+
+# name -> (num_hidden_layers, hidden_size); heads = hidden / 64, intermediate = 4 * hidden.
+_PRESET_SHAPES = {
+    "bert_tiny": (2, 128),
+    "bert_mini": (4, 256),
+    "bert_small": (4, 512),
+    "bert_medium": (8, 512),
+    "bert_base": (12, 768),
+    "bert_large": (24, 1024),
+}
+
+
+class ConfigError(ValueError):
+    """A bert_config.json (or keyword argument) that cannot describe a BERT model."""
+
+
+@dataclasses.dataclass
+class BertConfig:
+    """Hyper-parameters of a BERT encoder.
+
+    Args:
+      vocab_size: number of WordPiece ids; the word-embedding table is [vocab_size, hidden_size].
+      hidden_size: width H of every transformer block.
+      num_hidden_layers: number of transformer blocks L.
+      num_attention_heads: heads A; must divide hidden_size.
+      intermediate_size: width of the feed-forward inner layer (4H in the paper).
+      hidden_act: feed-forward and MLM-transform activation; "gelu" is the tanh approximation
+        (as in the original code), "gelu_exact" the erf form, "gelu_new" an alias of "gelu".
+      hidden_dropout_prob: dropout on embeddings and on every sub-layer output.
+      attention_probs_dropout_prob: dropout on attention probabilities.
+      max_position_embeddings: length of the learned position table (longest input).
+      type_vocab_size: number of segment ids (2 for sentence pairs).
+      initializer_range: stddev of the truncated-normal initializer of every kernel.
+      layer_norm_eps: epsilon of every LayerNorm.
+
+    Examples:
+
+    >>> config = BertConfig.from_preset("bert_tiny")
+    >>> config.hidden_size, config.num_hidden_layers
+    (128, 2)
+    >>> BertConfig(vocab_size=100, hidden_size=96, num_attention_heads=5)
+    Traceback (most recent call last):
+    ...
+    bert_tf.config.ConfigError: num_attention_heads=5 does not divide hidden_size=96
+    """
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = _DEFAULT_LAYER_NORM_EPS
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self, source="BertConfig"):
+        """Raises ConfigError naming `source` and the field at fault."""
+        ints = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size", "max_position_embeddings", "type_vocab_size")
+        for name in ints:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{source}: {name}={value!r} must be a positive integer")
+        floats = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range",
+                  "layer_norm_eps")
+        for name in floats:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{source}: {name}={value!r} must be a finite number")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{source}: {name}={getattr(self, name)!r} must be in [0, 1)")
+        if self.initializer_range <= 0 or self.layer_norm_eps <= 0:
+            raise ConfigError(f"{source}: initializer_range and layer_norm_eps must be > 0")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"{source}: num_attention_heads={self.num_attention_heads} does not divide "
+                f"hidden_size={self.hidden_size}")
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise ConfigError(
+                f"{source}: hidden_act={self.hidden_act!r} is not one of "
+                f"{', '.join(SUPPORTED_ACTIVATIONS)}")
+
+    @property
+    def head_size(self):
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_dict(cls, values, source="BertConfig"):
+        """Builds a config from a dict of bert_config.json fields; unknown fields are an error."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; expected a "
+                              f"subset of {', '.join(sorted(known))}")
+        try:
+            return cls(**values)
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("BertConfig:", f"{source}:", 1)) from None
+
+    @classmethod
+    def from_json_file(cls, path):
+        """Reads an original-format bert_config.json."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                values = json.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such bert_config file") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e})") from None
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: expected a JSON object of bert_config fields")
+        return cls.from_dict(values, source=str(path))
+
+    @classmethod
+    def from_preset(cls, name, **overrides):
+        """One of bert_tiny, bert_mini, bert_small, bert_medium, bert_base, bert_large."""
+        if name not in _PRESET_SHAPES:
+            raise ConfigError(f"unknown preset {name!r}; expected one of {', '.join(_PRESET_SHAPES)}")
+        layers, hidden = _PRESET_SHAPES[name]
+        values = dict(num_hidden_layers=layers, hidden_size=hidden,
+                      num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
+        values.update(overrides)
+        return cls.from_dict(values, source=f"preset {name}")
+
+    @staticmethod
+    def preset_names():
+        return tuple(_PRESET_SHAPES)
+
+    def to_dict(self):
+        """The bert_config.json fields; layer_norm_eps only when it is not the original's 1e-12."""
+        values = dataclasses.asdict(self)
+        if values["layer_norm_eps"] == _DEFAULT_LAYER_NORM_EPS:
+            del values["layer_norm_eps"]
+        return values
+
+    def to_json_string(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, path):
+        """Writes atomically: a reader never sees a half-written config."""
+        write_text_atomic(path, self.to_json_string())
+
+    def replace(self, **changes):
+        return dataclasses.replace(copy.deepcopy(self), **changes)
+

@@ -1,0 +1,35 @@
+"""Installs bert_tf: BERT pre-training and fine-tuning on TensorFlow 2 and Keras 3."""
+
+import setuptools
+
+setuptools.setup(
+    name="bert_tf",
+    version="0.1.0",
+    description="BERT pre-training (MLM + NSP) and fine-tuning with TensorFlow 2 and Keras 3.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"]),
+    package_data={"bert_tf": ["configs/*.json"]},
+    include_package_data=True,
+    install_requires=[
+        # 2.20 is the last release with a tensorflow-tpu wheel; keep it installable.
+        "tensorflow>=2.20,<2.22",
+        # 2.21.0 fails on import; 2.20.x pairs with TF 2.20.
+        "tensorflow-text>=2.20,!=2.21.0,<2.22",
+        "keras>=3.10,<4",
+        "keras-hub>=0.22,<0.40",
+        "tensorflow-datasets>=4.9",
+        "absl-py>=2.0",
+        "numpy>=1.26",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "pytest-xdist>=3.5"],
+        "beam": ["apache-beam>=2.60"],
+    },
+    entry_points={
+        "console_scripts": [
+            "bert_tf_pretrain=bert_tf.run_pretraining:run",
+        ],
+    },
+)
