@@ -1,0 +1,101 @@
+"""The embedded default corpus: the Python reference manual that every CPython install carries.
+
+`pydoc_data.topics` (stdlib) holds the text of the language reference's topics (about 460 KB of
+English prose). It is always present offline, so the demo and the tests can pre-train on real text
+without downloading anything. This module turns it into the pre-training input format: one
+sentence per line, a blank line between documents; each titled section is one document.
+"""
+
+import re
+
+from bert_tf.fileio import write_text_atomic
+
+# A heading is a line followed by a line of only *, = or - characters.
+_UNDERLINE = re.compile(r"^\s*([*=\-^~])\1{2,}\s*$")
+# End of sentence: . ! or ? followed by whitespace and an upper-case letter, quote or bracket.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\[])")
+_SPACES = re.compile(r"\s+")
+
+
+def _paragraphs(text):
+    """Yields (is_heading, paragraph) with each paragraph's lines joined by single spaces."""
+    lines = text.splitlines()
+    block = []
+    for i, line in enumerate(lines):
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if _UNDERLINE.match(line):
+            continue
+        if line.strip() and _UNDERLINE.match(nxt):
+            if block:
+                yield False, " ".join(block)
+                block = []
+            yield True, line.strip()
+            continue
+        if not line.strip():
+            if block:
+                yield False, " ".join(block)
+                block = []
+            continue
+        block.append(line.strip())
+    if block:
+        yield False, " ".join(block)
+
+
+def split_sentences(paragraph):
+    """Splits one paragraph of prose into sentences (a heuristic good enough for NSP pairs)."""
+    paragraph = _SPACES.sub(" ", paragraph).strip()
+    return [s for s in _SENTENCE_END.split(paragraph) if s]
+
+
+def pydoc_documents(min_sentences=2):
+    """The reference manual as documents: a list of documents, each a list of sentences.
+
+    A document is one titled section of a topic; sections with fewer than `min_sentences`
+    sentences are merged into the following one, so next-sentence pairs have material. Several
+    topics quote the same section; repeats are dropped so held-out text is really unseen.
+    """
+    from pydoc_data.topics import topics  # stdlib; imported here to keep module import cheap
+
+    documents = []
+    for name in sorted(topics):
+        current = []
+        for is_heading, paragraph in _paragraphs(topics[name]):
+            if is_heading:
+                if len(current) >= min_sentences:
+                    documents.append(current)
+                    current = []
+                continue
+            current.extend(split_sentences(paragraph))
+        if len(current) >= min_sentences:
+            documents.append(current)
+        elif current and documents:
+            documents[-1].extend(current)
+    seen = set()
+    unique = []
+    for doc in documents:
+        if tuple(doc) not in seen:
+            seen.add(tuple(doc))
+            unique.append(doc)
+    return unique
+
+
+def format_documents(documents):
+    """The pre-training text format: one sentence per line, a blank line between documents."""
+    return "\n\n".join("\n".join(doc) for doc in documents) + "\n"
+
+
+def write_demo_corpus(train_path, eval_path=None, eval_every=20):
+    """Writes the reference manual as a training corpus and, optionally, a held-out one.
+
+    Every `eval_every`-th document goes to `eval_path` (when given) so evaluation uses text the
+    model never trained on. Returns (num_train_documents, num_eval_documents).
+    """
+    documents = pydoc_documents()
+    if eval_path is None:
+        train, held_out = documents, []
+    else:
+        train = [d for i, d in enumerate(documents) if i % eval_every != eval_every - 1]
+        held_out = [d for i, d in enumerate(documents) if i % eval_every == eval_every - 1]
+        write_text_atomic(eval_path, format_documents(held_out))
+    write_text_atomic(train_path, format_documents(train))
+    return len(train), len(held_out)
