@@ -6,6 +6,7 @@ without downloading anything. This module turns it into the pre-training input f
 sentence per line, a blank line between documents; each titled section is one document.
 """
 
+import os
 import re
 
 from bert_tf.fileio import write_text_atomic
@@ -84,7 +85,7 @@ def format_documents(documents):
     return "\n\n".join("\n".join(doc) for doc in documents) + "\n"
 
 
-def write_demo_corpus(train_path, eval_path=None, eval_every=20):
+def write_demo_corpus(train_path, eval_path=None, eval_every=10):
     """Writes the reference manual as a training corpus and, optionally, a held-out one.
 
     Every `eval_every`-th document goes to `eval_path` (when given) so evaluation uses text the
@@ -99,3 +100,38 @@ def write_demo_corpus(train_path, eval_path=None, eval_every=20):
         write_text_atomic(eval_path, format_documents(held_out))
     write_text_atomic(train_path, format_documents(train))
     return len(train), len(held_out)
+
+
+def prepare_demo_data(output_dir, *, vocab_size=4000, do_lower_case=True, max_seq_length=128,
+                      max_predictions_per_seq=20, dupe_factor=5, random_seed=12345,
+                      num_workers=1):
+    """Builds everything the demo pre-training run reads, from the embedded corpus.
+
+    Writes to `output_dir` (which must exist or be creatable): corpus_train.txt, corpus_eval.txt,
+    vocab.txt (WordPiece learned on the training corpus), train.tfrecord and eval.tfrecord
+    (pre-training records in the original format). Returns a dict of the paths and counts.
+    """
+    # Imported here: these pull in TensorFlow, which the corpus functions above do not need.
+    from bert_tf.data.create_pretraining_data import (PretrainingDataOptions,
+                                                      create_pretraining_data)
+    from bert_tf.text import build_vocab, write_vocab
+
+    os.makedirs(output_dir, exist_ok=True)
+    paths = {name: os.path.join(output_dir, name) for name in (
+        "corpus_train.txt", "corpus_eval.txt", "vocab.txt", "train.tfrecord", "eval.tfrecord")}
+    num_train_docs, num_eval_docs = write_demo_corpus(paths["corpus_train.txt"],
+                                                      paths["corpus_eval.txt"])
+    vocab = build_vocab(paths["corpus_train.txt"], vocab_size, do_lower_case)
+    write_vocab(vocab, paths["vocab.txt"])
+    options = PretrainingDataOptions(
+        max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
+        dupe_factor=dupe_factor, random_seed=random_seed)
+    train_stats = create_pretraining_data(
+        paths["corpus_train.txt"], [paths["train.tfrecord"]], paths["vocab.txt"],
+        do_lower_case=do_lower_case, options=options, num_workers=num_workers)
+    eval_stats = create_pretraining_data(
+        paths["corpus_eval.txt"], [paths["eval.tfrecord"]], paths["vocab.txt"],
+        do_lower_case=do_lower_case, options=options, num_workers=num_workers)
+    return dict(paths, vocab_size=len(vocab), train_documents=num_train_docs,
+                eval_documents=num_eval_docs, train_instances=train_stats.instances,
+                eval_instances=eval_stats.instances)

@@ -25,14 +25,14 @@ def test_pydoc_documents_are_real_multi_sentence_prose():
     assert all(s == s.strip() and "\n" not in s and s for s in sentences)
 
 
-def test_write_demo_corpus_holds_out_every_twentieth_document(tmp_path):
+def test_write_demo_corpus_holds_out_every_tenth_document(tmp_path):
     train, held_out = tmp_path / "train.txt", tmp_path / "eval.txt"
     num_train, num_eval = demo_corpus.write_demo_corpus(str(train), str(held_out))
     documents = demo_corpus.pydoc_documents()
     assert num_train + num_eval == len(documents)
-    assert num_eval == len(documents) // 20
+    assert num_eval == len(documents) // 10
     train_docs = train.read_text(encoding="utf-8").strip().split("\n\n")
     eval_docs = held_out.read_text(encoding="utf-8").strip().split("\n\n")
     assert len(train_docs) == num_train and len(eval_docs) == num_eval
-    assert eval_docs[0].split("\n") == documents[19]
+    assert eval_docs[0].split("\n") == documents[9]
     assert not set(eval_docs) & set(train_docs)
