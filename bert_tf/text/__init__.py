@@ -1,0 +1,41 @@
+"""Tokenization and input packing for BERT, in Python and inside TensorFlow graphs.
+
+The Python tokenizer (`WordpieceTokenizer`) needs no TensorFlow; the in-graph layers, the packing
+helpers and the vocabulary builder import TensorFlow when first used.
+"""
+
+import importlib
+
+from bert_tf.text.tokenization import (
+    SPECIAL_TOKENS,
+    WordpieceTokenizer,
+    basic_tokenize,
+    load_vocab,
+    validate_case_matches_checkpoint,
+)
+
+_LAZY = {
+    "BertTokenizerLayer": "bert_tf.text.layers",
+    "BertPackInputs": "bert_tf.text.packing",
+    "pack_inputs": "bert_tf.text.packing",
+    "truncated_lengths": "bert_tf.text.packing",
+    "build_vocab": "bert_tf.text.vocab_builder",
+    "write_vocab": "bert_tf.text.vocab_builder",
+}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bert_tf.text' has no attribute '{name}'")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "SPECIAL_TOKENS",
+    "WordpieceTokenizer",
+    "basic_tokenize",
+    "load_vocab",
+    "validate_case_matches_checkpoint",
+    *_LAZY,
+]

@@ -1,0 +1,216 @@
+"""In-graph BERT tokenizer: strings -> WordPiece ids, identical to `WordpieceTokenizer`.
+
+The basic tokenization rules of the original are per-character (keep, drop, surround with
+spaces, or replace by a string), except one: `str.lower` turns a capital sigma at the end of a
+word into a final sigma. The layer therefore runs
+
+1. `regex_replace` with `final_sigma_pattern()` (uncased only), which rewrites exactly the
+   capital sigmas Python would lower-case to U+03C2;
+2. a per-code-point lookup in a two-level table built from the Python rules
+   (`char_normalization_table`) that expands every code point into its replacement, then a
+   whitespace split into words;
+3. tensorflow_text's `FastWordpieceTokenizer` on the words (no pre-tokenization of its own);
+   words longer than `max_input_chars_per_word` characters become the unknown token first.
+
+Everything is constants plus stock TensorFlow and tensorflow_text ops (no lookup-table
+resources), so the layer runs in `tf.data`, in `tf.function` and in exported SavedModels.
+
+Known difference from the Python tokenizer (uncased only): NFD re-orders combining marks by
+their canonical combining class across a whole word, while the table decomposes each character
+on its own. Non-spacing marks (category Mn) are dropped afterwards, so the order matters only
+among the 25 spacing marks (category Mc) that have a non-zero combining class, such as the
+musical stems U+1D165..U+1D172, U+302E/U+302F or U+1B44. When two of them stand in
+non-canonical order in one combining sequence (e.g. U+1D16D then U+1D165), Python swaps them
+and this layer keeps the written order, so the resulting word (and maybe its pieces) differ.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from bert_tf.text import tokenization
+
+_BLOCK_SIZE = 256
+# FastWordpieceTokenizer rejects vocabulary pieces longer than this (after "##").
+_MAX_PIECE_BYTES = 256
+
+
+def _code_templates(replacements):
+    """Code-point templates of the table codes: -1 stands for the input character itself.
+
+    Returns:
+      (values, starts, lengths) int32 arrays: the template of code k is
+      values[starts[k]:starts[k] + lengths[k]].
+    """
+    templates = [[-1], [ord(" "), -1, ord(" ")]]  # KEEP_CODE, SPACED_CODE
+    templates += [[ord(c) for c in r] for r in replacements]
+    lengths = np.array([len(t) for t in templates], dtype=np.int32)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
+    values = np.array([v for t in templates for v in t] or [0], dtype=np.int32)
+    return values, starts, lengths
+
+
+def _two_level_table(codes):
+    """Splits a [0x110000] code array into (block_index [4352], blocks [num_unique, 256])."""
+    blocks = codes.reshape([-1, _BLOCK_SIZE])
+    unique_blocks, block_index = np.unique(blocks, axis=0, return_inverse=True)
+    return block_index.reshape([-1]).astype(np.int32), unique_blocks.astype(np.int32)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTokenizerLayer(keras.layers.Layer):
+    """Tokenizes strings into BERT WordPiece ids inside the TensorFlow graph.
+
+    Output equals `WordpieceTokenizer(vocab, do_lower_case).encode(text)` for every input (see
+    the module docstring for the one documented exception).
+
+    Args:
+      vocab_file: path of a vocab.txt, or a list of tokens (id = index). The token list is what
+        `get_config` stores, so saved models do not depend on the original file.
+      do_lower_case: lower-case and strip accents (uncased models).
+      max_input_chars_per_word: words with more characters than this become `unk_token`.
+      unk_token: the token for words WordPiece cannot cover.
+
+    Call args:
+      inputs: tf.string tensor [B] (or a scalar), UTF-8 text. Invalid UTF-8 bytes are dropped.
+
+    Returns:
+      int32 RaggedTensor [B, (tokens)] of WordPiece ids (or [tokens] for a scalar input).
+      `tokenize_words` returns [B, (words), (pieces)] instead.
+
+    Examples:
+
+    >>> layer = BertTokenizerLayer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un",
+    ...                             "##aff", "##able", ",", "hello"])
+    >>> layer(tf.constant(["Hello, unaffable!"])).to_list()
+    [[9, 8, 5, 6, 7, 1]]
+    """
+
+    def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=100,
+                 unk_token="[UNK]", **kwargs):
+        kwargs.setdefault("dtype", "int32")
+        super().__init__(**kwargs)
+        if isinstance(vocab_file, (list, tuple)):
+            tokens = list(vocab_file)
+            vocab = tokenization.vocab_from_tokens(tokens)
+        else:
+            tokens = tokenization.read_vocab_tokens(vocab_file)
+            vocab = tokenization.vocab_from_tokens(tokens, source=f"vocab_file '{vocab_file}'")
+        if unk_token not in vocab:
+            raise ValueError(f"unk_token '{unk_token}' is not in the vocabulary.")
+        if max_input_chars_per_word < 1:
+            raise ValueError(
+                f"max_input_chars_per_word must be >= 1, got {max_input_chars_per_word}.")
+        self.vocabulary = tokens
+        self.do_lower_case = bool(do_lower_case)
+        self.max_input_chars_per_word = int(max_input_chars_per_word)
+        self.unk_token = unk_token
+        self.unk_id = vocab[unk_token]
+        self.pad_id = vocab["[PAD]"]
+        self.cls_id = vocab["[CLS]"]
+        self.sep_id = vocab["[SEP]"]
+        self.mask_id = vocab["[MASK]"]
+
+        codes, replacements = tokenization.char_normalization_table(self.do_lower_case)
+        block_index, blocks = _two_level_table(codes)
+        templates = _code_templates(replacements)
+        # Numpy arrays, turned into graph constants at trace time (nothing to track or save).
+        self._block_index = block_index
+        self._blocks = blocks.reshape([-1])
+        self._template_values, self._template_starts, self._template_lengths = templates
+        self._sigma_pattern = tokenization.final_sigma_pattern() if self.do_lower_case else None
+        # A word of at most N characters has at most 4N UTF-8 bytes; the character limit itself is
+        # applied before FastWordpieceTokenizer, which only knows bytes.
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=self._wordpiece_vocab(tokens), suffix_indicator="##",
+            max_bytes_per_word=4 * self.max_input_chars_per_word,
+            token_out_type=tf.int32, unknown_token=unk_token, no_pretokenization=True,
+            support_detokenization=False)
+        # Strings and ragged tensors must reach `call` as TensorFlow tensors, unconverted.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        self.built = True
+
+    def _wordpiece_vocab(self, tokens):
+        """The vocabulary as given to FastWordpieceTokenizer, which caps pieces at 256 bytes.
+
+        A piece longer than `max_input_chars_per_word` characters can never match (such words
+        are [UNK] first), so it is replaced by a placeholder that no word can match either
+        (words never contain brackets), keeping every other id in place.
+        """
+        out = []
+        for index, token in enumerate(tokens):
+            piece = token[2:] if token.startswith("##") else token
+            if len(piece) > self.max_input_chars_per_word and token != self.unk_token:
+                token = f"[unreachable {index}]"
+            elif len(piece.encode("utf-8")) > _MAX_PIECE_BYTES:
+                raise ValueError(
+                    f"Vocabulary token {index} is {len(piece.encode('utf-8'))} UTF-8 bytes long; "
+                    f"the in-graph tokenizer supports pieces of at most {_MAX_PIECE_BYTES} bytes.")
+            out.append(token)
+        return out
+
+    @property
+    def vocab_size(self):
+        return len(self.vocabulary)
+
+    def split_words(self, inputs):
+        """Basic tokenization: tf.string [B] -> tf.string RaggedTensor [B, (words)]."""
+        text = tf.convert_to_tensor(inputs, dtype=tf.string)
+        if text.shape.rank != 1:
+            raise ValueError(f"BertTokenizerLayer expects a tf.string tensor of shape [batch] or "
+                             f"a scalar, got shape {text.shape}.")
+        # Decoding errors become U+FFFD, which the cleanup rules then delete.
+        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
+                                            replacement_char=0xFFFD)
+        if self._sigma_pattern is not None:
+            text = tf.strings.regex_replace(text, self._sigma_pattern,
+                                            tokenization.FINAL_SIGMA_REWRITE)
+        cps = tf.strings.unicode_decode(text, "UTF-8")  # [B, (C)] int32 code points
+        flat_cps = cps.flat_values  # [N]
+        block = tf.gather(tf.constant(self._block_index), flat_cps // _BLOCK_SIZE)
+        codes = tf.gather(tf.constant(self._blocks),
+                          block * _BLOCK_SIZE + flat_cps % _BLOCK_SIZE)  # [N]
+        # Character i becomes template[codes[i]], a code-point sequence in which -1 stands for
+        # the character itself. Expand all templates at once: output position j comes from
+        # character source[j], at offset[j] within its template.
+        lengths = tf.gather(tf.constant(self._template_lengths), codes)  # [N]
+        source = tf.repeat(tf.range(tf.size(flat_cps)), lengths)  # [M]
+        offset = tf.range(tf.size(source)) - tf.gather(tf.cumsum(lengths, exclusive=True), source)
+        values = tf.gather(
+            tf.constant(self._template_values),
+            tf.gather(tf.gather(tf.constant(self._template_starts), codes), source) + offset)
+        out_cps = tf.where(values < 0, tf.gather(flat_cps, source), values)  # [M]
+        row_lengths = tf.math.unsorted_segment_sum(lengths, cps.value_rowids(), cps.nrows())
+        normalized = tf.strings.unicode_encode(
+            tf.RaggedTensor.from_row_lengths(out_cps, tf.cast(row_lengths, tf.int64)), "UTF-8")
+        return tf.strings.split(normalized)
+
+    def tokenize_words(self, inputs):
+        """tf.string [B] (or scalar) -> int32 RaggedTensor [B, (words), (pieces)] of ids."""
+        text = tf.convert_to_tensor(inputs, dtype=tf.string)
+        scalar = text.shape.rank == 0
+        words = self.split_words(text[tf.newaxis] if scalar else text)
+        flat_words = words.flat_values
+        too_long = tf.strings.length(flat_words, unit="UTF8_CHAR") > self.max_input_chars_per_word
+        # The unknown token is itself a vocabulary entry, so WordPiece maps it to unk_id.
+        flat_words = tf.where(too_long, self.unk_token, flat_words)
+        pieces = self._wordpiece.tokenize(words.with_flat_values(flat_words))
+        return pieces[0] if scalar else pieces
+
+    def call(self, inputs):
+        pieces = self.tokenize_words(inputs)
+        if pieces.shape.rank == 2:  # Scalar input: [(words), (pieces)].
+            return pieces.merge_dims(0, 1)
+        return pieces.merge_dims(1, 2)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocab_file": list(self.vocabulary),
+            "do_lower_case": self.do_lower_case,
+            "max_input_chars_per_word": self.max_input_chars_per_word,
+            "unk_token": self.unk_token,
+        })
+        return config

@@ -1,0 +1,205 @@
+"""Packing token ids into BERT's [CLS] A [SEP] (B [SEP]) inputs, in Python and in-graph.
+
+Both faces truncate exactly as the original `_truncate_seq_pair`: while the pair is too long,
+drop the last token of the longer segment, and of segment B when both are equally long. A
+segment B that is empty, or left empty by truncation (only possible when `max_seq_length` <= 4),
+is treated as absent: no second [SEP], as the original's `if tokens_b:` after truncation does.
+"""
+
+import keras
+import tensorflow as tf
+
+
+def truncated_lengths(len_a, len_b, max_length):
+    """Lengths the original's longest-first truncation leaves of segments A and B.
+
+    Popping one token at a time from the longer segment (from B on ties) until
+    `len_a + len_b <= max_length` keeps
+    `min(len_a, max(max_length - len_b, ceil(max_length / 2)))` tokens of A and the rest of the
+    budget for B. Works elementwise on Python ints and on integer tensors.
+
+    Args:
+      len_a: int (or int tensor), length of segment A.
+      len_b: int (or int tensor), length of segment B (0 if absent).
+      max_length: int (or int tensor) >= 0, the number of positions left for A and B.
+
+    Returns:
+      (kept_a, kept_b), of the inputs' type.
+    """
+    if isinstance(len_a, int) and isinstance(len_b, int) and isinstance(max_length, int):
+        if len_a + len_b <= max_length:
+            return len_a, len_b
+        kept_a = min(len_a, max(max_length - len_b, (max_length + 1) // 2))
+        return kept_a, max_length - kept_a
+    fits = len_a + len_b <= max_length
+    kept_a = tf.minimum(len_a, tf.maximum(max_length - len_b, (max_length + 1) // 2))
+    return (tf.where(fits, len_a, kept_a), tf.where(fits, len_b, max_length - kept_a))
+
+
+def _check_seq_length(seq_length, two_segments, name):
+    needed = 3 if two_segments else 2
+    if seq_length < needed:
+        layout = "[CLS] A [SEP] B [SEP]" if two_segments else "[CLS] A [SEP]"
+        raise ValueError(f"{name}={seq_length} is too short: {layout} needs at least {needed} "
+                         "positions.")
+
+
+def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_id=0):
+    """Packs one or two segments of token ids into BERT's three dense inputs (Python lists).
+
+    Args:
+      ids_a: list of int, segment A (may be empty).
+      ids_b: list of int or None, segment B. Empty (also after truncation) means absent: no
+        second [SEP].
+      max_seq_length: int, output length S; segments are truncated longest-first to fit.
+      cls_id: id of [CLS]. sep_id: id of [SEP]. pad_id: id used for padding.
+
+    Returns:
+      dict of int lists of length S: `input_word_ids` ([CLS] A [SEP] (B [SEP]) then padding),
+      `input_mask` (1 on real tokens), `input_type_ids` (0 for [CLS] A [SEP], 1 for B [SEP],
+      0 on padding).
+
+    Raises:
+      ValueError: if `max_seq_length` cannot hold the special tokens (2, or 3 with `ids_b`).
+    """
+    _check_seq_length(max_seq_length, ids_b is not None, "max_seq_length")
+    ids_a = list(ids_a)
+    ids_b = list(ids_b) if ids_b else []
+    budget = max_seq_length - (3 if ids_b else 2)
+    kept_a, kept_b = truncated_lengths(len(ids_a), len(ids_b), budget)
+    word_ids = [cls_id] + ids_a[:kept_a] + [sep_id]
+    type_ids = [0] * len(word_ids)
+    if kept_b:
+        word_ids += ids_b[:kept_b] + [sep_id]
+        type_ids += [1] * (kept_b + 1)
+    num_real = len(word_ids)
+    num_pad = max_seq_length - num_real
+    return {
+        "input_word_ids": word_ids + [pad_id] * num_pad,
+        "input_mask": [1] * num_real + [0] * num_pad,
+        "input_type_ids": type_ids + [0] * num_pad,
+    }
+
+
+def _as_ragged_rows(segment, name):
+    """Returns `segment` as an int32 RaggedTensor [B, (T)] and whether it was one unbatched row."""
+    if not isinstance(segment, tf.RaggedTensor):
+        segment = tf.convert_to_tensor(segment)
+        if segment.shape.rank == 1:
+            return tf.RaggedTensor.from_tensor(segment[tf.newaxis]), True
+        if segment.shape.rank != 2:
+            raise ValueError(f"{name} must be [batch, (tokens)] or [tokens], got shape "
+                             f"{segment.shape}.")
+        segment = tf.RaggedTensor.from_tensor(segment)
+    if segment.shape.rank == 3:  # [B, (words), (pieces)] from tokenize_words.
+        segment = segment.merge_dims(1, 2)
+    if segment.shape.rank != 2:
+        raise ValueError(f"{name} must be [batch, (tokens)] or [batch, (words), (pieces)], got "
+                         f"rank {segment.shape.rank}.")
+    return tf.cast(segment, tf.int32), False
+
+
+def _keep_prefix(rt, keep):
+    """The first keep[i] tokens of each row i of rt: RaggedTensor [B, (keep)]."""
+    rowids = rt.value_rowids()
+    position = tf.range(tf.size(rt.flat_values, out_type=tf.int64)) - tf.gather(
+        rt.row_starts(), rowids)
+    mask = position < tf.cast(tf.gather(keep, rowids), tf.int64)
+    return tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(rt.flat_values, mask), tf.boolean_mask(rowids, mask),
+        nrows=rt.nrows())
+
+
+def _filled_rows(lengths, value):
+    """A RaggedTensor [B, (lengths)] filled with `value` (int32)."""
+    lengths = tf.cast(lengths, tf.int64)
+    return tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(lengths)], tf.constant(value, tf.int32)), lengths)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertPackInputs(keras.layers.Layer):
+    """Packs ragged token ids into BERT's dense [CLS] A [SEP] (B [SEP]) inputs, in-graph.
+
+    Truncates longest-first exactly as `pack_inputs` (and the original) does, row by row; a row
+    whose segment B is empty, or truncated to nothing, gets no second [SEP]. Works inside
+    `tf.data.Dataset.map`, `tf.function` and SavedModels.
+
+    Args:
+      seq_length: int S, length of the outputs.
+      cls_id: id of [CLS]. sep_id: id of [SEP]. pad_id: id used for padding.
+
+    Call args:
+      inputs: a segment, or a list/tuple of one or two segments. A segment is an int
+        RaggedTensor [B, (T)] (or [B, (words), (pieces)], flattened), or an unbatched [T].
+
+    Returns:
+      dict with `input_word_ids`, `input_mask`, `input_type_ids`: int32 [B, S] (or [S] for
+      unbatched input).
+
+    Examples:
+
+    >>> pack = BertPackInputs(seq_length=6, cls_id=2, sep_id=3)
+    >>> out = pack([tf.ragged.constant([[7, 8, 9]]), tf.ragged.constant([[5, 6]])])
+    >>> out["input_word_ids"].numpy().tolist()
+    [[2, 7, 8, 3, 5, 3]]
+    """
+
+    def __init__(self, seq_length, cls_id, sep_id, pad_id=0, **kwargs):
+        kwargs.setdefault("dtype", "int32")
+        super().__init__(**kwargs)
+        _check_seq_length(seq_length, False, "seq_length")
+        self.seq_length = int(seq_length)
+        self.cls_id = int(cls_id)
+        self.sep_id = int(sep_id)
+        self.pad_id = int(pad_id)
+        # Ragged string/int inputs must reach `call` as TensorFlow tensors, unconverted.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        self.built = True
+
+    def call(self, inputs):
+        segments = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        if not 1 <= len(segments) <= 2:
+            raise ValueError(f"BertPackInputs takes one or two segments, got {len(segments)}.")
+        _check_seq_length(self.seq_length, len(segments) == 2, "seq_length")
+        seg_a, unbatched = _as_ragged_rows(segments[0], "segment A")
+        if len(segments) == 2:
+            seg_b, _ = _as_ragged_rows(segments[1], "segment B")
+        else:
+            seg_b = tf.RaggedTensor.from_row_lengths(
+                tf.zeros([0], tf.int32), tf.zeros([seg_a.nrows()], tf.int64))
+
+        len_a = tf.cast(seg_a.row_lengths(), tf.int32)
+        len_b = tf.cast(seg_b.row_lengths(), tf.int32)
+        budget = self.seq_length - 2 - tf.cast(len_b > 0, tf.int32)
+        kept_a, kept_b = truncated_lengths(len_a, len_b, budget)
+        has_b = tf.cast(kept_b > 0, tf.int32)  # B truncated away entirely: no second [SEP].
+        ones = tf.ones_like(len_a)
+
+        word_ids = tf.concat([
+            _filled_rows(ones, self.cls_id),
+            _keep_prefix(seg_a, kept_a),
+            _filled_rows(ones, self.sep_id),
+            _keep_prefix(seg_b, kept_b),
+            _filled_rows(has_b, self.sep_id),
+        ], axis=1)
+        type_ids = tf.concat([
+            _filled_rows(kept_a + 2, 0),
+            _filled_rows(kept_b + has_b, 1),
+        ], axis=1)
+        shape = [None, self.seq_length]
+        outputs = {
+            "input_word_ids": word_ids.to_tensor(default_value=self.pad_id, shape=shape),
+            "input_mask": tf.ones_like(word_ids).to_tensor(default_value=0, shape=shape),
+            "input_type_ids": type_ids.to_tensor(default_value=0, shape=shape),
+        }
+        if unbatched:
+            outputs = {k: v[0] for k, v in outputs.items()}
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"seq_length": self.seq_length, "cls_id": self.cls_id,
+                       "sep_id": self.sep_id, "pad_id": self.pad_id})
+        return config
