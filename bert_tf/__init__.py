@@ -1,7 +1,21 @@
 """bert_tf: BERT pre-training (MLM + NSP) and fine-tuning with TensorFlow 2 and Keras 3."""
 
+import importlib
+
 from bert_tf.config import BertConfig, ConfigError
 
 __version__ = "0.1.0"
 
-__all__ = ["BertConfig", "ConfigError", "__version__"]
+# The models pull in TensorFlow and Keras (seconds of start-up); load them on first use so that
+# the pure-Python tokenizer and the config stay cheap to import.
+_LAZY = {"BertEncoder": "bert_tf.modeling", "BertPretrainer": "bert_tf.modeling"}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bert_tf' has no attribute '{name}'")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = ["BertConfig", "BertEncoder", "BertPretrainer", "ConfigError", "__version__"]

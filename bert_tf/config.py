@@ -61,7 +61,7 @@ class BertConfig:
     >>> BertConfig(vocab_size=100, hidden_size=96, num_attention_heads=5)
     Traceback (most recent call last):
     ...
-    bert_tf.config.ConfigError: num_attention_heads=5 does not divide hidden_size=96
+    bert_tf.config.ConfigError: BertConfig: num_attention_heads=5 does not divide hidden_size=96
     """
 
     vocab_size: int = 30522

@@ -1,0 +1,6 @@
+"""Keras layers and models of BERT: the encoder and the task models built on it."""
+
+from bert_tf.modeling.encoder import BertEncoder
+from bert_tf.modeling.models import BertPretrainer
+
+__all__ = ["BertEncoder", "BertPretrainer"]

@@ -1,0 +1,123 @@
+"""BertEncoder: the BERT network, embeddings -> N post-LN transformer blocks -> tanh pooler."""
+
+import keras
+
+from bert_tf.config import BertConfig
+from bert_tf.modeling import layers
+
+_INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEncoder(keras.Model):
+    """The BERT encoder as a functional Keras model.
+
+    Inputs (a dict, all int32 [B, S]; S may vary between calls up to max_position_embeddings):
+      input_word_ids: WordPiece ids.
+      input_mask: 1 for real tokens, 0 for padding (padding keys get no attention).
+      input_type_ids: segment ids (0 for sentence A, 1 for sentence B).
+
+    Outputs (a dict):
+      sequence_output: float [B, S, H], the last block's output.
+      pooled_output: float [B, H], tanh(dense(sequence_output[:, 0])) (the [CLS] vector).
+      encoder_outputs: list of L float [B, S, H], one per block.
+
+    Layer names, for mapping original TF1 checkpoints (`bert/...`):
+      embeddings (BertEmbeddings)     embeddings/{word,token_type,position}_embeddings, LayerNorm
+      transformer_layer_{i}           encoder/layer_{i}/... (see layers.TransformerBlock)
+      pooler                          pooler/dense
+
+    Args:
+      config: a `BertConfig` or a dict of bert_config.json fields.
+      dtype: optional dtype policy for every layer (default: the global policy).
+      **kwargs: `name`, `trainable`.
+
+    Examples:
+
+    >>> encoder = BertEncoder(BertConfig.from_preset("bert_tiny", vocab_size=100))
+    >>> ids = keras.ops.ones((2, 16), "int32")
+    >>> out = encoder({"input_word_ids": ids, "input_mask": ids,
+    ...                "input_type_ids": keras.ops.zeros_like(ids)})
+    >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
+    ((2, 16, 128), (2, 128))
+    """
+
+    def __init__(self, config, dtype=None, **kwargs):
+        if isinstance(config, dict):
+            config = BertConfig.from_dict(config)
+        elif not isinstance(config, BertConfig):
+            raise TypeError(f"BertEncoder: config must be a BertConfig or a dict of "
+                            f"bert_config.json fields, got {type(config).__name__}")
+        kwargs.setdefault("name", "bert_encoder")
+
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in _INPUT_NAMES
+        }
+        embedding_layer = layers.BertEmbeddings(
+            vocab_size=config.vocab_size, type_vocab_size=config.type_vocab_size,
+            max_position_embeddings=config.max_position_embeddings,
+            hidden_size=config.hidden_size, initializer_range=config.initializer_range,
+            layer_norm_eps=config.layer_norm_eps, dropout=config.hidden_dropout_prob,
+            dtype=dtype, name="embeddings")
+        hidden_bsh = embedding_layer(inputs["input_word_ids"], inputs["input_type_ids"])
+        attention_bias = layers.AttentionBias(dtype=dtype, name="attention_bias")(
+            inputs["input_mask"])
+
+        encoder_outputs = []
+        for i in range(config.num_hidden_layers):
+            block = layers.TransformerBlock(
+                hidden_size=config.hidden_size,
+                num_attention_heads=config.num_attention_heads,
+                intermediate_size=config.intermediate_size,
+                hidden_act=config.hidden_act,
+                hidden_dropout_prob=config.hidden_dropout_prob,
+                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                initializer_range=config.initializer_range,
+                layer_norm_eps=config.layer_norm_eps,
+                dtype=dtype, name=f"transformer_layer_{i}")
+            hidden_bsh = block(hidden_bsh, attention_bias)
+            encoder_outputs.append(hidden_bsh)
+
+        cls_bh = hidden_bsh[:, 0, :]
+        pooled_bh = keras.layers.Dense(
+            config.hidden_size, activation="tanh",
+            kernel_initializer=layers.truncated_normal(config.initializer_range),
+            dtype=dtype, name="pooler")(cls_bh)
+
+        super().__init__(
+            inputs=inputs,
+            outputs={"sequence_output": hidden_bsh, "pooled_output": pooled_bh,
+                     "encoder_outputs": encoder_outputs},
+            **kwargs)
+        self.config = config
+        self._dtype_argument = dtype
+        self.embedding_layer = embedding_layer
+
+    def call(self, inputs, training=None, mask=None):
+        # A task model's feature dict carries labels too; pass on only the encoder's inputs so
+        # Keras does not warn about the mismatched structure. (A missing input has already
+        # been reported by Keras' input check, naming it.)
+        if isinstance(inputs, dict):
+            inputs = {k: inputs[k] for k in _INPUT_NAMES}
+        return super().call(inputs, training=training, mask=mask)
+
+    @property
+    def word_embeddings(self):
+        """The word-embedding `keras.layers.Embedding`; `.embeddings` is the [V, H] variable."""
+        return self.embedding_layer.word_embeddings
+
+    def get_config(self):
+        config = {"name": self.name, "trainable": self.trainable,
+                  "config": dict(self.config.to_dict(), layer_norm_eps=self.config.layer_norm_eps)}
+        if self._dtype_argument is not None:
+            config["dtype"] = keras.dtype_policies.serialize(
+                keras.dtype_policies.get(self._dtype_argument))
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "dtype" in config and isinstance(config["dtype"], dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)

@@ -1,0 +1,379 @@
+"""Keras layers of BERT: the embedding sum, the post-LN transformer block and the pre-training heads.
+
+Every layer works on the TensorFlow backend of Keras 3, serializes through `get_config`, and
+keeps LayerNorm and softmax in float32 under a mixed (bfloat16/float16) dtype policy.
+Sub-layer names mirror the original TF1 checkpoint names (see each class) so that a checkpoint
+converter can map `bert/encoder/layer_3/attention/self/query/kernel` to
+`transformer_layer_3/query/kernel` without guesswork.
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+
+# The original adds this to the attention logits of padding keys (modeling.py uses -10000.0);
+# keeping the value makes converted checkpoints reproduce the original's outputs exactly.
+_MASKED_LOGIT = -10000.0
+
+
+def get_activation(name):
+    """Returns the activation function for a bert_config.json `hidden_act` value.
+
+    Args:
+      name: "gelu" or "gelu_new" (tanh approximation, as the original), "gelu_exact" (erf),
+        "relu", "tanh", "swish" or "silu" (both x * sigmoid(x)).
+    """
+    if name in ("gelu", "gelu_new"):
+        return _gelu_tanh
+    if name == "gelu_exact":
+        return _gelu_erf
+    if name == "relu":
+        return tf.nn.relu
+    if name == "tanh":
+        return tf.math.tanh
+    if name in ("swish", "silu"):
+        return tf.nn.silu
+    raise ValueError(f"hidden_act={name!r} is not one of gelu, gelu_new, gelu_exact, relu, "
+                     f"tanh, swish, silu")
+
+
+def _gelu_tanh(x):
+    return tf.nn.gelu(x, approximate=True)
+
+
+def _gelu_erf(x):
+    return tf.nn.gelu(x, approximate=False)
+
+
+def truncated_normal(stddev):
+    """The initializer of every kernel and embedding: truncated normal, cut at 2 stddev."""
+    return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class PositionEmbedding(keras.layers.Layer):
+    """A learned absolute position table; returns its first S rows for an input of length S.
+
+    TF1 name: `bert/embeddings/position_embeddings` ([max_length, width]).
+
+    Args:
+      max_length: number of rows (the config's max_position_embeddings).
+      width: embedding width H.
+      initializer_range: stddev of the truncated-normal initializer.
+    """
+
+    def __init__(self, max_length, width, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.max_length = max_length
+        self.width = width
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.max_length, self.width),
+            initializer=truncated_normal(self.initializer_range))
+        self.built = True
+
+    def call(self, seq_length):
+        """Args: seq_length: scalar int. Returns: float [seq_length, width]."""
+        return self.embeddings[:seq_length]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(max_length=self.max_length, width=self.width,
+                      initializer_range=self.initializer_range)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEmbeddings(keras.layers.Layer):
+    """Token + segment + position embeddings, summed, then LayerNorm and dropout.
+
+    TF1 names (under `bert/embeddings/`): word_embeddings, token_type_embeddings,
+    position_embeddings, LayerNorm/{gamma,beta}. Here: sub-layers `word_embeddings`,
+    `token_type_embeddings`, `position_embeddings` (each holding `embeddings`) and `layer_norm`.
+
+    Args:
+      vocab_size: V, rows of the word-embedding table [V, H].
+      type_vocab_size: number of segment ids.
+      max_position_embeddings: rows of the position table; inputs may not be longer.
+      hidden_size: H.
+      initializer_range: stddev of the truncated-normal initializer of the three tables.
+      layer_norm_eps: LayerNorm epsilon.
+      dropout: dropout rate on the normalized sum.
+    """
+
+    def __init__(self, vocab_size, type_vocab_size, max_position_embeddings, hidden_size,
+                 initializer_range=0.02, layer_norm_eps=1e-12, dropout=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.type_vocab_size = type_vocab_size
+        self.max_position_embeddings = max_position_embeddings
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.dropout = dropout
+        policy = self.dtype_policy
+        self.word_embeddings = keras.layers.Embedding(
+            vocab_size, hidden_size, embeddings_initializer=truncated_normal(initializer_range),
+            dtype=policy, name="word_embeddings")
+        self.token_type_embeddings = keras.layers.Embedding(
+            type_vocab_size, hidden_size,
+            embeddings_initializer=truncated_normal(initializer_range),
+            dtype=policy, name="token_type_embeddings")
+        self.position_embeddings = PositionEmbedding(
+            max_position_embeddings, hidden_size, initializer_range, dtype=policy,
+            name="position_embeddings")
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype=policy, name="layer_norm")
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy, name="dropout")
+
+    def build(self, input_shape=None):
+        self.word_embeddings.build((None, None))
+        self.token_type_embeddings.build((None, None))
+        self.position_embeddings.build()
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, input_word_ids, input_type_ids, training=None):
+        """Args: input_word_ids, input_type_ids: int [B, S]. Returns: float [B, S, H]."""
+        seq_length = tf.shape(input_word_ids)[1]
+        static_length = input_word_ids.shape[1]
+        if static_length is not None and static_length > self.max_position_embeddings:
+            raise ValueError(
+                f"input length {static_length} exceeds max_position_embeddings="
+                f"{self.max_position_embeddings}")
+        embeddings_bsh = (self.word_embeddings(input_word_ids)
+                          + self.token_type_embeddings(input_type_ids)
+                          + tf.cast(self.position_embeddings(seq_length), self.compute_dtype))
+        embeddings_bsh = self.layer_norm(embeddings_bsh)
+        return self.dropout_layer(embeddings_bsh, training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, type_vocab_size=self.type_vocab_size,
+                      max_position_embeddings=self.max_position_embeddings,
+                      hidden_size=self.hidden_size, initializer_range=self.initializer_range,
+                      layer_norm_eps=self.layer_norm_eps, dropout=self.dropout)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AttentionBias(keras.layers.Layer):
+    """Turns a padding mask into an additive float32 attention bias shared by all blocks.
+
+    Computed once per batch instead of once per layer: 0 for real keys, -10000 for padding.
+    """
+
+    def call(self, input_mask):
+        """Args: input_mask: int [B, S], 1 = real token. Returns: float32 [B, 1, 1, S]."""
+        mask_b11s = tf.cast(input_mask[:, tf.newaxis, tf.newaxis, :], tf.float32)
+        return (1.0 - mask_b11s) * _MASKED_LOGIT
+
+    def compute_output_spec(self, input_mask):
+        return keras.KerasTensor((input_mask.shape[0], 1, 1, input_mask.shape[1]), "float32")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class TransformerBlock(keras.layers.Layer):
+    """One post-LayerNorm BERT block: self-attention, add & norm, feed-forward, add & norm.
+
+    All dense layers run on [B*S, H] matrices (as the original does) so every projection is a
+    plain 2-D GEMM; attention is two batched matmuls over [B, A, S, d] with the softmax in
+    float32.
+
+    Sub-layers and their TF1 names (under `bert/encoder/layer_N/`):
+      query, key, value            attention/self/{query,key,value}/{kernel,bias}
+      attention_output             attention/output/dense
+      attention_layer_norm         attention/output/LayerNorm
+      intermediate                 intermediate/dense
+      output                       output/dense
+      output_layer_norm            output/LayerNorm
+
+    Args:
+      hidden_size: H.
+      num_attention_heads: A; must divide H.
+      intermediate_size: width of the feed-forward inner layer.
+      hidden_act: bert_config activation name of the feed-forward inner layer.
+      hidden_dropout_prob: dropout on the attention output and the feed-forward output.
+      attention_probs_dropout_prob: dropout on the attention probabilities.
+      initializer_range: stddev of the truncated-normal kernel initializer.
+      layer_norm_eps: LayerNorm epsilon.
+    """
+
+    def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
+                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                 initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        if hidden_size % num_attention_heads:
+            raise ValueError(f"num_attention_heads={num_attention_heads} does not divide "
+                             f"hidden_size={hidden_size}")
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.head_size = hidden_size // num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+
+        policy = self.dtype_policy
+
+        def dense(units, name, activation=None):
+            return keras.layers.Dense(units, activation=activation,
+                                      kernel_initializer=truncated_normal(initializer_range),
+                                      dtype=policy, name=name)
+
+        self.query = dense(hidden_size, "query")
+        self.key = dense(hidden_size, "key")
+        self.value = dense(hidden_size, "value")
+        self.attention_output = dense(hidden_size, "attention_output")
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")
+        self.intermediate = dense(intermediate_size, "intermediate", get_activation(hidden_act))
+        self.output_dense = dense(hidden_size, "output")
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm")
+        self.attention_dropout = keras.layers.Dropout(
+            attention_probs_dropout_prob, dtype=policy, name="attention_probs_dropout")
+        self.hidden_dropout = keras.layers.Dropout(
+            hidden_dropout_prob, dtype=policy, name="hidden_dropout")
+
+    def build(self, input_shape=None):
+        matrix = (None, self.hidden_size)
+        for layer in (self.query, self.key, self.value, self.attention_output,
+                      self.attention_layer_norm, self.intermediate, self.output_layer_norm):
+            layer.build(matrix)
+        self.output_dense.build((None, self.intermediate_size))
+        self.built = True
+
+    def _split_heads(self, x_mh, batch, seq_length):
+        """[B*S, H] -> [B, A, S, d]."""
+        x_bsad = tf.reshape(x_mh, [batch, seq_length, self.num_attention_heads, self.head_size])
+        return tf.transpose(x_bsad, [0, 2, 1, 3])
+
+    def call(self, hidden_bsh, attention_bias, training=None):
+        """Runs the block.
+
+        Args:
+          hidden_bsh: float [B, S, H], the previous block's output (or the embeddings).
+          attention_bias: float32 [B, 1, 1, S], 0 for real keys and -10000 for padding.
+          training: enables dropout.
+
+        Returns:
+          float [B, S, H].
+        """
+        shape = tf.shape(hidden_bsh)
+        batch, seq_length = shape[0], shape[1]
+        x_mh = tf.reshape(hidden_bsh, [-1, self.hidden_size])  # M = B*S rows.
+
+        # Scaling the queries ([M, H]) is cheaper than scaling the scores ([B, A, S, S]).
+        query_basd = self._split_heads(
+            self.query(x_mh) * (1.0 / math.sqrt(self.head_size)), batch, seq_length)
+        key_basd = self._split_heads(self.key(x_mh), batch, seq_length)
+        value_basd = self._split_heads(self.value(x_mh), batch, seq_length)
+
+        scores_bass = tf.matmul(query_basd, key_basd, transpose_b=True)
+        # Keras casts float call arguments to the compute dtype; the softmax runs in float32.
+        scores_bass = tf.cast(scores_bass, tf.float32) + tf.cast(attention_bias, tf.float32)
+        probs_bass = tf.cast(tf.nn.softmax(scores_bass, axis=-1), self.compute_dtype)
+        probs_bass = self.attention_dropout(probs_bass, training=training)
+
+        context_basd = tf.matmul(probs_bass, value_basd)
+        context_mh = tf.reshape(tf.transpose(context_basd, [0, 2, 1, 3]), [-1, self.hidden_size])
+
+        attention_mh = self.hidden_dropout(self.attention_output(context_mh), training=training)
+        attention_mh = self.attention_layer_norm(attention_mh + x_mh)
+
+        ffn_mh = self.output_dense(self.intermediate(attention_mh))
+        ffn_mh = self.hidden_dropout(ffn_mh, training=training)
+        output_mh = self.output_layer_norm(ffn_mh + attention_mh)
+        return tf.reshape(output_mh, shape)
+
+    def compute_output_spec(self, hidden_bsh, attention_bias, training=None):
+        return keras.KerasTensor(hidden_bsh.shape, self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
+                      intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
+                      hidden_dropout_prob=self.hidden_dropout_prob,
+                      attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+                      initializer_range=self.initializer_range,
+                      layer_norm_eps=self.layer_norm_eps)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class MaskedLMHead(keras.layers.Layer):
+    """The masked-LM head: gather masked positions, transform, and score against the vocabulary.
+
+    Only the P masked positions go through the transform dense (not all S), and the output
+    projection reuses the word-embedding table (tied weights: the same variable, transposed)
+    plus a per-token bias. TF1 names (under `cls/predictions/`): transform/dense ->
+    `transform`, transform/LayerNorm -> `transform_layer_norm`, output_bias -> `output_bias`.
+
+    Args:
+      embedding_layer: the encoder's word-embedding layer; its `embeddings` [V, H] variable is
+        the output projection. Not serialized: the owning model passes it again on load.
+      hidden_act: bert_config activation name of the transform.
+      initializer_range: stddev of the truncated-normal kernel initializer.
+      layer_norm_eps: LayerNorm epsilon.
+    """
+
+    def __init__(self, embedding_layer, hidden_act="gelu", initializer_range=0.02,
+                 layer_norm_eps=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding_layer = embedding_layer
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.vocab_size, self.hidden_size = (embedding_layer.input_dim,
+                                             embedding_layer.output_dim)
+        policy = self.dtype_policy
+        self.transform = keras.layers.Dense(
+            self.hidden_size, activation=get_activation(hidden_act),
+            kernel_initializer=truncated_normal(initializer_range), dtype=policy,
+            name="transform")
+        self.transform_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype=policy, name="transform_layer_norm")
+
+    def build(self, input_shape=None):
+        self.transform.build((None, self.hidden_size))
+        self.transform_layer_norm.build((None, self.hidden_size))
+        # float32 and not autocast: the logits are computed in float32 under mixed precision.
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
+                                           initializer="zeros", autocast=False)
+        self.built = True
+
+    def call(self, sequence_output, masked_positions):
+        """Scores the vocabulary at the masked positions.
+
+        Args:
+          sequence_output: float [B, S, H], the encoder's last layer.
+          masked_positions: int [B, P], indices into S (0-padded).
+
+        Returns:
+          float32 logits [B, P, V].
+        """
+        masked_bph = tf.gather(sequence_output, tf.cast(masked_positions, tf.int32),
+                               batch_dims=1)
+        batch, num_predictions = tf.shape(masked_bph)[0], tf.shape(masked_bph)[1]
+        masked_nh = tf.reshape(masked_bph, [-1, self.hidden_size])  # N = B*P rows.
+        masked_nh = self.transform_layer_norm(self.transform(masked_nh))
+        table_vh = tf.cast(self.embedding_layer.embeddings, self.compute_dtype)
+        logits_nv = tf.matmul(masked_nh, table_vh, transpose_b=True)
+        logits_nv = tf.nn.bias_add(tf.cast(logits_nv, tf.float32), self.output_bias)
+        return tf.reshape(logits_nv, [batch, num_predictions, self.vocab_size])
+
+    def compute_output_spec(self, sequence_output, masked_positions):
+        return keras.KerasTensor(
+            (sequence_output.shape[0], masked_positions.shape[1], self.vocab_size), "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_act=self.hidden_act, initializer_range=self.initializer_range,
+                      layer_norm_eps=self.layer_norm_eps)
+        return config

@@ -1,0 +1,205 @@
+"""Task models built on BertEncoder: BertPretrainer (masked LM + next-sentence prediction)."""
+
+import keras
+import tensorflow as tf
+
+from bert_tf.modeling import layers
+from bert_tf.modeling.encoder import BertEncoder
+
+# Added to the weight sum in the masked-LM loss denominator, as the original does, so a batch
+# without predictions gives a loss of 0 rather than NaN.
+_MLM_WEIGHT_EPSILON = 1e-5
+
+_ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertPretrainer(keras.Model):
+    """BERT pre-training: a masked-LM head (tied to the word embeddings) and an NSP head.
+
+    `call(features)` takes the pre-training feature dict (extra keys such as `masked_lm_ids`
+    are ignored) and returns float32 logits:
+      mlm_logits: [B, P, V] at `masked_lm_positions` [B, P].
+      nsp_logits: [B, 2] from the pooled [CLS] vector (only with use_next_sentence_label).
+
+    The losses are the original's: masked-LM = sum(w * CE) / (sum(w) + 1e-5) over the P slots
+    with `masked_lm_weights` w; NSP = mean CE over the batch; loss = masked-LM + NSP. They are
+    computed by `compute_pretraining_losses`, which `compute_loss` uses, so plain
+    `compile(optimizer=...)` and `fit(dataset_of_feature_dicts)` train the model and log
+    `loss`, `mlm_loss`, `masked_lm_accuracy` (weighted by w) and, with NSP,
+    `nsp_loss`, `next_sentence_accuracy`.
+
+    Sub-layers and their TF1 names: `masked_lm` (cls/predictions: transform, transform_layer_norm,
+    output_bias; the output matrix is bert/embeddings/word_embeddings) and `next_sentence`
+    (cls/seq_relationship: kernel [H, 2] = output_weights transposed, bias).
+
+    Args:
+      encoder: a `BertEncoder`.
+      use_next_sentence_label: add the NSP head and loss (False: masked LM only, as RoBERTa).
+      **kwargs: `name`, `trainable`. The heads take the encoder's dtype policy.
+
+    Examples:
+
+    >>> from bert_tf.config import BertConfig
+    >>> encoder = BertEncoder(BertConfig.from_preset("bert_tiny", vocab_size=100))
+    >>> model = BertPretrainer(encoder)
+    >>> model.compile(optimizer=keras.optimizers.AdamW(1e-4))
+    >>> # model.fit(bert_tf.data.pretraining_dataset(...), epochs=1)
+    """
+
+    def __init__(self, encoder, use_next_sentence_label=True, **kwargs):
+        if not isinstance(encoder, BertEncoder):
+            raise TypeError(f"BertPretrainer: encoder must be a BertEncoder, "
+                            f"got {type(encoder).__name__}")
+        kwargs.setdefault("name", "bert_pretrainer")
+        super().__init__(**kwargs)
+        self.encoder = encoder
+        self.use_next_sentence_label = use_next_sentence_label
+        config = encoder.config
+        policy = encoder.dtype_policy
+
+        self.masked_lm = layers.MaskedLMHead(
+            encoder.word_embeddings, hidden_act=config.hidden_act,
+            initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
+            dtype=policy, name="masked_lm")
+        self.masked_lm.build()
+        if use_next_sentence_label:
+            self.next_sentence = keras.layers.Dense(
+                2, kernel_initializer=layers.truncated_normal(config.initializer_range),
+                dtype=policy, name="next_sentence")
+            self.next_sentence.build((None, config.hidden_size))
+        else:
+            self.next_sentence = None
+        # Every weight exists now, so a .keras file loads without a symbolic build.
+        self.built = True
+
+        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
+        self.mlm_accuracy_tracker = keras.metrics.Mean(name="masked_lm_accuracy")
+        if use_next_sentence_label:
+            self.nsp_loss_tracker = keras.metrics.Mean(name="nsp_loss")
+            self.nsp_accuracy_tracker = keras.metrics.Mean(name="next_sentence_accuracy")
+
+    def _untrained_variable_ids(self):
+        # Without NSP the pooler feeds no loss; leaving its variables out of the trained set
+        # spares Keras' "Gradients do not exist" warning and keeps weight decay off them.
+        if self.next_sentence is not None:
+            return set()
+        return {id(v) for v in self.encoder.get_layer("pooler").weights}
+
+    @property
+    def trainable_weights(self):
+        untrained = self._untrained_variable_ids()
+        return [v for v in super().trainable_weights if id(v) not in untrained]
+
+    @property
+    def trainable_variables(self):
+        untrained = self._untrained_variable_ids()
+        return [v for v in super().trainable_variables if id(v) not in untrained]
+
+    @property
+    def non_trainable_weights(self):
+        untrained = self._untrained_variable_ids()
+        return [v for v in self.weights if not v.trainable or id(v) in untrained]
+
+    def call(self, features, training=None):
+        """Runs the encoder and the heads.
+
+        Args:
+          features: dict with int32 input_word_ids, input_mask, input_type_ids [B, S] and
+            masked_lm_positions [B, P]; other keys are ignored.
+          training: enables dropout.
+
+        Returns:
+          dict: mlm_logits float32 [B, P, V]; nsp_logits float32 [B, 2] when NSP is on.
+        """
+        missing = [k for k in _ENCODER_INPUTS + ("masked_lm_positions",) if k not in features]
+        if missing:
+            raise KeyError(f"BertPretrainer: features lack {', '.join(missing)}; got "
+                           f"{', '.join(sorted(features))}")
+        encoder_outputs = self.encoder({k: features[k] for k in _ENCODER_INPUTS},
+                                       training=training)
+        outputs = {"mlm_logits": self.masked_lm(encoder_outputs["sequence_output"],
+                                                features["masked_lm_positions"])}
+        if self.next_sentence is not None:
+            outputs["nsp_logits"] = tf.cast(
+                self.next_sentence(encoder_outputs["pooled_output"]), tf.float32)
+        return outputs
+
+    def compute_pretraining_losses(self, features, outputs):
+        """The pre-training losses and the parts of exact accuracies, all float32 scalars.
+
+        Args:
+          features: the feature dict; uses masked_lm_ids int [B, P], masked_lm_weights
+            float [B, P] and (with NSP) next_sentence_labels int [B] or [B, 1].
+          outputs: what `call` returned.
+
+        Returns:
+          dict with `loss` (= mlm_loss + nsp_loss), `mlm_loss`, `nsp_loss` (0 without NSP),
+          and sums that aggregate exactly across batches and replicas: `mlm_correct`
+          (weighted count of correct masked predictions), `mlm_weight_sum`, `nsp_correct`,
+          `nsp_count`.
+        """
+        logits_bpv = tf.cast(outputs["mlm_logits"], tf.float32)
+        ids_bp = tf.cast(features["masked_lm_ids"], tf.int32)
+        weights_bp = tf.cast(features["masked_lm_weights"], tf.float32)
+        ce_bp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids_bp, logits=logits_bpv)
+        mlm_weight_sum = tf.reduce_sum(weights_bp)
+        mlm_loss = tf.reduce_sum(weights_bp * ce_bp) / (mlm_weight_sum + _MLM_WEIGHT_EPSILON)
+        hits_bp = tf.cast(tf.equal(tf.argmax(logits_bpv, axis=-1, output_type=tf.int32), ids_bp),
+                          tf.float32)
+        mlm_correct = tf.reduce_sum(weights_bp * hits_bp)
+
+        zero = tf.constant(0.0, tf.float32)
+        nsp_loss = nsp_correct = nsp_count = zero
+        if self.next_sentence is not None:
+            logits_b2 = tf.cast(outputs["nsp_logits"], tf.float32)
+            labels_b = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+            nsp_loss = tf.reduce_mean(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels_b, logits=logits_b2))
+            nsp_correct = tf.reduce_sum(tf.cast(
+                tf.equal(tf.argmax(logits_b2, axis=-1, output_type=tf.int32), labels_b),
+                tf.float32))
+            nsp_count = tf.cast(tf.size(labels_b), tf.float32)
+        return {"loss": mlm_loss + nsp_loss, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
+                "mlm_correct": mlm_correct, "mlm_weight_sum": mlm_weight_sum,
+                "nsp_correct": nsp_correct, "nsp_count": nsp_count}
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Keras hook used by fit/evaluate: `x` is the feature dict; `y` is unused.
+
+        Also updates the pre-training metrics. Returns the per-replica loss scaled by
+        1/num_replicas, as Keras' own losses are, so gradients sum to the global mean.
+        """
+        del y, sample_weight, training
+        parts = self.compute_pretraining_losses(x, y_pred)
+        loss = parts["loss"]
+        if self.losses:
+            loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in self.losses])
+
+        self.mlm_loss_tracker.update_state(parts["mlm_loss"])
+        # Mean with weight = weight_sum accumulates sum(correct) / sum(weights) over batches.
+        self.mlm_accuracy_tracker.update_state(
+            parts["mlm_correct"] / tf.maximum(parts["mlm_weight_sum"], 1e-12),
+            sample_weight=parts["mlm_weight_sum"])
+        if self.next_sentence is not None:
+            self.nsp_loss_tracker.update_state(parts["nsp_loss"])
+            self.nsp_accuracy_tracker.update_state(
+                parts["nsp_correct"] / tf.maximum(parts["nsp_count"], 1.0),
+                sample_weight=parts["nsp_count"])
+
+        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        if num_replicas > 1:
+            loss = loss * (1.0 / num_replicas)
+        return loss
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(encoder=keras.saving.serialize_keras_object(self.encoder),
+                      use_next_sentence_label=self.use_next_sentence_label)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)

@@ -1,0 +1,164 @@
+"""Tests of bert_tf.modeling.layers: numpy parity of a transformer block and of the heads."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.modeling import layers
+
+
+def np_layer_norm(x, gamma, beta, eps):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def np_gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def np_transformer_block(x_bsh, mask_bs, w, num_heads, eps):
+    """The original BERT block written out in numpy (float64), weights from a dict of arrays."""
+    b, s, h = x_bsh.shape
+    d = h // num_heads
+
+    def heads(t):  # [B, S, H] -> [B, A, S, d]
+        return t.reshape(b, s, num_heads, d).transpose(0, 2, 1, 3)
+
+    q = heads(x_bsh @ w["query/kernel"] + w["query/bias"])
+    k = heads(x_bsh @ w["key/kernel"] + w["key/bias"])
+    v = heads(x_bsh @ w["value/kernel"] + w["value/bias"])
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)
+    scores = scores + (1.0 - mask_bs[:, None, None, :]) * -10000.0
+    context = (np_softmax(scores) @ v).transpose(0, 2, 1, 3).reshape(b, s, h)
+    attn = context @ w["attention_output/kernel"] + w["attention_output/bias"]
+    attn = np_layer_norm(attn + x_bsh, w["attention_layer_norm/gamma"],
+                         w["attention_layer_norm/beta"], eps)
+    inter = np_gelu_tanh(attn @ w["intermediate/kernel"] + w["intermediate/bias"])
+    out = inter @ w["output/kernel"] + w["output/bias"]
+    return np_layer_norm(out + attn, w["output_layer_norm/gamma"], w["output_layer_norm/beta"],
+                         eps)
+
+
+def randomize(layer, rng, scale=0.3):
+    """Gives every weight (biases, gammas, betas too) random values so parity checks all."""
+    for v in layer.weights:
+        v.assign(rng.normal(0.0, scale, v.shape).astype("float32")
+                 + (1.0 if v.name == "gamma" else 0.0))
+
+
+def weights_by_path(layer):
+    prefix = layer.name + "/"
+    return {v.path[len(prefix):]: v.numpy().astype("float64") for v in layer.weights}
+
+
+def test_transformer_block_matches_numpy_reference():
+    rng = np.random.default_rng(0)
+    block = layers.TransformerBlock(hidden_size=12, num_attention_heads=3, intermediate_size=20,
+                                    hidden_act="gelu", layer_norm_eps=1e-12,
+                                    name="transformer_layer_0")
+    block.build((None, None, 12))
+    randomize(block, rng)
+    x = rng.normal(size=(2, 5, 12)).astype("float32")
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+    bias = layers.AttentionBias()(mask)
+
+    got = block(x, bias, training=False).numpy()
+    expected = np_transformer_block(x.astype("float64"), mask.astype("float64"),
+                                    weights_by_path(block), num_heads=3, eps=1e-12)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    # Weight paths are the converter's contract.
+    assert sorted(weights_by_path(block)) == sorted([
+        "query/kernel", "query/bias", "key/kernel", "key/bias", "value/kernel", "value/bias",
+        "attention_output/kernel", "attention_output/bias", "attention_layer_norm/gamma",
+        "attention_layer_norm/beta", "intermediate/kernel", "intermediate/bias",
+        "output/kernel", "output/bias", "output_layer_norm/gamma", "output_layer_norm/beta"])
+
+
+def test_padding_keys_do_not_change_real_positions():
+    rng = np.random.default_rng(1)
+    block = layers.TransformerBlock(hidden_size=8, num_attention_heads=2, intermediate_size=16)
+    block.build((None, None, 8))
+    x = rng.normal(size=(1, 6, 8)).astype("float32")
+    mask = np.array([[1, 1, 1, 1, 0, 0]], "int32")
+    bias = layers.AttentionBias()(mask)
+    out = block(x, bias, training=False).numpy()
+    x_changed = x.copy()
+    x_changed[:, 4:] = rng.normal(size=(1, 2, 8)) * 10
+    out_changed = block(x_changed, bias, training=False).numpy()
+    np.testing.assert_allclose(out[:, :4], out_changed[:, :4], atol=1e-5)
+    assert np.abs(out[:, 4:] - out_changed[:, 4:]).max() > 0.1
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("gelu", lambda x: np_gelu_tanh(x)),
+    ("gelu_new", lambda x: np_gelu_tanh(x)),
+    ("gelu_exact", lambda x: 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))),
+    ("relu", lambda x: np.maximum(x, 0.0)),
+    ("tanh", np.tanh),
+    ("swish", lambda x: x / (1.0 + np.exp(-x))),
+    ("silu", lambda x: x / (1.0 + np.exp(-x))),
+])
+def test_activations(name, expected):
+    x = np.linspace(-4.0, 4.0, 41)
+    got = layers.get_activation(name)(tf.constant(x, tf.float64)).numpy()
+    np.testing.assert_allclose(got, expected(x), rtol=1e-6, atol=1e-6)
+
+
+def test_gelu_variants_differ():
+    x = tf.constant([1.5], tf.float64)
+    gap = abs(float(layers.get_activation("gelu")(x)[0] - layers.get_activation("gelu_exact")(x)[0]))
+    assert gap > 1e-5
+
+
+def test_unknown_activation_names_the_field():
+    with pytest.raises(ValueError, match=r"^hidden_act='gelu2' is not one of gelu, gelu_new, "
+                                         r"gelu_exact, relu, tanh, swish, silu$"):
+        layers.get_activation("gelu2")
+
+
+def test_embeddings_match_numpy_and_reject_long_inputs():
+    rng = np.random.default_rng(2)
+    emb = layers.BertEmbeddings(vocab_size=20, type_vocab_size=2, max_position_embeddings=8,
+                                hidden_size=6, layer_norm_eps=1e-12, dropout=0.1)
+    emb.build()
+    randomize(emb, rng)
+    ids = rng.integers(0, 20, size=(2, 5)).astype("int32")
+    types = np.array([[0, 0, 1, 1, 1], [0, 1, 1, 1, 1]], "int32")
+    got = emb(ids, types, training=False).numpy()
+    w = {v.path.split("/", 1)[1]: v.numpy().astype("float64") for v in emb.weights}
+    total = (w["word_embeddings/embeddings"][ids] + w["token_type_embeddings/embeddings"][types]
+             + w["position_embeddings/embeddings"][:5][None])
+    expected = np_layer_norm(total, w["layer_norm/gamma"], w["layer_norm/beta"], 1e-12)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+    with pytest.raises(ValueError, match="input length 9 exceeds max_position_embeddings=8"):
+        emb(np.zeros((1, 9), "int32"), np.zeros((1, 9), "int32"))
+
+
+def test_masked_lm_head_matches_numpy_and_uses_the_embedding_variable():
+    rng = np.random.default_rng(3)
+    table = keras.layers.Embedding(30, 8)
+    table.build((None, None))
+    head = layers.MaskedLMHead(table, hidden_act="gelu", layer_norm_eps=1e-12)
+    head.build()
+    randomize(head, rng)
+    seq = rng.normal(size=(2, 6, 8)).astype("float32")
+    positions = np.array([[1, 4, 0], [5, 2, 3]], "int32")
+    got = head(seq, positions).numpy()
+    assert got.shape == (2, 3, 30) and got.dtype == np.float32
+
+    gathered = np.take_along_axis(seq.astype("float64"), positions[:, :, None], axis=1)
+    h = np_gelu_tanh(gathered @ head.transform.kernel.numpy() + head.transform.bias.numpy())
+    h = np_layer_norm(h, head.transform_layer_norm.gamma.numpy(),
+                      head.transform_layer_norm.beta.numpy(), 1e-12)
+    expected = h @ table.embeddings.numpy().T + head.output_bias.numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,137 @@
+"""Tests of bert_tf.config: the original bert_config.json format, presets and validation."""
+
+import json
+import os
+
+import pytest
+
+from bert_tf.config import BertConfig, ConfigError
+
+ORIGINAL_BASE = {  # google-research/bert's uncased_L-12_H-768_A-12/bert_config.json
+    "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+    "hidden_size": 768, "initializer_range": 0.02, "intermediate_size": 3072,
+    "max_position_embeddings": 512, "num_attention_heads": 12, "num_hidden_layers": 12,
+    "type_vocab_size": 2, "vocab_size": 30522,
+}
+
+
+def write_json(path, values):
+    path.write_text(json.dumps(values))
+    return str(path)
+
+
+def test_original_json_round_trips_field_for_field(tmp_path):
+    config = BertConfig.from_json_file(write_json(tmp_path / "bert_config.json", ORIGINAL_BASE))
+    assert config.layer_norm_eps == 1e-12
+    assert config.head_size == 64
+    assert config.to_dict() == ORIGINAL_BASE
+    out = tmp_path / "out" / "bert_config.json"
+    out.parent.mkdir()
+    config.to_json_file(str(out))
+    assert json.loads(out.read_text()) == ORIGINAL_BASE
+    assert BertConfig.from_json_file(str(out)) == config
+    assert not [p for p in os.listdir(out.parent) if p != "bert_config.json"]  # no temp left
+
+
+def test_layer_norm_eps_written_only_when_not_default(tmp_path):
+    config = BertConfig(vocab_size=100, layer_norm_eps=1e-6)
+    assert config.to_dict()["layer_norm_eps"] == 1e-6
+    path = str(tmp_path / "c.json")
+    config.to_json_file(path)
+    assert BertConfig.from_json_file(path) == config
+    assert json.loads(config.to_json_string()) == config.to_dict()
+
+
+@pytest.mark.parametrize("name", BertConfig.preset_names())
+def test_presets_equal_official_configs(name, repo_root):
+    path = os.path.join(repo_root, "official_configs", "models", f"{name}.json")
+    assert BertConfig.from_preset(name) == BertConfig.from_json_file(path)
+
+
+def test_preset_names_and_overrides():
+    assert BertConfig.preset_names() == ("bert_tiny", "bert_mini", "bert_small", "bert_medium",
+                                         "bert_base", "bert_large")
+    config = BertConfig.from_preset("bert_mini", vocab_size=8192, hidden_act="gelu_exact")
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+            config.intermediate_size, config.vocab_size, config.hidden_act) == (
+        4, 256, 4, 1024, 8192, "gelu_exact")
+
+
+def test_replace_validates_and_copies():
+    config = BertConfig.from_preset("bert_tiny")
+    other = config.replace(num_hidden_layers=3)
+    assert other.num_hidden_layers == 3 and config.num_hidden_layers == 2
+    with pytest.raises(ConfigError, match=r"^BertConfig: num_hidden_layers=0 must be a "
+                                          r"positive integer$"):
+        config.replace(num_hidden_layers=0)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("vocab_size", 0, "BertConfig: vocab_size=0 must be a positive integer"),
+    ("hidden_size", 12.0, "BertConfig: hidden_size=12.0 must be a positive integer"),
+    ("num_hidden_layers", True, "BertConfig: num_hidden_layers=True must be a positive integer"),
+    ("hidden_dropout_prob", float("nan"),
+     "BertConfig: hidden_dropout_prob=nan must be a finite number"),
+    ("attention_probs_dropout_prob", 1.0,
+     "BertConfig: attention_probs_dropout_prob=1.0 must be in [0, 1)"),
+    ("initializer_range", 0.0,
+     "BertConfig: initializer_range and layer_norm_eps must be > 0"),
+    ("num_attention_heads", 5, "BertConfig: num_attention_heads=5 does not divide hidden_size=768"),
+    ("hidden_act", "gelu_fast", "BertConfig: hidden_act='gelu_fast' is not one of gelu, "
+                                "gelu_new, gelu_exact, relu, tanh, swish, silu"),
+])
+def test_validation_messages(field, value, message):
+    with pytest.raises(ConfigError) as info:
+        BertConfig(**{field: value})
+    assert str(info.value) == message
+
+
+def test_file_errors_name_the_file(tmp_path):
+    missing = str(tmp_path / "nope.json")
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_json_file(missing)
+    assert str(info.value) == f"{missing}: no such bert_config file"
+
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{not json")
+    with pytest.raises(ConfigError, match=r"bad\.json: not valid JSON \("):
+        BertConfig.from_json_file(str(bad_json))
+
+    a_list = write_json(tmp_path / "list.json", [1, 2])
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_json_file(a_list)
+    assert str(info.value) == f"{a_list}: expected a JSON object of bert_config fields"
+
+    unknown = write_json(tmp_path / "unknown.json", dict(ORIGINAL_BASE, hidden_layers=3))
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_json_file(unknown)
+    assert str(info.value).startswith(f"{unknown}: unknown field(s) hidden_layers; expected a "
+                                      f"subset of attention_probs_dropout_prob, hidden_act")
+
+    wrong = write_json(tmp_path / "wrong.json", dict(ORIGINAL_BASE, num_attention_heads=7))
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_json_file(wrong)
+    assert str(info.value) == (f"{wrong}: num_attention_heads=7 does not divide "
+                               f"hidden_size=768")
+
+
+def test_unknown_preset():
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_preset("bert_huge")
+    assert str(info.value) == ("unknown preset 'bert_huge'; expected one of bert_tiny, "
+                               "bert_mini, bert_small, bert_medium, bert_base, bert_large")
+
+
+def test_preset_override_errors_name_the_preset():
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_preset("bert_tiny", type_vocab_size=-1)
+    assert str(info.value) == "preset bert_tiny: type_vocab_size=-1 must be a positive integer"
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import bert_tf.config
+
+    result = doctest.testmod(bert_tf.config)
+    assert result.attempted >= 3 and result.failed == 0
