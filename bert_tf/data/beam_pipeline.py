@@ -1,0 +1,204 @@
+"""create_pretraining_data as an Apache Beam pipeline, for corpora too large for one machine.
+
+Each input file is read into chunks of documents (bert_tf.data.create_pretraining_data
+.iter_document_chunks), chunks are redistributed over workers, and each chunk goes through the
+same InstanceMaker as the local path. Seeds depend only on (random_seed, file index, document
+index, dupe index), so for the same inputs and settings this pipeline writes exactly the same
+set of records as bert_tf.data.create_pretraining_data.create_pretraining_data; only the order
+and the sharding differ (the runner decides both; readers shuffle anyway).
+
+Output shards are named <output_prefix>-SSSSS-of-NNNNN, plus ".gz" when compressed; a record's
+shard is a hash of its bytes, and each shard is written by one worker under a temporary name and
+renamed into place when complete.
+
+Requires the [beam] extra (apache-beam). Only this module imports it, so the rest of bert_tf
+works without it.
+"""
+
+import zlib
+
+from absl import logging
+
+try:
+    import apache_beam as beam
+    from apache_beam.metrics.metric import MetricsFilter
+    from apache_beam.options.pipeline_options import PipelineOptions
+except ImportError as e:  # pragma: no cover - depends on the installation
+    raise ImportError("bert_tf.data.beam_pipeline needs Apache Beam: pip install "
+                      "'bert_tf[beam]' (apache-beam).") from e
+
+import tensorflow as tf
+
+from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.data import tfrecord_io
+from bert_tf.data.pretraining_dataset import expand_input_patterns
+from bert_tf.text import WordpieceTokenizer
+
+_METRICS_NAMESPACE = "create_pretraining_data"
+
+
+class _ReadChunksFn(beam.DoFn):
+    """(file_index, path) -> the file's DocumentChunks."""
+
+    def __init__(self, documents_per_chunk):
+        self._documents_per_chunk = documents_per_chunk
+
+    def process(self, indexed_path):
+        file_index, path = indexed_path
+        yield from cpd.iter_document_chunks(path, file_index, self._documents_per_chunk)
+
+
+class _CreateRecordsFn(beam.DoFn):
+    """DocumentChunk -> serialized tf.train.Example records; counts documents and instances."""
+
+    def __init__(self, vocab_file, do_lower_case, options):
+        self._vocab_file = vocab_file
+        self._do_lower_case = do_lower_case
+        self._options = options
+        self._maker = None
+        self._counters = {
+            name: beam.metrics.Metrics.counter(_METRICS_NAMESPACE, name)
+            for name in ("documents", "instances", "random_next", "predictions",
+                         "capped_instances", "capped_predictions")}
+
+    def setup(self):
+        # The vocabulary is loaded once per worker, not once per element.
+        self._maker = cpd.InstanceMaker(
+            WordpieceTokenizer(self._vocab_file, do_lower_case=self._do_lower_case),
+            self._options)
+
+    def process(self, chunk):
+        records, stats = self._maker.process_chunk(chunk)
+        for name, counter in self._counters.items():
+            counter.inc(getattr(stats, name))
+        yield from records
+
+
+class _WriteShardFn(beam.DoFn):
+    """(shard index, records) -> one TFRecord shard written atomically; yields its path."""
+
+    def __init__(self, output_prefix, num_shards, compression):
+        self._output_prefix = output_prefix
+        self._num_shards = num_shards
+        self._compression = compression
+
+    def process(self, shard_and_records):
+        shard, shard_records = shard_and_records
+        path = shard_path(self._output_prefix, shard, self._num_shards, self._compression)
+        with tfrecord_io.ShardedRecordWriter([path], self._compression) as writer:
+            for record in shard_records:
+                writer.write(record)
+        yield path
+
+
+def shard_path(output_prefix, shard, num_shards, compression=""):
+    """<output_prefix>-SSSSS-of-NNNNN, plus ".gz" for GZIP."""
+    suffix = ".gz" if compression == "GZIP" else ""
+    return f"{output_prefix}-{shard:05d}-of-{num_shards:05d}{suffix}"
+
+
+def _shard_of(record, num_shards):
+    # crc32 of the bytes: the same shard for the same record in every worker and every run.
+    return zlib.crc32(record) % num_shards
+
+
+def build_pipeline(pipeline, input_files, output_prefix, vocab_file, *, do_lower_case=True,
+                   options=None, num_shards=1, compression=""):
+    """Adds read -> make records -> write to `pipeline`.
+
+    Records are written with TensorFlow's TFRecord writer (the local path's), one shard per
+    group; Beam's own WriteToTFRecord would need a crc32c package that the [beam] extra does not
+    bring.
+
+    Args:
+      pipeline: a beam.Pipeline.
+      input_files: list of input text files, in the order that defines file indexes (the local
+        path uses the same order: expand_input_patterns, minus empty files).
+      output_prefix: shards are <output_prefix>-SSSSS-of-NNNNN[.gz].
+      vocab_file: WordPiece vocabulary.
+      do_lower_case: as the tokenizer.
+      options: cpd.PretrainingDataOptions; None = defaults.
+      num_shards: number of output shards (>= 1); a record's shard is a hash of its bytes.
+      compression: "" or "GZIP".
+
+    Returns:
+      The PCollection of written shard paths (shards that received no record are absent).
+    """
+    options = options or cpd.PretrainingDataOptions()
+    return (
+        pipeline
+        | "ListFiles" >> beam.Create(list(enumerate(input_files)))
+        | "ReadChunks" >> beam.ParDo(_ReadChunksFn(options.documents_per_chunk))
+        # Files are few and chunks many: spread the chunks over all workers.
+        | "SpreadChunks" >> beam.Reshuffle()
+        | "CreateRecords" >> beam.ParDo(_CreateRecordsFn(vocab_file, do_lower_case, options))
+        | "KeyByShard" >> beam.Map(lambda record: (_shard_of(record, num_shards), record))
+        | "GroupByShard" >> beam.GroupByKey()
+        | "WriteShards" >> beam.ParDo(_WriteShardFn(output_prefix, num_shards, compression)))
+
+
+def _counter(result, name):
+    query = result.metrics().query(MetricsFilter().with_namespace(_METRICS_NAMESPACE)
+                                   .with_name(name))
+    return sum(c.committed or 0 for c in query["counters"])
+
+
+def run_beam_pipeline(input_patterns, output_prefix, vocab_file, *, do_lower_case=True,
+                      options=None, num_shards=1, compression="", runner="DirectRunner",
+                      pipeline_args=()):
+    """Validates the settings, runs the pipeline to completion and logs its counters.
+
+    Args:
+      input_patterns: comma-separated globs (str) or a list of them.
+      output_prefix: output shard prefix (its directory must exist when it is a local path).
+      vocab_file, do_lower_case, options, num_shards, compression: as `build_pipeline`.
+      runner: a Beam runner name (DirectRunner, DataflowRunner, FlinkRunner, ...).
+      pipeline_args: extra Beam pipeline options, e.g. ["--project=p", "--region=r"] or
+        ["--direct_num_workers=1", "--direct_running_mode=in_memory"].
+
+    Returns:
+      cpd.CreationStats with documents, instances and prediction counters from the runner's
+      metrics (zeros for runners that do not report committed metrics).
+
+    Raises:
+      ValueError: as create_pretraining_data (bad flag, empty glob, missing output directory,
+        all inputs empty, no document at all); the tokenizer's error for a bad vocab file.
+    """
+    options = options or cpd.PretrainingDataOptions()
+    options.validate()
+    if num_shards < 1:
+        raise ValueError(f"--beam_num_shards={num_shards} must be at least 1.")
+    shards = [shard_path(output_prefix, i, num_shards, compression) for i in range(num_shards)]
+    tfrecord_io.check_output_files(shards, compression)
+    input_files = cpd.nonempty_input_files(expand_input_patterns(input_patterns))
+    # Loading the vocabulary here reports a bad vocab file before the pipeline starts.
+    WordpieceTokenizer(vocab_file, do_lower_case=do_lower_case)
+    cpd.warn_if_predictions_capped(options)
+    logging.info("Running create_pretraining_data on %s over %d files.", runner, len(input_files))
+
+    pipeline_options = PipelineOptions(["--runner=" + runner, *pipeline_args])
+    pipeline = beam.Pipeline(options=pipeline_options)
+    build_pipeline(pipeline, input_files, output_prefix, vocab_file,
+                   do_lower_case=do_lower_case, options=options, num_shards=num_shards,
+                   compression=compression)
+    result = pipeline.run()
+    result.wait_until_finish()
+
+    stats = cpd.CreationStats(**{
+        name: _counter(result, name)
+        for name in ("documents", "instances", "random_next", "predictions",
+                     "capped_instances", "capped_predictions")})
+    # A shard no record hashed to is written empty, so every <prefix>-SSSSS-of-NNNNN exists.
+    for path in shards:
+        if not tf.io.gfile.exists(path):
+            with tfrecord_io.ShardedRecordWriter([path], compression):
+                pass
+    if stats.instances == 0:
+        # Either no document had any token, or the runner reports no committed metrics: look.
+        if not any(True for _ in tf.data.TFRecordDataset(shards, compression).take(1)):
+            for path in shards:
+                tf.io.gfile.remove(path)
+            raise ValueError(f"No documents with any token in the input files "
+                             f"({', '.join(input_files)}); nothing written.")
+    cpd.log_summary(stats, options)
+    return stats

@@ -1,0 +1,604 @@
+"""Turns a text corpus into masked-LM + next-sentence pre-training TFRecords, streaming.
+
+Input format (as google-research/bert): UTF-8 text, one sentence per line, a blank line between
+documents. Output: tf.train.Example records (see bert_tf.data.tfrecord_io) that
+bert_tf.data.pretraining_dataset reads.
+
+The per-document algorithm follows the original create_pretraining_data.py:
+  * a target length of max_seq_length - 3 tokens, or with probability short_seq_prob a random
+    length in [2, max_seq_length - 3] (chosen once per document and dupe);
+  * sentences are accumulated until the target is reached; a random split point makes segment A;
+  * segment B is the rest of the accumulated sentences, or with probability 0.5 (always when only
+    one sentence was accumulated) sentences from a random other document (label 1), in which case
+    the unused sentences are put back for the next instance;
+  * the pair is truncated to max_seq_length - 3 tokens, one token at a time from the longer side,
+    from its front or back at random;
+  * min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob))) positions (len
+    counts [CLS] and the two [SEP]) are chosen among non-special tokens (whole words when
+    do_whole_word_mask: a "##" piece joins the word before it); each is replaced by [MASK] 80%
+    of the time, by a random vocabulary id 10% (any id, as the original) and kept 10%; positions
+    are sorted.
+
+What differs from the original, and why:
+  * Streaming instead of whole-corpus-in-memory. The original reads every document of every file,
+    shuffles them and all instances in memory, which does not scale. Here each input file is cut
+    into chunks of `documents_per_chunk` consecutive documents; the random next segment is drawn
+    from another document of the same chunk (not of the whole corpus), and finished records pass
+    through a bounded shuffle buffer (`shuffle_buffer_size` records) on their way to the shards.
+    Memory is bounded by those two sizes and the 2 * num_workers chunks in flight, whatever the
+    corpus size.
+  * Seeding per document. Each (file, document, dupe) gets its own random.Random seeded from a
+    hash of (random_seed, file index, document index, dupe index), so an instance does not depend
+    on which process made it or in what order: the local path gives byte-identical shards for a
+    given seed whatever --num_workers is, and the Beam pipeline (bert_tf.data.beam_pipeline) gives
+    the same set of records.
+  * With do_whole_word_mask a "##" piece right after [SEP] starts its own word instead of
+    joining the last word of segment A.
+  * The random other document is drawn uniformly from the rest of the chunk (the original makes
+    up to 10 draws from the whole corpus until one differs from the current document).
+  * Invalid UTF-8 bytes are replaced by U+FFFD, which the tokenizer drops (as the original's text
+    cleaning does), with a warning naming the file and line, rather than failing the run.
+  * max_predictions_per_seq below round(max_seq_length * masked_lm_prob) is allowed (the original
+    caps silently) but warned about, and the number of predictions lost to the cap is logged.
+"""
+
+import collections
+import dataclasses
+import hashlib
+import multiprocessing
+import random
+import time
+
+from absl import logging
+
+import tensorflow as tf
+
+from bert_tf.data import tfrecord_io
+from bert_tf.data.pretraining_dataset import expand_input_patterns
+from bert_tf.text import WordpieceTokenizer
+
+# Lines of a file reported individually for invalid UTF-8 before only a total is logged.
+_MAX_DECODE_WARNINGS_PER_FILE = 3
+_PROGRESS_EVERY_SECONDS = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingDataOptions:
+    """Settings of instance creation; field names are the command-line flag names.
+
+    Args:
+      max_seq_length: S, tokens per instance including [CLS] and two [SEP] (>= 5).
+      max_predictions_per_seq: P, the cap on masked positions per instance (>= 1).
+      masked_lm_prob: fraction of tokens to mask, in (0, 1).
+      short_seq_prob: probability of a shorter random target length per document, in [0, 1].
+      dupe_factor: how many times each document is used, each with different masks (>= 1).
+      do_whole_word_mask: mask all pieces of a word together.
+      random_seed: the seed everything random derives from.
+      feature_names: "v1" (original record names) or "v2".
+      documents_per_chunk: consecutive documents of one file processed together; the random
+        next segment comes from this pool (>= 1).
+    """
+
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    dupe_factor: int = 10
+    do_whole_word_mask: bool = False
+    random_seed: int = 12345
+    feature_names: str = "v1"
+    documents_per_chunk: int = 1000
+
+    def validate(self):
+        """Raises ValueError naming the first flag whose value is out of range."""
+        if self.max_seq_length < 5:
+            raise ValueError(f"--max_seq_length={self.max_seq_length} must be at least 5 "
+                             "([CLS] A [SEP] B [SEP] with one token each).")
+        if self.max_predictions_per_seq < 1:
+            raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq} must be "
+                             "at least 1.")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise ValueError(f"--masked_lm_prob={self.masked_lm_prob} must be in (0, 1).")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"--short_seq_prob={self.short_seq_prob} must be in [0, 1].")
+        if self.dupe_factor < 1:
+            raise ValueError(f"--dupe_factor={self.dupe_factor} must be at least 1.")
+        if self.feature_names not in tfrecord_io.FEATURE_NAMES:
+            raise ValueError(f'--feature_names={self.feature_names} must be "v1" or "v2".')
+        if self.documents_per_chunk < 1:
+            raise ValueError(f"--documents_per_chunk={self.documents_per_chunk} must be at "
+                             "least 1.")
+
+    @property
+    def uncapped_predictions(self):
+        """Predictions a full-length instance would get without the max_predictions_per_seq cap."""
+        return max(1, int(round(self.max_seq_length * self.masked_lm_prob)))
+
+
+@dataclasses.dataclass
+class DocumentChunk:
+    """Up to documents_per_chunk consecutive documents of one input file, as raw text.
+
+    Args:
+      file_index: position of the file in the sorted input file list (part of every seed).
+      path: the input file.
+      first_document_index: index within the file of documents[0]; documents count from 0 and
+        only documents with at least one non-blank line are counted.
+      documents: list of documents, each a list of stripped, non-empty lines (sentences).
+      num_bytes: input bytes these documents span (for progress reporting).
+    """
+
+    file_index: int
+    path: str
+    first_document_index: int
+    documents: list
+    num_bytes: int = 0
+
+
+@dataclasses.dataclass
+class Instance:
+    """One pre-training instance before padding.
+
+    Args:
+      input_ids: list of int, [CLS] A [SEP] B [SEP] with masking applied, length <= S.
+      segment_ids: list of int, 0 up to and including the first [SEP], then 1.
+      masked_lm_positions: sorted list of int, positions into input_ids, length <= P.
+      masked_lm_ids: list of int, the original ids at those positions.
+      next_sentence_label: 1 if B is a random segment, else 0.
+    """
+
+    input_ids: list
+    segment_ids: list
+    masked_lm_positions: list
+    masked_lm_ids: list
+    next_sentence_label: int
+
+
+@dataclasses.dataclass
+class CreationStats:
+    """Counters summed over chunks; `add` merges another instance into this one."""
+
+    documents: int = 0
+    instances: int = 0
+    random_next: int = 0
+    tokens: int = 0
+    predictions: int = 0
+    capped_instances: int = 0
+    capped_predictions: int = 0
+    num_bytes: int = 0
+
+    def add(self, other):
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+
+def document_seed(random_seed, file_index, document_index, dupe_index):
+    """A 64-bit seed for one (file, document, dupe), the same in every process and run.
+
+    Python's hash() is salted per process, so a cryptographic hash of the decimal values is used.
+    """
+    key = f"{random_seed}/{file_index}/{document_index}/{dupe_index}".encode("ascii")
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "little")
+
+
+def _open_binary(path):
+    # Plain open() is much faster line by line; other file systems (gs://...) go through TF.
+    if "://" in path:
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
+
+
+def iter_document_chunks(path, file_index, documents_per_chunk):
+    """Reads one input file into DocumentChunks, streaming (one chunk in memory at a time).
+
+    Blank (or whitespace-only) lines separate documents; repeated blank lines are one separator.
+    Invalid UTF-8 is replaced by U+FFFD with a warning naming the file and line.
+
+    Args:
+      path: the input text file.
+      file_index: the file's index in the input list (copied into each chunk).
+      documents_per_chunk: maximum documents per chunk.
+
+    Yields:
+      DocumentChunk, in file order.
+    """
+    documents, current = [], []
+    first_index = num_documents = 0
+    num_bytes = bad_lines = num_lines = 0
+    with _open_binary(path) as f:
+        for line_number, raw in enumerate(f, start=1):
+            num_bytes += len(raw)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                line = raw.decode("utf-8", errors="replace")
+                bad_lines += 1
+                if bad_lines <= _MAX_DECODE_WARNINGS_PER_FILE:
+                    logging.warning("%s:%d: invalid UTF-8 (%s); replaced the bad bytes with "
+                                    "U+FFFD.", path, line_number, e.reason)
+            line = line.strip()
+            if line:
+                num_lines += 1
+                current.append(line)
+                continue
+            if current:
+                documents.append(current)
+                current = []
+                num_documents += 1
+                if len(documents) == documents_per_chunk:
+                    yield DocumentChunk(file_index, path, first_index, documents, num_bytes)
+                    first_index += len(documents)
+                    documents, num_bytes = [], 0
+    if current:
+        documents.append(current)
+        num_documents += 1
+    if documents or num_bytes:
+        yield DocumentChunk(file_index, path, first_index, documents, num_bytes)
+    if bad_lines > _MAX_DECODE_WARNINGS_PER_FILE:
+        logging.warning("%s: %d lines held invalid UTF-8 in total (bad bytes replaced).",
+                        path, bad_lines)
+    if num_documents == 1 and num_lines > 1:
+        logging.info("%s has no blank line between sentences: read as one document of %d "
+                     "sentences.", path, num_lines)
+
+
+def _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng):
+    """Trims the longer of the two lists, one token at a time from a random end, in place."""
+    while len(tokens_a) + len(tokens_b) > max_num_tokens:
+        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        # Removing from either end avoids always cutting sentence endings (as the original).
+        if rng.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+
+
+class InstanceMaker:
+    """Creates masked, padded, serialized pre-training records from documents.
+
+    Args:
+      tokenizer: a bert_tf.text.WordpieceTokenizer (its vocab gives [CLS], [SEP], [MASK] and the
+        "##" continuation pieces).
+      options: PretrainingDataOptions (validated here).
+    """
+
+    def __init__(self, tokenizer, options):
+        options.validate()
+        self.tokenizer = tokenizer
+        self.options = options
+        self.vocab_size = tokenizer.vocab_size
+        self.cls_id, self.sep_id, self.mask_id = (tokenizer.cls_id, tokenizer.sep_id,
+                                                  tokenizer.mask_id)
+        self._continuation_ids = frozenset(
+            i for t, i in tokenizer.vocab.items() if t.startswith("##"))
+
+    def tokenize_document(self, lines):
+        """Raw sentences -> list of segments (list of int ids); sentences with no token dropped."""
+        segments = []
+        for line in lines:
+            ids = self.tokenizer.encode(line)
+            if ids:
+                segments.append(ids)
+        return segments
+
+    def process_chunk(self, chunk):
+        """Tokenizes a DocumentChunk and makes all its records.
+
+        Args:
+          chunk: DocumentChunk.
+
+        Returns:
+          (records, stats): list of serialized tf.train.Example bytes, ordered by dupe then
+          document, and the CreationStats of the chunk.
+        """
+        options = self.options
+        stats = CreationStats(num_bytes=chunk.num_bytes)
+        documents, indexes = [], []
+        for offset, lines in enumerate(chunk.documents):
+            segments = self.tokenize_document(lines)
+            if segments:
+                documents.append(segments)
+                indexes.append(chunk.first_document_index + offset)
+        stats.documents = len(documents)
+        records = []
+        for dupe in range(options.dupe_factor):
+            for position, document_index in enumerate(indexes):
+                rng = random.Random(document_seed(options.random_seed, chunk.file_index,
+                                                  document_index, dupe))
+                for instance in self.instances_from_document(documents, position, rng, stats):
+                    records.append(tfrecord_io.serialize_instance(
+                        instance.input_ids, instance.segment_ids, instance.masked_lm_positions,
+                        instance.masked_lm_ids, instance.next_sentence_label,
+                        max_seq_length=options.max_seq_length,
+                        max_predictions_per_seq=options.max_predictions_per_seq,
+                        feature_names=options.feature_names))
+        return records, stats
+
+    def instances_from_document(self, documents, position, rng, stats=None):
+        """The instances of one document (the original's algorithm, see the module docstring).
+
+        Args:
+          documents: list of documents of the chunk, each a non-empty list of non-empty segments
+            (lists of int ids); the random next segment is drawn from the others.
+          position: index into `documents` of the document to use.
+          rng: random.Random seeded for this (document, dupe).
+          stats: optional CreationStats to update.
+
+        Returns:
+          list of Instance.
+        """
+        options = self.options
+        document = documents[position]
+        max_num_tokens = options.max_seq_length - 3
+        target_length = max_num_tokens
+        if rng.random() < options.short_seq_prob:
+            target_length = rng.randint(2, max_num_tokens)
+
+        instances = []
+        current_chunk, current_length = [], 0
+        i = 0
+        while i < len(document):
+            current_chunk.append(document[i])
+            current_length += len(document[i])
+            if i == len(document) - 1 or current_length >= target_length:
+                a_end = 1
+                if len(current_chunk) >= 2:
+                    a_end = rng.randint(1, len(current_chunk) - 1)
+                tokens_a = [t for segment in current_chunk[:a_end] for t in segment]
+                tokens_b = []
+                is_random_next = len(current_chunk) == 1 or rng.random() < 0.5
+                if is_random_next:
+                    target_b_length = target_length - len(tokens_a)
+                    other = self._random_other_document(documents, position, rng)
+                    for segment in other[rng.randint(0, len(other) - 1):]:
+                        tokens_b.extend(segment)
+                        if len(tokens_b) >= target_b_length:
+                            break
+                    # The segments after A were not used: go back so the next instance has them.
+                    i -= len(current_chunk) - a_end
+                else:
+                    tokens_b = [t for segment in current_chunk[a_end:] for t in segment]
+                _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng)
+                instances.append(self._masked_instance(tokens_a, tokens_b, is_random_next,
+                                                       rng, stats))
+                current_chunk, current_length = [], 0
+            i += 1
+        return instances
+
+    @staticmethod
+    def _random_other_document(documents, position, rng):
+        if len(documents) == 1:
+            # A chunk of one document (a one-document file) has nothing else to draw from; the
+            # original does the same with a one-document corpus.
+            return documents[position]
+        other = rng.randint(0, len(documents) - 2)
+        return documents[other + 1 if other >= position else other]
+
+    def _masked_instance(self, tokens_a, tokens_b, is_random_next, rng, stats):
+        options = self.options
+        input_ids = [self.cls_id] + tokens_a + [self.sep_id] + tokens_b + [self.sep_id]
+        segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+
+        # Candidate positions: every non-special token, or every whole word (its piece positions).
+        candidates = []
+        for index, token_id in enumerate(input_ids):
+            if token_id == self.cls_id or token_id == self.sep_id:
+                continue
+            # A "##" piece joins the word just before it; unlike the original, not across a
+            # [SEP] (a B that starts mid-word after truncation starts a word of its own).
+            if (options.do_whole_word_mask and candidates and candidates[-1][-1] == index - 1
+                    and token_id in self._continuation_ids):
+                candidates[-1].append(index)
+            else:
+                candidates.append([index])
+        rng.shuffle(candidates)
+
+        uncapped = max(1, int(round(len(input_ids) * options.masked_lm_prob)))
+        num_to_predict = min(options.max_predictions_per_seq, uncapped)
+        original = list(input_ids)
+        positions = []
+        for word in candidates:
+            if len(positions) >= num_to_predict:
+                break
+            # A word that would overshoot the budget is skipped, so whole-word masking may
+            # predict slightly fewer than num_to_predict tokens.
+            if len(positions) + len(word) > num_to_predict:
+                continue
+            for index in word:
+                if rng.random() < 0.8:
+                    input_ids[index] = self.mask_id
+                elif rng.random() < 0.5:
+                    pass  # kept as is
+                else:
+                    input_ids[index] = rng.randint(0, self.vocab_size - 1)
+                positions.append(index)
+        positions.sort()
+
+        if stats is not None:
+            stats.instances += 1
+            stats.random_next += int(is_random_next)
+            stats.tokens += len(input_ids)
+            stats.predictions += len(positions)
+            if uncapped > num_to_predict:
+                stats.capped_instances += 1
+                stats.capped_predictions += uncapped - num_to_predict
+        return Instance(input_ids, segment_ids, positions, [original[p] for p in positions],
+                        int(is_random_next))
+
+
+def nonempty_input_files(input_files):
+    """Drops (with a warning) zero-byte files; raises ValueError if every file is empty."""
+    kept = []
+    for path in input_files:
+        if tf.io.gfile.stat(path).length == 0:
+            logging.warning("Input file %s is empty; skipping it.", path)
+        else:
+            kept.append(path)
+    if not kept:
+        raise ValueError(f"All input files are empty: {', '.join(input_files)}.")
+    return kept
+
+
+def warn_if_predictions_capped(options):
+    """Logs a warning when max_predictions_per_seq is below what masked_lm_prob asks for."""
+    if options.max_predictions_per_seq < options.uncapped_predictions:
+        logging.warning(
+            "--max_predictions_per_seq=%d is below round(--max_seq_length=%d * "
+            "--masked_lm_prob=%g) = %d: long instances get only %d predictions (as the "
+            "original); the number capped is logged at the end.",
+            options.max_predictions_per_seq, options.max_seq_length, options.masked_lm_prob,
+            options.uncapped_predictions, options.max_predictions_per_seq)
+
+
+def log_summary(stats, options):
+    """Logs the final counters, including predictions lost to max_predictions_per_seq."""
+    logging.info(
+        "Wrote %d instances from %d documents (dupe_factor=%d): %.1f%% random next, %.1f tokens "
+        "and %.2f predictions per instance.", stats.instances, stats.documents,
+        options.dupe_factor, 100.0 * stats.random_next / max(stats.instances, 1),
+        stats.tokens / max(stats.instances, 1), stats.predictions / max(stats.instances, 1))
+    if stats.capped_instances:
+        logging.warning(
+            "--max_predictions_per_seq=%d capped %d of %d instances, dropping %d predictions "
+            "that --masked_lm_prob=%g asked for.", options.max_predictions_per_seq,
+            stats.capped_instances, stats.instances, stats.capped_predictions,
+            options.masked_lm_prob)
+
+
+# Per-process state of the worker pool, set once by _init_worker.
+_worker_maker = None
+
+
+def _init_worker(vocab_file, do_lower_case, options):
+    global _worker_maker
+    _worker_maker = InstanceMaker(WordpieceTokenizer(vocab_file, do_lower_case=do_lower_case),
+                                  options)
+
+
+def _process_chunk_in_worker(chunk):
+    return _worker_maker.process_chunk(chunk)
+
+
+def _iter_chunk_results(chunks, maker, vocab_file, do_lower_case, options, num_workers):
+    """Yields (records, stats) per chunk in input order, in-process or over a process pool.
+
+    With several workers at most 2 * num_workers chunks are in flight, so reading never runs
+    far ahead of processing, and results are taken in submission order, which keeps the output
+    independent of scheduling.
+    """
+    if num_workers == 1:
+        for chunk in chunks:
+            yield maker.process_chunk(chunk)
+        return
+    # "spawn": forking a process that has initialized TensorFlow is unsafe.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(num_workers, initializer=_init_worker,
+                      initargs=(vocab_file, do_lower_case, options)) as pool:
+        pending = collections.deque()
+        for chunk in chunks:
+            pending.append(pool.apply_async(_process_chunk_in_worker, (chunk,)))
+            if len(pending) >= 2 * num_workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+class _Progress:
+    """Logs documents/s, instances and an ETA from the share of input bytes processed."""
+
+    def __init__(self, total_bytes):
+        self.total_bytes = max(total_bytes, 1)
+        self.start = self.last = time.monotonic()
+
+    def update(self, stats, force=False):
+        now = time.monotonic()
+        if not force and now - self.last < _PROGRESS_EVERY_SECONDS:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-6)
+        fraction = min(stats.num_bytes / self.total_bytes, 1.0)
+        eta = elapsed * (1.0 - fraction) / fraction if fraction > 0 else float("nan")
+        logging.info("%d documents (%.1f docs/s), %d instances, %.1f%% of input, ETA %s.",
+                     stats.documents, stats.documents / elapsed, stats.instances,
+                     100.0 * fraction, _format_seconds(eta))
+
+
+def _format_seconds(seconds):
+    if seconds != seconds:  # NaN: nothing processed yet
+        return "unknown"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lower_case=True,
+                            options=None, num_workers=1, compression="",
+                            shuffle_buffer_size=100_000):
+    """Writes pre-training TFRecords for a corpus, streaming, over `num_workers` processes.
+
+    Args:
+      input_patterns: comma-separated globs (str) or a list of them; files are read in sorted
+        order within each pattern.
+      output_files: comma-separated paths (str) or a list; records go round-robin to them.
+      vocab_file: WordPiece vocabulary, one token per line.
+      do_lower_case: lower-case and strip accents before WordPiece (match the vocab / checkpoint).
+      options: PretrainingDataOptions; None = the original defaults.
+      num_workers: processes that tokenize and mask (1 = in this process). The output does not
+        depend on it.
+      compression: "" or "GZIP" (GZIP output names must end in .gz).
+      shuffle_buffer_size: records held to shuffle the output order (>= 1; 1 = no shuffle).
+
+    Returns:
+      CreationStats of the whole run.
+
+    Raises:
+      ValueError: a bad option (names the flag), a glob matching nothing (names it), a missing
+        output directory, all inputs empty, or no document in any input; the tokenizer's error
+        for a bad vocab file. Invalid settings are reported before any input is read, and on any
+        error no output file is created.
+    """
+    options = options or PretrainingDataOptions()
+    options.validate()
+    if num_workers < 1:
+        raise ValueError(f"--num_workers={num_workers} must be at least 1.")
+    if shuffle_buffer_size < 1:
+        raise ValueError(f"shuffle_buffer_size={shuffle_buffer_size} must be at least 1.")
+    if isinstance(output_files, str):
+        output_files = [p.strip() for p in output_files.split(",") if p.strip()]
+    tfrecord_io.check_output_files(output_files, compression)
+    input_files = nonempty_input_files(expand_input_patterns(input_patterns))
+    maker = InstanceMaker(WordpieceTokenizer(vocab_file, do_lower_case=do_lower_case), options)
+    warn_if_predictions_capped(options)
+    logging.info("Creating pre-training data from %d files into %d shards with %d workers.",
+                 len(input_files), len(output_files), num_workers)
+
+    def chunks():
+        for file_index, path in enumerate(input_files):
+            yield from iter_document_chunks(path, file_index, options.documents_per_chunk)
+
+    stats = CreationStats()
+    progress = _Progress(sum(tf.io.gfile.stat(p).length for p in input_files))
+    # The output order is shuffled with its own stream, seeded from random_seed as well.
+    shuffle_rng = random.Random(document_seed(options.random_seed, -1, -1, -1))
+    buffer = []
+    with tfrecord_io.ShardedRecordWriter(output_files, compression) as writer:
+        for records, chunk_stats in _iter_chunk_results(
+                chunks(), maker, vocab_file, do_lower_case, options, num_workers):
+            stats.add(chunk_stats)
+            for record in records:
+                if len(buffer) < shuffle_buffer_size:
+                    buffer.append(record)
+                    continue
+                # Emit a random buffered record and keep the new one in its place.
+                slot = shuffle_rng.randrange(shuffle_buffer_size)
+                writer.write(buffer[slot])
+                buffer[slot] = record
+            progress.update(stats)
+        if stats.instances == 0:
+            raise ValueError(f"No documents with any token in the input files "
+                             f"({', '.join(input_files)}); nothing to write.")
+        shuffle_rng.shuffle(buffer)
+        for record in buffer:
+            writer.write(record)
+    progress.update(stats, force=True)
+    log_summary(stats, options)
+    return stats

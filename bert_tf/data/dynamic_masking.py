@@ -1,0 +1,506 @@
+"""Raw text -> masked pre-training batches inside tf.data: dynamic masking, no offline step.
+
+RoBERTa-style: instead of writing masked examples to TFRecords once (create_pretraining_data.py),
+the pipeline reads text, tokenizes, builds sequences and masks them on the fly, so every epoch
+sees fresh masks (and, with next-sentence prediction, fresh A/B pairings). Everything is TF ops
+in one tf.data graph (no py_function), so it can feed TPUs or run under tf.data service.
+
+Input text format (as the original): one sentence per line, a blank line between documents.
+
+Stages, with N = examples in a block, B = batch, S = max_seq_length, P = max_predictions_per_seq:
+  1. lines are read in blocks of `block_lines` lines from one file (files are shuffled and
+     interleaved in training); a block is the unit of tokenization (one batched tokenizer call)
+     and the pool that random next-sentence segments are drawn from (a block inside a single
+     long document counts as two documents, its halves). A document that straddles two blocks
+     is treated as two documents.
+  2. each block becomes N packed sequences ([CLS] A [SEP] B [SEP], or [CLS] X [SEP] without NSP),
+     dense int32 [N, S];
+  3. sequences are unbatched, shuffled (training), batched with drop_remainder, and
+  4. each batch [B, S] is masked with stateless random ops seeded by (seed, batch index): a given
+     seed reproduces the stream; each epoch's batches have new indices and so new masks.
+"""
+
+import random
+
+import tensorflow as tf
+
+from bert_tf.data.pretraining_dataset import expand_input_patterns
+from bert_tf.text import BertTokenizerLayer, load_vocab
+
+_DEFAULT_BLOCK_LINES = 2048
+_DEFAULT_SHUFFLE_BUFFER = 2000
+# Independent random streams derived from the base seed.
+_BLOCK_STREAM, _MASK_STREAM = 0, 1
+
+
+class _Vocab:
+    """The ids and tables the pipeline needs from a WordPiece vocab file."""
+
+    def __init__(self, vocab_file):
+        tokens = load_vocab(vocab_file)
+        self.size = max(tokens.values()) + 1
+        self.cls_id = tokens["[CLS]"]
+        self.sep_id = tokens["[SEP]"]
+        self.pad_id = tokens["[PAD]"]
+        self.mask_id = tokens["[MASK]"]
+        is_continuation = [False] * self.size
+        for token, index in tokens.items():
+            is_continuation[index] = token.startswith("##")
+        # [V] bool: True for "##" pieces, which continue the previous piece's word.
+        self.is_continuation = tf.constant(is_continuation, tf.bool)
+
+
+def _check_args(batch_size, max_seq_length, max_predictions_per_seq, masked_lm_prob,
+                short_seq_prob, text_patterns, tfds_name):
+    if (text_patterns is None) == (tfds_name is None):
+        raise ValueError("Pass exactly one of text_patterns (text files) or tfds_name (a TFDS "
+                         f"dataset); got text_patterns={text_patterns!r}, tfds_name={tfds_name!r}.")
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size} must be >= 1.")
+    if max_seq_length < 5:
+        raise ValueError(f"max_seq_length={max_seq_length} must be >= 5 "
+                         "([CLS] A [SEP] B [SEP] with a token in each segment).")
+    if not 1 <= max_predictions_per_seq <= max_seq_length:
+        raise ValueError(f"max_predictions_per_seq={max_predictions_per_seq} must be in "
+                         f"[1, max_seq_length={max_seq_length}].")
+    if not 0.0 < masked_lm_prob <= 1.0:
+        raise ValueError(f"masked_lm_prob={masked_lm_prob} must be in (0, 1].")
+    if not 0.0 <= short_seq_prob <= 1.0:
+        raise ValueError(f"short_seq_prob={short_seq_prob} must be in [0, 1].")
+
+
+def _text_line_blocks(files, block_lines, is_training, seed, input_context):
+    """Blocks of lines, tf.string [<= block_lines], each block from a single file."""
+    num_pipelines = input_context.num_input_pipelines if input_context else 1
+    shard_blocks = num_pipelines > 1 and len(files) < num_pipelines
+    file_ds = tf.data.Dataset.from_tensor_slices(files)
+    if num_pipelines > 1 and not shard_blocks:
+        file_ds = file_ds.shard(num_pipelines, input_context.input_pipeline_id)
+    compressions = {path: "GZIP" if path.endswith(".gz") else "" for path in files}
+    gzip_files = tf.constant(sorted(p for p, c in compressions.items() if c) or [""])
+
+    def read(path):
+        compression = tf.where(tf.reduce_any(tf.equal(gzip_files, path)), "GZIP", "")
+        lines = tf.data.TextLineDataset(path, compression_type=compression)
+        # A file's end also ends its last document.
+        lines = lines.concatenate(tf.data.Dataset.from_tensors(tf.constant("")))
+        blocks = lines.batch(block_lines)
+        if shard_blocks:
+            blocks = blocks.shard(num_pipelines, input_context.input_pipeline_id)
+        return blocks
+
+    if not is_training:
+        return file_ds.flat_map(read)
+    file_ds = file_ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    return file_ds.interleave(read, cycle_length=min(len(files), 4), block_length=1,
+                              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def _tfds_line_blocks(name, data_dir, split, text_key, block_lines, is_training, seed,
+                      input_context):
+    """Blocks of lines from an already prepared TFDS text dataset (one document per example)."""
+    import tensorflow_datasets as tfds  # optional dependency, only for this source
+
+    read_config = tfds.ReadConfig(shuffle_seed=seed, input_context=input_context)
+    try:
+        ds = tfds.load(name, split=split, data_dir=data_dir, download=False,
+                       shuffle_files=is_training, read_config=read_config)
+    except (AssertionError, tfds.core.registered.DatasetNotFoundError) as e:
+        raise ValueError(f'TFDS dataset "{name}" (split "{split}") is not prepared under '
+                         f"data_dir={data_dir!r}; prepare it first (nothing is downloaded "
+                         f"here): {e}") from None
+    if text_key not in ds.element_spec:
+        raise ValueError(f'TFDS dataset "{name}" has no feature "{text_key}" (tfds_text_key); '
+                         f"it has {sorted(ds.element_spec)}.")
+
+    def document_lines(example):
+        # Each example is one document; its lines are its sentences (or paragraphs).
+        lines = tf.strings.split(example[text_key], "\n")
+        return tf.data.Dataset.from_tensor_slices(tf.concat([lines, [""]], axis=0))
+
+    lines = ds.flat_map(document_lines)
+    if is_training:
+        lines = lines.repeat()
+    return lines.batch(block_lines)
+
+
+def _num_ids(ids):
+    """1 + the largest id in a 0-based id vector (0 when it is empty)."""
+    return tf.reduce_max(tf.concat([ids, tf.constant([-1], ids.dtype)], axis=0)) + 1
+
+
+def _seeds(seed, count):
+    """`count` independent stateless seeds [count, 2] from one seed [2]."""
+    return tf.random.experimental.stateless_split(seed, num=count)
+
+
+def _truncate_pair(len_a, len_b, max_tokens):
+    """Longest-first truncation of two lengths to a total of at most `max_tokens`."""
+    half = max_tokens // 2
+    over = len_a + len_b > max_tokens
+    new_a = tf.where(~over, len_a,
+                     tf.where(len_b <= half, max_tokens - len_b,
+                              tf.where(len_a <= half, len_a, max_tokens - half)))
+    return new_a, tf.where(over, tf.minimum(len_b, max_tokens - new_a), len_b)
+
+
+def _random_below(seed, limit):
+    """Uniform int64 in [0, limit) elementwise (0 where limit <= 0); `limit` int64 [K]."""
+    u = tf.random.stateless_uniform(tf.shape(limit), seed, dtype=tf.float64)
+    draw = tf.cast(tf.floor(u * tf.cast(limit, tf.float64)), tf.int64)
+    return tf.clip_by_value(draw, 0, tf.maximum(limit - 1, 0))
+
+
+def _greedy_chunks(sent_len, doc, target, seed):
+    """Groups a block's sentences into NSP chunks exactly as the original's document loop does.
+
+    Walking the sentences in order, a chunk grows until it reaches its document's target length
+    or the document ends; it is then split into A (its first a_count sentences, 1 <= a_count <
+    count when count >= 2) and B. Half the time, and always for a one-sentence chunk, B is to be
+    replaced by random text (when the block has another document); the sentences after A are
+    then unused and start the next chunk.
+
+    Args:
+      sent_len: int64 [N] tokens per sentence (all > 0).
+      doc: int32 [N] document index of each sentence, non-decreasing from 0.
+      target: int64 [D] target tokens per chunk of each document.
+      seed: int64 [2] stateless seed.
+
+    Returns:
+      (first, count, a_count, is_random): [K] first sentence index, sentences in the chunk,
+      sentences in A (int64), and whether B is random (bool).
+    """
+    num_sent = tf.shape(sent_len, out_type=tf.int64)[0]
+    many_docs = _num_ids(doc) > 1
+    next_is_new_doc = tf.concat([doc[1:] != doc[:-1], [True]], axis=0)  # [N]
+    sent_target = tf.gather(target, doc)  # [N]
+
+    def body(step, i, first, length, closed_ta, first_ta, a_ta, random_ta):
+        length += sent_len[i]
+        close = next_is_new_doc[i] | (length >= sent_target[i])
+        count = i - first + 1
+        u_split, u_random = tf.unstack(tf.random.stateless_uniform(
+            [2], tf.random.experimental.stateless_fold_in(seed, step), dtype=tf.float64))
+        a_count = 1 + tf.minimum(tf.cast(tf.floor(u_split * tf.cast(count - 1, tf.float64)),
+                                         tf.int64), tf.maximum(count - 2, 0))
+        is_random = ((count == 1) | (u_random < 0.5)) & many_docs
+        closed_ta = closed_ta.write(tf.cast(step, tf.int32), close)
+        first_ta = first_ta.write(tf.cast(step, tf.int32), tf.stack([first, count]))
+        a_ta = a_ta.write(tf.cast(step, tf.int32), a_count)
+        random_ta = random_ta.write(tf.cast(step, tf.int32), is_random)
+        next_i = tf.where(close & is_random, first + a_count, i + 1)
+        return (step + 1, next_i, tf.where(close, next_i, first),
+                tf.where(close, tf.zeros_like(length), length), closed_ta, first_ta, a_ta,
+                random_ta)
+
+    def array(dtype):
+        return tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=[])
+
+    zero = tf.constant(0, tf.int64)
+    _, _, _, _, closed_ta, first_ta, a_ta, random_ta = tf.while_loop(
+        lambda step, i, *_: i < num_sent, body,
+        (zero, zero, zero, zero, array(tf.bool),
+         tf.TensorArray(tf.int64, size=0, dynamic_size=True, element_shape=[2]),
+         array(tf.int64), array(tf.bool)))
+    closed = closed_ta.stack()
+    first_count = tf.boolean_mask(tf.reshape(first_ta.stack(), [-1, 2]), closed)
+    return (first_count[:, 0], first_count[:, 1], tf.boolean_mask(a_ta.stack(), closed),
+            tf.boolean_mask(random_ta.stack(), closed))
+
+
+def _nsp_segments(tokens, doc, max_tokens, short_seq_prob, seed):
+    """Sentence pairs for next-sentence prediction from one block, as the original makes them.
+
+    Per document a target length (max_tokens, or with probability short_seq_prob a random length
+    in [2, max_tokens]); sentences are grouped into chunks by `_greedy_chunks`; a random B is a
+    span from a random sentence start in another document of the block, as long as the target
+    leaves after A. When the block holds a single sentence no random B is possible and it is
+    dropped.
+
+    Args:
+      tokens: ragged int32 [N, (T)] token ids of the block's non-empty sentences, in order.
+      doc: int32 [N] document index (0..D-1, non-decreasing) of each sentence.
+      max_tokens: int, the pair budget (max_seq_length - 3).
+      short_seq_prob: probability of a shorter target length for a document.
+      seed: int64 [2] stateless seed.
+
+    Returns:
+      (tokens_a, tokens_b, labels): ragged int32 [K, (La)], [K, (Lb)] with 1 <= La,
+      1 <= Lb and La + Lb <= max_tokens, and int32 [K] next-sentence labels (1 = random B).
+    """
+    s_target_u, s_target_len, s_chunks, s_other, s_start, s_trunc_a, s_trunc_b = tf.unstack(
+        _seeds(seed, 7))
+    flat = tokens.flat_values
+    sent_len = tokens.row_lengths()  # int64 [N]
+    sent_start = tokens.row_starts()  # int64 [N], offsets into `flat`
+    sent_end = sent_start + sent_len
+    sent_index = tf.range(tf.shape(sent_len, out_type=tf.int64)[0])
+    num_docs = _num_ids(doc)
+    doc_first = tf.math.unsorted_segment_min(sent_index, doc, num_docs)  # [D]
+    doc_count = tf.math.unsorted_segment_sum(tf.ones_like(sent_index), doc, num_docs)  # [D]
+    doc_end = tf.gather(sent_end, doc_first + doc_count - 1)  # [D]
+
+    short = tf.random.stateless_uniform([num_docs], s_target_u) < short_seq_prob
+    short_len = 2 + _random_below(s_target_len, tf.fill([num_docs], tf.cast(max_tokens - 1,
+                                                                              tf.int64)))
+    target = tf.where(short, short_len, max_tokens)  # int64 [D]
+    chunk_first, chunk_count, a_count, is_random = _greedy_chunks(sent_len, doc, target, s_chunks)
+    num_chunks = tf.shape(chunk_first)[0]
+    chunk_doc = tf.gather(doc, chunk_first)
+    keep = (chunk_count >= 2) | is_random
+    a_start = tf.gather(sent_start, chunk_first)
+    a_stop = tf.gather(sent_end, chunk_first + a_count - 1)
+    b_stop_real = tf.gather(sent_end, chunk_first + chunk_count - 1)
+
+    # Random B: from a random sentence start in another document, as many tokens as the
+    # target leaves after A (at least one), not past that document's end.
+    other = (chunk_doc + 1 + tf.cast(_random_below(
+        s_other, tf.fill([num_chunks], tf.cast(num_docs - 1, tf.int64))), tf.int32)) % tf.maximum(
+        num_docs, 1)
+    other_sentence = tf.gather(doc_first, other) + _random_below(
+        s_start, tf.gather(doc_count, other))
+    b_start_random = tf.gather(sent_start, other_sentence)
+    b_budget = tf.maximum(tf.gather(target, chunk_doc) - (a_stop - a_start), 1)
+    b_stop_random = tf.minimum(b_start_random + b_budget, tf.gather(doc_end, other))
+    b_start = tf.where(is_random, b_start_random, a_stop)
+    b_stop = tf.where(is_random, b_stop_random, b_stop_real)
+
+    a_start, a_stop, b_start, b_stop, is_random = (
+        tf.boolean_mask(t, keep) for t in (a_start, a_stop, b_start, b_stop, is_random))
+    # Truncate longest-first; a segment's excess is cut partly at its front, partly at its back
+    # (a random split, as the original does) so the model does not learn where text was cut.
+    len_a, len_b = _truncate_pair(a_stop - a_start, b_stop - b_start, max_tokens)
+    a_start += _random_below(s_trunc_a, a_stop - a_start - len_a + 1)
+    b_start += _random_below(s_trunc_b, b_stop - b_start - len_b + 1)
+    tokens_a = tf.gather(flat, tf.ragged.range(a_start, a_start + len_a))
+    tokens_b = tf.gather(flat, tf.ragged.range(b_start, b_start + len_b))
+    return tokens_a, tokens_b, tf.cast(is_random, tf.int32)
+
+
+def _mlm_only_segments(tokens, max_tokens, short_seq_prob, seed):
+    """Full-length sequences cut from the block's token stream, across sentence/document ends.
+
+    Args:
+      tokens: ragged int32 [N, (T)] token ids of the block's sentences.
+      max_tokens: int, tokens per sequence (max_seq_length - 2).
+      short_seq_prob: probability that a sequence gets a random length in [2, max_tokens].
+      seed: int64 [2] stateless seed.
+
+    Returns:
+      ragged int32 [K, (L)] with 1 <= L <= max_tokens (only the block's last one may be short
+      other than by short_seq_prob).
+    """
+    s_short, s_len = tf.unstack(_seeds(seed, 2))
+    flat = tokens.flat_values
+    total = tf.size(flat, out_type=tf.int64)
+    # Enough windows even if every one is short (>= 2 tokens).
+    num_windows = total // 2 + 1
+    short = tf.random.stateless_uniform([num_windows], s_short) < short_seq_prob
+    short_len = 2 + _random_below(s_len, tf.fill([num_windows], tf.cast(max_tokens - 1, tf.int64)))
+    window_len = tf.where(short, short_len, max_tokens)
+    ends = tf.minimum(tf.cumsum(window_len), total)
+    windows = tf.RaggedTensor.from_row_splits(flat, tf.concat([[0], ends], axis=0))
+    return tf.ragged.boolean_mask(windows, windows.row_lengths() > 0)
+
+
+def _pack(tokens_a, tokens_b, seq_length, vocab):
+    """[CLS] A [SEP] (B [SEP]) -> input_word_ids, input_mask, input_type_ids int32 [K, S]."""
+    rows = tokens_a.nrows()
+    cls = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(vocab.cls_id, tf.int32)))
+    sep = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(vocab.sep_id, tf.int32)))
+    pieces, types = [cls, tokens_a, sep], [0, 0, 0]
+    if tokens_b is not None:
+        pieces += [tokens_b, sep]
+        types += [1, 1]
+    ids = tf.concat(pieces, axis=1)
+    type_ids = tf.concat([tf.ones_like(p) * t for p, t in zip(pieces, types)], axis=1)
+    shape = [None, seq_length]
+    return {
+        "input_word_ids": ids.to_tensor(default_value=vocab.pad_id, shape=shape),
+        "input_mask": tf.ones_like(ids).to_tensor(default_value=0, shape=shape),
+        "input_type_ids": type_ids.to_tensor(default_value=0, shape=shape),
+    }
+
+
+def mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id, max_predictions_per_seq,
+               masked_lm_prob=0.15, is_continuation=None):
+    """Chooses and applies MLM masks to a packed batch with stateless random ops.
+
+    Per sequence, n = min(P, max(1, round(masked_lm_prob * c))) of its c real non-special tokens
+    are chosen (whole words when `is_continuation` is given: a word's "##" pieces go with it, and
+    words are taken in random order while they fit in n). Each chosen token becomes [MASK] with
+    probability 0.8, a random vocabulary id with 0.1, and stays itself with 0.1.
+
+    Args:
+      features: dict with input_word_ids, input_mask (int32 [B, S]); other entries are passed on.
+      seed: int [2] stateless seed; the same seed gives the same masks.
+      vocab_size: V; random replacements are drawn from [0, V).
+      cls_id, sep_id: ids never chosen for prediction (nor is padding).
+      mask_id: the [MASK] id.
+      max_predictions_per_seq: P.
+      masked_lm_prob: fraction of tokens to predict.
+      is_continuation: optional bool [V], True for pieces that continue a word (whole-word mask).
+
+    Returns:
+      `features` with input_word_ids masked and masked_lm_positions, masked_lm_ids int32 [B, P]
+      (ascending real positions first, then 0-padding) and masked_lm_weights float32 [B, P].
+    """
+    s_choose, s_kind, s_random = tf.unstack(_seeds(seed, 3))
+    ids = features["input_word_ids"]
+    batch, seq_length = tf.shape(ids)[0], ids.shape[1]
+    candidate = (features["input_mask"] > 0) & (ids != cls_id) & (ids != sep_id)  # [B, S]
+    num_candidates = tf.reduce_sum(tf.cast(candidate, tf.float32), axis=1)
+    num_to_predict = tf.minimum(max_predictions_per_seq, tf.maximum(1, tf.cast(
+        tf.round(num_candidates * masked_lm_prob), tf.int32)))  # [B]
+
+    score = tf.random.stateless_uniform(tf.shape(ids), s_choose)  # [B, S]
+    if is_continuation is not None:
+        continues = tf.gather(is_continuation, ids) & candidate
+        previous_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
+        word_start = candidate & ~(continues & previous_candidate)
+        word = tf.maximum(tf.cumsum(tf.cast(word_start, tf.int32), axis=1) - 1, 0)  # [B, S]
+        score = tf.gather(score, word, batch_dims=1)  # one score per word
+    # Candidates in random order (a word's pieces stay together, in position order).
+    order = tf.argsort(tf.where(candidate, score, 2.0), axis=1, stable=True)  # [B, S]
+    rank = tf.range(1, seq_length + 1)[tf.newaxis, :]
+    taken_candidate = tf.gather(candidate, order, batch_dims=1)
+    if is_continuation is None:
+        accept = taken_candidate & (rank <= num_to_predict[:, tf.newaxis])
+    else:
+        # A word is taken if all of its pieces fit: compare the rank of its last piece.
+        rows = tf.range(batch)[:, tf.newaxis]
+        taken_word = tf.gather(word, order, batch_dims=1)
+        segment = tf.where(taken_candidate, rows * seq_length + taken_word, batch * seq_length)
+        word_last_rank = tf.math.unsorted_segment_max(tf.broadcast_to(rank, tf.shape(order)),
+                                                      segment, batch * seq_length + 1)
+        accept = taken_candidate & (tf.gather(word_last_rank, segment)
+                                    <= num_to_predict[:, tf.newaxis])
+    # Accepted positions are a prefix of `order` of length <= P; sort them, pad with S.
+    top = tf.where(accept[:, :max_predictions_per_seq], order[:, :max_predictions_per_seq],
+                   seq_length)
+    top = tf.sort(top, axis=1)
+    is_real = top < seq_length  # [B, P]
+    positions = tf.where(is_real, top, 0)
+    original = tf.gather(ids, positions, batch_dims=1)  # [B, P]
+
+    kind = tf.random.stateless_uniform(tf.shape(positions), s_kind)
+    random_ids = tf.random.stateless_uniform(tf.shape(positions), s_random, minval=0,
+                                             maxval=vocab_size, dtype=tf.int32)
+    replacement = tf.where(kind < 0.8, mask_id, tf.where(kind < 0.9, original, random_ids))
+    # Padding slots point at position 0 ([CLS]) and write its own id back: a no-op.
+    replacement = tf.where(is_real, replacement, original)
+    rows = tf.broadcast_to(tf.range(batch)[:, tf.newaxis], tf.shape(positions))
+    masked_ids = tf.tensor_scatter_nd_update(ids, tf.stack([rows, positions], axis=-1),
+                                             replacement)
+    out = dict(features)
+    out["input_word_ids"] = masked_ids
+    out["masked_lm_positions"] = positions
+    out["masked_lm_ids"] = tf.where(is_real, original, 0)
+    out["masked_lm_weights"] = tf.cast(is_real, tf.float32)
+    return out
+
+
+def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, batch_size,
+                             max_seq_length, max_predictions_per_seq, masked_lm_prob=0.15,
+                             use_next_sentence_label=True, do_whole_word_mask=False,
+                             short_seq_prob=0.1, seed=None, is_training=True, input_context=None,
+                             tfds_name=None, tfds_data_dir=None, tfds_split="train",
+                             tfds_text_key="text", block_lines=_DEFAULT_BLOCK_LINES,
+                             shuffle_buffer_size=_DEFAULT_SHUFFLE_BUFFER):
+    """Pre-training batches made from raw text on the fly, masked afresh every epoch.
+
+    Yields exactly what `pretraining_dataset` yields (same names, dtypes and static shapes), so
+    either feeds the same model.
+
+    Args:
+      text_patterns: text file glob(s): str (comma-separated allowed) or list; *.gz is GZIP.
+        One sentence per line, a blank line between documents.
+      vocab_file: WordPiece vocab (one token per line) with [PAD] [UNK] [CLS] [SEP] [MASK].
+      do_lower_case: must match the vocab / checkpoint.
+      batch_size: global batch size; with `input_context`, the per-replica size is used.
+      max_seq_length: S (>= 5).
+      max_predictions_per_seq: P, the cap on masked tokens per sequence.
+      masked_lm_prob: fraction of real non-special tokens to mask.
+      use_next_sentence_label: True: sentence pairs with 50% random B (label 1); False: full
+        sequences packed across sentence and document boundaries, labels all 0.
+      do_whole_word_mask: mask all pieces of a word together.
+      short_seq_prob: probability of a shorter target length (as the original).
+      seed: int; None draws one (training) or uses 0 (evaluation, so the eval set is fixed).
+      is_training: shuffle files/examples and repeat forever (True), or one ordered pass.
+      input_context: a tf.distribute.InputContext; pipelines read disjoint shards (whole files
+        when there are at least as many files as pipelines, else every n-th block of lines).
+      tfds_name: instead of text files, a TFDS text dataset already prepared under
+        `tfds_data_dir` (never downloaded); each example is a document, its lines the sentences.
+      tfds_data_dir: the TFDS data_dir.
+      tfds_split: the split to read.
+      tfds_text_key: the text feature of the TFDS examples.
+      block_lines: lines tokenized together; also the pool for random next sentences.
+      shuffle_buffer_size: sequences in the training shuffle buffer.
+
+    Returns:
+      tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S];
+      masked_lm_positions, masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P];
+      next_sentence_labels int32 [B].
+    """
+    _check_args(batch_size, max_seq_length, max_predictions_per_seq, masked_lm_prob,
+                short_seq_prob, text_patterns, tfds_name)
+    vocab = _Vocab(vocab_file)
+    tokenizer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31) if is_training else 0
+    pipeline_id = input_context.input_pipeline_id if input_context else 0
+    per_pipeline_batch = batch_size
+    if input_context is not None:
+        per_pipeline_batch = input_context.get_per_replica_batch_size(batch_size)
+    base_seed = tf.constant([seed, pipeline_id], tf.int64)
+    block_seed = tf.random.experimental.stateless_fold_in(base_seed, _BLOCK_STREAM)
+    mask_seed = tf.random.experimental.stateless_fold_in(base_seed, _MASK_STREAM)
+
+    if tfds_name is not None:
+        blocks = _tfds_line_blocks(tfds_name, tfds_data_dir, tfds_split, tfds_text_key,
+                                   block_lines, is_training, seed, input_context)
+    else:
+        blocks = _text_line_blocks(expand_input_patterns(text_patterns), block_lines,
+                                   is_training, seed, input_context)
+
+    def make_sequences(block_index, lines):
+        """lines tf.string [L] -> dict of int32 [N, S] and next_sentence_labels [N]."""
+        seed_here = tf.random.experimental.stateless_fold_in(block_seed, block_index)
+        lines = tf.strings.strip(lines)
+        blank = tf.equal(lines, "")
+        doc = tf.cumsum(tf.cast(blank, tf.int32))
+        sentences, doc = tf.boolean_mask(lines, ~blank), tf.boolean_mask(doc, ~blank)
+        tokens = tf.cast(tokenizer(sentences), tf.int32)  # ragged [N, (T)]
+        non_empty = tokens.row_lengths() > 0
+        tokens = tf.ragged.boolean_mask(tokens, non_empty)
+        if use_next_sentence_label:
+            _, doc = tf.unique(tf.boolean_mask(doc, non_empty))  # 0..D-1
+            # A block inside one long document (a book) has no other document to draw random
+            # next sentences from; its two halves, far apart in the text, then serve as two.
+            num_sentences = tf.size(doc)
+            halves = tf.range(num_sentences) * 2 // tf.maximum(num_sentences, 1)
+            doc = tf.where(_num_ids(doc) == 1, halves, doc)
+            tokens_a, tokens_b, labels = _nsp_segments(tokens, doc, max_seq_length - 3,
+                                                       short_seq_prob, seed_here)
+        else:
+            tokens_a = _mlm_only_segments(tokens, max_seq_length - 2, short_seq_prob, seed_here)
+            tokens_b, labels = None, tf.zeros([tokens_a.nrows()], tf.int32)
+        packed = _pack(tokens_a, tokens_b, max_seq_length, vocab)
+        packed["next_sentence_labels"] = labels
+        return packed
+
+    def mask(batch_index, features):
+        return mask_batch(
+            features, tf.random.experimental.stateless_fold_in(mask_seed, batch_index),
+            vocab_size=vocab.size, cls_id=vocab.cls_id, sep_id=vocab.sep_id,
+            mask_id=vocab.mask_id, max_predictions_per_seq=max_predictions_per_seq,
+            masked_lm_prob=masked_lm_prob,
+            is_continuation=vocab.is_continuation if do_whole_word_mask else None)
+
+    ds = blocks.enumerate().map(make_sequences, num_parallel_calls=tf.data.AUTOTUNE,
+                                deterministic=True).unbatch()
+    if is_training:
+        ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(per_pipeline_batch, drop_remainder=True).enumerate()
+    ds = ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,311 @@
+"""Reads pre-training TFRecords (original or v2 feature names) into batched feature dicts.
+
+The records are the ones google-research/bert's create_pretraining_data.py writes ("v1" names:
+input_ids, segment_ids, ...) or the same with Model Garden names ("v2": input_word_ids,
+input_type_ids). Names are mapped once, here, so everything downstream sees only:
+
+  input_word_ids       int32   [B, S]
+  input_mask           int32   [B, S]
+  input_type_ids       int32   [B, S]
+  masked_lm_positions  int32   [B, P]
+  masked_lm_ids        int32   [B, P]
+  masked_lm_weights    float32 [B, P]
+  next_sentence_labels int32   [B]
+
+with B = per-replica batch size, S = max_seq_length, P = max_predictions_per_seq.
+
+The first record of every file is checked eagerly in Python before the pipeline is built, so a
+records/flags mismatch (say --max_seq_length=128 against records written with 64) fails at once
+with the file, feature and expected value named, not later as an opaque InvalidArgumentError
+from inside tf.data.
+"""
+
+import concurrent.futures
+import glob as pyglob
+
+import tensorflow as tf
+from google.protobuf import message
+
+# On-disk name -> model input name, per naming scheme. The remaining features share their name.
+_RENAMES = {
+    "v1": {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"},
+    "v2": {},
+}
+_SCHEMES = ("v1", "v2")
+
+# Shuffle buffer of parsed records in training (the original used 100 after a file shuffle).
+_DEFAULT_SHUFFLE_BUFFER = 1000
+
+
+def expand_input_patterns(input_patterns):
+    """Expands comma-separated / listed glob patterns into a sorted, de-duplicated file list.
+
+    Args:
+      input_patterns: a str (one pattern or several separated by commas) or a list of str.
+
+    Returns:
+      list of file paths, sorted within each pattern, in pattern order.
+
+    Raises:
+      ValueError: a pattern matches no file (the pattern is named), or no pattern is given.
+    """
+    if isinstance(input_patterns, (str, bytes)):
+        input_patterns = [input_patterns]
+    patterns = []
+    for entry in input_patterns:
+        entry = entry.decode() if isinstance(entry, bytes) else entry
+        patterns.extend(p.strip() for p in entry.split(",") if p.strip())
+    if not patterns:
+        raise ValueError(f"No input pattern given (got {input_patterns!r}).")
+    files, seen = [], set()
+    for pattern in patterns:
+        # gs:// and other TensorFlow file systems need tf.io.gfile; local paths use Python's
+        # glob. A plain path matches itself if it exists, so a missing file is reported the
+        # same way as an empty glob.
+        matched = sorted(tf.io.gfile.glob(pattern)) if _has_scheme(pattern) else sorted(
+            pyglob.glob(pattern))
+        if not matched:
+            raise ValueError(f'No files match input pattern "{pattern}".')
+        for path in matched:
+            if path not in seen:
+                seen.add(path)
+                files.append(path)
+    return files
+
+
+def _has_scheme(path):
+    return "://" in path
+
+
+def _compression_of(path, compression):
+    """'GZIP' for *.gz files unless `compression` says otherwise ('' = uncompressed)."""
+    if compression is not None:
+        return compression
+    return "GZIP" if path.endswith(".gz") else ""
+
+
+def _expected_features(max_seq_length, max_predictions_per_seq, use_next_sentence_label):
+    """Model name -> (kind, length, flag naming the length), in a stable order."""
+    features = {
+        "input_word_ids": ("int64", max_seq_length, "max_seq_length"),
+        "input_mask": ("int64", max_seq_length, "max_seq_length"),
+        "input_type_ids": ("int64", max_seq_length, "max_seq_length"),
+        "masked_lm_positions": ("int64", max_predictions_per_seq, "max_predictions_per_seq"),
+        "masked_lm_ids": ("int64", max_predictions_per_seq, "max_predictions_per_seq"),
+        "masked_lm_weights": ("float", max_predictions_per_seq, "max_predictions_per_seq"),
+    }
+    if use_next_sentence_label:
+        features["next_sentence_labels"] = ("int64", 1, "one label per example")
+    return features
+
+
+def _disk_name(model_name, scheme):
+    for disk, model in _RENAMES[scheme].items():
+        if model == model_name:
+            return disk
+    return model_name
+
+
+def _read_first_record(path, compression):
+    """The first serialized record of `path`, with a readable error when it cannot be read."""
+    try:
+        for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
+            return record.numpy()
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+        hint = ("" if compression else
+                "; if it is GZIP-compressed without a .gz suffix, pass compression='GZIP'")
+        raise ValueError(
+            f"{path}: not a readable TFRecord file (compression={compression or 'none'!r}): "
+            f"{e.message}{hint}.") from None
+    raise ValueError(f"{path}: holds no records (expected tf.train.Example pre-training records).")
+
+
+def inspect_first_record(path, *, max_seq_length, max_predictions_per_seq,
+                         use_next_sentence_label=True, vocab_size=None, compression=None):
+    """Checks the first record of one file against the flags; returns its naming scheme.
+
+    Args:
+      path: a TFRecord file of tf.train.Example pre-training records.
+      max_seq_length: S, the length every input_ids / input_mask / segment_ids list must have.
+      max_predictions_per_seq: P, the length of the masked_lm_* lists.
+      use_next_sentence_label: whether next_sentence_labels (an int64 list of length 1) is needed.
+      vocab_size: if given, every id in the record must be < vocab_size.
+      compression: '', 'GZIP' or 'ZLIB'; None picks GZIP for *.gz.
+
+    Returns:
+      "v1" (original names) or "v2" (input_word_ids / input_type_ids).
+
+    Raises:
+      ValueError naming the file, the feature, and what was expected versus found.
+    """
+    compression = _compression_of(path, compression)
+    try:
+        example = tf.train.Example.FromString(_read_first_record(path, compression))
+    except message.DecodeError:
+        raise ValueError(f"{path}: the first record is not a tf.train.Example.") from None
+    feature_map = example.features.feature
+    if "input_word_ids" in feature_map:
+        scheme = "v2"
+    elif "input_ids" in feature_map:
+        scheme = "v1"
+    else:
+        raise ValueError(
+            f"{path}: the first record has neither input_ids (original names) nor input_word_ids "
+            f"(v2 names); found features {sorted(feature_map)}.")
+    expected = _expected_features(max_seq_length, max_predictions_per_seq,
+                                  use_next_sentence_label)
+    for model_name, (kind, length, length_flag) in expected.items():
+        name = _disk_name(model_name, scheme)
+        want = f"{kind}_list of length {length} ({length_flag})"
+        if name not in feature_map:
+            raise ValueError(f'{path}: the first record has no feature "{name}" '
+                             f"(expected {want}).")
+        found_kind = feature_map[name].WhichOneof("kind")
+        if found_kind != f"{kind}_list":
+            raise ValueError(f'{path}: feature "{name}" is a {found_kind or "empty feature"}, '
+                             f"expected {want}.")
+        values = getattr(feature_map[name], found_kind).value
+        if len(values) != length:
+            raise ValueError(f'{path}: feature "{name}" has length {len(values)}, expected {want}.')
+    if vocab_size is not None:
+        for model_name in ("input_word_ids", "masked_lm_ids"):
+            name = _disk_name(model_name, scheme)
+            ids = feature_map[name].int64_list.value
+            top = max(ids)
+            if top >= vocab_size or min(ids) < 0:
+                bad = top if top >= vocab_size else min(ids)
+                raise ValueError(
+                    f'{path}: feature "{name}" holds id {bad}, outside the vocabulary '
+                    f"[0, {vocab_size}) (vocab_size); were the records made with another vocab?")
+    return scheme
+
+
+def _parse_spec(scheme, max_seq_length, max_predictions_per_seq, use_next_sentence_label):
+    spec = {}
+    for model_name, (kind, length, _) in _expected_features(
+            max_seq_length, max_predictions_per_seq, use_next_sentence_label).items():
+        dtype = tf.float32 if kind == "float" else tf.int64
+        spec[_disk_name(model_name, scheme)] = tf.io.FixedLenFeature([length], dtype)
+    return spec
+
+
+def _make_record_parser(max_seq_length, max_predictions_per_seq, use_next_sentence_label):
+    """Returns parse(serialized [], scheme_index []) -> feature dict of one example."""
+    branches = []
+    for scheme in _SCHEMES:
+        spec = _parse_spec(scheme, max_seq_length, max_predictions_per_seq,
+                           use_next_sentence_label)
+        renames = _RENAMES[scheme]
+
+        def parse(serialized, spec=spec, renames=renames):
+            parsed = tf.io.parse_single_example(serialized, spec)
+            return {renames.get(k, k): v for k, v in parsed.items()}
+
+        branches.append(parse)
+
+    def parse_record(serialized, scheme_index):
+        parsed = tf.switch_case(scheme_index, [lambda b=b: b(serialized) for b in branches])
+        features = {}
+        for name, value in parsed.items():
+            if name == "next_sentence_labels":
+                features[name] = tf.cast(tf.reshape(value, []), tf.int32)  # [1] -> []
+            elif value.dtype == tf.int64:
+                features[name] = tf.cast(value, tf.int32)
+            else:
+                features[name] = value
+        if not use_next_sentence_label:
+            features["next_sentence_labels"] = tf.zeros([], tf.int32)
+        return features
+
+    return parse_record
+
+
+def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predictions_per_seq,
+                        is_training=True, seed=None, input_context=None,
+                        use_next_sentence_label=True, compression=None, vocab_size=None,
+                        shuffle_buffer_size=_DEFAULT_SHUFFLE_BUFFER, cycle_length=None):
+    """A tf.data pipeline of pre-training batches read from TFRecord files.
+
+    Training: the file list is sharded by input pipeline (when `input_context` is given), shuffled
+    every epoch, repeated forever and read `cycle_length` files at a time (interleaved, in a fixed
+    order, so a given `seed` reproduces the stream exactly); records pass through a shuffle buffer.
+    Evaluation: files and records are read once, in order.
+    Both drop the last partial batch so every batch has the static shapes TPUs and XLA need; in
+    evaluation that leaves out at most batch_size - 1 examples.
+
+    Args:
+      input_patterns: a glob, comma-separated globs, or a list of them. *.gz files are read as
+        GZIP (see `compression`).
+      batch_size: the global batch size; with `input_context` each pipeline yields
+        `input_context.get_per_replica_batch_size(batch_size)` examples per batch.
+      max_seq_length: S; must equal the length the records were written with.
+      max_predictions_per_seq: P; must equal the length the records were written with.
+      is_training: shuffle + repeat (True) or a single ordered pass (False).
+      seed: int seed for the file and record shuffles; None = non-deterministic.
+      input_context: a tf.distribute.InputContext; each input pipeline reads a disjoint shard
+        (whole files when there are at least as many files as pipelines, else every n-th record).
+      use_next_sentence_label: read next_sentence_labels; when False the feature is not required
+        on disk and the output holds zeros.
+      compression: '' (none), 'GZIP' or 'ZLIB' for every file; None = GZIP for *.gz only.
+      vocab_size: if given, the first record of each file must hold ids < vocab_size.
+      shuffle_buffer_size: records in the training shuffle buffer.
+      cycle_length: files read concurrently in training; None = min(number of files, 4).
+
+    Returns:
+      tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S];
+      masked_lm_positions, masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P];
+      next_sentence_labels int32 [B].
+
+    Raises:
+      ValueError: a pattern matches nothing, or a file's first record does not match the flags
+        (the message names the file, the feature and the expected type/length).
+    """
+    files = expand_input_patterns(input_patterns)
+    compressions = [_compression_of(path, compression) for path in files]
+
+    def inspect(path, file_compression):
+        return _SCHEMES.index(inspect_first_record(
+            path, max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
+            use_next_sentence_label=use_next_sentence_label, vocab_size=vocab_size,
+            compression=file_compression))
+
+    # Opening hundreds of shards one after another is slow on remote file systems; the first
+    # failing file in list order is the one reported.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+        schemes = list(pool.map(inspect, files, compressions))
+
+    per_pipeline_batch = batch_size
+    if input_context is not None:
+        per_pipeline_batch = input_context.get_per_replica_batch_size(batch_size)
+    parse_record = _make_record_parser(max_seq_length, max_predictions_per_seq,
+                                       use_next_sentence_label)
+
+    file_ds = tf.data.Dataset.from_tensor_slices((files, compressions, schemes))
+    shard_records = False
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        if len(files) >= input_context.num_input_pipelines:
+            file_ds = file_ds.shard(input_context.num_input_pipelines,
+                                    input_context.input_pipeline_id)
+        else:
+            shard_records = True
+
+    def read_file(path, file_compression, scheme_index):
+        records = tf.data.TFRecordDataset(path, compression_type=file_compression)
+        if shard_records:
+            # Fewer files than pipelines: every pipeline reads every file but keeps a disjoint
+            # every-n-th subset of its records, whatever order the files come in.
+            records = records.shard(input_context.num_input_pipelines,
+                                    input_context.input_pipeline_id)
+        return records.map(lambda r: parse_record(r, scheme_index))
+
+    if is_training:
+        file_ds = file_ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+        cycle = cycle_length or min(len(files), 4)
+        ds = file_ds.interleave(read_file, cycle_length=cycle, block_length=1,
+                                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    else:
+        ds = file_ds.flat_map(read_file)
+    if is_training:
+        ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(per_pipeline_batch, drop_remainder=True)
+    return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,504 @@
+"""create_pretraining_data: statistics of real records, determinism, workers, bad input, the CLI."""
+
+import collections
+import logging
+import os
+import random
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.data import demo_corpus
+from bert_tf.text import WordpieceTokenizer, basic_tokenize
+
+SEQ, PRED = 96, 14
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+PAD, CLS, SEP, MASK = 0, 2, 3, 4
+
+# The feature spec of the original run_pretraining.py input_fn_builder.
+ORIGINAL_SPEC = {
+    "input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "input_mask": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "segment_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "masked_lm_positions": tf.io.FixedLenFeature([PRED], tf.int64),
+    "masked_lm_ids": tf.io.FixedLenFeature([PRED], tf.int64),
+    "masked_lm_weights": tf.io.FixedLenFeature([PRED], tf.float32),
+    "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+}
+
+
+def write_vocab(path, documents, num_words):
+    """Specials + the most frequent words + every character alone and as a "##" piece, so rarer
+    words split into several pieces (exercising whole-word masking) and nothing is [UNK]."""
+    counts = collections.Counter(
+        w for doc in documents for s in doc for w in basic_tokenize(s, do_lower_case=True))
+    words = [w for w, _ in counts.most_common(num_words)]
+    chars = sorted({c for w in counts for c in w})
+    singles = [c for c in chars if c not in set(words)]
+    tokens = SPECIALS + words + singles + ["##" + c for c in chars]
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    documents = demo_corpus.pydoc_documents()[:160]
+    # Two input files, so file indexes take part in seeding and the glob has two matches.
+    (root / "part-0.txt").write_text(demo_corpus.format_documents(documents[:90]),
+                                     encoding="utf-8")
+    (root / "part-1.txt").write_text(demo_corpus.format_documents(documents[90:]),
+                                     encoding="utf-8")
+    vocab_file = write_vocab(root / "vocab.txt", documents, 1500)
+    return {"root": root, "pattern": str(root / "part-*.txt"), "vocab": vocab_file,
+            "documents": documents}
+
+
+def exact(message):
+    """A pytest.raises(match=...) pattern for exactly `message`."""
+    return "^" + re.escape(message) + "$"
+
+
+def options(**overrides):
+    values = dict(max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=2,
+                  random_seed=7, documents_per_chunk=40)
+    values.update(overrides)
+    return cpd.PretrainingDataOptions(**values)
+
+
+def run(corpus, out_dir, name="out.tfrecord", **kwargs):
+    outputs = kwargs.pop("outputs", [str(out_dir / name)])
+    opts = kwargs.pop("opts", options())
+    stats = cpd.create_pretraining_data(corpus["pattern"], outputs, corpus["vocab"],
+                                        options=opts, **kwargs)
+    return stats, outputs
+
+
+def read_records(paths, compression=""):
+    return [r.numpy() for r in tf.data.TFRecordDataset(paths, compression_type=compression)]
+
+
+def parse_all(records, spec=ORIGINAL_SPEC):
+    parsed = [tf.io.parse_single_example(r, spec) for r in records]
+    return {k: np.stack([p[k].numpy() for p in parsed]) for k in spec}
+
+
+@pytest.fixture(scope="module")
+def main_run(corpus, tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("main_run")
+    stats, outputs = run(corpus, out_dir, outputs=[str(out_dir / "a.tfrecord"),
+                                                   str(out_dir / "b.tfrecord")])
+    records = read_records(outputs)
+    return {"stats": stats, "outputs": outputs, "records": records, "f": parse_all(records)}
+
+
+def originals(f):
+    """input_ids with the masked positions restored: the tokens before masking, [N, S]."""
+    ids = f["input_ids"].copy()
+    for row, (positions, labels, weights) in enumerate(
+            zip(f["masked_lm_positions"], f["masked_lm_ids"], f["masked_lm_weights"])):
+        n = int(weights.sum())
+        ids[row, positions[:n]] = labels[:n]
+    return ids
+
+
+def test_records_parse_with_the_original_feature_spec(main_run):
+    f, stats = main_run["f"], main_run["stats"]
+    assert len(main_run["records"]) == stats.instances > 1000
+    assert f["input_ids"].shape == (stats.instances, SEQ)
+    assert f["masked_lm_weights"].shape == (stats.instances, PRED)
+    assert stats.documents == 160
+    # Round-robin over the two shards.
+    counts = [len(read_records([p])) for p in main_run["outputs"]]
+    assert abs(counts[0] - counts[1]) <= 1
+
+
+def test_cls_sep_segments_mask_and_padding(main_run):
+    f = main_run["f"]
+    orig = originals(f)
+    for row in range(len(orig)):
+        n = int(f["input_mask"][row].sum())
+        assert 5 <= n <= SEQ
+        assert (f["input_mask"][row, :n] == 1).all() and (f["input_mask"][row, n:] == 0).all()
+        assert (f["input_ids"][row, n:] == PAD).all()
+        assert orig[row, 0] == CLS and orig[row, n - 1] == SEP
+        seps = np.flatnonzero(orig[row, :n] == SEP)
+        assert len(seps) == 2 and 1 < seps[0] < n - 2
+        assert not (orig[row, 1:n] == CLS).any()
+        segments = f["segment_ids"][row]
+        assert (segments[:seps[0] + 1] == 0).all() and (segments[seps[0] + 1:n] == 1).all()
+        assert (segments[n:] == 0).all()
+
+
+def test_masked_positions_weights_and_labels(main_run):
+    f = main_run["f"]
+    orig = originals(f)
+    for row in range(len(orig)):
+        n = int(f["input_mask"][row].sum())
+        weights = f["masked_lm_weights"][row]
+        m = int(weights.sum())
+        assert m >= 1
+        assert (weights[:m] == 1.0).all() and (weights[m:] == 0.0).all()
+        positions = f["masked_lm_positions"][row]
+        assert (np.diff(positions[:m]) > 0).all()  # sorted and unique
+        assert (positions[m:] == 0).all() and (f["masked_lm_ids"][row, m:] == 0).all()
+        assert (positions[:m] > 0).all() and (positions[:m] < n).all()
+        assert not np.isin(orig[row, positions[:m]], [CLS, SEP, PAD]).any()
+        # Unmasked tokens are untouched.
+        unmasked = np.setdiff1d(np.arange(n), positions[:m])
+        assert (f["input_ids"][row, unmasked] == orig[row, unmasked]).all()
+
+
+def test_segments_come_from_the_corpus_so_labels_are_the_original_tokens(main_run, corpus):
+    # With masked_lm_ids put back, A and B must be contiguous token runs of corpus documents
+    # (truncation trims only their ends); a wrong label would break the match.
+    tokenizer = WordpieceTokenizer(corpus["vocab"])
+    docs = [" " + " ".join(str(i) for s in doc for i in tokenizer.encode(s)) + " "
+            for doc in corpus["documents"]]
+    text = "|".join(docs)
+    f = main_run["f"]
+    orig = originals(f)
+    for row in range(0, len(orig), 7):
+        n = int(f["input_mask"][row].sum())
+        sep = int(np.flatnonzero(orig[row, :n] == SEP)[0])
+        a = " " + " ".join(str(i) for i in orig[row, 1:sep]) + " "
+        b = " " + " ".join(str(i) for i in orig[row, sep + 1:n - 1]) + " "
+        assert a in text and b in text
+        if f["next_sentence_labels"][row, 0] == 0:
+            assert any(a in d and b in d and d.index(a) < d.index(b) for d in docs)
+
+
+def test_unused_segments_are_put_back_so_instances_tile_the_document():
+    tokenizer = WordpieceTokenizer(SPECIALS + [f"w{i}" for i in range(200)])
+    maker = cpd.InstanceMaker(tokenizer, cpd.PretrainingDataOptions(
+        max_seq_length=12, max_predictions_per_seq=2, short_seq_prob=0.0))
+    # One-token sentences never need truncation, so the A segments (and B when it follows A) of
+    # consecutive instances must spell out the document exactly, random B or not.
+    documents = [[[5 + 40 * d + i] for i in range(37)] for d in range(4)]
+    labels = []
+    for seed in range(20):
+        spelled = []
+        for instance in maker.instances_from_document(documents, 1, random.Random(seed)):
+            ids = list(instance.input_ids)
+            for position, original in zip(instance.masked_lm_positions, instance.masked_lm_ids):
+                ids[position] = original
+            assert len(ids) <= 12
+            sep = ids.index(SEP)
+            a, b = ids[1:sep], ids[sep + 1:-1]
+            spelled += a
+            labels.append(instance.next_sentence_label)
+            if instance.next_sentence_label == 0:
+                spelled += b
+            else:
+                # A contiguous run of one other document of the pool.
+                other = (b[0] - 5) // 40
+                assert other != 1 and b == list(range(b[0], b[0] + len(b)))
+                assert (b[-1] - 5) // 40 == other
+        assert spelled == [segment[0] for segment in documents[1]]
+    assert 0.35 < np.mean(labels) < 0.75
+
+
+def test_masking_statistics(main_run):
+    f = main_run["f"]
+    orig = originals(f)
+    lengths = f["input_mask"].sum(axis=1)
+    num_predictions = f["masked_lm_weights"].sum(axis=1).astype(int)
+    # Exactly the original's budget: min(P, max(1, round(len(tokens) * 0.15))).
+    expected = np.minimum(PRED, np.maximum(1, np.round(lengths * 0.15).astype(int)))
+    np.testing.assert_array_equal(num_predictions, expected)
+    assert main_run["stats"].predictions == num_predictions.sum()
+    fraction = num_predictions.sum() / (lengths - 3).sum()  # of non-special tokens
+    assert 0.145 < fraction < 0.165
+
+    masked = kept = replaced = 0
+    for row in range(len(orig)):
+        m = num_predictions[row]
+        positions = f["masked_lm_positions"][row, :m]
+        now = f["input_ids"][row, positions]
+        masked += (now == MASK).sum()
+        kept += (now == orig[row, positions]).sum()
+        replaced += ((now != MASK) & (now != orig[row, positions])).sum()
+    total = num_predictions.sum()
+    assert masked + kept + replaced == total > 10000
+    assert abs(masked / total - 0.8) < 0.015
+    assert abs(kept / total - 0.1) < 0.012
+    assert abs(replaced / total - 0.1) < 0.012
+
+
+def test_next_sentence_labels_and_lengths(main_run):
+    f = main_run["f"]
+    labels = f["next_sentence_labels"][:, 0]
+    assert set(np.unique(labels)) == {0, 1}
+    # 50/50 where A's chunk has two or more sentences; a chunk of one sentence (a long sentence,
+    # a document's last one) always takes a random B, as in the original, so 1 is a bit more
+    # frequent.
+    assert 0.45 < labels.mean() < 0.62
+    assert main_run["stats"].random_next == labels.sum()
+    lengths = f["input_mask"].sum(axis=1)
+    assert lengths.max() == SEQ and lengths.min() >= 5
+
+
+def test_whole_word_masking_masks_whole_words(corpus, tmp_path):
+    stats, outputs = run(corpus, tmp_path, opts=options(do_whole_word_mask=True, dupe_factor=1))
+    f = parse_all(read_records(outputs))
+    orig = originals(f)
+    tokenizer = WordpieceTokenizer(corpus["vocab"])
+    continuation = np.array([t.startswith("##") for t in tokenizer.inv_vocab])
+    pieces_masked = 0
+    for row in range(len(orig)):
+        m = int(f["masked_lm_weights"][row].sum())
+        n = int(f["input_mask"][row].sum())
+        masked = set(f["masked_lm_positions"][row, :m].tolist())
+        for p in masked:
+            # The rest of the word (following "##" pieces) is masked too ...
+            if p + 1 < n and continuation[orig[row, p + 1]]:
+                assert p + 1 in masked
+            # ... and so is its start, unless the word was cut by truncation or follows [SEP].
+            if continuation[orig[row, p]] and orig[row, p - 1] not in (CLS, SEP):
+                assert p - 1 in masked
+                pieces_masked += 1
+        assert m <= PRED
+    assert pieces_masked > 100
+    lengths = f["input_mask"].sum(axis=1)
+    budget = np.minimum(PRED, np.maximum(1, np.round(lengths * 0.15).astype(int)))
+    predicted = f["masked_lm_weights"].sum(axis=1)
+    # Words that do not fit the budget are skipped, so some instances predict fewer tokens.
+    assert (predicted <= budget).all() and predicted.sum() > 0.9 * budget.sum()
+
+
+def test_byte_identical_across_runs_and_worker_counts(corpus, main_run, tmp_path):
+    outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    run(corpus, tmp_path, outputs=outputs, num_workers=2)
+    for mine, reference in zip(outputs, main_run["outputs"]):
+        with open(mine, "rb") as f1, open(reference, "rb") as f2:
+            assert f1.read() == f2.read()
+    other = tmp_path / "seed8.tfrecord"
+    run(corpus, tmp_path, outputs=[str(other)], opts=options(random_seed=8))
+    assert set(read_records([str(other)])) != set(main_run["records"])
+
+
+def test_rerun_same_seed_is_byte_identical(corpus, tmp_path):
+    first = run(corpus, tmp_path, name="1.tfrecord", opts=options(dupe_factor=1))[1][0]
+    second = run(corpus, tmp_path, name="2.tfrecord", opts=options(dupe_factor=1))[1][0]
+    with open(first, "rb") as f1, open(second, "rb") as f2:
+        assert f1.read() == f2.read()
+
+
+def test_gzip_output_reads_back_with_the_same_records(corpus, main_run, tmp_path):
+    outputs = [str(tmp_path / "a.tfrecord.gz"), str(tmp_path / "b.tfrecord.gz")]
+    run(corpus, tmp_path, outputs=outputs, compression="GZIP")
+    with open(outputs[0], "rb") as f:
+        assert f.read(2) == b"\x1f\x8b"  # the gzip magic number
+    assert read_records(outputs, "GZIP") == main_run["records"]
+
+
+def test_v2_feature_names_hold_the_same_values(corpus, main_run, tmp_path):
+    outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    run(corpus, tmp_path, outputs=outputs, opts=options(feature_names="v2"))
+    v2_spec = dict(ORIGINAL_SPEC)
+    v2_spec["input_word_ids"] = v2_spec.pop("input_ids")
+    v2_spec["input_type_ids"] = v2_spec.pop("segment_ids")
+    f = parse_all(read_records(outputs), v2_spec)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.io.parse_single_example(read_records(outputs)[0], ORIGINAL_SPEC)
+    np.testing.assert_array_equal(f["input_word_ids"], main_run["f"]["input_ids"])
+    np.testing.assert_array_equal(f["input_type_ids"], main_run["f"]["segment_ids"])
+    np.testing.assert_array_equal(f["masked_lm_ids"], main_run["f"]["masked_lm_ids"])
+
+
+def test_records_feed_the_pretraining_dataset_reader(main_run):
+    from bert_tf.data.pretraining_dataset import pretraining_dataset
+
+    ds = pretraining_dataset(main_run["outputs"], batch_size=8, max_seq_length=SEQ,
+                             max_predictions_per_seq=PRED, is_training=False)
+    batch = next(iter(ds))
+    assert batch["input_word_ids"].shape == (8, SEQ)
+    assert batch["masked_lm_weights"].shape == (8, PRED)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input.
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small(tmp_path, corpus):
+    """A tiny vocab + helpers to write inputs in tmp_path."""
+    def make(name, text):
+        path = tmp_path / name
+        path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+        return str(path)
+
+    return {"dir": tmp_path, "vocab": corpus["vocab"], "make": make}
+
+
+def create(small, inputs, output="out.tfrecord", **kwargs):
+    opts = kwargs.pop("opts", options(dupe_factor=1))
+    output = str(small["dir"] / output) if not os.path.isabs(output) else output
+    return cpd.create_pretraining_data(inputs, output, kwargs.pop("vocab", small["vocab"]),
+                                       options=opts, **kwargs)
+
+
+def test_empty_glob_names_the_pattern(small):
+    pattern = str(small["dir"] / "nothing-*.txt")
+    with pytest.raises(ValueError, match=exact(f'No files match input pattern "{pattern}".')):
+        create(small, pattern)
+
+
+def test_empty_files_are_skipped_and_all_empty_is_an_error(small, caplog):
+    empty = small["make"]("empty.txt", "")
+    good = small["make"]("good.txt", "The first sentence is here.\nThe second one.\n\n"
+                                     "Another document starts.\nIt ends now.\n")
+    caplog.set_level(logging.INFO, logger="absl")
+    stats = create(small, f"{empty},{good}")
+    assert stats.documents == 2 and stats.instances >= 2
+    assert f"Input file {empty} is empty; skipping it." in caplog.text
+    with pytest.raises(ValueError, match=exact(f"All input files are empty: {empty}.")):
+        create(small, empty, output="out2.tfrecord")
+    assert not os.path.exists(small["dir"] / "out2.tfrecord")
+
+
+def test_file_without_blank_lines_is_one_document(small, caplog):
+    path = small["make"]("one.txt", "\n".join(f"Sentence number {i} is here." for i in range(30)))
+    caplog.set_level(logging.INFO, logger="absl")
+    stats = create(small, path)
+    assert stats.documents == 1 and stats.instances >= 2
+    assert (f"{path} has no blank line between sentences: read as one document of 30 "
+            "sentences.") in caplog.text
+
+
+def test_one_sentence_documents_still_make_random_next_instances(small, tmp_path):
+    path = small["make"]("single.txt", "\n\n".join(f"Only sentence {i} of its document."
+                                                     for i in range(20)))
+    stats = create(small, path)
+    assert stats.documents == 20 and stats.instances == 20
+    f = parse_all(read_records([str(tmp_path / "out.tfrecord")]))
+    assert (f["next_sentence_labels"] == 1).all()  # one sentence: B is always random
+
+
+def test_lines_longer_than_max_seq_length_are_truncated(small, tmp_path):
+    long_line = " ".join(["the value of the object"] * 200)
+    path = small["make"]("long.txt", f"{long_line}\n{long_line}\n\nShort one.\nShort two.\n")
+    opts = options(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1)
+    stats = create(small, path, opts=opts)
+    assert stats.instances >= 2
+    spec = {k: tf.io.FixedLenFeature([32 if v.shape[0] == SEQ else v.shape[0]], v.dtype)
+            for k, v in ORIGINAL_SPEC.items() if k in ("input_ids", "input_mask")}
+    f = parse_all(read_records([str(tmp_path / "out.tfrecord")]), spec)
+    assert f["input_mask"].sum(axis=1).max() == 32
+
+
+def test_invalid_utf8_is_replaced_with_a_warning_naming_file_and_line(small, caplog):
+    path = small["make"]("bad.txt", b"A fine line.\nA bad \xff\xfe byte here.\n\nMore text.\n")
+    caplog.set_level(logging.INFO, logger="absl")
+    stats = create(small, path)
+    assert stats.documents == 2
+    assert (f"{path}:2: invalid UTF-8 (invalid start byte); replaced the bad bytes with "
+            "U+FFFD.") in caplog.text
+
+
+def test_input_without_any_token_is_an_error_and_writes_nothing(small):
+    path = small["make"]("controls.txt", "\x00\x01\n\n\x02\n")
+    with pytest.raises(ValueError, match="^No documents with any token in the input files"):
+        create(small, path)
+    assert os.listdir(small["dir"]) == ["controls.txt"]  # no output, no temporary file
+
+
+def test_bad_vocab_gives_the_tokenizer_error(small):
+    good = small["make"]("good.txt", "Some text.\n")
+    empty_vocab = small["make"]("vocab_empty.txt", "")
+    with pytest.raises(ValueError, match=exact(
+            f"vocab_file '{empty_vocab}' is empty; expected one token per line.")):
+        create(small, good, vocab=empty_vocab)
+    no_mask = small["make"]("vocab_nomask.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nsome\n")
+    with pytest.raises(ValueError, match=r"lacks the special token\(s\) \[MASK\]"):
+        create(small, good, vocab=no_mask)
+
+
+def test_missing_output_directory_fails_before_reading_input(small):
+    output = str(small["dir"] / "no_such_dir" / "out.tfrecord")
+    # The input pattern matches nothing: the output error must come first.
+    with pytest.raises(ValueError, match=exact(
+            f"Output directory {small['dir'] / 'no_such_dir'} does not exist "
+            f"(for output file {output}); create it first.")):
+        create(small, str(small["dir"] / "missing-*.txt"), output=output)
+
+
+def test_gzip_requires_gz_names(small):
+    good = small["make"]("good.txt", "Some text.\n")
+    with pytest.raises(ValueError, match="must end in .gz when writing GZIP records"):
+        create(small, good, compression="GZIP")
+    with pytest.raises(ValueError, match="ends in .gz but records are not compressed"):
+        create(small, good, output="out.tfrecord.gz")
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(masked_lm_prob=0.0), "--masked_lm_prob=0.0 must be in (0, 1)."),
+    (dict(masked_lm_prob=1.5), "--masked_lm_prob=1.5 must be in (0, 1)."),
+    (dict(max_seq_length=4), "--max_seq_length=4 must be at least 5"),
+    (dict(max_predictions_per_seq=0), "--max_predictions_per_seq=0 must be at least 1."),
+    (dict(short_seq_prob=-0.1), "--short_seq_prob=-0.1 must be in [0, 1]."),
+    (dict(dupe_factor=0), "--dupe_factor=0 must be at least 1."),
+    (dict(feature_names="v3"), '--feature_names=v3 must be "v1" or "v2".'),
+])
+def test_invalid_options_name_the_flag(small, overrides, message):
+    with pytest.raises(ValueError) as error:
+        create(small, "unused", opts=options(**overrides))
+    assert str(error.value).startswith(message)
+
+
+def test_invalid_num_workers_names_the_flag(small):
+    with pytest.raises(ValueError, match=r"^--num_workers=0 must be at least 1.$"):
+        create(small, "unused", num_workers=0)
+
+
+def test_capped_predictions_are_warned_and_counted(small, corpus, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="absl")
+    opts = options(max_predictions_per_seq=5, dupe_factor=1)
+    stats = cpd.create_pretraining_data(corpus["pattern"], str(tmp_path / "capped.tfrecord"),
+                                        corpus["vocab"], options=opts)
+    assert ("--max_predictions_per_seq=5 is below round(--max_seq_length=96 * "
+            "--masked_lm_prob=0.15) = 14") in caplog.text
+    spec = {"input_mask": tf.io.FixedLenFeature([SEQ], tf.int64),
+            "masked_lm_weights": tf.io.FixedLenFeature([5], tf.float32)}
+    f = parse_all(read_records([str(tmp_path / "capped.tfrecord")]), spec)
+    wanted = np.maximum(1, np.round(f["input_mask"].sum(axis=1) * 0.15).astype(int))
+    assert (f["masked_lm_weights"].sum(axis=1) == np.minimum(wanted, 5)).all()
+    assert stats.capped_predictions == np.maximum(wanted - 5, 0).sum() > 0
+    assert stats.capped_instances == (wanted > 5).sum()
+    assert (f"--max_predictions_per_seq=5 capped {stats.capped_instances} of "
+            f"{stats.instances} instances, dropping {stats.capped_predictions} predictions"
+            ) in caplog.text
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line.
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_cli_end_to_end(corpus, main_run, repo_root, tmp_path):
+    outputs = f"{tmp_path / 'a.tfrecord'},{tmp_path / 'b.tfrecord'}"
+    env = dict(os.environ, PYTHONPATH=repo_root)
+    command = [sys.executable, os.path.join(repo_root, "tools", "create_pretraining_data.py"),
+               f"--input_file={corpus['pattern']}", f"--output_file={outputs}",
+               f"--vocab_file={corpus['vocab']}", "--do_lower_case", f"--max_seq_length={SEQ}",
+               f"--max_predictions_per_seq={PRED}", "--dupe_factor=2", "--random_seed=7",
+               "--documents_per_chunk=40"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "Wrote" in result.stderr and "docs/s" in result.stderr
+    assert read_records(outputs.split(",")) == main_run["records"]
+
+    bad = subprocess.run(command[:2] + ["--input_file=" + str(tmp_path / "none*.txt"),
+                                        f"--output_file={tmp_path / 'c.tfrecord'}",
+                                        f"--vocab_file={corpus['vocab']}"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1
+    assert bad.stderr.strip().endswith(
+        f'create_pretraining_data: error: No files match input pattern "{tmp_path}/none*.txt".')

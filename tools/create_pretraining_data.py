@@ -1,0 +1,112 @@
+r"""Creates masked-LM / next-sentence pre-training TFRecords from text (the original's flags).
+
+Input: one sentence per line, a blank line between documents. Output: tf.train.Example
+records for `python -m bert_tf.run_pretraining --input_file=...`.
+
+Local (streaming, multi-process; output identical for any --num_workers):
+  python tools/create_pretraining_data.py --input_file='corpus/*.txt' \
+    --output_file=out/train-0.tfrecord,out/train-1.tfrecord --vocab_file=vocab.txt \
+    --do_lower_case --max_seq_length=128 --max_predictions_per_seq=20 --num_workers=8
+
+Apache Beam (same set of records; shards out/train-SSSSS-of-NNNNN):
+  python tools/create_pretraining_data.py --use_beam --output_file=out/train ...
+  python tools/create_pretraining_data.py --runner=DataflowRunner \
+    --beam_pipeline_option=--project=my-project --beam_pipeline_option=--region=us-central1 ...
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from bert_tf.data import create_pretraining_data as cpd
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None, "Input text files: comma-separated globs.")
+flags.DEFINE_string("output_file", None,
+                    "Output TFRecord files, comma-separated (records go round-robin); with "
+                    "Beam, one shard prefix.")
+flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary the model will use.")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Lower-case the input (True for uncased models, False for cased ones).")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "Mask all WordPiece pieces of a word together instead of pieces independently.")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum tokens per instance, [CLS]/[SEP] included.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked positions per instance.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of every random choice.")
+flags.DEFINE_integer("dupe_factor", 10,
+                     "Times each document is used, with different masks each time.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.")
+flags.DEFINE_float("short_seq_prob", 0.1,
+                   "Probability of a shorter target length than max_seq_length for a document.")
+flags.DEFINE_integer("num_workers", 1,
+                     "Processes that tokenize and mask (local path). The output does not "
+                     "depend on it.")
+flags.DEFINE_bool("gzip", False, "Write GZIP-compressed records (output names must end in .gz).")
+flags.DEFINE_enum("feature_names", "v1", ["v1", "v2"],
+                  "Record feature names: v1 = the original's (input_ids, segment_ids), v2 = "
+                  "input_word_ids, input_type_ids.")
+flags.DEFINE_integer("documents_per_chunk", 1000,
+                     "Consecutive documents of a file processed together; random next "
+                     "segments are drawn from the same chunk.")
+flags.DEFINE_integer("shuffle_buffer_size", 100_000,
+                     "Records held in memory to shuffle the output order (local path).")
+flags.DEFINE_bool("use_beam", False, "Run as an Apache Beam pipeline (needs bert_tf[beam]).")
+flags.DEFINE_string("runner", None,
+                    "Beam runner (implies --use_beam); default DirectRunner.")
+flags.DEFINE_integer("beam_num_shards", 1,
+                     "Beam output shards, <output_file>-SSSSS-of-NNNNN (one writer each).")
+flags.DEFINE_multi_string("beam_pipeline_option", [],
+                          "Extra Beam pipeline option, repeatable, e.g. "
+                          "--beam_pipeline_option=--project=my-project.")
+
+flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+
+
+def main(argv):
+    try:
+        _run(argv)
+    except (ValueError, FileNotFoundError) as e:
+        # Bad input or flags: the message names the culprit; a traceback adds nothing.
+        sys.exit(f"create_pretraining_data: error: {e}")
+
+
+def _run(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    options = cpd.PretrainingDataOptions(
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob,
+        short_seq_prob=FLAGS.short_seq_prob,
+        dupe_factor=FLAGS.dupe_factor,
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        random_seed=FLAGS.random_seed,
+        feature_names=FLAGS.feature_names,
+        documents_per_chunk=FLAGS.documents_per_chunk)
+    compression = "GZIP" if FLAGS.gzip else ""
+    if FLAGS.use_beam or FLAGS.runner:
+        from bert_tf.data import beam_pipeline  # only this path needs apache-beam
+
+        if "," in FLAGS.output_file:
+            raise app.UsageError(
+                f"--output_file={FLAGS.output_file}: with Beam give one shard prefix "
+                "(shards are named <prefix>-SSSSS-of-NNNNN); set --beam_num_shards instead.")
+        beam_pipeline.run_beam_pipeline(
+            FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
+            do_lower_case=FLAGS.do_lower_case, options=options,
+            num_shards=FLAGS.beam_num_shards, compression=compression,
+            runner=FLAGS.runner or "DirectRunner", pipeline_args=FLAGS.beam_pipeline_option)
+    else:
+        cpd.create_pretraining_data(
+            FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
+            do_lower_case=FLAGS.do_lower_case, options=options,
+            num_workers=FLAGS.num_workers, compression=compression,
+            shuffle_buffer_size=FLAGS.shuffle_buffer_size)
+    logging.info("Done.")
+
+
+if __name__ == "__main__":
+    app.run(main)
