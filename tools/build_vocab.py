@@ -23,7 +23,8 @@ flags.DEFINE_string("input_file", None, "Comma-separated globs of UTF-8 text fil
 flags.DEFINE_integer("vocab_size", None, "Target vocabulary size (an upper bound).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased model).")
 flags.DEFINE_string("output_file", None, "Where to write vocab.txt; its directory must exist.")
-flags.DEFINE_integer("max_input_chars_per_word", 100, "Longer words are not counted.")
+flags.DEFINE_integer("max_input_chars_per_word", 200,
+                     "Longer words (in characters) are not counted; the tokenizer's limit.")
 flags.DEFINE_list("reserved_tokens", [], "Extra tokens placed right after the special tokens.")
 flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size cap of the learner.")
 

@@ -10,7 +10,17 @@ word into a final sigma. The layer therefore runs
    (`char_normalization_table`) that expands every code point into its replacement, then a
    whitespace split into words;
 3. tensorflow_text's `FastWordpieceTokenizer` on the words (no pre-tokenization of its own);
-   words longer than `max_input_chars_per_word` characters become the unknown token first.
+   words longer than `max_input_chars_per_word` characters (200, as in the original) become
+   the unknown token first. The limit counts characters, so a word of 200 four-byte
+   characters (800 bytes) is still split into pieces.
+
+`FastWordpieceTokenizer` refuses vocabulary pieces of more than 256 UTF-8 bytes (not counting
+"##"), while the original matches pieces of any length. Such pieces (e.g. 129 or more Cyrillic
+letters) never occur in real BERT vocabularies, nor in those `build_vocab` learns (at most 50
+characters), but when a vocabulary has them, every word longer than 256 bytes is tokenized by
+a slower exact path instead (`_long_word_pieces`): all its substrings are looked up by
+fingerprint in a sorted constant array, checked against the token text, and the greedy
+longest-match-first walk is run over the resulting table.
 
 Everything is constants plus stock TensorFlow and tensorflow_text ops (no lookup-table
 resources), so the layer runs in `tf.data`, in `tf.function` and in exported SavedModels.
@@ -34,6 +44,8 @@ from bert_tf.text import tokenization
 _BLOCK_SIZE = 256
 # FastWordpieceTokenizer rejects vocabulary pieces longer than this (after "##").
 _MAX_PIECE_BYTES = 256
+# Fingerprints used by the exact path for vocabularies with longer pieces: all of int64.
+_HASH_BUCKETS = 2**63 - 1
 
 
 def _code_templates(replacements):
@@ -69,7 +81,8 @@ class BertTokenizerLayer(keras.layers.Layer):
       vocab_file: path of a vocab.txt, or a list of tokens (id = index). The token list is what
         `get_config` stores, so saved models do not depend on the original file.
       do_lower_case: lower-case and strip accents (uncased models).
-      max_input_chars_per_word: words with more characters than this become `unk_token`.
+      max_input_chars_per_word: words with more characters than this become `unk_token`;
+        200 as in the original `FullTokenizer`. Counts characters, not bytes.
       unk_token: the token for words WordPiece cannot cover.
 
     Call args:
@@ -87,7 +100,7 @@ class BertTokenizerLayer(keras.layers.Layer):
     [[9, 8, 5, 6, 7, 1]]
     """
 
-    def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=100,
+    def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=200,
                  unk_token="[UNK]", **kwargs):
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
@@ -120,13 +133,15 @@ class BertTokenizerLayer(keras.layers.Layer):
         self._blocks = blocks.reshape([-1])
         self._template_values, self._template_starts, self._template_lengths = templates
         self._sigma_pattern = tokenization.final_sigma_pattern() if self.do_lower_case else None
+        fast_vocab, has_long_pieces = self._wordpiece_vocab(tokens)
         # A word of at most N characters has at most 4N UTF-8 bytes; the character limit itself is
         # applied before FastWordpieceTokenizer, which only knows bytes.
         self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=self._wordpiece_vocab(tokens), suffix_indicator="##",
+            vocab=fast_vocab, suffix_indicator="##",
             max_bytes_per_word=4 * self.max_input_chars_per_word,
             token_out_type=tf.int32, unknown_token=unk_token, no_pretokenization=True,
             support_detokenization=False)
+        self._long_lookup = self._long_piece_lookup(vocab) if has_long_pieces else None
         # Strings and ragged tensors must reach `call` as TensorFlow tensors, unconverted.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
@@ -136,20 +151,115 @@ class BertTokenizerLayer(keras.layers.Layer):
         """The vocabulary as given to FastWordpieceTokenizer, which caps pieces at 256 bytes.
 
         A piece longer than `max_input_chars_per_word` characters can never match (such words
-        are [UNK] first), so it is replaced by a placeholder that no word can match either
-        (words never contain brackets), keeping every other id in place.
+        are [UNK] first), and one longer than 256 bytes is left to the exact path; both are
+        replaced by a placeholder that no word can match (words never contain brackets),
+        keeping every other id in place.
+
+        Returns:
+          (list of str tokens, whether any reachable piece is longer than 256 bytes).
         """
         out = []
+        has_long_pieces = False
         for index, token in enumerate(tokens):
             piece = token[2:] if token.startswith("##") else token
-            if len(piece) > self.max_input_chars_per_word and token != self.unk_token:
+            if token != self.unk_token and (
+                    len(piece) > self.max_input_chars_per_word
+                    or len(piece.encode("utf-8")) > _MAX_PIECE_BYTES):
+                if len(piece) <= self.max_input_chars_per_word:
+                    has_long_pieces = True
                 token = f"[unreachable {index}]"
-            elif len(piece.encode("utf-8")) > _MAX_PIECE_BYTES:
-                raise ValueError(
-                    f"Vocabulary token {index} is {len(piece.encode('utf-8'))} UTF-8 bytes long; "
-                    f"the in-graph tokenizer supports pieces of at most {_MAX_PIECE_BYTES} bytes.")
             out.append(token)
-        return out
+        return out, has_long_pieces
+
+    def _long_piece_lookup(self, vocab):
+        """Resource-free exact lookup for the long-piece path: arrays sorted by fingerprint.
+
+        Returns:
+          dict with numpy arrays [V'] "hashes" (int64, sorted), "tokens" (str) and "ids"
+          (int32) of the reachable tokens, and the int "max_chars", their longest piece in
+          characters (no longer substring needs a look-up).
+        """
+        tokens = [t for t in vocab
+                  if len(t[2:] if t.startswith("##") else t) <= self.max_input_chars_per_word]
+        with tf.init_scope():  # The fingerprints must be concrete even if built inside a graph.
+            hashes = tf.strings.to_hash_bucket_fast(tokens, _HASH_BUCKETS).numpy()
+        order = np.argsort(hashes, kind="stable")
+        hashes = hashes[order]
+        if np.any(hashes[1:] == hashes[:-1]):
+            # Two tokens with one 63-bit fingerprint: the sorted search would see only one.
+            raise ValueError("Two vocabulary tokens share a fingerprint; the in-graph tokenizer "
+                             "cannot handle this vocabulary's pieces of over "
+                             f"{_MAX_PIECE_BYTES} bytes.")
+        return {
+            "hashes": hashes.astype(np.int64),
+            "tokens": np.array([tokens[i] for i in order], dtype=object),
+            "ids": np.array([vocab[tokens[i]] for i in order], dtype=np.int32),
+            "max_chars": max(len(t[2:] if t.startswith("##") else t) for t in tokens),
+        }
+
+    def _long_word_pieces(self, words):
+        """Exact greedy longest-match-first WordPiece for a few words, any piece length.
+
+        Every substring of every word is looked up (fingerprint, then text equality), giving
+        for each start position the longest matching piece; the greedy walk then follows
+        those from position 0. Costs O(chars^2) substrings per word, so it only sees words
+        over 256 bytes, and only for vocabularies that hold pieces over 256 bytes.
+
+        Args:
+          words: tf.string [K], basic-tokenized words of at most `max_input_chars_per_word`
+            characters.
+
+        Returns:
+          int32 RaggedTensor [K, (pieces)] of ids; a word with an unmatched piece is [unk_id].
+        """
+        lookup = self._long_lookup
+        num_words = tf.size(words)
+        chars = tf.strings.length(words, unit="UTF8_CHAR")  # [K]
+        max_chars = tf.reduce_max(tf.concat([chars, [1]], axis=0))  # L (>= 1)
+        positions = tf.range(max_chars)
+        # Candidate (word k, start s, length n): the flat index k * L + s names (k, s).
+        k, s, n = tf.meshgrid(tf.range(num_words), positions, positions + 1, indexing="ij")
+        valid = (s + n <= tf.gather(chars, k)) & (n <= lookup["max_chars"])  # [K, L, L]
+        k, s, n = (tf.boolean_mask(x, valid) for x in (k, s, n))
+        substrings = tf.strings.substr(tf.gather(words, k), s, n, unit="UTF8_CHAR")
+        candidates = tf.strings.join([tf.where(s > 0, "##", ""), substrings])
+        hashes = tf.strings.to_hash_bucket_fast(candidates, _HASH_BUCKETS)
+        table_hashes = tf.constant(lookup["hashes"])
+        index = tf.minimum(tf.searchsorted(table_hashes, hashes),
+                           tf.size(table_hashes) - 1)
+        found = ((tf.gather(table_hashes, index) == hashes)
+                 & (tf.gather(tf.constant(lookup["tokens"], tf.string), index) == candidates))
+        # For each (k, s): the longest matching length (0: none) and its id.
+        segment = k * max_chars + s
+        num_segments = num_words * max_chars
+        best_len = tf.math.unsorted_segment_max(tf.where(found, n, 0), segment, num_segments)
+        best_len = tf.maximum(best_len, 0)  # Segments without candidates give INT_MIN.
+        is_best = found & (n == tf.gather(best_len, segment))
+        best_id = tf.math.unsorted_segment_max(
+            tf.where(is_best, tf.gather(tf.constant(lookup["ids"]), index), -1),
+            segment, num_segments)
+        best_len = tf.reshape(best_len, [num_words, max_chars])
+        best_id = tf.reshape(best_id, [num_words, max_chars])
+
+        def walk(pos, failed, on_path):
+            active = (pos < chars) & ~failed
+            safe_pos = tf.minimum(pos, max_chars - 1)
+            step = tf.gather(best_len, safe_pos, batch_dims=1)
+            failed |= active & (step == 0)
+            take = active & (step > 0)
+            here = tf.one_hot(safe_pos, max_chars, on_value=True, off_value=False)
+            on_path |= here & take[:, None]
+            return tf.where(take, pos + step, pos), failed, on_path
+
+        _, failed, on_path = tf.while_loop(
+            lambda pos, failed, _: tf.reduce_any((pos < chars) & ~failed), walk,
+            (tf.zeros([num_words], tf.int32), tf.zeros([num_words], tf.bool),
+             tf.zeros([num_words, max_chars], tf.bool)))
+        # A word with an unmatched piece is one [UNK], kept at position 0.
+        first = tf.equal(positions, 0)[None, :]
+        on_path = tf.where(failed[:, None], first, on_path)
+        ids = tf.where(failed[:, None], self.unk_id, best_id)
+        return tf.ragged.boolean_mask(ids, on_path)
 
     @property
     def vocab_size(self):
@@ -196,7 +306,21 @@ class BertTokenizerLayer(keras.layers.Layer):
         too_long = tf.strings.length(flat_words, unit="UTF8_CHAR") > self.max_input_chars_per_word
         # The unknown token is itself a vocabulary entry, so WordPiece maps it to unk_id.
         flat_words = tf.where(too_long, self.unk_token, flat_words)
-        pieces = self._wordpiece.tokenize(words.with_flat_values(flat_words))
+        if self._long_lookup is None:
+            pieces = self._wordpiece.tokenize(words.with_flat_values(flat_words))
+        else:
+            # Only words over 256 bytes can hold a piece FastWordpieceTokenizer lacks.
+            flat_pieces = self._wordpiece.tokenize(flat_words)  # [N, (pieces)]
+            is_long = tf.strings.length(flat_words) > _MAX_PIECE_BYTES  # [N]
+            long_pieces = self._long_word_pieces(tf.boolean_mask(flat_words, is_long))
+            num = tf.size(flat_words)
+            rank_among_long = tf.cumsum(tf.cast(is_long, tf.int32), exclusive=True)
+            # Row n of the result: row n of flat_pieces, or the long word's exact row.
+            rows = tf.where(is_long, num + rank_among_long, tf.range(num))
+            flat_pieces = tf.gather(
+                tf.concat([flat_pieces, long_pieces.with_row_splits_dtype(
+                    flat_pieces.row_splits.dtype)], axis=0), rows)
+            pieces = words.with_flat_values(flat_pieces)
         return pieces[0] if scalar else pieces
 
     def call(self, inputs):

@@ -8,8 +8,8 @@ The original google-research/bert tokenizer runs two stages:
    lower-case each word, decompose it (NFD) and drop non-spacing marks (category Mn). Finally split
    off punctuation: every ASCII character that is not a letter, digit or space, plus every
    character of a Unicode category P*.
-2. WordPiece of each word: words longer than `max_input_chars_per_word` characters become
-   `[UNK]`; otherwise greedy longest-match-first over the vocabulary with "##" marking pieces that
+2. WordPiece of each word: words longer than `max_input_chars_per_word` characters (200, the
+   default of the original `FullTokenizer`) become `[UNK]`; otherwise greedy longest-match-first over the vocabulary with "##" marking pieces that
    continue a word; a word with any piece that matches nothing becomes a single `[UNK]`.
 
 This module gives the same output as that code, faster: the per-character rules are applied
@@ -433,7 +433,8 @@ class WordpieceTokenizer:
     Args:
       vocab_file: path of a vocab.txt (one token per line), or a list of tokens (id = index).
       do_lower_case: lower-case and strip accents (uncased models). Must match the checkpoint.
-      max_input_chars_per_word: words with more characters than this become `unk_token`.
+      max_input_chars_per_word: words with more characters (not bytes) than this become
+        `unk_token`; 200 as in the original `FullTokenizer`.
       unk_token: the token for words WordPiece cannot cover; must be in the vocabulary.
 
     Examples:
@@ -446,7 +447,7 @@ class WordpieceTokenizer:
     'unaffable'
     """
 
-    def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=100,
+    def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=200,
                  unk_token="[UNK]"):
         if isinstance(vocab_file, (list, tuple)):
             tokens = list(vocab_file)

@@ -56,10 +56,11 @@ def _read_text(path):
         return data.decode("utf-8", errors="replace")
 
 
-def count_words(files, do_lower_case, max_input_chars_per_word=100):
+def count_words(files, do_lower_case, max_input_chars_per_word=200):
     """Counts basic-tokenized words over `files`.
 
-    Words longer than `max_input_chars_per_word` are skipped: the tokenizer maps them to [UNK]
+    Words longer than `max_input_chars_per_word` characters (200 by default, the limit of
+    `WordpieceTokenizer` and of the original) are skipped: the tokenizer maps them to [UNK]
     whatever the vocabulary holds.
 
     Returns:
@@ -74,7 +75,7 @@ def count_words(files, do_lower_case, max_input_chars_per_word=100):
     return counts
 
 
-def build_vocab(input_files, vocab_size, do_lower_case, *, max_input_chars_per_word=100,
+def build_vocab(input_files, vocab_size, do_lower_case, *, max_input_chars_per_word=200,
                 reserved_tokens=(), max_unique_chars=1000, num_iterations=4,
                 slack_ratio=0.05, max_token_length=50):
     """Learns a WordPiece vocabulary from text files.
@@ -84,7 +85,8 @@ def build_vocab(input_files, vocab_size, do_lower_case, *, max_input_chars_per_w
       vocab_size: int, the target size; the result has between `(1 - slack_ratio) * vocab_size`
         and `vocab_size` tokens unless the corpus is too small to fill it.
       do_lower_case: learn pieces of lower-cased, accent-stripped text (uncased model).
-      max_input_chars_per_word: words longer than this are not counted.
+      max_input_chars_per_word: words longer than this (in characters) are not counted; keep
+        it equal to the tokenizer's limit (200, as the original).
       reserved_tokens: extra tokens (e.g. "[unused0]") placed right after the special tokens.
       max_unique_chars: alphabet size cap; words with rarer characters are not counted.
       num_iterations: refinement iterations of the learner.

@@ -1,6 +1,7 @@
 """Tests for bert_tf.text.layers.BertTokenizerLayer: parity with the Python tokenizer, export."""
 
 import os
+import random
 import subprocess
 import sys
 
@@ -56,13 +57,91 @@ def test_rules_on_hand_picked_strings():
                         "ασ", ".", "β", "$", "^", "5", "€", "5€", "k"]
     tok = WordpieceTokenizer(vocab)
     layer = BertTokenizerLayer(vocab)
-    cases = ["Hello,\x00北京!", "ΟΔΟΣ ΑΣ. ΑΣ.Β", "$5^€ 5€", "a" * 100, "a" * 101,
-             "ж" * 100, "ж" * 101, "é", "\u212a", "\u2028hello\u2029", ""]
+    cases = ["Hello,\x00北京!", "ΟΔΟΣ ΑΣ. ΑΣ.Β", "$5^€ 5€", "a" * 200, "a" * 201,
+             "ж" * 200, "ж" * 201, "é", "\u212a", "\u2028hello\u2029", ""]
     got = layer(tf.constant(cases)).to_list()
     assert got == [tok.encode(c) for c in cases]
-    # 100 two-byte characters are 200 bytes: the limit counts characters, as the original does.
-    assert got[5] == [vocab.index("ж")] + [vocab.index("##ж")] * 99
+    # 200 two-byte characters are 400 bytes: the limit counts characters, as the original does.
+    assert got[5] == [vocab.index("ж")] + [vocab.index("##ж")] * 199
     assert got[6] == [1]
+
+
+WORD_LIMIT_CHARS = ["a", "é", "ж", "\U0001d49c"]  # 1, 2, 2 and 4 UTF-8 bytes.
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_word_length_limit_is_200_characters_at_any_byte_width(do_lower_case):
+    # The original FullTokenizer's limit: up to 200 characters a word is split into pieces,
+    # one more makes it [UNK]. A 200-character word is up to 800 bytes; lower-casing strips
+    # the accent of "é" (1 byte each), the cased face keeps it (2 bytes each).
+    vocab = SPECIALS + [t for c in WORD_LIMIT_CHARS + ["É", "e"] for t in (c, "##" + c)] + ["x"]
+    tok = WordpieceTokenizer(vocab, do_lower_case=do_lower_case)
+    layer = BertTokenizerLayer(vocab, do_lower_case=do_lower_case)
+    assert layer._long_lookup is None  # Short pieces only: FastWordpieceTokenizer does it all.
+    words = [c * n for c in WORD_LIMIT_CHARS + ["É"] for n in (199, 200, 201)]
+    text = [w + " x" for w in words]
+    got = layer(tf.constant(text)).to_list()
+    got_words = layer.tokenize_words(tf.constant(text)).to_list()
+    x_id = vocab.index("x")
+    for word, ids, grouped in zip(words, got, got_words):
+        python_ids = tok.encode(word + " x")
+        assert ids == python_ids, (word[0], len(word))
+        assert grouped == [tok.convert_tokens_to_ids(w) for w in tok.tokenize_words(word + " x")]
+        char = ("e" if word[0] in "éÉ" else word[0]) if do_lower_case else word[0]
+        if len(word) == 201:
+            expected = [1, x_id]
+        else:
+            expected = [vocab.index(char)] + [vocab.index("##" + char)] * (len(word) - 1) + [x_id]
+        assert ids == expected, (word[0], len(word))
+    # The argument still works, also for multi-byte characters.
+    short = BertTokenizerLayer(vocab, do_lower_case=do_lower_case, max_input_chars_per_word=3)
+    assert short(tf.constant(["жжж жжжж"])).to_list() == [
+        [vocab.index("ж"), vocab.index("##ж"), vocab.index("##ж"), 1]]
+
+
+def test_vocabulary_pieces_over_256_bytes_match_like_python():
+    # FastWordpieceTokenizer refuses pieces over 256 bytes; the original matches any piece of
+    # at most 200 characters, e.g. 129..200 Cyrillic letters (258..400 bytes) or 65+ four-byte
+    # characters. Words over 256 bytes then take the exact path.
+    long_pieces = ["ж" * 150, "##" + "ж" * 129, "\U0001d49c" * 65, "é" * 200, "##" + "é" * 130]
+    vocab = SPECIALS + [t for c in WORD_LIMIT_CHARS for t in (c, "##" + c)] + long_pieces + [
+        "ж" * 128, "a" * 250, "x", "ж" * 201]
+    texts = ["ж" * n for n in (128, 129, 149, 150, 151, 200, 201)]
+    texts += ["a" + "ж" * 129, "a" + "ж" * 199]
+    texts += ["\U0001d49c" * n for n in (64, 65, 66, 200)]
+    texts += ["É" * n for n in (130, 199, 200, 201)] + ["é" * 199 + " x " + "é" * 200]
+    texts += ["hello " + "ж" * 150 + " x a" * 3, "a" * 200, "", "x"]
+    ids = {t: i for i, t in enumerate(vocab)}
+    rng = random.Random(3)
+    texts += ["".join(rng.choice("жжжжжa") for _ in range(rng.randint(120, 205)))
+              for _ in range(20)]
+    for do_lower_case in (True, False):
+        tok = WordpieceTokenizer(vocab, do_lower_case=do_lower_case)
+        layer = BertTokenizerLayer(vocab, do_lower_case=do_lower_case)
+        assert layer._long_lookup is not None  # The exact path is in use.
+        got = layer(tf.constant(texts)).to_list()
+        assert got == [tok.encode(t) for t in texts]
+        assert layer.tokenize_words(tf.constant(texts)).to_list() == [
+            [tok.convert_tokens_to_ids(w) for w in tok.tokenize_words(t)] for t in texts]
+        # In a graph too (the exact path has a while loop), and for an empty batch.
+        graph_fn = tf.function(layer.call, input_signature=[tf.TensorSpec([None], tf.string)])
+        assert graph_fn(tf.constant(texts)).to_list() == got
+        assert graph_fn(tf.constant([], tf.string)).to_list() == []
+        assert graph_fn(tf.constant(["x a", ""])).to_list() == [[ids["x"], ids["a"]], []]
+    # Exact pieces of the cased face: longest match first, whatever the byte length.
+    zh_cont, script, script_cont = ids["##ж"], ids["\U0001d49c"], ids["##\U0001d49c"]
+    assert got[0] == [ids["ж" * 128]]
+    assert got[1] == [ids["ж" * 128], zh_cont]
+    assert got[3] == [ids["ж" * 150]]
+    assert got[5] == [ids["ж" * 150]] + [zh_cont] * 50
+    assert got[6] == [1]  # 201 characters: [UNK] even though the vocabulary has the word.
+    assert got[7] == [ids["a"], ids["##" + "ж" * 129]]
+    assert got[8] == [ids["a"], ids["##" + "ж" * 129]] + [zh_cont] * 70
+    assert got[9] == [script] + [script_cont] * 63
+    assert got[12] == [ids["\U0001d49c" * 65]] + [script_cont] * 135
+    assert got[17] == ([ids["é"], ids["##" + "é" * 130]] + [ids["##é"]] * 68
+                       + [ids["x"], ids["é" * 200]])
+    assert got[19] == [ids["a"]] + [ids["##a"]] * 199  # "a" * 250 is out of reach.
 
 
 def test_invalid_utf8_bytes_are_dropped_like_python():

@@ -50,7 +50,7 @@ def _oracle_basic(text, do_lower_case):
     return " ".join(out).split()
 
 
-def _oracle_wordpiece(words, vocab, max_chars=100):
+def _oracle_wordpiece(words, vocab, max_chars=200):
     out = []
     for word in words:
         if len(word) > max_chars:
@@ -159,10 +159,36 @@ def test_word_with_unmatched_piece_becomes_single_unk(piece_tokenizer):
 
 
 def test_words_longer_than_limit_become_unk(piece_tokenizer):
-    assert piece_tokenizer.tokenize("a" * 100) == ["a"] + ["##a"] * 99
-    assert piece_tokenizer.tokenize("a" * 101 + " x") == ["[UNK]", "x"]
+    # The original FullTokenizer's limit is 200 characters.
+    assert piece_tokenizer.max_input_chars_per_word == 200
+    assert piece_tokenizer.tokenize("a" * 199) == ["a"] + ["##a"] * 198
+    assert piece_tokenizer.tokenize("a" * 200) == ["a"] + ["##a"] * 199
+    assert piece_tokenizer.tokenize("a" * 201 + " x") == ["[UNK]", "x"]
     short = WordpieceTokenizer(piece_tokenizer.inv_vocab, max_input_chars_per_word=3)
     assert short.tokenize("aaa aaaa") == ["a", "##a", "##a", "[UNK]"]
+
+
+@pytest.mark.parametrize("char", ["é", "ж", "\U0001d49c"])
+def test_word_limit_counts_characters_not_bytes(char):
+    # 200 characters of up to 4 bytes each (800 bytes) are still split into pieces.
+    tok = WordpieceTokenizer(SPECIALS + [char, "##" + char, "x"], do_lower_case=False)
+    for n in (199, 200):
+        assert tok.tokenize(char * n + " x") == [char] + ["##" + char] * (n - 1) + ["x"]
+    assert tok.tokenize(char * 201 + " x") == ["[UNK]", "x"]
+    # Uncased, "é" loses its accent: 200 "é" become 200 "e" pieces.
+    uncased = WordpieceTokenizer(SPECIALS + ["e", "##e", "ж", "##ж", "\U0001d49c",
+                                             "##\U0001d49c"])
+    base = "e" if char == "é" else char
+    assert uncased.tokenize(char.upper() * 200) == [base] + ["##" + base] * 199
+    assert uncased.tokenize(char.upper() * 201) == ["[UNK]"]
+
+
+def test_vocabulary_pieces_of_any_length_match():
+    # Longest match first over pieces up to the word limit, as the original.
+    tok = WordpieceTokenizer(SPECIALS + ["ж", "##ж", "ж" * 150, "##" + "ж" * 130, "ж" * 201])
+    assert tok.tokenize("ж" * 200) == ["ж" * 150] + ["##ж"] * 50
+    assert tok.tokenize("ж" * 131) == ["ж", "##" + "ж" * 130]
+    assert tok.tokenize("ж" * 201) == ["[UNK]"]
 
 
 def test_cased_vocabulary():

@@ -70,6 +70,14 @@ def test_words_are_split_like_the_tokenizer(tmp_path):
         "hello": 2, ",": 1, "world": 2, "北": 1, "京": 1, "!": 1}
 
 
+def test_words_over_the_tokenizer_limit_are_not_counted(tmp_path):
+    # The default matches WordpieceTokenizer's (and the original's) 200 characters.
+    path = tmp_path / "t.txt"
+    path.write_text(f"{'ж' * 200} {'ж' * 201} {'a' * 199} x\n", encoding="utf-8")
+    assert count_words([str(path)], do_lower_case=False) == {"ж" * 200: 1, "a" * 199: 1, "x": 1}
+    assert count_words([str(path)], False, max_input_chars_per_word=199) == {"a" * 199: 1, "x": 1}
+
+
 def test_non_utf8_input_is_replaced_with_warning(tmp_path, caplog):
     path = tmp_path / "latin1.txt"
     path.write_bytes(b"caf\xe9 bar\n")

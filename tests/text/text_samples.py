@@ -47,8 +47,8 @@ def _random_code_point(rng):
 
 def _random_word(rng):
     kind = rng.random()
-    if kind < 0.03:  # Very long words, around the 100-character limit.
-        return rng.choice(["a", "é", "北", "ab", "Σ"]) * rng.randint(45, 130)
+    if kind < 0.03:  # Very long words, around the 200-character limit (and 256 bytes).
+        return rng.choice(["a", "é", "北", "ab", "Σ", "ж"]) * rng.randint(90, 230)
     if kind < 0.10:
         return "".join(_random_code_point(rng) for _ in range(rng.randint(1, 4)))
     if kind < 0.30:  # Mixed-case English-like words.
@@ -61,8 +61,8 @@ def _random_word(rng):
 def random_texts(seed, count):
     """`count` random strings mixing scripts, marks, punctuation, controls and emoji."""
     rng = random.Random(seed)
-    texts = ["", " ", "\x00", "[CLS] [SEP] [UNK]", "ΟΔΟΣ ΑΣ.Β Σ aΣ ΣΑ", "a" * 101,
-             "é" * 99, "İstanbul ǅemal ﬁne Ｋelvin \u212a"]
+    texts = ["", " ", "\x00", "[CLS] [SEP] [UNK]", "ΟΔΟΣ ΑΣ.Β Σ aΣ ΣΑ", "a" * 201,
+             "é" * 199, "İstanbul ǅemal ﬁne Ｋelvin \u212a"]
     while len(texts) < count:
         words = [_random_word(rng) for _ in range(rng.randint(0, 14))]
         seps = [rng.choice([" ", " ", " ", "", "\t", "\n", "  "]) for _ in words]
