@@ -1,0 +1,302 @@
+r"""Pre-trains BERT (masked LM + next-sentence prediction) with the original script's flags.
+
+    python -m bert_tf.run_pretraining --flagfile=official_configs/pretrain_tiny.flags
+
+Reads TFRecords of masked examples (--input_file, as written by create_pretraining_data) or raw
+text masked afresh every epoch (--input_text_file with --vocab_file). Trains with a custom
+tf.distribute loop (bert_tf.training.loop) that resumes step-exactly from --output_dir, then
+optionally evaluates. --output_dir receives: ckpt-<step> checkpoints, summaries/ (TensorBoard),
+bert_config.json, vocab.txt (when --vocab_file is given), run_pretraining.flags (the flags
+used), pretrainer.keras, encoder.keras and results.json.
+"""
+
+import json
+import os
+import sys
+import time
+
+import keras
+import tensorflow as tf
+from absl import app, flags, logging
+
+from bert_tf.config import BertConfig, ConfigError
+from bert_tf.fileio import write_text_atomic
+from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.training import checkpointing
+from bert_tf.training.distribute import STRATEGIES, get_strategy, is_chief
+from bert_tf.training.loop import NonFiniteLossError, evaluate, train, write_summaries
+from bert_tf.training.optimization import OPTIMIZER_TYPES, create_optimizer
+
+FLAGS = flags.FLAGS
+
+# Flags of the original google-research/bert run_pretraining.py, same names and defaults.
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to pre-train.")
+flags.DEFINE_string("input_file", None, "TFRecord pre-training examples: comma-separated globs.")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, logs and the final model go.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Warm-start weights: a TF2 checkpoint, .keras or .weights.h5 file.")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length S the records were written with.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions P per sequence.")
+flags.DEFINE_bool("do_train", False, "Run training.")
+flags.DEFINE_bool("do_eval", False, "Evaluate on --input_file (or --input_text_file).")
+flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
+flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_integer("num_train_steps", 100000, "Optimizer steps to train to.")
+flags.DEFINE_integer("num_warmup_steps", 10000, "Steps of linear learning-rate warmup.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Save a checkpoint every this many steps.")
+flags.DEFINE_integer("iterations_per_loop", None, "Original name of --steps_per_loop.")
+flags.DEFINE_integer("max_eval_steps", 100, "Maximum evaluation batches.")
+flags.DEFINE_bool("use_tpu", False, "Same as --distribution_strategy=tpu.")
+flags.DEFINE_string("tpu_name", None, "TPU name or address (with --use_tpu).")
+# Additions.
+flags.DEFINE_enum("optimizer", "adamw", OPTIMIZER_TYPES, "adamw (the original's) or lamb.")
+flags.DEFINE_float("weight_decay_rate", 0.01, "Weight decay of kernels and embeddings.")
+flags.DEFINE_bool("use_next_sentence_label", True, "Train the NSP head (False: MLM only).")
+flags.DEFINE_integer("seed", None, "Seed for initialisation, input shuffling and masking.")
+flags.DEFINE_string("input_text_file", None,
+                    "Raw text (comma-separated globs; one sentence per line, blank line between "
+                    "documents) masked on the fly instead of --input_file.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (needed with --input_text_file).")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case raw text (with --input_text_file).")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Masked fraction of tokens (--input_text_file).")
+flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words (--input_text_file).")
+flags.DEFINE_integer("steps_per_loop", 100, "Optimizer steps per host round trip.")
+flags.DEFINE_integer("log_steps", None, "Log and write summaries every N steps "
+                     "(default: --steps_per_loop).")
+flags.DEFINE_enum("distribution_strategy", "one_device", STRATEGIES, "tf.distribute strategy.")
+flags.DEFINE_integer("num_gpus", 0, "GPUs for one_device / mirrored.")
+flags.DEFINE_string("tpu", None, "TPU name or address for --distribution_strategy=tpu.")
+flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_bfloat16"],
+                  "Compute dtype policy; mixed_bfloat16 keeps float32 variables.")
+flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
+
+
+class FlagValueError(ValueError):
+    """A flag value that cannot work, with the flag named."""
+
+
+def validate_options(options, config):
+    """Checks flag values against each other and the config, before any work starts.
+
+    Args:
+      options: the flag values (FLAGS or any object with the same attribute names).
+      config: the BertConfig read from options.bert_config_file.
+
+    Raises:
+      FlagValueError naming the flag, the value and what was expected.
+    """
+    if not options.do_train and not options.do_eval:
+        raise FlagValueError("at least one of --do_train or --do_eval must be set")
+    if bool(options.input_file) == bool(options.input_text_file):
+        raise FlagValueError("give exactly one of --input_file (TFRecords) or --input_text_file "
+                             "(raw text masked on the fly)")
+    if options.input_text_file and not options.vocab_file:
+        raise FlagValueError("--input_text_file needs --vocab_file")
+    if options.max_seq_length > config.max_position_embeddings:
+        raise FlagValueError(
+            f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
+            f"{config.max_position_embeddings} in {options.bert_config_file}")
+    if not 0 < options.max_predictions_per_seq <= options.max_seq_length:
+        raise FlagValueError(f"--max_predictions_per_seq={options.max_predictions_per_seq} must "
+                             f"be in [1, --max_seq_length={options.max_seq_length}]")
+    for name in ("train_batch_size", "eval_batch_size", "num_train_steps",
+                 "save_checkpoints_steps", "steps_per_loop", "max_eval_steps"):
+        if getattr(options, name) < 1:
+            raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
+    if not 0 <= options.num_warmup_steps <= options.num_train_steps:
+        raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
+                             f"[0, --num_train_steps={options.num_train_steps}]")
+    if options.vocab_file:
+        vocab_size = _count_vocab(options.vocab_file)
+        if config.vocab_size < vocab_size:
+            raise FlagValueError(
+                f"vocab_size={config.vocab_size} in {options.bert_config_file} is smaller than "
+                f"the {vocab_size} tokens of --vocab_file={options.vocab_file}")
+
+
+def _count_vocab(vocab_file):
+    try:
+        with tf.io.gfile.GFile(vocab_file) as f:
+            return sum(1 for line in f if line.strip())
+    except tf.errors.NotFoundError:
+        raise FlagValueError(f"--vocab_file={vocab_file}: no such file") from None
+
+
+def _make_dataset_fn(options, config, *, is_training, batch_size):
+    """(InputContext) -> tf.data.Dataset of the pre-training feature dict."""
+    if options.input_file:
+        from bert_tf.data import pretraining_dataset
+
+        def dataset_fn(input_context=None):
+            return pretraining_dataset(
+                options.input_file, batch_size=batch_size,
+                max_seq_length=options.max_seq_length,
+                max_predictions_per_seq=options.max_predictions_per_seq,
+                is_training=is_training, seed=options.seed, input_context=input_context,
+                use_next_sentence_label=options.use_next_sentence_label,
+                vocab_size=config.vocab_size)
+        return dataset_fn
+
+    from bert_tf.data import text_pretraining_dataset
+
+    def text_dataset_fn(input_context=None):
+        return text_pretraining_dataset(
+            options.input_text_file, vocab_file=options.vocab_file,
+            do_lower_case=options.do_lower_case, batch_size=batch_size,
+            max_seq_length=options.max_seq_length,
+            max_predictions_per_seq=options.max_predictions_per_seq,
+            masked_lm_prob=options.masked_lm_prob,
+            use_next_sentence_label=options.use_next_sentence_label,
+            do_whole_word_mask=options.do_whole_word_mask, seed=options.seed,
+            is_training=is_training, input_context=input_context)
+    return text_dataset_fn
+
+
+def _check_input(dataset_fn, options):
+    """Builds the pipeline once up front so a bad glob or record fails before training."""
+    flag = "--input_file" if options.input_file else "--input_text_file"
+    try:
+        dataset_fn(None)
+    except ValueError as e:
+        raise FlagValueError(f"{flag}={options.input_file or options.input_text_file}: {e}") \
+            from None
+
+
+def pretraining_metrics(sums, count):
+    """Reported metrics from the summed parts of BertPretrainer.compute_pretraining_losses."""
+    metrics = {
+        "loss": sums["loss"] / count,
+        "mlm_loss": sums["mlm_loss"] / count,
+        "masked_lm_accuracy": sums["mlm_correct"] / max(sums["mlm_weight_sum"], 1e-12),
+    }
+    if sums["nsp_count"] > 0:
+        metrics["nsp_loss"] = sums["nsp_loss"] / count
+        metrics["next_sentence_accuracy"] = sums["nsp_correct"] / sums["nsp_count"]
+    return metrics
+
+
+def _pretraining_loss_fn(model, batch, training):
+    outputs = model(batch, training=training)
+    return model.compute_pretraining_losses(batch, outputs)
+
+
+def pretrain(options, flags_text=None):
+    """Runs pre-training and/or evaluation as the flags say; returns the results dict.
+
+    Args:
+      options: flag values (FLAGS or an object with the same attribute names).
+      flags_text: the command line as a flagfile, saved to output_dir/run_pretraining.flags
+        so the run's every setting is on record next to its checkpoints.
+
+    Returns:
+      dict written to output_dir/results.json.
+    """
+    start = time.time()
+    config = BertConfig.from_json_file(options.bert_config_file)
+    validate_options(options, config)
+    checkpointing.check_writable_dir(options.output_dir)
+    # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
+    # before the runtime starts.
+    distribution = "tpu" if options.use_tpu else options.distribution_strategy
+    strategy = get_strategy(distribution, num_gpus=options.num_gpus,
+                            tpu=options.tpu or options.tpu_name)
+    replicas = strategy.num_replicas_in_sync
+    for name in ("train_batch_size", "eval_batch_size"):
+        if getattr(options, name) % replicas:
+            raise FlagValueError(f"--{name}={getattr(options, name)} is not divisible by the "
+                                 f"{replicas} replicas of --distribution_strategy={distribution}")
+    train_fn = _make_dataset_fn(options, config, is_training=True,
+                                batch_size=options.train_batch_size)
+    _check_input(train_fn, options)
+    if options.seed is not None:
+        keras.utils.set_random_seed(options.seed)
+    keras.mixed_precision.set_global_policy(options.dtype)
+
+    with strategy.scope():
+        encoder = BertEncoder(config)
+        model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label)
+        optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
+                                     options.num_warmup_steps, optimizer_type=options.optimizer,
+                                     weight_decay_rate=options.weight_decay_rate)
+
+    chief = is_chief(strategy)
+    if chief:
+        config.to_json_file(os.path.join(options.output_dir, "bert_config.json"))
+        if flags_text:
+            write_text_atomic(os.path.join(options.output_dir, "run_pretraining.flags"),
+                              flags_text)
+        if options.vocab_file:
+            with tf.io.gfile.GFile(options.vocab_file) as f:
+                write_text_atomic(os.path.join(options.output_dir, "vocab.txt"), f.read())
+
+    results = {"num_train_steps": options.num_train_steps}
+    steps_per_loop = options.iterations_per_loop or options.steps_per_loop
+    if options.do_train:
+        train_results = train(
+            model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn, dataset_fn=train_fn,
+            strategy=strategy, output_dir=options.output_dir,
+            num_train_steps=options.num_train_steps, steps_per_loop=steps_per_loop,
+            save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
+            metrics_fn=pretraining_metrics, global_batch_size=options.train_batch_size,
+            init_checkpoint=options.init_checkpoint, jit_compile=options.jit_compile)
+        results["global_step"] = train_results.pop("step")
+        results["train"] = train_results
+    else:
+        results["global_step"] = _restore_for_eval(options, model, optimizer)
+
+    if options.do_eval:
+        eval_fn = _make_dataset_fn(options, config, is_training=False,
+                                   batch_size=options.eval_batch_size)
+        results["eval"] = evaluate(model=model, loss_fn=_pretraining_loss_fn,
+                                   dataset_fn=eval_fn, strategy=strategy,
+                                   max_steps=options.max_eval_steps,
+                                   metrics_fn=pretraining_metrics)
+        logging.info("Eval at step %d: %s", results["global_step"], results["eval"])
+        if chief:
+            write_summaries(os.path.join(options.output_dir, "summaries", "eval"),
+                            results["global_step"], results["eval"])
+
+    results["wall_time_seconds"] = time.time() - start
+    if chief:
+        checkpointing.save_keras_model(model, os.path.join(options.output_dir, "pretrainer.keras"))
+        checkpointing.save_keras_model(encoder, os.path.join(options.output_dir, "encoder.keras"))
+        write_text_atomic(os.path.join(options.output_dir, "results.json"),
+                          json.dumps(results, indent=2, sort_keys=True) + "\n")
+    return results
+
+
+def _restore_for_eval(options, model, optimizer):
+    """Eval-only runs use the latest checkpoint in output_dir, else --init_checkpoint."""
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, options.output_dir, max_to_keep=None)
+    latest = checkpointing.restore_latest(manager, checkpoint)
+    if latest:
+        logging.info("Evaluating %s", latest)
+        return int(optimizer.iterations.numpy())
+    if options.init_checkpoint:
+        checkpointing.warm_start(options.init_checkpoint, model)
+        return 0
+    raise FlagValueError(f"--do_eval without --do_train needs a checkpoint in "
+                         f"--output_dir={options.output_dir} or --init_checkpoint")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    try:
+        pretrain(FLAGS, flags_text=FLAGS.flags_into_string())
+    except (FlagValueError, ConfigError, checkpointing.CheckpointError,
+            NonFiniteLossError) as e:
+        print(f"run_pretraining: error: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
+def run():
+    """Console-script entry point (bert_tf_pretrain)."""
+    flags.mark_flags_as_required(["bert_config_file", "output_dir"])
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,11 @@
+"""Training: optimizers and schedules, distribution strategies, checkpoints, the train loop."""
+
+from bert_tf.training.checkpointing import CheckpointError, warm_start
+from bert_tf.training.distribute import get_strategy
+from bert_tf.training.loop import NonFiniteLossError, evaluate, train
+from bert_tf.training.optimization import (AdamWeightDecay, Lamb, WarmupLinearDecay,
+                                           create_optimizer)
+
+__all__ = ["AdamWeightDecay", "CheckpointError", "Lamb", "NonFiniteLossError",
+           "WarmupLinearDecay", "create_optimizer", "evaluate", "get_strategy", "train",
+           "warm_start"]

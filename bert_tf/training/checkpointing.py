@@ -1,0 +1,153 @@
+"""Training checkpoints: step-exact resume with fallback, and warm starts from saved weights.
+
+A training checkpoint is a `tf.train.Checkpoint(model=..., optimizer=..., iterator=...)` kept
+by a `tf.train.CheckpointManager`. TensorFlow writes a checkpoint's data and index files first
+and only then rewrites the small `checkpoint` state file (itself via write-to-temp + rename),
+so a crash mid-save leaves the state file pointing at the previous, complete checkpoint.
+"""
+
+import os
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+# Variables of an original google-research/bert (TF1) checkpoint start with these scopes.
+_TF1_BERT_PREFIXES = ("bert/", "cls/predictions/", "cls/seq_relationship/")
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used for what was asked, with the path and the reason."""
+
+
+def check_writable_dir(path, flag="--output_dir"):
+    """Creates `path` if needed and proves a file can be written there; raises a clear error."""
+    try:
+        tf.io.gfile.makedirs(path)
+        probe = os.path.join(path, ".bert_tf_write_probe")
+        with tf.io.gfile.GFile(probe, "w") as f:
+            f.write("ok")
+        tf.io.gfile.remove(probe)
+    except (tf.errors.OpError, OSError) as e:
+        raise CheckpointError(f"{flag}={path} is not a writable directory: {e}") from None
+
+
+def restore_latest(manager, checkpoint):
+    """Restores the newest readable checkpoint of `manager` into `checkpoint`.
+
+    A checkpoint that fails to restore (truncated or corrupt data, missing shard) is logged and
+    skipped in favour of the one before it. If the `checkpoint` state file is missing or corrupt
+    the ckpt-<n> files in the directory are used instead of starting afresh.
+
+    Args:
+      manager: a tf.train.CheckpointManager.
+      checkpoint: the tf.train.Checkpoint to restore into (the manager's).
+
+    Returns:
+      The path restored, or None when there is no usable checkpoint (a fresh start).
+    """
+    candidates = list(manager.checkpoints)
+    if not candidates:
+        candidates = _checkpoints_on_disk(manager.directory)
+        if candidates:
+            logging.warning("The `checkpoint` state file in %s is missing or unreadable; "
+                            "resuming from the checkpoint files found there (%s).",
+                            manager.directory, ", ".join(candidates))
+    for path in reversed(candidates):
+        try:
+            checkpoint.restore(path).assert_existing_objects_matched()
+        except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:
+            # IndexError: the checkpoint reader's "Read less bytes than requested" (truncated).
+            reason = str(e).splitlines()[0][:300] if str(e) else ""
+            logging.warning("Checkpoint %s cannot be restored (%s: %s); falling back to the "
+                            "previous checkpoint.", path, type(e).__name__, reason)
+            continue
+        logging.info("Restored training state from %s", path)
+        return path
+    if candidates:
+        raise CheckpointError(
+            f"none of the checkpoints in {manager.directory} could be restored "
+            f"({', '.join(candidates)}); move them away to start afresh")
+    return None
+
+
+def _checkpoints_on_disk(directory):
+    """Prefixes of ckpt-<n> checkpoints in `directory`, oldest first."""
+    found = []
+    for index in tf.io.gfile.glob(os.path.join(directory, "ckpt-*.index")):
+        prefix = index[:-len(".index")]
+        number = prefix.rsplit("-", 1)[-1]
+        if number.isdigit():
+            found.append((int(number), prefix))
+    return [prefix for _, prefix in sorted(found)]
+
+
+def is_tf1_bert_checkpoint(path):
+    """True when `path` is a name-based (TF1) checkpoint with original BERT variable names."""
+    try:
+        names = [name for name, _ in tf.train.list_variables(path)]
+    except (tf.errors.OpError, ValueError):
+        return False
+    if _OBJECT_GRAPH_KEY in names:
+        return False
+    return any(name.startswith(_TF1_BERT_PREFIXES) for name in names)
+
+
+def warm_start(init_checkpoint, model, checkpoint_key="model"):
+    """Loads weights (only) into `model` from a Keras file or a tf.train.Checkpoint.
+
+    Args:
+      init_checkpoint: a `.keras` or `.weights.h5` file, or the prefix/directory of a
+        tf.train.Checkpoint that stored the model under `checkpoint_key` (as train() writes).
+      model: the keras.Model (or any trackable) to load into.
+      checkpoint_key: the attribute name the model was saved under in the checkpoint.
+
+    Raises:
+      CheckpointError: the path is missing, is an original TF1 BERT checkpoint (convert it
+        first), or its variables do not match the model.
+    """
+    if init_checkpoint.endswith((".keras", ".weights.h5")):
+        if not tf.io.gfile.exists(init_checkpoint):
+            raise CheckpointError(f"--init_checkpoint={init_checkpoint}: no such file")
+        try:
+            model.load_weights(init_checkpoint)
+        except (ValueError, OSError) as e:
+            raise CheckpointError(
+                f"--init_checkpoint={init_checkpoint} does not fit the model: {e}") from None
+        logging.info("Warm-started %s from %s", getattr(model, "name", "model"), init_checkpoint)
+        return
+    path = init_checkpoint
+    if tf.io.gfile.isdir(path):
+        path = tf.train.latest_checkpoint(path)
+        if path is None:
+            raise CheckpointError(f"--init_checkpoint={init_checkpoint}: directory holds no "
+                                  "checkpoint (no `checkpoint` state file)")
+    if not tf.io.gfile.exists(path + ".index"):
+        raise CheckpointError(f"--init_checkpoint={init_checkpoint}: no checkpoint at {path} "
+                              "(expected <prefix>.index, a .keras or a .weights.h5 file)")
+    if is_tf1_bert_checkpoint(path):
+        raise CheckpointError(
+            f"--init_checkpoint={init_checkpoint} is an original TF1 BERT checkpoint "
+            "(variables named bert/...); convert it to a TF2 checkpoint first with the "
+            "checkpoint converter (tools/convert_checkpoint.py, bert_tf.interop)")
+    status = tf.train.Checkpoint(**{checkpoint_key: model}).restore(path).expect_partial()
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError as e:
+        raise CheckpointError(
+            f"--init_checkpoint={init_checkpoint} does not match the model's variables: "
+            f"{str(e).splitlines()[0][:500]}") from None
+    logging.info("Warm-started %s from %s", getattr(model, "name", "model"), path)
+
+
+def save_keras_model(model, path):
+    """Saves `model` as a .keras file atomically (temp file in the same directory + rename)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".tmp_{os.getpid()}_" + os.path.basename(path))
+    try:
+        keras.saving.save_model(model, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

@@ -1,0 +1,267 @@
+"""BERT's optimizers and learning-rate schedule: warmup + linear decay, AdamW and LAMB.
+
+The update rules are those of the original google-research/bert `AdamWeightDecayOptimizer`
+(Adam without bias correction, weight decay added to the update before the learning rate is
+applied) and of the Model Garden LAMB (bias-corrected Adam update, decay, layer-wise trust
+ratio). Both skip weight decay for biases and LayerNorm parameters and clip the all-reduced
+gradients to a global norm before the update, as the original does.
+
+Keras 3 names a variable by its short name (`kernel`, `bias`, `gamma`, `beta`, `embeddings`) and
+its path by layer (`encoder/transformer_0/attention_layer_norm/gamma`). The original excluded
+variables whose TF1 name matched "LayerNorm", "layer_norm" or "bias"; here a variable is
+excluded when its short name is `bias`, `gamma` or `beta` or its path matches one of those
+patterns, which selects the same set on a Keras BERT.
+"""
+
+import re
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+# Short Keras names that never decay: every bias and both LayerNorm parameters.
+_NO_DECAY_NAMES = ("bias", "gamma", "beta")
+# Path patterns of the original's exclude_from_weight_decay list.
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+OPTIMIZER_TYPES = ("adamw", "lamb")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to `peak_learning_rate`, then linear decay to 0, as the original BERT.
+
+    lr(step) = peak * step / num_warmup_steps            while step < num_warmup_steps
+    lr(step) = peak * max(0, 1 - step / num_train_steps)  afterwards
+
+    The decay measures from step 0 (not from the end of warmup), exactly as the original's
+    `polynomial_decay(power=1)` followed by the warmup override; so the rate right after warmup
+    is slightly below the peak.
+
+    Args:
+      peak_learning_rate: the learning rate reached at the end of warmup.
+      num_train_steps: step at which the rate reaches 0.
+      num_warmup_steps: length of the linear warmup; 0 disables it.
+
+    Examples:
+
+    >>> schedule = WarmupLinearDecay(1e-4, num_train_steps=100, num_warmup_steps=10)
+    >>> [round(float(schedule(s)), 7) for s in (0, 5, 10, 50, 100)]
+    [0.0, 5e-05, 9e-05, 5e-05, 0.0]
+    """
+
+    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps=0):
+        super().__init__()
+        if num_train_steps < 1:
+            raise ValueError(f"num_train_steps={num_train_steps} must be >= 1")
+        if num_warmup_steps < 0 or num_warmup_steps > num_train_steps:
+            raise ValueError(f"num_warmup_steps={num_warmup_steps} must be in "
+                             f"[0, num_train_steps={num_train_steps}]")
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps)
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        peak = ops.cast(self.peak_learning_rate, "float32")
+        decayed = peak * ops.maximum(0.0, 1.0 - step / float(self.num_train_steps))
+        if self.num_warmup_steps == 0:
+            return decayed
+        warmup = peak * step / float(self.num_warmup_steps)
+        return ops.where(step < float(self.num_warmup_steps), warmup, decayed)
+
+    def get_config(self):
+        return {"peak_learning_rate": self.peak_learning_rate,
+                "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps}
+
+
+class _DecayingOptimizer(keras.optimizers.Optimizer):
+    """Shared parts of AdamW and LAMB: decay exclusions, moments, global-norm clipping.
+
+    Keras clips gradients per replica before they are all-reduced; the original (and the
+    Model Garden) clip the summed gradient. This class all-reduces first and clips after, so a
+    run on N replicas takes the same step as a run on one device with the N-times batch.
+    """
+
+    def __init__(self, learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, clip_norm,
+                 exclude_from_weight_decay, name, **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.weight_decay_rate = float(weight_decay_rate)
+        self.beta_1 = float(beta_1)
+        self.beta_2 = float(beta_2)
+        self.epsilon = float(epsilon)
+        self.clip_norm = None if clip_norm is None else float(clip_norm)
+        self.exclude_from_weight_decay_patterns = tuple(exclude_from_weight_decay or ())
+        self._no_decay_re = (re.compile("|".join(self.exclude_from_weight_decay_patterns))
+                             if self.exclude_from_weight_decay_patterns else None)
+
+    def decays(self, variable):
+        """True when weight decay (and, for LAMB, the trust ratio) applies to a keras.Variable."""
+        if self.weight_decay_rate == 0.0:
+            return False
+        if variable.name in _NO_DECAY_NAMES:
+            return False
+        return not (self._no_decay_re and self._no_decay_re.search(variable.path))
+
+    def _decays_in_update(self, variable):
+        return self._decay_flags[self._var_key(variable)]
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._momentums, self._velocities = self.add_optimizer_variables(
+            var_list, ["momentum", "velocity"])
+        # Decided once here, on the Keras variables: inside a distributed update the variable
+        # is a bare tf.Variable without the Keras path.
+        self._decay_flags = {self._var_key(v): self.decays(v) for v in var_list}
+
+    def _moments(self, gradient, variable):
+        """Updates and returns the first and second moment slots of `variable`."""
+        m = self._momentums[self._get_variable_index(variable)]
+        v = self._velocities[self._get_variable_index(variable)]
+        self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * gradient)
+        self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient))
+        return m, v
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        # Mirrors Keras' TF-backend update (all-reduce, then a per-variable update in the
+        # cross-replica context) with the global-norm clip moved after the all-reduce.
+        trainable_variables = [v.value if isinstance(v, keras.Variable) else v
+                               for v in trainable_variables]
+        grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, trainable_variables)))
+        if self.clip_norm:
+            grads = [g for g, _ in grads_and_vars]
+            clipped, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+            grads_and_vars = [(g, v) for g, (_, v) in zip(clipped, grads_and_vars)]
+        tf.__internal__.distribute.interim.maybe_merge_call(
+            self._distributed_tf_update_step, self._distribution_strategy,
+            grads_and_vars, learning_rate)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "weight_decay_rate": self.weight_decay_rate,
+            "beta_1": self.beta_1,
+            "beta_2": self.beta_2,
+            "epsilon": self.epsilon,
+            "clip_norm": self.clip_norm,
+            "exclude_from_weight_decay": list(self.exclude_from_weight_decay_patterns),
+        })
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamWeightDecay(_DecayingOptimizer):
+    """Adam with decoupled weight decay exactly as the original BERT (no bias correction).
+
+    Per variable w with gradient g (after global-norm clipping of all gradients):
+        m = beta_1 * m + (1 - beta_1) * g
+        v = beta_2 * v + (1 - beta_2) * g^2
+        update = m / (sqrt(v) + epsilon) + weight_decay_rate * w   (decay term only if w decays)
+        w = w - lr * update
+
+    Args:
+      learning_rate: float or a LearningRateSchedule (e.g. WarmupLinearDecay).
+      weight_decay_rate: decay coefficient added to the update of decaying variables.
+      beta_1, beta_2, epsilon: Adam constants (original: 0.9, 0.999, 1e-6).
+      clip_norm: clip the all-reduced gradients to this global norm; None disables.
+      exclude_from_weight_decay: regex patterns matched against variable paths; biases and
+        LayerNorm gamma/beta are excluded by their short names regardless.
+      name: optimizer name.
+
+    Examples:
+
+    >>> opt = AdamWeightDecay(WarmupLinearDecay(1e-4, 1000, 100))
+    >>> opt.decays(keras.Variable(1.0, name="bias"))
+    False
+    """
+
+    def __init__(self, learning_rate=1e-4, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-6, clip_norm=1.0,
+                 exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 name="adam_weight_decay", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, clip_norm,
+                         exclude_from_weight_decay, name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = ops.cast(learning_rate, variable.dtype)
+        # Embedding gradients arrive as IndexedSlices; the original's update is dense.
+        gradient = ops.cast(tf.convert_to_tensor(gradient), variable.dtype)
+        m, v = self._moments(gradient, variable)
+        update = m / (ops.sqrt(v) + self.epsilon)
+        if self._decays_in_update(variable):
+            update = update + self.weight_decay_rate * variable
+        self.assign_sub(variable, lr * update)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class Lamb(_DecayingOptimizer):
+    """LAMB (You et al., 2019) as in the Model Garden, with BERT's decay exclusions.
+
+    Per variable w with gradient g (after global-norm clipping), at step t (1-based):
+        m, v as in Adam; m_hat = m / (1 - beta_1^t); v_hat = v / (1 - beta_2^t)
+        update = m_hat / (sqrt(v_hat) + epsilon) + weight_decay_rate * w   (if w decays)
+        ratio = ||w|| / ||update|| if both norms > 0 else 1   (only if w decays, else 1)
+        w = w - lr * ratio * update
+
+    Args:
+      learning_rate: float or a LearningRateSchedule.
+      weight_decay_rate: decay coefficient for decaying variables.
+      beta_1, beta_2, epsilon: Adam constants.
+      clip_norm: global-norm clip of the all-reduced gradients; None disables.
+      exclude_from_weight_decay: regex patterns on variable paths; excluded variables get
+        neither decay nor the layer-wise trust ratio.
+      name: optimizer name.
+    """
+
+    def __init__(self, learning_rate=1e-3, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-6, clip_norm=1.0,
+                 exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 name="lamb", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, clip_norm,
+                         exclude_from_weight_decay, name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = ops.cast(learning_rate, variable.dtype)
+        # Embedding gradients arrive as IndexedSlices; the original's update is dense.
+        gradient = ops.cast(tf.convert_to_tensor(gradient), variable.dtype)
+        t = ops.cast(self.iterations + 1, variable.dtype)
+        m, v = self._moments(gradient, variable)
+        m_hat = m / (1.0 - ops.power(self.beta_1, t))
+        v_hat = v / (1.0 - ops.power(self.beta_2, t))
+        update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
+        if self._decays_in_update(variable):
+            update = update + self.weight_decay_rate * variable
+            w_norm = ops.norm(ops.reshape(variable, [-1]))
+            u_norm = ops.norm(ops.reshape(update, [-1]))
+            ratio = ops.where(ops.logical_and(w_norm > 0, u_norm > 0), w_norm / u_norm, 1.0)
+            update = ratio * update
+        self.assign_sub(variable, lr * update)
+
+
+def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, optimizer_type="adamw",
+                     weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                     clip_norm=1.0):
+    """BERT's optimizer: WarmupLinearDecay schedule + AdamWeightDecay ("adamw") or Lamb ("lamb").
+
+    Args:
+      learning_rate: peak learning rate (reached after warmup).
+      num_train_steps: total steps; the rate decays linearly to 0 there.
+      num_warmup_steps: steps of linear warmup from 0.
+      optimizer_type: "adamw" (the original's) or "lamb".
+      weight_decay_rate, beta_1, beta_2, epsilon, clip_norm: see AdamWeightDecay.
+
+    Returns:
+      A keras.optimizers.Optimizer whose learning_rate is the schedule.
+    """
+    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    kwargs = dict(weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
+                  epsilon=epsilon, clip_norm=clip_norm)
+    if optimizer_type == "adamw":
+        return AdamWeightDecay(schedule, **kwargs)
+    if optimizer_type == "lamb":
+        return Lamb(schedule, **kwargs)
+    raise ValueError(f"optimizer_type={optimizer_type!r}; expected one of "
+                     f"{', '.join(OPTIMIZER_TYPES)}")

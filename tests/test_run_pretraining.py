@@ -1,0 +1,257 @@
+"""End to end: python -m bert_tf.run_pretraining on tiny TFRecords written here."""
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+from bert_tf.run_pretraining import FLAGS, FlagValueError, pretrain
+from bert_tf.training.checkpointing import CheckpointError
+
+S, P, VOCAB = 16, 4, 40
+
+
+def _int_feature(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def _write_records(path, num_examples, seq_length=S, seed=0):
+    """Original-format (v1 names) records, learnable: masked id = 10 + position % 5."""
+    rng = np.random.RandomState(seed)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i in range(num_examples):
+            length = rng.randint(8, seq_length + 1)
+            ids = [2] + list(rng.randint(5, VOCAB, size=length - 2)) + [3]
+            positions = sorted(rng.choice(np.arange(1, length - 1), size=P, replace=False))
+            labels = [10 + p % 5 for p in positions]
+            for p in positions:
+                ids[p] = 4  # [MASK]
+            pad = seq_length - length
+            features = {
+                "input_ids": _int_feature(ids + [0] * pad),
+                "input_mask": _int_feature([1] * length + [0] * pad),
+                "segment_ids": _int_feature([0] * (length // 2) + [1] * (length - length // 2)
+                                            + [0] * pad),
+                "masked_lm_positions": _int_feature(positions),
+                "masked_lm_ids": _int_feature(labels),
+                "masked_lm_weights": tf.train.Feature(
+                    float_list=tf.train.FloatList(value=[1.0] * P)),
+                "next_sentence_labels": _int_feature([i % 2]),
+            }
+            writer.write(tf.train.Example(
+                features=tf.train.Features(feature=features)).SerializeToString())
+
+
+@pytest.fixture
+def setup(tmp_path):
+    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config_path = tmp_path / "bert_config.json"
+    config.to_json_file(str(config_path))
+    _write_records(tmp_path / "train-0.tfrecord", 64, seed=0)
+    _write_records(tmp_path / "train-1.tfrecord", 64, seed=1)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                               + [f"w{i}" for i in range(VOCAB - 5)]) + "\n")
+    return tmp_path, config_path, vocab
+
+
+def _run(tmp_path, *args, extra_env=None):
+    flagfile = tmp_path / "run.flags"
+    flagfile.write_text("\n".join(args) + "\n")
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=repo_root, **(extra_env or {}))
+    return subprocess.run([sys.executable, "-m", "bert_tf.run_pretraining",
+                           f"--flagfile={flagfile}"], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _base_flags(tmp_path, config_path, output_dir):
+    return [f"--bert_config_file={config_path}",
+            f"--input_file={tmp_path}/train-*.tfrecord",
+            f"--output_dir={output_dir}",
+            f"--max_seq_length={S}", f"--max_predictions_per_seq={P}",
+            "--train_batch_size=16", "--eval_batch_size=16", "--learning_rate=5e-3",
+            "--num_warmup_steps=5", "--seed=1", "--steps_per_loop=10"]
+
+
+@pytest.mark.slow
+def test_end_to_end_train_eval_resume(setup):
+    tmp_path, config_path, vocab = setup
+    out = tmp_path / "out"
+    flags = _base_flags(tmp_path, config_path, out) + [
+        "--do_train", "--do_eval", "--num_train_steps=60", "--save_checkpoints_steps=30",
+        "--max_eval_steps=4", f"--vocab_file={vocab}"]
+    proc = _run(tmp_path, *flags)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["global_step"] == 60
+    train = results["train"]
+    assert set(train) >= {"loss", "mlm_loss", "nsp_loss", "masked_lm_accuracy",
+                          "next_sentence_accuracy", "examples_per_second", "wall_time_seconds",
+                          "steps_this_run"}
+    # The masked id is a function of the position: learnable far above chance (1/40).
+    assert train["masked_lm_accuracy"] > 0.3, train
+    assert results["eval"]["eval_steps"] == 4
+    assert results["eval"]["masked_lm_accuracy"] > 0.3
+    for name in ("bert_config.json", "vocab.txt", "pretrainer.keras", "encoder.keras",
+                 "ckpt-60.index", "ckpt-30.index", "checkpoint", "run_pretraining.flags"):
+        assert (out / name).exists(), name
+    assert "--num_train_steps=60" in (out / "run_pretraining.flags").read_text().splitlines()
+    assert tf.io.gfile.glob(str(out / "summaries" / "eval" / "events.out.tfevents.*"))
+    assert BertConfig.from_json_file(str(out / "bert_config.json")) == \
+        BertConfig.from_json_file(str(config_path))
+    assert "step 60/60" in proc.stderr and "examples/s=" in proc.stderr and "ETA" in proc.stderr
+
+    # A rerun (in this process, same flags) with a larger --num_train_steps continues at 60.
+    results = pretrain(_options(tmp_path, config_path, output_dir=str(out), num_train_steps=70,
+                                num_warmup_steps=5, learning_rate=5e-3, steps_per_loop=10,
+                                save_checkpoints_steps=30, eval_batch_size=16))
+    assert results["global_step"] == 70 and results["train"]["steps_this_run"] == 10
+    assert json.loads((out / "results.json").read_text())["global_step"] == 70
+    assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-70")
+
+    # Warm starts (weights only) from the saved .keras model and from the checkpoint directory.
+    for name, init in (("from_keras", out / "pretrainer.keras"), ("from_ckpt", out)):
+        warm = pretrain(_options(tmp_path, config_path, output_dir=str(tmp_path / name),
+                                 init_checkpoint=str(init), do_train=False, do_eval=True,
+                                 eval_batch_size=16, max_eval_steps=2))
+        assert warm["global_step"] == 0
+        assert warm["eval"]["masked_lm_accuracy"] > 0.3, (name, warm)
+
+
+def test_max_seq_length_exceeding_position_embeddings(setup):
+    tmp_path, config_path, _ = setup
+    flags = _base_flags(tmp_path, config_path, tmp_path / "out") + ["--do_train"]
+    flags = [f for f in flags if not f.startswith("--max_seq_length")] + ["--max_seq_length=600"]
+    proc = _run(tmp_path, *flags)
+    assert proc.returncode == 1
+    assert (f"run_pretraining: error: --max_seq_length=600 exceeds max_position_embeddings=32 "
+            f"in {config_path}") in proc.stderr
+
+
+def _options(tmp_path, config_path, **overrides):
+    """Flag values as pretrain() reads them: the defaults plus the test's base flags."""
+    values = {name: FLAGS[name].default for name in FLAGS}
+    values.update(bert_config_file=str(config_path), input_file=f"{tmp_path}/train-*.tfrecord",
+                  output_dir=str(tmp_path / "out"), max_seq_length=S, max_predictions_per_seq=P,
+                  train_batch_size=16, do_train=True, seed=1)
+    values.update(overrides)
+    return types.SimpleNamespace(**values)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(input_file="/nonexistent/*.tfrecord"),
+     '--input_file=/nonexistent/*.tfrecord: No files match input pattern '
+     '"/nonexistent/*.tfrecord".'),
+    (dict(max_predictions_per_seq=5),
+     'train-0.tfrecord: feature "masked_lm_positions" has length 4, expected int64_list of '
+     'length 5'),
+    (dict(max_seq_length=20),
+     'train-0.tfrecord: feature "input_ids" has length 16, expected int64_list of length 20'),
+    (dict(num_warmup_steps=500, num_train_steps=100),
+     "--num_warmup_steps=500 must be in [0, --num_train_steps=100]"),
+    (dict(do_train=False),
+     "at least one of --do_train or --do_eval must be set"),
+    (dict(input_text_file="corpus.txt"),
+     "give exactly one of --input_file (TFRecords) or --input_text_file"),
+    (dict(max_predictions_per_seq=17),
+     "--max_predictions_per_seq=17 must be in [1, --max_seq_length=16]"),
+])
+def test_bad_inputs_fail_with_named_flag(setup, overrides, message):
+    tmp_path, config_path, _ = setup
+    with pytest.raises(FlagValueError) as error:
+        pretrain(_options(tmp_path, config_path, **overrides))
+    assert message in str(error.value)
+
+
+def test_vocab_larger_than_config(setup):
+    tmp_path, config_path, vocab = setup
+    vocab.write_text(vocab.read_text() + "extra1\nextra2\n")
+    with pytest.raises(FlagValueError) as error:
+        pretrain(_options(tmp_path, config_path, vocab_file=str(vocab)))
+    assert str(error.value) == (f"vocab_size=40 in {config_path} is smaller than the 42 tokens "
+                                f"of --vocab_file={vocab}")
+
+
+def test_record_ids_beyond_vocab_size(setup):
+    tmp_path, _, _ = setup
+    small = BertConfig(vocab_size=12, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                       intermediate_size=64, max_position_embeddings=32)
+    small_path = tmp_path / "small_config.json"
+    small.to_json_file(str(small_path))
+    with pytest.raises(FlagValueError) as error:
+        pretrain(_options(tmp_path, small_path))
+    assert str(error.value).startswith(f"--input_file={tmp_path}/train-*.tfrecord: ")
+    assert "vocab_size" in str(error.value) and "12" in str(error.value)
+
+
+def test_unwritable_output_dir(setup):
+    tmp_path, config_path, _ = setup
+    (tmp_path / "blocker").write_text("a file")
+    with pytest.raises(CheckpointError, match=rf"--output_dir={tmp_path}/blocker/out is not a "
+                                              "writable directory"):
+        pretrain(_options(tmp_path, config_path, output_dir=str(tmp_path / "blocker" / "out")))
+
+
+def _write_text_corpus(tmp_path):
+    """Sentences of the Python reference manual (an offline English corpus), 3 per document."""
+    from pydoc_data.topics import topics
+    words, lines = {}, []
+    for text in list(topics.values())[:40]:
+        for sentence in text.replace("\n", " ").split(". "):
+            sentence = " ".join(w for w in sentence.split() if w.isalpha())
+            if len(sentence.split()) >= 4:
+                lines.append(sentence.lower())
+                for w in sentence.lower().split():
+                    words[w] = words.get(w, 0) + 1
+    corpus = []
+    for i in range(0, 300, 3):
+        corpus += lines[i:i + 3] + [""]
+    (tmp_path / "corpus.txt").write_text("\n".join(corpus) + "\n")
+    letters = sorted({c for w in words for c in w})
+    tokens = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + letters
+              + ["##" + c for c in letters] + sorted(words, key=lambda w: -words[w])[:150])
+    (tmp_path / "text_vocab.txt").write_text("\n".join(dict.fromkeys(tokens)) + "\n")
+    return tmp_path / "corpus.txt", tmp_path / "text_vocab.txt", len(dict.fromkeys(tokens))
+
+
+def test_raw_text_training_in_bfloat16_then_eval_only(tmp_path):
+    import keras
+    corpus, vocab, vocab_size = _write_text_corpus(tmp_path)
+    config = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    config_path = tmp_path / "bert_config.json"
+    config.to_json_file(str(config_path))
+    values = {name: FLAGS[name].default for name in FLAGS}
+    values.update(bert_config_file=str(config_path), input_text_file=str(corpus),
+                  vocab_file=str(vocab), output_dir=str(tmp_path / "out"), max_seq_length=32,
+                  max_predictions_per_seq=5, train_batch_size=8, eval_batch_size=8,
+                  num_train_steps=20, num_warmup_steps=2, learning_rate=1e-3,
+                  steps_per_loop=10, save_checkpoints_steps=10, seed=3, do_train=True,
+                  dtype="mixed_bfloat16")
+    try:
+        results = pretrain(types.SimpleNamespace(**values))
+        encoder_policy = keras.saving.load_model(str(tmp_path / "out" / "encoder.keras")) \
+            .dtype_policy.name
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert results["global_step"] == 20 and results["train"]["steps_this_run"] == 20
+    assert np.isfinite(results["train"]["loss"]) and results["train"]["mlm_loss"] > 0
+    assert encoder_policy == "mixed_bfloat16"
+    assert (tmp_path / "out" / "vocab.txt").read_text() == vocab.read_text()
+
+    values.update(do_train=False, do_eval=True, max_eval_steps=3, dtype="float32")
+    results = pretrain(types.SimpleNamespace(**values))
+    assert results["global_step"] == 20 and "train" not in results
+    assert results["eval"]["eval_steps"] == 3
+    assert 0.0 <= results["eval"]["masked_lm_accuracy"] <= 1.0
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["eval"] == results["eval"]

@@ -1,0 +1,153 @@
+"""get_strategy, and the training loop under MirroredStrategy over 2 logical CPUs."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.training.distribute import get_strategy, is_chief
+
+# The model, data and loss every distributed run shares. Replica r of n gets rows
+# [r*16/n, (r+1)*16/n) of each global batch of 16: together the batches of one device.
+_COMMON = textwrap.dedent("""
+    import json, os, sys
+    import numpy as np, keras, tensorflow as tf
+    from bert_tf.training.distribute import get_strategy
+    from bert_tf.training.loop import train
+    from bert_tf.training.optimization import create_optimizer
+
+    rng = np.random.RandomState(0)
+    x = rng.randn(64, 6).astype("float32")
+    y = (x[:, 0] * x[:, 1] > 0).astype("int32")
+
+    def dataset_fn(ctx):
+        batch = ctx.get_per_replica_batch_size(16)
+        ds = tf.data.Dataset.from_tensor_slices({"x": x, "y": y}).repeat().batch(16)
+        ds = ds.unbatch().batch(batch, drop_remainder=True)
+        return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+
+    def loss_fn(model, b, training):
+        logits = model(b["x"], training=training)
+        nll = keras.losses.sparse_categorical_crossentropy(b["y"], logits, from_logits=True)
+        return {"loss": tf.reduce_mean(nll)}
+
+    def run(strategy, output_dir):
+        keras.utils.set_random_seed(0)
+        with strategy.scope():
+            inputs = keras.Input((6,))
+            h = keras.layers.Dense(16, activation="tanh")(inputs)
+            model = keras.Model(inputs, keras.layers.Dense(2)(h))
+            optimizer = create_optimizer(3e-2, 40, 4)
+        losses = []
+        for stop in (20, 40):
+            losses.append(train(model=model, optimizer=optimizer, loss_fn=loss_fn,
+                                dataset_fn=dataset_fn, strategy=strategy,
+                                output_dir=output_dir, num_train_steps=stop,
+                                steps_per_loop=10, save_checkpoints_steps=20,
+                                skip_consumed_input=False)["loss"])
+        return {"replicas": strategy.num_replicas_in_sync, "losses": losses,
+                "kernel": model.weights[0].numpy().tolist()}
+""")
+
+# Runs in a fresh process: logical devices must be configured before TF initialises them.
+_MIRRORED_SCRIPT = textwrap.dedent("""
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+""") + _COMMON + textwrap.dedent("""
+    out = {name: run(get_strategy(name), sys.argv[1] + "/" + name)
+           for name in ("one_device", "mirrored")}
+    print("RESULT" + json.dumps(out))
+""")
+
+# One worker of a 2-worker cluster on 127.0.0.1 (TF_CONFIG set by the test).
+_WORKER_SCRIPT = _COMMON + textwrap.dedent("""
+    strategy = get_strategy("multi_worker_mirrored")
+    result = run(strategy, sys.argv[1])
+    if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
+        result["one_device"] = run(get_strategy("one_device"), sys.argv[1] + "_single")
+    print("RESULT" + json.dumps(result))
+""")
+
+
+def _result(proc):
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][0]
+    return json.loads(line[len("RESULT"):])
+
+
+def _assert_same_trajectory(single, distributed):
+    assert single["losses"][-1] < single["losses"][0]  # it trained
+    np.testing.assert_allclose(distributed["losses"], single["losses"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(distributed["kernel"], single["kernel"], rtol=1e-4, atol=1e-5)
+
+
+def test_one_device_strategy():
+    strategy = get_strategy("one_device")
+    assert isinstance(strategy, tf.distribute.OneDeviceStrategy)
+    assert strategy.num_replicas_in_sync == 1
+    assert is_chief(strategy)
+
+
+def test_unknown_strategy_and_too_many_gpus():
+    with pytest.raises(ValueError, match="--distribution_strategy='horovod'; expected one of "
+                                         "one_device, mirrored, multi_worker_mirrored, tpu"):
+        get_strategy("horovod")
+    with pytest.raises(ValueError, match=r"--num_gpus=8 but only 0 GPU\(s\) are visible"):
+        get_strategy("mirrored", num_gpus=8)
+
+
+def test_bad_tf_config(monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["localhost:1"]}}')
+    with pytest.raises(ValueError, match="TF_CONFIG must be JSON like"):
+        get_strategy("multi_worker_mirrored")
+
+
+@pytest.mark.slow
+def test_mirrored_two_cpus_matches_one_device(tmp_path, repo_root):
+    env = dict(os.environ, PYTHONPATH=repo_root)
+    proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    result = _result(proc)
+    assert result["one_device"]["replicas"] == 1 and result["mirrored"]["replicas"] == 2
+    _assert_same_trajectory(result["one_device"], result["mirrored"])
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_two_processes_match_one_device(tmp_path, repo_root):
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    procs = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = dict(os.environ, PYTHONPATH=repo_root, TF_CONFIG=json.dumps(tf_config))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", _WORKER_SCRIPT, str(tmp_path / "out")], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    finished = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=300)
+        finished.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
+    chief, worker = (_result(p) for p in finished)
+    assert chief["replicas"] == 2 and worker["replicas"] == 2
+    _assert_same_trajectory(worker["one_device"], chief)
+    np.testing.assert_allclose(worker["kernel"], chief["kernel"], rtol=0, atol=0)
+    # Only the chief (worker 0) keeps checkpoints; worker 1's temporary copies are removed.
+    assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("ckpt-40")
+    assert not os.path.exists(tmp_path / "out" / ".worker_tmp" / "worker_1")

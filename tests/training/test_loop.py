@@ -1,0 +1,221 @@
+"""The training loop: over-fitting, exact resume, NaN stop, checkpoint fallback, warm start."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.training import checkpointing
+from bert_tf.training.distribute import get_strategy
+from bert_tf.training.loop import NonFiniteLossError, evaluate, train
+from bert_tf.training.optimization import create_optimizer
+
+_RNG = np.random.RandomState(0)
+_X = _RNG.randn(96, 6).astype("float32")
+_Y = (_X[:, 0] * _X[:, 1] > 0).astype("int32")  # not linearly separable: needs the hidden layer
+
+
+def _build(strategy, num_train_steps=300, learning_rate=1e-2, seed=0):
+    keras.utils.set_random_seed(seed)
+    with strategy.scope():
+        inputs = keras.Input((6,))
+        hidden = keras.layers.Dense(32, activation="tanh", name="hidden")(inputs)
+        hidden = keras.layers.LayerNormalization(name="layer_norm")(hidden)
+        logits = keras.layers.Dense(2, name="logits")(hidden)
+        model = keras.Model(inputs, logits)
+        optimizer = create_optimizer(learning_rate, num_train_steps, 10)
+    # The input shuffle depends on the global seed; keep it fixed whatever `seed` initialised.
+    tf.random.set_seed(0)
+    return model, optimizer
+
+
+def _dataset_fn(input_context):
+    batch = input_context.get_per_replica_batch_size(16)
+    dataset = tf.data.Dataset.from_tensor_slices({"x": _X, "y": _Y})
+    # Each finished run's iterator lingers until interpreter exit, where tearing down its
+    # autotuning threads takes seconds; without autotuning the suite exits promptly.
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    dataset = dataset.shuffle(96, seed=3).repeat().batch(batch, drop_remainder=True)
+    return dataset.with_options(options)
+
+
+def _loss_fn(model, batch, training):
+    logits = model(batch["x"], training=training)
+    nll = keras.losses.sparse_categorical_crossentropy(batch["y"], logits, from_logits=True)
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), batch["y"]), tf.float32)
+    return {"loss": tf.reduce_mean(nll), "correct": tf.reduce_sum(correct),
+            "count": tf.cast(tf.size(correct), tf.float32)}
+
+
+def _metrics(sums, count):
+    return {"loss": sums["loss"] / count, "accuracy": sums["correct"] / sums["count"]}
+
+
+def _train(model, optimizer, strategy, output_dir, num_train_steps, **kwargs):
+    kwargs.setdefault("steps_per_loop", 25)
+    kwargs.setdefault("save_checkpoints_steps", 50)
+    return train(model=model, optimizer=optimizer, loss_fn=_loss_fn, dataset_fn=_dataset_fn,
+                 strategy=strategy, output_dir=str(output_dir), num_train_steps=num_train_steps,
+                 metrics_fn=_metrics, global_batch_size=16, **kwargs)
+
+
+def test_overfits_a_small_problem_and_writes_outputs(tmp_path):
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy)
+    results = _train(model, optimizer, strategy, tmp_path, 300)
+    assert results["step"] == 300 and results["steps_this_run"] == 300
+    assert results["accuracy"] > 0.95 and results["loss"] < 0.2, results
+    assert results["examples_per_second"] > 0
+    # Checkpoints at every multiple of 50, the manager keeps the newest 5.
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-300")
+    assert sorted(os.path.basename(p) for p in tf.io.gfile.glob(str(tmp_path / "ckpt-*.index"))) \
+        == [f"ckpt-{s}.index" for s in (100, 150, 200, 250, 300)]
+    events = tf.io.gfile.glob(str(tmp_path / "summaries" / "train" / "events.out.tfevents.*"))
+    tags = set()
+    for event in tf.compat.v1.train.summary_iterator(events[0]):
+        tags.update(v.tag for v in event.summary.value)
+    assert {"loss", "accuracy", "learning_rate", "examples_per_second"} <= tags
+    evaluation = evaluate(model=model, loss_fn=_loss_fn, strategy=strategy, metrics_fn=_metrics,
+                          dataset_fn=lambda ctx: tf.data.Dataset.from_tensor_slices(
+                              {"x": _X, "y": _Y}).batch(32))
+    assert evaluation["eval_steps"] == 3 and evaluation["accuracy"] > 0.95
+
+
+def test_resume_matches_uninterrupted_run(tmp_path):
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy, num_train_steps=120)
+    _train(model, optimizer, strategy, tmp_path / "straight", 120, steps_per_loop=20)
+    want = [v.numpy() for v in model.weights]
+
+    # "Crash" after 60 steps (the schedule still targets 120), then a fresh process-like rebuild.
+    model, optimizer = _build(strategy, num_train_steps=120)
+    first = _train(model, optimizer, strategy, tmp_path / "resumed", 60, steps_per_loop=20)
+    assert first["step"] == 60
+    model, optimizer = _build(strategy, num_train_steps=120, seed=99)
+    second = _train(model, optimizer, strategy, tmp_path / "resumed", 120, steps_per_loop=20)
+    assert second["step"] == 120 and second["steps_this_run"] == 60
+    for v, w in zip(model.weights, want):
+        np.testing.assert_allclose(v.numpy(), w, rtol=1e-6, atol=1e-7, err_msg=v.path)
+
+
+def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path):
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy)
+    calls = tf.Variable(0)
+
+    def poisoned_loss_fn(model, batch, training):
+        parts = _loss_fn(model, batch, training)
+        calls.assign_add(1)
+        # The 37th step's loss is NaN.
+        bad = tf.where(calls == 37, tf.constant(np.nan, tf.float32), 0.0)
+        parts["loss"] = parts["loss"] + bad
+        return parts
+
+    with pytest.raises(NonFiniteLossError) as error:
+        train(model=model, optimizer=optimizer, loss_fn=poisoned_loss_fn, dataset_fn=_dataset_fn,
+              strategy=strategy, output_dir=str(tmp_path), num_train_steps=100,
+              steps_per_loop=10, save_checkpoints_steps=20)
+    assert str(error.value) == (
+        f"loss became NaN at step 37; training stopped without saving. "
+        f"Last good checkpoint: {tmp_path}/ckpt-20")
+    assert tf.train.latest_checkpoint(str(tmp_path)) == f"{tmp_path}/ckpt-20"
+
+
+def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, caplog):
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy)
+    _train(model, optimizer, strategy, tmp_path, 100)
+    data_file = tmp_path / "ckpt-100.data-00000-of-00001"
+    data_file.write_bytes(data_file.read_bytes()[:40])  # truncated, as by a full disk
+
+    model, optimizer = _build(strategy, seed=5)
+    results = _train(model, optimizer, strategy, tmp_path, 120, steps_per_loop=10)
+    # Restored step 50, so this run trained 70 steps.
+    assert results["steps_this_run"] == 70
+    assert any("ckpt-100 cannot be restored" in r.getMessage() and "falling back" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_warm_start_from_keras_and_tf_checkpoints(tmp_path):
+    strategy = get_strategy("one_device")
+    source, optimizer = _build(strategy, seed=1)
+    _train(source, optimizer, strategy, tmp_path / "source", 20)
+    source.save_weights(str(tmp_path / "source.weights.h5"))
+    want = [v.numpy() for v in source.weights]
+
+    for init in (str(tmp_path / "source"), str(tmp_path / "source.weights.h5")):
+        model, optimizer = _build(strategy, seed=2)
+        checkpointing.warm_start(init, model)
+        for v, w in zip(model.weights, want):
+            np.testing.assert_array_equal(v.numpy(), w)
+        assert int(optimizer.iterations.numpy()) == 0  # weights only
+
+
+def test_warm_start_detects_tf1_bert_checkpoint(tmp_path):
+    with tf.Graph().as_default():
+        tf.compat.v1.get_variable("bert/embeddings/word_embeddings", shape=[4, 2])
+        saver = tf.compat.v1.train.Saver()
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            prefix = saver.save(session, str(tmp_path / "bert_model.ckpt"))
+    model, _ = _build(get_strategy("one_device"))
+    with pytest.raises(checkpointing.CheckpointError,
+                       match=r"is an original TF1 BERT checkpoint .*convert it"):
+        checkpointing.warm_start(prefix, model)
+
+
+def test_warm_start_missing_path(tmp_path):
+    model, _ = _build(get_strategy("one_device"))
+    with pytest.raises(checkpointing.CheckpointError,
+                       match=r"--init_checkpoint=.*/nope: no checkpoint at"):
+        checkpointing.warm_start(str(tmp_path / "nope"), model)
+
+
+def test_unwritable_output_dir_fails_up_front(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy)
+    with pytest.raises(checkpointing.CheckpointError,
+                       match=rf"--output_dir={blocker}/out is not a writable directory"):
+        _train(model, optimizer, strategy, blocker / "out", 10)
+
+
+def test_jit_compiled_steps_match_eager_graph_steps(tmp_path):
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy, num_train_steps=40)
+    plain = _train(model, optimizer, strategy, tmp_path / "plain", 40, steps_per_loop=20)
+    model_xla, optimizer_xla = _build(strategy, num_train_steps=40)
+    xla = _train(model_xla, optimizer_xla, strategy, tmp_path / "xla", 40, steps_per_loop=20,
+                 jit_compile=True)
+    assert abs(plain["loss"] - xla["loss"]) < 1e-3
+    for a, b in zip(model.weights, model_xla.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-3, atol=1e-4)
+
+
+def test_corrupt_state_file_resumes_from_checkpoint_files(tmp_path, caplog):
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy)
+    _train(model, optimizer, strategy, tmp_path, 50)
+    (tmp_path / "checkpoint").write_text("not a CheckpointState {{{")
+    model, optimizer = _build(strategy, seed=5)
+    results = _train(model, optimizer, strategy, tmp_path, 60, steps_per_loop=10)
+    assert results["steps_this_run"] == 10
+    assert any("state file" in r.getMessage() and "missing or unreadable" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy)
+    _train(model, optimizer, strategy, tmp_path, 50)
+    with strategy.scope():
+        inputs = keras.Input((6,))
+        other = keras.Model(inputs, keras.layers.Dense(3, name="logits")(inputs))
+        other_optimizer = create_optimizer(1e-2, 100, 10)
+    with pytest.raises(checkpointing.CheckpointError,
+                       match=rf"none of the checkpoints in {tmp_path} could be restored"):
+        _train(other, other_optimizer, strategy, tmp_path, 60)
