@@ -20,6 +20,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
+import tensorflow as tf
+
 from bert_tf.data import create_pretraining_data as cpd
 
 FLAGS = flags.FLAGS
@@ -49,8 +51,9 @@ flags.DEFINE_enum("feature_names", "v1", ["v1", "v2"],
                   "Record feature names: v1 = the original's (input_ids, segment_ids), v2 = "
                   "input_word_ids, input_type_ids.")
 flags.DEFINE_integer("documents_per_chunk", 1000,
-                     "Consecutive documents of a file processed together; random next "
-                     "segments are drawn from the same chunk.")
+                     "Consecutive documents of the corpus (files in sorted order; a chunk may "
+                     "span files) processed together; random next segments are drawn from "
+                     "another document of the same chunk. At least 2.")
 flags.DEFINE_integer("shuffle_buffer_size", 100_000,
                      "Records held in memory to shuffle the output order (local path).")
 flags.DEFINE_bool("use_beam", False, "Run as an Apache Beam pipeline (needs bert_tf[beam]).")
@@ -68,9 +71,12 @@ flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
 def main(argv):
     try:
         _run(argv)
-    except (ValueError, FileNotFoundError) as e:
-        # Bad input or flags: the message names the culprit; a traceback adds nothing.
-        sys.exit(f"create_pretraining_data: error: {e}")
+    except (ValueError, OSError, tf.errors.OpError) as e:
+        # Bad input or flags, or a file that cannot be read or written: the message names the
+        # culprit (OS errors carry the path, TF file errors name it in their message); a
+        # traceback adds nothing.
+        message = e.message if isinstance(e, tf.errors.OpError) else str(e)
+        sys.exit(f"create_pretraining_data: error: {message}")
 
 
 def _run(argv):

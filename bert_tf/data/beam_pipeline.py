@@ -1,11 +1,17 @@
 """create_pretraining_data as an Apache Beam pipeline, for corpora too large for one machine.
 
-Each input file is read into chunks of documents (bert_tf.data.create_pretraining_data
-.iter_document_chunks), chunks are redistributed over workers, and each chunk goes through the
-same InstanceMaker as the local path. Seeds depend only on (random_seed, file index, document
-index, dupe index), so for the same inputs and settings this pipeline writes exactly the same
-set of records as bert_tf.data.create_pretraining_data.create_pretraining_data; only the order
-and the sharding differ (the runner decides both; readers shuffle anyway).
+The input files are read in order, as one document stream, into the same chunks of documents
+as the local path (bert_tf.data.create_pretraining_data.iter_document_chunks: chunks span file
+boundaries, so random next segments come from other documents even with one document per file);
+chunks are then redistributed over workers, and each goes through the same InstanceMaker as the
+local path. Seeds depend only on (random_seed, file index, document index, dupe index), so for
+the same inputs and settings this pipeline writes exactly the same set of records as
+bert_tf.data.create_pretraining_data.create_pretraining_data; only the order and the sharding
+differ (the runner decides both; readers shuffle anyway).
+
+Reading is therefore one sequential pass on one worker (chunk boundaries depend on every
+earlier document); it only splits lines, which is cheap next to tokenizing and masking, and
+that work is spread over all workers after the read.
 
 Output shards are named <output_prefix>-SSSSS-of-NNNNN, plus ".gz" when compressed; a record's
 shard is a hash of its bytes, and each shard is written by one worker under a temporary name and
@@ -38,14 +44,13 @@ _METRICS_NAMESPACE = "create_pretraining_data"
 
 
 class _ReadChunksFn(beam.DoFn):
-    """(file_index, path) -> the file's DocumentChunks."""
+    """The ordered list of input files -> the corpus's DocumentChunks, in order."""
 
     def __init__(self, documents_per_chunk):
         self._documents_per_chunk = documents_per_chunk
 
-    def process(self, indexed_path):
-        file_index, path = indexed_path
-        yield from cpd.iter_document_chunks(path, file_index, self._documents_per_chunk)
+    def process(self, input_files):
+        yield from cpd.iter_document_chunks(input_files, self._documents_per_chunk)
 
 
 class _CreateRecordsFn(beam.DoFn):
@@ -58,8 +63,7 @@ class _CreateRecordsFn(beam.DoFn):
         self._maker = None
         self._counters = {
             name: beam.metrics.Metrics.counter(_METRICS_NAMESPACE, name)
-            for name in ("documents", "instances", "random_next", "predictions",
-                         "capped_instances", "capped_predictions")}
+            for name in cpd.CreationStats.counter_names()}
 
     def setup(self):
         # The vocabulary is loaded once per worker, not once per element.
@@ -127,9 +131,10 @@ def build_pipeline(pipeline, input_files, output_prefix, vocab_file, *, do_lower
     options = options or cpd.PretrainingDataOptions()
     return (
         pipeline
-        | "ListFiles" >> beam.Create(list(enumerate(input_files)))
+        # One element, the whole ordered file list: chunks may span files (see the docstring).
+        | "ListFiles" >> beam.Create([list(input_files)])
         | "ReadChunks" >> beam.ParDo(_ReadChunksFn(options.documents_per_chunk))
-        # Files are few and chunks many: spread the chunks over all workers.
+        # Chunks come from one reader: spread them over all workers.
         | "SpreadChunks" >> beam.Reshuffle()
         | "CreateRecords" >> beam.ParDo(_CreateRecordsFn(vocab_file, do_lower_case, options))
         | "KeyByShard" >> beam.Map(lambda record: (_shard_of(record, num_shards), record))
@@ -157,8 +162,10 @@ def run_beam_pipeline(input_patterns, output_prefix, vocab_file, *, do_lower_cas
         ["--direct_num_workers=1", "--direct_running_mode=in_memory"].
 
     Returns:
-      cpd.CreationStats with documents, instances and prediction counters from the runner's
-      metrics (zeros for runners that do not report committed metrics).
+      cpd.CreationStats with every counter of the local path (documents, instances, tokens,
+      predictions, long lines, bytes, ...) from the runner's metrics (zeros for runners that do
+      not report committed metrics); long_lines_per_file stays empty (only the total is
+      logged).
 
     Raises:
       ValueError: as create_pretraining_data (bad flag, empty glob, missing output directory,
@@ -185,9 +192,7 @@ def run_beam_pipeline(input_patterns, output_prefix, vocab_file, *, do_lower_cas
     result.wait_until_finish()
 
     stats = cpd.CreationStats(**{
-        name: _counter(result, name)
-        for name in ("documents", "instances", "random_next", "predictions",
-                     "capped_instances", "capped_predictions")})
+        name: _counter(result, name) for name in cpd.CreationStats.counter_names()})
     # A shard no record hashed to is written empty, so every <prefix>-SSSSS-of-NNNNN exists.
     for path in shards:
         if not tf.io.gfile.exists(path):

@@ -21,12 +21,16 @@ The per-document algorithm follows the original create_pretraining_data.py:
 
 What differs from the original, and why:
   * Streaming instead of whole-corpus-in-memory. The original reads every document of every file,
-    shuffles them and all instances in memory, which does not scale. Here each input file is cut
-    into chunks of `documents_per_chunk` consecutive documents; the random next segment is drawn
-    from another document of the same chunk (not of the whole corpus), and finished records pass
-    through a bounded shuffle buffer (`shuffle_buffer_size` records) on their way to the shards.
-    Memory is bounded by those two sizes and the 2 * num_workers chunks in flight, whatever the
-    corpus size.
+    shuffles them and all instances in memory, which does not scale. Here the documents of all
+    input files, read in sorted file order as one stream, are cut into chunks of
+    `documents_per_chunk` consecutive documents (a chunk may span file boundaries, so a corpus of
+    one document per file still gets its random segments from other documents; the last chunk
+    takes up to one extra document so that it never holds a single document alone); the random
+    next segment is drawn from another document of the same chunk (not of the whole corpus), and
+    finished records pass through a bounded shuffle buffer (`shuffle_buffer_size` records) on
+    their way to the shards. Memory is bounded by those two sizes and the 2 * num_workers chunks
+    in flight, whatever the corpus size. Only a corpus of a single document draws its random
+    segments from that same document (as the original would); that is warned about.
   * Seeding per document. Each (file, document, dupe) gets its own random.Random seeded from a
     hash of (random_seed, file index, document index, dupe index), so an instance does not depend
     on which process made it or in what order: the local path gives byte-identical shards for a
@@ -36,6 +40,9 @@ What differs from the original, and why:
     joining the last word of segment A.
   * The random other document is drawn uniformly from the rest of the chunk (the original makes
     up to 10 draws from the whole corpus until one differs from the current document).
+  * Sentences longer than max_seq_length - 3 tokens, which can never fit an instance whole, are
+    counted and logged once per input file and in the summary (the original truncates them
+    silently).
   * Invalid UTF-8 bytes are replaced by U+FFFD, which the tokenizer drops (as the original's text
     cleaning does), with a warning naming the file and line, rather than failing the run.
   * max_predictions_per_seq below round(max_seq_length * masked_lm_prob) is allowed (the original
@@ -75,8 +82,9 @@ class PretrainingDataOptions:
       do_whole_word_mask: mask all pieces of a word together.
       random_seed: the seed everything random derives from.
       feature_names: "v1" (original record names) or "v2".
-      documents_per_chunk: consecutive documents of one file processed together; the random
-        next segment comes from this pool (>= 1).
+      documents_per_chunk: consecutive documents of the corpus (files in sorted order, so a
+        chunk may span files) processed together; the random next segment comes from another
+        document of this pool (>= 2).
     """
 
     max_seq_length: int = 128
@@ -105,9 +113,10 @@ class PretrainingDataOptions:
             raise ValueError(f"--dupe_factor={self.dupe_factor} must be at least 1.")
         if self.feature_names not in tfrecord_io.FEATURE_NAMES:
             raise ValueError(f'--feature_names={self.feature_names} must be "v1" or "v2".')
-        if self.documents_per_chunk < 1:
+        if self.documents_per_chunk < 2:
             raise ValueError(f"--documents_per_chunk={self.documents_per_chunk} must be at "
-                             "least 1.")
+                             "least 2 (random next segments come from another document of the "
+                             "chunk).")
 
     @property
     def uncapped_predictions(self):
@@ -117,20 +126,21 @@ class PretrainingDataOptions:
 
 @dataclasses.dataclass
 class DocumentChunk:
-    """Up to documents_per_chunk consecutive documents of one input file, as raw text.
+    """Up to documents_per_chunk + 1 consecutive documents of the corpus, as raw text.
+
+    Documents are numbered within their file, and a chunk may hold the end of one file and the
+    start of the next (files are read in the sorted input order).
 
     Args:
-      file_index: position of the file in the sorted input file list (part of every seed).
-      path: the input file.
-      first_document_index: index within the file of documents[0]; documents count from 0 and
-        only documents with at least one non-blank line are counted.
+      keys: list of (file_index, document_index) per document: the file's position in the
+        sorted input file list and the document's index within that file (documents count
+        from 0 and only documents with at least one non-blank line are counted). Both are part
+        of every seed.
       documents: list of documents, each a list of stripped, non-empty lines (sentences).
-      num_bytes: input bytes these documents span (for progress reporting).
+      num_bytes: input bytes read since the previous chunk (for progress reporting).
     """
 
-    file_index: int
-    path: str
-    first_document_index: int
+    keys: list
     documents: list
     num_bytes: int = 0
 
@@ -165,11 +175,23 @@ class CreationStats:
     predictions: int = 0
     capped_instances: int = 0
     capped_predictions: int = 0
+    long_lines: int = 0
     num_bytes: int = 0
+    # file index -> sentences of that file longer than max_seq_length - 3 tokens. Not a counter
+    # of its own (the Beam runner reports only the total), so left out of comparisons.
+    long_lines_per_file: dict = dataclasses.field(default_factory=dict, compare=False)
+
+    @classmethod
+    def counter_names(cls):
+        """The integer counters, in declaration order (the Beam metrics carry these)."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.name != "long_lines_per_file")
 
     def add(self, other):
-        for field in dataclasses.fields(self):
-            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+        for name in self.counter_names():
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for file_index, count in other.long_lines_per_file.items():
+            self.long_lines_per_file[file_index] = (
+                self.long_lines_per_file.get(file_index, 0) + count)
 
 
 def document_seed(random_seed, file_index, document_index, dupe_index):
@@ -188,23 +210,22 @@ def _open_binary(path):
     return open(path, "rb")
 
 
-def iter_document_chunks(path, file_index, documents_per_chunk):
-    """Reads one input file into DocumentChunks, streaming (one chunk in memory at a time).
+def iter_file_documents(path):
+    """Reads one input file's documents, streaming (one document in memory at a time).
 
     Blank (or whitespace-only) lines separate documents; repeated blank lines are one separator.
     Invalid UTF-8 is replaced by U+FFFD with a warning naming the file and line.
 
     Args:
       path: the input text file.
-      file_index: the file's index in the input list (copied into each chunk).
-      documents_per_chunk: maximum documents per chunk.
 
     Yields:
-      DocumentChunk, in file order.
+      (lines, num_bytes): a document as a list of stripped, non-empty lines, and the input bytes
+      read since the previous yield. A last (lines=None, num_bytes) reports trailing bytes
+      that held no document.
     """
-    documents, current = [], []
-    first_index = num_documents = 0
-    num_bytes = bad_lines = num_lines = 0
+    current = []
+    num_documents = num_bytes = bad_lines = num_lines = 0
     with _open_binary(path) as f:
         for line_number, raw in enumerate(f, start=1):
             num_bytes += len(raw)
@@ -222,24 +243,56 @@ def iter_document_chunks(path, file_index, documents_per_chunk):
                 current.append(line)
                 continue
             if current:
-                documents.append(current)
-                current = []
                 num_documents += 1
-                if len(documents) == documents_per_chunk:
-                    yield DocumentChunk(file_index, path, first_index, documents, num_bytes)
-                    first_index += len(documents)
-                    documents, num_bytes = [], 0
+                yield current, num_bytes
+                current, num_bytes = [], 0
     if current:
-        documents.append(current)
         num_documents += 1
-    if documents or num_bytes:
-        yield DocumentChunk(file_index, path, first_index, documents, num_bytes)
+        yield current, num_bytes
+        num_bytes = 0
+    if num_bytes:
+        yield None, num_bytes
     if bad_lines > _MAX_DECODE_WARNINGS_PER_FILE:
         logging.warning("%s: %d lines held invalid UTF-8 in total (bad bytes replaced).",
                         path, bad_lines)
     if num_documents == 1 and num_lines > 1:
         logging.info("%s has no blank line between sentences: read as one document of %d "
                      "sentences.", path, num_lines)
+
+
+def iter_document_chunks(input_files, documents_per_chunk):
+    """Cuts the documents of all input files, read in order as one stream, into DocumentChunks.
+
+    Chunks hold documents_per_chunk documents and may span file boundaries, so random next
+    segments come from other documents even when every file holds a single document. The last
+    chunk holds between 2 and documents_per_chunk + 1 documents (when the corpus has at least
+    two), never one alone. Only a chunk's worth of documents is in memory at a time.
+
+    Args:
+      input_files: the input text files, in the order that defines file indexes.
+      documents_per_chunk: documents per chunk (>= 2).
+
+    Yields:
+      DocumentChunk, in corpus order; a corpus without documents yields one empty chunk
+      carrying its byte count.
+    """
+    keys, documents = [], []
+    num_bytes = 0
+    for file_index, path in enumerate(input_files):
+        document_index = 0
+        for lines, read_bytes in iter_file_documents(path):
+            num_bytes += read_bytes
+            if lines is None:
+                continue
+            keys.append((file_index, document_index))
+            documents.append(lines)
+            document_index += 1
+            # Two documents are held back, so the last chunk cannot end up with one alone.
+            if len(documents) == documents_per_chunk + 2:
+                yield DocumentChunk(keys[:-2], documents[:-2], num_bytes)
+                keys, documents, num_bytes = keys[-2:], documents[-2:], 0
+    if documents or num_bytes:
+        yield DocumentChunk(keys, documents, num_bytes)
 
 
 def _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng):
@@ -273,13 +326,16 @@ class InstanceMaker:
             i for t, i in tokenizer.vocab.items() if t.startswith("##"))
 
     def tokenize_document(self, lines):
-        """Raw sentences -> list of segments (list of int ids); sentences with no token dropped."""
-        segments = []
+        """Raw sentences -> (segments, long): the segments (lists of int ids; sentences with no
+        token dropped) and how many are longer than max_seq_length - 3 tokens, the most an
+        instance holds, so they are always truncated."""
+        segments, long = [], 0
         for line in lines:
             ids = self.tokenizer.encode(line)
             if ids:
                 segments.append(ids)
-        return segments
+                long += len(ids) > self.options.max_seq_length - 3
+        return segments, long
 
     def process_chunk(self, chunk):
         """Tokenizes a DocumentChunk and makes all its records.
@@ -293,17 +349,21 @@ class InstanceMaker:
         """
         options = self.options
         stats = CreationStats(num_bytes=chunk.num_bytes)
-        documents, indexes = [], []
-        for offset, lines in enumerate(chunk.documents):
-            segments = self.tokenize_document(lines)
+        documents, keys = [], []
+        for key, lines in zip(chunk.keys, chunk.documents):
+            segments, long = self.tokenize_document(lines)
+            if long:
+                stats.long_lines += long
+                stats.long_lines_per_file[key[0]] = (
+                    stats.long_lines_per_file.get(key[0], 0) + long)
             if segments:
                 documents.append(segments)
-                indexes.append(chunk.first_document_index + offset)
+                keys.append(key)
         stats.documents = len(documents)
         records = []
         for dupe in range(options.dupe_factor):
-            for position, document_index in enumerate(indexes):
-                rng = random.Random(document_seed(options.random_seed, chunk.file_index,
+            for position, (file_index, document_index) in enumerate(keys):
+                rng = random.Random(document_seed(options.random_seed, file_index,
                                                   document_index, dupe))
                 for instance in self.instances_from_document(documents, position, rng, stats):
                     records.append(tfrecord_io.serialize_instance(
@@ -368,8 +428,8 @@ class InstanceMaker:
     @staticmethod
     def _random_other_document(documents, position, rng):
         if len(documents) == 1:
-            # A chunk of one document (a one-document file) has nothing else to draw from; the
-            # original does the same with a one-document corpus.
+            # Only a one-document corpus (chunks span files and the last chunk is never a lone
+            # document) has nothing else to draw from; the original does the same then.
             return documents[position]
         other = rng.randint(0, len(documents) - 2)
         return documents[other + 1 if other >= position else other]
@@ -450,8 +510,16 @@ def warn_if_predictions_capped(options):
             options.uncapped_predictions, options.max_predictions_per_seq)
 
 
+def log_long_lines(path, count, options):
+    """Logs, once per input file, how many of its sentences exceed an instance's token budget."""
+    logging.warning("%s: %d sentences are longer than --max_seq_length=%d - 3 = %d tokens and "
+                    "were truncated.", path, count, options.max_seq_length,
+                    options.max_seq_length - 3)
+
+
 def log_summary(stats, options):
-    """Logs the final counters, including predictions lost to max_predictions_per_seq."""
+    """Logs the final counters, including predictions lost to max_predictions_per_seq, sentences
+    truncated for length, and a corpus of one document (random next segments from itself)."""
     logging.info(
         "Wrote %d instances from %d documents (dupe_factor=%d): %.1f%% random next, %.1f tokens "
         "and %.2f predictions per instance.", stats.instances, stats.documents,
@@ -463,6 +531,15 @@ def log_summary(stats, options):
             "that --masked_lm_prob=%g asked for.", options.max_predictions_per_seq,
             stats.capped_instances, stats.instances, stats.capped_predictions,
             options.masked_lm_prob)
+    if stats.long_lines:
+        logging.warning("%d sentences in total were longer than --max_seq_length=%d - 3 = %d "
+                        "tokens and were truncated.", stats.long_lines, options.max_seq_length,
+                        options.max_seq_length - 3)
+    if stats.documents == 1 and stats.random_next:
+        logging.warning("The corpus holds a single document: the %d random next segments "
+                        "(next_sentence_labels=1) come from that same document. Add more "
+                        "documents (blank lines separate them) for real next-sentence "
+                        "negatives.", stats.random_next)
 
 
 # Per-process state of the worker pool, set once by _init_worker.
@@ -571,19 +648,28 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
     logging.info("Creating pre-training data from %d files into %d shards with %d workers.",
                  len(input_files), len(output_files), num_workers)
 
-    def chunks():
-        for file_index, path in enumerate(input_files):
-            yield from iter_document_chunks(path, file_index, options.documents_per_chunk)
-
     stats = CreationStats()
+    logged_files = set()
+
+    def log_finished_files(up_to):
+        # Files before index `up_to` are complete: their long-line counts are final.
+        for file_index in sorted(stats.long_lines_per_file):
+            if file_index < up_to and file_index not in logged_files:
+                logged_files.add(file_index)
+                log_long_lines(input_files[file_index],
+                               stats.long_lines_per_file[file_index], options)
+
     progress = _Progress(sum(tf.io.gfile.stat(p).length for p in input_files))
     # The output order is shuffled with its own stream, seeded from random_seed as well.
     shuffle_rng = random.Random(document_seed(options.random_seed, -1, -1, -1))
     buffer = []
     with tfrecord_io.ShardedRecordWriter(output_files, compression) as writer:
         for records, chunk_stats in _iter_chunk_results(
-                chunks(), maker, vocab_file, do_lower_case, options, num_workers):
+                iter_document_chunks(input_files, options.documents_per_chunk), maker,
+                vocab_file, do_lower_case, options, num_workers):
             stats.add(chunk_stats)
+            if chunk_stats.long_lines_per_file:
+                log_finished_files(max(chunk_stats.long_lines_per_file))
             for record in records:
                 if len(buffer) < shuffle_buffer_size:
                     buffer.append(record)
@@ -593,6 +679,7 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
                 writer.write(buffer[slot])
                 buffer[slot] = record
             progress.update(stats)
+        log_finished_files(len(input_files))
         if stats.instances == 0:
             raise ValueError(f"No documents with any token in the input files "
                              f"({', '.join(input_files)}); nothing to write.")

@@ -18,9 +18,19 @@ Stages, with N = examples in a block, B = batch, S = max_seq_length, P = max_pre
   3. sequences are unbatched, shuffled (training), batched with drop_remainder, and
   4. each batch [B, S] is masked with stateless random ops seeded by (seed, batch index): a given
      seed reproduces the stream; each epoch's batches have new indices and so new masks.
+
+Input that can make no sequence would make the repeated training stream spin forever looking for
+a first batch. Two guards prevent it: when the dataset is built, the input must hold at least
+one non-blank line (files are read only up to their first non-blank line; else ValueError
+naming the files or the TFDS dataset); and in training, a run of _MAX_EMPTY_BLOCKS consecutive
+blocks without a single sequence (text without any token, or only one sentence in all with
+next-sentence prediction) stops iteration with an InvalidArgumentError that says so.
 """
 
+import gzip
 import random
+
+from absl import logging
 
 import tensorflow as tf
 
@@ -31,6 +41,10 @@ _DEFAULT_BLOCK_LINES = 2048
 _DEFAULT_SHUFFLE_BUFFER = 2000
 # Independent random streams derived from the base seed.
 _BLOCK_STREAM, _MASK_STREAM = 0, 1
+# Consecutive blocks yielding no sequence after which training input is declared unusable. A
+# real corpus never has this many (2048-line blocks: millions of lines without a sentence pair);
+# a token-free one reaches it within seconds instead of spinning forever.
+_MAX_EMPTY_BLOCKS = 1000
 
 
 class _Vocab:
@@ -67,6 +81,45 @@ def _check_args(batch_size, max_seq_length, max_predictions_per_seq, masked_lm_p
         raise ValueError(f"masked_lm_prob={masked_lm_prob} must be in (0, 1].")
     if not 0.0 <= short_seq_prob <= 1.0:
         raise ValueError(f"short_seq_prob={short_seq_prob} must be in [0, 1].")
+
+
+def _open_text(path):
+    """A binary file object for a text input file, decompressing *.gz as the pipeline does."""
+    f = tf.io.gfile.GFile(path, "rb")
+    return gzip.GzipFile(fileobj=f, mode="rb") if path.endswith(".gz") else f
+
+
+def _describe_files(files, limit=3):
+    """The file list for a message, shortened past `limit` files."""
+    shown = ", ".join(files[:limit])
+    return shown if len(files) <= limit else f"{shown} and {len(files) - limit} more files"
+
+
+def _check_some_text(files):
+    """Raises ValueError naming the files unless one of them has a non-blank line.
+
+    Each file is read only up to its first non-blank line, so a real corpus costs one line.
+    """
+    for path in files:
+        with _open_text(path) as f:
+            for line in f:
+                # bytes.strip() drops ASCII whitespace, as tf.strings.strip in the pipeline.
+                if line.strip():
+                    return
+    raise ValueError(f"text_pretraining_dataset: no text in {_describe_files(files)}: every "
+                     "file is empty or holds only blank lines (expected one sentence per line, "
+                     "a blank line between documents).")
+
+
+def _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_lm_prob):
+    """Warns when max_predictions_per_seq is below what masked_lm_prob asks for at full length."""
+    wanted = int(round(max_seq_length * masked_lm_prob))
+    if wanted > max_predictions_per_seq:
+        logging.warning(
+            "max_predictions_per_seq=%d is below round(max_seq_length=%d * masked_lm_prob=%g) "
+            "= %d: long sequences get only %d predictions (as the original caps them).",
+            max_predictions_per_seq, max_seq_length, masked_lm_prob, wanted,
+            max_predictions_per_seq)
 
 
 def _text_line_blocks(files, block_lines, is_training, seed, input_context):
@@ -112,6 +165,13 @@ def _tfds_line_blocks(name, data_dir, split, text_key, block_lines, is_training,
     if text_key not in ds.element_spec:
         raise ValueError(f'TFDS dataset "{name}" has no feature "{text_key}" (tfds_text_key); '
                          f"it has {sorted(ds.element_spec)}.")
+    # Stops at the first example with a non-blank line: one example for a real dataset.
+    for text in ds.map(lambda example: example[text_key]):
+        if tf.strings.strip(text).numpy():
+            break
+    else:
+        raise ValueError(f'text_pretraining_dataset: TFDS dataset "{name}" (split "{split}") '
+                         f'has no text: every "{text_key}" is empty or blank.')
 
     def document_lines(example):
         # Each example is one document; its lines are its sentences (or paragraphs).
@@ -434,16 +494,29 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
       tfds_data_dir: the TFDS data_dir.
       tfds_split: the split to read.
       tfds_text_key: the text feature of the TFDS examples.
-      block_lines: lines tokenized together; also the pool for random next sentences.
+      block_lines: lines tokenized together; also the pool for random next sentences (>= 1,
+        >= 2 with next-sentence prediction: a one-line block can make no pair).
       shuffle_buffer_size: sequences in the training shuffle buffer.
 
     Returns:
       tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S];
       masked_lm_positions, masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P];
       next_sentence_labels int32 [B].
+
+    Raises:
+      ValueError: bad arguments (named), a pattern matching no file, or input without any
+        non-blank line (the files or the TFDS dataset are named). In training, iteration fails
+        with tf.errors.InvalidArgumentError when _MAX_EMPTY_BLOCKS blocks in a row make no
+        sequence (e.g. text without any token), rather than spinning forever.
     """
     _check_args(batch_size, max_seq_length, max_predictions_per_seq, masked_lm_prob,
                 short_seq_prob, text_patterns, tfds_name)
+    if use_next_sentence_label and block_lines < 2:
+        raise ValueError(f"block_lines={block_lines} must be >= 2 with next-sentence "
+                         "prediction (a block of one line can make no sentence pair).")
+    if block_lines < 1:
+        raise ValueError(f"block_lines={block_lines} must be >= 1.")
+    _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_lm_prob)
     vocab = _Vocab(vocab_file)
     tokenizer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
     if seed is None:
@@ -460,8 +533,12 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         blocks = _tfds_line_blocks(tfds_name, tfds_data_dir, tfds_split, tfds_text_key,
                                    block_lines, is_training, seed, input_context)
     else:
-        blocks = _text_line_blocks(expand_input_patterns(text_patterns), block_lines,
-                                   is_training, seed, input_context)
+        files = expand_input_patterns(text_patterns)
+        _check_some_text(files)
+        blocks = _text_line_blocks(files, block_lines, is_training, seed, input_context)
+    # Single quotes: the assertion message below would print double quotes escaped.
+    source = (f"TFDS dataset '{tfds_name}'" if tfds_name is not None
+              else _describe_files(files))
 
     def make_sequences(block_index, lines):
         """lines tf.string [L] -> dict of int32 [N, S] and next_sentence_labels [N]."""
@@ -497,8 +574,25 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
             masked_lm_prob=masked_lm_prob,
             is_continuation=vocab.is_continuation if do_whole_word_mask else None)
 
+    def guard(empty_run, sequences):
+        """Counts consecutive blocks without a sequence; fails past _MAX_EMPTY_BLOCKS."""
+        empty_run = tf.where(tf.size(sequences["next_sentence_labels"]) > 0,
+                             tf.constant(0, tf.int64), empty_run + 1)
+        check = tf.debugging.assert_less(
+            empty_run, tf.constant(_MAX_EMPTY_BLOCKS, tf.int64),
+            message=(f"text_pretraining_dataset: {_MAX_EMPTY_BLOCKS} blocks of "
+                     f"{block_lines} lines in a row made no sequence from {source}; the "
+                     "input has no token or (with next-sentence prediction) too few "
+                     "sentences to pair"))
+        with tf.control_dependencies([check]):
+            return empty_run, tf.nest.map_structure(tf.identity, sequences)
+
     ds = blocks.enumerate().map(make_sequences, num_parallel_calls=tf.data.AUTOTUNE,
-                                deterministic=True).unbatch()
+                                deterministic=True)
+    if is_training:
+        # Repeated input that makes nothing would otherwise spin forever in unbatch/batch.
+        ds = ds.scan(tf.constant(0, tf.int64), guard)
+    ds = ds.unbatch()
     if is_training:
         ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(per_pipeline_batch, drop_remainder=True).enumerate()

@@ -17,7 +17,7 @@ with B = per-replica batch size, S = max_seq_length, P = max_predictions_per_seq
 The first record of every file is checked eagerly in Python before the pipeline is built, so a
 records/flags mismatch (say --max_seq_length=128 against records written with 64) fails at once
 with the file, feature and expected value named, not later as an opaque InvalidArgumentError
-from inside tf.data.
+from inside tf.data. With vocab_size, every record's ids are also checked as it is parsed.
 """
 
 import concurrent.futures
@@ -189,8 +189,34 @@ def _parse_spec(scheme, max_seq_length, max_predictions_per_seq, use_next_senten
     return spec
 
 
-def _make_record_parser(max_seq_length, max_predictions_per_seq, use_next_sentence_label):
-    """Returns parse(serialized [], scheme_index []) -> feature dict of one example."""
+def _check_ids(features, vocab_size, path):
+    """Asserts every id of input_word_ids / masked_lm_ids (int64 [S] / [P]) is in [0, V).
+
+    Only the first record of each file is checked eagerly; this catches a bad id in any later
+    record with a message naming the feature, the file and vocab_size, instead of an opaque
+    out-of-range error from the embedding lookup. Returns control dependencies.
+    """
+    checks = []
+    for name in ("input_word_ids", "masked_lm_ids"):
+        ids = features[name]
+        # No double quotes: tf.debugging.Assert would print them escaped.
+        message = (f"pretraining_dataset: feature {name} holds an id outside the vocabulary "
+                   f"[0, {vocab_size}) (vocab_size); were the records made with another vocab? "
+                   "File and offending id:")
+        top, bottom = tf.reduce_max(ids), tf.reduce_min(ids)
+        checks.append(tf.debugging.Assert(
+            (top < vocab_size) & (bottom >= 0),
+            [message, path, tf.where(top >= vocab_size, top, bottom)]))
+    return checks
+
+
+def _make_record_parser(max_seq_length, max_predictions_per_seq, use_next_sentence_label,
+                        vocab_size=None):
+    """Returns parse(serialized [], scheme_index [], path []) -> feature dict of one example.
+
+    With `vocab_size`, the record's input_word_ids and masked_lm_ids are asserted to be in
+    [0, vocab_size) (tf.errors.InvalidArgumentError naming the feature and file otherwise).
+    """
     branches = []
     for scheme in _SCHEMES:
         spec = _parse_spec(scheme, max_seq_length, max_predictions_per_seq,
@@ -203,8 +229,11 @@ def _make_record_parser(max_seq_length, max_predictions_per_seq, use_next_senten
 
         branches.append(parse)
 
-    def parse_record(serialized, scheme_index):
+    def parse_record(serialized, scheme_index, path):
         parsed = tf.switch_case(scheme_index, [lambda b=b: b(serialized) for b in branches])
+        if vocab_size is not None:
+            with tf.control_dependencies(_check_ids(parsed, vocab_size, path)):
+                parsed = {name: tf.identity(value) for name, value in parsed.items()}
         features = {}
         for name, value in parsed.items():
             if name == "next_sentence_labels":
@@ -247,7 +276,10 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
       use_next_sentence_label: read next_sentence_labels; when False the feature is not required
         on disk and the output holds zeros.
       compression: '' (none), 'GZIP' or 'ZLIB' for every file; None = GZIP for *.gz only.
-      vocab_size: if given, the first record of each file must hold ids < vocab_size.
+      vocab_size: if given, the first record of each file is checked eagerly to hold ids in
+        [0, vocab_size), and every record's input_word_ids and masked_lm_ids are checked as
+        they are parsed (tf.errors.InvalidArgumentError naming the feature, the file and
+        vocab_size, rather than an out-of-range error from the embedding lookup).
       shuffle_buffer_size: records in the training shuffle buffer.
       cycle_length: files read concurrently in training; None = min(number of files, 4).
 
@@ -278,7 +310,7 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
     if input_context is not None:
         per_pipeline_batch = input_context.get_per_replica_batch_size(batch_size)
     parse_record = _make_record_parser(max_seq_length, max_predictions_per_seq,
-                                       use_next_sentence_label)
+                                       use_next_sentence_label, vocab_size)
 
     file_ds = tf.data.Dataset.from_tensor_slices((files, compressions, schemes))
     shard_records = False
@@ -296,7 +328,7 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
             # every-n-th subset of its records, whatever order the files come in.
             records = records.shard(input_context.num_input_pipelines,
                                     input_context.input_pipeline_id)
-        return records.map(lambda r: parse_record(r, scheme_index))
+        return records.map(lambda r: parse_record(r, scheme_index, path))
 
     if is_training:
         file_ds = file_ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()

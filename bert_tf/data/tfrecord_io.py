@@ -16,6 +16,7 @@ only after every shard closed cleanly, so a reader never sees a truncated shard.
 """
 
 import os
+import tempfile
 import uuid
 
 import tensorflow as tf
@@ -122,8 +123,11 @@ def check_output_files(output_files, compression=""):
         readers (bert_tf.data.pretraining_dataset) pick the decompression from the suffix.
 
     Raises:
-      ValueError: no path, a repeated path, a suffix that contradicts `compression`, or a
-        directory that does not exist (named, with the path that needs it).
+      ValueError: no path, a repeated path, a suffix that contradicts `compression`, a
+        directory that does not exist (named, with the path that needs it), a path that is a
+        directory, or a local directory where no file can be created (a small probe file is
+        created and removed in each distinct directory, so an unwritable destination such as
+        /proc fails here, before any work, instead of after it).
     """
     if compression not in _COMPRESSIONS:
         raise ValueError(f'compression must be "" or "GZIP", got {compression!r}.')
@@ -145,6 +149,21 @@ def check_output_files(output_files, compression=""):
         if "://" not in path and not os.path.isdir(directory):
             raise ValueError(f"Output directory {directory} does not exist (for output file "
                              f"{path}); create it first.")
+        if "://" not in path and os.path.isdir(path):
+            raise ValueError(f"Output file {path} is a directory.")
+    probed = set()
+    for path in output_files:
+        directory = os.path.dirname(path) or "."
+        if "://" in path or directory in probed:
+            continue
+        probed.add(directory)
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".tmp_probe_", dir=directory)
+        except OSError as e:
+            raise ValueError(f"Output file {path} cannot be written: cannot create a file in "
+                             f"{directory} ({e.strerror}).") from None
+        os.close(fd)
+        os.remove(probe)
 
 
 class ShardedRecordWriter:

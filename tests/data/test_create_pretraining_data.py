@@ -170,7 +170,8 @@ def test_segments_come_from_the_corpus_so_labels_are_the_original_tokens(main_ru
         b = " " + " ".join(str(i) for i in orig[row, sep + 1:n - 1]) + " "
         assert a in text and b in text
         if f["next_sentence_labels"][row, 0] == 0:
-            assert any(a in d and b in d and d.index(a) < d.index(b) for d in docs)
+            # B after A (after A's first occurrence: a repeated phrase may precede the real A).
+            assert any(a in d and d.find(b, d.index(a) + 1) > 0 for d in docs)
 
 
 def test_unused_segments_are_put_back_so_instances_tile_the_document():
@@ -370,6 +371,62 @@ def test_file_without_blank_lines_is_one_document(small, caplog):
     assert stats.documents == 1 and stats.instances >= 2
     assert (f"{path} has no blank line between sentences: read as one document of 30 "
             "sentences.") in caplog.text
+    # A one-document corpus has nowhere else to take random next segments from: said so.
+    assert stats.random_next > 0
+    assert (f"The corpus holds a single document: the {stats.random_next} random next segments "
+            "(next_sentence_labels=1) come from that same document.") in caplog.text
+
+
+def test_random_next_segments_come_from_another_file_when_each_file_is_one_document(tmp_path):
+    # Two files, each a single document without blank lines, with disjoint words: a label-1 B
+    # must be the other file's words (it used to be the same document: chunks never spanned
+    # files), a label-0 B the same file's.
+    words = {name: [f"{name}{i}" for i in range(40)] for name in ("a", "b")}
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(SPECIALS + words["a"] + words["b"]) + "\n", encoding="utf-8")
+    for name in ("a", "b"):
+        lines = [" ".join(words[name][(i + j) % 40] for j in range(9)) for i in range(30)]
+        (tmp_path / f"{name}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    output = tmp_path / "out.tfrecord"
+    stats = cpd.create_pretraining_data(f"{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}",
+                                        str(output), str(vocab), options=options(dupe_factor=5))
+    assert stats.documents == 2
+    f = parse_all(read_records([str(output)]))
+    orig = originals(f)
+    first_b = len(SPECIALS) + 40  # ids of file b's words start here
+    sources = collections.Counter()
+    for row in range(len(orig)):
+        n = int(f["input_mask"][row].sum())
+        sep = int(np.flatnonzero(orig[row, :n] == SEP)[0])
+        a, b = orig[row, 1:sep], orig[row, sep + 1:n - 1]
+        a_file, b_file = set((a >= first_b).tolist()), set((b >= first_b).tolist())
+        assert len(a_file) == 1 and len(b_file) == 1  # each segment from one file
+        label = int(f["next_sentence_labels"][row, 0])
+        assert (a_file != b_file) == (label == 1), (row, label)
+        sources[(a_file.pop(), label)] += 1
+    # Both documents made random-next and actual-next instances.
+    assert min(sources[(False, 1)], sources[(True, 1)], sources[(False, 0)],
+               sources[(True, 0)]) > 0
+
+
+def test_chunks_span_files_and_the_last_never_holds_one_document_alone(tmp_path):
+    paths = []
+    for name, num_documents in (("a", 3), ("b", 1), ("c", 2)):
+        path = tmp_path / f"{name}.txt"
+        path.write_text("\n\n".join(f"{name} doc {i}." for i in range(num_documents)) + "\n",
+                        encoding="utf-8")
+        paths.append(str(path))
+    chunks = list(cpd.iter_document_chunks(paths, 2))
+    assert [c.keys for c in chunks] == [[(0, 0), (0, 1)], [(0, 2), (1, 0)],
+                                        [(2, 0), (2, 1)]]
+    assert [c.documents for c in chunks][1] == [["a doc 2."], ["b doc 0."]]
+    assert sum(c.num_bytes for c in chunks) == sum(os.path.getsize(p) for p in paths)
+    assert [len(c.documents) for c in cpd.iter_document_chunks(paths, 4)] == [4, 2]
+    assert [len(c.documents) for c in cpd.iter_document_chunks(paths[:2], 2)] == [2, 2]
+    # Five documents: the last chunk takes the fifth instead of leaving it alone.
+    assert [len(c.documents) for c in cpd.iter_document_chunks(paths[:2] + paths[1:2], 4)] == [5]
+    chunks = list(cpd.iter_document_chunks([paths[0], paths[2]], 2))
+    assert [c.keys for c in chunks] == [[(0, 0), (0, 1)], [(0, 2), (1, 0), (1, 1)]]
 
 
 def test_one_sentence_documents_still_make_random_next_instances(small, tmp_path):
@@ -381,12 +438,21 @@ def test_one_sentence_documents_still_make_random_next_instances(small, tmp_path
     assert (f["next_sentence_labels"] == 1).all()  # one sentence: B is always random
 
 
-def test_lines_longer_than_max_seq_length_are_truncated(small, tmp_path):
+def test_lines_longer_than_max_seq_length_are_truncated(small, tmp_path, caplog):
     long_line = " ".join(["the value of the object"] * 200)
     path = small["make"]("long.txt", f"{long_line}\n{long_line}\n\nShort one.\nShort two.\n")
+    other = small["make"]("other.txt", f"Short three.\n\n{long_line}\nShort four.\n")
     opts = options(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1)
-    stats = create(small, path, opts=opts)
+    caplog.set_level(logging.INFO, logger="absl")
+    stats = create(small, f"{path},{other}", opts=opts)
     assert stats.instances >= 2
+    assert stats.long_lines == 3 and stats.long_lines_per_file == {0: 2, 1: 1}
+    # Logged once per file (with its count), and the total in the summary.
+    assert caplog.text.count(f"{path}: 2 sentences are longer than --max_seq_length=32 - 3 = 29 "
+                             "tokens and were truncated.") == 1
+    assert caplog.text.count(f"{other}: 1 sentences are longer than") == 1
+    assert ("3 sentences in total were longer than --max_seq_length=32 - 3 = 29 tokens and were "
+            "truncated.") in caplog.text
     spec = {k: tf.io.FixedLenFeature([32 if v.shape[0] == SEQ else v.shape[0]], v.dtype)
             for k, v in ORIGINAL_SPEC.items() if k in ("input_ids", "input_mask")}
     f = parse_all(read_records([str(tmp_path / "out.tfrecord")]), spec)
@@ -445,6 +511,8 @@ def test_gzip_requires_gz_names(small):
     (dict(short_seq_prob=-0.1), "--short_seq_prob=-0.1 must be in [0, 1]."),
     (dict(dupe_factor=0), "--dupe_factor=0 must be at least 1."),
     (dict(feature_names="v3"), '--feature_names=v3 must be "v1" or "v2".'),
+    (dict(documents_per_chunk=1), "--documents_per_chunk=1 must be at least 2 (random next "
+                                  "segments come from another document of the chunk)."),
 ])
 def test_invalid_options_name_the_flag(small, overrides, message):
     with pytest.raises(ValueError) as error:
@@ -502,3 +570,24 @@ def test_cli_end_to_end(corpus, main_run, repo_root, tmp_path):
     assert bad.returncode == 1
     assert bad.stderr.strip().endswith(
         f'create_pretraining_data: error: No files match input pattern "{tmp_path}/none*.txt".')
+
+    # An output nobody can create: the flag error message, no traceback, nothing read first.
+    unwritable = subprocess.run(command[:2] + ["--input_file=" + str(tmp_path / "none*.txt"),
+                                               "--output_file=/proc/o.tfrecord",
+                                               f"--vocab_file={corpus['vocab']}"],
+                                env=env, capture_output=True, text=True, timeout=300)
+    assert unwritable.returncode == 1
+    assert "Traceback" not in unwritable.stderr
+    assert unwritable.stderr.strip().endswith(
+        "create_pretraining_data: error: Output file /proc/o.tfrecord cannot be written: cannot "
+        "create a file in /proc (No such file or directory).")
+    # An input that cannot be read (an OSError while reading): the same one-line error.
+    (tmp_path / "indir").mkdir()
+    unreadable = subprocess.run(command[:2] + [f"--input_file={tmp_path / 'indir'}",
+                                               f"--output_file={tmp_path / 'd.tfrecord'}",
+                                               f"--vocab_file={corpus['vocab']}"],
+                                env=env, capture_output=True, text=True, timeout=300)
+    assert unreadable.returncode == 1
+    assert unreadable.stderr.strip().endswith(
+        f"create_pretraining_data: error: [Errno 21] Is a directory: '{tmp_path / 'indir'}'")
+    assert not os.path.exists(tmp_path / "d.tfrecord")

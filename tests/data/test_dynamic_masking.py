@@ -2,6 +2,7 @@
 
 import collections
 import gzip
+import logging
 import re
 
 import numpy as np
@@ -349,6 +350,19 @@ def test_tfds_source_from_a_prepared_local_dataset(corpus, tmp_path):
         make(corpus, text_patterns=None, tfds_name="tiny_pydoc_corpus",
              tfds_data_dir=str(tmp_path / "empty"))
 
+    class TinyBlankCorpus(TinyPydocCorpus):
+        """Documents without any non-blank line: found when the dataset is built."""
+
+        def _generate_examples(self):
+            for i in range(3):
+                yield i, {"text": "\n \n" * i}
+
+    TinyBlankCorpus(data_dir=data_dir).download_and_prepare()
+    with pytest.raises(ValueError) as e:
+        make(corpus, text_patterns=None, tfds_name="tiny_blank_corpus", tfds_data_dir=data_dir)
+    assert str(e.value) == ('text_pretraining_dataset: TFDS dataset "tiny_blank_corpus" (split '
+                            '"train") has no text: every "text" is empty or blank.')
+
 
 def test_argument_errors(corpus, tmp_path):
     pattern = str(tmp_path / "missing-*.txt")
@@ -365,3 +379,48 @@ def test_argument_errors(corpus, tmp_path):
         make(corpus, masked_lm_prob=0.0)
     with pytest.raises(ValueError, match="Pass exactly one of text_patterns"):
         make(corpus, tfds_name="wikipedia")
+
+
+def test_text_without_any_line_is_an_error_when_built(corpus, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    blank = tmp_path / "blank.txt.gz"
+    with gzip.open(blank, "wt", encoding="utf-8") as f:
+        f.write("\n   \n\t\n\n")
+    for is_training in (True, False):
+        with pytest.raises(ValueError) as e:
+            make(corpus, text_patterns=f"{empty},{blank}", is_training=is_training)
+        assert str(e.value) == (
+            f"text_pretraining_dataset: no text in {empty}, {blank}: every file is empty or "
+            "holds only blank lines (expected one sentence per line, a blank line between "
+            "documents).")
+    # One file with text is enough; blank files beside it are fine.
+    ds = make(corpus, text_patterns=f"{empty},{corpus['text']}", is_training=False)
+    assert next(iter(ds))["input_word_ids"].shape == (B, S)
+
+
+def test_training_on_text_that_makes_no_sequence_fails_instead_of_spinning(corpus, tmp_path):
+    # Non-blank lines (so the build-time check passes) that hold no token at all.
+    controls = tmp_path / "controls.txt"
+    controls.write_text("\x00\x01\n\x02\n\n\x03\n", encoding="utf-8")
+    for nsp in (True, False):
+        ds = make(corpus, text_patterns=str(controls), use_next_sentence_label=nsp)
+        with pytest.raises(tf.errors.InvalidArgumentError) as e:
+            next(iter(ds))
+        assert (f"text_pretraining_dataset: 1000 blocks of 512 lines in a row made no sequence "
+                f"from {controls}; the input has no token or (with next-sentence prediction) "
+                "too few sentences to pair") in e.value.message
+    with pytest.raises(ValueError) as e:
+        make(corpus, block_lines=1)
+    assert str(e.value) == ("block_lines=1 must be >= 2 with next-sentence prediction (a block "
+                            "of one line can make no sentence pair).")
+
+
+def test_capped_predictions_are_warned(corpus, caplog):
+    caplog.set_level(logging.WARNING, logger="absl")
+    make(corpus)  # round(64 * 0.15) = 10 <= P = 12: no warning
+    assert "max_predictions_per_seq" not in caplog.text
+    make(corpus, max_predictions_per_seq=5)
+    assert ("max_predictions_per_seq=5 is below round(max_seq_length=64 * masked_lm_prob=0.15) "
+            "= 10: long sequences get only 5 predictions (as the original caps them).") in (
+                caplog.text)

@@ -284,3 +284,24 @@ def test_bad_later_file_is_reported_before_reading(tmp_path):
     assert str(e.value) == (f'{bad}: feature "input_word_ids" has length 8, expected int64_list '
                             "of length 16 (max_seq_length).")
     assert inspect_first_record(good, max_seq_length=S, max_predictions_per_seq=P) == "v2"
+
+
+def test_out_of_vocab_id_in_a_later_record_is_named_when_parsed(tmp_path):
+    # Record i starts with id 100 + i: the first record passes the eager check at vocab_size=101,
+    # the second (id 101) must fail in the pipeline with the feature, file and vocab_size named.
+    path = write_records(str(tmp_path / "v.tfrecord"), range(2))
+    for is_training in (False, True):
+        ds = pretraining_dataset(path, batch_size=2, max_seq_length=S, max_predictions_per_seq=P,
+                                 vocab_size=101, is_training=is_training, seed=1)
+        with pytest.raises(tf.errors.InvalidArgumentError) as e:
+            collect(ds.take(1))
+        message = e.value.message
+        assert ("pretraining_dataset: feature input_word_ids holds an id outside the "
+                "vocabulary [0, 101) (vocab_size); were the records made with another vocab? "
+                "File and offending id:") in message
+        assert path in message and "[101]" in message
+    # In range everywhere: read as usual.
+    got = collect(pretraining_dataset(path, batch_size=2, max_seq_length=S,
+                                      max_predictions_per_seq=P, vocab_size=102,
+                                      is_training=False))
+    assert got["input_word_ids"][:, 0].tolist() == [100, 101]

@@ -124,3 +124,17 @@ def test_check_output_files_errors(tmp_path):
         tfrecord_io.check_output_files([])
     with pytest.raises(ValueError, match=re.escape('compression must be "" or "GZIP"')):
         tfrecord_io.check_output_files([twice], "ZLIB")
+
+
+def test_unwritable_output_is_reported_before_any_work(tmp_path):
+    # /proc exists but no file can be created in it (whoever runs the tests, root included).
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "Output file /proc/o.tfrecord cannot be written: cannot create a file in /proc "
+            "(No such file or directory).") + "$"):
+        tfrecord_io.check_output_files([str(tmp_path / "fine.tfrecord"), "/proc/o.tfrecord"])
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(ValueError, match="^" + re.escape(
+            f"Output file {tmp_path / 'adir'} is a directory.") + "$"):
+        tfrecord_io.check_output_files([str(tmp_path / "adir")])
+    # The write probe leaves nothing behind.
+    assert os.listdir(tmp_path) == ["adir"]
