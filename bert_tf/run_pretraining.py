@@ -1,6 +1,6 @@
 r"""Pre-trains BERT (masked LM + next-sentence prediction) with the original script's flags.
 
-    python -m bert_tf.run_pretraining --flagfile=official_configs/pretrain_tiny.flags
+    python -m bert_tf.run_pretraining --flagfile=official_configs/pretraining/demo_tiny.flags
 
 Reads TFRecords of masked examples (--input_file, as written by create_pretraining_data) or raw
 text masked afresh every epoch (--input_text_file with --vocab_file). Trains with a custom
@@ -22,6 +22,7 @@ from absl import app, flags, logging
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.text import validate_case_matches_checkpoint
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import STRATEGIES, get_strategy, is_chief
 from bert_tf.training.loop import NonFiniteLossError, evaluate, train, write_summaries
@@ -38,7 +39,12 @@ flags.DEFINE_string("init_checkpoint", None,
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length S the records were written with.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions P per sequence.")
 flags.DEFINE_bool("do_train", False, "Run training.")
-flags.DEFINE_bool("do_eval", False, "Evaluate on --input_file (or --input_text_file).")
+flags.DEFINE_bool("do_eval", False, "Evaluate on --eval_input_file / --eval_input_text_file, "
+                  "else on the training input.")
+flags.DEFINE_string("eval_input_file", None,
+                    "Held-out TFRecords for --do_eval: comma-separated globs.")
+flags.DEFINE_string("eval_input_text_file", None,
+                    "Held-out raw text for --do_eval (masked on the fly; needs --vocab_file).")
 flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
 flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
@@ -91,8 +97,16 @@ def validate_options(options, config):
     if bool(options.input_file) == bool(options.input_text_file):
         raise FlagValueError("give exactly one of --input_file (TFRecords) or --input_text_file "
                              "(raw text masked on the fly)")
-    if options.input_text_file and not options.vocab_file:
-        raise FlagValueError("--input_text_file needs --vocab_file")
+    for name in ("input_text_file", "eval_input_text_file"):
+        if getattr(options, name) and not options.vocab_file:
+            raise FlagValueError(f"--{name} needs --vocab_file")
+    if options.eval_input_file and options.eval_input_text_file:
+        raise FlagValueError("give at most one of --eval_input_file or --eval_input_text_file")
+    if options.init_checkpoint:
+        try:
+            validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+        except ValueError as e:
+            raise FlagValueError(str(e)) from None
     if options.max_seq_length > config.max_position_embeddings:
         raise FlagValueError(
             f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
@@ -123,14 +137,26 @@ def _count_vocab(vocab_file):
         raise FlagValueError(f"--vocab_file={vocab_file}: no such file") from None
 
 
+def _input_flags(options, is_training):
+    """(flag name, value) of the input a phase reads; eval falls back to the training input."""
+    if not is_training:
+        for name in ("eval_input_file", "eval_input_text_file"):
+            if getattr(options, name):
+                return name, getattr(options, name)
+    if options.input_file:
+        return "input_file", options.input_file
+    return "input_text_file", options.input_text_file
+
+
 def _make_dataset_fn(options, config, *, is_training, batch_size):
     """(InputContext) -> tf.data.Dataset of the pre-training feature dict."""
-    if options.input_file:
+    name, patterns = _input_flags(options, is_training)
+    if name.endswith("input_file"):
         from bert_tf.data import pretraining_dataset
 
         def dataset_fn(input_context=None):
             return pretraining_dataset(
-                options.input_file, batch_size=batch_size,
+                patterns, batch_size=batch_size,
                 max_seq_length=options.max_seq_length,
                 max_predictions_per_seq=options.max_predictions_per_seq,
                 is_training=is_training, seed=options.seed, input_context=input_context,
@@ -142,7 +168,7 @@ def _make_dataset_fn(options, config, *, is_training, batch_size):
 
     def text_dataset_fn(input_context=None):
         return text_pretraining_dataset(
-            options.input_text_file, vocab_file=options.vocab_file,
+            patterns, vocab_file=options.vocab_file,
             do_lower_case=options.do_lower_case, batch_size=batch_size,
             max_seq_length=options.max_seq_length,
             max_predictions_per_seq=options.max_predictions_per_seq,
@@ -153,14 +179,13 @@ def _make_dataset_fn(options, config, *, is_training, batch_size):
     return text_dataset_fn
 
 
-def _check_input(dataset_fn, options):
+def _check_input(dataset_fn, options, is_training):
     """Builds the pipeline once up front so a bad glob or record fails before training."""
-    flag = "--input_file" if options.input_file else "--input_text_file"
+    name, patterns = _input_flags(options, is_training)
     try:
         dataset_fn(None)
     except ValueError as e:
-        raise FlagValueError(f"{flag}={options.input_file or options.input_text_file}: {e}") \
-            from None
+        raise FlagValueError(f"--{name}={patterns}: {e}") from None
 
 
 def pretraining_metrics(sums, count):
@@ -206,9 +231,13 @@ def pretrain(options, flags_text=None):
         if getattr(options, name) % replicas:
             raise FlagValueError(f"--{name}={getattr(options, name)} is not divisible by the "
                                  f"{replicas} replicas of --distribution_strategy={distribution}")
-    train_fn = _make_dataset_fn(options, config, is_training=True,
-                                batch_size=options.train_batch_size)
-    _check_input(train_fn, options)
+    phases = [(True, options.train_batch_size)] if options.do_train else []
+    phases += [(False, options.eval_batch_size)] if options.do_eval else []
+    dataset_fns = {}
+    for is_training, batch_size in phases:
+        dataset_fns[is_training] = _make_dataset_fn(options, config, is_training=is_training,
+                                                    batch_size=batch_size)
+        _check_input(dataset_fns[is_training], options, is_training)
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
     keras.mixed_precision.set_global_policy(options.dtype)
@@ -234,7 +263,7 @@ def pretrain(options, flags_text=None):
     steps_per_loop = options.iterations_per_loop or options.steps_per_loop
     if options.do_train:
         train_results = train(
-            model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn, dataset_fn=train_fn,
+            model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fns[True],
             strategy=strategy, output_dir=options.output_dir,
             num_train_steps=options.num_train_steps, steps_per_loop=steps_per_loop,
             save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
@@ -246,10 +275,8 @@ def pretrain(options, flags_text=None):
         results["global_step"] = _restore_for_eval(options, model, optimizer)
 
     if options.do_eval:
-        eval_fn = _make_dataset_fn(options, config, is_training=False,
-                                   batch_size=options.eval_batch_size)
         results["eval"] = evaluate(model=model, loss_fn=_pretraining_loss_fn,
-                                   dataset_fn=eval_fn, strategy=strategy,
+                                   dataset_fn=dataset_fns[False], strategy=strategy,
                                    max_steps=options.max_eval_steps,
                                    metrics_fn=pretraining_metrics)
         logging.info("Eval at step %d: %s", results["global_step"], results["eval"])

@@ -164,6 +164,13 @@ def _options(tmp_path, config_path, **overrides):
      "give exactly one of --input_file (TFRecords) or --input_text_file"),
     (dict(max_predictions_per_seq=17),
      "--max_predictions_per_seq=17 must be in [1, --max_seq_length=16]"),
+    (dict(do_eval=True, eval_input_file="/nonexistent/eval-*.tfrecord"),
+     '--eval_input_file=/nonexistent/eval-*.tfrecord: No files match input pattern '
+     '"/nonexistent/eval-*.tfrecord".'),
+    (dict(do_eval=True, eval_input_text_file="held_out.txt"),
+     "--eval_input_text_file needs --vocab_file"),
+    (dict(init_checkpoint="/ckpts/cased_L-12_H-768_A-12/bert_model.ckpt", do_lower_case=True),
+     "cased_L-12_H-768_A-12"),
 ])
 def test_bad_inputs_fail_with_named_flag(setup, overrides, message):
     tmp_path, config_path, _ = setup
@@ -255,3 +262,18 @@ def test_raw_text_training_in_bfloat16_then_eval_only(tmp_path):
     assert 0.0 <= results["eval"]["masked_lm_accuracy"] <= 1.0
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
     assert saved["eval"] == results["eval"]
+
+
+def test_eval_reads_eval_input_file_not_the_training_input(setup):
+    tmp_path, config_path, _ = setup
+    # 8 held-out records make exactly 2 eval batches of 4 (the training input has 128).
+    _write_records(tmp_path / "held_out.tfrecord", 8, seed=7)
+    results = pretrain(_options(
+        tmp_path, config_path, do_train=True, do_eval=True, num_train_steps=10,
+        num_warmup_steps=0, steps_per_loop=10, save_checkpoints_steps=10, eval_batch_size=4,
+        max_eval_steps=100, eval_input_file=str(tmp_path / "held_out.tfrecord"),
+        output_dir=str(tmp_path / "eval_out")))
+    assert results["global_step"] == 10
+    assert results["eval"]["eval_steps"] == 2
+    first = results["train"]["first_log"]
+    assert first["step"] == 10 and first["loss"] == results["train"]["loss"]

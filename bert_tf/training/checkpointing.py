@@ -129,8 +129,8 @@ def warm_start(init_checkpoint, model, checkpoint_key="model"):
     if is_tf1_bert_checkpoint(path):
         raise CheckpointError(
             f"--init_checkpoint={init_checkpoint} is an original TF1 BERT checkpoint "
-            "(variables named bert/...); convert it to a TF2 checkpoint first with the "
-            "checkpoint converter (tools/convert_checkpoint.py, bert_tf.interop)")
+            "(variables named bert/...); loading those needs the TF1 checkpoint converter, which "
+            "bert_tf does not have yet: start from a bert_tf checkpoint or .keras file")
     status = tf.train.Checkpoint(**{checkpoint_key: model}).restore(path).expect_partial()
     try:
         status.assert_existing_objects_matched()

@@ -75,6 +75,7 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
 
     Returns:
       dict: the metrics of the last logging window plus "step", "steps_this_run",
+      "first_log" (the metrics and step of this run's first logging window, None if none),
       "examples_per_second" (this run) and "wall_time_seconds".
 
     Raises:
@@ -150,7 +151,7 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
         if chief else tf.summary.create_noop_writer()
     window_sums, window_count, window_steps = None, 0, 0
     window_start, run_start = time.time(), time.time()
-    results = {}
+    results, first_log = {}, None
     while step < num_train_steps:
         num_steps = min(steps_per_loop, num_train_steps - step,
                         _to_next_multiple(step, save_checkpoints_steps),
@@ -177,6 +178,8 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
         if step % log_steps == 0 or step == num_train_steps:
             elapsed = time.time() - window_start
             results = {k: float(v) for k, v in metrics_fn(window_sums, window_count).items()}
+            if first_log is None:
+                first_log = dict(results, step=step)
             learning_rate = float(optimizer.learning_rate)
             _log_progress(step, num_train_steps, dict(results, learning_rate=learning_rate),
                           window_steps, elapsed, global_batch_size, time.time() - run_start,
@@ -204,6 +207,7 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
         "step": step,
         "steps_this_run": steps_this_run,
         "wall_time_seconds": wall,
+        "first_log": first_log,
     })
     if global_batch_size:
         results["examples_per_second"] = (steps_this_run * global_batch_size / train_time
