@@ -10,8 +10,6 @@ setuptools.setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"]),
-    package_data={"bert_tf": ["configs/*.json"]},
-    include_package_data=True,
     install_requires=[
         # 2.20 is the last release with a tensorflow-tpu wheel; keep it installable.
         "tensorflow>=2.20,<2.22",
