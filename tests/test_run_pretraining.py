@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import types
 
 import numpy as np
@@ -277,3 +278,36 @@ def test_eval_reads_eval_input_file_not_the_training_input(setup):
     assert results["eval"]["eval_steps"] == 2
     first = results["train"]["first_log"]
     assert first["step"] == 10 and first["loss"] == results["train"]["loss"]
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_from_its_last_checkpoint(setup):
+    """SIGKILL mid-training (no chance to clean up), then the same command finishes the job."""
+    tmp_path, config_path, _ = setup
+    out = tmp_path / "killed"
+    flags = _base_flags(tmp_path, config_path, out) + [
+        "--do_train", "--num_train_steps=100000", "--save_checkpoints_steps=10"]
+    flagfile = tmp_path / "kill.flags"
+    flagfile.write_text("\n".join(flags) + "\n")
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-m", "bert_tf.run_pretraining",
+                             f"--flagfile={flagfile}"], env=dict(os.environ, PYTHONPATH=repo_root),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 240
+        while not (out / "ckpt-30.index").exists():
+            assert proc.poll() is None, "training exited before it was killed"
+            assert time.time() < deadline, "no checkpoint within 240 s"
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    killed_at = int(tf.train.latest_checkpoint(str(out)).rsplit("-", 1)[1])
+    assert killed_at >= 30 and killed_at % 10 == 0
+    final_step = killed_at + 20
+    results = pretrain(_options(tmp_path, config_path, output_dir=str(out),
+                                num_train_steps=final_step, num_warmup_steps=5,
+                                learning_rate=5e-3, steps_per_loop=10, save_checkpoints_steps=10))
+    assert results["global_step"] == final_step
+    assert results["train"]["steps_this_run"] == 20
+    assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{final_step}")
