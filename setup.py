@@ -19,6 +19,7 @@ setuptools.setup(
         "keras-hub>=0.22,<0.40",
         "tensorflow-datasets>=4.9",
         "absl-py>=2.0",
+        "google-crc32c>=1.5",
         "numpy>=1.26",
     ],
     extras_require={

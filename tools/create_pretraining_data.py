@@ -20,8 +20,6 @@ from absl import app
 from absl import flags
 from absl import logging
 
-import tensorflow as tf
-
 from bert_tf.data import create_pretraining_data as cpd
 
 FLAGS = flags.FLAGS
@@ -68,15 +66,24 @@ flags.DEFINE_multi_string("beam_pipeline_option", [],
 flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
 
 
+def _tf_file_error_type():
+    # TensorFlow is loaded only for remote paths (gs://...); its file errors can only have
+    # come from there, and a local run must not pay TensorFlow's start-up to catch them.
+    tf = sys.modules.get("tensorflow")
+    return tf.errors.OpError if tf is not None else ()
+
+
 def main(argv):
     try:
         _run(argv)
-    except (ValueError, OSError, tf.errors.OpError) as e:
+    except (ValueError, OSError) as e:
         # Bad input or flags, or a file that cannot be read or written: the message names the
-        # culprit (OS errors carry the path, TF file errors name it in their message); a
-        # traceback adds nothing.
-        message = e.message if isinstance(e, tf.errors.OpError) else str(e)
-        sys.exit(f"create_pretraining_data: error: {message}")
+        # culprit (OS errors carry the path); a traceback adds nothing.
+        sys.exit(f"create_pretraining_data: error: {e}")
+    except Exception as e:  # noqa: BLE001 - only TensorFlow's file errors are handled here
+        if not isinstance(e, _tf_file_error_type()):
+            raise
+        sys.exit(f"create_pretraining_data: error: {e.message}")
 
 
 def _run(argv):

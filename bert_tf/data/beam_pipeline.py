@@ -33,11 +33,9 @@ except ImportError as e:  # pragma: no cover - depends on the installation
     raise ImportError("bert_tf.data.beam_pipeline needs Apache Beam: pip install "
                       "'bert_tf[beam]' (apache-beam).") from e
 
-import tensorflow as tf
-
 from bert_tf.data import create_pretraining_data as cpd
 from bert_tf.data import tfrecord_io
-from bert_tf.data.pretraining_dataset import expand_input_patterns
+from bert_tf.data.patterns import expand_input_patterns
 from bert_tf.text import WordpieceTokenizer
 
 _METRICS_NAMESPACE = "create_pretraining_data"
@@ -110,9 +108,8 @@ def build_pipeline(pipeline, input_files, output_prefix, vocab_file, *, do_lower
                    options=None, num_shards=1, compression=""):
     """Adds read -> make records -> write to `pipeline`.
 
-    Records are written with TensorFlow's TFRecord writer (the local path's), one shard per
-    group; Beam's own WriteToTFRecord would need a crc32c package that the [beam] extra does not
-    bring.
+    Records are written with the local path's TFRecord writer (bert_tf.data.tfrecord_io), one
+    shard per group, so both paths frame and compress records the same way.
 
     Args:
       pipeline: a beam.Pipeline.
@@ -193,6 +190,10 @@ def run_beam_pipeline(input_patterns, output_prefix, vocab_file, *, do_lower_cas
 
     stats = cpd.CreationStats(**{
         name: _counter(result, name) for name in cpd.CreationStats.counter_names()})
+    # Only this driver-side check needs TensorFlow (its file systems and reader); the workers,
+    # which unpickle the DoFns of this module, do not load it.
+    import tensorflow as tf
+
     # A shard no record hashed to is written empty, so every <prefix>-SSSSS-of-NNNNN exists.
     for path in shards:
         if not tf.io.gfile.exists(path):

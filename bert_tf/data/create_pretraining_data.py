@@ -36,6 +36,10 @@ What differs from the original, and why:
     on which process made it or in what order: the local path gives byte-identical shards for a
     given seed whatever --num_workers is, and the Beam pipeline (bert_tf.data.beam_pipeline) gives
     the same set of records.
+  * Masked positions come from a lazy shuffle of the candidates that stops once enough are
+    chosen (the same uniform choice as the original's full shuffle, with one random draw per
+    chosen position instead of one per token); the whole local path imports no TensorFlow (records and TFRecord framing are
+    encoded by bert_tf.data.tfrecord_io), which is most of its speed and memory.
   * With do_whole_word_mask a "##" piece right after [SEP] starts its own word instead of
     joining the last word of segment A.
   * The random other document is drawn uniformly from the rest of the chunk (the original makes
@@ -52,16 +56,19 @@ What differs from the original, and why:
 import collections
 import dataclasses
 import hashlib
+import itertools
 import multiprocessing
+import os
 import random
 import time
 
 from absl import logging
 
-import tensorflow as tf
-
+# No TensorFlow on this path (only gs:// and other remote paths load it, lazily): the main
+# process and every worker start in well under a second and stay small.
 from bert_tf.data import tfrecord_io
-from bert_tf.data.pretraining_dataset import expand_input_patterns
+from bert_tf.data.patterns import expand_input_patterns
+from bert_tf.data.patterns import has_scheme
 from bert_tf.text import WordpieceTokenizer
 
 # Lines of a file reported individually for invalid UTF-8 before only a total is logged.
@@ -205,9 +212,19 @@ def document_seed(random_seed, file_index, document_index, dupe_index):
 
 def _open_binary(path):
     # Plain open() is much faster line by line; other file systems (gs://...) go through TF.
-    if "://" in path:
+    if has_scheme(path):
+        import tensorflow as tf
+
         return tf.io.gfile.GFile(path, "rb")
     return open(path, "rb")
+
+
+def _file_size(path):
+    if has_scheme(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.stat(path).length
+    return os.path.getsize(path)
 
 
 def iter_file_documents(path):
@@ -296,14 +313,53 @@ def iter_document_chunks(input_files, documents_per_chunk):
 
 
 def _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng):
-    """Trims the longer of the two lists, one token at a time from a random end, in place."""
-    while len(tokens_a) + len(tokens_b) > max_num_tokens:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        # Removing from either end avoids always cutting sentence endings (as the original).
-        if rng.random() < 0.5:
-            del longer[0]
+    """Trims the longer of the two lists, one token at a time from a random end, in place.
+
+    Removing from either end avoids always cutting sentence endings (as the original). The
+    token-by-token choices are made first (one rng.random() each, in the same order as a
+    delete-per-step loop) and applied as one slice per list, instead of an O(n) `del l[0]`
+    per token.
+    """
+    len_a, len_b = len(tokens_a), len(tokens_b)
+    excess = len_a + len_b - max_num_tokens
+    if excess <= 0:
+        return
+    random_ = rng.random
+    # [front, back] tokens to drop from A and from B.
+    drop_a, drop_b = [0, 0], [0, 0]
+    for _ in range(excess):
+        if len_a > len_b:
+            len_a -= 1
+            drop = drop_a
         else:
-            longer.pop()
+            len_b -= 1
+            drop = drop_b
+        drop[0 if random_() < 0.5 else 1] += 1
+    for tokens, (front, back) in ((tokens_a, drop_a), (tokens_b, drop_b)):
+        if front or back:
+            tokens[:] = tokens[front:len(tokens) - back]
+
+
+def _iter_shuffled(items, rng):
+    """Yields the elements of `items` in a uniformly random order, drawing lazily.
+
+    A forward Fisher-Yates shuffle (done in place on `items`) that stops when the caller stops:
+    masking needs only the first ~15% of an instance's candidate positions, so this makes one
+    draw per position used instead of one per candidate (random.shuffle's full pass was the
+    largest cost of a run). The draws are inlined getrandbits rejection sampling, unbiased like
+    random.randrange.
+    """
+    getrandbits = rng.getrandbits
+    n = len(items)
+    for i in range(n):
+        remaining = n - i
+        k = remaining.bit_length()
+        j = getrandbits(k)
+        while j >= remaining:
+            j = getrandbits(k)
+        j += i
+        items[i], items[j] = items[j], items[i]
+        yield items[i]
 
 
 class InstanceMaker:
@@ -404,7 +460,7 @@ class InstanceMaker:
                 a_end = 1
                 if len(current_chunk) >= 2:
                     a_end = rng.randint(1, len(current_chunk) - 1)
-                tokens_a = [t for segment in current_chunk[:a_end] for t in segment]
+                tokens_a = list(itertools.chain.from_iterable(current_chunk[:a_end]))
                 tokens_b = []
                 is_random_next = len(current_chunk) == 1 or rng.random() < 0.5
                 if is_random_next:
@@ -417,7 +473,7 @@ class InstanceMaker:
                     # The segments after A were not used: go back so the next instance has them.
                     i -= len(current_chunk) - a_end
                 else:
-                    tokens_b = [t for segment in current_chunk[a_end:] for t in segment]
+                    tokens_b = list(itertools.chain.from_iterable(current_chunk[a_end:]))
                 _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng)
                 instances.append(self._masked_instance(tokens_a, tokens_b, is_random_next,
                                                        rng, stats))
@@ -440,38 +496,53 @@ class InstanceMaker:
         segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
 
         # Candidate positions: every non-special token, or every whole word (its piece positions).
-        candidates = []
-        for index, token_id in enumerate(input_ids):
-            if token_id == self.cls_id or token_id == self.sep_id:
-                continue
-            # A "##" piece joins the word just before it; unlike the original, not across a
-            # [SEP] (a B that starts mid-word after truncation starts a word of its own).
-            if (options.do_whole_word_mask and candidates and candidates[-1][-1] == index - 1
-                    and token_id in self._continuation_ids):
-                candidates[-1].append(index)
-            else:
-                candidates.append([index])
-        rng.shuffle(candidates)
+        len_a = len(tokens_a)
+        if options.do_whole_word_mask:
+            candidates = []
+            for index, token_id in enumerate(input_ids):
+                if token_id == self.cls_id or token_id == self.sep_id:
+                    continue
+                # A "##" piece joins the word just before it; unlike the original, not across a
+                # [SEP] (a B that starts mid-word after truncation starts a word of its own).
+                if (candidates and candidates[-1][-1] == index - 1
+                        and token_id in self._continuation_ids):
+                    candidates[-1].append(index)
+                else:
+                    candidates.append([index])
+        else:
+            # Every word is one piece: the positions of A and B, without [CLS] and the [SEP]s
+            # (special ids inside A or B are never produced by the tokenizer, but are skipped
+            # as the whole-word branch does).
+            candidates = list(range(1, len_a + 1))
+            candidates.extend(range(len_a + 2, len(input_ids) - 1))
+            specials = (self.cls_id, self.sep_id)
+            if any(s in tokens_a or s in tokens_b for s in specials):
+                candidates = [i for i in candidates if input_ids[i] not in specials]
 
         uncapped = max(1, int(round(len(input_ids) * options.masked_lm_prob)))
         num_to_predict = min(options.max_predictions_per_seq, uncapped)
         original = list(input_ids)
         positions = []
-        for word in candidates:
-            if len(positions) >= num_to_predict:
-                break
-            # A word that would overshoot the budget is skipped, so whole-word masking may
-            # predict slightly fewer than num_to_predict tokens.
-            if len(positions) + len(word) > num_to_predict:
-                continue
-            for index in word:
-                if rng.random() < 0.8:
-                    input_ids[index] = self.mask_id
-                elif rng.random() < 0.5:
-                    pass  # kept as is
-                else:
-                    input_ids[index] = rng.randint(0, self.vocab_size - 1)
-                positions.append(index)
+        random_ = rng.random
+        if options.do_whole_word_mask:
+            for word in _iter_shuffled(candidates, rng):
+                if len(positions) >= num_to_predict:
+                    break
+                # A word that would overshoot the budget is skipped, so whole-word masking may
+                # predict slightly fewer than num_to_predict tokens.
+                if len(positions) + len(word) > num_to_predict:
+                    continue
+                positions.extend(word)
+        else:
+            positions = list(itertools.islice(_iter_shuffled(candidates, rng), num_to_predict))
+        # Replacement draws follow the random order in which the positions were chosen.
+        for index in positions:
+            if random_() < 0.8:
+                input_ids[index] = self.mask_id
+            elif random_() < 0.5:
+                pass  # kept as is
+            else:
+                input_ids[index] = rng.randint(0, self.vocab_size - 1)
         positions.sort()
 
         if stats is not None:
@@ -490,7 +561,7 @@ def nonempty_input_files(input_files):
     """Drops (with a warning) zero-byte files; raises ValueError if every file is empty."""
     kept = []
     for path in input_files:
-        if tf.io.gfile.stat(path).length == 0:
+        if _file_size(path) == 0:
             logging.warning("Input file %s is empty; skipping it.", path)
         else:
             kept.append(path)
@@ -567,7 +638,8 @@ def _iter_chunk_results(chunks, maker, vocab_file, do_lower_case, options, num_w
         for chunk in chunks:
             yield maker.process_chunk(chunk)
         return
-    # "spawn": forking a process that has initialized TensorFlow is unsafe.
+    # "spawn": the caller may have initialized TensorFlow (the Beam path, a notebook), and
+    # forking such a process is unsafe. Workers import no TensorFlow, so they start quickly.
     context = multiprocessing.get_context("spawn")
     with context.Pool(num_workers, initializer=_init_worker,
                       initargs=(vocab_file, do_lower_case, options)) as pool:
@@ -659,7 +731,7 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
                 log_long_lines(input_files[file_index],
                                stats.long_lines_per_file[file_index], options)
 
-    progress = _Progress(sum(tf.io.gfile.stat(p).length for p in input_files))
+    progress = _Progress(sum(_file_size(p) for p in input_files))
     # The output order is shuffled with its own stream, seeded from random_seed as well.
     shuffle_rng = random.Random(document_seed(options.random_seed, -1, -1, -1))
     buffer = []

@@ -21,10 +21,12 @@ from inside tf.data. With vocab_size, every record's ids are also checked as it 
 """
 
 import concurrent.futures
-import glob as pyglob
 
 import tensorflow as tf
 from google.protobuf import message
+
+# Re-exported: callers and tests import it from here.
+from bert_tf.data.patterns import expand_input_patterns  # noqa: F401
 
 # On-disk name -> model input name, per naming scheme. The remaining features share their name.
 _RENAMES = {
@@ -35,46 +37,6 @@ _SCHEMES = ("v1", "v2")
 
 # Shuffle buffer of parsed records in training (the original used 100 after a file shuffle).
 _DEFAULT_SHUFFLE_BUFFER = 1000
-
-
-def expand_input_patterns(input_patterns):
-    """Expands comma-separated / listed glob patterns into a sorted, de-duplicated file list.
-
-    Args:
-      input_patterns: a str (one pattern or several separated by commas) or a list of str.
-
-    Returns:
-      list of file paths, sorted within each pattern, in pattern order.
-
-    Raises:
-      ValueError: a pattern matches no file (the pattern is named), or no pattern is given.
-    """
-    if isinstance(input_patterns, (str, bytes)):
-        input_patterns = [input_patterns]
-    patterns = []
-    for entry in input_patterns:
-        entry = entry.decode() if isinstance(entry, bytes) else entry
-        patterns.extend(p.strip() for p in entry.split(",") if p.strip())
-    if not patterns:
-        raise ValueError(f"No input pattern given (got {input_patterns!r}).")
-    files, seen = [], set()
-    for pattern in patterns:
-        # gs:// and other TensorFlow file systems need tf.io.gfile; local paths use Python's
-        # glob. A plain path matches itself if it exists, so a missing file is reported the
-        # same way as an empty glob.
-        matched = sorted(tf.io.gfile.glob(pattern)) if _has_scheme(pattern) else sorted(
-            pyglob.glob(pattern))
-        if not matched:
-            raise ValueError(f'No files match input pattern "{pattern}".')
-        for path in matched:
-            if path not in seen:
-                seen.add(path)
-                files.append(path)
-    return files
-
-
-def _has_scheme(path):
-    return "://" in path
 
 
 def _compression_of(path, compression):

@@ -13,13 +13,23 @@ P = max_predictions_per_seq), with every integer stored as int64 as the original
 
 Files are written under a temporary name in the destination directory and renamed into place
 only after every shard closed cleanly, so a reader never sees a truncated shard.
+
+No TensorFlow here: the tf.train.Example protobuf and the TFRecord framing are encoded by hand
+(both formats are small and frozen), so create_pretraining_data and its worker processes start
+in a fraction of a second and stay far below TensorFlow's ~600 MB footprint. Only paths with a
+scheme (gs://, s3://, ...) import TensorFlow, for its file systems. The tests check that
+TensorFlow parses these bytes to the same values as its own tf.train.Example, and that its
+TFRecordDataset reads the files (plain and GZIP).
 """
 
+import functools
+import gzip
 import os
+import struct
 import tempfile
 import uuid
 
-import tensorflow as tf
+import google_crc32c
 
 # Naming scheme -> on-disk names of the three sequence features (the rest are shared).
 FEATURE_NAMES = {
@@ -28,15 +38,111 @@ FEATURE_NAMES = {
            "segment_ids": "input_type_ids"},
 }
 
+# Every on-disk feature name per scheme, in the (sorted) order of a deterministic serialization.
+_SORTED_NAMES = {
+    scheme: sorted([*names.values(), "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
+                    "next_sentence_labels"])
+    for scheme, names in FEATURE_NAMES.items()}
+
 _COMPRESSIONS = ("", "GZIP")
 
 
+# Protobuf wire format, the parts tf.train.Example uses. Example{features=1: Features{feature=1:
+# map<string, Feature>}}; a map entry is a message {key=1, value=2}; Feature{float_list=2:
+# FloatList{value=1 packed fixed32}, int64_list=3: Int64List{value=1 packed varint}}. A field
+# key byte is (field_number << 3) | wire_type, and every field here is length-delimited (2).
+_TAG_1_LEN = b"\x0a"
+_TAG_2_LEN = b"\x12"
+_TAG_3_LEN = b"\x1a"
+_UINT64_MASK = (1 << 64) - 1
+_FLOAT_ONE = struct.pack("<f", 1.0)
+_FLOAT_ZERO = struct.pack("<f", 0.0)
+
+
+def _varint(value):
+    """The base-128 varint of a non-negative int below 2**64 (negatives as their two's
+    complement, as protobuf stores int64)."""
+    value &= _UINT64_MASK
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+# Varints of 0 .. 2**16 - 1 (lengths, and token ids of any usual vocabulary), looked up rather
+# than computed: one and two bytes below 2**14, three bytes above.
+_SMALL_VARINTS = ([bytes((v,)) for v in range(1 << 7)]
+                  + [bytes(((v & 0x7F) | 0x80, v >> 7)) for v in range(1 << 7, 1 << 14)]
+                  + [bytes(((v & 0x7F) | 0x80, ((v >> 7) & 0x7F) | 0x80, v >> 14))
+                     for v in range(1 << 14, 1 << 16)])
+
+
+def _varint_of_length(n):
+    return _SMALL_VARINTS[n] if n < (1 << 16) else _varint(n)
+
+
+def _packed_varints(values):
+    """The payload of a packed repeated int64 field: each value's varint, concatenated."""
+    if not values:
+        return b""
+    low, high = min(values), max(values)
+    if low >= 0 and high < 0x80:
+        return bytes(values)  # one byte per value, the value itself
+    if low >= 0 and high < (1 << 16):
+        table = _SMALL_VARINTS
+        return b"".join([table[v] for v in values])
+    return b"".join([_varint(v) for v in values])
+
+
+def _length_delimited(tag, payload):
+    return b"".join((tag, _varint_of_length(len(payload)), payload))
+
+
+def _feature(list_tag, packed_payload):
+    """A serialized Feature whose oneof holds an Int64List (tag 3) or FloatList (tag 2)."""
+    # A packed field with no element is omitted, as protobuf does (the list message stays).
+    inner = _length_delimited(_TAG_1_LEN, packed_payload) if packed_payload else b""
+    return _length_delimited(list_tag, inner)
+
+
 def _int64_feature(values):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    return _feature(_TAG_3_LEN, _packed_varints(values))
 
 
-def _float_feature(values):
-    return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+@functools.lru_cache(maxsize=None)
+def _entry_key_part(name):
+    """The start of a Features map entry for `name`: its key field and the value's tag."""
+    key = name.encode("utf-8")
+    return _TAG_1_LEN + _varint_of_length(len(key)) + key + _TAG_2_LEN
+
+
+def _map_entry(name, feature):
+    """One serialized Features.feature map entry (field 1 of Features) for a serialized Feature."""
+    key_part = _entry_key_part(name)
+    value_length = _varint_of_length(len(feature))
+    entry_length = len(key_part) + len(value_length) + len(feature)
+    return b"".join((_TAG_1_LEN, _varint_of_length(entry_length), key_part, value_length,
+                     feature))
+
+
+@functools.lru_cache(maxsize=4096)
+def _ones_entry(name, num_ones, length, float_list):
+    """The map entry of a feature holding num_ones 1s then zeros up to length: input_mask
+    (int64) and masked_lm_weights (float). Only S + P + 2 distinct ones exist per run, so they
+    are built once."""
+    if float_list:
+        return _map_entry(name, _feature(_TAG_2_LEN, _FLOAT_ONE * num_ones
+                                         + _FLOAT_ZERO * (length - num_ones)))
+    return _map_entry(name, _feature(_TAG_3_LEN, b"\x01" * num_ones
+                                     + b"\x00" * (length - num_ones)))
+
+
+def _example_from_entries(entries):
+    """A serialized Example from its Features' serialized map entries (already in key order)."""
+    features = b"".join(entries)
+    return b"".join((_TAG_1_LEN, _varint_of_length(len(features)), features))
 
 
 def serialize_instance(input_ids, segment_ids, masked_lm_positions, masked_lm_ids,
@@ -57,8 +163,9 @@ def serialize_instance(input_ids, segment_ids, masked_lm_positions, masked_lm_id
         input_type_ids).
 
     Returns:
-      bytes: the serialized tf.train.Example. Map keys are serialized in sorted order, so equal
-      instances give byte-identical records in every process and run.
+      bytes: the serialized tf.train.Example, byte-identical to TensorFlow's deterministic
+      serialization. Map keys are serialized in sorted order, so equal instances give
+      byte-identical records in every process and run.
 
     Raises:
       ValueError: an unknown naming scheme, or lists longer than S / P or of unequal length.
@@ -75,20 +182,27 @@ def serialize_instance(input_ids, segment_ids, masked_lm_positions, masked_lm_id
             f"masked_lm_positions has {num_predictions} entries and masked_lm_ids "
             f"{len(masked_lm_ids)}; expected equal lengths <= "
             f"max_predictions_per_seq={max_predictions_per_seq}.")
-    seq_pad = [0] * (max_seq_length - num_tokens)
-    pred_pad = [0] * (max_predictions_per_seq - num_predictions)
+    # Padding is zeros, and the varint of 0 is one zero byte.
+    seq_pad = b"\x00" * (max_seq_length - num_tokens)
+    pred_pad = b"\x00" * (max_predictions_per_seq - num_predictions)
     names = FEATURE_NAMES[feature_names]
-    features = {
-        names["input_ids"]: _int64_feature(list(input_ids) + seq_pad),
-        names["input_mask"]: _int64_feature([1] * num_tokens + seq_pad),
-        names["segment_ids"]: _int64_feature(list(segment_ids) + seq_pad),
-        "masked_lm_positions": _int64_feature(list(masked_lm_positions) + pred_pad),
-        "masked_lm_ids": _int64_feature(list(masked_lm_ids) + pred_pad),
-        "masked_lm_weights": _float_feature([1.0] * num_predictions + [0.0] * len(pred_pad)),
-        "next_sentence_labels": _int64_feature([int(next_sentence_label)]),
+    entries = {
+        names["input_ids"]: _map_entry(
+            names["input_ids"], _feature(_TAG_3_LEN, _packed_varints(input_ids) + seq_pad)),
+        names["input_mask"]: _ones_entry(names["input_mask"], num_tokens, max_seq_length,
+                                         False),
+        names["segment_ids"]: _map_entry(
+            names["segment_ids"], _feature(_TAG_3_LEN, _packed_varints(segment_ids) + seq_pad)),
+        "masked_lm_positions": _map_entry("masked_lm_positions", _feature(
+            _TAG_3_LEN, _packed_varints(masked_lm_positions) + pred_pad)),
+        "masked_lm_ids": _map_entry("masked_lm_ids", _feature(
+            _TAG_3_LEN, _packed_varints(masked_lm_ids) + pred_pad)),
+        "masked_lm_weights": _ones_entry("masked_lm_weights", num_predictions,
+                                         max_predictions_per_seq, True),
+        "next_sentence_labels": _map_entry("next_sentence_labels",
+                                           _int64_feature([int(next_sentence_label)])),
     }
-    example = tf.train.Example(features=tf.train.Features(feature=features))
-    return example.SerializeToString(deterministic=True)
+    return _example_from_entries([entries[name] for name in _SORTED_NAMES[feature_names]])
 
 
 def parse_spec(max_seq_length, max_predictions_per_seq, feature_names="v1"):
@@ -102,6 +216,8 @@ def parse_spec(max_seq_length, max_predictions_per_seq, feature_names="v1"):
     Returns:
       dict on-disk name -> tf.io.FixedLenFeature (int64 [S] / [P] / [1], float32 [P]).
     """
+    import tensorflow as tf  # only readers need it; writing records does not
+
     names = FEATURE_NAMES[feature_names]
     return {
         names["input_ids"]: tf.io.FixedLenFeature([max_seq_length], tf.int64),
@@ -166,6 +282,88 @@ def check_output_files(output_files, compression=""):
         os.remove(probe)
 
 
+def _masked_crc32c(data):
+    # TFRecord stores CRCs masked, because a CRC of data that embeds CRCs is weak.
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def frame_record(record):
+    """One record in TFRecord framing, as tf.io.TFRecordWriter writes it.
+
+    Layout: uint64 length (little-endian), masked crc32c of those 8 bytes (uint32 LE), the
+    record bytes, masked crc32c of the record (uint32 LE).
+
+    Args:
+      record: bytes.
+
+    Returns:
+      bytes of length len(record) + 16.
+    """
+    length = struct.pack("<Q", len(record))
+    return b"".join((length, struct.pack("<I", _masked_crc32c(length)), record,
+                     struct.pack("<I", _masked_crc32c(record))))
+
+
+def _open_for_writing(path):
+    if "://" in path:
+        import tensorflow as tf  # only remote file systems (gs://, ...) need it
+
+        return tf.io.gfile.GFile(path, "wb")
+    return open(path, "wb")
+
+
+def _rename(source, target):
+    if "://" in target:
+        import tensorflow as tf
+
+        tf.io.gfile.rename(source, target, overwrite=True)
+    else:
+        os.replace(source, target)
+
+
+def _remove_if_exists(path):
+    if "://" in path:
+        import tensorflow as tf
+
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.remove(path)
+    elif os.path.exists(path):
+        os.remove(path)
+
+
+class TFRecordFile:
+    """Appends framed records to one file, GZIP-compressed or not (what TFRecordDataset reads).
+
+    Args:
+      path: the file to create (local, or any tf.io.gfile file system when it has a scheme).
+      compression: "" or "GZIP".
+    """
+
+    # zlib's default level, as TensorFlow's GZIP record writer uses.
+    _GZIP_LEVEL = 6
+
+    def __init__(self, path, compression=""):
+        self._raw = _open_for_writing(path)
+        self._file = self._raw
+        if compression == "GZIP":
+            # No name and mtime 0 in the gzip header, so equal records give equal bytes.
+            self._file = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw,
+                                       compresslevel=self._GZIP_LEVEL, mtime=0)
+
+    def write(self, record):
+        """Appends one record (bytes)."""
+        self._file.write(frame_record(record))
+
+    def close(self):
+        """Flushes and closes (the gzip trailer, then the file)."""
+        try:
+            if self._file is not self._raw:
+                self._file.close()
+        finally:
+            self._raw.close()
+
+
 class ShardedRecordWriter:
     """Writes records round-robin over several TFRecord shards, renaming them into place at the end.
 
@@ -196,11 +394,10 @@ class ShardedRecordWriter:
         self._writers = None
 
     def __enter__(self):
-        options = tf.io.TFRecordOptions(compression_type=self.compression)
         self._writers = []
         try:
             for tmp in self._tmp_files:
-                self._writers.append(tf.io.TFRecordWriter(tmp, options))
+                self._writers.append(TFRecordFile(tmp, self.compression))
         except BaseException:
             self._abort()
             raise
@@ -220,12 +417,14 @@ class ShardedRecordWriter:
         for writer in self._writers:
             writer.close()
         for tmp, final in zip(self._tmp_files, self.output_files):
-            tf.io.gfile.rename(tmp, final, overwrite=True)
+            _rename(tmp, final)
         return False
 
     def _abort(self):
         for writer in self._writers or []:
-            writer.close()
+            try:
+                writer.close()
+            except OSError:
+                pass  # the file is deleted next; the original exception is what matters
         for tmp in self._tmp_files:
-            if tf.io.gfile.exists(tmp):
-                tf.io.gfile.remove(tmp)
+            _remove_if_exists(tmp)

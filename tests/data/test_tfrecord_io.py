@@ -2,6 +2,8 @@
 
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -138,3 +140,131 @@ def test_unwritable_output_is_reported_before_any_work(tmp_path):
         tfrecord_io.check_output_files([str(tmp_path / "adir")])
     # The write probe leaves nothing behind.
     assert os.listdir(tmp_path) == ["adir"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The hand-written encodings against TensorFlow's own.
+# ---------------------------------------------------------------------------------------------
+
+
+def tf_example(feature_names, values, s, p):
+    """What TensorFlow's tf.train.Example would serialize for the same padded instance."""
+    names = tfrecord_io.FEATURE_NAMES[feature_names]
+    n, m = len(values["input_ids"]), len(values["masked_lm_positions"])
+
+    def ints(v):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+
+    feature = {
+        names["input_ids"]: ints(values["input_ids"] + [0] * (s - n)),
+        names["input_mask"]: ints([1] * n + [0] * (s - n)),
+        names["segment_ids"]: ints(values["segment_ids"] + [0] * (s - n)),
+        "masked_lm_positions": ints(values["masked_lm_positions"] + [0] * (p - m)),
+        "masked_lm_ids": ints(values["masked_lm_ids"] + [0] * (p - m)),
+        "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
+            value=[1.0] * m + [0.0] * (p - m))),
+        "next_sentence_labels": ints([values["next_sentence_label"]]),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+# Ids of every varint width (1, 2, 3 bytes, past the 2**16 lookup table, a full int64, a
+# negative one stored as ten bytes) and positions past 127, so lengths and values take
+# multi-byte varints; and no prediction at all.
+WIDE = dict(input_ids=[2, 127, 128, 16383, 16384, 65535, 65536, 2**40, 2**63 - 1, -1]
+            + [7] * 189 + [3], segment_ids=[0] * 100 + [1] * 100, masked_lm_positions=[1, 150, 199],
+            masked_lm_ids=[127, 7, 3], next_sentence_label=0)
+NO_PREDICTIONS = dict(INSTANCE, masked_lm_positions=[], masked_lm_ids=[])
+
+
+@pytest.mark.parametrize("feature_names", ["v1", "v2"])
+@pytest.mark.parametrize("values, s, p", [(INSTANCE, S, P), (WIDE, 256, 20),
+                                          (NO_PREDICTIONS, S, P)])
+def test_records_equal_tensorflows_serialization_and_parse_to_the_same_values(
+        feature_names, values, s, p):
+    ours = tfrecord_io.serialize_instance(**values, max_seq_length=s, max_predictions_per_seq=p,
+                                          feature_names=feature_names)
+    theirs = tf_example(feature_names, values, s, p)
+    assert ours == theirs.SerializeToString(deterministic=True)
+    assert tf.train.Example.FromString(ours) == theirs
+    spec = tfrecord_io.parse_spec(s, p, feature_names)
+    parsed = tf.io.parse_single_example(ours, spec)
+    expected = tf.io.parse_single_example(theirs.SerializeToString(), spec)
+    assert sorted(parsed) == sorted(expected)
+    for name in spec:
+        np.testing.assert_array_equal(parsed[name].numpy(), expected[name].numpy(), err_msg=name)
+    names = tfrecord_io.FEATURE_NAMES[feature_names]
+    np.testing.assert_array_equal(parsed[names["input_ids"]][:len(values["input_ids"])],
+                                  values["input_ids"])
+
+
+def test_plain_shards_are_byte_identical_to_tensorflows_writer(tmp_path):
+    records = [serialize(masked_lm_ids=[i, 2 * i]) for i in range(5)] + [b"", b"x" * 300]
+    ours = str(tmp_path / "ours.tfrecord")
+    with tfrecord_io.ShardedRecordWriter([ours]) as writer:
+        for record in records:
+            writer.write(record)
+    theirs = str(tmp_path / "theirs.tfrecord")
+    with tf.io.TFRecordWriter(theirs) as writer:
+        for record in records:
+            writer.write(record)
+    with open(ours, "rb") as a, open(theirs, "rb") as b:
+        assert a.read() == b.read()
+    # TensorFlow's reader checks both CRCs of every record.
+    assert [r.numpy() for r in tf.data.TFRecordDataset(ours)] == records
+    assert len(tfrecord_io.frame_record(b"abc")) == 3 + 16
+
+
+def test_gzip_shards_read_back_and_are_deterministic(tmp_path):
+    records = [serialize(masked_lm_ids=[i, i]) for i in range(50)]
+    paths = [str(tmp_path / "a.tfrecord.gz"), str(tmp_path / "b.tfrecord.gz")]
+    for path in paths:
+        with tfrecord_io.ShardedRecordWriter([path], "GZIP") as writer:
+            for record in records:
+                writer.write(record)
+    assert [r.numpy() for r in tf.data.TFRecordDataset(paths[0], "GZIP")] == records
+    # No file name or time in the gzip header: equal records, equal bytes.
+    with open(paths[0], "rb") as a, open(paths[1], "rb") as b:
+        assert a.read() == b.read()
+
+
+def test_writing_records_does_not_import_tensorflow(repo_root, tmp_path):
+    # A fresh interpreter: the test process itself has TensorFlow loaded.
+    code = (
+        "import sys\n"
+        "import bert_tf.data.create_pretraining_data\n"
+        "from bert_tf.data import tfrecord_io\n"
+        f"with tfrecord_io.ShardedRecordWriter([{str(tmp_path / 'x.tfrecord.gz')!r}], 'GZIP') "
+        "as w:\n"
+        "    w.write(b'abc')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('tensorflow', 'keras', 'tensorflow_text')))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONPATH=repo_root), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert [r.numpy() for r in tf.data.TFRecordDataset(str(tmp_path / "x.tfrecord.gz"),
+                                                       "GZIP")] == [b"abc"]
+
+
+@pytest.mark.parametrize("first_import", [
+    "import bert_tf.data.pretraining_dataset",
+    "import bert_tf.data.dynamic_masking",
+    "from bert_tf.data.pretraining_dataset import expand_input_patterns",
+    "import bert_tf.data",
+])
+def test_package_exports_stay_the_functions_whatever_is_imported_first(repo_root, first_import):
+    # The submodule pretraining_dataset shares its name with the function the package exports.
+    code = (
+        f"{first_import}\n"
+        "import bert_tf.data\n"
+        "from bert_tf.data import pretraining_dataset, text_pretraining_dataset\n"
+        "import bert_tf.data.pretraining_dataset\n"
+        "print(type(pretraining_dataset).__name__, pretraining_dataset.__module__,\n"
+        "      bert_tf.data.pretraining_dataset is pretraining_dataset,\n"
+        "      text_pretraining_dataset.__module__)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONPATH=repo_root), timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["function", "bert_tf.data.pretraining_dataset", "True",
+                                     "bert_tf.data.dynamic_masking"]
