@@ -1,0 +1,757 @@
+r"""Benchmarks bert_tf beside its peers on the same shapes, in one run on this machine.
+
+Cases (--cases, comma list):
+  pretrain        train-step tokens/s and ms/step at seq 128, batch 32, 20 predictions for
+                  --models: bert_tf BertPretrainer (MLM + NSP, the loop's compiled step with
+                  AdamWeightDecay) and keras-hub BertMaskedLM (MLM only, the same step shape with
+                  Keras AdamW), each in float32 / mixed_bfloat16 with XLA off / on; plus model FLOP
+                  utilisation against a matmul peak measured in the same run.
+  tokenizer       texts/s and tokens/s of WordpieceTokenizer (Python) and BertTokenizerLayer
+                  (in-graph) against the original FullTokenizer (--original_bert_dir), with an
+                  id-for-id comparison; HF `tokenizers` when installed.
+  create_data     tools/create_pretraining_data.py wall time and peak RSS at two corpus sizes,
+                  --num_workers 1 and 2, against the original script (--original_bert_dir).
+  input_pipeline  sequences/s of pretraining_dataset (TFRecords) and text_pretraining_dataset
+                  (dynamic masking) against a BERT-base train step's consumption rate.
+
+Every measurement runs in a fresh subprocess (the mixed-precision policy is global, and memory is
+measured per process); results come back as one JSON line on stdout. Each case warms up,
+repeats and reports the median. Ratios are computed within the run so machine noise cancels;
+the 1-minute load average is recorded with every result so a noisy number is visible.
+
+  python tools/benchmark.py --output_file=benchmarks/results/$(date +%F)-cpu2.json \
+      --original_bert_dir=/tmp/original_bert
+  python tools/benchmark.py --quick --cases=tokenizer,pretrain --models=tiny
+"""
+
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+
+CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline")
+MODELS = {"tiny": "bert_tiny", "small": "bert_small", "base": "bert_base"}
+_RESULT_PREFIX = "BENCH_RESULT "
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+flags.DEFINE_list("cases", list(CASES), f"Cases to run, from: {', '.join(CASES)}.")
+flags.DEFINE_list("models", ["tiny", "small", "base"], "Pre-training model sizes: tiny, small, base.")
+flags.DEFINE_list("dtypes", ["float32", "mixed_bfloat16"], "pretrain: dtype policies to run.")
+flags.DEFINE_list("xla_modes", ["off", "on"], "pretrain: XLA settings to run (off, on).")
+flags.DEFINE_bool("quick", False, "Shrink every case (smoke test: tiny shapes, few steps).")
+flags.DEFINE_string("output_file", None, "Write all results here as one JSON document.")
+flags.DEFINE_string("original_bert_dir", None,
+                    "A google-research/bert checkout (tokenization.py, create_pretraining_data.py).")
+flags.DEFINE_integer("corpus_repeat", 8, "create_data: the larger corpus is the demo corpus "
+                     "repeated this many times (the smaller one is the demo corpus once).")
+flags.DEFINE_bool("all_configs_for_base", False,
+                  "pretrain: run base in all 4 dtype/XLA configurations (slow on CPU); by default "
+                  "base runs only in each implementation's best configuration on the next size down.")
+flags.DEFINE_string("worker", None, "Internal: run one measurement and print its JSON result.")
+flags.DEFINE_string("worker_args", "{}", "Internal: JSON arguments of --worker.")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _median_rate(fn, units, warmup, repeats):
+    """Runs fn() `warmup` times, then `repeats` timed times; returns (median seconds, units/s)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    seconds = statistics.median(times)
+    return seconds, units / seconds
+
+
+def _load():
+    return round(os.getloadavg()[0], 2)
+
+
+def _emit(result):
+    print(_RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def _run_worker(name, args, timeout=1800):
+    """Runs `--worker=name` in a fresh Python process; returns its result dict (or an error dict)."""
+    cmd = [sys.executable, os.path.abspath(__file__), f"--worker={name}",
+           f"--worker_args={json.dumps(args)}"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=_REPO + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"worker {name} timed out after {timeout} s"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(_RESULT_PREFIX):
+            return json.loads(line[len(_RESULT_PREFIX):])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+    return {"error": f"worker {name} exited {proc.returncode}: " + " | ".join(tail)}
+
+
+def _time_process(cmd, cwd, log_path, env=None):
+    """Runs cmd to completion; returns (wall seconds, peak RSS MB of it and its children, rc).
+
+    os.wait4 gives the rusage of exactly this child (its ru_maxrss covers the process and the
+    children it waited for), so concurrent runs and earlier cases do not leak into the number.
+    """
+    with open(log_path, "w") as log:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss / 1024.0, proc.returncode
+
+
+def _log_tail(path, lines=4):
+    with open(path, errors="replace") as f:
+        return " | ".join(f.read().strip().splitlines()[-lines:])
+
+
+# ----------------------------------------------------------------------------- workers
+
+def _flops_per_step(config, batch, seq, preds, nsp):
+    """Training FLOPs of one step: 3 x forward (forward + 2x backward), matmuls only.
+
+    Forward per token: 2 x the encoder's matmul weights (Q, K, V, output, two FFN) plus attention
+    (Q.K^T and A.V: 2 x 2 x S x H per layer); per prediction: the MLM transform and the tied
+    decoder 2 x (H^2 + H x V); per sequence with NSP: pooler and classifier 2 x (H^2 + 2H).
+    """
+    h, i, layers, v = (config.hidden_size, config.intermediate_size, config.num_hidden_layers,
+                       config.vocab_size)
+    encoder_matmul = layers * (4 * h * h + 2 * h * i)
+    forward = batch * seq * (2 * encoder_matmul + 4 * layers * seq * h)
+    forward += batch * preds * 2 * (h * h + h * v)
+    if nsp:
+        forward += batch * 2 * (h * h + 2 * h)
+    return 3 * forward
+
+
+def worker_matmul_peak(args):
+    """Best-case FLOP/s of one large square matmul chain, float32 and bfloat16."""
+    import tensorflow as tf
+    n, iters = args["n"], args["iters"]
+    out = {"load_avg": _load()}
+    for dtype in ("float32", "bfloat16"):
+        # Scaled so that repeated products stay O(1); each product feeds the next, so no
+        # graph optimisation can hoist or skip any of them.
+        x = tf.cast(tf.random.normal([n, n]), dtype)
+        b = tf.cast(tf.random.normal([n, n], stddev=n ** -0.5), dtype)
+
+        @tf.function
+        def chain(x=x, b=b):
+            for _ in tf.range(iters):
+                x = tf.matmul(x, b)
+            return tf.reduce_sum(tf.cast(x[:1, :1], tf.float32))
+
+        seconds, _ = _median_rate(lambda: chain().numpy(), 1, warmup=1, repeats=3)
+        out[f"{dtype}_gflops"] = round(2 * n ** 3 * iters / seconds / 1e9, 1)
+    _emit(out)
+
+
+def _random_batch(tf, batch, seq, preds, vocab_size):
+    """Dense pre-training features with random ids, full-length sequences, P real predictions."""
+    rng = tf.random.Generator.from_seed(0)
+    positions = tf.sort(tf.stack([tf.random.shuffle(tf.range(1, seq), seed=i)[:preds]
+                                  for i in range(batch)]), axis=-1)
+    return {
+        "input_word_ids": rng.uniform([batch, seq], 5, vocab_size, tf.int32),
+        "input_mask": tf.ones([batch, seq], tf.int32),
+        "input_type_ids": tf.concat([tf.zeros([batch, seq // 2], tf.int32),
+                                     tf.ones([batch, seq - seq // 2], tf.int32)], axis=1),
+        "masked_lm_positions": tf.cast(positions, tf.int32),
+        "masked_lm_ids": rng.uniform([batch, preds], 5, vocab_size, tf.int32),
+        "masked_lm_weights": tf.ones([batch, preds], tf.float32),
+        "next_sentence_labels": rng.uniform([batch], 0, 2, tf.int32),
+    }
+
+
+def _bert_tf_step_fn(config, jit_compile):
+    """(features) -> loss with the run_pretraining loop's grad function and AdamWeightDecay."""
+    import tensorflow as tf
+    from bert_tf.modeling import BertEncoder, BertPretrainer
+    from bert_tf.training import loop, optimization
+
+    model = BertPretrainer(BertEncoder(config))
+    optimizer = optimization.create_optimizer(1e-4, 10_000, 100)
+
+    def loss_fn(model, batch, training):
+        return model.compute_pretraining_losses(batch, model(batch, training=training))
+
+    return model, optimizer, loop._make_grad_fn(model, loss_fn, 1, jit_compile)
+
+
+def _keras_hub_step_fn(config, jit_compile):
+    """keras-hub BertMaskedLM built from the config (no preset download), the same step shape."""
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings)
+    model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
+    optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01, beta_2=0.999, epsilon=1e-6,
+                                       global_clipnorm=1.0)
+
+    def grad_fn(batch):
+        with tf.GradientTape() as tape:
+            logits_bpv = model({"token_ids": batch["input_word_ids"],
+                                "padding_mask": batch["input_mask"] > 0,
+                                "segment_ids": batch["input_type_ids"],
+                                "mask_positions": batch["masked_lm_positions"]}, training=True)
+            ce_bp = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=batch["masked_lm_ids"], logits=tf.cast(logits_bpv, tf.float32))
+            weights_bp = batch["masked_lm_weights"]
+            loss = tf.reduce_sum(ce_bp * weights_bp) / (tf.reduce_sum(weights_bp) + 1e-5)
+        return {"loss": loss}, tape.gradient(loss, model.trainable_variables)
+
+    return model, optimizer, (tf.function(grad_fn, jit_compile=True) if jit_compile else grad_fn)
+
+
+def worker_pretrain(args):
+    """Train-step throughput of one (implementation, model, dtype, XLA) configuration."""
+    import keras
+    import tensorflow as tf
+    from bert_tf.config import BertConfig
+
+    keras.mixed_precision.set_global_policy(args["dtype"])
+    config = BertConfig.from_preset(MODELS[args["model"]], vocab_size=30522)
+    batch_size, seq, preds = args["batch"], args["seq"], args["preds"]
+    features = _random_batch(tf, batch_size, seq, preds, config.vocab_size)
+    make = _bert_tf_step_fn if args["impl"] == "bert_tf" else _keras_hub_step_fn
+    model, optimizer, grad_fn = make(config, args["xla"])
+    build_start = time.perf_counter()
+    if args["impl"] == "bert_tf":
+        model(features)  # Builds every variable before the step is traced.
+    variables = model.trainable_variables
+    optimizer.build(variables)
+
+    @tf.function
+    def train_steps(num_steps):
+        # Several optimizer steps per call, as the training loop does (steps_per_loop).
+        loss = tf.constant(0.0)
+        for _ in tf.range(num_steps):
+            parts, grads = grad_fn(features)
+            optimizer.apply(grads, variables)
+            loss = parts["loss"]
+        return loss
+
+    train_steps(tf.constant(1)).numpy()  # Traces (and with XLA, compiles) the step.
+    compile_seconds = time.perf_counter() - build_start
+    steps = args["steps"]
+    seconds, _ = _median_rate(lambda: train_steps(tf.constant(steps)).numpy(), 1,
+                              warmup=args["warmup"], repeats=args["repeats"])
+    step_seconds = seconds / steps
+    flops = _flops_per_step(config, batch_size, seq, preds, nsp=args["impl"] == "bert_tf")
+    loss = float(train_steps(tf.constant(1)).numpy())
+    _emit({"impl": args["impl"], "model": args["model"], "dtype": args["dtype"],
+           "xla": args["xla"], "batch": batch_size, "seq": seq, "preds": preds,
+           "ms_per_step": round(1000 * step_seconds, 2),
+           "tokens_per_s": round(batch_size * seq / step_seconds, 1),
+           "flops_per_step": int(flops),
+           "achieved_gflops": round(flops / step_seconds / 1e9, 2),
+           "compile_s": round(compile_seconds, 1), "final_loss_finite": loss == loss,
+           "params": int(sum(int(tf.size(v)) for v in variables)), "load_avg": _load()})
+
+
+def _read_lines(path, limit):
+    with open(path, encoding="utf-8") as f:
+        lines = [line.strip() for line in f if line.strip()]
+    return lines[:limit] if limit else lines
+
+
+def _import_original_tokenization(original_dir):
+    """Imports the original tokenization.py by path; it calls tf.gfile (TF1), so shim it."""
+    import importlib.util
+    import tensorflow as tf
+    if not hasattr(tf, "gfile"):
+        tf.gfile = tf.io.gfile
+    spec = importlib.util.spec_from_file_location(
+        "original_tokenization", os.path.join(original_dir, "tokenization.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def worker_tokenizer(args):
+    """Tokenizer throughput and id parity on real sentences."""
+    import tensorflow as tf
+    from bert_tf.text import BertTokenizerLayer, WordpieceTokenizer
+
+    texts = _read_lines(args["corpus"], args["max_texts"])
+    vocab_file, repeats = args["vocab"], args["repeats"]
+    results, notes = [], []
+    num_chars = sum(len(t) for t in texts)
+
+    ours = WordpieceTokenizer(vocab_file, do_lower_case=True)
+    our_ids = [ours.encode(t) for t in texts]
+    num_tokens = sum(len(ids) for ids in our_ids)
+
+    def add(name, fn):
+        # The first pass is reported too: a tokenizer with a word cache is faster on repeats.
+        start = time.perf_counter()
+        fn()
+        first_pass = time.perf_counter() - start
+        seconds, texts_per_s = _median_rate(fn, len(texts), warmup=0, repeats=repeats)
+        results.append({"impl": name, "texts_per_s": round(texts_per_s, 1),
+                        "first_pass_texts_per_s": round(len(texts) / first_pass, 1),
+                        "tokens_per_s": round(num_tokens / seconds, 1),
+                        "mb_per_s": round(num_chars / seconds / 1e6, 3)})
+
+    timed = WordpieceTokenizer(vocab_file, do_lower_case=True)  # A fresh, cold word cache.
+    add("bert_tf.WordpieceTokenizer (Python)", lambda: [timed.encode(t) for t in texts])
+
+    layer = BertTokenizerLayer(vocab_file, do_lower_case=True)
+    batch = args["batch"]
+    batches = [tf.constant(texts[i:i + batch]) for i in range(0, len(texts), batch)]
+    tokenize = tf.function(lambda x: layer(x))
+    graph_ids = []
+    for b in batches:
+        graph_ids.extend(tokenize(b).to_list())
+    add(f"bert_tf.BertTokenizerLayer (in-graph, batch {batch})",
+        lambda: [tokenize(b).flat_values.numpy() for b in batches])
+    parity = {"texts": len(texts), "tokens": num_tokens,
+              "in_graph_vs_python_mismatched_texts": sum(
+                  a != b for a, b in zip(graph_ids, our_ids))}
+
+    if args.get("original_dir"):
+        original = _import_original_tokenization(args["original_dir"])
+        full = original.FullTokenizer(vocab_file, do_lower_case=True)
+        add("original FullTokenizer", lambda: [
+            full.convert_tokens_to_ids(full.tokenize(t)) for t in texts])
+        orig_ids = [full.convert_tokens_to_ids(full.tokenize(t)) for t in texts]
+        mismatches = [i for i, (a, b) in enumerate(zip(orig_ids, our_ids)) if a != b]
+        parity["python_vs_original_mismatched_texts"] = len(mismatches)
+        parity["in_graph_vs_original_mismatched_texts"] = sum(
+            a != b for a, b in zip(graph_ids, orig_ids))
+        if mismatches:
+            parity["first_mismatch"] = texts[mismatches[0]][:200]
+    else:
+        notes.append("original FullTokenizer: skipped (no --original_bert_dir)")
+    try:
+        import tokenizers
+        hf = tokenizers.BertWordPieceTokenizer(vocab_file, lowercase=True)
+        add("HF tokenizers BertWordPieceTokenizer (batch)",
+            lambda: hf.encode_batch(texts, add_special_tokens=False))
+    except ImportError:
+        notes.append("HF tokenizers: skipped (not installed)")
+    _emit({"results": results, "parity": parity, "notes": notes, "load_avg": _load()})
+
+
+def worker_input_pipeline(args):
+    """Sequences/s of the TFRecord reader and of the dynamic-masking text pipeline."""
+    import tensorflow as tf
+    from bert_tf.data import create_pretraining_data as cpd
+    from bert_tf.data import pretraining_dataset, text_pretraining_dataset
+
+    seq, preds, batch = args["seq"], args["preds"], args["batch"]
+    records = os.path.join(args["workdir"], "pipeline.tfrecord")
+    cpd.create_pretraining_data(args["corpus"], [records], args["vocab"], do_lower_case=True,
+                                options=cpd.PretrainingDataOptions(
+                                    max_seq_length=seq, max_predictions_per_seq=preds,
+                                    dupe_factor=1))
+    pipelines = {
+        "pretraining_dataset (TFRecord)": lambda: pretraining_dataset(
+            records, batch_size=batch, max_seq_length=seq, max_predictions_per_seq=preds,
+            is_training=True, seed=1),
+        "text_pretraining_dataset (dynamic masking)": lambda: text_pretraining_dataset(
+            args["corpus"], vocab_file=args["vocab"], do_lower_case=True, batch_size=batch,
+            max_seq_length=seq, max_predictions_per_seq=preds, seed=1, is_training=True),
+    }
+    results = []
+    for name, make in pipelines.items():
+        iterator = iter(make().repeat())
+        num_batches = args["batches"]
+
+        def consume():
+            for _ in range(num_batches):
+                next(iterator)
+
+        _, batches_per_s = _median_rate(consume, num_batches, warmup=1,
+                                        repeats=args["repeats"])
+        results.append({"impl": name, "sequences_per_s": round(batches_per_s * batch, 1)})
+    _emit({"results": results, "load_avg": _load()})
+
+
+WORKERS = {"matmul_peak": worker_matmul_peak, "pretrain": worker_pretrain,
+           "tokenizer": worker_tokenizer, "input_pipeline": worker_input_pipeline}
+
+
+# ----------------------------------------------------------------------------- cases
+
+class Setup:
+    """The shared inputs: the demo corpus (real text) and a WordPiece vocabulary learned on it."""
+
+    def __init__(self, workdir, quick):
+        self.workdir = workdir
+        self.corpus = os.path.join(workdir, "corpus.txt")
+        self.vocab = os.path.join(workdir, "vocab.txt")
+        self._quick = quick
+        self._ready = False
+
+    def ensure(self):
+        if self._ready:
+            return
+        result = _run_worker("setup", {"corpus": self.corpus, "vocab": self.vocab,
+                                       "quick": self._quick})
+        if "error" in result:
+            raise RuntimeError(f"setup failed: {result['error']}")
+        self.info = result
+        self._ready = True
+
+
+def worker_setup(args):
+    from bert_tf.data.demo_corpus import format_documents, pydoc_documents
+    from bert_tf.fileio import write_text_atomic
+    from bert_tf.text import build_vocab, write_vocab
+
+    documents = pydoc_documents()
+    if args["quick"]:
+        documents = documents[:20]
+    write_text_atomic(args["corpus"], format_documents(documents))
+    write_vocab(build_vocab(args["corpus"], 1000 if args["quick"] else 4000, True), args["vocab"])
+    _emit({"documents": len(documents), "corpus_bytes": os.path.getsize(args["corpus"])})
+
+
+WORKERS["setup"] = worker_setup
+
+
+def case_pretrain(setup, quick):
+    """Runs every configuration in its own process; adds MFU and bert_tf/keras-hub ratios."""
+    shape = dict(batch=4, seq=32, preds=5) if quick else dict(batch=32, seq=128, preds=20)
+    peak = _run_worker("matmul_peak", {"n": 256 if quick else 2048, "iters": 2 if quick else 8})
+    rows = [dict(case="pretrain", kind="matmul_peak", **peak)]
+    _print_row(rows[0])
+    configs = [(d, x == "on") for d in FLAGS.dtypes for x in FLAGS.xla_modes]
+    best, previous_best = {}, {}
+    for model in FLAGS.models:
+        if model not in MODELS:
+            raise app.UsageError(f"--models: unknown {model!r}; expected {', '.join(MODELS)}")
+        for impl in ("bert_tf", "keras_hub"):
+            todo = configs
+            if (model == "base" and not quick and not FLAGS.all_configs_for_base
+                    and impl in previous_best):
+                todo = [previous_best[impl][1:]]
+            runs = []
+            for dtype, xla in todo:
+                steps = {"tiny": 10, "small": 2, "base": 1}[model] if not quick else 2
+                result = _run_worker("pretrain", dict(
+                    impl=impl, model=model, dtype=dtype, xla=xla, steps=steps, warmup=1,
+                    repeats=3 if model != "base" else 2, **shape))
+                result.update(case="pretrain", kind="step", impl=impl, model=model, dtype=dtype,
+                              xla=xla)
+                if "error" not in result:
+                    peak_key = "bfloat16_gflops" if dtype == "mixed_bfloat16" else "float32_gflops"
+                    if peak.get(peak_key):
+                        result["mfu"] = round(result["achieved_gflops"] / peak[peak_key], 3)
+                    runs.append(result)
+                rows.append(result)
+                _print_row(result)
+            if runs:
+                top = max(runs, key=lambda r: r["tokens_per_s"])
+                best[impl] = (top["tokens_per_s"], top["dtype"], top["xla"])
+        if "bert_tf" in best and "keras_hub" in best:
+            rows.append({"case": "pretrain", "kind": "ratio", "model": model,
+                         "bert_tf_best_tokens_per_s": best["bert_tf"][0],
+                         "bert_tf_best_config": list(best["bert_tf"][1:]),
+                         "keras_hub_best_tokens_per_s": best["keras_hub"][0],
+                         "keras_hub_best_config": list(best["keras_hub"][1:]),
+                         "ratio": round(best["bert_tf"][0] / best["keras_hub"][0], 3)})
+            _print_row(rows[-1])
+        # Base runs in the best configuration found on the largest smaller model.
+        previous_best, best = best, {}
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+        note = "HF transformers BertForPreTraining: installed but not wired into this benchmark"
+    except ImportError:
+        note = "HF transformers BertForPreTraining (torch CPU): skipped, torch/transformers not installed"
+    rows.append({"case": "pretrain", "kind": "note", "note": note})
+    _print_row(rows[-1])
+    return rows
+
+
+def case_tokenizer(setup, quick):
+    setup.ensure()
+    result = _run_worker("tokenizer", {
+        "corpus": setup.corpus, "vocab": setup.vocab, "max_texts": 300 if quick else 0,
+        "batch": 256, "repeats": 2 if quick else 3, "original_dir": FLAGS.original_bert_dir})
+    rows = []
+    if "error" in result:
+        return [{"case": "tokenizer", "kind": "error", **result}]
+    for r in result["results"]:
+        rows.append({"case": "tokenizer", "kind": "throughput", "load_avg": result["load_avg"], **r})
+    original = [r for r in result["results"] if r["impl"].startswith("original")]
+    if original:
+        for r in rows:
+            r["ratio_vs_original"] = round(r["texts_per_s"] / original[0]["texts_per_s"], 2)
+    rows.append({"case": "tokenizer", "kind": "parity", **result["parity"]})
+    rows.extend({"case": "tokenizer", "kind": "note", "note": n} for n in result["notes"])
+    return rows
+
+
+_ORIGINAL_SHIM = r'''
+# Runs the original TF1 create_pretraining_data.py on TF 2: maps `tensorflow` to
+# tensorflow.compat.v1 with absl flags/app, which is all the script needs.
+import runpy, sys
+import tensorflow.compat.v1 as tf
+from absl import app, flags
+tf.flags = flags
+
+
+def _run_main(main=None, argv=None):
+    # TF1's tf.app.run() finds `main` in the calling script's globals.
+    main = main or sys._getframe(1).f_globals["main"]
+    app.run(main, argv=argv)
+
+
+tf.app.run = _run_main
+sys.modules["tensorflow"] = tf
+script = sys.argv[1]
+sys.path.insert(0, __import__("os").path.dirname(script))
+sys.argv = [script] + sys.argv[2:]
+runpy.run_path(script, run_name="__main__")
+'''
+
+
+def _count_records(path):
+    """Number of records in an uncompressed TFRecord file (length-prefixed framing, no TF)."""
+    count = 0
+    with open(path, "rb") as f:
+        while True:
+            header = f.read(12)  # uint64 length + uint32 masked CRC of the length
+            if len(header) < 12:
+                return count
+            f.seek(int.from_bytes(header[:8], "little") + 4, os.SEEK_CUR)
+            count += 1
+
+
+def case_create_data(setup, quick):
+    setup.ensure()
+    workdir = os.path.join(setup.workdir, "create_data")
+    os.makedirs(workdir, exist_ok=True)
+    with open(setup.corpus, encoding="utf-8") as f:
+        text = f.read().rstrip("\n") + "\n"
+    repeat = 2 if quick else FLAGS.corpus_repeat
+    sizes = {}
+    for times in (1, repeat):
+        path = os.path.join(workdir, f"corpus_x{times}.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join([text] * times))
+        sizes[times] = path
+    flags_common = ["--vocab_file=" + setup.vocab, "--do_lower_case=true", "--max_seq_length=128",
+                    "--max_predictions_per_seq=20", "--dupe_factor=5", "--random_seed=12345",
+                    "--masked_lm_prob=0.15", "--short_seq_prob=0.1"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=_REPO)
+    shim = os.path.join(workdir, "run_original.py")
+    with open(shim, "w") as f:
+        f.write(_ORIGINAL_SHIM)
+    rows = []
+    runs = [("bert_tf", 1), ("bert_tf", 2)]
+    if FLAGS.original_bert_dir:
+        runs.append(("original", 1))
+    for times, corpus in sizes.items():
+        corpus_mb = os.path.getsize(corpus) / 1e6
+        for impl, workers in runs:
+            out = os.path.join(workdir, f"{impl}_w{workers}_x{times}.tfrecord")
+            if impl == "bert_tf":
+                cmd = [sys.executable, os.path.join(_REPO, "tools", "create_pretraining_data.py"),
+                       "--input_file=" + corpus, "--output_file=" + out,
+                       f"--num_workers={workers}"] + flags_common
+            else:
+                script = os.path.join(FLAGS.original_bert_dir, "create_pretraining_data.py")
+                cmd = [sys.executable, shim, script, "--input_file=" + corpus,
+                       "--output_file=" + out] + flags_common
+            log = out + ".log"
+            load = _load()
+            wall, rss_mb, rc = _time_process(cmd, workdir, log, env)
+            row = {"case": "create_data", "kind": "run", "impl": impl, "num_workers": workers,
+                   "corpus_mb": round(corpus_mb, 3), "wall_s": round(wall, 2),
+                   "peak_rss_mb": round(rss_mb, 1), "load_avg": load, "returncode": rc}
+            if rc != 0:
+                row["error"] = _log_tail(log)
+            if rc == 0:
+                row["records"] = _count_records(out)
+            rows.append(row)
+            _print_row(row)
+    originals = {r["corpus_mb"]: r for r in rows if r["impl"] == "original" and r["returncode"] == 0}
+    for r in rows:
+        base = originals.get(r["corpus_mb"])
+        if base and r["returncode"] == 0:
+            r["speedup_vs_original"] = round(base["wall_s"] / r["wall_s"], 2)
+            r["memory_ratio_vs_original"] = round(r["peak_rss_mb"] / base["peak_rss_mb"], 2)
+    return rows
+
+
+def case_input_pipeline(setup, quick, pretrain_rows):
+    setup.ensure()
+    shape = dict(batch=4, seq=32, preds=5) if quick else dict(batch=32, seq=128, preds=20)
+    result = _run_worker("input_pipeline", dict(
+        corpus=setup.corpus, vocab=setup.vocab, workdir=setup.workdir,
+        batches=5 if quick else 30, repeats=2 if quick else 3, **shape))
+    if "error" in result:
+        return [{"case": "input_pipeline", "kind": "error", **result}]
+    steps = [r for r in pretrain_rows if r.get("kind") == "step" and r.get("impl") == "bert_tf"
+             and "error" not in r]
+    consumer = None
+    for model in ("base", "small", "tiny"):
+        candidates = [r for r in steps if r["model"] == model]
+        if candidates:
+            top = max(candidates, key=lambda r: r["tokens_per_s"])
+            consumer = {"model": model, "dtype": top["dtype"], "xla": top["xla"],
+                        "sequences_per_s": round(top["tokens_per_s"] / top["seq"], 2)}
+            break
+    rows = []
+    for r in result["results"]:
+        row = {"case": "input_pipeline", "kind": "throughput", "load_avg": result["load_avg"],
+               **shape, **r}
+        if consumer:
+            row["train_step_sequences_per_s"] = consumer["sequences_per_s"]
+            row["train_step_model"] = f"{consumer['model']} {consumer['dtype']} xla={consumer['xla']}"
+            row["ratio_vs_train_step"] = round(r["sequences_per_s"] / consumer["sequences_per_s"], 1)
+        rows.append(row)
+    if not consumer:
+        rows.append({"case": "input_pipeline", "kind": "note",
+                     "note": "no bert_tf train-step rate in this run (add the pretrain case)"})
+    return rows
+
+
+# ----------------------------------------------------------------------------- report
+
+def _print_row(row):
+    print(json.dumps(row), flush=True)
+
+
+def format_table(rows):
+    """A plain-text table of the main numbers of every case."""
+    lines = []
+    for r in rows:
+        case, kind = r["case"], r.get("kind")
+        if "error" in r:
+            lines.append(f"{case:14} ERROR {r.get('impl', '')} {r['error']}")
+        elif case == "pretrain" and kind == "matmul_peak":
+            lines.append(f"{case:14} matmul peak: fp32 {r['float32_gflops']} GFLOP/s, "
+                         f"bf16 {r['bfloat16_gflops']} GFLOP/s")
+        elif case == "pretrain" and kind == "step":
+            lines.append(f"{case:14} {r['model']:5} {r['impl']:9} {r['dtype']:14} "
+                         f"xla={'on ' if r['xla'] else 'off'} {r['tokens_per_s']:9.0f} tok/s "
+                         f"{r['ms_per_step']:9.1f} ms/step  MFU {r.get('mfu', float('nan')):.2f}"
+                         f"  load {r['load_avg']}")
+        elif case == "pretrain" and kind == "ratio":
+            lines.append(f"{case:14} {r['model']:5} bert_tf best / keras-hub best = {r['ratio']}")
+        elif kind == "note":
+            lines.append(f"{case:14} note: {r['note']}")
+        elif case == "tokenizer" and kind == "throughput":
+            ratio = r.get("ratio_vs_original")
+            lines.append(f"{case:14} {r['impl']:48} {r['texts_per_s']:9.0f} texts/s "
+                         f"{r['tokens_per_s']:10.0f} tok/s"
+                         + (f"  x{ratio} original" if ratio else ""))
+        elif case == "tokenizer" and kind == "parity":
+            lines.append(f"{case:14} parity on {r['texts']} texts: " + ", ".join(
+                f"{k}={v}" for k, v in r.items() if k.endswith("mismatched_texts")))
+        elif case == "create_data":
+            extra = (f"  x{r['speedup_vs_original']} faster" if "speedup_vs_original" in r else "")
+            lines.append(f"{case:14} {r['impl']:8} workers={r['num_workers']} corpus "
+                         f"{r['corpus_mb']:.2f} MB: {r['wall_s']:7.1f} s, peak RSS "
+                         f"{r['peak_rss_mb']:7.0f} MB{extra}")
+        elif case == "input_pipeline" and kind == "throughput":
+            extra = (f"  x{r['ratio_vs_train_step']} of {r['train_step_model']} step"
+                     if "ratio_vs_train_step" in r else "")
+            lines.append(f"{case:14} {r['impl']:44} {r['sequences_per_s']:9.0f} seq/s{extra}")
+    return "\n".join(lines)
+
+
+def machine_info():
+    flags_line = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    flags_line = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import importlib.metadata as md
+    versions = {}
+    for pkg in ("tensorflow", "keras", "keras-hub", "tensorflow-text"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    return {"cpu": flags_line, "cpus": os.cpu_count(), "platform": platform.platform(),
+            "python": platform.python_version(), "versions": versions,
+            "load_avg_start": list(os.getloadavg())}
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if FLAGS.worker:
+        if FLAGS.worker not in WORKERS:
+            raise app.UsageError(f"--worker={FLAGS.worker}: unknown worker")
+        WORKERS[FLAGS.worker](json.loads(FLAGS.worker_args))
+        return
+    unknown = [c for c in FLAGS.cases if c not in CASES]
+    if unknown:
+        raise app.UsageError(f"--cases: unknown {', '.join(unknown)}; expected {', '.join(CASES)}")
+    if FLAGS.original_bert_dir:
+        for name in ("tokenization.py", "create_pretraining_data.py"):
+            if not os.path.isfile(os.path.join(FLAGS.original_bert_dir, name)):
+                raise app.UsageError(f"--original_bert_dir={FLAGS.original_bert_dir} has no {name}")
+    started = time.time()
+    info = machine_info()
+    print(json.dumps({"case": "machine", **info}), flush=True)
+    rows = []
+    workdir = tempfile.mkdtemp(prefix="bert_tf_bench_")
+    try:
+        setup = Setup(workdir, FLAGS.quick)
+        for case in CASES:
+            if case not in FLAGS.cases:
+                continue
+            if case == "pretrain":
+                new = case_pretrain(setup, FLAGS.quick)
+            elif case == "tokenizer":
+                new = case_tokenizer(setup, FLAGS.quick)
+            elif case == "create_data":
+                new = case_create_data(setup, FLAGS.quick)
+            else:
+                new = case_input_pipeline(setup, FLAGS.quick, rows)
+            for row in new:
+                if case not in ("pretrain", "create_data"):
+                    _print_row(row)
+            rows.extend(new)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    info["load_avg_end"] = list(os.getloadavg())
+    info["wall_s"] = round(time.time() - started, 1)
+    info["max_rss_children_mb"] = round(
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+    print("\n" + format_table(rows), flush=True)
+    if FLAGS.output_file:
+        from bert_tf.fileio import write_text_atomic
+        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output_file)), exist_ok=True)
+        write_text_atomic(FLAGS.output_file, json.dumps(
+            {"machine": info, "quick": FLAGS.quick, "cases": FLAGS.cases,
+             "models": FLAGS.models, "results": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, _REPO)
+    app.run(main)
