@@ -8,7 +8,8 @@ __version__ = "0.1.0"
 
 # The models pull in TensorFlow and Keras (seconds of start-up); load them on first use so that
 # the pure-Python tokenizer and the config stay cheap to import.
-_LAZY = {"BertEncoder": "bert_tf.modeling", "BertPretrainer": "bert_tf.modeling"}
+_LAZY = {name: "bert_tf.modeling" for name in (
+    "BertEncoder", "BertPretrainer", "BertClassifier", "BertSpanLabeler", "BertTokenClassifier")}
 
 
 def __getattr__(name):
@@ -18,4 +19,4 @@ def __getattr__(name):
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["BertConfig", "BertEncoder", "BertPretrainer", "ConfigError", "__version__"]
+__all__ = ["BertConfig", "ConfigError", "__version__", *_LAZY]

@@ -1,4 +1,9 @@
-"""Task models built on BertEncoder: BertPretrainer (masked LM + next-sentence prediction)."""
+"""Task models built on BertEncoder.
+
+BertPretrainer (masked LM + next-sentence prediction) for pre-training; BertClassifier ([CLS]
+classification or regression), BertSpanLabeler (start/end logits for span QA) and
+BertTokenClassifier (per-token tags) for fine-tuning.
+"""
 
 import keras
 import tensorflow as tf
@@ -13,8 +18,40 @@ _MLM_WEIGHT_EPSILON = 1e-5
 _ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
+class _UnusedPoolerNotTrained:
+    """Leaves the encoder's pooler out of the trained variables when the heads do not use it.
+
+    A head on sequence_output alone (MLM without NSP, span and token models) gives the pooler
+    no gradient; leaving its variables out spares Keras' "Gradients do not exist" warning and
+    keeps weight decay off them. Mixed into keras.Model subclasses with an `encoder`.
+    """
+
+    def _uses_pooler(self):
+        return True
+
+    def _untrained_variable_ids(self):
+        if self._uses_pooler():
+            return set()
+        return {id(v) for v in self.encoder.get_layer("pooler").weights}
+
+    @property
+    def trainable_weights(self):
+        untrained = self._untrained_variable_ids()
+        return [v for v in super().trainable_weights if id(v) not in untrained]
+
+    @property
+    def trainable_variables(self):
+        untrained = self._untrained_variable_ids()
+        return [v for v in super().trainable_variables if id(v) not in untrained]
+
+    @property
+    def non_trainable_weights(self):
+        untrained = self._untrained_variable_ids()
+        return [v for v in self.weights if not v.trainable or id(v) in untrained]
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertPretrainer(keras.Model):
+class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
     """BERT pre-training: a masked-LM head (tied to the word embeddings) and an NSP head.
 
     `call(features)` takes the pre-training feature dict (extra keys such as `masked_lm_ids`
@@ -79,27 +116,8 @@ class BertPretrainer(keras.Model):
             self.nsp_loss_tracker = keras.metrics.Mean(name="nsp_loss")
             self.nsp_accuracy_tracker = keras.metrics.Mean(name="next_sentence_accuracy")
 
-    def _untrained_variable_ids(self):
-        # Without NSP the pooler feeds no loss; leaving its variables out of the trained set
-        # spares Keras' "Gradients do not exist" warning and keeps weight decay off them.
-        if self.next_sentence is not None:
-            return set()
-        return {id(v) for v in self.encoder.get_layer("pooler").weights}
-
-    @property
-    def trainable_weights(self):
-        untrained = self._untrained_variable_ids()
-        return [v for v in super().trainable_weights if id(v) not in untrained]
-
-    @property
-    def trainable_variables(self):
-        untrained = self._untrained_variable_ids()
-        return [v for v in super().trainable_variables if id(v) not in untrained]
-
-    @property
-    def non_trainable_weights(self):
-        untrained = self._untrained_variable_ids()
-        return [v for v in self.weights if not v.trainable or id(v) in untrained]
+    def _uses_pooler(self):
+        return self.next_sentence is not None
 
     def call(self, features, training=None):
         """Runs the encoder and the heads.
@@ -203,3 +221,212 @@ class BertPretrainer(keras.Model):
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)
+
+
+class _EncoderTaskModel(_UnusedPoolerNotTrained, keras.Model):
+    """Shared plumbing of the fine-tuning models: a functional graph over the encoder inputs.
+
+    Subclasses build `outputs` from the encoder's outputs in `_head`; the model takes the
+    encoder's three int32 inputs (extra dict keys, such as labels, are dropped), round-trips
+    through `.keras` files and exposes the encoder as `.encoder`.
+    """
+
+    def __init__(self, encoder, dropout_rate=None, **kwargs):
+        if not isinstance(encoder, BertEncoder):
+            raise TypeError(f"{type(self).__name__}: encoder must be a BertEncoder, "
+                            f"got {type(encoder).__name__}")
+        config = encoder.config
+        self._head_dropout = (config.hidden_dropout_prob if dropout_rate is None
+                              else float(dropout_rate))
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in _ENCODER_INPUTS}
+        outputs = self._head(encoder, encoder(inputs), config, encoder.dtype_policy)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.encoder = encoder
+        self.dropout_rate = dropout_rate
+
+    def _head(self, encoder, encoder_outputs, config, policy):
+        raise NotImplementedError
+
+    def call(self, inputs, training=None, mask=None):
+        # Labels may ride along in the feature dict; a missing input is reported by Keras'
+        # input check (naming it) before this runs.
+        if isinstance(inputs, dict):
+            inputs = {k: inputs[k] for k in _ENCODER_INPUTS}
+        return super().call(inputs, training=training, mask=mask)
+
+    def _dense(self, units, config, policy, name):
+        return keras.layers.Dense(units, kernel_initializer=layers.truncated_normal(
+            config.initializer_range), dtype=policy, name=name)
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "encoder": keras.saving.serialize_keras_object(self.encoder),
+                "dropout_rate": self.dropout_rate}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertClassifier(_EncoderTaskModel):
+    """Sentence / sentence-pair classification (or regression) from the pooled [CLS] vector.
+
+    logits = dense(dropout(pooled_output)): float32 [B, num_classes]. With num_classes=1 the
+    output is a regression score [B, 1] (STS-B). The dense layer is `classifier`
+    (kernel [H, C]; the original run_classifier.py's `output_weights` [C, H] transposed).
+
+    `compile()` without a loss picks the usual one: sparse categorical cross-entropy on logits
+    with accuracy for classes, mean squared error for regression. `fit` takes
+    `(features, labels)` with features the encoder's input dict and int labels [B]
+    (float [B] for regression).
+
+    Args:
+      encoder: a `BertEncoder` (pre-trained or fresh).
+      num_classes: C; 1 for regression.
+      dropout_rate: dropout before the dense layer (default: the config's hidden_dropout_prob).
+      **kwargs: `name`, `trainable`.
+
+    Examples:
+
+    >>> from bert_tf.config import BertConfig
+    >>> model = BertClassifier(BertEncoder(BertConfig.from_preset("bert_tiny")), num_classes=3)
+    >>> ids = keras.ops.ones((2, 8), "int32")
+    >>> tuple(model({"input_word_ids": ids, "input_mask": ids,
+    ...              "input_type_ids": keras.ops.zeros_like(ids)}).shape)
+    (2, 3)
+    """
+
+    def __init__(self, encoder, num_classes, dropout_rate=None, **kwargs):
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"BertClassifier: num_classes={num_classes!r} must be an int >= 1")
+        self.num_classes = num_classes
+        kwargs.setdefault("name", "bert_classifier")
+        super().__init__(encoder, dropout_rate, **kwargs)
+
+    def _head(self, encoder, encoder_outputs, config, policy):
+        pooled_bh = keras.layers.Dropout(self._head_dropout, dtype=policy, name="dropout")(
+            encoder_outputs["pooled_output"])
+        logits_bc = self._dense(self.num_classes, config, policy, "classifier")(pooled_bh)
+        return keras.layers.Activation("linear", dtype="float32", name="logits")(logits_bc)
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+        if loss is None:
+            if self.num_classes == 1:
+                loss = keras.losses.MeanSquaredError()
+            else:
+                loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+                if metrics is None:
+                    metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def get_config(self):
+        return dict(super().get_config(), num_classes=self.num_classes)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertSpanLabeler(_EncoderTaskModel):
+    """Span question answering (SQuAD): a start and an end logit for every token.
+
+    One dense layer `span_logits` (kernel [H, 2]; the original run_squad.py's
+    `cls/squad/output_weights` [2, H] transposed) on sequence_output. Outputs a dict of
+    float32 `start_logits` and `end_logits`, each [B, S]. Positions outside the context are
+    not masked here; the SQuAD post-processing only considers context tokens.
+
+    `compile()` without a loss uses sparse categorical cross-entropy on both outputs (the
+    original's loss: the mean of the start and end cross-entropies); `fit` takes
+    `(features, {"start_logits": start_positions [B], "end_logits": end_positions [B]})`.
+
+    Args:
+      encoder: a `BertEncoder`.
+      dropout_rate: dropout before the dense layer (default 0: the original adds none).
+      **kwargs: `name`, `trainable`.
+    """
+
+    def __init__(self, encoder, dropout_rate=0.0, **kwargs):
+        kwargs.setdefault("name", "bert_span_labeler")
+        super().__init__(encoder, dropout_rate, **kwargs)
+
+    def _uses_pooler(self):
+        return False
+
+    def _head(self, encoder, encoder_outputs, config, policy):
+        sequence_bsh = encoder_outputs["sequence_output"]
+        if self._head_dropout:
+            sequence_bsh = keras.layers.Dropout(self._head_dropout, dtype=policy,
+                                                name="dropout")(sequence_bsh)
+        logits_bs2 = self._dense(2, config, policy, "span_logits")(sequence_bsh)
+        logits_bs2 = keras.layers.Activation("linear", dtype="float32", name="cast")(logits_bs2)
+        start_bs, end_bs = _SplitLastAxis(name="split")(logits_bs2)
+        return {"start_logits": start_bs, "end_logits": end_bs}
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+        if loss is None:
+            ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            loss = {"start_logits": ce, "end_logits": ce}
+            kwargs.setdefault("loss_weights", {"start_logits": 0.5, "end_logits": 0.5})
+            if metrics is None:
+                metrics = {name: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+                           for name in ("start_logits", "end_logits")}
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class _SplitLastAxis(keras.layers.Layer):
+    """[B, S, 2] -> ([B, S], [B, S])."""
+
+    def call(self, x_bs2):
+        return x_bs2[..., 0], x_bs2[..., 1]
+
+    def compute_output_spec(self, x_bs2):
+        spec = keras.KerasTensor(x_bs2.shape[:-1], x_bs2.dtype)
+        return spec, keras.KerasTensor(x_bs2.shape[:-1], x_bs2.dtype)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTokenClassifier(_EncoderTaskModel):
+    """Token tagging (NER, POS): class logits for every token.
+
+    logits = dense(dropout(sequence_output)): float32 [B, S, num_classes], dense layer
+    `classifier`. `compile()` without a loss uses sparse categorical cross-entropy on logits;
+    labels are int [B, S] and a `sample_weight` [B, S] (1 on the first piece of each word, 0
+    elsewhere, as the fine-tuning data gives it) keeps padding and continuation pieces out of
+    the loss.
+
+    Args:
+      encoder: a `BertEncoder`.
+      num_classes: number of tags C.
+      dropout_rate: dropout before the dense layer (default: the config's hidden_dropout_prob).
+      **kwargs: `name`, `trainable`.
+    """
+
+    def __init__(self, encoder, num_classes, dropout_rate=None, **kwargs):
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+            raise ValueError(f"BertTokenClassifier: num_classes={num_classes!r} must be an "
+                             "int >= 2")
+        self.num_classes = num_classes
+        kwargs.setdefault("name", "bert_token_classifier")
+        super().__init__(encoder, dropout_rate, **kwargs)
+
+    def _uses_pooler(self):
+        return False
+
+    def _head(self, encoder, encoder_outputs, config, policy):
+        sequence_bsh = keras.layers.Dropout(self._head_dropout, dtype=policy, name="dropout")(
+            encoder_outputs["sequence_output"])
+        logits_bsc = self._dense(self.num_classes, config, policy, "classifier")(sequence_bsh)
+        return keras.layers.Activation("linear", dtype="float32", name="logits")(logits_bsc)
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+        if loss is None:
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            if metrics is None:
+                kwargs.setdefault("weighted_metrics", [
+                    keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def get_config(self):
+        return dict(super().get_config(), num_classes=self.num_classes)
