@@ -15,16 +15,17 @@ import os
 import sys
 import time
 
-import keras
 import tensorflow as tf
 from absl import app, flags, logging
 
+from bert_tf import common_flags
+from bert_tf.common_flags import FlagValueError
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.text import validate_case_matches_checkpoint
 from bert_tf.training import checkpointing
-from bert_tf.training.distribute import STRATEGIES, get_strategy, is_chief
+from bert_tf.training.distribute import is_chief
 from bert_tf.training.loop import NonFiniteLossError, evaluate, train, write_summaries
 from bert_tf.training.optimization import OPTIMIZER_TYPES, create_optimizer
 
@@ -51,15 +52,11 @@ flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
 flags.DEFINE_integer("num_train_steps", 100000, "Optimizer steps to train to.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Steps of linear learning-rate warmup.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Save a checkpoint every this many steps.")
-flags.DEFINE_integer("iterations_per_loop", None, "Original name of --steps_per_loop.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum evaluation batches.")
-flags.DEFINE_bool("use_tpu", False, "Same as --distribution_strategy=tpu.")
-flags.DEFINE_string("tpu_name", None, "TPU name or address (with --use_tpu).")
 # Additions.
 flags.DEFINE_enum("optimizer", "adamw", OPTIMIZER_TYPES, "adamw (the original's) or lamb.")
 flags.DEFINE_float("weight_decay_rate", 0.01, "Weight decay of kernels and embeddings.")
 flags.DEFINE_bool("use_next_sentence_label", True, "Train the NSP head (False: MLM only).")
-flags.DEFINE_integer("seed", None, "Seed for initialisation, input shuffling and masking.")
 flags.DEFINE_string("input_text_file", None,
                     "Raw text (comma-separated globs; one sentence per line, blank line between "
                     "documents) masked on the fly instead of --input_file.")
@@ -67,19 +64,7 @@ flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (needed with --inp
 flags.DEFINE_bool("do_lower_case", True, "Lower-case raw text (with --input_text_file).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked fraction of tokens (--input_text_file).")
 flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words (--input_text_file).")
-flags.DEFINE_integer("steps_per_loop", 100, "Optimizer steps per host round trip.")
-flags.DEFINE_integer("log_steps", None, "Log and write summaries every N steps "
-                     "(default: --steps_per_loop).")
-flags.DEFINE_enum("distribution_strategy", "one_device", STRATEGIES, "tf.distribute strategy.")
-flags.DEFINE_integer("num_gpus", 0, "GPUs for one_device / mirrored.")
-flags.DEFINE_string("tpu", None, "TPU name or address for --distribution_strategy=tpu.")
-flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_bfloat16"],
-                  "Compute dtype policy; mixed_bfloat16 keeps float32 variables.")
-flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
-
-
-class FlagValueError(ValueError):
-    """A flag value that cannot work, with the flag named."""
+common_flags.define_runtime_flags()
 
 
 def validate_options(options, config):
@@ -223,14 +208,7 @@ def pretrain(options, flags_text=None):
     checkpointing.check_writable_dir(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.
-    distribution = "tpu" if options.use_tpu else options.distribution_strategy
-    strategy = get_strategy(distribution, num_gpus=options.num_gpus,
-                            tpu=options.tpu or options.tpu_name)
-    replicas = strategy.num_replicas_in_sync
-    for name in ("train_batch_size", "eval_batch_size"):
-        if getattr(options, name) % replicas:
-            raise FlagValueError(f"--{name}={getattr(options, name)} is not divisible by the "
-                                 f"{replicas} replicas of --distribution_strategy={distribution}")
+    strategy = common_flags.make_strategy(options, ("train_batch_size", "eval_batch_size"))
     phases = [(True, options.train_batch_size)] if options.do_train else []
     phases += [(False, options.eval_batch_size)] if options.do_eval else []
     dataset_fns = {}
@@ -238,9 +216,7 @@ def pretrain(options, flags_text=None):
         dataset_fns[is_training] = _make_dataset_fn(options, config, is_training=is_training,
                                                     batch_size=batch_size)
         _check_input(dataset_fns[is_training], options, is_training)
-    if options.seed is not None:
-        keras.utils.set_random_seed(options.seed)
-    keras.mixed_precision.set_global_policy(options.dtype)
+    common_flags.set_seed_and_policy(options)
 
     with strategy.scope():
         encoder = BertEncoder(config)
@@ -260,7 +236,7 @@ def pretrain(options, flags_text=None):
                 write_text_atomic(os.path.join(options.output_dir, "vocab.txt"), f.read())
 
     results = {"num_train_steps": options.num_train_steps}
-    steps_per_loop = options.iterations_per_loop or options.steps_per_loop
+    steps_per_loop = common_flags.steps_per_loop(options)
     if options.do_train:
         train_results = train(
             model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fns[True],

@@ -46,7 +46,8 @@ def mean_metrics(sums, count):
 def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_train_steps,
           steps_per_loop=100, save_checkpoints_steps=1000, log_steps=None, metrics_fn=None,
           global_batch_size=None, init_checkpoint=None, init_checkpoint_target=None,
-          skip_consumed_input=True, max_checkpoints_to_keep=5, jit_compile=False):
+          skip_consumed_input=True, max_checkpoints_to_keep=5, jit_compile=False,
+          on_checkpoint=None, warm_start_fn=None):
     """Trains `model` to `num_train_steps` optimizer steps, resuming from output_dir's checkpoint.
 
     Args:
@@ -68,10 +69,15 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
       init_checkpoint: weights to warm-start from when output_dir has no checkpoint yet (see
         checkpointing.warm_start); ignored on resume.
       init_checkpoint_target: what init_checkpoint loads into (default `model`).
+      warm_start_fn: `(init_checkpoint, target) -> any` that loads it (default
+        checkpointing.warm_start; the CLIs pass bert_tf.interop's, which also reads original
+        TF1 and Hugging Face checkpoints).
       skip_consumed_input: on resume, skip the batches the restored steps consumed so the
         input stream continues where it stopped (see module doc); False restarts the input.
       max_checkpoints_to_keep: how many checkpoints the manager keeps.
       jit_compile: XLA-compile the forward and backward pass (not the optimizer update).
+      on_checkpoint: optional `(step) -> None`, called on every worker after each checkpoint
+        save (e.g. to evaluate and keep the best model); it runs between training steps.
 
     Returns:
       dict: the metrics of the last logging window plus "step", "steps_this_run",
@@ -104,7 +110,8 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
         worker_dir = _worker_temp_dir(output_dir, strategy)
         manager = tf.train.CheckpointManager(checkpoint, worker_dir, max_to_keep=1)
     if restored is None and init_checkpoint:
-        checkpointing.warm_start(init_checkpoint, init_checkpoint_target or model)
+        (warm_start_fn or checkpointing.warm_start)(init_checkpoint,
+                                                    init_checkpoint_target or model)
     step = int(optimizer.iterations.numpy())
 
     def resumed_dataset_fn(input_context):
@@ -197,6 +204,8 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
         if step % save_checkpoints_steps == 0 or step == num_train_steps:
             manager.save(checkpoint_number=step)
             logging.info("Saved checkpoint for step %d to %s", step, manager.latest_checkpoint)
+            if on_checkpoint is not None:
+                on_checkpoint(step)
     if worker_dir:
         shutil.rmtree(worker_dir, ignore_errors=True)
 
@@ -265,10 +274,16 @@ def _make_grad_fn(model, loss_fn, num_replicas, jit_compile):
 def write_summaries(logdir, step, metrics):
     """Writes a dict of scalar metrics as TensorBoard summaries at `step` under `logdir`."""
     writer = tf.summary.create_file_writer(logdir)
+    write_scalars(writer, step, metrics)
+    writer.close()
+
+
+def write_scalars(writer, step, metrics):
+    """Writes a dict of scalar metrics with an open summary writer at `step`, then flushes."""
     with writer.as_default(step=step):
         for name, value in metrics.items():
             _write_scalar(name, float(value))
-    writer.close()
+    writer.flush()
 
 
 def _write_scalar(name, value):

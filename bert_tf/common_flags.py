@@ -1,0 +1,171 @@
+"""Flags shared by the run_* CLIs, and the set-up every one of them does with them.
+
+Each CLI module calls the define_* functions it needs at import time (absl flags are global,
+so a flag is defined once per process; the functions are idempotent). Flag names follow the
+original google-research/bert scripts where one exists.
+"""
+
+import os
+
+import keras
+import tensorflow as tf
+from absl import flags
+
+from bert_tf.config import BertConfig
+from bert_tf.fileio import write_text_atomic
+from bert_tf.training.distribute import STRATEGIES, get_strategy, is_chief
+from bert_tf.training.optimization import OPTIMIZER_TYPES
+
+FLAGS = flags.FLAGS
+
+DTYPES = ("float32", "mixed_bfloat16")
+
+
+class FlagValueError(ValueError):
+    """A flag value that cannot work, with the flag named."""
+
+
+def _define_once(define, name, *args, **kwargs):
+    if name not in FLAGS:
+        define(name, *args, **kwargs)
+
+
+def define_runtime_flags():
+    """Devices, distribution, precision and compilation (every run_* CLI)."""
+    _define_once(flags.DEFINE_enum, "distribution_strategy", "one_device", STRATEGIES,
+                 "tf.distribute strategy.")
+    _define_once(flags.DEFINE_integer, "num_gpus", 0, "GPUs for one_device / mirrored.")
+    _define_once(flags.DEFINE_string, "tpu", None,
+                 "TPU name or address for --distribution_strategy=tpu.")
+    _define_once(flags.DEFINE_bool, "use_tpu", False, "Same as --distribution_strategy=tpu.")
+    _define_once(flags.DEFINE_string, "tpu_name", None, "TPU name or address (with --use_tpu).")
+    _define_once(flags.DEFINE_enum, "dtype", "float32", DTYPES,
+                 "Compute dtype policy; mixed_bfloat16 keeps float32 variables.")
+    _define_once(flags.DEFINE_bool, "jit_compile", False,
+                 "XLA-compile the forward and backward pass.")
+    _define_once(flags.DEFINE_integer, "seed", None,
+                 "Seed for initialisation, input shuffling and masking.")
+    _define_once(flags.DEFINE_integer, "steps_per_loop", 100,
+                 "Optimizer steps per host round trip.")
+    _define_once(flags.DEFINE_integer, "iterations_per_loop", None,
+                 "Original name of --steps_per_loop.")
+    _define_once(flags.DEFINE_integer, "log_steps", None,
+                 "Log and write summaries every N steps (default: --steps_per_loop).")
+
+
+def define_finetuning_flags(default_max_seq_length=128):
+    """The original run_classifier.py / run_squad.py flags plus bert_tf's additions."""
+    define_runtime_flags()
+    _define_once(flags.DEFINE_string, "bert_config_file", None,
+                 "bert_config.json of the pre-trained model (default: the one beside "
+                 "--init_checkpoint when that is a bert_tf run directory).")
+    _define_once(flags.DEFINE_string, "vocab_file", None, "WordPiece vocabulary of the model.")
+    _define_once(flags.DEFINE_bool, "do_lower_case", True,
+                 "Lower-case the input (True for uncased models, False for cased ones).")
+    _define_once(flags.DEFINE_string, "init_checkpoint", None,
+                 "Pre-trained weights: a bert_tf checkpoint or run directory, a .keras file, an "
+                 "original TF1 checkpoint prefix or a Hugging Face directory.")
+    _define_once(flags.DEFINE_string, "output_dir", None,
+                 "Checkpoints, summaries, the best model, predictions and results.json.")
+    _define_once(flags.DEFINE_integer, "max_seq_length", default_max_seq_length,
+                 "Tokens per input after WordPiece, [CLS]/[SEP] included.")
+    _define_once(flags.DEFINE_bool, "do_train", False, "Fine-tune on the training set.")
+    _define_once(flags.DEFINE_bool, "do_eval", False, "Evaluate on the dev set.")
+    _define_once(flags.DEFINE_bool, "do_predict", False, "Predict the test set.")
+    _define_once(flags.DEFINE_integer, "train_batch_size", 32, "Global training batch size.")
+    _define_once(flags.DEFINE_integer, "eval_batch_size", 8, "Evaluation batch size.")
+    _define_once(flags.DEFINE_integer, "predict_batch_size", 8, "Prediction batch size.")
+    _define_once(flags.DEFINE_float, "learning_rate", 5e-5, "Peak learning rate (AdamW).")
+    _define_once(flags.DEFINE_float, "num_train_epochs", 3.0, "Passes over the training set.")
+    _define_once(flags.DEFINE_float, "warmup_proportion", 0.1,
+                 "Fraction of training steps with linear learning-rate warmup.")
+    _define_once(flags.DEFINE_integer, "save_checkpoints_steps", None,
+                 "Checkpoint (and, with --do_eval, evaluate and keep the best model) every N "
+                 "steps; default once per epoch.")
+    _define_once(flags.DEFINE_enum, "optimizer", "adamw", OPTIMIZER_TYPES,
+                 "adamw (the original's) or lamb.")
+    _define_once(flags.DEFINE_float, "weight_decay_rate", 0.01,
+                 "Weight decay of kernels and embeddings.")
+    _define_once(flags.DEFINE_bool, "trainable_encoder", True,
+                 "False: freeze the encoder and train only the task head (feature-based).")
+
+
+def make_strategy(options, batch_size_flags=()):
+    """The strategy the flags ask for; checks that global batch sizes split over replicas.
+
+    Call before any other TensorFlow work (multi-worker collectives configure at start-up).
+    """
+    distribution = "tpu" if options.use_tpu else options.distribution_strategy
+    strategy = get_strategy(distribution, num_gpus=options.num_gpus,
+                            tpu=options.tpu or options.tpu_name)
+    replicas = strategy.num_replicas_in_sync
+    for name in batch_size_flags:
+        value = getattr(options, name)
+        if value < 1:
+            raise FlagValueError(f"--{name}={value} must be >= 1")
+        if value % replicas:
+            raise FlagValueError(f"--{name}={value} is not divisible by the {replicas} replicas "
+                                 f"of --distribution_strategy={distribution}")
+    return strategy
+
+
+def set_seed_and_policy(options):
+    """Seeds every generator (when --seed is given) and sets the global dtype policy."""
+    if options.seed is not None:
+        keras.utils.set_random_seed(options.seed)
+    keras.mixed_precision.set_global_policy(options.dtype)
+
+
+def steps_per_loop(options):
+    return options.iterations_per_loop or options.steps_per_loop
+
+
+def resolve_model_files(options):
+    """(bert_config_file, vocab_file) from the flags, else from an --init_checkpoint run dir.
+
+    A bert_tf run directory (run_pretraining or convert_checkpoint output) and a Hugging Face
+    directory carry their config and vocabulary; an original TF1 checkpoint keeps them next to
+    bert_model.ckpt. Explicit flags win.
+
+    Raises:
+      FlagValueError when a needed file is neither given nor found.
+    """
+    config_file, vocab_file = options.bert_config_file, options.vocab_file
+    source = options.init_checkpoint
+    directory = None
+    if source:
+        directory = source if tf.io.gfile.isdir(source) else os.path.dirname(source)
+    if not config_file and directory:
+        candidate = os.path.join(directory, "bert_config.json")
+        if tf.io.gfile.exists(candidate):
+            config_file = candidate
+    if not vocab_file and directory:
+        candidate = os.path.join(directory, "vocab.txt")
+        if tf.io.gfile.exists(candidate):
+            vocab_file = candidate
+    if not config_file:
+        raise FlagValueError("--bert_config_file is required (no bert_config.json beside "
+                             f"--init_checkpoint={source})")
+    if not vocab_file:
+        raise FlagValueError(f"--vocab_file is required (no vocab.txt beside "
+                             f"--init_checkpoint={source})")
+    return config_file, vocab_file
+
+
+def load_config(config_file, options):
+    """Reads bert_config.json and checks --max_seq_length against it."""
+    config = BertConfig.from_json_file(config_file)
+    if options.max_seq_length > config.max_position_embeddings:
+        raise FlagValueError(
+            f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
+            f"{config.max_position_embeddings} in {config_file}")
+    return config
+
+
+def copy_model_files(output_dir, strategy, config, vocab_file):
+    """The chief writes bert_config.json and vocab.txt into output_dir (atomically)."""
+    if not is_chief(strategy):
+        return
+    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    with tf.io.gfile.GFile(vocab_file) as f:
+        write_text_atomic(os.path.join(output_dir, "vocab.txt"), f.read())

@@ -1,0 +1,290 @@
+"""Fine-tuning on top of the training loop: task losses, prediction, best-model keeping.
+
+The run_classifier / run_squad / run_tagging drivers share this module: each supplies its
+model, a dataset of feature dicts and an `evaluate_fn` that computes the task's official metric
+in Python, and `fine_tune` trains with `loop.train` (any tf.distribute strategy, step-exact
+resume), evaluates at every checkpoint, keeps the best weights by the task's metric and leaves
+them in the model at the end.
+
+Feature-dict contract of the loss functions (per-replica batches, static shapes):
+  every task: input_word_ids, input_mask, input_type_ids  int32 [B, S]
+  classification: label_ids int32 [B] (float32 [B] for regression, num_classes == 1)
+  span QA: start_positions, end_positions int32 [B]
+  tagging: label_ids int32 [B, S], label_weights float32 [B, S] (1 on scored pieces)
+  optional example_weights float32 [B]: 0 for padding examples (classification, QA).
+"""
+
+import json
+import math
+import os
+import shutil
+import time
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.fileio import write_text_atomic
+from bert_tf.training import loop
+from bert_tf.training.distribute import is_chief
+
+
+def num_train_steps(num_examples, global_batch_size, num_train_epochs):
+    """Optimizer steps for `num_train_epochs` passes over `num_examples` (at least 1).
+
+    Like the original run_classifier.py: int(num_examples / batch_size * epochs).
+    """
+    return max(1, int(num_examples / global_batch_size * num_train_epochs))
+
+
+def steps_per_epoch(num_examples, global_batch_size):
+    """Optimizer steps in one pass over the data (at least 1)."""
+    return max(1, math.ceil(num_examples / global_batch_size))
+
+
+def num_warmup_steps(train_steps, warmup_proportion):
+    """Warmup steps: the first `warmup_proportion` of training."""
+    if not 0.0 <= warmup_proportion <= 1.0:
+        raise ValueError(f"--warmup_proportion={warmup_proportion} must be in [0, 1]")
+    return int(train_steps * warmup_proportion)
+
+
+def _example_weights(batch, labels):
+    weights = batch.get("example_weights")
+    if weights is None:
+        return tf.ones(tf.shape(labels)[:1], tf.float32)
+    return tf.cast(weights, tf.float32)
+
+
+def _weighted_mean(values, weights):
+    return tf.reduce_sum(values * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+
+
+def classification_loss_fn(model, batch, training):
+    """Cross-entropy (or squared error when the model has one output) on `label_ids`.
+
+    Returns loss (mean over the batch's real examples) plus summable parts: `correct`
+    (or `squared_error`) and `count`.
+    """
+    logits_bc = tf.cast(model(batch, training=training), tf.float32)
+    weights_b = _example_weights(batch, batch["label_ids"])
+    parts = {"count": tf.reduce_sum(weights_b)}
+    if logits_bc.shape[-1] == 1:
+        labels_b = tf.cast(batch["label_ids"], tf.float32)
+        squared_b = tf.square(logits_bc[:, 0] - labels_b)
+        parts["loss"] = _weighted_mean(squared_b, weights_b)
+        parts["squared_error"] = tf.reduce_sum(squared_b * weights_b)
+        return parts
+    labels_b = tf.cast(batch["label_ids"], tf.int32)
+    ce_b = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels_b, logits=logits_bc)
+    hits_b = tf.cast(tf.equal(tf.argmax(logits_bc, -1, output_type=tf.int32), labels_b),
+                     tf.float32)
+    parts["loss"] = _weighted_mean(ce_b, weights_b)
+    parts["correct"] = tf.reduce_sum(hits_b * weights_b)
+    return parts
+
+
+def span_loss_fn(model, batch, training):
+    """The original run_squad loss: the mean of the start and end cross-entropies."""
+    outputs = model(batch, training=training)
+    weights_b = _example_weights(batch, batch["start_positions"])
+    parts = {"count": tf.reduce_sum(weights_b)}
+    total = 0.0
+    for name in ("start", "end"):
+        logits_bs = tf.cast(outputs[f"{name}_logits"], tf.float32)
+        labels_b = tf.cast(batch[f"{name}_positions"], tf.int32)
+        ce_b = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels_b, logits=logits_bs)
+        total += 0.5 * _weighted_mean(ce_b, weights_b)
+        hits_b = tf.cast(tf.equal(tf.argmax(logits_bs, -1, output_type=tf.int32), labels_b),
+                         tf.float32)
+        parts[f"{name}_correct"] = tf.reduce_sum(hits_b * weights_b)
+    parts["loss"] = total
+    return parts
+
+
+def tagging_loss_fn(model, batch, training):
+    """Token cross-entropy weighted by `label_weights` (first pieces of words, no padding)."""
+    logits_bsc = tf.cast(model(batch, training=training), tf.float32)
+    labels_bs = tf.cast(batch["label_ids"], tf.int32)
+    weights_bs = tf.cast(batch["label_weights"], tf.float32)
+    ce_bs = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels_bs, logits=logits_bsc)
+    hits_bs = tf.cast(tf.equal(tf.argmax(logits_bsc, -1, output_type=tf.int32), labels_bs),
+                      tf.float32)
+    return {"loss": _weighted_mean(ce_bs, weights_bs),
+            "correct": tf.reduce_sum(hits_bs * weights_bs),
+            "count": tf.reduce_sum(weights_bs)}
+
+
+def training_metrics(sums, count):
+    """metrics_fn for the task losses: mean loss, and accuracy / MSE from the summed parts."""
+    metrics = {"loss": sums["loss"] / count}
+    examples = max(sums["count"], 1e-12)
+    if "correct" in sums:
+        metrics["accuracy"] = sums["correct"] / examples
+    if "squared_error" in sums:
+        metrics["mse"] = sums["squared_error"] / examples
+    for name in ("start", "end"):
+        if f"{name}_correct" in sums:
+            metrics[f"{name}_accuracy"] = sums[f"{name}_correct"] / examples
+    return metrics
+
+
+def predict(model, dataset, output_keys=None):
+    """Runs `model(features, training=False)` over a finite dataset; returns NumPy outputs.
+
+    Args:
+      model: a Keras model taking the feature dict.
+      dataset: tf.data.Dataset of feature dicts (batched; the last batch may be smaller).
+      output_keys: for dict outputs, the keys to keep (default all).
+
+    Returns:
+      The model's output structure with each leaf concatenated over batches on axis 0 (NumPy).
+    """
+    @tf.function(reduce_retracing=True)
+    def step(features):
+        outputs = model(features, training=False)
+        if isinstance(outputs, dict) and output_keys is not None:
+            outputs = {k: outputs[k] for k in output_keys}
+        return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)
+
+    chunks = [tf.nest.map_structure(lambda t: t.numpy(), step(batch)) for batch in dataset]
+    if not chunks:
+        raise ValueError("prediction input is empty: the dataset yielded no batch")
+    return tf.nest.map_structure(lambda *parts: np.concatenate(parts, axis=0), *chunks)
+
+
+class BestModelKeeper:
+    """Keeps the weights with the best value of one metric under `<output_dir>/best/`.
+
+    `best/` holds a tf.train.Checkpoint of the model (`best/model-<step>`) and `metrics.json`
+    (step, metric name, all metrics). It is replaced atomically: written as `best.tmp-<pid>`,
+    then renamed, so a crash leaves either the old or the new best, never half of one.
+
+    Args:
+      model: the keras.Model whose weights to keep.
+      output_dir: the run's output directory.
+      metric: the metric name to compare (a key of the metrics passed to `update`).
+      higher_is_better: False for losses and errors.
+      write: False on non-chief workers (they only track the value).
+    """
+
+    def __init__(self, model, output_dir, metric, higher_is_better=True, write=True):
+        self.model = model
+        self.directory = os.path.join(output_dir, "best")
+        self.metric = metric
+        self.higher_is_better = higher_is_better
+        self.write = write
+        self.best = self._read_previous()
+
+    def _read_previous(self):
+        # A resumed run must not forget the best of its earlier part.
+        try:
+            with open(os.path.join(self.directory, "metrics.json"), encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def is_better(self, value):
+        if self.best is None:
+            return True
+        best = self.best["metrics"][self.metric]
+        return value > best if self.higher_is_better else value < best
+
+    def update(self, step, metrics):
+        """Records `metrics` of `step`; saves the weights if they are the best so far.
+
+        Returns:
+          True if this step is the new best.
+        """
+        if self.metric not in metrics:
+            raise KeyError(f"best-model metric {self.metric!r} is not among the evaluation "
+                           f"metrics {', '.join(sorted(metrics))}")
+        if not self.is_better(metrics[self.metric]):
+            return False
+        self.best = {"step": int(step), "metric": self.metric,
+                     "metrics": {k: float(v) for k, v in metrics.items()}}
+        if self.write:
+            tmp = f"{self.directory}.tmp-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            tf.train.Checkpoint(model=self.model).write(os.path.join(tmp, f"model-{step}"))
+            write_text_atomic(os.path.join(tmp, "metrics.json"),
+                              json.dumps(self.best, indent=2, sort_keys=True) + "\n")
+            old = f"{self.directory}.old-{os.getpid()}"
+            if os.path.exists(self.directory):
+                os.replace(self.directory, old)
+            os.replace(tmp, self.directory)
+            shutil.rmtree(old, ignore_errors=True)
+        logging.info("New best %s=%.5g at step %d", self.metric, metrics[self.metric], step)
+        return True
+
+    def restore(self):
+        """Loads the best weights into the model; returns the best record (None if none)."""
+        if self.best is None:
+            return None
+        path = os.path.join(self.directory, f"model-{self.best['step']}")
+        tf.train.Checkpoint(model=self.model).read(path).expect_partial()
+        logging.info("Restored the best weights (step %d, %s=%.5g)", self.best["step"],
+                     self.metric, self.best["metrics"][self.metric])
+        return self.best
+
+
+def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_dir,
+              num_train_steps, global_batch_size, evaluate_fn=None, best_metric=None,
+              higher_is_better=True, steps_per_loop=100, save_checkpoints_steps=1000,
+              log_steps=None, init_checkpoint=None, warm_start_fn=None, jit_compile=False):
+    """Trains a task model, evaluating at every checkpoint and keeping the best weights.
+
+    Args:
+      model, optimizer: created under `strategy.scope()`.
+      loss_fn: one of the *_loss_fn above (or the same contract, see loop.train).
+      train_dataset_fn: `(InputContext) -> repeating dataset` of per-replica feature dicts.
+      strategy: the tf.distribute.Strategy.
+      output_dir: checkpoints, summaries/{train,eval}, best/.
+      num_train_steps, global_batch_size, steps_per_loop, save_checkpoints_steps, log_steps,
+        jit_compile: as in loop.train.
+      evaluate_fn: optional `() -> dict` of task metrics on the dev set (runs on every worker;
+        only the chief writes); called after each checkpoint.
+      best_metric: key of evaluate_fn's metrics that selects the best checkpoint (required
+        with evaluate_fn).
+      higher_is_better: direction of best_metric.
+      init_checkpoint: warm-start source when output_dir has no checkpoint yet.
+      warm_start_fn: `(init_checkpoint, model) -> any`, default checkpointing.warm_start.
+
+    Returns:
+      dict with "train" (loop.train's results), "evaluations" (list of {"step", metrics...}
+      from this run), "best" (BestModelKeeper record or None) and "step". The model holds the
+      best weights when there was an evaluation, else the last ones.
+    """
+    if evaluate_fn is not None and not best_metric:
+        raise ValueError("fine_tune: evaluate_fn needs best_metric")
+    chief = is_chief(strategy)
+    keeper = (BestModelKeeper(model, output_dir, best_metric, higher_is_better, write=chief)
+              if evaluate_fn is not None else None)
+    evaluations = []
+    eval_writer = (tf.summary.create_file_writer(os.path.join(output_dir, "summaries", "eval"))
+                   if chief else None)
+
+    def on_checkpoint(step):
+        if evaluate_fn is None:
+            return
+        start = time.time()
+        metrics = {k: float(v) for k, v in evaluate_fn().items()}
+        logging.info("Eval at step %d (%.1f s): %s", step, time.time() - start,
+                     " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
+        evaluations.append(dict(metrics, step=step))
+        keeper.update(step, metrics)
+        if eval_writer is not None:
+            loop.write_scalars(eval_writer, step, metrics)
+
+    train_results = loop.train(
+        model=model, optimizer=optimizer, loss_fn=loss_fn, dataset_fn=train_dataset_fn,
+        strategy=strategy, output_dir=output_dir, num_train_steps=num_train_steps,
+        steps_per_loop=steps_per_loop, save_checkpoints_steps=save_checkpoints_steps,
+        log_steps=log_steps, metrics_fn=training_metrics, global_batch_size=global_batch_size,
+        init_checkpoint=init_checkpoint, warm_start_fn=warm_start_fn, jit_compile=jit_compile,
+        on_checkpoint=on_checkpoint)
+    best = keeper.restore() if keeper is not None else None
+    if eval_writer is not None:
+        eval_writer.close()
+    return {"train": train_results, "evaluations": evaluations, "best": best,
+            "step": train_results["step"]}
