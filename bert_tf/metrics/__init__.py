@@ -1,0 +1,9 @@
+"""Task metrics in pure Python / NumPy: GLUE classification and regression, entity F1."""
+
+from bert_tf.metrics.classification import (accuracy, binary_f1, classification_metrics,
+                                            matthews_corrcoef, pearson_corrcoef,
+                                            regression_metrics, spearman_corrcoef)
+from bert_tf.metrics.tagging import entity_scores, get_entities
+
+__all__ = ["accuracy", "binary_f1", "classification_metrics", "entity_scores", "get_entities",
+           "matthews_corrcoef", "pearson_corrcoef", "regression_metrics", "spearman_corrcoef"]
