@@ -1,0 +1,296 @@
+"""Sentence(-pair) classification data: examples from CSV/TSV/JSONL, labels, fixed-length features.
+
+Readers yield `InputExample`s (GLUE's own formats are in bert_tf.data.glue); `label_list` fixes
+the label set (declared, or inferred from the training examples); `classifier_features` packs
+each example as [CLS] A [SEP] (B [SEP]) with the Python WordPiece tokenizer, and
+`classifier_records` caches them as TFRecords for bert_tf.data.feature_records.records_dataset.
+
+Bad input is reported, not guessed around: a missing column or key, a label outside the
+declared set or a regression label that is not a number raises DataError naming the file, line
+and column; rows whose text is empty are skipped (training and dev data) or kept (test data,
+where every row needs a prediction), and counted in the log.
+"""
+
+import csv
+import dataclasses
+import hashlib
+import json
+import os
+
+from absl import logging
+
+from bert_tf.data.task_errors import DataError, where
+from bert_tf.text import pack_inputs
+
+FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+# Log the location of this many skipped rows before summarising the rest as a count.
+_LOGGED_SKIPS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class InputExample:
+    """One example: `guid` names it in prediction files (the test set's index for GLUE);
+    `label` is a label name (str), a number (regression) or None when unlabelled; `source`
+    is 'file:line' for messages."""
+
+    guid: str
+    text_a: str
+    text_b: str | None = None
+    label: str | float | None = None
+    source: str = ""
+
+
+class SkipCounter:
+    """Counts skipped rows per reason, logging the first few locations of each."""
+
+    def __init__(self, name):
+        self.name = name
+        self.counts = {}
+
+    def skip(self, reason, location):
+        count = self.counts.get(reason, 0) + 1
+        self.counts[reason] = count
+        if count <= _LOGGED_SKIPS:
+            logging.warning("Skipping %s: %s", location, reason)
+
+    def log_summary(self):
+        for reason, count in sorted(self.counts.items()):
+            logging.warning("%s: skipped %d row(s): %s", self.name, count, reason)
+
+    @property
+    def total(self):
+        return sum(self.counts.values())
+
+
+def label_string(value):
+    """A label value from a file as a label name: 1 -> '1', 1.0 -> '1', True -> 'true'."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def file_format(path, format_name=None):
+    """'csv', 'tsv' or 'jsonl' from `format_name` or the file extension."""
+    if format_name:
+        return format_name
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in FILE_FORMATS:
+        raise DataError(f"{path}: cannot tell the format from the extension {extension!r}; "
+                        f"expected one of {', '.join(sorted(FILE_FORMATS))}")
+    return FILE_FORMATS[extension]
+
+
+def _open_text(path):
+    import tensorflow as tf  # Only for tf.io.gfile (gs:// and other remote paths).
+
+    if not tf.io.gfile.exists(path):
+        raise DataError(f"{path}: no such file")
+    return tf.io.gfile.GFile(path, "r")
+
+
+def _table_rows(path, fmt):
+    """(line number, dict column -> value) of a CSV/TSV file with a header row, or JSONL."""
+    with _open_text(path) as f:
+        if fmt == "jsonl":
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{where(path, number)}: not a JSON object ({e})") from None
+                if not isinstance(row, dict):
+                    raise DataError(f"{where(path, number)}: expected a JSON object, got "
+                                    f"{type(row).__name__}")
+                yield number, row
+            return
+        # TSV as most tools write it: tab-separated, no quoting; CSV with RFC 4180 quoting.
+        if fmt == "tsv":
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        else:
+            reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None:
+            return
+        header = [name.lstrip("\ufeff").strip() for name in header]
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(header):
+                raise DataError(f"{where(path, reader.line_num)}: {len(row)} fields, but the "
+                                f"header has {len(header)} ({', '.join(header)})")
+            yield reader.line_num, dict(zip(header, row))
+
+
+def read_table_examples(path, *, text_a_column, text_b_column=None, label_column=None,
+                        is_regression=False, require_labels=True, keep_empty=False,
+                        format_name=None):
+    """Examples of a user CSV/TSV (with a header row) or JSONL file.
+
+    Args:
+      path: the file.
+      text_a_column, text_b_column: columns (JSONL keys) of the first and optional second text.
+      label_column: the label's column; needed when `require_labels`.
+      is_regression: labels are numbers (kept as float) rather than names.
+      require_labels: False for test files: a missing label column is fine.
+      keep_empty: keep rows whose text is empty (test files); else skip and count them.
+      format_name: 'csv', 'tsv' or 'jsonl' (default: from the extension).
+
+    Returns:
+      list of InputExample with guid = the row's 0-based index among data rows.
+
+    Raises:
+      DataError: a named column is missing, or a regression label is not a number.
+    """
+    fmt = file_format(path, format_name)
+    columns = [c for c in (text_a_column, text_b_column) if c]
+    if require_labels:
+        if not label_column:
+            raise DataError(f"{path}: a label column is needed (--label_column)")
+        columns.append(label_column)
+    skips = SkipCounter(path)
+    examples = []
+    for index, (number, row) in enumerate(_table_rows(path, fmt)):
+        missing = [c for c in columns if c not in row]
+        if missing:
+            available = ", ".join(map(str, row)) or "none"
+            raise DataError(f"{where(path, number, missing[0])}: no such column; this row "
+                            f"has {available}")
+        text_a = _text(row[text_a_column])
+        text_b = _text(row[text_b_column]) if text_b_column else None
+        if not keep_empty and (not text_a.strip() or (text_b is not None and not text_b.strip())):
+            skips.skip("empty text", where(path, number))
+            continue
+        label = None
+        if label_column and label_column in row and row[label_column] is not None:
+            label = _label_value(row[label_column], is_regression, path, number, label_column)
+        examples.append(InputExample(str(index), text_a, text_b, label, where(path, number)))
+    skips.log_summary()
+    return examples
+
+
+def _text(value):
+    return "" if value is None else str(value)
+
+
+def _label_value(value, is_regression, path, number, column):
+    if not is_regression:
+        return label_string(value)
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        raise DataError(f"{where(path, number, column)}: regression label {value!r} is not "
+                        "a number") from None
+    if score != score or score in (float("inf"), float("-inf")):
+        raise DataError(f"{where(path, number, column)}: regression label {value!r} is not "
+                        "a finite number")
+    return score
+
+
+def infer_labels(examples):
+    """The sorted label names of labelled examples (numerically when all are integers)."""
+    names = {e.label for e in examples if e.label is not None}
+    if all(_is_int(n) for n in names):
+        return sorted(names, key=int)
+    return sorted(names)
+
+
+def _is_int(text):
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_labels(examples, labels, split_name):
+    """Raises DataError at the first example whose label is not in `labels`."""
+    known = set(labels)
+    for example in examples:
+        if example.label is not None and example.label not in known:
+            raise DataError(f"{example.source}: label {example.label!r} of the {split_name} "
+                            f"data is not among the labels {', '.join(labels)}")
+
+
+def classifier_spec(max_seq_length, is_regression):
+    """Feature spec of classification records (see feature_records.write_records)."""
+    return {"input_word_ids": ((max_seq_length,), "int32"),
+            "input_mask": ((max_seq_length,), "int32"),
+            "input_type_ids": ((max_seq_length,), "int32"),
+            "label_ids": ((), "float32" if is_regression else "int32")}
+
+
+def classifier_features(examples, tokenizer, max_seq_length, labels, stats):
+    """Yields the fixed-length features of each example.
+
+    Args:
+      examples: InputExamples.
+      tokenizer: a bert_tf.text.WordpieceTokenizer.
+      max_seq_length: S.
+      labels: the label names (class i = labels[i]); None for regression.
+      stats: dict that receives `truncated` (examples cut to fit S).
+
+    Yields:
+      dict of input_word_ids, input_mask, input_type_ids (lists of S ints) and label_ids
+      (class index, 0 when unlabelled; the score for regression).
+    """
+    label_ids = {name: i for i, name in enumerate(labels)} if labels is not None else None
+    budget_pair, budget_single = max_seq_length - 3, max_seq_length - 2
+    stats["truncated"] = 0
+    for example in examples:
+        ids_a = tokenizer.encode(example.text_a)
+        ids_b = tokenizer.encode(example.text_b) if example.text_b is not None else None
+        budget = budget_pair if ids_b else budget_single
+        if len(ids_a) + len(ids_b or ()) > budget:
+            stats["truncated"] += 1
+        features = pack_inputs(ids_a, ids_b, max_seq_length=max_seq_length,
+                               cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                               pad_id=tokenizer.pad_id)
+        if label_ids is None:
+            features["label_ids"] = 0.0 if example.label is None else float(example.label)
+        else:
+            features["label_ids"] = 0 if example.label is None else label_ids[example.label]
+        yield features
+
+
+def examples_digest(examples):
+    """A hex digest of the examples' content (texts, labels, guids), for cache keys."""
+    digest = hashlib.sha256()
+    for example in examples:
+        digest.update(json.dumps([example.guid, example.text_a, example.text_b, example.label],
+                                 ensure_ascii=False).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def classifier_records(directory, name, examples, tokenizer, max_seq_length, labels):
+    """Cached TFRecords of `examples` (see feature_records.cached_records).
+
+    The cache key covers the examples' content, the tokenizer (vocabulary, casing), S and the
+    labels, so any change converts afresh.
+
+    Args:
+      directory: the cache directory.
+      name: the split ("train", "dev", "test").
+      examples, tokenizer, max_seq_length, labels: as in classifier_features.
+
+    Returns:
+      (path, meta); meta has num_examples and truncated.
+    """
+    from bert_tf.data import feature_records
+
+    spec = classifier_spec(max_seq_length, labels is None)
+    parts = {"examples": examples_digest(examples),
+             "tokenizer": feature_records.tokenizer_parts(tokenizer),
+             "max_seq_length": max_seq_length, "labels": labels}
+
+    def make():
+        stats = {}
+        return classifier_features(examples, tokenizer, max_seq_length, labels, stats), stats
+
+    path, meta = feature_records.cached_records(directory, name, parts, spec, make)
+    if meta.get("truncated"):
+        logging.info("%s: %d of %d examples were longer than --max_seq_length=%d and were "
+                     "truncated", name, meta["truncated"], meta["num_examples"], max_seq_length)
+    return path, meta

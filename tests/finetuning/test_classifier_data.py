@@ -1,0 +1,223 @@
+"""Classification data: GLUE TSV and TFDS readers, user CSV/TSV/JSONL, features, pipelines."""
+
+import json
+import os
+from unittest import mock
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.data import classifier_data, feature_records, glue
+from bert_tf.data.task_errors import DataError
+from bert_tf.text import WordpieceTokenizer
+
+from glue_files import write_glue
+
+# (task, directory, split) -> (number of examples, first example as (guid, a, b, label)).
+EXPECTED = {
+    ("cola", "CoLA", "train"): (2, ("train-0", "The dog barked at the moon.", None, "1")),
+    ("cola", "CoLA", "test"): (2, ("0", "Books she reads.", None, None)),
+    ("sst-2", "SST-2", "train"): (2, ("train-0", "a warm , funny film ", None, "1")),
+    ("sst-2", "SST-2", "test"): (1, ("0", "a mess of a movie .", None, None)),
+    ("mrpc", "MRPC", "train"): (2, ("train-0", 'He said " yes " .', 'He answered " yes " .',
+                                    "1")),
+    ("mrpc", "MRPC", "test"): (1, ("0", "A cat sat .", "A cat sat down .", None)),
+    ("sts-b", "STS-B", "dev"): (1, ("dev-0", "Stocks fell.", "It snowed.", 0.2)),
+    ("sts-b", "STS-B", "test"): (1, ("0", "A bird flies.", "A bird sings.", None)),
+    ("qqp", "QQP", "train"): (1, ("train-0", "How do I learn?", "How can I learn?", "1")),
+    ("qqp", "QQP", "test"): (1, ("0", "Why is the sky blue?", "What makes the sky blue?",
+                                 None)),
+    ("mnli", "MNLI", "train"): (2, ("train-0", "A man sleeps.", "A person rests.",
+                                    "entailment")),
+    ("mnli", "MNLI", "dev"): (1, ("dev-0", "It is late.", "It is Monday.", "neutral")),
+    ("mnli", "MNLI", "test"): (1, ("0", "Rain fell.", "It was dry.", None)),
+    ("mnli-mm", "MNLI", "dev"): (1, ("dev-0", "We won.", "We did win.", "entailment")),
+    ("mnli-mm", "MNLI", "test"): (1, ("0", "Dear all.", "Hello.", None)),
+    ("qnli", "QNLI", "dev"): (1, ("dev-0", "When?", "The sky is blue.", "not_entailment")),
+    ("rte", "RTE", "train"): (1, ("train-0", "Ann won.", "Ann lost.", "not_entailment")),
+    ("wnli", "WNLI", "test"): (1, ("0", "She left.", "She went.", None)),
+}
+
+
+def _as_tuple(example):
+    return example.guid, example.text_a, example.text_b, example.label
+
+
+@pytest.mark.parametrize("task_name,directory,split", sorted(EXPECTED))
+def test_glue_tsv_layouts(tmp_path, task_name, directory, split):
+    data_dir = write_glue(tmp_path, directory)
+    examples = glue.read_glue_tsv(glue.glue_task(task_name), data_dir, split)
+    count, first = EXPECTED[(task_name, directory, split)]
+    assert len(examples) == count
+    assert _as_tuple(examples[0]) == first
+
+
+def test_glue_task_names_and_submission_format():
+    assert glue.glue_task("SST2").name == "sst-2" and glue.glue_task("STS-B").is_regression
+    assert glue.glue_task("mnli_mismatched").submission_name == "MNLI-mm"
+    assert glue.glue_task("imdb") is None
+    examples = [classifier_data.InputExample("3", "a"), classifier_data.InputExample("7", "b")]
+    assert glue.submission_text(examples, ["entailment", "neutral"]) == (
+        "index\tprediction\n3\tentailment\n7\tneutral\n")
+
+
+def test_glue_bad_rows(tmp_path, caplog):
+    data_dir = write_glue(tmp_path, "RTE")
+    task = glue.glue_task("rte")
+    with open(os.path.join(data_dir, "train.tsv"), "a", encoding="utf-8") as f:
+        f.write("1\tonly two fields\n2\t \tAnn slept.\tentailment\n3\tA.\tB.\tentailment\n")
+    examples = glue.read_glue_tsv(task, data_dir, "train")
+    # The malformed and the empty row are skipped and counted; the good one is kept.
+    assert [e.text_a for e in examples] == ["Ann won.", "A."]
+    assert "skipped 1 row(s): fewer than 4 fields" in caplog.text
+    assert "skipped 1 row(s): empty text" in caplog.text
+    with open(os.path.join(data_dir, "dev.tsv"), "a", encoding="utf-8") as f:
+        f.write("1\tA.\tB.\tmaybe\n")
+    with pytest.raises(DataError, match=r"dev.tsv:3 \(column -1\): label 'maybe' is not one "
+                                        r"of entailment, not_entailment \(GLUE rte\)"):
+        glue.read_glue_tsv(task, data_dir, "dev")
+    with open(os.path.join(data_dir, "test.tsv"), "a", encoding="utf-8") as f:
+        f.write("1\tno second text\n")
+    with pytest.raises(DataError, match=r"test.tsv:3: 2 tab-separated fields, expected at "
+                                        r"least 3"):
+        glue.read_glue_tsv(task, data_dir, "test")
+    with pytest.raises(DataError, match=r"no such file \(the dev split of GLUE rte"):
+        glue.read_glue_tsv(task, str(tmp_path / "missing"), "dev")
+    sts_dir = write_glue(tmp_path, "STS-B")
+    with open(os.path.join(sts_dir, "dev.tsv"), "a", encoding="utf-8") as f:
+        f.write("1\tg\tf\ty\t0\tn\tn\tA.\tB.\tfive\n")
+    with pytest.raises(DataError, match=r"dev.tsv:3 \(column -1\): score 'five' is not a number"):
+        glue.read_glue_tsv(glue.glue_task("sts-b"), sts_dir, "dev")
+
+
+def _prepare_tfds(source_root, data_dir, builder_name):
+    """Prepares TFDS glue/* in data_dir with the real builder, from local GLUE files: only
+    the builder's download of the GLUE zip is replaced by the local directory."""
+    import tensorflow_datasets as tfds
+
+    builder = tfds.builder(builder_name, data_dir=str(data_dir))
+    with mock.patch.object(tfds.download.DownloadManager, "download_and_extract",
+                           lambda self, url: str(source_root)):
+        builder.download_and_prepare()
+
+
+def test_tfds_glue_reads_the_same_examples_as_the_tsv_files(tmp_path):
+    source = tmp_path / "glue"
+    write_glue(source, "MNLI")
+    write_glue(source, "CoLA")
+    tfds_dir = tmp_path / "tfds"
+    _prepare_tfds(source, tfds_dir, "glue/mnli")
+    _prepare_tfds(source, tfds_dir, "glue/cola")
+    for task_name, directory in (("mnli", "MNLI"), ("mnli-mm", "MNLI"), ("cola", "CoLA")):
+        task = glue.glue_task(task_name)
+        for split in ("train", "dev", "test"):
+            from_tsv = glue.read_glue_tsv(task, str(source / directory), split)
+            from_tfds = glue.read_glue_tfds(task, str(tfds_dir), split)
+            assert [_as_tuple(e) for e in from_tfds] == [_as_tuple(e) for e in from_tsv], (
+                task_name, split)
+    with pytest.raises(DataError, match=r"holds no prepared glue/rte .*nothing is downloaded"):
+        glue.read_glue_tfds(glue.glue_task("rte"), str(tfds_dir), "train")
+
+
+def _write(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return str(path)
+
+
+def test_user_csv_tsv_jsonl(tmp_path):
+    csv_path = _write(tmp_path / "train.csv",
+                      'review,extra,stars\n"good, really ""good""",x,5\nbad,y,1\n  ,z,3\n')
+    examples = classifier_data.read_table_examples(csv_path, text_a_column="review",
+                                                   label_column="stars")
+    assert [(e.guid, e.text_a, e.label) for e in examples] == [
+        ("0", 'good, really "good"', "5"), ("1", "bad", "1")]
+    assert examples[1].source.endswith("train.csv:3")
+    tsv_path = _write(tmp_path / "pairs.tsv", "a\tb\tscore\nx y\tx z\t0.5\n")
+    (example,) = classifier_data.read_table_examples(
+        tsv_path, text_a_column="a", text_b_column="b", label_column="score",
+        is_regression=True)
+    assert (example.text_a, example.text_b, example.label) == ("x y", "x z", 0.5)
+    jsonl_path = _write(tmp_path / "test.jsonl",
+                        '{"text": "one", "label": 10}\n\n{"text": "", "label": 2}\n')
+    examples = classifier_data.read_table_examples(jsonl_path, text_a_column="text",
+                                                   label_column="label", require_labels=False,
+                                                   keep_empty=True)
+    assert [(e.guid, e.text_a, e.label) for e in examples] == [("0", "one", "10"),
+                                                               ("1", "", "2")]
+    assert classifier_data.infer_labels(
+        [classifier_data.InputExample(str(i), "t", None, l) for i, l in
+         enumerate(["10", "9", "10", "1"])]) == ["1", "9", "10"]
+
+
+def test_user_file_errors_name_file_line_and_column(tmp_path):
+    path = _write(tmp_path / "d.csv", "text,label\nfine,pos\n")
+    with pytest.raises(DataError, match=r"d.csv:2 \(column 'sentence'\): no such column; this "
+                                        r"row has text, label"):
+        classifier_data.read_table_examples(path, text_a_column="sentence", label_column="label")
+    with pytest.raises(DataError, match=r"d.csv:2 \(column 'label'\): regression label 'pos' "
+                                        "is not a number"):
+        classifier_data.read_table_examples(path, text_a_column="text", label_column="label",
+                                            is_regression=True)
+    bad_jsonl = _write(tmp_path / "d.jsonl", '{"text": "a", "label": "x"}\n[1, 2]\n')
+    with pytest.raises(DataError, match=r"d.jsonl:2: expected a JSON object, got list"):
+        classifier_data.read_table_examples(bad_jsonl, text_a_column="text",
+                                            label_column="label")
+    ragged = _write(tmp_path / "r.tsv", "text\tlabel\na\tb\tc\n")
+    with pytest.raises(DataError, match=r"r.tsv:2: 3 fields, but the header has 2"):
+        classifier_data.read_table_examples(ragged, text_a_column="text", label_column="label")
+    with pytest.raises(DataError, match=r"cannot tell the format from the extension '.txt'"):
+        classifier_data.read_table_examples(str(tmp_path / "x.txt"), text_a_column="a",
+                                            label_column="b")
+    examples = classifier_data.read_table_examples(path, text_a_column="text",
+                                                   label_column="label")
+    with pytest.raises(DataError, match=r"d.csv:2: label 'pos' of the dev data is not among "
+                                        "the labels neg, neutral"):
+        classifier_data.check_labels(examples, ["neg", "neutral"], "dev")
+
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e"]
+
+
+def test_features_truncate_and_pack_pairs():
+    tokenizer = WordpieceTokenizer(VOCAB)
+    examples = [classifier_data.InputExample("0", "a b", "c", "y"),
+                classifier_data.InputExample("1", "a b c d e", "e d c", None)]
+    stats = {}
+    features = list(classifier_data.classifier_features(examples, tokenizer, 8, ["x", "y"],
+                                                        stats))
+    assert features[0] == {"input_word_ids": [2, 5, 6, 3, 7, 3, 0, 0],
+                           "input_mask": [1, 1, 1, 1, 1, 1, 0, 0],
+                           "input_type_ids": [0, 0, 0, 0, 1, 1, 0, 0], "label_ids": 1}
+    # 8 positions leave 5 for the pair: longest-first truncation keeps a b c | e d.
+    assert features[1]["input_word_ids"] == [2, 5, 6, 7, 3, 9, 8, 3]
+    assert features[1]["label_ids"] == 0 and stats == {"truncated": 1}
+
+
+def test_records_cache_and_pipelines(tmp_path):
+    tokenizer = WordpieceTokenizer(VOCAB)
+    examples = [classifier_data.InputExample(str(i), "a b" if i % 2 else "c", None,
+                                             "y" if i % 2 else "x") for i in range(5)]
+    path, meta = classifier_data.classifier_records(str(tmp_path), "dev", examples, tokenizer,
+                                                    6, ["x", "y"])
+    assert meta == {"num_examples": 5, "truncated": 0}
+    again, _ = classifier_data.classifier_records(str(tmp_path), "dev", examples, tokenizer, 6,
+                                                  ["x", "y"])
+    other, _ = classifier_data.classifier_records(str(tmp_path), "dev", examples, tokenizer, 7,
+                                                  ["x", "y"])
+    assert again == path and other != path
+    spec = classifier_data.classifier_spec(6, False)
+    batches = list(feature_records.records_dataset(path, spec, batch_size=4, is_training=False,
+                                                   num_examples=5))
+    # Nothing dropped: the last batch is filled with zero-weight padding examples.
+    assert [b["input_word_ids"].shape.as_list() for b in batches] == [[4, 6], [4, 6]]
+    np.testing.assert_array_equal(np.concatenate([b["example_weights"] for b in batches]),
+                                  [1, 1, 1, 1, 1, 0, 0, 0])
+    np.testing.assert_array_equal(batches[0]["label_ids"], [0, 1, 0, 1])
+    assert batches[0]["label_ids"].dtype == tf.int32
+    train = feature_records.records_dataset(path, spec, batch_size=2, is_training=True, seed=0)
+    assert train.element_spec["input_word_ids"].shape.as_list() == [2, 6]
+    assert len(list(train.take(7))) == 7  # repeats
+    with open(path[:-len(".tf_record")] + ".json") as f:
+        assert json.load(f)["num_examples"] == 5
