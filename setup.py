@@ -21,6 +21,8 @@ setuptools.setup(
         "absl-py>=2.0",
         "google-crc32c>=1.5",
         "numpy>=1.26",
+        # Hugging Face checkpoints are read and written as safetensors (never pickles).
+        "safetensors>=0.4",
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-xdist>=3.5"],

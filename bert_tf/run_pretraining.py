@@ -18,7 +18,7 @@ import time
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import common_flags
+from bert_tf import common_flags, interop
 from bert_tf.common_flags import FlagValueError
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.fileio import write_text_atomic
@@ -36,7 +36,9 @@ flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to 
 flags.DEFINE_string("input_file", None, "TFRecord pre-training examples: comma-separated globs.")
 flags.DEFINE_string("output_dir", None, "Where checkpoints, logs and the final model go.")
 flags.DEFINE_string("init_checkpoint", None,
-                    "Warm-start weights: a TF2 checkpoint, .keras or .weights.h5 file.")
+                    "Warm-start weights: an original TF1 checkpoint prefix, a Hugging Face or "
+                    "keras-hub directory, a bert_tf checkpoint or run directory, a .keras or "
+                    ".weights.h5 file.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length S the records were written with.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions P per sequence.")
 flags.DEFINE_bool("do_train", False, "Run training.")
@@ -244,7 +246,9 @@ def pretrain(options, flags_text=None):
             num_train_steps=options.num_train_steps, steps_per_loop=steps_per_loop,
             save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
             metrics_fn=pretraining_metrics, global_batch_size=options.train_batch_size,
-            init_checkpoint=options.init_checkpoint, jit_compile=options.jit_compile)
+            init_checkpoint=options.init_checkpoint, jit_compile=options.jit_compile,
+            warm_start_fn=lambda path, target: interop.warm_start(
+                path, target, do_lower_case=options.do_lower_case))
         results["global_step"] = train_results.pop("step")
         results["train"] = train_results
     else:
@@ -278,7 +282,7 @@ def _restore_for_eval(options, model, optimizer):
         logging.info("Evaluating %s", latest)
         return int(optimizer.iterations.numpy())
     if options.init_checkpoint:
-        checkpointing.warm_start(options.init_checkpoint, model)
+        interop.warm_start(options.init_checkpoint, model, do_lower_case=options.do_lower_case)
         return 0
     raise FlagValueError(f"--do_eval without --do_train needs a checkpoint in "
                          f"--output_dir={options.output_dir} or --init_checkpoint")

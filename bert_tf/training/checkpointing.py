@@ -103,9 +103,12 @@ def warm_start(init_checkpoint, model, checkpoint_key="model"):
       model: the keras.Model (or any trackable) to load into.
       checkpoint_key: the attribute name the model was saved under in the checkpoint.
 
+    Original TF1, Hugging Face and keras-hub checkpoints, and loading only the encoder of a
+    different bert_tf model, are bert_tf.interop.warm_start's job (which the run_* CLIs use).
+
     Raises:
-      CheckpointError: the path is missing, is an original TF1 BERT checkpoint (convert it
-        first), or its variables do not match the model.
+      CheckpointError: the path is missing, is an original TF1 BERT checkpoint (see
+        bert_tf.interop.warm_start), or its variables do not match the model.
     """
     if init_checkpoint.endswith((".keras", ".weights.h5")):
         if not tf.io.gfile.exists(init_checkpoint):
@@ -129,8 +132,8 @@ def warm_start(init_checkpoint, model, checkpoint_key="model"):
     if is_tf1_bert_checkpoint(path):
         raise CheckpointError(
             f"--init_checkpoint={init_checkpoint} is an original TF1 BERT checkpoint "
-            "(variables named bert/...); loading those needs the TF1 checkpoint converter, which "
-            "bert_tf does not have yet: start from a bert_tf checkpoint or .keras file")
+            "(variables named bert/...); load it with bert_tf.interop.warm_start, which reads "
+            "every checkpoint format")
     status = tf.train.Checkpoint(**{checkpoint_key: model}).restore(path).expect_partial()
     try:
         status.assert_existing_objects_matched()

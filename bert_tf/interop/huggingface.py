@@ -1,0 +1,482 @@
+"""Hugging Face BERT checkpoints (config.json + model.safetensors + vocab.txt), in and out.
+
+Weights are read and written with the `safetensors` package only: a `pytorch_model.bin` is a
+pickle, which can run arbitrary code when loaded, so it is refused unless the caller opts in
+(and then read with `torch.load(weights_only=True)`).
+
+Names map rule by rule to the original TF1 names (see bert_tf.interop.weights):
+`bert.encoder.layer.3.attention.self.query.weight` is `bert/encoder/layer_3/attention/self/
+query/kernel` transposed (PyTorch Linear weights are [out, in]); embeddings drop `.weight`;
+LayerNorm `weight`/`bias` (or the older `gamma`/`beta`) are `gamma`/`beta`. The `bert.` prefix
+is optional (a saved BertModel has none). The MLM decoder is tied to the word embeddings.
+
+Activations: in a Hugging Face config "gelu" is the exact erf GELU (bert_tf's "gelu_exact"),
+while "gelu_new" and "gelu_pytorch_tanh" are the tanh approximation (bert_tf's and the original
+BERT's "gelu").
+"""
+
+import json
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.config import BertConfig, ConfigError
+from bert_tf.fileio import write_bytes_atomic, write_text_atomic
+from bert_tf.interop import weights
+from bert_tf.interop.tf1 import copy_vocab
+from bert_tf.interop.weights import InteropError
+from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
+                              BertTokenClassifier)
+
+CONFIG_FILE = "config.json"
+SAFETENSORS_FILE = "model.safetensors"
+SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
+PICKLE_FILE = "pytorch_model.bin"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+VOCAB_FILE = "vocab.txt"
+
+# Hugging Face hidden_act -> bert_tf hidden_act.
+_ACTIVATIONS_FROM_HF = {
+    "gelu": "gelu_exact",
+    "gelu_new": "gelu",
+    "gelu_pytorch_tanh": "gelu",
+    "relu": "relu",
+    "tanh": "tanh",
+    "silu": "silu",
+    "swish": "swish",
+}
+_ACTIVATIONS_TO_HF = {
+    "gelu": "gelu_new",
+    "gelu_new": "gelu_new",
+    "gelu_exact": "gelu",
+    "relu": "relu",
+    "tanh": "tanh",
+    "silu": "silu",
+    "swish": "swish",
+}
+
+# Head names that do not follow the rules of `hf_name`.
+_HEAD_NAMES = {
+    "cls/predictions/output_bias": "cls.predictions.bias",
+    "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+    "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
+    "output_weights": "classifier.weight",
+    "output_bias": "classifier.bias",
+    "cls/squad/output_weights": "qa_outputs.weight",
+    "cls/squad/output_bias": "qa_outputs.bias",
+}
+_HEAD_NAMES_FROM_HF = {hf: tf1 for tf1, hf in _HEAD_NAMES.items()}
+_ENCODER_PARTS = ("embeddings", "encoder", "pooler")
+_TIED_DECODER_WEIGHT = "cls.predictions.decoder.weight"
+_TIED_DECODER_BIAS = "cls.predictions.decoder.bias"
+
+# Hugging Face architectures -> the kind of head (see bert_tf.interop.weights).
+_HEAD_KINDS = {
+    "BertForPreTraining": weights.PRETRAINING,
+    "BertForMaskedLM": weights.PRETRAINING,
+    "BertForSequenceClassification": weights.CLASSIFICATION,
+    "BertForTokenClassification": weights.TOKEN_CLASSIFICATION,
+    "BertForQuestionAnswering": weights.SPAN,
+}
+
+
+def hf_name(name, prefix="bert.", layer_norm_names=("weight", "bias")):
+    """The Hugging Face name of an original TF1 name, and whether the tensor is transposed.
+
+    Args:
+      name: e.g. "bert/encoder/layer_0/attention/self/query/kernel".
+      prefix: put before encoder names ("bert." in task models, "" in a saved BertModel).
+      layer_norm_names: the names of LayerNorm gamma and beta (("gamma", "beta") in old files).
+
+    Returns:
+      (hf name, transposed): ("bert.encoder.layer.0.attention.self.query.weight", True).
+    """
+    if name in _HEAD_NAMES:
+        return _HEAD_NAMES[name], False
+    parts = name.split("/")
+    start = ""
+    if parts[0] == "bert":
+        parts, start = parts[1:], prefix
+    out = []
+    for part in parts:
+        layer = re.fullmatch(r"layer_(\d+)", part)
+        out.extend(["layer", layer.group(1)] if layer else [part])
+    transposed = False
+    if out[-1] == "kernel":
+        out[-1], transposed = "weight", True
+    elif out[-1] == "gamma":
+        out[-1] = layer_norm_names[0]
+    elif out[-1] == "beta":
+        out[-1] = layer_norm_names[1]
+    elif out[-1].endswith("_embeddings"):
+        out.append("weight")
+    return start + ".".join(out), transposed
+
+
+def tf1_name(key):
+    """The original TF1 name of a Hugging Face tensor name, and whether it is transposed.
+
+    Returns (None, False) for names with no BERT meaning (buffers such as position_ids, other
+    heads).
+    """
+    if key in _HEAD_NAMES_FROM_HF:
+        return _HEAD_NAMES_FROM_HF[key], False
+    parts = key.split(".")
+    if parts[0] == "bert":
+        parts = parts[1:]
+    if not parts or parts[0] not in _ENCODER_PARTS + ("cls",):
+        return None, False
+    out = ["bert"] if parts[0] in _ENCODER_PARTS else []
+    i = 0
+    while i < len(parts):
+        if parts[i] == "layer" and i + 1 < len(parts) and parts[i + 1].isdigit():
+            out.append(f"layer_{parts[i + 1]}")
+            i += 2
+            continue
+        out.append(parts[i])
+        i += 1
+    last, owner = out[-1], out[-2] if len(out) > 1 else ""
+    transposed = False
+    if owner == "LayerNorm":
+        renames = {"weight": "gamma", "bias": "beta", "gamma": "gamma", "beta": "beta"}
+        if last not in renames:
+            return None, False
+        out[-1] = renames[last]
+    elif owner.endswith("_embeddings") and last == "weight":
+        out.pop()
+    elif last == "weight":
+        out[-1], transposed = "kernel", True
+    elif last != "bias":
+        return None, False
+    return "/".join(out), transposed
+
+
+def bert_config_from_hf(values, source=CONFIG_FILE):
+    """A BertConfig from the fields of a Hugging Face BERT config.json.
+
+    Raises:
+      InteropError: not a BERT config (model_type), relative position embeddings, or an
+        activation bert_tf does not implement.
+    """
+    model_type = values.get("model_type", "bert")
+    if model_type != "bert":
+        raise InteropError(f"{source}: model_type={model_type!r} is not a BERT model (bert_tf "
+                           "reads model_type 'bert')")
+    position_type = values.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise InteropError(f"{source}: position_embedding_type={position_type!r} is not "
+                           "supported; bert_tf has absolute position embeddings only")
+    hidden_act = values.get("hidden_act", "gelu")
+    if hidden_act not in _ACTIVATIONS_FROM_HF:
+        raise InteropError(
+            f"{source}: hidden_act={hidden_act!r} has no bert_tf equivalent; expected one of "
+            f"gelu (exact erf), gelu_new or gelu_pytorch_tanh (tanh approximation), relu, tanh, "
+            "silu, swish")
+    fields = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+              "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
+              "max_position_embeddings", "type_vocab_size", "initializer_range",
+              "layer_norm_eps")
+    config = {name: values[name] for name in fields if name in values}
+    config["hidden_act"] = _ACTIVATIONS_FROM_HF[hidden_act]
+    try:
+        return BertConfig.from_dict(config, source=source)
+    except ConfigError as e:
+        raise InteropError(str(e)) from None
+
+
+def hf_config_from_bert(config, architecture, num_labels=None, regression=False):
+    """The fields of a Hugging Face config.json for a bert_tf config.
+
+    Args:
+      config: BertConfig.
+      architecture: the transformers class, e.g. "BertForPreTraining".
+      num_labels: classes of a classification or tagging head.
+      regression: the head is a 1-output regression (problem_type "regression").
+    """
+    values = {
+        "architectures": [architecture],
+        "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
+        "classifier_dropout": None,
+        "hidden_act": _ACTIVATIONS_TO_HF[config.hidden_act],
+        "hidden_dropout_prob": config.hidden_dropout_prob,
+        "hidden_size": config.hidden_size,
+        "initializer_range": config.initializer_range,
+        "intermediate_size": config.intermediate_size,
+        "layer_norm_eps": config.layer_norm_eps,
+        "max_position_embeddings": config.max_position_embeddings,
+        "model_type": "bert",
+        "num_attention_heads": config.num_attention_heads,
+        "num_hidden_layers": config.num_hidden_layers,
+        "pad_token_id": 0,
+        "position_embedding_type": "absolute",
+        "tie_word_embeddings": True,
+        "type_vocab_size": config.type_vocab_size,
+        "use_cache": True,
+        "vocab_size": config.vocab_size,
+    }
+    if num_labels is not None:
+        values["id2label"] = {str(i): f"LABEL_{i}" for i in range(num_labels)}
+        values["label2id"] = {f"LABEL_{i}": i for i in range(num_labels)}
+    if regression:
+        values["problem_type"] = "regression"
+    return values
+
+
+def read_config(model_dir):
+    """(BertConfig, raw config.json dict) of a Hugging Face model directory."""
+    path = os.path.join(model_dir, CONFIG_FILE)
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            values = json.load(f)
+    except tf.errors.NotFoundError:
+        raise InteropError(f"{model_dir}: no {CONFIG_FILE} (expected a Hugging Face model "
+                           "directory)") from None
+    except json.JSONDecodeError as e:
+        raise InteropError(f"{path}: not valid JSON ({e})") from None
+    return bert_config_from_hf(values, source=path), values
+
+
+def do_lower_case_of(model_dir):
+    """The tokenizer's `do_lower_case` from tokenizer_config.json, or None when it is not said."""
+    path = os.path.join(model_dir, TOKENIZER_CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        value = json.load(f).get("do_lower_case")
+    return value if isinstance(value, bool) else None
+
+
+def _weight_files(model_dir, allow_pickle):
+    """[(path, kind)] of the weight files, kind "safetensors" or "pickle"."""
+    single = os.path.join(model_dir, SAFETENSORS_FILE)
+    if tf.io.gfile.exists(single):
+        return [(single, "safetensors")]
+    index = os.path.join(model_dir, SAFETENSORS_INDEX_FILE)
+    if tf.io.gfile.exists(index):
+        with tf.io.gfile.GFile(index) as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        return [(os.path.join(model_dir, shard), "safetensors") for shard in shards]
+    pickle = os.path.join(model_dir, PICKLE_FILE)
+    if tf.io.gfile.exists(pickle):
+        if not allow_pickle:
+            raise InteropError(
+                f"{pickle}: a PyTorch pickle; loading a pickle can run arbitrary code, so "
+                f"bert_tf reads {SAFETENSORS_FILE} only. Re-save the model with safetensors, or "
+                "opt in with allow_pickle=True (--allow_pickle) and torch installed to read it "
+                "with torch.load(weights_only=True)")
+        return [(pickle, "pickle")]
+    raise InteropError(f"{model_dir}: no {SAFETENSORS_FILE}, {SAFETENSORS_INDEX_FILE} or "
+                       f"{PICKLE_FILE}")
+
+
+def _open_safetensors(path):
+    """name -> (shape, read) for one safetensors file, read lazily as float32 numpy."""
+    from safetensors import safe_open
+
+    tensors = {}
+    with safe_open(path, framework="numpy") as f:
+        for key in f.keys():
+            info = f.get_slice(key)
+            tensors[key] = (tuple(info.get_shape()), info.get_dtype())
+
+    def reader(key, dtype):
+        def read():
+            if dtype == "BF16":
+                return _read_bfloat16(path, key)
+            with safe_open(path, framework="numpy") as f:
+                return np.asarray(f.get_tensor(key), dtype=np.float32)
+        return read
+
+    return {key: (shape, reader(key, dtype)) for key, (shape, dtype) in tensors.items()}
+
+
+def _read_bfloat16(path, key):
+    """Reads a BF16 tensor as float32 (numpy has no bfloat16; ml_dtypes, a TF dependency, does)."""
+    import ml_dtypes
+
+    with open(path, "rb") as f:
+        header_size = int.from_bytes(f.read(8), "little")
+        entry = json.loads(f.read(header_size))[key]
+        start, end = entry["data_offsets"]
+        f.seek(8 + header_size + start)
+        data = f.read(end - start)
+    value = np.frombuffer(data, dtype=ml_dtypes.bfloat16).reshape(entry["shape"])
+    return value.astype(np.float32)
+
+
+def _open_pickle(path):
+    try:
+        import torch
+    except ImportError:
+        raise InteropError(f"{path}: allow_pickle=True needs PyTorch to read the file "
+                           f"(pip install torch), or convert it to {SAFETENSORS_FILE}") from None
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    return {key: (tuple(value.shape), lambda v=value: v.float().numpy())
+            for key, value in state.items()}
+
+
+def read_huggingface(model_dir, allow_pickle=False):
+    """Opens a Hugging Face BERT directory as a WeightSource (tensors are read on demand).
+
+    Args:
+      model_dir: a directory with config.json and model.safetensors (or a sharded
+        model.safetensors.index.json, or with allow_pickle a pytorch_model.bin).
+      allow_pickle: read a pytorch_model.bin with torch.load(weights_only=True).
+
+    Returns:
+      WeightSource with `config` (a BertConfig) and `head_kind` (from `architectures`).
+
+    Raises:
+      InteropError: no weights file, a refused pickle, a config bert_tf cannot express, or an
+        MLM decoder that is not tied to the word embeddings.
+    """
+    config, values = read_config(model_dir)
+    raw = {}
+    for path, kind in _weight_files(model_dir, allow_pickle):
+        raw.update(_open_safetensors(path) if kind == "safetensors" else _open_pickle(path))
+    tensors, unused = {}, []
+    for key in sorted(raw):
+        if key in (_TIED_DECODER_WEIGHT, _TIED_DECODER_BIAS):
+            continue
+        name, transposed = tf1_name(key)
+        if name is None:
+            unused.append(key)
+            continue
+        shape, read = raw[key]
+        tensors[name] = weights.SourceTensor(name=key, shape=shape, transpose=transposed,
+                                             read=read)
+    _check_tied_decoder(model_dir, raw, tensors)
+    prefix = "bert." if any(key.startswith("bert.") for key in raw) else ""
+    layer_norm_names = (("gamma", "beta") if any(key.endswith("LayerNorm.gamma") for key in raw)
+                        else ("weight", "bias"))
+    architectures = values.get("architectures") or []
+    kinds = {_HEAD_KINDS[a] for a in architectures if a in _HEAD_KINDS}
+    return weights.WeightSource(
+        description=model_dir, format="huggingface", tensors=tensors, unused=unused,
+        config=config, head_kind=kinds.pop() if len(kinds) == 1 else None,
+        native_name=lambda name: hf_name(name, prefix, layer_norm_names))
+
+
+def _check_tied_decoder(model_dir, raw, tensors):
+    """The MLM decoder must be the word embeddings (and its bias the MLM bias) as in BERT."""
+    if _TIED_DECODER_WEIGHT in raw and "bert/embeddings/word_embeddings" in tensors:
+        decoder = raw[_TIED_DECODER_WEIGHT][1]()
+        if not np.array_equal(decoder, tensors["bert/embeddings/word_embeddings"].read()):
+            raise InteropError(f"{model_dir}: {_TIED_DECODER_WEIGHT} differs from the word "
+                               "embeddings; bert_tf ties the MLM decoder to them, as BERT does")
+    if _TIED_DECODER_BIAS in raw:
+        shape, read = raw[_TIED_DECODER_BIAS]
+        if "cls/predictions/output_bias" not in tensors:
+            tensors["cls/predictions/output_bias"] = weights.SourceTensor(
+                name=_TIED_DECODER_BIAS, shape=shape, transpose=False, read=read)
+        elif not np.array_equal(read(), tensors["cls/predictions/output_bias"].read()):
+            raise InteropError(f"{model_dir}: {_TIED_DECODER_BIAS} differs from "
+                               "cls.predictions.bias; bert_tf has one MLM output bias")
+
+
+def load_huggingface(model_dir, allow_pickle=False):
+    """Builds a bert_tf model from a Hugging Face BERT directory.
+
+    Args:
+      model_dir: a directory with config.json, model.safetensors and (usually) vocab.txt.
+      allow_pickle: accept a pytorch_model.bin (needs torch; read with weights_only=True).
+
+    Returns:
+      (model, config, vocab_file): a BertPretrainer when the checkpoint has the MLM head
+      (cls.predictions.*; with NSP when it has cls.seq_relationship.*), else a BertEncoder;
+      the BertConfig; the path of vocab.txt, or None when the directory has none. A checkpoint
+      without a pooler (BertForMaskedLM) leaves the pooler newly initialised.
+
+    Raises:
+      InteropError: see read_huggingface; also a missing weight or a shape that differs from
+        config.json (naming the tensor and both shapes).
+
+    Examples:
+
+    >>> model, config, vocab_file = load_huggingface("bert-base-uncased/")  # doctest: +SKIP
+    >>> type(model).__name__  # doctest: +SKIP
+    'BertPretrainer'
+    """
+    source = read_huggingface(model_dir, allow_pickle=allow_pickle)
+    config = source.config
+    encoder = BertEncoder(config)
+    if any(name.startswith("cls/predictions/") for name in source.tensors):
+        has_nsp = any(name.startswith("cls/seq_relationship/") for name in source.tensors)
+        model = BertPretrainer(encoder, use_next_sentence_label=has_nsp)
+    else:
+        model = encoder
+    weights.transfer(source, model, strict=True, optional_scopes=(weights.POOLER_SCOPE,))
+    vocab_file = os.path.join(model_dir, VOCAB_FILE)
+    return model, config, vocab_file if tf.io.gfile.exists(vocab_file) else None
+
+
+def _layout(model):
+    """(architecture, name prefix, keep the pooler, config.json extras) of a bert_tf model."""
+    encoder = weights.encoder_of(model)
+    if model is encoder:
+        return "BertModel", "", True, {}
+    if isinstance(model, BertPretrainer):
+        if model.next_sentence is not None:
+            return "BertForPreTraining", "bert.", True, {}
+        # transformers' BertForMaskedLM has no pooler.
+        return "BertForMaskedLM", "bert.", False, {}
+    if isinstance(model, BertClassifier):
+        return ("BertForSequenceClassification", "bert.", True,
+                {"num_labels": model.num_classes, "regression": model.num_classes == 1})
+    if isinstance(model, BertTokenClassifier):
+        return "BertForTokenClassification", "bert.", False, {"num_labels": model.num_classes}
+    if isinstance(model, BertSpanLabeler):
+        return "BertForQuestionAnswering", "bert.", False, {}
+    raise InteropError(f"cannot write a {type(model).__name__} in Hugging Face format")
+
+
+def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
+    """Writes a bert_tf model as a Hugging Face BERT directory.
+
+    Writes config.json (Hugging Face BertConfig fields, model_type "bert", `architectures`
+    naming the matching transformers class), model.safetensors (float32, the MLM decoder tied
+    to the word embeddings and so not stored), and vocab.txt and tokenizer_config.json when
+    given. Every file is written atomically.
+
+    Args:
+      model: BertEncoder (BertModel), BertPretrainer (BertForPreTraining, or BertForMaskedLM
+        without NSP), BertClassifier (BertForSequenceClassification), BertTokenClassifier
+        (BertForTokenClassification) or BertSpanLabeler (BertForQuestionAnswering).
+      output_dir: created if needed.
+      vocab_file: copied to output_dir/vocab.txt.
+      do_lower_case: written to tokenizer_config.json when not None.
+
+    Returns:
+      output_dir.
+    """
+    from safetensors.numpy import save
+
+    architecture, prefix, keep_pooler, extras = _layout(model)
+    arrays = weights.model_arrays(model)
+    tensors = {}
+    for name, value in arrays.items():
+        if name.startswith(weights.POOLER_SCOPE) and not keep_pooler:
+            continue
+        key, transposed = hf_name(name, prefix)
+        tensors[key] = np.ascontiguousarray(value.T if transposed else value)
+    tf.io.gfile.makedirs(output_dir)
+    write_bytes_atomic(os.path.join(output_dir, SAFETENSORS_FILE),
+                       save(tensors, metadata={"format": "pt"}))
+    config = weights.encoder_of(model).config
+    values = hf_config_from_bert(config, architecture, **extras)
+    write_text_atomic(os.path.join(output_dir, CONFIG_FILE),
+                      json.dumps(values, indent=2, sort_keys=True) + "\n")
+    if vocab_file:
+        copy_vocab(vocab_file, os.path.join(output_dir, VOCAB_FILE))
+    if do_lower_case is not None:
+        write_tokenizer_config(output_dir, do_lower_case)
+    return output_dir
+
+
+def write_tokenizer_config(output_dir, do_lower_case):
+    """Writes tokenizer_config.json recording the vocabulary's casing (as transformers reads it)."""
+    write_text_atomic(os.path.join(output_dir, TOKENIZER_CONFIG_FILE), json.dumps(
+        {"do_lower_case": bool(do_lower_case), "tokenizer_class": "BertTokenizer"},
+        indent=2, sort_keys=True) + "\n")

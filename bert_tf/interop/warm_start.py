@@ -1,0 +1,324 @@
+"""Warm-starting any bert_tf model from any BERT checkpoint format: what --init_checkpoint reads.
+
+`warm_start(init_checkpoint, model)` accepts
+  - an original TF1 checkpoint prefix (`.../bert_model.ckpt`),
+  - a Hugging Face directory (config.json + model.safetensors),
+  - a keras-hub preset directory or a `.keras` file of a keras-hub BertBackbone/BertMaskedLM,
+  - a bert_tf training checkpoint (prefix, or the directory run_pretraining writes:
+    tf.train.Checkpoint(model=..., optimizer=...); the newest checkpoint is used),
+  - a bert_tf directory without checkpoints (pretrainer.keras / encoder.keras, as
+    tools/convert_checkpoint.py writes),
+  - a `.keras` file of a bert_tf model, or a `.weights.h5` file,
+and loads it into a BertPretrainer, BertEncoder or any task model. The encoder must load
+completely; heads load where the checkpoint has a matching one and otherwise stay newly
+initialised. What was loaded, newly initialised and unused is logged and returned.
+"""
+
+import json
+import os
+import warnings
+import zipfile
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.config import BertConfig
+from bert_tf.interop import huggingface, kerashub, tf1, weights
+from bert_tf.interop.weights import InteropError
+from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.text import validate_case_matches_checkpoint
+
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+_BERT_CONFIG_FILE = "bert_config.json"
+_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+# What run_pretraining and tools/convert_checkpoint.py leave in a bert_tf model directory.
+_KERAS_MODEL_FILES = ("pretrainer.keras", "encoder.keras")
+# Structural fields: a difference means the weights cannot mean the same thing.
+_STRUCTURE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size")
+
+
+def warm_start(init_checkpoint, model, do_lower_case=None, allow_pickle=False):
+    """Loads the weights of `init_checkpoint` into `model` and reports what it did.
+
+    Args:
+      init_checkpoint: a path in any format listed in the module docstring.
+      model: a BertPretrainer, BertEncoder, BertClassifier, BertSpanLabeler or
+        BertTokenClassifier, built (as all bert_tf models are on construction).
+      do_lower_case: the tokenizer casing the caller uses; checked against the checkpoint's
+        (tokenizer_config.json do_lower_case, a keras-hub tokenizer's lowercase, or an original
+        checkpoint's directory name such as uncased_L-12_H-768_A-12). None skips the check.
+      allow_pickle: let a Hugging Face directory with only pytorch_model.bin load (needs torch).
+
+    Returns:
+      weights.WarmStartReport (also logged): variables loaded, variables newly initialized,
+      checkpoint tensors unused (optimizer slots included).
+
+    Raises:
+      InteropError (a bert_tf.training.CheckpointError): no checkpoint at the path, a casing
+        or config mismatch, a missing encoder weight, or a shape that differs from the model's.
+    """
+    init_checkpoint = str(init_checkpoint)
+    if do_lower_case is not None:
+        _check_casing(init_checkpoint, do_lower_case)
+    source = open_source(init_checkpoint, model, allow_pickle=allow_pickle)
+    _check_config(source, weights.encoder_of(model).config)
+    return weights.transfer(source, model, strict=False)
+
+
+def checkpoint_config(init_checkpoint):
+    """The BertConfig a checkpoint was written with, or None when the checkpoint does not say.
+
+    Reads bert_config.json beside a TF1 or bert_tf checkpoint, a Hugging Face config.json, a
+    keras-hub preset's config, or the config stored in a `.keras` file; so a CLI can build the
+    model for `warm_start` when no --bert_config_file is given.
+    """
+    path = _resolve(str(init_checkpoint))
+    if path.endswith(".keras"):
+        return _keras_file_config(path)
+    if tf.io.gfile.isdir(path):
+        if kerashub.is_preset_dir(path):
+            return kerashub.config_from_backbone(kerashub.load_keras_hub(path)[0])
+        return huggingface.read_config(path)[0]
+    config_file = os.path.join(os.path.dirname(path), _BERT_CONFIG_FILE)
+    if tf.io.gfile.exists(config_file):
+        return BertConfig.from_json_file(config_file)
+    return None
+
+
+def _resolve(path):
+    """Turns a directory into the file or prefix to read; HF and keras-hub dirs stay dirs."""
+    if os.path.basename(path) in (huggingface.SAFETENSORS_FILE, huggingface.PICKLE_FILE,
+                                  huggingface.SAFETENSORS_INDEX_FILE):
+        return os.path.dirname(path)
+    if not tf.io.gfile.isdir(path):
+        return path
+    if kerashub.is_preset_dir(path) or tf.io.gfile.exists(
+            os.path.join(path, huggingface.CONFIG_FILE)):
+        return path
+    latest = tf.train.latest_checkpoint(path)
+    if latest:
+        return latest
+    for name in _KERAS_MODEL_FILES:
+        if tf.io.gfile.exists(os.path.join(path, name)):
+            return os.path.join(path, name)
+    indexes = tf.io.gfile.glob(os.path.join(path, "*.index"))
+    if len(indexes) == 1:
+        return indexes[0][:-len(".index")]
+    raise InteropError(
+        f"--init_checkpoint={path}: the directory holds no checkpoint: expected a Hugging Face "
+        f"model (config.json + model.safetensors), a keras-hub preset, a `checkpoint` state "
+        f"file, {' or '.join(_KERAS_MODEL_FILES)}, or one <prefix>.index")
+
+
+def open_source(init_checkpoint, model, allow_pickle=False):
+    """The WeightSource of any supported checkpoint path (see the module docstring).
+
+    `model` is the model to be loaded: a bert_tf checkpoint or `.weights.h5` is restored into
+    a model of the kind it holds, built from the config beside it (else `model`'s config).
+    """
+    path = _resolve(init_checkpoint)
+    if tf.io.gfile.isdir(path):
+        if kerashub.is_preset_dir(path):
+            backbone, masked_lm, _, _ = kerashub.load_keras_hub(path)
+            return kerashub.keras_hub_source(backbone, masked_lm, description=path)
+        return huggingface.read_huggingface(path, allow_pickle=allow_pickle)
+    if path.endswith(".keras") and str(_keras_file_module(path)).startswith("keras_hub"):
+        backbone, masked_lm, _, _ = kerashub.load_keras_hub(path)
+        return kerashub.keras_hub_source(backbone, masked_lm, description=path)
+    if not path.endswith((".keras", ".weights.h5")):
+        _check_prefix(init_checkpoint, path)
+        if _OBJECT_GRAPH_KEY not in dict(tf.train.list_variables(path)):
+            return tf1.read_tf1_checkpoint(path)
+    config = _config_beside(path) or weights.encoder_of(model).config
+    loaded, unused, format = _load_bert_tf(path, config, model)
+    return weights.source_from_model(loaded, description=path, format=format, unused=unused)
+
+
+def load_bert_tf(path, config=None):
+    """Loads a model saved by bert_tf: a .keras or .weights.h5 file, a training checkpoint.
+
+    Args:
+      path: a `.keras` file (any bert_tf model), a `.weights.h5` file (a BertPretrainer or
+        BertEncoder), a tf.train.Checkpoint(model=...) prefix, or a directory holding one of
+        them (the newest checkpoint first, then pretrainer.keras, encoder.keras).
+      config: the BertConfig for files that hold no config (default: the bert_config.json
+        beside them).
+
+    Returns:
+      The model: of the saved class for .keras files; a BertPretrainer or BertEncoder for
+      weights files and checkpoints (a task model's checkpoint gives its encoder).
+    """
+    resolved = _resolve(str(path))
+    if not resolved.endswith(".keras"):
+        config = config or _config_beside(resolved)
+        if config is None:
+            raise InteropError(f"{path}: no {_BERT_CONFIG_FILE} beside it; pass the config")
+        if not resolved.endswith(".weights.h5"):
+            _check_prefix(path, resolved)
+    return _load_bert_tf(resolved, config, None)[0]
+
+
+def _check_prefix(given, prefix):
+    if not tf.io.gfile.exists(prefix + ".index"):
+        raise InteropError(
+            f"--init_checkpoint={given}: no checkpoint at {prefix} (expected a TF1 or "
+            "bert_tf checkpoint prefix with a .index file, a Hugging Face or keras-hub "
+            "directory, a .keras or a .weights.h5 file)")
+
+
+def _config_beside(path):
+    config_file = os.path.join(os.path.dirname(path), _BERT_CONFIG_FILE)
+    if tf.io.gfile.exists(config_file):
+        return BertConfig.from_json_file(config_file)
+    return None
+
+
+def _load_bert_tf(path, config, template):
+    """(model, unused checkpoint names, format) of a bert_tf .keras, .weights.h5 or checkpoint.
+
+    `template` (a model or None): for files that do not record the model class, a model of
+    its class and head shapes is tried first, so a task model's head can load.
+    """
+    if path.endswith(".keras"):
+        _keras_file_module(path)
+        return keras.saving.load_model(path, compile=False), [], "keras"
+    if path.endswith(".weights.h5"):
+        return _load_weights_file(path, config, template), [], "weights_h5"
+    shapes = {name.replace(_VALUE_SUFFIX, ""): tuple(shape)
+              for name, shape in tf.train.list_variables(path)}
+    loaded, unused = _load_training_checkpoint(path, shapes, config, template)
+    return loaded, unused, "bert_tf_checkpoint"
+
+
+def _load_training_checkpoint(path, shapes, config, template):
+    """Restores a bert_tf tf.train.Checkpoint(model=...) into a model of the kind it holds."""
+    model_names = [n for n in shapes if n.startswith("model/")]
+    if any(n.startswith("model/masked_lm/") for n in model_names):
+        has_nsp = any(n.startswith("model/next_sentence/") for n in model_names)
+        candidates = [BertPretrainer(BertEncoder(config), use_next_sentence_label=has_nsp)]
+    elif any(n.startswith("model/embedding_layer/") for n in model_names):
+        candidates = [BertEncoder(config)]
+    elif any(n.startswith("model/encoder/") for n in model_names):
+        # A task model. The checkpoint does not record the head's class, so its head loads
+        # into a model of the template's class whose head has the same shapes; else only the
+        # encoder loads.
+        candidates = [None]
+        head_shapes = sorted(shapes[n] for n in model_names if not n.startswith("model/encoder/"))
+        if template is not None and not isinstance(template, BertEncoder):
+            clone = weights.same_kind(template, BertEncoder(config))
+            encoder_ids = {id(v) for v in clone.encoder.weights}
+            clone_head = [tuple(v.shape) for v in clone.weights if id(v) not in encoder_ids]
+            if sorted(clone_head) == head_shapes:
+                candidates.insert(0, clone)
+    else:
+        raise InteropError(f"--init_checkpoint={path}: a TF2 checkpoint without a bert_tf "
+                           "model under `model` (expected tf.train.Checkpoint(model=...))")
+    optimizer_state = sorted(n for n in shapes if n.startswith("optimizer/"))
+    error = ""
+    for donor in candidates:
+        if donor is None:
+            # Only the encoder of a task model: its head is reported as unused.
+            donor = BertEncoder(config)
+            root = tf.Module()
+            root.encoder = donor
+            other = sorted(n for n in model_names if not n.startswith("model/encoder/"))
+        else:
+            root, other = donor, []
+        try:
+            tf.train.Checkpoint(model=root).restore(path).expect_partial(
+            ).assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.OpError) as e:
+            error = str(e).splitlines()[0][:300]
+            continue
+        return donor, optimizer_state + other
+    raise InteropError(f"--init_checkpoint={path}: the checkpoint's model does not match a "
+                       f"bert_tf model built from {_BERT_CONFIG_FILE} or the model's config "
+                       f"({error})")
+
+
+def _load_weights_file(path, config, template):
+    """A .weights.h5 holds no architecture: try the template's kind, then pretrainer, encoder."""
+    if not tf.io.gfile.exists(path):
+        raise InteropError(f"--init_checkpoint={path}: no such file")
+    builders = [lambda: BertPretrainer(BertEncoder(config), use_next_sentence_label=True),
+                lambda: BertPretrainer(BertEncoder(config), use_next_sentence_label=False),
+                lambda: BertEncoder(config)]
+    if template is not None:
+        builders.insert(0, lambda: weights.same_kind(template, BertEncoder(config)))
+    for build in builders:
+        donor = build()
+        try:
+            with warnings.catch_warnings():
+                # Keras warns about every layer it cannot match before raising.
+                warnings.simplefilter("ignore")
+                donor.load_weights(path)
+        except ValueError:
+            continue
+        return donor
+    raise InteropError(f"--init_checkpoint={path}: the weights fit no BertPretrainer (with or "
+                       f"without NSP) or BertEncoder built from {_BERT_CONFIG_FILE} or the "
+                       "model's config")
+
+
+def _keras_file_module(path):
+    """The `module` of the top-level object in a .keras file (to tell keras-hub models apart)."""
+    if not tf.io.gfile.exists(path):
+        raise InteropError(f"--init_checkpoint={path}: no such file")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return json.loads(archive.read("config.json")).get("module", "")
+    except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as e:
+        raise InteropError(f"--init_checkpoint={path}: not a readable .keras file ({e})") from None
+
+
+def _keras_file_config(path):
+    if str(_keras_file_module(path)).startswith("keras_hub"):
+        return kerashub.config_from_backbone(kerashub.load_keras_hub(path)[0])
+    return weights.encoder_of(keras.saving.load_model(path, compile=False)).config
+
+
+def _checkpoint_casing(path):
+    """(do_lower_case, where it was read) from the files beside or inside a checkpoint."""
+    directory = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+    if kerashub.is_preset_dir(directory):
+        return kerashub.preset_lowercase(directory), "tokenizer.json lowercase"
+    value = huggingface.do_lower_case_of(directory)
+    return value, f"{huggingface.TOKENIZER_CONFIG_FILE} do_lower_case"
+
+
+def _check_casing(init_checkpoint, do_lower_case):
+    try:
+        validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+    except ValueError as e:
+        raise InteropError(str(e)) from None
+    value, where = _checkpoint_casing(init_checkpoint)
+    if value is not None and value != bool(do_lower_case):
+        raise InteropError(
+            f"--do_lower_case={bool(do_lower_case)} contradicts --init_checkpoint="
+            f"{init_checkpoint}: its {where} is {value}, so pass --do_lower_case={value} to "
+            "tokenize as the model was trained")
+
+
+def _normal_activation(name):
+    return "gelu" if name == "gelu_new" else name
+
+
+def _check_config(source, config):
+    """Structural differences are errors; activation or epsilon differences are warnings."""
+    if source.config is None:
+        return
+    found = source.config
+    mismatches = [f"{name}={getattr(found, name)} in the checkpoint but {getattr(config, name)} "
+                  "in the model" for name in _STRUCTURE_FIELDS
+                  if getattr(found, name) != getattr(config, name)]
+    if mismatches:
+        raise InteropError(f"{source.description}: the checkpoint's config does not match the "
+                           f"model's: {'; '.join(mismatches)}")
+    if _normal_activation(found.hidden_act) != _normal_activation(config.hidden_act):
+        logging.warning("%s was trained with hidden_act=%r but the model uses %r",
+                        source.description, found.hidden_act, config.hidden_act)
+    if found.layer_norm_eps != config.layer_norm_eps:
+        logging.warning("%s was trained with layer_norm_eps=%g but the model uses %g",
+                        source.description, found.layer_norm_eps, config.layer_norm_eps)
