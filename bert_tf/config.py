@@ -2,8 +2,11 @@
 
 The field names and meanings are those of google-research/bert's `bert_config.json`, so
 published configs load unchanged and configs written here load in the original code.
-`layer_norm_eps` is the one addition (the original hard-codes 1e-12); it is written out only
-when it differs from that default, so an original file round-trips field for field.
+The additions are `layer_norm_eps` (the original hard-codes 1e-12) and the BERT-family options
+`embedding_size` (ALBERT's factorized embeddings), `share_parameters` (ALBERT's cross-layer
+sharing) and `position_embedding_type` (learned or fixed sinusoidal). Each is written out only
+when it differs from its default, which is BERT's behaviour, so an original file round-trips
+field for field.
 """
 
 import copy
@@ -18,6 +21,22 @@ from bert_tf.fileio import write_text_atomic
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "tanh", "swish", "silu")
 
 _DEFAULT_LAYER_NORM_EPS = 1e-12
+
+# Which parts of the transformer blocks all layers share (ALBERT): none (BERT), all (ALBERT),
+# attention (the self-attention and its LayerNorm) or ffn (the feed-forward and its LayerNorm).
+SHARE_PARAMETERS = ("none", "all", "attention", "ffn")
+POSITION_EMBEDDING_TYPES = ("learned", "sinusoidal")
+
+# Fields of the BERT-family variants (ALBERT, sinusoidal positions), none in an original file.
+_FAMILY_FIELDS = ("embedding_size", "share_parameters", "position_embedding_type")
+
+# Optional fields and the default that leaves them out of bert_config.json.
+_OMITTED_DEFAULTS = {
+    "layer_norm_eps": _DEFAULT_LAYER_NORM_EPS,
+    "embedding_size": None,
+    "share_parameters": "none",
+    "position_embedding_type": "learned",
+}
 
 # name -> (num_hidden_layers, hidden_size); heads = hidden / 64, intermediate = 4 * hidden.
 _PRESET_SHAPES = {
@@ -52,6 +71,17 @@ class BertConfig:
       type_vocab_size: number of segment ids (2 for sentence pairs).
       initializer_range: stddev of the truncated-normal initializer of every kernel.
       layer_norm_eps: epsilon of every LayerNorm.
+      embedding_size: None (BERT: the embedding tables are H wide), or E: tables of width E,
+        LayerNorm and dropout at width E, then a dense projection E -> H before the first block
+        (ALBERT's factorized embeddings; the projection exists whenever E is given, also when
+        E == H, as in ALBERT checkpoints). The masked-LM head then projects back to E before
+        scoring against the tied [V, E] table.
+      share_parameters: "none" (BERT), "all" (ALBERT: one block applied L times), "attention"
+        or "ffn" (every layer uses layer 0's attention, or feed-forward, sub-layers and their
+        LayerNorm; the other half is per layer).
+      position_embedding_type: "learned" (BERT: a trained [max_position_embeddings, width]
+        table) or "sinusoidal" (the fixed closed form of Vaswani et al., no variables; inputs
+        may then be longer than max_position_embeddings).
 
     Examples:
 
@@ -76,6 +106,9 @@ class BertConfig:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     layer_norm_eps: float = _DEFAULT_LAYER_NORM_EPS
+    embedding_size: int | None = None
+    share_parameters: str = "none"
+    position_embedding_type: str = "learned"
 
     def __post_init__(self):
         self.validate()
@@ -107,10 +140,26 @@ class BertConfig:
             raise ConfigError(
                 f"{source}: hidden_act={self.hidden_act!r} is not one of "
                 f"{', '.join(SUPPORTED_ACTIVATIONS)}")
+        size = self.embedding_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ConfigError(f"{source}: embedding_size={size!r} must be a positive integer "
+                              "or absent (null: the embeddings are hidden_size wide)")
+        if self.share_parameters not in SHARE_PARAMETERS:
+            raise ConfigError(f"{source}: share_parameters={self.share_parameters!r} is not one "
+                              f"of {', '.join(SHARE_PARAMETERS)}")
+        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            raise ConfigError(
+                f"{source}: position_embedding_type={self.position_embedding_type!r} is not one "
+                f"of {', '.join(POSITION_EMBEDDING_TYPES)}")
 
     @property
     def head_size(self):
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_width(self):
+        """Width of the embedding tables: embedding_size when given, else hidden_size."""
+        return self.hidden_size if self.embedding_size is None else self.embedding_size
 
     @classmethod
     def from_dict(cls, values, source="BertConfig"):
@@ -118,8 +167,10 @@ class BertConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
+            family = sorted(known & set(_FAMILY_FIELDS))
             raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; expected a "
-                              f"subset of {', '.join(sorted(known))}")
+                              f"subset of {', '.join(sorted(known - set(family)))} and the "
+                              f"BERT-family options {', '.join(family)}")
         try:
             return cls(**values)
         except ConfigError as e:
@@ -155,10 +206,12 @@ class BertConfig:
         return tuple(_PRESET_SHAPES)
 
     def to_dict(self):
-        """The bert_config.json fields; layer_norm_eps only when it is not the original's 1e-12."""
+        """The bert_config.json fields; the optional ones (layer_norm_eps, embedding_size,
+        share_parameters, position_embedding_type) only when they differ from their default."""
         values = dataclasses.asdict(self)
-        if values["layer_norm_eps"] == _DEFAULT_LAYER_NORM_EPS:
-            del values["layer_norm_eps"]
+        for name, default in _OMITTED_DEFAULTS.items():
+            if values[name] == default:
+                del values[name]
         return values
 
     def to_json_string(self):

@@ -3,6 +3,7 @@
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.models import (BertClassifier, BertPretrainer, BertSpanLabeler,
                                      BertTokenClassifier)
+from bert_tf.modeling.positions import extend_position_embeddings
 
 __all__ = ["BertClassifier", "BertEncoder", "BertPretrainer", "BertSpanLabeler",
-           "BertTokenClassifier"]
+           "BertTokenClassifier", "extend_position_embeddings"]

@@ -1,4 +1,8 @@
-"""BertEncoder: the BERT network, embeddings -> N post-LN transformer blocks -> tanh pooler."""
+"""BertEncoder: the BERT network, embeddings -> N post-LN transformer blocks -> tanh pooler.
+
+The same class builds the BERT-family variants its BertConfig asks for: ALBERT's factorized
+embeddings and cross-layer parameter sharing, and fixed sinusoidal position embeddings.
+"""
 
 import keras
 
@@ -26,6 +30,17 @@ class BertEncoder(keras.Model):
       embeddings (BertEmbeddings)     embeddings/{word,token_type,position}_embeddings, LayerNorm
       transformer_layer_{i}           encoder/layer_{i}/... (see layers.TransformerBlock)
       pooler                          pooler/dense
+
+    BERT-family options (see BertConfig):
+      embedding_size E                the tables and their LayerNorm are E wide, then
+                                      `embedding_projection` (dense E -> H; ALBERT's
+                                      bert/encoder/embedding_hidden_mapping_in)
+      share_parameters="all"          one block, `transformer_layer_0`, applied L times
+                                      (ALBERT's encoder/transformer/group_0/inner_group_0)
+      share_parameters="attention"    transformer_layer_{i} for i > 0 use the attention
+                                      sub-layers of transformer_layer_0 ("ffn": the
+                                      feed-forward ones); the variables exist once
+      position_embedding_type         "sinusoidal": fixed, no position variables
 
     Args:
       config: a `BertConfig` or a dict of bert_config.json fields.
@@ -57,25 +72,39 @@ class BertEncoder(keras.Model):
         embedding_layer = layers.BertEmbeddings(
             vocab_size=config.vocab_size, type_vocab_size=config.type_vocab_size,
             max_position_embeddings=config.max_position_embeddings,
-            hidden_size=config.hidden_size, initializer_range=config.initializer_range,
+            hidden_size=config.embedding_width, initializer_range=config.initializer_range,
             layer_norm_eps=config.layer_norm_eps, dropout=config.hidden_dropout_prob,
-            dtype=dtype, name="embeddings")
+            position_embedding_type=config.position_embedding_type, dtype=dtype,
+            name="embeddings")
         hidden_bsh = embedding_layer(inputs["input_word_ids"], inputs["input_type_ids"])
+        if config.embedding_size is not None:
+            hidden_bsh = keras.layers.Dense(
+                config.hidden_size,
+                kernel_initializer=layers.truncated_normal(config.initializer_range),
+                dtype=dtype, name="embedding_projection")(hidden_bsh)
         attention_bias = layers.AttentionBias(dtype=dtype, name="attention_bias")(
             inputs["input_mask"])
 
         encoder_outputs = []
+        first_block = None
         for i in range(config.num_hidden_layers):
-            block = layers.TransformerBlock(
-                hidden_size=config.hidden_size,
-                num_attention_heads=config.num_attention_heads,
-                intermediate_size=config.intermediate_size,
-                hidden_act=config.hidden_act,
-                hidden_dropout_prob=config.hidden_dropout_prob,
-                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-                initializer_range=config.initializer_range,
-                layer_norm_eps=config.layer_norm_eps,
-                dtype=dtype, name=f"transformer_layer_{i}")
+            if first_block is not None and config.share_parameters == "all":
+                block = first_block
+            else:
+                block = layers.TransformerBlock(
+                    hidden_size=config.hidden_size,
+                    num_attention_heads=config.num_attention_heads,
+                    intermediate_size=config.intermediate_size,
+                    hidden_act=config.hidden_act,
+                    hidden_dropout_prob=config.hidden_dropout_prob,
+                    attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                    initializer_range=config.initializer_range,
+                    layer_norm_eps=config.layer_norm_eps,
+                    attention_from=first_block if config.share_parameters == "attention"
+                    else None,
+                    ffn_from=first_block if config.share_parameters == "ffn" else None,
+                    dtype=dtype, name=f"transformer_layer_{i}")
+                first_block = first_block or block
             hidden_bsh = block(hidden_bsh, attention_bias)
             encoder_outputs.append(hidden_bsh)
 

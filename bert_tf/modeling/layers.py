@@ -1,5 +1,9 @@
 """Keras layers of BERT: the embedding sum, the post-LN transformer block and the pre-training heads.
 
+The BERT-family options live here too: fixed sinusoidal position embeddings, blocks that share
+sub-layers across depth (ALBERT), a masked-LM head over narrower (factorized) embeddings, and
+SpanBERT's span-boundary head.
+
 Every layer works on the TensorFlow backend of Keras 3, serializes through `get_config`, and
 keeps LayerNorm and softmax in float32 under a mixed (bfloat16/float16) dtype policy.
 Sub-layer names mirror the original TF1 checkpoint names (see each class) so that a checkpoint
@@ -87,6 +91,40 @@ class PositionEmbedding(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
+class SinusoidalPositionEmbedding(keras.layers.Layer):
+    """Fixed sinusoidal position embeddings (Vaswani et al., 2017); no variables.
+
+    Row p, column 2i is sin(p / 10000^(2i / width)) and column 2i + 1 is
+    cos(p / 10000^(2i / width)); computed in float32 for any length, so inputs are not limited
+    to a table size.
+
+    Args:
+      width: embedding width (odd widths end with a sine column).
+    """
+
+    def __init__(self, width, **kwargs):
+        super().__init__(**kwargs)
+        self.width = width
+
+    def call(self, seq_length):
+        """Args: seq_length: scalar int. Returns: float32 [seq_length, width]."""
+        positions_s1 = tf.cast(tf.range(seq_length), tf.float32)[:, tf.newaxis]
+        # Column j uses the frequency of its sin/cos pair, 10000^(-2 * (j // 2) / width).
+        pair_w = tf.cast(tf.range(self.width) // 2 * 2, tf.float32)
+        angles_sw = positions_s1 * tf.exp(pair_w * (-math.log(10000.0) / self.width))
+        is_sine_w = tf.range(self.width) % 2 == 0
+        return tf.where(is_sine_w, tf.sin(angles_sw), tf.cos(angles_sw))
+
+    def compute_output_spec(self, seq_length):
+        return keras.KerasTensor((None, self.width), "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(width=self.width)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
 class BertEmbeddings(keras.layers.Layer):
     """Token + segment + position embeddings, summed, then LayerNorm and dropout.
 
@@ -97,15 +135,19 @@ class BertEmbeddings(keras.layers.Layer):
     Args:
       vocab_size: V, rows of the word-embedding table [V, H].
       type_vocab_size: number of segment ids.
-      max_position_embeddings: rows of the position table; inputs may not be longer.
-      hidden_size: H.
+      max_position_embeddings: rows of the position table; inputs may not be longer (with
+        learned position embeddings).
+      hidden_size: H, the width of the tables and of the output (ALBERT: the embedding size E).
       initializer_range: stddev of the truncated-normal initializer of the three tables.
       layer_norm_eps: LayerNorm epsilon.
       dropout: dropout rate on the normalized sum.
+      position_embedding_type: "learned" (a trained table) or "sinusoidal" (fixed, no
+        variables; the `position_embeddings` sub-layer is then a SinusoidalPositionEmbedding).
     """
 
     def __init__(self, vocab_size, type_vocab_size, max_position_embeddings, hidden_size,
-                 initializer_range=0.02, layer_norm_eps=1e-12, dropout=0.1, **kwargs):
+                 initializer_range=0.02, layer_norm_eps=1e-12, dropout=0.1,
+                 position_embedding_type="learned", **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.type_vocab_size = type_vocab_size
@@ -114,6 +156,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm_eps = layer_norm_eps
         self.dropout = dropout
+        self.position_embedding_type = position_embedding_type
         policy = self.dtype_policy
         self.word_embeddings = keras.layers.Embedding(
             vocab_size, hidden_size, embeddings_initializer=truncated_normal(initializer_range),
@@ -122,9 +165,16 @@ class BertEmbeddings(keras.layers.Layer):
             type_vocab_size, hidden_size,
             embeddings_initializer=truncated_normal(initializer_range),
             dtype=policy, name="token_type_embeddings")
-        self.position_embeddings = PositionEmbedding(
-            max_position_embeddings, hidden_size, initializer_range, dtype=policy,
-            name="position_embeddings")
+        if position_embedding_type == "learned":
+            self.position_embeddings = PositionEmbedding(
+                max_position_embeddings, hidden_size, initializer_range, dtype=policy,
+                name="position_embeddings")
+        elif position_embedding_type == "sinusoidal":
+            self.position_embeddings = SinusoidalPositionEmbedding(
+                hidden_size, dtype=policy, name="position_embeddings")
+        else:
+            raise ValueError(f"position_embedding_type={position_embedding_type!r} is not one of "
+                             "learned, sinusoidal")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype=policy, name="layer_norm")
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy, name="dropout")
@@ -132,7 +182,7 @@ class BertEmbeddings(keras.layers.Layer):
     def build(self, input_shape=None):
         self.word_embeddings.build((None, None))
         self.token_type_embeddings.build((None, None))
-        self.position_embeddings.build()
+        self.position_embeddings.build(None)
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
@@ -140,7 +190,8 @@ class BertEmbeddings(keras.layers.Layer):
         """Args: input_word_ids, input_type_ids: int [B, S]. Returns: float [B, S, H]."""
         seq_length = tf.shape(input_word_ids)[1]
         static_length = input_word_ids.shape[1]
-        if static_length is not None and static_length > self.max_position_embeddings:
+        if (self.position_embedding_type == "learned" and static_length is not None
+                and static_length > self.max_position_embeddings):
             raise ValueError(
                 f"input length {static_length} exceeds max_position_embeddings="
                 f"{self.max_position_embeddings}")
@@ -155,7 +206,8 @@ class BertEmbeddings(keras.layers.Layer):
         config.update(vocab_size=self.vocab_size, type_vocab_size=self.type_vocab_size,
                       max_position_embeddings=self.max_position_embeddings,
                       hidden_size=self.hidden_size, initializer_range=self.initializer_range,
-                      layer_norm_eps=self.layer_norm_eps, dropout=self.dropout)
+                      layer_norm_eps=self.layer_norm_eps, dropout=self.dropout,
+                      position_embedding_type=self.position_embedding_type)
         return config
 
 
@@ -200,11 +252,17 @@ class TransformerBlock(keras.layers.Layer):
       attention_probs_dropout_prob: dropout on the attention probabilities.
       initializer_range: stddev of the truncated-normal kernel initializer.
       layer_norm_eps: LayerNorm epsilon.
+      attention_from: optional TransformerBlock whose attention sub-layers (query, key, value,
+        attention_output, attention_layer_norm) this block uses as its own (ALBERT's shared
+        attention). Not serialized: the encoder passes it again when it is rebuilt.
+      ffn_from: optional TransformerBlock whose feed-forward sub-layers (intermediate, output,
+        output_layer_norm) this block uses as its own. Not serialized either.
     """
 
     def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-                 initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+                 initializer_range=0.02, layer_norm_eps=1e-12, attention_from=None,
+                 ffn_from=None, **kwargs):
         super().__init__(**kwargs)
         if hidden_size % num_attention_heads:
             raise ValueError(f"num_attention_heads={num_attention_heads} does not divide "
@@ -226,16 +284,28 @@ class TransformerBlock(keras.layers.Layer):
                                       kernel_initializer=truncated_normal(initializer_range),
                                       dtype=policy, name=name)
 
-        self.query = dense(hidden_size, "query")
-        self.key = dense(hidden_size, "key")
-        self.value = dense(hidden_size, "value")
-        self.attention_output = dense(hidden_size, "attention_output")
-        self.attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")
-        self.intermediate = dense(intermediate_size, "intermediate", get_activation(hidden_act))
-        self.output_dense = dense(hidden_size, "output")
-        self.output_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm")
+        if attention_from is None:
+            self.query = dense(hidden_size, "query")
+            self.key = dense(hidden_size, "key")
+            self.value = dense(hidden_size, "value")
+            self.attention_output = dense(hidden_size, "attention_output")
+            self.attention_layer_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")
+        else:
+            self.query, self.key, self.value = (attention_from.query, attention_from.key,
+                                                attention_from.value)
+            self.attention_output = attention_from.attention_output
+            self.attention_layer_norm = attention_from.attention_layer_norm
+        if ffn_from is None:
+            self.intermediate = dense(intermediate_size, "intermediate",
+                                      get_activation(hidden_act))
+            self.output_dense = dense(hidden_size, "output")
+            self.output_layer_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm")
+        else:
+            self.intermediate = ffn_from.intermediate
+            self.output_dense = ffn_from.output_dense
+            self.output_layer_norm = ffn_from.output_layer_norm
         self.attention_dropout = keras.layers.Dropout(
             attention_probs_dropout_prob, dtype=policy, name="attention_probs_dropout")
         self.hidden_dropout = keras.layers.Dropout(
@@ -243,10 +313,13 @@ class TransformerBlock(keras.layers.Layer):
 
     def build(self, input_shape=None):
         matrix = (None, self.hidden_size)
+        # Shared sub-layers were built by the block that owns them.
         for layer in (self.query, self.key, self.value, self.attention_output,
                       self.attention_layer_norm, self.intermediate, self.output_layer_norm):
-            layer.build(matrix)
-        self.output_dense.build((None, self.intermediate_size))
+            if not layer.built:
+                layer.build(matrix)
+        if not self.output_dense.built:
+            self.output_dense.build((None, self.intermediate_size))
         self.built = True
 
     def _split_heads(self, x_mh, batch, seq_length):
@@ -312,7 +385,8 @@ class MaskedLMHead(keras.layers.Layer):
 
     Only the P masked positions go through the transform dense (not all S), and the output
     projection reuses the word-embedding table (tied weights: the same variable, transposed)
-    plus a per-token bias. TF1 names (under `cls/predictions/`): transform/dense ->
+    plus a per-token bias. With factorized embeddings (ALBERT) the transform maps the encoder's
+    width H down to the table's width E. TF1 names (under `cls/predictions/`): transform/dense ->
     `transform`, transform/LayerNorm -> `transform_layer_norm`, output_bias -> `output_bias`.
 
     Args:
@@ -321,10 +395,11 @@ class MaskedLMHead(keras.layers.Layer):
       hidden_act: bert_config activation name of the transform.
       initializer_range: stddev of the truncated-normal kernel initializer.
       layer_norm_eps: LayerNorm epsilon.
+      input_size: width of the sequence_output it reads (default: the table's width).
     """
 
     def __init__(self, embedding_layer, hidden_act="gelu", initializer_range=0.02,
-                 layer_norm_eps=1e-12, **kwargs):
+                 layer_norm_eps=1e-12, input_size=None, **kwargs):
         super().__init__(**kwargs)
         self.embedding_layer = embedding_layer
         self.hidden_act = hidden_act
@@ -332,6 +407,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.vocab_size, self.hidden_size = (embedding_layer.input_dim,
                                              embedding_layer.output_dim)
+        self.input_size = self.hidden_size if input_size is None else input_size
         policy = self.dtype_policy
         self.transform = keras.layers.Dense(
             self.hidden_size, activation=get_activation(hidden_act),
@@ -341,7 +417,7 @@ class MaskedLMHead(keras.layers.Layer):
             epsilon=layer_norm_eps, dtype=policy, name="transform_layer_norm")
 
     def build(self, input_shape=None):
-        self.transform.build((None, self.hidden_size))
+        self.transform.build((None, self.input_size))
         self.transform_layer_norm.build((None, self.hidden_size))
         # float32 and not autocast: the logits are computed in float32 under mixed precision.
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
@@ -361,7 +437,7 @@ class MaskedLMHead(keras.layers.Layer):
         masked_bph = tf.gather(sequence_output, tf.cast(masked_positions, tf.int32),
                                batch_dims=1)
         batch, num_predictions = tf.shape(masked_bph)[0], tf.shape(masked_bph)[1]
-        masked_nh = tf.reshape(masked_bph, [-1, self.hidden_size])  # N = B*P rows.
+        masked_nh = tf.reshape(masked_bph, [-1, self.input_size])  # N = B*P rows.
         masked_nh = self.transform_layer_norm(self.transform(masked_nh))
         table_vh = tf.cast(self.embedding_layer.embeddings, self.compute_dtype)
         logits_nv = tf.matmul(masked_nh, table_vh, transpose_b=True)
@@ -375,5 +451,115 @@ class MaskedLMHead(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(hidden_act=self.hidden_act, initializer_range=self.initializer_range,
+                      layer_norm_eps=self.layer_norm_eps, input_size=self.input_size)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class SpanBoundaryHead(keras.layers.Layer):
+    """SpanBERT's span-boundary objective (SBO): predict each masked token from its span's edges.
+
+    For a masked token at position i inside a masked span s..e, the head reads the encoder's
+    states of the two boundary tokens x[s-1] and x[e+1] (never masked) and a learned embedding
+    of the relative position i - s, and runs them through a two-layer feed-forward network with
+    GELU and LayerNorm after each layer (as the paper); the result is scored against the tied
+    word-embedding table plus its own per-token bias, like the masked-LM head.
+
+    Sub-layers: `relative_position_embeddings` ([max_span_pieces, H]), `transform_1` (3H -> H)
+    and `transform_1_layer_norm`, `transform_2` (H -> E, the table's width) and
+    `transform_2_layer_norm`, `output_bias` [V].
+
+    Args:
+      embedding_layer: the encoder's word-embedding layer ([V, E] table, tied). Not serialized:
+        the owning model passes it again on load.
+      hidden_size: H, the width of the encoder's sequence_output.
+      max_span_pieces: rows of the relative-position table; a piece further than this from
+        its span's start uses the last row.
+      hidden_act: bert_config activation name of both feed-forward layers.
+      initializer_range: stddev of the truncated-normal initializer.
+      layer_norm_eps: LayerNorm epsilon.
+    """
+
+    def __init__(self, embedding_layer, hidden_size, max_span_pieces=32, hidden_act="gelu",
+                 initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding_layer = embedding_layer
+        self.hidden_size = hidden_size
+        self.max_span_pieces = max_span_pieces
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.vocab_size, self.embedding_width = (embedding_layer.input_dim,
+                                                 embedding_layer.output_dim)
+        policy = self.dtype_policy
+        self.relative_position_embeddings = keras.layers.Embedding(
+            max_span_pieces, hidden_size,
+            embeddings_initializer=truncated_normal(initializer_range), dtype=policy,
+            name="relative_position_embeddings")
+
+        def dense(units, name):
+            return keras.layers.Dense(units, activation=get_activation(hidden_act),
+                                      kernel_initializer=truncated_normal(initializer_range),
+                                      dtype=policy, name=name)
+
+        def layer_norm(name):
+            return keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=policy,
+                                                   name=name)
+
+        self.transform_1 = dense(hidden_size, "transform_1")
+        self.transform_1_layer_norm = layer_norm("transform_1_layer_norm")
+        self.transform_2 = dense(self.embedding_width, "transform_2")
+        self.transform_2_layer_norm = layer_norm("transform_2_layer_norm")
+
+    def build(self, input_shape=None):
+        self.relative_position_embeddings.build((None,))
+        self.transform_1.build((None, 3 * self.hidden_size))
+        self.transform_1_layer_norm.build((None, self.hidden_size))
+        self.transform_2.build((None, self.hidden_size))
+        self.transform_2_layer_norm.build((None, self.embedding_width))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
+                                           initializer="zeros", autocast=False)
+        self.built = True
+
+    def call(self, sequence_output, masked_positions, left_boundaries, right_boundaries):
+        """Scores the vocabulary at the masked positions from their spans' boundaries.
+
+        Args:
+          sequence_output: float [B, S, H], the encoder's last layer.
+          masked_positions: int [B, P], positions of the masked tokens (0-padded).
+          left_boundaries: int [B, P], position s-1 just before each token's masked span.
+          right_boundaries: int [B, P], position e+1 just after it.
+
+        Returns:
+          float32 logits [B, P, V].
+        """
+        positions_bp = tf.cast(masked_positions, tf.int32)
+        left_bp = tf.cast(left_boundaries, tf.int32)
+        right_bp = tf.cast(right_boundaries, tf.int32)
+        left_bph = tf.gather(sequence_output, left_bp, batch_dims=1)
+        right_bph = tf.gather(sequence_output, right_bp, batch_dims=1)
+        # Offset of the token inside its span (0 for the span's first piece); padding slots
+        # (all zeros) land on row 0 and carry weight 0 in the loss.
+        offset_bp = tf.clip_by_value(positions_bp - left_bp - 1, 0, self.max_span_pieces - 1)
+        offset_bph = tf.cast(self.relative_position_embeddings(offset_bp), self.compute_dtype)
+        batch, num_predictions = tf.shape(positions_bp)[0], tf.shape(positions_bp)[1]
+        x_n3h = tf.reshape(tf.concat([left_bph, right_bph, offset_bph], axis=-1),
+                           [-1, 3 * self.hidden_size])  # N = B*P rows.
+        x_nh = self.transform_1_layer_norm(self.transform_1(x_n3h))
+        x_ne = self.transform_2_layer_norm(self.transform_2(x_nh))
+        table_ve = tf.cast(self.embedding_layer.embeddings, self.compute_dtype)
+        logits_nv = tf.matmul(x_ne, table_ve, transpose_b=True)
+        logits_nv = tf.nn.bias_add(tf.cast(logits_nv, tf.float32), self.output_bias)
+        return tf.reshape(logits_nv, [batch, num_predictions, self.vocab_size])
+
+    def compute_output_spec(self, sequence_output, masked_positions, left_boundaries,
+                            right_boundaries):
+        return keras.KerasTensor(
+            (sequence_output.shape[0], masked_positions.shape[1], self.vocab_size), "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, max_span_pieces=self.max_span_pieces,
+                      hidden_act=self.hidden_act, initializer_range=self.initializer_range,
                       layer_norm_eps=self.layer_norm_eps)
         return config

@@ -1,6 +1,7 @@
 """Task models built on BertEncoder.
 
-BertPretrainer (masked LM + next-sentence prediction) for pre-training; BertClassifier ([CLS]
+BertPretrainer (masked LM + next-sentence prediction, or the BERT-family objectives: sentence-order
+prediction, SpanBERT's span-boundary objective, masked LM alone) for pre-training; BertClassifier ([CLS]
 classification or regression), BertSpanLabeler (start/end logits for span QA) and
 BertTokenClassifier (per-token tags) for fine-tuning.
 """
@@ -16,6 +17,35 @@ from bert_tf.modeling.encoder import BertEncoder
 _MLM_WEIGHT_EPSILON = 1e-5
 
 _ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+# Features the span-boundary head reads besides masked_lm_positions.
+_SPAN_BOUNDARY_FEATURES = ("span_left_boundaries", "span_right_boundaries")
+
+
+def pair_metric_names(sentence_order_prediction):
+    """(loss name, accuracy name) of the pair head: NSP, or SOP when sentence_order_prediction."""
+    if sentence_order_prediction:
+        return "sop_loss", "sentence_order_accuracy"
+    return "nsp_loss", "next_sentence_accuracy"
+
+
+def _masked_token_loss(logits_bpv, ids_bp, weights_bp, weight_sum):
+    """The original masked-LM loss sum(w * CE) / (sum(w) + 1e-5) and the weighted hit count.
+
+    Args:
+      logits_bpv: float [B, P, V] logits at the masked positions.
+      ids_bp: int32 [B, P] the original ids.
+      weights_bp: float32 [B, P], 1 on real predictions.
+      weight_sum: float32 scalar, sum of weights_bp.
+
+    Returns:
+      (loss, correct): float32 scalars.
+    """
+    logits_bpv = tf.cast(logits_bpv, tf.float32)
+    ce_bp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids_bp, logits=logits_bpv)
+    loss = tf.reduce_sum(weights_bp * ce_bp) / (weight_sum + _MLM_WEIGHT_EPSILON)
+    hits_bp = tf.cast(tf.equal(tf.argmax(logits_bpv, axis=-1, output_type=tf.int32), ids_bp),
+                      tf.float32)
+    return loss, tf.reduce_sum(weights_bp * hits_bp)
 
 
 class _UnusedPoolerNotTrained:
@@ -58,6 +88,7 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
     are ignored) and returns float32 logits:
       mlm_logits: [B, P, V] at `masked_lm_positions` [B, P].
       nsp_logits: [B, 2] from the pooled [CLS] vector (only with use_next_sentence_label).
+      sbo_logits: [B, P, V] from the span boundaries (only with span_boundary_objective).
 
     The losses are the original's: masked-LM = sum(w * CE) / (sum(w) + 1e-5) over the P slots
     with `masked_lm_weights` w; NSP = mean CE over the batch; loss = masked-LM + NSP. They are
@@ -66,13 +97,30 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
     `loss`, `mlm_loss`, `masked_lm_accuracy` (weighted by w) and, with NSP,
     `nsp_loss`, `next_sentence_accuracy`.
 
+    BERT-family objectives:
+      * sentence-order prediction (ALBERT): the same 2-way head on the pooled vector, trained
+        on `next_sentence_labels` that mean "the two segments are swapped" (1) instead of "B
+        is random"; only the metric names change: `sop_loss`, `sentence_order_accuracy`.
+      * span-boundary objective (SpanBERT): a `layers.SpanBoundaryHead` predicts every masked
+        token from the states of its span's boundary tokens (`span_left_boundaries`,
+        `span_right_boundaries` [B, P] in the features) and its offset in the span; its loss
+        (the masked-LM formula on `sbo_logits`) is added: loss = masked-LM + SBO (+ NSP/SOP),
+        logged as `sbo_loss` and `span_boundary_accuracy`.
+      * masked LM alone (RoBERTa, SpanBERT): use_next_sentence_label=False.
+
     Sub-layers and their TF1 names: `masked_lm` (cls/predictions: transform, transform_layer_norm,
-    output_bias; the output matrix is bert/embeddings/word_embeddings) and `next_sentence`
-    (cls/seq_relationship: kernel [H, 2] = output_weights transposed, bias).
+    output_bias; the output matrix is bert/embeddings/word_embeddings), `next_sentence`
+    (cls/seq_relationship: kernel [H, 2] = output_weights transposed, bias) and, with SBO,
+    `span_boundary`.
 
     Args:
-      encoder: a `BertEncoder`.
-      use_next_sentence_label: add the NSP head and loss (False: masked LM only, as RoBERTa).
+      encoder: a `BertEncoder` (any BERT-family config).
+      use_next_sentence_label: add the 2-way pair head and its loss (False: masked LM only, as
+        RoBERTa).
+      sentence_order_prediction: the pair head is trained for sentence order (ALBERT's SOP)
+        rather than next-sentence prediction; needs use_next_sentence_label.
+      span_boundary_objective: add SpanBERT's span-boundary head and loss.
+      max_span_pieces: rows of the SBO head's relative-position table.
       **kwargs: `name`, `trainable`. The heads take the encoder's dtype policy.
 
     Examples:
@@ -84,22 +132,37 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
     >>> # model.fit(bert_tf.data.pretraining_dataset(...), epochs=1)
     """
 
-    def __init__(self, encoder, use_next_sentence_label=True, **kwargs):
+    def __init__(self, encoder, use_next_sentence_label=True, sentence_order_prediction=False,
+                 span_boundary_objective=False, max_span_pieces=32, **kwargs):
         if not isinstance(encoder, BertEncoder):
             raise TypeError(f"BertPretrainer: encoder must be a BertEncoder, "
                             f"got {type(encoder).__name__}")
+        if sentence_order_prediction and not use_next_sentence_label:
+            raise ValueError("BertPretrainer: sentence_order_prediction=True needs "
+                             "use_next_sentence_label=True (SOP trains the pair head)")
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
         self.encoder = encoder
         self.use_next_sentence_label = use_next_sentence_label
+        self.sentence_order_prediction = sentence_order_prediction
+        self.span_boundary_objective = span_boundary_objective
+        self.max_span_pieces = max_span_pieces
         config = encoder.config
         policy = encoder.dtype_policy
 
         self.masked_lm = layers.MaskedLMHead(
             encoder.word_embeddings, hidden_act=config.hidden_act,
             initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
-            dtype=policy, name="masked_lm")
+            input_size=config.hidden_size, dtype=policy, name="masked_lm")
         self.masked_lm.build()
+        if span_boundary_objective:
+            self.span_boundary = layers.SpanBoundaryHead(
+                encoder.word_embeddings, config.hidden_size, max_span_pieces=max_span_pieces,
+                hidden_act=config.hidden_act, initializer_range=config.initializer_range,
+                layer_norm_eps=config.layer_norm_eps, dtype=policy, name="span_boundary")
+            self.span_boundary.build()
+        else:
+            self.span_boundary = None
         if use_next_sentence_label:
             self.next_sentence = keras.layers.Dense(
                 2, kernel_initializer=layers.truncated_normal(config.initializer_range),
@@ -113,8 +176,12 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
         self.mlm_accuracy_tracker = keras.metrics.Mean(name="masked_lm_accuracy")
         if use_next_sentence_label:
-            self.nsp_loss_tracker = keras.metrics.Mean(name="nsp_loss")
-            self.nsp_accuracy_tracker = keras.metrics.Mean(name="next_sentence_accuracy")
+            loss_name, accuracy_name = pair_metric_names(sentence_order_prediction)
+            self.nsp_loss_tracker = keras.metrics.Mean(name=loss_name)
+            self.nsp_accuracy_tracker = keras.metrics.Mean(name=accuracy_name)
+        if span_boundary_objective:
+            self.sbo_loss_tracker = keras.metrics.Mean(name="sbo_loss")
+            self.sbo_accuracy_tracker = keras.metrics.Mean(name="span_boundary_accuracy")
 
     def _uses_pooler(self):
         return self.next_sentence is not None
@@ -124,13 +191,18 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
 
         Args:
           features: dict with int32 input_word_ids, input_mask, input_type_ids [B, S] and
-            masked_lm_positions [B, P]; other keys are ignored.
+            masked_lm_positions [B, P] (with SBO also span_left_boundaries and
+            span_right_boundaries [B, P]); other keys are ignored.
           training: enables dropout.
 
         Returns:
-          dict: mlm_logits float32 [B, P, V]; nsp_logits float32 [B, 2] when NSP is on.
+          dict: mlm_logits float32 [B, P, V]; nsp_logits float32 [B, 2] when the pair head is
+          on; sbo_logits float32 [B, P, V] with SBO.
         """
-        missing = [k for k in _ENCODER_INPUTS + ("masked_lm_positions",) if k not in features]
+        required = _ENCODER_INPUTS + ("masked_lm_positions",)
+        if self.span_boundary is not None:
+            required += _SPAN_BOUNDARY_FEATURES
+        missing = [k for k in required if k not in features]
         if missing:
             raise KeyError(f"BertPretrainer: features lack {', '.join(missing)}; got "
                            f"{', '.join(sorted(features))}")
@@ -141,6 +213,10 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         if self.next_sentence is not None:
             outputs["nsp_logits"] = tf.cast(
                 self.next_sentence(encoder_outputs["pooled_output"]), tf.float32)
+        if self.span_boundary is not None:
+            outputs["sbo_logits"] = self.span_boundary(
+                encoder_outputs["sequence_output"], features["masked_lm_positions"],
+                *(features[k] for k in _SPAN_BOUNDARY_FEATURES))
         return outputs
 
     def compute_pretraining_losses(self, features, outputs):
@@ -148,24 +224,21 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
 
         Args:
           features: the feature dict; uses masked_lm_ids int [B, P], masked_lm_weights
-            float [B, P] and (with NSP) next_sentence_labels int [B] or [B, 1].
+            float [B, P] and (with the pair head) next_sentence_labels int [B] or [B, 1].
           outputs: what `call` returned.
 
         Returns:
-          dict with `loss` (= mlm_loss + nsp_loss), `mlm_loss`, `nsp_loss` (0 without NSP),
-          and sums that aggregate exactly across batches and replicas: `mlm_correct`
-          (weighted count of correct masked predictions), `mlm_weight_sum`, `nsp_correct`,
-          `nsp_count`.
+          dict with `loss` (= mlm_loss + nsp_loss [+ sbo_loss]), `mlm_loss`, `nsp_loss` (the
+          pair head's loss, NSP or SOP; 0 without it), and sums that aggregate exactly across
+          batches and replicas: `mlm_correct` (weighted count of correct masked predictions),
+          `mlm_weight_sum`, `nsp_correct`, `nsp_count`. With SBO also `sbo_loss` and
+          `sbo_correct` (its weight sum is mlm_weight_sum).
         """
-        logits_bpv = tf.cast(outputs["mlm_logits"], tf.float32)
         ids_bp = tf.cast(features["masked_lm_ids"], tf.int32)
         weights_bp = tf.cast(features["masked_lm_weights"], tf.float32)
-        ce_bp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids_bp, logits=logits_bpv)
         mlm_weight_sum = tf.reduce_sum(weights_bp)
-        mlm_loss = tf.reduce_sum(weights_bp * ce_bp) / (mlm_weight_sum + _MLM_WEIGHT_EPSILON)
-        hits_bp = tf.cast(tf.equal(tf.argmax(logits_bpv, axis=-1, output_type=tf.int32), ids_bp),
-                          tf.float32)
-        mlm_correct = tf.reduce_sum(weights_bp * hits_bp)
+        mlm_loss, mlm_correct = _masked_token_loss(outputs["mlm_logits"], ids_bp, weights_bp,
+                                                   mlm_weight_sum)
 
         zero = tf.constant(0.0, tf.float32)
         nsp_loss = nsp_correct = nsp_count = zero
@@ -178,9 +251,15 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
                 tf.equal(tf.argmax(logits_b2, axis=-1, output_type=tf.int32), labels_b),
                 tf.float32))
             nsp_count = tf.cast(tf.size(labels_b), tf.float32)
-        return {"loss": mlm_loss + nsp_loss, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
-                "mlm_correct": mlm_correct, "mlm_weight_sum": mlm_weight_sum,
-                "nsp_correct": nsp_correct, "nsp_count": nsp_count}
+        parts = {"loss": mlm_loss + nsp_loss, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
+                 "mlm_correct": mlm_correct, "mlm_weight_sum": mlm_weight_sum,
+                 "nsp_correct": nsp_correct, "nsp_count": nsp_count}
+        if self.span_boundary is not None:
+            sbo_loss, sbo_correct = _masked_token_loss(outputs["sbo_logits"], ids_bp, weights_bp,
+                                                       mlm_weight_sum)
+            parts.update(loss=parts["loss"] + sbo_loss, sbo_loss=sbo_loss,
+                         sbo_correct=sbo_correct)
+        return parts
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """Keras hook used by fit/evaluate: `x` is the feature dict; `y` is unused.
@@ -204,6 +283,11 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
             self.nsp_accuracy_tracker.update_state(
                 parts["nsp_correct"] / tf.maximum(parts["nsp_count"], 1.0),
                 sample_weight=parts["nsp_count"])
+        if self.span_boundary is not None:
+            self.sbo_loss_tracker.update_state(parts["sbo_loss"])
+            self.sbo_accuracy_tracker.update_state(
+                parts["sbo_correct"] / tf.maximum(parts["mlm_weight_sum"], 1e-12),
+                sample_weight=parts["mlm_weight_sum"])
 
         num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
         if num_replicas > 1:
@@ -214,6 +298,11 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         config = super().get_config()
         config.update(encoder=keras.saving.serialize_keras_object(self.encoder),
                       use_next_sentence_label=self.use_next_sentence_label)
+        # The family options only when set, so a BERT pretrainer's config stays as it was.
+        if self.sentence_order_prediction:
+            config["sentence_order_prediction"] = True
+        if self.span_boundary_objective:
+            config.update(span_boundary_objective=True, max_span_pieces=self.max_span_pieces)
         return config
 
     @classmethod
