@@ -185,7 +185,8 @@ def load_keras_hub(path):
         with tf.io.gfile.GFile(task_file) as f:
             task_class = json.load(f).get("class_name")
         if task_class == "BertMaskedLM":
-            masked_lm = keras_hub.models.BertMaskedLM.from_preset(path)
+            # The tokenizer is not needed: its vocabulary file is read directly.
+            masked_lm = keras_hub.models.BertMaskedLM.from_preset(path, preprocessor=None)
     backbone = (masked_lm.backbone if masked_lm is not None
                 else keras_hub.models.BertBackbone.from_preset(path))
     vocab_file = os.path.join(path, _VOCAB_ASSET)

@@ -1,0 +1,240 @@
+"""Hugging Face BERT: parity with transformers' outputs (fixtures), exact round trip, errors.
+
+The fixtures under fixtures/hf_bert_{gelu,gelu_new} were written by tools/make_hf_reference.py
+with transformers + PyTorch (not needed here): a random BertForPreTraining saved with
+save_pretrained, and transformers' outputs for fixed inputs.
+"""
+
+import json
+import os
+import shutil
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from bert_tf.interop import InteropError, load_huggingface, save_huggingface, warm_start
+from bert_tf.modeling import BertEncoder, BertPretrainer
+from interop_reference import bert_tf_outputs
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+_FEATURES = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
+
+
+def fixture(act):
+    return os.path.join(FIXTURES, f"hf_bert_{act}")
+
+
+def reference(act):
+    return dict(np.load(os.path.join(fixture(act), "reference.npz")))
+
+
+def copy_fixture(tmp_path, act="gelu"):
+    directory = tmp_path / f"hf_{act}"
+    shutil.copytree(fixture(act), directory)
+    return directory
+
+
+def assert_matches(got, ref, names):
+    for name in names:
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("act, hidden_act, eps", [("gelu", "gelu_exact", 1e-12),
+                                                   ("gelu_new", "gelu", 1e-3)])
+def test_outputs_match_transformers(act, hidden_act, eps):
+    model, config, vocab_file = load_huggingface(fixture(act))
+    assert isinstance(model, BertPretrainer) and model.next_sentence is not None
+    assert (config.hidden_act, config.layer_norm_eps) == (hidden_act, eps)
+    assert vocab_file == os.path.join(fixture(act), "vocab.txt")
+    ref = reference(act)
+    got = bert_tf_outputs(model, {k: ref[k] for k in _FEATURES})
+    assert_matches(got, ref, ("sequence_output", "pooled_output", "mlm_log_probs", "nsp_logits"))
+
+
+@pytest.mark.parametrize("act, change", [("gelu", {"hidden_act": "gelu"}),
+                                         ("gelu_new", {"layer_norm_eps": 1e-12})])
+def test_the_parity_check_sees_activation_and_epsilon(act, change):
+    """The wrong GELU, or the default epsilon, moves the outputs far past the tolerance."""
+    _, config, _ = load_huggingface(fixture(act))
+    model = BertPretrainer(BertEncoder(config.replace(**change)))
+    warm_start(fixture(act), model)
+    ref = reference(act)
+    got = bert_tf_outputs(model, {k: ref[k] for k in _FEATURES})
+    assert np.abs(got["sequence_output"] - ref["sequence_output"]).max() > 1e-4
+
+
+def test_round_trip_is_exact(tmp_path):
+    source = fixture("gelu_new")
+    model, config, vocab_file = load_huggingface(source)
+    out = tmp_path / "out"
+    save_huggingface(model, str(out), vocab_file=vocab_file, do_lower_case=True)
+    before = load_file(os.path.join(source, "model.safetensors"))
+    after = load_file(str(out / "model.safetensors"))
+    assert sorted(after) == sorted(before)
+    for key, value in before.items():
+        assert after[key].dtype == value.dtype and np.array_equal(after[key], value), key
+    original = json.loads(open(os.path.join(source, "config.json")).read())
+    written = json.loads((out / "config.json").read_text())
+    for key in ("architectures", "hidden_act", "hidden_size", "intermediate_size",
+                "layer_norm_eps", "max_position_embeddings", "model_type",
+                "num_attention_heads", "num_hidden_layers", "type_vocab_size", "vocab_size",
+                "hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range"):
+        assert written[key] == original[key], key
+    assert (out / "vocab.txt").read_bytes() == open(vocab_file, "rb").read()
+    assert json.loads((out / "tokenizer_config.json").read_text())["do_lower_case"] is True
+
+
+def _rewrite(directory, rename=None, drop=(), add=None):
+    path = str(directory / "model.safetensors")
+    tensors = load_file(path)
+    tensors = {(rename(k) if rename else k): v for k, v in tensors.items() if k not in drop}
+    tensors.update(add or {})
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+def test_bert_model_without_prefix_and_with_gamma_beta_names(tmp_path):
+    """A saved BertModel: no `bert.` prefix, no heads; old-style LayerNorm gamma/beta names."""
+    directory = copy_fixture(tmp_path)
+    encoder_only = [k for k in load_file(str(directory / "model.safetensors"))
+                    if k.startswith("cls.")]
+    _rewrite(directory, drop=encoder_only,
+             rename=lambda k: k[len("bert."):].replace("LayerNorm.weight", "LayerNorm.gamma")
+             .replace("LayerNorm.bias", "LayerNorm.beta"))
+    model, _, _ = load_huggingface(str(directory))
+    assert type(model) is BertEncoder
+    ref = reference("gelu")
+    assert_matches(bert_tf_outputs(model, ref), ref, ("sequence_output", "pooled_output"))
+
+
+def test_masked_lm_without_pooler_with_tied_decoder_copies(tmp_path):
+    """BertForMaskedLM: no pooler, no NSP; tied decoder tensors stored too (older files)."""
+    directory = copy_fixture(tmp_path)
+    tensors = load_file(str(directory / "model.safetensors"))
+    drop = [k for k in tensors if k.startswith(("bert.pooler.", "cls.seq_relationship."))]
+    _rewrite(directory, drop=drop, add={
+        "cls.predictions.decoder.weight": tensors["bert.embeddings.word_embeddings.weight"],
+        "cls.predictions.decoder.bias": tensors["cls.predictions.bias"]})
+    model, _, _ = load_huggingface(str(directory))
+    assert isinstance(model, BertPretrainer) and model.next_sentence is None
+    ref = reference("gelu")
+    assert_matches(bert_tf_outputs(model, ref), ref, ("sequence_output", "mlm_log_probs"))
+
+
+def test_untied_decoder_is_refused(tmp_path):
+    directory = copy_fixture(tmp_path)
+    tensors = load_file(str(directory / "model.safetensors"))
+    _rewrite(directory, add={"cls.predictions.decoder.weight":
+                             tensors["bert.embeddings.word_embeddings.weight"] + 1.0})
+    with pytest.raises(InteropError) as error:
+        load_huggingface(str(directory))
+    assert str(error.value) == (f"{directory}: cls.predictions.decoder.weight differs from the "
+                                "word embeddings; bert_tf ties the MLM decoder to them, as BERT "
+                                "does")
+
+
+def _write_bfloat16_safetensors(path, tensors):
+    """A safetensors file of BF16 tensors, written by hand (numpy has no bfloat16 of its own)."""
+    header, blobs, offset = {}, [], 0
+    for name, value in tensors.items():
+        data = value.astype(ml_dtypes.bfloat16).tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(value.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    encoded = json.dumps(header).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    with open(path, "wb") as f:
+        f.write(len(encoded).to_bytes(8, "little") + encoded + b"".join(blobs))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_files_load_as_float32(tmp_path, dtype):
+    directory = copy_fixture(tmp_path)
+    path = str(directory / "model.safetensors")
+    tensors = load_file(path)
+    if dtype == "float16":
+        save_file({k: v.astype(np.float16) for k, v in tensors.items()}, path)
+    else:
+        _write_bfloat16_safetensors(path, tensors)
+    model, _, _ = load_huggingface(str(directory))
+    loaded = model.encoder.word_embeddings.embeddings.numpy()
+    expected = tensors["bert.embeddings.word_embeddings.weight"].astype(
+        np.float16 if dtype == "float16" else ml_dtypes.bfloat16).astype(np.float32)
+    assert loaded.dtype == np.float32 and np.array_equal(loaded, expected)
+
+
+def _edit_config(directory, **changes):
+    path = directory / "config.json"
+    values = json.loads(path.read_text())
+    values.update(changes)
+    path.write_text(json.dumps(values))
+
+
+def test_unknown_activation(tmp_path):
+    directory = copy_fixture(tmp_path)
+    _edit_config(directory, hidden_act="quick_gelu")
+    with pytest.raises(InteropError) as error:
+        load_huggingface(str(directory))
+    assert str(error.value) == (
+        f"{directory / 'config.json'}: hidden_act='quick_gelu' has no bert_tf equivalent; "
+        "expected one of gelu (exact erf), gelu_new or gelu_pytorch_tanh (tanh approximation), "
+        "relu, tanh, silu, swish")
+
+
+def test_other_model_type(tmp_path):
+    directory = copy_fixture(tmp_path)
+    _edit_config(directory, model_type="roberta")
+    with pytest.raises(InteropError) as error:
+        load_huggingface(str(directory))
+    assert str(error.value) == (f"{directory / 'config.json'}: model_type='roberta' is not a "
+                                "BERT model (bert_tf reads model_type 'bert')")
+
+
+def test_missing_tensor_named_in_hugging_face_terms(tmp_path):
+    directory = copy_fixture(tmp_path)
+    _rewrite(directory, drop=("bert.encoder.layer.1.output.dense.weight",))
+    with pytest.raises(InteropError) as error:
+        load_huggingface(str(directory))
+    assert str(error.value) == (f"{directory}: variable bert.encoder.layer.1.output.dense.weight "
+                                "not found (the model needs it with shape [32, 64])")
+
+
+def test_shape_mismatch_with_config(tmp_path):
+    directory = copy_fixture(tmp_path)
+    _edit_config(directory, intermediate_size=48)
+    with pytest.raises(InteropError) as error:
+        load_huggingface(str(directory))
+    assert str(error.value) == (
+        f"{directory}: variable bert.encoder.layer.0.intermediate.dense.weight has shape "
+        "[64, 32] in the checkpoint but [48, 32] in the model built from the config")
+
+
+def _pickle_only(tmp_path):
+    directory = copy_fixture(tmp_path)
+    os.remove(directory / "model.safetensors")
+    (directory / "pytorch_model.bin").write_bytes(b"not read: a pickle is never opened")
+    return directory
+
+
+def test_pytorch_pickle_refused_by_default(tmp_path):
+    directory = _pickle_only(tmp_path)
+    with pytest.raises(InteropError) as error:
+        load_huggingface(str(directory))
+    assert str(error.value) == (
+        f"{directory / 'pytorch_model.bin'}: a PyTorch pickle; loading a pickle can run "
+        "arbitrary code, so bert_tf reads model.safetensors only. Re-save the model with "
+        "safetensors, or opt in with allow_pickle=True (--allow_pickle) and torch installed to "
+        "read it with torch.load(weights_only=True)")
+
+
+def test_pytorch_pickle_opt_in_needs_torch(tmp_path, monkeypatch):
+    directory = _pickle_only(tmp_path)
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    with pytest.raises(InteropError) as error:
+        load_huggingface(str(directory), allow_pickle=True)
+    assert str(error.value) == (
+        f"{directory / 'pytorch_model.bin'}: allow_pickle=True needs PyTorch to read the file "
+        "(pip install torch), or convert it to model.safetensors")
