@@ -160,20 +160,29 @@ class BestModelKeeper:
     (step, metric name, all metrics). It is replaced atomically: written as `best.tmp-<pid>`,
     then renamed, so a crash leaves either the old or the new best, never half of one.
 
+    Only the chief writes `best/`. A non-chief worker given `worker_dir` keeps its own copy of
+    the best weights there, so that restore() at the end loads them from a directory no other
+    worker is replacing at that moment; the caller removes `worker_dir` afterwards.
+
     Args:
       model: the keras.Model whose weights to keep.
       output_dir: the run's output directory.
       metric: the metric name to compare (a key of the metrics passed to `update`).
       higher_is_better: False for losses and errors.
-      write: False on non-chief workers (they only track the value).
+      write: False on non-chief workers (they do not write `best/`).
+      worker_dir: where a non-chief worker (write=False) keeps its copy; None: no copy (then
+        restore() reads the chief's `best/`).
     """
 
-    def __init__(self, model, output_dir, metric, higher_is_better=True, write=True):
+    def __init__(self, model, output_dir, metric, higher_is_better=True, write=True,
+                 worker_dir=None):
         self.model = model
         self.directory = os.path.join(output_dir, "best")
         self.metric = metric
         self.higher_is_better = higher_is_better
         self.write = write
+        self._copy_dir = self.directory if write else worker_dir
+        self._copied_step = None
         self.best = self._read_previous()
 
     def _read_previous(self):
@@ -203,17 +212,19 @@ class BestModelKeeper:
             return False
         self.best = {"step": int(step), "metric": self.metric,
                      "metrics": {k: float(v) for k, v in metrics.items()}}
-        if self.write:
-            tmp = f"{self.directory}.tmp-{os.getpid()}"
+        if self._copy_dir:
+            directory = self._copy_dir
+            tmp = f"{directory}.tmp-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
             tf.train.Checkpoint(model=self.model).write(os.path.join(tmp, f"model-{step}"))
             write_text_atomic(os.path.join(tmp, "metrics.json"),
                               json.dumps(self.best, indent=2, sort_keys=True) + "\n")
-            old = f"{self.directory}.old-{os.getpid()}"
-            if os.path.exists(self.directory):
-                os.replace(self.directory, old)
-            os.replace(tmp, self.directory)
+            old = f"{directory}.old-{os.getpid()}"
+            if os.path.exists(directory):
+                os.replace(directory, old)
+            os.replace(tmp, directory)
             shutil.rmtree(old, ignore_errors=True)
+            self._copied_step = int(step)
         logging.info("New best %s=%.5g at step %d", self.metric, metrics[self.metric], step)
         return True
 
@@ -221,7 +232,10 @@ class BestModelKeeper:
         """Loads the best weights into the model; returns the best record (None if none)."""
         if self.best is None:
             return None
-        path = os.path.join(self.directory, f"model-{self.best['step']}")
+        # The best of an earlier run (before a restart) is only in the chief's best/.
+        directory = (self._copy_dir if self._copied_step == self.best["step"]
+                     else self.directory)
+        path = os.path.join(directory, f"model-{self.best['step']}")
         tf.train.Checkpoint(model=self.model).read(path).expect_partial()
         logging.info("Restored the best weights (step %d, %s=%.5g)", self.best["step"],
                      self.metric, self.best["metrics"][self.metric])
@@ -231,7 +245,8 @@ class BestModelKeeper:
 def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_dir,
               num_train_steps, global_batch_size, evaluate_fn=None, best_metric=None,
               higher_is_better=True, steps_per_loop=100, save_checkpoints_steps=1000,
-              log_steps=None, init_checkpoint=None, warm_start_fn=None, jit_compile=False):
+              log_steps=None, init_checkpoint=None, warm_start_fn=None, jit_compile=False,
+              gradient_accumulation_steps=1):
     """Trains a task model, evaluating at every checkpoint and keeping the best weights.
 
     Args:
@@ -241,7 +256,8 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_d
       strategy: the tf.distribute.Strategy.
       output_dir: checkpoints, summaries/{train,eval}, best/.
       num_train_steps, global_batch_size, steps_per_loop, save_checkpoints_steps, log_steps,
-        jit_compile: as in loop.train.
+        jit_compile, gradient_accumulation_steps: as in loop.train (num_train_steps counts
+        optimizer steps, each of gradient_accumulation_steps batches of global_batch_size).
       evaluate_fn: optional `() -> dict` of task metrics on the dev set (runs on every worker;
         only the chief writes); called after each checkpoint.
       best_metric: key of evaluate_fn's metrics that selects the best checkpoint (required
@@ -258,7 +274,9 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_d
     if evaluate_fn is not None and not best_metric:
         raise ValueError("fine_tune: evaluate_fn needs best_metric")
     chief = is_chief(strategy)
-    keeper = (BestModelKeeper(model, output_dir, best_metric, higher_is_better, write=chief)
+    worker_dir = None if chief else loop.worker_temp_dir(output_dir, strategy, "best")
+    keeper = (BestModelKeeper(model, output_dir, best_metric, higher_is_better, write=chief,
+                              worker_dir=worker_dir)
               if evaluate_fn is not None else None)
     evaluations = []
     eval_writer = (tf.summary.create_file_writer(os.path.join(output_dir, "summaries", "eval"))
@@ -282,8 +300,9 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_d
         steps_per_loop=steps_per_loop, save_checkpoints_steps=save_checkpoints_steps,
         log_steps=log_steps, metrics_fn=training_metrics, global_batch_size=global_batch_size,
         init_checkpoint=init_checkpoint, warm_start_fn=warm_start_fn, jit_compile=jit_compile,
-        on_checkpoint=on_checkpoint)
+        on_checkpoint=on_checkpoint, gradient_accumulation_steps=gradient_accumulation_steps)
     best = keeper.restore() if keeper is not None else None
+    loop.remove_worker_dir(worker_dir)
     if eval_writer is not None:
         eval_writer.close()
     return {"train": train_results, "evaluations": evaluations, "best": best,

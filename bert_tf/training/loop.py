@@ -13,19 +13,37 @@ continuation is exact; skipping re-reads (but does not train on) that input.
 The per-batch function contract (`loss_fn(model, batch, training) -> dict`): float32 scalars,
 computed on one replica's batch, with "loss" (the value to minimise, a mean over that batch)
 plus any additive parts (counts, correct predictions, partial losses). The loop sums each part
-over replicas and steps; `metrics_fn(sums, count)` turns those sums into reported metrics
-(`count` = steps x replicas summed), by default `sums[k] / count` for every k.
+over replicas, accumulated micro-batches and steps; `metrics_fn(sums, count)` turns those sums
+into reported metrics (`count` = the number of (micro-batch, replica) terms summed), by default
+`sums[k] / count` for every k.
+
+Gradient accumulation: with `gradient_accumulation_steps=N` one optimizer step takes N
+micro-batches from the input on every replica and applies the mean of their gradients, so the
+effective batch is N x the global batch. The update is that of one N-times larger batch when
+the loss is a mean over equally sized batches (the classification, QA and tagging losses; the
+MLM loss averages over masked positions, so there it is a mean of micro-batch means -- the same
+approximation every multi-replica step already makes).
+
+Preemption: while training, SIGTERM (what Kubernetes, Slurm and Cloud TPU send before they
+take a machine away) makes the loop finish the current step, save a checkpoint at that step on
+every worker (each worker's request is all-reduced, so all stop at the same step) and raise
+TrainingPreempted, a SystemExit with code PREEMPTED_EXIT_CODE (143 = 128 + SIGTERM, what a
+shell reports for a job SIGTERM ended, so schedulers treat it as failed and restart it). The
+restarted job resumes at that exact step, its input continuing as described above.
 """
 
 import os
 import shutil
+import signal
+import socket
+import threading
 import time
 
 import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
-from bert_tf.training import checkpointing
+from bert_tf.training import checkpointing, precision
 from bert_tf.training.distribute import is_chief
 
 
@@ -34,12 +52,38 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
 ).SerializeToString()
 
 
+# 128 + SIGTERM: the exit status a shell gives a process SIGTERM ended.
+PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
+
+
 class NonFiniteLossError(RuntimeError):
     """Training stopped because the loss became NaN or Inf."""
 
 
+class TrainingPreempted(SystemExit):
+    """SIGTERM stopped training after a checkpoint was saved; exits with PREEMPTED_EXIT_CODE.
+
+    A SystemExit, so that a CLI which does not catch it still ends with the documented code
+    (and nothing after training, such as evaluation or export, runs on a machine being taken).
+
+    Attributes:
+      step: the global step the checkpoint was saved at.
+      checkpoint: its path (the chief's; a non-chief worker's copy is removed).
+    """
+
+    def __init__(self, step, checkpoint):
+        super().__init__(PREEMPTED_EXIT_CODE)
+        self.step = step
+        self.checkpoint = checkpoint
+
+    def __str__(self):
+        return (f"preempted by SIGTERM at step {self.step}; saved checkpoint {self.checkpoint}; "
+                f"exit code {PREEMPTED_EXIT_CODE}")
+
+
 def mean_metrics(sums, count):
-    """Default metrics_fn: every summed part divided by the number of (step, replica) terms."""
+    """Default metrics_fn: every summed part divided by the number of (micro-batch, replica)
+    terms."""
     return {k: v / count for k, v in sums.items()}
 
 
@@ -47,13 +91,16 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
           steps_per_loop=100, save_checkpoints_steps=1000, log_steps=None, metrics_fn=None,
           global_batch_size=None, init_checkpoint=None, init_checkpoint_target=None,
           skip_consumed_input=True, max_checkpoints_to_keep=5, jit_compile=False,
-          on_checkpoint=None, warm_start_fn=None):
+          on_checkpoint=None, warm_start_fn=None, gradient_accumulation_steps=1,
+          handle_sigterm=True):
     """Trains `model` to `num_train_steps` optimizer steps, resuming from output_dir's checkpoint.
 
     Args:
       model: a built keras.Model created under `strategy.scope()`.
       optimizer: a keras optimizer created under `strategy.scope()`; `optimizer.iterations` is
-        the global step (so the learning-rate schedule resumes with it).
+        the global step (so the learning-rate schedule resumes with it). When the model
+        computes in float16 (mixed_float16 policy) it is wrapped in a
+        precision.DynamicLossScaleOptimizer, which the checkpoints then hold.
       loss_fn: `(model, batch, training) -> dict` of float32 scalars with "loss" (see module doc).
       dataset_fn: `(tf.distribute.InputContext) -> tf.data.Dataset` of per-replica batches; it
         must repeat (training stops with an error if it ends).
@@ -65,7 +112,8 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
       save_checkpoints_steps: save when the global step is a multiple of this, and at the end.
       log_steps: log and write summaries every this many steps (default: steps_per_loop).
       metrics_fn: `(sums: dict, count) -> dict` of reported metrics (default: means).
-      global_batch_size: examples per step over all replicas, for examples/s; None skips it.
+      global_batch_size: examples per micro-batch over all replicas (the batch-size flag), for
+        examples/s; each step trains on gradient_accumulation_steps of them. None skips it.
       init_checkpoint: weights to warm-start from when output_dir has no checkpoint yet (see
         checkpointing.warm_start); ignored on resume.
       init_checkpoint_target: what init_checkpoint loads into (default `model`).
@@ -75,9 +123,14 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
       skip_consumed_input: on resume, skip the batches the restored steps consumed so the
         input stream continues where it stopped (see module doc); False restarts the input.
       max_checkpoints_to_keep: how many checkpoints the manager keeps.
-      jit_compile: XLA-compile the forward and backward pass (not the optimizer update).
+      jit_compile: XLA-compile the forward and backward pass (not the optimizer update):
+        True, False or "auto" (on for TPUs and GPUs, off on CPUs; see
+        precision.resolve_jit_compile).
       on_checkpoint: optional `(step) -> None`, called on every worker after each checkpoint
         save (e.g. to evaluate and keep the best model); it runs between training steps.
+      gradient_accumulation_steps: micro-batches per optimizer step (see module doc).
+      handle_sigterm: save and raise TrainingPreempted on SIGTERM (see module doc). Only
+        possible in the main thread; elsewhere SIGTERM keeps its handler.
 
     Returns:
       dict: the metrics of the last logging window plus "step", "steps_this_run",
@@ -87,16 +140,26 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
     Raises:
       NonFiniteLossError: the loss became NaN/Inf; the message gives the step and the last
         good checkpoint (which is kept; nothing is saved after the bad step).
+      TrainingPreempted: SIGTERM arrived; the checkpoint of the step reached was saved.
       checkpointing.CheckpointError: output_dir not writable, or an unusable init_checkpoint.
+      ValueError: gradient_accumulation_steps < 1, or a bad jit_compile value.
     """
     start_time = time.time()
+    if gradient_accumulation_steps < 1:
+        raise ValueError(f"--gradient_accumulation_steps={gradient_accumulation_steps} must be "
+                         ">= 1")
+    accumulation = gradient_accumulation_steps
     metrics_fn = metrics_fn or mean_metrics
     log_steps = log_steps or steps_per_loop
     chief = is_chief(strategy)
     checkpointing.check_writable_dir(output_dir)
     num_replicas = strategy.num_replicas_in_sync
+    jit = precision.resolve_jit_compile(jit_compile, strategy)
+    logging.info("XLA compilation of the training step: %s (jit_compile=%s)",
+                 "on" if jit else "off", jit_compile)
 
     with strategy.scope():
+        optimizer = precision.with_loss_scale(optimizer, model)
         optimizer.build(model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     manager = tf.train.CheckpointManager(checkpoint, output_dir,
@@ -107,7 +170,7 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
     restored = checkpointing.restore_latest(manager, checkpoint)
     worker_dir = None
     if not chief:
-        worker_dir = _worker_temp_dir(output_dir, strategy)
+        worker_dir = worker_temp_dir(output_dir, strategy)
         manager = tf.train.CheckpointManager(checkpoint, worker_dir, max_to_keep=1)
     if restored is None and init_checkpoint:
         (warm_start_fn or checkpointing.warm_start)(init_checkpoint,
@@ -117,38 +180,49 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
     def resumed_dataset_fn(input_context):
         dataset = dataset_fn(input_context)
         if step and skip_consumed_input:
-            # Each step takes one batch per replica this pipeline feeds.
+            # Each step takes `accumulation` batches per replica this pipeline feeds.
             per_pipeline = (input_context.num_replicas_in_sync
                             // input_context.num_input_pipelines)
-            dataset = dataset.skip(step * per_pipeline)
+            dataset = dataset.skip(step * per_pipeline * accumulation)
         return dataset
 
     iterator = iter(strategy.distribute_datasets_from_function(resumed_dataset_fn))
 
-    grad_fn = _make_grad_fn(model, loss_fn, num_replicas, jit_compile)
+    # On TPUs the whole step is XLA-compiled already.
+    grad_fn = _make_grad_fn(model, loss_fn, num_replicas * accumulation,
+                            jit and not _is_tpu(strategy),
+                            optimizer if isinstance(optimizer, precision.DynamicLossScaleOptimizer)
+                            else None)
 
-    def replica_step(batch):
-        parts, grads = grad_fn(batch)
+    def replica_step(micro_batches):
+        parts, grads = _accumulate(grad_fn, micro_batches)
         optimizer.apply(grads, model.trainable_variables)
         return parts
 
     def one_step():
-        parts = strategy.run(replica_step, args=(next(iterator),))
+        micro_batches = tuple(next(iterator) for _ in range(accumulation))
+        parts = strategy.run(replica_step, args=(micro_batches,))
         return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
                 for k, v in parts.items()}
 
+    sigterm = _SigtermWatcher(strategy) if handle_sigterm else None
+
     @tf.function
     def train_steps(num_steps):
-        # Stops early at the first non-finite loss so the step that produced it is known.
+        # Stops early at the first non-finite loss so the step that produced it is known, and
+        # at a SIGTERM (every worker at the same step).
         sums = one_step()
         steps_run = tf.constant(1)
+        stop = sigterm.requested() if sigterm else tf.constant(False)
         for _ in tf.range(num_steps - 1):
-            if not tf.math.is_finite(sums["loss"]):
+            if stop or not tf.math.is_finite(sums["loss"]):
                 break
             step_sums = one_step()
             sums = {k: sums[k] + step_sums[k] for k in sums}
             steps_run += 1
-        return sums, steps_run
+            if sigterm:
+                stop = sigterm.requested()
+        return sums, steps_run, stop
 
     first_step = step
     if step >= num_train_steps:
@@ -159,55 +233,69 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
     window_sums, window_count, window_steps = None, 0, 0
     window_start, run_start = time.time(), time.time()
     results, first_log = {}, None
-    while step < num_train_steps:
-        num_steps = min(steps_per_loop, num_train_steps - step,
-                        _to_next_multiple(step, save_checkpoints_steps),
-                        _to_next_multiple(step, log_steps))
-        try:
-            sums, steps_run = train_steps(tf.constant(num_steps))
-        except tf.errors.OutOfRangeError:
-            raise RuntimeError(f"the training input ended at step {step}; dataset_fn must "
-                               "return a repeating dataset") from None
-        sums = {k: float(v) for k, v in sums.items()}
-        steps_run = int(steps_run)
-        if not _finite(sums["loss"]):
-            bad_step = step + steps_run
-            last_good = manager.latest_checkpoint
-            raise NonFiniteLossError(
-                f"loss became {_describe(sums['loss'])} at step {bad_step}; training stopped "
-                f"without saving. Last good checkpoint: {last_good or 'none'}")
-        step += steps_run
-        window_sums = sums if window_sums is None else {
-            k: window_sums[k] + sums[k] for k in sums}
-        window_count += steps_run * num_replicas
-        window_steps += steps_run
+    examples_per_step = global_batch_size * accumulation if global_batch_size else None
+    if sigterm:
+        sigterm.start()
+    preempted = None
+    try:
+        while step < num_train_steps:
+            num_steps = min(steps_per_loop, num_train_steps - step,
+                            _to_next_multiple(step, save_checkpoints_steps),
+                            _to_next_multiple(step, log_steps))
+            try:
+                sums, steps_run, stop = train_steps(tf.constant(num_steps))
+            except tf.errors.OutOfRangeError:
+                raise RuntimeError(f"the training input ended at step {step}; dataset_fn must "
+                                   "return a repeating dataset") from None
+            sums = {k: float(v) for k, v in sums.items()}
+            steps_run = int(steps_run)
+            if not _finite(sums["loss"]):
+                bad_step = step + steps_run
+                last_good = manager.latest_checkpoint
+                raise NonFiniteLossError(
+                    f"loss became {_describe(sums['loss'])} at step {bad_step}; training stopped "
+                    f"without saving. Last good checkpoint: {last_good or 'none'}")
+            step += steps_run
+            window_sums = sums if window_sums is None else {
+                k: window_sums[k] + sums[k] for k in sums}
+            window_count += steps_run * num_replicas * accumulation
+            window_steps += steps_run
 
-        if step % log_steps == 0 or step == num_train_steps:
-            elapsed = time.time() - window_start
-            results = {k: float(v) for k, v in metrics_fn(window_sums, window_count).items()}
-            if first_log is None:
-                first_log = dict(results, step=step)
-            learning_rate = float(optimizer.learning_rate)
-            _log_progress(step, num_train_steps, dict(results, learning_rate=learning_rate),
-                          window_steps, elapsed, global_batch_size, time.time() - run_start,
-                          step - first_step)
-            with writer.as_default(step=step):
-                for name, value in results.items():
-                    _write_scalar(name, value)
-                _write_scalar("learning_rate", learning_rate)
-                if global_batch_size and elapsed > 0:
-                    _write_scalar("examples_per_second",
-                                  window_steps * global_batch_size / elapsed)
-            writer.flush()
-            window_sums, window_count, window_steps = None, 0, 0
-            window_start = time.time()
-        if step % save_checkpoints_steps == 0 or step == num_train_steps:
-            manager.save(checkpoint_number=step)
-            logging.info("Saved checkpoint for step %d to %s", step, manager.latest_checkpoint)
-            if on_checkpoint is not None:
-                on_checkpoint(step)
-    if worker_dir:
-        shutil.rmtree(worker_dir, ignore_errors=True)
+            if step % log_steps == 0 or step == num_train_steps:
+                elapsed = time.time() - window_start
+                results = {k: float(v) for k, v in metrics_fn(window_sums, window_count).items()}
+                if first_log is None:
+                    first_log = dict(results, step=step)
+                learning_rate = float(optimizer.learning_rate)
+                _log_progress(step, num_train_steps, dict(results, learning_rate=learning_rate),
+                              window_steps, elapsed, examples_per_step,
+                              time.time() - run_start, step - first_step)
+                with writer.as_default(step=step):
+                    for name, value in results.items():
+                        _write_scalar(name, value)
+                    _write_scalar("learning_rate", learning_rate)
+                    if examples_per_step and elapsed > 0:
+                        _write_scalar("examples_per_second",
+                                      window_steps * examples_per_step / elapsed)
+                writer.flush()
+                window_sums, window_count, window_steps = None, 0, 0
+                window_start = time.time()
+            stop = bool(stop)
+            if step % save_checkpoints_steps == 0 or step == num_train_steps or stop:
+                manager.save(checkpoint_number=step)
+                logging.info("Saved checkpoint for step %d to %s", step, manager.latest_checkpoint)
+                if stop:
+                    saved = os.path.join(output_dir, os.path.basename(manager.latest_checkpoint))
+                    remove_worker_dir(worker_dir)
+                    preempted = TrainingPreempted(step, saved)
+                    logging.warning("Training %s", preempted)
+                    raise preempted
+                if on_checkpoint is not None:
+                    on_checkpoint(step)
+    finally:
+        if sigterm:
+            sigterm.stop(handled=preempted is not None)
+    remove_worker_dir(worker_dir)
 
     wall = time.time() - start_time
     train_time = time.time() - run_start
@@ -218,8 +306,8 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
         "wall_time_seconds": wall,
         "first_log": first_log,
     })
-    if global_batch_size:
-        results["examples_per_second"] = (steps_this_run * global_batch_size / train_time
+    if examples_per_step:
+        results["examples_per_second"] = (steps_this_run * examples_per_step / train_time
                                           if train_time > 0 and steps_this_run else 0.0)
     return results
 
@@ -259,16 +347,129 @@ def evaluate(*, model, loss_fn, dataset_fn, strategy, max_steps=None, metrics_fn
     return results
 
 
-def _make_grad_fn(model, loss_fn, num_replicas, jit_compile):
-    """(batch) -> (parts dict, gradients) on one replica; the loss is scaled by 1/replicas so
-    the all-reduced (summed) gradient is that of the mean over the global batch."""
+def _make_grad_fn(model, loss_fn, num_terms, jit_compile, loss_scale_optimizer=None):
+    """(batch) -> (parts dict, gradients) on one replica.
+
+    The loss is divided by `num_terms` (replicas x accumulated micro-batches) so the summed
+    gradients are those of the mean over all of them; with a loss-scale optimizer it is also
+    multiplied by the current loss scale (which the optimizer divides out again).
+    """
     def grad_fn(batch):
         with tf.GradientTape() as tape:
             parts = loss_fn(model, batch, True)
-            loss = tf.cast(parts["loss"], tf.float32) / num_replicas
+            loss = tf.cast(parts["loss"], tf.float32) / num_terms
+            if loss_scale_optimizer is not None:
+                loss = loss_scale_optimizer.scale_loss(loss)
         grads = tape.gradient(loss, model.trainable_variables)
         return {k: tf.cast(v, tf.float32) for k, v in parts.items()}, grads
     return tf.function(grad_fn, jit_compile=True) if jit_compile else grad_fn
+
+
+def _accumulate(grad_fn, micro_batches):
+    """Sums grad_fn's parts and gradients over a tuple of one replica's micro-batches.
+
+    One micro-batch is the plain step. Several are stacked ([N, B, ...]) and run through a
+    tf.while loop, so the step's graph holds one forward and backward pass whatever N is.
+    Gradients are summed dense (the optimizers apply them dense anyway); variables without a
+    gradient keep None.
+    """
+    parts, grads = grad_fn(micro_batches[0])
+    if len(micro_batches) == 1:
+        return parts, grads
+    present = [i for i, g in enumerate(grads) if g is not None]
+    sums = [tf.convert_to_tensor(grads[i]) for i in present]
+    stacked = tf.nest.map_structure(lambda *xs: tf.stack(xs), *micro_batches)
+    for index in tf.range(1, len(micro_batches)):
+        step_parts, step_grads = grad_fn(tf.nest.map_structure(lambda x: x[index], stacked))
+        parts = {k: parts[k] + step_parts[k] for k in parts}
+        sums = [total + tf.convert_to_tensor(step_grads[i]) for total, i in zip(sums, present)]
+    grads = list(grads)
+    for total, i in zip(sums, present):
+        grads[i] = total
+    return parts, grads
+
+
+def _is_tpu(strategy):
+    return isinstance(strategy, (tf.distribute.TPUStrategy,
+                                 tf.distribute.experimental.TPUStrategy))
+
+
+class _SigtermWatcher:
+    """Turns SIGTERM into a stop request that running training steps see within one step.
+
+    A Python signal handler runs only when the main thread is back in the interpreter, which
+    may be many steps later (steps_per_loop steps run in one TensorFlow call). So the handler
+    is paired with a wake-up file descriptor (written by the C-level handler at once) and a
+    thread that sets a host variable the compiled loop reads after every step. Under
+    MultiWorkerMirroredStrategy the requests are all-reduced so every worker stops at the same
+    step (one scalar all-reduce per step). Outside the main thread signals cannot be caught:
+    then nothing is installed and SIGTERM keeps its handler.
+    """
+
+    def __init__(self, strategy):
+        self._strategy = strategy
+        self._multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        with tf.init_scope():
+            self._flag = tf.Variable(False, trainable=False, name="sigterm_requested")
+        self._active = False
+        self._pending = False
+
+    def requested(self):
+        """bool scalar tensor: has a SIGTERM arrived (on any worker)? Call inside tf.function."""
+        flag = self._flag.read_value()
+        if not self._multi_worker:
+            return flag
+        votes = self._strategy.run(lambda f: tf.cast(f, tf.float32), args=(flag,))
+        return self._strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None) > 0
+
+    def start(self):
+        if threading.current_thread() is not threading.main_thread():
+            logging.warning("train() runs outside the main thread: SIGTERM will not save a "
+                            "checkpoint before the process ends")
+            return
+        self._flag.assign(False)
+        self._receiver, self._sender = socket.socketpair()
+        self._sender.setblocking(False)
+        self._previous_handler = signal.signal(signal.SIGTERM, self._on_signal)
+        self._previous_wakeup = signal.set_wakeup_fd(self._sender.fileno(),
+                                                     warn_on_full_buffer=False)
+        self._thread = threading.Thread(target=self._watch, name="sigterm-watcher", daemon=True)
+        self._thread.start()
+        self._active = True
+
+    def _on_signal(self, signum, frame):
+        # Runs late, in the main thread (the watcher thread has usually acted already), maybe
+        # while a tf.function is being traced: init_scope makes the assignment run now.
+        with tf.init_scope():
+            self._flag.assign(True)
+        self._pending = True
+
+    def _watch(self):
+        while True:
+            try:
+                data = self._receiver.recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            if signal.SIGTERM in data:
+                logging.warning("SIGTERM received: saving a checkpoint after this step")
+                self._flag.assign(True)
+                self._pending = True
+
+    def stop(self, handled):
+        """Restores the previous handler. A SIGTERM that training did not act on (`handled`
+        False: it came after the last step, or training failed) is re-sent to it."""
+        if not self._active:
+            return
+        self._active = False
+        signal.set_wakeup_fd(self._previous_wakeup)
+        signal.signal(signal.SIGTERM, self._previous_handler)
+        self._sender.close()
+        self._thread.join()
+        self._receiver.close()
+        if self._pending and not handled:
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def write_summaries(logdir, step, metrics):
@@ -292,9 +493,22 @@ def _write_scalar(name, value):
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
-def _worker_temp_dir(output_dir, strategy):
+def worker_temp_dir(output_dir, strategy, purpose="checkpoints"):
+    """A non-chief worker's private directory under output_dir/.worker_tmp for `purpose`."""
     resolver = strategy.cluster_resolver
-    return os.path.join(output_dir, ".worker_tmp", f"{resolver.task_type}_{resolver.task_id}")
+    return os.path.join(output_dir, ".worker_tmp",
+                        f"{resolver.task_type}_{resolver.task_id}_{purpose}")
+
+
+def remove_worker_dir(worker_dir):
+    """Removes a worker's temporary directory, and .worker_tmp once no worker has one."""
+    if not worker_dir:
+        return
+    shutil.rmtree(worker_dir, ignore_errors=True)
+    try:
+        os.rmdir(os.path.dirname(worker_dir))
+    except OSError:
+        pass  # another worker's directory is still there, or it is gone already
 
 
 def _to_next_multiple(step, every):

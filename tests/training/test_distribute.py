@@ -1,4 +1,5 @@
-"""get_strategy, and the training loop under MirroredStrategy over 2 logical CPUs."""
+"""get_strategy, and the training loop under MirroredStrategy over 2 logical CPUs and under
+MultiWorkerMirroredStrategy with 2 worker processes (with gradient accumulation and SIGTERM)."""
 
 import json
 import os
@@ -14,45 +15,65 @@ import tensorflow as tf
 from bert_tf.training.distribute import get_strategy, is_chief
 
 # The model, data and loss every distributed run shares. Replica r of n gets rows
-# [r*16/n, (r+1)*16/n) of each global batch of 16: together the batches of one device.
+# [r*16/n, (r+1)*16/n) of each global batch of 16: together the batches of one device. With
+# gradient accumulation over 2 micro-batches of 8, the two micro-batches hold those 16 rows.
+# `preempt`: the process sends itself SIGTERM after step 10's checkpoint, and the run resumes
+# from the checkpoint the loop saves at the step it stops at.
 _COMMON = textwrap.dedent("""
-    import json, os, sys
+    import json, os, signal, sys
     import numpy as np, keras, tensorflow as tf
     from bert_tf.training.distribute import get_strategy
-    from bert_tf.training.loop import train
+    from bert_tf.training.loop import TrainingPreempted, train
     from bert_tf.training.optimization import create_optimizer
 
     rng = np.random.RandomState(0)
     x = rng.randn(64, 6).astype("float32")
     y = (x[:, 0] * x[:, 1] > 0).astype("int32")
 
-    def dataset_fn(ctx):
-        batch = ctx.get_per_replica_batch_size(16)
-        ds = tf.data.Dataset.from_tensor_slices({"x": x, "y": y}).repeat().batch(16)
-        ds = ds.unbatch().batch(batch, drop_remainder=True)
-        return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+    def make_dataset_fn(global_batch):
+        def dataset_fn(ctx):
+            batch = ctx.get_per_replica_batch_size(global_batch)
+            ds = tf.data.Dataset.from_tensor_slices({"x": x, "y": y}).repeat().batch(16)
+            ds = ds.unbatch().batch(batch, drop_remainder=True)
+            return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        return dataset_fn
 
     def loss_fn(model, b, training):
         logits = model(b["x"], training=training)
         nll = keras.losses.sparse_categorical_crossentropy(b["y"], logits, from_logits=True)
         return {"loss": tf.reduce_mean(nll)}
 
-    def run(strategy, output_dir):
+    def run(strategy, output_dir, accumulation=1, preempt=False):
         keras.utils.set_random_seed(0)
         with strategy.scope():
             inputs = keras.Input((6,))
             h = keras.layers.Dense(16, activation="tanh")(inputs)
             model = keras.Model(inputs, keras.layers.Dense(2)(h))
             optimizer = create_optimizer(3e-2, 40, 4)
-        losses = []
+        signals = [10] if preempt else []
+
+        def on_checkpoint(step):
+            if step in signals:
+                signals.remove(step)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        def train_to(stop):
+            return train(model=model, optimizer=optimizer, loss_fn=loss_fn,
+                         dataset_fn=make_dataset_fn(16 // accumulation), strategy=strategy,
+                         output_dir=output_dir, num_train_steps=stop, steps_per_loop=10,
+                         save_checkpoints_steps=10, gradient_accumulation_steps=accumulation,
+                         on_checkpoint=on_checkpoint)
+
+        losses, preempted_at = [], None
         for stop in (20, 40):
-            losses.append(train(model=model, optimizer=optimizer, loss_fn=loss_fn,
-                                dataset_fn=dataset_fn, strategy=strategy,
-                                output_dir=output_dir, num_train_steps=stop,
-                                steps_per_loop=10, save_checkpoints_steps=20,
-                                skip_consumed_input=False)["loss"])
+            try:
+                losses.append(train_to(stop)["loss"])
+            except TrainingPreempted as e:
+                assert e.code == 143, e.code
+                preempted_at = e.step
+                losses.append(train_to(stop)["loss"])
         return {"replicas": strategy.num_replicas_in_sync, "losses": losses,
-                "kernel": model.weights[0].numpy().tolist()}
+                "kernel": model.weights[0].numpy().tolist(), "preempted_at": preempted_at}
 """)
 
 # Runs in a fresh process: logical devices must be configured before TF initialises them.
@@ -64,15 +85,20 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 """) + _COMMON + textwrap.dedent("""
     out = {name: run(get_strategy(name), sys.argv[1] + "/" + name)
            for name in ("one_device", "mirrored")}
+    out["mirrored_accumulated"] = run(get_strategy("mirrored"), sys.argv[1] + "/accumulated",
+                                      accumulation=2)
     print("RESULT" + json.dumps(out))
 """)
 
-# One worker of a 2-worker cluster on 127.0.0.1 (TF_CONFIG set by the test).
+# One worker of a 2-worker cluster on 127.0.0.1 (TF_CONFIG set by the test). Only worker 1
+# (not the chief) is sent SIGTERM; the chief must stop at the same step and save.
 _WORKER_SCRIPT = _COMMON + textwrap.dedent("""
     strategy = get_strategy("multi_worker_mirrored")
-    result = run(strategy, sys.argv[1])
-    if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
-        result["one_device"] = run(get_strategy("one_device"), sys.argv[1] + "_single")
+    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    result = run(strategy, sys.argv[1], preempt=index == 1)
+    if index == 1:
+        result["one_device"] = run(get_strategy("one_device"), sys.argv[1] + "_single",
+                                   preempt=True)
     print("RESULT" + json.dumps(result))
 """)
 
@@ -118,6 +144,8 @@ def test_mirrored_two_cpus_matches_one_device(tmp_path, repo_root):
     result = _result(proc)
     assert result["one_device"]["replicas"] == 1 and result["mirrored"]["replicas"] == 2
     _assert_same_trajectory(result["one_device"], result["mirrored"])
+    # 2 replicas x 2 accumulated micro-batches of 4 rows: the same updates as 16 rows at once.
+    _assert_same_trajectory(result["one_device"], result["mirrored_accumulated"])
 
 
 def _free_ports(count):
@@ -146,8 +174,17 @@ def test_multi_worker_two_processes_match_one_device(tmp_path, repo_root):
         finished.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
     chief, worker = (_result(p) for p in finished)
     assert chief["replicas"] == 2 and worker["replicas"] == 2
+    # SIGTERM reached worker 1 after step 10; both workers stopped after step 11 (one step
+    # later: the signal arrived between calls) and resumed there.
+    assert chief["preempted_at"] == worker["preempted_at"] == 11
+    assert worker["one_device"]["preempted_at"] == 11
     _assert_same_trajectory(worker["one_device"], chief)
     np.testing.assert_allclose(worker["kernel"], chief["kernel"], rtol=0, atol=0)
-    # Only the chief (worker 0) keeps checkpoints; worker 1's temporary copies are removed.
-    assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("ckpt-40")
-    assert not os.path.exists(tmp_path / "out" / ".worker_tmp" / "worker_1")
+    # One checkpoint directory, the chief's, with the preemption's ckpt-11; worker 1's
+    # temporary copies are removed.
+    out = tmp_path / "out"
+    assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-40")
+    assert sorted(int(p.name[len("ckpt-"):-len(".index")]) for p in out.glob("ckpt-*.index")) \
+        == [10, 11, 20, 30, 40]
+    assert not (out / ".worker_tmp").exists()
+    assert sorted(p.name for p in (out / "summaries").iterdir()) == ["train"]

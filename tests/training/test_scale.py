@@ -1,0 +1,204 @@
+"""Scale and resilience of the training loop: accumulation, float16 loss scaling, XLA "auto",
+SIGTERM preemption, and the non-chief copy of the best model."""
+
+import os
+import signal
+import threading
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.training import precision
+from bert_tf.training.distribute import get_strategy
+from bert_tf.training.finetune import BestModelKeeper
+from bert_tf.training.loop import PREEMPTED_EXIT_CODE, TrainingPreempted, train
+from bert_tf.training.optimization import create_optimizer
+
+_RNG = np.random.RandomState(0)
+_X = _RNG.randn(128, 6).astype("float32")
+_Y = (_X[:, 0] * _X[:, 1] > 0).astype("int32")
+
+
+def _build(strategy, num_train_steps=40, seed=0):
+    keras.utils.set_random_seed(seed)
+    with strategy.scope():
+        inputs = keras.Input((6,))
+        hidden = keras.layers.Dense(16, activation="tanh", name="hidden")(inputs)
+        hidden = keras.layers.LayerNormalization(name="layer_norm")(hidden)
+        model = keras.Model(inputs, keras.layers.Dense(2, name="logits")(hidden))
+        optimizer = create_optimizer(1e-2, num_train_steps, 4)
+    return model, optimizer
+
+
+def _dataset_fn(batch_size):
+    """Rows in a fixed order: micro-batches of 4 concatenate to the batches of 16."""
+    def dataset_fn(input_context):
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        dataset = tf.data.Dataset.from_tensor_slices({"x": _X, "y": _Y}).repeat()
+        return dataset.batch(batch_size, drop_remainder=True).with_options(options)
+    return dataset_fn
+
+
+def _loss_fn(model, batch, training):
+    logits = tf.cast(model(batch["x"], training=training), tf.float32)
+    nll = keras.losses.sparse_categorical_crossentropy(batch["y"], logits, from_logits=True)
+    return {"loss": tf.reduce_mean(nll), "count": tf.cast(tf.size(nll), tf.float32)}
+
+
+def _train(model, optimizer, strategy, output_dir, num_train_steps, batch_size=16, **kwargs):
+    kwargs.setdefault("steps_per_loop", 5)
+    kwargs.setdefault("save_checkpoints_steps", 10)
+    return train(model=model, optimizer=optimizer, loss_fn=_loss_fn,
+                 dataset_fn=_dataset_fn(batch_size), strategy=strategy,
+                 output_dir=str(output_dir), num_train_steps=num_train_steps,
+                 global_batch_size=batch_size, **kwargs)
+
+
+def _weights(model):
+    return [v.numpy() for v in model.weights]
+
+
+def test_accumulated_micro_batches_equal_one_big_batch_and_resume(tmp_path):
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy)
+    big = _train(model, optimizer, strategy, tmp_path / "big", 20)
+    want = _weights(model)
+
+    # 4 micro-batches of 4 per step; stopped at 10 and resumed (the input skips 10 x 4 batches).
+    model, optimizer = _build(strategy)
+    _train(model, optimizer, strategy, tmp_path / "accumulated", 10, batch_size=4,
+           gradient_accumulation_steps=4)
+    model, optimizer = _build(strategy, seed=7)
+    accumulated = _train(model, optimizer, strategy, tmp_path / "accumulated", 20,
+                         batch_size=4, gradient_accumulation_steps=4)
+    assert accumulated["step"] == 20 and accumulated["steps_this_run"] == 10
+    assert int(optimizer.iterations.numpy()) == 20
+    for got, expected, variable in zip(_weights(model), want, model.weights):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6, err_msg=variable.path)
+    # The mean loss over the last window's micro-batches is the big batches' mean loss.
+    np.testing.assert_allclose(accumulated["loss"], big["loss"], rtol=1e-5)
+
+
+def test_accumulation_steps_must_be_positive(tmp_path):
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy)
+    with pytest.raises(ValueError, match=r"^--gradient_accumulation_steps=0 must be >= 1$"):
+        _train(model, optimizer, strategy, tmp_path, 10, gradient_accumulation_steps=0)
+
+
+@pytest.fixture
+def float16_policy():
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def test_float16_skips_overflowing_steps_and_counts_them(tmp_path, float16_policy):
+    strategy = get_strategy("one_device")
+    model, inner = _build(strategy, num_train_steps=60)
+    assert precision.computes_in_float16(model)
+    start = _weights(model)
+    with strategy.scope():
+        # 2**40 x the loss overflows float16 in the backward pass: the scale must halve ~25 times.
+        optimizer = precision.DynamicLossScaleOptimizer(inner, initial_scale=2.0 ** 40)
+    first = _train(model, optimizer, strategy, tmp_path, 1, steps_per_loop=1)
+    assert first["step"] == 1 and int(optimizer.iterations.numpy()) == 1
+    assert float(optimizer.dynamic_scale.numpy()) == 2.0 ** 39
+    for got, expected in zip(_weights(model), start):
+        np.testing.assert_array_equal(got, expected)  # the step was skipped
+
+    results = _train(model, optimizer, strategy, tmp_path, 60)
+    assert results["step"] == 60 and int(optimizer.iterations.numpy()) == 60
+    assert float(optimizer.dynamic_scale.numpy()) <= 2.0 ** 20
+    assert np.isfinite(results["loss"]) and results["loss"] < results["first_log"]["loss"]
+    assert all(np.isfinite(w).all() for w in _weights(model))
+    assert any(not np.array_equal(a, b) for a, b in zip(_weights(model), start))
+
+
+def test_float16_models_get_a_loss_scale_in_their_checkpoints(tmp_path, float16_policy):
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy)
+    _train(model, optimizer, strategy, tmp_path, 10)
+    names = [name for name, _ in tf.train.list_variables(str(tmp_path / "ckpt-10"))]
+    assert any(name.startswith("optimizer/dynamic_scale") for name in names), names
+    assert int(optimizer.iterations.numpy()) == 10
+    with strategy.scope():
+        keras_lso = keras.optimizers.LossScaleOptimizer(optimizer)
+    with pytest.raises(ValueError, match="not a keras LossScaleOptimizer"):
+        _train(model, keras_lso, strategy, tmp_path / "keras_lso", 10)
+
+
+def test_jit_compile_values():
+    strategy = get_strategy("one_device")
+    assert precision.resolve_jit_compile("auto", strategy) is False  # CPU
+    assert precision.resolve_jit_compile("true", strategy) is True
+    assert precision.resolve_jit_compile(False, strategy) is False
+    assert precision.parse_jit_compile("Auto") == "auto"
+    with pytest.raises(ValueError, match=r"--jit_compile='sometimes'; expected one of true, "
+                                         r"false, auto"):
+        precision.parse_jit_compile("sometimes")
+
+
+def test_sigterm_mid_call_saves_that_step_and_resume_matches(tmp_path):
+    """SIGTERM while a 10^6-step call runs: the loop stops within a step, saves, raises."""
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy, num_train_steps=10**6)
+    previous = signal.getsignal(signal.SIGTERM)
+    timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        with pytest.raises(TrainingPreempted) as preempted:
+            _train(model, optimizer, strategy, tmp_path / "run", 10**6, steps_per_loop=10**6,
+                   save_checkpoints_steps=10**6)
+    finally:
+        timer.cancel()
+    stopped = preempted.value.step
+    assert preempted.value.code == PREEMPTED_EXIT_CODE == 143
+    assert 0 < stopped < 10**6 and int(optimizer.iterations.numpy()) == stopped
+    assert preempted.value.checkpoint == str(tmp_path / "run" / f"ckpt-{stopped}")
+    assert tf.train.latest_checkpoint(str(tmp_path / "run")) == preempted.value.checkpoint
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+    # Resumed for 7 more steps, it ends where an uninterrupted run of stopped + 7 steps ends.
+    model, optimizer = _build(strategy, num_train_steps=10**6, seed=3)
+    resumed = _train(model, optimizer, strategy, tmp_path / "run", stopped + 7,
+                     save_checkpoints_steps=10**6)
+    assert resumed["steps_this_run"] == 7
+    got = _weights(model)
+    model, optimizer = _build(strategy, num_train_steps=10**6)
+    _train(model, optimizer, strategy, tmp_path / "straight", stopped + 7,
+           steps_per_loop=50, save_checkpoints_steps=10**6)
+    for a, b in zip(got, _weights(model)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_non_chief_keeps_its_own_best_copy(tmp_path):
+    strategy = get_strategy("one_device")
+    model, _ = _build(strategy)
+    chief = BestModelKeeper(model, str(tmp_path), "accuracy")
+    assert chief.update(5, {"accuracy": 0.5})
+    chief_weights = _weights(model)
+
+    # A restarted non-chief knows the chief's earlier best, writes nothing to best/, and keeps
+    # its own copy of a newer best in its worker directory.
+    model.weights[0].assign(model.weights[0] + 1.0)
+    worker_dir = tmp_path / ".worker_tmp" / "worker_1_best"
+    worker = BestModelKeeper(model, str(tmp_path), "accuracy", write=False,
+                             worker_dir=str(worker_dir))
+    assert worker.best["step"] == 5 and not worker.update(6, {"accuracy": 0.4})
+    assert worker.update(7, {"accuracy": 0.9})
+    assert (worker_dir / "metrics.json").exists()
+    assert not (tmp_path / "best" / "model-7.index").exists()
+    newer = _weights(model)
+    model.weights[0].assign(model.weights[0] * 0.0)
+    assert worker.restore()["step"] == 7
+    np.testing.assert_array_equal(_weights(model)[0], newer[0])
+
+    # Without a newer best of its own, it restores the chief's.
+    other = BestModelKeeper(model, str(tmp_path), "accuracy", write=False,
+                            worker_dir=str(tmp_path / "unused"))
+    assert other.restore()["step"] == 5
+    np.testing.assert_array_equal(_weights(model)[0], chief_weights[0])
