@@ -1,4 +1,4 @@
-r"""Writes the Hugging Face reference fixtures of tests/interop: small random BERTs and their outputs.
+r"""Writes the Hugging Face fixtures of tests/interop: small random BERTs and their outputs.
 
 Runs with PyTorch and transformers, which bert_tf and its CI do not install; use a separate venv:
 
@@ -43,7 +43,8 @@ def make_vocab():
 
 
 def randomize(model, seed):
-    """Redraws every parameter: kernels N(0, 0.3), LayerNorm gains 1 + N(0, 0.1), biases N(0, 0.1)."""
+    """Redraws every parameter: kernels N(0, 0.3), LayerNorm gains 1 + N(0, 0.1), biases
+    N(0, 0.1)."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in model.named_parameters():

@@ -1,4 +1,4 @@
-"""The original TF1 name of every bert_tf weight, and copying weights from a checkpoint into a model.
+"""The original TF1 name of every bert_tf weight, and copying checkpoint weights into a model.
 
 Every checkpoint format (original TF1, Hugging Face, keras-hub, bert_tf's own) is read into a
 `WeightSource`: its tensors keyed by the original google-research/bert variable name, in the
@@ -17,6 +17,7 @@ import dataclasses
 import re
 from typing import Callable
 
+import keras
 import numpy as np
 from absl import logging
 
@@ -43,7 +44,7 @@ _OPTIMIZER_NAMES = ("global_step", "beta1_power", "beta2_power")
 
 
 class InteropError(CheckpointError):
-    """A checkpoint that cannot be converted or loaded, naming the file and the variable at fault."""
+    """A checkpoint that cannot be converted or loaded, naming the file and variable at fault."""
 
 
 def is_optimizer_variable(name):
@@ -357,7 +358,7 @@ def transfer(source, model, *, strict, optional_scopes=()):
     newly_initialized += [v.path for v in unmapped_variables(model)]
     for variable, transpose, tensor in assignments:
         value = tensor.read_original_layout()
-        variable.assign(np.asarray(value.T if transpose else value, dtype=variable.dtype))
+        variable.assign(keras.ops.cast(value.T if transpose else value, variable.dtype))
     unused = list(source.unused)
     unused += [tensor.name for name, tensor in source.tensors.items() if name not in used]
     report = WarmStartReport(source=source.description, source_format=source.format,

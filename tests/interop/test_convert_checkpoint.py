@@ -1,0 +1,76 @@
+"""tools/convert_checkpoint.py end to end: tf1 -> bert_tf -> huggingface, and a clear error."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from bert_tf.config import BertConfig
+from bert_tf.interop import load_huggingface, warm_start
+from bert_tf.interop.weights import model_arrays
+from bert_tf.modeling import BertClassifier, BertEncoder
+from interop_reference import TINY, original_arrays, write_tf1_checkpoint
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(50)]
+
+
+def convert(*flags):
+    return subprocess.run([sys.executable, os.path.join(REPO, "tools", "convert_checkpoint.py"),
+                           *flags], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
+@pytest.mark.slow
+def test_tf1_to_bert_tf_to_huggingface(tmp_path):
+    source = tmp_path / "uncased_L-2_H-32_A-4"
+    source.mkdir()
+    arrays = original_arrays(seed=6, **TINY)
+    prefix = write_tf1_checkpoint(source / "bert_model.ckpt", arrays)
+    BertConfig(**TINY).to_json_file(str(source / "bert_config.json"))
+    (source / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+
+    bert_tf_dir = tmp_path / "bert_tf"
+    proc = convert("--from=tf1", "--to=bert_tf", f"--checkpoint={prefix}",
+                   f"--output_dir={bert_tf_dir}", "--do_lower_case=true")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(bert_tf_dir)) == ["bert_config.json", "encoder.keras",
+                                               "pretrainer.keras", "tokenizer_config.json",
+                                               "vocab.txt"]
+    # The directory works as --init_checkpoint, casing checked.
+    classifier = BertClassifier(BertEncoder(BertConfig(**TINY)), num_classes=2)
+    report = warm_start(str(bert_tf_dir), classifier, do_lower_case=True)
+    assert report.source == str(bert_tf_dir / "pretrainer.keras")
+    got = model_arrays(classifier)
+    for name, value in arrays.items():
+        if name.startswith("bert/"):
+            assert np.array_equal(got[name], value), name
+
+    hf_dir = tmp_path / "hf"
+    proc = convert("--from=bert_tf", "--to=huggingface", f"--checkpoint={bert_tf_dir}",
+                   f"--output_dir={hf_dir}")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((hf_dir / "config.json").read_text())["architectures"] == [
+        "BertForPreTraining"]
+    assert json.loads((hf_dir / "tokenizer_config.json").read_text())["do_lower_case"] is True
+    assert (hf_dir / "vocab.txt").read_text().split() == VOCAB
+    tensors = load_file(str(hf_dir / "model.safetensors"))
+    assert np.array_equal(tensors["bert.encoder.layer.1.intermediate.dense.weight"],
+                          arrays["bert/encoder/layer_1/intermediate/dense/kernel"].T)
+    model, config, _ = load_huggingface(str(hf_dir))
+    assert config.hidden_act == "gelu"  # written as "gelu_new": the original's tanh GELU
+    assert all(np.array_equal(model_arrays(model)[k], v) for k, v in arrays.items())
+
+
+@pytest.mark.slow
+def test_error_is_reported_on_stderr(tmp_path):
+    proc = convert("--from=tf1", "--to=huggingface", f"--checkpoint={tmp_path / 'none.ckpt'}",
+                   f"--output_dir={tmp_path / 'out'}")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"convert_checkpoint: error: {tmp_path / 'none.ckpt'}: no config given and no "
+        "bert_config.json beside the checkpoint")
