@@ -30,7 +30,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bert_tf import interop  # noqa: E402
 from bert_tf.config import BertConfig, ConfigError  # noqa: E402
 from bert_tf.interop import huggingface, kerashub, tf1, weights  # noqa: E402
-from bert_tf.interop.warm_start import load_bert_tf  # noqa: E402
 from bert_tf.modeling import BertPretrainer  # noqa: E402
 from bert_tf.text import load_vocab, validate_case_matches_checkpoint  # noqa: E402
 from bert_tf.training.checkpointing import check_writable_dir, save_keras_model  # noqa: E402
@@ -69,7 +68,7 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
         backbone, masked_lm, vocab_file, do_lower_case = kerashub.load_keras_hub(path)
         return interop.from_keras_hub(backbone, masked_lm), vocab_file, do_lower_case
     config = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
-    model = load_bert_tf(path, config)
+    model = interop.load_bert_tf(path, config)
     return (model, _existing(os.path.join(directory, "vocab.txt")),
             huggingface.do_lower_case_of(directory))
 
