@@ -20,6 +20,5 @@ from bert_tf.interop.weights import InteropError, WarmStartReport, model_variabl
 
 __all__ = ["InteropError", "WarmStartReport", "checkpoint_config", "from_keras_hub",
            "load_bert_tf", "load_huggingface", "load_keras_hub", "load_tf1_checkpoint",
-           "model_variables",
-           "read_huggingface", "read_tf1_checkpoint", "save_huggingface", "save_tf1_checkpoint",
-           "warm_start"]
+           "model_variables", "read_huggingface", "read_tf1_checkpoint", "save_huggingface",
+           "save_tf1_checkpoint", "warm_start"]
