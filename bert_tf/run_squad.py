@@ -29,6 +29,7 @@ from bert_tf.common_flags import FlagValueError
 from bert_tf.config import ConfigError
 from bert_tf.data import squad, squad_metrics, squad_postprocess
 from bert_tf.fileio import write_text_atomic
+from bert_tf.interop import warm_start
 from bert_tf.modeling import BertEncoder, BertSpanLabeler
 from bert_tf.text import WordpieceTokenizer, validate_case_matches_checkpoint
 from bert_tf.training import checkpointing, finetune
@@ -38,23 +39,36 @@ from bert_tf.training.optimization import create_optimizer
 
 FLAGS = flags.FLAGS
 
-# Flags of the original google-research/bert run_squad.py, same names and defaults.
-flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
-flags.DEFINE_string("predict_file", None,
-                    "SQuAD JSON to answer, e.g. dev-v1.1.json; with gold answers it is also "
-                    "evaluated (at every checkpoint when training).")
-flags.DEFINE_integer("doc_stride", 128, "Pieces between the starts of consecutive windows.")
-flags.DEFINE_integer("max_query_length", 64, "Question pieces kept (longer ones are cut).")
-flags.DEFINE_integer("n_best_size", 20, "Start/end candidates per window and n-best answers.")
-flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in WordPiece tokens.")
-flags.DEFINE_bool("version_2_with_negative", False,
-                  "SQuAD 2.0: questions may have no answer.")
-flags.DEFINE_float("null_score_diff_threshold", 0.0,
-                   "v2.0: answer \"\" when the null score minus the best span score exceeds "
-                   "this.")
-flags.DEFINE_bool("verbose_logging", False,
-                  "Log why an answer could not be aligned back to the original text.")
-common_flags.define_finetuning_flags(default_max_seq_length=384)
+# Flags of the original google-research/bert run_squad.py, same names and defaults. Defined
+# only if absent: run_* modules share one absl flag namespace when imported together.
+_SQUAD_FLAGS = (
+    (flags.DEFINE_string, "train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json."),
+    (flags.DEFINE_string, "predict_file", None,
+     "SQuAD JSON to answer, e.g. dev-v1.1.json; with gold answers it is also evaluated (at "
+     "every checkpoint when training)."),
+    (flags.DEFINE_integer, "doc_stride", 128, "Pieces between the starts of consecutive windows."),
+    (flags.DEFINE_integer, "max_query_length", 64, "Question pieces kept (longer ones are cut)."),
+    (flags.DEFINE_integer, "n_best_size", 20,
+     "Start/end candidates per window, and answers in nbest_predictions.json."),
+    (flags.DEFINE_integer, "max_answer_length", 30, "Longest answer, in WordPiece tokens."),
+    (flags.DEFINE_bool, "version_2_with_negative", False,
+     "SQuAD 2.0: questions may have no answer."),
+    (flags.DEFINE_float, "null_score_diff_threshold", 0.0,
+     "v2.0: answer \"\" when the null score minus the best span score exceeds this."),
+    (flags.DEFINE_bool, "verbose_logging", False,
+     "Log why an answer could not be aligned back to the original text."),
+)
+
+
+def define_squad_flags():
+    """The SQuAD flags plus the shared fine-tuning ones (idempotent)."""
+    for define, name, default, help_text in _SQUAD_FLAGS:
+        if name not in FLAGS:
+            define(name, default, help_text)
+    common_flags.define_finetuning_flags(default_max_seq_length=384)
+
+
+define_squad_flags()
 
 TASK = "squad"
 
@@ -181,7 +195,7 @@ def _restore_for_predict(options, model):
         logging.info("Predicting with %s", latest)
         return int(latest.rsplit("-", 1)[-1])
     if options.init_checkpoint:
-        checkpointing.warm_start(options.init_checkpoint, model)
+        warm_start(options.init_checkpoint, model, do_lower_case=options.do_lower_case)
         return 0
     raise FlagValueError(f"--do_predict without --do_train needs a checkpoint in "
                          f"--output_dir={options.output_dir} or --init_checkpoint")
@@ -261,7 +275,8 @@ def run_squad(options, flags_text=None):
 
     if predictor is not None:
         answers = predictor.answer()
-        results["predict_examples_per_second"] = (len(predictor.features) / predictor.seconds
+        # Questions answered per second, post-processing included.
+        results["predict_examples_per_second"] = (len(predictor.examples) / predictor.seconds
                                                   if predictor.seconds > 0 else 0.0)
         if chief:
             results["prediction_files"] = squad_postprocess.write_predictions(
@@ -302,6 +317,11 @@ def _train(options, strategy, model, arrays, num_examples, predictor):
         return squad.squad_dataset(arrays, batch_size=batch, is_training=True,
                                    seed=options.seed, input_context=input_context)
 
+    def warm_start_fn(init_checkpoint, target):
+        # Any format bert_tf.interop reads (bert_tf, original TF1, Hugging Face, keras-hub):
+        # the encoder from a pre-trained model, everything from a fine-tuned span labeler.
+        return warm_start(init_checkpoint, target, do_lower_case=options.do_lower_case)
+
     evaluating = predictor is not None and predictor.has_gold
     outcome = finetune.fine_tune(
         model=model, optimizer=optimizer, loss_fn=finetune.span_loss_fn,
@@ -311,7 +331,7 @@ def _train(options, strategy, model, arrays, num_examples, predictor):
         best_metric="f1" if evaluating else None,
         steps_per_loop=common_flags.steps_per_loop(options), save_checkpoints_steps=save_steps,
         log_steps=options.log_steps, init_checkpoint=options.init_checkpoint,
-        warm_start_fn=None, jit_compile=options.jit_compile)
+        warm_start_fn=warm_start_fn, jit_compile=options.jit_compile)
     return {"global_step": outcome["step"], "num_train_steps": train_steps,
             "num_warmup_steps": warmup_steps, "train": outcome["train"],
             "evaluations": outcome["evaluations"], "best": outcome["best"]}
