@@ -280,21 +280,24 @@ def doc_windows(num_doc_tokens, max_tokens_per_window, doc_stride):
     return windows
 
 
-def is_max_context(windows, window_index, position):
-    """Whether window `window_index` gives piece `position` its most balanced context.
+def max_context_windows(windows, num_pieces):
+    """For every piece, the window that gives it the most balanced context.
 
     A piece's score in a window is min(pieces left of it, pieces right of it) plus 0.01 x the
-    window length; the first window with the highest score wins (the original's rule).
+    window length; the first window with the highest score wins (the original's rule, which
+    lets each piece be scored in one window only).
+
+    Returns:
+      list of window indices, one per piece (-1 for a piece in no window).
     """
-    best_score, best_window = None, None
+    best_scores, owners = [None] * num_pieces, [-1] * num_pieces
     for index, (start, length) in enumerate(windows):
         end = start + length - 1
-        if not start <= position <= end:
-            continue
-        score = min(position - start, end - position) + 0.01 * length
-        if best_score is None or score > best_score:
-            best_score, best_window = score, index
-    return best_window == window_index
+        for position in range(start, end + 1):
+            score = min(position - start, end - position) + 0.01 * length
+            if best_scores[position] is None or score > best_scores[position]:
+                best_scores[position], owners[position] = score, index
+    return owners
 
 
 def improve_answer_span(doc_pieces, start, end, tokenizer, answer_text):
@@ -325,14 +328,15 @@ def convert_examples_to_features(examples, tokenizer, *, max_seq_length, doc_str
       SquadFeature, in example order, windows left to right.
     """
     check_window_sizes(max_seq_length, max_query_length, doc_stride)
-    cached_doc, cached_pieces = None, None
+    cached_doc = None
     for example_index, example in enumerate(examples):
         query = tokenizer.tokenize(example.question_text)[:max_query_length]
-        # Questions on one paragraph share its doc_tokens list: tokenize it once.
+        # Questions on one paragraph share its doc_tokens list: tokenize it once, and find
+        # the max-context windows once per window layout (it depends on the query length).
         if example.doc_tokens is not cached_doc:
-            cached_doc, cached_pieces = example.doc_tokens, _doc_pieces(example.doc_tokens,
-                                                                        tokenizer)
-        pieces, piece_to_word, word_to_piece = cached_pieces
+            cached_doc = example.doc_tokens
+            pieces, piece_to_word, word_to_piece = _doc_pieces(example.doc_tokens, tokenizer)
+            owners_by_layout = {}
 
         answer_start = answer_end = -1
         if is_training and not example.is_impossible:
@@ -347,12 +351,16 @@ def convert_examples_to_features(examples, tokenizer, *, max_seq_length, doc_str
         segment_a_length = len(query) + 2
         windows = doc_windows(len(pieces), max_doc_tokens(max_seq_length, len(query)),
                               doc_stride)
+        layout = tuple(windows)
+        if layout not in owners_by_layout:
+            owners_by_layout[layout] = max_context_windows(windows, len(pieces))
+        owners = owners_by_layout[layout]
         for window_index, (window_start, window_length) in enumerate(windows):
             tokens = ["[CLS]", *query, "[SEP]"]
             token_to_orig_map, token_is_max_context = {}, {}
             for piece in range(window_start, window_start + window_length):
                 token_to_orig_map[len(tokens)] = piece_to_word[piece]
-                token_is_max_context[len(tokens)] = is_max_context(windows, window_index, piece)
+                token_is_max_context[len(tokens)] = owners[piece] == window_index
                 tokens.append(pieces[piece])
             tokens.append("[SEP]")
             feature = SquadFeature(

@@ -110,13 +110,13 @@ def test_windows_and_max_context_by_hand():
     windows = squad.doc_windows(10, 4, 2)
     assert windows == [(0, 4), (2, 4), (4, 4), (6, 4)]
     # Piece 3: min(left, right) is 0 in window 0 and 1 in window 1 -> window 1.
-    owners = [[w for w in range(4) if squad.is_max_context(windows, w, p)] for p in range(10)]
-    assert owners == [[0], [0], [0], [1], [1], [2], [2], [3], [3], [3]]
+    assert squad.max_context_windows(windows, 10) == [0, 0, 0, 1, 1, 2, 2, 3, 3, 3]
     # The last window is shorter when the stride does not divide the rest.
     assert squad.doc_windows(7, 4, 2) == [(0, 4), (2, 4), (4, 3)]
     assert squad.doc_windows(3, 4, 2) == [(0, 3)]
-    # A tie between windows of equal context goes to the longer window.
-    assert squad.is_max_context([(0, 3), (1, 4)], 1, 2)
+    # Equal min(left, right): the longer window wins; a full tie (piece 2), the first.
+    assert squad.max_context_windows([(0, 3), (0, 4)], 4) == [1, 1, 1, 1]
+    assert squad.max_context_windows([(0, 4), (1, 4)], 5) == [0, 0, 0, 1, 1]
 
 
 def test_features_positions_windows_and_maps(tokenizer):
