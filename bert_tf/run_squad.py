@@ -92,11 +92,14 @@ def validate_options(options):
                                  options.doc_stride)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
-    for name in ("n_best_size", "max_answer_length"):
+    for name in ("n_best_size", "max_answer_length", "predict_batch_size"):
         if getattr(options, name) < 1:
             raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
     if options.num_train_epochs <= 0:
         raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
+    if not 0.0 <= options.warmup_proportion <= 1.0:
+        raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
+                             "[0, 1]")
     if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
         raise FlagValueError(
             f"--save_checkpoints_steps={options.save_checkpoints_steps} must be >= 1")
@@ -215,8 +218,6 @@ def run_squad(options, flags_text=None):
     checkpointing.check_writable_dir(options.output_dir)
     # The strategy comes before any other TensorFlow work (multi-worker set-up).
     strategy = common_flags.make_strategy(options, ("train_batch_size",))
-    if options.predict_batch_size < 1:
-        raise FlagValueError(f"--predict_batch_size={options.predict_batch_size} must be >= 1")
     tokenizer = WordpieceTokenizer(vocab_file, do_lower_case=options.do_lower_case)
     _check_vocab(tokenizer, config, config_file, vocab_file)
     results = {"task": TASK, "version_2_with_negative": bool(options.version_2_with_negative)}
@@ -227,6 +228,9 @@ def run_squad(options, flags_text=None):
         train_arrays = squad.features_to_arrays(
             _convert(train_examples, tokenizer, options, True), options.max_seq_length,
             is_training=True)
+        if not squad.num_rows(train_arrays):
+            raise FlagValueError(f"--train_file={options.train_file}: no context has any "
+                                 "WordPiece token")
         results.update(num_train_examples=len(train_examples),
                        num_train_features=squad.num_rows(train_arrays),
                        num_skipped_train_examples=skipped)
