@@ -90,6 +90,21 @@ def define_finetuning_flags(default_max_seq_length=128):
                  "False: freeze the encoder and train only the task head (feature-based).")
 
 
+def define_labeled_data_flags():
+    """Data files and label set of run_classifier and run_tagging."""
+    _define_once(flags.DEFINE_string, "data_dir", None,
+                 "Directory with the train/dev/test files (GLUE: as GLUE ships them).")
+    _define_once(flags.DEFINE_string, "train_file", None,
+                 "Training file (default: the train file in --data_dir).")
+    _define_once(flags.DEFINE_string, "dev_file", None,
+                 "Evaluation file (default: the dev file in --data_dir).")
+    _define_once(flags.DEFINE_string, "test_file", None,
+                 "File to predict (default: the test file in --data_dir).")
+    _define_once(flags.DEFINE_list, "labels", None,
+                 "The label (tag) names in logit order; other labels in the data are an "
+                 "error. Default: those of the training data, sorted.")
+
+
 def make_strategy(options, batch_size_flags=()):
     """The strategy the flags ask for; checks that global batch sizes split over replicas.
 

@@ -1,0 +1,277 @@
+"""What run_classifier and run_tagging share around their task: set-up, model, training, outputs.
+
+Both CLIs read the same kinds of flags (common_flags.define_finetuning_flags) and leave the same
+kind of run directory:
+
+  ckpt-<step>, checkpoint       training checkpoints (step-exact resume)
+  best/                         the best weights by the task's metric and their metrics.json
+  summaries/{train,eval}        TensorBoard scalars
+  features/                     cached TFRecords of the converted examples
+  model.keras                   the final model (the best one when there was evaluation)
+  bert_config.json, vocab.txt   the model's files, so the directory is an --init_checkpoint
+  task_info.json                task, labels, casing and sequence length (for serving)
+  eval_results.txt, results.json  metrics, steps, examples/s
+  <cli>.flags                   the flags of the run
+
+The functions take the flag values as an object (FLAGS, or anything with the same attribute
+names); only the CLIs read flags.
+"""
+
+import dataclasses
+import json
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import common_flags
+from bert_tf.common_flags import FlagValueError
+from bert_tf.fileio import write_text_atomic
+from bert_tf.modeling import BertEncoder
+from bert_tf.text import WordpieceTokenizer, validate_case_matches_checkpoint
+from bert_tf.training import checkpointing, finetune
+from bert_tf.training.distribute import is_chief
+from bert_tf.training.optimization import create_optimizer
+
+
+@dataclasses.dataclass
+class RunContext:
+    """What every phase of a fine-tuning run needs, resolved once from the flags."""
+
+    strategy: tf.distribute.Strategy
+    config: object
+    config_file: str
+    vocab_file: str
+    tokenizer: WordpieceTokenizer
+
+    @property
+    def chief(self):
+        return is_chief(self.strategy)
+
+
+def prepare(options):
+    """Checks the shared flags, finds the model files, starts the strategy; returns a context.
+
+    Raises:
+      FlagValueError naming the flag at fault.
+    """
+    if not (options.do_train or options.do_eval or options.do_predict):
+        raise FlagValueError("at least one of --do_train, --do_eval or --do_predict must be set")
+    if not options.output_dir:
+        raise FlagValueError("--output_dir is required")
+    for name in ("eval_batch_size", "predict_batch_size"):
+        if getattr(options, name) < 1:
+            raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
+    if options.do_train:
+        if not options.num_train_epochs > 0:
+            raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
+        if not 0.0 <= options.warmup_proportion <= 1.0:
+            raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
+                                 "[0, 1]")
+    if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
+        raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
+                             "be >= 1")
+    try:
+        validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
+    config_file, vocab_file = common_flags.resolve_model_files(options)
+    config = common_flags.load_config(config_file, options)
+    checkpointing.check_writable_dir(options.output_dir)
+    # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
+    # before the runtime starts.
+    strategy = common_flags.make_strategy(options, ("train_batch_size",))
+    common_flags.set_seed_and_policy(options)
+    try:
+        tokenizer = WordpieceTokenizer(vocab_file, do_lower_case=options.do_lower_case)
+    except (OSError, ValueError) as e:
+        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
+    if tokenizer.vocab_size > config.vocab_size:
+        raise FlagValueError(f"vocab_size={config.vocab_size} in {config_file} is smaller than "
+                             f"the {tokenizer.vocab_size} tokens of {vocab_file}")
+    return RunContext(strategy, config, config_file, vocab_file, tokenizer)
+
+
+def build_model(context, options, make_model, num_train_steps=None):
+    """The task model (and its optimizer when training) under the strategy's scope.
+
+    Args:
+      context: the RunContext.
+      options: flag values (trainable_encoder, learning_rate, warmup_proportion, optimizer,
+        weight_decay_rate).
+      make_model: `(encoder) -> task model`.
+      num_train_steps: steps of the learning-rate schedule; None: no optimizer.
+
+    Returns:
+      (model, optimizer or None). With --trainable_encoder=false the encoder is frozen, so
+      only the head is in model.trainable_variables and only it is trained.
+    """
+    with context.strategy.scope():
+        encoder = BertEncoder(context.config)
+        model = make_model(encoder)
+        if not options.trainable_encoder:
+            encoder.trainable = False
+            logging.info("--trainable_encoder=false: training only the %d head variable(s)",
+                         len(model.trainable_variables))
+        optimizer = None
+        if num_train_steps:
+            optimizer = create_optimizer(
+                options.learning_rate, num_train_steps,
+                finetune.num_warmup_steps(num_train_steps, options.warmup_proportion),
+                optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate)
+    return model, optimizer
+
+
+def warm_start_encoder(init_checkpoint, model):
+    """Loads the pre-trained encoder of `init_checkpoint` into a task model's `.encoder`.
+
+    Reads what bert_tf writes: a training checkpoint (prefix, or a run directory such as
+    run_pretraining's; any model stored under `model` with an `encoder`, e.g. BertPretrainer
+    or a task model), a directory with encoder.keras, or a `.keras` file of a BertEncoder or
+    of any bert_tf model with an `encoder`. The task head stays newly initialised.
+
+    Raises:
+      checkpointing.CheckpointError: nothing usable at the path, or the encoder does not match.
+    """
+    encoder = model.encoder
+    path = init_checkpoint
+    if tf.io.gfile.isdir(path) and not tf.train.latest_checkpoint(path):
+        keras_file = os.path.join(path, "encoder.keras")
+        if not tf.io.gfile.exists(keras_file):
+            raise checkpointing.CheckpointError(
+                f"--init_checkpoint={init_checkpoint}: the directory holds no checkpoint and no "
+                "encoder.keras")
+        path = keras_file
+    if path.endswith(".keras"):
+        if not tf.io.gfile.exists(path):
+            raise checkpointing.CheckpointError(f"--init_checkpoint={path}: no such file")
+        donor = keras.saving.load_model(path, compile=False)
+        donor = donor if isinstance(donor, BertEncoder) else getattr(donor, "encoder", None)
+        if not isinstance(donor, BertEncoder):
+            raise checkpointing.CheckpointError(
+                f"--init_checkpoint={path} holds no bert_tf BertEncoder")
+        if donor.config.to_dict() != encoder.config.to_dict():
+            raise checkpointing.CheckpointError(
+                f"--init_checkpoint={path}: its encoder config {donor.config.to_dict()} differs "
+                f"from the model's {encoder.config.to_dict()}")
+        encoder.set_weights(donor.get_weights())
+        logging.info("Warm-started the encoder from %s", path)
+        return
+    if tf.io.gfile.isdir(path):
+        path = tf.train.latest_checkpoint(path)
+    if not tf.io.gfile.exists(path + ".index"):
+        raise checkpointing.CheckpointError(
+            f"--init_checkpoint={init_checkpoint}: no checkpoint at {path} (expected "
+            "<prefix>.index, a run directory or a .keras file)")
+    # The encoder sits at model/encoder in every bert_tf training checkpoint. read(), unlike
+    # restore(), does not expect a save_counter, which BestModelKeeper's best/ lacks.
+    holder = tf.Module()
+    holder.encoder = encoder
+    try:
+        tf.train.Checkpoint(model=holder).read(path).expect_partial(
+        ).assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+        raise checkpointing.CheckpointError(
+            f"--init_checkpoint={init_checkpoint} has no encoder that matches the model: "
+            f"{str(e).splitlines()[0][:500]}") from None
+    logging.info("Warm-started the encoder from %s", path)
+
+
+def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_steps,
+          steps_per_epoch, evaluate_fn=None, best_metric=None):
+    """finetune.fine_tune with the flags' settings; checkpoints once per epoch by default."""
+    return finetune.fine_tune(
+        model=model, optimizer=optimizer, loss_fn=loss_fn, train_dataset_fn=dataset_fn,
+        strategy=context.strategy, output_dir=options.output_dir,
+        num_train_steps=num_train_steps, global_batch_size=options.train_batch_size,
+        evaluate_fn=evaluate_fn, best_metric=best_metric,
+        steps_per_loop=common_flags.steps_per_loop(options),
+        save_checkpoints_steps=options.save_checkpoints_steps or steps_per_epoch,
+        log_steps=options.log_steps, init_checkpoint=options.init_checkpoint,
+        warm_start_fn=warm_start_encoder, jit_compile=options.jit_compile)
+
+
+def restore_trained(options, model, best_metric):
+    """Weights for a run without --do_train: --output_dir's best, else its latest checkpoint,
+    else --init_checkpoint's encoder (with an untrained head). Returns the step."""
+    best = finetune.BestModelKeeper(model, options.output_dir, best_metric,
+                                    write=False).restore()
+    if best is not None:
+        return best["step"]
+    latest = tf.train.latest_checkpoint(options.output_dir)
+    if latest:
+        tf.train.Checkpoint(model=model).read(latest).expect_partial()
+        logging.info("Restored %s", latest)
+        return int(latest.rsplit("-", 1)[-1])
+    if options.init_checkpoint:
+        logging.warning("No fine-tuned weights in --output_dir=%s: using the encoder of "
+                        "--init_checkpoint with an untrained task head", options.output_dir)
+        warm_start_encoder(options.init_checkpoint, model)
+        return 0
+    raise FlagValueError(f"--do_eval/--do_predict without --do_train need fine-tuned weights in "
+                         f"--output_dir={options.output_dir} or an --init_checkpoint")
+
+
+def read_task_info(options):
+    """The task_info.json of --output_dir or, failing that, of the --init_checkpoint directory
+    (for prediction runs that need the label list of an earlier training run); None if none."""
+    candidates = [options.output_dir]
+    if options.init_checkpoint:
+        source = options.init_checkpoint
+        candidates.append(source if tf.io.gfile.isdir(source) else os.path.dirname(source))
+    for directory in candidates:
+        path = os.path.join(directory, "task_info.json")
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path) as f:
+                return json.load(f)
+    return None
+
+
+def timed(function):
+    """Wraps a metrics function; the wrapper's `.seconds` is the last call's duration."""
+    def wrapper(*args, **kwargs):
+        start = time.time()
+        result = function(*args, **kwargs)
+        wrapper.seconds = time.time() - start
+        return result
+    wrapper.seconds = 0.0
+    return wrapper
+
+
+def softmax(logits):
+    """Row-wise softmax in float64, stable for large logits."""
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def write_run_files(context, options, model, task_info, cli_name, flags_text):
+    """The chief writes model.keras, bert_config.json, vocab.txt, task_info.json, the flags."""
+    if not context.chief:
+        return
+    output_dir = options.output_dir
+    common_flags.copy_model_files(output_dir, context.strategy, context.config,
+                                  context.vocab_file)
+    checkpointing.save_keras_model(model, os.path.join(output_dir, "model.keras"))
+    write_text_atomic(os.path.join(output_dir, "task_info.json"),
+                      json.dumps(task_info, indent=2, sort_keys=True) + "\n")
+    if flags_text:
+        write_text_atomic(os.path.join(output_dir, f"{cli_name}.flags"), flags_text)
+
+
+def write_results(context, options, results, eval_metrics):
+    """results.json, and eval_results.txt ('name = value' lines as the original writes)."""
+    if not context.chief:
+        return
+    output_dir = options.output_dir
+    write_text_atomic(os.path.join(output_dir, "results.json"),
+                      json.dumps(results, indent=2, sort_keys=True) + "\n")
+    if eval_metrics is not None:
+        lines = [f"{name} = {value}" for name, value in sorted(eval_metrics.items())
+                 if isinstance(value, (int, float))]
+        lines.append(f"global_step = {results['global_step']}")
+        write_text_atomic(os.path.join(output_dir, "eval_results.txt"), "\n".join(lines) + "\n")

@@ -1,0 +1,159 @@
+"""End to end: python -m bert_tf.run_classifier on generated GLUE-format and CSV data."""
+
+import csv
+import json
+import os
+import random
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import sentiment_sentence, write_sst2
+
+
+def _run(*args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-m", "bert_tf.run_classifier", *args],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+def _encoder_weights(model):
+    return [w.numpy().copy() for w in model.encoder.weights]
+
+
+def _pretrained_encoder(pretrained_dir):
+    from bert_tf.config import BertConfig
+    from bert_tf.modeling import BertEncoder
+
+    config = BertConfig.from_json_file(str(pretrained_dir / "bert_config.json"))
+    encoder = BertEncoder(config)
+    holder = tf.Module()
+    holder.encoder = encoder
+    tf.train.Checkpoint(model=holder).read(
+        tf.train.latest_checkpoint(str(pretrained_dir))).expect_partial()
+    return [w.numpy().copy() for w in encoder.weights]
+
+
+@pytest.fixture(scope="module")
+def sst2_run(tmp_path_factory, pretrained_dir):
+    """One fine-tuning run on generated SST-2 files: (its output dir, the process result)."""
+    tmp_path = tmp_path_factory.mktemp("sst2")
+    data_dir = tmp_path / "SST-2"
+    write_sst2(str(data_dir))
+    out = tmp_path / "out"
+    # No --bert_config_file / --vocab_file: both come from the pre-training run directory.
+    result = _run("--task_name=sst-2", f"--data_dir={data_dir}",
+                  f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16",
+                  "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=4",
+                  "--save_checkpoints_steps=32", "--seed=1", "--do_train", "--do_eval",
+                  "--do_predict", f"--output_dir={out}")
+    return out, result
+
+
+@pytest.mark.slow
+def test_glue_sst2_train_eval_predict(sst2_run, pretrained_dir):
+    out, result = sst2_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out / "results.json") as f:
+        results = json.load(f)
+    assert results["global_step"] == results["num_train_steps"] == 64
+    assert [e["step"] for e in results["evaluations"]] == [32, 64]
+    best = max(results["evaluations"], key=lambda e: e["score"])
+    assert results["best_step"] == best["step"]
+    assert results["eval"]["accuracy"] == best["accuracy"] >= 0.9
+    assert results["train"]["examples_per_second"] > 0
+    assert results["num_examples"] == {"train": 256, "dev": 64, "test": 20}
+    with open(out / "eval_results.txt") as f:
+        lines = f.read().splitlines()
+    assert f"accuracy = {best['accuracy']}" in lines and "global_step = 64" in lines
+    with open(out / "best" / "metrics.json") as f:
+        assert json.load(f)["step"] == best["step"]
+    assert os.listdir(out / "summaries" / "eval")
+
+    # GLUE submission file: index and label name per test row; test labels alternate 0/1.
+    with open(out / "SST-2.tsv") as f:
+        rows = list(csv.reader(f, delimiter="\t"))
+    assert rows[0] == ["index", "prediction"] and len(rows) == 21
+    assert [r[0] for r in rows[1:]] == [str(i) for i in range(20)]
+    hits = [r[1] == str(i % 2) for i, r in enumerate(rows[1:])]
+    assert sum(hits) >= 17
+    probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    assert probabilities.shape == (20, 2)
+    np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
+    assert [str(i) for i in probabilities.argmax(1)] == [r[1] for r in rows[1:]]
+
+    with open(out / "task_info.json") as f:
+        assert json.load(f) == {"task": "classification", "labels": ["0", "1"],
+                                "do_lower_case": True, "max_seq_length": 16,
+                                "text_pair": False}
+    assert {"bert_config.json", "vocab.txt", "model.keras"} <= set(os.listdir(out))
+    model = keras.saving.load_model(out / "model.keras")
+    # Full fine-tuning moved the pre-trained encoder.
+    moved = [not np.array_equal(a, b) for a, b in
+             zip(_encoder_weights(model), _pretrained_encoder(pretrained_dir))]
+    assert all(moved)
+
+
+def _write_reviews_jsonl(path, count, rng):
+    """JSON lines {"review": ..., "id": ..., "polarity": "negative" | "positive"}."""
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(count):
+            f.write(json.dumps({"review": sentiment_sentence(rng, i % 2), "id": i,
+                                "polarity": "positive" if i % 2 else "negative"}) + "\n")
+
+
+@pytest.mark.slow
+def test_own_jsonl_data_with_a_frozen_encoder(tmp_path, sst2_run):
+    """The feature-based approach: a fine-tuned model file is the (frozen) encoder."""
+    init_dir, _ = sst2_run
+    init_encoder = _encoder_weights(keras.saving.load_model(init_dir / "model.keras"))
+    rng = random.Random(3)
+    _write_reviews_jsonl(tmp_path / "train.jsonl", 128, rng)
+    _write_reviews_jsonl(tmp_path / "dev.jsonl", 64, rng)
+    _write_reviews_jsonl(tmp_path / "test.jsonl", 10, rng)
+    out = tmp_path / "out"
+    result = _run(f"--data_dir={tmp_path}", "--text_a_column=review", "--label_column=polarity",
+                  "--task_name=reviews",
+                  f"--init_checkpoint={init_dir / 'model.keras'}", "--max_seq_length=16",
+                  "--train_batch_size=16", "--learning_rate=1e-2", "--num_train_epochs=3",
+                  "--log_steps=8", "--seed=2", "--trainable_encoder=false", "--do_train",
+                  "--do_eval", "--do_predict", f"--output_dir={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out / "results.json") as f:
+        results = json.load(f)
+    assert results["trainable_encoder"] is False and results["task"] == "reviews"
+    # Only the head trained: the loss fell and the reviews are told apart...
+    assert results["train"]["loss"] < results["train"]["first_log"]["loss"]
+    assert results["eval"]["accuracy"] >= 0.9
+    with open(out / "task_info.json") as f:
+        info = json.load(f)
+    assert info["labels"] == ["negative", "positive"] and info["text_pair"] is False
+    # Predictions of your own data: row index and label name.
+    with open(out / "predictions.tsv") as f:
+        rows = list(csv.reader(f, delimiter="\t"))
+    assert rows[0] == ["index", "prediction"] and [r[0] for r in rows[1:]] == [
+        str(i) for i in range(10)]
+    assert sum(r[1] == ("positive" if i % 2 else "negative")
+               for i, r in enumerate(rows[1:])) >= 9
+    # ... and the encoder is exactly the one it started from.
+    model = keras.saving.load_model(out / "model.keras")
+    for trained, initial in zip(_encoder_weights(model), init_encoder):
+        np.testing.assert_array_equal(trained, initial)
+
+
+@pytest.mark.slow
+def test_bad_input_is_a_one_line_error(tmp_path, pretrained_dir):
+    write_sst2(str(tmp_path / "SST-2"), num_train=8, num_dev=4, num_test=2)
+    with open(tmp_path / "SST-2" / "dev.tsv", "a", encoding="utf-8") as f:
+        f.write("a film .\t2\n")
+    result = _run("--task_name=sst-2", f"--data_dir={tmp_path / 'SST-2'}",
+                  f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16", "--do_eval",
+                  f"--output_dir={tmp_path / 'out'}")
+    assert result.returncode == 1
+    dev = tmp_path / "SST-2" / "dev.tsv"
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"run_classifier: error: {dev}:6 (column 1): label '2' is not one of 0, 1 (GLUE sst-2)")
