@@ -11,7 +11,8 @@ import os
 _MNLI_PARSES = "( a )\t( b )\t(ROOT (S a))\t(ROOT (S b))"
 LAYOUTS = {
     "CoLA": {
-        "train.tsv": "src1\t1\t\tThe dog barked at the moon.\nsrc1\t0\t*\tMoon the at barked dog.\n",
+        "train.tsv": "src1\t1\t\tThe dog barked at the moon.\n"
+                     "src1\t0\t*\tMoon the at barked dog.\n",
         "dev.tsv": "src2\t1\t\tShe reads books.\n",
         "test.tsv": "index\tsentence\n0\tBooks she reads.\n1\tHe left early.\n",
     },
@@ -26,7 +27,8 @@ LAYOUTS = {
                      "0\t13\t14\tPrices rose .\tThe team won .\n",
         "dev.tsv": "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
                    "1\t15\t16\tIt rained .\tThere was rain .\n",
-        "test.tsv": "index\t#1 ID\t#2 ID\t#1 String\t#2 String\n0\t17\t18\tA cat sat .\tA cat sat down .\n",
+        "test.tsv": "index\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                    "0\t17\t18\tA cat sat .\tA cat sat down .\n",
     },
     "STS-B": {
         "train.tsv": "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\t"

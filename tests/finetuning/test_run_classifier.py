@@ -10,32 +10,15 @@ import sys
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from conftest import sentiment_sentence, write_sst2
+from finetuning_helpers import (encoder_weights, pretrained_encoder_weights,
+                                sentiment_sentence, write_sst2)
 
 
 def _run(*args):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run([sys.executable, "-m", "bert_tf.run_classifier", *args],
                           capture_output=True, text=True, env=env, timeout=600)
-
-
-def _encoder_weights(model):
-    return [w.numpy().copy() for w in model.encoder.weights]
-
-
-def _pretrained_encoder(pretrained_dir):
-    from bert_tf.config import BertConfig
-    from bert_tf.modeling import BertEncoder
-
-    config = BertConfig.from_json_file(str(pretrained_dir / "bert_config.json"))
-    encoder = BertEncoder(config)
-    holder = tf.Module()
-    holder.encoder = encoder
-    tf.train.Checkpoint(model=holder).read(
-        tf.train.latest_checkpoint(str(pretrained_dir))).expect_partial()
-    return [w.numpy().copy() for w in encoder.weights]
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +77,7 @@ def test_glue_sst2_train_eval_predict(sst2_run, pretrained_dir):
     model = keras.saving.load_model(out / "model.keras")
     # Full fine-tuning moved the pre-trained encoder.
     moved = [not np.array_equal(a, b) for a, b in
-             zip(_encoder_weights(model), _pretrained_encoder(pretrained_dir))]
+             zip(encoder_weights(model), pretrained_encoder_weights(pretrained_dir))]
     assert all(moved)
 
 
@@ -110,7 +93,7 @@ def _write_reviews_jsonl(path, count, rng):
 def test_own_jsonl_data_with_a_frozen_encoder(tmp_path, sst2_run):
     """The feature-based approach: a fine-tuned model file is the (frozen) encoder."""
     init_dir, _ = sst2_run
-    init_encoder = _encoder_weights(keras.saving.load_model(init_dir / "model.keras"))
+    init_encoder = encoder_weights(keras.saving.load_model(init_dir / "model.keras"))
     rng = random.Random(3)
     _write_reviews_jsonl(tmp_path / "train.jsonl", 128, rng)
     _write_reviews_jsonl(tmp_path / "dev.jsonl", 64, rng)
@@ -141,7 +124,7 @@ def test_own_jsonl_data_with_a_frozen_encoder(tmp_path, sst2_run):
                for i, r in enumerate(rows[1:])) >= 9
     # ... and the encoder is exactly the one it started from.
     model = keras.saving.load_model(out / "model.keras")
-    for trained, initial in zip(_encoder_weights(model), init_encoder):
+    for trained, initial in zip(encoder_weights(model), init_encoder):
         np.testing.assert_array_equal(trained, initial)
 
 

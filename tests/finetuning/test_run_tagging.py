@@ -1,0 +1,82 @@
+"""End to end: python -m bert_tf.run_tagging on generated CoNLL-2003-format files."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from finetuning_helpers import encoder_weights, pretrained_encoder_weights, write_conll
+
+
+def _run(*args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-m", "bert_tf.run_tagging", *args],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+def _conll_rows(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.split() for line in f.read().split("\n")]
+
+
+@pytest.mark.slow
+def test_ner_train_eval_predict(tmp_path, pretrained_dir):
+    write_conll(str(tmp_path / "conll"))
+    out = tmp_path / "out"
+    result = _run(f"--data_dir={tmp_path / 'conll'}", f"--init_checkpoint={pretrained_dir}",
+                  "--max_seq_length=16", "--train_batch_size=16", "--learning_rate=3e-3",
+                  "--num_train_epochs=4", "--save_checkpoints_steps=22", "--seed=1",
+                  "--do_train", "--do_eval", "--do_predict", f"--output_dir={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out / "results.json") as f:
+        results = json.load(f)
+    assert results["labels"] == ["O", "B-LOC", "B-PER", "I-LOC"]
+    # Every tenth sentence is longer than 14 pieces and was split into windows.
+    assert results["split_sentences"] == {"train": 16, "dev": 4, "test": 2}
+    assert results["num_windows"]["train"] == 176
+    assert [e["step"] for e in results["evaluations"]] == [22, 44]
+    assert results["eval"]["f1"] == max(e["f1"] for e in results["evaluations"]) >= 0.9
+    assert set(results["eval"]["per_type"]) == {"LOC", "PER"}
+    assert results["test"]["f1"] >= 0.9
+    with open(out / "eval_results.txt") as f:
+        lines = f.read().splitlines()
+    assert f"f1 = {results['eval']['f1']}" in lines and any(l.startswith("PER/f1 = ")
+                                                            for l in lines)
+    # CoNLL predictions: token, gold, predicted; sentences as in test.txt (no -DOCSTART-).
+    rows = _conll_rows(out / "test_predictions.txt")
+    with open(tmp_path / "conll" / "test.txt", encoding="utf-8") as f:
+        source = [line.split() for line in f.read().split("\n")[2:]]
+    assert [r[:2] for r in rows if r] == [[s[0], s[3]] for s in source if s]
+    assert sum(r[1] == r[2] for r in rows if r) / sum(1 for r in rows if r) >= 0.95
+    assert os.path.exists(out / "dev_predictions.txt")
+    with open(out / "task_info.json") as f:
+        assert json.load(f) == {"task": "tagging", "labels": ["O", "B-LOC", "B-PER", "I-LOC"],
+                                "do_lower_case": True, "max_seq_length": 16}
+    model = keras.saving.load_model(out / "model.keras")
+    assert model.output_shape == (None, None, 4)
+
+
+@pytest.mark.slow
+def test_frozen_encoder_trains_only_the_head(tmp_path, pretrained_dir):
+    write_conll(str(tmp_path / "conll"), num_train=96, num_dev=32, num_test=0)
+    out = tmp_path / "out"
+    result = _run(f"--train_file={tmp_path / 'conll' / 'train.txt'}",
+                  f"--dev_file={tmp_path / 'conll' / 'dev.txt'}",
+                  f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16",
+                  "--train_batch_size=16", "--learning_rate=1e-2", "--num_train_epochs=6",
+                  "--save_checkpoints_steps=1000", "--log_steps=8", "--seed=1",
+                  "--trainable_encoder=false", "--do_train", "--do_eval",
+                  f"--output_dir={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out / "results.json") as f:
+        results = json.load(f)
+    assert results["train"]["loss"] < results["train"]["first_log"]["loss"]
+    assert results["eval"]["f1"] >= 0.6
+    model = keras.saving.load_model(out / "model.keras")
+    for trained, pretrained in zip(encoder_weights(model),
+                                   pretrained_encoder_weights(pretrained_dir)):
+        np.testing.assert_array_equal(trained, pretrained)
