@@ -22,7 +22,6 @@ import json
 import os
 import time
 
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -30,6 +29,7 @@ from absl import logging
 from bert_tf import common_flags
 from bert_tf.common_flags import FlagValueError
 from bert_tf.fileio import write_text_atomic
+from bert_tf.interop import warm_start
 from bert_tf.modeling import BertEncoder
 from bert_tf.text import WordpieceTokenizer, validate_case_matches_checkpoint
 from bert_tf.training import checkpointing, finetune
@@ -125,59 +125,16 @@ def build_model(context, options, make_model, num_train_steps=None):
     return model, optimizer
 
 
-def warm_start_encoder(init_checkpoint, model):
-    """Loads the pre-trained encoder of `init_checkpoint` into a task model's `.encoder`.
+def warm_start_fn(options):
+    """`(init_checkpoint, model) -> report`: bert_tf.interop.warm_start with the flags' casing.
 
-    Reads what bert_tf writes: a training checkpoint (prefix, or a run directory such as
-    run_pretraining's; any model stored under `model` with an `encoder`, e.g. BertPretrainer
-    or a task model), a directory with encoder.keras, or a `.keras` file of a BertEncoder or
-    of any bert_tf model with an `encoder`. The task head stays newly initialised.
-
-    Raises:
-      checkpointing.CheckpointError: nothing usable at the path, or the encoder does not match.
+    Reads every format --init_checkpoint may name (bert_tf run directories, checkpoints and
+    .keras files, original TF1 checkpoints, Hugging Face and keras-hub directories); the encoder
+    must load completely, a task head loads only from a checkpoint with the same kind of head.
     """
-    encoder = model.encoder
-    path = init_checkpoint
-    if tf.io.gfile.isdir(path) and not tf.train.latest_checkpoint(path):
-        keras_file = os.path.join(path, "encoder.keras")
-        if not tf.io.gfile.exists(keras_file):
-            raise checkpointing.CheckpointError(
-                f"--init_checkpoint={init_checkpoint}: the directory holds no checkpoint and no "
-                "encoder.keras")
-        path = keras_file
-    if path.endswith(".keras"):
-        if not tf.io.gfile.exists(path):
-            raise checkpointing.CheckpointError(f"--init_checkpoint={path}: no such file")
-        donor = keras.saving.load_model(path, compile=False)
-        donor = donor if isinstance(donor, BertEncoder) else getattr(donor, "encoder", None)
-        if not isinstance(donor, BertEncoder):
-            raise checkpointing.CheckpointError(
-                f"--init_checkpoint={path} holds no bert_tf BertEncoder")
-        if donor.config.to_dict() != encoder.config.to_dict():
-            raise checkpointing.CheckpointError(
-                f"--init_checkpoint={path}: its encoder config {donor.config.to_dict()} differs "
-                f"from the model's {encoder.config.to_dict()}")
-        encoder.set_weights(donor.get_weights())
-        logging.info("Warm-started the encoder from %s", path)
-        return
-    if tf.io.gfile.isdir(path):
-        path = tf.train.latest_checkpoint(path)
-    if not tf.io.gfile.exists(path + ".index"):
-        raise checkpointing.CheckpointError(
-            f"--init_checkpoint={init_checkpoint}: no checkpoint at {path} (expected "
-            "<prefix>.index, a run directory or a .keras file)")
-    # The encoder sits at model/encoder in every bert_tf training checkpoint. read(), unlike
-    # restore(), does not expect a save_counter, which BestModelKeeper's best/ lacks.
-    holder = tf.Module()
-    holder.encoder = encoder
-    try:
-        tf.train.Checkpoint(model=holder).read(path).expect_partial(
-        ).assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as e:
-        raise checkpointing.CheckpointError(
-            f"--init_checkpoint={init_checkpoint} has no encoder that matches the model: "
-            f"{str(e).splitlines()[0][:500]}") from None
-    logging.info("Warm-started the encoder from %s", path)
+    def load(init_checkpoint, model):
+        return warm_start(init_checkpoint, model, do_lower_case=options.do_lower_case)
+    return load
 
 
 def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_steps,
@@ -191,12 +148,12 @@ def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_
         steps_per_loop=common_flags.steps_per_loop(options),
         save_checkpoints_steps=options.save_checkpoints_steps or steps_per_epoch,
         log_steps=options.log_steps, init_checkpoint=options.init_checkpoint,
-        warm_start_fn=warm_start_encoder, jit_compile=options.jit_compile)
+        warm_start_fn=warm_start_fn(options), jit_compile=options.jit_compile)
 
 
 def restore_trained(options, model, best_metric):
     """Weights for a run without --do_train: --output_dir's best, else its latest checkpoint,
-    else --init_checkpoint's encoder (with an untrained head). Returns the step."""
+    else --init_checkpoint (whose head may not fit the task). Returns the step."""
     best = finetune.BestModelKeeper(model, options.output_dir, best_metric,
                                     write=False).restore()
     if best is not None:
@@ -207,9 +164,9 @@ def restore_trained(options, model, best_metric):
         logging.info("Restored %s", latest)
         return int(latest.rsplit("-", 1)[-1])
     if options.init_checkpoint:
-        logging.warning("No fine-tuned weights in --output_dir=%s: using the encoder of "
-                        "--init_checkpoint with an untrained task head", options.output_dir)
-        warm_start_encoder(options.init_checkpoint, model)
+        logging.warning("No fine-tuned weights in --output_dir=%s: using --init_checkpoint=%s",
+                        options.output_dir, options.init_checkpoint)
+        warm_start_fn(options)(options.init_checkpoint, model)
         return 0
     raise FlagValueError(f"--do_eval/--do_predict without --do_train need fine-tuned weights in "
                          f"--output_dir={options.output_dir} or an --init_checkpoint")
