@@ -1,0 +1,68 @@
+"""tools/extract_features.py: the original's JSON lines, values equal to the encoder's."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from finetuning_helpers import pretrained_encoder_weights
+
+
+def _run(repo_root, *args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, os.path.join(repo_root, "tools", "extract_features.py"),
+                           *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def _expected(pretrained_dir, features):
+    from bert_tf.config import BertConfig
+    from bert_tf.modeling import BertEncoder
+
+    encoder = BertEncoder(BertConfig.from_json_file(str(pretrained_dir / "bert_config.json")))
+    encoder.set_weights(pretrained_encoder_weights(pretrained_dir))
+    outputs = encoder({k: np.array([v], np.int32) for k, v in features.items()})
+    return outputs["encoder_outputs"][0].numpy()[0], outputs["pooled_output"].numpy()[0]
+
+
+@pytest.mark.slow
+def test_token_layers_and_sentence_embeddings(tmp_path, pretrained_dir, repo_root):
+    from bert_tf.text import WordpieceTokenizer, pack_inputs
+
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("Alice saw a GOOD film.\nbob ||| rome was dull\n\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = _run(repo_root, f"--input_file={input_file}", f"--output_file={out}",
+                  f"--init_checkpoint={pretrained_dir}", "--layers=-1,0", "--max_seq_length=8",
+                  "--batch_size=2", "--pooled")
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["linex_index"] for r in records] == [0, 1, 2]
+    tokens = [[f["token"] for f in r["features"]] for r in records]
+    # Truncated to 8 pieces; the pair gets segment B; an empty line is [CLS] [SEP].
+    assert tokens == [["[CLS]", "alice", "[UNK]", "a", "good", "film", ".", "[SEP]"],
+                      ["[CLS]", "bob", "[SEP]", "rome", "was", "dull", "[SEP]"],
+                      ["[CLS]", "[SEP]"]]
+    first = records[1]["features"][3]
+    assert [layer["index"] for layer in first["layers"]] == [-1, 0]
+
+    tokenizer = WordpieceTokenizer(str(pretrained_dir / "vocab.txt"))
+    features = pack_inputs(tokenizer.encode("bob"), tokenizer.encode("rome was dull"),
+                           max_seq_length=8, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id)
+    sequence, pooled = _expected(pretrained_dir, features)
+    values = np.array([f["layers"][0]["values"] for f in records[1]["features"]])
+    np.testing.assert_allclose(values, sequence[:7], atol=2e-6)
+    np.testing.assert_allclose(records[1]["pooled"], pooled, atol=2e-6)
+    mean = records[1]["mean_pooled"]
+    assert [m["index"] for m in mean] == [-1, 0]
+    np.testing.assert_allclose(mean[0]["values"], sequence[:7].mean(0), atol=2e-6)
+
+    bad_layers_out = tmp_path / "bad.jsonl"
+    result = _run(repo_root, f"--input_file={input_file}", f"--output_file={bad_layers_out}",
+                  f"--init_checkpoint={pretrained_dir}", "--layers=-2", "--max_seq_length=8")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "extract_features: error: --layers=-2: layer -2 does not exist; the model has "
+        "num_hidden_layers=1 (indices -1..0)")
