@@ -25,7 +25,14 @@ setuptools.setup(
         "safetensors>=0.4",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-xdist>=3.5"],
+        "test": [
+            "pytest>=8", "pytest-xdist>=3.5",
+            # The fine-tuning notebook is executed by the tests and plots its training curves.
+            "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29", "matplotlib>=3.8",
+            # TFDS needs it to prepare (not to read) a data set; the GLUE reader test prepares
+            # a tiny glue/* data set from local files.
+            "importlib_resources>=6.0",
+        ],
         "beam": ["apache-beam>=2.60"],
     },
     entry_points={
