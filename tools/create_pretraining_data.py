@@ -8,6 +8,10 @@ Local (streaming, multi-process; output identical for any --num_workers):
     --output_file=out/train-0.tfrecord,out/train-1.tfrecord --vocab_file=vocab.txt \
     --do_lower_case --max_seq_length=128 --max_predictions_per_seq=20 --num_workers=8
 
+ALBERT's sentence-order prediction, SpanBERT's span masking (records gain span boundaries):
+  python tools/create_pretraining_data.py --sentence_order_prediction ...
+  python tools/create_pretraining_data.py --do_span_mask ...
+
 Apache Beam (same set of records; shards out/train-SSSSS-of-NNNNN):
   python tools/create_pretraining_data.py --use_beam --output_file=out/train ...
   python tools/create_pretraining_data.py --runner=DataflowRunner \
@@ -54,6 +58,19 @@ flags.DEFINE_integer("documents_per_chunk", 1000,
                      "another document of the same chunk. At least 2.")
 flags.DEFINE_integer("shuffle_buffer_size", 100_000,
                      "Records held in memory to shuffle the output order (local path).")
+flags.DEFINE_bool("sentence_order_prediction", False,
+                  "ALBERT's sentence-order prediction: B always follows A in the text, and the "
+                  "two are swapped half the time (next_sentence_labels 1 = swapped) instead of "
+                  "B being random text.")
+flags.DEFINE_bool("do_span_mask", False,
+                  "SpanBERT's span masking: mask spans of whole words with geometric lengths "
+                  "and write span_left_boundaries / span_right_boundaries for the "
+                  "span-boundary objective.")
+flags.DEFINE_float("span_geometric_p", 0.2,
+                   "p of the geometric span-length distribution (--do_span_mask).")
+flags.DEFINE_integer("max_span_length", 10,
+                     "Longest masked span in words; the length distribution is truncated "
+                     "there (--do_span_mask).")
 flags.DEFINE_bool("use_beam", False, "Run as an Apache Beam pipeline (needs bert_tf[beam]).")
 flags.DEFINE_string("runner", None,
                     "Beam runner (implies --use_beam); default DirectRunner.")
@@ -98,7 +115,11 @@ def _run(argv):
         do_whole_word_mask=FLAGS.do_whole_word_mask,
         random_seed=FLAGS.random_seed,
         feature_names=FLAGS.feature_names,
-        documents_per_chunk=FLAGS.documents_per_chunk)
+        documents_per_chunk=FLAGS.documents_per_chunk,
+        sentence_order_prediction=FLAGS.sentence_order_prediction,
+        do_span_mask=FLAGS.do_span_mask,
+        span_geometric_p=FLAGS.span_geometric_p,
+        max_span_length=FLAGS.max_span_length)
     compression = "GZIP" if FLAGS.gzip else ""
     if FLAGS.use_beam or FLAGS.runner:
         from bert_tf.data import beam_pipeline  # only this path needs apache-beam

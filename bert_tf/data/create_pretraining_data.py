@@ -1,5 +1,8 @@
 """Turns a text corpus into masked-LM + next-sentence pre-training TFRecords, streaming.
 
+Also makes the records of two BERT-family recipes: ALBERT's sentence-order prediction and
+SpanBERT's span masking (see "BERT-family options" below).
+
 Input format (as google-research/bert): UTF-8 text, one sentence per line, a blank line between
 documents. Output: tf.train.Example records (see bert_tf.data.tfrecord_io) that
 bert_tf.data.pretraining_dataset reads.
@@ -18,6 +21,23 @@ The per-document algorithm follows the original create_pretraining_data.py:
     do_whole_word_mask: a "##" piece joins the word before it); each is replaced by [MASK] 80%
     of the time, by a random vocabulary id 10% (any id, as the original) and kept 10%; positions
     are sorted.
+
+BERT-family options (each off by default; with all off the records are byte for byte what
+they were before the options existed):
+  * sentence_order_prediction (ALBERT's SOP): segment B is always the text that follows A in
+    the document, and with probability 0.5 the two are swapped (next_sentence_labels = 1 means
+    swapped). A chunk of one sentence is split at a random token into A and B (ALBERT instead
+    pairs it with a random document's text, an NSP negative labelled as a swap); a one-token
+    chunk makes no instance. The pair is swapped before truncation.
+  * do_span_mask (SpanBERT): instead of single tokens or words, spans of whole words are
+    masked, each starting at a random word and max_span_length words long at most, with a
+    length drawn from a geometric distribution (p = span_geometric_p) truncated to
+    [1, max_span_length] (mean 3.8 words for 0.2 and 10), until the same budget of
+    predictions is used (a word that would overshoot it ends its span; a span never crosses
+    [SEP] and never touches another span, so its boundary tokens are unmasked). The
+    80/10/10 replacement is decided once per span, as SpanBERT does. Records gain
+    span_left_boundaries and span_right_boundaries (see tfrecord_io) for the span-boundary
+    objective.
 
 What differs from the original, and why:
   * Streaming instead of whole-corpus-in-memory. The original reads every document of every file,
@@ -53,6 +73,7 @@ What differs from the original, and why:
     caps silently) but warned about, and the number of predictions lost to the cap is logged.
 """
 
+import bisect
 import collections
 import dataclasses
 import hashlib
@@ -92,6 +113,11 @@ class PretrainingDataOptions:
       documents_per_chunk: consecutive documents of the corpus (files in sorted order, so a
         chunk may span files) processed together; the random next segment comes from another
         document of this pool (>= 2).
+      sentence_order_prediction: make sentence-order pairs (label 1 = swapped) instead of
+        next-sentence pairs (ALBERT).
+      do_span_mask: mask spans of whole words (SpanBERT) and write their boundaries.
+      span_geometric_p: p of the geometric span-length distribution, in (0, 1].
+      max_span_length: longest span in words (>= 1); the distribution is truncated there.
     """
 
     max_seq_length: int = 128
@@ -103,6 +129,10 @@ class PretrainingDataOptions:
     random_seed: int = 12345
     feature_names: str = "v1"
     documents_per_chunk: int = 1000
+    sentence_order_prediction: bool = False
+    do_span_mask: bool = False
+    span_geometric_p: float = 0.2
+    max_span_length: int = 10
 
     def validate(self):
         """Raises ValueError naming the first flag whose value is out of range."""
@@ -124,6 +154,10 @@ class PretrainingDataOptions:
             raise ValueError(f"--documents_per_chunk={self.documents_per_chunk} must be at "
                              "least 2 (random next segments come from another document of the "
                              "chunk).")
+        if not 0.0 < self.span_geometric_p <= 1.0:
+            raise ValueError(f"--span_geometric_p={self.span_geometric_p} must be in (0, 1].")
+        if self.max_span_length < 1:
+            raise ValueError(f"--max_span_length={self.max_span_length} must be at least 1.")
 
     @property
     def uncapped_predictions(self):
@@ -161,7 +195,11 @@ class Instance:
       segment_ids: list of int, 0 up to and including the first [SEP], then 1.
       masked_lm_positions: sorted list of int, positions into input_ids, length <= P.
       masked_lm_ids: list of int, the original ids at those positions.
-      next_sentence_label: 1 if B is a random segment, else 0.
+      next_sentence_label: 1 if B is a random segment (sentence-order prediction: if A and B
+        are swapped), else 0.
+      span_left_boundaries: with span masking, list of int: per prediction, the position just
+        before its span; else None.
+      span_right_boundaries: with span masking, the position just after the span; else None.
     """
 
     input_ids: list
@@ -169,6 +207,8 @@ class Instance:
     masked_lm_positions: list
     masked_lm_ids: list
     next_sentence_label: int
+    span_left_boundaries: list = None
+    span_right_boundaries: list = None
 
 
 @dataclasses.dataclass
@@ -380,6 +420,11 @@ class InstanceMaker:
                                                   tokenizer.mask_id)
         self._continuation_ids = frozenset(
             i for t, i in tokenizer.vocab.items() if t.startswith("##"))
+        # Cumulative weights of span lengths 1..max_span_length: p (1 - p)^(l - 1), truncated.
+        q = 1.0 - options.span_geometric_p
+        self._span_length_cdf = list(itertools.accumulate(
+            options.span_geometric_p * q ** (length - 1)
+            for length in range(1, options.max_span_length + 1)))
 
     def tokenize_document(self, lines):
         """Raw sentences -> (segments, long): the segments (lists of int ids; sentences with no
@@ -427,7 +472,9 @@ class InstanceMaker:
                         instance.masked_lm_ids, instance.next_sentence_label,
                         max_seq_length=options.max_seq_length,
                         max_predictions_per_seq=options.max_predictions_per_seq,
-                        feature_names=options.feature_names))
+                        feature_names=options.feature_names,
+                        span_left_boundaries=instance.span_left_boundaries,
+                        span_right_boundaries=instance.span_right_boundaries))
         return records, stats
 
     def instances_from_document(self, documents, position, rng, stats=None):
@@ -457,6 +504,16 @@ class InstanceMaker:
             current_chunk.append(document[i])
             current_length += len(document[i])
             if i == len(document) - 1 or current_length >= target_length:
+                if options.sentence_order_prediction:
+                    pair = _sentence_order_pair(current_chunk, rng)
+                    if pair is not None:
+                        tokens_a, tokens_b, is_swapped = pair
+                        _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng)
+                        instances.append(self._masked_instance(tokens_a, tokens_b, is_swapped,
+                                                               rng, stats))
+                    current_chunk, current_length = [], 0
+                    i += 1
+                    continue
                 a_end = 1
                 if len(current_chunk) >= 2:
                     a_end = rng.randint(1, len(current_chunk) - 1)
@@ -497,7 +554,7 @@ class InstanceMaker:
 
         # Candidate positions: every non-special token, or every whole word (its piece positions).
         len_a = len(tokens_a)
-        if options.do_whole_word_mask:
+        if options.do_whole_word_mask or options.do_span_mask:
             candidates = []
             for index, token_id in enumerate(input_ids):
                 if token_id == self.cls_id or token_id == self.sep_id:
@@ -524,7 +581,11 @@ class InstanceMaker:
         original = list(input_ids)
         positions = []
         random_ = rng.random
-        if options.do_whole_word_mask:
+        left_boundaries = right_boundaries = None
+        if options.do_span_mask:
+            positions, left_boundaries, right_boundaries = self._span_mask(
+                input_ids, candidates, num_to_predict, rng)
+        elif options.do_whole_word_mask:
             for word in _iter_shuffled(candidates, rng):
                 if len(positions) >= num_to_predict:
                     break
@@ -535,14 +596,15 @@ class InstanceMaker:
                 positions.extend(word)
         else:
             positions = list(itertools.islice(_iter_shuffled(candidates, rng), num_to_predict))
-        # Replacement draws follow the random order in which the positions were chosen.
-        for index in positions:
-            if random_() < 0.8:
-                input_ids[index] = self.mask_id
-            elif random_() < 0.5:
-                pass  # kept as is
-            else:
-                input_ids[index] = rng.randint(0, self.vocab_size - 1)
+        if not options.do_span_mask:
+            # Replacement draws follow the random order in which the positions were chosen.
+            for index in positions:
+                if random_() < 0.8:
+                    input_ids[index] = self.mask_id
+                elif random_() < 0.5:
+                    pass  # kept as is
+                else:
+                    input_ids[index] = rng.randint(0, self.vocab_size - 1)
         positions.sort()
 
         if stats is not None:
@@ -554,7 +616,121 @@ class InstanceMaker:
                 stats.capped_instances += 1
                 stats.capped_predictions += uncapped - num_to_predict
         return Instance(input_ids, segment_ids, positions, [original[p] for p in positions],
-                        int(is_random_next))
+                        int(is_random_next), left_boundaries, right_boundaries)
+
+    def _span_mask(self, input_ids, words, num_to_predict, rng):
+        """Masks SpanBERT spans of whole words in place (see the module docstring).
+
+        Args:
+          input_ids: list of int, the instance; masked ids are written into it.
+          words: list of words, each the list of its piece positions, in position order.
+          num_to_predict: the prediction budget.
+          rng: the instance's random.Random.
+
+        Returns:
+          (positions, left_boundaries, right_boundaries): lists of int sorted by position: the
+          masked positions, and for each the position just before / after its span.
+        """
+        num_words = len(words)
+        span_of_word = [None] * num_words  # (first word, last word) of a masked word's span
+
+        def touches(a, b):
+            # Words a < b touch when no token lies between them (a [SEP] keeps them apart).
+            return 0 <= a and b < num_words and words[a][-1] + 1 == words[b][0]
+
+        def free(w):
+            # Unmasked, and neither neighbour it touches is masked.
+            return (span_of_word[w] is None
+                    and not (touches(w - 1, w) and span_of_word[w - 1] is not None)
+                    and not (touches(w, w + 1) and span_of_word[w + 1] is not None))
+
+        used = 0
+        spans = []
+        cdf = self._span_length_cdf
+
+        def sample_length():
+            return bisect.bisect_right(cdf, rng.random() * cdf[-1]) + 1
+
+        def place(first, length, whole):
+            """The last word of a span of up to `length` words from `first`, or None. With
+            `whole`, a span cut short by [SEP] or another span is refused; one cut short by
+            the budget never is (the budget ends the last span)."""
+            if not free(first) or used + len(words[first]) > num_to_predict:
+                return None
+            last, pieces = first, len(words[first])
+            while last - first + 1 < length:
+                if not (touches(last, last + 1) and free(last + 1)):
+                    if whole:
+                        return None
+                    break
+                if used + pieces + len(words[last + 1]) > num_to_predict:
+                    break
+                last += 1
+                pieces += len(words[last])
+            return last
+
+        # First the drawn length is placed whole at a random start, so realized lengths follow
+        # the distribution; if starts run out before the budget does (short or crowded
+        # sequences), a second pass takes whatever fits from each remaining start.
+        for whole in (True, False):
+            length = sample_length()
+            for first in _iter_shuffled(list(range(num_words)), rng):
+                if used >= num_to_predict:
+                    break
+                last = place(first, length, whole)
+                if last is None:
+                    if not whole:
+                        length = sample_length()
+                    continue
+                for w in range(first, last + 1):
+                    span_of_word[w] = (first, last)
+                used += sum(len(words[w]) for w in range(first, last + 1))
+                spans.append((first, last))
+                length = sample_length()
+            if used >= num_to_predict:
+                break
+
+        # The 80/10/10 replacement, once per span, in the order the spans were chosen.
+        random_ = rng.random
+        for first, last in spans:
+            span_positions = [p for w in range(first, last + 1) for p in words[w]]
+            if random_() < 0.8:
+                for p in span_positions:
+                    input_ids[p] = self.mask_id
+            elif random_() < 0.5:
+                pass  # kept as is
+            else:
+                for p in span_positions:
+                    input_ids[p] = rng.randint(0, self.vocab_size - 1)
+        positions, lefts, rights = [], [], []
+        for w, span in enumerate(span_of_word):
+            if span is not None:
+                for p in words[w]:
+                    positions.append(p)
+                    lefts.append(words[span[0]][0] - 1)
+                    rights.append(words[span[1]][-1] + 1)
+        return positions, lefts, rights
+
+
+def _sentence_order_pair(chunk, rng):
+    """(A, B, is_swapped) for sentence-order prediction from a chunk of consecutive segments.
+
+    A is the chunk's first rng-chosen number of segments and B the rest (a one-segment chunk
+    is split at a random token); with probability 0.5 they are swapped (is_swapped = 1).
+    Returns None for a chunk of a single one-token segment, which cannot be split.
+    """
+    if len(chunk) >= 2:
+        a_end = rng.randint(1, len(chunk) - 1)
+        tokens_a = list(itertools.chain.from_iterable(chunk[:a_end]))
+        tokens_b = list(itertools.chain.from_iterable(chunk[a_end:]))
+    elif len(chunk[0]) >= 2:
+        split = rng.randint(1, len(chunk[0]) - 1)
+        tokens_a, tokens_b = chunk[0][:split], chunk[0][split:]
+    else:
+        return None
+    if rng.random() < 0.5:
+        return tokens_b, tokens_a, 1
+    return tokens_a, tokens_b, 0
 
 
 def nonempty_input_files(input_files):
@@ -592,9 +768,10 @@ def log_summary(stats, options):
     """Logs the final counters, including predictions lost to max_predictions_per_seq, sentences
     truncated for length, and a corpus of one document (random next segments from itself)."""
     logging.info(
-        "Wrote %d instances from %d documents (dupe_factor=%d): %.1f%% random next, %.1f tokens "
+        "Wrote %d instances from %d documents (dupe_factor=%d): %.1f%% %s, %.1f tokens "
         "and %.2f predictions per instance.", stats.instances, stats.documents,
         options.dupe_factor, 100.0 * stats.random_next / max(stats.instances, 1),
+        "swapped" if options.sentence_order_prediction else "random next",
         stats.tokens / max(stats.instances, 1), stats.predictions / max(stats.instances, 1))
     if stats.capped_instances:
         logging.warning(
@@ -606,7 +783,7 @@ def log_summary(stats, options):
         logging.warning("%d sentences in total were longer than --max_seq_length=%d - 3 = %d "
                         "tokens and were truncated.", stats.long_lines, options.max_seq_length,
                         options.max_seq_length - 3)
-    if stats.documents == 1 and stats.random_next:
+    if stats.documents == 1 and stats.random_next and not options.sentence_order_prediction:
         logging.warning("The corpus holds a single document: the %d random next segments "
                         "(next_sentence_labels=1) come from that same document. Add more "
                         "documents (blank lines separate them) for real next-sentence "

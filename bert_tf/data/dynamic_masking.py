@@ -15,9 +15,12 @@ Stages, with N = examples in a block, B = batch, S = max_seq_length, P = max_pre
      is treated as two documents.
   2. each block becomes N packed sequences ([CLS] A [SEP] B [SEP], or [CLS] X [SEP] without NSP),
      dense int32 [N, S];
+     sentence_order_prediction: A and B are consecutive text, swapped half the time (ALBERT);
+     full_sentences (without NSP): whole sentences packed across documents (RoBERTa);
   3. sequences are unbatched, shuffled (training), batched with drop_remainder, and
   4. each batch [B, S] is masked with stateless random ops seeded by (seed, batch index): a given
-     seed reproduces the stream; each epoch's batches have new indices and so new masks.
+     seed reproduces the stream; each epoch's batches have new indices and so new masks
+     (do_span_mask: SpanBERT's spans of whole words, with their boundaries).
 
 Input that can make no sequence would make the repeated training stream spin forever looking for
 a first batch. Two guards prevent it: when the dataset is built, the input must hold at least
@@ -28,6 +31,7 @@ next-sentence prediction) stops iteration with an InvalidArgumentError that says
 """
 
 import gzip
+import math
 import random
 
 from absl import logging
@@ -211,7 +215,7 @@ def _random_below(seed, limit):
     return tf.clip_by_value(draw, 0, tf.maximum(limit - 1, 0))
 
 
-def _greedy_chunks(sent_len, doc, target, seed):
+def _greedy_chunks(sent_len, doc, target, seed, random_next=True):
     """Groups a block's sentences into NSP chunks exactly as the original's document loop does.
 
     Walking the sentences in order, a chunk grows until it reaches its document's target length
@@ -225,6 +229,8 @@ def _greedy_chunks(sent_len, doc, target, seed):
       doc: int32 [N] document index of each sentence, non-decreasing from 0.
       target: int64 [D] target tokens per chunk of each document.
       seed: int64 [2] stateless seed.
+      random_next: False for sentence-order pairs: B is never random, so every chunk uses all
+        its sentences.
 
     Returns:
       (first, count, a_count, is_random): [K] first sentence index, sentences in the chunk,
@@ -243,7 +249,7 @@ def _greedy_chunks(sent_len, doc, target, seed):
             [2], tf.random.experimental.stateless_fold_in(seed, step), dtype=tf.float64))
         a_count = 1 + tf.minimum(tf.cast(tf.floor(u_split * tf.cast(count - 1, tf.float64)),
                                          tf.int64), tf.maximum(count - 2, 0))
-        is_random = ((count == 1) | (u_random < 0.5)) & many_docs
+        is_random = ((count == 1) | (u_random < 0.5)) & many_docs & random_next
         closed_ta = closed_ta.write(tf.cast(step, tf.int32), close)
         first_ta = first_ta.write(tf.cast(step, tf.int32), tf.stack([first, count]))
         a_ta = a_ta.write(tf.cast(step, tf.int32), a_count)
@@ -335,6 +341,121 @@ def _nsp_segments(tokens, doc, max_tokens, short_seq_prob, seed):
     tokens_a = tf.gather(flat, tf.ragged.range(a_start, a_start + len_a))
     tokens_b = tf.gather(flat, tf.ragged.range(b_start, b_start + len_b))
     return tokens_a, tokens_b, tf.cast(is_random, tf.int32)
+
+
+def _document_targets(sent_len, doc, max_tokens, short_seq_prob, seed):
+    """Per-document target lengths: max_tokens, or with short_seq_prob a random one in
+    [2, max_tokens]. Returns int64 [D]."""
+    s_target_u, s_target_len = tf.unstack(_seeds(seed, 2))
+    num_docs = _num_ids(doc)
+    short = tf.random.stateless_uniform([num_docs], s_target_u) < short_seq_prob
+    short_len = 2 + _random_below(s_target_len, tf.fill([num_docs], tf.cast(max_tokens - 1,
+                                                                              tf.int64)))
+    return tf.where(short, short_len, max_tokens)
+
+
+def _sop_segments(tokens, doc, max_tokens, short_seq_prob, seed):
+    """Sentence pairs for sentence-order prediction (ALBERT) from one block.
+
+    Sentences are grouped into chunks as for next-sentence prediction (per-document targets,
+    `_greedy_chunks`), but B is always the rest of the chunk: A = its first a_count sentences,
+    B = the others; a one-sentence chunk is split at a random token (a one-token chunk is
+    dropped). With probability 0.5 A and B are swapped (label 1). Then longest-first
+    truncation as for NSP.
+
+    Args:
+      tokens: ragged int32 [N, (T)] token ids of the block's non-empty sentences, in order.
+      doc: int32 [N] document index (0..D-1, non-decreasing) of each sentence.
+      max_tokens: int, the pair budget (max_seq_length - 3).
+      short_seq_prob: probability of a shorter target length for a document.
+      seed: int64 [2] stateless seed.
+
+    Returns:
+      (tokens_a, tokens_b, labels): ragged int32 [K, (La)], [K, (Lb)] with La, Lb >= 1 and
+      La + Lb <= max_tokens, and int32 [K] labels (1 = the segments are swapped).
+    """
+    s_target, s_chunks, s_split, s_swap, s_trunc_a, s_trunc_b = tf.unstack(_seeds(seed, 6))
+    flat = tokens.flat_values
+    sent_len = tokens.row_lengths()  # int64 [N]
+    sent_start = tokens.row_starts()
+    sent_end = sent_start + sent_len
+    target = _document_targets(sent_len, doc, max_tokens, short_seq_prob, s_target)
+    chunk_first, chunk_count, a_count, _ = _greedy_chunks(sent_len, doc, target, s_chunks,
+                                                          random_next=False)
+    a_start = tf.gather(sent_start, chunk_first)
+    b_stop = tf.gather(sent_end, chunk_first + chunk_count - 1)
+    chunk_len = b_stop - a_start
+    split_sentence = a_start + 1 + _random_below(s_split, chunk_len - 1)
+    a_stop = tf.where(chunk_count >= 2, tf.gather(sent_end, chunk_first + a_count - 1),
+                      split_sentence)
+    keep = chunk_len >= 2
+    a_start, a_stop, b_stop = (tf.boolean_mask(t, keep) for t in (a_start, a_stop, b_stop))
+    b_start = a_stop
+    swap = tf.random.stateless_uniform(tf.shape(a_start), s_swap, dtype=tf.float64) < 0.5
+    a_start, a_stop, b_start, b_stop = (tf.where(swap, b_start, a_start),
+                                        tf.where(swap, b_stop, a_stop),
+                                        tf.where(swap, a_start, b_start),
+                                        tf.where(swap, a_stop, b_stop))
+    len_a, len_b = _truncate_pair(a_stop - a_start, b_stop - b_start, max_tokens)
+    a_start += _random_below(s_trunc_a, a_stop - a_start - len_a + 1)
+    b_start += _random_below(s_trunc_b, b_stop - b_start - len_b + 1)
+    tokens_a = tf.gather(flat, tf.ragged.range(a_start, a_start + len_a))
+    tokens_b = tf.gather(flat, tf.ragged.range(b_start, b_start + len_b))
+    return tokens_a, tokens_b, tf.cast(swap, tf.int32)
+
+
+def _full_sentence_segments(tokens, doc, max_tokens, sep_id):
+    """RoBERTa's FULL-SENTENCES packing: whole sentences, in order, across document ends.
+
+    Sentences are added to a sequence while they fit in max_tokens; a sentence that starts a
+    new document inside a sequence is preceded by one extra [SEP] (RoBERTa's document
+    separator), and a sentence longer than max_tokens is cut into max_tokens pieces first.
+    Every sequence but a block's last is as full as whole sentences allow.
+
+    Args:
+      tokens: ragged int32 [N, (T)] token ids of the block's non-empty sentences, in order.
+      doc: int32 [N] document index of each sentence (non-decreasing).
+      max_tokens: int, tokens per sequence (max_seq_length - 2).
+      sep_id: the [SEP] id.
+
+    Returns:
+      ragged int32 [K, (L)] with 1 <= L <= max_tokens.
+    """
+    flat = tokens.flat_values
+    sent_len = tokens.row_lengths()
+    max_tokens64 = tf.constant(max_tokens, tf.int64)
+    # Units: sentences, the long ones cut into max_tokens pieces.
+    pieces = (sent_len + max_tokens64 - 1) // max_tokens64  # [N]
+    unit_start = (tf.repeat(tokens.row_starts(), pieces)
+                  + tf.ragged.range(pieces).flat_values * max_tokens64)  # [U]
+    unit_len = tf.minimum(tf.repeat(tokens.row_limits(), pieces) - unit_start, max_tokens64)
+    unit_doc = tf.repeat(doc, pieces)
+    new_doc = tf.concat([[False], unit_doc[1:] != unit_doc[:-1]], axis=0)  # [U]
+    num_units = tf.shape(unit_len)[0]
+
+    def body(i, sequence, length, sequence_ta, separator_ta):
+        separator = new_doc[i] & (length > 0)
+        need = unit_len[i] + tf.cast(separator, tf.int64)
+        overflow = length + need > max_tokens64
+        sequence = tf.where(overflow, sequence + 1, sequence)
+        separator &= ~overflow
+        length = tf.where(overflow, unit_len[i], length + need)
+        return (i + 1, sequence, length, sequence_ta.write(i, sequence),
+                separator_ta.write(i, separator))
+
+    _, _, _, sequence_ta, separator_ta = tf.while_loop(
+        lambda i, *_: i < num_units, body,
+        (tf.constant(0), tf.constant(0, tf.int64), tf.constant(0, tf.int64),
+         tf.TensorArray(tf.int64, size=num_units, element_shape=[]),
+         tf.TensorArray(tf.bool, size=num_units, element_shape=[])))
+    unit_sequence, separator = sequence_ta.stack(), separator_ta.stack()
+    unit_tokens = tf.gather(flat, tf.ragged.range(unit_start, unit_start + unit_len))
+    separators = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(tf.cast(separator, tf.int32))], tf.constant(sep_id, tf.int32)),
+        tf.cast(separator, tf.int64))
+    units = tf.concat([separators, unit_tokens], axis=1)  # [U, (T)]
+    sequences = tf.RaggedTensor.from_value_rowids(units, unit_sequence)  # [K, (units), (T)]
+    return sequences.merge_dims(1, 2)
 
 
 def _mlm_only_segments(tokens, max_tokens, short_seq_prob, seed):
@@ -460,13 +581,174 @@ def mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id, max_predi
     return out
 
 
+def _shift_left(x, offset, fill):
+    """x[:, w + offset] at column w ([B, W]; columns past the end hold `fill`)."""
+    if offset == 0:
+        return x
+    pad = tf.fill([tf.shape(x)[0], offset], tf.constant(fill, x.dtype))
+    return tf.concat([x[:, offset:], pad], axis=1)
+
+
+def span_mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id,
+                    max_predictions_per_seq, is_continuation, masked_lm_prob=0.15,
+                    span_geometric_p=0.2, max_span_length=10):
+    """SpanBERT's span masking of a packed batch, with stateless random ops.
+
+    The budget is mask_batch's: n = min(P, max(1, round(masked_lm_prob * c))) of a sequence's c
+    real non-special tokens. Spans of whole words are chosen one at a time, in parallel over
+    the batch: a length l is drawn from a geometric distribution (p = span_geometric_p)
+    truncated to [1, max_span_length], and the span starts at a uniformly random word where l
+    words fit whole (consecutive, not across [SEP], not touching an earlier span, so boundary
+    tokens stay unmasked); when no start fits l words, at a random start where a shorter span
+    fits; a word that would overshoot the budget ends the span. Each span becomes [MASK] with
+    probability 0.8, random ids with 0.1 and stays itself with 0.1, decided once per span.
+
+    Args:
+      features: dict with input_word_ids, input_mask (int32 [B, S]); other entries are passed on.
+      seed: int [2] stateless seed; the same seed gives the same masks.
+      vocab_size: V; random replacements are drawn from [0, V).
+      cls_id, sep_id: ids never masked; a [SEP] also separates words.
+      mask_id: the [MASK] id.
+      max_predictions_per_seq: P.
+      is_continuation: bool [V], True for "##" pieces (they join the word before them).
+      masked_lm_prob: fraction of tokens to predict.
+      span_geometric_p: p of the span-length distribution, in (0, 1].
+      max_span_length: M, the longest span in words.
+
+    Returns:
+      `features` with input_word_ids masked, masked_lm_positions, masked_lm_ids int32 [B, P],
+      masked_lm_weights float32 [B, P] (as mask_batch), and span_left_boundaries,
+      span_right_boundaries int32 [B, P]: per prediction, the position just before / after its
+      span (0 on padding slots).
+    """
+    s_length, s_start, s_kind, s_random = tf.unstack(_seeds(seed, 4))
+    ids = features["input_word_ids"]
+    batch, seq_length = tf.shape(ids)[0], ids.shape[1]
+    num_words = seq_length  # W: a sequence has at most S words
+    candidate = (features["input_mask"] > 0) & (ids != cls_id) & (ids != sep_id)  # [B, S]
+    num_candidates = tf.reduce_sum(tf.cast(candidate, tf.float32), axis=1)
+    num_to_predict = tf.minimum(max_predictions_per_seq, tf.maximum(1, tf.cast(
+        tf.round(num_candidates * masked_lm_prob), tf.int32)))  # [B]
+
+    # Words: a candidate starts one unless it is a "##" piece right after another candidate.
+    continues = tf.gather(is_continuation, ids) & candidate
+    previous_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
+    word_start = candidate & ~(continues & previous_candidate)
+    word = tf.cumsum(tf.cast(word_start, tf.int32), axis=1) - 1  # [B, S]
+    rows = tf.range(batch)[:, tf.newaxis]
+    # Non-candidates go to a dump segment past the B*W real ones.
+    segment = tf.where(candidate, rows * num_words + word, batch * num_words)
+    positions_bs = tf.broadcast_to(tf.range(seq_length)[tf.newaxis, :], tf.shape(ids))
+
+    def per_word(values, reduce):
+        out = reduce(values, segment, batch * num_words + 1)[:-1]
+        return tf.reshape(out, [batch, num_words])
+
+    word_len = per_word(tf.cast(candidate, tf.int32), tf.math.unsorted_segment_sum)  # [B, W]
+    word_first = per_word(positions_bs, tf.math.unsorted_segment_min)
+    word_last = per_word(positions_bs, tf.math.unsorted_segment_max)
+    valid = word_len > 0
+    # touch_next[b, w]: word w + 1 directly follows word w (no [SEP] or padding between).
+    touch_next = (valid & _shift_left(valid, 1, False)
+                  & (word_last + 1 == _shift_left(word_first, 1, -1)))
+    touch_prev = tf.pad(touch_next[:, :-1], [[0, 0], [1, 0]])
+    word_index = tf.range(num_words)[tf.newaxis, :]
+
+    # Inverse CDF of the truncated geometric distribution over 1..M.
+    q = 1.0 - span_geometric_p
+    tail = q ** max_span_length
+
+    def draw_lengths(step):
+        if q == 0.0:
+            return tf.ones([batch], tf.int32)
+        u = tf.random.stateless_uniform(
+            [batch], tf.random.experimental.stateless_fold_in(s_length, step), dtype=tf.float64)
+        length = 1 + tf.floor(tf.math.log(1.0 - u * (1.0 - tail)) / math.log(q))
+        return tf.clip_by_value(tf.cast(length, tf.int32), 1, max_span_length)
+
+    def body(step, masked, span_first, span_last, used):
+        # free[b, w]: word w can be masked without touching a masked word.
+        masked_prev = tf.pad(masked[:, :-1], [[0, 0], [1, 0]])
+        free = (valid & ~masked & ~(touch_prev & masked_prev)
+                & ~(touch_next & _shift_left(masked, 1, False)))
+        remaining = (num_to_predict - used)[:, tf.newaxis]
+        # fits[j][b, w]: words w..w+j are consecutive, free and within the budget.
+        fits, ok, pieces = [], free, word_len
+        ok &= pieces <= remaining
+        fits.append(ok)
+        for j in range(1, max_span_length):
+            ok = (ok & _shift_left(touch_next, j - 1, False) & _shift_left(free, j, False))
+            pieces = pieces + _shift_left(word_len, j, 0)
+            fits.append(ok & (pieces <= remaining))
+        fit_len = tf.add_n([tf.cast(f, tf.int32) for f in fits])  # [B, W], prefix property
+        length = draw_lengths(step)[:, tf.newaxis]
+        whole = fit_len >= length
+        any_whole = tf.reduce_any(whole, axis=1, keepdims=True)
+        eligible = tf.where(any_whole, whole, fit_len >= 1)
+        score = tf.random.stateless_uniform(
+            tf.shape(fit_len), tf.random.experimental.stateless_fold_in(s_start, step))
+        start = tf.argmax(tf.where(eligible, score, -1.0), axis=1, output_type=tf.int32)
+        active = tf.reduce_any(eligible, axis=1) & (used < num_to_predict)  # [B]
+        span_length = tf.minimum(length[:, 0], tf.gather(fit_len, start, batch_dims=1))
+        start_bw, end_bw = start[:, tf.newaxis], (start + span_length - 1)[:, tf.newaxis]
+        new = (active[:, tf.newaxis] & (word_index >= start_bw) & (word_index <= end_bw))
+        masked |= new
+        span_first = tf.where(new, start_bw, span_first)
+        span_last = tf.where(new, end_bw, span_last)
+        used += tf.reduce_sum(tf.where(new, word_len, 0), axis=1)
+        return step + 1, masked, span_first, span_last, used
+
+    def cond(step, masked, span_first, span_last, used):
+        # Every productive step masks at least one piece, so P steps always suffice.
+        return (step < max_predictions_per_seq) & tf.reduce_any(used < num_to_predict)
+
+    zeros_bw = tf.zeros([batch, num_words], tf.int32)
+    _, masked, span_first, span_last, _ = tf.while_loop(
+        cond, body, (tf.constant(0), tf.zeros([batch, num_words], tf.bool), zeros_bw, zeros_bw,
+                     tf.zeros([batch], tf.int32)))
+
+    safe_word = tf.maximum(word, 0)
+    token_masked = candidate & tf.gather(masked, safe_word, batch_dims=1)  # [B, S]
+    top = tf.sort(tf.where(token_masked, positions_bs, seq_length), axis=1)
+    top = top[:, :max_predictions_per_seq]
+    is_real = top < seq_length  # [B, P]
+    positions = tf.where(is_real, top, 0)
+    original = tf.gather(ids, positions, batch_dims=1)
+    position_word = tf.gather(safe_word, positions, batch_dims=1)  # [B, P]
+    first = tf.gather(span_first, position_word, batch_dims=1)
+    last = tf.gather(span_last, position_word, batch_dims=1)
+    left = tf.where(is_real, tf.gather(word_first, first, batch_dims=1) - 1, 0)
+    right = tf.where(is_real, tf.gather(word_last, last, batch_dims=1) + 1, 0)
+
+    # One replacement kind per span, read at the span's first word.
+    kind_bw = tf.random.stateless_uniform([batch, num_words], s_kind)
+    kind = tf.gather(kind_bw, first, batch_dims=1)
+    random_ids = tf.random.stateless_uniform(tf.shape(positions), s_random, minval=0,
+                                             maxval=vocab_size, dtype=tf.int32)
+    replacement = tf.where(kind < 0.8, mask_id, tf.where(kind < 0.9, original, random_ids))
+    replacement = tf.where(is_real, replacement, original)
+    rows_bp = tf.broadcast_to(rows, tf.shape(positions))
+    masked_ids = tf.tensor_scatter_nd_update(ids, tf.stack([rows_bp, positions], axis=-1),
+                                             replacement)
+    out = dict(features)
+    out["input_word_ids"] = masked_ids
+    out["masked_lm_positions"] = positions
+    out["masked_lm_ids"] = tf.where(is_real, original, 0)
+    out["masked_lm_weights"] = tf.cast(is_real, tf.float32)
+    out["span_left_boundaries"] = left
+    out["span_right_boundaries"] = right
+    return out
+
+
 def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, batch_size,
                              max_seq_length, max_predictions_per_seq, masked_lm_prob=0.15,
                              use_next_sentence_label=True, do_whole_word_mask=False,
                              short_seq_prob=0.1, seed=None, is_training=True, input_context=None,
                              tfds_name=None, tfds_data_dir=None, tfds_split="train",
                              tfds_text_key="text", block_lines=_DEFAULT_BLOCK_LINES,
-                             shuffle_buffer_size=_DEFAULT_SHUFFLE_BUFFER):
+                             shuffle_buffer_size=_DEFAULT_SHUFFLE_BUFFER,
+                             sentence_order_prediction=False, full_sentences=False,
+                             do_span_mask=False, span_geometric_p=0.2, max_span_length=10):
     """Pre-training batches made from raw text on the fly, masked afresh every epoch.
 
     Yields exactly what `pretraining_dataset` yields (same names, dtypes and static shapes), so
@@ -482,7 +764,8 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
       max_predictions_per_seq: P, the cap on masked tokens per sequence.
       masked_lm_prob: fraction of real non-special tokens to mask.
       use_next_sentence_label: True: sentence pairs with 50% random B (label 1); False: full
-        sequences packed across sentence and document boundaries, labels all 0.
+        sequences packed across sentence and document boundaries, labels all 0 (by default
+        windows of the token stream cut anywhere; see full_sentences).
       do_whole_word_mask: mask all pieces of a word together.
       short_seq_prob: probability of a shorter target length (as the original).
       seed: int; None draws one (training) or uses 0 (evaluation, so the eval set is fixed).
@@ -497,11 +780,22 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
       block_lines: lines tokenized together; also the pool for random next sentences (>= 1,
         >= 2 with next-sentence prediction: a one-line block can make no pair).
       shuffle_buffer_size: sequences in the training shuffle buffer.
+      sentence_order_prediction: ALBERT's SOP pairs instead of NSP pairs: B is the text after
+        A, and the two are swapped with probability 0.5 (label 1 = swapped); a one-sentence
+        chunk is split at a random token. Needs use_next_sentence_label.
+      full_sentences: RoBERTa's FULL-SENTENCES packing (without next-sentence prediction):
+        whole sentences in order, across document ends with an extra [SEP] between
+        documents, each sequence as full as whole sentences allow; short_seq_prob is not used.
+      do_span_mask: SpanBERT's span masking (see span_mask_batch, always whole words); adds
+        span_left_boundaries and span_right_boundaries to the features.
+      span_geometric_p: p of the span-length distribution (do_span_mask).
+      max_span_length: the longest span in words (do_span_mask).
 
     Returns:
       tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S];
       masked_lm_positions, masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P];
-      next_sentence_labels int32 [B].
+      next_sentence_labels int32 [B]; with do_span_mask also span_left_boundaries and
+      span_right_boundaries int32 [B, P].
 
     Raises:
       ValueError: bad arguments (named), a pattern matching no file, or input without any
@@ -516,6 +810,15 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
                          "prediction (a block of one line can make no sentence pair).")
     if block_lines < 1:
         raise ValueError(f"block_lines={block_lines} must be >= 1.")
+    if sentence_order_prediction and not use_next_sentence_label:
+        raise ValueError("sentence_order_prediction=True makes sentence pairs; it needs "
+                         "use_next_sentence_label=True.")
+    if full_sentences and use_next_sentence_label:
+        raise ValueError("full_sentences=True packs single sequences; it needs "
+                         "use_next_sentence_label=False.")
+    if do_span_mask and not (0.0 < span_geometric_p <= 1.0 and max_span_length >= 1):
+        raise ValueError(f"span_geometric_p={span_geometric_p} must be in (0, 1] and "
+                         f"max_span_length={max_span_length} >= 1.")
     _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_lm_prob)
     vocab = _Vocab(vocab_file)
     tokenizer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
@@ -550,7 +853,11 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         tokens = tf.cast(tokenizer(sentences), tf.int32)  # ragged [N, (T)]
         non_empty = tokens.row_lengths() > 0
         tokens = tf.ragged.boolean_mask(tokens, non_empty)
-        if use_next_sentence_label:
+        if sentence_order_prediction:
+            _, doc = tf.unique(tf.boolean_mask(doc, non_empty))  # 0..D-1
+            tokens_a, tokens_b, labels = _sop_segments(tokens, doc, max_seq_length - 3,
+                                                       short_seq_prob, seed_here)
+        elif use_next_sentence_label:
             _, doc = tf.unique(tf.boolean_mask(doc, non_empty))  # 0..D-1
             # A block inside one long document (a book) has no other document to draw random
             # next sentences from; its two halves, far apart in the text, then serve as two.
@@ -559,6 +866,10 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
             doc = tf.where(_num_ids(doc) == 1, halves, doc)
             tokens_a, tokens_b, labels = _nsp_segments(tokens, doc, max_seq_length - 3,
                                                        short_seq_prob, seed_here)
+        elif full_sentences:
+            _, doc = tf.unique(tf.boolean_mask(doc, non_empty))
+            tokens_a = _full_sentence_segments(tokens, doc, max_seq_length - 2, vocab.sep_id)
+            tokens_b, labels = None, tf.zeros([tokens_a.nrows()], tf.int32)
         else:
             tokens_a = _mlm_only_segments(tokens, max_seq_length - 2, short_seq_prob, seed_here)
             tokens_b, labels = None, tf.zeros([tokens_a.nrows()], tf.int32)
@@ -567,6 +878,13 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         return packed
 
     def mask(batch_index, features):
+        if do_span_mask:
+            return span_mask_batch(
+                features, tf.random.experimental.stateless_fold_in(mask_seed, batch_index),
+                vocab_size=vocab.size, cls_id=vocab.cls_id, sep_id=vocab.sep_id,
+                mask_id=vocab.mask_id, max_predictions_per_seq=max_predictions_per_seq,
+                is_continuation=vocab.is_continuation, masked_lm_prob=masked_lm_prob,
+                span_geometric_p=span_geometric_p, max_span_length=max_span_length)
         return mask_batch(
             features, tf.random.experimental.stateless_fold_in(mask_seed, batch_index),
             vocab_size=vocab.size, cls_id=vocab.cls_id, sep_id=vocab.sep_id,

@@ -12,6 +12,15 @@ input_type_ids). Names are mapped once, here, so everything downstream sees only
   masked_lm_weights    float32 [B, P]
   next_sentence_labels int32   [B]
 
+and, when asked for with span_boundaries=True (records written with span masking, for
+SpanBERT's span-boundary objective):
+
+  span_left_boundaries  int32  [B, P]
+  span_right_boundaries int32  [B, P]
+
+Records with those features read as well without asking for them (they are then ignored), so
+one reader takes both kinds.
+
 with B = per-replica batch size, S = max_seq_length, P = max_predictions_per_seq.
 
 The first record of every file is checked eagerly in Python before the pipeline is built, so a
@@ -46,7 +55,11 @@ def _compression_of(path, compression):
     return "GZIP" if path.endswith(".gz") else ""
 
 
-def _expected_features(max_seq_length, max_predictions_per_seq, use_next_sentence_label):
+_SPAN_BOUNDARY_FEATURES = ("span_left_boundaries", "span_right_boundaries")
+
+
+def _expected_features(max_seq_length, max_predictions_per_seq, use_next_sentence_label,
+                       span_boundaries=False):
     """Model name -> (kind, length, flag naming the length), in a stable order."""
     features = {
         "input_word_ids": ("int64", max_seq_length, "max_seq_length"),
@@ -58,6 +71,9 @@ def _expected_features(max_seq_length, max_predictions_per_seq, use_next_sentenc
     }
     if use_next_sentence_label:
         features["next_sentence_labels"] = ("int64", 1, "one label per example")
+    if span_boundaries:
+        for name in _SPAN_BOUNDARY_FEATURES:
+            features[name] = ("int64", max_predictions_per_seq, "max_predictions_per_seq")
     return features
 
 
@@ -83,7 +99,8 @@ def _read_first_record(path, compression):
 
 
 def inspect_first_record(path, *, max_seq_length, max_predictions_per_seq,
-                         use_next_sentence_label=True, vocab_size=None, compression=None):
+                         use_next_sentence_label=True, vocab_size=None, compression=None,
+                         span_boundaries=False):
     """Checks the first record of one file against the flags; returns its naming scheme.
 
     Args:
@@ -93,6 +110,7 @@ def inspect_first_record(path, *, max_seq_length, max_predictions_per_seq,
       use_next_sentence_label: whether next_sentence_labels (an int64 list of length 1) is needed.
       vocab_size: if given, every id in the record must be < vocab_size.
       compression: '', 'GZIP' or 'ZLIB'; None picks GZIP for *.gz.
+      span_boundaries: whether span_left_boundaries / span_right_boundaries are needed.
 
     Returns:
       "v1" (original names) or "v2" (input_word_ids / input_type_ids).
@@ -115,13 +133,16 @@ def inspect_first_record(path, *, max_seq_length, max_predictions_per_seq,
             f"{path}: the first record has neither input_ids (original names) nor input_word_ids "
             f"(v2 names); found features {sorted(feature_map)}.")
     expected = _expected_features(max_seq_length, max_predictions_per_seq,
-                                  use_next_sentence_label)
+                                  use_next_sentence_label, span_boundaries)
     for model_name, (kind, length, length_flag) in expected.items():
         name = _disk_name(model_name, scheme)
         want = f"{kind}_list of length {length} ({length_flag})"
         if name not in feature_map:
+            hint = ("; the span-boundary objective needs records made with "
+                    "create_pretraining_data --do_span_mask"
+                    if name in _SPAN_BOUNDARY_FEATURES else "")
             raise ValueError(f'{path}: the first record has no feature "{name}" '
-                             f"(expected {want}).")
+                             f"(expected {want}){hint}.")
         found_kind = feature_map[name].WhichOneof("kind")
         if found_kind != f"{kind}_list":
             raise ValueError(f'{path}: feature "{name}" is a {found_kind or "empty feature"}, '
@@ -142,10 +163,12 @@ def inspect_first_record(path, *, max_seq_length, max_predictions_per_seq,
     return scheme
 
 
-def _parse_spec(scheme, max_seq_length, max_predictions_per_seq, use_next_sentence_label):
+def _parse_spec(scheme, max_seq_length, max_predictions_per_seq, use_next_sentence_label,
+                span_boundaries):
     spec = {}
     for model_name, (kind, length, _) in _expected_features(
-            max_seq_length, max_predictions_per_seq, use_next_sentence_label).items():
+            max_seq_length, max_predictions_per_seq, use_next_sentence_label,
+            span_boundaries).items():
         dtype = tf.float32 if kind == "float" else tf.int64
         spec[_disk_name(model_name, scheme)] = tf.io.FixedLenFeature([length], dtype)
     return spec
@@ -173,7 +196,7 @@ def _check_ids(features, vocab_size, path):
 
 
 def _make_record_parser(max_seq_length, max_predictions_per_seq, use_next_sentence_label,
-                        vocab_size=None):
+                        vocab_size=None, span_boundaries=False):
     """Returns parse(serialized [], scheme_index [], path []) -> feature dict of one example.
 
     With `vocab_size`, the record's input_word_ids and masked_lm_ids are asserted to be in
@@ -182,7 +205,7 @@ def _make_record_parser(max_seq_length, max_predictions_per_seq, use_next_senten
     branches = []
     for scheme in _SCHEMES:
         spec = _parse_spec(scheme, max_seq_length, max_predictions_per_seq,
-                           use_next_sentence_label)
+                           use_next_sentence_label, span_boundaries)
         renames = _RENAMES[scheme]
 
         def parse(serialized, spec=spec, renames=renames):
@@ -214,7 +237,8 @@ def _make_record_parser(max_seq_length, max_predictions_per_seq, use_next_senten
 def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predictions_per_seq,
                         is_training=True, seed=None, input_context=None,
                         use_next_sentence_label=True, compression=None, vocab_size=None,
-                        shuffle_buffer_size=_DEFAULT_SHUFFLE_BUFFER, cycle_length=None):
+                        shuffle_buffer_size=_DEFAULT_SHUFFLE_BUFFER, cycle_length=None,
+                        span_boundaries=False):
     """A tf.data pipeline of pre-training batches read from TFRecord files.
 
     Training: the file list is sharded by input pipeline (when `input_context` is given), shuffled
@@ -244,11 +268,14 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
         vocab_size, rather than an out-of-range error from the embedding lookup).
       shuffle_buffer_size: records in the training shuffle buffer.
       cycle_length: files read concurrently in training; None = min(number of files, 4).
+      span_boundaries: also read span_left_boundaries and span_right_boundaries (records made
+        with span masking; required then). When False, records with or without them are read.
 
     Returns:
       tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S];
       masked_lm_positions, masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P];
-      next_sentence_labels int32 [B].
+      next_sentence_labels int32 [B]; with span_boundaries, span_left_boundaries and
+      span_right_boundaries int32 [B, P].
 
     Raises:
       ValueError: a pattern matches nothing, or a file's first record does not match the flags
@@ -261,7 +288,7 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
         return _SCHEMES.index(inspect_first_record(
             path, max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
             use_next_sentence_label=use_next_sentence_label, vocab_size=vocab_size,
-            compression=file_compression))
+            compression=file_compression, span_boundaries=span_boundaries))
 
     # Opening hundreds of shards one after another is slow on remote file systems; the first
     # failing file in list order is the one reported.
@@ -272,7 +299,7 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
     if input_context is not None:
         per_pipeline_batch = input_context.get_per_replica_batch_size(batch_size)
     parse_record = _make_record_parser(max_seq_length, max_predictions_per_seq,
-                                       use_next_sentence_label, vocab_size)
+                                       use_next_sentence_label, vocab_size, span_boundaries)
 
     file_ds = tf.data.Dataset.from_tensor_slices((files, compressions, schemes))
     shard_records = False

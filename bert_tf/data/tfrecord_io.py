@@ -9,7 +9,13 @@ P = max_predictions_per_seq), with every integer stored as int64 as the original
   masked_lm_positions                int64 [P]  0-padded
   masked_lm_ids                      int64 [P]  original token ids at those positions, 0-padded
   masked_lm_weights                  float [P]  1.0 on real predictions, 0.0 on padding
-  next_sentence_labels               int64 [1]  0 = B follows A, 1 = B is random
+  next_sentence_labels               int64 [1]  0 = B follows A, 1 = B is random (with
+                                                sentence-order prediction: 1 = A and B swapped)
+
+With span masking (SpanBERT) two more features give each prediction's span boundaries:
+
+  span_left_boundaries               int64 [P]  position just before the prediction's masked span
+  span_right_boundaries              int64 [P]  position just after it (both 0-padded)
 
 Files are written under a temporary name in the destination directory and renamed into place
 only after every shard closed cleanly, so a reader never sees a truncated shard.
@@ -38,11 +44,16 @@ FEATURE_NAMES = {
            "segment_ids": "input_type_ids"},
 }
 
+# The optional span-boundary features (same names in both schemes).
+SPAN_BOUNDARY_FEATURES = ("span_left_boundaries", "span_right_boundaries")
+
 # Every on-disk feature name per scheme, in the (sorted) order of a deterministic serialization.
 _SORTED_NAMES = {
     scheme: sorted([*names.values(), "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
                     "next_sentence_labels"])
     for scheme, names in FEATURE_NAMES.items()}
+_SORTED_NAMES_WITH_SPANS = {
+    scheme: sorted(names + list(SPAN_BOUNDARY_FEATURES)) for scheme, names in _SORTED_NAMES.items()}
 
 _COMPRESSIONS = ("", "GZIP")
 
@@ -147,7 +158,8 @@ def _example_from_entries(entries):
 
 def serialize_instance(input_ids, segment_ids, masked_lm_positions, masked_lm_ids,
                        next_sentence_label, *, max_seq_length, max_predictions_per_seq,
-                       feature_names="v1"):
+                       feature_names="v1", span_left_boundaries=None,
+                       span_right_boundaries=None):
     """Serializes one pre-training instance as a padded tf.train.Example.
 
     Args:
@@ -161,6 +173,9 @@ def serialize_instance(input_ids, segment_ids, masked_lm_positions, masked_lm_id
       max_predictions_per_seq: P, the padded length of the masked_lm_* features.
       feature_names: "v1" (input_ids, segment_ids: the original) or "v2" (input_word_ids,
         input_type_ids).
+      span_left_boundaries, span_right_boundaries: optional lists of int, length M: for each
+        prediction, the positions just before and just after its masked span (span masking).
+        Both or neither; without them the record is exactly the original's.
 
     Returns:
       bytes: the serialized tf.train.Example, byte-identical to TensorFlow's deterministic
@@ -182,6 +197,13 @@ def serialize_instance(input_ids, segment_ids, masked_lm_positions, masked_lm_id
             f"masked_lm_positions has {num_predictions} entries and masked_lm_ids "
             f"{len(masked_lm_ids)}; expected equal lengths <= "
             f"max_predictions_per_seq={max_predictions_per_seq}.")
+    with_spans = span_left_boundaries is not None or span_right_boundaries is not None
+    if with_spans and (span_left_boundaries is None or span_right_boundaries is None
+                       or len(span_left_boundaries) != num_predictions
+                       or len(span_right_boundaries) != num_predictions):
+        raise ValueError(
+            "span_left_boundaries and span_right_boundaries must both be given, each with one "
+            f"entry per masked position ({num_predictions}).")
     # Padding is zeros, and the varint of 0 is one zero byte.
     seq_pad = b"\x00" * (max_seq_length - num_tokens)
     pred_pad = b"\x00" * (max_predictions_per_seq - num_predictions)
@@ -202,16 +224,24 @@ def serialize_instance(input_ids, segment_ids, masked_lm_positions, masked_lm_id
         "next_sentence_labels": _map_entry("next_sentence_labels",
                                            _int64_feature([int(next_sentence_label)])),
     }
-    return _example_from_entries([entries[name] for name in _SORTED_NAMES[feature_names]])
+    if not with_spans:
+        return _example_from_entries([entries[name] for name in _SORTED_NAMES[feature_names]])
+    for name, values in zip(SPAN_BOUNDARY_FEATURES, (span_left_boundaries,
+                                                      span_right_boundaries)):
+        entries[name] = _map_entry(name, _feature(_TAG_3_LEN, _packed_varints(values) + pred_pad))
+    return _example_from_entries([entries[name]
+                                  for name in _SORTED_NAMES_WITH_SPANS[feature_names]])
 
 
-def parse_spec(max_seq_length, max_predictions_per_seq, feature_names="v1"):
+def parse_spec(max_seq_length, max_predictions_per_seq, feature_names="v1",
+               span_boundaries=False):
     """The tf.io.parse_single_example spec of the records `serialize_instance` writes.
 
     Args:
       max_seq_length: S.
       max_predictions_per_seq: P.
       feature_names: "v1" or "v2".
+      span_boundaries: include span_left_boundaries and span_right_boundaries.
 
     Returns:
       dict on-disk name -> tf.io.FixedLenFeature (int64 [S] / [P] / [1], float32 [P]).
@@ -219,7 +249,7 @@ def parse_spec(max_seq_length, max_predictions_per_seq, feature_names="v1"):
     import tensorflow as tf  # only readers need it; writing records does not
 
     names = FEATURE_NAMES[feature_names]
-    return {
+    spec = {
         names["input_ids"]: tf.io.FixedLenFeature([max_seq_length], tf.int64),
         names["input_mask"]: tf.io.FixedLenFeature([max_seq_length], tf.int64),
         names["segment_ids"]: tf.io.FixedLenFeature([max_seq_length], tf.int64),
@@ -228,6 +258,10 @@ def parse_spec(max_seq_length, max_predictions_per_seq, feature_names="v1"):
         "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
         "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
     }
+    if span_boundaries:
+        spec.update({name: tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+                     for name in SPAN_BOUNDARY_FEATURES})
+    return spec
 
 
 def check_output_files(output_files, compression=""):
