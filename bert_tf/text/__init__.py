@@ -16,6 +16,7 @@ from bert_tf.text.tokenization import (
 
 _LAZY = {
     "BertTokenizerLayer": "bert_tf.text.layers",
+    "valid_utf8": "bert_tf.text.layers",
     "BertPackInputs": "bert_tf.text.packing",
     "pack_inputs": "bert_tf.text.packing",
     "truncated_lengths": "bert_tf.text.packing",

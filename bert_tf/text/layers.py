@@ -22,6 +22,10 @@ a slower exact path instead (`_long_word_pieces`): all its substrings are looked
 fingerprint in a sorted constant array, checked against the token text, and the greedy
 longest-match-first walk is run over the resulting table.
 
+`tokenize_with_offsets` also says where each piece came from: the expansion in step 2 keeps,
+for every normalized code point, the input character it came from, and the pieces of a word
+cover it in order, each as many code points as its token has.
+
 Everything is constants plus stock TensorFlow and tensorflow_text ops (no lookup-table
 resources), so the layer runs in `tf.data`, in `tf.function` and in exported SavedModels.
 
@@ -70,6 +74,17 @@ def _two_level_table(codes):
     return block_index.reshape([-1]).astype(np.int32), unique_blocks.astype(np.int32)
 
 
+def valid_utf8(text):
+    """The text as the tokenizer reads it: tf.string with invalid UTF-8 replaced by U+FFFD.
+
+    The replacement characters are then deleted by the cleanup rules, as the original drops
+    undecodable bytes. Offsets from `BertTokenizerLayer.tokenize_with_offsets` count code
+    points of this string (for valid UTF-8 it is the input itself).
+    """
+    return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
+                                        replacement_char=0xFFFD)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertTokenizerLayer(keras.layers.Layer):
     """Tokenizes strings into BERT WordPiece ids inside the TensorFlow graph.
@@ -90,7 +105,8 @@ class BertTokenizerLayer(keras.layers.Layer):
 
     Returns:
       int32 RaggedTensor [B, (tokens)] of WordPiece ids (or [tokens] for a scalar input).
-      `tokenize_words` returns [B, (words), (pieces)] instead.
+      `tokenize_words` returns [B, (words), (pieces)] instead, and `tokenize_with_offsets`
+      adds each piece's character span in the input.
 
     Examples:
 
@@ -142,6 +158,10 @@ class BertTokenizerLayer(keras.layers.Layer):
             token_out_type=tf.int32, unknown_token=unk_token, no_pretokenization=True,
             support_detokenization=False)
         self._long_lookup = self._long_piece_lookup(vocab) if has_long_pieces else None
+        # Code points each token covers in a word (for offsets); [UNK] is handled apart.
+        self._piece_chars = np.array(
+            [len(t) - 2 if t.startswith("##") and len(t) > 2 else len(t) for t in tokens],
+            dtype=np.int64)
         # Strings and ragged tensors must reach `call` as TensorFlow tensors, unconverted.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
@@ -265,16 +285,18 @@ class BertTokenizerLayer(keras.layers.Layer):
     def vocab_size(self):
         return len(self.vocabulary)
 
-    def split_words(self, inputs):
-        """Basic tokenization: tf.string [B] -> tf.string RaggedTensor [B, (words)]."""
-        text = tf.convert_to_tensor(inputs, dtype=tf.string)
-        if text.shape.rank != 1:
-            raise ValueError(f"BertTokenizerLayer expects a tf.string tensor of shape [batch] or "
-                             f"a scalar, got shape {text.shape}.")
-        # Decoding errors become U+FFFD, which the cleanup rules then delete.
-        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
-                                            replacement_char=0xFFFD)
+    def _normalize(self, text):
+        """The per-character rules on tf.string [B], keeping track of where each output came from.
+
+        Returns:
+          (cps, normalized, source): the decoded input, int32 RaggedTensor [B, (C)] of code
+          points of `valid_utf8(text)`; the normalized text, int32 RaggedTensor [B, (M)] of code
+          points; and int32 [M], for each normalized code point the index in `cps.flat_values`
+          of the input code point it comes from.
+        """
+        text = valid_utf8(text)
         if self._sigma_pattern is not None:
+            # Same length in code points: Σ and ς are one code point each.
             text = tf.strings.regex_replace(text, self._sigma_pattern,
                                             tokenization.FINAL_SIGMA_REWRITE)
         cps = tf.strings.unicode_decode(text, "UTF-8")  # [B, (C)] int32 code points
@@ -293,35 +315,114 @@ class BertTokenizerLayer(keras.layers.Layer):
             tf.gather(tf.gather(tf.constant(self._template_starts), codes), source) + offset)
         out_cps = tf.where(values < 0, tf.gather(flat_cps, source), values)  # [M]
         row_lengths = tf.math.unsorted_segment_sum(lengths, cps.value_rowids(), cps.nrows())
-        normalized = tf.strings.unicode_encode(
-            tf.RaggedTensor.from_row_lengths(out_cps, tf.cast(row_lengths, tf.int64)), "UTF-8")
-        return tf.strings.split(normalized)
+        normalized = tf.RaggedTensor.from_row_lengths(out_cps, tf.cast(row_lengths, tf.int64))
+        return cps, normalized, source
 
-    def tokenize_words(self, inputs):
-        """tf.string [B] (or scalar) -> int32 RaggedTensor [B, (words), (pieces)] of ids."""
+    def _batch_of_strings(self, inputs):
+        """inputs as tf.string [B], and whether they were a scalar."""
         text = tf.convert_to_tensor(inputs, dtype=tf.string)
         scalar = text.shape.rank == 0
-        words = self.split_words(text[tf.newaxis] if scalar else text)
-        flat_words = words.flat_values
+        if scalar:
+            text = text[tf.newaxis]
+        if text.shape.rank != 1:
+            raise ValueError(f"BertTokenizerLayer expects a tf.string tensor of shape [batch] or "
+                             f"a scalar, got shape {text.shape}.")
+        return text, scalar
+
+    def split_words(self, inputs):
+        """Basic tokenization: tf.string [B] -> tf.string RaggedTensor [B, (words)]."""
+        text = tf.convert_to_tensor(inputs, dtype=tf.string)
+        if text.shape.rank != 1:
+            raise ValueError(f"BertTokenizerLayer expects a tf.string tensor of shape [batch] or "
+                             f"a scalar, got shape {text.shape}.")
+        _, normalized, _ = self._normalize(text)
+        return tf.strings.split(tf.strings.unicode_encode(normalized, "UTF-8"))
+
+    def _word_pieces(self, flat_words):
+        """WordPiece of basic-tokenized words: tf.string [N] -> int32 RaggedTensor [N, (pieces)]."""
         too_long = tf.strings.length(flat_words, unit="UTF8_CHAR") > self.max_input_chars_per_word
         # The unknown token is itself a vocabulary entry, so WordPiece maps it to unk_id.
         flat_words = tf.where(too_long, self.unk_token, flat_words)
+        flat_pieces = self._wordpiece.tokenize(flat_words)  # [N, (pieces)]
         if self._long_lookup is None:
-            pieces = self._wordpiece.tokenize(words.with_flat_values(flat_words))
-        else:
-            # Only words over 256 bytes can hold a piece FastWordpieceTokenizer lacks.
-            flat_pieces = self._wordpiece.tokenize(flat_words)  # [N, (pieces)]
-            is_long = tf.strings.length(flat_words) > _MAX_PIECE_BYTES  # [N]
-            long_pieces = self._long_word_pieces(tf.boolean_mask(flat_words, is_long))
-            num = tf.size(flat_words)
-            rank_among_long = tf.cumsum(tf.cast(is_long, tf.int32), exclusive=True)
-            # Row n of the result: row n of flat_pieces, or the long word's exact row.
-            rows = tf.where(is_long, num + rank_among_long, tf.range(num))
-            flat_pieces = tf.gather(
-                tf.concat([flat_pieces, long_pieces.with_row_splits_dtype(
-                    flat_pieces.row_splits.dtype)], axis=0), rows)
-            pieces = words.with_flat_values(flat_pieces)
+            return flat_pieces
+        # Only words over 256 bytes can hold a piece FastWordpieceTokenizer lacks.
+        is_long = tf.strings.length(flat_words) > _MAX_PIECE_BYTES  # [N]
+        long_pieces = self._long_word_pieces(tf.boolean_mask(flat_words, is_long))
+        num = tf.size(flat_words)
+        rank_among_long = tf.cumsum(tf.cast(is_long, tf.int32), exclusive=True)
+        # Row n of the result: row n of flat_pieces, or the long word's exact row.
+        rows = tf.where(is_long, num + rank_among_long, tf.range(num))
+        return tf.gather(
+            tf.concat([flat_pieces, long_pieces.with_row_splits_dtype(
+                flat_pieces.row_splits.dtype)], axis=0), rows)
+
+    def tokenize_words(self, inputs):
+        """tf.string [B] (or scalar) -> int32 RaggedTensor [B, (words), (pieces)] of ids."""
+        text, scalar = self._batch_of_strings(inputs)
+        words = self.split_words(text)
+        pieces = words.with_flat_values(self._word_pieces(words.flat_values))
         return pieces[0] if scalar else pieces
+
+    def tokenize_with_offsets(self, inputs):
+        """Like `tokenize_words`, plus the span of the input each piece comes from.
+
+        Offsets count code points of `valid_utf8(inputs)`, which for valid UTF-8 input are the
+        Python `str` indices of the text: piece k is `text[starts[k]:ends[k]]` before
+        normalization (e.g. "Unaff" for the pieces "un" + "##aff" of "Unaffable" spans [0, 2)
+        and [2, 5)). A word that becomes [UNK] spans the whole word. Characters the rules
+        delete (controls, accents of uncased models) inside a word lie within the word's
+        span, inside or between its pieces' spans. When one character expands into several code points that WordPiece splits
+        (an uncased Hangul syllable decomposes into jamo), both pieces cover that character.
+
+        Args:
+          inputs: tf.string [B] (or a scalar).
+
+        Returns:
+          (ids, starts, ends): RaggedTensors [B, (words), (pieces)] (or [(words), (pieces)] for
+          a scalar): int32 ids, identical to `tokenize_words`, and int64 code-point offsets.
+        """
+        text, scalar = self._batch_of_strings(inputs)
+        cps, normalized, source = self._normalize(text)
+        out_cps = normalized.flat_values  # [M]
+        out_rows = normalized.value_rowids()  # [M]
+        # Input position of each normalized code point, counted within its own text.
+        out_chars = (tf.cast(source, tf.int64)
+                     - tf.gather(cps.row_starts(), out_rows))  # [M]
+        # Words are the runs of non-space code points within a text, as `split_words` finds
+        # them: after the rules, " " is the only whitespace left.
+        is_char = tf.not_equal(out_cps, ord(" "))
+        continues = tf.concat([[False], is_char[:-1] & tf.equal(out_rows[1:], out_rows[:-1])],
+                              axis=0)
+        starts_word = is_char & ~continues  # [M]
+        word_cps = tf.boolean_mask(out_cps, is_char)  # [K]
+        word_chars = tf.boolean_mask(out_chars, is_char)  # [K]
+        word_of_cp = tf.cumsum(tf.cast(tf.boolean_mask(starts_word, is_char), tf.int64)) - 1
+        num_words = tf.reduce_sum(tf.cast(starts_word, tf.int64))
+        words_per_row = tf.math.unsorted_segment_sum(
+            tf.cast(starts_word, tf.int64), out_rows, normalized.nrows())  # [B]
+        # Partitions built here are valid by construction: no run-time checks in the graph.
+        word_cps = tf.RaggedTensor.from_value_rowids(word_cps, word_of_cp, nrows=num_words,
+                                                     validate=False)  # [N, (chars)]
+        pieces = self._word_pieces(tf.strings.unicode_encode(word_cps, "UTF-8"))  # [N, (P)]
+
+        # Pieces of a word cover it in order, each as many code points as its token has
+        # (without "##"); an [UNK] piece is the whole word.
+        piece_ids = pieces.flat_values  # [Q]
+        piece_word = pieces.value_rowids()  # [Q]
+        piece_len = tf.where(tf.equal(piece_ids, self.unk_id),
+                             tf.gather(word_cps.row_lengths(), piece_word),
+                             tf.gather(tf.constant(self._piece_chars), piece_ids))  # [Q]
+        before = tf.cumsum(piece_len, exclusive=True)
+        start_in_word = before - tf.gather(before, tf.gather(pieces.row_starts(), piece_word))
+        first = tf.gather(word_cps.row_starts(), piece_word) + start_in_word  # [Q] into [K]
+        starts = tf.gather(word_chars, first)
+        ends = tf.gather(word_chars, first + piece_len - 1) + 1
+
+        words = tf.RaggedTensor.from_row_lengths(pieces, words_per_row,
+                                                 validate=False)  # [B, (W), (P)]
+        outputs = (words, words.with_flat_values(starts), words.with_flat_values(ends))
+        return tuple(o[0] for o in outputs) if scalar else outputs
 
     def call(self, inputs):
         pieces = self.tokenize_words(inputs)
