@@ -15,10 +15,9 @@ from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
 from bert_tf.training.distribute import STRATEGIES, get_strategy, is_chief
 from bert_tf.training.optimization import OPTIMIZER_TYPES
+from bert_tf.training.precision import DTYPES, parse_jit_compile
 
 FLAGS = flags.FLAGS
-
-DTYPES = ("float32", "mixed_bfloat16")
 
 
 class FlagValueError(ValueError):
@@ -28,6 +27,35 @@ class FlagValueError(ValueError):
 def _define_once(define, name, *args, **kwargs):
     if name not in FLAGS:
         define(name, *args, **kwargs)
+
+
+class _JitCompileParser(flags.ArgumentParser):
+    syntactic_help = "true, false or auto"
+
+    def parse(self, argument):
+        return parse_jit_compile(argument)
+
+    def flag_type(self):
+        return "string"
+
+
+class _JitCompileSerializer(flags.ArgumentSerializer):
+    def serialize(self, value):
+        return "auto" if value == "auto" else str(bool(value)).lower()
+
+
+class JitCompileFlag(flags.Flag):
+    """--jit_compile=true|false|auto; bare --jit_compile and --nojit_compile still work."""
+
+    def __init__(self, default, help_string):
+        super().__init__(_JitCompileParser(), _JitCompileSerializer(), "jit_compile", default,
+                         help_string, boolean=True)
+
+    def _serialize(self, value):
+        # A boolean flag would write "auto" as a bare --jit_compile (= true).
+        if value is None:
+            return ""
+        return f"--{self.name}={self.serializer.serialize(value)}"
 
 
 def define_runtime_flags():
@@ -40,9 +68,16 @@ def define_runtime_flags():
     _define_once(flags.DEFINE_bool, "use_tpu", False, "Same as --distribution_strategy=tpu.")
     _define_once(flags.DEFINE_string, "tpu_name", None, "TPU name or address (with --use_tpu).")
     _define_once(flags.DEFINE_enum, "dtype", "float32", DTYPES,
-                 "Compute dtype policy; mixed_bfloat16 keeps float32 variables.")
-    _define_once(flags.DEFINE_bool, "jit_compile", False,
-                 "XLA-compile the forward and backward pass.")
+                 "Compute dtype policy. mixed_bfloat16 (TPUs, recent CPUs and GPUs) and "
+                 "mixed_float16 (GPUs; adds dynamic loss scaling) keep variables, LayerNorm, "
+                 "softmax and the losses in float32.")
+    if "jit_compile" not in FLAGS:
+        flags.DEFINE_flag(JitCompileFlag(
+            "auto", "XLA-compile the forward and backward pass: true, false or auto (on for "
+            "TPUs and GPUs, off on CPUs, where it measured slower)."), FLAGS)
+    _define_once(flags.DEFINE_integer, "gradient_accumulation_steps", 1,
+                 "Batches (of the batch-size flag) per optimizer step, their gradients "
+                 "averaged: the effective batch is N x the batch size.", lower_bound=1)
     _define_once(flags.DEFINE_integer, "seed", None,
                  "Seed for initialisation, input shuffling and masking.")
     _define_once(flags.DEFINE_integer, "steps_per_loop", 100,

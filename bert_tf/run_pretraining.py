@@ -8,8 +8,25 @@ tf.distribute loop (bert_tf.training.loop) that resumes step-exactly from --outp
 optionally evaluates. --output_dir receives: ckpt-<step> checkpoints, summaries/ (TensorBoard),
 bert_config.json, vocab.txt (when --vocab_file is given), run_pretraining.flags (the flags
 used), pretrainer.keras, encoder.keras and results.json.
+
+Exit codes: 0 done, 1 a flag, input or checkpoint error (message on stderr), 143 preempted:
+SIGTERM made training save a checkpoint at the step reached; rerun the same command to resume.
+
+--tf_data_service=grpc://HOST:PORT moves the training input pipeline (reading, tokenization,
+masking, batching) to a tf.data service cluster: a tf.data.experimental.service.DispatchServer
+and WorkerServers started in Pythons that have imported tensorflow_text (the pipelines use its
+tokenizer ops), on machines that can read the input files. The service shards dynamically:
+the dispatcher hands out the input files one at a time, so each is read by one worker per pass
+and workers may join or leave (in "parallel_epochs" mode every worker would produce the whole,
+identically seeded stream, so the trainer would see each batch once per worker). All trainers
+of a run share one named job. The order batches arrive in then depends on timing, so a resumed
+run cannot skip exactly the batches it trained on; instead it re-attaches to the job, which
+continues where it was if the dispatcher still holds it (it drops jobs a few minutes after
+their last trainer left) and otherwise starts a new pass over the files. Evaluation input is
+read locally.
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -66,6 +83,9 @@ flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (needed with --inp
 flags.DEFINE_bool("do_lower_case", True, "Lower-case raw text (with --input_text_file).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked fraction of tokens (--input_text_file).")
 flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words (--input_text_file).")
+flags.DEFINE_string("tf_data_service", None,
+                    "grpc://HOST:PORT of a tf.data service dispatcher that runs the training "
+                    "input pipeline (see the module doc).")
 common_flags.define_runtime_flags()
 
 
@@ -108,6 +128,15 @@ def validate_options(options, config):
     if not 0 <= options.num_warmup_steps <= options.num_train_steps:
         raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
                              f"[0, --num_train_steps={options.num_train_steps}]")
+    if options.gradient_accumulation_steps < 1:
+        raise FlagValueError(f"--gradient_accumulation_steps={options.gradient_accumulation_steps}"
+                             " must be >= 1")
+    service = options.tf_data_service
+    if service is not None:
+        host, _, port = service[len("grpc://"):].rpartition(":")
+        if not service.startswith("grpc://") or not host or not port.isdigit():
+            raise FlagValueError(f"--tf_data_service={service} must look like "
+                                 "grpc://HOST:PORT (the dispatcher's address)")
     if options.vocab_file:
         vocab_size = _count_vocab(options.vocab_file)
         if config.vocab_size < vocab_size:
@@ -138,6 +167,10 @@ def _input_flags(options, is_training):
 def _make_dataset_fn(options, config, *, is_training, batch_size):
     """(InputContext) -> tf.data.Dataset of the pre-training feature dict."""
     name, patterns = _input_flags(options, is_training)
+    seed = options.seed
+    if seed is None and is_training and options.tf_data_service:
+        # Every trainer of the shared service job must build the same pipeline graph.
+        seed = int(_data_service_job_name(options)[-8:], 16) % 2**31
     if name.endswith("input_file"):
         from bert_tf.data import pretraining_dataset
 
@@ -146,7 +179,7 @@ def _make_dataset_fn(options, config, *, is_training, batch_size):
                 patterns, batch_size=batch_size,
                 max_seq_length=options.max_seq_length,
                 max_predictions_per_seq=options.max_predictions_per_seq,
-                is_training=is_training, seed=options.seed, input_context=input_context,
+                is_training=is_training, seed=seed, input_context=input_context,
                 use_next_sentence_label=options.use_next_sentence_label,
                 vocab_size=config.vocab_size)
         return dataset_fn
@@ -161,9 +194,42 @@ def _make_dataset_fn(options, config, *, is_training, batch_size):
             max_predictions_per_seq=options.max_predictions_per_seq,
             masked_lm_prob=options.masked_lm_prob,
             use_next_sentence_label=options.use_next_sentence_label,
-            do_whole_word_mask=options.do_whole_word_mask, seed=options.seed,
+            do_whole_word_mask=options.do_whole_word_mask, seed=seed,
             is_training=is_training, input_context=input_context)
     return text_dataset_fn
+
+
+def _data_service_job_name(options):
+    """The tf.data service job of a run: its output dir and everything that shapes its input.
+
+    Trainers of one run (workers, or a restart) share the job; a run whose input changed gets
+    a new one (the dispatcher refuses a job name with a different pipeline).
+    """
+    shape = [os.path.abspath(options.output_dir), options.input_file, options.input_text_file,
+             options.max_seq_length, options.max_predictions_per_seq, options.train_batch_size,
+             options.seed, options.masked_lm_prob, options.do_whole_word_mask,
+             options.use_next_sentence_label, options.do_lower_case]
+    return "bert_tf_pretraining_" + hashlib.sha1(json.dumps(shape).encode()).hexdigest()[:16]
+
+
+def _through_data_service(dataset_fn, options):
+    """Wraps a training dataset_fn so its pipeline runs on the tf.data service.
+
+    Every trainer registers the same, unsharded pipeline (one input pipeline, this replica's
+    batch size): the service, not the file shard, splits the input between trainers.
+    """
+    job_name = _data_service_job_name(options)
+    logging.info("Training input from the tf.data service at %s, job %s",
+                 options.tf_data_service, job_name)
+
+    def service_dataset_fn(input_context):
+        whole = tf.distribute.InputContext(
+            num_input_pipelines=1, input_pipeline_id=0,
+            num_replicas_in_sync=input_context.num_replicas_in_sync)
+        return dataset_fn(whole).apply(tf.data.experimental.service.distribute(
+            processing_mode=tf.data.experimental.service.ShardingPolicy.DYNAMIC,
+            service=options.tf_data_service, job_name=job_name))
+    return service_dataset_fn
 
 
 def _check_input(dataset_fn, options, is_training):
@@ -218,6 +284,8 @@ def pretrain(options, flags_text=None):
         dataset_fns[is_training] = _make_dataset_fn(options, config, is_training=is_training,
                                                     batch_size=batch_size)
         _check_input(dataset_fns[is_training], options, is_training)
+    if options.do_train and options.tf_data_service:
+        dataset_fns[True] = _through_data_service(dataset_fns[True], options)
     common_flags.set_seed_and_policy(options)
 
     with strategy.scope():
@@ -248,7 +316,9 @@ def pretrain(options, flags_text=None):
             metrics_fn=pretraining_metrics, global_batch_size=options.train_batch_size,
             init_checkpoint=options.init_checkpoint, jit_compile=options.jit_compile,
             warm_start_fn=lambda path, target: interop.warm_start(
-                path, target, do_lower_case=options.do_lower_case))
+                path, target, do_lower_case=options.do_lower_case),
+            gradient_accumulation_steps=options.gradient_accumulation_steps,
+            skip_consumed_input=not options.tf_data_service)
         results["global_step"] = train_results.pop("step")
         results["train"] = train_results
     else:

@@ -1,7 +1,10 @@
 """End to end: python -m bert_tf.run_pretraining on tiny TFRecords written here."""
 
+import copy
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
 import time
@@ -11,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import run_pretraining
 from bert_tf.config import BertConfig
 from bert_tf.run_pretraining import FLAGS, FlagValueError, pretrain
 from bert_tf.training.checkpointing import CheckpointError
@@ -22,12 +26,13 @@ def _int_feature(values):
     return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
 
-def _write_records(path, num_examples, seq_length=S, seed=0):
+def _write_records(path, num_examples, seq_length=S, seed=0, num_predictions=P):
     """Original-format (v1 names) records, learnable: masked id = 10 + position % 5."""
+    P = num_predictions  # noqa: N806
     rng = np.random.RandomState(seed)
     with tf.io.TFRecordWriter(str(path)) as writer:
         for i in range(num_examples):
-            length = rng.randint(8, seq_length + 1)
+            length = rng.randint(max(8, P + 2), seq_length + 1)
             ids = [2] + list(rng.randint(5, VOCAB, size=length - 2)) + [3]
             positions = sorted(rng.choice(np.arange(1, length - 1), size=P, replace=False))
             labels = [10 + p % 5 for p in positions]
@@ -172,6 +177,9 @@ def _options(tmp_path, config_path, **overrides):
      "--eval_input_text_file needs --vocab_file"),
     (dict(init_checkpoint="/ckpts/cased_L-12_H-768_A-12/bert_model.ckpt", do_lower_case=True),
      "cased_L-12_H-768_A-12"),
+    (dict(tf_data_service="localhost:5050"),
+     "--tf_data_service=localhost:5050 must look like grpc://HOST:PORT (the dispatcher's "
+     "address)"),
 ])
 def test_bad_inputs_fail_with_named_flag(setup, overrides, message):
     tmp_path, config_path, _ = setup
@@ -280,34 +288,168 @@ def test_eval_reads_eval_input_file_not_the_training_input(setup):
     assert first["step"] == 10 and first["loss"] == results["train"]["loss"]
 
 
+def _checkpoint_steps(directory):
+    return sorted(int(p.name[len("ckpt-"):-len(".index")]) for p in directory.glob("ckpt-*.index"))
+
+
+def _read_checkpoint(prefix):
+    """Every tensor of a checkpoint but the object graph and the count of saves, by name;
+    fails on a truncated or inconsistent checkpoint."""
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("save_counter")}
+
+
 @pytest.mark.slow
-def test_killed_run_resumes_from_its_last_checkpoint(setup):
-    """SIGKILL mid-training (no chance to clean up), then the same command finishes the job."""
+def test_killed_and_preempted_runs_end_with_the_uninterrupted_weights(setup):
+    """kill -9 at two random steps, then SIGTERM at a third, restarting the same command each
+    time; the final state equals an uninterrupted run's and no checkpoint is ever corrupt."""
     tmp_path, config_path, _ = setup
-    out = tmp_path / "killed"
+    total = 150
+    schedule = dict(num_train_steps=total, num_warmup_steps=5, learning_rate=5e-3)
+    straight = pretrain(_options(tmp_path, config_path, output_dir=str(tmp_path / "straight"),
+                                 steps_per_loop=50, save_checkpoints_steps=total, **schedule))
+    assert straight["global_step"] == total
+
+    out = tmp_path / "interrupted"
+    # A checkpoint every step: the kills land on random steps, some in the middle of a save.
     flags = _base_flags(tmp_path, config_path, out) + [
-        "--do_train", "--num_train_steps=100000", "--save_checkpoints_steps=10"]
-    flagfile = tmp_path / "kill.flags"
+        "--do_train", f"--num_train_steps={total}", "--save_checkpoints_steps=1"]
+    flagfile = tmp_path / "interrupted.flags"
     flagfile.write_text("\n".join(flags) + "\n")
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.Popen([sys.executable, "-m", "bert_tf.run_pretraining",
-                             f"--flagfile={flagfile}"], env=dict(os.environ, PYTHONPATH=repo_root),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rng = random.Random(1)
+    reached = 0
+    for sig in (signal.SIGKILL, signal.SIGKILL, signal.SIGTERM):
+        target = reached + rng.randint(10, 30)
+        log = tmp_path / f"run-{reached}.log"
+        with open(log, "w") as stderr:
+            proc = subprocess.Popen([sys.executable, "-m", "bert_tf.run_pretraining",
+                                     f"--flagfile={flagfile}"],
+                                    env=dict(os.environ, PYTHONPATH=repo_root),
+                                    stdout=subprocess.DEVNULL, stderr=stderr)
+            try:
+                deadline = time.time() + 240
+                while not _checkpoint_steps(out) or _checkpoint_steps(out)[-1] < target:
+                    assert proc.poll() is None, log.read_text()[-3000:]
+                    assert time.time() < deadline, f"no checkpoint {target} within 240 s"
+                    time.sleep(0.02)
+                time.sleep(rng.uniform(0.0, 0.2))
+                proc.send_signal(sig)
+                proc.wait(timeout=120)
+            finally:
+                proc.kill()
+                proc.wait()
+        latest = tf.train.latest_checkpoint(str(out))
+        step = int(latest.rsplit("-", 1)[1])
+        assert target <= step < total
+        if sig == signal.SIGKILL:
+            assert proc.returncode == -signal.SIGKILL
+        else:
+            # Saved at the step it reached (not only at a save interval), then exit code 143.
+            assert proc.returncode == 143, log.read_text()[-3000:]
+            assert f"preempted by SIGTERM at step {step}; saved checkpoint {latest}" \
+                in log.read_text()
+        for kept in _checkpoint_steps(out):
+            _read_checkpoint(str(out / f"ckpt-{kept}"))
+        assert step > reached
+        reached = step
+
+    final = pretrain(_options(tmp_path, config_path, output_dir=str(out), steps_per_loop=50,
+                              save_checkpoints_steps=total, **schedule))
+    assert final["global_step"] == total and final["train"]["steps_this_run"] == total - reached
+    want = _read_checkpoint(str(tmp_path / "straight" / f"ckpt-{total}"))
+    got = _read_checkpoint(str(out / f"ckpt-{total}"))
+    assert set(got) == set(want)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def _official_recipe(phase, *overrides):
+    """Flag values of official_configs/pretraining/bert_base_<phase>.flags plus overrides."""
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    options = copy.deepcopy(FLAGS)
+    options(["run_pretraining", f"--flagfile={repo_root}/official_configs/pretraining/"
+             f"bert_base_{phase}.flags", *overrides])
+    return options
+
+
+def test_two_phase_recipe_continues_phase_1_weights_with_a_fresh_optimizer(setup):
+    tmp_path, _, vocab = setup
+    phase1, phase2 = _official_recipe("phase1"), _official_recipe("phase2")
+    # The paper's split: 90% of the steps at 128 tokens, the rest at 512 with 80 predictions,
+    # phase 2 starting from phase 1's output directory.
+    assert (phase1.max_seq_length, phase1.max_predictions_per_seq) == (128, 20)
+    assert (phase2.max_seq_length, phase2.max_predictions_per_seq) == (512, 80)
+    assert phase1.num_train_steps == 9 * phase2.num_train_steps
+    assert phase2.init_checkpoint == phase1.output_dir != phase2.output_dir
+    assert BertConfig.from_json_file(phase1.bert_config_file).max_position_embeddings == 512
+
+    # The same recipe shrunk by overrides: 32 tokens, then 64 (all 64 positions exist from the
+    # start, as bert_base.json's 512 do).
+    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config.to_json_file(str(tmp_path / "tiny.json"))
+    _write_records(tmp_path / "seq32.tfrecord", 128, seq_length=32, seed=3)
+    _write_records(tmp_path / "seq64.tfrecord", 128, seq_length=64, seed=4, num_predictions=8)
+    shrink = [f"--bert_config_file={tmp_path}/tiny.json", f"--vocab_file={vocab}",
+              "--train_batch_size=16", "--learning_rate=5e-3", "--num_warmup_steps=2",
+              "--save_checkpoints_steps=10", "--steps_per_loop=10", "--dtype=float32"]
+    first = pretrain(_official_recipe(
+        "phase1", *shrink, f"--input_file={tmp_path}/seq32.tfrecord",
+        f"--output_dir={tmp_path}/phase1", "--max_seq_length=32",
+        "--max_predictions_per_seq=4", "--num_train_steps=40"))
+    phase2_shrunk = [*shrink, f"--input_file={tmp_path}/seq64.tfrecord", "--max_seq_length=64",
+                     "--max_predictions_per_seq=8", "--num_train_steps=10"]
+    second = pretrain(_official_recipe("phase2", *phase2_shrunk,
+                                       f"--init_checkpoint={tmp_path}/phase1",
+                                       f"--output_dir={tmp_path}/phase2"))
+    scratch = pretrain(_official_recipe("phase2", *phase2_shrunk, "--init_checkpoint=",
+                                        f"--output_dir={tmp_path}/scratch"))
+    assert first["global_step"] == 40
+    # Phase 2 counts its own steps (fresh optimizer and schedule) ...
+    assert second["global_step"] == 10 and second["train"]["steps_this_run"] == 10
+    reader = tf.train.load_checkpoint(str(tmp_path / "phase2" / "ckpt-10"))
+    assert reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == 10
+    # ... from phase 1's weights: its first steps predict far better than the same steps from
+    # a random start.
+    assert second["train"]["first_log"]["masked_lm_accuracy"] > \
+        scratch["train"]["first_log"]["masked_lm_accuracy"] + 0.3
+
+
+def test_training_input_through_tf_data_service(tmp_path):
+    """A dispatcher and a worker on 127.0.0.1 read, tokenize and mask the training text."""
+    corpus, vocab, vocab_size = _write_text_corpus(tmp_path)
+    config = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    config.to_json_file(str(tmp_path / "bert_config.json"))
+    service = tf.data.experimental.service
+    dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+    port = dispatcher.target.rsplit(":", 1)[1]
+    # Frequent heartbeats: the worker learns of the new job at its next heartbeat.
+    worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=f"127.0.0.1:{port}",
+                                                       heartbeat_interval_ms=100))
+    values = {name: FLAGS[name].default for name in FLAGS}
+    values.update(bert_config_file=str(tmp_path / "bert_config.json"),
+                  input_text_file=str(corpus), vocab_file=str(vocab),
+                  output_dir=str(tmp_path / "out"), max_seq_length=32, max_predictions_per_seq=5,
+                  train_batch_size=8, num_train_steps=10, num_warmup_steps=2, learning_rate=1e-3,
+                  steps_per_loop=5, save_checkpoints_steps=5, do_train=True,
+                  tf_data_service=f"grpc://127.0.0.1:{port}")
     try:
-        deadline = time.time() + 240
-        while not (out / "ckpt-30.index").exists():
-            assert proc.poll() is None, "training exited before it was killed"
-            assert time.time() < deadline, "no checkpoint within 240 s"
-            time.sleep(0.2)
+        results = pretrain(types.SimpleNamespace(**values))
+        # The worker (the only one) runs the run's job; a private API, as TF's own tests use.
+        assert worker._num_tasks() == 1
     finally:
-        proc.kill()
-        proc.wait()
-    killed_at = int(tf.train.latest_checkpoint(str(out)).rsplit("-", 1)[1])
-    assert killed_at >= 30 and killed_at % 10 == 0
-    final_step = killed_at + 20
-    results = pretrain(_options(tmp_path, config_path, output_dir=str(out),
-                                num_train_steps=final_step, num_warmup_steps=5,
-                                learning_rate=5e-3, steps_per_loop=10, save_checkpoints_steps=10))
-    assert results["global_step"] == final_step
-    assert results["train"]["steps_this_run"] == 20
-    assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{final_step}")
+        worker.stop()
+        dispatcher.stop()
+    assert results["global_step"] == 10 and np.isfinite(results["train"]["loss"])
+    assert results["train"]["masked_lm_accuracy"] > 0.0
+
+    # A restart of the run re-attaches to the same job; a run with other input gets a new one.
+    job = run_pretraining._data_service_job_name(types.SimpleNamespace(**values))
+    values.update(num_train_steps=20)
+    assert run_pretraining._data_service_job_name(types.SimpleNamespace(**values)) == job
+    values.update(max_predictions_per_seq=6)
+    assert run_pretraining._data_service_job_name(types.SimpleNamespace(**values)) != job

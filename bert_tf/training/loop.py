@@ -206,22 +206,27 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
                 for k, v in parts.items()}
 
     sigterm = _SigtermWatcher(strategy) if handle_sigterm else None
+    # Every step runs as the same loop body, whatever the number of steps per call: a step
+    # compiled outside the loop can round differently, and a resumed run (whose calls start
+    # and end at other steps) would then drift from an uninterrupted one. The loop's sums need
+    # the names of loss_fn's parts up front: a trace (not a run) of the forward pass gives them.
+    part_names = _part_names(strategy, model, loss_fn, iterator)
 
     @tf.function
     def train_steps(num_steps):
         # Stops early at the first non-finite loss so the step that produced it is known, and
         # at a SIGTERM (every worker at the same step).
-        sums = one_step()
-        steps_run = tf.constant(1)
-        stop = sigterm.requested() if sigterm else tf.constant(False)
-        for _ in tf.range(num_steps - 1):
-            if stop or not tf.math.is_finite(sums["loss"]):
-                break
+        sums = {k: tf.constant(0.0) for k in part_names}
+        steps_run = tf.constant(0)
+        stop = tf.constant(False)
+        for _ in tf.range(num_steps):
             step_sums = one_step()
             sums = {k: sums[k] + step_sums[k] for k in sums}
             steps_run += 1
             if sigterm:
                 stop = sigterm.requested()
+            if stop or not tf.math.is_finite(step_sums["loss"]):
+                break
         return sums, steps_run, stop
 
     first_step = step
@@ -387,6 +392,14 @@ def _accumulate(grad_fn, micro_batches):
     for total, i in zip(sums, present):
         grads[i] = total
     return parts, grads
+
+
+def _part_names(strategy, model, loss_fn, iterator):
+    """The names of loss_fn's parts, from a trace of one replica's forward pass."""
+    @tf.function
+    def forward():
+        return strategy.run(lambda batch: loss_fn(model, batch, True), args=(next(iterator),))
+    return sorted(forward.get_concrete_function().structured_outputs)
 
 
 def _is_tpu(strategy):

@@ -147,7 +147,7 @@ def test_sigterm_mid_call_saves_that_step_and_resume_matches(tmp_path):
     strategy = get_strategy("one_device")
     model, optimizer = _build(strategy, num_train_steps=10**6)
     previous = signal.getsignal(signal.SIGTERM)
-    timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
     timer.start()
     try:
         with pytest.raises(TrainingPreempted) as preempted:
