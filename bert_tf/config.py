@@ -72,10 +72,10 @@ class BertConfig:
       initializer_range: stddev of the truncated-normal initializer of every kernel.
       layer_norm_eps: epsilon of every LayerNorm.
       embedding_size: None (BERT: the embedding tables are H wide), or E: tables of width E,
-        LayerNorm and dropout at width E, then a dense projection E -> H before the first block
-        (ALBERT's factorized embeddings; the projection exists whenever E is given, also when
-        E == H, as in ALBERT checkpoints). The masked-LM head then projects back to E before
-        scoring against the tied [V, E] table.
+        LayerNorm and dropout at width E, then (when E != H) a dense projection E -> H before
+        the first block (ALBERT's factorized embeddings; as in ALBERT, E == H means no
+        projection). The masked-LM head then maps H to E before scoring against the tied
+        [V, E] table.
       share_parameters: "none" (BERT), "all" (ALBERT: one block applied L times), "attention"
         or "ffn" (every layer uses layer 0's attention, or feed-forward, sub-layers and their
         LayerNorm; the other half is per layer).

@@ -32,7 +32,7 @@ class BertEncoder(keras.Model):
       pooler                          pooler/dense
 
     BERT-family options (see BertConfig):
-      embedding_size E                the tables and their LayerNorm are E wide, then
+      embedding_size E (!= H)         the tables and their LayerNorm are E wide, then
                                       `embedding_projection` (dense E -> H; ALBERT's
                                       bert/encoder/embedding_hidden_mapping_in)
       share_parameters="all"          one block, `transformer_layer_0`, applied L times
@@ -77,7 +77,7 @@ class BertEncoder(keras.Model):
             position_embedding_type=config.position_embedding_type, dtype=dtype,
             name="embeddings")
         hidden_bsh = embedding_layer(inputs["input_word_ids"], inputs["input_type_ids"])
-        if config.embedding_size is not None:
+        if config.embedding_width != config.hidden_size:
             hidden_bsh = keras.layers.Dense(
                 config.hidden_size,
                 kernel_initializer=layers.truncated_normal(config.initializer_range),

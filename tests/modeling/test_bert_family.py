@@ -48,6 +48,9 @@ def test_parameter_counts_match_the_published_formulas():
     block = 4 * (h * h + h) + 2 * (h * f) + f + h + 2 * 2 * h
     pooler = h * h + h
     assert count(albert) == embeddings + projection + block + pooler == 11_683_584
+    # As in ALBERT, E == H needs no projection: the model is BERT's.
+    same_width = BertEncoder(tiny(embedding_size=32))
+    assert [v.path for v in same_width.weights] == [v.path for v in BertEncoder(tiny()).weights]
 
 
 def test_albert_all_sharing_applies_one_block_l_times(features):
