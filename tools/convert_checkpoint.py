@@ -8,16 +8,28 @@ r"""Converts BERT checkpoints between original TF1, Hugging Face, keras-hub and 
         --checkpoint=my_preset/ --output_dir=bert_hf
     python tools/convert_checkpoint.py --from=bert_tf --to=tf1 \
         --checkpoint=pretraining_output/ --output_dir=exported
+    python tools/convert_checkpoint.py --from=albert --to=bert_tf \
+        --checkpoint=albert_base/model.ckpt-best --output_dir=albert_base_bert_tf
+    python tools/convert_checkpoint.py --from=bert_tf --to=bert_tf \
+        --checkpoint=bert_base_uncased/ --output_dir=bert_base_1024 \
+        --max_position_embeddings=1024 --position_extension=copy
 
 Outputs:
   bert_tf      pretrainer.keras (when the checkpoint has the MLM head), encoder.keras,
                bert_config.json, vocab.txt: the layout run_pretraining writes, so the directory
                works as --init_checkpoint for fine-tuning and as --model_dir for export.
   tf1          bert_model.ckpt.{index,data-00000-of-00001}, bert_config.json, vocab.txt.
+  albert       model.ckpt.{index,data-00000-of-00001} under ALBERT's TF1 names,
+               albert_config.json (and bert_config.json); for models with embedding_size and
+               share_parameters="all" (bert_tf.interop.albert).
   huggingface  config.json, model.safetensors, vocab.txt.
 Casing travels too: when the source says whether it lower-cases (Hugging Face
 tokenizer_config.json, keras-hub tokenizer) or --do_lower_case is given, tokenizer_config.json
 records it (bert_tf and huggingface outputs), and warm starts check it.
+
+--max_position_embeddings longer than the checkpoint's extends its learned position table for
+long inputs: the first rows stay, the new ones are copies of the table (copy) or the table
+resampled (interpolate); see bert_tf.modeling.positions.
 """
 
 import os
@@ -29,18 +41,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bert_tf import interop  # noqa: E402
 from bert_tf.config import BertConfig, ConfigError  # noqa: E402
-from bert_tf.interop import huggingface, kerashub, tf1, weights  # noqa: E402
-from bert_tf.modeling import BertPretrainer  # noqa: E402
+from bert_tf.interop import albert, huggingface, kerashub, tf1, weights  # noqa: E402
+from bert_tf.modeling import BertPretrainer, extend_position_embeddings, positions  # noqa: E402
 from bert_tf.text import load_vocab, validate_case_matches_checkpoint  # noqa: E402
 from bert_tf.training.checkpointing import check_writable_dir, save_keras_model  # noqa: E402
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_enum("from", None, ["tf1", "huggingface", "keras_hub", "bert_tf"],
+flags.DEFINE_enum("from", None, ["tf1", "albert", "huggingface", "keras_hub", "bert_tf"],
                   "Format of --checkpoint.")
-flags.DEFINE_enum("to", None, ["bert_tf", "tf1", "huggingface"], "Format to write.")
+flags.DEFINE_enum("to", None, ["bert_tf", "tf1", "albert", "huggingface"], "Format to write.")
 flags.DEFINE_string("checkpoint", None,
-                    "tf1: checkpoint prefix (.../bert_model.ckpt); huggingface: model directory; "
+                    "tf1: checkpoint prefix (.../bert_model.ckpt); albert: checkpoint prefix "
+                    "(.../model.ckpt-best); huggingface: model directory; "
                     "keras_hub: preset directory or .keras file; bert_tf: output directory of "
                     "run_pretraining or this tool, a .keras file or a checkpoint prefix.")
 flags.DEFINE_string("bert_config_file", None,
@@ -52,6 +65,12 @@ flags.DEFINE_bool("do_lower_case", None, "Casing of the vocabulary (default: wha
 flags.DEFINE_bool("allow_pickle", False, "Read a Hugging Face pytorch_model.bin (needs torch; "
                   "torch.load(weights_only=True)).")
 flags.DEFINE_string("output_dir", None, "Directory to write; created if needed.")
+flags.DEFINE_integer("max_position_embeddings", None,
+                     "Extend the learned position embeddings to this many positions (more than "
+                     "the checkpoint's) before writing.")
+flags.DEFINE_enum("position_extension", "copy", list(positions.EXTENSION_METHODS),
+                  "How new position rows start: copies of the table, or the table linearly "
+                  "resampled (--max_position_embeddings).")
 
 
 def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
@@ -60,6 +79,9 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
     if source_format == "tf1":
         config = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
         model = interop.load_tf1_checkpoint(path, config)
+        return model, _existing(os.path.join(directory, "vocab.txt")), None
+    if source_format == "albert":
+        model = albert.load_albert_checkpoint(path, bert_config_file)
         return model, _existing(os.path.join(directory, "vocab.txt")), None
     if source_format == "huggingface":
         model, _, vocab_file = interop.load_huggingface(path, allow_pickle=allow_pickle)
@@ -103,11 +125,14 @@ def write_bert_tf(model, output_dir, vocab_file, do_lower_case):
 
 
 def convert(source_format, target_format, checkpoint, output_dir, bert_config_file=None,
-            vocab_file=None, do_lower_case=None, allow_pickle=False):
+            vocab_file=None, do_lower_case=None, allow_pickle=False,
+            max_position_embeddings=None, position_extension="copy"):
     """Runs one conversion; returns the files in output_dir afterwards."""
     check_writable_dir(output_dir)
     model, source_vocab, source_casing = read_source(source_format, checkpoint,
                                                      bert_config_file, allow_pickle)
+    if max_position_embeddings is not None:
+        model = extend_position_embeddings(model, max_position_embeddings, position_extension)
     vocab_file = vocab_file or source_vocab
     config = weights.encoder_of(model).config
     if vocab_file and len(load_vocab(vocab_file)) > config.vocab_size:
@@ -119,6 +144,9 @@ def convert(source_format, target_format, checkpoint, output_dir, bert_config_fi
     elif target_format == "tf1":
         tf1.save_tf1_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"),
                                 vocab_file=vocab_file)
+    elif target_format == "albert":
+        albert.save_albert_checkpoint(model, os.path.join(output_dir, "model.ckpt"),
+                                      vocab_file=vocab_file)
     else:
         huggingface.save_huggingface(model, output_dir, vocab_file=vocab_file,
                                      do_lower_case=do_lower_case)
@@ -133,7 +161,9 @@ def main(argv):
     try:
         written = convert(FLAGS["from"].value, FLAGS.to, FLAGS.checkpoint, FLAGS.output_dir,
                           bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-                          do_lower_case=FLAGS.do_lower_case, allow_pickle=FLAGS.allow_pickle)
+                          do_lower_case=FLAGS.do_lower_case, allow_pickle=FLAGS.allow_pickle,
+                          max_position_embeddings=FLAGS.max_position_embeddings,
+                          position_extension=FLAGS.position_extension)
     except (interop.InteropError, ConfigError, ValueError, OSError) as e:
         print(f"convert_checkpoint: error: {e}", file=sys.stderr)
         sys.exit(1)

@@ -453,6 +453,7 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
     """
     from safetensors.numpy import save
 
+    weights.require_plain_bert(model, "Hugging Face BERT")
     architecture, prefix, keep_pooler, extras = _layout(model)
     arrays = weights.model_arrays(model)
     tensors = {}

@@ -36,7 +36,8 @@ _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _KERAS_MODEL_FILES = ("pretrainer.keras", "encoder.keras")
 # Structural fields: a difference means the weights cannot mean the same thing.
 _STRUCTURE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size")
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size",
+                     "embedding_width", "share_parameters", "position_embedding_type")
 
 
 def warm_start(init_checkpoint, model, do_lower_case=None, allow_pickle=False):

@@ -27,6 +27,29 @@ from bert_tf.training.checkpointing import CheckpointError
 
 ENCODER_SCOPE = "bert/"
 POOLER_SCOPE = "bert/pooler/"
+# ALBERT's TF1 names (google-research/albert modeling.py): the projection of factorized
+# embeddings, and the one shared block (one group of one inner layer, applied L times).
+EMBEDDING_PROJECTION = "bert/encoder/embedding_hidden_mapping_in"
+ALBERT_BLOCK_SCOPE = "bert/encoder/transformer/group_0/inner_group_0/"
+# Name under ALBERT_BLOCK_SCOPE -> (TransformerBlock sub-layer, variable).
+_ALBERT_BLOCK_NAMES = {
+    "attention_1/self/query/kernel": ("query", "kernel"),
+    "attention_1/self/query/bias": ("query", "bias"),
+    "attention_1/self/key/kernel": ("key", "kernel"),
+    "attention_1/self/key/bias": ("key", "bias"),
+    "attention_1/self/value/kernel": ("value", "kernel"),
+    "attention_1/self/value/bias": ("value", "bias"),
+    "attention_1/output/dense/kernel": ("attention_output", "kernel"),
+    "attention_1/output/dense/bias": ("attention_output", "bias"),
+    "LayerNorm/gamma": ("attention_layer_norm", "gamma"),
+    "LayerNorm/beta": ("attention_layer_norm", "beta"),
+    "ffn_1/intermediate/dense/kernel": ("intermediate", "kernel"),
+    "ffn_1/intermediate/dense/bias": ("intermediate", "bias"),
+    "ffn_1/intermediate/output/dense/kernel": ("output_dense", "kernel"),
+    "ffn_1/intermediate/output/dense/bias": ("output_dense", "bias"),
+    "LayerNorm_1/gamma": ("output_layer_norm", "gamma"),
+    "LayerNorm_1/beta": ("output_layer_norm", "beta"),
+}
 _LAYER_RE = re.compile(r"^bert/encoder/layer_(\d+)/")
 
 # What a model's head computes; a head is only loaded from a source whose head (where the source
@@ -139,10 +162,21 @@ class WarmStartReport:
         return "\n".join(lines)
 
 
-# BERT-family options of BertConfig and the value that means plain BERT. The formats converted
-# here (original BERT, Hugging Face BertModel, keras-hub BertBackbone) hold plain BERT only.
+# BERT-family options of BertConfig and the value that means plain BERT. Hugging Face BertModel
+# and keras-hub BertBackbone hold plain BERT only; TF1 checkpoints also hold ALBERT's layout
+# (bert_tf.interop.albert).
 _PLAIN_BERT = {"embedding_size": None, "share_parameters": "none",
                "position_embedding_type": "learned"}
+
+
+def require_plain_bert(model, format_name):
+    """Raises InteropError unless `model` is plain BERT (no BERT-family option set)."""
+    config = encoder_of(model).config
+    for field, plain in _PLAIN_BERT.items():
+        value = getattr(config, field)
+        if value != plain and not (field == "embedding_size" and value == config.hidden_size):
+            raise InteropError(f"the model's config has {field}={value!r}; {format_name} "
+                               f"checkpoints hold plain BERT only ({field}={plain!r})")
 
 
 def encoder_of(model):
@@ -185,6 +219,11 @@ def model_variables(model):
     `transpose` is True where the bert_tf variable is the transpose of the original tensor
     (the NSP and task-head kernels [H, C] against the original output_weights [C, H]).
 
+    BERT-family models are named too: ALBERT's layout (factorized embeddings, one shared block)
+    by ALBERT's names (EMBEDDING_PROJECTION, ALBERT_BLOCK_SCOPE); with "attention" or "ffn" sharing, the shared sub-layers
+    appear once, under layer_0; sinusoidal position embeddings have no variable. The
+    span-boundary head has no original name.
+
     Args:
       model: a BertEncoder, BertPretrainer, BertClassifier, BertSpanLabeler or
         BertTokenClassifier.
@@ -193,12 +232,7 @@ def model_variables(model):
       dict, encoder weights first, in the original checkpoint's order.
     """
     encoder = encoder_of(model)
-    for field, plain in _PLAIN_BERT.items():
-        value = getattr(encoder.config, field, plain)
-        if value != plain:
-            raise InteropError(f"the model's config has {field}={value!r}; original BERT, "
-                               "Hugging Face and keras-hub BERT checkpoints hold plain BERT "
-                               f"only ({field}={plain!r})")
+    config = encoder.config
     names = {}
 
     def dense(prefix, layer, transpose=False):
@@ -213,20 +247,30 @@ def model_variables(model):
     names["bert/embeddings/word_embeddings"] = (embeddings.word_embeddings.embeddings, False)
     names["bert/embeddings/token_type_embeddings"] = (
         embeddings.token_type_embeddings.embeddings, False)
-    names["bert/embeddings/position_embeddings"] = (
-        embeddings.position_embeddings.embeddings, False)
+    if config.position_embedding_type == "learned":
+        names["bert/embeddings/position_embeddings"] = (
+            embeddings.position_embeddings.embeddings, False)
     layer_norm("bert/embeddings/LayerNorm", embeddings.layer_norm)
-    for i in range(encoder.config.num_hidden_layers):
+    if config.embedding_width != config.hidden_size:
+        dense(EMBEDDING_PROJECTION, encoder.get_layer("embedding_projection"))
+    if config.share_parameters == "all":
+        block = encoder.get_layer("transformer_layer_0")
+        for name, (layer, attribute) in _ALBERT_BLOCK_NAMES.items():
+            names[ALBERT_BLOCK_SCOPE + name] = (getattr(getattr(block, layer), attribute), False)
+    for i in range(config.num_hidden_layers if config.share_parameters != "all" else 0):
         block = encoder.get_layer(f"transformer_layer_{i}")
         prefix = f"bert/encoder/layer_{i}/"
-        dense(prefix + "attention/self/query", block.query)
-        dense(prefix + "attention/self/key", block.key)
-        dense(prefix + "attention/self/value", block.value)
-        dense(prefix + "attention/output/dense", block.attention_output)
-        layer_norm(prefix + "attention/output/LayerNorm", block.attention_layer_norm)
-        dense(prefix + "intermediate/dense", block.intermediate)
-        dense(prefix + "output/dense", block.output_dense)
-        layer_norm(prefix + "output/LayerNorm", block.output_layer_norm)
+        # With partial sharing, layers after the first skip the sub-layers of layer_0 they use.
+        if i == 0 or config.share_parameters != "attention":
+            dense(prefix + "attention/self/query", block.query)
+            dense(prefix + "attention/self/key", block.key)
+            dense(prefix + "attention/self/value", block.value)
+            dense(prefix + "attention/output/dense", block.attention_output)
+            layer_norm(prefix + "attention/output/LayerNorm", block.attention_layer_norm)
+        if i == 0 or config.share_parameters != "ffn":
+            dense(prefix + "intermediate/dense", block.intermediate)
+            dense(prefix + "output/dense", block.output_dense)
+            layer_norm(prefix + "output/LayerNorm", block.output_layer_norm)
     dense("bert/pooler/dense", encoder.get_layer("pooler"))
 
     if isinstance(model, BertPretrainer):
