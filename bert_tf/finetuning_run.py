@@ -43,7 +43,6 @@ class RunContext:
 
     strategy: tf.distribute.Strategy
     config: object
-    config_file: str
     vocab_file: str
     tokenizer: WordpieceTokenizer
 
@@ -92,7 +91,7 @@ def prepare(options):
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"vocab_size={config.vocab_size} in {config_file} is smaller than "
                              f"the {tokenizer.vocab_size} tokens of {vocab_file}")
-    return RunContext(strategy, config, config_file, vocab_file, tokenizer)
+    return RunContext(strategy, config, vocab_file, tokenizer)
 
 
 def build_model(context, options, make_model, num_train_steps=None):
