@@ -7,6 +7,7 @@ so a crash mid-save leaves the state file pointing at the previous, complete che
 """
 
 import os
+import socket
 
 import keras
 import tensorflow as tf
@@ -25,7 +26,8 @@ def check_writable_dir(path, flag="--output_dir"):
     """Creates `path` if needed and proves a file can be written there; raises a clear error."""
     try:
         tf.io.gfile.makedirs(path)
-        probe = os.path.join(path, ".bert_tf_write_probe")
+        # Per process: the workers of a multi-worker run probe the same directory at once.
+        probe = os.path.join(path, f".bert_tf_write_probe-{socket.gethostname()}-{os.getpid()}")
         with tf.io.gfile.GFile(probe, "w") as f:
             f.write("ok")
         tf.io.gfile.remove(probe)
