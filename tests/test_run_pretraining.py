@@ -288,6 +288,22 @@ def test_eval_reads_eval_input_file_not_the_training_input(setup):
     assert first["step"] == 10 and first["loss"] == results["train"]["loss"]
 
 
+def test_float16_training_scales_the_loss(setup):
+    import keras
+    tmp_path, config_path, _ = setup
+    try:
+        results = pretrain(_options(tmp_path, config_path, output_dir=str(tmp_path / "fp16"),
+                                    dtype="mixed_float16", num_train_steps=30,
+                                    num_warmup_steps=5, learning_rate=5e-3, steps_per_loop=10,
+                                    save_checkpoints_steps=30))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert np.isfinite(results["train"]["loss"])
+    assert results["train"]["masked_lm_accuracy"] > 0.3
+    reader = tf.train.load_checkpoint(str(tmp_path / "fp16" / "ckpt-30"))
+    assert reader.get_tensor("optimizer/dynamic_scale/.ATTRIBUTES/VARIABLE_VALUE") >= 1.0
+
+
 def _checkpoint_steps(directory):
     return sorted(int(p.name[len("ckpt-"):-len(".index")]) for p in directory.glob("ckpt-*.index"))
 
