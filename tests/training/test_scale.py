@@ -1,6 +1,7 @@
-"""Scale and resilience of the training loop: accumulation, float16 loss scaling, XLA "auto",
-SIGTERM preemption, and the non-chief copy of the best model."""
+"""Scale and resilience of the training loop: accumulation, float16 loss scaling, XLA "auto"
+(and its --jit_compile flag), SIGTERM preemption, and the non-chief copy of the best model."""
 
+import copy
 import os
 import signal
 import threading
@@ -202,3 +203,22 @@ def test_non_chief_keeps_its_own_best_copy(tmp_path):
                             worker_dir=str(tmp_path / "unused"))
     assert other.restore()["step"] == 5
     np.testing.assert_array_equal(_weights(model)[0], chief_weights[0])
+
+
+@pytest.mark.parametrize("argv, value, serialized", [
+    ([], "auto", "--jit_compile=auto"),
+    (["--jit_compile"], True, "--jit_compile=true"),
+    (["--nojit_compile"], False, "--jit_compile=false"),
+    (["--jit_compile=auto"], "auto", "--jit_compile=auto"),
+    (["--jit_compile=False"], False, "--jit_compile=false"),
+])
+def test_jit_compile_flag_round_trips_through_a_flagfile(argv, value, serialized):
+    # A bare --jit_compile written for "auto" would read back as true.
+    from absl import flags
+    from bert_tf import common_flags
+    common_flags.define_runtime_flags()
+    flag_values = flags.FlagValues()
+    flag_values["jit_compile"] = copy.deepcopy(flags.FLAGS["jit_compile"])
+    flag_values(["prog", *argv])
+    assert flag_values.jit_compile == value
+    assert flag_values["jit_compile"].serialize() == serialized
