@@ -1,0 +1,249 @@
+"""SavedModel export for TF Serving: id, raw-text and tf.Example signatures for every model type.
+
+`export(model, "EXPORT/1", vocab_file=...)` writes the versioned directory TF Serving loads
+(saved_model.pb, variables/, assets/vocab.txt) with up to three signatures:
+
+  serving_default  int32 input_word_ids, input_mask, input_type_ids [B, S'] (and
+                   masked_lm_positions [B, P] for BertPretrainer) -> the model's outputs
+  serve_text       tf.string [B] texts -> task-level outputs (see bert_tf.serving.tasks),
+                   tokenization, packing and truncation inside the graph
+  serve_examples   tf.string [B] serialized tf.Example with the text inputs as bytes
+                   features -> the same outputs as serve_text
+
+The text signatures use only TensorFlow and tensorflow-text ops with the vocabulary embedded
+as graph constants (and copied to assets/ for reference), so the directory can be moved and
+served by the stock model server. assets.extra/bert_tf_export.json records how it was made.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from bert_tf.fileio import write_text_atomic
+from bert_tf.serving import tasks
+from bert_tf.text import tokenization
+from bert_tf.text.layers import BertTokenizerLayer
+
+SIGNATURE_KEYS = {"ids": "serving_default", "text": "serve_text", "examples": "serve_examples"}
+EXPORT_INFO_FILE = "bert_tf_export.json"
+
+
+def _tokenizer_layer(tokenizer, vocab_file, do_lower_case):
+    """A BertTokenizerLayer from `tokenizer` (layer or WordpieceTokenizer) or the vocabulary."""
+    if tokenizer is not None:
+        if vocab_file is not None:
+            raise ValueError("export: pass tokenizer or vocab_file, not both.")
+        if isinstance(tokenizer, BertTokenizerLayer):
+            return tokenizer
+        if isinstance(tokenizer, tokenization.WordpieceTokenizer):
+            return BertTokenizerLayer(
+                tokenizer.inv_vocab, do_lower_case=tokenizer.do_lower_case,
+                max_input_chars_per_word=tokenizer.max_input_chars_per_word,
+                unk_token=tokenizer.unk_token)
+        raise TypeError(f"export: tokenizer must be a BertTokenizerLayer or WordpieceTokenizer, "
+                        f"got {type(tokenizer).__name__}.")
+    if vocab_file is None:
+        return None
+    return BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
+
+
+def _check_labels(task_name, model, labels):
+    if task_name in ("classification", "tagging"):
+        num_classes = model.num_classes
+        if labels is None:
+            return [str(i) for i in range(num_classes)]
+        labels = [str(l) for l in labels]
+        if len(labels) != num_classes:
+            raise ValueError(f"export: {len(labels)} labels for a {type(model).__name__} with "
+                             f"num_classes={num_classes}; pass one name per class.")
+        if len(set(labels)) != len(labels) or not all(labels):
+            raise ValueError(f"export: labels must be distinct non-empty names, got {labels}.")
+        return labels
+    if labels:
+        raise ValueError(f"export: a {task_name} model has no labels, got {list(labels)}.")
+    return []
+
+
+def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_query_length,
+               max_answer_length, version_2_with_negative):
+    task_name = tasks.task_name_of(model)
+    labels = _check_labels(task_name, model, labels)
+    if task_name == "classification":
+        return tasks.ClassificationTask(model, tokenizer, max_seq_length, labels, text_pair)
+    if task_name == "regression":
+        return tasks.RegressionTask(model, tokenizer, max_seq_length, text_pair)
+    if task_name == "squad":
+        if max_query_length is None:
+            max_query_length = min(64, (max_seq_length - 3) // 2)
+        if not 1 <= max_query_length <= max_seq_length - 3:
+            raise ValueError(f"export: max_query_length={max_query_length} must be in "
+                             f"[1, max_seq_length - 3 = {max_seq_length - 3}].")
+        if max_answer_length < 1:
+            raise ValueError(f"export: max_answer_length={max_answer_length} must be >= 1.")
+        return tasks.SpanTask(model, tokenizer, max_seq_length, max_query_length,
+                              max_answer_length, version_2_with_negative)
+    if task_name == "tagging":
+        return tasks.TaggingTask(model, tokenizer, max_seq_length, labels)
+    if task_name == "fill_mask":
+        vocabulary = tokenizer.vocabulary if tokenizer is not None else []
+        if tokenizer is not None and not 1 <= top_k <= len(vocabulary):
+            raise ValueError(f"export: top_k={top_k} must be in [1, {len(vocabulary)}] (the "
+                             "vocabulary size).")
+        return tasks.FillMaskTask(model, tokenizer, max_seq_length, vocabulary, top_k)
+    return tasks.EmbeddingTask(model, tokenizer, max_seq_length)
+
+
+def _encoder_config(model):
+    return (model if isinstance(model, tasks.BertEncoder) else model.encoder).config
+
+
+class _ServingModule(tf.Module):
+    """What tf.saved_model.save writes: the model's variables, the tokenizer, the signatures.
+
+    Only the variables are tracked (not the Keras model, whose optimizer state a served model
+    does not need).
+    """
+
+    def __init__(self, task, vocab_path):
+        super().__init__(name="bert_tf_serving")
+        self.model_variables = [v.value if hasattr(v, "value") else v
+                                for v in task.model.variables]
+        self.tokenizer = task.tokenizer
+        self.vocab_file = tf.saved_model.Asset(vocab_path) if vocab_path else None
+        self._task = task
+        # No Python control flow depends on tensors here, so AutoGraph (seconds of source
+        # rewriting per export) is off.
+        self.serve_ids = tf.function(task.ids, input_signature=[task.ids_signature()],
+                                     autograph=False)
+        if task.tokenizer is not None:
+            self.serve_text = tf.function(task.text, input_signature=[task.text_signature()],
+                                          autograph=False)
+            self.serve_examples = tf.function(
+                self._examples, autograph=False,
+                input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+
+    def _examples(self, examples):
+        spec = {name: tf.io.FixedLenFeature(
+            [], tf.string, default_value="" if name in self._task.optional_text_inputs else None)
+            for name in self._task.text_inputs}
+        return self.serve_text(tf.io.parse_example(examples, spec))
+
+
+def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=True,
+           max_seq_length=128, labels=None, signatures=("ids", "text", "examples"),
+           text_pair=False, top_k=5, max_query_length=None, max_answer_length=30,
+           version_2_with_negative=False, overwrite=False):
+    """Writes `model` as a SavedModel that TF Serving can serve, with the chosen signatures.
+
+    Args:
+      model: a BertClassifier, BertSpanLabeler, BertTokenClassifier, BertPretrainer
+        (fill-mask) or BertEncoder (embeddings).
+      export_dir: the version directory to write, e.g. "EXPORT/1" (TF Serving's
+        --model_base_path is then EXPORT). Written to a temporary sibling and renamed, so a
+        server watching EXPORT never sees half a model.
+      vocab_file: the model's vocab.txt, or its list of tokens; needed for "text"/"examples".
+      tokenizer: instead of vocab_file/do_lower_case, a BertTokenizerLayer or a
+        WordpieceTokenizer.
+      do_lower_case: the casing the model was trained with.
+      max_seq_length: S of the text signatures; longer inputs are truncated.
+      labels: class names (BertClassifier) or tag names (BertTokenClassifier) in logit order;
+        default "0", "1", ...
+      signatures: any of "ids" (serving_default), "text" (serve_text) and "examples"
+        (serve_examples).
+      text_pair: BertClassifier only: the text signatures also take `text_pair`.
+      top_k: BertPretrainer: predictions per [MASK].
+      max_query_length: BertSpanLabeler: question tokens kept; default 64 (the original's),
+        at most half of max_seq_length - 3.
+      max_answer_length, version_2_with_negative: BertSpanLabeler, as in the original
+        run_squad.py.
+      overwrite: replace an existing non-empty export_dir.
+
+    Returns:
+      export_dir.
+
+    Raises:
+      TypeError: the model is not one of the five types.
+      ValueError: an argument does not fit the model (naming it), or "text"/"examples" without
+        a vocabulary.
+      FileExistsError: export_dir exists and is not empty, without overwrite.
+    """
+    unknown = [s for s in signatures if s not in SIGNATURE_KEYS]
+    if unknown or not signatures:
+        raise ValueError(f"export: signatures={list(signatures)!r}; choose from "
+                         f"{', '.join(SIGNATURE_KEYS)}.")
+    tokenizer = _tokenizer_layer(tokenizer, vocab_file, do_lower_case)
+    wants_text = "text" in signatures or "examples" in signatures
+    if wants_text and tokenizer is None:
+        raise ValueError("export: the text and examples signatures need vocab_file (or "
+                         "tokenizer); pass signatures=('ids',) to export without one.")
+    config = _encoder_config(model)
+    if not 3 <= max_seq_length <= config.max_position_embeddings:
+        raise ValueError(f"export: max_seq_length={max_seq_length} must be in [3, "
+                         f"max_position_embeddings={config.max_position_embeddings}].")
+    if tokenizer is not None and tokenizer.vocab_size != config.vocab_size:
+        raise ValueError(f"export: the vocabulary has {tokenizer.vocab_size} tokens but the "
+                         f"model's vocab_size is {config.vocab_size}.")
+    task = _make_task(model, tokenizer if wants_text else None, max_seq_length, labels,
+                      text_pair, top_k, max_query_length, max_answer_length,
+                      version_2_with_negative)
+
+    export_dir = os.path.abspath(export_dir)
+    if os.path.exists(export_dir) and os.listdir(export_dir) and not overwrite:
+        raise FileExistsError(f"export: {export_dir} exists and is not empty; pass "
+                              "overwrite=True (--overwrite) or choose a new version number.")
+    parent = os.path.dirname(export_dir)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=parent, prefix=".tmp_export_")
+    try:
+        vocab_path = None
+        if task.tokenizer is not None:
+            vocab_path = os.path.join(staging, "vocab.txt")
+            write_text_atomic(vocab_path, "".join(t + "\n" for t in task.tokenizer.vocabulary))
+        module = _ServingModule(task, vocab_path)
+        functions = {"ids": module.serve_ids}
+        if task.tokenizer is not None:
+            functions.update(text=module.serve_text, examples=module.serve_examples)
+        saved = os.path.join(staging, "saved_model")
+        tf.saved_model.save(module, saved, signatures={
+            SIGNATURE_KEYS[s]: functions[s] for s in signatures})
+        os.makedirs(os.path.join(saved, "assets.extra"))
+        write_text_atomic(
+            os.path.join(saved, "assets.extra", EXPORT_INFO_FILE),
+            json.dumps(_export_info(task, model, signatures, max_seq_length), indent=2) + "\n")
+        _replace_dir(saved, export_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return export_dir
+
+
+def _export_info(task, model, signatures, max_seq_length):
+    info = {"model": type(model).__name__, "task": task.name, "max_seq_length": max_seq_length,
+            "signatures": {SIGNATURE_KEYS[s]: _signature_inputs(task, s) for s in signatures}}
+    if getattr(task, "labels", None):
+        info["labels"] = task.labels
+    if task.tokenizer is not None:
+        info["do_lower_case"] = task.tokenizer.do_lower_case
+    return info
+
+
+def _signature_inputs(task, signature):
+    if signature == "ids":
+        return sorted(task.ids_signature())
+    if signature == "text":
+        return list(task.text_inputs)
+    return ["examples"]
+
+
+def _replace_dir(source, target):
+    """Moves directory `source` to `target`, replacing what is there."""
+    if os.path.exists(target):
+        old = target + ".old"
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+        os.replace(source, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(source, target)

@@ -1,0 +1,182 @@
+"""task_info.json: what a fine-tuned model needs at serving time, written next to model.keras.
+
+The fine-tuning CLIs (run_classifier, run_squad, run_tagging) write it with `write_task_info`;
+`tools/export_saved_model.py` reads it with `read_task_info` to build the text signatures.
+
+Schema (a JSON object):
+
+  task               "classification" | "regression" | "squad" | "tagging"     (required)
+  do_lower_case      bool, the tokenizer's casing                                (required)
+  max_seq_length     int >= 3, the sequence length the model was trained with   (required)
+  labels             list of distinct non-empty str, the class (tagging: tag) names in
+                     logit order; required, with >= 2 entries, for classification and
+                     tagging, absent (or empty) otherwise
+  text_pair          bool, classification/regression only: the model reads sentence pairs
+                     (the text signature then has a `text_pair` input)                (optional)
+  max_query_length   int >= 1, squad: question tokens kept                           (optional)
+  max_answer_length  int >= 1, squad: longest answer in tokens                       (optional)
+  doc_stride         int >= 1, squad: the training windows' stride                   (optional)
+  version_2_with_negative  bool, squad: questions may have no answer (SQuAD 2.0)     (optional)
+
+Other fields are kept in `TaskInfo.extra` and otherwise ignored, so a newer writer's file
+still reads.
+"""
+
+import dataclasses
+import json
+import os
+
+from bert_tf.fileio import write_text_atomic
+
+TASK_INFO_FILE = "task_info.json"
+TASKS = ("classification", "regression", "squad", "tagging")
+_LABELED_TASKS = ("classification", "tagging")
+_OPTIONAL_BOOLS = {"text_pair": ("classification", "regression"),
+                   "version_2_with_negative": ("squad",)}
+_OPTIONAL_INTS = {"max_query_length": ("squad",), "max_answer_length": ("squad",),
+                  "doc_stride": ("squad",)}
+
+
+class TaskInfoError(ValueError):
+    """A task_info.json (or write_task_info argument) that does not follow the schema."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+    """The contents of a task_info.json; see the module docstring for the fields."""
+
+    task: str
+    do_lower_case: bool
+    max_seq_length: int
+    labels: tuple = ()
+    text_pair: bool = None
+    max_query_length: int = None
+    max_answer_length: int = None
+    doc_stride: int = None
+    version_2_with_negative: bool = None
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def to_dict(self):
+        """The JSON object: required fields, labels when there are any, set optional fields."""
+        values = {"task": self.task, "do_lower_case": self.do_lower_case,
+                  "max_seq_length": self.max_seq_length}
+        if self.labels:
+            values["labels"] = list(self.labels)
+        for name in (*_OPTIONAL_BOOLS, *_OPTIONAL_INTS):
+            if getattr(self, name) is not None:
+                values[name] = getattr(self, name)
+        values.update(self.extra)
+        return values
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _validated(values, source):
+    """Checks a dict of task_info fields and returns the TaskInfo; errors name `source`."""
+    if not isinstance(values, dict):
+        raise TaskInfoError(f"{source}: expected a JSON object, got {type(values).__name__}")
+    missing = [k for k in ("task", "do_lower_case", "max_seq_length") if k not in values]
+    if missing:
+        raise TaskInfoError(f"{source}: missing field(s) {', '.join(missing)}")
+    task = values["task"]
+    if task not in TASKS:
+        raise TaskInfoError(f"{source}: task={task!r} is not one of {', '.join(TASKS)}")
+    if not isinstance(values["do_lower_case"], bool):
+        raise TaskInfoError(f"{source}: do_lower_case={values['do_lower_case']!r} must be "
+                            "true or false")
+    if not _is_int(values["max_seq_length"]) or values["max_seq_length"] < 3:
+        raise TaskInfoError(f"{source}: max_seq_length={values['max_seq_length']!r} must be an "
+                            "integer >= 3")
+    labels = values.get("labels") or []
+    if not isinstance(labels, (list, tuple)):
+        raise TaskInfoError(f"{source}: labels must be a list of strings, got "
+                            f"{type(labels).__name__}")
+    if task in _LABELED_TASKS:
+        if len(labels) < 2:
+            raise TaskInfoError(f"{source}: task={task!r} needs labels, a list of at least 2 "
+                                f"names in logit order; got {list(labels)!r}")
+        bad = [l for l in labels if not isinstance(l, str) or not l]
+        if bad:
+            raise TaskInfoError(f"{source}: labels must be non-empty strings, got {bad[0]!r}")
+        repeated = sorted({l for l in labels if labels.count(l) > 1})
+        if repeated:
+            raise TaskInfoError(f"{source}: labels repeat {', '.join(repeated)}")
+    elif labels:
+        raise TaskInfoError(f"{source}: task={task!r} has no labels, got {list(labels)!r}")
+    optional = {}
+    for name, tasks in {**_OPTIONAL_BOOLS, **_OPTIONAL_INTS}.items():
+        value = values.get(name)
+        if value is None:
+            continue
+        if task not in tasks:
+            raise TaskInfoError(f"{source}: {name} applies to task {' or '.join(tasks)}, "
+                                f"not {task!r}")
+        if name in _OPTIONAL_BOOLS and not isinstance(value, bool):
+            raise TaskInfoError(f"{source}: {name}={value!r} must be true or false")
+        if name in _OPTIONAL_INTS and (not _is_int(value) or value < 1):
+            raise TaskInfoError(f"{source}: {name}={value!r} must be an integer >= 1")
+        optional[name] = value
+    known = {"task", "do_lower_case", "max_seq_length", "labels", *_OPTIONAL_BOOLS,
+             *_OPTIONAL_INTS}
+    extra = {k: v for k, v in values.items() if k not in known}
+    return TaskInfo(task=task, do_lower_case=values["do_lower_case"],
+                    max_seq_length=values["max_seq_length"], labels=tuple(labels),
+                    extra=extra, **optional)
+
+
+def write_task_info(output_dir, task, *, do_lower_case, max_seq_length, labels=None,
+                    **optional):
+    """Writes output_dir/task_info.json atomically after checking it against the schema.
+
+    Args:
+      output_dir: an existing directory (the run's --output_dir).
+      task: "classification", "regression", "squad" or "tagging".
+      do_lower_case: the --do_lower_case the model was trained with.
+      max_seq_length: the --max_seq_length the model was trained with.
+      labels: class or tag names in logit order (classification and tagging).
+      **optional: text_pair, max_query_length, max_answer_length, doc_stride,
+        version_2_with_negative (see the module docstring); None values are left out.
+
+    Returns:
+      The path written.
+
+    Raises:
+      TaskInfoError: naming the argument that does not fit the schema.
+    """
+    unknown = sorted(set(optional) - set(_OPTIONAL_BOOLS) - set(_OPTIONAL_INTS))
+    if unknown:
+        raise TaskInfoError(f"write_task_info: unknown field(s) {', '.join(unknown)}")
+    values = {"task": task, "do_lower_case": do_lower_case, "max_seq_length": max_seq_length,
+              "labels": list(labels) if labels else []}
+    values.update({k: v for k, v in optional.items() if v is not None})
+    info = _validated(values, "write_task_info")
+    path = os.path.join(output_dir, TASK_INFO_FILE)
+    write_text_atomic(path, json.dumps(info.to_dict(), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def read_task_info(path):
+    """Reads and checks a task_info.json.
+
+    Args:
+      path: the file, or the directory that holds task_info.json.
+
+    Returns:
+      A `TaskInfo`.
+
+    Raises:
+      FileNotFoundError: no such file.
+      TaskInfoError: not JSON, or not the schema (the message names the file and the field).
+    """
+    if os.path.isdir(path):
+        path = os.path.join(path, TASK_INFO_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such task_info file")
+    with open(path, encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise TaskInfoError(f"{path}: not valid JSON ({e})") from None
+    return _validated(values, path)

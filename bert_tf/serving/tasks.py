@@ -1,0 +1,409 @@
+"""What each model type computes when served: its token-id and raw-text signatures.
+
+One class per task wraps a Keras model (and, for text, the in-graph tokenizer and packer):
+
+  task            model                              text inputs          text outputs
+  classification  BertClassifier (C >= 2)            text [, text_pair]   probabilities,
+                                                                          label_names,
+                                                                          predicted_label
+  regression      BertClassifier (C = 1)             text [, text_pair]   score
+  squad           BertSpanLabeler                    question, context    answer_text,
+                                                                          answer_start,
+                                                                          answer_end, score
+  tagging         BertTokenClassifier                text                 tokens, labels,
+                                                                          scores, start_offsets,
+                                                                          end_offsets,
+                                                                          num_tokens
+  fill_mask       BertPretrainer                     text                 mask_positions,
+                                                                          top_k_ids,
+                                                                          top_k_tokens,
+                                                                          top_k_probabilities
+  embedding       BertEncoder                        text                 pooled_output,
+                                                                          mean_pooled_output
+
+Every input and output is a dense tensor whose first dimension is the batch. Texts longer than
+the sequence length are truncated; empty texts get an answer. Character offsets count code
+points (Python `str` indices) of the input text.
+"""
+
+import tensorflow as tf
+
+from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
+                              BertTokenClassifier)
+from bert_tf.text.layers import valid_utf8
+from bert_tf.text.packing import BertPackInputs
+
+ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+MASK_TOKEN = "[MASK]"
+
+
+def _string_spec(name):
+    return tf.TensorSpec([None], tf.string, name=name)
+
+
+def _id_spec(name):
+    return tf.TensorSpec([None, None], tf.int32, name=name)
+
+
+def _at_least_one_column(x, pad_value):
+    """x [B, N] -> [B, max(N, 1)]: a batch without any item still has one (padding) column."""
+    pad = tf.fill([tf.shape(x)[0], 1], tf.constant(pad_value, x.dtype))
+    return tf.concat([x, pad], axis=1)[:, :tf.maximum(tf.shape(x)[1], 1)]
+
+
+def _ragged_prefix(rt, keep):
+    """The first keep[b] items of each row b of rt [B, (T)] (keep int [B])."""
+    positions = tf.ragged.range(rt.row_lengths())
+    return tf.ragged.boolean_mask(rt, positions < tf.cast(keep, tf.int64)[:, None])
+
+
+class ServingTask:
+    """A model's serving computations. Subclasses set the text inputs and outputs.
+
+    Args:
+      model: the Keras model.
+      tokenizer: a `BertTokenizerLayer`, or None for a model served by token ids only.
+      seq_length: S, the packed length of the text signatures.
+    """
+
+    name = None
+    text_inputs = ("text",)
+    # Text inputs a client may leave empty (and a tf.Example may lack): "" means absent.
+    optional_text_inputs = ()
+
+    def __init__(self, model, tokenizer, seq_length):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.seq_length = seq_length
+        self.pack = None
+        if tokenizer is not None:
+            self.pack = BertPackInputs(seq_length, cls_id=tokenizer.cls_id,
+                                       sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+
+    def ids_signature(self):
+        """Specs of the token-id inputs: int32 [B, S'] each (S' may be any length)."""
+        return {name: _id_spec(name) for name in ENCODER_INPUTS}
+
+    def ids(self, features):
+        """The model's outputs on token ids: dict of float32 tensors."""
+        raise NotImplementedError
+
+    def text_signature(self):
+        return {name: _string_spec(name) for name in self.text_inputs}
+
+    def text(self, inputs):
+        """Task-level outputs on raw text: dict of dense tensors [B, ...]."""
+        raise NotImplementedError
+
+    def _encode(self, texts):
+        """Tokenizes and packs one or two tf.string [B] -> the encoder's three int32 [B, S]."""
+        batch = tf.shape(texts[0])[0]
+        # One tokenizer call for both segments keeps one copy of its tables in the graph.
+        ids = self.tokenizer(tf.concat(texts, axis=0))  # [B * len(texts), (T)]
+        return self.pack([ids[i * batch:(i + 1) * batch] for i in range(len(texts))])
+
+    def _encoder_features(self, features):
+        return {name: features[name] for name in ENCODER_INPUTS}
+
+
+class ClassificationTask(ServingTask):
+    """BertClassifier with C >= 2 classes: class probabilities and names.
+
+    Args:
+      labels: the C class names in logit order.
+      text_pair: the text signature also takes `text_pair` (sentence-pair tasks; an empty
+        `text_pair` packs `text` alone).
+    """
+
+    name = "classification"
+
+    def __init__(self, model, tokenizer, seq_length, labels, text_pair):
+        super().__init__(model, tokenizer, seq_length)
+        self.labels = list(labels)
+        self.text_inputs = ("text", "text_pair") if text_pair else ("text",)
+        self.optional_text_inputs = ("text_pair",) if text_pair else ()
+
+    def ids(self, features):
+        return {"logits": self.model(self._encoder_features(features), training=False)}
+
+    def text(self, inputs):
+        logits_bc = self.model(self._encode([inputs[n] for n in self.text_inputs]),
+                               training=False)
+        probabilities_bc = tf.nn.softmax(logits_bc, axis=-1)
+        labels = tf.constant(self.labels)
+        batch = tf.shape(logits_bc)[0]
+        return {
+            "probabilities": probabilities_bc,
+            "label_names": tf.tile(labels[tf.newaxis], [batch, 1]),
+            "predicted_label": tf.gather(labels, tf.argmax(logits_bc, axis=-1)),
+        }
+
+
+class RegressionTask(ClassificationTask):
+    """BertClassifier with one output: the regression score (e.g. STS-B similarity)."""
+
+    name = "regression"
+
+    def __init__(self, model, tokenizer, seq_length, text_pair):
+        super().__init__(model, tokenizer, seq_length, labels=(), text_pair=text_pair)
+
+    def text(self, inputs):
+        logits_b1 = self.model(self._encode([inputs[n] for n in self.text_inputs]),
+                               training=False)
+        return {"score": logits_b1[:, 0]}
+
+
+class SpanTask(ServingTask):
+    """BertSpanLabeler: the answer span in the context, as the original SQuAD post-processing.
+
+    The question keeps its first `max_query_length` tokens, the context fills the rest of the
+    sequence ([CLS] question [SEP] context [SEP]) and is truncated beyond (one window; no
+    doc-stride windows). The answer is the span of context tokens i <= j with
+    j - i + 1 <= max_answer_length that maximizes start_logits[i] + end_logits[j] (the score);
+    its text is the context from the start of token i to the end of token j. With
+    `version_2_with_negative`, the answer is empty when the [CLS] score
+    start_logits[0] + end_logits[0] beats the best span by more than `null_score_diff_threshold`.
+    A context without tokens answers "" with offsets 0, 0 and score 0.
+
+    Args:
+      max_query_length: question tokens kept.
+      max_answer_length: longest answer, in tokens.
+      version_2_with_negative: allow "no answer" (SQuAD 2.0).
+      null_score_diff_threshold: the original's threshold for "no answer".
+    """
+
+    name = "squad"
+    text_inputs = ("question", "context")
+
+    def __init__(self, model, tokenizer, seq_length, max_query_length, max_answer_length,
+                 version_2_with_negative=False, null_score_diff_threshold=0.0):
+        super().__init__(model, tokenizer, seq_length)
+        self.max_query_length = max_query_length
+        self.max_answer_length = max_answer_length
+        self.version_2_with_negative = version_2_with_negative
+        self.null_score_diff_threshold = null_score_diff_threshold
+
+    def ids(self, features):
+        outputs = self.model(self._encoder_features(features), training=False)
+        return {"start_logits": outputs["start_logits"], "end_logits": outputs["end_logits"]}
+
+    def text(self, inputs):
+        question = self.tokenizer(inputs["question"])[:, :self.max_query_length]  # [B, (Q)]
+        context_ids, starts, ends = self.tokenizer.tokenize_with_offsets(inputs["context"])
+        context_ids = context_ids.merge_dims(1, 2)  # [B, (T)]
+        query_len = tf.cast(question.row_lengths(), tf.int32)
+        # As the original: the question first, the context gets the rest of the S - 3.
+        context_len = tf.minimum(tf.cast(context_ids.row_lengths(), tf.int32),
+                                 self.seq_length - 3 - query_len)
+        features = self.pack([question, _ragged_prefix(context_ids, context_len)])
+        logits = self.model(features, training=False)
+        start_bs, end_bs = logits["start_logits"], logits["end_logits"]
+
+        seq = tf.shape(start_bs)[1]
+        positions = tf.range(seq)
+        first = query_len + 2  # [B], where the context starts: [CLS] question [SEP] context
+        in_context = ((positions[tf.newaxis] >= first[:, tf.newaxis])
+                      & (positions[tf.newaxis] < (first + context_len)[:, tf.newaxis]))  # [B, S]
+        length = positions[tf.newaxis, :] - positions[:, tf.newaxis] + 1  # [S, S]: j - i + 1
+        allowed_ss = (length >= 1) & (length <= self.max_answer_length)
+        allowed_bss = (allowed_ss[tf.newaxis] & in_context[:, :, tf.newaxis]
+                       & in_context[:, tf.newaxis, :])
+        scores_bss = start_bs[:, :, tf.newaxis] + end_bs[:, tf.newaxis, :]
+        scores_bn = tf.reshape(tf.where(allowed_bss, scores_bss, float("-inf")),
+                               [tf.shape(start_bs)[0], -1])
+        best = tf.argmax(scores_bn, axis=-1, output_type=tf.int32)  # [B], i * S + j
+        score = tf.reduce_max(scores_bn, axis=-1)
+        has_answer = context_len > 0
+        if self.version_2_with_negative:
+            null_score = start_bs[:, 0] + end_bs[:, 0]
+            has_answer &= ~(null_score - score > self.null_score_diff_threshold)
+            score = tf.where(context_len > 0, tf.where(has_answer, score, null_score), score)
+
+        # Token i of the sequence is context token i - first.
+        start_token = tf.maximum(best // seq - first, 0)
+        end_token = tf.maximum(best % seq - first, 0)
+        starts = starts.merge_dims(1, 2).to_tensor(default_value=0)  # [B, T]
+        ends = ends.merge_dims(1, 2).to_tensor(default_value=0)
+        starts = _at_least_one_column(starts, 0)
+        ends = _at_least_one_column(ends, 0)
+        answer_start = tf.where(has_answer, tf.cast(
+            tf.gather(starts, start_token, batch_dims=1), tf.int32), 0)
+        answer_end = tf.where(has_answer, tf.cast(
+            tf.gather(ends, end_token, batch_dims=1), tf.int32), 0)
+        answer_text = tf.strings.substr(valid_utf8(inputs["context"]), answer_start,
+                                        answer_end - answer_start, unit="UTF8_CHAR")
+        return {"answer_text": answer_text, "answer_start": answer_start,
+                "answer_end": answer_end,
+                "score": tf.where(context_len > 0, score, 0.0)}
+
+
+class TaggingTask(ServingTask):
+    """BertTokenClassifier: a label for every word, predicted at its first WordPiece.
+
+    Words are the basic tokenizer's (punctuation split off), as the tagging data's words are
+    tokenized one by one. Words whose first piece does not fit in the sequence are left out.
+    Outputs are padded to the batch's most words (at least 1): tokens and labels with "",
+    scores with 0, offsets with -1; `num_tokens` says how many are real.
+
+    Args:
+      labels: the tag names in logit order.
+    """
+
+    name = "tagging"
+
+    def __init__(self, model, tokenizer, seq_length, labels):
+        super().__init__(model, tokenizer, seq_length)
+        self.labels = list(labels)
+
+    def ids(self, features):
+        return {"logits": self.model(self._encoder_features(features), training=False)}
+
+    def text(self, inputs):
+        text = inputs["text"]
+        ids, starts, ends = self.tokenizer.tokenize_with_offsets(text)  # [B, (W), (P)]
+        features = self.pack([ids.merge_dims(1, 2)])
+        probabilities_bsc = tf.nn.softmax(self.model(features, training=False), axis=-1)
+
+        pieces = ids.values  # [N, (P)], one row per word
+        word_row = ids.value_rowids()  # [N]
+        pieces_per_word = pieces.row_lengths()
+        before = tf.cumsum(pieces_per_word, exclusive=True)  # pieces before each word (flat)
+        first_piece = before - tf.gather(before, tf.gather(ids.row_starts(), word_row))  # [N]
+        kept = first_piece < self.seq_length - 2  # [N]: the word's first piece is packed
+        word_probabilities = tf.gather_nd(probabilities_bsc, tf.stack(
+            [word_row, tf.minimum(first_piece + 1, self.seq_length - 1)], axis=1))  # [N, C]
+        word_start = tf.gather(starts.flat_values, pieces.row_starts())
+        word_end = tf.gather(ends.flat_values, pieces.row_limits() - 1)
+        words_text = tf.strings.substr(
+            tf.gather(valid_utf8(text), word_row), tf.cast(word_start, tf.int32),
+            tf.cast(word_end - word_start, tf.int32), unit="UTF8_CHAR")
+        values = {
+            "tokens": (words_text, ""),
+            "labels": (tf.gather(tf.constant(self.labels),
+                                 tf.argmax(word_probabilities, axis=-1)), ""),
+            "scores": (tf.reduce_max(word_probabilities, axis=-1), 0.0),
+            "start_offsets": (tf.cast(word_start, tf.int32), -1),
+            "end_offsets": (tf.cast(word_end, tf.int32), -1),
+        }
+        kept_rows = tf.boolean_mask(word_row, kept)
+        outputs = {}
+        for name, (value, pad) in values.items():
+            rows = tf.RaggedTensor.from_value_rowids(tf.boolean_mask(value, kept), kept_rows,
+                                                     nrows=tf.shape(text, tf.int64)[0],
+                                                     validate=False)
+            outputs[name] = _at_least_one_column(rows.to_tensor(default_value=pad), pad)
+        outputs["num_tokens"] = tf.math.bincount(
+            tf.cast(kept_rows, tf.int32), minlength=tf.shape(text)[0],
+            maxlength=tf.shape(text)[0])
+        return outputs
+
+
+class FillMaskTask(ServingTask):
+    """BertPretrainer: the top-k tokens for every "[MASK]" written in the text.
+
+    The text is split at the literal "[MASK]" and the parts tokenized as usual, with the mask
+    token between them. Outputs are per mask, in order, padded to the batch's most masks (at
+    least 1): positions and ids with -1, tokens with "", probabilities with 0. A mask cut off
+    by truncation has no prediction.
+
+    Args:
+      vocabulary: the tokens, id = index (for the token strings).
+      top_k: predictions per mask.
+    """
+
+    name = "fill_mask"
+
+    def __init__(self, model, tokenizer, seq_length, vocabulary, top_k):
+        super().__init__(model, tokenizer, seq_length)
+        self.vocabulary = list(vocabulary)
+        self.top_k = top_k
+
+    def ids_signature(self):
+        return dict(super().ids_signature(),
+                    masked_lm_positions=_id_spec("masked_lm_positions"))
+
+    def ids(self, features):
+        outputs = self.model(dict(self._encoder_features(features),
+                                  masked_lm_positions=features["masked_lm_positions"]),
+                             training=False)
+        return dict(outputs)
+
+    def _tokenize_with_masks(self, text):
+        """tf.string [B] -> int32 RaggedTensor [B, (T)] with the mask id at each "[MASK]"."""
+        parts = tf.strings.split(text, sep=MASK_TOKEN)  # [B, (parts)]
+        part_ids = self.tokenizer(parts.flat_values)  # [N, (T)]
+        is_last = tf.equal(tf.ragged.range(parts.row_lengths()) + 1,
+                           parts.row_lengths()[:, tf.newaxis]).flat_values  # [N]
+        mask_count = tf.cast(~is_last, tf.int64)
+        masks = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(mask_count)], self.tokenizer.mask_id), mask_count,
+            validate=False)
+        with_masks = tf.concat([part_ids, masks], axis=1)  # [N, (T + 1 or T)]
+        return parts.with_flat_values(with_masks).merge_dims(1, 2)
+
+    def text(self, inputs):
+        features = self.pack([self._tokenize_with_masks(inputs["text"])])
+        word_ids = features["input_word_ids"]
+        positions_bs = tf.broadcast_to(tf.range(tf.shape(word_ids)[1]), tf.shape(word_ids))
+        positions = tf.ragged.boolean_mask(positions_bs,
+                                           tf.equal(word_ids, self.tokenizer.mask_id))
+        positions = _at_least_one_column(positions.to_tensor(default_value=-1), -1)  # [B, P]
+        logits_bpv = self.model(dict(features, masked_lm_positions=tf.maximum(positions, 0)),
+                                training=False)["mlm_logits"]
+        top = tf.math.top_k(tf.nn.softmax(logits_bpv, axis=-1), k=self.top_k)
+        real = (positions >= 0)[:, :, tf.newaxis]  # [B, P, 1]
+        return {
+            "mask_positions": positions,
+            "top_k_ids": tf.where(real, top.indices, -1),
+            "top_k_tokens": tf.where(real, tf.gather(tf.constant(self.vocabulary), top.indices),
+                                     ""),
+            "top_k_probabilities": tf.where(real, top.values, 0.0),
+        }
+
+
+class EmbeddingTask(ServingTask):
+    """BertEncoder: sentence embeddings.
+
+    `pooled_output` is the encoder's tanh-pooled [CLS] vector; `mean_pooled_output` the mean of
+    sequence_output over the real tokens ([CLS] and [SEP] included, padding excluded).
+    """
+
+    name = "embedding"
+
+    def ids(self, features):
+        outputs = self.model(self._encoder_features(features), training=False)
+        return {"sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+                "pooled_output": tf.cast(outputs["pooled_output"], tf.float32)}
+
+    def text(self, inputs):
+        features = self._encode([inputs["text"]])
+        outputs = self.ids(features)
+        mask_bs1 = tf.cast(features["input_mask"], tf.float32)[:, :, tf.newaxis]
+        summed_bh = tf.reduce_sum(outputs["sequence_output"] * mask_bs1, axis=1)
+        return {"pooled_output": outputs["pooled_output"],
+                "mean_pooled_output": summed_bh / tf.reduce_sum(mask_bs1, axis=1)}
+
+
+MODEL_TYPES = (BertClassifier, BertSpanLabeler, BertTokenClassifier, BertPretrainer,
+               BertEncoder)
+
+
+def task_name_of(model):
+    """The serving task of a model: classification, regression, squad, tagging, fill_mask or
+    embedding.
+
+    Raises:
+      TypeError: for a model that is none of `MODEL_TYPES`.
+    """
+    if isinstance(model, BertClassifier):
+        return "regression" if model.num_classes == 1 else "classification"
+    if isinstance(model, BertSpanLabeler):
+        return "squad"
+    if isinstance(model, BertTokenClassifier):
+        return "tagging"
+    if isinstance(model, BertPretrainer):
+        return "fill_mask"
+    if isinstance(model, BertEncoder):
+        return "embedding"
+    raise TypeError(f"Cannot export a {type(model).__name__}: expected one of "
+                    f"{', '.join(t.__name__ for t in MODEL_TYPES)}.")

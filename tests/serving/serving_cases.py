@@ -1,0 +1,252 @@
+"""Inputs, tiny models and Python reference paths shared by the bert_tf.serving tests.
+
+The references compute every serving output without TensorFlow's text ops: the Python
+WordpieceTokenizer, `pack_inputs`, the Keras model on numpy ids, and numpy post-processing
+(softmax, the SQuAD span search, top-k). Character offsets come from a plain-Python
+alignment of the tokenizer's per-character rules to the input (`piece_spans`).
+"""
+
+import numpy as np
+
+from bert_tf.config import BertConfig
+from bert_tf.text import tokenization
+from bert_tf.text.packing import pack_inputs
+
+SEQ_LENGTH = 32
+MAX_QUERY_LENGTH = 8
+MAX_ANSWER_LENGTH = 5
+TOP_K = 3
+CLASS_LABELS = ["negative", "neutral", "positive"]
+TAGS = ["O", "B-LOC", "I-LOC", "B-PER"]
+
+VOCAB = list(tokenization.SPECIAL_TOKENS) + (
+    "the cat sat on mat . , ! ? : ; - — hello world un ##aff ##able is was in of a an "
+    "paris france capital city river seine flows through dog ran away big small "
+    "unicode ##s ##ed ##ing cafe e ##e ##t 北 京 is ' what where who which does "
+    "x ##x long text very end marie curie born warsaw 1867 in ##n ##o ##d ##r").split()
+# Tokens appear once.
+VOCAB = list(dict.fromkeys(VOCAB))
+
+LONG_TEXT = "A very long text: " + "the dog ran away from the big city . " * 120
+TEXTS = [
+    "The cat sat on the mat.",
+    "",
+    "Hello, unaffable world!",
+    "Ünïcödé café in Paris — 北京 \u00a0 🙂 ΣΑΣ",
+    LONG_TEXT,
+    "   ",
+    "x" * 250 + " end",
+    "Paris is the capital of France.",
+]
+PAIRS = ["Where does the Seine flow?", "the cat", "", "北京", "small", LONG_TEXT, "", "x"]
+MASKED_TEXTS = [
+    "[MASK] is the capital of [MASK].",
+    "The cat sat on the [MASK]",
+    "",
+    "no mask here",
+    LONG_TEXT + " [MASK]",
+    "[MASK][MASK] café [MASK]",
+    "[mask] is not a mask; [MASK] is.",
+]
+QUESTIONS = ["Where does the Seine flow?", "Who was born in Warsaw?", "", "What?",
+             "which " * 20, "Ünïcödé?", "What is the capital?"]
+CONTEXTS = [
+    "The river Seine flows through Paris, the capital of France.",
+    "Marie Curie was born in Warsaw in 1867.",
+    "The cat sat on the mat.",
+    "",
+    LONG_TEXT,
+    "Café in Paris — 北京 is a big city.",
+    "   ",
+]
+
+
+KINDS = ("classifier", "regression", "squad", "tagging", "fill_mask", "embedding")
+IDS_SEQ_LENGTH = 20  # The id signature takes any length, not only the text signatures' S.
+
+
+def text_inputs(kind):
+    """The batch each kind's text signature is called with: dict name -> list of str."""
+    if kind == "classifier":
+        return {"text": TEXTS, "text_pair": PAIRS}
+    if kind == "squad":
+        return {"question": QUESTIONS, "context": CONTEXTS}
+    if kind == "fill_mask":
+        return {"text": MASKED_TEXTS}
+    return {"text": TEXTS}
+
+
+def ids_inputs(tok, kind):
+    """The batch each kind's id signature is called with: dict name -> int32 array."""
+    texts = TEXTS[:5]
+    features = pack_batch(tok, [tok.encode(t) for t in texts], [tok.encode("the cat")] * 5,
+                                seq_length=IDS_SEQ_LENGTH)
+    if kind == "fill_mask":
+        features["masked_lm_positions"] = np.array(
+            [[1, 2, 0], [3, 1, 1], [5, 4, 3], [0, 0, 0], [19, 10, 2]], np.int32)
+    return features
+
+
+def tiny_config():
+    return BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                      initializer_range=0.2)
+
+
+def python_tokenizer():
+    return tokenization.WordpieceTokenizer(VOCAB, do_lower_case=True)
+
+
+def pack_batch(tok, segments_a, segments_b=None, seq_length=SEQ_LENGTH):
+    """Python packing of lists of id lists -> dict of int32 [B, S] numpy arrays."""
+    rows = [pack_inputs(a, b, max_seq_length=seq_length, cls_id=tok.cls_id,
+                        sep_id=tok.sep_id, pad_id=tok.pad_id)
+            for a, b in zip(segments_a, segments_b or [None] * len(segments_a))]
+    return {k: np.array([r[k] for r in rows], np.int32) for k in rows[0]}
+
+
+def softmax(logits, axis=-1):
+    shifted = np.exp(logits - logits.max(axis=axis, keepdims=True))
+    return shifted / shifted.sum(axis=axis, keepdims=True)
+
+
+def piece_spans(tok, text):
+    """Character spans of the WordPiece pieces of `text`: list of (start, end), in order.
+
+    Each character is normalized on its own by the tokenizer's rules (cleanup, lower-case,
+    accent stripping, punctuation and CJK spacing); words are the runs of non-space output,
+    their pieces are laid over their characters. Checks its words against the tokenizer's.
+    """
+    stream = []  # (normalized char, index of the input char)
+    for index, char in enumerate(text):
+        cleaned = tokenization.clean_char(char)
+        for out in "".join(tokenization.split_char(c, tok.do_lower_case) for c in cleaned):
+            stream.append((out, index))
+    words, current = [], []
+    for out, index in stream + [(" ", len(text))]:
+        if out.isspace():
+            if current:
+                words.append(current)
+            current = []
+        else:
+            current.append((out, index))
+    expected_words = tok.basic_tokenize(text)
+    got_words = ["".join(c for c, _ in w) for w in words]
+    assert [w.replace("ς", "σ") for w in got_words] == [w.replace("ς", "σ")
+                                                        for w in expected_words]
+    spans = []
+    for word, pieces in zip(words, tok.tokenize_words(text)):
+        if pieces == [tok.unk_token]:
+            spans.append((word[0][1], word[-1][1] + 1))
+            continue
+        position = 0
+        for piece in pieces:
+            length = len(piece) - 2 if piece.startswith("##") else len(piece)
+            spans.append((word[position][1], word[position + length - 1][1] + 1))
+            position += length
+    return spans
+
+
+def squad_reference(tok, model, questions, contexts, seq_length=SEQ_LENGTH,
+                    max_query_length=MAX_QUERY_LENGTH, max_answer_length=MAX_ANSWER_LENGTH):
+    """The original's post-processing on the Keras model: best span over context tokens.
+
+    Returns:
+      dict of numpy arrays: answer_text (str), answer_start, answer_end, score, and the
+      packed features.
+    """
+    questions_ids = [tok.encode(q)[:max_query_length] for q in questions]
+    contexts_ids = [tok.encode(c)[:seq_length - 3 - len(q)]
+                    for q, c in zip(questions_ids, contexts)]
+    features = pack_batch(tok, questions_ids, contexts_ids, seq_length)
+    logits = model(features)
+    start, end = logits["start_logits"].numpy(), logits["end_logits"].numpy()
+    out = {"answer_text": [], "answer_start": [], "answer_end": [], "score": []}
+    for b, (q, c) in enumerate(zip(questions_ids, contexts_ids)):
+        first = len(q) + 2
+        best = None
+        for i in range(first, first + len(c)):
+            for j in range(i, min(i + max_answer_length, first + len(c))):
+                score = start[b, i] + end[b, j]
+                if best is None or score > best[0]:
+                    best = (score, i, j)
+        if best is None:
+            out["answer_text"].append("")
+            out["answer_start"].append(0)
+            out["answer_end"].append(0)
+            out["score"].append(0.0)
+            continue
+        spans = piece_spans(tok, contexts[b])
+        char_start, char_end = spans[best[1] - first][0], spans[best[2] - first][1]
+        out["answer_text"].append(contexts[b][char_start:char_end])
+        out["answer_start"].append(char_start)
+        out["answer_end"].append(char_end)
+        out["score"].append(best[0])
+    result = {k: np.array(v) for k, v in out.items()}
+    result["features"] = features
+    return result
+
+
+def tagging_reference(tok, model, texts, labels=TAGS, seq_length=SEQ_LENGTH):
+    """Per-word labels at each word's first piece; words whose first piece is cut are left out.
+
+    Returns:
+      list (per text) of lists of (word text, label, score, start, end).
+    """
+    words_of_texts = [tok.tokenize_words(t) for t in texts]
+    features = pack_batch(tok, [tok.encode(t) for t in texts], seq_length=seq_length)
+    probabilities = softmax(model(features).numpy())
+    result = []
+    for b, (text, words) in enumerate(zip(texts, words_of_texts)):
+        spans = piece_spans(tok, text)
+        rows, first = [], 0
+        for pieces in words:
+            if first < seq_length - 2:
+                p = probabilities[b, first + 1]
+                start, end = spans[first][0], spans[first + len(pieces) - 1][1]
+                rows.append((text[start:end], labels[int(p.argmax())], float(p.max()), start,
+                             end))
+            first += len(pieces)
+        result.append(rows)
+    return result
+
+
+def fill_mask_ids(tok, text):
+    """The ids of `text` with the mask id at each literal "[MASK]"."""
+    ids = []
+    parts = text.split("[MASK]")
+    for k, part in enumerate(parts):
+        ids += tok.encode(part)
+        if k < len(parts) - 1:
+            ids.append(tok.mask_id)
+    return ids
+
+
+# The README's REST examples (TF Serving's row format), by key: (export kind, request body).
+# test_rest.py feeds each through its signature and checks the response against the README.
+REST_REQUESTS = {
+    "classifier_ids": ("classifier", {
+        "instances": [{"input_word_ids": [2, 5, 6, 7, 3, 0], "input_mask": [1, 1, 1, 1, 1, 0],
+                       "input_type_ids": [0, 0, 0, 0, 0, 0]}]}),
+    "classifier": ("classifier", {
+        "signature_name": "serve_text",
+        "instances": [{"text": "The cat sat on the mat.", "text_pair": "Where is the cat?"},
+                      {"text": "Paris is the capital of France.", "text_pair": ""}]}),
+    "regression": ("regression", {
+        "signature_name": "serve_text",
+        "instances": ["The cat sat on the mat.", "A dog ran away."]}),
+    "squad": ("squad", {
+        "signature_name": "serve_text",
+        "instances": [{"question": "Where was Marie Curie born?",
+                       "context": "Marie Curie was born in Warsaw in 1867."}]}),
+    "tagging": ("tagging", {
+        "signature_name": "serve_text",
+        "instances": [{"text": "Marie Curie was born in Warsaw."}]}),
+    "fill_mask": ("fill_mask", {
+        "signature_name": "serve_text",
+        "instances": [{"text": "Paris is the [MASK] of France."}]}),
+    "embedding": ("embedding", {
+        "signature_name": "serve_text",
+        "instances": [{"text": "The cat sat on the mat."}, {"text": "Café in Paris"}]}),
+}

@@ -1,0 +1,146 @@
+"""tools/export_saved_model.py and the run directories it reads; saved_model_cli on the exports."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert_tf.modeling import BertEncoder, BertPretrainer, BertTokenClassifier
+from bert_tf.serving import load_model_dir, write_task_info
+from bert_tf.serving.model_dir import read_flagfile_values
+
+import serving_cases as cases
+
+TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "tools", "export_saved_model.py")
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+
+@pytest.fixture
+def tagging_run(serving_run, tmp_path):
+    """What a run_tagging --output_dir holds, without vocab.txt."""
+    run = tmp_path / "tagging_run"
+    run.mkdir()
+    shutil.copy(serving_run.model_files["tagging"], run / "model.keras")
+    cases.tiny_config().to_json_file(str(run / "bert_config.json"))
+    write_task_info(str(run), "tagging", do_lower_case=True, max_seq_length=cases.SEQ_LENGTH,
+                    labels=cases.TAGS)
+    return str(run)
+
+
+def test_read_flagfile_values(tmp_path):
+    path = tmp_path / "x.flags"
+    path.write_text("--do_lower_case\n--max_seq_length=64\n# comment\n--nodo_lower_case\n"
+                    "--other=1\n--nomax_seq_length_extra\n")
+    assert read_flagfile_values(str(path), ("do_lower_case", "max_seq_length")) == {
+        "do_lower_case": "false", "max_seq_length": "64"}
+
+
+def test_pretraining_run_directory(serving_run):
+    pretraining_run = serving_run.pretraining_run
+    source = load_model_dir(pretraining_run)
+    assert isinstance(source.model, BertPretrainer)
+    assert source.model_file == os.path.join(pretraining_run, "pretrainer.keras")
+    assert source.vocab_file == os.path.join(pretraining_run, "vocab.txt")
+    assert (source.do_lower_case, source.max_seq_length, source.task_info) == (
+        True, cases.SEQ_LENGTH, None)
+    encoder = load_model_dir(os.path.join(pretraining_run, "encoder.keras"))
+    assert isinstance(encoder.model, BertEncoder)
+    assert (encoder.do_lower_case, encoder.max_seq_length) == (True, cases.SEQ_LENGTH)
+
+
+def test_fine_tuning_run_directory(tagging_run, serving_run):
+    source = load_model_dir(tagging_run)
+    assert isinstance(source.model, BertTokenClassifier)
+    assert source.vocab_file is None
+    assert source.task_info.labels == tuple(cases.TAGS)
+    assert (source.do_lower_case, source.max_seq_length) == (True, cases.SEQ_LENGTH)
+    # A task_info.json that names another task than the model is an error naming both.
+    shutil.copy(serving_run.model_files["classifier"], os.path.join(tagging_run, "model.keras"))
+    with pytest.raises(ValueError) as error:
+        load_model_dir(tagging_run)
+    assert str(error.value) == (
+        f"{os.path.join(tagging_run, 'task_info.json')}: task='tagging', but "
+        f"{os.path.join(tagging_run, 'model.keras')} holds a BertClassifier (a classification "
+        "model)")
+
+
+def test_run_directory_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="found none of model.keras, pretrainer.keras, "
+                                                "encoder.keras; expected the output directory"):
+        load_model_dir(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="no such directory or .keras file"):
+        load_model_dir(str(tmp_path / "missing"))
+    (tmp_path / "model.h5").write_text("")
+    with pytest.raises(ValueError, match="expected a run's output directory or a .keras file"):
+        load_model_dir(str(tmp_path / "model.h5"))
+
+
+@pytest.mark.slow
+def test_cli_exported_the_pretraining_run_for_fill_mask(serving_run):
+    # conftest.py ran the tool on the pre-training run directory; test_signatures.py checks
+    # what the export answers.
+    written = serving_run.moved_from["fill_mask"]
+    assert serving_run.tool_stdout.strip().splitlines()[-1] == written
+    export_dir = serving_run.export_dirs["fill_mask"]
+    with open(os.path.join(export_dir, "assets.extra", "bert_tf_export.json")) as f:
+        info = json.load(f)
+    # Casing and length come from run_pretraining.flags.
+    assert info == {"model": "BertPretrainer", "task": "fill_mask",
+                    "max_seq_length": cases.SEQ_LENGTH, "do_lower_case": True, "signatures": {
+                        "serving_default": ["input_mask", "input_type_ids", "input_word_ids",
+                                            "masked_lm_positions"],
+                        "serve_text": ["text"], "serve_examples": ["examples"]}}
+    # Only numbered version directories are left beside it.
+    assert os.listdir(os.path.dirname(export_dir)) == ["1"]
+
+
+def _saved_model_cli_run(command, export_dir, features, out_dir):
+    inputs = []
+    for name, value in features.items():
+        path = os.path.join(out_dir, f"{name}.npy")
+        np.save(path, value)
+        inputs.append(f"{name}={path}")
+    result = subprocess.run(command + [
+        "run", "--dir", export_dir, "--tag_set", "serve", "--signature_def", "serving_default",
+        "--inputs", ";".join(inputs), "--outdir", out_dir, "--overwrite"],
+        capture_output=True, text=True, env=ENV)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {name[:-4]: np.load(os.path.join(out_dir, name)) for name in os.listdir(out_dir)
+            if name.endswith(".npy") and name[:-4] not in features}
+
+
+@pytest.mark.slow
+def test_cli_id_export_runs_in_saved_model_cli(tagging_run, serving_run, python_tok, tmp_path):
+    export_dir = str(tmp_path / "EXPORT" / "1")
+    # The run directory has no vocab.txt: fine for token ids.
+    result = subprocess.run([sys.executable, TOOL, f"--model_dir={tagging_run}",
+                             f"--export_dir={export_dir}", "--signatures=ids"],
+                            capture_output=True, text=True, env=ENV)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    # The id signature is plain TensorFlow: the stock saved_model_cli runs it.
+    out_dir = str(tmp_path / "cli_out")
+    os.makedirs(out_dir)
+    features = cases.ids_inputs(python_tok, "tagging")
+    got = _saved_model_cli_run(["saved_model_cli"], export_dir, features, out_dir)
+    expected = serving_run.model("tagging")(features).numpy()
+    assert sorted(got) == ["logits"]
+    np.testing.assert_allclose(got["logits"], expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_saved_model_cli_with_tf_text_ops_on_a_full_export(serving_run, python_tok, tmp_path):
+    # The graph of a text-signature export names tf-text ops, which saved_model_cli only knows
+    # once tensorflow_text is imported (the README's command).
+    command = [sys.executable, "-c", "import tensorflow_text; from tensorflow.python.tools "
+               "import saved_model_cli; saved_model_cli.main()"]
+    features = cases.ids_inputs(python_tok, "classifier")
+    got = _saved_model_cli_run(command, serving_run.export_dirs["classifier"], features,
+                               str(tmp_path))
+    expected = serving_run.model("classifier")(features).numpy()
+    np.testing.assert_allclose(got["logits"], expected, rtol=0, atol=1e-5)

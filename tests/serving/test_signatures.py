@@ -1,0 +1,174 @@
+"""Every signature of every exported model type, run in a process without bert_tf, against the
+Keras model and the Python tokenizer (see conftest.py for how the exports are made and run)."""
+
+import os
+
+import numpy as np
+import pytest
+
+import serving_cases as cases
+from serving_cases import KINDS, ids_inputs, text_inputs
+
+pytestmark = pytest.mark.slow
+
+ATOL = 1e-5
+
+
+def _close(got, expected, what):
+    np.testing.assert_allclose(got, expected, rtol=0, atol=ATOL, err_msg=what)
+
+
+def test_fresh_process_loaded_no_bert_tf_and_exports_were_relocated(serving_run):
+    assert serving_run.report["bert_tf_modules"] == []
+    for kind in KINDS:
+        export_dir = serving_run.export_dirs[kind]
+        assert not os.path.exists(serving_run.moved_from[kind])
+        # TF Serving's version directory layout, with the vocabulary as an asset.
+        assert sorted(os.listdir(export_dir)) == ["assets", "assets.extra", "fingerprint.pb",
+                                                  "saved_model.pb", "variables"]
+        with open(os.path.join(export_dir, "assets", "vocab.txt"), encoding="utf-8") as f:
+            assert f.read().splitlines() == cases.VOCAB
+        signatures = serving_run.report["signatures"][export_dir]
+        assert sorted(signatures) == ["serve_examples", "serve_text", "serving_default"]
+        # Dense tensors with the batch dimension unknown, in and out.
+        for spec in signatures.values():
+            for tensor in list(spec["inputs"].values()) + list(spec["outputs"].values()):
+                assert tensor["shape"][0] is None, (kind, spec)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_id_signature_matches_keras(serving_run, python_tok, kind):
+    features = ids_inputs(python_tok, kind)
+    expected = serving_run.model(kind)(features)
+    if not isinstance(expected, dict):
+        expected = {"logits": expected}
+    if kind == "embedding":
+        expected = {k: expected[k] for k in ("sequence_output", "pooled_output")}
+    got = serving_run.output(kind, "ids")
+    assert sorted(got) == sorted(expected)
+    for name, value in expected.items():
+        _close(got[name], np.asarray(value), f"{kind} {name}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_examples_and_batch_of_one_answer_as_the_text_batch(serving_run, kind):
+    text = serving_run.output(kind, "text")
+    examples = serving_run.output(kind, "examples")
+    one = serving_run.output(kind, "text_one")
+    assert sorted(examples) == sorted(text) == sorted(one)
+    for name, value in text.items():
+        if value.dtype.kind == "U":
+            np.testing.assert_array_equal(examples[name], value)
+        else:
+            _close(examples[name], value, f"{kind} {name} (examples)")
+        assert one[name].shape[0] == 1 and value.shape[0] == len(
+            next(iter(text_inputs(kind).values())))
+        # Alone, the first row is padded to its own length only.
+        width = one[name].shape[1] if one[name].ndim > 1 else None
+        first = value[:1, :width] if width is not None else value[:1]
+        if value.dtype.kind == "U":
+            np.testing.assert_array_equal(one[name], first)
+        else:
+            _close(one[name], first, f"{kind} {name} (batch of one)")
+
+
+def test_classifier_text(serving_run, python_tok):
+    tok = python_tok
+    features = cases.pack_batch(tok, [tok.encode(t) for t in cases.TEXTS],
+                                [tok.encode(t) for t in cases.PAIRS])
+    probabilities = cases.softmax(serving_run.model("classifier")(features).numpy())
+    got = serving_run.output("classifier", "text")
+    _close(got["probabilities"], probabilities, "probabilities")
+    np.testing.assert_array_equal(got["predicted_label"],
+                                  np.array(cases.CLASS_LABELS)[probabilities.argmax(-1)])
+    np.testing.assert_array_equal(got["label_names"],
+                                  np.array([cases.CLASS_LABELS] * len(cases.TEXTS)))
+    # Long texts were truncated to the sequence length, longest first.
+    assert features["input_mask"][4].sum() == cases.SEQ_LENGTH
+
+
+def test_regression_text(serving_run, python_tok):
+    tok = python_tok
+    features = cases.pack_batch(tok, [tok.encode(t) for t in cases.TEXTS])
+    expected = serving_run.model("regression")(features).numpy()[:, 0]
+    got = serving_run.output("regression", "text")
+    assert sorted(got) == ["score"]
+    _close(got["score"], expected, "score")
+
+
+def test_squad_text(serving_run, python_tok):
+    expected = cases.squad_reference(python_tok, serving_run.model("squad"), cases.QUESTIONS,
+                                     cases.CONTEXTS)
+    got = serving_run.output("squad", "text")
+    np.testing.assert_array_equal(got["answer_text"], expected["answer_text"])
+    np.testing.assert_array_equal(got["answer_start"], expected["answer_start"])
+    np.testing.assert_array_equal(got["answer_end"], expected["answer_end"])
+    _close(got["score"], expected["score"], "score")
+    for context, text, start, end in zip(cases.CONTEXTS, got["answer_text"],
+                                         got["answer_start"], got["answer_end"]):
+        assert context[start:end] == text
+    # An empty (or all-space) context answers "" at 0; the others answer something.
+    assert [bool(t) for t in got["answer_text"]] == [True, True, True, False, True, True, False]
+    # Non-ASCII context: offsets are character (not byte) offsets.
+    assert cases.CONTEXTS[5][got["answer_start"][5]:got["answer_end"][5]] == \
+        got["answer_text"][5]
+
+
+def test_tagging_text(serving_run, python_tok):
+    expected = cases.tagging_reference(python_tok, serving_run.model("tagging"), cases.TEXTS)
+    got = serving_run.output("tagging", "text")
+    width = max(1, max(len(rows) for rows in expected))
+    assert got["tokens"].shape == (len(cases.TEXTS), width)
+    np.testing.assert_array_equal(got["num_tokens"], [len(rows) for rows in expected])
+    for b, rows in enumerate(expected):
+        n = len(rows)
+        assert got["tokens"][b, :n].tolist() == [r[0] for r in rows]
+        assert got["labels"][b, :n].tolist() == [r[1] for r in rows]
+        _close(got["scores"][b, :n], [r[2] for r in rows], f"scores of text {b}")
+        assert got["start_offsets"][b, :n].tolist() == [r[3] for r in rows]
+        assert got["end_offsets"][b, :n].tolist() == [r[4] for r in rows]
+        # Padding.
+        assert set(got["labels"][b, n:]) <= {""} and set(got["start_offsets"][b, n:]) <= {-1}
+    assert got["tokens"][0, :3].tolist() == ["The", "cat", "sat"]
+    assert got["tokens"][3, :3].tolist() == ["Ünïcödé", "café", "in"]
+    assert got["num_tokens"][1] == got["num_tokens"][5] == 0  # Empty and all-space texts.
+    assert got["num_tokens"][4] == cases.SEQ_LENGTH - 2  # Truncated: one piece per word.
+    assert got["tokens"][6, 0] == "x" * 250  # Over 200 characters: one [UNK] word.
+
+
+def test_fill_mask_text(serving_run, python_tok):
+    tok = python_tok
+    ids = [cases.fill_mask_ids(tok, t) for t in cases.MASKED_TEXTS]
+    features = cases.pack_batch(tok, ids)
+    positions = [[i for i, x in enumerate(row) if x == tok.mask_id]
+                 for row in features["input_word_ids"]]
+    width = max(1, max(len(p) for p in positions))
+    padded = np.array([p + [-1] * (width - len(p)) for p in positions], np.int32)
+    model = serving_run.model("fill_mask")
+    logits = model(dict(features, masked_lm_positions=np.maximum(padded, 0)))["mlm_logits"]
+    probabilities = cases.softmax(logits.numpy())
+    got = serving_run.output("fill_mask", "text")
+    np.testing.assert_array_equal(got["mask_positions"], padded)
+    assert [len(p) for p in positions] == [2, 1, 0, 0, 0, 3, 1]  # The long text's is cut.
+    for b, row in enumerate(positions):
+        for k in range(width):
+            if k >= len(row):
+                assert got["top_k_ids"][b, k].tolist() == [-1] * cases.TOP_K
+                assert got["top_k_tokens"][b, k].tolist() == [""] * cases.TOP_K
+                continue
+            order = np.argsort(-probabilities[b, k])[:cases.TOP_K]
+            assert got["top_k_ids"][b, k].tolist() == order.tolist()
+            assert got["top_k_tokens"][b, k].tolist() == [cases.VOCAB[i] for i in order]
+            _close(got["top_k_probabilities"][b, k], probabilities[b, k, order], "top-k")
+
+
+def test_embedding_text(serving_run, python_tok):
+    tok = python_tok
+    features = cases.pack_batch(tok, [tok.encode(t) for t in cases.TEXTS])
+    outputs = serving_run.model("embedding")(features)
+    mask = features["input_mask"][:, :, None].astype(np.float32)
+    mean = (outputs["sequence_output"].numpy() * mask).sum(1) / mask.sum(1)
+    got = serving_run.output("embedding", "text")
+    assert sorted(got) == ["mean_pooled_output", "pooled_output"]
+    _close(got["pooled_output"], outputs["pooled_output"].numpy(), "pooled_output")
+    _close(got["mean_pooled_output"], mean, "mean_pooled_output")
