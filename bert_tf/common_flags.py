@@ -140,6 +140,14 @@ def define_labeled_data_flags():
                  "error. Default: those of the training data, sorted.")
 
 
+def define_export_flags():
+    """--export_dir of the fine-tuning CLIs: a SavedModel of the final model for TF Serving."""
+    _define_once(flags.DEFINE_string, "export_dir", None,
+                 "Also export the final (best) model as a SavedModel with id, text and "
+                 "tf.Example serving signatures to this version directory, e.g. "
+                 "models/mrpc/1; it must not exist yet, or be empty.")
+
+
 def make_strategy(options, batch_size_flags=()):
     """The strategy the flags ask for; checks that global batch sizes split over replicas.
 

@@ -10,6 +10,7 @@ kind of run directory:
   model.keras                   the final model (the best one when there was evaluation)
   bert_config.json, vocab.txt   the model's files, so the directory is an --init_checkpoint
   task_info.json                task, labels, casing and sequence length (for serving)
+  --export_dir (optional)       a SavedModel of model.keras with serving signatures
   eval_results.txt, results.json  metrics, steps, examples/s
   <cli>.flags                   the flags of the run
 
@@ -26,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import common_flags
+from bert_tf import common_flags, serving
 from bert_tf.common_flags import FlagValueError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import warm_start
@@ -70,6 +71,10 @@ def prepare(options):
         if not 0.0 <= options.warmup_proportion <= 1.0:
             raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
                                  "[0, 1]")
+    if options.export_dir and tf.io.gfile.exists(options.export_dir) and tf.io.gfile.listdir(
+            options.export_dir):
+        raise FlagValueError(f"--export_dir={options.export_dir} exists and is not empty; "
+                             "choose a new version directory")
     if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
         raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
                              "be >= 1")
@@ -205,18 +210,25 @@ def softmax(logits):
     return exp / exp.sum(axis=-1, keepdims=True)
 
 
-def write_run_files(context, options, model, task_info, cli_name, flags_text):
-    """The chief writes model.keras, bert_config.json, vocab.txt, task_info.json, the flags."""
+def write_run_files(context, options, model, task, labels, cli_name, flags_text, **task_info):
+    """The chief writes model.keras, bert_config.json, vocab.txt, task_info.json (task, labels
+    and the extra `task_info` fields, e.g. text_pair), the flags, and the --export_dir
+    SavedModel."""
     if not context.chief:
         return
     output_dir = options.output_dir
     common_flags.copy_model_files(output_dir, context.strategy, context.config,
                                   context.vocab_file)
     checkpointing.save_keras_model(model, os.path.join(output_dir, "model.keras"))
-    write_text_atomic(os.path.join(output_dir, "task_info.json"),
-                      json.dumps(task_info, indent=2, sort_keys=True) + "\n")
+    serving.write_task_info(output_dir, task, do_lower_case=bool(options.do_lower_case),
+                            max_seq_length=options.max_seq_length, labels=labels, **task_info)
     if flags_text:
         write_text_atomic(os.path.join(output_dir, f"{cli_name}.flags"), flags_text)
+    if options.export_dir:
+        serving.export(model, options.export_dir, vocab_file=context.vocab_file,
+                       do_lower_case=bool(options.do_lower_case),
+                       max_seq_length=options.max_seq_length, labels=labels, **task_info)
+        logging.info("Exported the model as a SavedModel to %s", options.export_dir)
 
 
 def write_results(context, options, results, eval_metrics):

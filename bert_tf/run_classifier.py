@@ -59,6 +59,7 @@ flags.DEFINE_bool("regression", False,
                   "error) rather than a class.")
 common_flags.define_finetuning_flags()
 common_flags.define_labeled_data_flags()
+common_flags.define_export_flags()
 
 _USER_FILE_EXTENSIONS = (".tsv", ".csv", ".jsonl", ".json")
 
@@ -291,11 +292,9 @@ def run_classifier(options, flags_text=None):
                               "examples_per_second": len(examples["test"]) / seconds,
                               "predictions_file": data.predictions_file()}
 
-    task_info = {"task": "regression" if labels is None else "classification",
-                 "labels": labels or [], "do_lower_case": bool(options.do_lower_case),
-                 "max_seq_length": max_seq_length, "text_pair": data.text_pair}
-    finetuning_run.write_run_files(context, options, model, task_info, "run_classifier",
-                                   flags_text)
+    finetuning_run.write_run_files(
+        context, options, model, "regression" if labels is None else "classification", labels,
+        "run_classifier", flags_text, text_pair=data.text_pair)
     results["wall_time_seconds"] = time.time() - start
     finetuning_run.write_results(context, options, results, eval_metrics)
     return results

@@ -40,6 +40,7 @@ flags.DEFINE_integer("tag_column", -1,
                      "Column of the tag (negative: from the end; CoNLL-2003's NER tag is -1).")
 common_flags.define_finetuning_flags()
 common_flags.define_labeled_data_flags()
+common_flags.define_export_flags()
 
 _DEFAULT_FILES = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt"),
                   "test": ("test.txt",)}
@@ -220,9 +221,7 @@ def run_tagging(options, flags_text=None):
                                             predicted)
             logging.info("test entity F1 %.4f at step %d", results["test"]["f1"], step)
 
-    task_info = {"task": "tagging", "labels": labels,
-                 "do_lower_case": bool(options.do_lower_case), "max_seq_length": max_seq_length}
-    finetuning_run.write_run_files(context, options, model, task_info, "run_tagging",
+    finetuning_run.write_run_files(context, options, model, "tagging", labels, "run_tagging",
                                    flags_text)
     results["wall_time_seconds"] = time.time() - start
     finetuning_run.write_results(context, options, results, eval_metrics)

@@ -14,7 +14,7 @@ VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "##s", "york"]
 
 
 def tiny_config_dict(**overrides):
-    values = dict(vocab_size=len(VOCAB) + 2, hidden_size=32, num_hidden_layers=1,
+    values = dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=1,
                   num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     values.update(overrides)

@@ -13,7 +13,7 @@ def _options(pretrained_dir, tmp_path, **overrides):
                   eval_batch_size=8, predict_batch_size=8, num_train_epochs=3.0,
                   warmup_proportion=0.1, save_checkpoints_steps=None, do_lower_case=True,
                   init_checkpoint=str(pretrained_dir), bert_config_file=None, vocab_file=None,
-                  max_seq_length=16)
+                  max_seq_length=16, export_dir=None)
     values.update(overrides)
     return types.SimpleNamespace(**values)
 
@@ -25,6 +25,8 @@ def _options(pretrained_dir, tmp_path, **overrides):
     (dict(num_train_epochs=0.0), "--num_train_epochs=0.0 must be > 0"),
     (dict(warmup_proportion=1.5), r"--warmup_proportion=1.5 must be in \[0, 1\]"),
     (dict(save_checkpoints_steps=0), "--save_checkpoints_steps=0 must be >= 1"),
+    (dict(export_dir="."), r"--export_dir=\. exists and is not empty; choose a new version "
+                           "directory"),
     (dict(max_seq_length=64), "--max_seq_length=64 exceeds max_position_embeddings=32 in "),
     (dict(init_checkpoint="/models/cased_L-12_H-768_A-12/bert_model.ckpt"),
      "--do_lower_case=True contradicts --init_checkpoint"),

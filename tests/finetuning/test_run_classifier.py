@@ -33,7 +33,8 @@ def sst2_run(tmp_path_factory, pretrained_dir):
                   f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16",
                   "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=4",
                   "--save_checkpoints_steps=32", "--seed=1", "--do_train", "--do_eval",
-                  "--do_predict", f"--output_dir={out}")
+                  "--do_predict", f"--output_dir={out}",
+                  f"--export_dir={tmp_path / 'export' / '1'}")
     return out, result
 
 
@@ -74,6 +75,13 @@ def test_glue_sst2_train_eval_predict(sst2_run, pretrained_dir):
                                 "do_lower_case": True, "max_seq_length": 16,
                                 "text_pair": False}
     assert {"bert_config.json", "vocab.txt", "model.keras"} <= set(os.listdir(out))
+    # The SavedModel reads raw text and agrees with model.keras.
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops of the text signature)
+
+    served = tf.saved_model.load(str(out.parent / "export" / "1")).signatures["serve_text"](
+        text=tf.constant(["a superb film .", "the plot was dull ."]))
+    assert [s.decode() for s in served["predicted_label"].numpy()] == ["1", "0"]
     model = keras.saving.load_model(out / "model.keras")
     # Full fine-tuning moved the pre-trained encoder.
     moved = [not np.array_equal(a, b) for a, b in

@@ -30,7 +30,8 @@ def test_ner_train_eval_predict(tmp_path, pretrained_dir):
     result = _run(f"--data_dir={tmp_path / 'conll'}", f"--init_checkpoint={pretrained_dir}",
                   "--max_seq_length=16", "--train_batch_size=16", "--learning_rate=3e-3",
                   "--num_train_epochs=4", "--save_checkpoints_steps=22", "--seed=1",
-                  "--do_train", "--do_eval", "--do_predict", f"--output_dir={out}")
+                  "--do_train", "--do_eval", "--do_predict", f"--output_dir={out}",
+                  f"--export_dir={tmp_path / 'export' / '1'}")
     assert result.returncode == 0, result.stderr[-3000:]
     with open(out / "results.json") as f:
         results = json.load(f)
@@ -59,6 +60,14 @@ def test_ner_train_eval_predict(tmp_path, pretrained_dir):
                                 "do_lower_case": True, "max_seq_length": 16}
     model = keras.saving.load_model(out / "model.keras")
     assert model.output_shape == (None, None, 4)
+    # The SavedModel tags raw text word by word.
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops of the text signature)
+
+    served = tf.saved_model.load(str(tmp_path / "export" / "1")).signatures["serve_text"](
+        text=tf.constant(["bob was in new york"]))
+    assert [t.decode() for t in served["labels"].numpy()[0]] == [
+        "B-PER", "O", "O", "B-LOC", "I-LOC"]
 
 
 @pytest.mark.slow
