@@ -9,6 +9,12 @@ optionally evaluates. --output_dir receives: ckpt-<step> checkpoints, summaries/
 bert_config.json, vocab.txt (when --vocab_file is given), run_pretraining.flags (the flags
 used), pretrainer.keras, encoder.keras and results.json.
 
+The BERT family from the same flags: any bert_config.json variant (ALBERT's embedding_size and
+share_parameters, sinusoidal positions), --sentence_order_prediction (ALBERT),
+--span_boundary_objective with --do_span_mask (SpanBERT), --full_sentences without
+--use_next_sentence_label (RoBERTa); official_configs/pretraining/{roberta,albert,spanbert}_
+style_*.flags hold the recipes.
+
 Exit codes: 0 done, 1 a flag, input or checkpoint error (message on stderr), 143 preempted:
 SIGTERM made training save a checkpoint at the step reached; rerun the same command to resume.
 
@@ -26,6 +32,7 @@ their last trainer left) and otherwise starts a new pass over the files. Evaluat
 read locally.
 """
 
+import functools
 import hashlib
 import json
 import os
@@ -40,6 +47,7 @@ from bert_tf.common_flags import FlagValueError
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.modeling.models import pair_metric_names
 from bert_tf.text import validate_case_matches_checkpoint
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import is_chief
@@ -83,6 +91,23 @@ flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (needed with --inp
 flags.DEFINE_bool("do_lower_case", True, "Lower-case raw text (with --input_text_file).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked fraction of tokens (--input_text_file).")
 flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words (--input_text_file).")
+# BERT-family objectives (see the README's "BERT family" section and official_configs/).
+flags.DEFINE_bool("sentence_order_prediction", False,
+                  "ALBERT's sentence-order prediction: the pair head learns whether the two "
+                  "segments are swapped (label 1) instead of whether B is random. Raw text is "
+                  "paired that way; TFRecords must be (create_pretraining_data "
+                  "--sentence_order_prediction). Needs --use_next_sentence_label.")
+flags.DEFINE_bool("span_boundary_objective", False,
+                  "SpanBERT's span-boundary objective, its loss added to the masked-LM loss. "
+                  "The input must carry span boundaries: --do_span_mask with raw text, or "
+                  "records made by create_pretraining_data --do_span_mask.")
+flags.DEFINE_bool("do_span_mask", False,
+                  "SpanBERT's span masking of raw text: whole-word spans of geometric length "
+                  "(--input_text_file / --eval_input_text_file).")
+flags.DEFINE_bool("full_sentences", False,
+                  "RoBERTa's FULL-SENTENCES packing of raw text: whole sentences across "
+                  "document ends, an extra [SEP] between documents (--input_text_file, "
+                  "--use_next_sentence_label=false).")
 flags.DEFINE_string("tf_data_service", None,
                     "grpc://HOST:PORT of a tf.data service dispatcher that runs the training "
                     "input pipeline (see the module doc).")
@@ -128,6 +153,7 @@ def validate_options(options, config):
     if not 0 <= options.num_warmup_steps <= options.num_train_steps:
         raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
                              f"[0, --num_train_steps={options.num_train_steps}]")
+    _validate_family_options(options)
     if options.gradient_accumulation_steps < 1:
         raise FlagValueError(f"--gradient_accumulation_steps={options.gradient_accumulation_steps}"
                              " must be >= 1")
@@ -143,6 +169,25 @@ def validate_options(options, config):
             raise FlagValueError(
                 f"vocab_size={config.vocab_size} in {options.bert_config_file} is smaller than "
                 f"the {vocab_size} tokens of --vocab_file={options.vocab_file}")
+
+
+def _validate_family_options(options):
+    """The BERT-family flags against the input and each other."""
+    text_input = options.input_text_file or options.eval_input_text_file
+    if options.sentence_order_prediction and not options.use_next_sentence_label:
+        raise FlagValueError("--sentence_order_prediction trains the pair head: it needs "
+                             "--use_next_sentence_label=true")
+    for name in ("do_span_mask", "full_sentences"):
+        if getattr(options, name) and not text_input:
+            raise FlagValueError(f"--{name} masks or packs raw text: it needs --input_text_file "
+                                 "or --eval_input_text_file (TFRecords are made that way by "
+                                 "create_pretraining_data)")
+    if options.full_sentences and options.use_next_sentence_label:
+        raise FlagValueError("--full_sentences packs single sequences: it needs "
+                             "--use_next_sentence_label=false")
+    if options.span_boundary_objective and text_input and not options.do_span_mask:
+        raise FlagValueError("--span_boundary_objective needs span boundaries: add "
+                             "--do_span_mask for raw text input")
 
 
 def _count_vocab(vocab_file):
@@ -181,7 +226,7 @@ def _make_dataset_fn(options, config, *, is_training, batch_size):
                 max_predictions_per_seq=options.max_predictions_per_seq,
                 is_training=is_training, seed=seed, input_context=input_context,
                 use_next_sentence_label=options.use_next_sentence_label,
-                vocab_size=config.vocab_size)
+                vocab_size=config.vocab_size, span_boundaries=options.span_boundary_objective)
         return dataset_fn
 
     from bert_tf.data import text_pretraining_dataset
@@ -195,7 +240,9 @@ def _make_dataset_fn(options, config, *, is_training, batch_size):
             masked_lm_prob=options.masked_lm_prob,
             use_next_sentence_label=options.use_next_sentence_label,
             do_whole_word_mask=options.do_whole_word_mask, seed=seed,
-            is_training=is_training, input_context=input_context)
+            is_training=is_training, input_context=input_context,
+            sentence_order_prediction=options.sentence_order_prediction,
+            full_sentences=options.full_sentences, do_span_mask=options.do_span_mask)
     return text_dataset_fn
 
 
@@ -208,7 +255,8 @@ def _data_service_job_name(options):
     shape = [os.path.abspath(options.output_dir), options.input_file, options.input_text_file,
              options.max_seq_length, options.max_predictions_per_seq, options.train_batch_size,
              options.seed, options.masked_lm_prob, options.do_whole_word_mask,
-             options.use_next_sentence_label, options.do_lower_case]
+             options.use_next_sentence_label, options.do_lower_case,
+             options.sentence_order_prediction, options.do_span_mask, options.full_sentences]
     return "bert_tf_pretraining_" + hashlib.sha1(json.dumps(shape).encode()).hexdigest()[:16]
 
 
@@ -241,16 +289,26 @@ def _check_input(dataset_fn, options, is_training):
         raise FlagValueError(f"--{name}={patterns}: {e}") from None
 
 
-def pretraining_metrics(sums, count):
-    """Reported metrics from the summed parts of BertPretrainer.compute_pretraining_losses."""
+def pretraining_metrics(sums, count, sentence_order_prediction=False):
+    """Reported metrics from the summed parts of BertPretrainer.compute_pretraining_losses.
+
+    The pair head's metrics are nsp_loss / next_sentence_accuracy, or with
+    sentence_order_prediction sop_loss / sentence_order_accuracy; with the span-boundary
+    objective also sbo_loss / span_boundary_accuracy.
+    """
     metrics = {
         "loss": sums["loss"] / count,
         "mlm_loss": sums["mlm_loss"] / count,
         "masked_lm_accuracy": sums["mlm_correct"] / max(sums["mlm_weight_sum"], 1e-12),
     }
     if sums["nsp_count"] > 0:
-        metrics["nsp_loss"] = sums["nsp_loss"] / count
-        metrics["next_sentence_accuracy"] = sums["nsp_correct"] / sums["nsp_count"]
+        loss_name, accuracy_name = pair_metric_names(sentence_order_prediction)
+        metrics[loss_name] = sums["nsp_loss"] / count
+        metrics[accuracy_name] = sums["nsp_correct"] / sums["nsp_count"]
+    if "sbo_loss" in sums:
+        metrics["sbo_loss"] = sums["sbo_loss"] / count
+        metrics["span_boundary_accuracy"] = (sums["sbo_correct"]
+                                             / max(sums["mlm_weight_sum"], 1e-12))
     return metrics
 
 
@@ -290,7 +348,9 @@ def pretrain(options, flags_text=None):
 
     with strategy.scope():
         encoder = BertEncoder(config)
-        model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label)
+        model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
+                               sentence_order_prediction=options.sentence_order_prediction,
+                               span_boundary_objective=options.span_boundary_objective)
         optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
                                      options.num_warmup_steps, optimizer_type=options.optimizer,
                                      weight_decay_rate=options.weight_decay_rate)
@@ -306,6 +366,8 @@ def pretrain(options, flags_text=None):
                 write_text_atomic(os.path.join(options.output_dir, "vocab.txt"), f.read())
 
     results = {"num_train_steps": options.num_train_steps}
+    metrics_fn = functools.partial(pretraining_metrics,
+                                   sentence_order_prediction=options.sentence_order_prediction)
     steps_per_loop = common_flags.steps_per_loop(options)
     if options.do_train:
         train_results = train(
@@ -313,7 +375,7 @@ def pretrain(options, flags_text=None):
             strategy=strategy, output_dir=options.output_dir,
             num_train_steps=options.num_train_steps, steps_per_loop=steps_per_loop,
             save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
-            metrics_fn=pretraining_metrics, global_batch_size=options.train_batch_size,
+            metrics_fn=metrics_fn, global_batch_size=options.train_batch_size,
             init_checkpoint=options.init_checkpoint, jit_compile=options.jit_compile,
             warm_start_fn=lambda path, target: interop.warm_start(
                 path, target, do_lower_case=options.do_lower_case),
@@ -328,7 +390,7 @@ def pretrain(options, flags_text=None):
         results["eval"] = evaluate(model=model, loss_fn=_pretraining_loss_fn,
                                    dataset_fn=dataset_fns[False], strategy=strategy,
                                    max_steps=options.max_eval_steps,
-                                   metrics_fn=pretraining_metrics)
+                                   metrics_fn=metrics_fn)
         logging.info("Eval at step %d: %s", results["global_step"], results["eval"])
         if chief:
             write_summaries(os.path.join(options.output_dir, "summaries", "eval"),

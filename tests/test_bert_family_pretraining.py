@@ -1,0 +1,187 @@
+"""run_pretraining with the BERT-family recipes: the official flagfiles, an ALBERT-style run on
+sentence-order records and a SpanBERT + RoBERTa-style run on raw text, tiny and short."""
+
+import collections
+import glob
+import json
+import os
+import re
+import types
+
+import keras
+import numpy as np
+import pytest
+
+from bert_tf.config import BertConfig
+from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.data.demo_corpus import format_documents, pydoc_documents
+from bert_tf.interop import warm_start
+from bert_tf.modeling import BertClassifier, BertEncoder
+from bert_tf.run_pretraining import FLAGS, FlagValueError, pretrain
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAMILY_FLAGFILES = sorted(glob.glob(os.path.join(REPO, "official_configs", "pretraining",
+                                                 "*_style_*.flags")))
+
+
+def flagfile_values(path):
+    """The flags of a flagfile, each parsed by its run_pretraining definition."""
+    values = {}
+    for line in open(path).read().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, _, value = line[2:].partition("=")
+        assert name in FLAGS, f"{os.path.basename(path)}: --{name} is not a run_pretraining flag"
+        values[name] = FLAGS[name].parser.parse(value)
+    return values
+
+
+def options_from(flagfile, **overrides):
+    values = {name: FLAGS[name].default for name in FLAGS}
+    values.update(flagfile_values(os.path.join(REPO, "official_configs", "pretraining",
+                                               flagfile)))
+    values.update(overrides)
+    return types.SimpleNamespace(**values)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("family_corpus")
+    documents = pydoc_documents()[:60]
+    (root / "corpus.txt").write_text(format_documents(documents), encoding="utf-8")
+    words = collections.Counter(w for doc in documents for sentence in doc
+                                for w in re.findall(r"[a-z]+", sentence.lower()))
+    chars = sorted(set("abcdefghijklmnopqrstuvwxyz0123456789.,;:!?()[]{}'\"-_=+*/\\<>@#$%^&|~`"))
+    tokens = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars + ["##" + c for c in chars]
+              + [w for w, _ in words.most_common(300) if len(w) > 1])
+    (root / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return {"root": root, "text": str(root / "corpus.txt"), "vocab": str(root / "vocab.txt"),
+            "vocab_size": len(tokens)}
+
+
+def tiny_config(path, vocab_size, **family):
+    config = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
+                        **family)
+    config.to_json_file(str(path))
+    return str(path)
+
+
+SHORT_RUN = dict(max_seq_length=32, max_predictions_per_seq=5, train_batch_size=8,
+                 eval_batch_size=8, num_train_steps=4, num_warmup_steps=1, steps_per_loop=4,
+                 save_checkpoints_steps=4, do_eval=False, dtype="float32", max_eval_steps=2)
+
+
+@pytest.mark.parametrize("path", FAMILY_FLAGFILES, ids=os.path.basename)
+def test_family_flagfiles_use_real_flags_and_configs(path):
+    values = flagfile_values(path)
+    config = BertConfig.from_json_file(os.path.join(REPO, values["bert_config_file"]))
+    recipe = os.path.basename(path).split("_style")[0]
+    if recipe == "roberta":
+        assert not values["use_next_sentence_label"] and values["full_sentences"]
+        assert values["gradient_accumulation_steps"] > 1
+    elif recipe == "albert":
+        assert values["sentence_order_prediction"]
+        assert config.share_parameters == "all" and config.embedding_size < config.hidden_size
+    else:
+        assert values["do_span_mask"] and values["span_boundary_objective"]
+        assert not values["use_next_sentence_label"]
+    assert values["max_seq_length"] <= config.max_position_embeddings
+
+
+def test_albert_base_config_is_the_papers():
+    config = BertConfig.from_json_file(os.path.join(REPO, "official_configs", "models",
+                                                    "albert_base.json"))
+    assert (config.vocab_size, config.embedding_size, config.hidden_size,
+            config.num_hidden_layers, config.share_parameters) == (30000, 128, 768, 12, "all")
+
+
+def test_albert_style_run_on_sentence_order_records_with_span_boundaries(corpus, tmp_path):
+    records = str(tmp_path / "sop.tfrecord")
+    cpd.create_pretraining_data(corpus["text"], [records], corpus["vocab"],
+                                options=cpd.PretrainingDataOptions(
+                                    max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
+                                    sentence_order_prediction=True, do_span_mask=True))
+    config_file = tiny_config(tmp_path / "albert.json", corpus["vocab_size"], embedding_size=16,
+                              share_parameters="all")
+    out = tmp_path / "albert_run"
+    options = options_from("albert_style_demo_tiny.flags", bert_config_file=config_file,
+                           vocab_file=corpus["vocab"], input_file=records,
+                           input_text_file=None, eval_input_text_file=None,
+                           output_dir=str(out), span_boundary_objective=True, **SHORT_RUN)
+    results = pretrain(options)
+    train = results["train"]
+    assert results["global_step"] == 4
+    assert {"sop_loss", "sentence_order_accuracy", "sbo_loss",
+            "span_boundary_accuracy"} <= set(train)
+    assert "nsp_loss" not in train
+    assert all(np.isfinite(train[k]) for k in ("loss", "mlm_loss", "sop_loss", "sbo_loss"))
+    np.testing.assert_allclose(train["loss"], train["mlm_loss"] + train["sop_loss"]
+                               + train["sbo_loss"], rtol=1e-4)
+    pretrainer = keras.saving.load_model(str(out / "pretrainer.keras"))
+    assert pretrainer.sentence_order_prediction and pretrainer.span_boundary_objective
+    saved = json.loads((out / "bert_config.json").read_text())
+    assert (saved["embedding_size"], saved["share_parameters"]) == (16, "all")
+    # The run directory warm-starts a fine-tuning model of the same family.
+    classifier = BertClassifier(BertEncoder(BertConfig.from_json_file(config_file)), 2)
+    report = warm_start(str(out), classifier)
+    assert report.newly_initialized == ["classifier/kernel", "classifier/bias"]
+
+
+def test_spanbert_and_roberta_style_run_on_raw_text(corpus, tmp_path):
+    config_file = tiny_config(tmp_path / "sinusoidal.json", corpus["vocab_size"],
+                              position_embedding_type="sinusoidal")
+    out = tmp_path / "span_run"
+    options = options_from("spanbert_style_demo_tiny.flags", bert_config_file=config_file,
+                           vocab_file=corpus["vocab"], input_text_file=corpus["text"],
+                           eval_input_text_file=None, output_dir=str(out),
+                           full_sentences=True, gradient_accumulation_steps=2, **SHORT_RUN)
+    results = pretrain(options)
+    train = results["train"]
+    assert results["global_step"] == 4
+    assert {"sbo_loss", "span_boundary_accuracy"} <= set(train)
+    assert not {"nsp_loss", "sop_loss"} & set(train)
+    np.testing.assert_allclose(train["loss"], train["mlm_loss"] + train["sbo_loss"], rtol=1e-4)
+    encoder = keras.saving.load_model(str(out / "encoder.keras"))
+    assert encoder.config.position_embedding_type == "sinusoidal"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(use_next_sentence_label=False, sentence_order_prediction=True),
+     "--sentence_order_prediction trains the pair head: it needs --use_next_sentence_label=true"),
+    (dict(full_sentences=True, use_next_sentence_label=True),
+     "--full_sentences packs single sequences: it needs --use_next_sentence_label=false"),
+    (dict(span_boundary_objective=True, do_span_mask=False),
+     "--span_boundary_objective needs span boundaries: add --do_span_mask for raw text input"),
+    (dict(do_span_mask=True, input_text_file=None, input_file="records.tfrecord"),
+     "--do_span_mask masks or packs raw text: it needs --input_text_file"),
+])
+def test_family_flag_conflicts_are_named(corpus, tmp_path, overrides, message):
+    config_file = tiny_config(tmp_path / "c.json", corpus["vocab_size"])
+    values = dict(SHORT_RUN, bert_config_file=config_file, vocab_file=corpus["vocab"],
+                  input_text_file=corpus["text"], eval_input_text_file=None,
+                  output_dir=str(tmp_path / "out"))
+    options = options_from("spanbert_style_demo_tiny.flags", **dict(values, **overrides))
+    with pytest.raises(FlagValueError) as error:
+        pretrain(options)
+    assert message in str(error.value)
+
+
+def test_span_boundary_objective_on_records_without_spans_is_named(corpus, tmp_path):
+    records = str(tmp_path / "plain.tfrecord")
+    cpd.create_pretraining_data(corpus["text"], [records], corpus["vocab"],
+                                options=cpd.PretrainingDataOptions(
+                                    max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1))
+    options = options_from("spanbert_style_demo_tiny.flags",
+                           bert_config_file=tiny_config(tmp_path / "c.json",
+                                                        corpus["vocab_size"]),
+                           vocab_file=corpus["vocab"], input_file=records, input_text_file=None,
+                           eval_input_text_file=None, do_span_mask=False,
+                           output_dir=str(tmp_path / "out"), **SHORT_RUN)
+    with pytest.raises(FlagValueError) as error:
+        pretrain(options)
+    assert str(error.value) == (
+        f'--input_file={records}: {records}: the first record has no feature '
+        '"span_left_boundaries" (expected int64_list of length 5 (max_predictions_per_seq)); '
+        "the span-boundary objective needs records made with create_pretraining_data "
+        "--do_span_mask.")
