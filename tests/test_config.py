@@ -135,3 +135,31 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(bert_tf.config)
     assert result.attempted >= 3 and result.failed == 0
+
+
+def test_family_fields_written_only_when_set_and_round_trip(tmp_path):
+    config = BertConfig(vocab_size=30000, embedding_size=128, share_parameters="all",
+                        position_embedding_type="sinusoidal")
+    values = config.to_dict()
+    assert (values["embedding_size"], values["share_parameters"],
+            values["position_embedding_type"]) == (128, "all", "sinusoidal")
+    path = str(tmp_path / "albert.json")
+    config.to_json_file(path)
+    assert BertConfig.from_json_file(path) == config
+    assert config.embedding_width == 128 and BertConfig().embedding_width == 768
+    assert not set(BertConfig().to_dict()) - set(ORIGINAL_BASE)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("embedding_size", 0, "embedding_size=0 must be a positive integer or absent (null: the "
+                          "embeddings are hidden_size wide)"),
+    ("share_parameters", "layers", "share_parameters='layers' is not one of none, all, "
+                                   "attention, ffn"),
+    ("position_embedding_type", "rotary", "position_embedding_type='rotary' is not one of "
+                                          "learned, sinusoidal"),
+])
+def test_family_field_errors_name_the_field(tmp_path, field, value, message):
+    path = write_json(tmp_path / "bad.json", dict(ORIGINAL_BASE, **{field: value}))
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_json_file(path)
+    assert str(info.value) == f"{path}: {message}"
