@@ -167,6 +167,8 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
     # Every worker resumes from the chief's checkpoints (a shared output_dir, as multi-worker
     # training assumes). Non-chief workers must still take part in each save, which they
     # write to a private directory removed at the end.
+    if manager.latest_checkpoint:
+        _check_loss_scale_matches(manager.latest_checkpoint, optimizer)
     restored = checkpointing.restore_latest(manager, checkpoint)
     worker_dir = None
     if not chief:
@@ -392,6 +394,22 @@ def _accumulate(grad_fn, micro_batches):
     for total, i in zip(sums, present):
         grads[i] = total
     return parts, grads
+
+
+def _check_loss_scale_matches(checkpoint_path, optimizer):
+    """A float16 run's checkpoints hold a loss scale, others none: resuming across the two
+    would fail to restore (or restore the wrong slots); say so with the flag to fix."""
+    try:
+        names = [name for name, _ in tf.train.list_variables(checkpoint_path)]
+    except (tf.errors.OpError, ValueError):
+        return  # unreadable: restore_latest reports it and falls back to an older one
+    saved = any(name.startswith("optimizer/dynamic_scale/") for name in names)
+    scaled = isinstance(optimizer, precision.DynamicLossScaleOptimizer)
+    if saved != scaled:
+        raise checkpointing.CheckpointError(
+            f"{checkpoint_path} was written by a run {'with' if saved else 'without'} float16 "
+            f"loss scaling, but this run {'computes' if scaled else 'does not compute'} in "
+            "float16: resume with the --dtype the run started with")
 
 
 def _part_names(strategy, model, loss_fn, iterator):

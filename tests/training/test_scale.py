@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.training import precision
+from bert_tf.training.checkpointing import CheckpointError
 from bert_tf.training.distribute import get_strategy
 from bert_tf.training.finetune import BestModelKeeper
 from bert_tf.training.loop import PREEMPTED_EXIT_CODE, TrainingPreempted, train
@@ -222,3 +223,16 @@ def test_jit_compile_flag_round_trips_through_a_flagfile(argv, value, serialized
     flag_values(["prog", *argv])
     assert flag_values.jit_compile == value
     assert flag_values["jit_compile"].serialize() == serialized
+
+
+def test_resuming_across_float16_and_other_dtypes_names_the_flag(tmp_path, float16_policy):
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy)
+    _train(model, optimizer, strategy, tmp_path, 5, steps_per_loop=5)
+    keras.mixed_precision.set_global_policy("float32")
+    model, optimizer = _build(strategy)
+    with pytest.raises(CheckpointError) as error:
+        _train(model, optimizer, strategy, tmp_path, 10, steps_per_loop=5)
+    assert str(error.value) == (
+        f"{tmp_path}/ckpt-5 was written by a run with float16 loss scaling, but this run does "
+        "not compute in float16: resume with the --dtype the run started with")
