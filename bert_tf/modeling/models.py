@@ -88,7 +88,8 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
     are ignored) and returns float32 logits:
       mlm_logits: [B, P, V] at `masked_lm_positions` [B, P].
       nsp_logits: [B, 2] from the pooled [CLS] vector (only with use_next_sentence_label).
-      sbo_logits: [B, P, V] from the span boundaries (only with span_boundary_objective).
+      sbo_logits: [B, P, V] from the span boundaries (only with span_boundary_objective, when
+        the features hold them: inference such as fill-mask needs only the masked-LM head).
 
     The losses are the original's: masked-LM = sum(w * CE) / (sum(w) + 1e-5) over the P slots
     with `masked_lm_weights` w; NSP = mean CE over the batch; loss = masked-LM + NSP. They are
@@ -191,18 +192,15 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
 
         Args:
           features: dict with int32 input_word_ids, input_mask, input_type_ids [B, S] and
-            masked_lm_positions [B, P] (with SBO also span_left_boundaries and
+            masked_lm_positions [B, P] (with SBO, for training, also span_left_boundaries and
             span_right_boundaries [B, P]); other keys are ignored.
           training: enables dropout.
 
         Returns:
           dict: mlm_logits float32 [B, P, V]; nsp_logits float32 [B, 2] when the pair head is
-          on; sbo_logits float32 [B, P, V] with SBO.
+          on; sbo_logits float32 [B, P, V] with SBO when the span boundaries are given.
         """
-        required = _ENCODER_INPUTS + ("masked_lm_positions",)
-        if self.span_boundary is not None:
-            required += _SPAN_BOUNDARY_FEATURES
-        missing = [k for k in required if k not in features]
+        missing = [k for k in _ENCODER_INPUTS + ("masked_lm_positions",) if k not in features]
         if missing:
             raise KeyError(f"BertPretrainer: features lack {', '.join(missing)}; got "
                            f"{', '.join(sorted(features))}")
@@ -213,7 +211,8 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         if self.next_sentence is not None:
             outputs["nsp_logits"] = tf.cast(
                 self.next_sentence(encoder_outputs["pooled_output"]), tf.float32)
-        if self.span_boundary is not None:
+        if self.span_boundary is not None and all(k in features
+                                                  for k in _SPAN_BOUNDARY_FEATURES):
             outputs["sbo_logits"] = self.span_boundary(
                 encoder_outputs["sequence_output"], features["masked_lm_positions"],
                 *(features[k] for k in _SPAN_BOUNDARY_FEATURES))
@@ -255,6 +254,10 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
                  "mlm_correct": mlm_correct, "mlm_weight_sum": mlm_weight_sum,
                  "nsp_correct": nsp_correct, "nsp_count": nsp_count}
         if self.span_boundary is not None:
+            if "sbo_logits" not in outputs:
+                missing = [k for k in _SPAN_BOUNDARY_FEATURES if k not in features]
+                raise KeyError(f"BertPretrainer: the span-boundary objective needs "
+                               f"{', '.join(missing)} in the features (span-masked input)")
             sbo_loss, sbo_correct = _masked_token_loss(outputs["sbo_logits"], ids_bp, weights_bp,
                                                        mlm_weight_sum)
             parts.update(loss=parts["loss"] + sbo_loss, sbo_loss=sbo_loss,

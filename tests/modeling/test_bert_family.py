@@ -208,9 +208,12 @@ def test_span_boundary_head_matches_numpy_and_is_added_to_the_loss(features):
     np.testing.assert_allclose(out["sbo_logits"], expected, rtol=1e-4, atol=1e-4)
     parts = model.compute_pretraining_losses(features, out)
     np.testing.assert_allclose(parts["loss"], parts["mlm_loss"] + parts["sbo_loss"], rtol=1e-6)
+    # Inference without spans (fill-mask) uses the masked-LM head alone; the loss needs them.
     del features["span_right_boundaries"]
-    with pytest.raises(KeyError, match="features lack span_right_boundaries"):
-        model(features)
+    out = model(features)
+    assert set(out) == {"mlm_logits"}
+    with pytest.raises(KeyError, match="the span-boundary objective needs span_right_boundaries"):
+        model.compute_pretraining_losses(features, out)
 
 
 def test_sbo_loss_decreases_on_a_tiny_overfit(make_batch):
@@ -269,3 +272,16 @@ def test_task_models_fine_tune_on_a_family_encoder(make_batch, tmp_path):
     span = BertSpanLabeler(BertEncoder(tiny(share_parameters="ffn")))
     logits = span(inputs)
     assert tuple(logits["start_logits"].shape) == tuple(logits["end_logits"].shape) == (8, 16)
+
+
+def test_family_pretrainer_exports_for_serving(features, tmp_path):
+    from bert_tf.serving import export
+
+    model = BertPretrainer(BertEncoder(tiny(embedding_size=16, share_parameters="all",
+                                            position_embedding_type="sinusoidal")),
+                           sentence_order_prediction=True, span_boundary_objective=True)
+    export(model, str(tmp_path / "export" / "1"), signatures=("ids",))
+    served = tf.saved_model.load(str(tmp_path / "export" / "1")).signatures["serving_default"]
+    names = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
+    out = served(**{k: tf.constant(features[k]) for k in names})
+    np.testing.assert_allclose(out["mlm_logits"], model(features)["mlm_logits"], atol=1e-5)
