@@ -443,9 +443,7 @@ def test_training_input_through_tf_data_service(tmp_path):
     service = tf.data.experimental.service
     dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
     port = dispatcher.target.rsplit(":", 1)[1]
-    # Frequent heartbeats: the worker learns of the new job at its next heartbeat.
-    worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=f"127.0.0.1:{port}",
-                                                       heartbeat_interval_ms=100))
+    worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=f"127.0.0.1:{port}"))
     values = {name: FLAGS[name].default for name in FLAGS}
     values.update(bert_config_file=str(tmp_path / "bert_config.json"),
                   input_text_file=str(corpus), vocab_file=str(vocab),
