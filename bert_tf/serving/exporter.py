@@ -148,7 +148,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
       tokenizer: instead of vocab_file/do_lower_case, a BertTokenizerLayer or a
         WordpieceTokenizer.
       do_lower_case: the casing the model was trained with.
-      max_seq_length: S of the text signatures; longer inputs are truncated.
+      max_seq_length: S of the text signatures; longer inputs are truncated. (The id
+        signature takes any length up to the model's max_position_embeddings.)
       labels: class names (BertClassifier) or tag names (BertTokenClassifier) in logit order;
         default "0", "1", ...
       signatures: any of "ids" (serving_default), "text" (serve_text) and "examples"
@@ -174,13 +175,15 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
     if unknown or not signatures:
         raise ValueError(f"export: signatures={list(signatures)!r}; choose from "
                          f"{', '.join(SIGNATURE_KEYS)}.")
+    tasks.task_name_of(model)  # A TypeError for models that cannot be served.
     tokenizer = _tokenizer_layer(tokenizer, vocab_file, do_lower_case)
     wants_text = "text" in signatures or "examples" in signatures
     if wants_text and tokenizer is None:
         raise ValueError("export: the text and examples signatures need vocab_file (or "
                          "tokenizer); pass signatures=('ids',) to export without one.")
     config = _encoder_config(model)
-    if not 3 <= max_seq_length <= config.max_position_embeddings:
+    # The id signature takes any length; S is the text signatures' packed length.
+    if wants_text and not 3 <= max_seq_length <= config.max_position_embeddings:
         raise ValueError(f"export: max_seq_length={max_seq_length} must be in [3, "
                          f"max_position_embeddings={config.max_position_embeddings}].")
     if tokenizer is not None and tokenizer.vocab_size != config.vocab_size:
@@ -220,11 +223,12 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
 
 
 def _export_info(task, model, signatures, max_seq_length):
-    info = {"model": type(model).__name__, "task": task.name, "max_seq_length": max_seq_length,
+    info = {"model": type(model).__name__, "task": task.name,
             "signatures": {SIGNATURE_KEYS[s]: _signature_inputs(task, s) for s in signatures}}
     if getattr(task, "labels", None):
         info["labels"] = task.labels
     if task.tokenizer is not None:
+        info["max_seq_length"] = max_seq_length
         info["do_lower_case"] = task.tokenizer.do_lower_case
     return info
 

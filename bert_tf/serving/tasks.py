@@ -210,7 +210,7 @@ class SpanTask(ServingTask):
                        & in_context[:, tf.newaxis, :])
         scores_bss = start_bs[:, :, tf.newaxis] + end_bs[:, tf.newaxis, :]
         scores_bn = tf.reshape(tf.where(allowed_bss, scores_bss, float("-inf")),
-                               [tf.shape(start_bs)[0], -1])
+                               [tf.shape(start_bs)[0], seq * seq])
         best = tf.argmax(scores_bn, axis=-1, output_type=tf.int32)  # [B], i * S + j
         score = tf.reduce_max(scores_bn, axis=-1)
         has_answer = context_len > 0

@@ -27,6 +27,7 @@ import tensorflow as tf
 from bert_tf import serving
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
                               BertTokenClassifier)
+from bert_tf.text.layers import BertTokenizerLayer
 
 import serving_cases as cases
 
@@ -112,6 +113,9 @@ def _calls(tok, export_dirs):
                       "signature": "serve_text",
                       "inputs": {k: {"dtype": "string", "value": v[:1]}
                                  for k, v in inputs.items()}})
+        calls.append({"key": f"{kind}/text_empty", "export_dir": export_dir,
+                      "signature": "serve_text",
+                      "inputs": {k: {"dtype": "string", "value": []} for k in inputs}})
         calls.append({"key": f"{kind}/examples", "export_dir": export_dir,
                       "signature": "serve_examples",
                       "inputs": {"examples": {"dtype": "base64", "value": _examples(inputs)}}})
@@ -161,6 +165,15 @@ class ServingRun:
         return {k[len(prefix):]: v for k, v in self.outputs.items() if k.startswith(prefix)}
 
 
+def _vocabulary_argument(kind, tok):
+    """The three ways to give export the vocabulary: tokens, a Python or an in-graph tokenizer."""
+    if kind == "regression":
+        return {"tokenizer": tok}
+    if kind == "embedding":
+        return {"tokenizer": BertTokenizerLayer(cases.VOCAB)}
+    return {"vocab_file": cases.VOCAB}
+
+
 def _write_pretraining_run(directory, models):
     """What run_pretraining leaves in --output_dir, for the tiny pre-trained model."""
     os.makedirs(directory)
@@ -197,8 +210,8 @@ def _build(root):
         model.save(model_files[kind])
     for kind, model in models.items():
         if kind != "fill_mask":
-            serving.export(model, written[kind], vocab_file=cases.VOCAB,
-                           max_seq_length=cases.SEQ_LENGTH, **EXPORT_OPTIONS[kind])
+            serving.export(model, written[kind], max_seq_length=cases.SEQ_LENGTH,
+                           **EXPORT_OPTIONS[kind], **_vocabulary_argument(kind, tok))
     tool_stdout, tool_stderr = tool.communicate()
     if tool.returncode != 0:
         raise RuntimeError(f"export_saved_model.py failed:\n{tool_stderr[-5000:]}")

@@ -72,6 +72,15 @@ def test_examples_and_batch_of_one_answer_as_the_text_batch(serving_run, kind):
             _close(one[name], first, f"{kind} {name} (batch of one)")
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_empty_batch_is_answered(serving_run, kind):
+    empty = serving_run.output(kind, "text_empty")
+    text = serving_run.output(kind, "text")
+    assert sorted(empty) == sorted(text)
+    for name, value in empty.items():
+        assert value.shape[0] == 0 and value.ndim == text[name].ndim, (name, value.shape)
+
+
 def test_classifier_text(serving_run, python_tok):
     tok = python_tok
     features = cases.pack_batch(tok, [tok.encode(t) for t in cases.TEXTS],

@@ -1,0 +1,112 @@
+"""bert_tf.serving.export's arguments: what it refuses (naming why), overwriting, SQuAD 2.0."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import serving
+from bert_tf.modeling import BertClassifier, BertEncoder, BertSpanLabeler
+from bert_tf.serving.tasks import SpanTask
+from bert_tf.text.layers import BertTokenizerLayer
+
+import serving_cases as cases
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return BertEncoder(cases.tiny_config())
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(signatures=("ids", "json")), ValueError,
+     "export: signatures=['ids', 'json']; choose from ids, text, examples."),
+    (dict(), ValueError, "export: the text and examples signatures need vocab_file (or "
+                         "tokenizer); pass signatures=('ids',) to export without one."),
+    (dict(vocab_file=cases.VOCAB, max_seq_length=65), ValueError,
+     "export: max_seq_length=65 must be in [3, max_position_embeddings=64]."),
+    (dict(vocab_file=cases.VOCAB[:-1]), ValueError,
+     f"export: the vocabulary has {len(cases.VOCAB) - 1} tokens but the model's vocab_size is "
+     f"{len(cases.VOCAB)}."),
+    (dict(vocab_file=cases.VOCAB, labels=["a", "b"]), ValueError,
+     "export: 2 labels for a BertClassifier with num_classes=3; pass one name per class."),
+    (dict(vocab_file=cases.VOCAB, labels=["a", "a", "b"]), ValueError,
+     "export: labels must be distinct non-empty names, got ['a', 'a', 'b']."),
+    (dict(vocab_file=cases.VOCAB, tokenizer=BertTokenizerLayer(cases.VOCAB)), ValueError,
+     "export: pass tokenizer or vocab_file, not both."),
+    (dict(tokenizer=cases.VOCAB), TypeError,
+     "export: tokenizer must be a BertTokenizerLayer or WordpieceTokenizer, got list."),
+])
+def test_classifier_arguments_are_checked(encoder, tmp_path, kwargs, error, message):
+    model = BertClassifier(encoder, num_classes=3)
+    with pytest.raises(error) as raised:
+        serving.export(model, str(tmp_path / "1"), **dict(dict(max_seq_length=32), **kwargs))
+    assert str(raised.value) == message
+    assert not os.path.exists(tmp_path / "1")
+
+
+def test_other_models_and_arguments_are_refused(encoder, tmp_path):
+    with pytest.raises(TypeError) as raised:
+        serving.export(keras.Sequential([keras.layers.Dense(2)]), str(tmp_path / "1"),
+                       signatures=("ids",))
+    assert str(raised.value) == (
+        "Cannot export a Sequential: expected one of BertClassifier, BertSpanLabeler, "
+        "BertTokenClassifier, BertPretrainer, BertEncoder.")
+    span = BertSpanLabeler(encoder)
+    with pytest.raises(ValueError) as raised:
+        serving.export(span, str(tmp_path / "1"), vocab_file=cases.VOCAB, max_seq_length=32,
+                       labels=["x"])
+    assert str(raised.value) == "export: a squad model has no labels, got ['x']."
+    with pytest.raises(ValueError) as raised:
+        serving.export(span, str(tmp_path / "1"), vocab_file=cases.VOCAB, max_seq_length=16,
+                       max_query_length=14)
+    assert str(raised.value) == ("export: max_query_length=14 must be in [1, max_seq_length - 3 "
+                                 "= 13].")
+
+
+def test_existing_export_is_kept_unless_overwrite(encoder, tmp_path):
+    export_dir = tmp_path / "EXPORT" / "1"
+    export_dir.mkdir(parents=True)
+    (export_dir / "old.txt").write_text("old")
+    with pytest.raises(FileExistsError) as raised:
+        serving.export(encoder, str(export_dir), signatures=("ids",))
+    assert str(raised.value) == (
+        f"export: {export_dir} exists and is not empty; pass overwrite=True (--overwrite) or "
+        "choose a new version number.")
+    assert serving.export(encoder, str(export_dir), signatures=("ids",), overwrite=True) == \
+        str(export_dir)
+    assert sorted(os.listdir(export_dir)) == ["assets", "assets.extra", "fingerprint.pb",
+                                              "saved_model.pb", "variables"]
+    assert os.listdir(export_dir / "assets") == []  # No vocabulary without text signatures.
+    assert os.listdir(tmp_path / "EXPORT") == ["1"]  # No staging or replaced copy is left.
+    loaded = tf.saved_model.load(str(export_dir))
+    assert list(loaded.signatures) == ["serving_default"]
+
+
+def test_squad_version_2_answers_nothing_when_the_null_span_wins(serving_run, python_tok):
+    model = serving_run.model("squad")
+    layer = BertTokenizerLayer(cases.VOCAB)
+    inputs = {"question": tf.constant(cases.QUESTIONS), "context": tf.constant(cases.CONTEXTS)}
+    args = (model, layer, cases.SEQ_LENGTH, cases.MAX_QUERY_LENGTH, cases.MAX_ANSWER_LENGTH)
+    plain = {k: v.numpy() for k, v in SpanTask(*args).text(inputs).items()}
+    features = cases.squad_reference(python_tok, model, cases.QUESTIONS,
+                                     cases.CONTEXTS)["features"]
+    logits = model(features)
+    null = (logits["start_logits"][:, 0] + logits["end_logits"][:, 0]).numpy()
+    has_context = plain["answer_text"] != b""
+    difference = null - plain["score"]
+    # A threshold between the rows' differences: some rows answer, some do not.
+    threshold = float(np.median(difference[has_context]))
+    got = {k: v.numpy() for k, v in SpanTask(
+        *args, version_2_with_negative=True,
+        null_score_diff_threshold=threshold).text(inputs).items()}
+    no_answer = has_context & (difference > threshold)
+    assert 0 < no_answer.sum() < has_context.sum()
+    np.testing.assert_array_equal(got["answer_text"],
+                                  np.where(no_answer, b"", plain["answer_text"]))
+    np.testing.assert_array_equal(got["answer_start"], np.where(no_answer, 0,
+                                                                plain["answer_start"]))
+    np.testing.assert_allclose(got["score"], np.where(no_answer, null, plain["score"]),
+                               rtol=0, atol=1e-5)
