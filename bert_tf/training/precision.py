@@ -11,19 +11,19 @@ import keras
 import tensorflow as tf
 
 DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
-JIT_COMPILE_CHOICES = ("true", "false", "auto")
 
 
 class DynamicLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     """Keras' dynamic loss scaling, made to keep step with a distributed step-counting loop.
 
-    Two changes to keras.optimizers.LossScaleOptimizer:
+    Three changes to keras.optimizers.LossScaleOptimizer:
     - the finite check is all-reduced over the replicas, so every replica skips a step or none
       does (Keras checks only the first replica's local gradients; another replica's Inf would
       then reach the all-reduced update and make every weight NaN);
     - a skipped step still increments `iterations`: the step consumed its batch, so the global
       step, the learning-rate schedule, checkpoint numbers and the input position stay equal to
-      the number of batches trained on (what resume relies on).
+      the number of batches trained on (what resume relies on);
+    - building it again (train() builds on every call) keeps its scale and counter.
 
     Args:
       inner_optimizer: the optimizer that applies the unscaled gradients.
@@ -33,8 +33,7 @@ class DynamicLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     """
 
     def build(self, var_list):
-        # Keras' build always makes a new scale and counter; train() builds on every call, and
-        # a resumed or continued run must keep the restored ones.
+        # Keras' build always makes a new scale and counter, losing the restored ones.
         if self.built:
             return
         super().build(var_list)

@@ -83,10 +83,34 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 """) + _COMMON + textwrap.dedent("""
-    out = {name: run(get_strategy(name), sys.argv[1] + "/" + name)
-           for name in ("one_device", "mirrored")}
-    out["mirrored_accumulated"] = run(get_strategy("mirrored"), sys.argv[1] + "/accumulated",
-                                      accumulation=2)
+    # One MirroredStrategy for all mirrored runs: with a second one, its first all-reduce
+    # collided with the first one's (same collective instance key, other shape).
+    strategy = get_strategy("mirrored")
+    out = {"one_device": run(get_strategy("one_device"), sys.argv[1] + "/one_device"),
+           "mirrored": run(strategy, sys.argv[1] + "/mirrored"),
+           "mirrored_accumulated": run(strategy, sys.argv[1] + "/accumulated", accumulation=2)}
+
+    # float16 loss scaling when only replica 1's gradient overflows: both replicas skip.
+    from bert_tf.training.precision import DynamicLossScaleOptimizer
+    with strategy.scope():
+        weights = keras.Variable(np.ones(3, np.float32))
+        scaled = DynamicLossScaleOptimizer(keras.optimizers.SGD(0.1), initial_scale=4.0)
+        scaled.build([weights])
+
+    @tf.function
+    def overflow_on_replica_1():
+        def apply():
+            context = tf.distribute.get_replica_context()
+            grad = tf.ones(3) * scaled.dynamic_scale
+            grad = tf.where(context.replica_id_in_sync_group == 1, grad * np.inf, grad)
+            scaled.apply([grad], [weights])
+        strategy.run(apply)
+
+    overflow_on_replica_1()
+    out["overflow"] = {"weights": weights.numpy().tolist(),
+                       "iterations": int(scaled.iterations.numpy()),
+                       "scale": float(scaled.dynamic_scale.numpy())}
+
     print("RESULT" + json.dumps(out))
 """)
 
@@ -146,6 +170,8 @@ def test_mirrored_two_cpus_matches_one_device(tmp_path, repo_root):
     _assert_same_trajectory(result["one_device"], result["mirrored"])
     # 2 replicas x 2 accumulated micro-batches of 4 rows: the same updates as 16 rows at once.
     _assert_same_trajectory(result["one_device"], result["mirrored_accumulated"])
+    # The skipped float16 step left the weights alone, halved the scale and still counted.
+    assert result["overflow"] == {"weights": [1.0, 1.0, 1.0], "iterations": 1, "scale": 2.0}
 
 
 def _free_ports(count):
