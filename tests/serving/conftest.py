@@ -61,21 +61,18 @@ def _build_models(tok):
 
     classifier = BertClassifier(BertEncoder(config), num_classes=3)
     _train_briefly(classifier, features, rng.integers(0, 3, size=batch))
-    regression = BertClassifier(BertEncoder(config), num_classes=1)
-    _train_briefly(regression, features, rng.normal(size=batch).astype(np.float32))
     squad = BertSpanLabeler(BertEncoder(config))
     _train_briefly(squad, features, {"start_logits": rng.integers(1, 8, size=batch),
                                      "end_logits": rng.integers(8, 12, size=batch)})
     tagging = BertTokenClassifier(BertEncoder(config), num_classes=len(cases.TAGS))
     _train_briefly(tagging, features,
                    rng.integers(0, len(cases.TAGS), size=(batch, cases.SEQ_LENGTH)))
-    return {"classifier": classifier, "regression": regression, "squad": squad,
+    return {"classifier": classifier, "squad": squad,
             "tagging": tagging, "fill_mask": pretrainer, "embedding": pretrainer.encoder}
 
 
 EXPORT_OPTIONS = {
     "classifier": dict(labels=cases.CLASS_LABELS, text_pair=True),
-    "regression": dict(text_pair=False),
     "squad": dict(max_query_length=cases.MAX_QUERY_LENGTH,
                   max_answer_length=cases.MAX_ANSWER_LENGTH),
     "tagging": dict(labels=cases.TAGS),
@@ -167,7 +164,7 @@ class ServingRun:
 
 def _vocabulary_argument(kind, tok):
     """The three ways to give export the vocabulary: tokens, a Python or an in-graph tokenizer."""
-    if kind == "regression":
+    if kind == "classifier":
         return {"tokenizer": tok}
     if kind == "embedding":
         return {"tokenizer": BertTokenizerLayer(cases.VOCAB)}

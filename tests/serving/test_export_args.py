@@ -1,5 +1,6 @@
 """bert_tf.serving.export's arguments: what it refuses (naming why), overwriting, SQuAD 2.0."""
 
+import json
 import os
 
 import keras
@@ -9,7 +10,7 @@ import tensorflow as tf
 
 from bert_tf import serving
 from bert_tf.modeling import BertClassifier, BertEncoder, BertSpanLabeler
-from bert_tf.serving.tasks import SpanTask
+from bert_tf.serving.tasks import RegressionTask, SpanTask
 from bert_tf.text.layers import BertTokenizerLayer
 
 import serving_cases as cases
@@ -110,3 +111,21 @@ def test_squad_version_2_answers_nothing_when_the_null_span_wins(serving_run, py
                                                                 plain["answer_start"]))
     np.testing.assert_allclose(got["score"], np.where(no_answer, null, plain["score"]),
                                rtol=0, atol=1e-5)
+
+
+def test_regression_outputs_the_score(encoder, python_tok, tmp_path):
+    model = BertClassifier(encoder, num_classes=1)
+    task = RegressionTask(model, BertTokenizerLayer(cases.VOCAB), cases.SEQ_LENGTH,
+                          text_pair=True)
+    got = task.text({"text": tf.constant(cases.TEXTS), "text_pair": tf.constant(cases.PAIRS)})
+    features = cases.pack_batch(python_tok, [python_tok.encode(t) for t in cases.TEXTS],
+                                [python_tok.encode(t) for t in cases.PAIRS])
+    assert sorted(got) == ["score"]
+    np.testing.assert_allclose(got["score"].numpy(), model(features).numpy()[:, 0], rtol=0,
+                               atol=1e-5)
+    info_path = os.path.join(serving.export(model, str(tmp_path / "1"), signatures=("ids",)),
+                             "assets.extra", "bert_tf_export.json")
+    with open(info_path) as f:
+        assert json.load(f) == {"model": "BertClassifier", "task": "regression",
+                                "signatures": {"serving_default": [
+                                    "input_mask", "input_type_ids", "input_word_ids"]}}

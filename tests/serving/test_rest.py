@@ -42,11 +42,6 @@ def test_classifier_text_request(serving_run):
         assert p["predicted_label"] == cases.CLASS_LABELS[int(np.argmax(p["probabilities"]))]
 
 
-def test_regression_request_with_bare_instances(serving_run):
-    predictions, _ = _predictions(serving_run, "regression")
-    assert all(isinstance(p, float) for p in predictions)
-
-
 def test_squad_request(serving_run):
     predictions, instances = _predictions(serving_run, "squad")
     for p, instance in zip(predictions, instances):
@@ -77,7 +72,7 @@ def test_fill_mask_request(serving_run):
     assert p["top_k_probabilities"][0] == sorted(p["top_k_probabilities"][0], reverse=True)
 
 
-def test_embedding_request(serving_run):
+def test_embedding_request_with_bare_instances(serving_run):
     predictions, _ = _predictions(serving_run, "embedding")
     for p in predictions:
         assert sorted(p) == ["mean_pooled_output", "pooled_output"]

@@ -96,15 +96,6 @@ def test_classifier_text(serving_run, python_tok):
     assert features["input_mask"][4].sum() == cases.SEQ_LENGTH
 
 
-def test_regression_text(serving_run, python_tok):
-    tok = python_tok
-    features = cases.pack_batch(tok, [tok.encode(t) for t in cases.TEXTS])
-    expected = serving_run.model("regression")(features).numpy()[:, 0]
-    got = serving_run.output("regression", "text")
-    assert sorted(got) == ["score"]
-    _close(got["score"], expected, "score")
-
-
 def test_squad_text(serving_run, python_tok):
     expected = cases.squad_reference(python_tok, serving_run.model("squad"), cases.QUESTIONS,
                                      cases.CONTEXTS)
