@@ -372,8 +372,9 @@ class BertTokenizerLayer(keras.layers.Layer):
         normalization (e.g. "Unaff" for the pieces "un" + "##aff" of "Unaffable" spans [0, 2)
         and [2, 5)). A word that becomes [UNK] spans the whole word. Characters the rules
         delete (controls, accents of uncased models) inside a word lie within the word's
-        span, inside or between its pieces' spans. When one character expands into several code points that WordPiece splits
-        (an uncased Hangul syllable decomposes into jamo), both pieces cover that character.
+        span, inside or between its pieces' spans. When one character expands into several
+        code points that WordPiece splits (an uncased Hangul syllable decomposes into jamo),
+        both pieces cover that character.
 
         Args:
           inputs: tf.string [B] (or a scalar).

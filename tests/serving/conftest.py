@@ -2,9 +2,10 @@
 
 `serving_run` trains a tiny model of every type for a few steps, saves it as .keras, exports
 it with every signature (the pre-trained one with tools/export_saved_model.py from a
-run_pretraining-style directory, the others with bert_tf.serving.export), moves the whole export tree elsewhere (the exports must not depend
-on where they were written), and runs all signature calls in one fresh process that imports
-only tensorflow and tensorflow_text (serving_client.py). The test modules compare those
+run_pretraining-style directory, the others with bert_tf.serving.export), moves the whole
+export tree elsewhere (the exports must not depend on where they were written), and runs all
+signature calls in one fresh process that imports only tensorflow and tensorflow_text
+(serving_client.py). The test modules compare those
 outputs with the Keras models and the Python tokenizer.
 
 Under pytest-xdist the workers share one copy: the first to arrive builds it under a file
