@@ -22,6 +22,7 @@ import zipfile
 import keras
 import tensorflow as tf
 from absl import logging
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.config import BertConfig
 from bert_tf.interop import huggingface, kerashub, tf1, weights
@@ -189,8 +190,35 @@ def _load_bert_tf(path, config, template):
         return _load_weights_file(path, config, template), [], "weights_h5"
     shapes = {name.replace(_VALUE_SUFFIX, ""): tuple(shape)
               for name, shape in tf.train.list_variables(path)}
+    shapes.update(_model_variable_shapes(path))
     loaded, unused = _load_training_checkpoint(path, shapes, config, template)
     return loaded, unused, "bert_tf_checkpoint"
+
+
+def _model_variable_shapes(path):
+    """{"model/<path>": shape} of every variable under the checkpoint's `model` object.
+
+    A checkpoint stores each variable once, under the first path its writer found; when the
+    optimizer tracks the trainable variables (as Keras optimizers do) that key is
+    `optimizer/_trainable_variables/N`, so the model's own paths are read from the object graph.
+    """
+    reader = tf.train.load_checkpoint(path)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    checkpoint_shapes = reader.get_variable_to_shape_map()
+    roots = [(c.node_id, "model") for c in graph.nodes[0].children if c.local_name == "model"]
+    found, seen = {}, set()
+    while roots:
+        node_id, prefix = roots.pop(0)
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        node = graph.nodes[node_id]
+        for attribute in node.attributes:
+            if attribute.name == "VARIABLE_VALUE":
+                found[prefix] = tuple(checkpoint_shapes[attribute.checkpoint_key])
+        roots.extend((c.node_id, f"{prefix}/{c.local_name}") for c in node.children)
+    return found
 
 
 def _load_training_checkpoint(path, shapes, config, template):
@@ -216,7 +244,9 @@ def _load_training_checkpoint(path, shapes, config, template):
     else:
         raise InteropError(f"--init_checkpoint={path}: a TF2 checkpoint without a bert_tf "
                            "model under `model` (expected tf.train.Checkpoint(model=...))")
-    optimizer_state = sorted(n for n in shapes if n.startswith("optimizer/"))
+    # optimizer/_trainable_variables/N are the model's own variables, listed under that key.
+    optimizer_state = sorted(n for n in shapes if n.startswith("optimizer/")
+                             and not n.startswith("optimizer/_trainable_variables/"))
     error = ""
     for donor in candidates:
         if donor is None:

@@ -154,6 +154,23 @@ def test_task_model_training_checkpoint(tmp_path, config):
     assert len(report.newly_initialized) == 7 and len(report.unused) == 2
 
 
+def test_task_model_checkpoint_written_with_its_optimizer(tmp_path, config):
+    # The fine-tuning loop's checkpoints hold model + optimizer; the optimizer tracks the
+    # trainable variables, so the checkpoint keys them as optimizer/_trainable_variables/N.
+    keras.utils.set_random_seed(5)
+    trained = BertClassifier(BertEncoder(config), num_classes=3)
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(trained.trainable_variables)
+    tf.train.Checkpoint(model=trained, optimizer=optimizer).write(str(tmp_path / "ckpt-7"))
+    same = BertClassifier(BertEncoder(config), num_classes=3)
+    report = warm_start(str(tmp_path / "ckpt-7"), same)
+    assert report.newly_initialized == []
+    assert all(np.array_equal(a, b) for a, b in zip(model_arrays(same).values(),
+                                                    model_arrays(trained).values()))
+    assert report.unused and all(n.startswith("optimizer/") for n in report.unused)
+    assert not [n for n in report.unused if n.startswith("optimizer/_trainable_variables/")]
+
+
 def test_casing_mismatch_hugging_face(config):
     with pytest.raises(InteropError) as error:
         warm_start(HF_FIXTURE, BertClassifier(BertEncoder(checkpoint_config(HF_FIXTURE)), 2),
