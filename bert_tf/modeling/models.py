@@ -347,6 +347,13 @@ class _EncoderTaskModel(_UnusedPoolerNotTrained, keras.Model):
             inputs = {k: inputs[k] for k in _ENCODER_INPUTS}
         return super().call(inputs, training=training, mask=mask)
 
+    def compile_from_config(self, config):
+        # Keras skips compiling on load when `compile` is overridden; these overrides only
+        # fill in default losses, and the saved config holds the ones actually used.
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
     def _dense(self, units, config, policy, name):
         return keras.layers.Dense(units, kernel_initializer=layers.truncated_normal(
             config.initializer_range), dtype=policy, name=name)

@@ -68,6 +68,26 @@ def test_keras_file_round_trip(small_config, features, tmp_path, make):
     assert isinstance(loaded.encoder, BertEncoder)
 
 
+@pytest.mark.parametrize("make, labels", [
+    (lambda e: BertClassifier(e, num_classes=2), np.zeros(4, "int32")),
+    (BertSpanLabeler, {"start_logits": np.zeros(4, "int32"), "end_logits": np.ones(4, "int32")}),
+    (lambda e: BertTokenClassifier(e, num_classes=3), np.zeros((4, 16), "int32")),
+])
+def test_compiled_model_loads_compiled_without_warnings(small_config, features, tmp_path,
+                                                        make, labels):
+    model = make(BertEncoder(small_config))
+    model.compile(optimizer=keras.optimizers.Adam(2e-3))
+    # One step builds the optimizer's slots, which the file then holds.
+    model.fit(_inputs(features), labels, epochs=1, verbose=0)
+    model.save(tmp_path / "model.keras")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = keras.models.load_model(tmp_path / "model.keras")
+    assert loaded.compiled
+    assert float(loaded.optimizer.learning_rate) == pytest.approx(2e-3)
+    assert type(loaded.loss) is type(model.loss)
+
+
 def test_pooler_is_trained_only_by_the_classifier(small_config):
     pooler = {"pooler/kernel", "pooler/bias"}
     classifier = BertClassifier(BertEncoder(small_config), num_classes=2)
