@@ -293,6 +293,7 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
                 logging.info("Saved checkpoint for step %d to %s", step, manager.latest_checkpoint)
                 if stop:
                     saved = os.path.join(output_dir, os.path.basename(manager.latest_checkpoint))
+                    _wait_for_all_workers(strategy)
                     remove_worker_dir(worker_dir)
                     preempted = TrainingPreempted(step, saved)
                     logging.warning("Training %s", preempted)
@@ -302,6 +303,7 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
     finally:
         if sigterm:
             sigterm.stop(handled=preempted is not None)
+    _wait_for_all_workers(strategy)
     remove_worker_dir(worker_dir)
 
     wall = time.time() - start_time
@@ -394,6 +396,18 @@ def _accumulate(grad_fn, micro_batches):
     for total, i in zip(sums, present):
         grads[i] = total
     return parts, grads
+
+
+def _wait_for_all_workers(strategy):
+    """Under MultiWorkerMirroredStrategy, returns once every worker has got here.
+
+    Called when train() ends: the chief has then finished writing its last checkpoint, so a
+    worker that goes straight on to restore it (another train() call in the same process)
+    cannot read the previous one, or a half-written one, and start at another step.
+    """
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        strategy.reduce(tf.distribute.ReduceOp.SUM,
+                        strategy.run(lambda: tf.constant(1.0)), axis=None)
 
 
 def _check_loss_scale_matches(checkpoint_path, optimizer):
