@@ -24,6 +24,7 @@ def tiny_config_dict(**overrides):
 def make_pretrained_dir(directory):
     """A run_pretraining-style directory: ckpt-<n> of tf.train.Checkpoint(model=BertPretrainer,
     optimizer=...) kept by a CheckpointManager, bert_config.json and vocab.txt beside it."""
+    import keras
     import tensorflow as tf
 
     from bert_tf.config import BertConfig
@@ -35,6 +36,8 @@ def make_pretrained_dir(directory):
     config.to_json_file(os.path.join(directory, "bert_config.json"))
     with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(VOCAB) + "\n")
+    # Seeded: the frozen-encoder tests train a head on these very features.
+    keras.utils.set_random_seed(0)
     model = BertPretrainer(BertEncoder(config))
     optimizer = create_optimizer(1e-4, 10, 1)
     optimizer.build(model.trainable_variables)
