@@ -167,6 +167,18 @@ def make_strategy(options, batch_size_flags=()):
     return strategy
 
 
+def effective_train_batch_size(options):
+    """Examples per optimizer step: --train_batch_size x --gradient_accumulation_steps.
+
+    Training steps, warmup and epochs count optimizer steps, so the fine-tuning CLIs derive
+    them from this rather than from --train_batch_size.
+    """
+    if options.gradient_accumulation_steps < 1:
+        raise FlagValueError(f"--gradient_accumulation_steps={options.gradient_accumulation_steps}"
+                             " must be >= 1")
+    return options.train_batch_size * options.gradient_accumulation_steps
+
+
 def set_seed_and_policy(options):
     """Seeds every generator (when --seed is given) and sets the global dtype policy."""
     if options.seed is not None:

@@ -68,6 +68,7 @@ def prepare(options):
     if options.do_train:
         if not options.num_train_epochs > 0:
             raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
+        common_flags.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
         if not 0.0 <= options.warmup_proportion <= 1.0:
             raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
                                  "[0, 1]")
@@ -143,7 +144,11 @@ def warm_start_fn(options):
 
 def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_steps,
           steps_per_epoch, evaluate_fn=None, best_metric=None):
-    """finetune.fine_tune with the flags' settings; checkpoints once per epoch by default."""
+    """finetune.fine_tune with the flags' settings; checkpoints once per epoch by default.
+
+    num_train_steps and steps_per_epoch count optimizer steps of
+    common_flags.effective_train_batch_size examples (micro-batches x accumulation).
+    """
     return finetune.fine_tune(
         model=model, optimizer=optimizer, loss_fn=loss_fn, train_dataset_fn=dataset_fn,
         strategy=context.strategy, output_dir=options.output_dir,
@@ -152,7 +157,8 @@ def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_
         steps_per_loop=common_flags.steps_per_loop(options),
         save_checkpoints_steps=options.save_checkpoints_steps or steps_per_epoch,
         log_steps=options.log_steps, init_checkpoint=options.init_checkpoint,
-        warm_start_fn=warm_start_fn(options), jit_compile=options.jit_compile)
+        warm_start_fn=warm_start_fn(options), jit_compile=options.jit_compile,
+        gradient_accumulation_steps=options.gradient_accumulation_steps)
 
 
 def restore_trained(options, model, best_metric):

@@ -225,8 +225,8 @@ def run_classifier(options, flags_text=None):
     num_train_steps = None
     if options.do_train:
         num_train = records["train"][1]["num_examples"]
-        num_train_steps = finetune.num_train_steps(num_train, options.train_batch_size,
-                                                   options.num_train_epochs)
+        num_train_steps = finetune.num_train_steps(
+            num_train, common_flags.effective_train_batch_size(options), options.num_train_epochs)
     model, optimizer = finetuning_run.build_model(
         context, options, lambda encoder: BertClassifier(encoder, num_outputs), num_train_steps)
 
@@ -261,8 +261,8 @@ def run_classifier(options, flags_text=None):
             context, options, model=model, optimizer=optimizer,
             loss_fn=finetune.classification_loss_fn, dataset_fn=dataset_fn,
             num_train_steps=num_train_steps,
-            steps_per_epoch=finetune.steps_per_epoch(train_meta["num_examples"],
-                                                     options.train_batch_size),
+            steps_per_epoch=finetune.steps_per_epoch(
+                train_meta["num_examples"], common_flags.effective_train_batch_size(options)),
             evaluate_fn=evaluate if options.do_eval else None,
             best_metric=best_metric if options.do_eval else None)
         results.update(global_step=outcome["step"], num_train_steps=num_train_steps,

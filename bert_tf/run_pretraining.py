@@ -154,9 +154,7 @@ def validate_options(options, config):
         raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
                              f"[0, --num_train_steps={options.num_train_steps}]")
     _validate_family_options(options)
-    if options.gradient_accumulation_steps < 1:
-        raise FlagValueError(f"--gradient_accumulation_steps={options.gradient_accumulation_steps}"
-                             " must be >= 1")
+    common_flags.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
     service = options.tf_data_service
     if service is not None:
         host, _, port = service[len("grpc://"):].rpartition(":")

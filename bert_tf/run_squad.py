@@ -97,6 +97,7 @@ def validate_options(options):
             raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
     if options.num_train_epochs <= 0:
         raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
+    common_flags.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
     if not 0.0 <= options.warmup_proportion <= 1.0:
         raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
                              "[0, 1]")
@@ -305,11 +306,13 @@ def run_squad(options, flags_text=None):
 def _train(options, strategy, model, arrays, num_examples, predictor):
     """Fine-tunes `model`; evaluates each checkpoint when the predict file has answers."""
     global_batch = options.train_batch_size
-    # As the original: steps from the number of questions, not of windows.
-    train_steps = finetune.num_train_steps(num_examples, global_batch, options.num_train_epochs)
+    # As the original: steps from the number of questions, not of windows; a step takes
+    # --gradient_accumulation_steps batches.
+    step_batch = common_flags.effective_train_batch_size(options)
+    train_steps = finetune.num_train_steps(num_examples, step_batch, options.num_train_epochs)
     warmup_steps = finetune.num_warmup_steps(train_steps, options.warmup_proportion)
     save_steps = options.save_checkpoints_steps or finetune.steps_per_epoch(num_examples,
-                                                                            global_batch)
+                                                                            step_batch)
     with strategy.scope():
         optimizer = create_optimizer(options.learning_rate, train_steps, warmup_steps,
                                      optimizer_type=options.optimizer,
@@ -335,7 +338,8 @@ def _train(options, strategy, model, arrays, num_examples, predictor):
         best_metric="f1" if evaluating else None,
         steps_per_loop=common_flags.steps_per_loop(options), save_checkpoints_steps=save_steps,
         log_steps=options.log_steps, init_checkpoint=options.init_checkpoint,
-        warm_start_fn=warm_start_fn, jit_compile=options.jit_compile)
+        warm_start_fn=warm_start_fn, jit_compile=options.jit_compile,
+        gradient_accumulation_steps=options.gradient_accumulation_steps)
     return {"global_step": outcome["step"], "num_train_steps": train_steps,
             "num_warmup_steps": warmup_steps, "train": outcome["train"],
             "evaluations": outcome["evaluations"], "best": outcome["best"]}

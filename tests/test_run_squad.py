@@ -196,6 +196,7 @@ def test_squad_v2_learns_answers_and_no_answers(files):
      "cased_L-12_H-768_A-12"),
     (dict(warmup_proportion=1.5), "--warmup_proportion=1.5 must be in [0, 1]"),
     (dict(predict_batch_size=0), "--predict_batch_size=0 must be >= 1"),
+    (dict(gradient_accumulation_steps=0), "--gradient_accumulation_steps=0 must be >= 1"),
 ])
 def test_bad_inputs_fail_with_named_flag(files, overrides, message):
     good = {"context": "a key b", "qas": [{"id": "x", "question": "q",

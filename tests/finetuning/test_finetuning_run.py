@@ -13,7 +13,8 @@ def _options(pretrained_dir, tmp_path, **overrides):
                   eval_batch_size=8, predict_batch_size=8, num_train_epochs=3.0,
                   warmup_proportion=0.1, save_checkpoints_steps=None, do_lower_case=True,
                   init_checkpoint=str(pretrained_dir), bert_config_file=None, vocab_file=None,
-                  max_seq_length=16, export_dir=None)
+                  max_seq_length=16, export_dir=None, train_batch_size=16,
+                  gradient_accumulation_steps=1)
     values.update(overrides)
     return types.SimpleNamespace(**values)
 
@@ -23,6 +24,7 @@ def _options(pretrained_dir, tmp_path, **overrides):
     (dict(output_dir=None), "--output_dir is required"),
     (dict(eval_batch_size=0), "--eval_batch_size=0 must be >= 1"),
     (dict(num_train_epochs=0.0), "--num_train_epochs=0.0 must be > 0"),
+    (dict(gradient_accumulation_steps=0), "--gradient_accumulation_steps=0 must be >= 1"),
     (dict(warmup_proportion=1.5), r"--warmup_proportion=1.5 must be in \[0, 1\]"),
     (dict(save_checkpoints_steps=0), "--save_checkpoints_steps=0 must be >= 1"),
     (dict(export_dir="."), r"--export_dir=\. exists and is not empty; choose a new version "

@@ -117,13 +117,16 @@ def test_own_jsonl_data_with_a_frozen_encoder(tmp_path, sst2_run):
     result = _run(f"--data_dir={tmp_path}", "--text_a_column=review", "--label_column=polarity",
                   "--task_name=reviews",
                   f"--init_checkpoint={init_dir / 'model.keras'}", "--max_seq_length=16",
-                  "--train_batch_size=16", "--learning_rate=1e-2", "--num_train_epochs=3",
+                  "--train_batch_size=8", "--gradient_accumulation_steps=2",
+                  "--learning_rate=1e-2", "--num_train_epochs=3",
                   "--log_steps=4", "--seed=2", "--trainable_encoder=false", "--do_train",
                   "--do_eval", "--do_predict", f"--output_dir={out}")
     assert result.returncode == 0, result.stderr[-3000:]
     with open(out / "results.json") as f:
         results = json.load(f)
     assert results["trainable_encoder"] is False and results["task"] == "reviews"
+    # Optimizer steps of 2 accumulated batches of 8: int(192 / 16 * 3).
+    assert results["num_train_steps"] == 36 == results["global_step"]
     # Only the new head trained: the loss fell and the classes are told apart above chance
     # (1/3; an encoder fine-tuned on two sentiments barely separates "neutral")...
     assert results["train"]["loss"] < results["train"]["first_log"]["loss"]
