@@ -148,6 +148,14 @@ def define_export_flags():
                  "models/mrpc/1; it must not exist yet, or be empty.")
 
 
+def check_export_dir(options):
+    """--export_dir must be a new or empty version directory (checked before any training)."""
+    export_dir = options.export_dir
+    if export_dir and tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
+        raise FlagValueError(f"--export_dir={export_dir} exists and is not empty; choose a new "
+                             "version directory")
+
+
 def make_strategy(options, batch_size_flags=()):
     """The strategy the flags ask for; checks that global batch sizes split over replicas.
 

@@ -72,10 +72,7 @@ def prepare(options):
         if not 0.0 <= options.warmup_proportion <= 1.0:
             raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
                                  "[0, 1]")
-    if options.export_dir and tf.io.gfile.exists(options.export_dir) and tf.io.gfile.listdir(
-            options.export_dir):
-        raise FlagValueError(f"--export_dir={options.export_dir} exists and is not empty; "
-                             "choose a new version directory")
+    common_flags.check_export_dir(options)
     if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
         raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
                              "be >= 1")

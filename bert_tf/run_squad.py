@@ -13,7 +13,8 @@ with the official EM/F1 (bert_tf.data.squad_metrics) and the weights with the be
 --output_dir receives: ckpt-<step> checkpoints, best/ (best weights and metrics),
 summaries/{train,eval} (TensorBoard), predictions.json, nbest_predictions.json, null_odds.json
 (v2.0), results.json, model.keras (the final, best model), bert_config.json, vocab.txt,
-task_info.json and run_squad.flags (the flags used).
+task_info.json and run_squad.flags (the flags used); with --export_dir, a SavedModel of the
+final model whose serve_text signature answers raw question/context pairs (bert_tf.serving).
 """
 
 import json
@@ -24,7 +25,7 @@ import time
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import common_flags
+from bert_tf import common_flags, serving
 from bert_tf.common_flags import FlagValueError
 from bert_tf.config import ConfigError
 from bert_tf.data import squad, squad_metrics, squad_postprocess
@@ -66,6 +67,7 @@ def define_squad_flags():
         if name not in FLAGS:
             define(name, default, help_text)
     common_flags.define_finetuning_flags(default_max_seq_length=384)
+    common_flags.define_export_flags()
 
 
 define_squad_flags()
@@ -98,6 +100,7 @@ def validate_options(options):
     if options.num_train_epochs <= 0:
         raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
     common_flags.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
+    common_flags.check_export_dir(options)
     if not 0.0 <= options.warmup_proportion <= 1.0:
         raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
                              "[0, 1]")
@@ -140,13 +143,13 @@ def _convert(examples, tokenizer, options, is_training):
         is_training=is_training)
 
 
-def task_info(options):
-    """The task description an exported model needs to prepare inputs and read outputs."""
-    return {"task": TASK, "do_lower_case": bool(options.do_lower_case),
-            "max_seq_length": options.max_seq_length, "doc_stride": options.doc_stride,
-            "max_query_length": options.max_query_length,
-            "max_answer_length": options.max_answer_length,
-            "version_2_with_negative": bool(options.version_2_with_negative)}
+def _serving_settings(options):
+    """What an exported model needs besides the vocabulary to prepare inputs and answer."""
+    return dict(do_lower_case=bool(options.do_lower_case),
+                max_seq_length=options.max_seq_length,
+                max_query_length=options.max_query_length,
+                max_answer_length=options.max_answer_length,
+                version_2_with_negative=bool(options.version_2_with_negative))
 
 
 class _Predictor:
@@ -265,8 +268,8 @@ def run_squad(options, flags_text=None):
     chief = is_chief(strategy)
     if chief:
         common_flags.copy_model_files(options.output_dir, strategy, config, vocab_file)
-        write_text_atomic(os.path.join(options.output_dir, "task_info.json"),
-                          json.dumps(task_info(options), indent=2, sort_keys=True) + "\n")
+        serving.write_task_info(options.output_dir, TASK, doc_stride=options.doc_stride,
+                                **_serving_settings(options))
         if flags_text:
             write_text_atomic(os.path.join(options.output_dir, "run_squad.flags"), flags_text)
 
@@ -298,6 +301,10 @@ def run_squad(options, flags_text=None):
     results["wall_time_seconds"] = time.time() - start
     if chief:
         checkpointing.save_keras_model(model, os.path.join(options.output_dir, "model.keras"))
+        if options.export_dir:
+            serving.export(model, options.export_dir, vocab_file=vocab_file,
+                           **_serving_settings(options))
+            logging.info("Exported the model as a SavedModel to %s", options.export_dir)
         write_text_atomic(os.path.join(options.output_dir, "results.json"),
                           json.dumps(results, indent=2, sort_keys=True) + "\n")
     return results

@@ -108,7 +108,7 @@ def _options(files, **overrides):
 @pytest.mark.slow
 def test_squad_v1_learns_keeps_the_best_and_predicts_again(files):
     out = files / "out"
-    proc = _run(files, _flags(files, out, "v1"))
+    proc = _run(files, _flags(files, out, "v1") + [f"--export_dir={files}/export/1"])
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
     # 400 questions / 32 x 4 epochs = 50 steps, evaluated at 25 and 50.
@@ -143,6 +143,19 @@ def test_squad_v1_learns_keeps_the_best_and_predicts_again(files):
                  "best/metrics.json", "ckpt-50.index"):
         assert (out / name).exists(), name
     assert os.listdir(out / "summaries" / "eval")
+
+    # The SavedModel answers raw text as the run did, for a context that fits one window.
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops of serve_text)
+
+    served = tf.saved_model.load(str(files / "export" / "1")).signatures["serve_text"]
+    short = [p for p in dev if len(p["context"].split()) < 25]
+    assert short
+    answers = served(question=tf.constant([p["qas"][0]["question"] for p in short]),
+                     context=tf.constant([p["context"] for p in short]))
+    got = [a.decode() for a in answers["answer_text"].numpy()]
+    expected = [predictions[p["qas"][0]["id"]] for p in short]
+    assert sum(g == e for g, e in zip(got, expected)) >= 0.9 * len(short), (got, expected)
 
     # Predicting again without training uses the kept best weights: the same answers.
     again = run_squad(_options(files, do_train=False, output_dir=str(out)))
