@@ -10,12 +10,13 @@ import os
 import keras
 import tensorflow as tf
 from absl import flags
+from absl import logging
 
 from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
 from bert_tf.training.distribute import STRATEGIES, get_strategy, is_chief
 from bert_tf.training.optimization import OPTIMIZER_TYPES
-from bert_tf.training.precision import DTYPES, parse_jit_compile
+from bert_tf.training.precision import DTYPE_CHOICES, parse_jit_compile, resolve_dtype
 
 FLAGS = flags.FLAGS
 
@@ -67,10 +68,11 @@ def define_runtime_flags():
                  "TPU name or address for --distribution_strategy=tpu.")
     _define_once(flags.DEFINE_bool, "use_tpu", False, "Same as --distribution_strategy=tpu.")
     _define_once(flags.DEFINE_string, "tpu_name", None, "TPU name or address (with --use_tpu).")
-    _define_once(flags.DEFINE_enum, "dtype", "float32", DTYPES,
+    _define_once(flags.DEFINE_enum, "dtype", "float32", DTYPE_CHOICES,
                  "Compute dtype policy. mixed_bfloat16 (TPUs, recent CPUs and GPUs) and "
                  "mixed_float16 (GPUs; adds dynamic loss scaling) keep variables, LayerNorm, "
-                 "softmax and the losses in float32.")
+                 "softmax and the losses in float32. auto: mixed_bfloat16 on TPUs, GPUs and "
+                 "CPUs with AVX512_BF16/AMX, else float32.")
     if "jit_compile" not in FLAGS:
         flags.DEFINE_flag(JitCompileFlag(
             "auto", "XLA-compile the forward and backward pass: true, false or auto (on for "
@@ -187,11 +189,19 @@ def effective_train_batch_size(options):
     return options.train_batch_size * options.gradient_accumulation_steps
 
 
-def set_seed_and_policy(options):
-    """Seeds every generator (when --seed is given) and sets the global dtype policy."""
+def set_seed_and_policy(options, strategy):
+    """Seeds every generator (when --seed is given) and sets the global dtype policy.
+
+    Returns:
+      The dtype policy name in force (--dtype=auto resolved for the strategy's devices).
+    """
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
-    keras.mixed_precision.set_global_policy(options.dtype)
+    dtype = resolve_dtype(options.dtype, strategy)
+    if options.dtype == "auto":
+        logging.info("--dtype=auto: %s on %s", dtype, ", ".join(strategy.extended.worker_devices))
+    keras.mixed_precision.set_global_policy(dtype)
+    return dtype
 
 
 def steps_per_loop(options):

@@ -86,7 +86,7 @@ def prepare(options):
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.
     strategy = common_flags.make_strategy(options, ("train_batch_size",))
-    common_flags.set_seed_and_policy(options)
+    common_flags.set_seed_and_policy(options, strategy)
     try:
         tokenizer = WordpieceTokenizer(vocab_file, do_lower_case=options.do_lower_case)
     except (OSError, ValueError) as e:

@@ -342,7 +342,7 @@ def pretrain(options, flags_text=None):
         _check_input(dataset_fns[is_training], options, is_training)
     if options.do_train and options.tf_data_service:
         dataset_fns[True] = _through_data_service(dataset_fns[True], options)
-    common_flags.set_seed_and_policy(options)
+    common_flags.set_seed_and_policy(options, strategy)
 
     with strategy.scope():
         encoder = BertEncoder(config)

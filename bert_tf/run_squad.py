@@ -258,7 +258,7 @@ def run_squad(options, flags_text=None):
         logging.info("Predicting %d questions (%d windows)%s", len(examples), len(features),
                      ", with gold answers" if has_gold else "")
 
-    common_flags.set_seed_and_policy(options)
+    common_flags.set_seed_and_policy(options, strategy)
     with strategy.scope():
         encoder = BertEncoder(config)
         encoder.trainable = options.trainable_encoder

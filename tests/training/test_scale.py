@@ -144,6 +144,35 @@ def test_jit_compile_values():
         precision.parse_jit_compile("sometimes")
 
 
+@pytest.mark.parametrize("cpu_flags, expected", [
+    ("fpu sse avx2 fma avx512f avx512_bf16 amx_tile", "mixed_bfloat16"),
+    ("fpu sse avx2 fma amx_bf16 amx_tile", "mixed_bfloat16"),
+    ("fpu sse avx2 fma avx512f avx512bw", "float32"),  # AVX512 without bf16: emulated
+    (None, "float32"),  # no /proc/cpuinfo
+])
+def test_dtype_auto_follows_the_cpu(tmp_path, cpu_flags, expected):
+    strategy = get_strategy("one_device")
+    cpuinfo = tmp_path / "cpuinfo"
+    if cpu_flags is not None:
+        cpuinfo.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: {cpu_flags}\n")
+    assert precision.resolve_dtype("auto", strategy, str(cpuinfo)) == expected
+    # An explicit dtype is kept whatever the CPU.
+    assert precision.resolve_dtype("mixed_float16", strategy, str(cpuinfo)) == "mixed_float16"
+
+
+def test_dtype_auto_sets_the_policy_named_in_the_log():
+    from types import SimpleNamespace
+    from bert_tf import common_flags
+    strategy = get_strategy("one_device")
+    try:
+        dtype = common_flags.set_seed_and_policy(SimpleNamespace(seed=None, dtype="auto"),
+                                                 strategy)
+        assert dtype == precision.resolve_dtype("auto", strategy)
+        assert keras.mixed_precision.global_policy().name == dtype
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
 def test_sigterm_mid_call_saves_that_step_and_resume_matches(tmp_path):
     """SIGTERM while a 10^6-step call runs: the loop stops within a step, saves, raises."""
     strategy = get_strategy("one_device")
