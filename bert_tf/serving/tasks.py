@@ -354,6 +354,8 @@ class FillMaskTask(ServingTask):
         positions = _at_least_one_column(positions.to_tensor(default_value=-1), -1)  # [B, P]
         logits_bpv = self.model(dict(features, masked_lm_positions=tf.maximum(positions, 0)),
                                 training=False)["mlm_logits"]
+        # Rows past the vocabulary (a padded vocab_size) are no token: rank the real ones only.
+        logits_bpv = logits_bpv[:, :, :len(self.vocabulary)]
         top = tf.math.top_k(tf.nn.softmax(logits_bpv, axis=-1), k=self.top_k)
         real = (positions >= 0)[:, :, tf.newaxis]  # [B, P, 1]
         return {

@@ -28,9 +28,9 @@ def encoder():
                          "tokenizer); pass signatures=('ids',) to export without one."),
     (dict(vocab_file=cases.VOCAB, max_seq_length=65), ValueError,
      "export: max_seq_length=65 must be in [3, max_position_embeddings=64]."),
-    (dict(vocab_file=cases.VOCAB[:-1]), ValueError,
-     f"export: the vocabulary has {len(cases.VOCAB) - 1} tokens but the model's vocab_size is "
-     f"{len(cases.VOCAB)}."),
+    (dict(vocab_file=cases.VOCAB + ["extra"]), ValueError,
+     f"export: the vocabulary has {len(cases.VOCAB) + 1} tokens but the model's vocab_size is "
+     f"only {len(cases.VOCAB)}."),
     (dict(vocab_file=cases.VOCAB, labels=["a", "b"]), ValueError,
      "export: 2 labels for a BertClassifier with num_classes=3; pass one name per class."),
     (dict(vocab_file=cases.VOCAB, labels=["a", "a", "b"]), ValueError,
@@ -129,3 +129,34 @@ def test_regression_outputs_the_score(encoder, python_tok, tmp_path):
         assert json.load(f) == {"model": "BertClassifier", "task": "regression",
                                 "signatures": {"serving_default": [
                                     "input_mask", "input_type_ids", "input_word_ids"]}}
+
+
+def test_padded_vocab_size_exports_and_fill_mask_ranks_real_tokens_only(tmp_path):
+    """vocab_size above the vocabulary (as demo_tiny.json pads 3.4k tokens to 4096) exports;
+    fill-mask never answers with an id past the vocabulary."""
+    from bert_tf.config import BertConfig
+    from bert_tf.modeling import BertPretrainer
+    keras.utils.set_random_seed(3)
+    config = BertConfig.from_dict(dict(cases.tiny_config().to_dict(),
+                                       vocab_size=len(cases.VOCAB) + 40))
+    model = BertPretrainer(BertEncoder(config))
+    # Make the padded rows the most likely predictions: an unguarded top-k would return them.
+    for variable in model.weights:
+        if variable.path.endswith("output_bias"):
+            values = np.zeros(variable.shape, "float32")
+            values[len(cases.VOCAB):] = 100.0
+            variable.assign(values)
+            break
+    else:
+        raise AssertionError("no output_bias variable in the pretrainer")
+    export_dir = serving.export(model, str(tmp_path / "1"), vocab_file=cases.VOCAB,
+                                max_seq_length=16, top_k=3)
+    loaded = tf.saved_model.load(export_dir)
+    out = loaded.signatures["serve_text"](text=tf.constant(["the [MASK] sat"]))
+    ids = out["top_k_ids"].numpy()
+    assert ids.shape == (1, 1, 3)
+    assert (ids >= 0).all() and (ids < len(cases.VOCAB)).all(), ids
+    assert [t.decode() for t in out["top_k_tokens"].numpy()[0, 0]] == [
+        cases.VOCAB[i] for i in ids[0, 0]]
+    probabilities = out["top_k_probabilities"].numpy()[0, 0]
+    assert (probabilities > 0).all() and (np.diff(probabilities) <= 0).all(), probabilities
