@@ -4,6 +4,7 @@ Checks the structure and arithmetic of the results (keys, types, ratios and MFU 
 measured numbers), never the speed: timings are the benchmark's output, not a test condition.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -30,6 +31,18 @@ def quick_run(tmp_path_factory):
     return lines, document, proc.stdout
 
 
+@pytest.fixture(scope="module")
+def serving_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench_serving") / "results.json"
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "--quick", "--cases=serving", f"--output_file={out}"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out) as f:
+        return json.load(f), proc.stdout
+
+
 def _rows(rows, case, kind):
     return [r for r in rows if r.get("case") == case and r.get("kind") == kind]
 
@@ -38,6 +51,11 @@ def test_prints_machine_line_and_writes_the_same_rows(quick_run):
     lines, document, _ = quick_run
     assert lines[0]["case"] == "machine"
     assert lines[0]["cpus"] == os.cpu_count()
+    with open("/proc/cpuinfo") as f:
+        flags_line = next(line for line in f if line.startswith("flags"))
+    assert lines[0]["cpu_flags"] == {
+        f: f in flags_line.split(":", 1)[1].split()
+        for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")}
     assert len(lines[0]["load_avg_start"]) == 3
     assert document["quick"] is True
     assert document["cases"] == ["pretrain", "tokenizer"]
@@ -50,8 +68,10 @@ def test_pretrain_rows_and_derived_numbers(quick_run):
     (peak,) = _rows(rows, "pretrain", "matmul_peak")
     assert peak["float32_gflops"] > 0 and peak["bfloat16_gflops"] > 0
     steps = _rows(rows, "pretrain", "step")
-    assert {(r["impl"], r["model"], r["dtype"], r["xla"]) for r in steps} == {
+    assert {(r["impl"], r["model"], r["dtype"], r["xla"]) for r in steps
+            if r["impl"] != "hf_torch"} == {
         ("bert_tf", "tiny", "float32", False), ("keras_hub", "tiny", "float32", False)}
+    steps = [r for r in steps if r["impl"] != "hf_torch"]
     for r in steps:
         assert (r["batch"], r["seq"], r["preds"]) == (4, 32, 5)
         assert isinstance(r["ms_per_step"], float) and r["ms_per_step"] > 0
@@ -67,10 +87,16 @@ def test_pretrain_rows_and_derived_numbers(quick_run):
     assert 0 < ours["params"] - hub["params"] < 20_000
     # bert_tf's count includes the NSP head, 2 x (H^2 + 2H) per sequence, 3x for training.
     assert ours["flops_per_step"] - hub["flops_per_step"] == 3 * 4 * 2 * (128 * 128 + 2 * 128)
-    (ratio,) = _rows(rows, "pretrain", "ratio")
+    (ratio,) = [r for r in _rows(rows, "pretrain", "ratio") if r["versus"] == "keras_hub"]
     assert ratio["ratio"] == pytest.approx(ours["tokens_per_s"] / hub["tokens_per_s"], rel=1e-3)
-    notes = _rows(rows, "pretrain", "note")
-    assert notes and "BertForPreTraining" in notes[0]["note"]
+    (note,) = _rows(rows, "pretrain", "note")
+    hf_steps = [r for r in steps if r["impl"] == "hf_torch"]
+    if all(importlib.util.find_spec(m) for m in ("torch", "transformers")):
+        # This interpreter has both, so it is the default --torch_python.
+        assert "run by " + sys.executable in note["note"] and len(hf_steps) == 1
+    else:
+        assert note["note"].startswith("HF transformers BertForPreTraining (torch CPU): skipped")
+        assert "--torch_python" in note["note"] and not hf_steps
 
 
 def test_tokenizer_rows(quick_run):
@@ -96,9 +122,64 @@ def test_table_is_printed(quick_run):
     assert "matmul peak: fp32" in stdout
 
 
+def test_serving_rows_and_derived_numbers(serving_run):
+    document, stdout = serving_run
+    rows = document["results"]
+    assert not [r for r in rows if "error" in r]
+    (export,) = _rows(rows, "serving", "export")
+    assert (export["model"], export["seq"]) == ("tiny", 128)
+    # The measuring process loaded the SavedModel with TensorFlow and tensorflow-text alone.
+    assert export["bert_tf_modules_loaded"] == []
+    # Passages of whole sentences fill most of the 126 text positions without truncation.
+    assert 32 <= export["texts"] <= 256 and 40 < export["mean_tokens_per_text"] <= 126
+    latency = {r["signature"]: r for r in _rows(rows, "serving", "latency")}
+    throughput = {r["signature"]: r for r in _rows(rows, "serving", "throughput")}
+    assert set(latency) == set(throughput) == {"ids", "text"}
+    for r in latency.values():
+        assert r["batch"] == 1 and r["calls"] == 30
+        assert 0 < r["p50_ms"] <= r["p99_ms"]
+    for r in throughput.values():
+        assert r["batch"] == 32 and r["calls"] == 3
+        assert r["sequences_per_s"] == pytest.approx(32 / (r["ms_per_batch"] / 1000), rel=0.01)
+    (ratio,) = _rows(rows, "serving", "ratio")
+    assert ratio["text_over_ids_p50"] == pytest.approx(
+        latency["text"]["p50_ms"] / latency["ids"]["p50_ms"], rel=2e-3)
+    assert ratio["text_over_ids_p99"] == pytest.approx(
+        latency["text"]["p99_ms"] / latency["ids"]["p99_ms"], rel=2e-3)
+    assert ratio["text_over_ids_throughput"] == pytest.approx(
+        throughput["text"]["sequences_per_s"] / throughput["ids"]["sequences_per_s"], rel=2e-3)
+    assert ratio["target_text_over_ids_p50"] == 1.2
+    # Both signatures see the same tokens: softmax(id logits) equals the text probabilities.
+    (parity,) = _rows(rows, "serving", "parity")
+    assert parity["texts"] == 32 and parity["max_abs_probability_diff"] < 1e-5
+    assert "text / ids: p50 x" in stdout and "ids  batch 1:  p50" in stdout
+
+
 def test_unknown_case_is_a_usage_error():
     proc = subprocess.run([sys.executable, SCRIPT, "--cases=pretrain,bogus"],
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode != 0
-    assert "--cases: unknown bogus; expected pretrain, tokenizer, create_data, input_pipeline" \
-        in proc.stderr
+    assert ("--cases: unknown bogus; expected pretrain, tokenizer, create_data, input_pipeline, "
+            "serving") in proc.stderr
+
+
+def test_torch_python_must_exist():
+    proc = subprocess.run([sys.executable, SCRIPT, "--cases=pretrain",
+                           "--torch_python=/nonexistent/python"],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode != 0
+    assert "--torch_python=/nonexistent/python: no such executable file" in proc.stderr
+    assert '"case": "machine"' not in proc.stdout  # Refused before any measurement.
+
+
+def test_torch_python_without_torch_is_a_usage_error(tmp_path):
+    # An interpreter that runs but cannot import torch: a Python started with an empty
+    # site (-S -I through a wrapper script) has neither package.
+    python = tmp_path / "python_without_torch"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} -S -I \"$@\"\n")
+    python.chmod(0o755)
+    proc = subprocess.run([sys.executable, SCRIPT, "--cases=pretrain", f"--torch_python={python}"],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode != 0
+    assert (f"--torch_python={python} cannot import torch and transformers: "
+            "ModuleNotFoundError: No module named 'torch'") in proc.stderr

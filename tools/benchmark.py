@@ -4,8 +4,10 @@ Cases (--cases, comma list):
   pretrain        train-step tokens/s and ms/step at seq 128, batch 32, 20 predictions for
                   --models: bert_tf BertPretrainer (MLM + NSP, the loop's compiled step with
                   AdamWeightDecay) and keras-hub BertMaskedLM (MLM only, the same step shape with
-                  Keras AdamW), each in float32 / mixed_bfloat16 with XLA off / on; plus model FLOP
-                  utilisation against a matmul peak measured in the same run.
+                  Keras AdamW), each in float32 / mixed_bfloat16 with XLA off / on; Hugging Face
+                  transformers BertForPreTraining (MLM + NSP, float32, eager PyTorch, AdamW, all
+                  cores) under --torch_python; ratios of bert_tf's best configuration to each peer;
+                  model FLOP utilisation against a matmul peak measured in the same run.
   tokenizer       texts/s and tokens/s of WordpieceTokenizer (Python) and BertTokenizerLayer
                   (in-graph) against the original FullTokenizer (--original_bert_dir), with an
                   id-for-id comparison; HF `tokenizers` when installed.
@@ -13,15 +15,28 @@ Cases (--cases, comma list):
                   --num_workers 1 and 2, against the original script (--original_bert_dir).
   input_pipeline  sequences/s of pretraining_dataset (TFRecords) and text_pretraining_dataset
                   (dynamic masking) against a BERT-base train step's consumption rate.
+  serving         a BertClassifier (bert_small; tiny with --quick) exported by bert_tf.serving
+                  with its id (serving_default) and text (serve_text) signatures at seq 128,
+                  loaded in a process that imports only TensorFlow and tensorflow-text: p50/p99
+                  latency at batch 1 and sequences/s at batch 32 of each signature, on passages
+                  of corpus sentences (the ids: the same passages tokenized and padded), and the
+                  text/ids ratios (target: text p50 within 1.2x of ids).
 
 Every measurement runs in a fresh subprocess (the mixed-precision policy is global, and memory is
 measured per process); results come back as one JSON line on stdout. Each case warms up,
 repeats and reports the median. Ratios are computed within the run so machine noise cancels;
-the 1-minute load average is recorded with every result so a noisy number is visible.
+the 1-minute load average is recorded with every result so a noisy number is visible, and the
+machine line records the CPU flags that decide the matmul kernels (avx2, avx512f, avx512_bf16,
+amx_bf16, amx_tile).
+
+The Hugging Face rows run in --torch_python (default: this interpreter when it imports torch
+and transformers, else they are skipped with a note); that interpreter needs neither
+TensorFlow nor bert_tf.
 
   python tools/benchmark.py --output_file=benchmarks/results/$(date +%F)-cpu2.json \
-      --original_bert_dir=/tmp/original_bert
+      --original_bert_dir=/tmp/original_bert --torch_python=/path/to/venv/bin/python
   python tools/benchmark.py --quick --cases=tokenizer,pretrain --models=tiny
+  python tools/benchmark.py --cases=serving
 """
 
 import json
@@ -40,8 +55,10 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 
-CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline")
+CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving")
 MODELS = {"tiny": "bert_tiny", "small": "bert_small", "base": "bert_base"}
+# /proc/cpuinfo flags that decide which matmul kernels oneDNN and PyTorch can use.
+SPEED_CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 _RESULT_PREFIX = "BENCH_RESULT "
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -58,6 +75,10 @@ flags.DEFINE_integer("corpus_repeat", 8, "create_data: the larger corpus is the 
 flags.DEFINE_bool("all_configs_for_base", False,
                   "pretrain: run base in all 4 dtype/XLA configurations (slow on CPU); by default "
                   "base runs only in each implementation's best configuration on the next size down.")
+flags.DEFINE_string("torch_python", None,
+                    "pretrain: a Python interpreter with torch and transformers, which runs Hugging "
+                    "Face BertForPreTraining (it never imports TensorFlow). Default: this "
+                    "interpreter if it has both, else that row is skipped with a note.")
 flags.DEFINE_string("worker", None, "Internal: run one measurement and print its JSON result.")
 flags.DEFINE_string("worker_args", "{}", "Internal: JSON arguments of --worker.")
 
@@ -91,6 +112,11 @@ def _run_worker(name, args, timeout=1800):
            f"--worker_args={json.dumps(args)}"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=_REPO + os.pathsep
                + os.environ.get("PYTHONPATH", ""))
+    return _run_command(name, cmd, env, timeout)
+
+
+def _run_command(name, cmd, env, timeout):
+    """Runs cmd; returns the dict of its last BENCH_RESULT line, or {"error": ...}."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -271,6 +297,122 @@ def worker_pretrain(args):
            "params": int(sum(int(tf.size(v)) for v in variables)), "load_avg": _load()})
 
 
+# Runs under --torch_python (a Python with torch + transformers, maybe without TensorFlow), so it
+# imports neither TF, absl nor bert_tf. Argument: one JSON object; output: one BENCH_RESULT line.
+_HF_PRETRAIN_SCRIPT = r"""
+import json, os, statistics, sys, time
+import torch
+import transformers
+
+args = json.loads(sys.argv[1])
+threads = os.cpu_count()
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+build_start = time.perf_counter()
+model = transformers.BertForPreTraining(transformers.BertConfig(**args["config"]))
+model.train()
+# The usual fine-tuning/pre-training optimizer of HF users: AdamW with global-norm clipping.
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, eps=1e-6)
+b, s, p = args["batch"], args["seq"], args["preds"]
+v = args["config"]["vocab_size"]
+g = torch.Generator().manual_seed(0)
+input_ids = torch.randint(5, v, (b, s), generator=g)
+attention_mask = torch.ones(b, s, dtype=torch.long)
+token_type_ids = torch.cat([torch.zeros(b, s // 2, dtype=torch.long),
+                            torch.ones(b, s - s // 2, dtype=torch.long)], dim=1)
+# P labelled positions per row, -100 elsewhere (ignored by the loss; the MLM head still
+# computes logits at all S positions, as BertForPreTraining does).
+positions = torch.stack([torch.randperm(s - 1, generator=g)[:p] + 1 for _ in range(b)])
+labels = torch.full((b, s), -100, dtype=torch.long)
+labels.scatter_(1, positions, torch.randint(5, v, (b, p), generator=g))
+next_sentence_label = torch.randint(0, 2, (b,), generator=g)
+
+
+def train_steps(n):
+    for _ in range(n):
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(input_ids=input_ids, attention_mask=attention_mask,
+                     token_type_ids=token_type_ids, labels=labels,
+                     next_sentence_label=next_sentence_label).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    return float(loss)
+
+
+train_steps(1)
+compile_seconds = time.perf_counter() - build_start
+for _ in range(args["warmup"]):
+    train_steps(args["steps"])
+times = []
+for _ in range(args["repeats"]):
+    start = time.perf_counter()
+    train_steps(args["steps"])
+    times.append(time.perf_counter() - start)
+step_seconds = statistics.median(times) / args["steps"]
+loss = train_steps(1)
+print("BENCH_RESULT " + json.dumps({
+    "ms_per_step": round(1000 * step_seconds, 2),
+    "tokens_per_s": round(b * s / step_seconds, 1),
+    "compile_s": round(compile_seconds, 1), "final_loss_finite": loss == loss,
+    "params": sum(t.numel() for t in model.parameters()),
+    "torch": torch.__version__, "transformers": transformers.__version__,
+    "attn_implementation": model.config._attn_implementation, "threads": threads,
+    "load_avg": round(os.getloadavg()[0], 2)}), flush=True)
+"""
+
+
+def _hf_config(config):
+    """transformers.BertConfig arguments for the same model; "gelu" here is HF's "gelu_new"."""
+    keys = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+            "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
+            "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps")
+    values = {k: getattr(config, k) for k in keys}
+    values["hidden_act"] = {"gelu": "gelu_new", "gelu_exact": "gelu"}.get(
+        config.hidden_act, config.hidden_act)
+    return values
+
+
+def run_hf_pretrain(python, model, shape, steps, warmup, repeats, timeout=3600):
+    """Hugging Face BertForPreTraining train-step throughput (float32) under `python`."""
+    from bert_tf.config import BertConfig
+    config = BertConfig.from_preset(MODELS[model], vocab_size=30522)
+    args = dict(config=_hf_config(config), steps=steps, warmup=warmup, repeats=repeats, **shape)
+    # Not the repo's PYTHONPATH: the interpreter may be another venv's.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = _run_command("hf_pretrain", [python, "-c", _HF_PRETRAIN_SCRIPT, json.dumps(args)],
+                          env, timeout)
+    if "error" not in result:
+        # FLOPs of the same useful work as bert_tf's row (P predictions + NSP), so achieved
+        # GFLOP/s compare across rows; HF also runs the MLM head on the other S - P positions.
+        flops = _flops_per_step(config, shape["batch"], shape["seq"], shape["preds"], nsp=True)
+        result.update(flops_per_step=int(flops),
+                      achieved_gflops=round(flops * result["tokens_per_s"]
+                                            / (shape["batch"] * shape["seq"]) / 1e9, 2),
+                      mlm_head_positions=shape["seq"])
+    return result
+
+
+def _default_torch_python():
+    """This interpreter if it can import torch and transformers, else None."""
+    import importlib.util
+    if all(importlib.util.find_spec(m) for m in ("torch", "transformers")):
+        return sys.executable
+    return None
+
+
+def _check_torch_python(python):
+    """A usage error unless `python` runs and imports torch and transformers."""
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        raise app.UsageError(f"--torch_python={python}: no such executable file")
+    proc = subprocess.run([python, "-c", "import torch, transformers"], capture_output=True,
+                          text=True, timeout=300)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["exit status %d" % proc.returncode])[-1]
+        raise app.UsageError(f"--torch_python={python} cannot import torch and transformers: "
+                             f"{last}")
+
+
 def _read_lines(path, limit):
     with open(path, encoding="utf-8") as f:
         lines = [line.strip() for line in f if line.strip()]
@@ -390,8 +532,143 @@ def worker_input_pipeline(args):
     _emit({"results": results, "load_avg": _load()})
 
 
+def _passages(corpus, tokenizer, max_tokens, limit):
+    """Consecutive sentences of one document joined while they fit in max_tokens wordpieces.
+
+    Texts that fill the sequence are the text signature's worst case: every position is
+    tokenized, none is padding. Sentences longer than max_tokens on their own are left out so
+    no text is truncated (the id inputs then hold exactly what the text signature sees).
+    """
+    with open(corpus, encoding="utf-8") as f:
+        documents = [d.split("\n") for d in f.read().split("\n\n")]
+    passages = []
+    for document in documents:
+        text, length = [], 0
+        for sentence in (line.strip() for line in document):
+            n = len(tokenizer.encode(sentence)) if sentence else 0
+            if not n or n > max_tokens:
+                continue
+            if length + n > max_tokens:
+                passages.append(" ".join(text))
+                text, length = [], 0
+            text.append(sentence)
+            length += n
+        if text:
+            passages.append(" ".join(text))
+        if len(passages) >= limit:
+            break
+    return passages[:limit]
+
+
+def worker_serving_export(args):
+    """Exports a randomly initialised BertClassifier with the id and text signatures.
+
+    Also writes the benchmark's inputs: texts and the same texts as padded token ids
+    (int [N, S]) with their lengths, so the measuring process needs no bert_tf.
+    """
+    import keras
+    from bert_tf import serving
+    from bert_tf.config import BertConfig
+    from bert_tf.modeling import BertClassifier, BertEncoder
+    from bert_tf.text import WordpieceTokenizer
+    from bert_tf.text.packing import pack_inputs
+
+    seq = args["seq"]
+    tokenizer = WordpieceTokenizer(args["vocab"], do_lower_case=True)
+    keras.utils.set_random_seed(0)
+    config = BertConfig.from_preset(MODELS[args["model"]], vocab_size=tokenizer.vocab_size)
+    model = BertClassifier(BertEncoder(config), num_classes=2)
+    start = time.perf_counter()
+    serving.export(model, args["export_dir"], vocab_file=args["vocab"], max_seq_length=seq,
+                   signatures=("ids", "text"), text_pair=False)
+    export_seconds = time.perf_counter() - start
+    texts = _passages(args["corpus"], tokenizer, seq - 2, args["num_texts"])
+    packed = [pack_inputs(tokenizer.encode(t), max_seq_length=seq, cls_id=tokenizer.cls_id,
+                          sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id) for t in texts]
+    with open(args["inputs_file"], "w", encoding="utf-8") as f:
+        json.dump({"texts": texts, "input_word_ids": [p["input_word_ids"] for p in packed],
+                   "lengths": [sum(p["input_mask"]) for p in packed]}, f)
+    _emit({"export_s": round(export_seconds, 1), "texts": len(texts),
+           "mean_tokens_per_text": round(statistics.mean(
+               sum(p["input_mask"]) - 2 for p in packed), 1),
+           "params": int(model.count_params()), "vocab_size": tokenizer.vocab_size})
+
+
+def worker_serving_measure(args):
+    """Latency (batch 1) and throughput (batch 32) of the export's id and text signatures.
+
+    Imports only TensorFlow and tensorflow-text, as a model server would. A timed call is what
+    a Python client of the loaded SavedModel does: inputs to tensors, the signature, outputs
+    back to numpy. The two signatures alternate call by call (and which goes first flips each
+    round), so a change in machine load hits both alike.
+    """
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the ops the text signature uses)
+
+    with open(args["inputs_file"], encoding="utf-8") as f:
+        data = json.load(f)
+    texts = data["texts"]
+    ids_ns = np.asarray(data["input_word_ids"], np.int32)
+    mask_ns = (np.arange(ids_ns.shape[1])[None, :]
+               < np.asarray(data["lengths"])[:, None]).astype(np.int32)
+    start = time.perf_counter()
+    loaded = tf.saved_model.load(args["export_dir"])
+    load_seconds = time.perf_counter() - start
+    signatures = {"ids": loaded.signatures["serving_default"],
+                  "text": loaded.signatures["serve_text"]}
+
+    def call(signature, rows):
+        if signature == "ids":
+            outputs = signatures["ids"](input_word_ids=tf.constant(ids_ns[rows]),
+                                        input_mask=tf.constant(mask_ns[rows]),
+                                        input_type_ids=tf.zeros_like(tf.constant(mask_ns[rows])))
+        else:
+            outputs = signatures["text"](text=tf.constant([texts[i] for i in rows]))
+        return {k: v.numpy() for k, v in outputs.items()}
+
+    # The two signatures must agree: softmax of the id logits = the text probabilities.
+    parity_rows = list(range(min(32, len(texts))))
+    logits_bc = call("ids", parity_rows)["logits"]
+    probabilities_bc = np.exp(logits_bc - logits_bc.max(-1, keepdims=True))
+    probabilities_bc /= probabilities_bc.sum(-1, keepdims=True)
+    text_probabilities_bc = call("text", parity_rows)["probabilities"]
+    parity = {"texts": len(parity_rows),
+              "max_abs_probability_diff": float(np.abs(probabilities_bc
+                                                       - text_probabilities_bc).max())}
+
+    def timed_rounds(batch, warmup, repeats):
+        """Seconds per call of each signature; row batches cycle through the texts."""
+        times = {"ids": [], "text": []}
+        for i in range(warmup + repeats):
+            rows = [(i * batch + j) % len(texts) for j in range(batch)]
+            for signature in (("ids", "text") if i % 2 == 0 else ("text", "ids")):
+                start = time.perf_counter()
+                call(signature, rows)
+                if i >= warmup:
+                    times[signature].append(time.perf_counter() - start)
+        return times
+
+    results = []
+    latency = timed_rounds(1, args["warmup_calls"], args["latency_calls"])
+    throughput = timed_rounds(args["batch"], 2, args["throughput_calls"])
+    for signature in ("ids", "text"):
+        ms = 1000 * np.asarray(latency[signature])
+        batch_ms = 1000 * statistics.median(throughput[signature])
+        results.append({
+            "signature": signature, "p50_ms": round(float(np.percentile(ms, 50)), 3),
+            "p99_ms": round(float(np.percentile(ms, 99)), 3),
+            "mean_ms": round(float(ms.mean()), 3), "latency_calls": len(ms),
+            "batch_ms": round(batch_ms, 2), "throughput_calls": len(throughput[signature]),
+            "sequences_per_s": round(args["batch"] / batch_ms * 1000, 1)})
+    _emit({"results": results, "parity": parity, "load_s": round(load_seconds, 1),
+           "bert_tf_modules_loaded": sorted(m for m in sys.modules if m.startswith("bert_tf")),
+           "load_avg": _load()})
+
+
 WORKERS = {"matmul_peak": worker_matmul_peak, "pretrain": worker_pretrain,
-           "tokenizer": worker_tokenizer, "input_pipeline": worker_input_pipeline}
+           "tokenizer": worker_tokenizer, "input_pipeline": worker_input_pipeline,
+           "serving_export": worker_serving_export, "serving_measure": worker_serving_measure}
 
 
 # ----------------------------------------------------------------------------- cases
@@ -433,8 +710,11 @@ def worker_setup(args):
 WORKERS["setup"] = worker_setup
 
 
-def case_pretrain(setup, quick):
-    """Runs every configuration in its own process; adds MFU and bert_tf/keras-hub ratios."""
+def case_pretrain(setup, quick, torch_python=None):
+    """Runs every configuration in its own process; adds MFU and bert_tf/peer ratios.
+
+    torch_python: an interpreter with torch + transformers for the HF rows, or None to skip.
+    """
     shape = dict(batch=4, seq=32, preds=5) if quick else dict(batch=32, seq=128, preds=20)
     peak = _run_worker("matmul_peak", {"n": 256 if quick else 2048, "iters": 2 if quick else 8})
     rows = [dict(case="pretrain", kind="matmul_peak", **peak)]
@@ -468,21 +748,42 @@ def case_pretrain(setup, quick):
                 top = max(runs, key=lambda r: r["tokens_per_s"])
                 best[impl] = (top["tokens_per_s"], top["dtype"], top["xla"])
         if "bert_tf" in best and "keras_hub" in best:
-            rows.append({"case": "pretrain", "kind": "ratio", "model": model,
+            rows.append({"case": "pretrain", "kind": "ratio", "model": model, "versus": "keras_hub",
                          "bert_tf_best_tokens_per_s": best["bert_tf"][0],
                          "bert_tf_best_config": list(best["bert_tf"][1:]),
                          "keras_hub_best_tokens_per_s": best["keras_hub"][0],
                          "keras_hub_best_config": list(best["keras_hub"][1:]),
                          "ratio": round(best["bert_tf"][0] / best["keras_hub"][0], 3)})
             _print_row(rows[-1])
+        if torch_python:
+            result = run_hf_pretrain(
+                torch_python, model, shape,
+                steps={"tiny": 10, "small": 2, "base": 1}[model] if not quick else 2, warmup=1,
+                repeats=3 if model != "base" else 2)
+            result.update(case="pretrain", kind="step", impl="hf_torch", model=model,
+                          dtype="float32", xla=False, **shape)
+            if "error" not in result and peak.get("float32_gflops"):
+                result["mfu"] = round(result["achieved_gflops"] / peak["float32_gflops"], 3)
+            rows.append(result)
+            _print_row(result)
+            if "error" not in result and "bert_tf" in best:
+                rows.append({"case": "pretrain", "kind": "ratio", "model": model,
+                             "versus": "hf_torch",
+                             "bert_tf_best_tokens_per_s": best["bert_tf"][0],
+                             "bert_tf_best_config": list(best["bert_tf"][1:]),
+                             "hf_torch_tokens_per_s": result["tokens_per_s"],
+                             "hf_torch_config": ["float32", False],
+                             "ratio": round(best["bert_tf"][0] / result["tokens_per_s"], 3)})
+                _print_row(rows[-1])
         # Base runs in the best configuration found on the largest smaller model.
         previous_best, best = best, {}
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-        note = "HF transformers BertForPreTraining: installed but not wired into this benchmark"
-    except ImportError:
-        note = "HF transformers BertForPreTraining (torch CPU): skipped, torch/transformers not installed"
+    if torch_python:
+        note = ("HF transformers BertForPreTraining (torch CPU, float32 only, eager, AdamW): its "
+                "MLM head computes logits at all seq positions (labels -100 except the "
+                "predictions), as its standard forward with labels does; run by " + torch_python)
+    else:
+        note = ("HF transformers BertForPreTraining (torch CPU): skipped, torch/transformers not "
+                "installed in this interpreter (pass --torch_python)")
     rows.append({"case": "pretrain", "kind": "note", "note": note})
     _print_row(rows[-1])
     return rows
@@ -633,6 +934,53 @@ def case_input_pipeline(setup, quick, pretrain_rows):
     return rows
 
 
+def case_serving(setup, quick):
+    """Exports a classifier in one process, measures its signatures in another."""
+    setup.ensure()
+    model = "tiny" if quick else "small"
+    seq, batch = 128, 32
+    export_dir = os.path.join(setup.workdir, "serving", "1")
+    inputs_file = os.path.join(setup.workdir, "serving_inputs.json")
+    exported = _run_worker("serving_export", dict(
+        model=model, seq=seq, vocab=setup.vocab, corpus=setup.corpus, export_dir=export_dir,
+        inputs_file=inputs_file, num_texts=256))
+    if "error" in exported:
+        return [{"case": "serving", "kind": "error", **exported}]
+    measured = _run_worker("serving_measure", dict(
+        export_dir=export_dir, inputs_file=inputs_file, batch=batch,
+        warmup_calls=5 if quick else 20, latency_calls=30 if quick else 300,
+        throughput_calls=3 if quick else 15))
+    if "error" in measured:
+        return [{"case": "serving", "kind": "error", **measured}]
+    common = {"model": model, "seq": seq, "params": exported["params"],
+              "vocab_size": exported["vocab_size"],
+              "mean_tokens_per_text": exported["mean_tokens_per_text"]}
+    rows = [{"case": "serving", "kind": "export", "export_s": exported["export_s"],
+             "load_s": measured["load_s"], "texts": exported["texts"],
+             "bert_tf_modules_loaded": measured["bert_tf_modules_loaded"], **common}]
+    by_signature = {}
+    for r in measured["results"]:
+        by_signature[r["signature"]] = r
+        rows.append({"case": "serving", "kind": "latency", "signature": r["signature"],
+                     "batch": 1, "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"],
+                     "mean_ms": r["mean_ms"], "calls": r["latency_calls"],
+                     "load_avg": measured["load_avg"], **common})
+    for r in measured["results"]:
+        rows.append({"case": "serving", "kind": "throughput", "signature": r["signature"],
+                     "batch": batch, "sequences_per_s": r["sequences_per_s"],
+                     "ms_per_batch": r["batch_ms"], "calls": r["throughput_calls"],
+                     "load_avg": measured["load_avg"], **common})
+    ids, text = by_signature["ids"], by_signature["text"]
+    rows.append({"case": "serving", "kind": "ratio", "model": model,
+                 "text_over_ids_p50": round(text["p50_ms"] / ids["p50_ms"], 3),
+                 "text_over_ids_p99": round(text["p99_ms"] / ids["p99_ms"], 3),
+                 "text_over_ids_throughput": round(
+                     text["sequences_per_s"] / ids["sequences_per_s"], 3),
+                 "target_text_over_ids_p50": 1.2})
+    rows.append({"case": "serving", "kind": "parity", **measured["parity"]})
+    return rows
+
+
 # ----------------------------------------------------------------------------- report
 
 def _print_row(row):
@@ -655,7 +1003,8 @@ def format_table(rows):
                          f"{r['ms_per_step']:9.1f} ms/step  MFU {r.get('mfu', float('nan')):.2f}"
                          f"  load {r['load_avg']}")
         elif case == "pretrain" and kind == "ratio":
-            lines.append(f"{case:14} {r['model']:5} bert_tf best / keras-hub best = {r['ratio']}")
+            peer = {"keras_hub": "keras-hub best", "hf_torch": "HF torch fp32"}[r["versus"]]
+            lines.append(f"{case:14} {r['model']:5} bert_tf best / {peer} = {r['ratio']}")
         elif kind == "note":
             lines.append(f"{case:14} note: {r['note']}")
         elif case == "tokenizer" and kind == "throughput":
@@ -675,17 +1024,35 @@ def format_table(rows):
             extra = (f"  x{r['ratio_vs_train_step']} of {r['train_step_model']} step"
                      if "ratio_vs_train_step" in r else "")
             lines.append(f"{case:14} {r['impl']:44} {r['sequences_per_s']:9.0f} seq/s{extra}")
+        elif case == "serving" and kind == "export":
+            lines.append(f"{case:14} {r['model']} classifier ({r['params']} params), seq "
+                         f"{r['seq']}, {r['mean_tokens_per_text']} tokens/text: export "
+                         f"{r['export_s']} s, load {r['load_s']} s")
+        elif case == "serving" and kind == "latency":
+            lines.append(f"{case:14} {r['signature']:4} batch 1:  p50 {r['p50_ms']:8.2f} ms  "
+                         f"p99 {r['p99_ms']:8.2f} ms  ({r['calls']} calls, load {r['load_avg']})")
+        elif case == "serving" and kind == "throughput":
+            lines.append(f"{case:14} {r['signature']:4} batch {r['batch']}: "
+                         f"{r['sequences_per_s']:8.1f} seq/s  {r['ms_per_batch']:8.1f} ms/batch")
+        elif case == "serving" and kind == "ratio":
+            lines.append(f"{case:14} text / ids: p50 x{r['text_over_ids_p50']}, p99 "
+                         f"x{r['text_over_ids_p99']}, throughput x{r['text_over_ids_throughput']}"
+                         f" (target p50 <= x{r['target_text_over_ids_p50']})")
+        elif case == "serving" and kind == "parity":
+            lines.append(f"{case:14} text vs ids probabilities on {r['texts']} texts: max abs "
+                         f"diff {r['max_abs_probability_diff']:.2e}")
     return "\n".join(lines)
 
 
 def machine_info():
-    flags_line = ""
+    model_name, cpu_flags = "", set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    flags_line = line.split(":", 1)[1].strip()
-                    break
+                if line.startswith("model name") and not model_name:
+                    model_name = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not cpu_flags:
+                    cpu_flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
     import importlib.metadata as md
@@ -695,7 +1062,8 @@ def machine_info():
             versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             versions[pkg] = None
-    return {"cpu": flags_line, "cpus": os.cpu_count(), "platform": platform.platform(),
+    return {"cpu": model_name, "cpus": os.cpu_count(),
+            "cpu_flags": {f: f in cpu_flags for f in SPEED_CPU_FLAGS}, "platform": platform.platform(),
             "python": platform.python_version(), "versions": versions,
             "load_avg_start": list(os.getloadavg())}
 
@@ -715,6 +1083,11 @@ def main(argv):
         for name in ("tokenization.py", "create_pretraining_data.py"):
             if not os.path.isfile(os.path.join(FLAGS.original_bert_dir, name)):
                 raise app.UsageError(f"--original_bert_dir={FLAGS.original_bert_dir} has no {name}")
+    torch_python = FLAGS.torch_python
+    if torch_python:
+        _check_torch_python(torch_python)
+    elif "pretrain" in FLAGS.cases:
+        torch_python = _default_torch_python()
     started = time.time()
     info = machine_info()
     print(json.dumps({"case": "machine", **info}), flush=True)
@@ -726,11 +1099,13 @@ def main(argv):
             if case not in FLAGS.cases:
                 continue
             if case == "pretrain":
-                new = case_pretrain(setup, FLAGS.quick)
+                new = case_pretrain(setup, FLAGS.quick, torch_python)
             elif case == "tokenizer":
                 new = case_tokenizer(setup, FLAGS.quick)
             elif case == "create_data":
                 new = case_create_data(setup, FLAGS.quick)
+            elif case == "serving":
+                new = case_serving(setup, FLAGS.quick)
             else:
                 new = case_input_pipeline(setup, FLAGS.quick, rows)
             for row in new:
