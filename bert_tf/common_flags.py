@@ -209,11 +209,13 @@ def steps_per_loop(options):
 
 
 def resolve_model_files(options):
-    """(bert_config_file, vocab_file) from the flags, else from an --init_checkpoint run dir.
+    """(config source, vocab_file) from the flags, else from --init_checkpoint.
 
     A bert_tf run directory (run_pretraining or convert_checkpoint output) and a Hugging Face
-    directory carry their config and vocabulary; an original TF1 checkpoint keeps them next to
-    bert_model.ckpt. Explicit flags win.
+    directory carry their vocabulary, a keras-hub preset its tokenizer asset; an original TF1
+    checkpoint keeps bert_config.json and vocab.txt next to bert_model.ckpt. Without
+    bert_config.json the config source is the checkpoint itself (a Hugging Face config.json, a
+    keras-hub preset, a .keras file), read by read_model_config. Explicit flags win.
 
     Raises:
       FlagValueError when a needed file is neither given nor found.
@@ -225,24 +227,48 @@ def resolve_model_files(options):
         directory = source if tf.io.gfile.isdir(source) else os.path.dirname(source)
     if not config_file and directory:
         candidate = os.path.join(directory, "bert_config.json")
-        if tf.io.gfile.exists(candidate):
-            config_file = candidate
+        config_file = candidate if tf.io.gfile.exists(candidate) else source
     if not vocab_file and directory:
-        candidate = os.path.join(directory, "vocab.txt")
-        if tf.io.gfile.exists(candidate):
-            vocab_file = candidate
+        for name in ("vocab.txt", os.path.join("assets", "tokenizer", "vocabulary.txt")):
+            candidate = os.path.join(directory, name)
+            if tf.io.gfile.exists(candidate):
+                vocab_file = candidate
+                break
     if not config_file:
-        raise FlagValueError("--bert_config_file is required (no bert_config.json beside "
-                             f"--init_checkpoint={source})")
+        raise FlagValueError("--bert_config_file is required (or an --init_checkpoint that "
+                             "records its configuration)")
     if not vocab_file:
         raise FlagValueError(f"--vocab_file is required (no vocab.txt beside "
                              f"--init_checkpoint={source})")
     return config_file, vocab_file
 
 
+def read_model_config(source):
+    """The BertConfig of a bert_config.json, or of a checkpoint that records one.
+
+    Args:
+      source: a bert_config.json, or an --init_checkpoint (Hugging Face directory, keras-hub
+        preset, .keras file, TF1 / bert_tf checkpoint with bert_config.json beside it).
+
+    Raises:
+      FlagValueError when `source` is a checkpoint that does not say its configuration.
+    """
+    is_config_file = (tf.io.gfile.exists(source) and not tf.io.gfile.isdir(source)
+                      and not source.endswith((".keras", ".h5")))
+    if source.endswith(".json") or is_config_file:
+        return BertConfig.from_json_file(source)
+    from bert_tf import interop  # Checkpoint formats are only needed on this path.
+    config = interop.checkpoint_config(source)
+    if config is None:
+        raise FlagValueError(f"--bert_config_file is required: --init_checkpoint={source} has "
+                             "no bert_config.json beside it")
+    logging.info("Model configuration from --init_checkpoint=%s", source)
+    return config
+
+
 def load_config(config_file, options):
-    """Reads bert_config.json and checks --max_seq_length against it."""
-    config = BertConfig.from_json_file(config_file)
+    """Reads the config (see read_model_config) and checks --max_seq_length against it."""
+    config = read_model_config(config_file)
     if options.max_seq_length > config.max_position_embeddings:
         raise FlagValueError(
             f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="

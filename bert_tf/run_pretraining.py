@@ -57,7 +57,9 @@ from bert_tf.training.optimization import OPTIMIZER_TYPES, create_optimizer
 FLAGS = flags.FLAGS
 
 # Flags of the original google-research/bert run_pretraining.py, same names and defaults.
-flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to pre-train.")
+flags.DEFINE_string("bert_config_file", None,
+                    "bert_config.json of the model to pre-train (default: the configuration "
+                    "--init_checkpoint records).")
 flags.DEFINE_string("input_file", None, "TFRecord pre-training examples: comma-separated globs.")
 flags.DEFINE_string("output_dir", None, "Where checkpoints, logs and the final model go.")
 flags.DEFINE_string("init_checkpoint", None,
@@ -114,6 +116,16 @@ flags.DEFINE_string("tf_data_service", None,
 common_flags.define_runtime_flags()
 
 
+def _config_source(options):
+    """--bert_config_file, else the --init_checkpoint whose configuration to use."""
+    if options.bert_config_file:
+        return options.bert_config_file
+    if options.init_checkpoint:
+        return options.init_checkpoint
+    raise FlagValueError("--bert_config_file is required (or an --init_checkpoint that records "
+                         "its configuration)")
+
+
 def validate_options(options, config):
     """Checks flag values against each other and the config, before any work starts.
 
@@ -142,7 +154,7 @@ def validate_options(options, config):
     if options.max_seq_length > config.max_position_embeddings:
         raise FlagValueError(
             f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
-            f"{config.max_position_embeddings} in {options.bert_config_file}")
+            f"{config.max_position_embeddings} in {_config_source(options)}")
     if not 0 < options.max_predictions_per_seq <= options.max_seq_length:
         raise FlagValueError(f"--max_predictions_per_seq={options.max_predictions_per_seq} must "
                              f"be in [1, --max_seq_length={options.max_seq_length}]")
@@ -165,7 +177,7 @@ def validate_options(options, config):
         vocab_size = _count_vocab(options.vocab_file)
         if config.vocab_size < vocab_size:
             raise FlagValueError(
-                f"vocab_size={config.vocab_size} in {options.bert_config_file} is smaller than "
+                f"vocab_size={config.vocab_size} in {_config_source(options)} is smaller than "
                 f"the {vocab_size} tokens of --vocab_file={options.vocab_file}")
 
 
@@ -327,7 +339,7 @@ def pretrain(options, flags_text=None):
       dict written to output_dir/results.json.
     """
     start = time.time()
-    config = BertConfig.from_json_file(options.bert_config_file)
+    config = common_flags.read_model_config(_config_source(options))
     validate_options(options, config)
     checkpointing.check_writable_dir(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
@@ -431,7 +443,7 @@ def main(argv):
 
 def run():
     """Console-script entry point (bert_tf_pretrain)."""
-    flags.mark_flags_as_required(["bert_config_file", "output_dir"])
+    flags.mark_flags_as_required(["output_dir"])
     app.run(main)
 
 

@@ -177,6 +177,11 @@ def _options(tmp_path, config_path, **overrides):
      "--eval_input_text_file needs --vocab_file"),
     (dict(init_checkpoint="/ckpts/cased_L-12_H-768_A-12/bert_model.ckpt", do_lower_case=True),
      "cased_L-12_H-768_A-12"),
+    (dict(bert_config_file=None),
+     "--bert_config_file is required (or an --init_checkpoint that records its configuration)"),
+    (dict(bert_config_file=None, init_checkpoint="/ckpts/uncased_L-2_H-128_A-2/bert_model.ckpt"),
+     "--bert_config_file is required: --init_checkpoint=/ckpts/uncased_L-2_H-128_A-2/"
+     "bert_model.ckpt has no bert_config.json beside it"),
     (dict(tf_data_service="localhost:5050"),
      "--tf_data_service=localhost:5050 must look like grpc://HOST:PORT (the dispatcher's "
      "address)"),

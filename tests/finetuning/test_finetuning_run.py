@@ -32,9 +32,46 @@ def _options(pretrained_dir, tmp_path, **overrides):
     (dict(max_seq_length=64), "--max_seq_length=64 exceeds max_position_embeddings=32 in "),
     (dict(init_checkpoint="/models/cased_L-12_H-768_A-12/bert_model.ckpt"),
      "--do_lower_case=True contradicts --init_checkpoint"),
-    (dict(init_checkpoint=None), r"--bert_config_file is required \(no bert_config.json beside "
-                                 "--init_checkpoint=None\\)"),
+    (dict(init_checkpoint=None), r"--bert_config_file is required \(or an --init_checkpoint "
+                                 "that records its configuration\)"),
+    (dict(init_checkpoint="/models/uncased_L-2_H-128_A-2/bert_model.ckpt", vocab_file=__file__),
+     "--bert_config_file is required: --init_checkpoint=/models/uncased_L-2_H-128_A-2/"
+     "bert_model.ckpt has no bert_config.json beside it"),
 ])
 def test_bad_flags_are_named(tmp_path, pretrained_dir, overrides, message):
     with pytest.raises(FlagValueError, match=message):
         prepare(_options(pretrained_dir, tmp_path, **overrides))
+
+
+def test_hugging_face_directory_alone_gives_config_vocab_and_weights(tmp_path):
+    """--init_checkpoint=<HF dir> with no --bert_config_file / --vocab_file: the config comes from
+    its config.json ("gelu" = the exact form), the vocabulary from its vocab.txt, and the
+    encoder of the task model loads completely."""
+    import os
+
+    import numpy as np
+
+    from bert_tf.finetuning_run import build_model, warm_start_fn
+    from bert_tf.interop import load_huggingface
+    from bert_tf.modeling import BertClassifier
+
+    hf_dir = os.path.join(os.path.dirname(os.path.dirname(__file__)), "interop", "fixtures",
+                          "hf_bert_gelu")
+    options = _options(hf_dir, tmp_path, trainable_encoder=True, learning_rate=1e-4,
+                       optimizer="adamw", weight_decay_rate=0.01, distribution_strategy="one_device",
+                       num_gpus=0, tpu=None, use_tpu=False, tpu_name=None, dtype="float32",
+                       seed=None)
+    context = prepare(options)
+    assert context.vocab_file == os.path.join(hf_dir, "vocab.txt")
+    assert (context.config.hidden_size, context.config.num_hidden_layers) == (32, 2)
+    assert context.config.hidden_act == "gelu_exact"
+    model, _ = build_model(context, options, lambda encoder: BertClassifier(encoder, 3))
+    report = warm_start_fn(options)(hf_dir, model)
+    assert sorted(report.newly_initialized) == ["classifier/bias", "classifier/kernel"], report
+    reference, _, _ = load_huggingface(hf_dir)
+    encoder = reference.encoder if hasattr(reference, "encoder") else reference
+    want = {v.path: v.numpy() for v in encoder.weights}
+    got = {v.path: v.numpy() for v in model.encoder.weights}
+    assert want.keys() == got.keys()
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
