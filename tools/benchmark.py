@@ -128,19 +128,40 @@ def _run_command(name, cmd, env, timeout):
     return {"error": f"worker {name} exited {proc.returncode}: " + " | ".join(tail)}
 
 
+# Forks and execs the command, then writes the child's exit code and ru_maxrss (KB) to argv[1].
+# Linux carries the RSS of the process that forks into the child's ru_maxrss, so the measured
+# command must be forked from this small interpreter, not from the benchmark's own big one.
+_RSS_LAUNCHER = r"""
+import os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}")
+"""
+
+
 def _time_process(cmd, cwd, log_path, env=None):
     """Runs cmd to completion; returns (wall seconds, peak RSS MB of it and its children, rc).
 
-    os.wait4 gives the rusage of exactly this child (its ru_maxrss covers the process and the
-    children it waited for), so concurrent runs and earlier cases do not leak into the number.
+    The command runs under a minimal launcher (python -S, about 10 MB) whose wait4 gives the
+    rusage of exactly that child: ru_maxrss covers the process and the children it waited
+    for, and neither this process's memory nor earlier cases leak into the number.
     """
+    result_path = log_path + ".rusage"
+    launcher = [sys.executable, "-S", "-c", _RSS_LAUNCHER, result_path]
     with open(log_path, "w") as log:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
+        subprocess.run(launcher + list(cmd), cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                       env=env, check=False)
         wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_maxrss / 1024.0, proc.returncode
+    with open(result_path) as f:
+        returncode, maxrss_kb = (int(v) for v in f.read().split())
+    return wall, maxrss_kb / 1024.0, returncode
 
 
 def _log_tail(path, lines=4):
