@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import tensorflow as tf
 import pytest
 
 from bert_tf.config import BertConfig
@@ -129,6 +130,20 @@ def test_mixed_bfloat16(small_config, features, float32_policy):
     assert out["sequence_output"].dtype == "bfloat16"
     assert out["pooled_output"].dtype == "bfloat16"
     assert all(v.dtype == "float32" for v in encoder.weights)
+    # LayerNorm statistics must be computed in float32: on activations with a large common
+    # offset, bfloat16 mean/variance (8 bits of mantissa) would lose the differences entirely.
+    norms = [layer for layer in encoder._flatten_layers()
+             if isinstance(layer, keras.layers.LayerNormalization)]
+    assert len(norms) == 1 + 2 * small_config.num_hidden_layers
+    x = (50.0 + np.random.RandomState(0).randn(2, 3, small_config.hidden_size)).astype("float32")
+    x_bf16 = tf.cast(x, tf.bfloat16)
+    x32 = tf.cast(x_bf16, tf.float32).numpy()
+    for layer in norms:
+        gamma, beta = (w.numpy() for w in layer.weights)
+        mean, var = x32.mean(-1, keepdims=True), x32.var(-1, keepdims=True)
+        want = (x32 - mean) / np.sqrt(var + layer.epsilon) * gamma + beta
+        got = tf.cast(layer(x_bf16), tf.float32).numpy()
+        np.testing.assert_allclose(got, want, atol=0.02 * np.abs(want).max())
     keras.mixed_precision.set_global_policy("float32")
     reference = BertEncoder(small_config)
     reference.set_weights(encoder.get_weights())
