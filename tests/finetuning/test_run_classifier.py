@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from finetuning_helpers import (FILLER, encoder_weights, pretrained_encoder_weights,
+from finetuning_helpers import (FILLER, POSITIVE, encoder_weights, pretrained_encoder_weights,
                                 sentiment_sentence, write_sst2)
 
 
@@ -161,3 +161,46 @@ def test_bad_input_is_a_one_line_error(tmp_path, pretrained_dir):
     dev = tmp_path / "SST-2" / "dev.tsv"
     assert result.stderr.strip().splitlines()[-1] == (
         f"run_classifier: error: {dev}:6 (column 1): label '2' is not one of 0, 1 (GLUE sst-2)")
+
+
+def _write_scored_csv(path, n, rng):
+    """Sentences whose score is the number of positive words in them (0 to 3)."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["sentence", "score"])
+        for _ in range(n):
+            k = rng.randint(0, 3)
+            words = [rng.choice(FILLER) for _ in range(6 - k)] + [rng.choice(POSITIVE)
+                                                                  for _ in range(k)]
+            rng.shuffle(words)
+            writer.writerow([" ".join(words), f"{k:.1f}"])
+
+
+@pytest.mark.slow
+def test_own_csv_regression(tmp_path, pretrained_dir):
+    """--regression: one output trained with squared error, Pearson/Spearman on dev, scores as
+    predictions."""
+    rng = random.Random(5)
+    _write_scored_csv(tmp_path / "train.csv", 256, rng)
+    _write_scored_csv(tmp_path / "dev.csv", 64, rng)
+    _write_scored_csv(tmp_path / "test.csv", 8, rng)
+    out = tmp_path / "out"
+    result = _run(f"--data_dir={tmp_path}", "--text_a_column=sentence", "--label_column=score",
+                  "--regression", f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16",
+                  "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=4",
+                  "--seed=1", "--do_train", "--do_eval", "--do_predict", f"--output_dir={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out / "results.json") as f:
+        results = json.load(f)
+    evaluation = results["eval"]
+    # The score is a count of words: well correlated after a few epochs (chance: 0).
+    assert evaluation["pearson"] > 0.8 and evaluation["spearman"] > 0.8, evaluation
+    with open(out / "task_info.json") as f:
+        assert json.load(f)["task"] == "regression"
+    with open(out / "predictions.tsv") as f:
+        rows = list(csv.reader(f, delimiter="\t"))
+    assert rows[0] == ["index", "prediction"] and len(rows) == 9
+    scores = [float(r[1]) for r in rows[1:]]
+    with open(tmp_path / "test.csv") as f:
+        gold = [float(r["score"]) for r in csv.DictReader(f)]
+    assert np.corrcoef(scores, gold)[0, 1] > 0.7, (scores, gold)
