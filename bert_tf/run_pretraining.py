@@ -89,7 +89,17 @@ flags.DEFINE_bool("use_next_sentence_label", True, "Train the NSP head (False: M
 flags.DEFINE_string("input_text_file", None,
                     "Raw text (comma-separated globs; one sentence per line, blank line between "
                     "documents) masked on the fly instead of --input_file.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (needed with --input_text_file).")
+flags.DEFINE_string("input_tfds", None,
+                    "Name of a TFDS text dataset already prepared under --tfds_data_dir (never "
+                    "downloaded), masked on the fly like --input_text_file: each example is a "
+                    "document, its lines the sentences.")
+flags.DEFINE_string("tfds_data_dir", None, "TFDS data_dir of --input_tfds (default: TFDS's).")
+flags.DEFINE_string("tfds_split", "train", "Split of --input_tfds to train on.")
+flags.DEFINE_string("eval_tfds_split", None,
+                    "Split of --input_tfds to evaluate on (default: the training input).")
+flags.DEFINE_string("tfds_text_key", "text", "Text feature of the --input_tfds examples.")
+flags.DEFINE_string("vocab_file", None,
+                    "WordPiece vocabulary (needed with --input_text_file / --input_tfds).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case raw text (with --input_text_file).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked fraction of tokens (--input_text_file).")
 flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words (--input_text_file).")
@@ -138,10 +148,14 @@ def validate_options(options, config):
     """
     if not options.do_train and not options.do_eval:
         raise FlagValueError("at least one of --do_train or --do_eval must be set")
-    if bool(options.input_file) == bool(options.input_text_file):
-        raise FlagValueError("give exactly one of --input_file (TFRecords) or --input_text_file "
-                             "(raw text masked on the fly)")
-    for name in ("input_text_file", "eval_input_text_file"):
+    if sum(bool(v) for v in (options.input_file, options.input_text_file,
+                             options.input_tfds)) != 1:
+        raise FlagValueError("give exactly one of --input_file (TFRecords), --input_text_file "
+                             "(raw text masked on the fly) or --input_tfds (a prepared TFDS "
+                             "text dataset, masked on the fly)")
+    if options.eval_tfds_split and not options.input_tfds:
+        raise FlagValueError("--eval_tfds_split is a split of --input_tfds, which is not set")
+    for name in ("input_text_file", "eval_input_text_file", "input_tfds"):
         if getattr(options, name) and not options.vocab_file:
             raise FlagValueError(f"--{name} needs --vocab_file")
     if options.eval_input_file and options.eval_input_text_file:
@@ -183,14 +197,15 @@ def validate_options(options, config):
 
 def _validate_family_options(options):
     """The BERT-family flags against the input and each other."""
-    text_input = options.input_text_file or options.eval_input_text_file
+    text_input = options.input_text_file or options.eval_input_text_file or options.input_tfds
     if options.sentence_order_prediction and not options.use_next_sentence_label:
         raise FlagValueError("--sentence_order_prediction trains the pair head: it needs "
                              "--use_next_sentence_label=true")
     for name in ("do_span_mask", "full_sentences"):
         if getattr(options, name) and not text_input:
-            raise FlagValueError(f"--{name} masks or packs raw text: it needs --input_text_file "
-                                 "or --eval_input_text_file (TFRecords are made that way by "
+            raise FlagValueError(f"--{name} masks or packs raw text: it needs --input_text_file, "
+                                 "--eval_input_text_file or --input_tfds (TFRecords are made "
+                                 "that way by "
                                  "create_pretraining_data)")
     if options.full_sentences and options.use_next_sentence_label:
         raise FlagValueError("--full_sentences packs single sequences: it needs "
@@ -214,8 +229,12 @@ def _input_flags(options, is_training):
         for name in ("eval_input_file", "eval_input_text_file"):
             if getattr(options, name):
                 return name, getattr(options, name)
+        if options.input_tfds and options.eval_tfds_split:
+            return "input_tfds", f"{options.input_tfds}:{options.eval_tfds_split}"
     if options.input_file:
         return "input_file", options.input_file
+    if options.input_tfds:
+        return "input_tfds", f"{options.input_tfds}:{options.tfds_split}"
     return "input_text_file", options.input_text_file
 
 
@@ -241,9 +260,16 @@ def _make_dataset_fn(options, config, *, is_training, batch_size):
 
     from bert_tf.data import text_pretraining_dataset
 
+    tfds_args = {}
+    if name == "input_tfds":
+        tfds_name, _, split = patterns.rpartition(":")
+        tfds_args = dict(tfds_name=tfds_name, tfds_data_dir=options.tfds_data_dir,
+                         tfds_split=split, tfds_text_key=options.tfds_text_key)
+        patterns = None
+
     def text_dataset_fn(input_context=None):
         return text_pretraining_dataset(
-            patterns, vocab_file=options.vocab_file,
+            patterns, **tfds_args, vocab_file=options.vocab_file,
             do_lower_case=options.do_lower_case, batch_size=batch_size,
             max_seq_length=options.max_seq_length,
             max_predictions_per_seq=options.max_predictions_per_seq,
@@ -263,6 +289,7 @@ def _data_service_job_name(options):
     a new one (the dispatcher refuses a job name with a different pipeline).
     """
     shape = [os.path.abspath(options.output_dir), options.input_file, options.input_text_file,
+             options.input_tfds, options.tfds_split, options.tfds_data_dir,
              options.max_seq_length, options.max_predictions_per_seq, options.train_batch_size,
              options.seed, options.masked_lm_prob, options.do_whole_word_mask,
              options.use_next_sentence_label, options.do_lower_case,

@@ -167,7 +167,10 @@ def _options(tmp_path, config_path, **overrides):
     (dict(do_train=False),
      "at least one of --do_train or --do_eval must be set"),
     (dict(input_text_file="corpus.txt"),
-     "give exactly one of --input_file (TFRecords) or --input_text_file"),
+     "give exactly one of --input_file (TFRecords), --input_text_file (raw text masked on the "
+     "fly) or --input_tfds"),
+    (dict(eval_tfds_split="validation"),
+     "--eval_tfds_split is a split of --input_tfds, which is not set"),
     (dict(max_predictions_per_seq=17),
      "--max_predictions_per_seq=17 must be in [1, --max_seq_length=16]"),
     (dict(do_eval=True, eval_input_file="/nonexistent/eval-*.tfrecord"),
@@ -276,6 +279,53 @@ def test_raw_text_training_in_bfloat16_then_eval_only(tmp_path):
     assert 0.0 <= results["eval"]["masked_lm_accuracy"] <= 1.0
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
     assert saved["eval"] == results["eval"]
+
+
+def test_prepared_tfds_text_dataset_trains_and_evaluates(tmp_path):
+    """--input_tfds: documents of a TFDS text dataset prepared locally (no download), masked on
+    the fly; --eval_tfds_split evaluates on another split of it."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    corpus, vocab, vocab_size = _write_text_corpus(tmp_path)
+    documents = [d for d in corpus.read_text().split("\n\n") if d.strip()]
+
+    class TinyManualDocs(tfds.core.GeneratorBasedBuilder):
+        """Documents of the reference manual: 80 to train on, the rest held out."""
+
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict(
+                {"body": tfds.features.Text()}))
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples(documents[:80]),
+                    "validation": self._generate_examples(documents[80:])}
+
+        def _generate_examples(self, docs):
+            for i, doc in enumerate(docs):
+                yield i, {"body": doc.strip()}
+
+    data_dir = str(tmp_path / "tfds")
+    TinyManualDocs(data_dir=data_dir).download_and_prepare()
+    config = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    config.to_json_file(str(tmp_path / "bert_config.json"))
+    values = {name: FLAGS[name].default for name in FLAGS}
+    values.update(bert_config_file=str(tmp_path / "bert_config.json"),
+                  input_tfds="tiny_manual_docs", tfds_data_dir=data_dir, tfds_text_key="body",
+                  eval_tfds_split="validation", vocab_file=str(vocab),
+                  output_dir=str(tmp_path / "out"), max_seq_length=32, max_predictions_per_seq=5,
+                  train_batch_size=8, eval_batch_size=4, num_train_steps=10, num_warmup_steps=2,
+                  learning_rate=1e-3, steps_per_loop=10, save_checkpoints_steps=10, seed=3,
+                  do_train=True, do_eval=True, max_eval_steps=100)
+    results = pretrain(types.SimpleNamespace(**values))
+    assert results["global_step"] == 10
+    assert np.isfinite(results["train"]["loss"]) and results["train"]["mlm_loss"] > 0
+    # One ordered pass over the 20 held-out documents of 3 sentences: a few batches of 4.
+    assert 1 <= results["eval"]["eval_steps"] < 100
+    with pytest.raises(FlagValueError, match='--input_tfds=tiny_manual_docs:test: .*split'):
+        pretrain(types.SimpleNamespace(**dict(values, tfds_split="test",
+                                              output_dir=str(tmp_path / "out2"))))
 
 
 def test_eval_reads_eval_input_file_not_the_training_input(setup):
