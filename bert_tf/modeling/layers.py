@@ -79,6 +79,57 @@ def _gelu_erf_grad(dy, x):
     return tf.cast(tf.cast(dy, tf.float32) * (cdf + x * pdf), dy.dtype)
 
 
+@keras.saving.register_keras_serializable(package="bert_tf")
+class FusedLayerNorm(keras.layers.LayerNormalization):
+    """keras.layers.LayerNormalization (same variables, forward and config) with a fused gradient.
+
+    The forward pass is Keras' own ops, so outputs and exported SavedModels are unchanged; the
+    backward recomputes the statistics from x in one XLA kernel instead of autodiff's ~20
+    element-wise and reduction kernels. Only for a normalization over the last axis with both
+    gamma and beta, as every BERT LayerNorm is.
+    """
+
+    def call(self, inputs):
+        if (self.axis not in (-1, [-1], len(inputs.shape) - 1, [len(inputs.shape) - 1])
+                or not (self.center and self.scale) or self.rms_scaling):
+            return super().call(inputs)
+        return _layer_norm(inputs, tf.convert_to_tensor(self.gamma),
+                           tf.convert_to_tensor(self.beta), self.epsilon, self.compute_dtype)
+
+
+def _layer_norm(x, gamma, beta, epsilon, compute_dtype):
+    """Keras' LayerNorm forward over the last axis, with a fused gradient for x, gamma, beta."""
+    @tf.custom_gradient
+    def normalize(x, gamma, beta):
+        def grad(dy):
+            dx, dgamma, dbeta = _layer_norm_grad(dy, x, gamma, epsilon)
+            return dx, tf.cast(dgamma, gamma.dtype), tf.cast(dbeta, beta.dtype)
+        y = keras.ops.layer_normalization(x, gamma, beta, axis=-1, epsilon=epsilon)
+        return tf.cast(y, compute_dtype), grad
+    return normalize(x, gamma, beta)
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _layer_norm_grad(dy, x, gamma, epsilon):
+    """Gradients of gamma * (x - mean) / sqrt(var + eps) + beta; float32 inside.
+
+    Args: dy, x: float [..., H]; gamma: float [H]. Returns: dx [..., H] (x's dtype), dgamma and
+    dbeta float32 [H].
+    """
+    x32 = tf.cast(x, tf.float32)
+    dy32 = tf.cast(dy, tf.float32)
+    mean = tf.reduce_mean(x32, axis=-1, keepdims=True)
+    centered = x32 - mean
+    rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+    xhat = centered * rstd
+    dxhat = dy32 * tf.cast(gamma, tf.float32)
+    dx = rstd * (dxhat - tf.reduce_mean(dxhat, axis=-1, keepdims=True)
+                 - xhat * tf.reduce_mean(dxhat * xhat, axis=-1, keepdims=True))
+    rows = list(range(len(x.shape) - 1))
+    return (tf.cast(dx, x.dtype), tf.reduce_sum(dy32 * xhat, axis=rows),
+            tf.reduce_sum(dy32, axis=rows))
+
+
 def truncated_normal(stddev):
     """The initializer of every kernel and embedding: truncated normal, cut at 2 stddev."""
     return keras.initializers.TruncatedNormal(stddev=stddev)
@@ -204,7 +255,7 @@ class BertEmbeddings(keras.layers.Layer):
         else:
             raise ValueError(f"position_embedding_type={position_embedding_type!r} is not one of "
                              "learned, sinusoidal")
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = FusedLayerNorm(
             epsilon=layer_norm_eps, dtype=policy, name="layer_norm")
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy, name="dropout")
 
@@ -318,7 +369,7 @@ class TransformerBlock(keras.layers.Layer):
             self.key = dense(hidden_size, "key")
             self.value = dense(hidden_size, "value")
             self.attention_output = dense(hidden_size, "attention_output")
-            self.attention_layer_norm = keras.layers.LayerNormalization(
+            self.attention_layer_norm = FusedLayerNorm(
                 epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")
         else:
             self.query, self.key, self.value = (attention_from.query, attention_from.key,
@@ -329,7 +380,7 @@ class TransformerBlock(keras.layers.Layer):
             self.intermediate = dense(intermediate_size, "intermediate",
                                       get_activation(hidden_act))
             self.output_dense = dense(hidden_size, "output")
-            self.output_layer_norm = keras.layers.LayerNormalization(
+            self.output_layer_norm = FusedLayerNorm(
                 epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm")
         else:
             self.intermediate = ffn_from.intermediate
@@ -442,7 +493,7 @@ class MaskedLMHead(keras.layers.Layer):
             self.hidden_size, activation=get_activation(hidden_act),
             kernel_initializer=truncated_normal(initializer_range), dtype=policy,
             name="transform")
-        self.transform_layer_norm = keras.layers.LayerNormalization(
+        self.transform_layer_norm = FusedLayerNorm(
             epsilon=layer_norm_eps, dtype=policy, name="transform_layer_norm")
 
     def build(self, input_shape=None):
@@ -532,7 +583,7 @@ class SpanBoundaryHead(keras.layers.Layer):
                                       dtype=policy, name=name)
 
         def layer_norm(name):
-            return keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=policy,
+            return FusedLayerNorm(epsilon=layer_norm_eps, dtype=policy,
                                                    name=name)
 
         self.transform_1 = dense(hidden_size, "transform_1")
