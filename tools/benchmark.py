@@ -848,6 +848,10 @@ tf.app.run = _run_main
 sys.modules["tensorflow"] = tf
 script = sys.argv[1]
 sys.path.insert(0, __import__("os").path.dirname(script))
+# Some copies import `from bert import tokenization` (the pip "bert-tensorflow" layout).
+_bert = __import__("types").ModuleType("bert")
+_bert.__path__ = [__import__("os").path.dirname(__import__("os").path.abspath(script))]
+sys.modules.setdefault("bert", _bert)
 sys.argv = [script] + sys.argv[2:]
 runpy.run_path(script, run_name="__main__")
 '''
