@@ -220,27 +220,39 @@ def resolve_model_files(options):
     Raises:
       FlagValueError when a needed file is neither given nor found.
     """
-    config_file, vocab_file = options.bert_config_file, options.vocab_file
+    config_file, vocab_file = config_source(options), options.vocab_file
     source = options.init_checkpoint
     directory = None
     if source:
         directory = source if tf.io.gfile.isdir(source) else os.path.dirname(source)
-    if not config_file and directory:
+    if not options.bert_config_file and directory:
         candidate = os.path.join(directory, "bert_config.json")
-        config_file = candidate if tf.io.gfile.exists(candidate) else source
+        if tf.io.gfile.exists(candidate):
+            config_file = candidate
     if not vocab_file and directory:
         for name in ("vocab.txt", os.path.join("assets", "tokenizer", "vocabulary.txt")):
             candidate = os.path.join(directory, name)
             if tf.io.gfile.exists(candidate):
                 vocab_file = candidate
                 break
-    if not config_file:
-        raise FlagValueError("--bert_config_file is required (or an --init_checkpoint that "
-                             "records its configuration)")
     if not vocab_file:
         raise FlagValueError(f"--vocab_file is required (no vocab.txt beside "
                              f"--init_checkpoint={source})")
     return config_file, vocab_file
+
+
+def config_source(options):
+    """--bert_config_file, else the --init_checkpoint whose configuration to use.
+
+    Raises:
+      FlagValueError when neither is given.
+    """
+    if options.bert_config_file:
+        return options.bert_config_file
+    if options.init_checkpoint:
+        return options.init_checkpoint
+    raise FlagValueError("--bert_config_file is required (or an --init_checkpoint that records "
+                         "its configuration)")
 
 
 def read_model_config(source):

@@ -126,16 +126,6 @@ flags.DEFINE_string("tf_data_service", None,
 common_flags.define_runtime_flags()
 
 
-def _config_source(options):
-    """--bert_config_file, else the --init_checkpoint whose configuration to use."""
-    if options.bert_config_file:
-        return options.bert_config_file
-    if options.init_checkpoint:
-        return options.init_checkpoint
-    raise FlagValueError("--bert_config_file is required (or an --init_checkpoint that records "
-                         "its configuration)")
-
-
 def validate_options(options, config):
     """Checks flag values against each other and the config, before any work starts.
 
@@ -168,7 +158,7 @@ def validate_options(options, config):
     if options.max_seq_length > config.max_position_embeddings:
         raise FlagValueError(
             f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
-            f"{config.max_position_embeddings} in {_config_source(options)}")
+            f"{config.max_position_embeddings} in {common_flags.config_source(options)}")
     if not 0 < options.max_predictions_per_seq <= options.max_seq_length:
         raise FlagValueError(f"--max_predictions_per_seq={options.max_predictions_per_seq} must "
                              f"be in [1, --max_seq_length={options.max_seq_length}]")
@@ -191,8 +181,8 @@ def validate_options(options, config):
         vocab_size = _count_vocab(options.vocab_file)
         if config.vocab_size < vocab_size:
             raise FlagValueError(
-                f"vocab_size={config.vocab_size} in {_config_source(options)} is smaller than "
-                f"the {vocab_size} tokens of --vocab_file={options.vocab_file}")
+                f"vocab_size={config.vocab_size} in {common_flags.config_source(options)} is "
+                f"smaller than the {vocab_size} tokens of --vocab_file={options.vocab_file}")
 
 
 def _validate_family_options(options):
@@ -366,7 +356,7 @@ def pretrain(options, flags_text=None):
       dict written to output_dir/results.json.
     """
     start = time.time()
-    config = common_flags.read_model_config(_config_source(options))
+    config = common_flags.read_model_config(common_flags.config_source(options))
     validate_options(options, config)
     checkpointing.check_writable_dir(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured

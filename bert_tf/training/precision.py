@@ -117,6 +117,11 @@ def resolve_jit_compile(jit_compile, strategy):
     jit_compile = parse_jit_compile(jit_compile)
     if jit_compile != "auto":
         return jit_compile
+    return _on_accelerator(strategy)
+
+
+def _on_accelerator(strategy):
+    """True when the strategy's devices are TPUs or GPUs (what "auto" settings decide on)."""
     devices = " ".join(strategy.extended.worker_devices).upper()
     return "TPU" in devices or "GPU" in devices
 
@@ -156,7 +161,6 @@ def resolve_dtype(dtype, strategy, cpuinfo_path="/proc/cpuinfo"):
     """
     if dtype != "auto":
         return dtype
-    devices = " ".join(strategy.extended.worker_devices).upper()
-    if "TPU" in devices or "GPU" in devices:
+    if _on_accelerator(strategy):
         return "mixed_bfloat16"
     return "mixed_bfloat16" if cpu_has_native_bfloat16(cpuinfo_path) else "float32"
