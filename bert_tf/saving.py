@@ -1,0 +1,55 @@
+"""Loading saved bert_tf models: a .keras file, or the output directory of a bert_tf run."""
+
+import os
+
+import keras
+import tensorflow as tf
+
+import bert_tf  # noqa: F401  Registers the classes .keras files name (see bert_tf/__init__).
+
+# The order run directories are searched in: a fine-tuned model first, then pre-training's.
+RUN_DIR_MODEL_FILES = ("model.keras", "pretrainer.keras", "encoder.keras")
+
+
+
+def model_file_of(path):
+    """The .keras file `path` names: the file itself, or the first of RUN_DIR_MODEL_FILES in it.
+
+    Raises:
+      FileNotFoundError: naming `path` and what was expected.
+    """
+    if tf.io.gfile.isdir(path):
+        for name in RUN_DIR_MODEL_FILES:
+            candidate = os.path.join(path, name)
+            if tf.io.gfile.exists(candidate):
+                return candidate
+        raise FileNotFoundError(
+            f"{path}: found none of {', '.join(RUN_DIR_MODEL_FILES)}; expected a .keras file or "
+            "the output directory of run_pretraining, run_classifier, run_squad or run_tagging")
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{path}: no such .keras file or run directory")
+    if not path.endswith(".keras"):
+        raise ValueError(f"{path}: expected a .keras file or a run's output directory")
+    return path
+
+
+def load_model(path, compile=False):  # noqa: A002  (Keras' own argument name)
+    """Loads a bert_tf model from a .keras file or a run's output directory.
+
+    A run directory gives its fine-tuned `model.keras`, else pre-training's `pretrainer.keras`,
+    else `encoder.keras` (load `RUN/encoder.keras` by name for the encoder of a pre-training run).
+
+    Args:
+      path: a .keras file or a run directory (local or any tf.io.gfile filesystem).
+      compile: restore the training configuration saved with the model (default: inference only).
+
+    Returns:
+      The Keras model (a `BertEncoder`, `BertPretrainer`, `BertClassifier`, ...).
+
+    Examples:
+
+    >>> model = bert_tf.load_model("/tmp/my_classifier")          # doctest: +SKIP
+    >>> encoder = bert_tf.load_model("/tmp/run/encoder.keras")    # doctest: +SKIP
+    """
+    # Keras copies a remote (gs://, ram://, ...) .keras archive to a local temp file itself.
+    return keras.saving.load_model(model_file_of(path), compile=compile)

@@ -1,0 +1,79 @@
+"""bert_tf.load_model and the registration that lets plain keras.saving.load_model find our classes."""
+
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+import bert_tf
+from bert_tf.config import BertConfig
+from bert_tf.modeling import BertClassifier, BertEncoder
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _tiny_encoder():
+    keras.utils.set_random_seed(1)
+    return BertEncoder(BertConfig.from_preset("bert_tiny", vocab_size=50, hidden_size=16,
+                                              num_hidden_layers=1, num_attention_heads=2,
+                                              intermediate_size=32))
+
+
+def _inputs():
+    ids = np.array([[2, 7, 9, 3, 0]], np.int32)
+    return {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+            "input_type_ids": np.zeros_like(ids)}
+
+
+def test_fresh_process_loads_with_keras_after_import_bert_tf(tmp_path):
+    encoder = _tiny_encoder()
+    path = str(tmp_path / "encoder.keras")
+    encoder.save(path)
+    expected = encoder(_inputs())["pooled_output"].numpy()
+    np.save(tmp_path / "expected.npy", expected)
+    script = f"""
+import sys
+import bert_tf
+assert "tensorflow" not in sys.modules, "import bert_tf must not import TensorFlow"
+import keras, numpy as np
+model = keras.saving.load_model({path!r})
+ids = np.array([[2, 7, 9, 3, 0]], np.int32)
+out = model({{"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+             "input_type_ids": np.zeros_like(ids)}})["pooled_output"].numpy()
+print(type(model).__name__, float(np.abs(out - np.load({str(tmp_path / "expected.npy")!r})).max()))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=str(tmp_path), timeout=300,
+                          env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    name, diff = proc.stdout.split()
+    assert name == "BertEncoder"
+    assert float(diff) < 1e-6
+
+
+def test_load_model_picks_the_fine_tuned_model_of_a_run_directory(tmp_path):
+    encoder = _tiny_encoder()
+    classifier = BertClassifier(encoder, num_classes=3)
+    classifier(_inputs())
+    run = tmp_path / "run"
+    run.mkdir()
+    encoder.save(str(run / "encoder.keras"))
+    classifier.save(str(run / "model.keras"))
+    loaded = bert_tf.load_model(str(run))
+    assert isinstance(loaded, BertClassifier)
+    np.testing.assert_allclose(loaded(_inputs()), classifier(_inputs()), atol=1e-6)
+    assert isinstance(bert_tf.load_model(str(run / "encoder.keras")), BertEncoder)
+
+
+def test_load_model_errors_name_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path}: found none of model.keras, "
+                       "pretrainer.keras, encoder.keras"):
+        bert_tf.load_model(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="no such .keras file or run directory"):
+        bert_tf.load_model(str(tmp_path / "missing.keras"))
+    (tmp_path / "weights.h5").write_text("x")
+    with pytest.raises(ValueError, match="expected a .keras file or a run's output directory"):
+        bert_tf.load_model(str(tmp_path / "weights.h5"))
