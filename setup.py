@@ -16,8 +16,6 @@ setuptools.setup(
         # 2.21.0 fails on import; 2.20.x pairs with TF 2.20.
         "tensorflow-text>=2.20,!=2.21.0,<2.22",
         "keras>=3.10,<4",
-        "keras-hub>=0.22,<0.40",
-        "tensorflow-datasets>=4.9",
         "absl-py>=2.0",
         "google-crc32c>=1.5",
         "numpy>=1.26",
@@ -25,7 +23,12 @@ setuptools.setup(
         "safetensors>=0.4",
     ],
     extras_require={
+        # Optional: TFDS input (--input_tfds, --tfds_data_dir) and keras-hub interop; the code
+        # that needs one says which extra to install (bert_tf/optional.py).
+        "tfds": ["tensorflow-datasets>=4.9"],
+        "keras-hub": ["keras-hub>=0.22,<0.40"],
         "test": [
+            "tensorflow-datasets>=4.9", "keras-hub>=0.22,<0.40",
             "pytest>=8", "pytest-xdist>=3.5",
             # The fine-tuning notebook is executed by the tests and plots its training curves.
             "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29", "matplotlib>=3.8",

@@ -38,6 +38,7 @@ from absl import logging
 
 import tensorflow as tf
 
+from bert_tf import optional
 from bert_tf.data.pretraining_dataset import expand_input_patterns
 from bert_tf.text import BertTokenizerLayer, load_vocab
 
@@ -156,7 +157,7 @@ def _text_line_blocks(files, block_lines, is_training, seed, input_context):
 def _tfds_line_blocks(name, data_dir, split, text_key, block_lines, is_training, seed,
                       input_context):
     """Blocks of lines from an already prepared TFDS text dataset (one document per example)."""
-    import tensorflow_datasets as tfds  # optional dependency, only for this source
+    tfds = optional.require("tensorflow_datasets")
 
     read_config = tfds.ReadConfig(shuffle_seed=seed, input_context=input_context)
     try:

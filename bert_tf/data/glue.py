@@ -19,6 +19,7 @@ import os
 
 from absl import logging
 
+from bert_tf import optional
 from bert_tf.data.classifier_data import InputExample, SkipCounter, label_string
 from bert_tf.data.task_errors import DataError, where
 
@@ -187,7 +188,7 @@ def read_glue_tfds(task, tfds_data_dir, split):
       list of InputExample in the order of the builder's `idx` (the GLUE file order), with
       the same label names and test guids as read_glue_tsv.
     """
-    import tensorflow_datasets as tfds
+    tfds = optional.require("tensorflow_datasets")
 
     name = f"{task.tfds_name}:{task.tfds_split(split)}"
     try:

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import optional
 from bert_tf.config import BertConfig
 from bert_tf.interop import weights
 from bert_tf.interop.weights import InteropError
@@ -29,9 +30,7 @@ _VOCAB_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
 
 
 def _keras_hub():
-    import keras_hub
-
-    return keras_hub
+    return optional.require("keras_hub")
 
 
 def _split(backbone, masked_lm):
