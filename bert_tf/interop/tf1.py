@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
+from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import weights
 from bert_tf.interop.weights import InteropError
@@ -35,7 +36,7 @@ def read_tf1_checkpoint(ckpt_prefix):
       InteropError: no checkpoint at the prefix, or it is a TF2 object-based checkpoint.
     """
     try:
-        reader = tf.train.load_checkpoint(ckpt_prefix)
+        reader = fileio.checkpoint_reader(ckpt_prefix)
     except (tf.errors.OpError, ValueError) as e:
         raise InteropError(f"{ckpt_prefix}: no readable TF1 checkpoint at this prefix (expected "
                            f"{ckpt_prefix}.index and .data-* files): "
