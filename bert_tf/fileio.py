@@ -158,8 +158,9 @@ def isdir(path):
     parent, _, name = path.rstrip("/").rpartition("/")
     if path.startswith("ram://") and name and not parent.endswith(":/"):
         # ram:// calls any prefix of a file name a directory (a checkpoint prefix "ckpt-6" of
-        # "ckpt-6.index"); its parent's listing names only real ones.
-        return name in gfile().listdir(parent)
+        # "ckpt-6.index"). A real one has an entry under "<path>/" (glob is exact there), or
+        # was made empty by makedirs (then its parent's listing names it).
+        return bool(gfile().glob(path.rstrip("/") + "/*")) or name in gfile().listdir(parent)
     return True
 
 
