@@ -90,6 +90,12 @@ def _write_local_atomic(path, data):
         raise
 
 
+def fsync_file(path):
+    """Flushes a finished local file to disk, before it is renamed into place."""
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
 def _current_umask():
     mask = os.umask(0)
     os.umask(mask)

@@ -141,7 +141,7 @@ def save_tf1_checkpoint(model, ckpt_prefix, vocab_file=None):
 
 def copy_vocab(vocab_file, destination):
     """Copies a vocabulary file atomically (skipped when it is the same file)."""
-    if os.path.abspath(vocab_file) == os.path.abspath(destination):
+    if fileio.abspath(vocab_file) == fileio.abspath(destination):
         return
     with tf.io.gfile.GFile(vocab_file) as f:
         write_text_atomic(destination, f.read())

@@ -166,6 +166,7 @@ def save_keras_model(model, path):
     tmp = os.path.join(directory, f".tmp_{os.getpid()}_" + os.path.basename(path))
     try:
         keras.saving.save_model(model, tmp)
+        fileio.fsync_file(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -550,6 +550,10 @@ def remove_worker_dir(worker_dir):
     """Removes a worker's temporary directory, and .worker_tmp once no worker has one."""
     if not worker_dir:
         return
+    if fileio.is_remote(worker_dir):
+        if tf.io.gfile.exists(worker_dir):
+            tf.io.gfile.rmtree(worker_dir)
+        return  # object stores keep no empty directory to remove
     shutil.rmtree(worker_dir, ignore_errors=True)
     try:
         os.rmdir(os.path.dirname(worker_dir))
