@@ -12,8 +12,8 @@ import tensorflow as tf
 from absl import flags
 from absl import logging
 
-from bert_tf.config import BertConfig
 from bert_tf import fileio
+from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
 from bert_tf.training.distribute import STRATEGIES, get_strategy, is_chief
 from bert_tf.training.optimization import OPTIMIZER_TYPES

@@ -36,40 +36,38 @@ def gfile():
 def write_bytes_atomic(path, data):
     """Writes `data` (bytes) to `path` so that `path` holds either the old or the new content."""
     path = str(path)
-    if not is_remote(path):
-        _write_local_atomic(path, data)
-    elif path.startswith(_OBJECT_STORES):
-        with gfile().GFile(path, "wb") as f:
-            f.write(data)
+    if is_remote(path):
+        _commit_remote(path, lambda target: _write_gfile(target, data))
     else:
-        directory, name = path.rsplit("/", 1)
-        tmp = f"{directory}/.tmp_{uuid.uuid4().hex[:8]}_{name}"
-        try:
-            with gfile().GFile(tmp, "wb") as f:
-                f.write(data)
-            gfile().rename(tmp, path, overwrite=True)
-        except BaseException:
-            if gfile().exists(tmp):
-                gfile().remove(tmp)
-            raise
+        _write_local_atomic(path, data)
 
 
 def upload_atomic(local_file, path):
     """Moves the finished local file `local_file` to the remote `path` (atomically as above)."""
-    path = str(path)
-    if path.startswith(_OBJECT_STORES):
-        gfile().copy(local_file, path, overwrite=True)
-    else:
-        directory, name = path.rsplit("/", 1)
-        tmp = f"{directory}/.tmp_{uuid.uuid4().hex[:8]}_{name}"
-        try:
-            gfile().copy(local_file, tmp, overwrite=True)
-            gfile().rename(tmp, path, overwrite=True)
-        except BaseException:
-            if gfile().exists(tmp):
-                gfile().remove(tmp)
-            raise
+    _commit_remote(str(path), lambda target: gfile().copy(local_file, target, overwrite=True))
     os.remove(local_file)
+
+
+def _write_gfile(path, data):
+    with gfile().GFile(path, "wb") as f:
+        f.write(data)
+
+
+def _commit_remote(path, write):
+    """Calls write(target) so that `path` appears whole: target is `path` itself on object
+    stores, else a temporary name beside it that is then renamed over `path`."""
+    if path.startswith(_OBJECT_STORES):
+        write(path)
+        return
+    directory, name = path.rsplit("/", 1)
+    tmp = f"{directory}/.tmp_{uuid.uuid4().hex[:8]}_{name}"
+    try:
+        write(tmp)
+        gfile().rename(tmp, path, overwrite=True)
+    except BaseException:
+        if gfile().exists(tmp):
+            gfile().remove(tmp)
+        raise
 
 
 def _write_local_atomic(path, data):

@@ -27,9 +27,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import common_flags, serving
+from bert_tf import common_flags, fileio, serving
 from bert_tf.common_flags import FlagValueError
-from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import warm_start
 from bert_tf.modeling import BertEncoder

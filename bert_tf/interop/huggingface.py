@@ -25,8 +25,8 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.config import BertConfig, ConfigError
 from bert_tf import fileio
+from bert_tf.config import BertConfig, ConfigError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop import weights
 from bert_tf.interop.tf1 import copy_vocab

@@ -12,8 +12,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
 from bert_tf import fileio
+from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import weights
 from bert_tf.interop.weights import InteropError
