@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
+from bert_tf.serving import load_model_dir
 
 S, P = 16, 3
 WORDS = ["the", "a", "movie", "film", "was", "is", "plot", "story", "and", "very", "good",
@@ -155,12 +156,21 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
             "bert_config.json", "run_classifier.flags", "test_results.tsv", "SST-2.tsv",
             "checkpoint"} <= written, written
     assert _read_json(f"{out}/results.json")["global_step"] == 16
-    assert _read_json(f"{out}/best/metrics.json")["step"] == results["best_step"]
+    best = results["best_step"]
+    assert _read_json(f"{out}/best/metrics.json")["step"] == best
+    # best/ on remote storage: new weights beside the old, metrics.json, then the old removed.
+    assert sorted(tf.io.gfile.listdir(f"{out}/best")) == [
+        "metrics.json", f"model-{best}.data-00000-of-00001", f"model-{best}.index"]
     with tf.io.gfile.GFile(f"{out}/SST-2.tsv") as f:
         assert len(f.read().splitlines()) == 9
 
+    # What the export tool reads from a run directory, read from ram://.
+    source = load_model_dir(out)
+    assert source.model_file == f"{out}/model.keras" and source.vocab_file == f"{out}/vocab.txt"
+    assert list(source.task_info.labels) == ["0", "1"] and source.max_seq_length == S
+
     # The SavedModel on ram:// loads back and agrees with the run's model.keras.
-    classifier = keras.saving.load_model(f"{out}/model.keras")
+    classifier = source.model
     loaded = tf.saved_model.load(export_dir)
     ids = np.array([[2, 10, 15, 3] + [0] * (S - 4)], np.int32)
     mask = (ids > 0).astype(np.int32)
