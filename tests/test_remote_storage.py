@@ -186,3 +186,34 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
                  for n in dirs + files if n.startswith(".tmp")]
     assert not leftovers
     assert not os.path.exists(tmp_path / "ram:")
+
+
+def test_build_vocab_and_create_pretraining_data_on_ram_filesystem(tmp_path, monkeypatch):
+    """The TF-free data tools take tf.io.gfile paths too (TensorFlow imported for them only)."""
+    from bert_tf.data.create_pretraining_data import (PretrainingDataOptions,
+                                                      create_pretraining_data)
+    from bert_tf.text import vocab_builder
+
+    monkeypatch.chdir(tmp_path)
+    root = f"ram://bert_tf_{uuid.uuid4().hex[:8]}"
+    rng = random.Random(0)
+    documents = ["\n".join(" ".join(rng.choice(WORDS[:-1]) for _ in range(rng.randint(4, 9)))
+                           + " ." for _ in range(6)) for _ in range(12)]
+    fileio.write_text_atomic(f"{root}/corpus/part-0.txt", "\n\n".join(documents[:6]) + "\n")
+    fileio.write_text_atomic(f"{root}/corpus/part-1.txt", "\n\n".join(documents[6:]) + "\n")
+
+    tokens = vocab_builder.build_vocab(f"{root}/corpus/*.txt", 80, True)
+    vocab_builder.write_vocab(tokens, f"{root}/vocab.txt")
+    assert {"movie", "film", "."} <= set(tokens)
+
+    shards = [f"{root}/records/train-{i}.tfrecord" for i in range(2)]
+    tf.io.gfile.makedirs(f"{root}/records")
+    stats = create_pretraining_data(
+        f"{root}/corpus/*.txt", shards, f"{root}/vocab.txt",
+        options=PretrainingDataOptions(max_seq_length=S, max_predictions_per_seq=P,
+                                       dupe_factor=2, documents_per_chunk=4))
+    counts = [sum(1 for _ in tf.data.TFRecordDataset(shard)) for shard in shards]
+    assert stats.instances > 0 and sum(counts) == stats.instances and min(counts) > 0
+    assert sorted(tf.io.gfile.listdir(f"{root}/records")) == ["train-0.tfrecord",
+                                                              "train-1.tfrecord"]
+    assert not os.path.exists(tmp_path / "ram:")
