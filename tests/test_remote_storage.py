@@ -138,6 +138,14 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     for saved, loaded in zip(pretrainer.encoder.weights, encoder.weights):
         np.testing.assert_array_equal(saved.numpy(), loaded.numpy())
     assert encoder.weights[0].shape == (len(VOCAB), 32)
+    # The warm start fine-tuning does (--init_checkpoint=<the ram:// run>) loads those weights.
+    from bert_tf import interop
+    from bert_tf.modeling import BertClassifier, BertEncoder
+
+    warm = BertClassifier(BertEncoder(config), 2)
+    interop.warm_start(run_dir, warm)
+    for saved, loaded in zip(encoder.weights, warm.encoder.weights):
+        np.testing.assert_array_equal(saved.numpy(), loaded.numpy())
 
     # Fine-tuning from the ram:// run, with data, output and export on ram://.
     run_classifier = _run_classifier_module()
