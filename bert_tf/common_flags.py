@@ -12,6 +12,7 @@ import tensorflow as tf
 from absl import flags
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
 from bert_tf.training.distribute import STRATEGIES, get_strategy, is_chief
@@ -224,7 +225,7 @@ def resolve_model_files(options):
     source = options.init_checkpoint
     directory = None
     if source:
-        directory = source if tf.io.gfile.isdir(source) else os.path.dirname(source)
+        directory = source if fileio.isdir(source) else os.path.dirname(source)
     if not options.bert_config_file and directory:
         candidate = os.path.join(directory, "bert_config.json")
         if tf.io.gfile.exists(candidate):
@@ -265,7 +266,7 @@ def read_model_config(source):
     Raises:
       FlagValueError when `source` is a checkpoint that does not say its configuration.
     """
-    is_config_file = (tf.io.gfile.exists(source) and not tf.io.gfile.isdir(source)
+    is_config_file = (tf.io.gfile.exists(source) and not fileio.isdir(source)
                       and not source.endswith((".keras", ".h5")))
     if source.endswith(".json") or is_config_file:
         return BertConfig.from_json_file(source)

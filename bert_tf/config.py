@@ -14,7 +14,7 @@ import dataclasses
 import json
 import math
 
-from bert_tf.fileio import write_text_atomic
+from bert_tf.fileio import open_file, write_text_atomic
 
 # Activations the encoder implements. In an original bert_config.json "gelu" is the tanh
 # approximation; a Hugging Face config's "gelu" (exact erf) is spelled "gelu_exact" here.
@@ -180,7 +180,7 @@ class BertConfig:
     def from_json_file(cls, path):
         """Reads an original-format bert_config.json."""
         try:
-            with open(path, encoding="utf-8") as f:
+            with open_file(path, encoding="utf-8") as f:
                 values = json.load(f)
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such bert_config file") from None

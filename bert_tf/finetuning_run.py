@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import common_flags, serving
+from bert_tf import common_flags, fileio, serving
 from bert_tf.common_flags import FlagValueError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import warm_start
@@ -185,7 +185,7 @@ def read_task_info(options):
     candidates = [options.output_dir]
     if options.init_checkpoint:
         source = options.init_checkpoint
-        candidates.append(source if tf.io.gfile.isdir(source) else os.path.dirname(source))
+        candidates.append(source if fileio.isdir(source) else os.path.dirname(source))
     for directory in candidates:
         path = os.path.join(directory, "task_info.json")
         if tf.io.gfile.exists(path):

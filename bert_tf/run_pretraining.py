@@ -42,7 +42,7 @@ import time
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import common_flags, interop
+from bert_tf import common_flags, fileio, interop
 from bert_tf.common_flags import FlagValueError
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.fileio import write_text_atomic
@@ -278,7 +278,7 @@ def _data_service_job_name(options):
     Trainers of one run (workers, or a restart) share the job; a run whose input changed gets
     a new one (the dispatcher refuses a job name with a different pipeline).
     """
-    shape = [os.path.abspath(options.output_dir), options.input_file, options.input_text_file,
+    shape = [fileio.abspath(options.output_dir), options.input_file, options.input_text_file,
              options.input_tfds, options.tfds_split, options.tfds_data_dir,
              options.max_seq_length, options.max_predictions_per_seq, options.train_batch_size,
              options.seed, options.masked_lm_prob, options.do_whole_word_mask,

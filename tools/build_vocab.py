@@ -15,6 +15,7 @@ from absl import app, flags, logging
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bert_tf import fileio  # noqa: E402
 from bert_tf.text import vocab_builder  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -35,8 +36,9 @@ def main(argv):
     del argv
     if FLAGS.vocab_size < 1:
         raise app.UsageError(f"--vocab_size={FLAGS.vocab_size} must be positive.")
-    output_dir = os.path.dirname(os.path.abspath(FLAGS.output_file))
-    if not os.path.isdir(output_dir):
+    output_dir = os.path.dirname(fileio.abspath(FLAGS.output_file))
+    # Object stores (gs://, s3://) have no directories to check.
+    if not fileio.is_remote(output_dir) and not os.path.isdir(output_dir):
         raise app.UsageError(f"--output_file={FLAGS.output_file}: directory '{output_dir}' does "
                              "not exist.")
     try:

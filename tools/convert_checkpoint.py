@@ -39,7 +39,7 @@ from absl import app, flags, logging
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bert_tf import interop  # noqa: E402
+from bert_tf import fileio, interop  # noqa: E402
 from bert_tf.config import BertConfig, ConfigError  # noqa: E402
 from bert_tf.interop import albert, huggingface, kerashub, tf1, weights  # noqa: E402
 from bert_tf.modeling import BertPretrainer, extend_position_embeddings, positions  # noqa: E402
@@ -75,7 +75,7 @@ flags.DEFINE_enum("position_extension", "copy", list(positions.EXTENSION_METHODS
 
 def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
     """Loads --checkpoint; returns (model, vocab_file or None, do_lower_case or None)."""
-    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    directory = path if fileio.isdir(path) else os.path.dirname(path)
     if source_format == "tf1":
         config = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
         model = interop.load_tf1_checkpoint(path, config)
@@ -96,7 +96,7 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
 
 
 def _existing(path):
-    return path if os.path.exists(path) else None
+    return path if fileio.exists(path) else None
 
 
 def resolve_casing(flag_value, source_value, checkpoint):
@@ -152,7 +152,7 @@ def convert(source_format, target_format, checkpoint, output_dir, bert_config_fi
                                      do_lower_case=do_lower_case)
     logging.info("Converted %s (%s, %s) to %s in %s", checkpoint, source_format,
                  type(model).__name__, target_format, output_dir)
-    return sorted(os.listdir(output_dir))
+    return sorted(fileio.listdir(output_dir))
 
 
 def main(argv):

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bert_tf import interop  # noqa: E402
+from bert_tf import fileio, interop  # noqa: E402
 from bert_tf.config import BertConfig, ConfigError  # noqa: E402
 from bert_tf.modeling import BertEncoder  # noqa: E402
 from bert_tf.text import WordpieceTokenizer, pack_inputs, truncated_lengths  # noqa: E402
@@ -140,7 +140,7 @@ def output_record(index, tokens, layer_values, layers, pooled=None, per_token=Tr
 def _model_file(flag_value, init_checkpoint, name):
     if flag_value:
         return flag_value
-    directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
+    directory = (init_checkpoint if fileio.isdir(init_checkpoint)
                  else os.path.dirname(init_checkpoint))
     path = os.path.join(directory, name)
     return path if tf.io.gfile.exists(path) else None

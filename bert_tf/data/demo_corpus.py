@@ -9,6 +9,7 @@ sentence per line, a blank line between documents; each titled section is one do
 import os
 import re
 
+from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 
 # A heading is a line followed by a line of only *, = or - characters.
@@ -116,7 +117,7 @@ def prepare_demo_data(output_dir, *, vocab_size=4000, do_lower_case=True, max_se
                                                       create_pretraining_data)
     from bert_tf.text import build_vocab, write_vocab
 
-    os.makedirs(output_dir, exist_ok=True)
+    fileio.makedirs(output_dir)
     paths = {name: os.path.join(output_dir, name) for name in (
         "corpus_train.txt", "corpus_eval.txt", "vocab.txt", "train.tfrecord", "eval.tfrecord")}
     num_train_docs, num_eval_docs = write_demo_corpus(paths["corpus_train.txt"],

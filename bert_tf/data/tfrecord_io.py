@@ -37,6 +37,8 @@ import uuid
 
 import google_crc32c
 
+from bert_tf import fileio
+
 # Naming scheme -> on-disk names of the three sequence features (the rest are shared).
 FEATURE_NAMES = {
     "v1": {"input_ids": "input_ids", "input_mask": "input_mask", "segment_ids": "segment_ids"},
@@ -353,6 +355,7 @@ def _rename(source, target):
 
         tf.io.gfile.rename(source, target, overwrite=True)
     else:
+        fileio.fsync_file(source)
         os.replace(source, target)
 
 

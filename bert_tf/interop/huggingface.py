@@ -15,13 +15,17 @@ while "gelu_new" and "gelu_pytorch_tanh" are the tanh approximation (bert_tf's a
 BERT's "gelu").
 """
 
+import atexit
 import json
 import os
 import re
+import shutil
+import tempfile
 
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop import weights
@@ -271,10 +275,21 @@ def _weight_files(model_dir, allow_pickle):
                        f"{PICKLE_FILE}")
 
 
+def _local_copy(path):
+    """A local copy of a remote file, removed at exit: safetensors and torch read local files."""
+    directory = tempfile.mkdtemp(prefix="bert_tf_safetensors_")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    local = os.path.join(directory, os.path.basename(path))
+    tf.io.gfile.copy(path, local)
+    return local
+
+
 def _open_safetensors(path):
     """name -> (shape, read) for one safetensors file, read lazily as float32 numpy."""
     from safetensors import safe_open
 
+    if fileio.is_remote(path):
+        path = _local_copy(path)
     tensors = {}
     with safe_open(path, framework="numpy") as f:
         for key in f.keys():
@@ -296,7 +311,7 @@ def _read_bfloat16(path, key):
     """Reads a BF16 tensor as float32 (numpy has no bfloat16; ml_dtypes, a TF dependency, does)."""
     import ml_dtypes
 
-    with open(path, "rb") as f:
+    with fileio.open_file(path, "rb") as f:
         header_size = int.from_bytes(f.read(8), "little")
         entry = json.loads(f.read(header_size))[key]
         start, end = entry["data_offsets"]
@@ -312,7 +327,8 @@ def _open_pickle(path):
     except ImportError:
         raise InteropError(f"{path}: allow_pickle=True needs PyTorch to read the file "
                            f"(pip install torch), or convert it to {SAFETENSORS_FILE}") from None
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = torch.load(_local_copy(path) if fileio.is_remote(path) else path, map_location="cpu",
+                       weights_only=True)
     return {key: (tuple(value.shape), lambda v=value: v.float().numpy())
             for key, value in state.items()}
 

@@ -12,6 +12,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import weights
@@ -35,7 +36,7 @@ def read_tf1_checkpoint(ckpt_prefix):
       InteropError: no checkpoint at the prefix, or it is a TF2 object-based checkpoint.
     """
     try:
-        reader = tf.train.load_checkpoint(ckpt_prefix)
+        reader = fileio.checkpoint_reader(ckpt_prefix)
     except (tf.errors.OpError, ValueError) as e:
         raise InteropError(f"{ckpt_prefix}: no readable TF1 checkpoint at this prefix (expected "
                            f"{ckpt_prefix}.index and .data-* files): "
@@ -140,7 +141,7 @@ def save_tf1_checkpoint(model, ckpt_prefix, vocab_file=None):
 
 def copy_vocab(vocab_file, destination):
     """Copies a vocabulary file atomically (skipped when it is the same file)."""
-    if os.path.abspath(vocab_file) == os.path.abspath(destination):
+    if fileio.abspath(vocab_file) == fileio.abspath(destination):
         return
     with tf.io.gfile.GFile(vocab_file) as f:
         write_text_atomic(destination, f.read())

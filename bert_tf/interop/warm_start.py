@@ -24,6 +24,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.interop import huggingface, kerashub, tf1, weights
 from bert_tf.interop.weights import InteropError
@@ -79,7 +80,7 @@ def checkpoint_config(init_checkpoint):
     path = _resolve(str(init_checkpoint))
     if path.endswith(".keras"):
         return _keras_file_config(path)
-    if tf.io.gfile.isdir(path):
+    if fileio.isdir(path):
         if kerashub.is_preset_dir(path):
             return kerashub.config_from_backbone(kerashub.load_keras_hub(path)[0])
         return huggingface.read_config(path)[0]
@@ -94,7 +95,7 @@ def _resolve(path):
     if os.path.basename(path) in (huggingface.SAFETENSORS_FILE, huggingface.PICKLE_FILE,
                                   huggingface.SAFETENSORS_INDEX_FILE):
         return os.path.dirname(path)
-    if not tf.io.gfile.isdir(path):
+    if not fileio.isdir(path):
         return path
     if kerashub.is_preset_dir(path) or tf.io.gfile.exists(
             os.path.join(path, huggingface.CONFIG_FILE)):
@@ -121,7 +122,7 @@ def open_source(init_checkpoint, model, allow_pickle=False):
     a model of the kind it holds, built from the config beside it (else `model`'s config).
     """
     path = _resolve(init_checkpoint)
-    if tf.io.gfile.isdir(path):
+    if fileio.isdir(path):
         if kerashub.is_preset_dir(path):
             backbone, masked_lm, _, _ = kerashub.load_keras_hub(path)
             return kerashub.keras_hub_source(backbone, masked_lm, description=path)
@@ -131,7 +132,7 @@ def open_source(init_checkpoint, model, allow_pickle=False):
         return kerashub.keras_hub_source(backbone, masked_lm, description=path)
     if not path.endswith((".keras", ".weights.h5")):
         _check_prefix(init_checkpoint, path)
-        if _OBJECT_GRAPH_KEY not in dict(tf.train.list_variables(path)):
+        if _OBJECT_GRAPH_KEY not in dict(fileio.list_checkpoint_variables(path)):
             return tf1.read_tf1_checkpoint(path)
     config = _config_beside(path) or weights.encoder_of(model).config
     loaded, unused, format = _load_bert_tf(path, config, model)
@@ -189,7 +190,7 @@ def _load_bert_tf(path, config, template):
     if path.endswith(".weights.h5"):
         return _load_weights_file(path, config, template), [], "weights_h5"
     shapes = {name.replace(_VALUE_SUFFIX, ""): tuple(shape)
-              for name, shape in tf.train.list_variables(path)}
+              for name, shape in fileio.list_checkpoint_variables(path)}
     shapes.update(_model_variable_shapes(path))
     loaded, unused = _load_training_checkpoint(path, shapes, config, template)
     return loaded, unused, "bert_tf_checkpoint"
@@ -202,7 +203,7 @@ def _model_variable_shapes(path):
     optimizer tracks the trainable variables (as Keras optimizers do) that key is
     `optimizer/_trainable_variables/N`, so the model's own paths are read from the object graph.
     """
-    reader = tf.train.load_checkpoint(path)
+    reader = fileio.checkpoint_reader(path)
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
     graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     checkpoint_shapes = reader.get_variable_to_shape_map()
@@ -314,7 +315,7 @@ def _keras_file_config(path):
 
 def _checkpoint_casing(path):
     """(do_lower_case, where it was read) from the files beside or inside a checkpoint."""
-    directory = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+    directory = path if fileio.isdir(path) else os.path.dirname(path)
     if kerashub.is_preset_dir(directory):
         return kerashub.preset_lowercase(directory), "tokenizer.json lowercase"
     value = huggingface.do_lower_case_of(directory)

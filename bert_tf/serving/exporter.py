@@ -22,6 +22,7 @@ import tempfile
 
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 from bert_tf.serving import tasks
 from bert_tf.text import tokenization
@@ -195,13 +196,15 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                       text_pair, top_k, max_query_length, max_answer_length,
                       version_2_with_negative)
 
-    export_dir = os.path.abspath(export_dir)
-    if os.path.exists(export_dir) and os.listdir(export_dir) and not overwrite:
+    export_dir = fileio.abspath(export_dir)
+    if fileio.exists(export_dir) and fileio.listdir(export_dir) and not overwrite:
         raise FileExistsError(f"export: {export_dir} exists and is not empty; pass "
                               "overwrite=True (--overwrite) or choose a new version number.")
     parent = os.path.dirname(export_dir)
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=".tmp_export_")
+    fileio.makedirs(parent)
+    # Remote exports are staged on local disk and uploaded (see _upload_dir).
+    staging = tempfile.mkdtemp(dir=None if fileio.is_remote(parent) else parent,
+                               prefix=".tmp_export_")
     try:
         vocab_path = None
         if task.tokenizer is not None:
@@ -245,6 +248,9 @@ def _signature_inputs(task, signature):
 
 def _replace_dir(source, target):
     """Moves directory `source` to `target`, replacing what is there."""
+    if fileio.is_remote(target):
+        _upload_dir(source, target)
+        return
     if os.path.exists(target):
         old = target + ".old"
         shutil.rmtree(old, ignore_errors=True)
@@ -253,3 +259,19 @@ def _replace_dir(source, target):
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(source, target)
+
+
+def _upload_dir(source, target):
+    """_replace_dir for a remote `target`, where a directory rename is a copy (gs://, s3://) or
+    unsupported (ram://): the old export is removed and the local files are uploaded with
+    saved_model.pb last, so a model server polling for it never loads a half-uploaded model."""
+    if tf.io.gfile.exists(target):
+        tf.io.gfile.rmtree(target)
+    files = []
+    for directory, _, names in os.walk(source):
+        files.extend(os.path.join(directory, name) for name in names)
+    files.sort(key=lambda path: os.path.basename(path) == "saved_model.pb")
+    for path in files:
+        destination = "/".join([target, *os.path.relpath(path, source).split(os.sep)])
+        tf.io.gfile.makedirs(destination.rsplit("/", 1)[0])
+        tf.io.gfile.copy(path, destination, overwrite=True)

@@ -19,6 +19,7 @@ import os
 import keras
 
 import bert_tf.modeling  # noqa: F401  Registers the model classes that .keras files name.
+from bert_tf import fileio
 from bert_tf.serving import tasks
 from bert_tf.serving.task_info import TASK_INFO_FILE, read_task_info
 
@@ -48,16 +49,16 @@ class ExportSource:
 
 
 def _model_file(model_dir):
-    if os.path.isfile(model_dir):
+    if fileio.isfile(model_dir):
         if not model_dir.endswith(".keras"):
             raise ValueError(f"--model_dir={model_dir}: expected a run's output directory or a "
                              ".keras file")
         return model_dir
-    if not os.path.isdir(model_dir):
+    if not fileio.isdir(model_dir):
         raise FileNotFoundError(f"--model_dir={model_dir}: no such directory or .keras file")
     for name in _MODEL_FILES:
         path = os.path.join(model_dir, name)
-        if os.path.isfile(path):
+        if fileio.isfile(path):
             return path
     raise FileNotFoundError(f"--model_dir={model_dir}: found none of {', '.join(_MODEL_FILES)}; "
                             "expected the output directory of run_pretraining, run_classifier, "
@@ -73,7 +74,7 @@ def read_flagfile_values(path, names):
       dict name -> str value ("true"/"false" for booleans) of the names present.
     """
     values = {}
-    with open(path, encoding="utf-8") as f:
+    with fileio.open_file(path, encoding="utf-8") as f:
         for line in f:
             line = line.strip()
             if not line.startswith("--"):
@@ -127,16 +128,16 @@ def load_model_dir(model_dir):
       TypeError: the .keras file holds a model that cannot be served.
     """
     model_file = _model_file(model_dir)
-    directory = os.path.dirname(os.path.abspath(model_file))
+    directory = os.path.dirname(fileio.abspath(model_file))
     model = keras.saving.load_model(model_file, compile=False)
     tasks.task_name_of(model)  # Raises TypeError for other models.
     source = ExportSource(model=model, model_file=model_file)
     vocab = os.path.join(directory, VOCAB_FILE)
-    if os.path.isfile(vocab):
+    if fileio.isfile(vocab):
         source.vocab_file = vocab
     info_path = os.path.join(directory, TASK_INFO_FILE)
     flags_path = os.path.join(directory, PRETRAINING_FLAGS_FILE)
-    if os.path.isfile(info_path):
+    if fileio.isfile(info_path):
         task_info = read_task_info(info_path)
         source.do_lower_case = task_info.do_lower_case
         source.max_seq_length = task_info.max_seq_length
@@ -144,7 +145,7 @@ def load_model_dir(model_dir):
         if not isinstance(model, (tasks.BertPretrainer, tasks.BertEncoder)):
             _check_task_matches(task_info, model, model_file, info_path)
             source.task_info = task_info
-    elif os.path.isfile(flags_path):
+    elif fileio.isfile(flags_path):
         settings = _pretraining_settings(flags_path)
         source.do_lower_case = settings.get("do_lower_case")
         source.max_seq_length = settings.get("max_seq_length")

@@ -27,6 +27,8 @@ from tensorflow.core.framework import op_def_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.client import pywrap_tf_session as c_api
 
+from bert_tf import fileio
+
 # Registered by core TensorFlow, but their kernels call back into Python.
 PYTHON_ONLY_OPS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")
 
@@ -134,11 +136,11 @@ def list_ops(export_dir):
       FileNotFoundError: no saved_model.pb in export_dir.
     """
     path = os.path.join(export_dir, "saved_model.pb")
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise FileNotFoundError(f"{export_dir}: no saved_model.pb; expected a SavedModel "
                                 "version directory such as EXPORT/1")
     saved_model = saved_model_pb2.SavedModel()
-    with open(path, "rb") as f:
+    with fileio.open_file(path, "rb") as f:
         saved_model.ParseFromString(f.read())
     counts = collections.Counter()
     for meta_graph in saved_model.meta_graphs:

@@ -26,6 +26,7 @@ import dataclasses
 import json
 import os
 
+from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 
 TASK_INFO_FILE = "task_info.json"
@@ -170,11 +171,11 @@ def read_task_info(path):
       FileNotFoundError: no such file.
       TaskInfoError: not JSON, or not the schema (the message names the file and the field).
     """
-    if os.path.isdir(path):
+    if fileio.isdir(path):
         path = os.path.join(path, TASK_INFO_FILE)
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise FileNotFoundError(f"{path}: no such task_info file")
-    with open(path, encoding="utf-8") as f:
+    with fileio.open_file(path, encoding="utf-8") as f:
         try:
             values = json.load(f)
         except json.JSONDecodeError as e:

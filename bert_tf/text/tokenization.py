@@ -20,11 +20,12 @@ equivalent.
 """
 
 import functools
-import os
 import re
 import unicodedata
 
 import numpy as np
+
+from bert_tf import fileio
 
 # Tokens every BERT vocabulary must contain. Their ids are always looked up, never assumed:
 # Google's vocabularies have [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, while
@@ -287,18 +288,10 @@ FINAL_SIGMA_REWRITE = "\\1\\2" + _FINAL_SIGMA + "\\3\\4"
 
 
 def _read_vocab_lines(vocab_file):
-    if "://" in vocab_file:
-        import tensorflow as tf  # Only remote paths (gs://, ...) need TensorFlow's file system.
-
-        if not tf.io.gfile.exists(vocab_file):
-            raise FileNotFoundError(f"vocab_file '{vocab_file}' does not exist.")
-        with tf.io.gfile.GFile(vocab_file, "rb") as f:
-            data = f.read()
-    else:
-        if not os.path.isfile(vocab_file):
-            raise FileNotFoundError(f"vocab_file '{vocab_file}' does not exist.")
-        with open(vocab_file, "rb") as f:
-            data = f.read()
+    if not fileio.isfile(vocab_file):
+        raise FileNotFoundError(f"vocab_file '{vocab_file}' does not exist.")
+    with fileio.open_file(vocab_file, "rb") as f:
+        data = f.read()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

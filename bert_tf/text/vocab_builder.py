@@ -37,7 +37,8 @@ def expand_input_files(input_files):
         raise ValueError("No input files given: expected comma-separated file patterns.")
     files = []
     for pattern in patterns:
-        matched = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+        matched = sorted(p for p in (fileio.gfile().glob(pattern) if fileio.is_remote(pattern)
+                                     else glob.glob(pattern)) if fileio.isfile(p))
         if not matched:
             raise ValueError(f"Input pattern '{pattern}' matches no file.")
         files.extend(matched)
@@ -46,7 +47,7 @@ def expand_input_files(input_files):
 
 def _read_text(path):
     """File contents as str; undecodable bytes become U+FFFD (then dropped) with a warning."""
-    with open(path, "rb") as f:
+    with fileio.open_file(path, "rb") as f:
         data = f.read()
     try:
         return data.decode("utf-8")
@@ -165,7 +166,8 @@ def write_vocab(tokens, path):
             raise ValueError(f"Token {index} ({token!r}) is empty or contains whitespace; it "
                              "could not be read back from a vocabulary file.")
     tokenization.vocab_from_tokens(list(tokens))
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
+    directory = os.path.dirname(fileio.abspath(path))
+    # Object stores (gs://, s3://) have no directories to check.
+    if not fileio.is_remote(path) and not os.path.isdir(directory):
         raise FileNotFoundError(f"Output directory '{directory}' of '{path}' does not exist.")
     fileio.write_text_atomic(path, "".join(t + "\n" for t in tokens))

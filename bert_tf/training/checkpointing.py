@@ -7,11 +7,15 @@ so a crash mid-save leaves the state file pointing at the previous, complete che
 """
 
 import os
+import shutil
 import socket
+import tempfile
 
 import keras
 import tensorflow as tf
 from absl import logging
+
+from bert_tf import fileio
 
 # Variables of an original google-research/bert (TF1) checkpoint start with these scopes.
 _TF1_BERT_PREFIXES = ("bert/", "cls/predictions/", "cls/seq_relationship/")
@@ -88,7 +92,7 @@ def _checkpoints_on_disk(directory):
 def is_tf1_bert_checkpoint(path):
     """True when `path` is a name-based (TF1) checkpoint with original BERT variable names."""
     try:
-        names = [name for name, _ in tf.train.list_variables(path)]
+        names = [name for name, _ in fileio.list_checkpoint_variables(path)]
     except (tf.errors.OpError, ValueError):
         return False
     if _OBJECT_GRAPH_KEY in names:
@@ -123,7 +127,7 @@ def warm_start(init_checkpoint, model, checkpoint_key="model"):
         logging.info("Warm-started %s from %s", getattr(model, "name", "model"), init_checkpoint)
         return
     path = init_checkpoint
-    if tf.io.gfile.isdir(path):
+    if fileio.isdir(path):
         path = tf.train.latest_checkpoint(path)
         if path is None:
             raise CheckpointError(f"--init_checkpoint={init_checkpoint}: directory holds no "
@@ -148,10 +152,21 @@ def warm_start(init_checkpoint, model, checkpoint_key="model"):
 
 def save_keras_model(model, path):
     """Saves `model` as a .keras file atomically (temp file in the same directory + rename)."""
+    if fileio.is_remote(path):
+        # Keras writes the zip piecewise; build it locally and upload the finished file.
+        local = tempfile.mkdtemp(prefix="bert_tf_keras_")
+        try:
+            tmp = os.path.join(local, os.path.basename(path))
+            keras.saving.save_model(model, tmp)
+            fileio.upload_atomic(tmp, path)
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
+        return
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".tmp_{os.getpid()}_" + os.path.basename(path))
     try:
         keras.saving.save_model(model, tmp)
+        fileio.fsync_file(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

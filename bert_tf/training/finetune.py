@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 from bert_tf.training import loop
 from bert_tf.training.distribute import is_chief
@@ -188,7 +189,8 @@ class BestModelKeeper:
     def _read_previous(self):
         # A resumed run must not forget the best of its earlier part.
         try:
-            with open(os.path.join(self.directory, "metrics.json"), encoding="utf-8") as f:
+            with fileio.open_file(os.path.join(self.directory, "metrics.json"),
+                                  encoding="utf-8") as f:
                 return json.load(f)
         except (OSError, ValueError):
             return None
@@ -212,7 +214,9 @@ class BestModelKeeper:
             return False
         self.best = {"step": int(step), "metric": self.metric,
                      "metrics": {k: float(v) for k, v in metrics.items()}}
-        if self._copy_dir:
+        if self._copy_dir and fileio.is_remote(self._copy_dir):
+            self._save_in_place(step)
+        elif self._copy_dir:
             directory = self._copy_dir
             tmp = f"{directory}.tmp-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
@@ -227,6 +231,19 @@ class BestModelKeeper:
             self._copied_step = int(step)
         logging.info("New best %s=%.5g at step %d", self.metric, metrics[self.metric], step)
         return True
+
+    def _save_in_place(self, step):
+        """Directory renames are copies (object stores) or unsupported there: the weights go
+        in beside the old ones, then metrics.json (naming the step) is replaced, then the old
+        weights are deleted. A crash at any point leaves metrics.json naming complete weights."""
+        directory = self._copy_dir
+        tf.train.Checkpoint(model=self.model).write(os.path.join(directory, f"model-{step}"))
+        write_text_atomic(os.path.join(directory, "metrics.json"),
+                          json.dumps(self.best, indent=2, sort_keys=True) + "\n")
+        for name in tf.io.gfile.listdir(directory):
+            if name.startswith("model-") and not name.startswith(f"model-{step}."):
+                tf.io.gfile.remove(os.path.join(directory, name))
+        self._copied_step = int(step)
 
     def restore(self):
         """Loads the best weights into the model; returns the best record (None if none)."""

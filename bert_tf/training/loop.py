@@ -43,6 +43,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
+from bert_tf import fileio
 from bert_tf.training import checkpointing, precision
 from bert_tf.training.distribute import is_chief
 
@@ -414,7 +415,7 @@ def _check_loss_scale_matches(checkpoint_path, optimizer):
     """A float16 run's checkpoints hold a loss scale, others none: resuming across the two
     would fail to restore (or restore the wrong slots); say so with the flag to fix."""
     try:
-        names = [name for name, _ in tf.train.list_variables(checkpoint_path)]
+        names = [name for name, _ in fileio.list_checkpoint_variables(checkpoint_path)]
     except (tf.errors.OpError, ValueError):
         return  # unreadable: restore_latest reports it and falls back to an older one
     saved = any(name.startswith("optimizer/dynamic_scale/") for name in names)
@@ -549,6 +550,10 @@ def remove_worker_dir(worker_dir):
     """Removes a worker's temporary directory, and .worker_tmp once no worker has one."""
     if not worker_dir:
         return
+    if fileio.is_remote(worker_dir):
+        if tf.io.gfile.exists(worker_dir):
+            tf.io.gfile.rmtree(worker_dir)
+        return  # object stores keep no empty directory to remove
     shutil.rmtree(worker_dir, ignore_errors=True)
     try:
         os.rmdir(os.path.dirname(worker_dir))
