@@ -88,6 +88,7 @@ from absl import logging
 # No TensorFlow on this path (only gs:// and other remote paths load it, lazily): the main
 # process and every worker start in well under a second and stay small.
 from bert_tf.data import tfrecord_io
+from bert_tf.data.instance_encoder import InstanceEncoder
 from bert_tf.data.patterns import expand_input_patterns
 from bert_tf.data.patterns import has_scheme
 from bert_tf.text import WordpieceTokenizer
@@ -425,6 +426,11 @@ class InstanceMaker:
         self._span_length_cdf = list(itertools.accumulate(
             options.span_geometric_p * q ** (length - 1)
             for length in range(1, options.max_span_length + 1)))
+        self._encoder = InstanceEncoder(options.max_seq_length, options.max_predictions_per_seq,
+                                        options.feature_names, self.vocab_size)
+        # Set by process_chunk when no segment of the chunk holds [CLS] or [SEP] (the tokenizer
+        # never makes them), which spares a scan of every instance for them.
+        self._chunk_without_specials = False
 
     def tokenize_document(self, lines):
         """Raw sentences -> (segments, long): the segments (lists of int ids; sentences with no
@@ -461,20 +467,26 @@ class InstanceMaker:
                 documents.append(segments)
                 keys.append(key)
         stats.documents = len(documents)
+        specials = {self.cls_id, self.sep_id}
+        self._chunk_without_specials = all(
+            specials.isdisjoint(segment) for segments in documents for segment in segments)
+        encode = self._encoder.encode
         records = []
-        for dupe in range(options.dupe_factor):
-            for position, (file_index, document_index) in enumerate(keys):
-                rng = random.Random(document_seed(options.random_seed, file_index,
-                                                  document_index, dupe))
-                for instance in self.instances_from_document(documents, position, rng, stats):
-                    records.append(tfrecord_io.serialize_instance(
-                        instance.input_ids, instance.segment_ids, instance.masked_lm_positions,
-                        instance.masked_lm_ids, instance.next_sentence_label,
-                        max_seq_length=options.max_seq_length,
-                        max_predictions_per_seq=options.max_predictions_per_seq,
-                        feature_names=options.feature_names,
-                        span_left_boundaries=instance.span_left_boundaries,
-                        span_right_boundaries=instance.span_right_boundaries))
+        try:
+            for dupe in range(options.dupe_factor):
+                for position, (file_index, document_index) in enumerate(keys):
+                    rng = random.Random(document_seed(options.random_seed, file_index,
+                                                      document_index, dupe))
+                    for instance in self.instances_from_document(documents, position, rng,
+                                                                 stats):
+                        segment_ids = instance.segment_ids
+                        records.append(encode(
+                            instance.input_ids, len(segment_ids) - sum(segment_ids),
+                            instance.masked_lm_positions, instance.masked_lm_ids,
+                            instance.next_sentence_label, instance.span_left_boundaries,
+                            instance.span_right_boundaries))
+        finally:
+            self._chunk_without_specials = False
         return records, stats
 
     def instances_from_document(self, documents, position, rng, stats=None):
@@ -573,7 +585,8 @@ class InstanceMaker:
             candidates = list(range(1, len_a + 1))
             candidates.extend(range(len_a + 2, len(input_ids) - 1))
             specials = (self.cls_id, self.sep_id)
-            if any(s in tokens_a or s in tokens_b for s in specials):
+            if not self._chunk_without_specials and any(
+                    s in tokens_a or s in tokens_b for s in specials):
                 candidates = [i for i in candidates if input_ids[i] not in specials]
 
         uncapped = max(1, int(round(len(input_ids) * options.masked_lm_prob)))
