@@ -814,11 +814,19 @@ def _init_worker(vocab_file, do_lower_case, options):
 
 
 def _process_chunk_in_worker(chunk):
-    return _worker_maker.process_chunk(chunk)
+    return _framed_chunk_records(_worker_maker, chunk)
+
+
+def _framed_chunk_records(maker, chunk):
+    """process_chunk with every record already in TFRecord framing: the CRCs are computed by
+    the workers, in parallel, and the writing process only shuffles and copies bytes."""
+    records, stats = maker.process_chunk(chunk)
+    frame = tfrecord_io.frame_record
+    return [frame(r) for r in records], stats
 
 
 def _iter_chunk_results(chunks, maker, vocab_file, do_lower_case, options, num_workers):
-    """Yields (records, stats) per chunk in input order, in-process or over a process pool.
+    """Yields (framed records, stats) per chunk in input order, in-process or over a process pool.
 
     With several workers at most 2 * num_workers chunks are in flight, so reading never runs
     far ahead of processing, and results are taken in submission order, which keeps the output
@@ -826,7 +834,7 @@ def _iter_chunk_results(chunks, maker, vocab_file, do_lower_case, options, num_w
     """
     if num_workers == 1:
         for chunk in chunks:
-            yield maker.process_chunk(chunk)
+            yield _framed_chunk_records(maker, chunk)
         return
     # "spawn": the caller may have initialized TensorFlow (the Beam path, a notebook), and
     # forking such a process is unsafe. Workers import no TensorFlow, so they start quickly.
@@ -938,7 +946,7 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
                     continue
                 # Emit a random buffered record and keep the new one in its place.
                 slot = shuffle_rng.randrange(shuffle_buffer_size)
-                writer.write(buffer[slot])
+                writer.write_framed(buffer[slot])
                 buffer[slot] = record
             progress.update(stats)
         log_finished_files(len(input_files))
@@ -947,7 +955,7 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
                              f"({', '.join(input_files)}); nothing to write.")
         shuffle_rng.shuffle(buffer)
         for record in buffer:
-            writer.write(record)
+            writer.write_framed(record)
     progress.update(stats, force=True)
     log_summary(stats, options)
     return stats
