@@ -6,8 +6,10 @@ documents of the corpus, files in order, so chunks span file boundaries and rand
 come from other documents even with one document per file): a first pass counts the documents
 of each file (one element per file, in parallel), which fixes the chunk of every document
 (`chunk_index`); each file is then read on its own worker, its documents are grouped by chunk,
-and each chunk goes through the same InstanceMaker as the local path, on any worker. Seeds depend only on (random_seed, file index, document index, dupe index), so for
-the same inputs and settings this pipeline writes exactly the same set of records as
+and each chunk goes through the same InstanceMaker as the local path, on any worker.
+
+Seeds depend only on (random_seed, file index, document index, dupe index), so for the same
+inputs and settings this pipeline writes exactly the same set of records as
 bert_tf.data.create_pretraining_data.create_pretraining_data; only the order and the sharding
 differ (the runner decides both; readers shuffle anyway).
 
