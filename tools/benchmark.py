@@ -11,8 +11,10 @@ Cases (--cases, comma list):
   tokenizer       texts/s and tokens/s of WordpieceTokenizer (Python) and BertTokenizerLayer
                   (in-graph) against the original FullTokenizer (--original_bert_dir), with an
                   id-for-id comparison; HF `tokenizers` when installed.
-  create_data     tools/create_pretraining_data.py wall time and peak RSS at two corpus sizes,
-                  --num_workers 1 and 2, against the original script (--original_bert_dir).
+  create_data     tools/create_pretraining_data.py wall time, CPU time and peak RSS on the
+                  demo corpus, 3 MB and 20 MB (five files) of CPython's shipped prose, with
+                  --num_workers 1 and 2, against the original script (--original_bert_dir);
+                  on 20 MB the workers curve: 1 and 2 workers pinned to 1 and 2 cores.
   input_pipeline  sequences/s of pretraining_dataset (TFRecords) and text_pretraining_dataset
                   (dynamic masking) against a BERT-base train step's consumption rate.
   serving         a BertClassifier (bert_small; tiny with --quick) exported by bert_tf.serving
@@ -70,8 +72,6 @@ flags.DEFINE_bool("quick", False, "Shrink every case (smoke test: tiny shapes, f
 flags.DEFINE_string("output_file", None, "Write all results here as one JSON document.")
 flags.DEFINE_string("original_bert_dir", None,
                     "A google-research/bert checkout (tokenization.py, create_pretraining_data.py).")
-flags.DEFINE_integer("corpus_repeat", 8, "create_data: the larger corpus is the demo corpus "
-                     "repeated this many times (the smaller one is the demo corpus once).")
 flags.DEFINE_bool("all_configs_for_base", False,
                   "pretrain: run base in all 4 dtype/XLA configurations (slow on CPU); by default "
                   "base runs only in each implementation's best configuration on the next size down.")
@@ -136,32 +136,39 @@ import os, sys
 pid = os.fork()
 if pid == 0:
     try:
-        os.execvp(sys.argv[2], sys.argv[2:])
+        if sys.argv[2]:
+            os.sched_setaffinity(0, {int(c) for c in sys.argv[2].split(",")})
+        os.execvp(sys.argv[3], sys.argv[3:])
     finally:
         os._exit(127)
 _, status, usage = os.wait4(pid, 0)
 with open(sys.argv[1], "w") as f:
-    f.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}")
+    f.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss} "
+            f"{usage.ru_utime + usage.ru_stime}")
 """
 
 
-def _time_process(cmd, cwd, log_path, env=None):
-    """Runs cmd to completion; returns (wall seconds, peak RSS MB of it and its children, rc).
+def _time_process(cmd, cwd, log_path, env=None, cores=None):
+    """Runs cmd to completion and measures it.
 
     The command runs under a minimal launcher (python -S, about 10 MB) whose wait4 gives the
     rusage of exactly that child: ru_maxrss covers the process and the children it waited
     for, and neither this process's memory nor earlier cases leak into the number.
+    cores: None, or the CPU ids the command (and its children) may run on (sched_setaffinity).
+    Returns (wall seconds, peak RSS MB, returncode, CPU seconds): the CPU seconds (user +
+    system, children included), unlike wall time, do not grow when other work shares the CPU.
     """
     result_path = log_path + ".rusage"
-    launcher = [sys.executable, "-S", "-c", _RSS_LAUNCHER, result_path]
+    launcher = [sys.executable, "-S", "-c", _RSS_LAUNCHER, result_path,
+                ",".join(str(c) for c in cores) if cores else ""]
     with open(log_path, "w") as log:
         start = time.perf_counter()
         subprocess.run(launcher + list(cmd), cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                        env=env, check=False)
         wall = time.perf_counter() - start
     with open(result_path) as f:
-        returncode, maxrss_kb = (int(v) for v in f.read().split())
-    return wall, maxrss_kb / 1024.0, returncode
+        returncode, maxrss_kb, cpu_s = f.read().split()
+    return wall, int(maxrss_kb) / 1024.0, int(returncode), float(cpu_s)
 
 
 def _log_tail(path, lines=4):
@@ -869,19 +876,86 @@ def _count_records(path):
             count += 1
 
 
+def _shipped_documents():
+    """English prose every CPython install carries, as documents (lists of sentences): the
+    reference manual (pydoc_data topics, ~0.34 MB) and the standard library's docstrings of
+    more than 200 characters (~1.6 MB). Nothing is downloaded."""
+    import ast
+    import sysconfig
+
+    from bert_tf.data.demo_corpus import pydoc_documents, split_sentences
+
+    documents = pydoc_documents()
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for root, dirs, files in os.walk(stdlib):
+        dirs[:] = sorted(d for d in dirs if d not in ("site-packages", "__pycache__"))
+        for name in sorted(f for f in files if f.endswith(".py")):
+            try:
+                with open(os.path.join(root, name), encoding="utf-8") as f:
+                    tree = ast.parse(f.read())
+            except (SyntaxError, UnicodeDecodeError, ValueError):
+                continue  # test data of the stdlib holds deliberately broken files
+            for node in ast.walk(tree):
+                if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                         ast.AsyncFunctionDef)):
+                    continue
+                doc = ast.get_docstring(node)
+                if doc and len(doc) > 200:
+                    sentences = [s for p in doc.split("\n\n") for s in split_sentences(p)]
+                    if len(sentences) >= 2:
+                        documents.append(sentences)
+    return documents
+
+
+def write_shipped_corpus(paths, total_bytes, seed=0):
+    """Writes about total_bytes of the shipped prose over `paths` (equal parts, whole documents).
+
+    Past the ~2 MB of distinct text, the documents repeat, each pass with the documents and the
+    sentences within each document in a new random order (seeded), so instances differ while the
+    vocabulary stays that of real prose. Returns the bytes written.
+    """
+    import random
+
+    from bert_tf.data.demo_corpus import format_documents
+
+    base = _shipped_documents()
+    rng = random.Random(seed)
+    per_file = total_bytes // len(paths)
+    written = 0
+    order = []
+    for path in paths:
+        size = 0
+        with open(path, "w", encoding="utf-8") as f:
+            while size < per_file:
+                if not order:
+                    order = [list(d) for d in base]
+                    rng.shuffle(order)
+                    for doc in order:
+                        rng.shuffle(doc)
+                text = format_documents([order.pop()]) + "\n"
+                f.write(text)
+                size += len(text.encode("utf-8"))
+        written += size
+    return written
+
+
 def case_create_data(setup, quick):
+    """tools/create_pretraining_data.py against the original at several corpus sizes.
+
+    Sizes: the demo corpus (0.34 MB), one 3 MB file and a 20 MB corpus of five 4 MB files
+    (--quick: the 20-document demo corpus and 1 MB in two files). Every row records wall
+    seconds, CPU seconds (user + system, workers included: per-core cost, which other load on
+    the machine does not inflate) and peak RSS; ratios against the original are by both. On the
+    largest corpus, the workers curve: 1 and 2 workers pinned to 1 and 2 cores.
+    """
     setup.ensure()
     workdir = os.path.join(setup.workdir, "create_data")
     os.makedirs(workdir, exist_ok=True)
-    with open(setup.corpus, encoding="utf-8") as f:
-        text = f.read().rstrip("\n") + "\n"
-    repeat = 2 if quick else FLAGS.corpus_repeat
-    sizes = {}
-    for times in (1, repeat):
-        path = os.path.join(workdir, f"corpus_x{times}.txt")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join([text] * times))
-        sizes[times] = path
+    corpora = {round(os.path.getsize(setup.corpus) / 1e6, 3): setup.corpus}
+    for mb, num_files in ((1, 2),) if quick else ((3, 1), (20, 5)):
+        paths = [os.path.join(workdir, f"shipped_{mb}mb_{i}.txt") for i in range(num_files)]
+        size = write_shipped_corpus(paths, mb * 1_000_000)
+        corpora[round(size / 1e6, 3)] = ",".join(paths)
     flags_common = ["--vocab_file=" + setup.vocab, "--do_lower_case=true", "--max_seq_length=128",
                     "--max_predictions_per_seq=20", "--dupe_factor=5", "--random_seed=12345",
                     "--masked_lm_prob=0.15", "--short_seq_prob=0.1"]
@@ -889,14 +963,19 @@ def case_create_data(setup, quick):
     shim = os.path.join(workdir, "run_original.py")
     with open(shim, "w") as f:
         f.write(_ORIGINAL_SHIM)
+    all_cores = sorted(os.sched_getaffinity(0))
+    largest = max(corpora)
     rows = []
-    runs = [("bert_tf", 1), ("bert_tf", 2)]
-    if FLAGS.original_bert_dir:
-        runs.append(("original", 1))
-    for times, corpus in sizes.items():
-        corpus_mb = os.path.getsize(corpus) / 1e6
-        for impl, workers in runs:
-            out = os.path.join(workdir, f"{impl}_w{workers}_x{times}.tfrecord")
+    for corpus_mb, corpus in corpora.items():
+        # (impl, workers, cores): cores None = unpinned.
+        runs = [("bert_tf", 1, None), ("bert_tf", 2, None)]
+        if corpus_mb == largest and len(all_cores) >= 2:
+            runs = [("bert_tf", w, all_cores[:c]) for c in (1, 2) for w in (1, 2)]
+        if FLAGS.original_bert_dir:
+            runs.append(("original", 1, None))
+        for impl, workers, cores in runs:
+            tag = f"{impl}_w{workers}_c{len(cores) if cores else 0}_{corpus_mb}"
+            out = os.path.join(workdir, tag + ".tfrecord")
             if impl == "bert_tf":
                 cmd = [sys.executable, os.path.join(_REPO, "tools", "create_pretraining_data.py"),
                        "--input_file=" + corpus, "--output_file=" + out,
@@ -907,14 +986,21 @@ def case_create_data(setup, quick):
                        "--output_file=" + out] + flags_common
             log = out + ".log"
             load = _load()
-            wall, rss_mb, rc = _time_process(cmd, workdir, log, env)
+            wall, rss_mb, rc, cpu_s = _time_process(cmd, workdir, log, env, cores)
             row = {"case": "create_data", "kind": "run", "impl": impl, "num_workers": workers,
-                   "corpus_mb": round(corpus_mb, 3), "wall_s": round(wall, 2),
+                   "cores": len(cores) if cores else len(all_cores), "pinned": bool(cores),
+                   "corpus_mb": corpus_mb, "corpus_files": corpus.count(",") + 1,
+                   "wall_s": round(wall, 2), "cpu_s": round(cpu_s, 2),
                    "peak_rss_mb": round(rss_mb, 1), "load_avg": load, "returncode": rc}
             if rc != 0:
                 row["error"] = _log_tail(log)
             if rc == 0:
                 row["records"] = _count_records(out)
+                worker_rss = _worker_peak_rss_mb(log)
+                if worker_rss is not None:
+                    row["worker_peak_rss_mb"] = worker_rss
+            if os.path.exists(out):
+                os.remove(out)  # 20 MB of text makes ~300 MB of records per run
             rows.append(row)
             _print_row(row)
     originals = {r["corpus_mb"]: r for r in rows if r["impl"] == "original" and r["returncode"] == 0}
@@ -922,8 +1008,24 @@ def case_create_data(setup, quick):
         base = originals.get(r["corpus_mb"])
         if base and r["returncode"] == 0:
             r["speedup_vs_original"] = round(base["wall_s"] / r["wall_s"], 2)
+            r["cpu_speedup_vs_original"] = round(base["cpu_s"] / r["cpu_s"], 2)
             r["memory_ratio_vs_original"] = round(r["peak_rss_mb"] / base["peak_rss_mb"], 2)
+    curve = {(r["num_workers"], r["cores"]): r for r in rows
+             if r["corpus_mb"] == largest and r["impl"] == "bert_tf" and r["pinned"]
+             and r["returncode"] == 0}
+    if (1, 1) in curve:
+        for r in curve.values():
+            r["speedup_vs_1_worker_1_core"] = round(curve[(1, 1)]["wall_s"] / r["wall_s"], 2)
     return rows
+
+
+def _worker_peak_rss_mb(log_path):
+    """The largest worker's peak RSS that create_pretraining_data logs with --num_workers > 1."""
+    import re
+
+    with open(log_path, errors="replace") as f:
+        match = re.search(r"largest worker ([0-9.]+) MB", f.read())
+    return float(match.group(1)) if match else None
 
 
 def case_input_pipeline(setup, quick, pretrain_rows):

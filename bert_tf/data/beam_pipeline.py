@@ -1,17 +1,28 @@
 """create_pretraining_data as an Apache Beam pipeline, for corpora too large for one machine.
 
-The input files are read in order, as one document stream, into the same chunks of documents
-as the local path (bert_tf.data.create_pretraining_data.iter_document_chunks: chunks span file
-boundaries, so random next segments come from other documents even with one document per file);
-chunks are then redistributed over workers, and each goes through the same InstanceMaker as the
-local path. Seeds depend only on (random_seed, file index, document index, dupe index), so for
-the same inputs and settings this pipeline writes exactly the same set of records as
+The work is distributed by file and by document chunk. The chunks are the local path's
+(bert_tf.data.create_pretraining_data.iter_document_chunks: documents_per_chunk consecutive
+documents of the corpus, files in order, so chunks span file boundaries and random next segments
+come from other documents even with one document per file): a first pass counts the documents
+of each file (one element per file, in parallel), which fixes the chunk of every document
+(`chunk_index`); each file is then read on its own worker, its documents are grouped by chunk,
+and each chunk goes through the same InstanceMaker as the local path, on any worker.
+
+Seeds depend only on (random_seed, file index, document index, dupe index), so for the same
+inputs and settings this pipeline writes exactly the same set of records as
 bert_tf.data.create_pretraining_data.create_pretraining_data; only the order and the sharding
 differ (the runner decides both; readers shuffle anyway).
 
-Reading is therefore one sequential pass on one worker (chunk boundaries depend on every
-earlier document); it only splits lines, which is cheap next to tokenizing and masking, and
-that work is spread over all workers after the read.
+Reading every file twice (count, then read) costs little next to tokenizing and masking. A
+single huge file is still read by one worker: split such a corpus into many files (Wikipedia
+dumps come as many files anyway).
+
+Runners: DirectRunner for tests and small corpora (--direct_num_workers=N
+--direct_running_mode=multi_processing uses N local processes); DataflowRunner (--project,
+--region, --temp_location=gs://..., --num_workers / --max_num_workers, and
+--requirements_file or --setup_file so workers install bert_tf) and FlinkRunner
+(--flink_master=host:port, --parallelism=N, --environment_type=DOCKER or PROCESS) through
+pipeline_args; see docs/data-preparation.md.
 
 Output shards are named <output_prefix>-SSSSS-of-NNNNN, plus ".gz" when compressed; a record's
 shard is a hash of its bytes, and each shard is written by one worker under a temporary name and
@@ -41,14 +52,67 @@ from bert_tf.text import WordpieceTokenizer
 _METRICS_NAMESPACE = "create_pretraining_data"
 
 
-class _ReadChunksFn(beam.DoFn):
-    """The ordered list of input files -> the corpus's DocumentChunks, in order."""
+def chunk_index(global_index, num_documents, documents_per_chunk):
+    """The chunk that cpd.iter_document_chunks puts the corpus's global_index-th document in.
+
+    Chunks hold documents_per_chunk consecutive documents, except the last, which takes the
+    final 2 .. documents_per_chunk + 1 (never one alone): so there are
+    max(0, (num_documents - 2) // documents_per_chunk) full chunks before it. Knowing this,
+    every file can be read on its own worker and its documents sent straight to their chunk.
+
+    Args:
+      global_index: the document's index in the whole corpus (files in input order).
+      num_documents: documents in the whole corpus.
+      documents_per_chunk: as PretrainingDataOptions (>= 2).
+    """
+    full_chunks = max(0, (num_documents - 2) // documents_per_chunk)
+    return min(global_index // documents_per_chunk, full_chunks)
+
+
+def _count_documents(indexed_file):
+    file_index, path = indexed_file
+    return file_index, sum(1 for lines, _ in cpd.iter_file_documents(path) if lines is not None)
+
+
+def _document_offsets(counts):
+    """[(file_index, documents)] -> ({file_index: global index of its first document}, total)."""
+    offsets, total = {}, 0
+    for file_index, count in sorted(counts):
+        offsets[file_index] = total
+        total += count
+    return offsets, total
+
+
+class _ReadDocumentsFn(beam.DoFn):
+    """(file_index, path) -> (chunk, (file_index, document_index, lines)) per document.
+
+    One file per element, so files are read in parallel; the byte count goes to the num_bytes
+    counter here (a file may hold no document at all)."""
 
     def __init__(self, documents_per_chunk):
         self._documents_per_chunk = documents_per_chunk
+        self._num_bytes = beam.metrics.Metrics.counter(_METRICS_NAMESPACE, "num_bytes")
 
-    def process(self, input_files):
-        yield from cpd.iter_document_chunks(input_files, self._documents_per_chunk)
+    def process(self, indexed_file, offsets_and_total):
+        file_index, path = indexed_file
+        offsets, total = offsets_and_total
+        first = offsets[file_index]
+        document_index = 0
+        for lines, num_bytes in cpd.iter_file_documents(path):
+            self._num_bytes.inc(num_bytes)
+            if lines is None:
+                continue
+            chunk = chunk_index(first + document_index, total, self._documents_per_chunk)
+            yield chunk, (file_index, document_index, lines)
+            document_index += 1
+
+
+def _assemble_chunk(chunk_and_documents):
+    """(chunk, documents in any order) -> the DocumentChunk iter_document_chunks would make."""
+    _, documents = chunk_and_documents
+    documents = sorted(documents, key=lambda d: (d[0], d[1]))
+    return cpd.DocumentChunk(keys=[(f, d) for f, d, _ in documents],
+                             documents=[lines for _, _, lines in documents])
 
 
 class _CreateRecordsFn(beam.DoFn):
@@ -72,7 +136,8 @@ class _CreateRecordsFn(beam.DoFn):
     def process(self, chunk):
         records, stats = self._maker.process_chunk(chunk)
         for name, counter in self._counters.items():
-            counter.inc(getattr(stats, name))
+            if name != "num_bytes":  # counted by the reader
+                counter.inc(getattr(stats, name))
         yield from records
 
 
@@ -126,13 +191,23 @@ def build_pipeline(pipeline, input_files, output_prefix, vocab_file, *, do_lower
       The PCollection of written shard paths (shards that received no record are absent).
     """
     options = options or cpd.PretrainingDataOptions()
+    files = pipeline | "ListFiles" >> beam.Create(list(enumerate(input_files)))
+    # A first pass counts each file's documents (in parallel, by file), which fixes every
+    # document's chunk: the chunks are then exactly the local path's, without one sequential
+    # reader.
+    offsets = (files
+               | "CountDocuments" >> beam.Map(_count_documents)
+               | "AllCounts" >> beam.combiners.ToList()
+               | "Offsets" >> beam.Map(_document_offsets))
     return (
-        pipeline
-        # One element, the whole ordered file list: chunks may span files (see the docstring).
-        | "ListFiles" >> beam.Create([list(input_files)])
-        | "ReadChunks" >> beam.ParDo(_ReadChunksFn(options.documents_per_chunk))
-        # Chunks come from one reader: spread them over all workers.
-        | "SpreadChunks" >> beam.Reshuffle()
+        files
+        # Each file is its own element, so the runner can read files on different workers.
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "ReadDocuments" >> beam.ParDo(_ReadDocumentsFn(options.documents_per_chunk),
+                                        beam.pvalue.AsSingleton(offsets))
+        # Documents meet their chunk on whichever worker the runner picks for it.
+        | "GroupByChunk" >> beam.GroupByKey()
+        | "AssembleChunks" >> beam.Map(_assemble_chunk)
         | "CreateRecords" >> beam.ParDo(_CreateRecordsFn(vocab_file, do_lower_case, options))
         | "KeyByShard" >> beam.Map(lambda record: (_shard_of(record, num_shards), record))
         | "GroupByShard" >> beam.GroupByKey()

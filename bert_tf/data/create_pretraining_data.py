@@ -81,6 +81,8 @@ import itertools
 import multiprocessing
 import os
 import random
+import resource
+import sys
 import time
 
 from absl import logging
@@ -88,6 +90,7 @@ from absl import logging
 # No TensorFlow on this path (only gs:// and other remote paths load it, lazily): the main
 # process and every worker start in well under a second and stay small.
 from bert_tf.data import tfrecord_io
+from bert_tf.data.instance_encoder import InstanceEncoder
 from bert_tf.data.patterns import expand_input_patterns
 from bert_tf.data.patterns import has_scheme
 from bert_tf.text import WordpieceTokenizer
@@ -425,6 +428,11 @@ class InstanceMaker:
         self._span_length_cdf = list(itertools.accumulate(
             options.span_geometric_p * q ** (length - 1)
             for length in range(1, options.max_span_length + 1)))
+        self._encoder = InstanceEncoder(options.max_seq_length, options.max_predictions_per_seq,
+                                        options.feature_names, self.vocab_size)
+        # Set by process_chunk when no segment of the chunk holds [CLS] or [SEP] (the tokenizer
+        # never makes them), which spares a scan of every instance for them.
+        self._chunk_without_specials = False
 
     def tokenize_document(self, lines):
         """Raw sentences -> (segments, long): the segments (lists of int ids; sentences with no
@@ -461,20 +469,26 @@ class InstanceMaker:
                 documents.append(segments)
                 keys.append(key)
         stats.documents = len(documents)
+        specials = {self.cls_id, self.sep_id}
+        self._chunk_without_specials = all(
+            specials.isdisjoint(segment) for segments in documents for segment in segments)
+        encode = self._encoder.encode
         records = []
-        for dupe in range(options.dupe_factor):
-            for position, (file_index, document_index) in enumerate(keys):
-                rng = random.Random(document_seed(options.random_seed, file_index,
-                                                  document_index, dupe))
-                for instance in self.instances_from_document(documents, position, rng, stats):
-                    records.append(tfrecord_io.serialize_instance(
-                        instance.input_ids, instance.segment_ids, instance.masked_lm_positions,
-                        instance.masked_lm_ids, instance.next_sentence_label,
-                        max_seq_length=options.max_seq_length,
-                        max_predictions_per_seq=options.max_predictions_per_seq,
-                        feature_names=options.feature_names,
-                        span_left_boundaries=instance.span_left_boundaries,
-                        span_right_boundaries=instance.span_right_boundaries))
+        try:
+            for dupe in range(options.dupe_factor):
+                for position, (file_index, document_index) in enumerate(keys):
+                    rng = random.Random(document_seed(options.random_seed, file_index,
+                                                      document_index, dupe))
+                    for instance in self.instances_from_document(documents, position, rng,
+                                                                 stats):
+                        segment_ids = instance.segment_ids
+                        records.append(encode(
+                            instance.input_ids, len(segment_ids) - sum(segment_ids),
+                            instance.masked_lm_positions, instance.masked_lm_ids,
+                            instance.next_sentence_label, instance.span_left_boundaries,
+                            instance.span_right_boundaries))
+        finally:
+            self._chunk_without_specials = False
         return records, stats
 
     def instances_from_document(self, documents, position, rng, stats=None):
@@ -573,7 +587,8 @@ class InstanceMaker:
             candidates = list(range(1, len_a + 1))
             candidates.extend(range(len_a + 2, len(input_ids) - 1))
             specials = (self.cls_id, self.sep_id)
-            if any(s in tokens_a or s in tokens_b for s in specials):
+            if not self._chunk_without_specials and any(
+                    s in tokens_a or s in tokens_b for s in specials):
                 candidates = [i for i in candidates if input_ids[i] not in specials]
 
         uncapped = max(1, int(round(len(input_ids) * options.masked_lm_prob)))
@@ -801,11 +816,19 @@ def _init_worker(vocab_file, do_lower_case, options):
 
 
 def _process_chunk_in_worker(chunk):
-    return _worker_maker.process_chunk(chunk)
+    return _framed_chunk_records(_worker_maker, chunk)
+
+
+def _framed_chunk_records(maker, chunk):
+    """process_chunk with every record already in TFRecord framing: the CRCs are computed by
+    the workers, in parallel, and the writing process only shuffles and copies bytes."""
+    records, stats = maker.process_chunk(chunk)
+    frame = tfrecord_io.frame_record
+    return [frame(r) for r in records], stats
 
 
 def _iter_chunk_results(chunks, maker, vocab_file, do_lower_case, options, num_workers):
-    """Yields (records, stats) per chunk in input order, in-process or over a process pool.
+    """Yields (framed records, stats) per chunk in input order, in-process or over a process pool.
 
     With several workers at most 2 * num_workers chunks are in flight, so reading never runs
     far ahead of processing, and results are taken in submission order, which keeps the output
@@ -813,13 +836,21 @@ def _iter_chunk_results(chunks, maker, vocab_file, do_lower_case, options, num_w
     """
     if num_workers == 1:
         for chunk in chunks:
-            yield maker.process_chunk(chunk)
+            yield _framed_chunk_records(maker, chunk)
         return
-    # "spawn": the caller may have initialized TensorFlow (the Beam path, a notebook), and
-    # forking such a process is unsafe. Workers import no TensorFlow, so they start quickly.
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(num_workers, initializer=_init_worker,
-                      initargs=(vocab_file, do_lower_case, options)) as pool:
+    global _worker_maker
+    if "fork" in multiprocessing.get_all_start_methods() and "tensorflow" not in sys.modules:
+        # A forked worker inherits this process's InstanceMaker (vocabulary, word cache) and
+        # modules: it starts in milliseconds, where a spawned one re-imports and reloads the
+        # vocabulary (~0.3 s of CPU each, a visible share of a few-MB corpus).
+        context, initializer, initargs = multiprocessing.get_context("fork"), None, ()
+        _worker_maker = maker
+    else:
+        # "spawn": the caller initialized TensorFlow (the Beam path, a notebook), and forking
+        # such a process is unsafe. Workers import no TensorFlow, so they start quickly.
+        context = multiprocessing.get_context("spawn")
+        initializer, initargs = _init_worker, (vocab_file, do_lower_case, options)
+    with context.Pool(num_workers, initializer=initializer, initargs=initargs) as pool:
         pending = collections.deque()
         for chunk in chunks:
             pending.append(pool.apply_async(_process_chunk_in_worker, (chunk,)))
@@ -827,26 +858,56 @@ def _iter_chunk_results(chunks, maker, vocab_file, do_lower_case, options, num_w
                 yield pending.popleft().get()
         while pending:
             yield pending.popleft().get()
+    _worker_maker = None
+    # The pool has joined its workers: RUSAGE_CHILDREN's maxrss is the largest one's peak.
+    logging.info("Peak RSS: writer %.0f MB, largest worker %.0f MB.",
+                 resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                 resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+
+
+def format_progress(stats, written, elapsed, total_bytes):
+    """One progress line: documents, documents/s, MB/s, instances made and written, ETA.
+
+    Args:
+      stats: CreationStats so far (documents, instances and input bytes processed).
+      written: records written to the shards so far (made minus those in the shuffle buffer).
+      elapsed: seconds since the run started (> 0).
+      total_bytes: input bytes of the whole run; the ETA extrapolates the share processed.
+    """
+    fraction = min(stats.num_bytes / max(total_bytes, 1), 1.0)
+    eta = elapsed * (1.0 - fraction) / fraction if fraction > 0 else float("nan")
+    return (f"{stats.documents} documents ({stats.documents / elapsed:.1f} docs/s, "
+            f"{stats.num_bytes / 1e6 / elapsed:.2f} MB/s), {stats.instances} instances made, "
+            f"{written} written, {100.0 * fraction:.1f}% of input, ETA {_format_seconds(eta)}")
 
 
 class _Progress:
-    """Logs documents/s, instances and an ETA from the share of input bytes processed."""
+    """Reports progress on stderr every _PROGRESS_EVERY_SECONDS: as an absl log line, or, when
+    stderr is a terminal, as one line redrawn in place (a bar) about every second."""
 
-    def __init__(self, total_bytes):
+    def __init__(self, total_bytes, stream=None):
         self.total_bytes = max(total_bytes, 1)
+        self.stream = stream if stream is not None else sys.stderr
+        self.on_terminal = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.every = 1.0 if self.on_terminal else _PROGRESS_EVERY_SECONDS
         self.start = self.last = time.monotonic()
 
-    def update(self, stats, force=False):
+    def update(self, stats, written, force=False):
+        """Reports if the interval has passed (always with force=True, the final report)."""
         now = time.monotonic()
-        if not force and now - self.last < _PROGRESS_EVERY_SECONDS:
+        if not force and now - self.last < self.every:
             return
         self.last = now
-        elapsed = max(now - self.start, 1e-6)
-        fraction = min(stats.num_bytes / self.total_bytes, 1.0)
-        eta = elapsed * (1.0 - fraction) / fraction if fraction > 0 else float("nan")
-        logging.info("%d documents (%.1f docs/s), %d instances, %.1f%% of input, ETA %s.",
-                     stats.documents, stats.documents / elapsed, stats.instances,
-                     100.0 * fraction, _format_seconds(eta))
+        line = format_progress(stats, written, max(now - self.start, 1e-6), self.total_bytes)
+        if self.on_terminal:
+            fraction = min(stats.num_bytes / self.total_bytes, 1.0)
+            filled = int(round(20 * fraction))
+            self.stream.write(f"\r[{'#' * filled}{'.' * (20 - filled)}] {line}\x1b[K")
+            if force:
+                self.stream.write("\n")
+            self.stream.flush()
+        else:
+            logging.info("%s.", line)
 
 
 def _format_seconds(seconds):
@@ -925,16 +986,16 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
                     continue
                 # Emit a random buffered record and keep the new one in its place.
                 slot = shuffle_rng.randrange(shuffle_buffer_size)
-                writer.write(buffer[slot])
+                writer.write_framed(buffer[slot])
                 buffer[slot] = record
-            progress.update(stats)
+            progress.update(stats, writer.num_written)
         log_finished_files(len(input_files))
         if stats.instances == 0:
             raise ValueError(f"No documents with any token in the input files "
                              f"({', '.join(input_files)}); nothing to write.")
         shuffle_rng.shuffle(buffer)
         for record in buffer:
-            writer.write(record)
-    progress.update(stats, force=True)
+            writer.write_framed(record)
+        progress.update(stats, writer.num_written, force=True)
     log_summary(stats, options)
     return stats

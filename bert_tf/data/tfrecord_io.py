@@ -392,6 +392,11 @@ class TFRecordFile:
         """Appends one record (bytes)."""
         self._file.write(frame_record(record))
 
+    def write_framed(self, framed):
+        """Appends a record already framed by `frame_record` (worker processes frame them, so
+        the process that writes only copies bytes)."""
+        self._file.write(framed)
+
     def close(self):
         """Flushes and closes (the gzip trailer, then the file)."""
         try:
@@ -444,6 +449,13 @@ class ShardedRecordWriter:
         """Appends one serialized record (bytes) to the next shard in turn."""
         shard = self.num_written % len(self._writers)
         self._writers[shard].write(record)
+        self.counts[shard] += 1
+        self.num_written += 1
+
+    def write_framed(self, framed):
+        """As `write`, for a record already framed by `frame_record`."""
+        shard = self.num_written % len(self._writers)
+        self._writers[shard].write_framed(framed)
         self.counts[shard] += 1
         self.num_written += 1
 

@@ -135,3 +135,50 @@ def test_cli_use_beam(corpus, repo_root, tmp_path):
     shards = sorted(glob.glob(str(tmp_path / "train-*")))
     assert len(shards) == 3
     assert sorted(records(shards)) == sorted(records([str(tmp_path / "local.tfrecord")]))
+
+
+@pytest.mark.parametrize("num_documents", [0, 1, 2, 3, 7, 8, 9, 10, 11, 17, 18, 19])
+def test_chunk_index_gives_the_local_paths_chunks(tmp_path, num_documents):
+    # Documents spread over three files (one may be empty of documents), chunks of 4.
+    sizes = [num_documents // 3, num_documents - 2 * (num_documents // 3), num_documents // 3]
+    paths, number = [], 0
+    for i, size in enumerate(sizes):
+        path = tmp_path / f"{i}.txt"
+        path.write_text("".join(f"sentence {number + j} .\n\n" for j in range(size)) or "\n")
+        number += size
+        paths.append(str(path))
+    local = [[int(lines[0].split()[1]) for lines in chunk.documents]
+             for chunk in cpd.iter_document_chunks(paths, 4) if chunk.documents]
+    by_index = collections.defaultdict(list)
+    for g in range(num_documents):
+        by_index[beam_pipeline.chunk_index(g, num_documents, 4)].append(g)
+    assert [by_index[c] for c in sorted(by_index)] == local
+    assert sum(map(len, local)) == num_documents
+
+
+@pytest.mark.slow
+def test_beam_with_two_direct_workers_reads_files_apart_and_matches_local(corpus, tmp_path):
+    # Three files, chunks spanning them; two worker processes of the DirectRunner.
+    options = cpd.PretrainingDataOptions(max_seq_length=64, max_predictions_per_seq=10,
+                                         dupe_factor=1, random_seed=5, documents_per_chunk=7)
+    documents = demo_corpus.pydoc_documents()[:45]
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"part-{i}.txt"
+        path.write_text(demo_corpus.format_documents(documents[15 * i:15 * (i + 1)]),
+                        encoding="utf-8")
+        paths.append(str(path))
+    local = cpd.create_pretraining_data(",".join(paths), str(tmp_path / "local.tfrecord"),
+                                        corpus["vocab"], options=options)
+    stats = beam_pipeline.run_beam_pipeline(
+        ",".join(paths), str(tmp_path / "beam"), corpus["vocab"], options=options,
+        num_shards=3, pipeline_args=["--direct_num_workers=2",
+                                     "--direct_running_mode=multi_processing"])
+    shards = sorted(glob.glob(str(tmp_path / "beam-*")))
+    assert [os.path.basename(p) for p in shards] == [
+        f"beam-0000{i}-of-00003" for i in range(3)]
+    beam_records = records(shards)
+    assert collections.Counter(beam_records) == collections.Counter(
+        records([str(tmp_path / "local.tfrecord")]))
+    assert len(beam_records) == local.instances > 100
+    assert stats == local

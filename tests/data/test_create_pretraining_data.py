@@ -1,6 +1,7 @@
 """create_pretraining_data: statistics of real records, determinism, workers, bad input, the CLI."""
 
 import collections
+import io
 import itertools
 import logging
 import os
@@ -362,19 +363,21 @@ def test_truncation_matches_trimming_one_token_at_a_time():
         assert rng.random() == rng_want.random(), trial
 
 
-def test_creating_records_does_not_import_tensorflow(repo_root, corpus, tmp_path):
-    # Main process and the spawned workers (which import this module) stay TensorFlow-free,
-    # which is most of their start-up time and memory.
-    output = tmp_path / "o.tfrecord"
+def test_creating_records_does_not_import_tensorflow(repo_root, corpus, main_run, tmp_path):
+    # Main process and workers stay TensorFlow-free, which is most of their start-up time and
+    # memory. Without TensorFlow loaded the workers are forked (not spawned): their shards are
+    # byte for byte those of the in-process run.
+    outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
     code = (
         "import sys\n"
         "from bert_tf.data import create_pretraining_data as cpd\n"
         "assert 'tensorflow' not in sys.modules\n"
         "if __name__ == '__main__':\n"
-        f"    cpd.create_pretraining_data({corpus['pattern']!r}, {str(output)!r}, "
+        "    cpd.logging.set_verbosity(cpd.logging.INFO)\n"
+        f"    cpd.create_pretraining_data({corpus['pattern']!r}, {outputs!r}, "
         f"{corpus['vocab']!r}, options=cpd.PretrainingDataOptions(max_seq_length={SEQ}, "
-        f"max_predictions_per_seq={PRED}, dupe_factor=1, documents_per_chunk=40), "
-        "num_workers=2)\n"
+        f"max_predictions_per_seq={PRED}, dupe_factor=2, random_seed=7, "
+        "documents_per_chunk=40), num_workers=2)\n"
         "    print('tensorflow' in sys.modules)\n")
     script = tmp_path / "run.py"
     script.write_text(code)
@@ -382,7 +385,43 @@ def test_creating_records_does_not_import_tensorflow(repo_root, corpus, tmp_path
                             env=dict(os.environ, PYTHONPATH=repo_root), timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
-    assert len(read_records([str(output)])) > 0
+    assert re.search(r"Peak RSS: writer \d+ MB, largest worker \d+ MB\.", result.stderr)
+    for mine, reference in zip(outputs, main_run["outputs"]):
+        with open(mine, "rb") as f1, open(reference, "rb") as f2:
+            assert f1.read() == f2.read()
+
+
+def test_progress_line_reports_rates_instances_and_eta():
+    stats = cpd.CreationStats(documents=300, instances=4000, num_bytes=2_500_000)
+    assert cpd.format_progress(stats, 1500, 10.0, 10_000_000) == (
+        "300 documents (30.0 docs/s, 0.25 MB/s), 4000 instances made, 1500 written, "
+        "25.0% of input, ETA 0:00:30")
+    assert cpd.format_progress(cpd.CreationStats(), 0, 2.0, 100).endswith(
+        "0.0% of input, ETA unknown")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_is_a_bar_on_a_terminal_and_log_lines_otherwise(caplog):
+    stats = cpd.CreationStats(documents=10, instances=50, num_bytes=500)
+    terminal = _Terminal()
+    progress = cpd._Progress(1000, stream=terminal)
+    progress.update(stats, 20, force=True)
+    text = terminal.getvalue()
+    assert text.startswith("\r[##########..........] 10 documents (")
+    assert text.endswith("50 instances made, 20 written, 50.0% of input, ETA 0:00:00\x1b[K\n")
+    caplog.set_level(logging.INFO, logger="absl")
+    piped = io.StringIO()
+    progress = cpd._Progress(1000, stream=piped)
+    progress.update(stats, 20)  # within the interval: nothing
+    progress.update(stats, 20, force=True)
+    assert piped.getvalue() == ""
+    lines = [r.getMessage() for r in caplog.records if "documents (" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].endswith("50 instances made, 20 written, 50.0% of "
+                                                 "input, ETA 0:00:00.")
 
 
 # ---------------------------------------------------------------------------------------------
