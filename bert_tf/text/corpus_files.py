@@ -1,0 +1,87 @@
+"""Opening plain-text corpora: gzip and bzip2 read transparently, binary files refused by name.
+
+A corpus file is recognised by its first bytes, not its name, so a gzip file called corpus.txt
+is decompressed and a text file called corpus.gz is read as text. Before any work starts,
+`check_corpus_file` reads the first 64 KiB of (decompressed) content and refuses a file that is
+not text: a NUL byte, or more than 10% of the bytes not decodable as UTF-8 (a few bad bytes,
+as in a mostly-UTF-8 file, are left to the readers, which replace them and warn).
+
+No TensorFlow: only paths with a scheme (gs://, ...) import it, to open them with tf.io.gfile.
+"""
+
+import bz2
+import codecs
+import gzip
+import zlib
+
+GZIP_MAGIC = b"\x1f\x8b"
+BZIP2_MAGIC = b"BZh"
+SNIFF_BYTES = 64 * 1024
+# Latin-1 prose has ~1-3% non-ASCII bytes, random binary data ~40% undecodable ones.
+MAX_UNDECODABLE_FRACTION = 0.1
+# What a damaged or truncated compressed stream raises while it is read.
+READ_ERRORS = (EOFError, OSError, zlib.error, ValueError)
+
+
+def _open_raw(path):
+    if "://" in path:
+        import tensorflow as tf  # only remote file systems need it
+
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
+
+
+def compression_of(path):
+    """'GZIP', 'BZIP2' or '' from the file's first bytes (magic numbers), whatever its name."""
+    with _open_raw(path) as f:
+        head = f.read(len(BZIP2_MAGIC))
+    if head.startswith(GZIP_MAGIC):
+        return "GZIP"
+    if head.startswith(BZIP2_MAGIC):
+        return "BZIP2"
+    return ""
+
+
+def open_corpus(path):
+    """A binary file object of the file's text, decompressed if it is gzip or bzip2."""
+    compression = compression_of(path)
+    raw = _open_raw(path)
+    if compression == "GZIP":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if compression == "BZIP2":
+        return bz2.BZ2File(raw, mode="rb")
+    return raw
+
+
+def check_corpus_file(path):
+    """Raises ValueError naming `path` unless its first 64 KiB of content look like UTF-8 text.
+
+    Returns:
+      the compression found ('GZIP', 'BZIP2' or ''), so callers need not sniff again.
+
+    Raises:
+      ValueError: a compressed file that cannot be decompressed, or content that is binary
+        (a NUL byte) or mostly not UTF-8.
+    """
+    compression = compression_of(path)
+    kind = {"GZIP": "gzip", "BZIP2": "bzip2"}.get(compression)
+    try:
+        with open_corpus(path) as f:
+            sample = f.read(SNIFF_BYTES)
+    except READ_ERRORS as e:
+        raise ValueError(f"{path}: cannot read it as {kind} ({e}); the file is truncated or "
+                         "corrupt.") from None
+    what = f"{path} (after {kind} decompression)" if kind else path
+    nul = sample.find(b"\0")
+    if nul >= 0:
+        raise ValueError(f"{what} is binary, not text (a NUL byte at offset {nul}); expected "
+                         "UTF-8 text, one sentence per line (gzip and bzip2 files are read "
+                         "as such).")
+    # Incremental and not final: a character cut by the 64 KiB limit is not counted as bad.
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(sample)
+    undecodable = text.count("\ufffd") - sample.count("\ufffd".encode("utf-8"))
+    if sample and undecodable > MAX_UNDECODABLE_FRACTION * len(sample):
+        raise ValueError(f"{what} is not UTF-8 text: {undecodable} of its first {len(sample)} "
+                         "bytes cannot be decoded; expected UTF-8 text, one sentence per "
+                         "line (convert it, e.g. iconv -f latin1 -t utf-8).")
+    return compression
