@@ -62,15 +62,16 @@ def test_compressed_corpus_is_read_by_its_magic_bytes(tmp_path, vocab_file, comp
 
 
 def test_binary_corpus_is_refused_before_any_output(tmp_path, vocab_file):
-    data = random.Random(1).randbytes(50_000)
-    (tmp_path / "model.bin").write_bytes(data)
+    # A float32 array dump (1.0 = 00 00 80 3f): half NUL bytes, a quarter undecodable.
+    (tmp_path / "weights.bin").write_bytes(b"\x00\x00\x80\x3f" * 2000)
     (tmp_path / "ok.txt").write_bytes(_corpus(4))
     with pytest.raises(ValueError) as error:
-        cpd.create_pretraining_data(f"{tmp_path}/ok.txt,{tmp_path}/model.bin",
+        cpd.create_pretraining_data(f"{tmp_path}/ok.txt,{tmp_path}/weights.bin",
                                     str(tmp_path / "out.tfrecord"), vocab_file, options=OPTIONS)
     assert str(error.value) == (
-        f"{tmp_path}/model.bin is binary, not text (a NUL byte at offset {data.index(0)}); "
-        "expected UTF-8 text, one sentence per line (gzip and bzip2 files are read as such).")
+        f"{tmp_path}/weights.bin is binary, not text: 4000 of its first 8000 bytes are NUL or "
+        "other control bytes; expected UTF-8 text, one sentence per line (gzip and bzip2 files "
+        "are read as such).")
     assert _outputs(tmp_path) == []
 
 
@@ -122,8 +123,8 @@ def test_text_pipeline_reads_gzip_by_content_and_refuses_binary(tmp_path, vocab_
     assert str(error.value) == (f"{tmp_path}/corpus.bz2 is bzip2-compressed, which the text "
                                 "pipeline cannot read; decompress it or recompress it with gzip.")
     (tmp_path / "data.bin").write_bytes(b"\x00\x01\x02" * 100)
-    with pytest.raises(ValueError, match=rf"^{tmp_path}/data.bin is binary, not text \(a NUL "
-                                         r"byte at offset 0\)"):
+    with pytest.raises(ValueError, match=rf"^{tmp_path}/data.bin is binary, not text: 300 of "
+                                         r"its first 300 bytes are NUL or other control"):
         text_pretraining_dataset(str(tmp_path / "data.bin"), **kwargs)
 
 
@@ -133,8 +134,9 @@ def test_build_vocab_refuses_binary_input(tmp_path):
     with pytest.raises(ValueError) as error:
         vocab_builder.build_vocab(f"{tmp_path}/*", 100, True)
     assert str(error.value) == (
-        f"{tmp_path}/image.png is binary, not text (a NUL byte at offset 8); expected UTF-8 "
-        "text, one sentence per line (gzip and bzip2 files are read as such).")
+        f"{tmp_path}/image.png is binary, not text: 204 of its first 216 bytes are NUL or other "
+        "control bytes; expected UTF-8 text, one sentence per line (gzip and bzip2 files are "
+        "read as such).")
 
 
 class _FullDisk:

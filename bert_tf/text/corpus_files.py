@@ -3,8 +3,9 @@
 A corpus file is recognised by its first bytes, not its name, so a gzip file called corpus.txt
 is decompressed and a text file called corpus.gz is read as text. Before any work starts,
 `check_corpus_file` reads the first 64 KiB of (decompressed) content and refuses a file that is
-not text: a NUL byte, or more than 10% of the bytes not decodable as UTF-8 (a few bad bytes,
-as in a mostly-UTF-8 file, are left to the readers, which replace them and warn).
+not text: more than 10% (and at least 16) of those bytes NUL or other control bytes, or not
+decodable as UTF-8. A few bad bytes, as in a mostly-UTF-8 file, are left to the readers, which
+replace them and warn.
 
 No TensorFlow: only paths with a scheme (gs://, ...) import it, to open them with tf.io.gfile.
 """
@@ -17,8 +18,12 @@ import zlib
 GZIP_MAGIC = b"\x1f\x8b"
 BZIP2_MAGIC = b"BZh"
 SNIFF_BYTES = 64 * 1024
-# Latin-1 prose has ~1-3% non-ASCII bytes, random binary data ~40% undecodable ones.
-MAX_UNDECODABLE_FRACTION = 0.1
+# Latin-1 prose has ~1-3% non-ASCII bytes; binary data (numbers, pixels, compressed streams)
+# has far more NUL, control and undecodable bytes.
+MAX_BAD_FRACTION = 0.1
+MIN_BAD_BYTES = 16
+# C0 control bytes that text never holds (tab, newlines, form feed and escape excepted).
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\v\f\r\x1b") + b"\x7f"
 # What a damaged or truncated compressed stream raises while it is read.
 READ_ERRORS = (EOFError, OSError, zlib.error, ValueError)
 
@@ -61,7 +66,7 @@ def check_corpus_file(path):
 
     Raises:
       ValueError: a compressed file that cannot be decompressed, or content that is binary
-        (a NUL byte) or mostly not UTF-8.
+        (NUL and other control bytes) or mostly not UTF-8.
     """
     compression = compression_of(path)
     kind = {"GZIP": "gzip", "BZIP2": "bzip2"}.get(compression)
@@ -72,16 +77,21 @@ def check_corpus_file(path):
         raise ValueError(f"{path}: cannot read it as {kind} ({e}); the file is truncated or "
                          "corrupt.") from None
     what = f"{path} (after {kind} decompression)" if kind else path
-    nul = sample.find(b"\0")
-    if nul >= 0:
-        raise ValueError(f"{what} is binary, not text (a NUL byte at offset {nul}); expected "
-                         "UTF-8 text, one sentence per line (gzip and bzip2 files are read "
-                         "as such).")
+    control = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
     # Incremental and not final: a character cut by the 64 KiB limit is not counted as bad.
     text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(sample)
     undecodable = text.count("\ufffd") - sample.count("\ufffd".encode("utf-8"))
-    if sample and undecodable > MAX_UNDECODABLE_FRACTION * len(sample):
-        raise ValueError(f"{what} is not UTF-8 text: {undecodable} of its first {len(sample)} "
-                         "bytes cannot be decoded; expected UTF-8 text, one sentence per "
-                         "line (convert it, e.g. iconv -f latin1 -t utf-8).")
-    return compression
+    if not _looks_binary(control + undecodable, len(sample)):
+        return compression
+    if control >= undecodable:
+        raise ValueError(f"{what} is binary, not text: {control} of its first {len(sample)} "
+                         "bytes are NUL or other control bytes; expected UTF-8 text, one "
+                         "sentence per line (gzip and bzip2 files are read as such).")
+    raise ValueError(f"{what} is not UTF-8 text: {undecodable} of its first {len(sample)} "
+                     "bytes cannot be decoded; expected UTF-8 text, one sentence per line "
+                     "(convert it, e.g. iconv -f latin1 -t utf-8).")
+
+
+def _looks_binary(num_bad, num_bytes):
+    # A few stray bad bytes (in a tiny file, or a web crawl) do not make a file binary.
+    return num_bad >= MIN_BAD_BYTES and num_bad > MAX_BAD_FRACTION * num_bytes
