@@ -290,3 +290,15 @@ def test_export_dir_that_is_a_file_fails_before_training(tmp_path):
         common_flags.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / "model/1")))
     assert str(error.value) == (f"--export_dir={tmp_path}/model/1 cannot be created: "
                                 f"{tmp_path}/model is a file")
+
+
+def test_latin1_glue_tsv_names_the_line(tmp_path):
+    from bert_tf.data import glue
+
+    _write_table(tmp_path / "train.tsv", "sentence\tlabel\ngood\t1\nun film médiocre\t0\n",
+                 encoding="latin-1")
+    with pytest.raises(DataError) as error:
+        glue.read_glue_tsv(glue.glue_task("sst-2"), str(tmp_path), "train")
+    assert str(error.value) == (f"{tmp_path}/train.tsv:3: not UTF-8 (byte 0xe9 at byte 10 of "
+                                "the line); save the file as UTF-8 (from Latin-1: iconv -f "
+                                "latin1 -t utf-8)")

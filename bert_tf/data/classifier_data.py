@@ -107,7 +107,7 @@ def _open_text(path):
     return tf.io.gfile.GFile(path, "rb")
 
 
-def _decoded_lines(f, path):
+def decoded_lines(f, path):
     """The lines of a binary file object as str; DataError naming the first line not UTF-8."""
     for number, raw in enumerate(f, start=1):
         try:
@@ -124,7 +124,7 @@ def _table_rows(path, fmt):
     The line number is the row's first line (a quoted CSV field may span lines).
     """
     with _open_text(path) as binary:
-        f = _decoded_lines(binary, path)
+        f = decoded_lines(binary, path)
         if fmt == "jsonl":
             for number, line in enumerate(f, start=1):
                 if not line.strip():

@@ -289,13 +289,14 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
     compressions = [_compression_of(path, compression) for path in files]
 
     def inspect(path, file_compression):
-        if not file_compression and not has_scheme(path):
-            # One small read per record: a truncated file fails here, named, not mid-epoch.
-            tfrecord_io.check_record_framing(path)
-        return _SCHEMES.index(inspect_first_record(
+        scheme = _SCHEMES.index(inspect_first_record(
             path, max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
             use_next_sentence_label=use_next_sentence_label, vocab_size=vocab_size,
             compression=file_compression, span_boundaries=span_boundaries))
+        if not file_compression and not has_scheme(path):
+            # One small read per record: a truncated file fails here, named, not mid-epoch.
+            tfrecord_io.check_record_framing(path)
+        return scheme
 
     # Opening hundreds of shards one after another is slow on remote file systems; the first
     # failing file in list order is the one reported.
