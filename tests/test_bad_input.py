@@ -302,3 +302,14 @@ def test_latin1_glue_tsv_names_the_line(tmp_path):
     assert str(error.value) == (f"{tmp_path}/train.tsv:3: not UTF-8 (byte 0xe9 at byte 10 of "
                                 "the line); save the file as UTF-8 (from Latin-1: iconv -f "
                                 "latin1 -t utf-8)")
+
+
+def test_latin1_conll_file_names_the_line(tmp_path):
+    from bert_tf.data import tagging_data
+
+    path = _write_table(tmp_path / "train.txt", "Paris B-LOC\nest O\n\nZürich B-LOC\n",
+                        encoding="latin-1")
+    with pytest.raises(DataError) as error:
+        tagging_data.read_conll(path)
+    assert str(error.value) == (f"{path}:4: not UTF-8 (byte 0xfc at byte 2 of the line); save "
+                                "the file as UTF-8 (from Latin-1: iconv -f latin1 -t utf-8)")

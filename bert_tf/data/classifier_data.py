@@ -19,7 +19,7 @@ import os
 
 from absl import logging
 
-from bert_tf.data.task_errors import DataError, where
+from bert_tf.data.task_errors import DataError, decoded_lines, where
 from bert_tf.text import pack_inputs
 
 FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -105,17 +105,6 @@ def _open_text(path):
     if not tf.io.gfile.exists(path):
         raise DataError(f"{path}: no such file")
     return tf.io.gfile.GFile(path, "rb")
-
-
-def decoded_lines(f, path):
-    """The lines of a binary file object as str; DataError naming the first line not UTF-8."""
-    for number, raw in enumerate(f, start=1):
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise DataError(f"{where(path, number)}: not UTF-8 (byte 0x{raw[e.start]:02x} at "
-                            f"byte {e.start + 1} of the line); save the file as UTF-8 (from "
-                            "Latin-1: iconv -f latin1 -t utf-8)") from None
 
 
 def _table_rows(path, fmt):

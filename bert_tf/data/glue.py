@@ -19,9 +19,8 @@ import os
 
 from absl import logging
 
-from bert_tf.data.classifier_data import (InputExample, SkipCounter, decoded_lines,
-                                          label_string)
-from bert_tf.data.task_errors import DataError, where
+from bert_tf.data.classifier_data import InputExample, SkipCounter, label_string
+from bert_tf.data.task_errors import DataError, decoded_lines, where
 
 SPLITS = ("train", "dev", "test")
 
