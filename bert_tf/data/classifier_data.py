@@ -7,8 +7,9 @@ each example as [CLS] A [SEP] (B [SEP]) with the Python WordPiece tokenizer, and
 
 Bad input is reported, not guessed around: a missing column or key, an empty label, a label
 outside the declared set or a regression label that is not a number raises DataError naming the
-file, line and column (a line that is not UTF-8, or a CSV quote left open, names its line); rows whose text is empty are skipped (training and dev data) or kept (test data,
-where every row needs a prediction), and counted in the log.
+file, line and column (a line that is not UTF-8, or a CSV quote left open, names its line);
+rows whose text is empty are skipped (training and dev data) or kept (test data, where every
+row needs a prediction), and counted in the log.
 """
 
 import csv

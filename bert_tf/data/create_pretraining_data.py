@@ -5,8 +5,9 @@ SpanBERT's span masking (see "BERT-family options" below).
 
 Input format (as google-research/bert): UTF-8 text, one sentence per line, a blank line between
 documents; gzip or bzip2 files (recognised by their first bytes) are decompressed on the fly,
-and a binary or mostly non-UTF-8 file is refused, naming it, before any work starts. Output: tf.train.Example records (see bert_tf.data.tfrecord_io) that
-bert_tf.data.pretraining_dataset reads.
+and a binary or mostly non-UTF-8 file is refused, naming it, before any work starts. Output:
+tf.train.Example records (see bert_tf.data.tfrecord_io) that bert_tf.data.pretraining_dataset
+reads.
 
 The per-document algorithm follows the original create_pretraining_data.py:
   * a target length of max_seq_length - 3 tokens, or with probability short_seq_prob a random
