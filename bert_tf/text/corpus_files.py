@@ -12,6 +12,7 @@ No TensorFlow: only paths with a scheme (gs://, ...) import it, to open them wit
 
 import bz2
 import codecs
+import contextlib
 import gzip
 import zlib
 
@@ -47,15 +48,22 @@ def compression_of(path):
     return ""
 
 
+@contextlib.contextmanager
 def open_corpus(path):
-    """A binary file object of the file's text, decompressed if it is gzip or bzip2."""
+    """A binary file object of the file's text, decompressed if it is gzip or bzip2.
+
+    A context manager: the decompressor and the file under it are both closed on exit.
+    """
     compression = compression_of(path)
-    raw = _open_raw(path)
-    if compression == "GZIP":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if compression == "BZIP2":
-        return bz2.BZ2File(raw, mode="rb")
-    return raw
+    with _open_raw(path) as raw:
+        if compression == "GZIP":
+            with gzip.GzipFile(fileobj=raw, mode="rb") as f:
+                yield f
+        elif compression == "BZIP2":
+            with bz2.BZ2File(raw, mode="rb") as f:
+                yield f
+        else:
+            yield raw
 
 
 def check_corpus_file(path):
