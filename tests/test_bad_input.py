@@ -99,8 +99,8 @@ def test_damaged_gzip_corpus_is_named(tmp_path, vocab_file):
     (tmp_path / "tail.txt.gz").write_bytes(big[:len(big) * 3 // 4])
     with pytest.raises(ValueError, match=rf"^{tmp_path}/tail.txt.gz: cannot read past line "
                                          r"\d+ \(Compressed file ended before the end-of-stream "
-                                         r"marker was reached\); the compressed file is "
-                                         r"truncated or corrupt\.$"):
+                                         r"marker was reached\); the file is truncated or "
+                                         r"corrupt\.$"):
         _create(tmp_path, vocab_file, tmp_path / "tail.txt.gz", "out.tfrecord")
     assert _outputs(tmp_path) == []
 

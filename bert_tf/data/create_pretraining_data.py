@@ -261,17 +261,6 @@ def _file_size(path):
     return os.path.getsize(path)
 
 
-def _numbered_lines(f, path):
-    """(1-based line number, bytes) of a corpus file; a damaged compressed stream is named."""
-    line_number = 0
-    try:
-        for line_number, raw in enumerate(f, start=1):
-            yield line_number, raw
-    except corpus_files.READ_ERRORS as e:
-        raise ValueError(f"{path}: cannot read past line {line_number} ({e}); the compressed "
-                         "file is truncated or corrupt.") from None
-
-
 def iter_file_documents(path):
     """Reads one input file's documents, streaming (one document in memory at a time).
 
@@ -290,26 +279,32 @@ def iter_file_documents(path):
     """
     current = []
     num_documents = num_bytes = bad_lines = num_lines = 0
+    line_number = 0
     with corpus_files.open_corpus(path) as f:
-        for line_number, raw in _numbered_lines(f, path):
-            num_bytes += len(raw)
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                line = raw.decode("utf-8", errors="replace")
-                bad_lines += 1
-                if bad_lines <= _MAX_DECODE_WARNINGS_PER_FILE:
-                    logging.warning("%s:%d: invalid UTF-8 (%s); replaced the bad bytes with "
-                                    "U+FFFD.", path, line_number, e.reason)
-            line = line.strip()
-            if line:
-                num_lines += 1
-                current.append(line)
-                continue
-            if current:
-                num_documents += 1
-                yield current, num_bytes
-                current, num_bytes = [], 0
+        try:
+            for line_number, raw in enumerate(f, start=1):
+                num_bytes += len(raw)
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    line = raw.decode("utf-8", errors="replace")
+                    bad_lines += 1
+                    if bad_lines <= _MAX_DECODE_WARNINGS_PER_FILE:
+                        logging.warning("%s:%d: invalid UTF-8 (%s); replaced the bad bytes with "
+                                        "U+FFFD.", path, line_number, e.reason)
+                line = line.strip()
+                if line:
+                    num_lines += 1
+                    current.append(line)
+                    continue
+                if current:
+                    num_documents += 1
+                    yield current, num_bytes
+                    current, num_bytes = [], 0
+        except corpus_files.STREAM_ERRORS as e:
+            # A local disk error, or (mostly) a gzip/bzip2 stream cut short.
+            raise ValueError(f"{path}: cannot read past line {line_number} ({e}); the file is "
+                             "truncated or corrupt.") from None
     if current:
         num_documents += 1
         yield current, num_bytes

@@ -25,8 +25,10 @@ MAX_BAD_FRACTION = 0.1
 MIN_BAD_BYTES = 16
 # C0 control bytes that text never holds (tab, newlines, form feed and escape excepted).
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\v\f\r\x1b") + b"\x7f"
-# What a damaged or truncated compressed stream raises while it is read.
-READ_ERRORS = (EOFError, OSError, zlib.error, ValueError)
+# What a damaged or truncated gzip/bzip2 stream raises while it is read (BadGzipFile is an
+# OSError); opening one that is not the format it starts like can also raise ValueError.
+STREAM_ERRORS = (EOFError, OSError, zlib.error)
+READ_ERRORS = STREAM_ERRORS + (ValueError,)
 
 
 def _open_raw(path):
