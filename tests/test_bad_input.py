@@ -313,3 +313,19 @@ def test_latin1_conll_file_names_the_line(tmp_path):
         tagging_data.read_conll(path)
     assert str(error.value) == (f"{path}:4: not UTF-8 (byte 0xfc at byte 2 of the line); save "
                                 "the file as UTF-8 (from Latin-1: iconv -f latin1 -t utf-8)")
+
+
+def test_export_to_a_file_is_refused_even_with_overwrite(tmp_path):
+    from bert_tf import serving
+    from bert_tf.config import BertConfig
+    from bert_tf.modeling import BertEncoder
+
+    encoder = BertEncoder(BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=64,
+                                     max_position_embeddings=64))
+    (tmp_path / "model").write_text("keep me")
+    with pytest.raises(FileExistsError) as error:
+        serving.export(encoder, str(tmp_path / "model"), signatures=("ids",), overwrite=True)
+    assert str(error.value) == (f"export: {tmp_path}/model is a file; expected a new or empty "
+                                "version directory, e.g. EXPORT/1.")
+    assert (tmp_path / "model").read_text() == "keep me"
