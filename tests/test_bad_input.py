@@ -61,6 +61,13 @@ def test_compressed_corpus_is_read_by_its_magic_bytes(tmp_path, vocab_file, comp
     assert packed == plain
 
 
+def test_text_that_starts_like_a_magic_number_is_text(tmp_path):
+    from bert_tf.text import corpus_files
+
+    (tmp_path / "bzh.txt").write_bytes(b"BZh9 is where the line starts\n")
+    assert corpus_files.check_corpus_file(str(tmp_path / "bzh.txt")) == ""
+
+
 def test_binary_corpus_is_refused_before_any_output(tmp_path, vocab_file):
     # A float32 array dump (1.0 = 00 00 80 3f): half NUL bytes, a quarter undecodable.
     (tmp_path / "weights.bin").write_bytes(b"\x00\x00\x80\x3f" * 2000)

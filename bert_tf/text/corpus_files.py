@@ -17,7 +17,9 @@ import gzip
 import zlib
 
 GZIP_MAGIC = b"\x1f\x8b"
-BZIP2_MAGIC = b"BZh"
+# "BZh", the block size '1'-'9', then a block header (pi) or the end of stream (sqrt(pi)): a
+# text line that happens to start with "BZh" is not taken for bzip2.
+_BZIP2_BLOCK_MAGICS = (bytes.fromhex("314159265359"), bytes.fromhex("177245385090"))
 SNIFF_BYTES = 64 * 1024
 # Latin-1 prose has ~1-3% non-ASCII bytes; binary data (numbers, pixels, compressed streams)
 # has far more NUL, control and undecodable bytes.
@@ -42,10 +44,10 @@ def _open_raw(path):
 def compression_of(path):
     """'GZIP', 'BZIP2' or '' from the file's first bytes (magic numbers), whatever its name."""
     with _open_raw(path) as f:
-        head = f.read(len(BZIP2_MAGIC))
+        head = f.read(10)
     if head.startswith(GZIP_MAGIC):
         return "GZIP"
-    if head.startswith(BZIP2_MAGIC):
+    if head[:3] == b"BZh" and head[3:4] in b"123456789" and head[4:] in _BZIP2_BLOCK_MAGICS:
         return "BZIP2"
     return ""
 
