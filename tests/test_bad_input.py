@@ -336,3 +336,12 @@ def test_export_to_a_file_is_refused_even_with_overwrite(tmp_path):
     assert str(error.value) == (f"export: {tmp_path}/model is a file; expected a new or empty "
                                 "version directory, e.g. EXPORT/1.")
     assert (tmp_path / "model").read_text() == "keep me"
+
+
+def test_progress_of_compressed_input_counts_the_stored_bytes(tmp_path):
+    packed = gzip.compress(_corpus(30))
+    (tmp_path / "corpus.txt.gz").write_bytes(packed)
+    read = list(cpd.iter_file_documents(str(tmp_path / "corpus.txt.gz")))
+    assert len([lines for lines, _ in read if lines]) == 30
+    # The ETA divides these by the file sizes: they must add up to the compressed size.
+    assert sum(n for _, n in read) == len(packed)

@@ -274,12 +274,23 @@ def iter_file_documents(path):
 
     Yields:
       (lines, num_bytes): a document as a list of stripped, non-empty lines, and the input bytes
-      read since the previous yield. A last (lines=None, num_bytes) reports trailing bytes
-      that held no document.
+      read since the previous yield (of the file as stored: compressed bytes for gzip/bzip2).
+      A last (lines=None, num_bytes) reports trailing bytes that held no document.
     """
     current = []
     num_documents = num_bytes = bad_lines = num_lines = 0
     line_number = 0
+    # Progress counts the bytes of the file as stored: compressed ones for gzip/bzip2 input.
+    stored_read = 0
+
+    def stored_bytes(f, content_bytes):
+        nonlocal stored_read
+        position = corpus_files.stored_bytes_read(f)
+        if position is None:
+            return content_bytes
+        read, stored_read = position - stored_read, position
+        return read
+
     with corpus_files.open_corpus(path) as f:
         try:
             for line_number, raw in enumerate(f, start=1):
@@ -299,12 +310,13 @@ def iter_file_documents(path):
                     continue
                 if current:
                     num_documents += 1
-                    yield current, num_bytes
+                    yield current, stored_bytes(f, num_bytes)
                     current, num_bytes = [], 0
         except corpus_files.STREAM_ERRORS as e:
             # A local disk error, or (mostly) a gzip/bzip2 stream cut short.
             raise ValueError(f"{path}: cannot read past line {line_number} ({e}); the file is "
                              "truncated or corrupt.") from None
+        num_bytes = stored_bytes(f, num_bytes)
     if current:
         num_documents += 1
         yield current, num_bytes

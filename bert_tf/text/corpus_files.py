@@ -13,7 +13,9 @@ No TensorFlow: only paths with a scheme (gs://, ...) import it, to open them wit
 import bz2
 import codecs
 import contextlib
+import functools
 import gzip
+import weakref
 import zlib
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -52,22 +54,48 @@ def compression_of(path):
     return ""
 
 
+class _CountingReader:
+    """The file under a decompressor, counting the (compressed) bytes read from it."""
+
+    def __init__(self, raw):
+        self._raw = raw
+        self.bytes_read = 0
+
+    def read(self, size=-1):
+        data = self._raw.read(size)
+        self.bytes_read += len(data)
+        return data
+
+
 @contextlib.contextmanager
 def open_corpus(path):
     """A binary file object of the file's text, decompressed if it is gzip or bzip2.
 
-    A context manager: the decompressor and the file under it are both closed on exit.
+    A context manager: the decompressor and the file under it are both closed on exit. For
+    progress reports, `stored_bytes_read(f)` tells how much of the file as stored has been read.
     """
     compression = compression_of(path)
     with _open_raw(path) as raw:
-        if compression == "GZIP":
-            with gzip.GzipFile(fileobj=raw, mode="rb") as f:
-                yield f
-        elif compression == "BZIP2":
-            with bz2.BZ2File(raw, mode="rb") as f:
-                yield f
-        else:
+        if not compression:
             yield raw
+            return
+        counting = _CountingReader(raw)
+        decompress = (functools.partial(gzip.GzipFile, fileobj=counting) if compression == "GZIP"
+                      else functools.partial(bz2.BZ2File, counting))
+        with decompress(mode="rb") as f:
+            _STORED_COUNTERS[f] = counting
+            yield f
+
+
+# Decompressor -> its _CountingReader; weak, so a closed file does not linger here.
+_STORED_COUNTERS = weakref.WeakKeyDictionary()
+
+
+def stored_bytes_read(f):
+    """Bytes of the stored (compressed) file read so far through a gzip/bzip2 `f` from
+    open_corpus; None for an uncompressed file (count its lines' bytes instead)."""
+    counting = _STORED_COUNTERS.get(f)
+    return None if counting is None else counting.bytes_read
 
 
 def check_corpus_file(path):
