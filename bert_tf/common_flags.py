@@ -154,7 +154,20 @@ def define_export_flags():
 def check_export_dir(options):
     """--export_dir must be a new or empty version directory (checked before any training)."""
     export_dir = options.export_dir
-    if export_dir and tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
+    if not export_dir:
+        return
+    # The export comes after training: a file in the way must fail now, not then.
+    path = export_dir.rstrip("/") or export_dir
+    if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+        raise FlagValueError(f"--export_dir={export_dir} is a file; expected a new or empty "
+                             "version directory, e.g. EXPORT/1")
+    parent = os.path.dirname(path)
+    while "://" not in path and parent and parent != path:
+        if os.path.exists(parent) and not os.path.isdir(parent):
+            raise FlagValueError(f"--export_dir={export_dir} cannot be created: {parent} is a "
+                                 "file")
+        path, parent = parent, os.path.dirname(parent)
+    if tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
         raise FlagValueError(f"--export_dir={export_dir} exists and is not empty; choose a new "
                              "version directory")
 

@@ -98,10 +98,9 @@ class ClassifierData:
             return explicit
         if not self.options.data_dir:
             raise FlagValueError(f"no {split} data: give --{split}_file or --data_dir")
-        for extension in _USER_FILE_EXTENSIONS:
-            path = os.path.join(self.options.data_dir, split + extension)
-            if tf.io.gfile.exists(path):
-                return path
+        path = classifier_data.split_file(self.options.data_dir, split, _USER_FILE_EXTENSIONS)
+        if path:
+            return path
         raise FlagValueError(f"no {split} file in --data_dir={self.options.data_dir}: expected "
                              f"{split} with one of {', '.join(_USER_FILE_EXTENSIONS)}, or "
                              f"--{split}_file")

@@ -124,10 +124,40 @@ def write_bert_tf(model, output_dir, vocab_file, do_lower_case):
         huggingface.write_tokenizer_config(output_dir, do_lower_case)
 
 
+# The loaders are shared with the training CLIs, whose flag for a checkpoint is --init_checkpoint
+# and whose messages say so; here the same path comes from --checkpoint.
+_OWN_FLAG_NAMES = (("--init_checkpoint=", "--checkpoint="),
+                   ("; pass the config", "; pass --bert_config_file"))
+
+
+def _with_own_flag_names(message):
+    for theirs, ours in _OWN_FLAG_NAMES:
+        message = message.replace(theirs, ours)
+    return message
+
+
 def convert(source_format, target_format, checkpoint, output_dir, bert_config_file=None,
             vocab_file=None, do_lower_case=None, allow_pickle=False,
             max_position_embeddings=None, position_extension="copy"):
-    """Runs one conversion; returns the files in output_dir afterwards."""
+    """Runs one conversion; returns the files in output_dir afterwards.
+
+    Raises:
+      interop.InteropError, ConfigError, ValueError: naming this tool's flags.
+    """
+    try:
+        return _convert(source_format, target_format, checkpoint, output_dir,
+                        bert_config_file, vocab_file, do_lower_case, allow_pickle,
+                        max_position_embeddings, position_extension)
+    except (interop.InteropError, ConfigError, ValueError) as e:
+        message = _with_own_flag_names(str(e))
+        if message == str(e):
+            raise
+        raise type(e)(message) from None
+
+
+def _convert(source_format, target_format, checkpoint, output_dir, bert_config_file,
+             vocab_file, do_lower_case, allow_pickle, max_position_embeddings,
+             position_extension):
     check_writable_dir(output_dir)
     model, source_vocab, source_casing = read_source(source_format, checkpoint,
                                                      bert_config_file, allow_pickle)

@@ -5,10 +5,11 @@ the label set (declared, or inferred from the training examples); `classifier_fe
 each example as [CLS] A [SEP] (B [SEP]) with the Python WordPiece tokenizer, and
 `classifier_records` caches them as TFRecords for bert_tf.data.feature_records.records_dataset.
 
-Bad input is reported, not guessed around: a missing column or key, a label outside the
-declared set or a regression label that is not a number raises DataError naming the file, line
-and column; rows whose text is empty are skipped (training and dev data) or kept (test data,
-where every row needs a prediction), and counted in the log.
+Bad input is reported, not guessed around: a missing column or key, an empty label, a label
+outside the declared set or a regression label that is not a number raises DataError naming the
+file, line and column (a line that is not UTF-8, or a CSV quote left open, names its line);
+rows whose text is empty are skipped (training and dev data) or kept (test data, where every
+row needs a prediction), and counted in the log.
 """
 
 import csv
@@ -19,7 +20,7 @@ import os
 
 from absl import logging
 
-from bert_tf.data.task_errors import DataError, where
+from bert_tf.data.task_errors import DataError, decoded_lines, where
 from bert_tf.text import pack_inputs
 
 FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -82,17 +83,38 @@ def file_format(path, format_name=None):
     return FILE_FORMATS[extension]
 
 
+def split_file(data_dir, split, extensions):
+    """The one file `split` + extension in `data_dir`, or None if there is none.
+
+    Raises:
+      DataError: more than one, say train.csv and train.tsv (which one was meant is unknown).
+    """
+    import tensorflow as tf  # Only for tf.io.gfile (gs:// and other remote paths).
+
+    found = [os.path.join(data_dir, split + extension) for extension in extensions
+             if tf.io.gfile.exists(os.path.join(data_dir, split + extension))]
+    if len(found) > 1:
+        names = " and ".join(os.path.basename(path) for path in found)
+        raise DataError(f"--data_dir={data_dir} holds {names}: ambiguous {split} data; remove "
+                        f"all but one or give --{split}_file")
+    return found[0] if found else None
+
+
 def _open_text(path):
     import tensorflow as tf  # Only for tf.io.gfile (gs:// and other remote paths).
 
     if not tf.io.gfile.exists(path):
         raise DataError(f"{path}: no such file")
-    return tf.io.gfile.GFile(path, "r")
+    return tf.io.gfile.GFile(path, "rb")
 
 
 def _table_rows(path, fmt):
-    """(line number, dict column -> value) of a CSV/TSV file with a header row, or JSONL."""
-    with _open_text(path) as f:
+    """(line number, dict column -> value) of a CSV/TSV file with a header row, or JSONL.
+
+    The line number is the row's first line (a quoted CSV field may span lines).
+    """
+    with _open_text(path) as binary:
+        f = decoded_lines(binary, path)
         if fmt == "jsonl":
             for number, line in enumerate(f, start=1):
                 if not line.strip():
@@ -115,13 +137,24 @@ def _table_rows(path, fmt):
         if header is None:
             return
         header = [name.lstrip("\ufeff").strip() for name in header]
-        for row in reader:
+        while True:
+            first_line = reader.line_num + 1
+            row = next(reader, None)
+            if row is None:
+                return
             if not any(cell.strip() for cell in row):
                 continue
             if len(row) != len(header):
+                if reader.line_num > first_line and any("\n" in cell for cell in row):
+                    # An unclosed quote swallows the following lines: name where it opened.
+                    raise DataError(
+                        f"{where(path, first_line)}: a quoted field opened on this line runs "
+                        f"to line {reader.line_num} (an unbalanced '\"'?), making a row of "
+                        f"{len(row)} fields; the header has {len(header)} "
+                        f"({', '.join(header)})")
                 raise DataError(f"{where(path, reader.line_num)}: {len(row)} fields, but the "
                                 f"header has {len(header)} ({', '.join(header)})")
-            yield reader.line_num, dict(zip(header, row))
+            yield first_line, dict(zip(header, row))
 
 
 def read_table_examples(path, *, text_a_column, text_b_column=None, label_column=None,
@@ -142,7 +175,8 @@ def read_table_examples(path, *, text_a_column, text_b_column=None, label_column
       list of InputExample with guid = the row's 0-based index among data rows.
 
     Raises:
-      DataError: a named column is missing, or a regression label is not a number.
+      DataError: a named column is missing, a label is empty (when `require_labels`), a
+        regression label is not a number, a line is not UTF-8, or a CSV quote is not closed.
     """
     fmt = file_format(path, format_name)
     columns = [c for c in (text_a_column, text_b_column) if c]
@@ -164,8 +198,16 @@ def read_table_examples(path, *, text_a_column, text_b_column=None, label_column
             skips.skip("empty text", where(path, number))
             continue
         label = None
-        if label_column and label_column in row and row[label_column] is not None:
-            label = _label_value(row[label_column], is_regression, path, number, label_column)
+        if label_column and label_column in row:
+            value = row[label_column]
+            if value is None or not str(value).strip():
+                # Test files may leave labels blank; in training data a blank would become a
+                # class of its own and fail only after training.
+                if require_labels:
+                    raise DataError(f"{where(path, number, label_column)}: empty label; every "
+                                    "training and evaluation row needs one")
+            else:
+                label = _label_value(value, is_regression, path, number, label_column)
         examples.append(InputExample(str(index), text_a, text_b, label, where(path, number)))
     skips.log_summary()
     return examples

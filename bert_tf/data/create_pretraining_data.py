@@ -4,8 +4,10 @@ Also makes the records of two BERT-family recipes: ALBERT's sentence-order predi
 SpanBERT's span masking (see "BERT-family options" below).
 
 Input format (as google-research/bert): UTF-8 text, one sentence per line, a blank line between
-documents. Output: tf.train.Example records (see bert_tf.data.tfrecord_io) that
-bert_tf.data.pretraining_dataset reads.
+documents; gzip or bzip2 files (recognised by their first bytes) are decompressed on the fly,
+and a binary or mostly non-UTF-8 file is refused, naming it, before any work starts. Output:
+tf.train.Example records (see bert_tf.data.tfrecord_io) that bert_tf.data.pretraining_dataset
+reads.
 
 The per-document algorithm follows the original create_pretraining_data.py:
   * a target length of max_seq_length - 3 tokens, or with probability short_seq_prob a random
@@ -94,6 +96,7 @@ from bert_tf.data.instance_encoder import InstanceEncoder
 from bert_tf.data.patterns import expand_input_patterns
 from bert_tf.data.patterns import has_scheme
 from bert_tf.text import WordpieceTokenizer
+from bert_tf.text import corpus_files
 
 # Lines of a file reported individually for invalid UTF-8 before only a total is logged.
 _MAX_DECODE_WARNINGS_PER_FILE = 3
@@ -253,15 +256,6 @@ def document_seed(random_seed, file_index, document_index, dupe_index):
     return int.from_bytes(hashlib.sha256(key).digest()[:8], "little")
 
 
-def _open_binary(path):
-    # Plain open() is much faster line by line; other file systems (gs://...) go through TF.
-    if has_scheme(path):
-        import tensorflow as tf
-
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")
-
-
 def _file_size(path):
     if has_scheme(path):
         import tensorflow as tf
@@ -274,38 +268,58 @@ def iter_file_documents(path):
     """Reads one input file's documents, streaming (one document in memory at a time).
 
     Blank (or whitespace-only) lines separate documents; repeated blank lines are one separator.
-    Invalid UTF-8 is replaced by U+FFFD with a warning naming the file and line.
+    Invalid UTF-8 is replaced by U+FFFD with a warning naming the file and line. gzip and bzip2
+    files are decompressed (see bert_tf.text.corpus_files); a damaged stream raises ValueError
+    naming the file and the line reached.
 
     Args:
       path: the input text file.
 
     Yields:
       (lines, num_bytes): a document as a list of stripped, non-empty lines, and the input bytes
-      read since the previous yield. A last (lines=None, num_bytes) reports trailing bytes
-      that held no document.
+      read since the previous yield (of the file as stored: compressed bytes for gzip/bzip2).
+      A last (lines=None, num_bytes) reports trailing bytes that held no document.
     """
     current = []
     num_documents = num_bytes = bad_lines = num_lines = 0
-    with _open_binary(path) as f:
-        for line_number, raw in enumerate(f, start=1):
-            num_bytes += len(raw)
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                line = raw.decode("utf-8", errors="replace")
-                bad_lines += 1
-                if bad_lines <= _MAX_DECODE_WARNINGS_PER_FILE:
-                    logging.warning("%s:%d: invalid UTF-8 (%s); replaced the bad bytes with "
-                                    "U+FFFD.", path, line_number, e.reason)
-            line = line.strip()
-            if line:
-                num_lines += 1
-                current.append(line)
-                continue
-            if current:
-                num_documents += 1
-                yield current, num_bytes
-                current, num_bytes = [], 0
+    line_number = 0
+    # Progress counts the bytes of the file as stored: compressed ones for gzip/bzip2 input.
+    stored_read = 0
+
+    def stored_bytes(f, content_bytes):
+        nonlocal stored_read
+        position = corpus_files.stored_bytes_read(f)
+        if position is None:
+            return content_bytes
+        read, stored_read = position - stored_read, position
+        return read
+
+    with corpus_files.open_corpus(path) as f:
+        try:
+            for line_number, raw in enumerate(f, start=1):
+                num_bytes += len(raw)
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    line = raw.decode("utf-8", errors="replace")
+                    bad_lines += 1
+                    if bad_lines <= _MAX_DECODE_WARNINGS_PER_FILE:
+                        logging.warning("%s:%d: invalid UTF-8 (%s); replaced the bad bytes with "
+                                        "U+FFFD.", path, line_number, e.reason)
+                line = line.strip()
+                if line:
+                    num_lines += 1
+                    current.append(line)
+                    continue
+                if current:
+                    num_documents += 1
+                    yield current, stored_bytes(f, num_bytes)
+                    current, num_bytes = [], 0
+        except corpus_files.STREAM_ERRORS as e:
+            # A local disk error, or (mostly) a gzip/bzip2 stream cut short.
+            raise ValueError(f"{path}: cannot read past line {line_number} ({e}); the file is "
+                             "truncated or corrupt.") from None
+        num_bytes = stored_bytes(f, num_bytes)
     if current:
         num_documents += 1
         yield current, num_bytes
@@ -749,12 +763,15 @@ def _sentence_order_pair(chunk, rng):
 
 
 def nonempty_input_files(input_files):
-    """Drops (with a warning) zero-byte files; raises ValueError if every file is empty."""
+    """Drops (with a warning) zero-byte files; raises ValueError if every file is empty or
+    naming the first file that is not text (binary, mostly not UTF-8, or a damaged gzip/bzip2
+    file; see bert_tf.text.corpus_files), before any work starts."""
     kept = []
     for path in input_files:
         if _file_size(path) == 0:
             logging.warning("Input file %s is empty; skipping it.", path)
         else:
+            corpus_files.check_corpus_file(path)
             kept.append(path)
     if not kept:
         raise ValueError(f"All input files are empty: {', '.join(input_files)}.")

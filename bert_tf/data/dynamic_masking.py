@@ -30,7 +30,6 @@ blocks without a single sequence (text without any token, or only one sentence i
 next-sentence prediction) stops iteration with an InvalidArgumentError that says so.
 """
 
-import gzip
 import math
 import random
 
@@ -40,7 +39,7 @@ import tensorflow as tf
 
 from bert_tf import optional
 from bert_tf.data.pretraining_dataset import expand_input_patterns
-from bert_tf.text import BertTokenizerLayer, load_vocab
+from bert_tf.text import BertTokenizerLayer, corpus_files, load_vocab
 
 _DEFAULT_BLOCK_LINES = 2048
 _DEFAULT_SHUFFLE_BUFFER = 2000
@@ -88,10 +87,21 @@ def _check_args(batch_size, max_seq_length, max_predictions_per_seq, masked_lm_p
         raise ValueError(f"short_seq_prob={short_seq_prob} must be in [0, 1].")
 
 
-def _open_text(path):
-    """A binary file object for a text input file, decompressing *.gz as the pipeline does."""
-    f = tf.io.gfile.GFile(path, "rb")
-    return gzip.GzipFile(fileobj=f, mode="rb") if path.endswith(".gz") else f
+def _check_text_files(files):
+    """{path: 'GZIP' or ''} for TextLineDataset, from each file's first bytes (not its name).
+
+    Raises:
+      ValueError naming the first file that is binary, mostly not UTF-8, a damaged gzip file,
+      or bzip2 (which TextLineDataset cannot read).
+    """
+    compressions = {}
+    for path in files:
+        compression = corpus_files.check_corpus_file(path)
+        if compression == "BZIP2":
+            raise ValueError(f"{path} is bzip2-compressed, which the text pipeline cannot "
+                             "read; decompress it or recompress it with gzip.")
+        compressions[path] = compression
+    return compressions
 
 
 def _describe_files(files, limit=3):
@@ -106,7 +116,7 @@ def _check_some_text(files):
     Each file is read only up to its first non-blank line, so a real corpus costs one line.
     """
     for path in files:
-        with _open_text(path) as f:
+        with corpus_files.open_corpus(path) as f:
             for line in f:
                 # bytes.strip() drops ASCII whitespace, as tf.strings.strip in the pipeline.
                 if line.strip():
@@ -127,14 +137,16 @@ def _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_
             max_predictions_per_seq)
 
 
-def _text_line_blocks(files, block_lines, is_training, seed, input_context):
-    """Blocks of lines, tf.string [<= block_lines], each block from a single file."""
+def _text_line_blocks(files, compressions, block_lines, is_training, seed, input_context):
+    """Blocks of lines, tf.string [<= block_lines], each block from a single file.
+
+    `compressions` maps each file to its TextLineDataset compression_type ('GZIP' or '').
+    """
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     shard_blocks = num_pipelines > 1 and len(files) < num_pipelines
     file_ds = tf.data.Dataset.from_tensor_slices(files)
     if num_pipelines > 1 and not shard_blocks:
         file_ds = file_ds.shard(num_pipelines, input_context.input_pipeline_id)
-    compressions = {path: "GZIP" if path.endswith(".gz") else "" for path in files}
     gzip_files = tf.constant(sorted(p for p, c in compressions.items() if c) or [""])
 
     def read(path):
@@ -756,7 +768,8 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
     either feeds the same model.
 
     Args:
-      text_patterns: text file glob(s): str (comma-separated allowed) or list; *.gz is GZIP.
+      text_patterns: text file glob(s): str (comma-separated allowed) or list; gzip files
+        (found by their first bytes) are decompressed; binary or bzip2 files are refused.
         One sentence per line, a blank line between documents.
       vocab_file: WordPiece vocab (one token per line) with [PAD] [UNK] [CLS] [SEP] [MASK].
       do_lower_case: must match the vocab / checkpoint.
@@ -838,8 +851,10 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
                                    block_lines, is_training, seed, input_context)
     else:
         files = expand_input_patterns(text_patterns)
+        compressions = _check_text_files(files)
         _check_some_text(files)
-        blocks = _text_line_blocks(files, block_lines, is_training, seed, input_context)
+        blocks = _text_line_blocks(files, compressions, block_lines, is_training, seed,
+                                   input_context)
     # Single quotes: the assertion message below would print double quotes escaped.
     source = (f"TFDS dataset '{tfds_name}'" if tfds_name is not None
               else _describe_files(files))

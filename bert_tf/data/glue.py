@@ -21,7 +21,7 @@ from absl import logging
 
 from bert_tf import optional
 from bert_tf.data.classifier_data import InputExample, SkipCounter, label_string
-from bert_tf.data.task_errors import DataError, where
+from bert_tf.data.task_errors import DataError, decoded_lines, where
 
 SPLITS = ("train", "dev", "test")
 
@@ -125,7 +125,8 @@ def read_glue_tsv(task, data_dir, split):
       list of InputExample; test examples have guid = the file's index column and no label.
 
     Raises:
-      DataError: missing file, unknown label, non-numeric STS-B score, malformed test row.
+      DataError: missing file, unknown label, non-numeric STS-B score, malformed test row, a
+        line that is not UTF-8.
     """
     import tensorflow as tf  # tf.io.gfile reads local and remote (gs://) paths alike.
 
@@ -138,8 +139,8 @@ def read_glue_tsv(task, data_dir, split):
     needed = _row_fields_needed(layout)
     skips = SkipCounter(path)
     examples = []
-    with tf.io.gfile.GFile(path, "r") as f:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+    with tf.io.gfile.GFile(path, "rb") as f:
+        reader = csv.reader(decoded_lines(f, path), delimiter="\t", quoting=csv.QUOTE_NONE)
         for row in reader:
             number = reader.line_num
             if layout.header and number == 1:

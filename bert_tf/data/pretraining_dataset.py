@@ -23,7 +23,9 @@ one reader takes both kinds.
 
 with B = per-replica batch size, S = max_seq_length, P = max_predictions_per_seq.
 
-The first record of every file is checked eagerly in Python before the pipeline is built, so a
+The framing of every uncompressed local file is walked first (one 12-byte read per record), so a
+file cut short is named before training, not found mid-epoch. The first record of every file is
+checked eagerly in Python before the pipeline is built, so a
 records/flags mismatch (say --max_seq_length=128 against records written with 64) fails at once
 with the file, feature and expected value named, not later as an opaque InvalidArgumentError
 from inside tf.data. With vocab_size, every record's ids are also checked as it is parsed.
@@ -34,8 +36,10 @@ import concurrent.futures
 import tensorflow as tf
 from google.protobuf import message
 
+from bert_tf.data import tfrecord_io
 # Re-exported: callers and tests import it from here.
 from bert_tf.data.patterns import expand_input_patterns  # noqa: F401
+from bert_tf.data.patterns import has_scheme
 
 # On-disk name -> model input name, per naming scheme. The remaining features share their name.
 _RENAMES = {
@@ -285,10 +289,14 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
     compressions = [_compression_of(path, compression) for path in files]
 
     def inspect(path, file_compression):
-        return _SCHEMES.index(inspect_first_record(
+        scheme = _SCHEMES.index(inspect_first_record(
             path, max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
             use_next_sentence_label=use_next_sentence_label, vocab_size=vocab_size,
             compression=file_compression, span_boundaries=span_boundaries))
+        if not file_compression and not has_scheme(path):
+            # One small read per record: a truncated file fails here, named, not mid-epoch.
+            tfrecord_io.check_record_framing(path)
+        return scheme
 
     # Opening hundreds of shards one after another is slow on remote file systems; the first
     # failing file in list order is the one reported.

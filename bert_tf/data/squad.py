@@ -154,9 +154,11 @@ def check_squad_data(dataset, source, version_2_with_negative):
       non-empty `answers` list; v2.0: an `answers` list, empty for unanswerable questions).
 
     Raises:
-      SquadFormatError naming `source` and the faulty field.
+      SquadFormatError naming `source` and the faulty field (or a repeated question id).
     """
     has_gold = True
+    # Predictions are keyed by question id: a repeated id would silently merge two questions.
+    first_seen = {}
     for i, article in enumerate(dataset):
         paragraphs = _field(article, "paragraphs", list, f"data[{i}]", source)
         for j, paragraph in enumerate(paragraphs):
@@ -164,7 +166,12 @@ def check_squad_data(dataset, source, version_2_with_negative):
             _field(paragraph, "context", str, where, source)
             for k, qa in enumerate(_field(paragraph, "qas", list, where, source)):
                 qa_where = f"{where}.qas[{k}]"
-                _field(qa, "id", (str, int), qa_where, source)
+                qas_id = str(_field(qa, "id", (str, int), qa_where, source))
+                if qas_id in first_seen:
+                    raise SquadFormatError(f"{source}: {qa_where}.id: question id {qas_id!r} "
+                                           f"is also the id of {first_seen[qas_id]}; question "
+                                           "ids must be unique (predictions are keyed by id)")
+                first_seen[qas_id] = qa_where
                 _field(qa, "question", str, qa_where, source)
                 if not isinstance(qa, dict) or "answers" not in qa:
                     has_gold = False

@@ -17,7 +17,7 @@ import dataclasses
 
 from absl import logging
 
-from bert_tf.data.task_errors import DataError, where
+from bert_tf.data.task_errors import DataError, decoded_lines, where
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
@@ -66,8 +66,8 @@ def read_conll(path, *, token_column=0, tag_column=-1, require_tags=True):
         words.clear()
         tags.clear()
 
-    with tf.io.gfile.GFile(path, "r") as f:
-        for number, line in enumerate(f, start=1):
+    with tf.io.gfile.GFile(path, "rb") as f:
+        for number, line in enumerate(decoded_lines(f, path), start=1):
             fields = line.split()
             if not fields:
                 close()

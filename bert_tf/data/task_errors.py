@@ -1,4 +1,5 @@
-"""The error raised for unusable task data, naming the file, line and column at fault."""
+"""The error raised for unusable task data, naming the file, line and column at fault, and a
+line reader that raises it for text that is not UTF-8."""
 
 
 class DataError(ValueError):
@@ -13,3 +14,14 @@ def where(path, line=None, column=None):
     if column is not None:
         text += f" (column {column!r})"
     return text
+
+
+def decoded_lines(f, path):
+    """The lines of a binary file object as str; DataError naming the first line not UTF-8."""
+    for number, raw in enumerate(f, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(f"{where(path, number)}: not UTF-8 (byte 0x{raw[e.start]:02x} at "
+                            f"byte {e.start + 1} of the line); save the file as UTF-8 (from "
+                            "Latin-1: iconv -f latin1 -t utf-8)") from None

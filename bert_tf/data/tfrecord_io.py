@@ -70,6 +70,8 @@ _TAG_3_LEN = b"\x1a"
 _UINT64_MASK = (1 << 64) - 1
 _FLOAT_ONE = struct.pack("<f", 1.0)
 _FLOAT_ZERO = struct.pack("<f", 0.0)
+# A framed record starts with its length (uint64 LE) and that length's masked CRC (uint32 LE).
+_HEADER = struct.Struct("<QI")
 
 
 def _varint(value):
@@ -341,6 +343,45 @@ def frame_record(record):
                      struct.pack("<I", _masked_crc32c(record))))
 
 
+def check_record_framing(path):
+    """Walks an uncompressed local TFRecord file's framing; returns its number of records.
+
+    Reads only each record's 12-byte header (length and the length's CRC) and seeks past the
+    record, so it costs one small read per record, not a read of the data: a file cut short
+    (an interrupted write or copy) or that is not TFRecord is found before training starts,
+    instead of as a DataLossError naming no file at the end of an epoch.
+
+    Raises:
+      ValueError: naming the file, the record and its byte offset.
+    """
+    size = os.path.getsize(path)
+    offset = count = 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while offset < size:
+            header = os.pread(fd, 12, offset)
+            if len(header) < 12:
+                raise ValueError(f"{path}: truncated TFRecord file: record {count} at byte "
+                                 f"{offset} has a {len(header)}-byte header of 12, then the "
+                                 "file ends (an interrupted write or copy?); re-create it.")
+            length, length_crc = _HEADER.unpack(header)
+            if _masked_crc32c(header[:8]) != length_crc:
+                raise ValueError(f"{path}: not a TFRecord file, or corrupt at byte {offset} "
+                                 f"(record {count}): the record length's checksum does not "
+                                 "match.")
+            end = offset + length + 16
+            if end > size:
+                raise ValueError(f"{path}: truncated TFRecord file: record {count} at byte "
+                                 f"{offset} needs {end - offset} bytes, but the file ends "
+                                 f"after {size - offset} (an interrupted write or copy?); "
+                                 "re-create it.")
+            offset = end
+            count += 1
+    finally:
+        os.close(fd)
+    return count
+
+
 def _open_for_writing(path):
     if "://" in path:
         import tensorflow as tf  # only remote file systems (gs://, ...) need it
@@ -448,23 +489,43 @@ class ShardedRecordWriter:
     def write(self, record):
         """Appends one serialized record (bytes) to the next shard in turn."""
         shard = self.num_written % len(self._writers)
-        self._writers[shard].write(record)
+        try:
+            self._writers[shard].write(record)
+        except OSError as e:
+            raise self._write_error(shard, e) from None
         self.counts[shard] += 1
         self.num_written += 1
 
     def write_framed(self, framed):
         """As `write`, for a record already framed by `frame_record`."""
         shard = self.num_written % len(self._writers)
-        self._writers[shard].write_framed(framed)
+        try:
+            self._writers[shard].write_framed(framed)
+        except OSError as e:
+            raise self._write_error(shard, e) from None
         self.counts[shard] += 1
         self.num_written += 1
+
+    def _write_error(self, shard, error):
+        # The OS error (say ENOSPC) names no file; the caller's except/exit cleans up.
+        return OSError(error.errno, f"cannot write output file {self.output_files[shard]} "
+                                    f"(via {self._tmp_files[shard]}): {error.strerror or error}; "
+                                    "no output was kept")
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
             self._abort()
             return False
-        for writer in self._writers:
-            writer.close()
+        # Closing flushes buffered records, so a full disk often shows up only here.
+        for shard, writer in enumerate(self._writers):
+            try:
+                writer.close()
+            except OSError as e:
+                self._abort()
+                raise self._write_error(shard, e) from None
+            except BaseException:
+                self._abort()
+                raise
         for tmp, final in zip(self._tmp_files, self.output_files):
             _rename(tmp, final)
         return False

@@ -170,7 +170,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
       TypeError: the model is not one of the five types.
       ValueError: an argument does not fit the model (naming it), or "text"/"examples" without
         a vocabulary.
-      FileExistsError: export_dir exists and is not empty, without overwrite.
+      FileExistsError: export_dir is a file, or exists and is not empty without overwrite.
     """
     unknown = [s for s in signatures if s not in SIGNATURE_KEYS]
     if unknown or not signatures:
@@ -197,6 +197,10 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                       version_2_with_negative)
 
     export_dir = fileio.abspath(export_dir)
+    if fileio.exists(export_dir) and not fileio.isdir(export_dir):
+        # Even with overwrite: replacing a file by a SavedModel is never what was meant.
+        raise FileExistsError(f"export: {export_dir} is a file; expected a new or empty "
+                              "version directory, e.g. EXPORT/1.")
     if fileio.exists(export_dir) and fileio.listdir(export_dir) and not overwrite:
         raise FileExistsError(f"export: {export_dir} exists and is not empty; pass "
                               "overwrite=True (--overwrite) or choose a new version number.")

@@ -20,7 +20,7 @@ import os
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.text import tokenization
+from bert_tf.text import corpus_files, tokenization
 
 
 def expand_input_files(input_files):
@@ -46,9 +46,16 @@ def expand_input_files(input_files):
 
 
 def _read_text(path):
-    """File contents as str; undecodable bytes become U+FFFD (then dropped) with a warning."""
-    with fileio.open_file(path, "rb") as f:
-        data = f.read()
+    """File contents as str; undecodable bytes become U+FFFD (then dropped) with a warning.
+
+    gzip and bzip2 files are decompressed; a damaged one raises ValueError naming it.
+    """
+    try:
+        with corpus_files.open_corpus(path) as f:
+            data = f.read()
+    except corpus_files.READ_ERRORS as e:
+        raise ValueError(f"{path}: cannot read the compressed file ({e}); it is truncated or "
+                         "corrupt.") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -82,7 +89,8 @@ def build_vocab(input_files, vocab_size, do_lower_case, *, max_input_chars_per_w
     """Learns a WordPiece vocabulary from text files.
 
     Args:
-      input_files: comma-separated globs (str) or a list of globs; UTF-8 text files.
+      input_files: comma-separated globs (str) or a list of globs; UTF-8 text files, gzip or
+        bzip2 compressed or not.
       vocab_size: int, the target size; the result has between `(1 - slack_ratio) * vocab_size`
         and `vocab_size` tokens unless the corpus is too small to fill it.
       do_lower_case: learn pieces of lower-cased, accent-stripped text (uncased model).
@@ -98,7 +106,8 @@ def build_vocab(input_files, vocab_size, do_lower_case, *, max_input_chars_per_w
       list of str tokens; the token's index is its id.
 
     Raises:
-      ValueError: a pattern matches no file, the files hold no words, or `vocab_size` is too small.
+      ValueError: a pattern matches no file, a file is binary or mostly not UTF-8 (named), the
+        files hold no words, or `vocab_size` is too small.
     """
     reserved = list(tokenization.SPECIAL_TOKENS) + [
         t for t in reserved_tokens if t not in tokenization.SPECIAL_TOKENS]
@@ -106,6 +115,9 @@ def build_vocab(input_files, vocab_size, do_lower_case, *, max_input_chars_per_w
         raise ValueError(f"vocab_size={vocab_size} leaves no room beside the {len(reserved)} "
                          "reserved tokens.")
     files = expand_input_files(input_files)
+    # Refuse a binary or non-UTF-8 file before hours of counting, not after.
+    for path in files:
+        corpus_files.check_corpus_file(path)
     counts = count_words(files, do_lower_case, max_input_chars_per_word)
     if not counts:
         raise ValueError(f"The input files hold no words: {', '.join(files)}.")

@@ -74,3 +74,15 @@ def test_error_is_reported_on_stderr(tmp_path):
     assert proc.stderr.strip().splitlines()[-1] == (
         f"convert_checkpoint: error: {tmp_path / 'none.ckpt'}: no config given and no "
         "bert_config.json beside the checkpoint")
+
+
+@pytest.mark.slow
+def test_error_names_this_tools_flag(tmp_path):
+    # The loader is shared with the training CLIs, whose flag is --init_checkpoint.
+    (tmp_path / "empty").mkdir()
+    proc = convert("--from=bert_tf", "--to=tf1", f"--checkpoint={tmp_path / 'empty'}",
+                   f"--output_dir={tmp_path / 'out'}")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        f"convert_checkpoint: error: --checkpoint={tmp_path / 'empty'}: the directory holds no "
+        "checkpoint: expected ")
