@@ -89,9 +89,10 @@ def test_cli_exported_the_pretraining_run_for_fill_mask(serving_run):
     export_dir = serving_run.export_dirs["fill_mask"]
     with open(os.path.join(export_dir, "assets.extra", "bert_tf_export.json")) as f:
         info = json.load(f)
-    # Casing and length come from run_pretraining.flags.
+    # Casing and length come from run_pretraining.flags, the buckets from --length_buckets.
     assert info == {"model": "BertPretrainer", "task": "fill_mask",
-                    "max_seq_length": cases.SEQ_LENGTH, "do_lower_case": True, "signatures": {
+                    "max_seq_length": cases.SEQ_LENGTH, "length_buckets": [8, 16, 32],
+                    "do_lower_case": True, "signatures": {
                         "serving_default": ["input_mask", "input_type_ids", "input_word_ids",
                                             "masked_lm_positions"],
                         "serve_text": ["text"], "serve_examples": ["examples"]}}
