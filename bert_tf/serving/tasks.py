@@ -173,7 +173,7 @@ class ServingTask:
         for name in ("input_mask", "input_type_ids"):
             checks.append(tf.debugging.Assert(
                 tf.reduce_all(tf.equal(tf.shape(features[name]), tf.shape(word_ids))),
-                [f"{IDS_SIGNATURE}: {name} must have input_word_ids' shape; got",
+                [f"{IDS_SIGNATURE}: {name} must have the shape of input_word_ids; got",
                  tf.shape(features[name]), "and", tf.shape(word_ids)]))
         if config.position_embedding_type == "learned":
             checks.append(tf.debugging.Assert(
@@ -184,7 +184,7 @@ class ServingTask:
             positions = features["masked_lm_positions"]
             checks.append(tf.debugging.Assert(
                 tf.equal(tf.shape(positions)[0], tf.shape(word_ids)[0]),
-                [f"{IDS_SIGNATURE}: masked_lm_positions must have input_word_ids' batch size; "
+                [f"{IDS_SIGNATURE}: masked_lm_positions must have the batch size of input_word_ids; "
                  "got", tf.shape(positions)[0], "and", tf.shape(word_ids)[0]]))
             checks.append(_assert_in_range(positions, tf.shape(word_ids)[1],
                                            "masked_lm_positions", "the number of tokens"))

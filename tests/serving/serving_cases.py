@@ -126,8 +126,8 @@ BAD_CALLS = {
                               "assertion failed: [serving_default: input_word_ids may have at "
                               "most max_position_embeddings=64 tokens; got] [65]"),
     "mask_shape": ("classifier", "serving_default", _ids_row(4, input_mask=[[1, 1, 1]]),
-                   "assertion failed: [serving_default: input_mask must have input_word_ids' "
-                   "shape; got] [1 3] [and] [1 4]"),
+                   "assertion failed: [serving_default: input_mask must have the shape of "
+                   "input_word_ids; got] [1 3] [and] [1 4]"),
     "mask_position_past_ids": ("fill_mask", "serving_default",
                                dict(_ids_row(4), masked_lm_positions=[[1, 4]]),
                                "assertion failed: [serving_default: masked_lm_positions must be "
