@@ -168,6 +168,10 @@ def test_serving_rows_and_derived_numbers(serving_run):
         length["short_p50_ms"] / length["full_p50_ms"], rel=2e-3)
     assert length["short_over_full_p99"] == pytest.approx(
         length["short_p99_ms"] / length["full_p99_ms"], rel=2e-3)
+    assert 0 < length["short_cpu_p50_ms"] and 0 < length["full_cpu_p50_ms"]
+    assert length["short_over_full_cpu_p50"] == pytest.approx(
+        length["short_cpu_p50_ms"] / length["full_cpu_p50_ms"], rel=2e-3)
+    assert 0 < length["ids_at_16_p50_ms"] and 0 < length["ids_at_16_cpu_p50_ms"]
     assert length["target_short_over_full_p50"] == 0.4
     assert "text batch 1, short (" in stdout
 

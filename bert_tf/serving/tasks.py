@@ -184,8 +184,8 @@ class ServingTask:
             positions = features["masked_lm_positions"]
             checks.append(tf.debugging.Assert(
                 tf.equal(tf.shape(positions)[0], tf.shape(word_ids)[0]),
-                [f"{IDS_SIGNATURE}: masked_lm_positions must have the batch size of input_word_ids; "
-                 "got", tf.shape(positions)[0], "and", tf.shape(word_ids)[0]]))
+                [f"{IDS_SIGNATURE}: masked_lm_positions must have the batch size of "
+                 "input_word_ids; got", tf.shape(positions)[0], "and", tf.shape(word_ids)[0]]))
             checks.append(_assert_in_range(positions, tf.shape(word_ids)[1],
                                            "masked_lm_positions", "the number of tokens"))
         with tf.control_dependencies(checks):
