@@ -6,7 +6,8 @@
   serving_default  int32 input_word_ids, input_mask, input_type_ids [B, S'] (and
                    masked_lm_positions [B, P] for BertPretrainer) -> the model's outputs
   serve_text       tf.string [B] texts -> task-level outputs (see bert_tf.serving.tasks),
-                   tokenization, packing and truncation inside the graph
+                   tokenization, packing and truncation inside the graph; the encoder runs
+                   at the batch's longest input rounded up to one of `length_buckets`
   serve_examples   tf.string [B] serialized tf.Example with the text inputs as bytes
                    features -> the same outputs as serve_text
 

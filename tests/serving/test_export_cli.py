@@ -145,3 +145,13 @@ def test_saved_model_cli_with_tf_text_ops_on_a_full_export(serving_run, python_t
                                str(tmp_path))
     expected = serving_run.model("classifier")(features).numpy()
     np.testing.assert_allclose(got["logits"], expected, rtol=0, atol=1e-5)
+
+
+def test_cli_length_buckets_must_be_integers(tagging_run, tmp_path):
+    result = subprocess.run([sys.executable, TOOL, f"--model_dir={tagging_run}",
+                             f"--export_dir={tmp_path / '1'}", "--signatures=ids",
+                             "--length_buckets=16,x"], capture_output=True, text=True, env=ENV)
+    assert result.returncode != 0
+    assert "--length_buckets=16,x: expected comma-separated integers, e.g. 16,32,64." in \
+        result.stderr
+    assert not os.path.exists(tmp_path / "1")
