@@ -149,10 +149,31 @@ def test_serving_rows_and_derived_numbers(serving_run):
     assert ratio["text_over_ids_throughput"] == pytest.approx(
         throughput["text"]["sequences_per_s"] / throughput["ids"]["sequences_per_s"], rel=2e-3)
     assert ratio["target_text_over_ids_p50"] == 1.2
-    # Both signatures see the same tokens: softmax(id logits) equals the text probabilities.
+    # Both signatures see the same tokens: softmax(id logits) equals the text probabilities;
+    # also on short sentences, the text signature at its length bucket, the ids at 128.
     (parity,) = _rows(rows, "serving", "parity")
     assert parity["texts"] == 32 and parity["max_abs_probability_diff"] < 1e-5
+    assert parity["short_texts"] == 32 and parity["short_max_abs_probability_diff"] < 1e-5
     assert "text / ids: p50 x" in stdout and "ids  batch 1:  p50" in stdout
+    # The text signature at batch 1 on short sentences (5-14 wordpieces) against the passages.
+    (length,) = _rows(rows, "serving", "length")
+    assert (length["signature"], length["batch"], length["calls"]) == ("text", 1, 30)
+    assert 32 <= length["short_texts"] <= 256
+    assert 5 <= length["mean_tokens_per_short_text"] <= 14
+    assert length["mean_tokens_per_full_text"] == export["mean_tokens_per_text"]
+    assert (length["full_p50_ms"], length["full_p99_ms"]) == (
+        latency["text"]["p50_ms"], latency["text"]["p99_ms"])
+    assert 0 < length["short_p50_ms"] <= length["short_p99_ms"]
+    assert length["short_over_full_p50"] == pytest.approx(
+        length["short_p50_ms"] / length["full_p50_ms"], rel=2e-3)
+    assert length["short_over_full_p99"] == pytest.approx(
+        length["short_p99_ms"] / length["full_p99_ms"], rel=2e-3)
+    assert 0 < length["short_cpu_p50_ms"] and 0 < length["full_cpu_p50_ms"]
+    assert length["short_over_full_cpu_p50"] == pytest.approx(
+        length["short_cpu_p50_ms"] / length["full_cpu_p50_ms"], rel=2e-3)
+    assert 0 < length["ids_at_16_p50_ms"] and 0 < length["ids_at_16_cpu_p50_ms"]
+    assert length["target_short_over_full_p50"] == 0.4
+    assert "text batch 1, short (" in stdout
 
 
 def test_unknown_case_is_a_usage_error():

@@ -22,7 +22,10 @@ Cases (--cases, comma list):
                   loaded in a process that imports only TensorFlow and tensorflow-text: p50/p99
                   latency at batch 1 and sequences/s at batch 32 of each signature, on passages
                   of corpus sentences (the ids: the same passages tokenized and padded), and the
-                  text/ids ratios (target: text p50 within 1.2x of ids).
+                  text/ids ratios (target: text p50 within 1.2x of ids); serve_text at batch 1
+                  on short single corpus sentences (5-14 wordpieces) against the passages
+                  (target: short p50 <= 0.4x full, the text signatures running at the request's
+                  length bucket).
 
 Every measurement runs in a fresh subprocess (the mixed-precision policy is global, and memory is
 measured per process); results come back as one JSON line on stdout. Each case warms up,
@@ -588,11 +591,25 @@ def _passages(corpus, tokenizer, max_tokens, limit):
     return passages[:limit]
 
 
+def _short_sentences(corpus, tokenizer, min_tokens, max_tokens, limit):
+    """Single corpus sentences of min_tokens..max_tokens wordpieces (a short request)."""
+    sentences = []
+    with open(corpus, encoding="utf-8") as f:
+        for line in f:
+            sentence = line.strip()
+            if sentence and min_tokens <= len(tokenizer.encode(sentence)) <= max_tokens:
+                sentences.append(sentence)
+                if len(sentences) >= limit:
+                    break
+    return sentences
+
+
 def worker_serving_export(args):
     """Exports a randomly initialised BertClassifier with the id and text signatures.
 
-    Also writes the benchmark's inputs: texts and the same texts as padded token ids
-    (int [N, S]) with their lengths, so the measuring process needs no bert_tf.
+    Also writes the benchmark's inputs: texts (full-length passages and short sentences) and
+    the same texts as token ids padded to S (int [N, S]) with their lengths, so the measuring
+    process needs no bert_tf.
     """
     import keras
     from bert_tf import serving
@@ -611,24 +628,35 @@ def worker_serving_export(args):
                    signatures=("ids", "text"), text_pair=False)
     export_seconds = time.perf_counter() - start
     texts = _passages(args["corpus"], tokenizer, seq - 2, args["num_texts"])
-    packed = [pack_inputs(tokenizer.encode(t), max_seq_length=seq, cls_id=tokenizer.cls_id,
-                          sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id) for t in texts]
+    short_texts = _short_sentences(args["corpus"], tokenizer, 5, 14, args["num_texts"])
+
+    def packed(batch):
+        return [pack_inputs(tokenizer.encode(t), max_seq_length=seq, cls_id=tokenizer.cls_id,
+                            sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id) for t in batch]
+
+    inputs = {}
+    for name, batch in (("", texts), ("short_", short_texts)):
+        rows = packed(batch)
+        inputs.update({f"{name}texts": batch,
+                       f"{name}input_word_ids": [p["input_word_ids"] for p in rows],
+                       f"{name}lengths": [sum(p["input_mask"]) for p in rows]})
     with open(args["inputs_file"], "w", encoding="utf-8") as f:
-        json.dump({"texts": texts, "input_word_ids": [p["input_word_ids"] for p in packed],
-                   "lengths": [sum(p["input_mask"]) for p in packed]}, f)
+        json.dump(inputs, f)
     _emit({"export_s": round(export_seconds, 1), "texts": len(texts),
-           "mean_tokens_per_text": round(statistics.mean(
-               sum(p["input_mask"]) - 2 for p in packed), 1),
+           "mean_tokens_per_text": round(statistics.mean(n - 2 for n in inputs["lengths"]), 1),
+           "short_texts": len(short_texts), "mean_tokens_per_short_text": round(
+               statistics.mean(n - 2 for n in inputs["short_lengths"]), 1),
            "params": int(model.count_params()), "vocab_size": tokenizer.vocab_size})
 
 
 def worker_serving_measure(args):
-    """Latency (batch 1) and throughput (batch 32) of the export's id and text signatures.
+    """Latency (batch 1) and throughput (batch 32) of the export's id and text signatures, and
+    the text signature's latency on short sentences.
 
     Imports only TensorFlow and tensorflow-text, as a model server would. A timed call is what
     a Python client of the loaded SavedModel does: inputs to tensors, the signature, outputs
-    back to numpy. The two signatures alternate call by call (and which goes first flips each
-    round), so a change in machine load hits both alike.
+    back to numpy. The signatures alternate call by call (and the order rotates each round),
+    so a change in machine load hits all alike.
     """
     import numpy as np
     import tensorflow as tf
@@ -636,10 +664,15 @@ def worker_serving_measure(args):
 
     with open(args["inputs_file"], encoding="utf-8") as f:
         data = json.load(f)
-    texts = data["texts"]
-    ids_ns = np.asarray(data["input_word_ids"], np.int32)
-    mask_ns = (np.arange(ids_ns.shape[1])[None, :]
-               < np.asarray(data["lengths"])[:, None]).astype(np.int32)
+    texts, short_texts = data["texts"], data["short_texts"]
+
+    def id_arrays(prefix):
+        ids_ns = np.asarray(data[f"{prefix}input_word_ids"], np.int32)
+        return ids_ns, (np.arange(ids_ns.shape[1])[None, :]
+                        < np.asarray(data[f"{prefix}lengths"])[:, None]).astype(np.int32)
+
+    ids_ns, mask_ns = id_arrays("")
+    short_ids_ns, short_mask_ns = id_arrays("short_")
     start = time.perf_counter()
     loaded = tf.saved_model.load(args["export_dir"])
     load_seconds = time.perf_counter() - start
@@ -647,39 +680,72 @@ def worker_serving_measure(args):
                   "text": loaded.signatures["serve_text"]}
 
     def call(signature, rows):
-        if signature == "ids":
-            outputs = signatures["ids"](input_word_ids=tf.constant(ids_ns[rows]),
-                                        input_mask=tf.constant(mask_ns[rows]),
-                                        input_type_ids=tf.zeros_like(tf.constant(mask_ns[rows])))
+        """signature: "ids" or "text" on the passages, "ids_short" (padded to S),
+        "ids_short_bucket" (padded to 16) or "text_short" on the short sentences."""
+        if signature.startswith("ids"):
+            word_ids, mask = ((short_ids_ns, short_mask_ns) if signature == "ids_short"
+                              else (ids_ns, mask_ns))
+            if signature == "ids_short_bucket":  # The encoder alone at the first bucket.
+                word_ids, mask = short_ids_ns[:, :16], short_mask_ns[:, :16]
+            outputs = signatures["ids"](input_word_ids=tf.constant(word_ids[rows]),
+                                        input_mask=tf.constant(mask[rows]),
+                                        input_type_ids=tf.zeros_like(tf.constant(mask[rows])))
         else:
-            outputs = signatures["text"](text=tf.constant([texts[i] for i in rows]))
+            batch = short_texts if signature == "text_short" else texts
+            outputs = signatures["text"](text=tf.constant([batch[i] for i in rows]))
         return {k: v.numpy() for k, v in outputs.items()}
 
-    # The two signatures must agree: softmax of the id logits = the text probabilities.
-    parity_rows = list(range(min(32, len(texts))))
-    logits_bc = call("ids", parity_rows)["logits"]
-    probabilities_bc = np.exp(logits_bc - logits_bc.max(-1, keepdims=True))
-    probabilities_bc /= probabilities_bc.sum(-1, keepdims=True)
-    text_probabilities_bc = call("text", parity_rows)["probabilities"]
-    parity = {"texts": len(parity_rows),
-              "max_abs_probability_diff": float(np.abs(probabilities_bc
-                                                       - text_probabilities_bc).max())}
+    def max_probability_diff(rows, ids_signature, text_signature):
+        """softmax of the id logits at the full S against the text signature's answer."""
+        logits_bc = call(ids_signature, rows)["logits"]
+        probabilities_bc = np.exp(logits_bc - logits_bc.max(-1, keepdims=True))
+        probabilities_bc /= probabilities_bc.sum(-1, keepdims=True)
+        return float(np.abs(probabilities_bc
+                            - call(text_signature, rows)["probabilities"]).max())
 
-    def timed_rounds(batch, warmup, repeats):
-        """Seconds per call of each signature; row batches cycle through the texts."""
-        times = {"ids": [], "text": []}
+    # The signatures must agree: softmax of the id logits = the text probabilities; for the
+    # short sentences the text signature runs at a shorter bucket than the ids' full S.
+    parity_rows = list(range(min(32, len(texts))))
+    short_rows = list(range(min(32, len(short_texts))))
+    parity = {"texts": len(parity_rows),
+              "max_abs_probability_diff": max_probability_diff(parity_rows, "ids", "text"),
+              "short_texts": len(short_rows),
+              "short_max_abs_probability_diff": max_probability_diff(short_rows, "ids_short",
+                                                                     "text_short")}
+
+    cpu_times = {}
+
+    def timed_rounds(batch, warmup, repeats, signatures_timed):
+        """Seconds per call of each signature; row batches cycle through the texts. Also the
+        process CPU seconds per call into cpu_times (less sensitive to other jobs' load)."""
+        times = {s: [] for s in signatures_timed}
         for i in range(warmup + repeats):
-            rows = [(i * batch + j) % len(texts) for j in range(batch)]
-            for signature in (("ids", "text") if i % 2 == 0 else ("text", "ids")):
-                start = time.perf_counter()
+            shift = i % len(signatures_timed)
+            for signature in signatures_timed[shift:] + signatures_timed[:shift]:
+                count = len(short_texts) if signature == "text_short" else len(texts)
+                rows = [(i * batch + j) % count for j in range(batch)]
+                start, cpu_start = time.perf_counter(), time.process_time()
                 call(signature, rows)
                 if i >= warmup:
                     times[signature].append(time.perf_counter() - start)
+                    cpu_times.setdefault((batch, signature), []).append(
+                        time.process_time() - cpu_start)
         return times
 
     results = []
-    latency = timed_rounds(1, args["warmup_calls"], args["latency_calls"])
-    throughput = timed_rounds(args["batch"], 2, args["throughput_calls"])
+    latency = timed_rounds(1, args["warmup_calls"], args["latency_calls"],
+                           ("ids", "text", "text_short", "ids_short_bucket"))
+    throughput = timed_rounds(args["batch"], 2, args["throughput_calls"], ("ids", "text"))
+    short_ms = 1000 * np.asarray(latency["text_short"])
+    short = {"p50_ms": round(float(np.percentile(short_ms, 50)), 3),
+             "p99_ms": round(float(np.percentile(short_ms, 99)), 3),
+             "mean_ms": round(float(short_ms.mean()), 3), "latency_calls": len(short_ms),
+             "cpu_p50_ms": round(1000 * statistics.median(cpu_times[(1, "text_short")]), 3),
+             "full_cpu_p50_ms": round(1000 * statistics.median(cpu_times[(1, "text")]), 3),
+             "ids_at_16_p50_ms": round(1000 * statistics.median(latency["ids_short_bucket"]),
+                                       3),
+             "ids_at_16_cpu_p50_ms": round(
+                 1000 * statistics.median(cpu_times[(1, "ids_short_bucket")]), 3)}
     for signature in ("ids", "text"):
         ms = 1000 * np.asarray(latency[signature])
         batch_ms = 1000 * statistics.median(throughput[signature])
@@ -689,7 +755,8 @@ def worker_serving_measure(args):
             "mean_ms": round(float(ms.mean()), 3), "latency_calls": len(ms),
             "batch_ms": round(batch_ms, 2), "throughput_calls": len(throughput[signature]),
             "sequences_per_s": round(args["batch"] / batch_ms * 1000, 1)})
-    _emit({"results": results, "parity": parity, "load_s": round(load_seconds, 1),
+    _emit({"results": results, "short": short, "parity": parity,
+           "load_s": round(load_seconds, 1),
            "bert_tf_modules_loaded": sorted(m for m in sys.modules if m.startswith("bert_tf")),
            "load_avg": _load()})
 
@@ -1104,6 +1171,22 @@ def case_serving(setup, quick):
                  "text_over_ids_throughput": round(
                      text["sequences_per_s"] / ids["sequences_per_s"], 3),
                  "target_text_over_ids_p50": 1.2})
+    short = measured["short"]
+    rows.append({"case": "serving", "kind": "length", "signature": "text", "batch": 1,
+                 "short_texts": exported["short_texts"],
+                 "mean_tokens_per_short_text": exported["mean_tokens_per_short_text"],
+                 "mean_tokens_per_full_text": exported["mean_tokens_per_text"],
+                 "short_p50_ms": short["p50_ms"], "short_p99_ms": short["p99_ms"],
+                 "full_p50_ms": text["p50_ms"], "full_p99_ms": text["p99_ms"],
+                 "short_over_full_p50": round(short["p50_ms"] / text["p50_ms"], 3),
+                 "short_over_full_p99": round(short["p99_ms"] / text["p99_ms"], 3),
+                 "short_cpu_p50_ms": short["cpu_p50_ms"], "full_cpu_p50_ms": short[
+                     "full_cpu_p50_ms"], "short_over_full_cpu_p50": round(
+                         short["cpu_p50_ms"] / short["full_cpu_p50_ms"], 3),
+                 "ids_at_16_p50_ms": short["ids_at_16_p50_ms"],
+                 "ids_at_16_cpu_p50_ms": short["ids_at_16_cpu_p50_ms"],
+                 "calls": short["latency_calls"], "target_short_over_full_p50": 0.4,
+                 "load_avg": measured["load_avg"], "model": model, "seq": seq})
     rows.append({"case": "serving", "kind": "parity", **measured["parity"]})
     return rows
 
@@ -1165,9 +1248,22 @@ def format_table(rows):
             lines.append(f"{case:14} text / ids: p50 x{r['text_over_ids_p50']}, p99 "
                          f"x{r['text_over_ids_p99']}, throughput x{r['text_over_ids_throughput']}"
                          f" (target p50 <= x{r['target_text_over_ids_p50']})")
+        elif case == "serving" and kind == "length":
+            lines.append(f"{case:14} text batch 1, short ({r['mean_tokens_per_short_text']} "
+                         f"tokens) / full ({r['mean_tokens_per_full_text']}): p50 "
+                         f"{r['short_p50_ms']:.2f} / {r['full_p50_ms']:.2f} ms = "
+                         f"x{r['short_over_full_p50']}, p99 x{r['short_over_full_p99']} "
+                         f"(target p50 <= x{r['target_short_over_full_p50']}); CPU per call "
+                         f"p50 {r['short_cpu_p50_ms']:.2f} / {r['full_cpu_p50_ms']:.2f} ms = "
+                         f"x{r['short_over_full_cpu_p50']}  load {r['load_avg']}")
+            lines.append(f"{case:14} ids batch 1 of the short sentences padded to 16 only (the "
+                         f"encoder's floor there): p50 {r['ids_at_16_p50_ms']:.2f} ms, CPU "
+                         f"{r['ids_at_16_cpu_p50_ms']:.2f} ms")
         elif case == "serving" and kind == "parity":
             lines.append(f"{case:14} text vs ids probabilities on {r['texts']} texts: max abs "
-                         f"diff {r['max_abs_probability_diff']:.2e}")
+                         f"diff {r['max_abs_probability_diff']:.2e}; on {r['short_texts']} "
+                         f"short texts (text at its bucket, ids at full length): "
+                         f"{r['short_max_abs_probability_diff']:.2e}")
     return "\n".join(lines)
 
 

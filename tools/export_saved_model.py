@@ -31,6 +31,11 @@ flags.DEFINE_string("export_dir", None,
                     "--model_base_path is then EXPORT).")
 flags.DEFINE_integer("max_seq_length", None,
                      "Sequence length of the text signatures (default: the run's, else 128).")
+flags.DEFINE_list("length_buckets", None,
+                  "Lengths the text signatures run the encoder at: each request at the smallest "
+                  "that holds its batch's longest input (increasing, <= --max_seq_length, which "
+                  "is always the last). Default: powers of two from 16, then --max_seq_length; "
+                  "an empty value runs every request at --max_seq_length.")
 flags.DEFINE_list("signatures", ["ids", "text", "examples"],
                   "Signatures to export: ids, text, examples.")
 flags.DEFINE_list("labels", None,
@@ -86,6 +91,12 @@ def export():
         max_seq_length=_first_set(FLAGS.max_seq_length, source.max_seq_length, 128),
         labels=FLAGS.labels or (list(info.labels) if info and info.labels else None),
         signatures=tuple(FLAGS.signatures), overwrite=FLAGS.overwrite)
+    if FLAGS.length_buckets is not None:
+        try:
+            options["length_buckets"] = [int(b) for b in FLAGS.length_buckets]
+        except ValueError:
+            raise app.UsageError(f"--length_buckets={','.join(FLAGS.length_buckets)}: expected "
+                                 "comma-separated integers, e.g. 16,32,64.") from None
     if task in ("classification", "regression"):
         options["text_pair"] = text_pair
         if wants_text and FLAGS.text_pair is None and not (info and info.text_pair is not None):

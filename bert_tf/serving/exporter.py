@@ -6,7 +6,8 @@
   serving_default  int32 input_word_ids, input_mask, input_type_ids [B, S'] (and
                    masked_lm_positions [B, P] for BertPretrainer) -> the model's outputs
   serve_text       tf.string [B] texts -> task-level outputs (see bert_tf.serving.tasks),
-                   tokenization, packing and truncation inside the graph
+                   tokenization, packing and truncation inside the graph; the encoder runs
+                   at the batch's longest input rounded up to one of `length_buckets`
   serve_examples   tf.string [B] serialized tf.Example with the text inputs as bytes
                    features -> the same outputs as serve_text
 
@@ -117,16 +118,25 @@ class _ServingModule(tf.Module):
         self._task = task
         # No Python control flow depends on tensors here, so AutoGraph (seconds of source
         # rewriting per export) is off.
-        self.serve_ids = tf.function(task.ids, input_signature=[task.ids_signature()],
+        self.serve_ids = tf.function(self._ids, input_signature=[task.ids_signature()],
                                      autograph=False)
         if task.tokenizer is not None:
-            self.serve_text = tf.function(task.text, input_signature=[task.text_signature()],
+            self.serve_text = tf.function(self._text, input_signature=[task.text_signature()],
                                           autograph=False)
             self.serve_examples = tf.function(
                 self._examples, autograph=False,
                 input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
 
+    def _ids(self, features):
+        return self._task.ids(self._task.checked_ids(features))
+
+    def _text(self, inputs):
+        return self._task.text(self._task.checked_text(inputs))
+
     def _examples(self, examples):
+        with tf.control_dependencies([tasks.assert_vector(
+                examples, SIGNATURE_KEYS["examples"], "examples", "serialized tf.Examples")]):
+            examples = tf.identity(examples)
         spec = {name: tf.io.FixedLenFeature(
             [], tf.string, default_value="" if name in self._task.optional_text_inputs else None)
             for name in self._task.text_inputs}
@@ -136,7 +146,7 @@ class _ServingModule(tf.Module):
 def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=True,
            max_seq_length=128, labels=None, signatures=("ids", "text", "examples"),
            text_pair=False, top_k=5, max_query_length=None, max_answer_length=30,
-           version_2_with_negative=False, overwrite=False):
+           version_2_with_negative=False, length_buckets=None, overwrite=False):
     """Writes `model` as a SavedModel that TF Serving can serve, with the chosen signatures.
 
     Args:
@@ -161,6 +171,10 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         at most half of max_seq_length - 3.
       max_answer_length, version_2_with_negative: BertSpanLabeler, as in the original
         run_squad.py.
+      length_buckets: the lengths the text signatures run the encoder at: each request runs
+        at the smallest one that holds its batch's longest packed input. Strictly increasing,
+        at most max_seq_length (which is added as the last). Default: powers of two from 16,
+        then max_seq_length (128 -> 16, 32, 64, 128); () runs every request at max_seq_length.
       overwrite: replace an existing non-empty export_dir.
 
     Returns:
@@ -171,6 +185,10 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
       ValueError: an argument does not fit the model (naming it), or "text"/"examples" without
         a vocabulary.
       FileExistsError: export_dir is a file, or exists and is not empty without overwrite.
+
+    The exported signatures check their inputs in-graph (InvalidArgumentError naming the input
+    and what was expected): ids outside the model's tables, more ids than
+    max_position_embeddings, text inputs that are not [B] vectors or differ in batch size.
     """
     unknown = [s for s in signatures if s not in SIGNATURE_KEYS]
     if unknown or not signatures:
@@ -195,6 +213,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
     task = _make_task(model, tokenizer if wants_text else None, max_seq_length, labels,
                       text_pair, top_k, max_query_length, max_answer_length,
                       version_2_with_negative)
+    if wants_text:
+        task.length_buckets = tasks.check_length_buckets(length_buckets, max_seq_length)
 
     export_dir = fileio.abspath(export_dir)
     if fileio.exists(export_dir) and not fileio.isdir(export_dir):
@@ -238,6 +258,7 @@ def _export_info(task, model, signatures, max_seq_length):
         info["labels"] = task.labels
     if task.tokenizer is not None:
         info["max_seq_length"] = max_seq_length
+        info["length_buckets"] = list(task.length_buckets)
         info["do_lower_case"] = task.tokenizer.do_lower_case
     return info
 

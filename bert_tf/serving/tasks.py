@@ -24,6 +24,10 @@ One class per task wraps a Keras model (and, for text, the in-graph tokenizer an
 Every input and output is a dense tensor whose first dimension is the batch. Texts longer than
 the sequence length are truncated; empty texts get an answer. Character offsets count code
 points (Python `str` indices) of the input text.
+
+The text signatures run the encoder at the request's length: texts are packed to S, then cut to
+the smallest of the `length_buckets` that holds the batch's longest packed input (only padding
+is cut, so outputs equal the full-length ones). No text output has a sequence dimension.
 """
 
 import tensorflow as tf
@@ -34,7 +38,68 @@ from bert_tf.text.layers import valid_utf8
 from bert_tf.text.packing import BertPackInputs
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+IDS_SIGNATURE = "serving_default"
+TEXT_SIGNATURE = "serve_text"
 MASK_TOKEN = "[MASK]"
+
+
+def default_length_buckets(seq_length):
+    """Powers of two from 16 below `seq_length`, then `seq_length`: 128 -> (16, 32, 64, 128)."""
+    buckets, length = [], 16
+    while length < seq_length:
+        buckets.append(length)
+        length *= 2
+    return tuple(buckets) + (seq_length,)
+
+
+def check_length_buckets(length_buckets, seq_length):
+    """The text signatures' bucket lengths, checked, with `seq_length` as the last.
+
+    Args:
+      length_buckets: increasing ints in [1, seq_length], or None for
+        `default_length_buckets(seq_length)`; () means always S (no buckets).
+      seq_length: S, the packed length.
+
+    Returns:
+      tuple of int, strictly increasing, ending with seq_length.
+
+    Raises:
+      ValueError: naming length_buckets and what was expected.
+    """
+    if length_buckets is None:
+        return default_length_buckets(seq_length)
+    buckets = list(length_buckets)
+    if not all(isinstance(b, int) and not isinstance(b, bool) for b in buckets):
+        raise ValueError(f"export: length_buckets={buckets!r} must be integers.")
+    if any(b >= a for a, b in zip(buckets[1:], buckets)) or (buckets and buckets[0] < 1):
+        raise ValueError(f"export: length_buckets={buckets} must be strictly increasing "
+                         f"positive lengths.")
+    if buckets and buckets[-1] > seq_length:
+        raise ValueError(f"export: length_buckets={buckets} exceed max_seq_length="
+                         f"{seq_length}.")
+    if not buckets or buckets[-1] < seq_length:
+        buckets.append(seq_length)  # The longest inputs are packed to S.
+    return tuple(buckets)
+
+
+def _assert_in_range(ids, limit, name, limit_name):
+    """An Assert op: every element of int `ids` is in [0, limit)."""
+    limit_text = limit_name if isinstance(limit, tf.Tensor) else f"{limit_name}={limit}"
+    return tf.debugging.Assert(
+        tf.reduce_all((ids >= 0) & (ids < limit)),
+        [f"{IDS_SIGNATURE}: {name} must be in [0, {limit_text}); got values from",
+         tf.reduce_min(ids), "to", tf.reduce_max(ids)])
+
+
+def assert_vector(x, signature, name, what):
+    """An Assert op: `x` (declared [B]) is a vector at run time.
+
+    Rank and shape of x are folded to the declared rank 1 by graph optimization, whatever is fed;
+    the rank of a serialize/parse round trip (unknown shape) is not, so it sees the real rank.
+    """
+    rank = tf.rank(tf.io.parse_tensor(tf.io.serialize_tensor(x), x.dtype))
+    return tf.debugging.Assert(tf.equal(rank, 1), [
+        f"{signature}: {name} must be a vector of {what} [batch]; got shape", tf.shape(x)])
 
 
 def _string_spec(name):
@@ -64,6 +129,10 @@ class ServingTask:
       model: the Keras model.
       tokenizer: a `BertTokenizerLayer`, or None for a model served by token ids only.
       seq_length: S, the packed length of the text signatures.
+
+    Attributes:
+      length_buckets: the lengths the text signatures run the encoder at (see
+        `check_length_buckets`); default `default_length_buckets(seq_length)`.
     """
 
     name = None
@@ -75,6 +144,7 @@ class ServingTask:
         self.model = model
         self.tokenizer = tokenizer
         self.seq_length = seq_length
+        self.length_buckets = default_length_buckets(seq_length)
         self.pack = None
         if tokenizer is not None:
             self.pack = BertPackInputs(seq_length, cls_id=tokenizer.cls_id,
@@ -88,6 +158,55 @@ class ServingTask:
         """The model's outputs on token ids: dict of float32 tensors."""
         raise NotImplementedError
 
+    def checked_ids(self, features):
+        """`features` after in-graph checks that ids index the model's tables.
+
+        The embedding lookups would wrap a negative id or fail obscurely past the tables, so
+        a bad request fails here with an InvalidArgumentError naming the input and its range.
+        """
+        config = (self.model if isinstance(self.model, BertEncoder)
+                  else self.model.encoder).config
+        word_ids = features["input_word_ids"]
+        checks = [_assert_in_range(word_ids, config.vocab_size, "input_word_ids", "vocab_size"),
+                  _assert_in_range(features["input_type_ids"], config.type_vocab_size,
+                                   "input_type_ids", "type_vocab_size")]
+        for name in ("input_mask", "input_type_ids"):
+            checks.append(tf.debugging.Assert(
+                tf.reduce_all(tf.equal(tf.shape(features[name]), tf.shape(word_ids))),
+                [f"{IDS_SIGNATURE}: {name} must have the shape of input_word_ids; got",
+                 tf.shape(features[name]), "and", tf.shape(word_ids)]))
+        if config.position_embedding_type == "learned":
+            checks.append(tf.debugging.Assert(
+                tf.shape(word_ids)[1] <= config.max_position_embeddings,
+                [f"{IDS_SIGNATURE}: input_word_ids may have at most max_position_embeddings="
+                 f"{config.max_position_embeddings} tokens; got", tf.shape(word_ids)[1]]))
+        if "masked_lm_positions" in features:
+            positions = features["masked_lm_positions"]
+            checks.append(tf.debugging.Assert(
+                tf.equal(tf.shape(positions)[0], tf.shape(word_ids)[0]),
+                [f"{IDS_SIGNATURE}: masked_lm_positions must have the batch size of "
+                 "input_word_ids; got", tf.shape(positions)[0], "and", tf.shape(word_ids)[0]]))
+            checks.append(_assert_in_range(positions, tf.shape(word_ids)[1],
+                                           "masked_lm_positions", "the number of tokens"))
+        with tf.control_dependencies(checks):
+            return {name: tf.identity(value) for name, value in features.items()}
+
+    def checked_text(self, inputs):
+        """`inputs` after in-graph checks: each a vector [B], all with the same B.
+
+        The signature declares [B], but a loaded signature (and a model server) runs on a
+        scalar too, failing inside the tokenizer; and a second input with another batch size
+        would shift rows silently. These fail here, naming the input.
+        """
+        names = list(self.text_inputs)
+        checks = [assert_vector(inputs[name], TEXT_SIGNATURE, name, "texts") for name in names]
+        checks += [tf.debugging.Assert(
+            tf.equal(tf.size(inputs[name]), tf.size(inputs[names[0]])),
+            [f"{TEXT_SIGNATURE}: {name} and {names[0]} must have the same batch size; got",
+             tf.size(inputs[name]), "and", tf.size(inputs[names[0]])]) for name in names[1:]]
+        with tf.control_dependencies(checks):
+            return {name: tf.identity(value) for name, value in inputs.items()}
+
     def text_signature(self):
         return {name: _string_spec(name) for name in self.text_inputs}
 
@@ -96,11 +215,26 @@ class ServingTask:
         raise NotImplementedError
 
     def _encode(self, texts):
-        """Tokenizes and packs one or two tf.string [B] -> the encoder's three int32 [B, S]."""
+        """Tokenizes and packs one or two tf.string [B] -> the encoder's three int32 [B, L]
+        (L: see `_packed`)."""
         batch = tf.shape(texts[0])[0]
         # One tokenizer call for both segments keeps one copy of its tables in the graph.
         ids = self.tokenizer(tf.concat(texts, axis=0))  # [B * len(texts), (T)]
-        return self.pack([ids[i * batch:(i + 1) * batch] for i in range(len(texts))])
+        return self._packed([ids[i * batch:(i + 1) * batch] for i in range(len(texts))])
+
+    def _packed(self, segments):
+        """Packs ragged int [B, (T)] segments to [B, S], cut to [B, L]: L the smallest bucket
+        that holds the batch's longest packed input (the first bucket for an empty batch).
+
+        Only padding is cut, and padding is masked out of attention, so the model's outputs at
+        the real positions are those at S. L is computed in-graph (no retracing, no Python
+        control flow); the encoder then does the work of L positions, not S.
+        """
+        features = self.pack(segments)
+        longest = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1))
+        buckets = tf.constant(self.length_buckets, tf.int32)
+        length = tf.reduce_min(tf.where(buckets >= longest, buckets, self.seq_length))
+        return {name: value[:, :length] for name, value in features.items()}
 
     def _encoder_features(self, features):
         return {name: features[name] for name in ENCODER_INPUTS}
@@ -199,7 +333,7 @@ class SpanTask(ServingTask):
         # As the original: the question first, the context gets the rest of the S - 3.
         context_len = tf.minimum(tf.cast(context_ids.row_lengths(), tf.int32),
                                  self.seq_length - 3 - query_len)
-        features = self.pack([question, _ragged_prefix(context_ids, context_len)])
+        features = self._packed([question, _ragged_prefix(context_ids, context_len)])
         logits = self.model(features, training=False)
         start_bs, end_bs = logits["start_logits"], logits["end_logits"]
 
@@ -265,7 +399,7 @@ class TaggingTask(ServingTask):
     def text(self, inputs):
         text = inputs["text"]
         ids, starts, ends = self.tokenizer.tokenize_with_offsets(text)  # [B, (W), (P)]
-        features = self.pack([ids.merge_dims(1, 2)])
+        features = self._packed([ids.merge_dims(1, 2)])
         probabilities_bsc = tf.nn.softmax(self.model(features, training=False), axis=-1)
 
         pieces = ids.values  # [N, (P)], one row per word
@@ -274,8 +408,10 @@ class TaggingTask(ServingTask):
         before = tf.cumsum(pieces_per_word, exclusive=True)  # pieces before each word (flat)
         first_piece = before - tf.gather(before, tf.gather(ids.row_starts(), word_row))  # [N]
         kept = first_piece < self.seq_length - 2  # [N]: the word's first piece is packed
+        # Kept words' first pieces are within the bucket; the others are dropped below.
+        last = tf.cast(tf.shape(probabilities_bsc)[1], tf.int64) - 1
         word_probabilities = tf.gather_nd(probabilities_bsc, tf.stack(
-            [word_row, tf.minimum(first_piece + 1, self.seq_length - 1)], axis=1))  # [N, C]
+            [word_row, tf.minimum(first_piece + 1, last)], axis=1))  # [N, C]
         word_start = tf.gather(starts.flat_values, pieces.row_starts())
         word_end = tf.gather(ends.flat_values, pieces.row_limits() - 1)
         words_text = tf.strings.substr(
@@ -346,7 +482,7 @@ class FillMaskTask(ServingTask):
         return parts.with_flat_values(with_masks).merge_dims(1, 2)
 
     def text(self, inputs):
-        features = self.pack([self._tokenize_with_masks(inputs["text"])])
+        features = self._packed([self._tokenize_with_masks(inputs["text"])])
         word_ids = features["input_word_ids"]
         positions_bs = tf.broadcast_to(tf.range(tf.shape(word_ids)[1]), tf.shape(word_ids))
         positions = tf.ragged.boolean_mask(positions_bs,

@@ -76,7 +76,7 @@ EXPORT_OPTIONS = {
     "classifier": dict(labels=cases.CLASS_LABELS, text_pair=True),
     "squad": dict(max_query_length=cases.MAX_QUERY_LENGTH,
                   max_answer_length=cases.MAX_ANSWER_LENGTH),
-    "tagging": dict(labels=cases.TAGS),
+    "tagging": dict(labels=cases.TAGS, length_buckets=cases.TAGGING_LENGTH_BUCKETS),
     "embedding": {},
 }
 
@@ -107,6 +107,10 @@ def _calls(tok, export_dirs):
         calls.append({"key": f"{kind}/text", "export_dir": export_dir,
                       "signature": "serve_text",
                       "inputs": {k: {"dtype": "string", "value": v} for k, v in inputs.items()}})
+        calls.append({"key": f"{kind}/text_short", "export_dir": export_dir,
+                      "signature": "serve_text",
+                      "inputs": {k: {"dtype": "string", "value": v}
+                                 for k, v in cases.text_inputs(kind, "text_short").items()}})
         calls.append({"key": f"{kind}/text_one", "export_dir": export_dir,
                       "signature": "serve_text",
                       "inputs": {k: {"dtype": "string", "value": v[:1]}
@@ -119,7 +123,11 @@ def _calls(tok, export_dirs):
                       "inputs": {"examples": {"dtype": "base64", "value": _examples(inputs)}}})
     rest = [{"key": key, "export_dir": export_dirs[kind], "request": request}
             for key, (kind, request) in cases.REST_REQUESTS.items()]
-    return {"calls": calls, "rest": rest}
+    bad = [{"key": key, "export_dir": export_dirs[kind], "signature": signature,
+            "inputs": {k: {"dtype": "int32" if signature == "serving_default" else "string",
+                           "value": v} for k, v in inputs.items()}}
+           for key, (kind, signature, inputs, _) in cases.BAD_CALLS.items()]
+    return {"calls": calls, "rest": rest, "bad": bad}
 
 
 class ServingRun:
@@ -198,7 +206,8 @@ def _build(root):
     # (casing and length from its flagfile); it runs while the others export here.
     tool = subprocess.Popen(
         [sys.executable, TOOL, f"--model_dir={pretraining_run}",
-         f"--export_dir={written['fill_mask']}", f"--top_k={cases.TOP_K}"],
+         f"--export_dir={written['fill_mask']}", f"--top_k={cases.TOP_K}",
+         f"--length_buckets={cases.TOOL_LENGTH_BUCKETS}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     os.makedirs(os.path.join(root, "models"))
     for kind, model in models.items():

@@ -66,7 +66,7 @@ KINDS = ("classifier", "squad", "tagging", "fill_mask", "embedding")
 IDS_SEQ_LENGTH = 20  # The id signature takes any length, not only the text signatures' S.
 
 
-def text_inputs(kind):
+def _text_inputs(kind):
     """The batch each kind's text signature is called with: dict name -> list of str."""
     if kind == "classifier":
         return {"text": TEXTS, "text_pair": PAIRS}
@@ -75,6 +75,78 @@ def text_inputs(kind):
     if kind == "fill_mask":
         return {"text": MASKED_TEXTS}
     return {"text": TEXTS}
+
+
+# Batches whose packed inputs all fit the first length buckets (16 of the default (16, 32); 12
+# of the tagging export's (8, 12, 16, 24, 32)): the text signatures run the encoder at that
+# length, and must answer as the full-length path does.
+SHORT_INPUTS = {
+    "classifier": {"text": ["The cat sat on the mat.", "Paris is the capital of France."],
+                   "text_pair": ["Where is the cat?", ""]},
+    "squad": {"question": ["Where is the cat?", "Who?"],
+              "context": ["The cat sat on the mat.", "Marie Curie was born in Warsaw."]},
+    "tagging": {"text": ["Marie Curie was born in Warsaw.", "The cat sat on the mat.", ""]},
+    "fill_mask": {"text": ["[MASK] is the capital of [MASK].", "The cat sat on the [MASK]"]},
+    "embedding": {"text": ["The cat sat on the mat.", "Café in Paris", ""]},
+}
+TAGGING_LENGTH_BUCKETS = (8, 12, 16, 24)  # tagging's export option (32 is added).
+TOOL_LENGTH_BUCKETS = "8,16"  # --length_buckets of the fill-mask export by the tool.
+
+
+def text_inputs(kind, call="text"):
+    """The batch of a text call ("text" or "text_short"): dict name -> list of str."""
+    return SHORT_INPUTS[kind] if call == "text_short" else _text_inputs(kind)
+
+
+def _ids_row(length, **values):
+    """One id-signature request of `length` tokens; values override the zero/one defaults."""
+    row = {"input_word_ids": [[2] + [5] * (length - 1)], "input_mask": [[1] * length],
+           "input_type_ids": [[0] * length]}
+    row.update(values)
+    return row
+
+
+# Bad requests to the exported signatures: key -> (kind, signature, inputs, the message the
+# InvalidArgumentError carries). VOCAB has 73 tokens (the tiny model's vocab_size), the
+# position table 64 rows.
+BAD_CALLS = {
+    "negative_id": ("classifier", "serving_default",
+                    _ids_row(4, input_word_ids=[[2, -1, 6, 3]]),
+                    "assertion failed: [serving_default: input_word_ids must be in [0, "
+                    "vocab_size=73); got values from] [-1] [to] [6]"),
+    "id_past_vocab": ("embedding", "serving_default",
+                      _ids_row(4, input_word_ids=[[2, 73, 6, 3]]),
+                      "assertion failed: [serving_default: input_word_ids must be in [0, "
+                      "vocab_size=73); got values from] [2] [to] [73]"),
+    "type_id_past_table": ("squad", "serving_default",
+                           _ids_row(3, input_type_ids=[[0, 1, 2]]),
+                           "assertion failed: [serving_default: input_type_ids must be in [0, "
+                           "type_vocab_size=2); got values from] [0] [to] [2]"),
+    "longer_than_positions": ("tagging", "serving_default", _ids_row(65),
+                              "assertion failed: [serving_default: input_word_ids may have at "
+                              "most max_position_embeddings=64 tokens; got] [65]"),
+    "mask_shape": ("classifier", "serving_default", _ids_row(4, input_mask=[[1, 1, 1]]),
+                   "assertion failed: [serving_default: input_mask must have the shape of "
+                   "input_word_ids; got] [1 3] [and] [1 4]"),
+    "mask_position_past_ids": ("fill_mask", "serving_default",
+                               dict(_ids_row(4), masked_lm_positions=[[1, 4]]),
+                               "assertion failed: [serving_default: masked_lm_positions must be "
+                               "in [0, the number of tokens); got values from] [1] [to] [4]"),
+    "scalar_text": ("embedding", "serve_text", {"text": "The cat sat on the mat."},
+                    "assertion failed: [serve_text: text must be a vector of texts [batch]; "
+                    "got shape] []"),
+    "scalar_example": ("tagging", "serve_examples", {"examples": ""},
+                       "assertion failed: [serve_examples: examples must be a vector of "
+                       "serialized tf.Examples [batch]; got shape] []"),
+    "squad_batch_sizes": ("squad", "serve_text",
+                          {"question": ["Who?", "Where?"], "context": ["Marie Curie was born."]},
+                          "assertion failed: [serve_text: context and question must have the "
+                          "same batch size; got] [1] [and] [2]"),
+    "pair_batch_sizes": ("classifier", "serve_text",
+                         {"text": ["a", "b", "c"], "text_pair": ["x", "y"]},
+                         "assertion failed: [serve_text: text_pair and text must have the same "
+                         "batch size; got] [2] [and] [3]"),
+}
 
 
 def ids_inputs(tok, kind):

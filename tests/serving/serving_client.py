@@ -6,9 +6,11 @@ CALLS.json holds
   "calls": [{"key", "export_dir", "signature", "inputs": {name: {"dtype", "value"}}}]
            (dtype "string": UTF-8 text, "base64": bytes, else a numpy dtype)
   "rest":  [{"key", "export_dir", "request": <a TF Serving REST predict body>}]
+  "bad":   calls as in "calls" that must fail
 Writes OUTPUT_PREFIX.npz (array "<key>/<output>" per call and output) and OUTPUT_PREFIX.json
-(REST responses by key, the signatures' input and output specs by export directory, and the
-bert_tf modules this process loaded, which must be none).
+(REST responses by key, the signatures' input and output specs by export directory, the
+errors of the bad calls by key (exception type and message), and the bert_tf modules this
+process loaded, which must be none).
 
 REST bodies use TF Serving's row format: {"signature_name": ..., "instances": [...]}, each
 instance an object of inputs (or a bare value for a one-input signature). The response is
@@ -26,6 +28,8 @@ import tensorflow_text  # noqa: F401  Registers the tf-text ops before the Saved
 
 def _tensor(value, dtype):
     if dtype == "string":
+        if isinstance(value, str):  # A scalar, as a columnar request may send.
+            return tf.constant(value.encode("utf-8"), tf.string)
         return tf.constant([v.encode("utf-8") for v in value], tf.string)
     if dtype == "base64":
         return tf.constant([base64.b64decode(v) for v in value], tf.string)
@@ -86,8 +90,8 @@ def _spec_json(spec):
 def main(calls_path, output_prefix):
     with open(calls_path, encoding="utf-8") as f:
         spec = json.load(f)
-    models, arrays, report = {}, {}, {"rest": {}, "signatures": {}}
-    for call in spec["calls"] + spec["rest"]:
+    models, arrays, report = {}, {}, {"rest": {}, "signatures": {}, "errors": {}}
+    for call in spec["calls"] + spec["rest"] + spec.get("bad", []):
         path = call["export_dir"]
         if path not in models:
             models[path] = tf.saved_model.load(path)
@@ -103,6 +107,14 @@ def main(calls_path, output_prefix):
             arrays[f"{call['key']}/{name}"] = _numpy(value)
     for call in spec["rest"]:
         report["rest"][call["key"]] = rest_predict(models[call["export_dir"]], call["request"])
+    for call in spec.get("bad", []):
+        fn = models[call["export_dir"]].signatures[call["signature"]]
+        inputs = {k: _tensor(v["value"], v["dtype"]) for k, v in call["inputs"].items()}
+        try:
+            fn(**inputs)
+            report["errors"][call["key"]] = None
+        except Exception as e:  # noqa: BLE001  Any failure is reported, the test judges it.
+            report["errors"][call["key"]] = {"type": type(e).__name__, "message": str(e)}
     report["bert_tf_modules"] = sorted(m for m in sys.modules if m.startswith("bert_tf"))
     np.savez(output_prefix + ".npz", **arrays)
     with open(output_prefix + ".json", "w", encoding="utf-8") as f:

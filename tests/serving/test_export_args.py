@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from bert_tf import serving
 from bert_tf.modeling import BertClassifier, BertEncoder, BertSpanLabeler
-from bert_tf.serving.tasks import RegressionTask, SpanTask
+from bert_tf.serving.tasks import (ClassificationTask, RegressionTask, SpanTask,
+                                   check_length_buckets, default_length_buckets)
 from bert_tf.text.layers import BertTokenizerLayer
 
 import serving_cases as cases
@@ -39,6 +40,14 @@ def encoder():
      "export: pass tokenizer or vocab_file, not both."),
     (dict(tokenizer=cases.VOCAB), TypeError,
      "export: tokenizer must be a BertTokenizerLayer or WordpieceTokenizer, got list."),
+    (dict(vocab_file=cases.VOCAB, length_buckets=(16, 8)), ValueError,
+     "export: length_buckets=[16, 8] must be strictly increasing positive lengths."),
+    (dict(vocab_file=cases.VOCAB, length_buckets=(0, 8)), ValueError,
+     "export: length_buckets=[0, 8] must be strictly increasing positive lengths."),
+    (dict(vocab_file=cases.VOCAB, length_buckets=(16, 64)), ValueError,
+     "export: length_buckets=[16, 64] exceed max_seq_length=32."),
+    (dict(vocab_file=cases.VOCAB, length_buckets=(8.5,)), ValueError,
+     "export: length_buckets=[8.5] must be integers."),
 ])
 def test_classifier_arguments_are_checked(encoder, tmp_path, kwargs, error, message):
     model = BertClassifier(encoder, num_classes=3)
@@ -65,6 +74,33 @@ def test_other_models_and_arguments_are_refused(encoder, tmp_path):
                        max_query_length=14)
     assert str(raised.value) == ("export: max_query_length=14 must be in [1, max_seq_length - 3 "
                                  "= 13].")
+
+
+def test_text_is_packed_to_the_smallest_bucket_that_holds_the_batch(encoder):
+    assert default_length_buckets(128) == (16, 32, 64, 128)
+    assert default_length_buckets(100) == (16, 32, 64, 100)
+    assert default_length_buckets(16) == (16,) and default_length_buckets(12) == (12,)
+    assert check_length_buckets(None, 48) == (16, 32, 48)
+    assert check_length_buckets([8, 16], 32) == (8, 16, 32)
+    assert check_length_buckets([8, 32], 32) == (8, 32)
+    assert check_length_buckets((), 32) == (32,)  # Off: always max_seq_length.
+    task = ClassificationTask(BertClassifier(encoder, num_classes=3),
+                              BertTokenizerLayer(cases.VOCAB), 32, ["a", "b", "c"],
+                              text_pair=False)
+    task.length_buckets = (8, 16, 32)
+
+    def packed(texts):
+        return task._encode([tf.constant(texts, tf.string)])
+
+    short = packed(["the cat", "cat"])  # 4 and 3 packed tokens
+    assert short["input_word_ids"].numpy().tolist() == [[2, 5, 6, 3, 0, 0, 0, 0],
+                                                        [2, 6, 3, 0, 0, 0, 0, 0]]
+    assert {k: v.shape for k, v in short.items()} == {
+        k: (2, 8) for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    assert packed(["cat", "the cat sat on the mat ."])["input_mask"].shape == (2, 16)  # 9
+    assert packed(["the cat sat on the mat . ! ?"])["input_mask"].shape == (1, 16)  # 11
+    assert packed([cases.LONG_TEXT, "cat"])["input_mask"].shape == (2, 32)  # Truncated.
+    assert packed(tf.zeros([0], tf.string))["input_mask"].shape == (0, 8)
 
 
 def test_existing_export_is_kept_unless_overwrite(encoder, tmp_path):

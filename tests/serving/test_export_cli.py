@@ -89,9 +89,10 @@ def test_cli_exported_the_pretraining_run_for_fill_mask(serving_run):
     export_dir = serving_run.export_dirs["fill_mask"]
     with open(os.path.join(export_dir, "assets.extra", "bert_tf_export.json")) as f:
         info = json.load(f)
-    # Casing and length come from run_pretraining.flags.
+    # Casing and length come from run_pretraining.flags, the buckets from --length_buckets.
     assert info == {"model": "BertPretrainer", "task": "fill_mask",
-                    "max_seq_length": cases.SEQ_LENGTH, "do_lower_case": True, "signatures": {
+                    "max_seq_length": cases.SEQ_LENGTH, "length_buckets": [8, 16, 32],
+                    "do_lower_case": True, "signatures": {
                         "serving_default": ["input_mask", "input_type_ids", "input_word_ids",
                                             "masked_lm_positions"],
                         "serve_text": ["text"], "serve_examples": ["examples"]}}
@@ -144,3 +145,13 @@ def test_saved_model_cli_with_tf_text_ops_on_a_full_export(serving_run, python_t
                                str(tmp_path))
     expected = serving_run.model("classifier")(features).numpy()
     np.testing.assert_allclose(got["logits"], expected, rtol=0, atol=1e-5)
+
+
+def test_cli_length_buckets_must_be_integers(tagging_run, tmp_path):
+    result = subprocess.run([sys.executable, TOOL, f"--model_dir={tagging_run}",
+                             f"--export_dir={tmp_path / '1'}", "--signatures=ids",
+                             "--length_buckets=16,x"], capture_output=True, text=True, env=ENV)
+    assert result.returncode != 0
+    assert "--length_buckets=16,x: expected comma-separated integers, e.g. 16,32,64." in \
+        result.stderr
+    assert not os.path.exists(tmp_path / "1")

@@ -81,32 +81,50 @@ def test_an_empty_batch_is_answered(serving_run, kind):
         assert value.shape[0] == 0 and value.ndim == text[name].ndim, (name, value.shape)
 
 
-def test_classifier_text(serving_run, python_tok):
+# The references below run the Keras model on inputs packed to the full SEQ_LENGTH. "text" is a
+# batch with texts that fill it; "text_short" one whose packed inputs fit the first length
+# bucket, which the signature ran the encoder at: the outputs must be the full-length ones.
+CALLS = ("text", "text_short")
+
+
+def _longest(features):
+    return int(features["input_mask"].sum(axis=1).max())
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_classifier_text(serving_run, python_tok, call):
     tok = python_tok
-    features = cases.pack_batch(tok, [tok.encode(t) for t in cases.TEXTS],
-                                [tok.encode(t) for t in cases.PAIRS])
+    inputs = text_inputs("classifier", call)
+    features = cases.pack_batch(tok, [tok.encode(t) for t in inputs["text"]],
+                                [tok.encode(t) for t in inputs["text_pair"]])
     probabilities = cases.softmax(serving_run.model("classifier")(features).numpy())
-    got = serving_run.output("classifier", "text")
+    got = serving_run.output("classifier", call)
     _close(got["probabilities"], probabilities, "probabilities")
     np.testing.assert_array_equal(got["predicted_label"],
                                   np.array(cases.CLASS_LABELS)[probabilities.argmax(-1)])
     np.testing.assert_array_equal(got["label_names"],
-                                  np.array([cases.CLASS_LABELS] * len(cases.TEXTS)))
-    # Long texts were truncated to the sequence length, longest first.
-    assert features["input_mask"][4].sum() == cases.SEQ_LENGTH
+                                  np.array([cases.CLASS_LABELS] * len(inputs["text"])))
+    # Long texts were truncated to the sequence length, longest first; the short batch fits
+    # the first bucket (16).
+    assert _longest(features) == (cases.SEQ_LENGTH if call == "text" else 15)
 
 
-def test_squad_text(serving_run, python_tok):
-    expected = cases.squad_reference(python_tok, serving_run.model("squad"), cases.QUESTIONS,
-                                     cases.CONTEXTS)
-    got = serving_run.output("squad", "text")
+@pytest.mark.parametrize("call", CALLS)
+def test_squad_text(serving_run, python_tok, call):
+    inputs = text_inputs("squad", call)
+    expected = cases.squad_reference(python_tok, serving_run.model("squad"), inputs["question"],
+                                     inputs["context"])
+    got = serving_run.output("squad", call)
     np.testing.assert_array_equal(got["answer_text"], expected["answer_text"])
     np.testing.assert_array_equal(got["answer_start"], expected["answer_start"])
     np.testing.assert_array_equal(got["answer_end"], expected["answer_end"])
     _close(got["score"], expected["score"], "score")
-    for context, text, start, end in zip(cases.CONTEXTS, got["answer_text"],
+    for context, text, start, end in zip(inputs["context"], got["answer_text"],
                                          got["answer_start"], got["answer_end"]):
         assert context[start:end] == text
+    if call == "text_short":
+        assert _longest(expected["features"]) == 15 and all(got["answer_text"])
+        return
     # An empty (or all-space) context answers "" at 0; the others answer something.
     assert [bool(t) for t in got["answer_text"]] == [True, True, True, False, True, True, False]
     # Non-ASCII context: offsets are character (not byte) offsets.
@@ -114,11 +132,13 @@ def test_squad_text(serving_run, python_tok):
         got["answer_text"][5]
 
 
-def test_tagging_text(serving_run, python_tok):
-    expected = cases.tagging_reference(python_tok, serving_run.model("tagging"), cases.TEXTS)
-    got = serving_run.output("tagging", "text")
+@pytest.mark.parametrize("call", CALLS)
+def test_tagging_text(serving_run, python_tok, call):
+    texts = text_inputs("tagging", call)["text"]
+    expected = cases.tagging_reference(python_tok, serving_run.model("tagging"), texts)
+    got = serving_run.output("tagging", call)
     width = max(1, max(len(rows) for rows in expected))
-    assert got["tokens"].shape == (len(cases.TEXTS), width)
+    assert got["tokens"].shape == (len(texts), width)
     np.testing.assert_array_equal(got["num_tokens"], [len(rows) for rows in expected])
     for b, rows in enumerate(expected):
         n = len(rows)
@@ -129,6 +149,11 @@ def test_tagging_text(serving_run, python_tok):
         assert got["end_offsets"][b, :n].tolist() == [r[4] for r in rows]
         # Padding.
         assert set(got["labels"][b, n:]) <= {""} and set(got["start_offsets"][b, n:]) <= {-1}
+    if call == "text_short":  # 9 packed tokens: the export's bucket 12 of (8, 12, 16, 24, 32).
+        assert got["tokens"][0].tolist() == ["Marie", "Curie", "was", "born", "in", "Warsaw",
+                                             "."]
+        assert got["num_tokens"].tolist() == [7, 7, 0]
+        return
     assert got["tokens"][0, :3].tolist() == ["The", "cat", "sat"]
     assert got["tokens"][3, :3].tolist() == ["Ünïcödé", "café", "in"]
     assert got["num_tokens"][1] == got["num_tokens"][5] == 0  # Empty and all-space texts.
@@ -136,9 +161,10 @@ def test_tagging_text(serving_run, python_tok):
     assert got["tokens"][6, 0] == "x" * 250  # Over 200 characters: one [UNK] word.
 
 
-def test_fill_mask_text(serving_run, python_tok):
+@pytest.mark.parametrize("call", CALLS)
+def test_fill_mask_text(serving_run, python_tok, call):
     tok = python_tok
-    ids = [cases.fill_mask_ids(tok, t) for t in cases.MASKED_TEXTS]
+    ids = [cases.fill_mask_ids(tok, t) for t in text_inputs("fill_mask", call)["text"]]
     features = cases.pack_batch(tok, ids)
     positions = [[i for i, x in enumerate(row) if x == tok.mask_id]
                  for row in features["input_word_ids"]]
@@ -147,9 +173,12 @@ def test_fill_mask_text(serving_run, python_tok):
     model = serving_run.model("fill_mask")
     logits = model(dict(features, masked_lm_positions=np.maximum(padded, 0)))["mlm_logits"]
     probabilities = cases.softmax(logits.numpy())
-    got = serving_run.output("fill_mask", "text")
+    got = serving_run.output("fill_mask", call)
     np.testing.assert_array_equal(got["mask_positions"], padded)
-    assert [len(p) for p in positions] == [2, 1, 0, 0, 0, 3, 1]  # The long text's is cut.
+    # The long text's mask is cut; the short batch (9 tokens) runs at the tool's bucket 16.
+    assert [len(p) for p in positions] == (
+        [2, 1, 0, 0, 0, 3, 1] if call == "text" else [2, 1])
+    assert _longest(features) == (cases.SEQ_LENGTH if call == "text" else 9)
     for b, row in enumerate(positions):
         for k in range(width):
             if k >= len(row):
@@ -162,13 +191,24 @@ def test_fill_mask_text(serving_run, python_tok):
             _close(got["top_k_probabilities"][b, k], probabilities[b, k, order], "top-k")
 
 
-def test_embedding_text(serving_run, python_tok):
+@pytest.mark.parametrize("call", CALLS)
+def test_embedding_text(serving_run, python_tok, call):
     tok = python_tok
-    features = cases.pack_batch(tok, [tok.encode(t) for t in cases.TEXTS])
+    features = cases.pack_batch(tok, [tok.encode(t) for t in text_inputs("embedding", call)[
+        "text"]])
     outputs = serving_run.model("embedding")(features)
     mask = features["input_mask"][:, :, None].astype(np.float32)
     mean = (outputs["sequence_output"].numpy() * mask).sum(1) / mask.sum(1)
-    got = serving_run.output("embedding", "text")
+    got = serving_run.output("embedding", call)
     assert sorted(got) == ["mean_pooled_output", "pooled_output"]
     _close(got["pooled_output"], outputs["pooled_output"].numpy(), "pooled_output")
     _close(got["mean_pooled_output"], mean, "mean_pooled_output")
+
+
+@pytest.mark.parametrize("key", sorted(cases.BAD_CALLS))
+def test_bad_requests_fail_naming_the_input(serving_run, key):
+    *_, message = cases.BAD_CALLS[key]
+    error = serving_run.report["errors"][key]
+    assert error is not None, f"{key} was answered"
+    assert error["type"] == "InvalidArgumentError"
+    assert message in error["message"], error["message"]
