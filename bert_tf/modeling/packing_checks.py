@@ -98,10 +98,21 @@ def check_instance_ids(instance_ids, input_mask):
                          "and be [S] or [B, S]")
     if ids.ndim == 1:
         ids, mask = ids[np.newaxis], mask[np.newaxis]
-    error = _first_error(ids.astype(np.int64), mask.astype(np.int64))
-    if error is not None:
-        row, pos, reason = error
-        raise ValueError(f"{FEATURE}: row {row}, position {pos}: {reason}")
+    ids, mask = ids.astype(np.int64), mask.astype(np.int64)
+    # Vectorized first (the same rules, with the running maximum standing in for the last
+    # real token's id, which it equals up to the first error); the token loop only names it.
+    real = mask != 0
+    seen = np.maximum.accumulate(np.where(real, ids, 0), axis=1)
+    previous = np.pad(seen[:, :-1], [(0, 0), (1, 0)])
+    previous_real = np.pad(real[:, :-1], [(0, 0), (1, 0)])
+    step = ids - previous
+    ok = np.where(real, (ids >= 1) & ((step == 1) | ((step == 0) & previous_real)), ids == 0)
+    bad_rows = np.flatnonzero(~ok.all(axis=1))
+    if not bad_rows.size:
+        return
+    row = int(bad_rows[0])
+    _, pos, reason = _first_error(ids[row:row + 1], mask[row:row + 1])
+    raise ValueError(f"{FEATURE}: row {row}, position {pos}: {reason}")
 
 
 def assert_instance_ids(instance_ids, input_mask):
