@@ -162,13 +162,14 @@ def _check_packed_rows(path, compression, max_instances_per_row):
             packing_checks.check_instance_ids(row["instance_ids"], row["input_mask"])
         except ValueError as e:
             raise ValueError(f"{path}: record {index}: {e}") from None
-        ids, starts = row["instance_ids"], row["next_sentence_positions"]
-        num_instances = int(ids.max(initial=0))
+        ids = row["instance_ids"].tolist()
+        num_instances = max(ids, default=0)
         real = int(row["next_sentence_weights"].sum())
-        first = [int(p) for p in range(len(ids)) if ids[p] > 0 and (p == 0 or ids[p - 1] != ids[p])]
-        if real != num_instances or list(starts[:real]) != first:
+        starts = row["next_sentence_positions"][:real].tolist()
+        first = [p for p in range(len(ids)) if ids[p] > 0 and (p == 0 or ids[p - 1] != ids[p])]
+        if real != num_instances or starts != first:
             raise ValueError(
-                f"{path}: record {index}: next_sentence_positions {list(starts[:real])} "
+                f"{path}: record {index}: next_sentence_positions {starts} "
                 f"(next_sentence_weights sum {real}) do not match the starts {first} of the "
                 f"{num_instances} instances in instance_ids.")
 
