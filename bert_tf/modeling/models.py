@@ -90,7 +90,8 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
     `call(features)` takes the pre-training feature dict (extra keys such as `masked_lm_ids`
     are ignored) and returns float32 logits:
       mlm_logits: [B, P, V] at `masked_lm_positions` [B, P].
-      nsp_logits: [B, 2] from the pooled [CLS] vector (only with use_next_sentence_label).
+      nsp_logits: [B, 2] from the pooled [CLS] vector (only with use_next_sentence_label);
+        [B, I, 2] for packed rows, one per instance (see below).
       sbo_logits: [B, P, V] from the span boundaries (only with span_boundary_objective, when
         the features hold them: inference such as fill-mask needs only the masked-LM head).
 
