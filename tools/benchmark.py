@@ -21,6 +21,9 @@ Cases (--cases, comma list):
                   latency at batch 1 and sequences/s at batch 32 of each signature, on passages
                   of corpus sentences (the ids: the same passages tokenized and padded), and the
                   text/ids ratios (target: text p50 within 1.2x of ids).
+  packing         real-token fraction of unpacked vs packed records (create_pretraining_data
+                  --pack_sequences) and real tokens/s of bert_tiny train steps on each, at seq
+                  128 and 512, on short documents (tools/bench_packing.py).
 
 Every measurement runs in a fresh subprocess (the mixed-precision policy is global, and memory is
 measured per process); results come back as one JSON line on stdout. Each case warms up,
@@ -53,9 +56,11 @@ import time
 from absl import app
 from absl import flags
 
+import bench_packing  # tools/bench_packing.py, the packing case (tools/ is on sys.path)
+
 FLAGS = flags.FLAGS
 
-CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving")
+CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing")
 MODELS = {"tiny": "bert_tiny", "small": "bert_small", "base": "bert_base"}
 # /proc/cpuinfo flags that decide which matmul kernels oneDNN and PyTorch can use.
 SPEED_CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
@@ -729,6 +734,7 @@ def worker_setup(args):
 
 
 WORKERS["setup"] = worker_setup
+WORKERS.update(bench_packing.WORKERS)
 
 
 def case_pretrain(setup, quick, torch_python=None):
@@ -1063,6 +1069,8 @@ def format_table(rows):
             lines.append(f"{case:14} text / ids: p50 x{r['text_over_ids_p50']}, p99 "
                          f"x{r['text_over_ids_p99']}, throughput x{r['text_over_ids_throughput']}"
                          f" (target p50 <= x{r['target_text_over_ids_p50']})")
+        elif case == "packing":
+            lines.append(bench_packing.format_row(r))
         elif case == "serving" and kind == "parity":
             lines.append(f"{case:14} text vs ids probabilities on {r['texts']} texts: max abs "
                          f"diff {r['max_abs_probability_diff']:.2e}")
@@ -1131,6 +1139,8 @@ def main(argv):
                 new = case_create_data(setup, FLAGS.quick)
             elif case == "serving":
                 new = case_serving(setup, FLAGS.quick)
+            elif case == "packing":
+                new = bench_packing.case_packing(setup.workdir, FLAGS.quick, _run_worker)
             else:
                 new = case_input_pipeline(setup, FLAGS.quick, rows)
             for row in new:

@@ -1,0 +1,201 @@
+"""The `packing` case of tools/benchmark.py: packed vs unpacked pre-training records.
+
+On a corpus of short documents (paragraphs of CPython's pydoc_data topics, 2-4 sentences,
+news-snippet lengths; nothing downloaded) it writes unpacked and packed records
+(create_pretraining_data, with and without --pack_sequences) at each sequence length, reports
+their real-token fractions, then trains the same model (bert_tiny; same batch of rows, same
+machine, one process per configuration, run one after the other) on each and reports real
+tokens/s, instances/s and the packed / unpacked ratio against the targets (>= 3x at 512,
+>= 1.6x at 128; records >= 85% real tokens at 512).
+
+This module must not import tools/benchmark.py (run as __main__, importing it again would
+define its flags twice): benchmark.py registers WORKERS and passes its worker runner in.
+"""
+
+import dataclasses
+import json
+import os
+import statistics
+import time
+
+_RESULT_PREFIX = "BENCH_RESULT "
+# Targets of issue 14 for real tokens/s packed / unpacked, per sequence length.
+TARGETS = {128: 1.6, 512: 3.0}
+TARGET_PACKED_FRACTION_512 = 0.85
+
+
+def _emit(result):
+    print(_RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def _shapes(quick):
+    """Per sequence length: (rows per batch, unpacked max_predictions_per_seq)."""
+    if quick:
+        return {64: (4, 10), 128: (2, 20)}
+    return {128: (32, 20), 512: (8, 80)}
+
+
+def worker_packing_data(args):
+    """Writes the corpus, vocab and the unpacked / packed records of every length."""
+    from bert_tf.data import create_pretraining_data as cpd
+    from bert_tf.data import demo_corpus
+    from bert_tf.data import sequence_packing
+    from bert_tf.fileio import write_text_atomic
+    from bert_tf.text import build_vocab, write_vocab
+
+    documents = demo_corpus.short_documents()
+    if args["quick"]:
+        documents = documents[:60]
+    corpus, vocab = os.path.join(args["dir"], "short.txt"), os.path.join(args["dir"], "vocab.txt")
+    write_text_atomic(corpus, demo_corpus.format_documents(documents))
+    vocab_tokens = build_vocab(corpus, 1000 if args["quick"] else 4000, True)
+    write_vocab(vocab_tokens, vocab)
+    results = []
+    for seq, (_, preds) in sorted((int(k), v) for k, v in args["shapes"].items()):
+        row = {"seq": seq, "documents": len(documents)}
+        for packed in (False, True):
+            options = cpd.PretrainingDataOptions(
+                max_seq_length=seq, max_predictions_per_seq=preds, dupe_factor=args["dupe"],
+                random_seed=12345, pack_sequences=packed)
+            if packed:
+                # --pack_sequences' default P per row (tools/create_pretraining_data.py).
+                options = dataclasses.replace(
+                    options, max_predictions_per_seq=sequence_packing.
+                    default_max_predictions_per_row(seq, options.masked_lm_prob,
+                                                    options.instances_per_row))
+            path = os.path.join(args["dir"], f"{'packed' if packed else 'unpacked'}-{seq}.tfrecord")
+            start = time.perf_counter()
+            stats = cpd.create_pretraining_data(corpus, [path], vocab, options=options)
+            key = "packed" if packed else "unpacked"
+            row.update({f"{key}_rows": stats.rows, f"{key}_real_fraction":
+                        round(stats.tokens / (stats.rows * seq), 4),
+                        f"{key}_create_s": round(time.perf_counter() - start, 2),
+                        f"{key}_preds": options.max_predictions_per_seq})
+            row["instances"] = stats.instances
+            if packed:
+                row["max_instances_per_row"] = options.instances_per_row
+        row["instances_per_row"] = round(row["instances"] / row["packed_rows"], 3)
+        results.append(row)
+    _emit({"vocab_size": len(vocab_tokens), "records": results})
+
+
+def worker_packing_train(args):
+    """Train-step real tokens/s of one (sequence length, packed or not) configuration."""
+    import tensorflow as tf
+
+    from bert_tf.config import BertConfig
+    from bert_tf.data.pretraining_dataset import pretraining_dataset, record_layout
+    from bert_tf.modeling import BertEncoder, BertPretrainer
+    from bert_tf.training.optimization import create_optimizer
+
+    path, seq, batch = args["path"], args["seq"], args["batch"]
+    layout = record_layout(path)
+    preds, instances_per_row = (layout[1], layout[2]) if layout else (args["preds"], None)
+    ds = pretraining_dataset(path, batch_size=batch, max_seq_length=seq,
+                             max_predictions_per_seq=preds, is_training=False,
+                             max_instances_per_row=instances_per_row)
+    # Batches are read first, so only the train steps are timed.
+    batches = [b for b, _ in zip(ds, range(args["num_batches"]))]
+    config = BertConfig.from_preset(args["model"], vocab_size=args["vocab_size"],
+                                    max_position_embeddings=512)
+    model = BertPretrainer(BertEncoder(config))
+    optimizer = create_optimizer(1e-4, 1000, 10)
+    model(batches[0])
+    variables = model.trainable_variables
+    optimizer.build(variables)
+
+    @tf.function(reduce_retracing=True)
+    def step(features):
+        with tf.GradientTape() as tape:
+            outputs = model(features, training=True)
+            loss = model.compute_pretraining_losses(features, outputs)["loss"]
+        optimizer.apply(tape.gradient(loss, variables), variables)
+        return loss
+
+    def run_all():
+        for b in batches:
+            loss = step(b)
+        return float(loss)
+
+    run_all()  # traces and warms up
+    times = []
+    for _ in range(args["repeats"]):
+        start = time.perf_counter()
+        final_loss = run_all()
+        times.append(time.perf_counter() - start)
+    seconds = statistics.median(times)
+    real_tokens = sum(int(tf.reduce_sum(b["input_mask"])) for b in batches)
+    if instances_per_row is None:
+        instances = len(batches) * batch
+    else:
+        instances = sum(int(tf.reduce_sum(b["next_sentence_weights"])) for b in batches)
+    _emit({"seq": seq, "packed": layout is not None, "model": args["model"], "batch": batch,
+           "preds": preds, "steps": len(batches),
+           "ms_per_step": round(1000 * seconds / len(batches), 2),
+           "real_tokens_per_s": round(real_tokens / seconds, 1),
+           "instances_per_s": round(instances / seconds, 2),
+           "real_fraction_of_batches": round(real_tokens / (len(batches) * batch * seq), 4),
+           "final_loss_finite": final_loss == final_loss,
+           "load_avg": round(os.getloadavg()[0], 2)})
+
+
+WORKERS = {"packing_data": worker_packing_data, "packing_train": worker_packing_train}
+
+
+def case_packing(workdir, quick, run_worker):
+    """Runs the case; returns result rows (kind records, train, ratio, or error)."""
+    shapes = _shapes(quick)
+    directory = os.path.join(workdir, "packing")
+    os.makedirs(directory, exist_ok=True)
+    data = run_worker("packing_data", {"dir": directory, "quick": quick,
+                                       "dupe": 1 if quick else 5,
+                                       "shapes": {str(k): v for k, v in shapes.items()}})
+    if "error" in data:
+        return [{"case": "packing", "kind": "error", **data}]
+    rows = [{"case": "packing", "kind": "records", **r} for r in data["records"]]
+    model = "bert_tiny"
+    for seq, (batch, preds) in shapes.items():
+        measured = {}
+        for packed in (False, True):
+            result = run_worker("packing_train", {
+                "path": os.path.join(directory,
+                                     f"{'packed' if packed else 'unpacked'}-{seq}.tfrecord"),
+                "seq": seq, "batch": batch, "preds": preds, "model": model,
+                "vocab_size": data["vocab_size"], "num_batches": 2 if quick else 6,
+                "repeats": 1 if quick else 3})
+            if "error" in result:
+                rows.append({"case": "packing", "kind": "error", "seq": seq,
+                             "packed": packed, **result})
+                continue
+            measured[packed] = result
+            rows.append({"case": "packing", "kind": "train", **result})
+        if len(measured) == 2:
+            ratio = measured[True]["real_tokens_per_s"] / measured[False]["real_tokens_per_s"]
+            target = TARGETS.get(seq)
+            rows.append({"case": "packing", "kind": "ratio", "seq": seq, "model": model,
+                         "real_tokens_per_s_ratio": round(ratio, 3),
+                         "instances_per_s_ratio": round(
+                             measured[True]["instances_per_s"]
+                             / measured[False]["instances_per_s"], 3),
+                         "target": target,
+                         "meets_target": None if target is None else ratio >= target})
+    return rows
+
+
+def format_row(r):
+    """One line of the benchmark table for a packing row."""
+    kind = r["kind"]
+    if kind == "records":
+        return (f"{'packing':14} seq {r['seq']:4} records: real tokens unpacked "
+                f"{100 * r['unpacked_real_fraction']:5.1f}%, packed "
+                f"{100 * r['packed_real_fraction']:5.1f}% ({r['instances_per_row']} instances "
+                f"per row, {r['instances']} instances)")
+    if kind == "train":
+        return (f"{'packing':14} seq {r['seq']:4} {'packed  ' if r['packed'] else 'unpacked'} "
+                f"{r['model']} batch {r['batch']}: {r['real_tokens_per_s']:9.0f} real tok/s "
+                f"{r['instances_per_s']:8.1f} inst/s {r['ms_per_step']:8.1f} ms/step  "
+                f"load {r['load_avg']}")
+    if kind == "ratio":
+        return (f"{'packing':14} seq {r['seq']:4} packed / unpacked real tokens/s = "
+                f"x{r['real_tokens_per_s_ratio']} (target x{r['target']})")
+    return f"{'packing':14} ERROR {r.get('error')}"
