@@ -4,7 +4,7 @@ On a corpus of short documents (paragraphs of CPython's pydoc_data topics, 2-4 s
 news-snippet lengths; nothing downloaded) it writes unpacked and packed records
 (create_pretraining_data, with and without --pack_sequences) at each sequence length, reports
 their real-token fractions, then trains the same model (bert_tiny; same batch of rows, same
-machine, one process per configuration, run one after the other) on each and reports real
+machine, both in one process timed in alternating rounds) on each and reports real
 tokens/s, instances/s and the packed / unpacked ratio against the targets (>= 3x at 512,
 >= 1.6x at 128; records >= 85% real tokens at 512).
 
@@ -80,63 +80,85 @@ def worker_packing_data(args):
 
 
 def worker_packing_train(args):
-    """Train-step real tokens/s of one (sequence length, packed or not) configuration."""
+    """Train-step real tokens/s on unpacked and packed records, per sequence length.
+
+    Both configurations live in this one process (two models of the same config and seed)
+    and are timed in alternating rounds, so a load change on a shared machine hits both.
+    """
+    import keras
     import tensorflow as tf
 
     from bert_tf.config import BertConfig
+
+    config = BertConfig.from_preset(args["model"], vocab_size=args["vocab_size"],
+                                    max_position_embeddings=512)
+    _emit({"results": [_measure_pair(tf, keras, config, args, shape)
+                       for shape in args["shapes"]], "load_avg": round(os.getloadavg()[0], 2)})
+
+
+def _measure_pair(tf, keras, config, args, shape):
+    """The unpacked and packed runs of one shape (seq, batch, preds, paths)."""
     from bert_tf.data.pretraining_dataset import pretraining_dataset, record_layout
     from bert_tf.modeling import BertEncoder, BertPretrainer
     from bert_tf.training.optimization import create_optimizer
 
-    path, seq, batch = args["path"], args["seq"], args["batch"]
-    layout = record_layout(path)
-    preds, instances_per_row = (layout[1], layout[2]) if layout else (args["preds"], None)
-    ds = pretraining_dataset(path, batch_size=batch, max_seq_length=seq,
-                             max_predictions_per_seq=preds, is_training=False,
-                             max_instances_per_row=instances_per_row)
-    # Batches are read first, so only the train steps are timed.
-    batches = [b for b, _ in zip(ds, range(args["num_batches"]))]
-    config = BertConfig.from_preset(args["model"], vocab_size=args["vocab_size"],
-                                    max_position_embeddings=512)
-    model = BertPretrainer(BertEncoder(config))
-    optimizer = create_optimizer(1e-4, 1000, 10)
-    model(batches[0])
-    variables = model.trainable_variables
-    optimizer.build(variables)
+    seq, batch = shape["seq"], shape["batch"]
+    runs = []
+    for path in shape["paths"]:
+        layout = record_layout(path)
+        preds, slots = (layout[1], layout[2]) if layout else (shape["preds"], None)
+        ds = pretraining_dataset(path, batch_size=batch, max_seq_length=seq,
+                                 max_predictions_per_seq=preds, is_training=False,
+                                 max_instances_per_row=slots)
+        # Batches are read first, so only the train steps are timed.
+        batches = [b for b, _ in zip(ds, range(args["num_batches"]))]
+        keras.utils.set_random_seed(0)
+        model = BertPretrainer(BertEncoder(config))
+        optimizer = create_optimizer(1e-4, 1000, 10)
+        model(batches[0])
+        optimizer.build(model.trainable_variables)
 
-    @tf.function(reduce_retracing=True)
-    def step(features):
-        with tf.GradientTape() as tape:
-            outputs = model(features, training=True)
-            loss = model.compute_pretraining_losses(features, outputs)["loss"]
-        optimizer.apply(tape.gradient(loss, variables), variables)
-        return loss
+        def step(features, model=model, optimizer=optimizer):
+            with tf.GradientTape() as tape:
+                outputs = model(features, training=True)
+                loss = model.compute_pretraining_losses(features, outputs)["loss"]
+            variables = model.trainable_variables
+            optimizer.apply(tape.gradient(loss, variables), variables)
+            return loss
 
-    def run_all():
-        for b in batches:
-            loss = step(b)
+        step = tf.function(step, reduce_retracing=True)
+        real_tokens = sum(int(tf.reduce_sum(b["input_mask"])) for b in batches)
+        instances = (len(batches) * batch if slots is None else
+                     sum(int(tf.reduce_sum(b["next_sentence_weights"])) for b in batches))
+        runs.append({"path": path, "packed": layout is not None, "preds": preds,
+                     "batches": batches, "step": step, "times": [],
+                     "real_tokens": real_tokens, "instances": instances})
+
+    def run_all(run):
+        for b in run["batches"]:
+            loss = run["step"](b)
         return float(loss)
 
-    run_all()  # traces and warms up
-    times = []
+    for run in runs:
+        run["final_loss"] = run_all(run)  # traces and warms up
     for _ in range(args["repeats"]):
-        start = time.perf_counter()
-        final_loss = run_all()
-        times.append(time.perf_counter() - start)
-    seconds = statistics.median(times)
-    real_tokens = sum(int(tf.reduce_sum(b["input_mask"])) for b in batches)
-    if instances_per_row is None:
-        instances = len(batches) * batch
-    else:
-        instances = sum(int(tf.reduce_sum(b["next_sentence_weights"])) for b in batches)
-    _emit({"seq": seq, "packed": layout is not None, "model": args["model"], "batch": batch,
-           "preds": preds, "steps": len(batches),
-           "ms_per_step": round(1000 * seconds / len(batches), 2),
-           "real_tokens_per_s": round(real_tokens / seconds, 1),
-           "instances_per_s": round(instances / seconds, 2),
-           "real_fraction_of_batches": round(real_tokens / (len(batches) * batch * seq), 4),
-           "final_loss_finite": final_loss == final_loss,
-           "load_avg": round(os.getloadavg()[0], 2)})
+        for run in runs:
+            start = time.perf_counter()
+            run["final_loss"] = run_all(run)
+            run["times"].append(time.perf_counter() - start)
+    results = []
+    for run in runs:
+        seconds = statistics.median(run["times"])
+        steps = len(run["batches"])
+        results.append({
+            "seq": seq, "packed": run["packed"], "model": args["model"], "batch": batch,
+            "preds": run["preds"], "steps": steps, "repeats": args["repeats"],
+            "ms_per_step": round(1000 * seconds / steps, 2),
+            "real_tokens_per_s": round(run["real_tokens"] / seconds, 1),
+            "instances_per_s": round(run["instances"] / seconds, 2),
+            "real_fraction_of_batches": round(run["real_tokens"] / (steps * batch * seq), 4),
+            "final_loss_finite": run["final_loss"] == run["final_loss"]})
+    return results
 
 
 WORKERS = {"packing_data": worker_packing_data, "packing_train": worker_packing_train}
@@ -154,31 +176,26 @@ def case_packing(workdir, quick, run_worker):
         return [{"case": "packing", "kind": "error", **data}]
     rows = [{"case": "packing", "kind": "records", **r} for r in data["records"]]
     model = "bert_tiny"
-    for seq, (batch, preds) in shapes.items():
-        measured = {}
-        for packed in (False, True):
-            result = run_worker("packing_train", {
-                "path": os.path.join(directory,
-                                     f"{'packed' if packed else 'unpacked'}-{seq}.tfrecord"),
-                "seq": seq, "batch": batch, "preds": preds, "model": model,
-                "vocab_size": data["vocab_size"], "num_batches": 2 if quick else 6,
-                "repeats": 1 if quick else 3})
-            if "error" in result:
-                rows.append({"case": "packing", "kind": "error", "seq": seq,
-                             "packed": packed, **result})
-                continue
-            measured[packed] = result
-            rows.append({"case": "packing", "kind": "train", **result})
-        if len(measured) == 2:
-            ratio = measured[True]["real_tokens_per_s"] / measured[False]["real_tokens_per_s"]
-            target = TARGETS.get(seq)
-            rows.append({"case": "packing", "kind": "ratio", "seq": seq, "model": model,
-                         "real_tokens_per_s_ratio": round(ratio, 3),
-                         "instances_per_s_ratio": round(
-                             measured[True]["instances_per_s"]
-                             / measured[False]["instances_per_s"], 3),
-                         "target": target,
-                         "meets_target": None if target is None else ratio >= target})
+    result = run_worker("packing_train", {
+        "shapes": [{"seq": seq, "batch": batch, "preds": preds,
+                    "paths": [os.path.join(directory, f"{kind}-{seq}.tfrecord")
+                              for kind in ("unpacked", "packed")]}
+                   for seq, (batch, preds) in shapes.items()],
+        "model": model, "vocab_size": data["vocab_size"], "num_batches": 2 if quick else 4,
+        "repeats": 1 if quick else 5})
+    if "error" in result:
+        return rows + [{"case": "packing", "kind": "error", **result}]
+    for unpacked, packed in result["results"]:
+        for r in (unpacked, packed):
+            rows.append({"case": "packing", "kind": "train", **r, "load_avg": result["load_avg"]})
+        ratio = packed["real_tokens_per_s"] / unpacked["real_tokens_per_s"]
+        target = TARGETS.get(packed["seq"])
+        rows.append({"case": "packing", "kind": "ratio", "seq": packed["seq"], "model": model,
+                     "real_tokens_per_s_ratio": round(ratio, 3),
+                     "instances_per_s_ratio": round(
+                         packed["instances_per_s"] / unpacked["instances_per_s"], 3),
+                     "target": target,
+                     "meets_target": None if target is None else ratio >= target})
     return rows
 
 
