@@ -1059,7 +1059,11 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
             f, max_seq_length=max_seq_length, max_instances_per_row=max_instances_per_row,
             max_predictions_per_row=max_predictions_per_seq),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        ds = ds.unbatch().batch(per_pipeline_batch, drop_remainder=True)
+        ds = ds.unbatch()
+        if is_training:
+            # A group's rows come out ordered by their longest instance: mix them.
+            ds = ds.shuffle(pack_buffer_size, seed=seed, reshuffle_each_iteration=True)
+        ds = ds.batch(per_pipeline_batch, drop_remainder=True)
         return ds.prefetch(tf.data.AUTOTUNE)
     ds = ds.batch(per_pipeline_batch, drop_remainder=True).enumerate()
     ds = ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
