@@ -215,14 +215,17 @@ def _validate_family_options(options):
     if options.full_sentences and options.use_next_sentence_label:
         raise FlagValueError("--full_sentences packs single sequences: it needs "
                              "--use_next_sentence_label=false")
-    if options.max_instances_per_row and not options.pack_sequences:
+    # getattr: option objects made before packing existed keep working.
+    pack, instances = (getattr(options, "pack_sequences", False),
+                       getattr(options, "max_instances_per_row", 0))
+    if instances and not pack:
         raise FlagValueError("--max_instances_per_row sets packed rows of raw text: it needs "
                              "--pack_sequences")
-    if options.pack_sequences and options.full_sentences:
+    if pack and options.full_sentences:
         raise FlagValueError("--pack_sequences packs sentence-pair instances: it cannot be "
                              "combined with --full_sentences (already full rows)")
-    if options.max_instances_per_row < 0:
-        raise FlagValueError(f"--max_instances_per_row={options.max_instances_per_row} must "
+    if instances < 0:
+        raise FlagValueError(f"--max_instances_per_row={instances} must "
                              "be >= 0 (0 = the default)")
     if options.span_boundary_objective and text_input and not options.do_span_mask:
         raise FlagValueError("--span_boundary_objective needs span boundaries: add "
@@ -274,7 +277,7 @@ def _packed_layout(options, name, patterns):
     except ValueError as e:
         raise FlagValueError(f"--{name}={patterns}: {e}") from None
     if layout is None:
-        if options.pack_sequences:
+        if getattr(options, "pack_sequences", False):
             raise FlagValueError(
                 f"--pack_sequences: the records of --{name} are not packed (no feature "
                 f'"instance_ids" in {first}); make them with create_pretraining_data '
@@ -300,10 +303,10 @@ def text_packing(options):
     """(P, I) of packed raw text (--pack_sequences), or (--max_predictions_per_seq, None)."""
     from bert_tf.data import sequence_packing
 
-    if not options.pack_sequences:
+    if not getattr(options, "pack_sequences", False):
         return options.max_predictions_per_seq, None
-    instances = (options.max_instances_per_row or
-                 sequence_packing.default_max_instances_per_row(options.max_seq_length))
+    instances = (getattr(options, "max_instances_per_row", 0)
+                 or sequence_packing.default_max_instances_per_row(options.max_seq_length))
     predictions = options.max_predictions_per_seq
     if not _flag_given(options, "max_predictions_per_seq"):
         predictions = sequence_packing.default_max_predictions_per_row(
@@ -376,8 +379,8 @@ def _data_service_job_name(options):
              options.seed, options.masked_lm_prob, options.do_whole_word_mask,
              options.use_next_sentence_label, options.do_lower_case,
              options.sentence_order_prediction, options.do_span_mask, options.full_sentences]
-    if options.pack_sequences:  # runs without packing keep their job names
-        shape += [options.pack_sequences, options.max_instances_per_row]
+    if getattr(options, "pack_sequences", False):  # runs without packing keep their job names
+        shape += [True, getattr(options, "max_instances_per_row", 0)]
     return "bert_tf_pretraining_" + hashlib.sha1(json.dumps(shape).encode()).hexdigest()[:16]
 
 

@@ -264,3 +264,29 @@ def test_packed_output_is_byte_identical_for_any_number_of_workers(corpus, packe
                                 num_workers=2)
     assert ((tmp_path / "w2.tfrecord").read_bytes()
             == (packed_run["dir"] / "packed.tfrecord").read_bytes())
+
+
+@pytest.mark.slow
+def test_cli_packs_with_the_default_predictions_per_row(corpus, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    tool = os.path.join(repo, "tools", "create_pretraining_data.py")
+    common = [sys.executable, tool, f"--input_file={corpus['pattern']}",
+              f"--vocab_file={corpus['vocab']}", "--max_seq_length=128", "--dupe_factor=1"]
+    env = dict(os.environ, PYTHONPATH=repo)
+    proc = subprocess.run(common + [f"--output_file={tmp_path / 'p.tfrecord'}",
+                                    "--pack_sequences"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # I = 128 // 16 = 8 and P = floor(128 * 0.15) + ceil(8 / 2) + 1 = 24.
+    assert record_layout(str(tmp_path / "p.tfrecord")) == (128, 24, 8)
+    assert "--pack_sequences: 24 masked positions per row (--max_predictions_per_seq)." \
+        in proc.stderr
+    proc = subprocess.run(common + [f"--output_file={tmp_path / 'u.tfrecord'}",
+                                    "--max_instances_per_row=4"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0
+    assert "--max_instances_per_row needs --pack_sequences." in proc.stderr
