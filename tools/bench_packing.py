@@ -183,7 +183,7 @@ def case_packing(workdir, quick, run_worker):
                     "paths": [os.path.join(directory, f"{kind}-{seq}.tfrecord")
                               for kind in ("unpacked", "packed")]}
                    for seq, (batch, preds) in shapes.items()],
-        "model": model, "vocab_size": data["vocab_size"], "num_batches": 2 if quick else 4,
+        "model": model, "vocab_size": data["vocab_size"], "num_batches": 2 if quick else 8,
         "repeats": 1 if quick else 7})
     if "error" in result:
         return rows + [{"case": "packing", "kind": "error", **result}]
@@ -214,7 +214,8 @@ def format_row(r):
                 f"per row, {r['instances']} instances)")
     if kind == "train":
         return (f"{'packing':14} seq {r['seq']:4} {'packed  ' if r['packed'] else 'unpacked'} "
-                f"{r['model']} batch {r['batch']}: {r['real_tokens_per_s']:9.0f} real tok/s "
+                f"{r['model']} batch {r['batch']} ({100 * r['real_fraction_of_batches']:5.1f}% "
+                f"real): {r['real_tokens_per_s']:9.0f} real tok/s "
                 f"{r['instances_per_s']:8.1f} inst/s {r['ms_per_step']:8.1f} ms/step  "
                 f"load {r['load_avg']}")
     if kind == "ratio":
