@@ -15,6 +15,11 @@ share_parameters, sinusoidal positions), --sentence_order_prediction (ALBERT),
 --use_next_sentence_label (RoBERTa); official_configs/pretraining/{roberta,albert,spanbert}_
 style_*.flags hold the recipes.
 
+Packed pre-training (docs/packing.md): records written by create_pretraining_data
+--pack_sequences are detected (feature instance_ids in the first record) and trained on with
+each instance attending only to itself; --pack_sequences packs raw text the same way. Metrics
+then count instances: instances_per_row, instances_per_second, NSP accuracy over instances.
+
 Exit codes: 0 done, 1 a flag, input or checkpoint error (message on stderr), 143 preempted:
 SIGTERM made training save a checkpoint at the step reached; rerun the same command to resume.
 
@@ -120,6 +125,16 @@ flags.DEFINE_bool("full_sentences", False,
                   "RoBERTa's FULL-SENTENCES packing of raw text: whole sentences across "
                   "document ends, an extra [SEP] between documents (--input_text_file, "
                   "--use_next_sentence_label=false).")
+flags.DEFINE_bool("pack_sequences", False,
+                  "Packed pre-training: several whole instances per row of --max_seq_length. "
+                  "Raw text (--input_text_file, --input_tfds) is packed on the fly; TFRecords "
+                  "must be packed (create_pretraining_data --pack_sequences), which is "
+                  "detected without this flag too. --max_predictions_per_seq then counts per "
+                  "row (default for raw text: floor(S * masked_lm_prob) + "
+                  "ceil(I / 2) + 1; for records: the records' own).")
+flags.DEFINE_integer("max_instances_per_row", 0,
+                     "Most instances per packed row of raw text (--pack_sequences); 0 = "
+                     "max(2, max_seq_length // 16). Records carry their own.")
 flags.DEFINE_string("tf_data_service", None,
                     "grpc://HOST:PORT of a tf.data service dispatcher that runs the training "
                     "input pipeline (see the module doc).")
@@ -200,6 +215,18 @@ def _validate_family_options(options):
     if options.full_sentences and options.use_next_sentence_label:
         raise FlagValueError("--full_sentences packs single sequences: it needs "
                              "--use_next_sentence_label=false")
+    # getattr: option objects made before packing existed keep working.
+    pack, instances = (getattr(options, "pack_sequences", False),
+                       getattr(options, "max_instances_per_row", 0))
+    if instances and not pack:
+        raise FlagValueError("--max_instances_per_row sets packed rows of raw text: it needs "
+                             "--pack_sequences")
+    if pack and options.full_sentences:
+        raise FlagValueError("--pack_sequences packs sentence-pair instances: it cannot be "
+                             "combined with --full_sentences (already full rows)")
+    if instances < 0:
+        raise FlagValueError(f"--max_instances_per_row={instances} must "
+                             "be >= 0 (0 = the default)")
     if options.span_boundary_objective and text_input and not options.do_span_mask:
         raise FlagValueError("--span_boundary_objective needs span boundaries: add "
                              "--do_span_mask for raw text input")
@@ -228,6 +255,65 @@ def _input_flags(options, is_training):
     return "input_text_file", options.input_text_file
 
 
+def _flag_given(options, name):
+    """Whether a flag was set on the command line (any other options object: always)."""
+    if isinstance(options, flags.FlagValues):
+        return options[name].present
+    return True
+
+
+def _packed_layout(options, name, patterns):
+    """(P, I) of the packed records of --<name>, or None for unpacked records.
+
+    Packed records are recognized by the feature instance_ids in the first record of the first
+    file; the reader then checks every file against that. Raises FlagValueError when the
+    records contradict --pack_sequences or --max_predictions_per_seq.
+    """
+    from bert_tf.data.pretraining_dataset import expand_input_patterns, record_layout
+
+    try:
+        first = expand_input_patterns(patterns)[0]
+        layout = record_layout(first)
+    except ValueError as e:
+        raise FlagValueError(f"--{name}={patterns}: {e}") from None
+    if layout is None:
+        if getattr(options, "pack_sequences", False):
+            raise FlagValueError(
+                f"--pack_sequences: the records of --{name} are not packed (no feature "
+                f'"instance_ids" in {first}); make them with create_pretraining_data '
+                "--pack_sequences, or drop --pack_sequences")
+        return None
+    seq_length, predictions, instances = layout
+    if _flag_given(options, "max_predictions_per_seq") and (
+            options.max_predictions_per_seq != predictions):
+        raise FlagValueError(
+            f"--max_predictions_per_seq={options.max_predictions_per_seq} does not match the "
+            f"packed records of --{name}: {first} holds {predictions} masked positions per "
+            f"row; pass --max_predictions_per_seq={predictions} or leave it unset")
+    if seq_length != options.max_seq_length:
+        raise FlagValueError(
+            f"--max_seq_length={options.max_seq_length} does not match the packed records of "
+            f"--{name}: {first} holds rows of {seq_length} tokens")
+    logging.info("--%s holds packed rows: S=%d, P=%d masked positions and I=%d instances per "
+                 "row", name, seq_length, predictions, instances)
+    return predictions, instances
+
+
+def text_packing(options):
+    """(P, I) of packed raw text (--pack_sequences), or (--max_predictions_per_seq, None)."""
+    from bert_tf.data import sequence_packing
+
+    if not getattr(options, "pack_sequences", False):
+        return options.max_predictions_per_seq, None
+    instances = (getattr(options, "max_instances_per_row", 0)
+                 or sequence_packing.default_max_instances_per_row(options.max_seq_length))
+    predictions = options.max_predictions_per_seq
+    if not _flag_given(options, "max_predictions_per_seq"):
+        predictions = sequence_packing.default_max_predictions_per_row(
+            options.max_seq_length, options.masked_lm_prob, instances)
+    return predictions, instances
+
+
 def _make_dataset_fn(options, config, *, is_training, batch_size):
     """(InputContext) -> tf.data.Dataset of the pre-training feature dict."""
     name, patterns = _input_flags(options, is_training)
@@ -238,14 +324,18 @@ def _make_dataset_fn(options, config, *, is_training, batch_size):
     if name.endswith("input_file"):
         from bert_tf.data import pretraining_dataset
 
+        layout = _packed_layout(options, name, patterns)
+        predictions, instances = layout or (options.max_predictions_per_seq, None)
+
         def dataset_fn(input_context=None):
             return pretraining_dataset(
                 patterns, batch_size=batch_size,
                 max_seq_length=options.max_seq_length,
-                max_predictions_per_seq=options.max_predictions_per_seq,
+                max_predictions_per_seq=predictions,
                 is_training=is_training, seed=seed, input_context=input_context,
                 use_next_sentence_label=options.use_next_sentence_label,
-                vocab_size=config.vocab_size, span_boundaries=options.span_boundary_objective)
+                vocab_size=config.vocab_size, span_boundaries=options.span_boundary_objective,
+                max_instances_per_row=instances)
         return dataset_fn
 
     from bert_tf.data import text_pretraining_dataset
@@ -257,13 +347,18 @@ def _make_dataset_fn(options, config, *, is_training, batch_size):
                          tfds_split=split, tfds_text_key=options.tfds_text_key)
         patterns = None
 
+    predictions, instances = text_packing(options)
+    packing_args = {}
+    if instances is not None:
+        packing_args = dict(pack_sequences=True, max_instances_per_row=instances)
+
     def text_dataset_fn(input_context=None):
         return text_pretraining_dataset(
             patterns, **tfds_args, vocab_file=options.vocab_file,
             do_lower_case=options.do_lower_case, batch_size=batch_size,
             max_seq_length=options.max_seq_length,
-            max_predictions_per_seq=options.max_predictions_per_seq,
-            masked_lm_prob=options.masked_lm_prob,
+            max_predictions_per_seq=predictions,
+            masked_lm_prob=options.masked_lm_prob, **packing_args,
             use_next_sentence_label=options.use_next_sentence_label,
             do_whole_word_mask=options.do_whole_word_mask, seed=seed,
             is_training=is_training, input_context=input_context,
@@ -284,6 +379,8 @@ def _data_service_job_name(options):
              options.seed, options.masked_lm_prob, options.do_whole_word_mask,
              options.use_next_sentence_label, options.do_lower_case,
              options.sentence_order_prediction, options.do_span_mask, options.full_sentences]
+    if getattr(options, "pack_sequences", False):  # runs without packing keep their job names
+        shape += [True, getattr(options, "max_instances_per_row", 0)]
     return "bert_tf_pretraining_" + hashlib.sha1(json.dumps(shape).encode()).hexdigest()[:16]
 
 
@@ -332,6 +429,8 @@ def pretraining_metrics(sums, count, sentence_order_prediction=False):
         loss_name, accuracy_name = pair_metric_names(sentence_order_prediction)
         metrics[loss_name] = sums["nsp_loss"] / count
         metrics[accuracy_name] = sums["nsp_correct"] / sums["nsp_count"]
+    if "instances" in sums:  # packed rows
+        metrics["instances_per_row"] = sums["instances"] / max(sums["rows"], 1e-12)
     if "sbo_loss" in sums:
         metrics["sbo_loss"] = sums["sbo_loss"] / count
         metrics["span_boundary_accuracy"] = (sums["sbo_correct"]
@@ -341,7 +440,16 @@ def pretraining_metrics(sums, count, sentence_order_prediction=False):
 
 def _pretraining_loss_fn(model, batch, training):
     outputs = model(batch, training=training)
-    return model.compute_pretraining_losses(batch, outputs)
+    parts = model.compute_pretraining_losses(batch, outputs)
+    if "input_instance_ids" in batch:
+        # Packed rows: count instances (the highest instance id of a row) as well as rows, so
+        # throughput and NSP accuracy are reported per instance.
+        instance_ids = batch["input_instance_ids"]
+        parts = dict(parts,
+                     instances=tf.reduce_sum(tf.cast(tf.reduce_max(instance_ids, axis=1),
+                                                     tf.float32)),
+                     rows=tf.cast(tf.shape(instance_ids)[0], tf.float32))
+    return parts
 
 
 def pretrain(options, flags_text=None):
@@ -409,6 +517,12 @@ def pretrain(options, flags_text=None):
             gradient_accumulation_steps=options.gradient_accumulation_steps,
             skip_consumed_input=not options.tf_data_service)
         results["global_step"] = train_results.pop("step")
+        if "instances_per_row" in train_results and "examples_per_second" in train_results:
+            train_results["instances_per_second"] = (train_results["examples_per_second"]
+                                                     * train_results["instances_per_row"])
+            logging.info("Packed rows: %.2f instances per row, %.1f instances/s",
+                         train_results["instances_per_row"],
+                         train_results["instances_per_second"])
         results["train"] = train_results
     else:
         results["global_step"] = _restore_for_eval(options, model, optimizer)

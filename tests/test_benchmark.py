@@ -204,3 +204,37 @@ def test_torch_python_without_torch_is_a_usage_error(tmp_path):
     assert proc.returncode != 0
     assert (f"--torch_python={python} cannot import torch and transformers: "
             "ModuleNotFoundError: No module named 'torch'") in proc.stderr
+
+
+@pytest.mark.slow
+def test_packing_rows_and_derived_numbers(tmp_path):
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "--quick", "--cases=packing", f"--output_file={out}"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out) as f:
+        rows = json.load(f)["results"]
+    assert not [r for r in rows if "error" in r]
+    records = {r["seq"]: r for r in _rows(rows, "packing", "records")}
+    assert set(records) == {64, 128}
+    for r in records.values():
+        # Packing moves the same instances into fewer, fuller rows.
+        assert r["packed_rows"] <= r["unpacked_rows"] == r["instances"]
+        assert r["packed_real_fraction"] == pytest.approx(
+            r["unpacked_real_fraction"] * r["unpacked_rows"] / r["packed_rows"], rel=2e-3)
+    assert records[128]["packed_real_fraction"] > records[128]["unpacked_real_fraction"]
+    train = {(r["seq"], r["packed"]): r for r in _rows(rows, "packing", "train")}
+    assert set(train) == {(64, False), (64, True), (128, False), (128, True)}
+    for (seq, packed), r in train.items():
+        assert r["model"] == "bert_tiny" and r["final_loss_finite"] is True
+        assert r["real_tokens_per_s"] == pytest.approx(
+            r["real_fraction_of_batches"] * r["batch"] * seq / (r["ms_per_step"] / 1000),
+            rel=0.01)
+    for r in _rows(rows, "packing", "ratio"):
+        assert r["real_tokens_per_s_ratio"] == pytest.approx(
+            train[(r["seq"], True)]["real_tokens_per_s"]
+            / train[(r["seq"], False)]["real_tokens_per_s"], rel=2e-3)
+        assert r["target"] == {64: None, 128: 1.6}[r["seq"]]
+    assert "packed / unpacked real tokens/s = x" in proc.stdout

@@ -522,3 +522,76 @@ def test_training_input_through_tf_data_service(tmp_path):
     assert run_pretraining._data_service_job_name(types.SimpleNamespace(**values)) == job
     values.update(max_predictions_per_seq=6)
     assert run_pretraining._data_service_job_name(types.SimpleNamespace(**values)) != job
+
+
+@pytest.fixture(scope="module")
+def packed_setup(tmp_path_factory):
+    """Packed and unpacked records of short real documents, a tiny config and its vocab."""
+    from bert_tf.data import create_pretraining_data as cpd
+    from bert_tf.data import demo_corpus
+    from bert_tf.text import build_vocab, write_vocab
+
+    root = tmp_path_factory.mktemp("packed_pretraining")
+    (root / "corpus.txt").write_text(
+        demo_corpus.format_documents(demo_corpus.short_documents()[:80]), encoding="utf-8")
+    vocab = build_vocab(str(root / "corpus.txt"), 600, True)
+    write_vocab(vocab, str(root / "vocab.txt"))
+    for pack in (True, False):
+        options = cpd.PretrainingDataOptions(max_seq_length=128, max_predictions_per_seq=24,
+                                             dupe_factor=2, random_seed=1, pack_sequences=pack,
+                                             max_instances_per_row=4)
+        cpd.create_pretraining_data(str(root / "corpus.txt"),
+                                    [str(root / f"{'packed' if pack else 'plain'}.tfrecord")],
+                                    str(root / "vocab.txt"), options=options)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    config.to_json_file(str(root / "bert_config.json"))
+    return root
+
+
+def _packed_options(root, **overrides):
+    values = dict(input_file=str(root / "packed.tfrecord"), max_seq_length=128,
+                  max_predictions_per_seq=24, train_batch_size=4)
+    values.update(overrides)
+    return _options(root, root / "bert_config.json", **values)
+
+
+@pytest.mark.slow
+def test_trains_on_packed_records_and_counts_instances(packed_setup, tmp_path):
+    results = pretrain(_packed_options(packed_setup, output_dir=str(tmp_path / "out"),
+                                       num_train_steps=6, num_warmup_steps=1, steps_per_loop=3,
+                                       save_checkpoints_steps=6, learning_rate=1e-3))
+    train = results["train"]
+    assert results["global_step"] == 6 and np.isfinite(train["loss"])
+    assert train["nsp_loss"] > 0 and 0.0 <= train["next_sentence_accuracy"] <= 1.0
+    # Rows of 128 tokens hold about two of these instances (at most 4).
+    assert 1.3 < train["instances_per_row"] <= 4.0, train
+    assert train["instances_per_second"] == pytest.approx(
+        train["examples_per_second"] * train["instances_per_row"])
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(input_file="plain.tfrecord", pack_sequences=True),
+     '--pack_sequences: the records of --input_file are not packed (no feature "instance_ids" '
+     'in {root}/plain.tfrecord); make them with create_pretraining_data --pack_sequences, or '
+     'drop --pack_sequences'),
+    (dict(max_predictions_per_seq=20),
+     "--max_predictions_per_seq=20 does not match the packed records of --input_file: "
+     "{root}/packed.tfrecord holds 24 masked positions per row; pass "
+     "--max_predictions_per_seq=24 or leave it unset"),
+    (dict(max_instances_per_row=4),
+     "--max_instances_per_row sets packed rows of raw text: it needs --pack_sequences"),
+    (dict(input_file="packed.tfrecord,plain.tfrecord"),
+     '--input_file={root}/packed.tfrecord,{root}/plain.tfrecord: {root}/plain.tfrecord: holds '
+     'unpacked records (no feature "instance_ids") but packed rows were expected '
+     "(--pack_sequences); make them with create_pretraining_data --pack_sequences, or read the "
+     "file as unpacked."),
+])
+def test_packed_records_against_the_flags(packed_setup, overrides, message):
+    root = packed_setup
+    if "input_file" in overrides:
+        overrides["input_file"] = ",".join(str(root / f)
+                                           for f in overrides["input_file"].split(","))
+    with pytest.raises(FlagValueError) as error:
+        pretrain(_packed_options(root, output_dir=str(root / "bad"), **overrides))
+    assert str(error.value) == message.format(root=root)

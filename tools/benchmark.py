@@ -26,6 +26,9 @@ Cases (--cases, comma list):
                   on short single corpus sentences (5-14 wordpieces) against the passages
                   (target: short p50 <= 0.4x full, the text signatures running at the request's
                   length bucket).
+  packing         real-token fraction of unpacked vs packed records (create_pretraining_data
+                  --pack_sequences) and real tokens/s of bert_tiny train steps on each, at seq
+                  128 and 512, on short documents (tools/bench_packing.py).
 
 Every measurement runs in a fresh subprocess (the mixed-precision policy is global, and memory is
 measured per process); results come back as one JSON line on stdout. Each case warms up,
@@ -58,9 +61,11 @@ import time
 from absl import app
 from absl import flags
 
+import bench_packing  # tools/bench_packing.py, the packing case (tools/ is on sys.path)
+
 FLAGS = flags.FLAGS
 
-CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving")
+CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing")
 MODELS = {"tiny": "bert_tiny", "small": "bert_small", "base": "bert_base"}
 # /proc/cpuinfo flags that decide which matmul kernels oneDNN and PyTorch can use.
 SPEED_CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
@@ -803,6 +808,7 @@ def worker_setup(args):
 
 
 WORKERS["setup"] = worker_setup
+WORKERS.update(bench_packing.WORKERS)
 
 
 def case_pretrain(setup, quick, torch_python=None):
@@ -1259,6 +1265,8 @@ def format_table(rows):
             lines.append(f"{case:14} ids batch 1 of the short sentences padded to 16 only (the "
                          f"encoder's floor there): p50 {r['ids_at_16_p50_ms']:.2f} ms, CPU "
                          f"{r['ids_at_16_cpu_p50_ms']:.2f} ms")
+        elif case == "packing":
+            lines.append(bench_packing.format_row(r))
         elif case == "serving" and kind == "parity":
             lines.append(f"{case:14} text vs ids probabilities on {r['texts']} texts: max abs "
                          f"diff {r['max_abs_probability_diff']:.2e}; on {r['short_texts']} "
@@ -1329,6 +1337,8 @@ def main(argv):
                 new = case_create_data(setup, FLAGS.quick)
             elif case == "serving":
                 new = case_serving(setup, FLAGS.quick)
+            elif case == "packing":
+                new = bench_packing.case_packing(setup.workdir, FLAGS.quick, _run_worker)
             else:
                 new = case_input_pipeline(setup, FLAGS.quick, rows)
             for row in new:

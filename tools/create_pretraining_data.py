@@ -12,6 +12,9 @@ ALBERT's sentence-order prediction, SpanBERT's span masking (records gain span b
   python tools/create_pretraining_data.py --sentence_order_prediction ...
   python tools/create_pretraining_data.py --do_span_mask ...
 
+Packed rows (several whole instances per row, much less padding; docs/packing.md):
+  python tools/create_pretraining_data.py --pack_sequences --max_seq_length=512 ...
+
 Apache Beam (same set of records; shards out/train-SSSSS-of-NNNNN):
   python tools/create_pretraining_data.py --use_beam --output_file=out/train ...
   python tools/create_pretraining_data.py --runner=DataflowRunner \
@@ -25,6 +28,7 @@ from absl import flags
 from absl import logging
 
 from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.data import sequence_packing
 
 FLAGS = flags.FLAGS
 
@@ -38,7 +42,11 @@ flags.DEFINE_bool("do_lower_case", True,
 flags.DEFINE_bool("do_whole_word_mask", False,
                   "Mask all WordPiece pieces of a word together instead of pieces independently.")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum tokens per instance, [CLS]/[SEP] included.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked positions per instance.")
+flags.DEFINE_integer("max_predictions_per_seq", 20,
+                     "Maximum masked positions per instance; with --pack_sequences per row "
+                     "(each instance is capped by it too), default then "
+                     "floor(max_seq_length * masked_lm_prob) + ceil(max_instances_per_row / 2)"
+                     " + 1, which never limits the packing.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of every random choice.")
 flags.DEFINE_integer("dupe_factor", 10,
                      "Times each document is used, with different masks each time.")
@@ -71,6 +79,13 @@ flags.DEFINE_float("span_geometric_p", 0.2,
 flags.DEFINE_integer("max_span_length", 10,
                      "Longest masked span in words; the length distribution is truncated "
                      "there (--do_span_mask).")
+flags.DEFINE_bool("pack_sequences", False,
+                  "Pack whole instances (each still [CLS] A [SEP] B [SEP]) into rows of "
+                  "--max_seq_length; records gain instance_ids and next_sentence_positions / "
+                  "_weights (docs/packing.md).")
+flags.DEFINE_integer("max_instances_per_row", 0,
+                     "Most instances in one packed row (--pack_sequences); 0 = "
+                     "max(2, max_seq_length // 16).")
 flags.DEFINE_bool("use_beam", False, "Run as an Apache Beam pipeline (needs bert_tf[beam]).")
 flags.DEFINE_string("runner", None,
                     "Beam runner (implies --use_beam); default DirectRunner.")
@@ -106,9 +121,19 @@ def main(argv):
 def _run(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    max_predictions = FLAGS.max_predictions_per_seq
+    if FLAGS.pack_sequences and not FLAGS["max_predictions_per_seq"].present:
+        max_predictions = sequence_packing.default_max_predictions_per_row(
+            FLAGS.max_seq_length, FLAGS.masked_lm_prob,
+            FLAGS.max_instances_per_row
+            or sequence_packing.default_max_instances_per_row(FLAGS.max_seq_length))
+        logging.info("--pack_sequences: %d masked positions per row "
+                     "(--max_predictions_per_seq).", max_predictions)
+    if FLAGS.max_instances_per_row and not FLAGS.pack_sequences:
+        raise app.UsageError("--max_instances_per_row needs --pack_sequences.")
     options = cpd.PretrainingDataOptions(
         max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        max_predictions_per_seq=max_predictions,
         masked_lm_prob=FLAGS.masked_lm_prob,
         short_seq_prob=FLAGS.short_seq_prob,
         dupe_factor=FLAGS.dupe_factor,
@@ -119,7 +144,9 @@ def _run(argv):
         sentence_order_prediction=FLAGS.sentence_order_prediction,
         do_span_mask=FLAGS.do_span_mask,
         span_geometric_p=FLAGS.span_geometric_p,
-        max_span_length=FLAGS.max_span_length)
+        max_span_length=FLAGS.max_span_length,
+        pack_sequences=FLAGS.pack_sequences,
+        max_instances_per_row=FLAGS.max_instances_per_row)
     compression = "GZIP" if FLAGS.gzip else ""
     if FLAGS.use_beam or FLAGS.runner:
         from bert_tf.data import beam_pipeline  # only this path needs apache-beam

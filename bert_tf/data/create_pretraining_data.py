@@ -41,6 +41,14 @@ they were before the options existed):
     span_left_boundaries and span_right_boundaries (see tfrecord_io) for the span-boundary
     objective.
 
+Packing (pack_sequences, off by default; docs/packing.md): the same instances are made, then
+all instances of a chunk (every dupe) are packed whole, best-fit decreasing, into rows of
+max_seq_length tokens holding at most max_instances_per_row instances and
+max_predictions_per_seq predictions (P counts per row then, and caps each instance too, as
+unpacked). Rows depend only on the chunk, so the output stays independent of --num_workers and
+the Beam pipeline writes the same rows. Records gain instance_ids and next_sentence_positions /
+_weights (see tfrecord_io).
+
 What differs from the original, and why:
   * Streaming instead of whole-corpus-in-memory. The original reads every document of every file,
     shuffles them and all instances in memory, which does not scale. Here the documents of all
@@ -91,6 +99,7 @@ from absl import logging
 
 # No TensorFlow on this path (only gs:// and other remote paths load it, lazily): the main
 # process and every worker start in well under a second and stay small.
+from bert_tf.data import sequence_packing
 from bert_tf.data import tfrecord_io
 from bert_tf.data.instance_encoder import InstanceEncoder
 from bert_tf.data.patterns import expand_input_patterns
@@ -124,6 +133,9 @@ class PretrainingDataOptions:
       do_span_mask: mask spans of whole words (SpanBERT) and write their boundaries.
       span_geometric_p: p of the geometric span-length distribution, in (0, 1].
       max_span_length: longest span in words (>= 1); the distribution is truncated there.
+      pack_sequences: pack several instances into each row (max_predictions_per_seq is then
+        P per row; see sequence_packing.default_max_predictions_per_row).
+      max_instances_per_row: I, instances per packed row (>= 1); 0 = max(2, S // 16).
     """
 
     max_seq_length: int = 128
@@ -139,6 +151,8 @@ class PretrainingDataOptions:
     do_span_mask: bool = False
     span_geometric_p: float = 0.2
     max_span_length: int = 10
+    pack_sequences: bool = False
+    max_instances_per_row: int = 0
 
     def validate(self):
         """Raises ValueError naming the first flag whose value is out of range."""
@@ -164,6 +178,15 @@ class PretrainingDataOptions:
             raise ValueError(f"--span_geometric_p={self.span_geometric_p} must be in (0, 1].")
         if self.max_span_length < 1:
             raise ValueError(f"--max_span_length={self.max_span_length} must be at least 1.")
+        if self.max_instances_per_row < 0:
+            raise ValueError(f"--max_instances_per_row={self.max_instances_per_row} must be at "
+                             "least 1 (or 0 for the default, max(2, max_seq_length // 16)).")
+
+    @property
+    def instances_per_row(self):
+        """I of packed rows: max_instances_per_row, or its default for max_seq_length."""
+        return (self.max_instances_per_row
+                or sequence_packing.default_max_instances_per_row(self.max_seq_length))
 
     @property
     def uncapped_predictions(self):
@@ -230,6 +253,7 @@ class CreationStats:
     capped_predictions: int = 0
     long_lines: int = 0
     num_bytes: int = 0
+    rows: int = 0  # records written: instances, or packed rows with pack_sequences
     # file index -> sentences of that file longer than max_seq_length - 3 tokens. Not a counter
     # of its own (the Beam runner reports only the total), so left out of comparisons.
     long_lines_per_file: dict = dataclasses.field(default_factory=dict, compare=False)
@@ -488,6 +512,7 @@ class InstanceMaker:
             specials.isdisjoint(segment) for segments in documents for segment in segments)
         encode = self._encoder.encode
         records = []
+        instances = []
         try:
             for dupe in range(options.dupe_factor):
                 for position, (file_index, document_index) in enumerate(keys):
@@ -495,6 +520,9 @@ class InstanceMaker:
                                                       document_index, dupe))
                     for instance in self.instances_from_document(documents, position, rng,
                                                                  stats):
+                        if options.pack_sequences:
+                            instances.append(instance)
+                            continue
                         segment_ids = instance.segment_ids
                         records.append(encode(
                             instance.input_ids, len(segment_ids) - sum(segment_ids),
@@ -503,7 +531,55 @@ class InstanceMaker:
                             instance.span_right_boundaries))
         finally:
             self._chunk_without_specials = False
+        if options.pack_sequences:
+            records = self.packed_records(instances)
+        stats.rows = len(records)
         return records, stats
+
+    def packed_records(self, instances):
+        """Packs instances (see sequence_packing.pack_instances) into serialized rows.
+
+        Args:
+          instances: list of Instance, in chunk order.
+
+        Returns:
+          list of serialized tf.train.Example rows (tfrecord_io.serialize_packed_row), in the
+          order the rows were opened; instances keep their placement order within a row.
+        """
+        options = self.options
+        rows = sequence_packing.pack_instances(
+            [len(x.input_ids) for x in instances],
+            [len(x.masked_lm_positions) for x in instances],
+            max_seq_length=options.max_seq_length,
+            max_instances_per_row=options.instances_per_row,
+            max_predictions_per_row=options.max_predictions_per_seq)
+        with_spans = options.do_span_mask
+        records = []
+        for row in rows:
+            ids, segments, instance_ids, positions, masked_ids = [], [], [], [], []
+            cls_positions, labels, lefts, rights = [], [], [], []
+            for slot, index in enumerate(row, start=1):
+                x = instances[index]
+                offset = len(ids)
+                ids.extend(x.input_ids)
+                segments.extend(x.segment_ids)
+                instance_ids.extend([slot] * len(x.input_ids))
+                positions.extend(p + offset for p in x.masked_lm_positions)
+                masked_ids.extend(x.masked_lm_ids)
+                cls_positions.append(offset)
+                labels.append(x.next_sentence_label)
+                if with_spans:
+                    lefts.extend(p + offset for p in x.span_left_boundaries)
+                    rights.extend(p + offset for p in x.span_right_boundaries)
+            records.append(tfrecord_io.serialize_packed_row(
+                ids, segments, instance_ids, positions, masked_ids, cls_positions, labels,
+                max_seq_length=options.max_seq_length,
+                max_predictions_per_seq=options.max_predictions_per_seq,
+                max_instances_per_row=options.instances_per_row,
+                feature_names=options.feature_names,
+                span_left_boundaries=lefts if with_spans else None,
+                span_right_boundaries=rights if with_spans else None))
+        return records
 
     def instances_from_document(self, documents, position, rng, stats=None):
         """The instances of one document (the original's algorithm, see the module docstring).
@@ -805,6 +881,13 @@ def log_summary(stats, options):
         options.dupe_factor, 100.0 * stats.random_next / max(stats.instances, 1),
         "swapped" if options.sentence_order_prediction else "random next",
         stats.tokens / max(stats.instances, 1), stats.predictions / max(stats.instances, 1))
+    if options.pack_sequences and stats.rows:
+        logging.info(
+            "Packed %d instances into %d rows of %d tokens: %.2f instances per row, %.1f%% of "
+            "tokens real (unpacked: %.1f%%).", stats.instances, stats.rows,
+            options.max_seq_length, stats.instances / stats.rows,
+            100.0 * stats.tokens / (stats.rows * options.max_seq_length),
+            100.0 * stats.tokens / (max(stats.instances, 1) * options.max_seq_length))
     if stats.capped_instances:
         logging.warning(
             "--max_predictions_per_seq=%d capped %d of %d instances, dropping %d predictions "

@@ -81,6 +81,24 @@ def pydoc_documents(min_sentences=2):
     return unique
 
 
+def short_documents(min_sentences=2, max_sentences=4):
+    """Short documents, like news snippets: each paragraph of the reference manual with at
+    least `min_sentences` sentences, cut after `max_sentences` (about 40-120 WordPiece tokens;
+    the corpus of the packing benchmark and tests). A list of lists of sentences, deduplicated.
+    """
+    from pydoc_data.topics import topics
+
+    documents, seen = [], set()
+    for name in sorted(topics):
+        for is_heading, paragraph in _paragraphs(topics[name]):
+            sentences = split_sentences(paragraph)[:max_sentences]
+            if is_heading or len(sentences) < min_sentences or tuple(sentences) in seen:
+                continue
+            seen.add(tuple(sentences))
+            documents.append(sentences)
+    return documents
+
+
 def format_documents(documents):
     """The pre-training text format: one sentence per line, a blank line between documents."""
     return "\n\n".join("\n".join(doc) for doc in documents) + "\n"

@@ -22,6 +22,12 @@ Stages, with N = examples in a block, B = batch, S = max_seq_length, P = max_pre
      seed reproduces the stream; each epoch's batches have new indices and so new masks
      (do_span_mask: SpanBERT's spans of whole words, with their boundaries).
 
+With pack_sequences (docs/packing.md), stage 3 batches `pack_buffer_size` shuffled instances,
+masks each as in 4 (P caps each instance), and packs them whole, first-fit decreasing, into rows
+of S tokens with at most I instances and P predictions (pack_instances); the rows are then
+batched with drop_remainder. Rows carry input_instance_ids and next_sentence_positions /
+_labels / _weights [I], as packed TFRecords read by pretraining_dataset do.
+
 Input that can make no sequence would make the repeated training stream spin forever looking for
 a first batch. Two guards prevent it: when the dataset is built, the input must hold at least
 one non-blank line (files are read only up to their first non-blank line; else ValueError
@@ -43,6 +49,8 @@ from bert_tf.text import BertTokenizerLayer, corpus_files, load_vocab
 
 _DEFAULT_BLOCK_LINES = 2048
 _DEFAULT_SHUFFLE_BUFFER = 2000
+# Instances packed together into rows (pack_sequences).
+_DEFAULT_PACK_BUFFER = 512
 # Independent random streams derived from the base seed.
 _BLOCK_STREAM, _MASK_STREAM = 0, 1
 # Consecutive blocks yielding no sequence after which training input is declared unusable. A
@@ -594,6 +602,118 @@ def mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id, max_predi
     return out
 
 
+def _first_fit_decreasing(lengths, predictions, max_seq_length, max_instances_per_row,
+                          max_predictions_per_row):
+    """Assigns N instances to rows, longest first, each to the first row it fits in.
+
+    Args:
+      lengths, predictions: int32 [N], each <= S and <= P.
+
+    Returns:
+      (row, slot, offset) int32 [N]: the instance's row (rows 0..R-1 are used), its 1-based
+      index in the row and the row position of its first token.
+    """
+    n = tf.size(lengths)
+    order = tf.argsort(-lengths, stable=True)
+    zeros = tf.zeros([n], tf.int32)
+
+    def body(j, row_len, row_count, row_pred, row, slot, offset):
+        i = order[j]
+        length, preds = lengths[i], predictions[i]
+        fits = ((row_len + length <= max_seq_length) & (row_count < max_instances_per_row)
+                & (row_pred + preds <= max_predictions_per_row))
+        # Rows open in order and an empty row always fits, so the first fit exists.
+        r = tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int32)
+        at_r, at_i = [[r]], [[i]]
+        row = tf.tensor_scatter_nd_update(row, at_i, [r])
+        slot = tf.tensor_scatter_nd_update(slot, at_i, [row_count[r] + 1])
+        offset = tf.tensor_scatter_nd_update(offset, at_i, [row_len[r]])
+        return (j + 1, tf.tensor_scatter_nd_add(row_len, at_r, [length]),
+                tf.tensor_scatter_nd_add(row_count, at_r, [1]),
+                tf.tensor_scatter_nd_add(row_pred, at_r, [preds]), row, slot, offset)
+
+    _, _, _, _, row, slot, offset = tf.while_loop(
+        lambda j, *_: j < n, body, (tf.constant(0), zeros, zeros, zeros, zeros, zeros, zeros))
+    return row, slot, offset
+
+
+def pack_instances(features, *, max_seq_length, max_instances_per_row, max_predictions_per_row):
+    """Packs masked instances (one per row of `features`) whole into fewer rows.
+
+    Args:
+      features: dict of one instance per row: input_word_ids, input_mask, input_type_ids int32
+        [N, S] (real tokens first); masked_lm_positions, masked_lm_ids int32 [N, P'] and
+        masked_lm_weights float32 [N, P'] (P' <= P predictions each); next_sentence_labels
+        int32 [N]; optional span_left_boundaries, span_right_boundaries int32 [N, P'].
+      max_seq_length: S. max_instances_per_row: I. max_predictions_per_row: P.
+
+    Returns:
+      dict of R <= N rows: input_word_ids, input_mask, input_type_ids, input_instance_ids
+      int32 [R, S]; masked_lm_positions, masked_lm_ids int32 [R, P], masked_lm_weights
+      float32 [R, P] (row positions, instance by instance); next_sentence_positions,
+      next_sentence_labels int32 [R, I], next_sentence_weights float32 [R, I]; span
+      boundaries [R, P] (row positions) when given.
+    """
+    seq_length = max_seq_length
+    mask = features["input_mask"] > 0  # [N, S]
+    lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+    is_prediction = features["masked_lm_weights"] > 0  # [N, P']
+    predictions = tf.reduce_sum(tf.cast(is_prediction, tf.int32), axis=1)
+    row, slot, offset = _first_fit_decreasing(lengths, predictions, seq_length,
+                                              max_instances_per_row, max_predictions_per_row)
+    num_rows = tf.reduce_max(row) + 1
+
+    # Tokens: instance i's token t goes to (row[i], offset[i] + t).
+    destination = offset[:, tf.newaxis] + tf.range(seq_length)[tf.newaxis, :]  # [N, S]
+    rows_ns = tf.broadcast_to(row[:, tf.newaxis], tf.shape(destination))
+    at = tf.boolean_mask(tf.stack([rows_ns, destination], axis=-1), mask)  # [T, 2]
+    shape = tf.stack([num_rows, seq_length])
+
+    def scatter(values_ns):
+        out = tf.scatter_nd(at, tf.boolean_mask(values_ns, mask), shape)
+        return tf.ensure_shape(out, [None, seq_length])
+
+    out = {
+        "input_word_ids": scatter(features["input_word_ids"]),
+        "input_mask": scatter(tf.cast(mask, tf.int32)),
+        "input_type_ids": scatter(features["input_type_ids"]),
+        "input_instance_ids": scatter(tf.broadcast_to(slot[:, tf.newaxis],
+                                                      tf.shape(destination))),
+    }
+
+    def by_row(key, values, width, row_of):
+        """values [M] in key order, grouped into rows [R, width] (0-padded)."""
+        order = tf.argsort(key, stable=True)
+        ragged = tf.RaggedTensor.from_value_rowids(tf.gather(values, order),
+                                                   tf.gather(row_of, order), nrows=num_rows)
+        return ragged.to_tensor(default_value=tf.zeros([], values.dtype),
+                                shape=[None, width])
+
+    # Predictions, in row order (a row position is unique within its row).
+    shift = offset[:, tf.newaxis]
+    row_np = tf.broadcast_to(row[:, tf.newaxis], tf.shape(is_prediction))
+    pred_row = tf.boolean_mask(row_np, is_prediction)
+    pred_position = tf.boolean_mask(features["masked_lm_positions"] + shift, is_prediction)
+    pred_key = pred_row * seq_length + pred_position
+    width = max_predictions_per_row
+    out["masked_lm_positions"] = by_row(pred_key, pred_position, width, pred_row)
+    out["masked_lm_ids"] = by_row(pred_key, tf.boolean_mask(features["masked_lm_ids"],
+                                                            is_prediction), width, pred_row)
+    out["masked_lm_weights"] = by_row(pred_key, tf.ones_like(pred_position, tf.float32),
+                                      width, pred_row)
+    for name in ("span_left_boundaries", "span_right_boundaries"):
+        if name in features:
+            out[name] = by_row(pred_key, tf.boolean_mask(features[name] + shift, is_prediction),
+                               width, pred_row)
+    # One next-sentence slot per instance, at its [CLS].
+    cls_key = row * seq_length + offset
+    slots = max_instances_per_row
+    out["next_sentence_positions"] = by_row(cls_key, offset, slots, row)
+    out["next_sentence_labels"] = by_row(cls_key, features["next_sentence_labels"], slots, row)
+    out["next_sentence_weights"] = by_row(cls_key, tf.ones_like(offset, tf.float32), slots, row)
+    return out
+
+
 def _shift_left(x, offset, fill):
     """x[:, w + offset] at column w ([B, W]; columns past the end hold `fill`)."""
     if offset == 0:
@@ -761,7 +881,9 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
                              tfds_text_key="text", block_lines=_DEFAULT_BLOCK_LINES,
                              shuffle_buffer_size=_DEFAULT_SHUFFLE_BUFFER,
                              sentence_order_prediction=False, full_sentences=False,
-                             do_span_mask=False, span_geometric_p=0.2, max_span_length=10):
+                             do_span_mask=False, span_geometric_p=0.2, max_span_length=10,
+                             pack_sequences=False, max_instances_per_row=None,
+                             pack_buffer_size=_DEFAULT_PACK_BUFFER):
     """Pre-training batches made from raw text on the fly, masked afresh every epoch.
 
     Yields exactly what `pretraining_dataset` yields (same names, dtypes and static shapes), so
@@ -804,12 +926,17 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         span_left_boundaries and span_right_boundaries to the features.
       span_geometric_p: p of the span-length distribution (do_span_mask).
       max_span_length: the longest span in words (do_span_mask).
+      pack_sequences: pack whole instances into rows (see the module doc); P is then per row
+        and caps each instance too.
+      max_instances_per_row: I of packed rows; None = max(2, S // 16).
+      pack_buffer_size: instances packed together (>= 1); more fill rows better.
 
     Returns:
       tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S];
       masked_lm_positions, masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P];
       next_sentence_labels int32 [B]; with do_span_mask also span_left_boundaries and
-      span_right_boundaries int32 [B, P].
+      span_right_boundaries int32 [B, P]. Packed: as pretraining_dataset's packed rows
+      (input_instance_ids [B, S]; next_sentence_positions / _labels / _weights [B, I]).
 
     Raises:
       ValueError: bad arguments (named), a pattern matching no file, or input without any
@@ -833,7 +960,17 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
     if do_span_mask and not (0.0 < span_geometric_p <= 1.0 and max_span_length >= 1):
         raise ValueError(f"span_geometric_p={span_geometric_p} must be in (0, 1] and "
                          f"max_span_length={max_span_length} >= 1.")
-    _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_lm_prob)
+    if pack_sequences:
+        if full_sentences:
+            raise ValueError("pack_sequences=True packs instances whole; full_sentences=True "
+                             "already fills rows. Pass at most one of them.")
+        if max_instances_per_row is None:
+            max_instances_per_row = max(2, max_seq_length // 16)
+        if max_instances_per_row < 1 or pack_buffer_size < 1:
+            raise ValueError(f"max_instances_per_row={max_instances_per_row} and "
+                             f"pack_buffer_size={pack_buffer_size} must be >= 1.")
+    else:
+        _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_lm_prob)
     vocab = _Vocab(vocab_file)
     tokenizer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
     if seed is None:
@@ -929,6 +1066,21 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
     ds = ds.unbatch()
     if is_training:
         ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+    if pack_sequences:
+        # Instances are masked first (each its own budget), then packed whole; an
+        # evaluation pass packs its last, partial group too.
+        ds = ds.batch(pack_buffer_size).enumerate()
+        ds = ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        ds = ds.map(lambda f: pack_instances(
+            f, max_seq_length=max_seq_length, max_instances_per_row=max_instances_per_row,
+            max_predictions_per_row=max_predictions_per_seq),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        ds = ds.unbatch()
+        if is_training:
+            # A group's rows come out ordered by their longest instance: mix them.
+            ds = ds.shuffle(pack_buffer_size, seed=seed, reshuffle_each_iteration=True)
+        ds = ds.batch(per_pipeline_batch, drop_remainder=True)
+        return ds.prefetch(tf.data.AUTOTUNE)
     ds = ds.batch(per_pipeline_batch, drop_remainder=True).enumerate()
     ds = ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE)

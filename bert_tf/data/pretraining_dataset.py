@@ -23,6 +23,18 @@ one reader takes both kinds.
 
 with B = per-replica batch size, S = max_seq_length, P = max_predictions_per_seq.
 
+Packed rows (create_pretraining_data --pack_sequences; docs/packing.md), read with packed=True,
+hold several instances per row (P then counts per row) and give instead of
+next_sentence_labels [B]:
+
+  input_instance_ids      int32   [B, S]  1..K per token, 0 on padding (from instance_ids)
+  next_sentence_positions int32   [B, I]  row position of each instance's [CLS]
+  next_sentence_labels    int32   [B, I]
+  next_sentence_weights   float32 [B, I]  1 per instance, 0 on unused slots
+
+A file of packed rows read as unpacked, or the reverse, fails up front naming the file;
+`record_layout` tells which a file holds (run_pretraining uses it to detect packed input).
+
 The framing of every uncompressed local file is walked first (one 12-byte read per record), so a
 file cut short is named before training, not found mid-epoch. The first record of every file is
 checked eagerly in Python before the pipeline is built, so a
@@ -63,8 +75,11 @@ _SPAN_BOUNDARY_FEATURES = ("span_left_boundaries", "span_right_boundaries")
 
 
 def _expected_features(max_seq_length, max_predictions_per_seq, use_next_sentence_label,
-                       span_boundaries=False):
-    """Model name -> (kind, length, flag naming the length), in a stable order."""
+                       span_boundaries=False, max_instances_per_row=None):
+    """Model name -> (kind, length, flag naming the length), in a stable order.
+
+    max_instances_per_row: I of packed rows; None = unpacked records.
+    """
     features = {
         "input_word_ids": ("int64", max_seq_length, "max_seq_length"),
         "input_mask": ("int64", max_seq_length, "max_seq_length"),
@@ -73,7 +88,14 @@ def _expected_features(max_seq_length, max_predictions_per_seq, use_next_sentenc
         "masked_lm_ids": ("int64", max_predictions_per_seq, "max_predictions_per_seq"),
         "masked_lm_weights": ("float", max_predictions_per_seq, "max_predictions_per_seq"),
     }
-    if use_next_sentence_label:
+    if max_instances_per_row is not None:
+        slots = (max_instances_per_row, "max_instances_per_row")
+        features["instance_ids"] = ("int64", max_seq_length, "max_seq_length")
+        features["next_sentence_positions"] = ("int64", *slots)
+        features["next_sentence_weights"] = ("float", *slots)
+        if use_next_sentence_label:
+            features["next_sentence_labels"] = ("int64", *slots)
+    elif use_next_sentence_label:
         features["next_sentence_labels"] = ("int64", 1, "one label per example")
     if span_boundaries:
         for name in _SPAN_BOUNDARY_FEATURES:
@@ -102,9 +124,63 @@ def _read_first_record(path, compression):
     raise ValueError(f"{path}: holds no records (expected tf.train.Example pre-training records).")
 
 
+def record_layout(path, compression=None):
+    """What the first record of `path` holds: None for unpacked records, else the lengths
+    (S, P, I) of a packed row (from its input_mask, masked_lm_positions and
+    next_sentence_positions). Raises ValueError naming the file when it cannot be read."""
+    compression = _compression_of(path, compression)
+    try:
+        example = tf.train.Example.FromString(_read_first_record(path, compression))
+    except message.DecodeError:
+        raise ValueError(f"{path}: the first record is not a tf.train.Example.") from None
+    feature_map = example.features.feature
+    if _PACKED_MARKER not in feature_map:
+        return None
+    lengths = []
+    for name in ("input_mask", "masked_lm_positions", "next_sentence_positions"):
+        if name not in feature_map:
+            raise ValueError(f'{path}: a packed row (it has "{_PACKED_MARKER}") without '
+                             f'feature "{name}".')
+        lengths.append(len(feature_map[name].int64_list.value))
+    return tuple(lengths)
+
+
+# The feature that marks a packed row.
+_PACKED_MARKER = "instance_ids"
+_PACKED_ROWS_CHECKED = 16
+
+
+def _check_packed_rows(path, compression, max_instances_per_row):
+    """Checks the instance ids of the first rows of a packed file (ValueError naming it)."""
+    from bert_tf.modeling import packing_checks
+
+    spec = {"instance_ids": tf.io.VarLenFeature(tf.int64),
+            "input_mask": tf.io.VarLenFeature(tf.int64),
+            "next_sentence_positions": tf.io.VarLenFeature(tf.int64),
+            "next_sentence_weights": tf.io.VarLenFeature(tf.float32)}
+    records = tf.data.TFRecordDataset(path, compression_type=compression)
+    for index, record in enumerate(records.take(_PACKED_ROWS_CHECKED)):
+        row = {k: tf.sparse.to_dense(v).numpy()
+               for k, v in tf.io.parse_single_example(record, spec).items()}
+        try:
+            packing_checks.check_instance_ids(row["instance_ids"], row["input_mask"])
+        except ValueError as e:
+            raise ValueError(f"{path}: record {index}: {e}") from None
+        ids = row["instance_ids"].tolist()
+        num_instances = max(ids, default=0)
+        real = int(row["next_sentence_weights"].sum())
+        starts = row["next_sentence_positions"][:real].tolist()
+        first = [p for p in range(len(ids)) if ids[p] > 0 and (p == 0 or ids[p - 1] != ids[p])]
+        if real != num_instances or starts != first:
+            raise ValueError(
+                f"{path}: record {index}: next_sentence_positions {starts} "
+                f"(next_sentence_weights sum {real}) do not match the starts {first} of the "
+                f"{num_instances} instances in instance_ids.")
+
+
 def inspect_first_record(path, *, max_seq_length, max_predictions_per_seq,
                          use_next_sentence_label=True, vocab_size=None, compression=None,
-                         span_boundaries=False):
+                         span_boundaries=False, max_instances_per_row=None):
     """Checks the first record of one file against the flags; returns its naming scheme.
 
     Args:
@@ -115,6 +191,8 @@ def inspect_first_record(path, *, max_seq_length, max_predictions_per_seq,
       vocab_size: if given, every id in the record must be < vocab_size.
       compression: '', 'GZIP' or 'ZLIB'; None picks GZIP for *.gz.
       span_boundaries: whether span_left_boundaries / span_right_boundaries are needed.
+      max_instances_per_row: I when packed rows are expected (their first rows' instance ids
+        are checked too); None when unpacked records are.
 
     Returns:
       "v1" (original names) or "v2" (input_word_ids / input_type_ids).
@@ -136,8 +214,20 @@ def inspect_first_record(path, *, max_seq_length, max_predictions_per_seq,
         raise ValueError(
             f"{path}: the first record has neither input_ids (original names) nor input_word_ids "
             f"(v2 names); found features {sorted(feature_map)}.")
+    is_packed = _PACKED_MARKER in feature_map
+    if is_packed and max_instances_per_row is None:
+        raise ValueError(
+            f'{path}: holds packed rows (feature "{_PACKED_MARKER}", written by '
+            "create_pretraining_data --pack_sequences) but unpacked records were expected; "
+            "read it as packed (run_pretraining detects packed records by itself).")
+    if not is_packed and max_instances_per_row is not None:
+        raise ValueError(
+            f'{path}: holds unpacked records (no feature "{_PACKED_MARKER}") but packed rows '
+            "were expected (--pack_sequences); make them with create_pretraining_data "
+            "--pack_sequences, or read the file as unpacked.")
     expected = _expected_features(max_seq_length, max_predictions_per_seq,
-                                  use_next_sentence_label, span_boundaries)
+                                  use_next_sentence_label, span_boundaries,
+                                  max_instances_per_row)
     for model_name, (kind, length, length_flag) in expected.items():
         name = _disk_name(model_name, scheme)
         want = f"{kind}_list of length {length} ({length_flag})"
@@ -164,15 +254,17 @@ def inspect_first_record(path, *, max_seq_length, max_predictions_per_seq,
                 raise ValueError(
                     f'{path}: feature "{name}" holds id {bad}, outside the vocabulary '
                     f"[0, {vocab_size}) (vocab_size); were the records made with another vocab?")
+    if is_packed:
+        _check_packed_rows(path, compression, max_instances_per_row)
     return scheme
 
 
 def _parse_spec(scheme, max_seq_length, max_predictions_per_seq, use_next_sentence_label,
-                span_boundaries):
+                span_boundaries, max_instances_per_row=None):
     spec = {}
     for model_name, (kind, length, _) in _expected_features(
             max_seq_length, max_predictions_per_seq, use_next_sentence_label,
-            span_boundaries).items():
+            span_boundaries, max_instances_per_row).items():
         dtype = tf.float32 if kind == "float" else tf.int64
         spec[_disk_name(model_name, scheme)] = tf.io.FixedLenFeature([length], dtype)
     return spec
@@ -200,7 +292,7 @@ def _check_ids(features, vocab_size, path):
 
 
 def _make_record_parser(max_seq_length, max_predictions_per_seq, use_next_sentence_label,
-                        vocab_size=None, span_boundaries=False):
+                        vocab_size=None, span_boundaries=False, max_instances_per_row=None):
     """Returns parse(serialized [], scheme_index [], path []) -> feature dict of one example.
 
     With `vocab_size`, the record's input_word_ids and masked_lm_ids are asserted to be in
@@ -209,7 +301,7 @@ def _make_record_parser(max_seq_length, max_predictions_per_seq, use_next_senten
     branches = []
     for scheme in _SCHEMES:
         spec = _parse_spec(scheme, max_seq_length, max_predictions_per_seq,
-                           use_next_sentence_label, span_boundaries)
+                           use_next_sentence_label, span_boundaries, max_instances_per_row)
         renames = _RENAMES[scheme]
 
         def parse(serialized, spec=spec, renames=renames):
@@ -224,15 +316,21 @@ def _make_record_parser(max_seq_length, max_predictions_per_seq, use_next_senten
             with tf.control_dependencies(_check_ids(parsed, vocab_size, path)):
                 parsed = {name: tf.identity(value) for name, value in parsed.items()}
         features = {}
+        packed = max_instances_per_row is not None
         for name, value in parsed.items():
-            if name == "next_sentence_labels":
+            if name == "instance_ids":
+                # The first rows of each file were checked up front (an in-graph check of
+                # every row would cost a scan over S per record).
+                features["input_instance_ids"] = tf.cast(value, tf.int32)
+            elif name == "next_sentence_labels" and not packed:
                 features[name] = tf.cast(tf.reshape(value, []), tf.int32)  # [1] -> []
             elif value.dtype == tf.int64:
                 features[name] = tf.cast(value, tf.int32)
             else:
                 features[name] = value
         if not use_next_sentence_label:
-            features["next_sentence_labels"] = tf.zeros([], tf.int32)
+            features["next_sentence_labels"] = tf.zeros(
+                [max_instances_per_row] if packed else [], tf.int32)
         return features
 
     return parse_record
@@ -242,7 +340,7 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
                         is_training=True, seed=None, input_context=None,
                         use_next_sentence_label=True, compression=None, vocab_size=None,
                         shuffle_buffer_size=_DEFAULT_SHUFFLE_BUFFER, cycle_length=None,
-                        span_boundaries=False):
+                        span_boundaries=False, max_instances_per_row=None):
     """A tf.data pipeline of pre-training batches read from TFRecord files.
 
     Training: the file list is sharded by input pipeline (when `input_context` is given), shuffled
@@ -274,12 +372,16 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
       cycle_length: files read concurrently in training; None = min(number of files, 4).
       span_boundaries: also read span_left_boundaries and span_right_boundaries (records made
         with span masking; required then). When False, records with or without them are read.
+      max_instances_per_row: I: read packed rows (create_pretraining_data --pack_sequences)
+        with I instance slots; None = unpacked records (packed files are then an error).
 
     Returns:
       tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S];
       masked_lm_positions, masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P];
       next_sentence_labels int32 [B]; with span_boundaries, span_left_boundaries and
-      span_right_boundaries int32 [B, P].
+      span_right_boundaries int32 [B, P]. Packed: also input_instance_ids int32 [B, S],
+      next_sentence_positions / next_sentence_labels int32 [B, I], next_sentence_weights
+      float32 [B, I].
 
     Raises:
       ValueError: a pattern matches nothing, or a file's first record does not match the flags
@@ -292,7 +394,8 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
         scheme = _SCHEMES.index(inspect_first_record(
             path, max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
             use_next_sentence_label=use_next_sentence_label, vocab_size=vocab_size,
-            compression=file_compression, span_boundaries=span_boundaries))
+            compression=file_compression, span_boundaries=span_boundaries,
+            max_instances_per_row=max_instances_per_row))
         if not file_compression and not has_scheme(path):
             # One small read per record: a truncated file fails here, named, not mid-epoch.
             tfrecord_io.check_record_framing(path)
@@ -307,7 +410,8 @@ def pretraining_dataset(input_patterns, *, batch_size, max_seq_length, max_predi
     if input_context is not None:
         per_pipeline_batch = input_context.get_per_replica_batch_size(batch_size)
     parse_record = _make_record_parser(max_seq_length, max_predictions_per_seq,
-                                       use_next_sentence_label, vocab_size, span_boundaries)
+                                       use_next_sentence_label, vocab_size, span_boundaries,
+                                       max_instances_per_row)
 
     file_ds = tf.data.Dataset.from_tensor_slices((files, compressions, schemes))
     shard_records = False

@@ -17,6 +17,18 @@ With span masking (SpanBERT) two more features give each prediction's span bound
   span_left_boundaries               int64 [P]  position just before the prediction's masked span
   span_right_boundaries              int64 [P]  position just after it (both 0-padded)
 
+Packed rows (create_pretraining_data --pack_sequences; see docs/packing.md) hold up to I
+instances in one row of S tokens, each still [CLS] A [SEP] B [SEP], and add or change:
+
+  instance_ids                       int64 [S]  1..K: the (1-based) instance of each token in
+                                                the row, 0 on padding
+  masked_lm_positions, _ids, _weights     [P]  row positions: the predictions of all
+                                                instances (P per row)
+  next_sentence_positions            int64 [I]  row position of each instance's [CLS], 0-padded
+  next_sentence_labels               int64 [I]  each instance's label, 0-padded
+  next_sentence_weights              float [I]  1.0 per instance, 0.0 on unused slots
+  span_left_boundaries, _right_boundaries  [P]  row positions (inside the instance)
+
 Files are written under a temporary name in the destination directory and renamed into place
 only after every shard closed cleanly, so a reader never sees a truncated shard.
 
@@ -56,6 +68,9 @@ _SORTED_NAMES = {
     for scheme, names in FEATURE_NAMES.items()}
 _SORTED_NAMES_WITH_SPANS = {
     scheme: sorted(names + list(SPAN_BOUNDARY_FEATURES)) for scheme, names in _SORTED_NAMES.items()}
+
+# The features packed rows add (same names in both schemes).
+PACKED_FEATURES = ("instance_ids", "next_sentence_positions", "next_sentence_weights")
 
 _COMPRESSIONS = ("", "GZIP")
 
@@ -235,6 +250,79 @@ def serialize_instance(input_ids, segment_ids, masked_lm_positions, masked_lm_id
         entries[name] = _map_entry(name, _feature(_TAG_3_LEN, _packed_varints(values) + pred_pad))
     return _example_from_entries([entries[name]
                                   for name in _SORTED_NAMES_WITH_SPANS[feature_names]])
+
+
+def serialize_packed_row(input_ids, segment_ids, instance_ids, masked_lm_positions,
+                         masked_lm_ids, next_sentence_positions, next_sentence_labels, *,
+                         max_seq_length, max_predictions_per_seq, max_instances_per_row,
+                         feature_names="v1", span_left_boundaries=None,
+                         span_right_boundaries=None):
+    """Serializes one packed row of instances as a padded tf.train.Example.
+
+    Args:
+      input_ids, segment_ids, instance_ids: lists of int, length T <= S: the row's instances
+        one after the other; instance_ids 1..K per token.
+      masked_lm_positions, masked_lm_ids: lists of int, length M <= P, row positions.
+      next_sentence_positions, next_sentence_labels: lists of int, length K <= I: each
+        instance's [CLS] position and label.
+      max_seq_length: S. max_predictions_per_seq: P (per row). max_instances_per_row: I.
+      feature_names: "v1" or "v2".
+      span_left_boundaries, span_right_boundaries: optional lists of int, length M.
+
+    Returns:
+      bytes: the serialized tf.train.Example, map keys in sorted order (deterministic).
+
+    Raises:
+      ValueError: lists longer than S / P / I or of unequal length.
+    """
+    num_tokens, num_instances = len(input_ids), len(next_sentence_positions)
+    if len(instance_ids) != num_tokens:
+        raise ValueError(f"instance_ids has {len(instance_ids)} entries, expected {num_tokens}.")
+    if num_instances > max_instances_per_row or len(next_sentence_labels) != num_instances:
+        raise ValueError(
+            f"next_sentence_positions has {num_instances} entries and next_sentence_labels "
+            f"{len(next_sentence_labels)}; expected equal lengths <= "
+            f"max_instances_per_row={max_instances_per_row}.")
+    if num_tokens > max_seq_length or len(segment_ids) != num_tokens:
+        raise ValueError(
+            f"input_ids has {num_tokens} ids and segment_ids {len(segment_ids)}; expected equal "
+            f"lengths <= max_seq_length={max_seq_length}.")
+    num_predictions = len(masked_lm_positions)
+    if num_predictions > max_predictions_per_seq or len(masked_lm_ids) != num_predictions:
+        raise ValueError(
+            f"masked_lm_positions has {num_predictions} entries and masked_lm_ids "
+            f"{len(masked_lm_ids)}; expected equal lengths <= "
+            f"max_predictions_per_seq={max_predictions_per_seq}.")
+    seq_pad = b"\x00" * (max_seq_length - num_tokens)
+    pred_pad = b"\x00" * (max_predictions_per_seq - len(masked_lm_positions))
+    slot_pad = b"\x00" * (max_instances_per_row - num_instances)
+    names = FEATURE_NAMES[feature_names]
+
+    def ints(name, values, pad):
+        return _map_entry(name, _feature(_TAG_3_LEN, _packed_varints(values) + pad))
+
+    entries = {
+        names["input_ids"]: ints(names["input_ids"], input_ids, seq_pad),
+        names["input_mask"]: _ones_entry(names["input_mask"], num_tokens, max_seq_length,
+                                         False),
+        names["segment_ids"]: ints(names["segment_ids"], segment_ids, seq_pad),
+        "instance_ids": ints("instance_ids", instance_ids, seq_pad),
+        "masked_lm_positions": ints("masked_lm_positions", masked_lm_positions, pred_pad),
+        "masked_lm_ids": ints("masked_lm_ids", masked_lm_ids, pred_pad),
+        "masked_lm_weights": _ones_entry("masked_lm_weights", len(masked_lm_positions),
+                                         max_predictions_per_seq, True),
+        "next_sentence_positions": ints("next_sentence_positions", next_sentence_positions,
+                                        slot_pad),
+        "next_sentence_labels": ints("next_sentence_labels", next_sentence_labels, slot_pad),
+        "next_sentence_weights": _ones_entry("next_sentence_weights", num_instances,
+                                             max_instances_per_row, True),
+    }
+    if span_left_boundaries is not None:
+        entries["span_left_boundaries"] = ints("span_left_boundaries", span_left_boundaries,
+                                               pred_pad)
+        entries["span_right_boundaries"] = ints("span_right_boundaries", span_right_boundaries,
+                                                pred_pad)
+    return _example_from_entries([entries[name] for name in sorted(entries)])
 
 
 def parse_spec(max_seq_length, max_predictions_per_seq, feature_names="v1",

@@ -5,11 +5,14 @@ embeddings and cross-layer parameter sharing, and fixed sinusoidal position embe
 """
 
 import keras
+import tensorflow as tf
 
 from bert_tf.config import BertConfig
-from bert_tf.modeling import layers
+from bert_tf.modeling import layers, packing_checks
 
 _INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+# The optional fourth input of a packed row (see packing_checks).
+INSTANCE_IDS = packing_checks.FEATURE
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -20,6 +23,12 @@ class BertEncoder(keras.Model):
       input_word_ids: WordPiece ids.
       input_mask: 1 for real tokens, 0 for padding (padding keys get no attention).
       input_type_ids: segment ids (0 for sentence A, 1 for sentence B).
+      input_instance_ids (optional; packed rows, Krell et al. 2021): 1..K = the instance each
+        token belongs to (contiguous runs in order), 0 on padding. A query then attends only
+        keys of its own instance, and each token's position id is its offset in its instance
+        (0 at the instance's [CLS]), so every instance gets the outputs it would get alone in
+        its own row; pooled_output is then the first instance's (see `pool_at` for the
+        others). Without it (and in exported signatures) the model is unchanged.
 
     Outputs (a dict):
       sequence_output: float [B, S, H], the last block's output.
@@ -128,8 +137,58 @@ class BertEncoder(keras.Model):
         # Keras does not warn about the mismatched structure. (A missing input has already
         # been reported by Keras' input check, naming it.)
         if isinstance(inputs, dict):
+            if inputs.get(INSTANCE_IDS) is not None:
+                return self._call_packed(inputs, training)
             inputs = {k: inputs[k] for k in _INPUT_NAMES}
         return super().call(inputs, training=training, mask=mask)
+
+    def _blocks(self):
+        """The block applied at each depth, in order (one block L times when sharing all)."""
+        if self.config.share_parameters == "all":
+            return [self.get_layer("transformer_layer_0")] * self.config.num_hidden_layers
+        return [self.get_layer(f"transformer_layer_{i}")
+                for i in range(self.config.num_hidden_layers)]
+
+    def _call_packed(self, inputs, training):
+        """The functional graph's layers on a packed row: per-instance positions and a
+        block-diagonal attention bias, both from input_instance_ids [B, S]."""
+        missing = [k for k in _INPUT_NAMES if k not in inputs]
+        if missing:
+            raise KeyError(f"BertEncoder: inputs lack {', '.join(missing)}; got "
+                           f"{', '.join(sorted(inputs))}")
+        instance_ids = inputs[INSTANCE_IDS]
+        if tf.executing_eagerly():
+            # Debug-time check only: inside tf.function / XLA it would cost every step.
+            packing_checks.check_instance_ids(instance_ids, inputs["input_mask"])
+        instance_ids = tf.cast(instance_ids, tf.int32)
+        hidden_bsh = self.embedding_layer(
+            tf.cast(inputs["input_word_ids"], tf.int32),
+            tf.cast(inputs["input_type_ids"], tf.int32),
+            position_ids=packing_checks.instance_position_ids(instance_ids), training=training)
+        if self.config.embedding_width != self.config.hidden_size:
+            hidden_bsh = self.get_layer("embedding_projection")(hidden_bsh)
+        attention_bias = packing_checks.instance_attention_bias(instance_ids)
+        encoder_outputs = []
+        for block in self._blocks():
+            hidden_bsh = block(hidden_bsh, attention_bias, training=training)
+            encoder_outputs.append(hidden_bsh)
+        pooled_bh = self.get_layer("pooler")(hidden_bsh[:, 0, :])
+        return {"sequence_output": hidden_bsh, "pooled_output": pooled_bh,
+                "encoder_outputs": encoder_outputs}
+
+    def pool_at(self, sequence_output, positions):
+        """The pooler (dense + tanh, as pooled_output) at given positions, e.g. each packed
+        instance's [CLS].
+
+        Args:
+          sequence_output: float [B, S, H].
+          positions: int [B, I], row positions.
+
+        Returns:
+          float [B, I, H].
+        """
+        cls_bih = tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
+        return self.get_layer("pooler")(cls_bih)
 
     @property
     def word_embeddings(self):

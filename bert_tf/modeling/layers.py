@@ -163,6 +163,10 @@ class PositionEmbedding(keras.layers.Layer):
         """Args: seq_length: scalar int. Returns: float [seq_length, width]."""
         return self.embeddings[:seq_length]
 
+    def lookup(self, position_ids):
+        """Rows at explicit positions (packed rows). Args: int [B, S]. Returns: [B, S, width]."""
+        return tf.gather(self.embeddings, tf.cast(position_ids, tf.int32))
+
     def get_config(self):
         config = super().get_config()
         config.update(max_length=self.max_length, width=self.width,
@@ -188,12 +192,21 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
 
     def call(self, seq_length):
         """Args: seq_length: scalar int. Returns: float32 [seq_length, width]."""
-        positions_s1 = tf.cast(tf.range(seq_length), tf.float32)[:, tf.newaxis]
+        return self._encode(tf.range(seq_length))
+
+    def lookup(self, position_ids):
+        """Rows at explicit positions (packed rows). Args: int [B, S]. Returns: float32
+        [B, S, width], equal to call(S)'s rows at those positions."""
+        return self._encode(position_ids)
+
+    def _encode(self, positions):
+        """int [...] -> float32 [..., width]."""
+        positions_1 = tf.cast(positions, tf.float32)[..., tf.newaxis]
         # Column j uses the frequency of its sin/cos pair, 10000^(-2 * (j // 2) / width).
         pair_w = tf.cast(tf.range(self.width) // 2 * 2, tf.float32)
-        angles_sw = positions_s1 * tf.exp(pair_w * (-math.log(10000.0) / self.width))
+        angles_w = positions_1 * tf.exp(pair_w * (-math.log(10000.0) / self.width))
         is_sine_w = tf.range(self.width) % 2 == 0
-        return tf.where(is_sine_w, tf.sin(angles_sw), tf.cos(angles_sw))
+        return tf.where(is_sine_w, tf.sin(angles_w), tf.cos(angles_w))
 
     def compute_output_spec(self, seq_length):
         return keras.KerasTensor((None, self.width), "float32")
@@ -266,8 +279,17 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
-    def call(self, input_word_ids, input_type_ids, training=None):
-        """Args: input_word_ids, input_type_ids: int [B, S]. Returns: float [B, S, H]."""
+    def call(self, input_word_ids, input_type_ids, position_ids=None, training=None):
+        """Sums the three embeddings.
+
+        Args:
+          input_word_ids, input_type_ids: int [B, S].
+          position_ids: optional int [B, S], each token's position (packed rows: its offset in
+            its own instance); default 0..S-1 in every row.
+
+        Returns:
+          float [B, S, H].
+        """
         seq_length = tf.shape(input_word_ids)[1]
         static_length = input_word_ids.shape[1]
         if (self.position_embedding_type == "learned" and static_length is not None
@@ -275,9 +297,13 @@ class BertEmbeddings(keras.layers.Layer):
             raise ValueError(
                 f"input length {static_length} exceeds max_position_embeddings="
                 f"{self.max_position_embeddings}")
+        if position_ids is None:
+            positions = self.position_embeddings(seq_length)
+        else:
+            positions = self.position_embeddings.lookup(position_ids)
         embeddings_bsh = (self.word_embeddings(input_word_ids)
                           + self.token_type_embeddings(input_type_ids)
-                          + tf.cast(self.position_embeddings(seq_length), self.compute_dtype))
+                          + tf.cast(positions, self.compute_dtype))
         embeddings_bsh = self.layer_norm(embeddings_bsh)
         return self.dropout_layer(embeddings_bsh, training=training)
 
@@ -412,7 +438,8 @@ class TransformerBlock(keras.layers.Layer):
 
         Args:
           hidden_bsh: float [B, S, H], the previous block's output (or the embeddings).
-          attention_bias: float32 [B, 1, 1, S], 0 for real keys and -10000 for padding.
+          attention_bias: float32 [B, 1, 1, S], 0 for real keys and -10000 for padding; or
+            [B, 1, S, S] per query (packed rows: -10000 outside the query's own instance).
           training: enables dropout.
 
         Returns:

@@ -10,7 +10,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.modeling import layers
-from bert_tf.modeling.encoder import BertEncoder
+from bert_tf.modeling.encoder import INSTANCE_IDS, BertEncoder
 
 # Added to the weight sum in the masked-LM loss denominator, as the original does, so a batch
 # without predictions gives a loss of 0 rather than NaN.
@@ -19,6 +19,9 @@ _MLM_WEIGHT_EPSILON = 1e-5
 _ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 # Features the span-boundary head reads besides masked_lm_positions.
 _SPAN_BOUNDARY_FEATURES = ("span_left_boundaries", "span_right_boundaries")
+# Packed rows: the row position of each instance's [CLS] [B, I], and 1 for a real instance.
+_PAIR_POSITIONS = "next_sentence_positions"
+_PAIR_WEIGHTS = "next_sentence_weights"
 
 
 def pair_metric_names(sentence_order_prediction):
@@ -87,7 +90,8 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
     `call(features)` takes the pre-training feature dict (extra keys such as `masked_lm_ids`
     are ignored) and returns float32 logits:
       mlm_logits: [B, P, V] at `masked_lm_positions` [B, P].
-      nsp_logits: [B, 2] from the pooled [CLS] vector (only with use_next_sentence_label).
+      nsp_logits: [B, 2] from the pooled [CLS] vector (only with use_next_sentence_label);
+        [B, I, 2] for packed rows, one per instance (see below).
       sbo_logits: [B, P, V] from the span boundaries (only with span_boundary_objective, when
         the features hold them: inference such as fill-mask needs only the masked-LM head).
 
@@ -108,6 +112,14 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         (the masked-LM formula on `sbo_logits`) is added: loss = masked-LM + SBO (+ NSP/SOP),
         logged as `sbo_loss` and `span_boundary_accuracy`.
       * masked LM alone (RoBERTa, SpanBERT): use_next_sentence_label=False.
+
+    Packed rows (several instances per row, Krell et al. 2021): with `input_instance_ids` in
+    the features the encoder keeps instances apart (see BertEncoder); masked_lm_positions and
+    the span boundaries are row positions. With `next_sentence_positions` [B, I] (each
+    instance's [CLS], 0 in unused slots) the pair head reads the pooler at each of them:
+    nsp_logits [B, I, 2], and the pair loss and accuracy are averaged over the real instances
+    given by `next_sentence_weights` [B, I] with `next_sentence_labels` [B, I]. No new
+    variables: packed and unpacked models share checkpoints.
 
     Sub-layers and their TF1 names: `masked_lm` (cls/predictions: transform, transform_layer_norm,
     output_bias; the output matrix is bert/embeddings/word_embeddings), `next_sentence`
@@ -193,24 +205,34 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         Args:
           features: dict with int32 input_word_ids, input_mask, input_type_ids [B, S] and
             masked_lm_positions [B, P] (with SBO, for training, also span_left_boundaries and
-            span_right_boundaries [B, P]); other keys are ignored.
+            span_right_boundaries [B, P]); packed rows add input_instance_ids [B, S] and
+            next_sentence_positions [B, I]; other keys are ignored.
           training: enables dropout.
 
         Returns:
           dict: mlm_logits float32 [B, P, V]; nsp_logits float32 [B, 2] when the pair head is
-          on; sbo_logits float32 [B, P, V] with SBO when the span boundaries are given.
+          on ([B, I, 2] with next_sentence_positions); sbo_logits float32 [B, P, V] with SBO
+          when the span boundaries are given.
         """
         missing = [k for k in _ENCODER_INPUTS + ("masked_lm_positions",) if k not in features]
+        if (self.next_sentence is not None and INSTANCE_IDS in features
+                and _PAIR_POSITIONS not in features):
+            # Without it the pair head would silently read only the row's first instance.
+            missing.append(_PAIR_POSITIONS)
         if missing:
             raise KeyError(f"BertPretrainer: features lack {', '.join(missing)}; got "
                            f"{', '.join(sorted(features))}")
-        encoder_outputs = self.encoder({k: features[k] for k in _ENCODER_INPUTS},
-                                       training=training)
-        outputs = {"mlm_logits": self.masked_lm(encoder_outputs["sequence_output"],
-                                                features["masked_lm_positions"])}
+        encoder_inputs = {k: features[k] for k in _ENCODER_INPUTS + (INSTANCE_IDS,)
+                          if k in features}
+        encoder_outputs = self.encoder(encoder_inputs, training=training)
+        sequence_bsh = encoder_outputs["sequence_output"]
+        outputs = {"mlm_logits": self.masked_lm(sequence_bsh, features["masked_lm_positions"])}
         if self.next_sentence is not None:
-            outputs["nsp_logits"] = tf.cast(
-                self.next_sentence(encoder_outputs["pooled_output"]), tf.float32)
+            if _PAIR_POSITIONS in features:
+                pooled = self.encoder.pool_at(sequence_bsh, features[_PAIR_POSITIONS])  # [B, I, H]
+            else:
+                pooled = encoder_outputs["pooled_output"]  # [B, H]
+            outputs["nsp_logits"] = tf.cast(self.next_sentence(pooled), tf.float32)
         if self.span_boundary is not None and all(k in features
                                                   for k in _SPAN_BOUNDARY_FEATURES):
             outputs["sbo_logits"] = self.span_boundary(
@@ -223,14 +245,17 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
 
         Args:
           features: the feature dict; uses masked_lm_ids int [B, P], masked_lm_weights
-            float [B, P] and (with the pair head) next_sentence_labels int [B] or [B, 1].
+            float [B, P] and (with the pair head) next_sentence_labels int [B] or [B, 1]; for
+            packed rows (nsp_logits [B, I, 2]) next_sentence_labels int [B, I] and
+            next_sentence_weights float [B, I].
           outputs: what `call` returned.
 
         Returns:
           dict with `loss` (= mlm_loss + nsp_loss [+ sbo_loss]), `mlm_loss`, `nsp_loss` (the
-          pair head's loss, NSP or SOP; 0 without it), and sums that aggregate exactly across
-          batches and replicas: `mlm_correct` (weighted count of correct masked predictions),
-          `mlm_weight_sum`, `nsp_correct`, `nsp_count`. With SBO also `sbo_loss` and
+          pair head's loss, NSP or SOP, a mean over rows or, packed, over real instances; 0
+          without it), and sums that aggregate exactly across batches and replicas:
+          `mlm_correct` (weighted count of correct masked predictions), `mlm_weight_sum`,
+          `nsp_correct`, `nsp_count` (rows, or packed: real instances). With SBO also `sbo_loss` and
           `sbo_correct` (its weight sum is mlm_weight_sum).
         """
         ids_bp = tf.cast(features["masked_lm_ids"], tf.int32)
@@ -242,14 +267,24 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         zero = tf.constant(0.0, tf.float32)
         nsp_loss = nsp_correct = nsp_count = zero
         if self.next_sentence is not None:
-            logits_b2 = tf.cast(outputs["nsp_logits"], tf.float32)
-            labels_b = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
-            nsp_loss = tf.reduce_mean(
-                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels_b, logits=logits_b2))
-            nsp_correct = tf.reduce_sum(tf.cast(
-                tf.equal(tf.argmax(logits_b2, axis=-1, output_type=tf.int32), labels_b),
-                tf.float32))
-            nsp_count = tf.cast(tf.size(labels_b), tf.float32)
+            logits_n2 = tf.reshape(tf.cast(outputs["nsp_logits"], tf.float32), [-1, 2])
+            labels_n = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+            ce_n = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels_n,
+                                                                  logits=logits_n2)
+            hits_n = tf.cast(tf.equal(tf.argmax(logits_n2, axis=-1, output_type=tf.int32),
+                                      labels_n), tf.float32)
+            if len(outputs["nsp_logits"].shape) == 3:  # packed: N = B*I instance slots
+                if _PAIR_WEIGHTS not in features:
+                    raise KeyError(f"BertPretrainer: packed features (with {_PAIR_POSITIONS}) "
+                                   f"lack {_PAIR_WEIGHTS}; got {', '.join(sorted(features))}")
+                weights_n = tf.reshape(tf.cast(features[_PAIR_WEIGHTS], tf.float32), [-1])
+                nsp_count = tf.reduce_sum(weights_n)
+                nsp_loss = tf.math.divide_no_nan(tf.reduce_sum(weights_n * ce_n), nsp_count)
+                nsp_correct = tf.reduce_sum(weights_n * hits_n)
+            else:
+                nsp_loss = tf.reduce_mean(ce_n)
+                nsp_correct = tf.reduce_sum(hits_n)
+                nsp_count = tf.cast(tf.size(labels_n), tf.float32)
         parts = {"loss": mlm_loss + nsp_loss, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
                  "mlm_correct": mlm_correct, "mlm_weight_sum": mlm_weight_sum,
                  "nsp_correct": nsp_correct, "nsp_count": nsp_count}

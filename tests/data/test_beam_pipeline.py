@@ -182,3 +182,19 @@ def test_beam_with_two_direct_workers_reads_files_apart_and_matches_local(corpus
         records([str(tmp_path / "local.tfrecord")]))
     assert len(beam_records) == local.instances > 100
     assert stats == local
+
+def test_beam_writes_the_same_packed_rows_as_the_local_path(corpus, tmp_path):
+    options = cpd.PretrainingDataOptions(max_seq_length=128, max_predictions_per_seq=24,
+                                         dupe_factor=1, random_seed=3, documents_per_chunk=8,
+                                         pack_sequences=True, max_instances_per_row=4)
+    local = cpd.create_pretraining_data(corpus["pattern"], str(tmp_path / "local.tfrecord"),
+                                        corpus["vocab"], options=options)
+    stats = beam_pipeline.run_beam_pipeline(corpus["pattern"], str(tmp_path / "beam"),
+                                            corpus["vocab"], options=options, num_shards=1,
+                                            pipeline_args=DIRECT_ARGS)
+    local_rows = records([str(tmp_path / "local.tfrecord")])
+    assert stats == local and local.rows == len(local_rows) < local.instances
+    assert collections.Counter(records(sorted(glob.glob(str(tmp_path / "beam-*"))))) == \
+        collections.Counter(local_rows)
+    first = tf.train.Example.FromString(local_rows[0]).features.feature
+    assert "instance_ids" in first and len(first["next_sentence_positions"].int64_list.value) == 4
