@@ -15,9 +15,10 @@ _LAZY = {name: "bert_tf.modeling" for name in (
     "BertEncoder", "BertPretrainer", "BertClassifier", "BertSpanLabeler", "BertTokenClassifier")}
 _LAZY["load_model"] = "bert_tf.saving"
 
-# Modules whose Keras classes a bert_tf .keras file can name.
-_REGISTERING_MODULES = ("bert_tf.modeling", "bert_tf.text.layers", "bert_tf.text.packing",
-                        "bert_tf.training.optimization")
+# Modules whose Keras classes the models bert_tf saves can name. (The tokenizer layers register
+# when bert_tf.text is imported: importing tensorflow_text here would load its ops into every
+# process that merely imports keras.)
+_REGISTERING_MODULES = ("bert_tf.modeling", "bert_tf.training.optimization")
 
 
 def __getattr__(name):
