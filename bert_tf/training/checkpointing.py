@@ -70,6 +70,60 @@ def has_random_state(path):
         return True  # unreadable: the restore reports it
 
 
+def remove_stale_temp_files(directory):
+    """Removes what a killed process left half-written in `directory`.
+
+    That is bert_tf's atomic-write temporaries (`.tmp_*`), TensorFlow's checkpoint
+    temporaries (`<prefix>_temp/` shard directories, `checkpoint.tmp<hex>` state files) and
+    write probes. Call only while owning the directory (see training.ownership): a live run's
+    temporaries look the same.
+
+    Returns:
+      The paths removed.
+    """
+    removed = []
+    for pattern in (".tmp_*", "*_temp", "checkpoint.tmp*", ".bert_tf_write_probe-*"):
+        for path in tf.io.gfile.glob(os.path.join(directory, pattern)):
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+            removed.append(path)
+    if removed:
+        logging.info("Removed temporary files a previous run left in %s: %s", directory,
+                     ", ".join(os.path.basename(p) for p in removed))
+    return removed
+
+
+def save(manager, step):
+    """manager.save(checkpoint_number=step), or a CheckpointError that says nothing was lost.
+
+    A failed save (disk full, quota, permissions) leaves the previous checkpoint and the state
+    file pointing at it intact (TensorFlow writes shards to a temporary directory and the state
+    file by rename); the partial files of `step` are removed so that their space is free again.
+    """
+    try:
+        return manager.save(checkpoint_number=step)
+    except (tf.errors.OpError, OSError) as e:
+        prefix = os.path.join(manager.directory, f"ckpt-{step}")
+        for path in tf.io.gfile.glob(prefix + "_temp") + tf.io.gfile.glob(prefix + ".*"):
+            try:
+                if tf.io.gfile.isdir(path):
+                    tf.io.gfile.rmtree(path)
+                else:
+                    tf.io.gfile.remove(path)
+            except (tf.errors.OpError, OSError):
+                pass
+        reason = str(getattr(e, "message", None) or e).splitlines()[0][:300]
+        previous = manager.latest_checkpoint
+        kept = f"the previous checkpoint {previous} is intact" if previous else \
+            "no checkpoint had been saved yet"
+        raise CheckpointError(
+            f"saving the checkpoint of step {step} in {manager.directory} failed ({reason}); "
+            f"nothing was lost: {kept}. Free space (or fix the directory) and rerun the same "
+            "command to resume") from None
+
+
 def restore_latest(manager, checkpoint, without_rng=None):
     """Restores the newest readable checkpoint of `manager` into `checkpoint`.
 

@@ -303,7 +303,7 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
                 window_start = time.time()
             stop = bool(stop)
             if step % save_checkpoints_steps == 0 or step == num_train_steps or stop:
-                manager.save(checkpoint_number=step)
+                checkpointing.save(manager, step)
                 logging.info("Saved checkpoint for step %d to %s", step, manager.latest_checkpoint)
                 if stop:
                     saved = os.path.join(output_dir, os.path.basename(manager.latest_checkpoint))

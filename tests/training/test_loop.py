@@ -1,6 +1,7 @@
 """The training loop: over-fitting, exact resume, NaN stop, checkpoint fallback, warm start."""
 
 import os
+import subprocess
 
 import keras
 import numpy as np
@@ -266,3 +267,54 @@ def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
     with pytest.raises(checkpointing.CheckpointError,
                        match=rf"none of the checkpoints in {tmp_path} could be restored"):
         _train(other, other_optimizer, strategy, tmp_path, 60)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 96 KiB tmpfs (as root) that training fills up; elsewhere a directory whose 12th
+    checkpoint save fails with ENOSPC, injected below TensorFlow's saver."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(mount)],
+        capture_output=True).returncode == 0
+    if mounted:
+        yield mount, None
+        # Lazy: the failed run's summary writer may still hold a file open.
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+        return
+    original = tf.train.CheckpointManager.save
+    calls = []
+
+    def failing_save(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) >= 12:
+            raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+        return original(self, *args, **kwargs)
+
+    tf.train.CheckpointManager.save = failing_save
+    yield mount, calls
+    tf.train.CheckpointManager.save = original
+
+
+def test_disk_full_while_saving_loses_nothing(small_disk):
+    disk, _ = small_disk
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy, num_train_steps=200)
+    with pytest.raises(checkpointing.CheckpointError) as error:
+        _train(model, optimizer, strategy, disk / "run", 200, steps_per_loop=1,
+               save_checkpoints_steps=1, max_checkpoints_to_keep=None)
+    latest = tf.train.latest_checkpoint(str(disk / "run"))
+    step = int(latest.rsplit("-", 1)[1])
+    assert str(error.value).startswith(f"saving the checkpoint of step {step + 1} in "
+                                       f"{disk / 'run'} failed (")
+    assert str(error.value).endswith(f"nothing was lost: the previous checkpoint {latest} is "
+                                     "intact. Free space (or fix the directory) and rerun the "
+                                     "same command to resume")
+    # No partial files of the failed step stay behind, and the previous one restores.
+    assert not tf.io.gfile.glob(f"{disk}/run/ckpt-{step + 1}*")
+    model, optimizer = _build(strategy, num_train_steps=200, seed=4)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                     rng=checkpointing.random_state(model) or tf.train.Checkpoint())
+    checkpoint.restore(latest).assert_existing_objects_matched()
+    assert int(optimizer.iterations.numpy()) == step > 0
