@@ -171,6 +171,11 @@ def restore_latest(manager, checkpoint, without_rng=None):
     return None
 
 
+def has_checkpoint(directory):
+    """True when `directory` holds a training checkpoint (ckpt-<n>.index) to resume from."""
+    return bool(tf.io.gfile.exists(directory) and _checkpoints_on_disk(directory))
+
+
 def _checkpoints_on_disk(directory):
     """Prefixes of ckpt-<n> checkpoints in `directory`, oldest first."""
     found = []
