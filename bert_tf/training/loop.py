@@ -8,7 +8,13 @@ TensorBoard summaries. Models stay plain Keras models and still work with `fit` 
 tf.distribute input iterators cannot be checkpointed (DistributedIterator is not trackable in
 TF 2.21), so a resumed run continues the input stream by skipping, in every input pipeline, the
 batches the restored steps consumed. With a deterministic pipeline (fixed shuffle seed) the
-continuation is exact; skipping re-reads (but does not train on) that input.
+continuation is exact; skipping re-reads (but does not train on) that input. The checkpoints
+also hold the state of every Keras random generator in the model (dropout), so a resumed step
+draws the masks the uninterrupted run drew: resume is exact with dropout on.
+
+Non-finite values: after each step one all-finite reduction over the loss and the updated
+weights decides whether training goes on; the first NaN/Inf step stops it before any save, so
+every checkpoint holds finite weights.
 
 The per-batch function contract (`loss_fn(model, batch, training) -> dict`): float32 scalars,
 computed on one replica's batch, with "loss" (the value to minimise, a mean over that batch)
