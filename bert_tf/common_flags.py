@@ -207,7 +207,7 @@ def check_numeric_flags(options):
             else:
                 bracket = "[" if low_inclusive else "("
                 expected = (f"in {bracket}{low:g}, {high:g}]" if high is not None
-                            else f"a finite number {'>=' if low_inclusive else '>'} {low:g}")
+                            else f"{'>=' if low_inclusive else '>'} {low:g} and finite")
             raise FlagValueError(f"--{name}={value} must be {expected}")
 
 

@@ -12,11 +12,13 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import common_flags
 from bert_tf.config import BertConfig
 from bert_tf.run_pretraining import FLAGS, FlagValueError, pretrain
 from bert_tf.training import ownership
@@ -47,11 +49,11 @@ def _flag_values(*args):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (dict(learning_rate=float("nan")), "--learning_rate=nan must be a finite number >= 0"),
-    (dict(learning_rate=float("inf")), "--learning_rate=inf must be a finite number >= 0"),
-    (dict(learning_rate=-1e-4), "--learning_rate=-0.0001 must be a finite number >= 0"),
+    (dict(learning_rate=float("nan")), "--learning_rate=nan must be >= 0 and finite"),
+    (dict(learning_rate=float("inf")), "--learning_rate=inf must be >= 0 and finite"),
+    (dict(learning_rate=-1e-4), "--learning_rate=-0.0001 must be >= 0 and finite"),
     (dict(weight_decay_rate=float("nan")),
-     "--weight_decay_rate=nan must be a finite number >= 0"),
+     "--weight_decay_rate=nan must be >= 0 and finite"),
     (dict(masked_lm_prob=1.5), "--masked_lm_prob=1.5 must be in (0, 1]"),
     (dict(masked_lm_prob=0.0), "--masked_lm_prob=0.0 must be in (0, 1]"),
 ])
@@ -331,3 +333,17 @@ def test_killed_runs_with_dropout_on_two_replicas_end_with_the_uninterrupted_wei
     assert any(name.startswith("rng/") for name in want)  # the dropout generators' states
     for name, value in want.items():
         np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize("values, message", [
+    (dict(num_train_epochs=float("inf")), "--num_train_epochs=inf must be > 0 and finite"),
+    (dict(warmup_proportion=float("nan")), "--warmup_proportion=nan must be in [0, 1]"),
+    (dict(null_score_diff_threshold=float("-inf")),
+     "--null_score_diff_threshold=-inf must be a finite number"),
+])
+def test_fine_tuning_float_flags_refused(values, message):
+    # The fine-tuning CLIs call the same check first in their validation.
+    options = types.SimpleNamespace(learning_rate=5e-5, **values)
+    with pytest.raises(FlagValueError) as error:
+        common_flags.check_numeric_flags(options)
+    assert str(error.value) == message
