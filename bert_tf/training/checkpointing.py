@@ -74,15 +74,15 @@ def remove_stale_temp_files(directory):
     """Removes what a killed process left half-written in `directory`.
 
     That is bert_tf's atomic-write temporaries (`.tmp_*`), TensorFlow's checkpoint
-    temporaries (`<prefix>_temp/` shard directories, `checkpoint.tmp<hex>` state files) and
-    write probes. Call only while owning the directory (see training.ownership): a live run's
-    temporaries look the same.
+    temporaries (`ckpt-<n>_temp/` shard directories, `checkpoint.tmp<hex>` state files). Call
+    only while owning the directory (see training.ownership): a live run's temporaries look
+    the same.
 
     Returns:
       The paths removed.
     """
     removed = []
-    for pattern in (".tmp_*", "*_temp", "checkpoint.tmp*", ".bert_tf_write_probe-*"):
+    for pattern in (".tmp_*", "ckpt-*_temp", "checkpoint.tmp*"):
         for path in tf.io.gfile.glob(os.path.join(directory, pattern)):
             if tf.io.gfile.isdir(path):
                 tf.io.gfile.rmtree(path)
