@@ -296,7 +296,8 @@ def test_killed_runs_with_dropout_on_two_replicas_end_with_the_uninterrupted_wei
                         if _checkpoint_steps(out) and _checkpoint_steps(out)[-1] >= target + (
                                 2 if mid_save else 0):
                             break
-                        if not mid_save:
+                        # Busy-poll (to catch a save in progress) only near the target.
+                        if not mid_save or (_checkpoint_steps(out) or [0])[-1] < target - 1:
                             time.sleep(0.005)
                     if not mid_save:
                         time.sleep(rng.uniform(0.0, 0.02))
