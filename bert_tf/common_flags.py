@@ -5,6 +5,7 @@ so a flag is defined once per process; the functions are idempotent). Flag names
 original google-research/bert scripts where one exists.
 """
 
+import math
 import os
 
 import keras
@@ -189,6 +190,39 @@ def make_strategy(options, batch_size_flags=()):
             raise FlagValueError(f"--{name}={value} is not divisible by the {replicas} replicas "
                                  f"of --distribution_strategy={distribution}")
     return strategy
+
+
+# Float flags and the range each must lie in: (low, high, low inclusive); None is no bound.
+# A NaN or Inf here trained (or poisoned checkpoints) before anything said so.
+_FLOAT_FLAG_RANGES = {
+    "learning_rate": (0.0, None, True),
+    "weight_decay_rate": (0.0, None, True),
+    "masked_lm_prob": (0.0, 1.0, False),
+    "num_train_epochs": (0.0, None, False),
+    "warmup_proportion": (0.0, 1.0, True),
+    "null_score_diff_threshold": (None, None, True),
+}
+
+
+def check_numeric_flags(options):
+    """Refuses a NaN, Inf or out-of-range value of any float flag `options` has.
+
+    Raises:
+      FlagValueError naming the flag, its value and the range expected.
+    """
+    for name, (low, high, low_inclusive) in _FLOAT_FLAG_RANGES.items():
+        value = getattr(options, name, None)
+        if value is None:
+            continue
+        below = low is not None and (value < low if low_inclusive else value <= low)
+        if not math.isfinite(value) or below or (high is not None and value > high):
+            if low is None:
+                expected = "a finite number"
+            else:
+                bracket = "[" if low_inclusive else "("
+                expected = (f"in {bracket}{low:g}, {high:g}]" if high is not None
+                            else f"{'>=' if low_inclusive else '>'} {low:g} and finite")
+            raise FlagValueError(f"--{name}={value} must be {expected}")
 
 
 def effective_train_batch_size(options):

@@ -38,6 +38,16 @@ _OMITTED_DEFAULTS = {
     "position_embedding_type": "learned",
 }
 
+# A bert_config.json must give the model's shape: a missing one silently built another model
+# (BERT-base's 12 layers, 30,522 ids) that no checkpoint of the intended one fits.
+REQUIRED_FILE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                        "intermediate_size")
+
+# Defaults of optional fields a bert_config.json leaves out, where the original BertConfig's
+# differ from this dataclass's (the original's type_vocab_size=16 is its constructor default;
+# every published file says 2, the dataclass default for configs built in Python).
+_FILE_DEFAULTS = {"type_vocab_size": 16}
+
 # name -> (num_hidden_layers, hidden_size); heads = hidden / 64, intermediate = 4 * hidden.
 _PRESET_SHAPES = {
     "bert_tiny": (2, 128),
@@ -178,7 +188,12 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path):
-        """Reads an original-format bert_config.json."""
+        """Reads an original-format bert_config.json.
+
+        The fields of REQUIRED_FILE_FIELDS must be present; the others default to the original
+        BertConfig's values (hidden_act gelu, dropouts 0.1, max_position_embeddings 512,
+        type_vocab_size 16, initializer_range 0.02).
+        """
         try:
             with open_file(path, encoding="utf-8") as f:
                 values = json.load(f)
@@ -188,7 +203,12 @@ class BertConfig:
             raise ConfigError(f"{path}: not valid JSON ({e})") from None
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: expected a JSON object of bert_config fields")
-        return cls.from_dict(values, source=str(path))
+        missing = [name for name in REQUIRED_FILE_FIELDS if name not in values]
+        if missing:
+            raise ConfigError(f"{path}: required field(s) {', '.join(missing)} missing (a "
+                              f"bert_config.json gives {', '.join(REQUIRED_FILE_FIELDS)}; the "
+                              "other fields default to the original BERT's values)")
+        return cls.from_dict({**_FILE_DEFAULTS, **values}, source=str(path))
 
     @classmethod
     def from_preset(cls, name, **overrides):

@@ -65,6 +65,7 @@ def prepare(options):
     for name in ("eval_batch_size", "predict_batch_size"):
         if getattr(options, name) < 1:
             raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
+    common_flags.check_numeric_flags(options)
     if options.do_train:
         if not options.num_train_epochs > 0:
             raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")

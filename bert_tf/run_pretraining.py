@@ -56,6 +56,7 @@ from bert_tf.modeling.models import pair_metric_names
 from bert_tf.text import validate_case_matches_checkpoint
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import is_chief
+from bert_tf.training.ownership import RunDirectoryLock
 from bert_tf.training.loop import NonFiniteLossError, evaluate, train, write_summaries
 from bert_tf.training.optimization import OPTIMIZER_TYPES, create_optimizer
 
@@ -153,6 +154,7 @@ def validate_options(options, config):
     """
     if not options.do_train and not options.do_eval:
         raise FlagValueError("at least one of --do_train or --do_eval must be set")
+    common_flags.check_numeric_flags(options)
     if sum(bool(v) for v in (options.input_file, options.input_text_file,
                              options.input_tfds)) != 1:
         raise FlagValueError("give exactly one of --input_file (TFRecords), --input_text_file "
@@ -413,6 +415,83 @@ def _check_input(dataset_fn, options, is_training):
         raise FlagValueError(f"--{name}={patterns}: {e}") from None
 
 
+# Flags a resumed run must share with the run that wrote the directory (besides the model
+# config and the vocabulary): they shape the input the checkpoint was trained on.
+_RESUME_FLAGS = ("do_lower_case", "max_seq_length", "max_predictions_per_seq")
+
+
+def _recorded_flags(path):
+    """{name: value string} of a run_pretraining.flags file; booleans as "true"/"false"."""
+    values = {}
+    with tf.io.gfile.GFile(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("--"):
+                continue
+            name, has_value, value = line[2:].partition("=")
+            if has_value:
+                values[name] = value
+            elif name.startswith("no") and name[2:] in _RESUME_FLAGS:
+                values[name[2:]] = "false"
+            else:
+                values[name] = "true"
+    return values
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_resume_compatible(options, config):
+    """A run resuming --output_dir must train the model and input the directory records.
+
+    Compares, when the directory holds a checkpoint, its bert_config.json with `config`, its
+    vocab.txt with --vocab_file (SHA-256: a reordered vocabulary of the same size differs) and
+    the casing, sequence length and predictions per sequence in its run_pretraining.flags with
+    the flags. Reads only: a mismatch leaves the directory byte-for-byte unchanged.
+
+    Raises:
+      FlagValueError naming every difference with both values.
+    """
+    out = options.output_dir
+    if not checkpointing.has_checkpoint(out):
+        return
+    problems = []
+    recorded_config = os.path.join(out, "bert_config.json")
+    if tf.io.gfile.exists(recorded_config):
+        recorded = BertConfig.from_json_file(recorded_config).to_dict()
+        wanted = config.to_dict()
+        for name in sorted(set(recorded) | set(wanted)):
+            if recorded.get(name) != wanted.get(name):
+                problems.append(f"{name}={recorded.get(name)!r} in {recorded_config} but "
+                                f"{name}={wanted.get(name)!r} in "
+                                f"{common_flags.config_source(options)}")
+    recorded_vocab = os.path.join(out, "vocab.txt")
+    if options.vocab_file and tf.io.gfile.exists(recorded_vocab):
+        before, now = _sha256(recorded_vocab), _sha256(options.vocab_file)
+        if before != now:
+            problems.append(f"vocabulary {recorded_vocab} (sha256 {before[:16]}) differs from "
+                            f"--vocab_file={options.vocab_file} (sha256 {now[:16]})")
+    recorded_flags = os.path.join(out, "run_pretraining.flags")
+    if tf.io.gfile.exists(recorded_flags):
+        recorded = _recorded_flags(recorded_flags)
+        for name in _RESUME_FLAGS:
+            value = getattr(options, name)
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if name in recorded and recorded[name] != text:
+                problems.append(f"--{name}={recorded[name]} in {recorded_flags} but "
+                                f"--{name}={text} now")
+    if problems:
+        raise FlagValueError(
+            f"--output_dir={out} holds a checkpoint of a run with other settings; resuming "
+            "would mix them: " + "; ".join(problems) + ". To change them, start a new "
+            f"--output_dir with --init_checkpoint={out}")
+
+
 def pretraining_metrics(sums, count, sentence_order_prediction=False):
     """Reported metrics from the summed parts of BertPretrainer.compute_pretraining_losses.
 
@@ -466,10 +545,26 @@ def pretrain(options, flags_text=None):
     start = time.time()
     config = common_flags.read_model_config(common_flags.config_source(options))
     validate_options(options, config)
+    check_resume_compatible(options, config)
     checkpointing.check_writable_dir(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.
     strategy = common_flags.make_strategy(options, ("train_batch_size", "eval_batch_size"))
+    # The chief owns the directory for the run; workers share its ownership.
+    lock = RunDirectoryLock(options.output_dir) if is_chief(strategy) else None
+    if lock:
+        lock.acquire()
+    try:
+        if lock:
+            checkpointing.remove_stale_temp_files(options.output_dir)
+        return _pretrain(options, config, strategy, flags_text, start)
+    finally:
+        if lock:
+            lock.release()
+
+
+def _pretrain(options, config, strategy, flags_text, start):
+    """pretrain() once the flags are checked and the directory is owned."""
     phases = [(True, options.train_batch_size)] if options.do_train else []
     phases += [(False, options.eval_batch_size)] if options.do_eval else []
     dataset_fns = {}

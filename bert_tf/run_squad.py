@@ -97,6 +97,7 @@ def validate_options(options):
     for name in ("n_best_size", "max_answer_length", "predict_batch_size"):
         if getattr(options, name) < 1:
             raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
+    common_flags.check_numeric_flags(options)
     if options.num_train_epochs <= 0:
         raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
     common_flags.effective_train_batch_size(options)  # checks --gradient_accumulation_steps

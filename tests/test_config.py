@@ -163,3 +163,24 @@ def test_family_field_errors_name_the_field(tmp_path, field, value, message):
     with pytest.raises(ConfigError) as info:
         BertConfig.from_json_file(path)
     assert str(info.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize("missing", [("num_hidden_layers",), ("vocab_size",),
+                                     ("hidden_size", "intermediate_size")])
+def test_missing_required_fields_are_named_with_the_file(tmp_path, missing):
+    values = {k: v for k, v in ORIGINAL_BASE.items() if k not in missing}
+    path = write_json(tmp_path / "bert_config.json", values)
+    with pytest.raises(ConfigError) as error:
+        BertConfig.from_json_file(path)
+    assert str(error.value).startswith(f"{path}: required field(s) {', '.join(missing)} missing")
+
+
+def test_missing_optional_fields_take_the_original_defaults(tmp_path):
+    shape = {"vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "intermediate_size": 128}
+    config = BertConfig.from_json_file(write_json(tmp_path / "bert_config.json", shape))
+    # google-research/bert's BertConfig defaults (type_vocab_size=16 is its constructor's).
+    assert (config.hidden_act, config.hidden_dropout_prob, config.attention_probs_dropout_prob,
+            config.max_position_embeddings, config.type_vocab_size, config.initializer_range,
+            config.layer_norm_eps) == ("gelu", 0.1, 0.1, 512, 16, 0.02, 1e-12)
+    assert (config.num_hidden_layers, config.vocab_size) == (2, 100)

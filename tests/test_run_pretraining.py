@@ -3,11 +3,8 @@
 import copy
 import json
 import os
-import random
-import signal
 import subprocess
 import sys
-import time
 import types
 
 import numpy as np
@@ -357,83 +354,6 @@ def test_float16_training_scales_the_loss(setup):
     assert results["train"]["masked_lm_accuracy"] > 0.3
     reader = tf.train.load_checkpoint(str(tmp_path / "fp16" / "ckpt-30"))
     assert reader.get_tensor("optimizer/dynamic_scale/.ATTRIBUTES/VARIABLE_VALUE") >= 1.0
-
-
-def _checkpoint_steps(directory):
-    return sorted(int(p.name[len("ckpt-"):-len(".index")]) for p in directory.glob("ckpt-*.index"))
-
-
-def _read_checkpoint(prefix):
-    """Every tensor of a checkpoint but the object graph and the count of saves, by name;
-    fails on a truncated or inconsistent checkpoint."""
-    reader = tf.train.load_checkpoint(prefix)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("save_counter")}
-
-
-@pytest.mark.slow
-def test_killed_and_preempted_runs_end_with_the_uninterrupted_weights(setup):
-    """kill -9 at two random steps, then SIGTERM at a third, restarting the same command each
-    time; the final state equals an uninterrupted run's and no checkpoint is ever corrupt."""
-    tmp_path, config_path, _ = setup
-    total = 150
-    schedule = dict(num_train_steps=total, num_warmup_steps=5, learning_rate=5e-3)
-    straight = pretrain(_options(tmp_path, config_path, output_dir=str(tmp_path / "straight"),
-                                 steps_per_loop=50, save_checkpoints_steps=total, **schedule))
-    assert straight["global_step"] == total
-
-    out = tmp_path / "interrupted"
-    # A checkpoint every step: the kills land on random steps, some in the middle of a save.
-    flags = _base_flags(tmp_path, config_path, out) + [
-        "--do_train", f"--num_train_steps={total}", "--save_checkpoints_steps=1"]
-    flagfile = tmp_path / "interrupted.flags"
-    flagfile.write_text("\n".join(flags) + "\n")
-    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    rng = random.Random(1)
-    reached = 0
-    for sig in (signal.SIGKILL, signal.SIGKILL, signal.SIGTERM):
-        target = reached + rng.randint(10, 30)
-        log = tmp_path / f"run-{reached}.log"
-        with open(log, "w") as stderr:
-            proc = subprocess.Popen([sys.executable, "-m", "bert_tf.run_pretraining",
-                                     f"--flagfile={flagfile}"],
-                                    env=dict(os.environ, PYTHONPATH=repo_root),
-                                    stdout=subprocess.DEVNULL, stderr=stderr)
-            try:
-                deadline = time.time() + 240
-                while not _checkpoint_steps(out) or _checkpoint_steps(out)[-1] < target:
-                    assert proc.poll() is None, log.read_text()[-3000:]
-                    assert time.time() < deadline, f"no checkpoint {target} within 240 s"
-                    time.sleep(0.02)
-                time.sleep(rng.uniform(0.0, 0.2))
-                proc.send_signal(sig)
-                proc.wait(timeout=120)
-            finally:
-                proc.kill()
-                proc.wait()
-        latest = tf.train.latest_checkpoint(str(out))
-        step = int(latest.rsplit("-", 1)[1])
-        assert target <= step < total
-        if sig == signal.SIGKILL:
-            assert proc.returncode == -signal.SIGKILL
-        else:
-            # Saved at the step it reached (not only at a save interval), then exit code 143.
-            assert proc.returncode == 143, log.read_text()[-3000:]
-            assert f"preempted by SIGTERM at step {step}; saved checkpoint {latest}" \
-                in log.read_text()
-        for kept in _checkpoint_steps(out):
-            _read_checkpoint(str(out / f"ckpt-{kept}"))
-        assert step > reached
-        reached = step
-
-    final = pretrain(_options(tmp_path, config_path, output_dir=str(out), steps_per_loop=50,
-                              save_checkpoints_steps=total, **schedule))
-    assert final["global_step"] == total and final["train"]["steps_this_run"] == total - reached
-    want = _read_checkpoint(str(tmp_path / "straight" / f"ckpt-{total}"))
-    got = _read_checkpoint(str(out / f"ckpt-{total}"))
-    assert set(got) == set(want)
-    for name, value in want.items():
-        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 def _official_recipe(phase, *overrides):

@@ -1,9 +1,11 @@
 """Training checkpoints: step-exact resume with fallback, and warm starts from saved weights.
 
-A training checkpoint is a `tf.train.Checkpoint(model=..., optimizer=..., iterator=...)` kept
-by a `tf.train.CheckpointManager`. TensorFlow writes a checkpoint's data and index files first
-and only then rewrites the small `checkpoint` state file (itself via write-to-temp + rename),
-so a crash mid-save leaves the state file pointing at the previous, complete checkpoint.
+A training checkpoint is a `tf.train.Checkpoint(model=..., optimizer=..., rng=...)` kept by a
+`tf.train.CheckpointManager`; `rng` holds the states of the model's Keras random generators
+(dropout), so a resumed step draws the masks an uninterrupted run would (see random_state).
+TensorFlow writes a checkpoint's data and index files first and only then rewrites the small
+`checkpoint` state file (itself via write-to-temp + rename), so a crash mid-save leaves the
+state file pointing at the previous, complete checkpoint.
 """
 
 import os
@@ -39,7 +41,94 @@ def check_writable_dir(path, flag="--output_dir"):
         raise CheckpointError(f"{flag}={path} is not a writable directory: {e}") from None
 
 
-def restore_latest(manager, checkpoint):
+def random_state(model):
+    """The states of every Keras random generator in `model`, as one trackable.
+
+    Each Keras 3 Dropout (and any layer drawing random numbers with a
+    keras.random.SeedGenerator) holds a state variable [seed, counter] (int64 [2]) that every
+    call advances; it is not among the model's weights, so tf.train.Checkpoint(model=...) does
+    not save it and a resumed run would redraw the masks of the steps it already trained.
+    Generators are keyed by their order in the model (creation order), which is the same in
+    every process building the same model; auto-generated names are not (they count the
+    generators created earlier in the process).
+
+    Returns:
+      A tf.train.Checkpoint with children generator_0, generator_1, ..., to add to the
+      training checkpoint as `rng`; None for a model without random generators.
+    """
+    states, seen = {}, set()
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        for generator in getattr(layer, "_seed_generators", ()):
+            if id(generator) not in seen:
+                seen.add(id(generator))
+                states[f"generator_{len(states)}"] = generator.state
+    return tf.train.Checkpoint(**states) if states else None
+
+
+def has_random_state(path):
+    """True when the checkpoint at `path` holds random-generator states (written by train()
+    since exact resume with dropout); older checkpoints hold model and optimizer only."""
+    try:
+        return any(name.startswith("rng/") for name, _ in tf.train.list_variables(path))
+    except (tf.errors.OpError, ValueError):
+        return True  # unreadable: the restore reports it
+
+
+def remove_stale_temp_files(directory):
+    """Removes what a killed process left half-written in `directory`.
+
+    That is bert_tf's atomic-write temporaries (`.tmp_*`), TensorFlow's checkpoint
+    temporaries (`ckpt-<n>_temp/` shard directories, `checkpoint.tmp<hex>` state files). Call
+    only while owning the directory (see training.ownership): a live run's temporaries look
+    the same.
+
+    Returns:
+      The paths removed.
+    """
+    removed = []
+    for pattern in (".tmp_*", "ckpt-*_temp", "checkpoint.tmp*"):
+        for path in tf.io.gfile.glob(os.path.join(directory, pattern)):
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+            removed.append(path)
+    if removed:
+        logging.info("Removed temporary files a previous run left in %s: %s", directory,
+                     ", ".join(os.path.basename(p) for p in removed))
+    return removed
+
+
+def save(manager, step):
+    """manager.save(checkpoint_number=step), or a CheckpointError that says nothing was lost.
+
+    A failed save (disk full, quota, permissions) leaves the previous checkpoint and the state
+    file pointing at it intact (TensorFlow writes shards to a temporary directory and the state
+    file by rename); the partial files of `step` are removed so that their space is free again.
+    """
+    try:
+        return manager.save(checkpoint_number=step)
+    except (tf.errors.OpError, OSError) as e:
+        prefix = os.path.join(manager.directory, f"ckpt-{step}")
+        for path in tf.io.gfile.glob(prefix + "_temp") + tf.io.gfile.glob(prefix + ".*"):
+            try:
+                if tf.io.gfile.isdir(path):
+                    tf.io.gfile.rmtree(path)
+                else:
+                    tf.io.gfile.remove(path)
+            except (tf.errors.OpError, OSError):
+                pass
+        reason = str(getattr(e, "message", None) or e).splitlines()[0][:300]
+        previous = manager.latest_checkpoint
+        kept = f"the previous checkpoint {previous} is intact" if previous else \
+            "no checkpoint had been saved yet"
+        raise CheckpointError(
+            f"saving the checkpoint of step {step} in {manager.directory} failed ({reason}); "
+            f"nothing was lost: {kept}. Free space (or fix the directory) and rerun the same "
+            "command to resume") from None
+
+
+def restore_latest(manager, checkpoint, without_rng=None):
     """Restores the newest readable checkpoint of `manager` into `checkpoint`.
 
     A checkpoint that fails to restore (truncated or corrupt data, missing shard) is logged and
@@ -49,6 +138,8 @@ def restore_latest(manager, checkpoint):
     Args:
       manager: a tf.train.CheckpointManager.
       checkpoint: the tf.train.Checkpoint to restore into (the manager's).
+      without_rng: the same checkpoint without its `rng` child, used (with a warning) for a
+        checkpoint written before random states were saved.
 
     Returns:
       The path restored, or None when there is no usable checkpoint (a fresh start).
@@ -61,8 +152,14 @@ def restore_latest(manager, checkpoint):
                             "resuming from the checkpoint files found there (%s).",
                             manager.directory, ", ".join(candidates))
     for path in reversed(candidates):
+        target = checkpoint
+        if without_rng is not None and not has_random_state(path):
+            logging.warning("%s holds no random-generator states (written by an older "
+                            "bert_tf): dropout masks after this resume differ from an "
+                            "uninterrupted run's", path)
+            target = without_rng
         try:
-            checkpoint.restore(path).assert_existing_objects_matched()
+            target.restore(path).assert_existing_objects_matched()
         except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:
             # IndexError: the checkpoint reader's "Read less bytes than requested" (truncated).
             reason = str(e).splitlines()[0][:300] if str(e) else ""
@@ -76,6 +173,11 @@ def restore_latest(manager, checkpoint):
             f"none of the checkpoints in {manager.directory} could be restored "
             f"({', '.join(candidates)}); move them away to start afresh")
     return None
+
+
+def has_checkpoint(directory):
+    """True when `directory` holds a training checkpoint (ckpt-<n>.index) to resume from."""
+    return bool(tf.io.gfile.exists(directory) and _checkpoints_on_disk(directory))
 
 
 def _checkpoints_on_disk(directory):

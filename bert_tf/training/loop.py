@@ -8,7 +8,13 @@ TensorBoard summaries. Models stay plain Keras models and still work with `fit` 
 tf.distribute input iterators cannot be checkpointed (DistributedIterator is not trackable in
 TF 2.21), so a resumed run continues the input stream by skipping, in every input pipeline, the
 batches the restored steps consumed. With a deterministic pipeline (fixed shuffle seed) the
-continuation is exact; skipping re-reads (but does not train on) that input.
+continuation is exact; skipping re-reads (but does not train on) that input. The checkpoints
+also hold the state of every Keras random generator in the model (dropout), so a resumed step
+draws the masks the uninterrupted run drew: resume is exact with dropout on.
+
+Non-finite values: after each step one all-finite reduction over the loss and the updated
+weights decides whether training goes on; the first NaN/Inf step stops it before any save, so
+every checkpoint holds finite weights.
 
 The per-batch function contract (`loss_fn(model, batch, training) -> dict`): float32 scalars,
 computed on one replica's batch, with "loss" (the value to minimise, a mean over that batch)
@@ -58,7 +64,7 @@ PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
 
 
 class NonFiniteLossError(RuntimeError):
-    """Training stopped because the loss became NaN or Inf."""
+    """Training stopped because the loss or the updated weights became NaN or Inf."""
 
 
 class TrainingPreempted(SystemExit):
@@ -139,8 +145,9 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
       "examples_per_second" (this run) and "wall_time_seconds".
 
     Raises:
-      NonFiniteLossError: the loss became NaN/Inf; the message gives the step and the last
-        good checkpoint (which is kept; nothing is saved after the bad step).
+      NonFiniteLossError: the loss or the updated weights became NaN/Inf; the message gives
+        the step and the last good checkpoint (checked finite when saved; nothing is saved
+        after the bad step).
       TrainingPreempted: SIGTERM arrived; the checkpoint of the step reached was saved.
       checkpointing.CheckpointError: output_dir not writable, or an unusable init_checkpoint.
       ValueError: gradient_accumulation_steps < 1, or a bad jit_compile value.
@@ -162,7 +169,10 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
     with strategy.scope():
         optimizer = precision.with_loss_scale(optimizer, model)
         optimizer.build(model.trainable_variables)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    # The dropout generators' states resume with the step (see checkpointing.random_state).
+    rng = checkpointing.random_state(model)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                     **({"rng": rng} if rng else {}))
     manager = tf.train.CheckpointManager(checkpoint, output_dir,
                                          max_to_keep=max_checkpoints_to_keep)
     # Every worker resumes from the chief's checkpoints (a shared output_dir, as multi-worker
@@ -170,7 +180,9 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
     # write to a private directory removed at the end.
     if manager.latest_checkpoint:
         _check_loss_scale_matches(manager.latest_checkpoint, optimizer)
-    restored = checkpointing.restore_latest(manager, checkpoint)
+    restored = checkpointing.restore_latest(
+        manager, checkpoint,
+        without_rng=tf.train.Checkpoint(model=model, optimizer=optimizer) if rng else None)
     worker_dir = None
     if not chief:
         worker_dir = worker_temp_dir(output_dir, strategy)
@@ -200,13 +212,17 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
     def replica_step(micro_batches):
         parts, grads = _accumulate(grad_fn, micro_batches)
         optimizer.apply(grads, model.trainable_variables)
-        return parts
+        # One all-finite reduction over the loss and the updated weights: a NaN/Inf update
+        # (from the gradients or from the learning rate) stops training before any save.
+        finite = _all_finite([parts["loss"]] + list(model.trainable_variables))
+        return parts, 1.0 - tf.cast(finite, tf.float32)
 
     def one_step():
         micro_batches = tuple(next(iterator) for _ in range(accumulation))
-        parts = strategy.run(replica_step, args=(micro_batches,))
-        return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+        parts, nonfinite = strategy.run(replica_step, args=(micro_batches,))
+        sums = {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
                 for k, v in parts.items()}
+        return sums, strategy.reduce(tf.distribute.ReduceOp.SUM, nonfinite, axis=None) > 0
 
     sigterm = _SigtermWatcher(strategy) if handle_sigterm else None
     # Every step runs as the same loop body, whatever the number of steps per call: a step
@@ -217,20 +233,21 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
 
     @tf.function
     def train_steps(num_steps):
-        # Stops early at the first non-finite loss so the step that produced it is known, and
-        # at a SIGTERM (every worker at the same step).
+        # Stops early at the first non-finite loss or weights so the step that produced them
+        # is known, and at a SIGTERM (every worker at the same step).
         sums = {k: tf.constant(0.0) for k in part_names}
         steps_run = tf.constant(0)
         stop = tf.constant(False)
+        nonfinite = tf.constant(False)
         for _ in tf.range(num_steps):
-            step_sums = one_step()
+            step_sums, nonfinite = one_step()
             sums = {k: sums[k] + step_sums[k] for k in sums}
             steps_run += 1
             if sigterm:
                 stop = sigterm.requested()
-            if stop or not tf.math.is_finite(step_sums["loss"]):
+            if stop or nonfinite:
                 break
-        return sums, steps_run, stop
+        return sums, steps_run, stop, nonfinite
 
     first_step = step
     if step >= num_train_steps:
@@ -251,18 +268,21 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
                             _to_next_multiple(step, save_checkpoints_steps),
                             _to_next_multiple(step, log_steps))
             try:
-                sums, steps_run, stop = train_steps(tf.constant(num_steps))
+                sums, steps_run, stop, nonfinite = train_steps(tf.constant(num_steps))
             except tf.errors.OutOfRangeError:
                 raise RuntimeError(f"the training input ended at step {step}; dataset_fn must "
                                    "return a repeating dataset") from None
             sums = {k: float(v) for k, v in sums.items()}
             steps_run = int(steps_run)
-            if not _finite(sums["loss"]):
+            if bool(nonfinite):
+                # Every saved checkpoint passed this check, so the last one is finite.
                 bad_step = step + steps_run
                 last_good = manager.latest_checkpoint
+                what = (f"loss became {_describe(sums['loss'])}" if not _finite(sums["loss"])
+                        else "the update made the weights non-finite (NaN/Inf)")
                 raise NonFiniteLossError(
-                    f"loss became {_describe(sums['loss'])} at step {bad_step}; training stopped "
-                    f"without saving. Last good checkpoint: {last_good or 'none'}")
+                    f"{what} at step {bad_step}; training stopped without saving. Last good "
+                    f"checkpoint: {last_good or 'none'}")
             step += steps_run
             window_sums = sums if window_sums is None else {
                 k: window_sums[k] + sums[k] for k in sums}
@@ -290,7 +310,7 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
                 window_start = time.time()
             stop = bool(stop)
             if step % save_checkpoints_steps == 0 or step == num_train_steps or stop:
-                manager.save(checkpoint_number=step)
+                checkpointing.save(manager, step)
                 logging.info("Saved checkpoint for step %d to %s", step, manager.latest_checkpoint)
                 if stop:
                     saved = os.path.join(output_dir, os.path.basename(manager.latest_checkpoint))
@@ -559,6 +579,12 @@ def remove_worker_dir(worker_dir):
         os.rmdir(os.path.dirname(worker_dir))
     except OSError:
         pass  # another worker's directory is still there, or it is gone already
+
+
+def _all_finite(tensors):
+    """bool scalar: no NaN or Inf in any of `tensors` (float tensors or variables)."""
+    return tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(t)))
+                                   for t in tensors]))
 
 
 def _to_next_multiple(step, every):

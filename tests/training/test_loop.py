@@ -1,6 +1,7 @@
 """The training loop: over-fitting, exact resume, NaN stop, checkpoint fallback, warm start."""
 
 import os
+import subprocess
 
 import keras
 import numpy as np
@@ -17,11 +18,13 @@ _X = _RNG.randn(96, 6).astype("float32")
 _Y = (_X[:, 0] * _X[:, 1] > 0).astype("int32")  # not linearly separable: needs the hidden layer
 
 
-def _build(strategy, num_train_steps=300, learning_rate=1e-2, seed=0):
+def _build(strategy, num_train_steps=300, learning_rate=1e-2, seed=0, dropout=0.0):
     keras.utils.set_random_seed(seed)
     with strategy.scope():
         inputs = keras.Input((6,))
         hidden = keras.layers.Dense(32, activation="tanh", name="hidden")(inputs)
+        if dropout:
+            hidden = keras.layers.Dropout(dropout, name="dropout")(hidden)
         hidden = keras.layers.LayerNormalization(name="layer_norm")(hidden)
         logits = keras.layers.Dense(2, name="logits")(hidden)
         model = keras.Model(inputs, logits)
@@ -84,21 +87,66 @@ def test_overfits_a_small_problem_and_writes_outputs(tmp_path):
     assert evaluation["eval_steps"] == 3 and evaluation["accuracy"] > 0.95
 
 
-def test_resume_matches_uninterrupted_run(tmp_path):
+def test_resume_with_dropout_matches_uninterrupted_run_bitwise(tmp_path):
+    # Dropout 0.1 and 2 accumulated micro-batches: the dropout generator's state must resume
+    # with the step (before, the resumed steps redrew the masks of steps already trained).
     strategy = get_strategy("one_device")
-    model, optimizer = _build(strategy, num_train_steps=120)
-    _train(model, optimizer, strategy, tmp_path / "straight", 120, steps_per_loop=20)
+    model, optimizer = _build(strategy, num_train_steps=60, dropout=0.1)
+    _train(model, optimizer, strategy, tmp_path / "straight", 60, steps_per_loop=20,
+           gradient_accumulation_steps=2)
     want = [v.numpy() for v in model.weights]
 
-    # "Crash" after 60 steps (the schedule still targets 120), then a fresh process-like rebuild.
-    model, optimizer = _build(strategy, num_train_steps=120)
-    first = _train(model, optimizer, strategy, tmp_path / "resumed", 60, steps_per_loop=20)
-    assert first["step"] == 60
-    model, optimizer = _build(strategy, num_train_steps=120, seed=99)
-    second = _train(model, optimizer, strategy, tmp_path / "resumed", 120, steps_per_loop=20)
-    assert second["step"] == 120 and second["steps_this_run"] == 60
+    # "Crash" after 30 steps (the schedule still targets 60), then a fresh process-like rebuild
+    # from another seed (other initial weights and dropout seeds: the checkpoint must hold all).
+    model, optimizer = _build(strategy, num_train_steps=60, dropout=0.1)
+    first = _train(model, optimizer, strategy, tmp_path / "resumed", 30, steps_per_loop=20,
+                   gradient_accumulation_steps=2)
+    assert first["step"] == 30
+    saved = dict(tf.train.list_variables(str(tmp_path / "resumed" / "ckpt-30")))
+    assert saved["rng/generator_0/.ATTRIBUTES/VARIABLE_VALUE"] == [2]  # [seed, counter]
+    model, optimizer = _build(strategy, num_train_steps=60, seed=99, dropout=0.1)
+    second = _train(model, optimizer, strategy, tmp_path / "resumed", 60, steps_per_loop=20,
+                    gradient_accumulation_steps=2)
+    assert second["step"] == 60 and second["steps_this_run"] == 30
     for v, w in zip(model.weights, want):
-        np.testing.assert_allclose(v.numpy(), w, rtol=1e-6, atol=1e-7, err_msg=v.path)
+        np.testing.assert_array_equal(v.numpy(), w, err_msg=v.path)
+
+
+def test_checkpoint_without_random_state_still_resumes(tmp_path, caplog):
+    # Checkpoints written before the dropout state was saved hold model and optimizer only.
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy, dropout=0.1)
+    with strategy.scope():
+        optimizer.build(model.trainable_variables)
+    optimizer.iterations.assign(10)
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=optimizer),
+                               str(tmp_path), 5).save(checkpoint_number=10)
+    model, optimizer = _build(strategy, dropout=0.1, seed=3)
+    results = _train(model, optimizer, strategy, tmp_path, 20, steps_per_loop=10)
+    assert results["steps_this_run"] == 10
+    assert any("holds no random-generator states" in r.getMessage() for r in caplog.records)
+
+
+def test_nonfinite_update_is_never_saved(tmp_path):
+    # Finite weights to step 4, then an infinite learning rate: step 5's loss is still finite
+    # (computed before the update) but its update is not. It must not reach a checkpoint.
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy, num_train_steps=10)
+    _train(model, optimizer, strategy, tmp_path, 4, steps_per_loop=2, save_checkpoints_steps=2)
+    model, optimizer = _build(strategy, num_train_steps=10, learning_rate=float("inf"))
+    with pytest.raises(NonFiniteLossError) as error:
+        _train(model, optimizer, strategy, tmp_path, 10, steps_per_loop=2,
+               save_checkpoints_steps=1)
+    assert str(error.value) == (
+        "the update made the weights non-finite (NaN/Inf) at step 5; training stopped without "
+        f"saving. Last good checkpoint: {tmp_path}/ckpt-4")
+    assert tf.train.latest_checkpoint(str(tmp_path)) == f"{tmp_path}/ckpt-4"
+    reader = tf.train.load_checkpoint(str(tmp_path / "ckpt-4"))
+    # Weights and optimizer slots (the object graph saves the model's weights once, under
+    # optimizer/_trainable_variables).
+    floats = [reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+              if "_trainable_variables" in name or "_variables/" in name]
+    assert len(floats) > 6 and all(np.isfinite(value).all() for value in floats)
 
 
 def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path):
@@ -219,3 +267,54 @@ def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
     with pytest.raises(checkpointing.CheckpointError,
                        match=rf"none of the checkpoints in {tmp_path} could be restored"):
         _train(other, other_optimizer, strategy, tmp_path, 60)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 96 KiB tmpfs (as root) that training fills up; elsewhere a directory whose 12th
+    checkpoint save fails with ENOSPC, injected below TensorFlow's saver."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(mount)],
+        capture_output=True).returncode == 0
+    if mounted:
+        yield mount, None
+        # Lazy: the failed run's summary writer may still hold a file open.
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+        return
+    original = tf.train.CheckpointManager.save
+    calls = []
+
+    def failing_save(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) >= 12:
+            raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+        return original(self, *args, **kwargs)
+
+    tf.train.CheckpointManager.save = failing_save
+    yield mount, calls
+    tf.train.CheckpointManager.save = original
+
+
+def test_disk_full_while_saving_loses_nothing(small_disk):
+    disk, _ = small_disk
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy, num_train_steps=200)
+    with pytest.raises(checkpointing.CheckpointError) as error:
+        _train(model, optimizer, strategy, disk / "run", 200, steps_per_loop=1,
+               save_checkpoints_steps=1, max_checkpoints_to_keep=None)
+    latest = tf.train.latest_checkpoint(str(disk / "run"))
+    step = int(latest.rsplit("-", 1)[1])
+    assert str(error.value).startswith(f"saving the checkpoint of step {step + 1} in "
+                                       f"{disk / 'run'} failed (")
+    assert str(error.value).endswith(f"nothing was lost: the previous checkpoint {latest} is "
+                                     "intact. Free space (or fix the directory) and rerun the "
+                                     "same command to resume")
+    # No partial files of the failed step stay behind, and the previous one restores.
+    assert not tf.io.gfile.glob(f"{disk}/run/ckpt-{step + 1}*")
+    model, optimizer = _build(strategy, num_train_steps=200, seed=4)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                     rng=checkpointing.random_state(model) or tf.train.Checkpoint())
+    checkpoint.restore(latest).assert_existing_objects_matched()
+    assert int(optimizer.iterations.numpy()) == step > 0

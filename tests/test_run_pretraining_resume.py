@@ -1,0 +1,350 @@
+"""A run is never lost or silently corrupted: exact resume with dropout after kill -9, numeric
+flags refused up front, one run per --output_dir, resume compatibility checks."""
+
+import copy
+import hashlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import common_flags
+from bert_tf.config import BertConfig
+from bert_tf.run_pretraining import FLAGS, FlagValueError, pretrain
+from bert_tf.training import ownership
+from test_run_pretraining import P, S, VOCAB, _options, _write_records
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def setup(tmp_path):
+    """Tiny records, vocabulary and a config with BERT's dropout 0.1."""
+    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    config_path = tmp_path / "bert_config.json"
+    config.to_json_file(str(config_path))
+    _write_records(tmp_path / "train-0.tfrecord", 64, seed=0)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                               + [f"w{i}" for i in range(VOCAB - 5)]) + "\n")
+    return tmp_path, config_path, vocab
+
+
+def _flag_values(*args):
+    """Parsed run_pretraining flags (a private copy of FLAGS) and their flagfile text."""
+    options = copy.deepcopy(FLAGS)
+    options(["run_pretraining", *args])
+    return options, options.flags_into_string()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(learning_rate=float("nan")), "--learning_rate=nan must be >= 0 and finite"),
+    (dict(learning_rate=float("inf")), "--learning_rate=inf must be >= 0 and finite"),
+    (dict(learning_rate=-1e-4), "--learning_rate=-0.0001 must be >= 0 and finite"),
+    (dict(weight_decay_rate=float("nan")),
+     "--weight_decay_rate=nan must be >= 0 and finite"),
+    (dict(masked_lm_prob=1.5), "--masked_lm_prob=1.5 must be in (0, 1]"),
+    (dict(masked_lm_prob=0.0), "--masked_lm_prob=0.0 must be in (0, 1]"),
+])
+def test_non_finite_and_negative_numeric_flags_refused_up_front(setup, overrides, message):
+    tmp_path, config_path, _ = setup
+    with pytest.raises(FlagValueError) as error:
+        pretrain(_options(tmp_path, config_path, output_dir=str(tmp_path / "out"), **overrides))
+    assert str(error.value) == message
+    assert not (tmp_path / "out").exists()
+
+
+def _directory_digest(directory):
+    """{relative path: sha256} of every file under `directory`."""
+    digest = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                digest[os.path.relpath(path, directory)] = hashlib.sha256(f.read()).hexdigest()
+    return digest
+
+
+def test_resume_with_other_settings_refused_and_directory_unchanged(setup):
+    tmp_path, config_path, vocab = setup
+    out = tmp_path / "out"
+    base = [f"--bert_config_file={config_path}", f"--input_file={tmp_path}/train-0.tfrecord",
+            f"--output_dir={out}", f"--vocab_file={vocab}", f"--max_seq_length={S}",
+            f"--max_predictions_per_seq={P}", "--train_batch_size=8", "--do_train", "--seed=1",
+            "--num_train_steps=2", "--num_warmup_steps=1", "--steps_per_loop=2",
+            "--dtype=float32", "--nodo_lower_case"]
+    pretrain(*_flag_values(*base))
+    before = _directory_digest(out)
+    assert {"ckpt-2.index", "bert_config.json", "vocab.txt", "run_pretraining.flags"} <= set(before)
+
+    wider = BertConfig.from_json_file(str(config_path)).replace(intermediate_size=128)
+    wider.to_json_file(str(tmp_path / "wider.json"))
+    lines = vocab.read_text().splitlines()
+    reordered = tmp_path / "reordered.txt"
+    reordered.write_text("\n".join(lines[:5] + lines[6:] + lines[5:6]) + "\n")  # same size
+
+    def sha(path):
+        return hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]
+
+    cases = [
+        ([f"--bert_config_file={tmp_path}/wider.json"],
+         f"intermediate_size=64 in {out}/bert_config.json but intermediate_size=128 in "
+         f"{tmp_path}/wider.json"),
+        ([f"--vocab_file={reordered}"],
+         f"vocabulary {out}/vocab.txt (sha256 {sha(vocab)}) differs from "
+         f"--vocab_file={reordered} (sha256 {sha(reordered)})"),
+        (["--do_lower_case"],
+         f"--do_lower_case=false in {out}/run_pretraining.flags but --do_lower_case=true now"),
+        (["--max_seq_length=20"],
+         f"--max_seq_length={S} in {out}/run_pretraining.flags but --max_seq_length=20 now"),
+        (["--max_predictions_per_seq=3"],
+         f"--max_predictions_per_seq={P} in {out}/run_pretraining.flags but "
+         "--max_predictions_per_seq=3 now"),
+    ]
+    for change, problem in cases:
+        with pytest.raises(FlagValueError) as error:
+            pretrain(*_flag_values(*base, "--num_train_steps=4", *change))
+        assert str(error.value) == (
+            f"--output_dir={out} holds a checkpoint of a run with other settings; resuming "
+            f"would mix them: {problem}. To change them, start a new --output_dir with "
+            f"--init_checkpoint={out}"), change
+        assert _directory_digest(out) == before, change
+
+    # The same settings resume; what a killed run left half-written is cleaned up first.
+    for name in (".tmp_123_pretrainer.keras", "checkpoint.tmp9f8e7d"):
+        (out / name).write_text("partial")
+    (out / "ckpt-3_temp").mkdir()
+    (out / "ckpt-3_temp" / "part-00000-of-00001.index").write_text("partial")
+    results = pretrain(*_flag_values(*base, "--num_train_steps=4"))
+    assert results["global_step"] == 4
+    left = set(os.listdir(out))
+    assert not {".tmp_123_pretrainer.keras", "checkpoint.tmp9f8e7d", "ckpt-3_temp"} & left
+
+
+_HOLDER = textwrap.dedent("""
+    import sys, time
+    from bert_tf.training.ownership import RunDirectoryLock
+    RunDirectoryLock(sys.argv[1]).acquire()
+    print("HOLDING", flush=True)
+    time.sleep(600)
+""")
+
+
+@pytest.mark.slow
+def test_second_run_on_a_directory_refused_and_killed_owner_taken_over(setup, caplog):
+    tmp_path, config_path, _ = setup
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(out)], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "HOLDING"
+        record = json.loads((out / ownership.LOCK_NAME).read_text())
+        assert (record["host"], record["pid"]) == (socket.gethostname(), holder.pid)
+        flagfile = tmp_path / "second.flags"
+        flagfile.write_text("\n".join([
+            f"--bert_config_file={config_path}", f"--input_file={tmp_path}/train-0.tfrecord",
+            f"--output_dir={out}", f"--max_seq_length={S}", f"--max_predictions_per_seq={P}",
+            "--train_batch_size=8", "--do_train", "--num_train_steps=2",
+            "--num_warmup_steps=1"]) + "\n")
+        second = subprocess.run([sys.executable, "-m", "bert_tf.run_pretraining",
+                                 f"--flagfile={flagfile}"], env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert second.returncode == 1, second.stderr[-3000:]
+        assert (f"run_pretraining: error: --output_dir={out} is in use by another run (host "
+                f"{socket.gethostname()}, pid {holder.pid}, started {record['start_time']}; "
+                f"lock file {out}/{ownership.LOCK_NAME}): wait for it to end, stop it, or "
+                "choose another --output_dir") in second.stderr
+        assert sorted(os.listdir(out)) == [ownership.LOCK_NAME]  # it wrote nothing
+    finally:
+        holder.kill()
+        holder.wait()
+    # The kernel dropped the killed holder's lock: the next run takes the directory over.
+    lock = ownership.RunDirectoryLock(str(out)).acquire()
+    assert json.loads((out / ownership.LOCK_NAME).read_text())["pid"] == os.getpid()
+    assert any("Taking over" in r.getMessage() and f"pid {holder.pid}" in r.getMessage()
+               for r in caplog.records)
+    lock.release()
+
+
+def _write(path, record):
+    if tf.io.gfile.exists(path):
+        tf.io.gfile.remove(path)  # ram:// appends to an existing file
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(json.dumps(record))
+
+
+def test_lock_on_a_remote_file_system_refuses_and_takes_over_stale_records():
+    directory = f"ram://lock_test_{os.getpid()}/out"
+    lock = ownership.RunDirectoryLock(directory, heartbeat_seconds=0.05).acquire()
+    path = f"{directory}/{ownership.LOCK_NAME}"
+    record = json.loads(tf.io.gfile.GFile(path).read())
+    with pytest.raises(ownership.DirectoryInUseError,
+                       match=rf"is in use by another run \(host {socket.gethostname()}, pid "
+                             rf"{os.getpid()}, started {record['start_time']};"):
+        ownership.RunDirectoryLock(directory).acquire()
+    time.sleep(1.2)  # the heartbeat moves on (to the second)
+    assert json.loads(tf.io.gfile.GFile(path).read())["heartbeat"] > record["heartbeat"]
+    lock.release()
+    assert not tf.io.gfile.exists(path)
+
+    # Left by a process that is gone: on this host a dead pid, elsewhere an old heartbeat.
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    for stale in ({"host": socket.gethostname(), "pid": dead.pid,
+                   "start_time": "2026-01-01T00:00:00Z", "heartbeat": "2099-01-01T00:00:00Z"},
+                  {"host": "elsewhere", "pid": 1, "start_time": "2026-01-01T00:00:00Z",
+                   "heartbeat": "2026-01-01T00:00:00Z"}):
+        _write(path, stale)
+        taken = ownership.RunDirectoryLock(directory).acquire()
+        assert json.loads(tf.io.gfile.GFile(path).read())["pid"] == os.getpid()
+        taken.release()
+    # A live run on another host with a fresh heartbeat keeps it.
+    _write(path, {"host": "elsewhere", "pid": 1, "start_time": "x",
+                  "heartbeat": ownership._now()})
+    with pytest.raises(ownership.DirectoryInUseError, match="host elsewhere, pid 1, started x"):
+        ownership.RunDirectoryLock(directory).acquire()
+
+
+# run_pretraining's CLI in a process with 2 logical CPUs: --distribution_strategy=mirrored
+# then trains on 2 replicas.
+_TWO_REPLICA_CLI = textwrap.dedent("""
+    import sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from bert_tf import run_pretraining
+    sys.argv = ["run_pretraining"] + sys.argv[1:]
+    run_pretraining.run()
+""")
+
+
+def _checkpoint_steps(directory):
+    return sorted(int(p.name[len("ckpt-"):-len(".index")]) for p in directory.glob("ckpt-*.index"))
+
+
+def _read_checkpoint(prefix):
+    """Every tensor but the object graph and the count of saves; fails on a truncated one."""
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("save_counter")}
+
+
+def _temp_steps(directory):
+    """Steps whose checkpoint TensorFlow is writing (its shards go to ckpt-<n>_temp/ first)."""
+    return [int(p.name[len("ckpt-"):-len("_temp")]) for p in directory.glob("ckpt-*_temp")]
+
+
+@pytest.mark.slow
+def test_killed_runs_with_dropout_on_two_replicas_end_with_the_uninterrupted_weights(setup):
+    """Dropout 0.1, 2 accumulated micro-batches, 2 mirrored replicas, a checkpoint every step:
+    kill -9 as soon as a save at a random step is seen in progress, then kill -9 a few ms after
+    another random step's save, restarting the same command each time; the final checkpoint
+    equals an uninterrupted run's bit for bit (same compiled step, same CPU, same inputs and
+    dropout masks: nothing may round differently, so the tolerance is 0)."""
+    tmp_path, config_path, _ = setup
+    total = 24
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+
+    def command(output_dir, steps_per_loop, save_checkpoints_steps):
+        flagfile = tmp_path / f"{output_dir.name}.flags"
+        flagfile.write_text("\n".join([
+            f"--bert_config_file={config_path}", f"--input_file={tmp_path}/train-0.tfrecord",
+            f"--output_dir={output_dir}", f"--max_seq_length={S}",
+            f"--max_predictions_per_seq={P}", "--train_batch_size=8", "--learning_rate=5e-3",
+            "--num_warmup_steps=5", "--seed=1", "--do_train", f"--num_train_steps={total}",
+            "--gradient_accumulation_steps=2", "--distribution_strategy=mirrored",
+            "--dtype=float32", f"--steps_per_loop={steps_per_loop}",
+            f"--save_checkpoints_steps={save_checkpoints_steps}"]) + "\n")
+        return [sys.executable, "-c", _TWO_REPLICA_CLI, f"--flagfile={flagfile}"]
+
+    straight = tmp_path / "straight"
+    # The uninterrupted run goes alongside the interrupted ones.
+    straight_log = open(tmp_path / "straight.log", "w")
+    straight_proc = subprocess.Popen(command(straight, 8, total), env=env,
+                                     stdout=subprocess.DEVNULL, stderr=straight_log)
+    out = tmp_path / "interrupted"
+    interrupted = command(out, 4, 1)
+    rng = random.Random(7)
+    reached = 0
+    killed_mid_save = []
+    try:
+        for mid_save in (True, False):
+            target = reached + rng.randint(3, 7)
+            log = tmp_path / f"run-{reached}.log"
+            with open(log, "w") as stderr:
+                proc = subprocess.Popen(interrupted, env=env, stdout=subprocess.DEVNULL,
+                                        stderr=stderr)
+                try:
+                    deadline = time.time() + 300
+                    while True:
+                        assert proc.poll() is None, log.read_text()[-3000:]
+                        assert time.time() < deadline, f"no checkpoint {target} within 300 s"
+                        if mid_save and any(s >= target for s in _temp_steps(out)):
+                            break  # busy-polled: the save is still being written
+                        if _checkpoint_steps(out) and _checkpoint_steps(out)[-1] >= target + (
+                                2 if mid_save else 0):
+                            break
+                        # Busy-poll (to catch a save in progress) only near the target.
+                        if not mid_save or (_checkpoint_steps(out) or [0])[-1] < target - 1:
+                            time.sleep(0.005)
+                    if not mid_save:
+                        time.sleep(rng.uniform(0.0, 0.02))
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait(timeout=120)
+                finally:
+                    proc.kill()
+                    proc.wait()
+            assert proc.returncode == -signal.SIGKILL
+            killed_mid_save.append(bool(_temp_steps(out)))
+            latest = tf.train.latest_checkpoint(str(out))
+            step = int(latest.rsplit("-", 1)[1])
+            assert target - 1 <= step < total
+            for kept in _checkpoint_steps(out):
+                if kept <= step:  # a later index may be the one the kill interrupted
+                    _read_checkpoint(str(out / f"ckpt-{kept}"))
+            assert step > reached
+            reached = step
+
+        proc = subprocess.run(interrupted, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert not _temp_steps(out)  # what the kills left half-written was cleaned up
+        assert straight_proc.wait(timeout=600) == 0, (tmp_path / "straight.log").read_text()[-3000:]
+    finally:
+        straight_proc.kill()
+        straight_proc.wait()
+        straight_log.close()
+    assert ("Using MirroredStrategy with devices ('/job:localhost/replica:0/task:0/device:CPU:0'"
+            ", '/job:localhost/replica:0/task:0/device:CPU:1')") in proc.stderr
+    print("kills that left a checkpoint half-written:", killed_mid_save)
+    want = _read_checkpoint(str(straight / f"ckpt-{total}"))
+    got = _read_checkpoint(str(out / f"ckpt-{total}"))
+    assert set(got) == set(want)
+    assert any(name.startswith("rng/") for name in want)  # the dropout generators' states
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize("values, message", [
+    (dict(num_train_epochs=float("inf")), "--num_train_epochs=inf must be > 0 and finite"),
+    (dict(warmup_proportion=float("nan")), "--warmup_proportion=nan must be in [0, 1]"),
+    (dict(null_score_diff_threshold=float("-inf")),
+     "--null_score_diff_threshold=-inf must be a finite number"),
+])
+def test_fine_tuning_float_flags_refused(values, message):
+    # The fine-tuning CLIs call the same check first in their validation.
+    options = types.SimpleNamespace(learning_rate=5e-5, **values)
+    with pytest.raises(FlagValueError) as error:
+        common_flags.check_numeric_flags(options)
+    assert str(error.value) == message
