@@ -9,7 +9,12 @@ setuptools.setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"]),
+    packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"])
+    + ["bert_tf.official_configs"],
+    # The model configs and flagfiles ship inside the package (bert_tf.cli resolves
+    # official_configs/... paths to them), so an installed package runs the recipes anywhere.
+    package_dir={"bert_tf.official_configs": "official_configs"},
+    package_data={"bert_tf.official_configs": ["models/*.json", "pretraining/*.flags"]},
     install_requires=[
         # 2.20 is the last release with a tensorflow-tpu wheel; keep it installable.
         "tensorflow>=2.20,<2.22",
@@ -40,6 +45,17 @@ setuptools.setup(
     },
     entry_points={
         "console_scripts": [
+            "bert-tf-pretrain=bert_tf.run_pretraining:run",
+            "bert-tf-classify=bert_tf.run_classifier:run",
+            "bert-tf-tag=bert_tf.run_tagging:run",
+            "bert-tf-squad=bert_tf.run_squad:run",
+            "bert-tf-create-pretraining-data=bert_tf.cli.create_pretraining_data:run",
+            "bert-tf-build-vocab=bert_tf.cli.build_vocab:run",
+            "bert-tf-convert-checkpoint=bert_tf.cli.convert_checkpoint:run",
+            "bert-tf-export=bert_tf.cli.export_saved_model:run",
+            "bert-tf-extract-features=bert_tf.cli.extract_features:run",
+            "bert-tf-prepare-demo-data=bert_tf.cli.prepare_demo_data:run",
+            # The name of the first release, kept so existing scripts still run.
             "bert_tf_pretrain=bert_tf.run_pretraining:run",
         ],
     },

@@ -23,14 +23,12 @@ MNLI-m.tsv, ...; predictions.tsv for other data: index<TAB>prediction with label
 """
 
 import os
-import sys
 import time
 
 import numpy as np
-import tensorflow as tf
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import common_flags, finetuning_run
+from bert_tf import cli, common_flags, finetuning_run
 from bert_tf.common_flags import FlagValueError
 from bert_tf.config import ConfigError
 from bert_tf.data import classifier_data, feature_records, glue
@@ -318,19 +316,15 @@ def _write_predictions(context, options, data, examples, outputs, labels):
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    try:
-        run_classifier(FLAGS, flags_text=FLAGS.flags_into_string())
-    except (FlagValueError, ConfigError, DataError, checkpointing.CheckpointError,
-            NonFiniteLossError) as e:
-        print(f"run_classifier: error: {e}", file=sys.stderr)
-        sys.exit(1)
+    del argv
+    run_classifier(FLAGS, flags_text=FLAGS.flags_into_string())
 
 
 def run():
-    """Console-script entry point."""
-    app.run(main)
+    """Console-script entry point (bert-tf-classify)."""
+    cli.run(main, "run_classifier",
+            errors=(FlagValueError, ConfigError, DataError, checkpointing.CheckpointError,
+                    NonFiniteLossError))
 
 
 if __name__ == "__main__":

@@ -41,13 +41,12 @@ import functools
 import hashlib
 import json
 import os
-import sys
 import time
 
 import tensorflow as tf
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import common_flags, fileio, interop
+from bert_tf import cli, common_flags, fileio, interop
 from bert_tf.common_flags import FlagValueError
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.fileio import write_text_atomic
@@ -657,20 +656,15 @@ def _restore_for_eval(options, model, optimizer):
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    try:
-        pretrain(FLAGS, flags_text=FLAGS.flags_into_string())
-    except (FlagValueError, ConfigError, checkpointing.CheckpointError,
-            NonFiniteLossError) as e:
-        print(f"run_pretraining: error: {e}", file=sys.stderr)
-        sys.exit(1)
+    del argv
+    pretrain(FLAGS, flags_text=FLAGS.flags_into_string())
 
 
 def run():
-    """Console-script entry point (bert_tf_pretrain)."""
-    flags.mark_flags_as_required(["output_dir"])
-    app.run(main)
+    """Console-script entry point (bert-tf-pretrain)."""
+    cli.run(main, "run_pretraining", required=["output_dir"],
+            errors=(FlagValueError, ConfigError, checkpointing.CheckpointError,
+                    NonFiniteLossError))
 
 
 if __name__ == "__main__":

@@ -19,13 +19,12 @@ final model whose serve_text signature answers raw question/context pairs (bert_
 
 import json
 import os
-import sys
 import time
 
 import tensorflow as tf
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import common_flags, serving
+from bert_tf import cli, common_flags, serving
 from bert_tf.common_flags import FlagValueError
 from bert_tf.config import ConfigError
 from bert_tf.data import squad, squad_metrics, squad_postprocess
@@ -354,21 +353,17 @@ def _train(options, strategy, model, arrays, num_examples, predictor):
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    del argv
     if FLAGS.verbose_logging:
         logging.set_verbosity(logging.DEBUG)
-    try:
-        run_squad(FLAGS, flags_text=FLAGS.flags_into_string())
-    except (FlagValueError, ConfigError, checkpointing.CheckpointError,
-            NonFiniteLossError) as e:
-        print(f"run_squad: error: {e}", file=sys.stderr)
-        sys.exit(1)
+    run_squad(FLAGS, flags_text=FLAGS.flags_into_string())
 
 
 def run():
-    """Console-script entry point."""
-    app.run(main)
+    """Console-script entry point (bert-tf-squad)."""
+    cli.run(main, "run_squad",
+            errors=(FlagValueError, ConfigError, checkpointing.CheckpointError,
+                    NonFiniteLossError))
 
 
 if __name__ == "__main__":

@@ -15,14 +15,13 @@ sentence), which conlleval reads as they are.
 """
 
 import os
-import sys
 import time
 
 import numpy as np
 import tensorflow as tf
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import common_flags, finetuning_run
+from bert_tf import cli, common_flags, finetuning_run
 from bert_tf.common_flags import FlagValueError
 from bert_tf.config import ConfigError
 from bert_tf.data import feature_records, tagging_data
@@ -235,19 +234,15 @@ def _write_predictions(context, options, split, sentences, predicted):
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    try:
-        run_tagging(FLAGS, flags_text=FLAGS.flags_into_string())
-    except (FlagValueError, ConfigError, DataError, checkpointing.CheckpointError,
-            NonFiniteLossError) as e:
-        print(f"run_tagging: error: {e}", file=sys.stderr)
-        sys.exit(1)
+    del argv
+    run_tagging(FLAGS, flags_text=FLAGS.flags_into_string())
 
 
 def run():
-    """Console-script entry point."""
-    app.run(main)
+    """Console-script entry point (bert-tf-tag)."""
+    cli.run(main, "run_tagging",
+            errors=(FlagValueError, ConfigError, DataError, checkpointing.CheckpointError,
+                    NonFiniteLossError))
 
 
 if __name__ == "__main__":

@@ -1,56 +1,12 @@
-"""Learns a BERT WordPiece vocabulary (vocab.txt) from plain-text files.
-
-Example:
-  python tools/build_vocab.py --input_file='corpus/*.txt' --vocab_size=30522 \
-      --do_lower_case=true --output_file=vocab.txt
-
-The words are split exactly as the tokenizer splits them (see bert_tf.text.vocab_builder), and
-[PAD] [UNK] [CLS] [SEP] [MASK] get ids 0..4.
-"""
+"""Runs `bert-tf-build-vocab` from a checkout: the code is bert_tf.cli.build_vocab (see its --help)."""
 
 import os
 import sys
 
-from absl import app, flags, logging
-
+# A checkout that is not pip-installed still runs: put the repository root on the path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bert_tf import fileio  # noqa: E402
-from bert_tf.text import vocab_builder  # noqa: E402
-
-FLAGS = flags.FLAGS
-
-flags.DEFINE_string("input_file", None, "Comma-separated globs of UTF-8 text files.")
-flags.DEFINE_integer("vocab_size", None, "Target vocabulary size (an upper bound).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased model).")
-flags.DEFINE_string("output_file", None, "Where to write vocab.txt; its directory must exist.")
-flags.DEFINE_integer("max_input_chars_per_word", 200,
-                     "Longer words (in characters) are not counted; the tokenizer's limit.")
-flags.DEFINE_list("reserved_tokens", [], "Extra tokens placed right after the special tokens.")
-flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size cap of the learner.")
-
-flags.mark_flags_as_required(["input_file", "vocab_size", "output_file"])
-
-
-def main(argv):
-    del argv
-    if FLAGS.vocab_size < 1:
-        raise app.UsageError(f"--vocab_size={FLAGS.vocab_size} must be positive.")
-    output_dir = os.path.dirname(fileio.abspath(FLAGS.output_file))
-    # Object stores (gs://, s3://) have no directories to check.
-    if not fileio.is_remote(output_dir) and not os.path.isdir(output_dir):
-        raise app.UsageError(f"--output_file={FLAGS.output_file}: directory '{output_dir}' does "
-                             "not exist.")
-    try:
-        tokens = vocab_builder.build_vocab(
-            FLAGS.input_file, FLAGS.vocab_size, FLAGS.do_lower_case,
-            max_input_chars_per_word=FLAGS.max_input_chars_per_word,
-            reserved_tokens=FLAGS.reserved_tokens, max_unique_chars=FLAGS.max_unique_chars)
-    except ValueError as e:
-        raise app.UsageError(str(e)) from e
-    vocab_builder.write_vocab(tokens, FLAGS.output_file)
-    logging.info("Wrote %d tokens to %s.", len(tokens), FLAGS.output_file)
-
+from bert_tf.cli.build_vocab import run  # noqa: E402
 
 if __name__ == "__main__":
-    app.run(main)
+    run()

@@ -7,7 +7,7 @@
   - a bert_tf training checkpoint (prefix, or the directory run_pretraining writes:
     tf.train.Checkpoint(model=..., optimizer=...); the newest checkpoint is used),
   - a bert_tf directory without checkpoints (pretrainer.keras / encoder.keras, as
-    tools/convert_checkpoint.py writes),
+    bert-tf-convert-checkpoint writes),
   - a `.keras` file of a bert_tf model, or a `.weights.h5` file,
 and loads it into a BertPretrainer, BertEncoder or any task model. The encoder must load
 completely; heads load where the checkpoint has a matching one and otherwise stay newly
@@ -34,7 +34,7 @@ from bert_tf.text import validate_case_matches_checkpoint
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _BERT_CONFIG_FILE = "bert_config.json"
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
-# What run_pretraining and tools/convert_checkpoint.py leave in a bert_tf model directory.
+# What run_pretraining and bert-tf-convert-checkpoint leave in a bert_tf model directory.
 _KERAS_MODEL_FILES = ("pretrainer.keras", "encoder.keras")
 # Structural fields: a difference means the weights cannot mean the same thing.
 _STRUCTURE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",

@@ -96,7 +96,7 @@ def server_op_allowlist(in_this_process=False):
 
     Args:
       in_this_process: read this process's registry instead of a fresh interpreter's. Only
-        for a caller that has imported nothing but TensorFlow (tools/export_saved_model.py
+        for a caller that has imported nothing but TensorFlow (bert-tf-export
         --check): any other op library loaded here would count as core.
 
     Returns:

@@ -1,7 +1,7 @@
 """task_info.json: what a fine-tuned model needs at serving time, written next to model.keras.
 
 The fine-tuning CLIs (run_classifier, run_squad, run_tagging) write it with `write_task_info`;
-`tools/export_saved_model.py` reads it with `read_task_info` to build the text signatures.
+`bert-tf-export` reads it with `read_task_info` to build the text signatures.
 
 Schema (a JSON object):
 

@@ -1,0 +1,111 @@
+"""What every bert_tf command shares: the launcher, --help, and the packaged official_configs.
+
+The commands (each a module with `run()`, installed as a console script by setup.py):
+
+  bert-tf-pretrain                   bert_tf.run_pretraining
+  bert-tf-classify                   bert_tf.run_classifier
+  bert-tf-tag                        bert_tf.run_tagging
+  bert-tf-squad                      bert_tf.run_squad
+  bert-tf-create-pretraining-data    bert_tf.cli.create_pretraining_data
+  bert-tf-build-vocab                bert_tf.cli.build_vocab
+  bert-tf-convert-checkpoint         bert_tf.cli.convert_checkpoint
+  bert-tf-export                     bert_tf.cli.export_saved_model
+  bert-tf-extract-features           bert_tf.cli.extract_features
+  bert-tf-prepare-demo-data          bert_tf.cli.prepare_demo_data
+
+This module imports no TensorFlow: the data tools stay TF-free.
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+
+# Paths that start with this name resolve to the copy installed with the package when they do
+# not exist relative to the working directory, so `--flagfile=official_configs/...` and the
+# `--bert_config_file=official_configs/models/...` inside it work from any directory.
+OFFICIAL_CONFIGS = "official_configs"
+
+
+def official_configs_dir():
+    """The directory of the official model configs and flagfiles (models/, pretraining/).
+
+    The copy a wheel installs inside the package (bert_tf/official_configs), else the
+    checkout's official_configs/ beside bert_tf/ (an editable install or a source tree).
+    """
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    installed = os.path.join(package_dir, OFFICIAL_CONFIGS)
+    if os.path.isdir(os.path.join(installed, "models")):
+        return installed
+    return os.path.join(os.path.dirname(package_dir), OFFICIAL_CONFIGS)
+
+
+def resolve_official_path(path):
+    """`path` itself, or the packaged file it names when it is a missing official_configs/ path."""
+    parts = os.path.normpath(path).split(os.sep)
+    if parts[0] != OFFICIAL_CONFIGS or os.path.exists(path):
+        return path
+    packaged = os.path.join(official_configs_dir(), *parts[1:])
+    return packaged if os.path.exists(packaged) else path
+
+
+def _resolve_flag_values(args):
+    """args with every `--name=official_configs/...` value resolved (see resolve_official_path)."""
+    resolved = []
+    for arg in args:
+        name, has_value, value = arg.partition("=")
+        if arg.startswith("-") and has_value and value.startswith(OFFICIAL_CONFIGS):
+            arg = f"{name}={resolve_official_path(value)}"
+        resolved.append(arg)
+    return resolved
+
+
+def parse_flags(argv):
+    """absl's parser, after resolving official_configs/ paths in argv and in its flagfiles."""
+    args = _resolve_flag_values(argv[1:])
+    # Expanding --flagfile here lets the paths inside the flagfile resolve the same way.
+    args = _resolve_flag_values(FLAGS.read_flags_from_files(args, force_gnu=False))
+    return app.parse_flags_with_usage([argv[0]] + args)
+
+
+def _own_flags_are_key_flags():
+    # absl's --help lists the key flags of sys.argv[0]; a console script (or a tools/ wrapper)
+    # defines none itself, so adopt those of every bert_tf module that defined flags.
+    for module, module_flags in FLAGS.flags_by_module_dict().items():
+        if module.startswith("bert_tf") or module == sys.argv[0]:
+            for flag in module_flags:
+                FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
+def run(main, program=None, errors=(), required=()):
+    """Runs an absl program: flags parsed, `main(argv)` called, user errors reported in one line.
+
+    Args:
+      main: function(argv) doing the work; argv holds the program name and positional args.
+      program: the name error messages start with (e.g. "run_pretraining"); needed with
+        `errors`.
+      errors: exception classes that mean bad input (a flag, file or field): printed as
+        "<program>: error: <message>" with exit status 1 instead of a traceback.
+      required: flags that must be given.
+    """
+
+    def checked_main(argv):
+        if len(argv) > 1:
+            raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+        try:
+            return main(argv)
+        except tuple(errors) as e:
+            print(f"{program}: error: {e}", file=sys.stderr)
+            sys.exit(1)
+
+    main_module = sys.modules["__main__"]
+    if not main_module.__doc__:
+        # --help prints the __main__ docstring: a console script's has none, show the CLI's.
+        main_module.__doc__ = sys.modules[main.__module__].__doc__
+    if required:
+        flags.mark_flags_as_required(list(required))
+    _own_flags_are_key_flags()
+    app.run(checked_main, flags_parser=parse_flags)

@@ -1,0 +1,179 @@
+r"""Creates masked-LM / next-sentence pre-training TFRecords from text (the original's flags).
+
+Input: one sentence per line, a blank line between documents. Output: tf.train.Example
+records for `python -m bert_tf.run_pretraining --input_file=...`.
+
+Local (streaming, multi-process; output identical for any --num_workers):
+  bert-tf-create-pretraining-data --input_file='corpus/*.txt' \
+    --output_file=out/train-0.tfrecord,out/train-1.tfrecord --vocab_file=vocab.txt \
+    --do_lower_case --max_seq_length=128 --max_predictions_per_seq=20 --num_workers=8
+
+ALBERT's sentence-order prediction, SpanBERT's span masking (records gain span boundaries):
+  bert-tf-create-pretraining-data --sentence_order_prediction ...
+  bert-tf-create-pretraining-data --do_span_mask ...
+
+Packed rows (several whole instances per row, much less padding; docs/packing.md):
+  bert-tf-create-pretraining-data --pack_sequences --max_seq_length=512 ...
+
+Apache Beam (same set of records; shards out/train-SSSSS-of-NNNNN):
+  bert-tf-create-pretraining-data --use_beam --output_file=out/train ...
+  bert-tf-create-pretraining-data --runner=DataflowRunner \
+    --beam_pipeline_option=--project=my-project --beam_pipeline_option=--region=us-central1 ...
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from bert_tf import cli
+from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.data import sequence_packing
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None, "Input text files: comma-separated globs.")
+flags.DEFINE_string("output_file", None,
+                    "Output TFRecord files, comma-separated (records go round-robin); with "
+                    "Beam, one shard prefix.")
+flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary the model will use.")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Lower-case the input (True for uncased models, False for cased ones).")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "Mask all WordPiece pieces of a word together instead of pieces independently.")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum tokens per instance, [CLS]/[SEP] included.")
+flags.DEFINE_integer("max_predictions_per_seq", 20,
+                     "Maximum masked positions per instance; with --pack_sequences per row "
+                     "(each instance is capped by it too), default then "
+                     "floor(max_seq_length * masked_lm_prob) + ceil(max_instances_per_row / 2)"
+                     " + 1, which never limits the packing.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of every random choice.")
+flags.DEFINE_integer("dupe_factor", 10,
+                     "Times each document is used, with different masks each time.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.")
+flags.DEFINE_float("short_seq_prob", 0.1,
+                   "Probability of a shorter target length than max_seq_length for a document.")
+flags.DEFINE_integer("num_workers", 1,
+                     "Processes that tokenize and mask (local path). The output does not "
+                     "depend on it.")
+flags.DEFINE_bool("gzip", False, "Write GZIP-compressed records (output names must end in .gz).")
+flags.DEFINE_enum("feature_names", "v1", ["v1", "v2"],
+                  "Record feature names: v1 = the original's (input_ids, segment_ids), v2 = "
+                  "input_word_ids, input_type_ids.")
+flags.DEFINE_integer("documents_per_chunk", 1000,
+                     "Consecutive documents of the corpus (files in sorted order; a chunk may "
+                     "span files) processed together; random next segments are drawn from "
+                     "another document of the same chunk. At least 2.")
+flags.DEFINE_integer("shuffle_buffer_size", 100_000,
+                     "Records held in memory to shuffle the output order (local path).")
+flags.DEFINE_bool("sentence_order_prediction", False,
+                  "ALBERT's sentence-order prediction: B always follows A in the text, and the "
+                  "two are swapped half the time (next_sentence_labels 1 = swapped) instead of "
+                  "B being random text.")
+flags.DEFINE_bool("do_span_mask", False,
+                  "SpanBERT's span masking: mask spans of whole words with geometric lengths "
+                  "and write span_left_boundaries / span_right_boundaries for the "
+                  "span-boundary objective.")
+flags.DEFINE_float("span_geometric_p", 0.2,
+                   "p of the geometric span-length distribution (--do_span_mask).")
+flags.DEFINE_integer("max_span_length", 10,
+                     "Longest masked span in words; the length distribution is truncated "
+                     "there (--do_span_mask).")
+flags.DEFINE_bool("pack_sequences", False,
+                  "Pack whole instances (each still [CLS] A [SEP] B [SEP]) into rows of "
+                  "--max_seq_length; records gain instance_ids and next_sentence_positions / "
+                  "_weights (docs/packing.md).")
+flags.DEFINE_integer("max_instances_per_row", 0,
+                     "Most instances in one packed row (--pack_sequences); 0 = "
+                     "max(2, max_seq_length // 16).")
+flags.DEFINE_bool("use_beam", False, "Run as an Apache Beam pipeline (needs bert_tf[beam]).")
+flags.DEFINE_string("runner", None,
+                    "Beam runner (implies --use_beam); default DirectRunner.")
+flags.DEFINE_integer("beam_num_shards", 1,
+                     "Beam output shards, <output_file>-SSSSS-of-NNNNN (one writer each).")
+flags.DEFINE_multi_string("beam_pipeline_option", [],
+                          "Extra Beam pipeline option, repeatable, e.g. "
+                          "--beam_pipeline_option=--project=my-project.")
+
+flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+
+
+def _tf_file_error_type():
+    # TensorFlow is loaded only for remote paths (gs://...); its file errors can only have
+    # come from there, and a local run must not pay TensorFlow's start-up to catch them.
+    tf = sys.modules.get("tensorflow")
+    return tf.errors.OpError if tf is not None else ()
+
+
+def main(argv):
+    try:
+        _run(argv)
+    except (ValueError, OSError) as e:
+        # Bad input or flags, or a file that cannot be read or written: the message names the
+        # culprit (OS errors carry the path); a traceback adds nothing.
+        sys.exit(f"create_pretraining_data: error: {e}")
+    except Exception as e:  # noqa: BLE001 - only TensorFlow's file errors are handled here
+        if not isinstance(e, _tf_file_error_type()):
+            raise
+        sys.exit(f"create_pretraining_data: error: {e.message}")
+
+
+def _run(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    max_predictions = FLAGS.max_predictions_per_seq
+    if FLAGS.pack_sequences and not FLAGS["max_predictions_per_seq"].present:
+        max_predictions = sequence_packing.default_max_predictions_per_row(
+            FLAGS.max_seq_length, FLAGS.masked_lm_prob,
+            FLAGS.max_instances_per_row
+            or sequence_packing.default_max_instances_per_row(FLAGS.max_seq_length))
+        logging.info("--pack_sequences: %d masked positions per row "
+                     "(--max_predictions_per_seq).", max_predictions)
+    if FLAGS.max_instances_per_row and not FLAGS.pack_sequences:
+        raise app.UsageError("--max_instances_per_row needs --pack_sequences.")
+    options = cpd.PretrainingDataOptions(
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=max_predictions,
+        masked_lm_prob=FLAGS.masked_lm_prob,
+        short_seq_prob=FLAGS.short_seq_prob,
+        dupe_factor=FLAGS.dupe_factor,
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        random_seed=FLAGS.random_seed,
+        feature_names=FLAGS.feature_names,
+        documents_per_chunk=FLAGS.documents_per_chunk,
+        sentence_order_prediction=FLAGS.sentence_order_prediction,
+        do_span_mask=FLAGS.do_span_mask,
+        span_geometric_p=FLAGS.span_geometric_p,
+        max_span_length=FLAGS.max_span_length,
+        pack_sequences=FLAGS.pack_sequences,
+        max_instances_per_row=FLAGS.max_instances_per_row)
+    compression = "GZIP" if FLAGS.gzip else ""
+    if FLAGS.use_beam or FLAGS.runner:
+        from bert_tf.data import beam_pipeline  # only this path needs apache-beam
+
+        if "," in FLAGS.output_file:
+            raise app.UsageError(
+                f"--output_file={FLAGS.output_file}: with Beam give one shard prefix "
+                "(shards are named <prefix>-SSSSS-of-NNNNN); set --beam_num_shards instead.")
+        beam_pipeline.run_beam_pipeline(
+            FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
+            do_lower_case=FLAGS.do_lower_case, options=options,
+            num_shards=FLAGS.beam_num_shards, compression=compression,
+            runner=FLAGS.runner or "DirectRunner", pipeline_args=FLAGS.beam_pipeline_option)
+    else:
+        cpd.create_pretraining_data(
+            FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
+            do_lower_case=FLAGS.do_lower_case, options=options,
+            num_workers=FLAGS.num_workers, compression=compression,
+            shuffle_buffer_size=FLAGS.shuffle_buffer_size)
+    logging.info("Done.")
+
+
+def run():
+    """Console-script entry point (bert-tf-create-pretraining-data)."""
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,141 @@
+r"""Exports a trained BERT model as a SavedModel for TF Serving, or checks an export's ops.
+
+Export (the settings the run recorded are used unless a flag overrides them):
+  bert-tf-export --model_dir=RUN_DIR --export_dir=EXPORT/1
+  bert-tf-export --model_dir=RUN_DIR/encoder.keras --export_dir=EMB/1 \
+      --signatures=ids,text --max_seq_length=64
+
+--model_dir is a run's output directory (fine-tuning: model.keras + task_info.json;
+pre-training: pretrainer.keras, exported for fill-mask) or a .keras file (encoder.keras gives
+sentence embeddings). Signatures: ids (serving_default), text (serve_text), examples
+(serve_examples); see bert_tf.serving.
+
+Check that the TF Serving model server has every op of an export (exit status 1 if not):
+  bert-tf-export --check EXPORT/1
+"""
+
+import os
+
+from absl import app, flags, logging
+
+from bert_tf import cli
+from bert_tf import serving
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("model_dir", None, "A run's output directory or a .keras file.")
+flags.DEFINE_string("export_dir", None,
+                    "Version directory to write, e.g. EXPORT/1 (TF Serving's "
+                    "--model_base_path is then EXPORT).")
+flags.DEFINE_integer("max_seq_length", None,
+                     "Sequence length of the text signatures (default: the run's, else 128).")
+flags.DEFINE_list("length_buckets", None,
+                  "Lengths the text signatures run the encoder at: each request at the smallest "
+                  "that holds its batch's longest input (increasing, <= --max_seq_length, which "
+                  "is always the last). Default: powers of two from 16, then --max_seq_length; "
+                  "an empty value runs every request at --max_seq_length.")
+flags.DEFINE_list("signatures", ["ids", "text", "examples"],
+                  "Signatures to export: ids, text, examples.")
+flags.DEFINE_list("labels", None,
+                  "Class or tag names in logit order (default: task_info.json's, else 0,1,...).")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (default: vocab.txt of the run).")
+flags.DEFINE_bool("do_lower_case", None, "Tokenizer casing (default: the run's, else true).")
+flags.DEFINE_bool("text_pair", None,
+                  "Classification/regression: the text signature takes text_pair too "
+                  "(default: task_info.json's text_pair, else true).")
+flags.DEFINE_integer("top_k", 5, "Fill-mask: predictions per [MASK].")
+flags.DEFINE_integer("max_query_length", None,
+                     "SQuAD: question tokens kept (default: the run's, else 64).")
+flags.DEFINE_integer("max_answer_length", None,
+                     "SQuAD: longest answer in tokens (default: the run's, else 30).")
+flags.DEFINE_bool("version_2_with_negative", None,
+                  "SQuAD: questions may have no answer (default: the run's, else false).")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.")
+flags.DEFINE_string("check", None,
+                    "Instead of exporting: list the ops of this SavedModel directory and fail "
+                    "if the TF Serving model server lacks any.")
+
+
+def _first_set(*values):
+    return next((v for v in values if v is not None), None)
+
+
+def check(export_dir):
+    # This tool has imported only TensorFlow so far, so its own op registry is the reference.
+    report = serving.check_ops(export_dir, serving.server_op_allowlist(in_this_process=True))
+    print(f"SavedModel {export_dir}")
+    print(report.format())
+    return 0 if report.ok else 1
+
+
+def export():
+    source = serving.load_model_dir(FLAGS.model_dir)
+    info = source.task_info
+    task = serving.task_name_of(source.model)
+    vocab_file = FLAGS.vocab_file or source.vocab_file
+    wants_text = bool({"text", "examples"} & set(FLAGS.signatures))
+    if wants_text and vocab_file is None:
+        raise app.UsageError(f"--model_dir={FLAGS.model_dir} has no vocab.txt beside the model; "
+                             "pass --vocab_file (or --signatures=ids).")
+    do_lower_case = _first_set(FLAGS.do_lower_case, source.do_lower_case)
+    if do_lower_case is None:
+        do_lower_case = True
+        if wants_text:
+            logging.warning("The run does not record its casing; tokenizing with "
+                            "--do_lower_case=true. Pass --do_lower_case to be sure.")
+    text_pair = _first_set(FLAGS.text_pair, info and info.text_pair, True)
+    options = dict(
+        vocab_file=vocab_file if wants_text else None, do_lower_case=do_lower_case,
+        max_seq_length=_first_set(FLAGS.max_seq_length, source.max_seq_length, 128),
+        labels=FLAGS.labels or (list(info.labels) if info and info.labels else None),
+        signatures=tuple(FLAGS.signatures), overwrite=FLAGS.overwrite)
+    if FLAGS.length_buckets is not None:
+        try:
+            options["length_buckets"] = [int(b) for b in FLAGS.length_buckets]
+        except ValueError:
+            raise app.UsageError(f"--length_buckets={','.join(FLAGS.length_buckets)}: expected "
+                                 "comma-separated integers, e.g. 16,32,64.") from None
+    if task in ("classification", "regression"):
+        options["text_pair"] = text_pair
+        if wants_text and FLAGS.text_pair is None and not (info and info.text_pair is not None):
+            logging.info("serve_text takes text and text_pair (an empty text_pair means a "
+                         "single sentence); pass --notext_pair for text alone.")
+    elif task == "squad":
+        options.update(
+            max_query_length=_first_set(FLAGS.max_query_length, info and info.max_query_length),
+            max_answer_length=_first_set(FLAGS.max_answer_length,
+                                         info and info.max_answer_length, 30),
+            version_2_with_negative=_first_set(FLAGS.version_2_with_negative,
+                                               info and info.version_2_with_negative, False))
+    elif task == "fill_mask":
+        options["top_k"] = FLAGS.top_k
+    if not os.path.basename(os.path.normpath(FLAGS.export_dir)).isdigit():
+        logging.warning("--export_dir=%s: TF Serving loads numbered version directories under "
+                        "--model_base_path, e.g. EXPORT/1.", FLAGS.export_dir)
+    try:
+        export_dir = serving.export(source.model, FLAGS.export_dir, **options)
+    except (ValueError, FileExistsError) as e:
+        raise app.UsageError(str(e)) from e
+    logging.info("Exported the %s model of %s to %s (signatures: %s).", task, source.model_file,
+                 export_dir, ", ".join(serving.SIGNATURE_KEYS[s] for s in FLAGS.signatures))
+    print(export_dir)
+    return 0
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    if FLAGS.check:
+        return check(FLAGS.check)
+    if not FLAGS.model_dir or not FLAGS.export_dir:
+        raise app.UsageError("Pass --model_dir and --export_dir (or --check EXPORT_DIR).")
+    return export()
+
+
+def run():
+    """Console-script entry point (bert-tf-export)."""
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,233 @@
+r"""Writes BERT's per-token activations (and optionally sentence embeddings) as JSON lines.
+
+    bert-tf-extract-features --input_file=input.txt --output_file=out.jsonl \
+        --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --layers=-1,-2,-3,-4 \
+        --max_seq_length=128 [--pooled] [--noper_token]
+
+The output is the original extract_features.py's: one JSON object per input line,
+  {"linex_index": i, "features": [{"token": "[CLS]", "layers": [{"index": -1, "values": [...]},
+   ...]}, ...]}
+with every token of the packed input ([CLS] ... [SEP], padding left out) and the activations of
+each --layers block (-1 = the last transformer layer), rounded to 6 decimals. An input line
+"text_a ||| text_b" is a sentence pair. --pooled adds sentence embeddings:
+  "pooled": the [CLS] vector through the pre-trained tanh pooler (what NSP and the classifier
+            read), and
+  "mean_pooled": [{"index": layer, "values": [...]}] the mean of each chosen layer over the
+            tokens of the input;
+--noper_token leaves the per-token "features" out (sentence embeddings only).
+
+--init_checkpoint takes every format bert_tf reads (original TF1 checkpoint, bert_tf run
+directory or .keras file, Hugging Face or keras-hub directory); --bert_config_file and
+--vocab_file default to the files beside it.
+"""
+
+import json
+import os
+import re
+import sys
+import time
+
+from absl import app, flags, logging
+
+
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import cli
+from bert_tf import fileio, interop
+from bert_tf.config import BertConfig, ConfigError
+from bert_tf.modeling import BertEncoder
+from bert_tf.text import WordpieceTokenizer, pack_inputs, truncated_lengths
+from bert_tf.training.checkpointing import CheckpointError
+
+FLAGS = flags.FLAGS
+
+# Flags of the original extract_features.py, same names and defaults.
+flags.DEFINE_string("input_file", None, "UTF-8 text, one input per line ('a ||| b': a pair).")
+flags.DEFINE_string("output_file", None, "JSON lines to write.")
+flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated transformer layers to output.")
+flags.DEFINE_string("bert_config_file", None,
+                    "bert_config.json (default: the config beside --init_checkpoint).")
+flags.DEFINE_integer("max_seq_length", 128, "Pieces per input, [CLS]/[SEP] included; longer "
+                     "inputs are truncated.")
+flags.DEFINE_string("init_checkpoint", None, "The pre-trained model.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one beside --init_checkpoint).")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
+flags.DEFINE_integer("batch_size", 32, "Inputs per forward pass.")
+# Additions.
+flags.DEFINE_bool("pooled", False, "Add sentence embeddings: 'pooled' ([CLS] through the "
+                  "pooler) and 'mean_pooled' (mean over the tokens of each chosen layer).")
+flags.DEFINE_bool("per_token", True, "Write the per-token 'features' (false: sentence "
+                  "embeddings only, with --pooled).")
+
+flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
+
+_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+class UsageError(ValueError):
+    """A flag value that cannot work, with the flag named."""
+
+
+def parse_layers(text, num_layers):
+    """[-1, -2, ...] from '-1,-2'; each index must name one of the config's layers."""
+    try:
+        layers = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--layers={text}: expected comma-separated integers") from None
+    if not layers:
+        raise UsageError("--layers is empty")
+    for index in layers:
+        if not -num_layers <= index < num_layers:
+            raise UsageError(f"--layers={text}: layer {index} does not exist; the model has "
+                             f"num_hidden_layers={num_layers} (indices {-num_layers}.."
+                             f"{num_layers - 1})")
+    return layers
+
+
+def split_pair(line):
+    """(text_a, text_b or None) of an input line."""
+    match = _PAIR.match(line)
+    return (match.group(1), match.group(2)) if match else (line, None)
+
+
+def packed_input(tokenizer, line, max_seq_length):
+    """(tokens, features) of one input line: [CLS] A [SEP] (B [SEP]), truncated to fit."""
+    text_a, text_b = split_pair(line)
+    tokens_a = tokenizer.tokenize(text_a)
+    tokens_b = tokenizer.tokenize(text_b) if text_b is not None else []
+    budget = max_seq_length - (3 if tokens_b else 2)
+    kept_a, kept_b = truncated_lengths(len(tokens_a), len(tokens_b), budget)
+    tokens = ["[CLS]", *tokens_a[:kept_a], "[SEP]"]
+    if kept_b:
+        tokens += [*tokens_b[:kept_b], "[SEP]"]
+    features = pack_inputs(tokenizer.convert_tokens_to_ids(tokens_a),
+                           tokenizer.convert_tokens_to_ids(tokens_b) if tokens_b else None,
+                           max_seq_length=max_seq_length, cls_id=tokenizer.cls_id,
+                           sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+    return tokens, features
+
+
+def _rounded(values):
+    return [round(float(v), 6) for v in values]
+
+
+def output_record(index, tokens, layer_values, layers, pooled=None, per_token=True):
+    """The JSON object of one input.
+
+    Args:
+      index: the input's line index (linex_index).
+      tokens: its packed tokens (T of them).
+      layer_values: float array [len(layers), T, H].
+      layers: the layer indices.
+      pooled: float array [H], or None to leave sentence embeddings out.
+      per_token: include the per-token "features".
+    """
+    record = {"linex_index": index}
+    if per_token:
+        record["features"] = [
+            {"token": token,
+             "layers": [{"index": layer, "values": _rounded(layer_values[j, t])}
+                        for j, layer in enumerate(layers)]}
+            for t, token in enumerate(tokens)]
+    if pooled is not None:
+        record["pooled"] = _rounded(pooled)
+        record["mean_pooled"] = [{"index": layer, "values": _rounded(layer_values[j].mean(0))}
+                                 for j, layer in enumerate(layers)]
+    return record
+
+
+def _model_file(flag_value, init_checkpoint, name):
+    if flag_value:
+        return flag_value
+    directory = (init_checkpoint if fileio.isdir(init_checkpoint)
+                 else os.path.dirname(init_checkpoint))
+    path = os.path.join(directory, name)
+    return path if tf.io.gfile.exists(path) else None
+
+
+def extract(options):
+    """Reads --input_file and writes --output_file; returns the number of lines written."""
+    if options.batch_size < 1:
+        raise UsageError(f"--batch_size={options.batch_size} must be >= 1")
+    if not options.per_token and not options.pooled:
+        raise UsageError("--noper_token leaves nothing to write without --pooled")
+    if options.bert_config_file:
+        config = BertConfig.from_json_file(options.bert_config_file)
+    else:
+        config = interop.checkpoint_config(options.init_checkpoint)
+        if config is None:
+            raise UsageError(f"--bert_config_file is required: --init_checkpoint="
+                             f"{options.init_checkpoint} has no config beside it")
+    if options.max_seq_length > config.max_position_embeddings:
+        raise UsageError(f"--max_seq_length={options.max_seq_length} exceeds "
+                         f"max_position_embeddings={config.max_position_embeddings} of the model")
+    vocab_file = _model_file(options.vocab_file, options.init_checkpoint, "vocab.txt")
+    if vocab_file is None:
+        raise UsageError(f"--vocab_file is required: no vocab.txt beside --init_checkpoint="
+                         f"{options.init_checkpoint}")
+    layers = parse_layers(options.layers, config.num_hidden_layers)
+    try:
+        tokenizer = WordpieceTokenizer(vocab_file, do_lower_case=options.do_lower_case)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--vocab_file={vocab_file}: {e}") from None
+    if not tf.io.gfile.exists(options.input_file):
+        raise UsageError(f"--input_file={options.input_file}: no such file")
+    with tf.io.gfile.GFile(options.input_file) as f:
+        lines = [line.rstrip("\n").strip() for line in f]
+
+    encoder = BertEncoder(config)
+    logging.info(interop.warm_start(options.init_checkpoint, encoder,
+                                    do_lower_case=options.do_lower_case).summary())
+
+    @tf.function(reduce_retracing=True)
+    def forward(features):
+        outputs = encoder(features, training=False)
+        stacked_lbsh = tf.stack([outputs["encoder_outputs"][i] for i in layers])
+        return tf.cast(stacked_lbsh, tf.float32), tf.cast(outputs["pooled_output"], tf.float32)
+
+    tmp = f"{options.output_file}.tmp-{os.getpid()}"
+    start = time.time()
+    try:
+        with tf.io.gfile.GFile(tmp, "w") as out:
+            for begin in range(0, len(lines), options.batch_size):
+                packed = [packed_input(tokenizer, line, options.max_seq_length)
+                          for line in lines[begin:begin + options.batch_size]]
+                features = {name: np.array([p[1][name] for p in packed], np.int32)
+                            for name in ("input_word_ids", "input_mask", "input_type_ids")}
+                layer_values_lbsh, pooled_bh = (t.numpy() for t in forward(features))
+                for b, (tokens, _) in enumerate(packed):
+                    record = output_record(
+                        begin + b, tokens, layer_values_lbsh[:, b, :len(tokens)], layers,
+                        pooled=pooled_bh[b] if options.pooled else None,
+                        per_token=options.per_token)
+                    out.write(json.dumps(record) + "\n")
+                done = min(begin + options.batch_size, len(lines))
+                logging.info("%d/%d lines, %.1f lines/s", done, len(lines),
+                             done / max(time.time() - start, 1e-9))
+        tf.io.gfile.rename(tmp, options.output_file, overwrite=True)
+    finally:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+    return len(lines)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    try:
+        count = extract(FLAGS)
+    except (UsageError, ConfigError, CheckpointError, OSError) as e:
+        print(f"extract_features: error: {e}", file=sys.stderr)
+        sys.exit(1)
+    logging.info("Wrote %d lines to %s", count, FLAGS.output_file)
+
+
+def run():
+    """Console-script entry point (bert-tf-extract-features)."""
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

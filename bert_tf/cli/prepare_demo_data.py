@@ -1,0 +1,50 @@
+"""Prepares the demo pre-training data from the corpus every Python install carries.
+
+Writes corpus_{train,eval}.txt (the stdlib's reference manual, `pydoc_data.topics`, one sentence
+per line), vocab.txt (WordPiece learned on it) and {train,eval}.tfrecord (pre-training records in
+the original format) to --output_dir, for official_configs/pretraining/demo_tiny.flags:
+
+  bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo
+  python -m bert_tf.run_pretraining --flagfile=official_configs/pretraining/demo_tiny.flags
+"""
+
+import json
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from bert_tf import cli
+from bert_tf.data import demo_corpus
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("output_dir", "/tmp/bert_tf_demo", "Where the corpus, vocab and records go.")
+flags.DEFINE_integer("vocab_size", 4000, "Target WordPiece vocabulary size.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the corpus (an uncased model).")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per pre-training instance.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per instance.")
+flags.DEFINE_integer("dupe_factor", 5, "Copies of the corpus, each masked differently.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of the masking and pairing.")
+flags.DEFINE_integer("num_workers", 2, "Processes that tokenize and mask.")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    summary = demo_corpus.prepare_demo_data(
+        FLAGS.output_dir, vocab_size=FLAGS.vocab_size, do_lower_case=FLAGS.do_lower_case,
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed,
+        num_workers=FLAGS.num_workers)
+    logging.info("Demo data ready: %s", json.dumps(summary, indent=2))
+
+
+def run():
+    """Console-script entry point (bert-tf-prepare-demo-data)."""
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,103 @@
+"""The installed commands: console scripts, their --help, and official_configs from any directory."""
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from bert_tf import cli
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMMANDS = {
+    "bert-tf-pretrain": "bert_tf.run_pretraining:run",
+    "bert-tf-classify": "bert_tf.run_classifier:run",
+    "bert-tf-tag": "bert_tf.run_tagging:run",
+    "bert-tf-squad": "bert_tf.run_squad:run",
+    "bert-tf-create-pretraining-data": "bert_tf.cli.create_pretraining_data:run",
+    "bert-tf-build-vocab": "bert_tf.cli.build_vocab:run",
+    "bert-tf-convert-checkpoint": "bert_tf.cli.convert_checkpoint:run",
+    "bert-tf-export": "bert_tf.cli.export_saved_model:run",
+    "bert-tf-extract-features": "bert_tf.cli.extract_features:run",
+    "bert-tf-prepare-demo-data": "bert_tf.cli.prepare_demo_data:run",
+}
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def _script(name):
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def test_every_command_is_an_installed_console_script():
+    installed = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts")
+                 if e.value.startswith("bert_tf.")}
+    assert {name: installed.get(name) for name in COMMANDS} == COMMANDS
+    for name in COMMANDS:
+        assert os.access(_script(name), os.X_OK), name
+
+
+@pytest.mark.parametrize("command,own_flags", [
+    ("bert-tf-build-vocab", ["--vocab_size", "--input_file", "--output_file"]),
+    ("bert-tf-create-pretraining-data", ["--max_predictions_per_seq", "--pack_sequences",
+                                         "--num_workers"]),
+])
+def test_help_lists_the_commands_own_flags(command, own_flags, tmp_path):
+    proc = subprocess.run([_script(command), "--help"], capture_output=True, text=True,
+                          cwd=str(tmp_path), env=ENV, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Try --helpfull" not in proc.stdout
+    for flag in own_flags:
+        assert f"  {flag}" in proc.stdout, flag
+    # The module's docstring heads the usage, as for `python -m`.
+    assert proc.stdout.lstrip().split("\n", 1)[0].endswith(".")
+
+
+def test_official_configs_resolve_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = cli.resolve_official_path("official_configs/models/demo_tiny.json")
+    assert os.path.isabs(path) and os.path.isfile(path)
+    assert os.path.samefile(path, os.path.join(REPO, "official_configs", "models",
+                                               "demo_tiny.json"))
+    # Paths that exist, or are not official_configs/, are left alone.
+    (tmp_path / "official_configs").mkdir()
+    (tmp_path / "official_configs" / "mine.json").write_text("{}")
+    assert cli.resolve_official_path("official_configs/mine.json") == "official_configs/mine.json"
+    assert cli.resolve_official_path("configs/x.json") == "configs/x.json"
+    assert cli.resolve_official_path("official_configs/none.json") == "official_configs/none.json"
+
+
+@pytest.mark.slow
+def test_recipe_flagfile_runs_outside_the_checkout(tmp_path):
+    # The flagfile and the bert_config_file it names are found from another directory: the run
+    # gets as far as the input files (which this test leaves missing).
+    proc = subprocess.run(
+        [_script("bert-tf-pretrain"), "--flagfile=official_configs/pretraining/demo_tiny.flags",
+         f"--input_file={tmp_path}/missing-*.tfrecord", f"--output_dir={tmp_path}/run",
+         f"--vocab_file={os.path.join(REPO, 'tests', 'interop', 'fixtures', 'hf_bert_gelu', 'vocab.txt')}"],
+        capture_output=True, text=True, cwd=str(tmp_path), env=ENV, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_pretraining: error: ") and "missing-*.tfrecord" in last, last
+    assert "official_configs" not in last
+
+
+@pytest.mark.slow
+def test_wheel_ships_the_commands_and_official_configs(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                           "--no-build-isolation", "-w", str(tmp_path), REPO],
+                          capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    wheel = next(p for p in os.listdir(tmp_path) if p.endswith(".whl"))
+    with zipfile.ZipFile(tmp_path / wheel) as z:
+        names = set(z.namelist())
+        entry_points = next(z.read(n).decode() for n in names if n.endswith("entry_points.txt"))
+    for config in os.listdir(os.path.join(REPO, "official_configs", "models")):
+        assert f"bert_tf/official_configs/models/{config}" in names
+    for flagfile in os.listdir(os.path.join(REPO, "official_configs", "pretraining")):
+        assert f"bert_tf/official_configs/pretraining/{flagfile}" in names
+    for module in ("build_vocab", "create_pretraining_data", "export_saved_model"):
+        assert f"bert_tf/cli/{module}.py" in names
+    for name, target in COMMANDS.items():
+        assert f"{name} = {target}" in entry_points
