@@ -8,7 +8,7 @@ Reads SQuAD JSON, splits long contexts into sliding windows (bert_tf.data.squad)
 BertSpanLabeler with the shared fine-tuning loop (bert_tf.training.finetune) and answers the
 --predict_file questions with the original's post-processing (bert_tf.data.squad_postprocess).
 When the --predict_file has gold answers (SQuAD dev sets do), every checkpoint is evaluated
-with the official EM/F1 (bert_tf.data.squad_metrics) and the weights with the best F1 are kept.
+with the official EM/F1 (bert_tf.metrics.squad) and the weights with the best F1 are kept.
 
 --output_dir receives: ckpt-<step> checkpoints, best/ (best weights and metrics),
 summaries/{train,eval} (TensorBoard), predictions.json, nbest_predictions.json, null_odds.json
@@ -27,7 +27,8 @@ from absl import flags, logging
 from bert_tf import cli, common_flags, serving
 from bert_tf.common_flags import FlagValueError
 from bert_tf.config import ConfigError
-from bert_tf.data import squad, squad_metrics, squad_postprocess
+from bert_tf.data import squad, squad_postprocess
+from bert_tf.metrics import squad as squad_metrics
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import warm_start
 from bert_tf.modeling import BertEncoder, BertSpanLabeler

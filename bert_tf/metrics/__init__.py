@@ -1,4 +1,7 @@
-"""Task metrics in pure Python / NumPy: GLUE classification and regression, entity F1."""
+"""Task metrics in pure Python / NumPy: GLUE classification and regression, entity F1, SQuAD.
+
+The SQuAD scores (exact match, F1, v2.0 thresholds) are in bert_tf.metrics.squad.
+"""
 
 from bert_tf.metrics.classification import (accuracy, binary_f1, classification_metrics,
                                             matthews_corrcoef, pearson_corrcoef,

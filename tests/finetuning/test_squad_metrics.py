@@ -2,7 +2,7 @@
 
 import pytest
 
-from bert_tf.data.squad_metrics import (
+from bert_tf.metrics.squad import (
     evaluate,
     evaluate_v1,
     evaluate_v2,
