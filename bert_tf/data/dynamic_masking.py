@@ -46,6 +46,7 @@ import tensorflow as tf
 from bert_tf import optional
 from bert_tf.data.pretraining_dataset import expand_input_patterns
 from bert_tf.text import BertTokenizerLayer, corpus_files, load_vocab
+from bert_tf.text.packing import truncated_lengths
 
 _DEFAULT_BLOCK_LINES = 2048
 _DEFAULT_SHUFFLE_BUFFER = 2000
@@ -219,16 +220,6 @@ def _seeds(seed, count):
     return tf.random.experimental.stateless_split(seed, num=count)
 
 
-def _truncate_pair(len_a, len_b, max_tokens):
-    """Longest-first truncation of two lengths to a total of at most `max_tokens`."""
-    half = max_tokens // 2
-    over = len_a + len_b > max_tokens
-    new_a = tf.where(~over, len_a,
-                     tf.where(len_b <= half, max_tokens - len_b,
-                              tf.where(len_a <= half, len_a, max_tokens - half)))
-    return new_a, tf.where(over, tf.minimum(len_b, max_tokens - new_a), len_b)
-
-
 def _random_below(seed, limit):
     """Uniform int64 in [0, limit) elementwise (0 where limit <= 0); `limit` int64 [K]."""
     u = tf.random.stateless_uniform(tf.shape(limit), seed, dtype=tf.float64)
@@ -356,7 +347,7 @@ def _nsp_segments(tokens, doc, max_tokens, short_seq_prob, seed):
         tf.boolean_mask(t, keep) for t in (a_start, a_stop, b_start, b_stop, is_random))
     # Truncate longest-first; a segment's excess is cut partly at its front, partly at its back
     # (a random split, as the original does) so the model does not learn where text was cut.
-    len_a, len_b = _truncate_pair(a_stop - a_start, b_stop - b_start, max_tokens)
+    len_a, len_b = truncated_lengths(a_stop - a_start, b_stop - b_start, max_tokens)
     a_start += _random_below(s_trunc_a, a_stop - a_start - len_a + 1)
     b_start += _random_below(s_trunc_b, b_stop - b_start - len_b + 1)
     tokens_a = tf.gather(flat, tf.ragged.range(a_start, a_start + len_a))
@@ -417,7 +408,7 @@ def _sop_segments(tokens, doc, max_tokens, short_seq_prob, seed):
                                         tf.where(swap, b_stop, a_stop),
                                         tf.where(swap, a_start, b_start),
                                         tf.where(swap, a_stop, b_stop))
-    len_a, len_b = _truncate_pair(a_stop - a_start, b_stop - b_start, max_tokens)
+    len_a, len_b = truncated_lengths(a_stop - a_start, b_stop - b_start, max_tokens)
     a_start += _random_below(s_trunc_a, a_stop - a_start - len_a + 1)
     b_start += _random_below(s_trunc_b, b_stop - b_start - len_b + 1)
     tokens_a = tf.gather(flat, tf.ragged.range(a_start, a_start + len_a))
