@@ -21,6 +21,10 @@ Cases (--cases, comma list):
                   latency at batch 1 and sequences/s at batch 32 of each signature, on passages
                   of corpus sentences (the ids: the same passages tokenized and padded), and the
                   text/ids ratios (target: text p50 within 1.2x of ids).
+  finetune        one epoch of all-MiniLM-L6-v2 fine-tuning on SST-2-like short phrases and
+                  prediction of the dev set: bert_tf (length buckets on / off) vs keras-hub
+                  BertTextClassifier vs Hugging Face with dynamic padding (--torch_python);
+                  see tools/bench_finetune.py.
 
 Every measurement runs in a fresh subprocess (the mixed-precision policy is global, and memory is
 measured per process); results come back as one JSON line on stdout. Each case warms up,
@@ -53,9 +57,12 @@ import time
 from absl import app
 from absl import flags
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_finetune  # noqa: E402  (the finetune case, tools/bench_finetune.py)
+
 FLAGS = flags.FLAGS
 
-CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving")
+CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "finetune")
 MODELS = {"tiny": "bert_tiny", "small": "bert_small", "base": "bert_base"}
 # /proc/cpuinfo flags that decide which matmul kernels oneDNN and PyTorch can use.
 SPEED_CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
@@ -1063,6 +1070,8 @@ def format_table(rows):
             lines.append(f"{case:14} text / ids: p50 x{r['text_over_ids_p50']}, p99 "
                          f"x{r['text_over_ids_p99']}, throughput x{r['text_over_ids_throughput']}"
                          f" (target p50 <= x{r['target_text_over_ids_p50']})")
+        elif case == "finetune":
+            lines.extend(bench_finetune.format_lines(r))
         elif case == "serving" and kind == "parity":
             lines.append(f"{case:14} text vs ids probabilities on {r['texts']} texts: max abs "
                          f"diff {r['max_abs_probability_diff']:.2e}")
@@ -1131,6 +1140,8 @@ def main(argv):
                 new = case_create_data(setup, FLAGS.quick)
             elif case == "serving":
                 new = case_serving(setup, FLAGS.quick)
+            elif case == "finetune":
+                new = bench_finetune.case_finetune(workdir, FLAGS.quick, torch_python)
             else:
                 new = case_input_pipeline(setup, FLAGS.quick, rows)
             for row in new:

@@ -15,11 +15,12 @@ Training: examples are shuffled, then grouped into full batches per bucket (drop
 every batch has the static batch size). A bucket's batch leaves as soon as the shuffled stream
 has filled it, so buckets are interleaved at random rather than sorted, and with one bucket the
 batches are exactly those of the unbucketed pipeline. (A second shuffle of whole batches
-measured worse: it mixes several epochs' batches, and the test regression fit lost accuracy.) Evaluation and prediction: one ordered pass; each
-bucket's last, partial batch is filled up with zero examples (`example_weights` 0,
-`example_index` -1) so every example is seen exactly once and every batch has the batch
-size; `example_index` (the position in the file) lets bert_tf.training.finetune.predict
-return the outputs in the file's order.
+measured worse: it mixes several epochs' batches, and a test regression fit lost accuracy.)
+
+Evaluation and prediction: one ordered pass; each bucket's last, partial batch is filled up
+with zero examples (`example_weights` 0, `example_index` -1) so every example is seen exactly
+once and every batch has the batch size; `example_index` (the position in the file) lets
+bert_tf.training.finetune.predict return the outputs in the file's order.
 """
 
 import tensorflow as tf
@@ -193,3 +194,40 @@ def evaluation_batches(dataset, buckets, batch_size, sequence_names):
         return _cut(_fill_rows(batch, batch_size), width, names)
 
     return dataset.map(finish)
+
+
+def keras_dataset(features, labels, *, batch_size, buckets, shuffle=False, seed=None):
+    """(features, labels) batches of in-memory arrays for Keras `fit` / `evaluate`, by bucket.
+
+    Args:
+      features: dict of NumPy arrays, the [N, S] inputs (input_word_ids, input_mask,
+        input_type_ids) and any others.
+      labels: array [N] (or [N, S] for tagging: then cut like the inputs).
+      batch_size: examples per batch (a bucket's last batch may be smaller; Keras takes it).
+      buckets: increasing bucket lengths ending with S (parse_buckets / auto_buckets).
+      shuffle: reshuffle the examples every epoch (training).
+      seed: shuffle seed.
+
+    Returns:
+      Dataset of (dict of [b, bucket] features, labels) in the order the buckets fill: for
+      metrics, not for predictions that must line up with the input.
+    """
+    width_s = int(features["input_word_ids"].shape[1])
+    names = frozenset(n for n, v in features.items() if tuple(v.shape[1:]) == (width_s,))
+    cut_labels = tuple(labels.shape[1:]) == (width_s,)
+    buckets_t = tf.constant(buckets, tf.int32)
+    dataset = tf.data.Dataset.from_tensor_slices((dict(features), labels))
+    if shuffle:
+        dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
+
+    def key(x, _):
+        length = tf.reduce_sum(tf.cast(x["input_mask"], tf.int32))
+        return tf.cast(_bucket_of(length, buckets_t)[0], tf.int64)
+
+    def cut(x, y):
+        width = _width_of_batch(x, buckets_t)
+        return _cut(x, width, names), (y[:, :width] if cut_labels else y)
+
+    dataset = dataset.group_by_window(key, lambda _, window: window.batch(batch_size),
+                                      window_size=batch_size)
+    return dataset.map(cut).prefetch(tf.data.AUTOTUNE)
