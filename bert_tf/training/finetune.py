@@ -147,9 +147,14 @@ def predict(model, dataset, output_keys=None, sequence_length=None):
       one row per dataset row (with trailing padding rows) or, for bucketed input, exactly one
       row per example in example order.
     """
-    # One trace per distinct batch shape, then (reduce_retracing) one with the sequence
-    # dimension unknown that serves every further bucket: at most two traces.
-    @tf.function(reduce_retracing=True)
+    # One trace for the whole pass: the dataset's element spec (its sequence dimension is None
+    # for length-bucketed batches) is the signature. Other iterables: at most two traces.
+    spec = getattr(dataset, "element_spec", None)
+    signature = None
+    if spec is not None and all(isinstance(s, tf.TensorSpec) for s in tf.nest.flatten(spec)):
+        signature = [spec]
+
+    @tf.function(input_signature=signature, reduce_retracing=True)
     def step(features):
         outputs = model(features, training=False)
         if isinstance(outputs, dict) and output_keys is not None:
