@@ -127,6 +127,18 @@ def define_finetuning_flags(default_max_seq_length=128):
                  "Weight decay of kernels and embeddings.")
     _define_once(flags.DEFINE_bool, "trainable_encoder", True,
                  "False: freeze the encoder and train only the task head (feature-based).")
+    define_length_buckets_flag()
+
+
+def define_length_buckets_flag():
+    """--length_buckets of the fine-tuning, evaluation and prediction CLIs."""
+    _define_once(flags.DEFINE_string, "length_buckets", "auto",
+                 "Batch examples of similar length together and pad each batch only to its "
+                 "bucket: 'auto' (16, 32, 48, 64, 96, 128, 192, 256, 384, 512 below "
+                 "--max_seq_length, then --max_seq_length), 'off' (every batch padded to "
+                 "--max_seq_length, as before), or increasing lengths such as 16,32,64,128. "
+                 "Outputs and metrics are the same either way; short text trains and predicts "
+                 "several times faster.")
 
 
 def define_labeled_data_flags():
@@ -334,6 +346,34 @@ def load_config(config_file, options):
             f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
             f"{config.max_position_embeddings} in {config_file}")
     return config
+
+
+def resolve_length_buckets(options, config, strategy=None):
+    """The bucket lengths of --length_buckets for --max_seq_length and the model; None: off.
+
+    On TPUs "auto" is off: the training loop runs many steps in one compiled program, which
+    needs one static shape (an explicit list is taken as given).
+
+    Raises:
+      FlagValueError naming the flag: a list that is not strictly increasing, exceeds the
+      model's max_position_embeddings, or starts above --max_seq_length.
+    """
+    from bert_tf.data import length_buckets
+
+    value = getattr(options, "length_buckets", length_buckets.OFF)
+    if (strategy is not None and isinstance(value, str) and value.strip().lower() == "auto"
+            and isinstance(strategy, (tf.distribute.TPUStrategy,
+                                      tf.distribute.experimental.TPUStrategy))):
+        logging.info("--length_buckets=auto is off on TPUs (one static shape per program)")
+        return None
+    try:
+        buckets = length_buckets.parse_buckets(value, options.max_seq_length,
+                                               config.max_position_embeddings)
+    except length_buckets.BucketError as e:
+        raise FlagValueError(str(e)) from None
+    if buckets:
+        logging.info("Length buckets: %s", ",".join(map(str, buckets)))
+    return buckets
 
 
 def copy_model_files(output_dir, strategy, config, vocab_file):

@@ -46,6 +46,8 @@ class RunContext:
     config: object
     vocab_file: str
     tokenizer: WordpieceTokenizer
+    # --length_buckets resolved (bert_tf.data.length_buckets.parse_buckets); None: off.
+    length_buckets: list | None = None
 
     @property
     def chief(self):
@@ -83,6 +85,7 @@ def prepare(options):
         raise FlagValueError(str(e)) from None
     config_file, vocab_file = common_flags.resolve_model_files(options)
     config = common_flags.load_config(config_file, options)
+    buckets = common_flags.resolve_length_buckets(options, config)
     checkpointing.check_writable_dir(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.
@@ -95,7 +98,9 @@ def prepare(options):
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"vocab_size={config.vocab_size} in {config_file} is smaller than "
                              f"the {tokenizer.vocab_size} tokens of {vocab_file}")
-    return RunContext(strategy, config, vocab_file, tokenizer)
+    if buckets is not None:
+        buckets = common_flags.resolve_length_buckets(options, config, strategy)
+    return RunContext(strategy, config, vocab_file, tokenizer, buckets)
 
 
 def build_model(context, options, make_model, num_train_steps=None):

@@ -213,7 +213,8 @@ def run_classifier(options, flags_text=None):
         path, meta = records[split]
         return feature_records.records_dataset(path, spec, batch_size=batch_size,
                                                is_training=False,
-                                               num_examples=meta["num_examples"])
+                                               num_examples=meta["num_examples"],
+                                               length_buckets=context.length_buckets)
 
     def model_outputs(model, split, batch_size):
         count = records[split][1]["num_examples"]
@@ -252,7 +253,8 @@ def run_classifier(options, flags_text=None):
         def dataset_fn(input_context=None):
             return feature_records.records_dataset(
                 train_path, spec, batch_size=options.train_batch_size, is_training=True,
-                seed=options.seed, input_context=input_context)
+                seed=options.seed, input_context=input_context,
+                length_buckets=context.length_buckets)
 
         outcome = finetuning_run.train(
             context, options, model=model, optimizer=optimizer,

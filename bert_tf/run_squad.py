@@ -156,19 +156,22 @@ def _serving_settings(options):
 class _Predictor:
     """Answers the --predict_file questions with the current weights of the model."""
 
-    def __init__(self, model, options, data, examples, features, has_gold):
+    def __init__(self, model, options, data, examples, features, has_gold,
+                 length_buckets=None):
         self.model, self.options, self.data = model, options, data
         self.examples, self.features, self.has_gold = examples, features, has_gold
         self.arrays = squad.features_to_arrays(features, options.max_seq_length,
                                                is_training=False)
         self.seconds = 0.0
+        self.length_buckets = length_buckets
 
     def answer(self):
         """SquadPredictions of every question (timed into self.seconds)."""
         start = time.time()
         dataset = squad.squad_dataset(self.arrays, batch_size=self.options.predict_batch_size,
-                                      is_training=False)
-        logits = finetune.predict(self.model, dataset, ["start_logits", "end_logits"])
+                                      is_training=False, length_buckets=self.length_buckets)
+        logits = finetune.predict(self.model, dataset, ["start_logits", "end_logits"],
+                                  sequence_length=self.options.max_seq_length)
         count = len(self.features)
         result = squad_postprocess.compute_predictions(
             self.examples, self.features, logits["start_logits"][:count],
@@ -223,6 +226,7 @@ def run_squad(options, flags_text=None):
     checkpointing.check_writable_dir(options.output_dir)
     # The strategy comes before any other TensorFlow work (multi-worker set-up).
     strategy = common_flags.make_strategy(options, ("train_batch_size",))
+    buckets = common_flags.resolve_length_buckets(options, config, strategy)
     tokenizer = WordpieceTokenizer(vocab_file, do_lower_case=options.do_lower_case)
     _check_vocab(tokenizer, config, config_file, vocab_file)
     results = {"task": TASK, "version_2_with_negative": bool(options.version_2_with_negative)}
@@ -264,7 +268,8 @@ def run_squad(options, flags_text=None):
         encoder = BertEncoder(config)
         encoder.trainable = options.trainable_encoder
         model = BertSpanLabeler(encoder)
-    predictor = _Predictor(model, options, *predict_input) if predict_input else None
+    predictor = (_Predictor(model, options, *predict_input, length_buckets=buckets)
+                 if predict_input else None)
 
     chief = is_chief(strategy)
     if chief:
@@ -276,7 +281,7 @@ def run_squad(options, flags_text=None):
 
     if options.do_train:
         results.update(_train(options, strategy, model, train_arrays,
-                              results["num_train_examples"], predictor))
+                              results["num_train_examples"], predictor, buckets))
         # fine_tune leaves the best weights (by F1) in the model when it evaluated.
         weights_step = (results["best"] or {}).get("step", results["global_step"])
     else:
@@ -311,7 +316,7 @@ def run_squad(options, flags_text=None):
     return results
 
 
-def _train(options, strategy, model, arrays, num_examples, predictor):
+def _train(options, strategy, model, arrays, num_examples, predictor, buckets=None):
     """Fine-tunes `model`; evaluates each checkpoint when the predict file has answers."""
     global_batch = options.train_batch_size
     # As the original: steps from the number of questions, not of windows; a step takes
@@ -330,7 +335,8 @@ def _train(options, strategy, model, arrays, num_examples, predictor):
         batch = (input_context.get_per_replica_batch_size(global_batch) if input_context
                  else global_batch)
         return squad.squad_dataset(arrays, batch_size=batch, is_training=True,
-                                   seed=options.seed, input_context=input_context)
+                                   seed=options.seed, input_context=input_context,
+                                   length_buckets=buckets)
 
     def warm_start_fn(init_checkpoint, target):
         # Any format bert_tf.interop reads (bert_tf, original TF1, Hugging Face, keras-hub):

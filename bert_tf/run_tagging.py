@@ -140,8 +140,9 @@ def run_tagging(options, flags_text=None):
         windows, path, meta = data[split]
         dataset = feature_records.records_dataset(path, spec, batch_size=batch_size,
                                                   is_training=False,
-                                                  num_examples=meta["num_examples"])
-        return finetune.predict(model, dataset)[:len(windows)]
+                                                  num_examples=meta["num_examples"],
+                                                  length_buckets=context.length_buckets)
+        return finetune.predict(model, dataset, sequence_length=max_seq_length)[:len(windows)]
 
     def word_tags(split, logits):
         return tagging_data.word_predictions(data[split][0], sentences[split],
@@ -183,7 +184,8 @@ def run_tagging(options, flags_text=None):
         def dataset_fn(input_context=None):
             return feature_records.records_dataset(
                 train_path, spec, batch_size=options.train_batch_size, is_training=True,
-                seed=options.seed, input_context=input_context)
+                seed=options.seed, input_context=input_context,
+                length_buckets=context.length_buckets)
 
         outcome = finetuning_run.train(
             context, options, model=model, optimizer=optimizer,

@@ -14,6 +14,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "tools", "benchmark.py")
+HF_FIXTURE = os.path.join(REPO, "tests", "interop", "fixtures", "hf_bert_gelu")
 
 
 @pytest.fixture(scope="module")
@@ -238,3 +239,37 @@ def test_packing_rows_and_derived_numbers(tmp_path):
             / train[(r["seq"], False)]["real_tokens_per_s"], rel=2e-3)
         assert r["target"] == {64: None, 128: 1.6}[r["seq"]]
     assert "packed / unpacked real tokens/s = x" in proc.stdout
+
+
+@pytest.mark.slow
+def test_finetune_case_rows_and_ratios(tmp_path):
+    """--quick --cases=finetune: the data row, one run row per implementation, ratios that are
+    the peers' times over bert_tf's."""
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        # The tiny Hugging Face fixture stands in for all-MiniLM-L6-v2 (a pip package the test
+        # environment need not have): the rows' structure is what is checked, not the speed.
+        [sys.executable, SCRIPT, "--quick", "--cases=finetune", f"--output_file={out}",
+         f"--finetune_model_dir={HF_FIXTURE}"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out) as f:
+        rows = json.load(f)["results"]
+    [data] = _rows(rows, "finetune", "data")
+    assert data["model"] == "hf_bert_gelu" and data["num_train"] == 96
+    assert 2 < data["mean_tokens"] < data["max_tokens"]
+    runs = {r["impl"]: r for r in _rows(rows, "finetune", "run")}
+    assert set(runs) == {"bert_tf", "keras_hub"}, runs
+    for run in runs.values():
+        assert run["train_s"] > 0 and run["predict_s"] > 0 and run["train_steps"] == 6
+        assert 0.0 <= run["dev_accuracy"] <= 1.0
+    [ratio] = _rows(rows, "finetune", "ratio")
+    ours, theirs = runs["bert_tf"], runs["keras_hub"]
+    assert ratio["versus"] == "keras_hub" and ratio["target_train_speedup"] == 3.0
+    assert ratio["train_speedup"] == pytest.approx(theirs["train_s"] / ours["train_s"], rel=0.01)
+    assert ratio["predict_speedup"] == pytest.approx(theirs["predict_s"] / ours["predict_s"],
+                                                     rel=0.01)
+    assert ratio["accuracy_diff"] == pytest.approx(
+        ours["dev_accuracy"] - theirs["dev_accuracy"], abs=1e-4)
+    assert "finetune       keras_hub    time / bert_tf: train x" in proc.stdout

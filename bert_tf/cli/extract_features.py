@@ -27,16 +27,13 @@ import re
 import sys
 import time
 
-from absl import app, flags, logging
-
-
-
 import numpy as np
 import tensorflow as tf
+from absl import app, flags, logging
 
-from bert_tf import cli
-from bert_tf import fileio, interop
+from bert_tf import cli, common_flags, fileio, interop
 from bert_tf.config import BertConfig, ConfigError
+from bert_tf.data import length_buckets
 from bert_tf.modeling import BertEncoder
 from bert_tf.text import WordpieceTokenizer, pack_inputs, truncated_lengths
 from bert_tf.training.checkpointing import CheckpointError
@@ -61,6 +58,7 @@ flags.DEFINE_bool("pooled", False, "Add sentence embeddings: 'pooled' ([CLS] thr
 flags.DEFINE_bool("per_token", True, "Write the per-token 'features' (false: sentence "
                   "embeddings only, with --pooled).")
 
+common_flags.define_length_buckets_flag()
 flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -138,6 +136,25 @@ def output_record(index, tokens, layer_values, layers, pooled=None, per_token=Tr
     return record
 
 
+def bucketed_batches(lengths, buckets, batch_size):
+    """(positions, width) batches covering every input once: with buckets, inputs of one
+    bucket together, cut to that bucket's length; without, consecutive inputs at full length.
+
+    Args:
+      lengths: packed length of each input (padding excluded).
+      buckets: increasing bucket lengths ending with --max_seq_length, or None.
+      batch_size: inputs per batch (a bucket's last batch may be smaller).
+    """
+    if buckets is None:
+        return [(list(range(i, min(i + batch_size, len(lengths)))), None)
+                for i in range(0, len(lengths), batch_size)]
+    members = {}
+    for position, length in enumerate(lengths):
+        members.setdefault(next(b for b in buckets if b >= length), []).append(position)
+    return [(positions[i:i + batch_size], width) for width, positions in sorted(members.items())
+            for i in range(0, len(positions), batch_size)]
+
+
 def _model_file(flag_value, init_checkpoint, name):
     if flag_value:
         return flag_value
@@ -169,6 +186,12 @@ def extract(options):
                          f"{options.init_checkpoint}")
     layers = parse_layers(options.layers, config.num_hidden_layers)
     try:
+        buckets = length_buckets.parse_buckets(getattr(options, "length_buckets", "off"),
+                                               options.max_seq_length,
+                                               config.max_position_embeddings)
+    except length_buckets.BucketError as e:
+        raise UsageError(str(e)) from None
+    try:
         tokenizer = WordpieceTokenizer(vocab_file, do_lower_case=options.do_lower_case)
     except (OSError, ValueError) as e:
         raise UsageError(f"--vocab_file={vocab_file}: {e}") from None
@@ -191,19 +214,27 @@ def extract(options):
     start = time.time()
     try:
         with tf.io.gfile.GFile(tmp, "w") as out:
-            for begin in range(0, len(lines), options.batch_size):
+            # Chunks of lines in file order, bucketed within: bounded memory, ordered output.
+            chunk = options.batch_size * 32
+            for begin in range(0, len(lines), chunk):
                 packed = [packed_input(tokenizer, line, options.max_seq_length)
-                          for line in lines[begin:begin + options.batch_size]]
-                features = {name: np.array([p[1][name] for p in packed], np.int32)
-                            for name in ("input_word_ids", "input_mask", "input_type_ids")}
-                layer_values_lbsh, pooled_bh = (t.numpy() for t in forward(features))
-                for b, (tokens, _) in enumerate(packed):
-                    record = output_record(
-                        begin + b, tokens, layer_values_lbsh[:, b, :len(tokens)], layers,
-                        pooled=pooled_bh[b] if options.pooled else None,
-                        per_token=options.per_token)
+                          for line in lines[begin:begin + chunk]]
+                records = [None] * len(packed)
+                for positions, width in bucketed_batches([len(p[0]) for p in packed], buckets,
+                                                         options.batch_size):
+                    features = {name: np.array([packed[i][1][name][:width] for i in positions],
+                                               np.int32)
+                                for name in ("input_word_ids", "input_mask", "input_type_ids")}
+                    layer_values_lbsh, pooled_bh = (t.numpy() for t in forward(features))
+                    for b, i in enumerate(positions):
+                        tokens = packed[i][0]
+                        records[i] = output_record(
+                            begin + i, tokens, layer_values_lbsh[:, b, :len(tokens)], layers,
+                            pooled=pooled_bh[b] if options.pooled else None,
+                            per_token=options.per_token)
+                for record in records:
                     out.write(json.dumps(record) + "\n")
-                done = min(begin + options.batch_size, len(lines))
+                done = min(begin + chunk, len(lines))
                 logging.info("%d/%d lines, %.1f lines/s", done, len(lines),
                              done / max(time.time() - start, 1e-9))
         tf.io.gfile.rename(tmp, options.output_file, overwrite=True)

@@ -121,7 +121,7 @@ def _with_weight(features, weight):
 
 
 def records_dataset(path, spec, *, batch_size, is_training, num_examples=None, seed=None,
-                    input_context=None, shuffle_buffer=10000):
+                    input_context=None, shuffle_buffer=10000, length_buckets=None):
     """A tf.data pipeline of fine-tuning feature dicts from a file `write_records` wrote.
 
     Args:
@@ -134,11 +134,24 @@ def records_dataset(path, spec, *, batch_size, is_training, num_examples=None, s
       seed: shuffle seed (None: nondeterministic).
       input_context: tf.distribute.InputContext; training input is sharded by pipeline.
       shuffle_buffer: examples held for shuffling.
+      length_buckets: increasing bucket lengths ending with the records' S (see
+        bert_tf.data.length_buckets.parse_buckets), or None for full-length batches. With
+        buckets, the [S] features of each batch are cut to its bucket's length ([B, None] in
+        the element spec) and evaluation batches carry `example_index` int32 [B] (position in
+        the file, -1 on fill rows), in bucket order rather than file order.
 
     Returns:
       Dataset of dicts: the spec's features (int32 / float32, static shapes) plus
       `example_weights` float32 [B] (1 for real examples, 0 for evaluation padding).
     """
+    if length_buckets is not None:
+        from bert_tf.data import length_buckets as buckets_lib
+
+        max_seq_length = int(length_buckets[-1])
+        sequence_names = buckets_lib.sequence_feature_names(spec, max_seq_length)
+        if "input_mask" not in sequence_names:
+            raise ValueError(f"records_dataset: length buckets need an input_mask of length "
+                             f"{max_seq_length} (the last bucket) in the spec of {path}")
     per_replica = (input_context.get_per_replica_batch_size(batch_size) if input_context
                    else batch_size)
     dataset = tf.data.TFRecordDataset(path)
@@ -151,11 +164,19 @@ def records_dataset(path, spec, *, batch_size, is_training, num_examples=None, s
         dataset = dataset.repeat()
         dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         dataset = dataset.map(lambda f: _with_weight(f, 1.0))
+        if length_buckets is not None:
+            dataset = buckets_lib.training_batches(dataset, length_buckets, per_replica,
+                                                   sequence_names)
+            return dataset.prefetch(tf.data.AUTOTUNE)
         return dataset.batch(per_replica, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
     if num_examples is None:
         raise ValueError("records_dataset: evaluation needs num_examples to pad the last batch")
     dataset = dataset.map(parse).map(lambda f: _with_weight(f, 1.0))
+    if length_buckets is not None:
+        dataset = buckets_lib.evaluation_batches(dataset, length_buckets, per_replica,
+                                                 sequence_names)
+        return dataset.prefetch(tf.data.AUTOTUNE)
     padding = -num_examples % per_replica
     if padding:
         zeros = {name: tf.zeros(shape, tf.float32 if dtype == "float32" else tf.int32)

@@ -449,7 +449,14 @@ def _expand_lengths(batch):
     return batch
 
 
-def squad_dataset(arrays, *, batch_size, is_training, seed=None, input_context=None):
+def _expand_example(example):
+    """_expand_lengths of one example ([S] features)."""
+    batch = _expand_lengths(tf.nest.map_structure(lambda t: t[tf.newaxis], example))
+    return tf.nest.map_structure(lambda t: t[0], batch)
+
+
+def squad_dataset(arrays, *, batch_size, is_training, seed=None, input_context=None,
+                  length_buckets=None):
     """tf.data pipeline of SQuAD feature dicts with static [batch_size, S] shapes.
 
     Args:
@@ -460,6 +467,10 @@ def squad_dataset(arrays, *, batch_size, is_training, seed=None, input_context=N
         read once in order (the first `num_rows(arrays)` predictions are the real ones).
       seed: shuffle seed (training).
       input_context: tf.distribute.InputContext (training).
+      length_buckets: increasing bucket lengths ending with S (see
+        bert_tf.data.length_buckets), or None for full-length batches. With buckets, each
+        batch holds windows of one bucket cut to its length ([B, None] in the element spec);
+        prediction batches carry `example_index` (finetune.predict restores the order).
 
     Returns:
       tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S] plus
@@ -469,6 +480,9 @@ def squad_dataset(arrays, *, batch_size, is_training, seed=None, input_context=N
     if count == 0:
         raise ValueError("no SQuAD features to read")
     arrays = dict(arrays)
+    if length_buckets is not None:
+        return _bucketed_squad_dataset(arrays, batch_size, is_training, seed, input_context,
+                                       length_buckets)
     if not is_training:
         padding = -count % batch_size
         arrays = {k: np.concatenate([v, np.zeros((padding,) + v.shape[1:], v.dtype)])
@@ -483,4 +497,24 @@ def squad_dataset(arrays, *, batch_size, is_training, seed=None, input_context=N
         dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True).repeat()
     dataset = dataset.batch(batch_size, drop_remainder=True)
     dataset = dataset.map(_expand_lengths, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _bucketed_squad_dataset(arrays, batch_size, is_training, seed, input_context, buckets):
+    from bert_tf.data import length_buckets
+
+    count = num_rows(arrays)
+    dataset = tf.data.Dataset.from_tensor_slices(arrays)
+    names = ["input_mask", "input_type_ids", "input_word_ids"]
+    if is_training:
+        if input_context and input_context.num_input_pipelines > 1:
+            dataset = dataset.shard(input_context.num_input_pipelines,
+                                    input_context.input_pipeline_id)
+        dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True).repeat()
+        dataset = dataset.map(_expand_example, num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = length_buckets.training_batches(dataset, buckets, batch_size, names)
+    else:
+        dataset = dataset.map(lambda example: dict(_expand_example(example),
+                                                   example_weights=tf.constant(1.0)))
+        dataset = length_buckets.evaluation_batches(dataset, buckets, batch_size, names)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -130,28 +130,61 @@ def training_metrics(sums, count):
     return metrics
 
 
-def predict(model, dataset, output_keys=None):
+def predict(model, dataset, output_keys=None, sequence_length=None):
     """Runs `model(features, training=False)` over a finite dataset; returns NumPy outputs.
 
     Args:
       model: a Keras model taking the feature dict.
       dataset: tf.data.Dataset of feature dicts (batched; the last batch may be smaller).
+        Length-bucketed batches (bert_tf.data.length_buckets) carry `example_index` [B]:
+        then the outputs are put back in example order and fill rows (index -1) dropped.
       output_keys: for dict outputs, the keys to keep (default all).
+      sequence_length: S when every output has a sequence axis 1 ([B, s] span logits,
+        [B, s, C] tag logits) that bucketed batches cut short: it is padded back to S with
+        zeros so batches of different buckets concatenate. None for [B, C] outputs.
 
     Returns:
-      The model's output structure with each leaf concatenated over batches on axis 0 (NumPy).
+      The model's output structure with each leaf concatenated over batches on axis 0 (NumPy):
+      one row per dataset row (with trailing padding rows) or, for bucketed input, exactly one
+      row per example in example order.
     """
-    @tf.function(reduce_retracing=True)
+    # One trace for the whole pass: the dataset's element spec (its sequence dimension is None
+    # for length-bucketed batches) is the signature. Other iterables: at most two traces.
+    spec = getattr(dataset, "element_spec", None)
+    signature = None
+    if spec is not None and all(isinstance(s, tf.TensorSpec) for s in tf.nest.flatten(spec)):
+        signature = [spec]
+
+    @tf.function(input_signature=signature, reduce_retracing=True)
     def step(features):
         outputs = model(features, training=False)
         if isinstance(outputs, dict) and output_keys is not None:
             outputs = {k: outputs[k] for k in output_keys}
         return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), outputs)
 
-    chunks = [tf.nest.map_structure(lambda t: t.numpy(), step(batch)) for batch in dataset]
+    def pad_sequence(array):
+        if sequence_length is None or array.shape[1] == sequence_length:
+            return array
+        widths = [(0, 0), (0, sequence_length - array.shape[1])] + [(0, 0)] * (array.ndim - 2)
+        return np.pad(array, widths)
+
+    chunks, indices = [], []
+    for batch in dataset:
+        outputs = step(batch)
+        chunks.append(tf.nest.map_structure(lambda t: pad_sequence(t.numpy()), outputs))
+        if "example_index" in batch:
+            indices.append(batch["example_index"].numpy())
     if not chunks:
         raise ValueError("prediction input is empty: the dataset yielded no batch")
-    return tf.nest.map_structure(lambda *parts: np.concatenate(parts, axis=0), *chunks)
+    outputs = tf.nest.map_structure(lambda *parts: np.concatenate(parts, axis=0), *chunks)
+    if not indices:
+        return outputs
+    index = np.concatenate(indices)
+    real = np.flatnonzero(index >= 0)
+    order = real[np.argsort(index[real], kind="stable")]
+    if not np.array_equal(index[order], np.arange(len(order))):
+        raise ValueError("bucketed prediction input does not cover every example exactly once")
+    return tf.nest.map_structure(lambda array: array[order], outputs)
 
 
 class BestModelKeeper:

@@ -59,6 +59,20 @@ def test_token_layers_and_sentence_embeddings(tmp_path, pretrained_dir, repo_roo
     assert [m["index"] for m in mean] == [-1, 0]
     np.testing.assert_allclose(mean[0]["values"], sequence[:7].mean(0), atol=2e-6)
 
+    # Length buckets 4 and 8 (inputs of 8, 7 and 2 pieces): other batches, same lines in order.
+    bucketed_out = tmp_path / "bucketed.jsonl"
+    result = _run(repo_root, f"--input_file={input_file}", f"--output_file={bucketed_out}",
+                  f"--init_checkpoint={pretrained_dir}", "--layers=-1,0", "--max_seq_length=8",
+                  "--batch_size=2", "--pooled", "--length_buckets=4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    bucketed = [json.loads(line) for line in bucketed_out.read_text(encoding="utf-8").splitlines()]
+    assert [r["linex_index"] for r in bucketed] == [0, 1, 2]
+    for got, want in zip(bucketed, records):
+        assert [f["token"] for f in got["features"]] == [f["token"] for f in want["features"]]
+        np.testing.assert_allclose(got["pooled"], want["pooled"], atol=2e-6)
+        np.testing.assert_allclose([f["layers"][1]["values"] for f in got["features"]],
+                                   [f["layers"][1]["values"] for f in want["features"]], atol=2e-6)
+
     bad_layers_out = tmp_path / "bad.jsonl"
     result = _run(repo_root, f"--input_file={input_file}", f"--output_file={bad_layers_out}",
                   f"--init_checkpoint={pretrained_dir}", "--layers=-2", "--max_seq_length=8")

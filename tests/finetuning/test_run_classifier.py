@@ -4,6 +4,7 @@ import csv
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -204,3 +205,36 @@ def test_own_csv_regression(tmp_path, pretrained_dir):
     with open(tmp_path / "test.csv") as f:
         gold = [float(r["score"]) for r in csv.DictReader(f)]
     assert np.corrcoef(scores, gold)[0, 1] > 0.7, (scores, gold)
+
+
+@pytest.mark.slow
+def test_length_buckets_keep_metrics_and_predictions(tmp_path, sst2_run):
+    """Evaluation and prediction of the trained model with --length_buckets=off and with two
+    buckets (8, 16: the sentences have 6 to 12 pieces): the same metrics and test_results in
+    the same order; a bucket list the model cannot take stops the run before anything."""
+    trained, _ = sst2_run
+    data_dir = trained.parent / "SST-2"
+    outputs = {}
+    for buckets in ("off", "8"):
+        out = tmp_path / buckets
+        shutil.copytree(trained, out, ignore=shutil.ignore_patterns("features"))
+        os.remove(out / "results.json")
+        result = _run("--task_name=sst-2", f"--data_dir={data_dir}", "--max_seq_length=16",
+                      "--do_eval", "--do_predict", f"--output_dir={out}",
+                      f"--init_checkpoint={out}", f"--length_buckets={buckets}")
+        assert result.returncode == 0, result.stderr[-3000:]
+        with open(out / "results.json") as f:
+            outputs[buckets] = (json.load(f)["eval"],
+                                np.loadtxt(out / "test_results.tsv", delimiter="\t"))
+    (off_eval, off_probs), (on_eval, on_probs) = outputs["off"], outputs["8"]
+    assert on_eval.keys() == off_eval.keys()
+    for name in off_eval:
+        assert on_eval[name] == pytest.approx(off_eval[name], abs=1e-6), name
+    np.testing.assert_allclose(on_probs, off_probs, atol=2e-6)
+
+    result = _run("--task_name=sst-2", f"--data_dir={data_dir}", "--max_seq_length=16",
+                  "--do_eval", f"--output_dir={tmp_path / 'bad'}", "--length_buckets=16,8",
+                  f"--init_checkpoint={trained}")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "run_classifier: error: --length_buckets=16,8 is not strictly increasing (8 after 16)")
