@@ -35,6 +35,8 @@ setuptools.setup(
         "test": [
             "tensorflow-datasets>=4.9", "keras-hub>=0.22,<0.40",
             "pytest>=8", "pytest-xdist>=3.5",
+            # The linter .ci/run runs before the tests (settings in ruff.toml).
+            "ruff>=0.6",
             # The fine-tuning notebook is executed by the tests and plots its training curves.
             "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29", "matplotlib>=3.8",
             # TFDS needs it to prepare (not to read) a data set; the GLUE reader test prepares

@@ -135,7 +135,8 @@ class BertConfig:
                   "layer_norm_eps")
         for name in floats:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value)):
                 raise ConfigError(f"{source}: {name}={value!r} must be a finite number")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
@@ -214,7 +215,8 @@ class BertConfig:
     def from_preset(cls, name, **overrides):
         """One of bert_tiny, bert_mini, bert_small, bert_medium, bert_base, bert_large."""
         if name not in _PRESET_SHAPES:
-            raise ConfigError(f"unknown preset {name!r}; expected one of {', '.join(_PRESET_SHAPES)}")
+            raise ConfigError(f"unknown preset {name!r}; expected one of "
+                              f"{', '.join(_PRESET_SHAPES)}")
         layers, hidden = _PRESET_SHAPES[name]
         values = dict(num_hidden_layers=layers, hidden_size=hidden,
                       num_attention_heads=hidden // 64, intermediate_size=4 * hidden)

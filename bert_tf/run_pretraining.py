@@ -600,7 +600,8 @@ def _pretrain(options, config, strategy, flags_text, start):
     steps_per_loop = common_flags.steps_per_loop(options)
     if options.do_train:
         train_results = train(
-            model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fns[True],
+            model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
+            dataset_fn=dataset_fns[True],
             strategy=strategy, output_dir=options.output_dir,
             num_train_steps=options.num_train_steps, steps_per_loop=steps_per_loop,
             save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,

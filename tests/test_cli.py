@@ -1,4 +1,4 @@
-"""The installed commands: console scripts, their --help, and official_configs from any directory."""
+"""The installed commands: console scripts, --help, and official_configs from any directory."""
 
 import importlib.metadata
 import os
@@ -24,6 +24,7 @@ COMMANDS = {
     "bert-tf-prepare-demo-data": "bert_tf.cli.prepare_demo_data:run",
 }
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+VOCAB = os.path.join(REPO, "tests", "interop", "fixtures", "hf_bert_gelu", "vocab.txt")
 
 
 def _script(name):
@@ -76,7 +77,7 @@ def test_recipe_flagfile_runs_outside_the_checkout(tmp_path):
     proc = subprocess.run(
         [_script("bert-tf-pretrain"), "--flagfile=official_configs/pretraining/demo_tiny.flags",
          f"--input_file={tmp_path}/missing-*.tfrecord", f"--output_dir={tmp_path}/run",
-         f"--vocab_file={os.path.join(REPO, 'tests', 'interop', 'fixtures', 'hf_bert_gelu', 'vocab.txt')}"],
+         f"--vocab_file={VOCAB}"],
         capture_output=True, text=True, cwd=str(tmp_path), env=ENV, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]

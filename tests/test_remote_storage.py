@@ -83,7 +83,8 @@ def _write_sst2(data_dir, seed=0):
     def sentence(positive):
         words = [rng.choice(WORDS[:10]) for _ in range(rng.randint(3, 6))]
         words.insert(rng.randint(0, len(words)),
-                     rng.choice(["good", "great", "fine"] if positive else ["bad", "awful", "dull"]))
+                     rng.choice(["good", "great", "fine"] if positive
+                                else ["bad", "awful", "dull"]))
         return " ".join(words)
 
     for split, count in (("train", 64), ("dev", 16)):

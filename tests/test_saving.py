@@ -1,4 +1,4 @@
-"""bert_tf.load_model and the registration that lets plain keras.saving.load_model find our classes."""
+"""bert_tf.load_model, and the registration that lets keras.saving.load_model find our classes."""
 
 import os
 import subprocess

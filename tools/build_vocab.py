@@ -1,4 +1,4 @@
-"""Runs `bert-tf-build-vocab` from a checkout: the code is bert_tf.cli.build_vocab (see its --help)."""
+"""A checkout's `bert-tf-build-vocab`: runs bert_tf.cli.build_vocab (see its --help)."""
 
 import os
 import sys

@@ -1,4 +1,4 @@
-"""Runs `bert-tf-convert-checkpoint` from a checkout: the code is bert_tf.cli.convert_checkpoint (see its --help)."""
+"""A checkout's `bert-tf-convert-checkpoint`: runs bert_tf.cli.convert_checkpoint."""
 
 import os
 import sys

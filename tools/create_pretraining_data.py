@@ -1,4 +1,4 @@
-"""Runs `bert-tf-create-pretraining-data` from a checkout: the code is bert_tf.cli.create_pretraining_data (see its --help)."""
+"""A checkout's `bert-tf-create-pretraining-data`: runs bert_tf.cli.create_pretraining_data."""
 
 import os
 import sys

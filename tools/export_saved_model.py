@@ -1,4 +1,4 @@
-"""Runs `bert-tf-export` from a checkout: the code is bert_tf.cli.export_saved_model (see its --help)."""
+"""A checkout's `bert-tf-export`: runs bert_tf.cli.export_saved_model (see its --help)."""
 
 import os
 import sys

@@ -1,4 +1,4 @@
-"""Runs `bert-tf-extract-features` from a checkout: the code is bert_tf.cli.extract_features (see its --help)."""
+"""A checkout's `bert-tf-extract-features`: runs bert_tf.cli.extract_features (see its --help)."""
 
 import os
 import sys

@@ -1,4 +1,4 @@
-"""Runs `bert-tf-prepare-demo-data` from a checkout: the code is bert_tf.cli.prepare_demo_data (see its --help)."""
+"""A checkout's `bert-tf-prepare-demo-data`: runs bert_tf.cli.prepare_demo_data (see its --help)."""
 
 import os
 import sys

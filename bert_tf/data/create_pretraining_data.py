@@ -68,8 +68,9 @@ What differs from the original, and why:
     the same set of records.
   * Masked positions come from a lazy shuffle of the candidates that stops once enough are
     chosen (the same uniform choice as the original's full shuffle, with one random draw per
-    chosen position instead of one per token); the whole local path imports no TensorFlow (records and TFRecord framing are
-    encoded by bert_tf.data.tfrecord_io), which is most of its speed and memory.
+    chosen position instead of one per token); the whole local path imports no TensorFlow
+    (records and TFRecord framing are encoded by bert_tf.data.tfrecord_io), which is most of
+    its speed and memory.
   * With do_whole_word_mask a "##" piece right after [SEP] starts its own word instead of
     joining the last word of segment A.
   * The random other document is drawn uniformly from the rest of the chunk (the original makes

@@ -220,9 +220,9 @@ def model_variables(model):
     (the NSP and task-head kernels [H, C] against the original output_weights [C, H]).
 
     BERT-family models are named too: ALBERT's layout (factorized embeddings, one shared block)
-    by ALBERT's names (EMBEDDING_PROJECTION, ALBERT_BLOCK_SCOPE); with "attention" or "ffn" sharing, the shared sub-layers
-    appear once, under layer_0; sinusoidal position embeddings have no variable. The
-    span-boundary head has no original name.
+    by ALBERT's names (EMBEDDING_PROJECTION, ALBERT_BLOCK_SCOPE); with "attention" or "ffn"
+    sharing, the shared sub-layers appear once, under layer_0; sinusoidal position embeddings
+    have no variable. The span-boundary head has no original name.
 
     Args:
       model: a BertEncoder, BertPretrainer, BertClassifier, BertSpanLabeler or

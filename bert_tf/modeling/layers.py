@@ -1,4 +1,4 @@
-"""Keras layers of BERT: the embedding sum, the post-LN transformer block and the pre-training heads.
+"""Keras layers of BERT: the embedding sum, the post-LN transformer block, the pre-training heads.
 
 The BERT-family options live here too: fixed sinusoidal position embeddings, blocks that share
 sub-layers across depth (ALBERT), a masked-LM head over narrower (factorized) embeddings, and

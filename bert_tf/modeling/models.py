@@ -1,9 +1,9 @@
 """Task models built on BertEncoder.
 
-BertPretrainer (masked LM + next-sentence prediction, or the BERT-family objectives: sentence-order
-prediction, SpanBERT's span-boundary objective, masked LM alone) for pre-training; BertClassifier ([CLS]
-classification or regression), BertSpanLabeler (start/end logits for span QA) and
-BertTokenClassifier (per-token tags) for fine-tuning.
+BertPretrainer (masked LM + next-sentence prediction, or the BERT-family objectives:
+sentence-order prediction, SpanBERT's span-boundary objective, masked LM alone) for
+pre-training; BertClassifier ([CLS] classification or regression), BertSpanLabeler
+(start/end logits for span QA) and BertTokenClassifier (per-token tags) for fine-tuning.
 """
 
 import keras

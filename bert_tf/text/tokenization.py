@@ -9,8 +9,9 @@ The original google-research/bert tokenizer runs two stages:
    off punctuation: every ASCII character that is not a letter, digit or space, plus every
    character of a Unicode category P*.
 2. WordPiece of each word: words longer than `max_input_chars_per_word` characters (200, the
-   default of the original `FullTokenizer`) become `[UNK]`; otherwise greedy longest-match-first over the vocabulary with "##" marking pieces that
-   continue a word; a word with any piece that matches nothing becomes a single `[UNK]`.
+   default of the original `FullTokenizer`) become `[UNK]`; otherwise greedy
+   longest-match-first over the vocabulary with "##" marking pieces that continue a word; a
+   word with any piece that matches nothing becomes a single `[UNK]`.
 
 This module gives the same output as that code, faster: the per-character rules are applied
 through `str.translate` tables filled lazily, and WordPiece results are cached per word. The

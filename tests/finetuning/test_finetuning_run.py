@@ -33,7 +33,7 @@ def _options(pretrained_dir, tmp_path, **overrides):
     (dict(init_checkpoint="/models/cased_L-12_H-768_A-12/bert_model.ckpt"),
      "--do_lower_case=True contradicts --init_checkpoint"),
     (dict(init_checkpoint=None), r"--bert_config_file is required \(or an --init_checkpoint "
-                                 "that records its configuration\)"),
+                                 r"that records its configuration\)"),
     (dict(init_checkpoint="/models/uncased_L-2_H-128_A-2/bert_model.ckpt", vocab_file=__file__),
      "--bert_config_file is required: --init_checkpoint=/models/uncased_L-2_H-128_A-2/"
      "bert_model.ckpt has no bert_config.json beside it"),
@@ -58,7 +58,8 @@ def test_hugging_face_directory_alone_gives_config_vocab_and_weights(tmp_path):
     hf_dir = os.path.join(os.path.dirname(os.path.dirname(__file__)), "interop", "fixtures",
                           "hf_bert_gelu")
     options = _options(hf_dir, tmp_path, trainable_encoder=True, learning_rate=1e-4,
-                       optimizer="adamw", weight_decay_rate=0.01, distribution_strategy="one_device",
+                       optimizer="adamw", weight_decay_rate=0.01,
+                       distribution_strategy="one_device",
                        num_gpus=0, tpu=None, use_tpu=False, tpu_name=None, dtype="float32",
                        seed=None)
     context = prepare(options)

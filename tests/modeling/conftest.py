@@ -25,7 +25,8 @@ def make_features(batch=4, seq_length=16, num_predictions=4, vocab_size=100, see
     positions = np.zeros((batch, num_predictions), "int32")
     weights = np.zeros((batch, num_predictions), "float32")
     for b in range(batch):
-        real = 1 + rng.permutation(lengths[b] - 1)[:num_predictions - 1 if b % 2 else num_predictions]
+        count = num_predictions - 1 if b % 2 else num_predictions
+        real = 1 + rng.permutation(lengths[b] - 1)[:count]
         positions[b, :len(real)] = np.sort(real)
         weights[b, :len(real)] = 1.0
     masked_ids = rng.integers(5, vocab_size, size=(batch, num_predictions)).astype("int32")

@@ -115,7 +115,8 @@ def test_activations(name, expected):
 
 def test_gelu_variants_differ():
     x = tf.constant([1.5], tf.float64)
-    gap = abs(float(layers.get_activation("gelu")(x)[0] - layers.get_activation("gelu_exact")(x)[0]))
+    gap = abs(float(layers.get_activation("gelu")(x)[0]
+                    - layers.get_activation("gelu_exact")(x)[0]))
     assert gap > 1e-5
 
 

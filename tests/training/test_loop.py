@@ -211,7 +211,8 @@ def test_warm_start_detects_tf1_bert_checkpoint(tmp_path):
             prefix = saver.save(session, str(tmp_path / "bert_model.ckpt"))
     model, _ = _build(get_strategy("one_device"))
     with pytest.raises(checkpointing.CheckpointError,
-                       match=r"is an original TF1 BERT checkpoint \(variables named bert/...\); load it with bert_tf.interop.warm_start"):
+                       match=r"is an original TF1 BERT checkpoint \(variables named "
+                             r"bert/...\); load it with bert_tf.interop.warm_start"):
         checkpointing.warm_start(prefix, model)
 
 
