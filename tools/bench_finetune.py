@@ -305,18 +305,36 @@ def run_worker(name, args, python=None, timeout=3600):
 
 
 def ratio_rows(runs):
-    """Peer time / bert_tf (buckets on) time for training and prediction, and accuracy gaps.
+    """Peer time / bert_tf time for training and prediction, and accuracy gaps.
+
+    Rows for bert_tf (buckets on, float32 like the peers) and, when it ran, bert_tf_auto (the
+    same with --dtype=auto: mixed_bfloat16 on CPUs with AVX512_BF16/AMX).
 
     Args:
-      runs: dict impl -> worker result (impls: bert_tf, bert_tf_off, keras_hub, hf_torch).
+      runs: dict impl -> worker result (impls: bert_tf, bert_tf_auto, bert_tf_off, keras_hub,
+        hf_torch).
 
     Returns:
-      list of ratio rows (only for peers that ran without error).
+      list of ratio rows (only for runs without error).
     """
-    ours = runs.get("bert_tf")
     rows = []
-    if not ours or "error" in ours:
-        return rows
+    targets = {"hf_torch": (1.2, 1.0), "keras_hub": (3.0, None), "bert_tf_off": (None, None)}
+    for name in ("bert_tf", "bert_tf_auto"):
+        ours = runs.get(name)
+        if not ours or "error" in ours:
+            continue
+        for peer, (train_target, predict_target) in targets.items():
+            theirs = runs.get(peer)
+            if not theirs or "error" in theirs or (name != "bert_tf" and peer == "bert_tf_off"):
+                continue
+            rows.append({"case": "finetune", "kind": "ratio", "ours": name, "versus": peer,
+                         "train_speedup": round(theirs["train_s"] / ours["train_s"], 3),
+                         "predict_speedup": round(theirs["predict_s"] / ours["predict_s"], 3),
+                         "accuracy_diff": round(ours["dev_accuracy"] - theirs["dev_accuracy"],
+                                                4),
+                         "target_train_speedup": train_target,
+                         "target_predict_speedup": predict_target})
+    return rows
     targets = {"hf_torch": (1.2, 1.0), "keras_hub": (3.0, None), "bert_tf_off": (None, None)}
     for peer, (train_target, predict_target) in targets.items():
         theirs = runs.get(peer)
@@ -357,8 +375,12 @@ def case_finetune(workdir, quick, torch_python=None, directory=None):
     args = dict(shape, data_dir=data_dir, model_dir=directory)
     runs = {}
     # --quick leaves out the reference row with buckets off (the test suite runs --quick).
-    for impl, buckets in (("bert_tf", "auto"),) + ((("bert_tf_off", "off"),) if not quick else ()):
+    variants = [("bert_tf", "auto", [])]
+    if not quick:
+        variants += [("bert_tf_auto", "auto", ["--dtype=auto"]), ("bert_tf_off", "off", [])]
+    for impl, buckets, extra_flags in variants:
         runs[impl] = run_worker("bert_tf", dict(args, length_buckets=buckets,
+                                                extra_flags=extra_flags,
                                                 output_dir=os.path.join(workdir, impl)))
     runs["keras_hub"] = run_worker("keras_hub", args)
     if torch_python:
@@ -386,7 +408,7 @@ def format_lines(row):
                 f"{row['dev_accuracy']:.4f}  predict {row['predict_s']:7.2f} s  "
                 f"(load {row['load_avg']})"]
     if kind == "ratio":
-        return [f"{'finetune':14} {row['versus']:12} time / bert_tf: train "
+        return [f"{'finetune':14} {row['versus']:12} time / {row['ours']}: train "
                 f"x{row['train_speedup']} (target {row['target_train_speedup']}), predict "
                 f"x{row['predict_speedup']} (target {row['target_predict_speedup']}), "
                 f"accuracy bert_tf - peer {row['accuracy_diff']:+.4f}"]
