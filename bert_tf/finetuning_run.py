@@ -12,11 +12,13 @@ kind of run directory:
   bert_config.json, vocab.txt   the model's files, so the directory is an --init_checkpoint
   task_info.json                task, labels, casing and sequence length (for serving)
   --export_dir (optional)       a SavedModel of model.keras with serving signatures
-  eval_results.txt, results.json  metrics, steps, examples/s
+  results.json                  metrics, steps, examples/s
+  eval_results.txt              'name = value' metrics (classifier, tagging)
   <cli>.flags                   the flags of the run
 
-The functions take the flag values as an object (FLAGS, or anything with the same attribute
-names); only the CLIs read flags.
+Each CLI keeps its own data, dataset_fn, evaluate function and task flags (run_squad:
+--doc_stride, --max_query_length, ...) and passes them in. The functions take the flag values
+as an object (FLAGS, or anything with the same attribute names); only the CLIs read flags.
 """
 
 import dataclasses
