@@ -1,21 +1,24 @@
-"""What run_classifier and run_tagging share around their task: set-up, model, training, outputs.
+"""What run_classifier, run_tagging and run_squad share around their task: set-up, model,
+training, restore, outputs.
 
-Both CLIs read the same kinds of flags (common_flags.define_finetuning_flags) and leave the same
+The CLIs read the same kinds of flags (common_flags.define_finetuning_flags) and leave the same
 kind of run directory:
 
   ckpt-<step>, checkpoint       training checkpoints (step-exact resume)
   best/                         the best weights by the task's metric and their metrics.json
   summaries/{train,eval}        TensorBoard scalars
-  features/                     cached TFRecords of the converted examples
+  features/                     cached TFRecords of the converted examples (classifier, tagging)
   model.keras                   the final model (the best one when there was evaluation)
   bert_config.json, vocab.txt   the model's files, so the directory is an --init_checkpoint
   task_info.json                task, labels, casing and sequence length (for serving)
   --export_dir (optional)       a SavedModel of model.keras with serving signatures
-  eval_results.txt, results.json  metrics, steps, examples/s
+  results.json                  metrics, steps, examples/s
+  eval_results.txt              'name = value' metrics (classifier, tagging)
   <cli>.flags                   the flags of the run
 
-The functions take the flag values as an object (FLAGS, or anything with the same attribute
-names); only the CLIs read flags.
+Each CLI keeps its own data, dataset_fn, evaluate function and task flags (run_squad:
+--doc_stride, --max_query_length, ...) and passes them in. The functions take the flag values
+as an object (FLAGS, or anything with the same attribute names); only the CLIs read flags.
 """
 
 import dataclasses
@@ -165,15 +168,20 @@ def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_
 
 
 def restore_trained(options, model, best_metric):
-    """Weights for a run without --do_train: --output_dir's best, else its latest checkpoint,
-    else --init_checkpoint (whose head may not fit the task). Returns the step."""
+    """Weights for a run without --do_train: --output_dir's best, else its newest readable
+    checkpoint, else --init_checkpoint (whose head may not fit the task). Returns the step.
+
+    A checkpoint that cannot be read (truncated, corrupt) is skipped with a warning naming it,
+    in favour of the one before it (checkpointing.restore_latest).
+    """
     best = finetune.BestModelKeeper(model, options.output_dir, best_metric,
                                     write=False).restore()
     if best is not None:
         return best["step"]
-    latest = tf.train.latest_checkpoint(options.output_dir)
+    checkpoint = tf.train.Checkpoint(model=model)
+    manager = tf.train.CheckpointManager(checkpoint, options.output_dir, max_to_keep=None)
+    latest = checkpointing.restore_latest(manager, checkpoint)
     if latest:
-        tf.train.Checkpoint(model=model).read(latest).expect_partial()
         logging.info("Restored %s", latest)
         return int(latest.rsplit("-", 1)[-1])
     if options.init_checkpoint:
@@ -219,10 +227,11 @@ def softmax(logits):
     return exp / exp.sum(axis=-1, keepdims=True)
 
 
-def write_run_files(context, options, model, task, labels, cli_name, flags_text, **task_info):
+def write_run_files(context, options, model, task, labels, cli_name, flags_text,
+                    export_fields=None, **task_info):
     """The chief writes model.keras, bert_config.json, vocab.txt, task_info.json (task, labels
     and the extra `task_info` fields, e.g. text_pair), the flags, and the --export_dir
-    SavedModel."""
+    SavedModel (given `export_fields` as serving.export arguments; default: `task_info`)."""
     if not context.chief:
         return
     output_dir = options.output_dir
@@ -236,7 +245,8 @@ def write_run_files(context, options, model, task, labels, cli_name, flags_text,
     if options.export_dir:
         serving.export(model, options.export_dir, vocab_file=context.vocab_file,
                        do_lower_case=bool(options.do_lower_case),
-                       max_seq_length=options.max_seq_length, labels=labels, **task_info)
+                       max_seq_length=options.max_seq_length, labels=labels,
+                       **(task_info if export_fields is None else export_fields))
         logging.info("Exported the model as a SavedModel to %s", options.export_dir)
 
 

@@ -51,7 +51,7 @@ from bert_tf.common_flags import FlagValueError
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.modeling import BertEncoder, BertPretrainer
-from bert_tf.modeling.models import pair_metric_names
+from bert_tf.modeling.models import pretraining_metrics
 from bert_tf.text import validate_case_matches_checkpoint
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import is_chief
@@ -489,31 +489,6 @@ def check_resume_compatible(options, config):
             f"--output_dir={out} holds a checkpoint of a run with other settings; resuming "
             "would mix them: " + "; ".join(problems) + ". To change them, start a new "
             f"--output_dir with --init_checkpoint={out}")
-
-
-def pretraining_metrics(sums, count, sentence_order_prediction=False):
-    """Reported metrics from the summed parts of BertPretrainer.compute_pretraining_losses.
-
-    The pair head's metrics are nsp_loss / next_sentence_accuracy, or with
-    sentence_order_prediction sop_loss / sentence_order_accuracy; with the span-boundary
-    objective also sbo_loss / span_boundary_accuracy.
-    """
-    metrics = {
-        "loss": sums["loss"] / count,
-        "mlm_loss": sums["mlm_loss"] / count,
-        "masked_lm_accuracy": sums["mlm_correct"] / max(sums["mlm_weight_sum"], 1e-12),
-    }
-    if sums["nsp_count"] > 0:
-        loss_name, accuracy_name = pair_metric_names(sentence_order_prediction)
-        metrics[loss_name] = sums["nsp_loss"] / count
-        metrics[accuracy_name] = sums["nsp_correct"] / sums["nsp_count"]
-    if "instances" in sums:  # packed rows
-        metrics["instances_per_row"] = sums["instances"] / max(sums["rows"], 1e-12)
-    if "sbo_loss" in sums:
-        metrics["sbo_loss"] = sums["sbo_loss"] / count
-        metrics["span_boundary_accuracy"] = (sums["sbo_correct"]
-                                             / max(sums["mlm_weight_sum"], 1e-12))
-    return metrics
 
 
 def _pretraining_loss_fn(model, batch, training):

@@ -17,26 +17,19 @@ task_info.json and run_squad.flags (the flags used); with --export_dir, a SavedM
 final model whose serve_text signature answers raw question/context pairs (bert_tf.serving).
 """
 
-import json
 import os
 import time
 
-import tensorflow as tf
 from absl import flags, logging
 
-from bert_tf import cli, common_flags, serving
+from bert_tf import cli, common_flags, finetuning_run
 from bert_tf.common_flags import FlagValueError
 from bert_tf.config import ConfigError
 from bert_tf.data import squad, squad_postprocess
 from bert_tf.metrics import squad as squad_metrics
-from bert_tf.fileio import write_text_atomic
-from bert_tf.interop import warm_start
-from bert_tf.modeling import BertEncoder, BertSpanLabeler
-from bert_tf.text import WordpieceTokenizer, validate_case_matches_checkpoint
+from bert_tf.modeling import BertSpanLabeler
 from bert_tf.training import checkpointing, finetune
-from bert_tf.training.distribute import is_chief
 from bert_tf.training.loop import NonFiniteLossError, write_summaries
-from bert_tf.training.optimization import create_optimizer
 
 FLAGS = flags.FLAGS
 
@@ -73,10 +66,11 @@ def define_squad_flags():
 define_squad_flags()
 
 TASK = "squad"
+BEST_METRIC = "f1"
 
 
 def validate_options(options):
-    """Checks flag values against each other before any work starts.
+    """Checks the SQuAD flags; finetuning_run.prepare checks the shared ones after these.
 
     Raises:
       FlagValueError naming the flag, the value and what was expected.
@@ -94,32 +88,9 @@ def validate_options(options):
                                  options.doc_stride)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
-    for name in ("n_best_size", "max_answer_length", "predict_batch_size"):
+    for name in ("n_best_size", "max_answer_length"):
         if getattr(options, name) < 1:
             raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
-    common_flags.check_numeric_flags(options)
-    if options.num_train_epochs <= 0:
-        raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
-    common_flags.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
-    common_flags.check_export_dir(options)
-    if not 0.0 <= options.warmup_proportion <= 1.0:
-        raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
-                             "[0, 1]")
-    if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
-        raise FlagValueError(
-            f"--save_checkpoints_steps={options.save_checkpoints_steps} must be >= 1")
-    if options.init_checkpoint:
-        try:
-            validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
-        except ValueError as e:
-            raise FlagValueError(str(e)) from None
-
-
-def _check_vocab(tokenizer, config, config_file, vocab_file):
-    if config.vocab_size < tokenizer.vocab_size:
-        raise FlagValueError(
-            f"vocab_size={config.vocab_size} in {config_file} is smaller than the "
-            f"{tokenizer.vocab_size} tokens of --vocab_file={vocab_file}")
 
 
 def _load(path, flag, options, is_training):
@@ -192,28 +163,11 @@ class _Predictor:
         return self.metrics(self.answer())
 
 
-def _restore_for_predict(options, model):
-    """Prediction without training uses --output_dir's best weights, else its latest
-    checkpoint, else --init_checkpoint; returns the step (0 for --init_checkpoint)."""
-    keeper = finetune.BestModelKeeper(model, options.output_dir, "f1", write=False)
-    best = keeper.restore()
-    if best is not None:
-        return best["step"]
-    checkpoint = tf.train.Checkpoint(model=model)
-    manager = tf.train.CheckpointManager(checkpoint, options.output_dir, max_to_keep=None)
-    latest = checkpointing.restore_latest(manager, checkpoint)
-    if latest:
-        logging.info("Predicting with %s", latest)
-        return int(latest.rsplit("-", 1)[-1])
-    if options.init_checkpoint:
-        warm_start(options.init_checkpoint, model, do_lower_case=options.do_lower_case)
-        return 0
-    raise FlagValueError(f"--do_predict without --do_train needs a checkpoint in "
-                         f"--output_dir={options.output_dir} or --init_checkpoint")
-
-
 def run_squad(options, flags_text=None):
     """Trains and/or predicts as the flags say; returns the results dict (results.json).
+
+    Goes through the driver run_classifier and run_tagging use (bert_tf.finetuning_run):
+    its flag checks, model, training loop, restore rule and run files.
 
     Args:
       options: flag values (FLAGS or an object with the same attribute names).
@@ -221,17 +175,12 @@ def run_squad(options, flags_text=None):
     """
     start = time.time()
     validate_options(options)
-    config_file, vocab_file = common_flags.resolve_model_files(options)
-    config = common_flags.load_config(config_file, options)
-    checkpointing.check_writable_dir(options.output_dir)
-    # The strategy comes before any other TensorFlow work (multi-worker set-up).
-    strategy = common_flags.make_strategy(options, ("train_batch_size",))
-    buckets = common_flags.resolve_length_buckets(options, config, strategy)
-    tokenizer = WordpieceTokenizer(vocab_file, do_lower_case=options.do_lower_case)
-    _check_vocab(tokenizer, config, config_file, vocab_file)
+    context = finetuning_run.prepare(options)
+    tokenizer = context.tokenizer
     results = {"task": TASK, "version_2_with_negative": bool(options.version_2_with_negative)}
 
     train_arrays = None
+    num_train_steps = None
     if options.do_train:
         _, train_examples, skipped, _ = _load(options.train_file, "train_file", options, True)
         train_arrays = squad.features_to_arrays(
@@ -246,6 +195,11 @@ def run_squad(options, flags_text=None):
         logging.info("Training on %d questions (%d windows); %d skipped (answer not found "
                      "in the context)", len(train_examples), squad.num_rows(train_arrays),
                      skipped)
+        # As the original: steps from the number of questions, not of windows; a step takes
+        # --gradient_accumulation_steps batches.
+        num_train_steps = finetune.num_train_steps(
+            len(train_examples), common_flags.effective_train_batch_size(options),
+            options.num_train_epochs)
 
     predict_input = None
     if options.do_predict or options.do_eval:
@@ -263,36 +217,27 @@ def run_squad(options, flags_text=None):
         logging.info("Predicting %d questions (%d windows)%s", len(examples), len(features),
                      ", with gold answers" if has_gold else "")
 
-    common_flags.set_seed_and_policy(options, strategy)
-    with strategy.scope():
-        encoder = BertEncoder(config)
-        encoder.trainable = options.trainable_encoder
-        model = BertSpanLabeler(encoder)
-    predictor = (_Predictor(model, options, *predict_input, length_buckets=buckets)
+    model, optimizer = finetuning_run.build_model(context, options, BertSpanLabeler,
+                                                  num_train_steps)
+    predictor = (_Predictor(model, options, *predict_input,
+                            length_buckets=context.length_buckets)
                  if predict_input else None)
 
-    chief = is_chief(strategy)
-    if chief:
-        common_flags.copy_model_files(options.output_dir, strategy, config, vocab_file)
-        serving.write_task_info(options.output_dir, TASK, doc_stride=options.doc_stride,
-                                **_serving_settings(options))
-        if flags_text:
-            write_text_atomic(os.path.join(options.output_dir, "run_squad.flags"), flags_text)
-
     if options.do_train:
-        results.update(_train(options, strategy, model, train_arrays,
-                              results["num_train_examples"], predictor, buckets))
+        results.update(_train(context, options, model, optimizer, train_arrays,
+                              results["num_train_examples"], num_train_steps, predictor))
         # fine_tune leaves the best weights (by F1) in the model when it evaluated.
         weights_step = (results["best"] or {}).get("step", results["global_step"])
     else:
-        weights_step = results["global_step"] = _restore_for_predict(options, model)
+        weights_step = results["global_step"] = finetuning_run.restore_trained(
+            options, model, BEST_METRIC)
 
     if predictor is not None:
         answers = predictor.answer()
         # Questions answered per second, post-processing included.
         results["predict_examples_per_second"] = (len(predictor.examples) / predictor.seconds
                                                   if predictor.seconds > 0 else 0.0)
-        if chief:
+        if context.chief:
             results["prediction_files"] = squad_postprocess.write_predictions(
                 answers, options.output_dir)
         results["predict_step"] = weights_step
@@ -300,36 +245,26 @@ def run_squad(options, flags_text=None):
             results["eval"] = predictor.metrics(answers)
             logging.info("Eval of the weights of step %d: %s", weights_step, " ".join(
                 f"{k}={v:.4g}" for k, v in results["eval"].items()))
-            if chief and not options.do_train:
+            if context.chief and not options.do_train:
                 write_summaries(os.path.join(options.output_dir, "summaries", "eval"),
                                 weights_step, results["eval"])
 
+    settings = _serving_settings(options)
+    del settings["do_lower_case"], settings["max_seq_length"]  # write_run_files adds them
+    finetuning_run.write_run_files(context, options, model, TASK, None, "run_squad",
+                                   flags_text, export_fields=settings,
+                                   doc_stride=options.doc_stride, **settings)
     results["wall_time_seconds"] = time.time() - start
-    if chief:
-        checkpointing.save_keras_model(model, os.path.join(options.output_dir, "model.keras"))
-        if options.export_dir:
-            serving.export(model, options.export_dir, vocab_file=vocab_file,
-                           **_serving_settings(options))
-            logging.info("Exported the model as a SavedModel to %s", options.export_dir)
-        write_text_atomic(os.path.join(options.output_dir, "results.json"),
-                          json.dumps(results, indent=2, sort_keys=True) + "\n")
+    # No eval_results.txt: SQuAD's metrics are in results.json only, as before.
+    finetuning_run.write_results(context, options, results, None)
     return results
 
 
-def _train(options, strategy, model, arrays, num_examples, predictor, buckets=None):
+def _train(context, options, model, optimizer, arrays, num_examples, num_train_steps,
+           predictor):
     """Fine-tunes `model`; evaluates each checkpoint when the predict file has answers."""
     global_batch = options.train_batch_size
-    # As the original: steps from the number of questions, not of windows; a step takes
-    # --gradient_accumulation_steps batches.
-    step_batch = common_flags.effective_train_batch_size(options)
-    train_steps = finetune.num_train_steps(num_examples, step_batch, options.num_train_epochs)
-    warmup_steps = finetune.num_warmup_steps(train_steps, options.warmup_proportion)
-    save_steps = options.save_checkpoints_steps or finetune.steps_per_epoch(num_examples,
-                                                                            step_batch)
-    with strategy.scope():
-        optimizer = create_optimizer(options.learning_rate, train_steps, warmup_steps,
-                                     optimizer_type=options.optimizer,
-                                     weight_decay_rate=options.weight_decay_rate)
+    buckets = context.length_buckets
 
     def dataset_fn(input_context=None):
         batch = (input_context.get_per_replica_batch_size(global_batch) if input_context
@@ -338,25 +273,19 @@ def _train(options, strategy, model, arrays, num_examples, predictor, buckets=No
                                    seed=options.seed, input_context=input_context,
                                    length_buckets=buckets)
 
-    def warm_start_fn(init_checkpoint, target):
-        # Any format bert_tf.interop reads (bert_tf, original TF1, Hugging Face, keras-hub):
-        # the encoder from a pre-trained model, everything from a fine-tuned span labeler.
-        return warm_start(init_checkpoint, target, do_lower_case=options.do_lower_case)
-
     evaluating = predictor is not None and predictor.has_gold
-    outcome = finetune.fine_tune(
-        model=model, optimizer=optimizer, loss_fn=finetune.span_loss_fn,
-        train_dataset_fn=dataset_fn, strategy=strategy, output_dir=options.output_dir,
-        num_train_steps=train_steps, global_batch_size=global_batch,
+    outcome = finetuning_run.train(
+        context, options, model=model, optimizer=optimizer, loss_fn=finetune.span_loss_fn,
+        dataset_fn=dataset_fn, num_train_steps=num_train_steps,
+        steps_per_epoch=finetune.steps_per_epoch(
+            num_examples, common_flags.effective_train_batch_size(options)),
         evaluate_fn=predictor.evaluate if evaluating else None,
-        best_metric="f1" if evaluating else None,
-        steps_per_loop=common_flags.steps_per_loop(options), save_checkpoints_steps=save_steps,
-        log_steps=options.log_steps, init_checkpoint=options.init_checkpoint,
-        warm_start_fn=warm_start_fn, jit_compile=options.jit_compile,
-        gradient_accumulation_steps=options.gradient_accumulation_steps)
-    return {"global_step": outcome["step"], "num_train_steps": train_steps,
-            "num_warmup_steps": warmup_steps, "train": outcome["train"],
-            "evaluations": outcome["evaluations"], "best": outcome["best"]}
+        best_metric=BEST_METRIC if evaluating else None)
+    return {"global_step": outcome["step"], "num_train_steps": num_train_steps,
+            "num_warmup_steps": finetune.num_warmup_steps(num_train_steps,
+                                                          options.warmup_proportion),
+            "train": outcome["train"], "evaluations": outcome["evaluations"],
+            "best": outcome["best"]}
 
 
 def main(argv):

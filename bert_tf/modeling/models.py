@@ -31,6 +31,56 @@ def pair_metric_names(sentence_order_prediction):
     return "nsp_loss", "next_sentence_accuracy"
 
 
+def pretraining_metric_terms(sentence_order_prediction=False, pair_head=True,
+                             span_boundary=False, packed=False):
+    """The one definition of the reported pre-training metrics.
+
+    Returns:
+      [(metric name, summed part, divisor)] over the parts of
+      `BertPretrainer.compute_pretraining_losses` (plus `instances` and `rows` for packed
+      rows): divisor None means a mean over the summed terms (batches x replicas), a part name
+      a ratio of sums (exact across batches and replicas). Used by `pretraining_metrics` (the
+      custom loop) and by BertPretrainer's Keras trackers (fit/evaluate).
+    """
+    terms = [("loss", "loss", None), ("mlm_loss", "mlm_loss", None),
+             ("masked_lm_accuracy", "mlm_correct", "mlm_weight_sum")]
+    if pair_head:
+        loss_name, accuracy_name = pair_metric_names(sentence_order_prediction)
+        terms += [(loss_name, "nsp_loss", None), (accuracy_name, "nsp_correct", "nsp_count")]
+    if packed:
+        terms.append(("instances_per_row", "instances", "rows"))
+    if span_boundary:
+        terms += [("sbo_loss", "sbo_loss", None),
+                  ("span_boundary_accuracy", "sbo_correct", "mlm_weight_sum")]
+    return terms
+
+
+def pretraining_metrics(sums, count, sentence_order_prediction=False):
+    """Reported metrics from the summed parts of BertPretrainer.compute_pretraining_losses.
+
+    Args:
+      sums: part name -> float, each part summed over `count` (micro-batch, replica) terms;
+        `instances` and `rows` too for packed rows.
+      count: the number of summed terms.
+      sentence_order_prediction: name the pair head's metrics sop_loss /
+        sentence_order_accuracy instead of nsp_loss / next_sentence_accuracy.
+
+    Returns:
+      name -> float, as `pretraining_metric_terms` defines them; the pair head's metrics only
+      when it predicted something (nsp_count > 0), sbo_loss / span_boundary_accuracy with the
+      span-boundary objective, instances_per_row for packed rows.
+    """
+    terms = pretraining_metric_terms(sentence_order_prediction, pair_head=sums["nsp_count"] > 0,
+                                     span_boundary="sbo_loss" in sums, packed="instances" in sums)
+    return {name: sums[part] / (count if divisor is None else max(sums[divisor], 1e-12))
+            for name, part, divisor in terms}
+
+
+def _tracker_attribute(part):
+    # mlm_loss -> mlm_loss_tracker, mlm_correct -> mlm_accuracy_tracker, ...
+    return part.replace("_correct", "_accuracy") + "_tracker"
+
+
 def _masked_token_loss(logits_bpv, ids_bp, weights_bp, weight_sum):
     """The original masked-LM loss sum(w * CE) / (sum(w) + 1e-5) and the weighted hit count.
 
@@ -186,15 +236,15 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         # Every weight exists now, so a .keras file loads without a symbolic build.
         self.built = True
 
-        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
-        self.mlm_accuracy_tracker = keras.metrics.Mean(name="masked_lm_accuracy")
-        if use_next_sentence_label:
-            loss_name, accuracy_name = pair_metric_names(sentence_order_prediction)
-            self.nsp_loss_tracker = keras.metrics.Mean(name=loss_name)
-            self.nsp_accuracy_tracker = keras.metrics.Mean(name=accuracy_name)
-        if span_boundary_objective:
-            self.sbo_loss_tracker = keras.metrics.Mean(name="sbo_loss")
-            self.sbo_accuracy_tracker = keras.metrics.Mean(name="span_boundary_accuracy")
+        # Keras' own tracker reports `loss`; the others are Means whose sample weight is the
+        # divisor, so they accumulate the same ratios of sums as `pretraining_metrics`.
+        self._metric_terms = [
+            term for term in pretraining_metric_terms(
+                sentence_order_prediction, pair_head=use_next_sentence_label,
+                span_boundary=span_boundary_objective)
+            if term[0] != "loss"]
+        for name, part, _ in self._metric_terms:
+            setattr(self, _tracker_attribute(part), keras.metrics.Mean(name=name))
 
     def _uses_pooler(self):
         return self.next_sentence is not None
@@ -311,21 +361,15 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         if self.losses:
             loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in self.losses])
 
-        self.mlm_loss_tracker.update_state(parts["mlm_loss"])
-        # Mean with weight = weight_sum accumulates sum(correct) / sum(weights) over batches.
-        self.mlm_accuracy_tracker.update_state(
-            parts["mlm_correct"] / tf.maximum(parts["mlm_weight_sum"], 1e-12),
-            sample_weight=parts["mlm_weight_sum"])
-        if self.next_sentence is not None:
-            self.nsp_loss_tracker.update_state(parts["nsp_loss"])
-            self.nsp_accuracy_tracker.update_state(
-                parts["nsp_correct"] / tf.maximum(parts["nsp_count"], 1.0),
-                sample_weight=parts["nsp_count"])
-        if self.span_boundary is not None:
-            self.sbo_loss_tracker.update_state(parts["sbo_loss"])
-            self.sbo_accuracy_tracker.update_state(
-                parts["sbo_correct"] / tf.maximum(parts["mlm_weight_sum"], 1e-12),
-                sample_weight=parts["mlm_weight_sum"])
+        for _, part, divisor in self._metric_terms:
+            tracker = getattr(self, _tracker_attribute(part))
+            if divisor is None:
+                tracker.update_state(parts[part])
+            else:
+                # Mean with weight = divisor accumulates sum(part) / sum(divisor) over batches.
+                weight = parts[divisor]
+                tracker.update_state(parts[part] / tf.maximum(weight, 1e-12),
+                                     sample_weight=weight)
 
         num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
         if num_replicas > 1:

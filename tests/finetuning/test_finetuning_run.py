@@ -1,11 +1,16 @@
-"""Flag checks the fine-tuning CLIs share (bert_tf.finetuning_run.prepare)."""
+"""What the fine-tuning CLIs share (bert_tf.finetuning_run): flag checks, the restore rule."""
 
+import logging
 import types
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf.common_flags import FlagValueError
-from bert_tf.finetuning_run import prepare
+from bert_tf.config import BertConfig
+from bert_tf.finetuning_run import prepare, restore_trained
+from bert_tf.modeling import BertEncoder, BertSpanLabeler
 
 
 def _options(pretrained_dir, tmp_path, **overrides):
@@ -76,3 +81,32 @@ def test_hugging_face_directory_alone_gives_config_vocab_and_weights(tmp_path):
     assert want.keys() == got.keys()
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_restore_skips_a_corrupt_newest_checkpoint_with_a_warning(tmp_path, caplog):
+    """run_classifier, run_tagging and run_squad (eval/predict without --do_train) restore
+    the newest readable checkpoint of --output_dir: a truncated newest one is skipped."""
+    config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    model = BertSpanLabeler(BertEncoder(config))
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(tmp_path),
+                                         max_to_keep=None)
+    manager.save(checkpoint_number=10)
+    want = [v.numpy() for v in model.weights]
+    for variable in model.weights:
+        variable.assign(variable + 1.0)
+    manager.save(checkpoint_number=20)
+    data_file = tmp_path / "ckpt-20.data-00000-of-00001"
+    data_file.write_bytes(data_file.read_bytes()[:40])  # truncated, as by a full disk
+
+    fresh = BertSpanLabeler(BertEncoder(config))
+    options = types.SimpleNamespace(output_dir=str(tmp_path), init_checkpoint=None,
+                                    do_lower_case=True)
+    with caplog.at_level(logging.WARNING):
+        step = restore_trained(options, fresh, "f1")
+    assert step == 10
+    for expected, variable in zip(want, fresh.weights, strict=True):
+        np.testing.assert_array_equal(variable.numpy(), expected, err_msg=variable.path)
+    assert any(f"Checkpoint {tmp_path}/ckpt-20 cannot be restored" in r.getMessage()
+               and "falling back to the previous checkpoint" in r.getMessage()
+               for r in caplog.records)

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.modeling.models import pretraining_metrics
 
 
 def np_sparse_ce(logits, labels):
@@ -208,3 +209,30 @@ def test_mixed_bfloat16_forward_and_train_step(small_config, features, float32_p
                      shuffle=False).history
     assert np.isfinite(logs["loss"]).all()
     assert all(v.dtype == "float32" for v in model.weights)
+
+
+def test_keras_metrics_equal_pretraining_metrics_of_the_summed_parts(small_config, make_batch):
+    """fit/evaluate logs and the custom loop's metrics (run_pretraining) share one definition:
+    means over batches for losses, ratios of sums for accuracies."""
+    keras.utils.set_random_seed(0)
+    model = BertPretrainer(BertEncoder(small_config))  # the config's dropout, off in evaluate
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    batches = [make_batch(batch=4, seed=seed) for seed in (1, 2, 3)]
+    for batch, zeros in zip(batches, (0, 5, 9)):  # different weight sums per batch
+        batch["masked_lm_weights"].reshape(-1)[:zeros] = 0.0
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {k: np.stack([b[k] for b in batches]) for k in batches[0]})
+    logs = model.evaluate(dataset, return_dict=True, verbose=0)
+
+    sums = {}
+    for batch in batches:
+        parts = model.compute_pretraining_losses(batch, model(batch, training=False))
+        for name, value in parts.items():
+            sums[name] = sums.get(name, 0.0) + float(value)
+    expected = pretraining_metrics(sums, len(batches))
+    assert set(logs) == set(expected) == {"loss", "mlm_loss", "masked_lm_accuracy", "nsp_loss",
+                                          "next_sentence_accuracy"}
+    for name, value in expected.items():
+        np.testing.assert_allclose(logs[name], value, rtol=1e-6, atol=1e-6, err_msg=name)
+    # Batches of unequal weight, so a mean of per-batch accuracies would not be the ratio.
+    assert [float(b["masked_lm_weights"].sum()) for b in batches] == [14.0, 9.0, 6.0]
