@@ -10,7 +10,7 @@ The encoder derives from it a block-diagonal attention mask and per-instance pos
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.modeling.layers import _MASKED_LOGIT
+from bert_tf.modeling.transformer_block import _MASKED_LOGIT
 
 FEATURE = "input_instance_ids"
 

@@ -4,6 +4,8 @@ Keras `fit` fails under MultiWorkerMirroredStrategy (see docs/DESIGN.md), so the
 train with `train()` below: `strategy.run` of one step, several steps per tf.function call,
 a tf.train.CheckpointManager over model + optimizer (+ input iterator), absl progress logs and
 TensorBoard summaries. Models stay plain Keras models and still work with `fit` elsewhere.
+The SIGTERM watcher lives in preemption.py, the logging window (rates, ETA, summaries) in
+logging_window.py.
 
 tf.distribute input iterators cannot be checkpointed (DistributedIterator is not trackable in
 TF 2.21), so a resumed run continues the input stream by skipping, in every input pipeline, the
@@ -40,52 +42,23 @@ restarted job resumes at that exact step, its input continuing as described abov
 
 import os
 import shutil
-import signal
-import socket
-import threading
 import time
 
 import tensorflow as tf
 from absl import logging
-from tensorflow.core.framework import summary_pb2
 
 from bert_tf import fileio
-from bert_tf.training import checkpointing, precision
+from bert_tf.training import checkpointing, precision, preemption
 from bert_tf.training.distribute import is_chief
-
-
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(
-    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
-).SerializeToString()
-
-
-# 128 + SIGTERM: the exit status a shell gives a process SIGTERM ended.
-PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
+# write_summaries, write_scalars, TrainingPreempted and PREEMPTED_EXIT_CODE are re-exported:
+# the drivers and tests import them from here.
+from bert_tf.training.logging_window import (  # noqa: F401
+    LoggingWindow, write_scalars, write_summaries)
+from bert_tf.training.preemption import PREEMPTED_EXIT_CODE, TrainingPreempted  # noqa: F401
 
 
 class NonFiniteLossError(RuntimeError):
     """Training stopped because the loss or the updated weights became NaN or Inf."""
-
-
-class TrainingPreempted(SystemExit):
-    """SIGTERM stopped training after a checkpoint was saved; exits with PREEMPTED_EXIT_CODE.
-
-    A SystemExit, so that a CLI which does not catch it still ends with the documented code
-    (and nothing after training, such as evaluation or export, runs on a machine being taken).
-
-    Attributes:
-      step: the global step the checkpoint was saved at.
-      checkpoint: its path (the chief's; a non-chief worker's copy is removed).
-    """
-
-    def __init__(self, step, checkpoint):
-        super().__init__(PREEMPTED_EXIT_CODE)
-        self.step = step
-        self.checkpoint = checkpoint
-
-    def __str__(self):
-        return (f"preempted by SIGTERM at step {self.step}; saved checkpoint {self.checkpoint}; "
-                f"exit code {PREEMPTED_EXIT_CODE}")
 
 
 def mean_metrics(sums, count):
@@ -157,18 +130,68 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
         raise ValueError(f"--gradient_accumulation_steps={gradient_accumulation_steps} must be "
                          ">= 1")
     accumulation = gradient_accumulation_steps
-    metrics_fn = metrics_fn or mean_metrics
     log_steps = log_steps or steps_per_loop
-    chief = is_chief(strategy)
     checkpointing.check_writable_dir(output_dir)
-    num_replicas = strategy.num_replicas_in_sync
     jit = precision.resolve_jit_compile(jit_compile, strategy)
     logging.info("XLA compilation of the training step: %s (jit_compile=%s)",
                  "on" if jit else "off", jit_compile)
-
     with strategy.scope():
         optimizer = precision.with_loss_scale(optimizer, model)
         optimizer.build(model.trainable_variables)
+    manager, worker_dir = _restore_or_warm_start(
+        model, optimizer, strategy, output_dir, max_checkpoints_to_keep, init_checkpoint,
+        init_checkpoint_target or model, warm_start_fn or checkpointing.warm_start)
+    step = first_step = int(optimizer.iterations.numpy())
+    iterator = _resumed_iterator(strategy, dataset_fn, step if skip_consumed_input else 0,
+                                 accumulation)
+    sigterm = preemption.SigtermWatcher(strategy) if handle_sigterm else None
+    train_steps = _build_train_steps(model, optimizer, loss_fn, strategy, iterator, accumulation,
+                                     jit, sigterm)
+    if step >= num_train_steps:
+        logging.info("Global step %d already reaches --num_train_steps=%d; nothing to train.",
+                     step, num_train_steps)
+    window = LoggingWindow(output_dir, is_chief(strategy), metrics_fn or mean_metrics,
+                           num_train_steps, strategy.num_replicas_in_sync * accumulation,
+                           global_batch_size * accumulation if global_batch_size else None,
+                           first_step)
+    if sigterm:
+        sigterm.start()
+    preempted = None
+    try:
+        while step < num_train_steps:
+            num_steps = min(steps_per_loop, num_train_steps - step,
+                            _to_next_multiple(step, save_checkpoints_steps),
+                            _to_next_multiple(step, log_steps))
+            sums, steps_run, stop = _run_steps(train_steps, num_steps, step, manager)
+            step += steps_run
+            window.add(sums, steps_run)
+            if step % log_steps == 0 or step == num_train_steps:
+                window.log(step, float(optimizer.learning_rate))
+            if step % save_checkpoints_steps == 0 or step == num_train_steps or stop:
+                checkpointing.save(manager, step)
+                logging.info("Saved checkpoint for step %d to %s", step, manager.latest_checkpoint)
+                if stop:
+                    preempted = _preempted(strategy, output_dir, manager, worker_dir, step)
+                    raise preempted
+                if on_checkpoint is not None:
+                    on_checkpoint(step)
+    finally:
+        if sigterm:
+            sigterm.stop(handled=preempted is not None)
+    _wait_for_all_workers(strategy)
+    remove_worker_dir(worker_dir)
+    return _final_results(window, step, first_step, start_time)
+
+
+def _restore_or_warm_start(model, optimizer, strategy, output_dir, max_checkpoints_to_keep,
+                           init_checkpoint, init_checkpoint_target, warm_start_fn):
+    """Restores output_dir's latest checkpoint into model + optimizer (+ dropout generators),
+    or warm-starts from init_checkpoint when there is none.
+
+    Returns:
+      (manager, worker_dir): the CheckpointManager train() saves with, and the private
+      directory a non-chief worker saves to (None on the chief).
+    """
     # The dropout generators' states resume with the step (see checkpointing.random_state).
     rng = checkpointing.random_state(model)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
@@ -184,27 +207,33 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
         manager, checkpoint,
         without_rng=tf.train.Checkpoint(model=model, optimizer=optimizer) if rng else None)
     worker_dir = None
-    if not chief:
+    if not is_chief(strategy):
         worker_dir = worker_temp_dir(output_dir, strategy)
         manager = tf.train.CheckpointManager(checkpoint, worker_dir, max_to_keep=1)
     if restored is None and init_checkpoint:
-        (warm_start_fn or checkpointing.warm_start)(init_checkpoint,
-                                                    init_checkpoint_target or model)
-    step = int(optimizer.iterations.numpy())
+        warm_start_fn(init_checkpoint, init_checkpoint_target)
+    return manager, worker_dir
 
+
+def _resumed_iterator(strategy, dataset_fn, skip_steps, accumulation):
+    """The distributed input iterator, past the batches `skip_steps` steps consumed."""
     def resumed_dataset_fn(input_context):
         dataset = dataset_fn(input_context)
-        if step and skip_consumed_input:
+        if skip_steps:
             # Each step takes `accumulation` batches per replica this pipeline feeds.
             per_pipeline = (input_context.num_replicas_in_sync
                             // input_context.num_input_pipelines)
-            dataset = dataset.skip(step * per_pipeline * accumulation)
+            dataset = dataset.skip(skip_steps * per_pipeline * accumulation)
         return dataset
 
-    iterator = iter(strategy.distribute_datasets_from_function(resumed_dataset_fn))
+    return iter(strategy.distribute_datasets_from_function(resumed_dataset_fn))
 
+
+def _build_train_steps(model, optimizer, loss_fn, strategy, iterator, accumulation, jit, sigterm):
+    """The tf.function `(num_steps) -> (sums, steps_run, stop, nonfinite)` that runs up to
+    num_steps optimizer steps, stopping early at a non-finite step or a stop request."""
     # On TPUs the whole step is XLA-compiled already.
-    grad_fn = _make_grad_fn(model, loss_fn, num_replicas * accumulation,
+    grad_fn = _make_grad_fn(model, loss_fn, strategy.num_replicas_in_sync * accumulation,
                             jit and not _is_tpu(strategy),
                             optimizer if isinstance(optimizer, precision.DynamicLossScaleOptimizer)
                             else None)
@@ -224,7 +253,6 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
                 for k, v in parts.items()}
         return sums, strategy.reduce(tf.distribute.ReduceOp.SUM, nonfinite, axis=None) > 0
 
-    sigterm = _SigtermWatcher(strategy) if handle_sigterm else None
     # Every step runs as the same loop body, whatever the number of steps per call: a step
     # compiled outside the loop can round differently, and a resumed run (whose calls start
     # and end at other steps) would then drift from an uninterrupted one. The loop's sums need
@@ -249,97 +277,77 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
                 break
         return sums, steps_run, stop, nonfinite
 
-    first_step = step
-    if step >= num_train_steps:
-        logging.info("Global step %d already reaches --num_train_steps=%d; nothing to train.",
-                     step, num_train_steps)
-    writer = tf.summary.create_file_writer(os.path.join(output_dir, "summaries", "train")) \
-        if chief else tf.summary.create_noop_writer()
-    window_sums, window_count, window_steps = None, 0, 0
-    window_start, run_start = time.time(), time.time()
-    results, first_log = {}, None
-    examples_per_step = global_batch_size * accumulation if global_batch_size else None
-    if sigterm:
-        sigterm.start()
-    preempted = None
-    try:
-        while step < num_train_steps:
-            num_steps = min(steps_per_loop, num_train_steps - step,
-                            _to_next_multiple(step, save_checkpoints_steps),
-                            _to_next_multiple(step, log_steps))
-            try:
-                sums, steps_run, stop, nonfinite = train_steps(tf.constant(num_steps))
-            except tf.errors.OutOfRangeError:
-                raise RuntimeError(f"the training input ended at step {step}; dataset_fn must "
-                                   "return a repeating dataset") from None
-            sums = {k: float(v) for k, v in sums.items()}
-            steps_run = int(steps_run)
-            if bool(nonfinite):
-                # Every saved checkpoint passed this check, so the last one is finite.
-                bad_step = step + steps_run
-                last_good = manager.latest_checkpoint
-                what = (f"loss became {_describe(sums['loss'])}" if not _finite(sums["loss"])
-                        else "the update made the weights non-finite (NaN/Inf)")
-                raise NonFiniteLossError(
-                    f"{what} at step {bad_step}; training stopped without saving. Last good "
-                    f"checkpoint: {last_good or 'none'}")
-            step += steps_run
-            window_sums = sums if window_sums is None else {
-                k: window_sums[k] + sums[k] for k in sums}
-            window_count += steps_run * num_replicas * accumulation
-            window_steps += steps_run
+    return train_steps
 
-            if step % log_steps == 0 or step == num_train_steps:
-                elapsed = time.time() - window_start
-                results = {k: float(v) for k, v in metrics_fn(window_sums, window_count).items()}
-                if first_log is None:
-                    first_log = dict(results, step=step)
-                learning_rate = float(optimizer.learning_rate)
-                _log_progress(step, num_train_steps, dict(results, learning_rate=learning_rate),
-                              window_steps, elapsed, examples_per_step,
-                              time.time() - run_start, step - first_step)
-                with writer.as_default(step=step):
-                    for name, value in results.items():
-                        _write_scalar(name, value)
-                    _write_scalar("learning_rate", learning_rate)
-                    if examples_per_step and elapsed > 0:
-                        _write_scalar("examples_per_second",
-                                      window_steps * examples_per_step / elapsed)
-                writer.flush()
-                window_sums, window_count, window_steps = None, 0, 0
-                window_start = time.time()
-            stop = bool(stop)
-            if step % save_checkpoints_steps == 0 or step == num_train_steps or stop:
-                checkpointing.save(manager, step)
-                logging.info("Saved checkpoint for step %d to %s", step, manager.latest_checkpoint)
-                if stop:
-                    saved = os.path.join(output_dir, os.path.basename(manager.latest_checkpoint))
-                    _wait_for_all_workers(strategy)
-                    remove_worker_dir(worker_dir)
-                    preempted = TrainingPreempted(step, saved)
-                    logging.warning("Training %s", preempted)
-                    raise preempted
-                if on_checkpoint is not None:
-                    on_checkpoint(step)
-    finally:
-        if sigterm:
-            sigterm.stop(handled=preempted is not None)
+
+def _run_steps(train_steps, num_steps, step, manager):
+    """Runs one train_steps call from global step `step`.
+
+    Returns:
+      (sums, steps_run, stop): loss_fn's parts summed over the steps run (floats), how many
+      ran, and whether a stop request (SIGTERM) ended the call.
+
+    Raises:
+      NonFiniteLossError: a step made the loss or the weights NaN/Inf.
+      RuntimeError: the input ended.
+    """
+    try:
+        sums, steps_run, stop, nonfinite = train_steps(tf.constant(num_steps))
+    except tf.errors.OutOfRangeError:
+        raise RuntimeError(f"the training input ended at step {step}; dataset_fn must "
+                           "return a repeating dataset") from None
+    sums = {k: float(v) for k, v in sums.items()}
+    steps_run = int(steps_run)
+    if bool(nonfinite):
+        # Every saved checkpoint passed this check, so the last one is finite.
+        bad_step = step + steps_run
+        last_good = manager.latest_checkpoint
+        what = (f"loss became {_describe(sums['loss'])}" if not _finite(sums["loss"])
+                else "the update made the weights non-finite (NaN/Inf)")
+        raise NonFiniteLossError(
+            f"{what} at step {bad_step}; training stopped without saving. Last good "
+            f"checkpoint: {last_good or 'none'}")
+    return sums, steps_run, bool(stop)
+
+
+def _preempted(strategy, output_dir, manager, worker_dir, step):
+    """After the stop request's checkpoint is saved: waits for every worker, removes this
+    worker's private directory and returns the TrainingPreempted to raise."""
+    saved = os.path.join(output_dir, os.path.basename(manager.latest_checkpoint))
     _wait_for_all_workers(strategy)
     remove_worker_dir(worker_dir)
+    preempted = TrainingPreempted(step, saved)
+    logging.warning("Training %s", preempted)
+    return preempted
 
-    wall = time.time() - start_time
-    train_time = time.time() - run_start
+
+def _final_results(window, step, first_step, start_time):
+    """train()'s return value: the last window's metrics plus the run's totals."""
+    train_time = time.time() - window.run_start
     steps_this_run = step - first_step
+    results = dict(window.results)
     results.update({
         "step": step,
         "steps_this_run": steps_this_run,
-        "wall_time_seconds": wall,
-        "first_log": first_log,
+        "wall_time_seconds": time.time() - start_time,
+        "first_log": window.first_log,
     })
-    if examples_per_step:
-        results["examples_per_second"] = (steps_this_run * examples_per_step / train_time
+    if window.examples_per_step:
+        results["examples_per_second"] = (steps_this_run * window.examples_per_step / train_time
                                           if train_time > 0 and steps_this_run else 0.0)
     return results
+
+
+def _wait_for_all_workers(strategy):
+    """Under MultiWorkerMirroredStrategy, returns once every worker has got here.
+
+    Called when train() ends: the chief has then finished writing its last checkpoint, so a
+    worker that goes straight on to restore it (another train() call in the same process)
+    cannot read the previous one, or a half-written one, and start at another step.
+    """
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        strategy.reduce(tf.distribute.ReduceOp.SUM,
+                        strategy.run(lambda: tf.constant(1.0)), axis=None)
 
 
 def evaluate(*, model, loss_fn, dataset_fn, strategy, max_steps=None, metrics_fn=None):
@@ -419,18 +427,6 @@ def _accumulate(grad_fn, micro_batches):
     return parts, grads
 
 
-def _wait_for_all_workers(strategy):
-    """Under MultiWorkerMirroredStrategy, returns once every worker has got here.
-
-    Called when train() ends: the chief has then finished writing its last checkpoint, so a
-    worker that goes straight on to restore it (another train() call in the same process)
-    cannot read the previous one, or a half-written one, and start at another step.
-    """
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        strategy.reduce(tf.distribute.ReduceOp.SUM,
-                        strategy.run(lambda: tf.constant(1.0)), axis=None)
-
-
 def _check_loss_scale_matches(checkpoint_path, optimizer):
     """A float16 run's checkpoints hold a loss scale, others none: resuming across the two
     would fail to restore (or restore the wrong slots); say so with the flag to fix."""
@@ -458,105 +454,6 @@ def _part_names(strategy, model, loss_fn, iterator):
 def _is_tpu(strategy):
     return isinstance(strategy, (tf.distribute.TPUStrategy,
                                  tf.distribute.experimental.TPUStrategy))
-
-
-class _SigtermWatcher:
-    """Turns SIGTERM into a stop request that running training steps see within one step.
-
-    A Python signal handler runs only when the main thread is back in the interpreter, which
-    may be many steps later (steps_per_loop steps run in one TensorFlow call). So the handler
-    is paired with a wake-up file descriptor (written by the C-level handler at once) and a
-    thread that sets a host variable the compiled loop reads after every step. Under
-    MultiWorkerMirroredStrategy the requests are all-reduced so every worker stops at the same
-    step (one scalar all-reduce per step). Outside the main thread signals cannot be caught:
-    then nothing is installed and SIGTERM keeps its handler.
-    """
-
-    def __init__(self, strategy):
-        self._strategy = strategy
-        self._multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        with tf.init_scope():
-            self._flag = tf.Variable(False, trainable=False, name="sigterm_requested")
-        self._active = False
-        self._pending = False
-
-    def requested(self):
-        """bool scalar tensor: has a SIGTERM arrived (on any worker)? Call inside tf.function."""
-        flag = self._flag.read_value()
-        if not self._multi_worker:
-            return flag
-        votes = self._strategy.run(lambda f: tf.cast(f, tf.float32), args=(flag,))
-        return self._strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None) > 0
-
-    def start(self):
-        if threading.current_thread() is not threading.main_thread():
-            logging.warning("train() runs outside the main thread: SIGTERM will not save a "
-                            "checkpoint before the process ends")
-            return
-        self._flag.assign(False)
-        self._receiver, self._sender = socket.socketpair()
-        self._sender.setblocking(False)
-        self._previous_handler = signal.signal(signal.SIGTERM, self._on_signal)
-        self._previous_wakeup = signal.set_wakeup_fd(self._sender.fileno(),
-                                                     warn_on_full_buffer=False)
-        self._thread = threading.Thread(target=self._watch, name="sigterm-watcher", daemon=True)
-        self._thread.start()
-        self._active = True
-
-    def _on_signal(self, signum, frame):
-        # Runs late, in the main thread (the watcher thread has usually acted already), maybe
-        # while a tf.function is being traced: init_scope makes the assignment run now.
-        with tf.init_scope():
-            self._flag.assign(True)
-        self._pending = True
-
-    def _watch(self):
-        while True:
-            try:
-                data = self._receiver.recv(64)
-            except OSError:
-                return
-            if not data:
-                return
-            if signal.SIGTERM in data:
-                logging.warning("SIGTERM received: saving a checkpoint after this step")
-                self._flag.assign(True)
-                self._pending = True
-
-    def stop(self, handled):
-        """Restores the previous handler. A SIGTERM that training did not act on (`handled`
-        False: it came after the last step, or training failed) is re-sent to it."""
-        if not self._active:
-            return
-        self._active = False
-        signal.set_wakeup_fd(self._previous_wakeup)
-        signal.signal(signal.SIGTERM, self._previous_handler)
-        self._sender.close()
-        self._thread.join()
-        self._receiver.close()
-        if self._pending and not handled:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-
-def write_summaries(logdir, step, metrics):
-    """Writes a dict of scalar metrics as TensorBoard summaries at `step` under `logdir`."""
-    writer = tf.summary.create_file_writer(logdir)
-    write_scalars(writer, step, metrics)
-    writer.close()
-
-
-def write_scalars(writer, step, metrics):
-    """Writes a dict of scalar metrics with an open summary writer at `step`, then flushes."""
-    with writer.as_default(step=step):
-        for name, value in metrics.items():
-            _write_scalar(name, float(value))
-    writer.flush()
-
-
-def _write_scalar(name, value):
-    """Writes a TensorBoard scalar without importing the tensorboard package (not a TF
-    dependency): a float32 summary tagged for TensorBoard's "scalars" plugin."""
-    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
 def worker_temp_dir(output_dir, strategy, purpose="checkpoints"):
@@ -597,17 +494,3 @@ def _finite(value):
 
 def _describe(value):
     return "NaN" if value != value else "Inf"
-
-
-def _log_progress(step, num_train_steps, metrics, window_steps, elapsed, global_batch_size,
-                  run_elapsed, run_steps):
-    parts = [f"step {step}/{num_train_steps}"]
-    parts += [f"{k}={v:.4g}" for k, v in metrics.items()]
-    if elapsed > 0:
-        parts.append(f"steps/s={window_steps / elapsed:.2f}")
-        if global_batch_size:
-            parts.append(f"examples/s={window_steps * global_batch_size / elapsed:.1f}")
-    if run_steps and run_elapsed > 0:
-        eta = (num_train_steps - step) * run_elapsed / run_steps
-        parts.append(f"ETA {int(eta) // 3600}h{int(eta) % 3600 // 60:02d}m{int(eta) % 60:02d}s")
-    logging.info(" ".join(parts))

@@ -1,0 +1,195 @@
+"""The pre-training heads on top of the encoder: masked-LM (also over factorized embeddings)
+and SpanBERT's span-boundary head."""
+
+import keras
+import tensorflow as tf
+
+from bert_tf.modeling.activations import get_activation
+from bert_tf.modeling.initializers import truncated_normal
+from bert_tf.modeling.layer_norm import FusedLayerNorm
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class MaskedLMHead(keras.layers.Layer):
+    """The masked-LM head: gather masked positions, transform, and score against the vocabulary.
+
+    Only the P masked positions go through the transform dense (not all S), and the output
+    projection reuses the word-embedding table (tied weights: the same variable, transposed)
+    plus a per-token bias. With factorized embeddings (ALBERT) the transform maps the encoder's
+    width H down to the table's width E. TF1 names (under `cls/predictions/`): transform/dense ->
+    `transform`, transform/LayerNorm -> `transform_layer_norm`, output_bias -> `output_bias`.
+
+    Args:
+      embedding_layer: the encoder's word-embedding layer; its `embeddings` [V, H] variable is
+        the output projection. Not serialized: the owning model passes it again on load.
+      hidden_act: bert_config activation name of the transform.
+      initializer_range: stddev of the truncated-normal kernel initializer.
+      layer_norm_eps: LayerNorm epsilon.
+      input_size: width of the sequence_output it reads (default: the table's width).
+    """
+
+    def __init__(self, embedding_layer, hidden_act="gelu", initializer_range=0.02,
+                 layer_norm_eps=1e-12, input_size=None, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding_layer = embedding_layer
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.vocab_size, self.hidden_size = (embedding_layer.input_dim,
+                                             embedding_layer.output_dim)
+        self.input_size = self.hidden_size if input_size is None else input_size
+        policy = self.dtype_policy
+        self.transform = keras.layers.Dense(
+            self.hidden_size, activation=get_activation(hidden_act),
+            kernel_initializer=truncated_normal(initializer_range), dtype=policy,
+            name="transform")
+        self.transform_layer_norm = FusedLayerNorm(
+            epsilon=layer_norm_eps, dtype=policy, name="transform_layer_norm")
+
+    def build(self, input_shape=None):
+        self.transform.build((None, self.input_size))
+        self.transform_layer_norm.build((None, self.hidden_size))
+        # float32 and not autocast: the logits are computed in float32 under mixed precision.
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
+                                           initializer="zeros", autocast=False)
+        self.built = True
+
+    def call(self, sequence_output, masked_positions):
+        """Scores the vocabulary at the masked positions.
+
+        Args:
+          sequence_output: float [B, S, H], the encoder's last layer.
+          masked_positions: int [B, P], indices into S (0-padded).
+
+        Returns:
+          float32 logits [B, P, V].
+        """
+        masked_bph = tf.gather(sequence_output, tf.cast(masked_positions, tf.int32),
+                               batch_dims=1)
+        batch, num_predictions = tf.shape(masked_bph)[0], tf.shape(masked_bph)[1]
+        masked_nh = tf.reshape(masked_bph, [-1, self.input_size])  # N = B*P rows.
+        masked_nh = self.transform_layer_norm(self.transform(masked_nh))
+        table_vh = tf.cast(self.embedding_layer.embeddings, self.compute_dtype)
+        logits_nv = tf.matmul(masked_nh, table_vh, transpose_b=True)
+        logits_nv = tf.nn.bias_add(tf.cast(logits_nv, tf.float32), self.output_bias)
+        return tf.reshape(logits_nv, [batch, num_predictions, self.vocab_size])
+
+    def compute_output_spec(self, sequence_output, masked_positions):
+        return keras.KerasTensor(
+            (sequence_output.shape[0], masked_positions.shape[1], self.vocab_size), "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_act=self.hidden_act, initializer_range=self.initializer_range,
+                      layer_norm_eps=self.layer_norm_eps, input_size=self.input_size)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class SpanBoundaryHead(keras.layers.Layer):
+    """SpanBERT's span-boundary objective (SBO): predict each masked token from its span's edges.
+
+    For a masked token at position i inside a masked span s..e, the head reads the encoder's
+    states of the two boundary tokens x[s-1] and x[e+1] (never masked) and a learned embedding
+    of the relative position i - s, and runs them through a two-layer feed-forward network with
+    GELU and LayerNorm after each layer (as the paper); the result is scored against the tied
+    word-embedding table plus its own per-token bias, like the masked-LM head.
+
+    Sub-layers: `relative_position_embeddings` ([max_span_pieces, H]), `transform_1` (3H -> H)
+    and `transform_1_layer_norm`, `transform_2` (H -> E, the table's width) and
+    `transform_2_layer_norm`, `output_bias` [V].
+
+    Args:
+      embedding_layer: the encoder's word-embedding layer ([V, E] table, tied). Not serialized:
+        the owning model passes it again on load.
+      hidden_size: H, the width of the encoder's sequence_output.
+      max_span_pieces: rows of the relative-position table; a piece further than this from
+        its span's start uses the last row.
+      hidden_act: bert_config activation name of both feed-forward layers.
+      initializer_range: stddev of the truncated-normal initializer.
+      layer_norm_eps: LayerNorm epsilon.
+    """
+
+    def __init__(self, embedding_layer, hidden_size, max_span_pieces=32, hidden_act="gelu",
+                 initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding_layer = embedding_layer
+        self.hidden_size = hidden_size
+        self.max_span_pieces = max_span_pieces
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.vocab_size, self.embedding_width = (embedding_layer.input_dim,
+                                                 embedding_layer.output_dim)
+        policy = self.dtype_policy
+        self.relative_position_embeddings = keras.layers.Embedding(
+            max_span_pieces, hidden_size,
+            embeddings_initializer=truncated_normal(initializer_range), dtype=policy,
+            name="relative_position_embeddings")
+
+        def dense(units, name):
+            return keras.layers.Dense(units, activation=get_activation(hidden_act),
+                                      kernel_initializer=truncated_normal(initializer_range),
+                                      dtype=policy, name=name)
+
+        def layer_norm(name):
+            return FusedLayerNorm(epsilon=layer_norm_eps, dtype=policy,
+                                                   name=name)
+
+        self.transform_1 = dense(hidden_size, "transform_1")
+        self.transform_1_layer_norm = layer_norm("transform_1_layer_norm")
+        self.transform_2 = dense(self.embedding_width, "transform_2")
+        self.transform_2_layer_norm = layer_norm("transform_2_layer_norm")
+
+    def build(self, input_shape=None):
+        self.relative_position_embeddings.build((None,))
+        self.transform_1.build((None, 3 * self.hidden_size))
+        self.transform_1_layer_norm.build((None, self.hidden_size))
+        self.transform_2.build((None, self.hidden_size))
+        self.transform_2_layer_norm.build((None, self.embedding_width))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
+                                           initializer="zeros", autocast=False)
+        self.built = True
+
+    def call(self, sequence_output, masked_positions, left_boundaries, right_boundaries):
+        """Scores the vocabulary at the masked positions from their spans' boundaries.
+
+        Args:
+          sequence_output: float [B, S, H], the encoder's last layer.
+          masked_positions: int [B, P], positions of the masked tokens (0-padded).
+          left_boundaries: int [B, P], position s-1 just before each token's masked span.
+          right_boundaries: int [B, P], position e+1 just after it.
+
+        Returns:
+          float32 logits [B, P, V].
+        """
+        positions_bp = tf.cast(masked_positions, tf.int32)
+        left_bp = tf.cast(left_boundaries, tf.int32)
+        right_bp = tf.cast(right_boundaries, tf.int32)
+        left_bph = tf.gather(sequence_output, left_bp, batch_dims=1)
+        right_bph = tf.gather(sequence_output, right_bp, batch_dims=1)
+        # Offset of the token inside its span (0 for the span's first piece); padding slots
+        # (all zeros) land on row 0 and carry weight 0 in the loss.
+        offset_bp = tf.clip_by_value(positions_bp - left_bp - 1, 0, self.max_span_pieces - 1)
+        offset_bph = tf.cast(self.relative_position_embeddings(offset_bp), self.compute_dtype)
+        batch, num_predictions = tf.shape(positions_bp)[0], tf.shape(positions_bp)[1]
+        x_n3h = tf.reshape(tf.concat([left_bph, right_bph, offset_bph], axis=-1),
+                           [-1, 3 * self.hidden_size])  # N = B*P rows.
+        x_nh = self.transform_1_layer_norm(self.transform_1(x_n3h))
+        x_ne = self.transform_2_layer_norm(self.transform_2(x_nh))
+        table_ve = tf.cast(self.embedding_layer.embeddings, self.compute_dtype)
+        logits_nv = tf.matmul(x_ne, table_ve, transpose_b=True)
+        logits_nv = tf.nn.bias_add(tf.cast(logits_nv, tf.float32), self.output_bias)
+        return tf.reshape(logits_nv, [batch, num_predictions, self.vocab_size])
+
+    def compute_output_spec(self, sequence_output, masked_positions, left_boundaries,
+                            right_boundaries):
+        return keras.KerasTensor(
+            (sequence_output.shape[0], masked_positions.shape[1], self.vocab_size), "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, max_span_pieces=self.max_span_pieces,
+                      hidden_act=self.hidden_act, initializer_range=self.initializer_range,
+                      layer_norm_eps=self.layer_norm_eps)
+        return config

@@ -1,0 +1,104 @@
+"""The training loop's logging window: metric sums over the steps since the last log, rates,
+ETA, absl progress lines and TensorBoard summaries (written without the tensorboard package)."""
+
+import os
+import time
+
+import tensorflow as tf
+from absl import logging
+from tensorflow.core.framework import summary_pb2
+
+
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+).SerializeToString()
+
+
+class LoggingWindow:
+    """Sums loss_fn's parts over the steps since the last log; `log()` reports and resets.
+
+    Args:
+      output_dir: summaries go to `output_dir/summaries/train` (chief only).
+      chief: whether this worker writes summaries (others get a no-op writer).
+      metrics_fn: `(sums, count) -> dict` of reported metrics (see loop.train).
+      num_train_steps: the step training stops at, for the progress line and the ETA.
+      terms_per_step: (micro-batch, replica) terms one step sums (replicas x accumulation).
+      examples_per_step: examples one optimizer step trains on, or None to skip examples/s.
+      first_step: the global step this run started at (for the ETA).
+    """
+
+    def __init__(self, output_dir, chief, metrics_fn, num_train_steps, terms_per_step,
+                 examples_per_step, first_step):
+        self._writer = (tf.summary.create_file_writer(
+            os.path.join(output_dir, "summaries", "train")) if chief
+            else tf.summary.create_noop_writer())
+        self._metrics_fn = metrics_fn
+        self._num_train_steps = num_train_steps
+        self._terms_per_step = terms_per_step
+        self.examples_per_step = examples_per_step
+        self._first_step = first_step
+        self._sums, self._count, self._steps = None, 0, 0
+        self._start = self.run_start = time.time()
+        self.results, self.first_log = {}, None
+
+    def add(self, sums, steps_run):
+        """Adds the parts summed over `steps_run` steps (a dict of floats)."""
+        self._sums = sums if self._sums is None else {
+            k: self._sums[k] + sums[k] for k in sums}
+        self._count += steps_run * self._terms_per_step
+        self._steps += steps_run
+
+    def log(self, step, learning_rate):
+        """Computes the window's metrics (kept in `results`), logs them with rates and ETA,
+        writes them as summaries at `step` and starts a new window."""
+        elapsed = time.time() - self._start
+        self.results = {k: float(v) for k, v in self._metrics_fn(self._sums, self._count).items()}
+        if self.first_log is None:
+            self.first_log = dict(self.results, step=step)
+        _log_progress(step, self._num_train_steps, dict(self.results, learning_rate=learning_rate),
+                      self._steps, elapsed, self.examples_per_step,
+                      time.time() - self.run_start, step - self._first_step)
+        with self._writer.as_default(step=step):
+            for name, value in self.results.items():
+                write_scalar(name, value)
+            write_scalar("learning_rate", learning_rate)
+            if self.examples_per_step and elapsed > 0:
+                write_scalar("examples_per_second", self._steps * self.examples_per_step / elapsed)
+        self._writer.flush()
+        self._sums, self._count, self._steps = None, 0, 0
+        self._start = time.time()
+
+
+def write_summaries(logdir, step, metrics):
+    """Writes a dict of scalar metrics as TensorBoard summaries at `step` under `logdir`."""
+    writer = tf.summary.create_file_writer(logdir)
+    write_scalars(writer, step, metrics)
+    writer.close()
+
+
+def write_scalars(writer, step, metrics):
+    """Writes a dict of scalar metrics with an open summary writer at `step`, then flushes."""
+    with writer.as_default(step=step):
+        for name, value in metrics.items():
+            write_scalar(name, float(value))
+    writer.flush()
+
+
+def write_scalar(name, value):
+    """Writes a TensorBoard scalar without importing the tensorboard package (not a TF
+    dependency): a float32 summary tagged for TensorBoard's "scalars" plugin."""
+    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
+
+
+def _log_progress(step, num_train_steps, metrics, window_steps, elapsed, global_batch_size,
+                  run_elapsed, run_steps):
+    parts = [f"step {step}/{num_train_steps}"]
+    parts += [f"{k}={v:.4g}" for k, v in metrics.items()]
+    if elapsed > 0:
+        parts.append(f"steps/s={window_steps / elapsed:.2f}")
+        if global_batch_size:
+            parts.append(f"examples/s={window_steps * global_batch_size / elapsed:.1f}")
+    if run_steps and run_elapsed > 0:
+        eta = (num_train_steps - step) * run_elapsed / run_steps
+        parts.append(f"ETA {int(eta) // 3600}h{int(eta) % 3600 // 60:02d}m{int(eta) % 60:02d}s")
+    logging.info(" ".join(parts))

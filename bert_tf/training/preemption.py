@@ -1,0 +1,118 @@
+"""Preemption handling for the training loop: SIGTERM becomes a checkpoint and a known exit code.
+
+While train() runs, SIGTERM (what Kubernetes, Slurm and Cloud TPU send before they take a machine
+away) sets a stop request that the compiled step loop reads after every step; under
+MultiWorkerMirroredStrategy the requests are all-reduced so every worker stops at the same step.
+train() then saves a checkpoint at that step and raises TrainingPreempted.
+"""
+
+import os
+import signal
+import socket
+import threading
+
+import tensorflow as tf
+from absl import logging
+
+
+# 128 + SIGTERM: the exit status a shell gives a process SIGTERM ended.
+PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
+
+
+class TrainingPreempted(SystemExit):
+    """SIGTERM stopped training after a checkpoint was saved; exits with PREEMPTED_EXIT_CODE.
+
+    A SystemExit, so that a CLI which does not catch it still ends with the documented code
+    (and nothing after training, such as evaluation or export, runs on a machine being taken).
+
+    Attributes:
+      step: the global step the checkpoint was saved at.
+      checkpoint: its path (the chief's; a non-chief worker's copy is removed).
+    """
+
+    def __init__(self, step, checkpoint):
+        super().__init__(PREEMPTED_EXIT_CODE)
+        self.step = step
+        self.checkpoint = checkpoint
+
+    def __str__(self):
+        return (f"preempted by SIGTERM at step {self.step}; saved checkpoint {self.checkpoint}; "
+                f"exit code {PREEMPTED_EXIT_CODE}")
+
+
+class SigtermWatcher:
+    """Turns SIGTERM into a stop request that running training steps see within one step.
+
+    A Python signal handler runs only when the main thread is back in the interpreter, which
+    may be many steps later (steps_per_loop steps run in one TensorFlow call). So the handler
+    is paired with a wake-up file descriptor (written by the C-level handler at once) and a
+    thread that sets a host variable the compiled loop reads after every step. Under
+    MultiWorkerMirroredStrategy the requests are all-reduced so every worker stops at the same
+    step (one scalar all-reduce per step). Outside the main thread signals cannot be caught:
+    then nothing is installed and SIGTERM keeps its handler.
+    """
+
+    def __init__(self, strategy):
+        self._strategy = strategy
+        self._multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        with tf.init_scope():
+            self._flag = tf.Variable(False, trainable=False, name="sigterm_requested")
+        self._active = False
+        self._pending = False
+
+    def requested(self):
+        """bool scalar tensor: has a SIGTERM arrived (on any worker)? Call inside tf.function."""
+        flag = self._flag.read_value()
+        if not self._multi_worker:
+            return flag
+        votes = self._strategy.run(lambda f: tf.cast(f, tf.float32), args=(flag,))
+        return self._strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None) > 0
+
+    def start(self):
+        if threading.current_thread() is not threading.main_thread():
+            logging.warning("train() runs outside the main thread: SIGTERM will not save a "
+                            "checkpoint before the process ends")
+            return
+        self._flag.assign(False)
+        self._receiver, self._sender = socket.socketpair()
+        self._sender.setblocking(False)
+        self._previous_handler = signal.signal(signal.SIGTERM, self._on_signal)
+        self._previous_wakeup = signal.set_wakeup_fd(self._sender.fileno(),
+                                                     warn_on_full_buffer=False)
+        self._thread = threading.Thread(target=self._watch, name="sigterm-watcher", daemon=True)
+        self._thread.start()
+        self._active = True
+
+    def _on_signal(self, signum, frame):
+        # Runs late, in the main thread (the watcher thread has usually acted already), maybe
+        # while a tf.function is being traced: init_scope makes the assignment run now.
+        with tf.init_scope():
+            self._flag.assign(True)
+        self._pending = True
+
+    def _watch(self):
+        while True:
+            try:
+                data = self._receiver.recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            if signal.SIGTERM in data:
+                logging.warning("SIGTERM received: saving a checkpoint after this step")
+                self._flag.assign(True)
+                self._pending = True
+
+    def stop(self, handled):
+        """Restores the previous handler. A SIGTERM that training did not act on (`handled`
+        False: it came after the last step, or training failed) is re-sent to it."""
+        if not self._active:
+            return
+        self._active = False
+        signal.set_wakeup_fd(self._previous_wakeup)
+        signal.signal(signal.SIGTERM, self._previous_handler)
+        self._sender.close()
+        self._thread.join()
+        self._receiver.close()
+        if self._pending and not handled:
+            os.kill(os.getpid(), signal.SIGTERM)

@@ -1,0 +1,135 @@
+"""The `tokenizer` case of tools/benchmark.py: WordPiece throughput and id parity.
+
+texts/s and tokens/s of WordpieceTokenizer (Python) and BertTokenizerLayer (in-graph) against
+the original FullTokenizer (--original_bert_dir), with an id-for-id comparison; HF
+`tokenizers` when installed.
+
+This module must not import tools/benchmark.py (run as __main__, importing it again would
+define its flags twice): benchmark.py registers WORKERS and passes the flag values in.
+"""
+
+import os
+import time
+
+from bench_common import emit, load, median_rate, run_worker
+
+
+def _read_lines(path, limit):
+    with open(path, encoding="utf-8") as f:
+        lines = [line.strip() for line in f if line.strip()]
+    return lines[:limit] if limit else lines
+
+
+def _import_original_tokenization(original_dir):
+    """Imports the original tokenization.py by path; it calls tf.gfile (TF1), so shim it."""
+    import importlib.util
+    import tensorflow as tf
+    if not hasattr(tf, "gfile"):
+        tf.gfile = tf.io.gfile
+    spec = importlib.util.spec_from_file_location(
+        "original_tokenization", os.path.join(original_dir, "tokenization.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def worker_tokenizer(args):
+    """Tokenizer throughput and id parity on real sentences."""
+    import tensorflow as tf
+    from bert_tf.text import BertTokenizerLayer, WordpieceTokenizer
+
+    texts = _read_lines(args["corpus"], args["max_texts"])
+    vocab_file, repeats = args["vocab"], args["repeats"]
+    results, notes = [], []
+    num_chars = sum(len(t) for t in texts)
+
+    ours = WordpieceTokenizer(vocab_file, do_lower_case=True)
+    our_ids = [ours.encode(t) for t in texts]
+    num_tokens = sum(len(ids) for ids in our_ids)
+
+    def add(name, fn):
+        # The first pass is reported too: a tokenizer with a word cache is faster on repeats.
+        start = time.perf_counter()
+        fn()
+        first_pass = time.perf_counter() - start
+        seconds, texts_per_s = median_rate(fn, len(texts), warmup=0, repeats=repeats)
+        results.append({"impl": name, "texts_per_s": round(texts_per_s, 1),
+                        "first_pass_texts_per_s": round(len(texts) / first_pass, 1),
+                        "tokens_per_s": round(num_tokens / seconds, 1),
+                        "mb_per_s": round(num_chars / seconds / 1e6, 3)})
+
+    timed = WordpieceTokenizer(vocab_file, do_lower_case=True)  # A fresh, cold word cache.
+    add("bert_tf.WordpieceTokenizer (Python)", lambda: [timed.encode(t) for t in texts])
+
+    layer = BertTokenizerLayer(vocab_file, do_lower_case=True)
+    batch = args["batch"]
+    batches = [tf.constant(texts[i:i + batch]) for i in range(0, len(texts), batch)]
+    tokenize = tf.function(lambda x: layer(x))
+    graph_ids = []
+    for b in batches:
+        graph_ids.extend(tokenize(b).to_list())
+    add(f"bert_tf.BertTokenizerLayer (in-graph, batch {batch})",
+        lambda: [tokenize(b).flat_values.numpy() for b in batches])
+    parity = {"texts": len(texts), "tokens": num_tokens,
+              "in_graph_vs_python_mismatched_texts": sum(
+                  a != b for a, b in zip(graph_ids, our_ids))}
+
+    if args.get("original_dir"):
+        original = _import_original_tokenization(args["original_dir"])
+        full = original.FullTokenizer(vocab_file, do_lower_case=True)
+        add("original FullTokenizer", lambda: [
+            full.convert_tokens_to_ids(full.tokenize(t)) for t in texts])
+        orig_ids = [full.convert_tokens_to_ids(full.tokenize(t)) for t in texts]
+        mismatches = [i for i, (a, b) in enumerate(zip(orig_ids, our_ids)) if a != b]
+        parity["python_vs_original_mismatched_texts"] = len(mismatches)
+        parity["in_graph_vs_original_mismatched_texts"] = sum(
+            a != b for a, b in zip(graph_ids, orig_ids))
+        if mismatches:
+            parity["first_mismatch"] = texts[mismatches[0]][:200]
+    else:
+        notes.append("original FullTokenizer: skipped (no --original_bert_dir)")
+    try:
+        import tokenizers
+        hf = tokenizers.BertWordPieceTokenizer(vocab_file, lowercase=True)
+        add("HF tokenizers BertWordPieceTokenizer (batch)",
+            lambda: hf.encode_batch(texts, add_special_tokens=False))
+    except ImportError:
+        notes.append("HF tokenizers: skipped (not installed)")
+    emit({"results": results, "parity": parity, "notes": notes, "load_avg": load()})
+
+
+WORKERS = {"tokenizer": worker_tokenizer}
+
+
+def case_tokenizer(setup, quick, original_bert_dir=None):
+    """Throughput rows per tokenizer, ratios to the original, the id parity row and notes."""
+    setup.ensure()
+    result = run_worker("tokenizer", {
+        "corpus": setup.corpus, "vocab": setup.vocab, "max_texts": 300 if quick else 0,
+        "batch": 256, "repeats": 2 if quick else 3, "original_dir": original_bert_dir})
+    rows = []
+    if "error" in result:
+        return [{"case": "tokenizer", "kind": "error", **result}]
+    for r in result["results"]:
+        rows.append({"case": "tokenizer", "kind": "throughput", "load_avg": result["load_avg"],
+                     **r})
+    original = [r for r in result["results"] if r["impl"].startswith("original")]
+    if original:
+        for r in rows:
+            r["ratio_vs_original"] = round(r["texts_per_s"] / original[0]["texts_per_s"], 2)
+    rows.append({"case": "tokenizer", "kind": "parity", **result["parity"]})
+    rows.extend({"case": "tokenizer", "kind": "note", "note": n} for n in result["notes"])
+    return rows
+
+
+def format_lines(r):
+    """The table lines of one tokenizer row (errors and notes aside)."""
+    case, kind = r["case"], r.get("kind")
+    if kind == "throughput":
+        ratio = r.get("ratio_vs_original")
+        return [f"{case:14} {r['impl']:48} {r['texts_per_s']:9.0f} texts/s "
+                f"{r['tokens_per_s']:10.0f} tok/s" + (f"  x{ratio} original" if ratio else "")]
+    if kind == "parity":
+        return [f"{case:14} parity on {r['texts']} texts: " + ", ".join(
+            f"{k}={v}" for k, v in r.items() if k.endswith("mismatched_texts"))]
+    return []
