@@ -124,16 +124,20 @@ def _read_first_record(path, compression):
     raise ValueError(f"{path}: holds no records (expected tf.train.Example pre-training records).")
 
 
+def _first_example(path, compression):
+    """The first record of `path` as a tf.train.Example (ValueError naming the file if not)."""
+    compression = _compression_of(path, compression)
+    try:
+        return tf.train.Example.FromString(_read_first_record(path, compression))
+    except message.DecodeError:
+        raise ValueError(f"{path}: the first record is not a tf.train.Example.") from None
+
+
 def record_layout(path, compression=None):
     """What the first record of `path` holds: None for unpacked records, else the lengths
     (S, P, I) of a packed row (from its input_mask, masked_lm_positions and
     next_sentence_positions). Raises ValueError naming the file when it cannot be read."""
-    compression = _compression_of(path, compression)
-    try:
-        example = tf.train.Example.FromString(_read_first_record(path, compression))
-    except message.DecodeError:
-        raise ValueError(f"{path}: the first record is not a tf.train.Example.") from None
-    feature_map = example.features.feature
+    feature_map = _first_example(path, compression).features.feature
     if _PACKED_MARKER not in feature_map:
         return None
     lengths = []
@@ -201,11 +205,7 @@ def inspect_first_record(path, *, max_seq_length, max_predictions_per_seq,
       ValueError naming the file, the feature, and what was expected versus found.
     """
     compression = _compression_of(path, compression)
-    try:
-        example = tf.train.Example.FromString(_read_first_record(path, compression))
-    except message.DecodeError:
-        raise ValueError(f"{path}: the first record is not a tf.train.Example.") from None
-    feature_map = example.features.feature
+    feature_map = _first_example(path, compression).features.feature
     if "input_word_ids" in feature_map:
         scheme = "v2"
     elif "input_ids" in feature_map:
