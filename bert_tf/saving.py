@@ -3,34 +3,38 @@
 import os
 
 import keras
-import tensorflow as tf
 
 import bert_tf  # noqa: F401  Registers the classes .keras files name (see bert_tf/__init__).
+from bert_tf import fileio
 
 # The order run directories are searched in: a fine-tuned model first, then pre-training's.
 RUN_DIR_MODEL_FILES = ("model.keras", "pretrainer.keras", "encoder.keras")
 
 
-
-def model_file_of(path):
+def model_file_of(path, flag=None):
     """The .keras file `path` names: the file itself, or the first of RUN_DIR_MODEL_FILES in it.
 
+    Args:
+      path: a .keras file or a run's output directory (local or any tf.io.gfile file system).
+      flag: the flag `path` came from (e.g. "--model_dir"), named in the errors.
+
     Raises:
-      FileNotFoundError: naming `path` and what was expected.
+      FileNotFoundError, ValueError: naming `path` (and the flag) and what was expected.
     """
-    if tf.io.gfile.isdir(path):
-        for name in RUN_DIR_MODEL_FILES:
-            candidate = os.path.join(path, name)
-            if tf.io.gfile.exists(candidate):
-                return candidate
-        raise FileNotFoundError(
-            f"{path}: found none of {', '.join(RUN_DIR_MODEL_FILES)}; expected a .keras file or "
-            "the output directory of run_pretraining, run_classifier, run_squad or run_tagging")
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"{path}: no such .keras file or run directory")
-    if not path.endswith(".keras"):
-        raise ValueError(f"{path}: expected a .keras file or a run's output directory")
-    return path
+    where = f"{flag}={path}" if flag else path
+    if fileio.isfile(path):
+        if not path.endswith(".keras"):
+            raise ValueError(f"{where}: expected a run's output directory or a .keras file")
+        return path
+    if not fileio.isdir(path):
+        raise FileNotFoundError(f"{where}: no such directory or .keras file")
+    for name in RUN_DIR_MODEL_FILES:
+        candidate = os.path.join(path, name)
+        if fileio.isfile(candidate):
+            return candidate
+    raise FileNotFoundError(f"{where}: found none of {', '.join(RUN_DIR_MODEL_FILES)}; expected "
+                            "the output directory of run_pretraining, run_classifier, run_squad "
+                            "or run_tagging")
 
 
 def load_model(path, compile=False):  # noqa: A002  (Keras' own argument name)

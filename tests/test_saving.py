@@ -72,8 +72,8 @@ def test_load_model_errors_name_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"{tmp_path}: found none of model.keras, "
                        "pretrainer.keras, encoder.keras"):
         bert_tf.load_model(str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="no such .keras file or run directory"):
+    with pytest.raises(FileNotFoundError, match="no such directory or .keras file"):
         bert_tf.load_model(str(tmp_path / "missing.keras"))
     (tmp_path / "weights.h5").write_text("x")
-    with pytest.raises(ValueError, match="expected a .keras file or a run's output directory"):
+    with pytest.raises(ValueError, match="expected a run's output directory or a .keras file"):
         bert_tf.load_model(str(tmp_path / "weights.h5"))

@@ -20,12 +20,12 @@ import keras
 
 import bert_tf.modeling  # noqa: F401  Registers the model classes that .keras files name.
 from bert_tf import fileio
+from bert_tf.saving import model_file_of
 from bert_tf.serving import tasks
 from bert_tf.serving.task_info import TASK_INFO_FILE, read_task_info
 
 PRETRAINING_FLAGS_FILE = "run_pretraining.flags"
 VOCAB_FILE = "vocab.txt"
-_MODEL_FILES = ("model.keras", "pretrainer.keras", "encoder.keras")
 
 
 @dataclasses.dataclass
@@ -46,23 +46,6 @@ class ExportSource:
     task_info: object = None
     do_lower_case: bool = None
     max_seq_length: int = None
-
-
-def _model_file(model_dir):
-    if fileio.isfile(model_dir):
-        if not model_dir.endswith(".keras"):
-            raise ValueError(f"--model_dir={model_dir}: expected a run's output directory or a "
-                             ".keras file")
-        return model_dir
-    if not fileio.isdir(model_dir):
-        raise FileNotFoundError(f"--model_dir={model_dir}: no such directory or .keras file")
-    for name in _MODEL_FILES:
-        path = os.path.join(model_dir, name)
-        if fileio.isfile(path):
-            return path
-    raise FileNotFoundError(f"--model_dir={model_dir}: found none of {', '.join(_MODEL_FILES)}; "
-                            "expected the output directory of run_pretraining, run_classifier, "
-                            "run_squad or run_tagging")
 
 
 def read_flagfile_values(path, names):
@@ -127,7 +110,7 @@ def load_model_dir(model_dir):
         model (naming the file).
       TypeError: the .keras file holds a model that cannot be served.
     """
-    model_file = _model_file(model_dir)
+    model_file = model_file_of(model_dir, flag="--model_dir")
     directory = os.path.dirname(fileio.abspath(model_file))
     model = keras.saving.load_model(model_file, compile=False)
     tasks.task_name_of(model)  # Raises TypeError for other models.
