@@ -134,8 +134,10 @@ def define_length_buckets_flag():
     """--length_buckets of the fine-tuning, evaluation and prediction CLIs."""
     _define_once(flags.DEFINE_string, "length_buckets", "auto",
                  "Batch examples of similar length together and pad each batch only to its "
-                 "bucket: 'auto' (16, 32, 48, 64, 96, 128, 192, 256, 384, 512 below "
-                 "--max_seq_length, then --max_seq_length), 'off' (every batch padded to "
+                 "bucket: 'auto' (multiples of 8 to 64, then steps of 1/8: 80, 96, 112, 128, "
+                 "160, ... below --max_seq_length, then --max_seq_length; with XLA "
+                 "(--jit_compile) the coarser 16, 32, 48, 64, 96, 128, 192, ...), 'off' (every "
+                 "batch padded to "
                  "--max_seq_length, as before), or increasing lengths such as 16,32,64,128. "
                  "Outputs and metrics are the same either way; short text trains and predicts "
                  "several times faster.")
@@ -348,11 +350,15 @@ def load_config(config_file, options):
     return config
 
 
-def resolve_length_buckets(options, config, strategy=None):
+def resolve_length_buckets(options, config, strategy=None, training=True):
     """The bucket lengths of --length_buckets for --max_seq_length and the model; None: off.
 
-    On TPUs "auto" is off: the training loop runs many steps in one compiled program, which
-    needs one static shape (an explicit list is taken as given).
+    "auto" gives coarse buckets for training batches (16, 32, 48, 64, 96, ...: a batch holds
+    one bucket, and a wide bucket keeps texts of different lengths mixed) and fine ones for
+    evaluation and prediction (8, 16, ..., 64, 80, ...: batches of length-sorted examples,
+    which do not change any result). On TPUs "auto" is off: the training loop runs many steps
+    in one compiled program, which needs one static shape (an explicit list is taken as given
+    for both).
 
     Raises:
       FlagValueError naming the flag: a list that is not strictly increasing, exceeds the
@@ -368,11 +374,12 @@ def resolve_length_buckets(options, config, strategy=None):
         return None
     try:
         buckets = length_buckets.parse_buckets(value, options.max_seq_length,
-                                               config.max_position_embeddings)
+                                               config.max_position_embeddings, coarse=training)
     except length_buckets.BucketError as e:
         raise FlagValueError(str(e)) from None
-    if buckets:
-        logging.info("Length buckets: %s", ",".join(map(str, buckets)))
+    if buckets and strategy is not None:
+        logging.info("Length buckets (%s): %s", "training" if training else "evaluation",
+                     ",".join(map(str, buckets)))
     return buckets
 
 

@@ -49,8 +49,10 @@ class RunContext:
     config: object
     vocab_file: str
     tokenizer: WordpieceTokenizer
-    # --length_buckets resolved (bert_tf.data.length_buckets.parse_buckets); None: off.
+    # --length_buckets resolved (common_flags.resolve_length_buckets) for training batches and
+    # for evaluation and prediction; None: off.
     length_buckets: list | None = None
+    eval_length_buckets: list | None = None
 
     @property
     def chief(self):
@@ -101,9 +103,12 @@ def prepare(options):
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"vocab_size={config.vocab_size} in {config_file} is smaller than "
                              f"the {tokenizer.vocab_size} tokens of {vocab_file}")
+    eval_buckets = None
     if buckets is not None:
         buckets = common_flags.resolve_length_buckets(options, config, strategy)
-    return RunContext(strategy, config, vocab_file, tokenizer, buckets)
+        eval_buckets = common_flags.resolve_length_buckets(options, config, strategy,
+                                                           training=False)
+    return RunContext(strategy, config, vocab_file, tokenizer, buckets, eval_buckets)
 
 
 def build_model(context, options, make_model, num_train_steps=None):

@@ -214,7 +214,7 @@ def run_classifier(options, flags_text=None):
         return feature_records.records_dataset(path, spec, batch_size=batch_size,
                                                is_training=False,
                                                num_examples=meta["num_examples"],
-                                               length_buckets=context.length_buckets)
+                                               length_buckets=context.eval_length_buckets)
 
     def model_outputs(model, split, batch_size):
         count = records[split][1]["num_examples"]

@@ -220,7 +220,7 @@ def run_squad(options, flags_text=None):
     model, optimizer = finetuning_run.build_model(context, options, BertSpanLabeler,
                                                   num_train_steps)
     predictor = (_Predictor(model, options, *predict_input,
-                            length_buckets=context.length_buckets)
+                            length_buckets=context.eval_length_buckets)
                  if predict_input else None)
 
     if options.do_train:

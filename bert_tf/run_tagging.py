@@ -141,7 +141,7 @@ def run_tagging(options, flags_text=None):
         dataset = feature_records.records_dataset(path, spec, batch_size=batch_size,
                                                   is_training=False,
                                                   num_examples=meta["num_examples"],
-                                                  length_buckets=context.length_buckets)
+                                                  length_buckets=context.eval_length_buckets)
         return finetune.predict(model, dataset, sequence_length=max_seq_length)[:len(windows)]
 
     def word_tags(split, logits):

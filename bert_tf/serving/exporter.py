@@ -173,8 +173,9 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         run_squad.py.
       length_buckets: the lengths the text signatures run the encoder at: each request runs
         at the smallest one that holds its batch's longest packed input. Strictly increasing,
-        at most max_seq_length (which is added as the last). Default: powers of two from 16,
-        then max_seq_length (128 -> 16, 32, 64, 128); () runs every request at max_seq_length.
+        at most max_seq_length (which is added as the last). Default:
+        bert_tf.text.packing.bucket_lengths (128 -> 8, 16, ..., 64, 80, 96, 112, 128); ()
+        runs every request at max_seq_length.
       overwrite: replace an existing non-empty export_dir.
 
     Returns:

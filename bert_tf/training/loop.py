@@ -411,6 +411,8 @@ def _accumulate(grad_fn, micro_batches):
     Gradients are summed dense (the optimizers apply them dense anyway); variables without a
     gradient keep None.
     """
+    if len(micro_batches) > 1:
+        micro_batches = _common_width(micro_batches)
     parts, grads = grad_fn(micro_batches[0])
     if len(micro_batches) == 1:
         return parts, grads
@@ -425,6 +427,25 @@ def _accumulate(grad_fn, micro_batches):
     for total, i in zip(sums, present):
         grads[i] = total
     return parts, grads
+
+
+def _common_width(micro_batches):
+    """The micro-batches with every [B, L, ...] feature of unknown L padded to the longest L.
+
+    Length-bucketed batches (bert_tf.data.length_buckets) differ in their sequence dimension
+    from one batch to the next, and stacking needs one shape. Padding adds positions of id 0,
+    mask 0 and weight 0, which attention and the losses ignore.
+    """
+    flat = [tf.nest.flatten(batch) for batch in micro_batches]
+    columns = []
+    for tensors in zip(*flat):
+        shape = tensors[0].shape
+        if shape.rank is not None and shape.rank >= 2 and shape[1] is None:
+            width = tf.reduce_max(tf.stack([tf.shape(t)[1] for t in tensors]))
+            rest = [[0, 0]] * (shape.rank - 2)
+            tensors = [tf.pad(t, [[0, 0], [0, width - tf.shape(t)[1]]] + rest) for t in tensors]
+        columns.append(tensors)
+    return tuple(tf.nest.pack_sequence_as(micro_batches[0], list(row)) for row in zip(*columns))
 
 
 def _check_loss_scale_matches(checkpoint_path, optimizer):

@@ -46,8 +46,13 @@ def records(tmp_path_factory):
 
 
 def test_parse_buckets_auto_list_and_off():
-    assert length_buckets.parse_buckets("auto", 128, 512) == [16, 32, 48, 64, 96, 128]
-    assert length_buckets.parse_buckets("auto", 100, 512) == [16, 32, 48, 64, 96, 100]
+    fine = [8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128]
+    assert length_buckets.parse_buckets("auto", 128, 512) == fine
+    assert length_buckets.parse_buckets("auto", 100, 512) == fine[:-2] + [100]
+    assert length_buckets.parse_buckets("auto", 300, 512)[-4:] == [192, 224, 256, 300]
+    # Training batches (and XLA programs): fewer, coarser buckets.
+    assert length_buckets.parse_buckets("auto", 128, 512, coarse=True) == [16, 32, 48, 64, 96,
+                                                                             128]
     assert length_buckets.parse_buckets("16,32,64,128", 64, 512) == [16, 32, 64]
     assert length_buckets.parse_buckets("8, 20", 64, 512) == [8, 20, 64]
     assert length_buckets.parse_buckets("off", 128, 512) is None
@@ -99,20 +104,25 @@ def test_evaluation_batches_cover_every_example_once(records):
     dataset = feature_records.records_dataset(path, SPEC, batch_size=4, is_training=False,
                                               num_examples=len(features),
                                               length_buckets=[8, 16, 32])
-    seen = []
+    seen, fill_rows = [], []
     for batch in dataset:
         index = batch["example_index"].numpy()
         weights = batch["example_weights"].numpy()
         assert batch["input_word_ids"].shape[0] == 4
         np.testing.assert_array_equal(weights, (index >= 0).astype(np.float32))
+        fill_rows.append(int((index < 0).sum()))
+        width = batch["input_word_ids"].shape[1]
+        longest = max(sum(features[i]["input_mask"]) for i in index if i >= 0)
+        assert width == _bucket_of(longest, [8, 16, 32])  # cut to its longest example's bucket
         for row, i in zip(batch["input_word_ids"].numpy(), index):
             if i >= 0:
-                width = row.shape[0]
-                assert width == _bucket_of(sum(features[i]["input_mask"]), [8, 16, 32])
                 assert list(row) == features[i]["input_word_ids"][:width]
                 seen.append(int(i))
     assert sorted(seen) == list(range(len(features)))
-    assert seen != list(range(len(features)))  # grouped by bucket, not in file order
+    # One sorted window (37 examples < 64 batches): lengths never decrease, stable on ties, and
+    # only the pass's last batch is filled up.
+    assert seen == sorted(range(len(features)), key=lambda i: (sum(features[i]["input_mask"]), i))
+    assert fill_rows == [0] * (len(fill_rows) - 1) + [3]
 
 
 class _TraceCounter:
