@@ -203,3 +203,35 @@ def test_training_traces_once_whatever_the_buckets(records, tmp_path):
     assert results["step"] == 12 and np.isfinite(results["loss"])
     # The part-name trace and the training loop's trace, both with the length unknown.
     assert traces == [[4, None], [4, None]]
+
+
+def test_accumulated_micro_batches_of_different_buckets(records):
+    """Gradient accumulation stacks its micro-batches: those of different buckets are padded
+    to the widest, which must leave the summed gradients those of the batches as cut."""
+    path, _ = records
+    tf.keras.utils.set_random_seed(0)
+    model = BertClassifier(BertEncoder(_config()), 2)
+    dataset = feature_records.records_dataset(path, SPEC, batch_size=4, is_training=True, seed=5,
+                                              length_buckets=[8, 16, 24, 32])
+    batches = []
+    for batch in dataset:
+        if batch["input_word_ids"].shape[1] not in {b["input_word_ids"].shape[1] for b in batches}:
+            batches.append(batch)
+        if len(batches) == 2:
+            break
+    assert batches[0]["input_word_ids"].shape[1] != batches[1]["input_word_ids"].shape[1]
+
+    def grad_fn(batch):  # dropout off: the two paths must see the same forward pass
+        with tf.GradientTape() as tape:
+            loss = finetune.classification_loss_fn(model, batch, False)["loss"]
+        return {"loss": loss}, tape.gradient(loss, model.trainable_variables)
+
+    spec = dataset.element_spec
+    accumulated = tf.function(lambda a, b: loop._accumulate(grad_fn, (a, b)),
+                              input_signature=[spec, spec])(*batches)
+    separate = [grad_fn(b) for b in batches]
+    np.testing.assert_allclose(accumulated[0]["loss"],
+                               separate[0][0]["loss"] + separate[1][0]["loss"], rtol=1e-5)
+    for got, first, second in zip(accumulated[1], separate[0][1], separate[1][1]):
+        want = tf.convert_to_tensor(first) + tf.convert_to_tensor(second)
+        np.testing.assert_allclose(got, want, atol=1e-5)
