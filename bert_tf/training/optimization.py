@@ -186,37 +186,27 @@ class AdamWeightDecay(_DecayingOptimizer):
                          exclude_from_weight_decay, name, **kwargs)
 
     def update_step(self, gradient, variable, learning_rate):
-        lr = ops.cast(learning_rate, variable.dtype)
+        dtype = variable.dtype
+        lr = ops.cast(learning_rate, dtype)
         # Embedding gradients arrive as IndexedSlices; the original's update is dense.
-        gradient = ops.cast(tf.convert_to_tensor(gradient), variable.dtype)
+        gradient = ops.cast(tf.convert_to_tensor(gradient), dtype)
         index = self._get_variable_index(variable)
         m, v = self._momentums[index], self._velocities[index]
-        decay_rate = self.weight_decay_rate if self._decays_in_update(variable) else None
-        new_m, new_v, new_w = _adamw_update(
-            gradient, tf.convert_to_tensor(m), tf.convert_to_tensor(v),
-            tf.convert_to_tensor(variable), lr, self.beta_1, self.beta_2, self.epsilon,
-            decay_rate)
-        self.assign(m, new_m)
-        self.assign(v, new_v)
-        self.assign(variable, new_w)
-
-
-# One fused XLA kernel per variable instead of about a dozen memory-bound element-wise TF kernels
-# (one pass over g, m, v, w rather than one per operation): 2.3x faster on a [30522, 512] table on
-# a 2-core AVX2 CPU, where the update was 10% of BERT-tiny's pre-training step and 7% of small's.
-# The Python floats and decay_rate are fixed per trace, so each variable shape compiles once.
-@tf.function(jit_compile=True, autograph=False)
-def _adamw_update(gradient, m, v, w, lr, beta_1, beta_2, epsilon, decay_rate):
-    """Returns the new (m, v, w) of AdamWeightDecay; decay_rate None means w does not decay.
-
-    gradient, m, v, w: float tensors of the variable's shape; lr: scalar of its dtype.
-    """
-    m = beta_1 * m + (1.0 - beta_1) * gradient
-    v = beta_2 * v + (1.0 - beta_2) * tf.square(gradient)
-    update = m / (tf.sqrt(v) + epsilon)
-    if decay_rate is not None:
-        update = update + decay_rate * w
-    return m, v, w - lr * update
+        if self._decays_in_update(variable):
+            # w - lr * (adam + d * w) = w * (1 - lr * d) - lr * adam: the decay first, then the
+            # Adam step, whose term does not depend on w.
+            self.assign(variable, variable * (1.0 - lr * ops.cast(self.weight_decay_rate, dtype)))
+        # TensorFlow's fused Adam kernel: one multi-threaded pass over g, m, v and w. With the
+        # beta powers at 0 its step size lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) is lr: no bias
+        # correction, as the original. Measured on a 2-core Xeon (AMX): the update of
+        # all-MiniLM-L6-v2's 22.7M weights took 37 ms this way, 70 ms as one XLA-fused kernel
+        # per variable (each launch costs ~0.3 ms, and 105 variables) and 90 ms through Keras'
+        # element-wise ops; 26% of a fine-tuning step on short text before.
+        zero = tf.constant(0.0, dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=m.handle, v=v.handle, beta1_power=zero, beta2_power=zero,
+            lr=lr, beta1=tf.constant(self.beta_1, dtype), beta2=tf.constant(self.beta_2, dtype),
+            epsilon=tf.constant(self.epsilon, dtype), grad=gradient)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
