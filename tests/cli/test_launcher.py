@@ -10,7 +10,7 @@ import pytest
 
 from bert_tf import cli
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COMMANDS = {
     "bert-tf-pretrain": "bert_tf.run_pretraining:run",
     "bert-tf-classify": "bert_tf.run_classifier:run",
