@@ -134,11 +134,11 @@ def define_length_buckets_flag():
     """--length_buckets of the fine-tuning, evaluation and prediction CLIs."""
     _define_once(flags.DEFINE_string, "length_buckets", "auto",
                  "Batch examples of similar length together and pad each batch only to its "
-                 "bucket: 'auto' (multiples of 8 to 64, then steps of 1/8: 80, 96, 112, 128, "
-                 "160, ... below --max_seq_length, then --max_seq_length; with XLA "
-                 "(--jit_compile) the coarser 16, 32, 48, 64, 96, 128, 192, ...), 'off' (every "
-                 "batch padded to "
-                 "--max_seq_length, as before), or increasing lengths such as 16,32,64,128. "
+                 "bucket: 'auto' (training: 16, 32, 48, 64, 96, 128, 192, 256, 384, 512 below "
+                 "--max_seq_length, then it; evaluation and prediction, in length-sorted "
+                 "batches: 4, 8, 12, 16, 24, ..., 64, 80, 96, 112, 128, 160, ...), 'off' (every "
+                 "batch padded to --max_seq_length, as before), or increasing lengths such as "
+                 "16,32,64,128. "
                  "Outputs and metrics are the same either way; short text trains and predicts "
                  "several times faster.")
 

@@ -32,8 +32,8 @@ flags.DEFINE_integer("max_seq_length", None,
 flags.DEFINE_list("length_buckets", None,
                   "Lengths the text signatures run the encoder at: each request at the smallest "
                   "that holds its batch's longest input (increasing, <= --max_seq_length, which "
-                  "is always the last). Default: multiples of 8 to 64, then steps of 1/8 "
-                  "(80, 96, 112, 128, 160, ...) below --max_seq_length, then it; "
+                  "is always the last). Default: multiples of 4 to 16, of 8 to 64, then steps "
+                  "of 1/8 (80, 96, 112, 128, 160, ...) below --max_seq_length, then it; "
                   "an empty value runs every request at --max_seq_length.")
 flags.DEFINE_list("signatures", ["ids", "text", "examples"],
                   "Signatures to export: ids, text, examples.")

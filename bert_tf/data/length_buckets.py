@@ -41,8 +41,8 @@ class BucketError(ValueError):
 
 def auto_buckets(max_seq_length, coarse=False):
     """The "auto" buckets for S = max_seq_length (bert_tf.text.packing.bucket_lengths): fine
-    steps (multiples of 8 to 64, ...) for evaluation and prediction without XLA; coarse ones
-    (16, 32, 48, 64, 96, ...) for training batches and when every length is an XLA program."""
+    steps (4, 8, 12, 16, 24, ..., 64, 80, ...) for evaluation and prediction without XLA;
+    coarse ones (16, 32, 48, 64, 96, ...) for training batches and under XLA."""
     return list(bucket_lengths(max_seq_length, coarse))
 
 

@@ -46,7 +46,7 @@ MASK_TOKEN = "[MASK]"
 def default_length_buckets(seq_length):
     """The text signatures' default buckets: bert_tf.text.packing.bucket_lengths' fine steps
     (TF Serving runs the graph without XLA, where a length costs nothing):
-    128 -> (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128)."""
+    128 -> (4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128)."""
     return bucket_lengths(seq_length)
 
 

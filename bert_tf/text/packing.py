@@ -12,13 +12,14 @@ import tensorflow as tf
 
 # Length buckets: the lengths packed inputs are cut to (padding only) so short text runs at a
 # short length. Fine steps for inference without XLA, where a shape costs nothing: multiples of
-# 8 to 64, then steps of at most 1/8 (16s to 128, 32s to 256, ...), padding a batch at most
-# about 12% past its longest input. Coarse steps (multiples of 16 to 64, then at most 1.5x)
-# where each length is one more XLA program, and for training batches, which hold one bucket's
-# examples: a wide bucket still mixes texts of different lengths (with 8-token buckets, a
-# test's short neutral reviews filled batches of their own and a frozen encoder's head fell
-# from 0.6+ to 0.38 accuracy).
-_FINE_STEPS = ((64, 8), (128, 16), (256, 32), (512, 64), (1024, 128), (2048, 256), (4096, 512))
+# 4 to 16 (a served query is often under 16 tokens), of 8 to 64, then steps of at most 1/8
+# (16s to 128, 32s to 256, ...), padding a batch at most about 12% past its longest input.
+# Coarse steps (multiples of 16 to 64, then at most 1.5x) where each length is one more XLA
+# program, and for training batches, which hold one bucket's examples: a wide bucket still
+# mixes texts of different lengths (with 8-token buckets, a test's short neutral reviews filled
+# batches of their own and a frozen encoder's head fell from 0.6+ to 0.38 accuracy).
+_FINE_STEPS = ((16, 4), (64, 8), (128, 16), (256, 32), (512, 64), (1024, 128), (2048, 256),
+               (4096, 512))
 _COARSE_LENGTHS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072,
                      4096)
 
@@ -32,8 +33,8 @@ def bucket_lengths(seq_length, coarse=False):
         program).
 
     Returns:
-      tuple of increasing ints ending with seq_length, e.g. 128 -> (8, 16, 24, 32, 40, 48,
-      56, 64, 80, 96, 112, 128), or (16, 32, 48, 64, 96, 128) when coarse.
+      tuple of increasing ints ending with seq_length, e.g. 128 -> (4, 8, 12, 16, 24, 32, 40,
+      48, 56, 64, 80, 96, 112, 128), or (16, 32, 48, 64, 96, 128) when coarse.
     """
     if coarse:
         lengths = _COARSE_LENGTHS

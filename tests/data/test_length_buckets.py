@@ -46,7 +46,7 @@ def records(tmp_path_factory):
 
 
 def test_parse_buckets_auto_list_and_off():
-    fine = [8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128]
+    fine = [4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128]
     assert length_buckets.parse_buckets("auto", 128, 512) == fine
     assert length_buckets.parse_buckets("auto", 100, 512) == fine[:-2] + [100]
     assert length_buckets.parse_buckets("auto", 300, 512)[-4:] == [192, 224, 256, 300]

@@ -77,7 +77,7 @@ def _text_inputs(kind):
     return {"text": TEXTS}
 
 
-# Batches whose packed inputs all fit a short length bucket (16 of the default (8, 16, 24, 32); 12
+# Batches whose packed inputs all fit a short length bucket (16 of the default (4, ..., 32); 12
 # of the tagging export's (8, 12, 16, 24, 32)): the text signatures run the encoder at that
 # length, and must answer as the full-length path does.
 SHORT_INPUTS = {

@@ -77,10 +77,11 @@ def test_other_models_and_arguments_are_refused(encoder, tmp_path):
 
 
 def test_text_is_packed_to_the_smallest_bucket_that_holds_the_batch(encoder):
-    assert default_length_buckets(128) == (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128)
-    assert default_length_buckets(100) == (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 100)
-    assert default_length_buckets(8) == (8,) and default_length_buckets(6) == (6,)
-    assert check_length_buckets(None, 48) == (8, 16, 24, 32, 40, 48)
+    assert default_length_buckets(128) == (4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112,
+                                           128)
+    assert default_length_buckets(100) == (4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 100)
+    assert default_length_buckets(4) == (4,) and default_length_buckets(3) == (3,)
+    assert check_length_buckets(None, 48) == (4, 8, 12, 16, 24, 32, 40, 48)
     assert check_length_buckets([8, 16], 32) == (8, 16, 32)
     assert check_length_buckets([8, 32], 32) == (8, 32)
     assert check_length_buckets((), 32) == (32,)  # Off: always max_seq_length.
