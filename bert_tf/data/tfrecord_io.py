@@ -426,9 +426,15 @@ def frame_record(record):
     Returns:
       bytes of length len(record) + 16.
     """
-    length = struct.pack("<Q", len(record))
-    return b"".join((length, struct.pack("<I", _masked_crc32c(length)), record,
+    return b"".join((_frame_header(len(record)), record,
                      struct.pack("<I", _masked_crc32c(record))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _frame_header(length):
+    """A record's length (uint64 LE) and its masked CRC; records of a run repeat few lengths."""
+    packed = struct.pack("<Q", length)
+    return packed + struct.pack("<I", _masked_crc32c(packed))
 
 
 def check_record_framing(path):

@@ -341,26 +341,42 @@ def test_lazy_shuffle_is_a_uniform_permutation_drawn_only_as_far_as_used():
     assert all(abs(count - trials / 24) < 160 for count in orders.values()), orders
 
 
-def test_truncation_matches_trimming_one_token_at_a_time():
+def test_truncation_removes_what_trimming_one_token_at_a_time_removes():
     def reference(a, b, max_num_tokens, rng):
+        front_a = front_b = 0
         while len(a) + len(b) > max_num_tokens:
             longer = a if len(a) > len(b) else b
             if rng.random() < 0.5:
                 del longer[0]
+                front_a += longer is a
+                front_b += longer is b
             else:
                 longer.pop()
+        return front_a, front_b
 
     cases = random.Random(0)
-    for trial in range(300):
-        a = list(range(cases.randint(0, 40)))
-        b = list(range(100, 100 + cases.randint(0, 40)))
-        budget = cases.randint(0, 60)
-        want_a, want_b, rng_want = list(a), list(b), random.Random(trial)
-        reference(want_a, want_b, budget, rng_want)
-        rng = random.Random(trial)
-        cpd._truncate_pair(a, b, budget, rng)
-        assert (a, b) == (want_a, want_b), trial
-        assert rng.random() == rng_want.random(), trial
+    len_a, len_b, budgets, want = [], [], [], []
+    for _ in range(300):
+        a, b = list(range(cases.randint(1, 40))), list(range(cases.randint(0, 40)))
+        budget = cases.randint(2, 60)
+        len_a.append(len(a))
+        len_b.append(len(b))
+        budgets.append(budget)
+        reference(a, b, budget, cases)
+        want.append((len_a[-1] - len(a), len_b[-1] - len(b)))
+    for (la, lb, budget), expected in zip(zip(len_a, len_b, budgets), want):
+        drops = cpd.truncation_drops(np.array([la]), np.array([lb]), budget)
+        assert (int(drops[0][0]), int(drops[1][0])) == expected, (la, lb, budget)
+    # Each removed token comes from the front with probability 1/2, independently: the front
+    # count is Binomial(drops, 0.5), which the vectorised truncation draws. (27, 19) with a
+    # budget of 30 removes 12 from A (8, then alternating with B) and 4 from B.
+    drops = cpd.truncation_drops(np.array([27]), np.array([19]), 30)
+    assert (int(drops[0][0]), int(drops[1][0])) == (12, 4)
+    rng = random.Random(1)
+    fronts = np.array([reference(list(range(27)), list(range(19)), 30, rng)
+                       for _ in range(4000)])
+    assert abs(fronts[:, 0].mean() - 6) < 0.1 and abs(fronts[:, 0].var() - 3) < 0.3
+    assert abs(fronts[:, 1].mean() - 2) < 0.06 and abs(fronts[:, 1].var() - 1) < 0.1
 
 
 def test_creating_records_does_not_import_tensorflow(repo_root, corpus, main_run, tmp_path):
