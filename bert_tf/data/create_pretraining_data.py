@@ -61,16 +61,26 @@ What differs from the original, and why:
     their way to the shards. Memory is bounded by those two sizes and the 2 * num_workers chunks
     in flight, whatever the corpus size. Only a corpus of a single document draws its random
     segments from that same document (as the original would); that is warned about.
-  * Seeding per document. Each (file, document, dupe) gets its own random.Random seeded from a
-    hash of (random_seed, file index, document index, dupe index), so an instance does not depend
-    on which process made it or in what order: the local path gives byte-identical shards for a
-    given seed whatever --num_workers is, and the Beam pipeline (bert_tf.data.beam_pipeline) gives
-    the same set of records.
-  * Masked positions come from a lazy shuffle of the candidates that stops once enough are
-    chosen (the same uniform choice as the original's full shuffle, with one random draw per
-    chosen position instead of one per token); the whole local path imports no TensorFlow
-    (records and TFRecord framing are encoded by bert_tf.data.tfrecord_io), which is most of
-    its speed and memory.
+  * Seeding per chunk. Each (chunk, dupe) gets its own random.Random (instance layouts,
+    whole-word and span masking) and numpy Generator (truncation, default masking) seeded from
+    a hash of (random_seed, file index and document index of the chunk's first document, dupe
+    index). Chunks depend only on the corpus and documents_per_chunk, so an instance does not
+    depend on which process made it or in what order: the local path gives byte-identical
+    shards for a given seed whatever --num_workers is, and the Beam pipeline
+    (bert_tf.data.beam_pipeline) gives the same set of records. (Versions before this seeding
+    and the vectorised path below made different records for the same seed, with the same
+    statistics.)
+  * Vectorised per chunk (the algorithm's distributions unchanged): the chunk is tokenized in
+    one call; each instance's layout is drawn as token ranges; then per dupe, numpy truncates
+    every pair at once (the tokens each side loses follow from the lengths; how many of them
+    come off the front is Binomial(lost, 0.5), the distribution of the original's coin per
+    token), and picks the default masked positions as the candidates with the smallest
+    uniform random keys (a uniformly random subset, as the original's shuffle), with the
+    80/10/10 replacement drawn per position. Whole-word and span masking choose words per
+    instance in Python with a lazy shuffle that stops once enough are chosen. The whole local
+    path imports no TensorFlow (records and TFRecord framing are encoded by
+    bert_tf.data.tfrecord_io and bert_tf.data.instance_encoder), which is most of its speed and
+    memory.
   * With do_whole_word_mask a "##" piece right after [SEP] starts its own word instead of
     joining the last word of segment A.
   * The random other document is drawn uniformly from the rest of the chunk (the original makes
@@ -108,6 +118,7 @@ from bert_tf.data.patterns import expand_input_patterns
 from bert_tf.data.patterns import has_scheme
 from bert_tf.text import WordpieceTokenizer
 from bert_tf.text import corpus_files
+from bert_tf.text.tokenization import is_whitespace_char
 
 # Lines of a file reported individually for invalid UTF-8 before only a total is logged.
 _MAX_DECODE_WARNINGS_PER_FILE = 3
@@ -274,7 +285,8 @@ class CreationStats:
 
 
 def document_seed(random_seed, file_index, document_index, dupe_index):
-    """A 64-bit seed for one (file, document, dupe), the same in every process and run.
+    """A 64-bit seed for one (file, document, dupe), the same in every process and run; a
+    chunk's draws of one dupe are seeded with its first document's.
 
     Python's hash() is salted per process, so a cryptographic hash of the decimal values is used.
     """
@@ -441,16 +453,23 @@ def _iter_shuffled(items, rng):
 
 # Private-use characters (category Co, which every rule of the basic tokenizer keeps as they
 # are) join a chunk's sentences and documents into one text, so that a whole chunk is
-# tokenized in one call; spaced, each comes out as a word of its own, mapped to these ids.
+# tokenized in one pass; spaced, each comes out as a word of its own, mapped to these ids.
 _SEGMENT_BREAK, _DOCUMENT_BREAK = "\ue000", "\ue001"
 _SEGMENT_BREAK_ID, _DOCUMENT_BREAK_ID = -1, -2
+# Characters str.split() splits on that the original tokenizer does not treat as whitespace
+# (it deletes the controls among them, joining their neighbours): text holding any of them is
+# tokenized line by line instead.
+_SPLIT_NOT_WHITESPACE = tuple(chr(c) for c in range(0x3001)
+                              if chr(c).isspace() and not is_whitespace_char(chr(c)))
 # Word cache entries; the cache is dropped when full so memory stays bounded on any corpus.
-_WORD_CACHE_LIMIT = 500_000
+_WORD_CACHE_LIMIT = 200_000
 
 
 class _WordIds(dict):
-    """word -> its WordPiece ids (tuple), computed on first use; the break words map to their
-    ids. A dict subclass so lookups of a whole word list run in C (map(d.__getitem__, ...))."""
+    """Whitespace-separated raw word -> its token ids (tuple), computed on first use by the full
+    tokenizer; the break words map to their ids. Tokenizing text is tokenizing each of its
+    str.split() words (no rule of the tokenizer looks across whitespace), so a cache of raw
+    words turns most of the work into one C-level lookup per word (map(d.__getitem__, ...))."""
 
     def __init__(self, tokenizer):
         super().__init__()
@@ -465,7 +484,7 @@ class _WordIds(dict):
     def __missing__(self, word):
         if len(self) >= _WORD_CACHE_LIMIT:
             self._reset()
-        ids = self[word] = tuple(self._tokenizer.word_ids(word))
+        ids = self[word] = tuple(self._tokenizer.encode(word))
         return ids
 
 
@@ -529,12 +548,13 @@ class InstanceMaker:
                                            for lines in documents)
         segment_breaks = sum(len(lines) - 1 for lines in documents)
         if (text.count(_SEGMENT_BREAK) == segment_breaks
-                and text.count(_DOCUMENT_BREAK) == len(documents) - 1):
+                and text.count(_DOCUMENT_BREAK) == len(documents) - 1
+                and not any(c in text for c in _SPLIT_NOT_WHITESPACE)):
             ids = np.fromiter(itertools.chain.from_iterable(map(
-                self._word_ids.__getitem__, self.tokenizer.basic_tokenize(text))),
-                dtype=np.int32)
+                self._word_ids.__getitem__, text.split())), dtype=np.int32)
         else:
-            # The text itself holds a break character: tokenize line by line instead.
+            # The text itself holds a break character, or a character str.split() would
+            # wrongly split on: tokenize line by line instead.
             flat = []
             for d, lines in enumerate(documents):
                 if d:
@@ -695,14 +715,19 @@ class InstanceMaker:
         len_b -= drop_b
         num_tokens = len_a + len_b + 3
 
-        # [CLS] A [SEP] B [SEP], zeros after, as an [N, S] matrix gathered from `tokens`.
-        column = np.arange(seq_length)[None, :]
-        in_a = (column >= 1) & (column <= len_a[:, None])
-        in_b = (column >= len_a[:, None] + 2) & (column < num_tokens[:, None] - 1)
-        source = np.where(in_a, a_start[:, None] + column - 1,
-                          b_start[:, None] + column - len_a[:, None] - 2)
+        # [CLS] A [SEP] B [SEP], zeros after, as an [N, S] matrix gathered from `tokens`
+        # (int32 and broadcast row offsets: this is the largest array work of a run).
+        column = np.arange(seq_length, dtype=np.int32)[None, :]
+        last_a = len_a.astype(np.int32)[:, None]
+        in_a = column <= last_a
+        in_a[:, 0] = False
+        in_b = (column >= last_a + 2) & (column < num_tokens.astype(np.int32)[:, None] - 1)
+        source = np.where(in_a, (a_start - 1).astype(np.int32)[:, None],
+                          (b_start - len_a - 2).astype(np.int32)[:, None])
+        source += column
         candidates = in_a | in_b
-        ids = np.where(candidates, tokens[np.clip(source, 0, len(tokens) - 1)], 0)
+        ids = np.take(tokens, source, mode="clip")
+        ids *= candidates
         rows = np.arange(num_instances)
         ids[:, 0] = self.cls_id
         ids[rows, len_a + 1] = self.sep_id
@@ -1224,22 +1249,23 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
             stats.add(chunk_stats)
             if chunk_stats.long_lines_per_file:
                 log_finished_files(max(chunk_stats.long_lines_per_file))
-            for record in records:
-                if len(buffer) < shuffle_buffer_size:
-                    buffer.append(record)
-                    continue
+            room = shuffle_buffer_size - len(buffer)
+            buffer.extend(records[:room])
+            emitted = []
+            random_ = shuffle_rng.random
+            for record in records[room:]:
                 # Emit a random buffered record and keep the new one in its place.
-                slot = shuffle_rng.randrange(shuffle_buffer_size)
-                writer.write_framed(buffer[slot])
+                slot = int(random_() * shuffle_buffer_size)
+                emitted.append(buffer[slot])
                 buffer[slot] = record
+            writer.write_framed_many(emitted)
             progress.update(stats, writer.num_written)
         log_finished_files(len(input_files))
         if stats.instances == 0:
             raise ValueError(f"No documents with any token in the input files "
                              f"({', '.join(input_files)}); nothing to write.")
         shuffle_rng.shuffle(buffer)
-        for record in buffer:
-            writer.write_framed(record)
+        writer.write_framed_many(buffer)
         progress.update(stats, writer.num_written, force=True)
     log_summary(stats, options)
     return stats

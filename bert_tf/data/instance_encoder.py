@@ -15,7 +15,6 @@ No TensorFlow, as tfrecord_io.
 """
 
 import functools
-import operator
 
 import numpy as np
 
@@ -59,7 +58,7 @@ class InstanceEncoder:
                         for label in (0, 1)]
         self._order = list(tfrecord_io._SORTED_NAMES[feature_names])
         self._order_with_spans = list(tfrecord_io._SORTED_NAMES_WITH_SPANS[feature_names])
-        self._prefixes = {}  # (name, payload length) -> map entry bytes before the payload
+        self._prefixes = {}  # (name, longest payload) -> _prefix_table
         self._vocab_size = vocab_size
         self._varints = None  # encode_batch's lookup tables, made on first use
 
@@ -123,18 +122,63 @@ class InstanceEncoder:
         features = b"".join([entries[name] for name in order])
         return b"".join((b"\x0a", _varint_of_length(len(features)), features))
 
-    def _entry_prefix(self, name, payload_length):
-        """The bytes of `name`'s Int64List map entry before a packed payload of that length."""
-        key = (name, payload_length)
-        prefix = self._prefixes.get(key)
-        if prefix is None:
-            entry = _map_entry(name, _feature(_TAG_3_LEN, b"\x00" * payload_length))
-            prefix = self._prefixes[key] = entry[:len(entry) - payload_length]
-        return prefix
+    def _prefix_table(self, name, max_payload_length):
+        """The bytes of `name`'s Int64List map entry before its packed payload, for every
+        payload length 0 .. max_payload_length, as a padded table.
+
+        Returns:
+          (bytes_table, lengths): uint8 [max_payload_length + 1, K] (prefix then zeros) and
+          int64 [max_payload_length + 1], each prefix's length.
+        """
+        key = (name, max_payload_length)
+        if key not in self._prefixes:
+            prefixes = []
+            for n in range(max_payload_length + 1):
+                entry = _map_entry(name, _feature(_TAG_3_LEN, b"\x00" * n))
+                prefixes.append(entry[:len(entry) - n])
+            width = max(len(p) for p in prefixes)
+            table = np.zeros((len(prefixes), width), dtype=np.uint8)
+            for n, prefix in enumerate(prefixes):
+                table[n, :len(prefix)] = np.frombuffer(prefix, dtype=np.uint8)
+            self._prefixes[key] = (table, np.array([len(p) for p in prefixes]))
+        return self._prefixes[key]
+
+    def _constant(self, entry, num_rows):
+        """A piece (see encode_batch) of the same bytes in every row."""
+        row = np.frombuffer(entry, dtype=np.uint8)
+        return np.broadcast_to(row, (num_rows, len(row))), None, len(row)
+
+    def _varint_piece(self, values, bound):
+        """The packed varints of int array [N, W], every value below `bound`, as a piece."""
+        pieces, used, lengths = self._varints
+        num_rows, width = values.shape
+        # Bytes a value can need: 1 below 2**7, 2 below 2**14, else 3.
+        num_bytes = 1 if bound <= 1 << 7 else 2 if bound <= 1 << 14 else 3
+        if num_bytes == 1:
+            return values.astype(np.uint8), None, width
+        return (pieces[values].view(np.uint8), used[values].view(np.bool_),
+                lengths[values].sum(axis=1, dtype=np.int64))
+
+    def _prefixed(self, name, payload, max_payload_length):
+        """[prefix piece, payload piece] of a packed Int64List entry."""
+        payload_lengths = payload[2]
+        if isinstance(payload_lengths, int):
+            entry = _map_entry(name, _feature(_TAG_3_LEN, b"\x00" * payload_lengths))
+            return [self._constant(entry[:len(entry) - payload_lengths], len(payload[0])),
+                    payload]
+        table, prefix_lengths = self._prefix_table(name, max_payload_length)
+        lengths = prefix_lengths[payload_lengths]
+        prefix_mask = np.arange(table.shape[1]) < lengths[:, None]
+        return [(table[payload_lengths], prefix_mask, lengths), payload]
 
     def encode_batch(self, input_ids, num_tokens, first_segment_lengths, masked_lm_positions,
                      masked_lm_ids, num_predictions, next_sentence_labels):
         """N instances -> N serialized tf.train.Example bytes (spans unsupported: use encode).
+
+        Every record is assembled by numpy: each part of a record (a map entry's prefix, a
+        packed payload) is a piece, a [N, width] byte matrix with a mask of the bytes that
+        belong to it (None: all), and the masked bytes of all pieces side by side, read row by
+        row, are the records one after the other.
 
         Args:
           input_ids: int array [N, S] after masking, zeros past each row's num_tokens.
@@ -153,44 +197,61 @@ class InstanceEncoder:
             raise ValueError(f"encode_batch expects input_ids [N, {seq_length}] and masked_lm_ids "
                              f"[N, {max_predictions}], got {input_ids.shape} and "
                              f"{masked_lm_ids.shape}.")
+        num_rows = len(num_tokens)
+        if num_rows == 0:
+            return []
+        # Ids, positions, and the features' length of a record (below 6 S + 10 P + 256).
+        length_bound = 6 * seq_length + 10 * max_predictions + 256
         if self._varints is None:
-            self._varints = _varint_table(max(self._vocab_size, seq_length))
-        ids_data, ids_offsets, ids_lengths = _varint_rows(input_ids, self._varints)
-        mlm_data, mlm_offsets, mlm_lengths = _varint_rows(masked_lm_ids, self._varints)
-        pos_data, pos_offsets, pos_lengths = _varint_rows(masked_lm_positions, self._varints)
-        ids_name, mask_name, seg_name = (self._input_ids_name, self._input_mask_name,
-                                         self._segment_ids_name)
-        mask_entries = [_ones_entry(mask_name, t, seq_length, False)
-                        for t in range(seq_length + 1)]
-        weight_entries = [_ones_entry("masked_lm_weights", m, max_predictions, True)
-                          for m in range(max_predictions + 1)]
-        segment_entry, labels = self._segment_entry, self._labels
-        # Entry prefixes by payload length (at most 3 bytes per value).
-        ids_prefix = [self._entry_prefix(ids_name, n) for n in range(3 * seq_length + 1)]
-        pos_prefix = [self._entry_prefix("masked_lm_positions", n)
-                      for n in range(3 * max_predictions + 1)]
-        mlm_prefix = [self._entry_prefix("masked_lm_ids", n)
-                      for n in range(3 * max_predictions + 1)]
-        # Parts are made in this order and put in sorted key order by one itemgetter.
-        kinds = [ids_name, mask_name, seg_name, "masked_lm_positions", "masked_lm_ids",
-                 "masked_lm_weights", "next_sentence_labels"]
-        in_key_order = operator.itemgetter(*[kinds.index(name) for name in self._order])
-        varint_of_length = _varint_of_length
-        records = []
-        for ids_off, ids_len, mlm_off, mlm_len, pos_off, pos_len, t, first, m, label in zip(
-                ids_offsets, ids_lengths, mlm_offsets, mlm_lengths, pos_offsets, pos_lengths,
-                num_tokens.tolist(), first_segment_lengths.tolist(), num_predictions.tolist(),
-                next_sentence_labels.tolist()):
-            features = b"".join(in_key_order((
-                ids_prefix[ids_len] + ids_data[ids_off:ids_off + ids_len],
-                mask_entries[t],
-                segment_entry(first, t),
-                pos_prefix[pos_len] + pos_data[pos_off:pos_off + pos_len],
-                mlm_prefix[mlm_len] + mlm_data[mlm_off:mlm_off + mlm_len],
-                weight_entries[m],
-                labels[label])))
-            records.append(b"".join((b"\x0a", varint_of_length(len(features)), features)))
-        return records
+            self._varints = _varint_table(max(self._vocab_size, length_bound))
+        column = np.arange(seq_length)
+        num_tokens = np.asarray(num_tokens)[:, None]
+        first = np.asarray(first_segment_lengths)[:, None]
+        in_predictions = np.arange(max_predictions) < np.asarray(num_predictions)[:, None]
+        ids_name, mask_name, segment_name = (self._input_ids_name, self._input_mask_name,
+                                             self._segment_ids_name)
+        parts = {
+            ids_name: self._prefixed(
+                ids_name, self._varint_piece(input_ids, self._vocab_size), 3 * seq_length),
+            mask_name: self._prefixed(
+                mask_name, ((column < num_tokens).view(np.uint8), None, seq_length),
+                seq_length),
+            segment_name: self._prefixed(
+                segment_name,
+                (((column >= first) & (column < num_tokens)).view(np.uint8), None, seq_length),
+                seq_length),
+            "masked_lm_positions": self._prefixed(
+                "masked_lm_positions", self._varint_piece(masked_lm_positions, seq_length),
+                3 * max_predictions),
+            "masked_lm_ids": self._prefixed(
+                "masked_lm_ids", self._varint_piece(masked_lm_ids, self._vocab_size),
+                3 * max_predictions),
+            "masked_lm_weights": [
+                self._constant(_ones_entry("masked_lm_weights", 0, max_predictions, True)[
+                    :-4 * max_predictions], num_rows),
+                (in_predictions.astype("<f4").view(np.uint8), None, 4 * max_predictions)],
+            "next_sentence_labels": [
+                (np.stack([np.frombuffer(e, dtype=np.uint8) for e in self._labels])[
+                    np.asarray(next_sentence_labels)], None, len(self._labels[0]))],
+        }
+        pieces = [piece for name in self._order for piece in parts[name]]
+        feature_lengths = np.broadcast_to(sum(length for _, _, length in pieces), (num_rows,))
+        # The Example's header: field 1 (Features), then the varint of the features' length.
+        pieces = ([self._constant(b"\x0a", num_rows),
+                   self._varint_piece(feature_lengths[:, None], length_bound)] + pieces)
+        width = sum(d.shape[1] for d, _, _ in pieces)
+        data = np.empty((num_rows, width), dtype=np.uint8)
+        mask = np.ones((num_rows, width), dtype=bool)
+        column = 0
+        for piece_data, piece_mask, _ in pieces:
+            end = column + piece_data.shape[1]
+            data[:, column:end] = piece_data
+            if piece_mask is not None:
+                mask[:, column:end] = piece_mask
+            column = end
+        flat = data[mask].tobytes()
+        ends = np.cumsum(feature_lengths + 1 + pieces[1][2]).tolist()
+        return [flat[start:end] for start, end in zip([0] + ends[:-1], ends)]
 
 
 def _varint_table(size):
@@ -209,18 +270,3 @@ def _varint_table(size):
               | ((v >> 14) << 16))
     used = 1 | (two << 8) | (three << 16)
     return pieces.astype("<u4"), used.astype("<u4"), (1 + two + three).astype(np.int8)
-
-
-def _varint_rows(values, table):
-    """Base-128 varints of a non-negative int array [N, W], per row, through a _varint_table
-    covering every value.
-
-    Returns:
-      (data, offsets, lengths): all rows' varints concatenated (bytes), and per row the start
-      and the byte length of its varints in `data` (lists of int).
-    """
-    pieces, used, value_lengths = table
-    flat = values.ravel()
-    data = pieces[flat].view(np.uint8)[used[flat].view(np.bool_)].tobytes()
-    lengths = value_lengths[values].sum(axis=1, dtype=np.int64)
-    return data, (np.cumsum(lengths) - lengths).tolist(), lengths.tolist()

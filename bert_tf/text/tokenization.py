@@ -512,12 +512,6 @@ class WordpieceTokenizer:
             start = end
         return pieces
 
-    def word_ids(self, word):
-        """WordPiece ids of one basic-tokenized word (see `basic_tokenize`), uncached: list of
-        int. For callers that keep their own cache (create_pretraining_data)."""
-        vocab = self.vocab
-        return [vocab[p] for p in self._greedy_pieces(word)]
-
     def tokenize_words(self, text):
         """WordPiece tokens grouped by word: list (words) of lists of str."""
         return [self._word_pieces(w)[0] for w in self.basic_tokenize(text)]

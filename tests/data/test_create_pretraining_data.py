@@ -379,6 +379,34 @@ def test_truncation_removes_what_trimming_one_token_at_a_time_removes():
     assert abs(fronts[:, 1].mean() - 2) < 0.06 and abs(fronts[:, 1].var() - 1) < 0.1
 
 
+@pytest.mark.parametrize("extra_line", [
+    "plain words",  # the whole chunk is tokenized in one pass
+    "a\x0bb c\u2028d",  # str.split() splits where the tokenizer does not: line by line
+    "x \ue000 y",  # a break character in the text: line by line
+])
+def test_chunk_tokenization_equals_tokenizing_each_line(corpus, extra_line):
+    tokenizer = WordpieceTokenizer(corpus["vocab"])
+    maker = cpd.InstanceMaker(tokenizer, options(max_seq_length=8, max_predictions_per_seq=2))
+    documents = [["Héllo, WORLD!", "naïve café\tdéjà-vu (ΣΑΣ Σ)", "\x00\x01"],
+                 ["\x00"],  # no token at all: the document is dropped
+                 ["中文 text 123", extra_line, "the quick brown fox jumps over a lazy dog"]]
+    keys = [(0, 0), (0, 1), (1, 0)]
+    stats = cpd.CreationStats()
+    chunk_tokens = maker._tokenize_chunk(cpd.DocumentChunk(keys, documents), stats)
+    segments = [[tokenizer.encode(line) for line in lines] for lines in documents]
+    segments = [[ids for ids in doc if ids] for doc in segments]
+    assert chunk_tokens.keys == [key for key, doc in zip(keys, segments) if doc]
+    flat = [ids for doc in segments for ids in doc]
+    assert chunk_tokens.tokens.tolist() == [i for ids in flat for i in ids]
+    offsets = chunk_tokens.offsets
+    assert [chunk_tokens.tokens[a:b].tolist() for a, b in zip(offsets, offsets[1:])] == flat
+    assert chunk_tokens.first_segment == [0, 2, 2 + len(segments[2])]
+    # Sentences longer than max_seq_length - 3 = 5 tokens, counted per file.
+    long = [sum(len(ids) > 5 for ids in doc) for doc in segments]
+    assert stats.long_lines == sum(long) > 0
+    assert stats.long_lines_per_file == {f: n for f, n in ((0, long[0]), (1, long[2])) if n}
+
+
 def test_creating_records_does_not_import_tensorflow(repo_root, corpus, main_run, tmp_path):
     # Main process and workers stay TensorFlow-free, which is most of their start-up time and
     # memory. Without TensorFlow loaded the workers are forked (not spawned): their shards are
