@@ -1092,8 +1092,7 @@ def _framed_chunk_records(maker, chunk):
     """process_chunk with every record already in TFRecord framing: the CRCs are computed by
     the workers, in parallel, and the writing process only shuffles and copies bytes."""
     records, stats = maker.process_chunk(chunk)
-    frame = tfrecord_io.frame_record
-    return [frame(r) for r in records], stats
+    return tfrecord_io.frame_records(records), stats
 
 
 def _iter_chunk_results(chunks, maker, vocab_file, do_lower_case, options, num_workers):

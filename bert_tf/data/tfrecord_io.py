@@ -48,6 +48,7 @@ import tempfile
 import uuid
 
 import google_crc32c
+import numpy as np
 
 from bert_tf import fileio
 
@@ -428,6 +429,21 @@ def frame_record(record):
     """
     return b"".join((_frame_header(len(record)), record,
                      struct.pack("<I", _masked_crc32c(record))))
+
+
+def frame_records(records):
+    """`frame_record` of each of a list of records, with no Python-level work per record (the
+    CRCs and framing run through C-level map() calls): list of bytes."""
+    if not records:
+        return []
+    crcs = np.fromiter(map(google_crc32c.value, records), dtype=np.uint64, count=len(records))
+    masked = (((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) + np.uint64(0xA282EAD8)) \
+        & np.uint64(0xFFFFFFFF)
+    trailers = map(_UINT32.pack, masked.tolist())
+    return list(map(b"".join, zip(map(_frame_header, map(len, records)), records, trailers)))
+
+
+_UINT32 = struct.Struct("<I")
 
 
 @functools.lru_cache(maxsize=4096)
