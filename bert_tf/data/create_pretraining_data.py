@@ -1239,8 +1239,9 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
 
     progress = _Progress(sum(_file_size(p) for p in input_files))
     # The output order is shuffled with its own stream, seeded from random_seed as well.
-    shuffle_rng = random.Random(document_seed(options.random_seed, -1, -1, -1))
-    buffer = []
+    shuffle_rng = np.random.default_rng(document_seed(options.random_seed, -1, -1, -1))
+    buffer = np.empty(shuffle_buffer_size, dtype=object)
+    buffered = 0
     with tfrecord_io.ShardedRecordWriter(output_files, compression) as writer:
         for records, chunk_stats in _iter_chunk_results(
                 iter_document_chunks(input_files, options.documents_per_chunk), maker,
@@ -1248,23 +1249,24 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
             stats.add(chunk_stats)
             if chunk_stats.long_lines_per_file:
                 log_finished_files(max(chunk_stats.long_lines_per_file))
-            room = shuffle_buffer_size - len(buffer)
-            buffer.extend(records[:room])
-            emitted = []
-            random_ = shuffle_rng.random
-            for record in records[room:]:
-                # Emit a random buffered record and keep the new one in its place.
-                slot = int(random_() * shuffle_buffer_size)
-                emitted.append(buffer[slot])
-                buffer[slot] = record
-            writer.write_framed_many(emitted)
+            room = min(shuffle_buffer_size - buffered, len(records))
+            buffer[buffered:buffered + room] = records[:room]
+            buffered += room
+            for start in range(room, len(records), shuffle_buffer_size):
+                # Emit distinct random buffered records, in random order, and keep the new
+                # ones in their places (numpy object arrays: no per-record Python).
+                incoming = records[start:start + shuffle_buffer_size]
+                slots = shuffle_rng.choice(shuffle_buffer_size, len(incoming), replace=False)
+                writer.write_framed_many(buffer[slots].tolist())
+                new = np.empty(len(incoming), dtype=object)
+                new[:] = incoming
+                buffer[slots] = new
             progress.update(stats, writer.num_written)
         log_finished_files(len(input_files))
         if stats.instances == 0:
             raise ValueError(f"No documents with any token in the input files "
                              f"({', '.join(input_files)}); nothing to write.")
-        shuffle_rng.shuffle(buffer)
-        writer.write_framed_many(buffer)
+        writer.write_framed_many(buffer[shuffle_rng.permutation(buffered)].tolist())
         progress.update(stats, writer.num_written, force=True)
     log_summary(stats, options)
     return stats

@@ -285,6 +285,20 @@ def test_byte_identical_across_runs_and_worker_counts(corpus, main_run, tmp_path
     assert set(read_records([str(other)])) != set(main_run["records"])
 
 
+def test_small_shuffle_buffers_write_the_same_records(corpus, main_run, tmp_path):
+    # Buffers smaller than a chunk's records exchange them batch by batch (and 1 keeps the
+    # order); every buffer size writes the same records.
+    reference = sorted(main_run["records"])
+    orders = []
+    for size in (1, 50, 7000):
+        out = tmp_path / f"buffer{size}.tfrecord"
+        run(corpus, tmp_path, outputs=[str(out)], shuffle_buffer_size=size)
+        records = read_records([str(out)])
+        assert sorted(records) == reference
+        orders.append(records)
+    assert orders[0] != orders[1] != orders[2]
+
+
 def test_rerun_same_seed_is_byte_identical(corpus, tmp_path):
     first = run(corpus, tmp_path, name="1.tfrecord", opts=options(dupe_factor=1))[1][0]
     second = run(corpus, tmp_path, name="2.tfrecord", opts=options(dupe_factor=1))[1][0]
