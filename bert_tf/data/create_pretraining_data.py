@@ -24,8 +24,8 @@ The per-document algorithm follows the original create_pretraining_data.py:
     of the time, by a random vocabulary id 10% (any id, as the original) and kept 10%; positions
     are sorted.
 
-BERT-family options (each off by default; with all off the records are byte for byte what
-they were before the options existed):
+BERT-family options (each off by default; with all off the records are those of the
+algorithm above):
   * sentence_order_prediction (ALBERT's SOP): segment B is always the text that follows A in
     the document, and with probability 0.5 the two are swapped (next_sentence_labels = 1 means
     swapped). A chunk of one sentence is split at a random token into A and B (ALBERT instead
