@@ -1140,8 +1140,10 @@ def _enlarge_pipes(pool):
     A chunk's records (several MB) otherwise cross a 64 KB pipe in thousands of blocking
     read/write pairs, each a context switch between worker and writer.
     """
-    import fcntl  # POSIX only
-
+    try:
+        import fcntl  # POSIX only
+    except ImportError:
+        return
     set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
     if set_size is None:
         return
