@@ -21,6 +21,7 @@ Apache Beam (same set of records; shards out/train-SSSSS-of-NNNNN):
     --beam_pipeline_option=--project=my-project --beam_pipeline_option=--region=us-central1 ...
 """
 
+import ctypes
 import sys
 
 from absl import app
@@ -99,6 +100,22 @@ flags.DEFINE_multi_string("beam_pipeline_option", [],
 flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
 
 
+def _keep_freed_memory():
+    """Tells glibc's allocator to keep up to 64 MB of freed memory in the process.
+
+    By default it returns a freed block of a few MB to the kernel at once, so the per-chunk
+    numpy arrays of create_pretraining_data were mapped and page-faulted in again for every
+    chunk: about a tenth of a run's CPU time, spent in the kernel. Forked workers inherit the
+    setting. Does nothing where the C library is not glibc.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 def _tf_file_error_type():
     # TensorFlow is loaded only for remote paths (gs://...); its file errors can only have
     # come from there, and a local run must not pay TensorFlow's start-up to catch them.
@@ -162,6 +179,7 @@ def _run(argv):
             num_shards=FLAGS.beam_num_shards, compression=compression,
             runner=FLAGS.runner or "DirectRunner", pipeline_args=FLAGS.beam_pipeline_option)
     else:
+        _keep_freed_memory()
         cpd.create_pretraining_data(
             FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
             do_lower_case=FLAGS.do_lower_case, options=options,

@@ -8,7 +8,8 @@ of each file (one element per file, in parallel), which fixes the chunk of every
 (`chunk_index`); each file is then read on its own worker, its documents are grouped by chunk,
 and each chunk goes through the same InstanceMaker as the local path, on any worker.
 
-Seeds depend only on (random_seed, file index, document index, dupe index), so for the same
+Seeds depend only on (random_seed, the file and document index of a chunk's first document,
+dupe index), and chunks are the local path's, so for the same
 inputs and settings this pipeline writes exactly the same set of records as
 bert_tf.data.create_pretraining_data.create_pretraining_data; only the order and the sharding
 differ (the runner decides both; readers shuffle anyway).

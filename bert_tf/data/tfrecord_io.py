@@ -48,6 +48,7 @@ import tempfile
 import uuid
 
 import google_crc32c
+import numpy as np
 
 from bert_tf import fileio
 
@@ -426,9 +427,30 @@ def frame_record(record):
     Returns:
       bytes of length len(record) + 16.
     """
-    length = struct.pack("<Q", len(record))
-    return b"".join((length, struct.pack("<I", _masked_crc32c(length)), record,
+    return b"".join((_frame_header(len(record)), record,
                      struct.pack("<I", _masked_crc32c(record))))
+
+
+def frame_records(records):
+    """`frame_record` of each of a list of records, with no Python-level work per record (the
+    CRCs and framing run through C-level map() calls): list of bytes."""
+    if not records:
+        return []
+    crcs = np.fromiter(map(google_crc32c.value, records), dtype=np.uint64, count=len(records))
+    masked = (((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) + np.uint64(0xA282EAD8)) \
+        & np.uint64(0xFFFFFFFF)
+    trailers = map(_UINT32.pack, masked.tolist())
+    return list(map(b"".join, zip(map(_frame_header, map(len, records)), records, trailers)))
+
+
+_UINT32 = struct.Struct("<I")
+
+
+@functools.lru_cache(maxsize=4096)
+def _frame_header(length):
+    """A record's length (uint64 LE) and its masked CRC; records of a run repeat few lengths."""
+    packed = struct.pack("<Q", length)
+    return packed + struct.pack("<I", _masked_crc32c(packed))
 
 
 def check_record_framing(path):
@@ -593,6 +615,24 @@ class ShardedRecordWriter:
             raise self._write_error(shard, e) from None
         self.counts[shard] += 1
         self.num_written += 1
+
+    def write_framed_many(self, framed_records):
+        """`write_framed` of each record in order, with one write per shard per 8192 records
+        (a bounded copy)."""
+        for start in range(0, len(framed_records), 8192):
+            self._write_framed_batch(framed_records[start:start + 8192])
+
+    def _write_framed_batch(self, framed_records):
+        num_shards = len(self._writers)
+        for offset in range(min(num_shards, len(framed_records))):
+            shard = (self.num_written + offset) % num_shards
+            mine = framed_records[offset::num_shards]
+            try:
+                self._writers[shard].write_framed(b"".join(mine))
+            except OSError as e:
+                raise self._write_error(shard, e) from None
+            self.counts[shard] += len(mine)
+        self.num_written += len(framed_records)
 
     def _write_error(self, shard, error):
         # The OS error (say ENOSPC) names no file; the caller's except/exit cleans up.

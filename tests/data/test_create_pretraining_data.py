@@ -285,6 +285,20 @@ def test_byte_identical_across_runs_and_worker_counts(corpus, main_run, tmp_path
     assert set(read_records([str(other)])) != set(main_run["records"])
 
 
+def test_small_shuffle_buffers_write_the_same_records(corpus, main_run, tmp_path):
+    # Buffers smaller than a chunk's records exchange them batch by batch (and 1 keeps the
+    # order); every buffer size writes the same records.
+    reference = sorted(main_run["records"])
+    orders = []
+    for size in (1, 50, 7000):
+        out = tmp_path / f"buffer{size}.tfrecord"
+        run(corpus, tmp_path, outputs=[str(out)], shuffle_buffer_size=size)
+        records = read_records([str(out)])
+        assert sorted(records) == reference
+        orders.append(records)
+    assert orders[0] != orders[1] != orders[2]
+
+
 def test_rerun_same_seed_is_byte_identical(corpus, tmp_path):
     first = run(corpus, tmp_path, name="1.tfrecord", opts=options(dupe_factor=1))[1][0]
     second = run(corpus, tmp_path, name="2.tfrecord", opts=options(dupe_factor=1))[1][0]
@@ -341,26 +355,70 @@ def test_lazy_shuffle_is_a_uniform_permutation_drawn_only_as_far_as_used():
     assert all(abs(count - trials / 24) < 160 for count in orders.values()), orders
 
 
-def test_truncation_matches_trimming_one_token_at_a_time():
+def test_truncation_removes_what_trimming_one_token_at_a_time_removes():
     def reference(a, b, max_num_tokens, rng):
+        front_a = front_b = 0
         while len(a) + len(b) > max_num_tokens:
             longer = a if len(a) > len(b) else b
             if rng.random() < 0.5:
                 del longer[0]
+                front_a += longer is a
+                front_b += longer is b
             else:
                 longer.pop()
+        return front_a, front_b
 
     cases = random.Random(0)
-    for trial in range(300):
-        a = list(range(cases.randint(0, 40)))
-        b = list(range(100, 100 + cases.randint(0, 40)))
-        budget = cases.randint(0, 60)
-        want_a, want_b, rng_want = list(a), list(b), random.Random(trial)
-        reference(want_a, want_b, budget, rng_want)
-        rng = random.Random(trial)
-        cpd._truncate_pair(a, b, budget, rng)
-        assert (a, b) == (want_a, want_b), trial
-        assert rng.random() == rng_want.random(), trial
+    len_a, len_b, budgets, want = [], [], [], []
+    for _ in range(300):
+        a, b = list(range(cases.randint(1, 40))), list(range(cases.randint(0, 40)))
+        budget = cases.randint(2, 60)
+        len_a.append(len(a))
+        len_b.append(len(b))
+        budgets.append(budget)
+        reference(a, b, budget, cases)
+        want.append((len_a[-1] - len(a), len_b[-1] - len(b)))
+    for (la, lb, budget), expected in zip(zip(len_a, len_b, budgets), want):
+        drops = cpd.truncation_drops(np.array([la]), np.array([lb]), budget)
+        assert (int(drops[0][0]), int(drops[1][0])) == expected, (la, lb, budget)
+    # Each removed token comes from the front with probability 1/2, independently: the front
+    # count is Binomial(drops, 0.5), which the vectorised truncation draws. (27, 19) with a
+    # budget of 30 removes 12 from A (8, then alternating with B) and 4 from B.
+    drops = cpd.truncation_drops(np.array([27]), np.array([19]), 30)
+    assert (int(drops[0][0]), int(drops[1][0])) == (12, 4)
+    rng = random.Random(1)
+    fronts = np.array([reference(list(range(27)), list(range(19)), 30, rng)
+                       for _ in range(4000)])
+    assert abs(fronts[:, 0].mean() - 6) < 0.1 and abs(fronts[:, 0].var() - 3) < 0.3
+    assert abs(fronts[:, 1].mean() - 2) < 0.06 and abs(fronts[:, 1].var() - 1) < 0.1
+
+
+@pytest.mark.parametrize("extra_line", [
+    "plain words",  # the whole chunk is tokenized in one pass
+    "a\x0bb c\u2028d",  # str.split() splits where the tokenizer does not: line by line
+    "x \ue000 y",  # a break character in the text: line by line
+])
+def test_chunk_tokenization_equals_tokenizing_each_line(corpus, extra_line):
+    tokenizer = WordpieceTokenizer(corpus["vocab"])
+    maker = cpd.InstanceMaker(tokenizer, options(max_seq_length=8, max_predictions_per_seq=2))
+    documents = [["Héllo, WORLD!", "naïve café\tdéjà-vu (ΣΑΣ Σ)", "\x00\x01"],
+                 ["\x00"],  # no token at all: the document is dropped
+                 ["中文 text 123", extra_line, "the quick brown fox jumps over a lazy dog"]]
+    keys = [(0, 0), (0, 1), (1, 0)]
+    stats = cpd.CreationStats()
+    chunk_tokens = maker._tokenize_chunk(cpd.DocumentChunk(keys, documents), stats)
+    segments = [[tokenizer.encode(line) for line in lines] for lines in documents]
+    segments = [[ids for ids in doc if ids] for doc in segments]
+    assert chunk_tokens.keys == [key for key, doc in zip(keys, segments) if doc]
+    flat = [ids for doc in segments for ids in doc]
+    assert chunk_tokens.tokens.tolist() == [i for ids in flat for i in ids]
+    offsets = chunk_tokens.offsets
+    assert [chunk_tokens.tokens[a:b].tolist() for a, b in zip(offsets, offsets[1:])] == flat
+    assert chunk_tokens.first_segment == [0, 2, 2 + len(segments[2])]
+    # Sentences longer than max_seq_length - 3 = 5 tokens, counted per file.
+    long = [sum(len(ids) > 5 for ids in doc) for doc in segments]
+    assert stats.long_lines == sum(long) > 0
+    assert stats.long_lines_per_file == {f: n for f, n in ((0, long[0]), (1, long[2])) if n}
 
 
 def test_creating_records_does_not_import_tensorflow(repo_root, corpus, main_run, tmp_path):

@@ -2,6 +2,7 @@
 
 import random
 
+import numpy as np
 import pytest
 
 from bert_tf.data import tfrecord_io
@@ -42,6 +43,34 @@ def test_encoder_bytes_equal_serialize_instance(seq_length, max_predictions, voc
         first_segment = segment_ids.count(0)
         assert encoder.encode(input_ids, first_segment, positions, ids, label, lefts,
                               rights) == expected
+
+
+# Positions of one byte and of two; ids of one, two and three bytes.
+@pytest.mark.parametrize("seq_length,max_predictions,vocab_size,feature_names", [
+    (128, 20, 30522, "v1"),
+    (64, 10, 100, "v2"),
+    (300, 40, 5000, "v1"),
+])
+def test_batch_encoding_equals_encoding_each_instance(seq_length, max_predictions, vocab_size,
+                                                      feature_names):
+    encoder = InstanceEncoder(seq_length, max_predictions, feature_names, vocab_size)
+    rng = random.Random(vocab_size)
+    instances = [random_instance(rng, seq_length, max_predictions, vocab_size, False)
+                 for _ in range(150)]
+    ids = np.zeros((len(instances), seq_length), dtype=np.int32)
+    positions = np.zeros((len(instances), max_predictions), dtype=np.int64)
+    masked_ids = np.zeros((len(instances), max_predictions), dtype=np.int64)
+    for row, (input_ids, _, pos, m_ids, _, _, _) in enumerate(instances):
+        ids[row, :len(input_ids)] = input_ids
+        positions[row, :len(pos)] = pos
+        masked_ids[row, :len(m_ids)] = m_ids
+    records = encoder.encode_batch(
+        ids, np.array([len(x[0]) for x in instances]),
+        np.array([x[1].count(0) for x in instances]), positions, masked_ids,
+        np.array([len(x[2]) for x in instances]), np.array([x[4] for x in instances]))
+    assert len(records) == len(instances)
+    for record, (input_ids, segment_ids, pos, m_ids, label, _, _) in zip(records, instances):
+        assert record == encoder.encode(input_ids, segment_ids.count(0), pos, m_ids, label)
 
 
 def test_encoder_parses_with_tensorflow_to_the_instance():

@@ -93,6 +93,13 @@ def test_sharded_writer_round_robin_and_rename(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["s0.tfrecord", "s1.tfrecord", "s2.tfrecord"]
     read = [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in paths]
     assert read == [records[0::3], records[1::3], records[2::3]]
+    # Batches of framed records continue the round robin where single writes left it.
+    with tfrecord_io.ShardedRecordWriter(paths) as writer:
+        writer.write(records[0])
+        writer.write_framed_many(tfrecord_io.frame_records(records[1:6]))
+        writer.write_framed_many(tfrecord_io.frame_records(records[6:]))
+    assert writer.counts == [3, 2, 2] and writer.num_written == 7
+    assert [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in paths] == read
 
 
 def test_sharded_writer_leaves_nothing_on_error(tmp_path):
@@ -213,6 +220,7 @@ def test_plain_shards_are_byte_identical_to_tensorflows_writer(tmp_path):
     # TensorFlow's reader checks both CRCs of every record.
     assert [r.numpy() for r in tf.data.TFRecordDataset(ours)] == records
     assert len(tfrecord_io.frame_record(b"abc")) == 3 + 16
+    assert tfrecord_io.frame_records(records) == [tfrecord_io.frame_record(r) for r in records]
 
 
 def test_gzip_shards_read_back_and_are_deterministic(tmp_path):
