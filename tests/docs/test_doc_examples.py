@@ -80,13 +80,15 @@ class Recipe:
     tensorflow and tensorflow_text (tests/serving/serving_client.py), and the predictions must
     have the keys of the response shown in the next ```json block; background: a server
     example (it serves until killed) starts in the background, its pid in $SERVER_PID, and the
-    page's check kills it; why: what is substituted."""
+    page's check kills it; same_as: another page whose block of the very same text runs (the
+    text must stay identical); why: what is substituted."""
     subs: list = field(default_factory=list)
     append: dict = field(default_factory=dict)
     before: str = ""
     after: str = ""
     replace_with: str = ""
     rest: str = ""
+    same_as: str = ""
     background: bool = False
     why: str = ""
 
@@ -224,6 +226,11 @@ def page_script(page, blocks, work):
         if block.lang not in ("bash", "python"):
             continue
         recipe = recipe_of(block)
+        if recipe.same_as:
+            twins = [b for b in extract_blocks(recipe.same_as) if b.text == block.text]
+            assert twins, (f"{block.where()}: the recipe says {recipe.same_as} runs the same "
+                           f"example, but no block there has this text; update the recipe")
+            continue
         parts.append(f"echo '>>> {block.where()}'")
         text = apply_subs(block, recipe.subs).replace("/tmp/", f"{work}/tmp/")
         if recipe.rest:
@@ -288,6 +295,28 @@ def test_every_example_has_a_recipe(page):
     for block in extract_blocks(page):
         if block.lang in ("bash", "python"):
             recipe_of(block)
+
+
+def test_an_example_without_a_recipe_fails_by_name():
+    block = Block("docs/new-page.md", 12, "bash", "# a comment\nbert-tf-export --check x/1")
+    with pytest.raises(pytest.fail.Exception) as failure:
+        recipe_of(block)
+    assert str(failure.value) == (
+        "docs/new-page.md:12: example not run by tests/docs/test_doc_examples.py; add a recipe "
+        "(anchor 'bert-tf-export --check x/1')")
+
+
+def test_tiny_flags_go_after_every_command_of_a_chain():
+    text = ("mkdir -p d && python -m bert_tf.run_pretraining --a=1 \\\n"
+            "    --b='x # y'   # a comment\n"
+            "bert-tf-build-vocab --c=2\n"
+            "export X='{\"k\":\n  1}'")
+    assert shrink_shell(text, {"build_vocab": "--extra"}).split("\n") == [
+        "mkdir -p d && python -m bert_tf.run_pretraining --a=1      --b='x # y' "
+        + TINY_FLAGS["pretrain"],
+        "bert-tf-build-vocab --c=2 " + TINY_FLAGS["build_vocab"] + " --extra",
+        "export X='{\"k\":",
+        "  1}'"]
 
 
 def test_no_recipe_is_left_over():
@@ -657,11 +686,12 @@ RECIPES["docs/packing.md"] = Page(links=("corpus", "vocab.txt", ("bert_config.js
                    "30522 of the default"),
 }, setup="mkdir -p out", check="ls run/results.json")
 
-RECIPES["docs/pretraining.md"] = Page(links=("my_data", "corpus"), recipes={
-    "python -m bert_tf.run_classifier --init_checkpoint=/tmp/bert_tf_demo/run \\": Recipe(),
+RECIPES["docs/pretraining.md"] = Page(links=("corpus",), recipes={
+    "python -m bert_tf.run_classifier --init_checkpoint=/tmp/bert_tf_demo/run \\": Recipe(
+        same_as="README.md"),
     "bert-tf-build-vocab --input_file='corpus/*.txt' --vocab_size=30522 \\": Recipe(
         append={"pretrain": _TINY}, why="a tiny config instead of bert_base"),
-}, setup=_PRETRAIN_RUN.format("/tmp/bert_tf_demo/run"), check="ls runs/base/encoder.keras")
+}, check="ls runs/base/encoder.keras")
 
 RECIPES["docs/python-api.md"] = Page(links=("data", "vocab.txt"), recipes={
     "import bert_tf": Recipe(
