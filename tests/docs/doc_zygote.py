@@ -7,7 +7,10 @@ stdin/stdout/stderr, exit status). `python` and the bert-tf-* console scripts on
 PATH are clients (see `write_clients`); commands that are not bert_tf code (pip, ruff, pytest)
 exec the real interpreter.
 
-  python doc_zygote.py serve SOCKET    # prints "ready" when it accepts commands
+  python doc_zygote.py serve SOCKET BIN_DIR    # prints "ready" when it accepts commands
+
+In a command, sys.executable is BIN_DIR/python (the client), so the Python processes it starts
+(tools/benchmark.py's workers) fork from the server too.
 """
 
 import array
@@ -126,7 +129,7 @@ def _log_cpu():
             f.write(f"{sum(u.ru_utime + u.ru_stime for u in usage):.2f} {sys.argv[:2]}\n")
 
 
-def _child(conn, request, fds):
+def _child(conn, request, fds, client):
     conn.sendall(f"{os.getpid()}\n".encode())
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -138,6 +141,7 @@ def _child(conn, request, fds):
     os.environ.clear()
     os.environ.update(request["env"])
     sys.path[0] = request["cwd"]
+    sys.executable = client
     status = 1
     try:
         status = _run(request)
@@ -152,7 +156,7 @@ def _child(conn, request, fds):
             os._exit(status if 0 <= status < 256 else 1)
 
 
-def serve(socket_path):
+def serve(socket_path, bin_dir):
     import keras  # noqa: F401
     import numpy  # noqa: F401
     import tensorflow  # noqa: F401
@@ -170,11 +174,11 @@ def serve(socket_path):
         pid = os.fork()
         if pid == 0:
             server.close()
-            _child(conn, request, fds)
+            _child(conn, request, fds, os.path.join(bin_dir, "python"))
         for fd in fds:
             os.close(fd)
         conn.close()
 
 
 if __name__ == "__main__":
-    serve(sys.argv[2])
+    serve(sys.argv[2], sys.argv[3])

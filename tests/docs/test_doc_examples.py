@@ -474,7 +474,8 @@ def fork_server(tmp_path_factory):
     assert "bert-tf-export" in scripts, "setup.py's console_scripts moved"
     doc_zygote.write_clients(os.path.join(root, "bin"), socket_path, scripts)
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    server = subprocess.Popen([sys.executable, doc_zygote.__file__, "serve", socket_path],
+    server = subprocess.Popen([sys.executable, doc_zygote.__file__, "serve", socket_path,
+                               os.path.join(root, "bin")],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                               text=True)
     assert server.stdout.readline().strip() == "ready"
