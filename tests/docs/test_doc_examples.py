@@ -76,8 +76,8 @@ class Recipe:
     {command: flags} added to that command's invocations after TINY_FLAGS; before/after:
     Python run around a python block; replace_with: a script run INSTEAD of the block (why says
     why); rest: for a docker + curl block, the export directory the model server would serve:
-    the curl's JSON body goes through that export's signature in a process that loads only
-    tensorflow and tensorflow_text (tests/serving/serving_client.py), and the predictions must
+    the curl's JSON body goes through that export's signature in a process without bert_tf
+    (tests/serving/serving_client.py's rest_predict), and the predictions must
     have the keys of the response shown in the next ```json block; background: a server
     example (it serves until killed) starts in the background, its pid in $SERVER_PID, and the
     page's check kills it; same_as: another page whose block of the very same text runs (the
@@ -278,6 +278,8 @@ assert len(rows) == {len(request["instances"])}, rows
 expected = {expected!r}
 for row in rows:
     assert expected is None or sorted(row) == expected, (sorted(row), expected)
+# The model server has no bert_tf: neither may this.
+assert not [m for m in sys.modules if m.startswith("bert_tf")]
 """
     path = os.path.join(os.path.dirname(export_dir.rstrip("/")), f"_rest_{block.line}.py")
     return f"cat > {shlex.quote(path)} <<'PYEOF'\n{code}\nPYEOF\npython {shlex.quote(path)}"
@@ -555,8 +557,8 @@ RECIPES["README.md"] = Page(links=("my_data",), recipes={
     'docker run --rm -p 8501:8501 -v "/tmp/my_classifier_export:/models/classifier:ro" \\':
         Recipe(rest="/tmp/my_classifier_export/1",
                why="no docker here: the request goes through the export's signature in a "
-                   "process with only tensorflow and tensorflow_text, as the model server "
-                   "would run it"),
+                   "process without bert_tf (tensorflow and tensorflow_text), as the model "
+                   "server would run it"),
     "import bert_tf": Recipe(after="""
 assert classifier.name and classifier.count_params() > 0
 assert sorted(i.name for i in encoder.inputs) == ["input_mask", "input_type_ids",
