@@ -1,0 +1,830 @@
+"""Runs every shell and Python example of README.md and docs/*.md, so the docs cannot rot.
+
+Each fenced block is tagged (bash, python, json or text). Every bash and python block needs a
+recipe in RECIPES, keyed by its page and its anchor (the first line that is not blank or a
+comment), so a new example fails the test until someone says how to run it. A page's blocks run
+in order as one bash script in one directory (a page's commands chain: vocab -> records ->
+pre-training), with only the recipe's declared changes:
+- placeholders ($BERT_BASE_DIR, $GLUE_DIR, vocab.txt, corpus/ ...) name tiny fixture files;
+- /tmp/ paths move into the test's directory (also inside the official_configs flagfiles);
+- tiny shapes by APPENDED flags (absl: the later flag wins), see TINY_FLAGS;
+- `subs`: literal replacements, each of which must still match the block;
+- what cannot run here (docker, Dataflow, gs://, a second host) runs the closest local
+  equivalent, said in the recipe's `why`.
+Python blocks run as scripts (`before` defines what the snippet leaves to the reader, `after`
+checks the snippet's claims). `python` and the bert-tf-* commands on the scripts' PATH fork from
+a server that imported TensorFlow once (doc_zygote.py): the commands run as written, without
+paying ~4 s of imports each.
+"""
+
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+THIS = "tests/docs/test_doc_examples.py"
+PAGES = ["README.md"] + sorted(os.path.relpath(p, REPO)
+                               for p in glob.glob(os.path.join(REPO, "docs", "*.md")))
+LANGS = ("bash", "python", "json", "text")
+
+
+@dataclass
+class Block:
+    page: str
+    line: int  # of the opening fence, 1-based
+    lang: str
+    text: str
+
+    @property
+    def anchor(self):
+        for line in self.text.split("\n"):
+            if line.strip() and not line.strip().startswith("#"):
+                return line.strip()
+        return ""
+
+    def where(self):
+        return f"{self.page}:{self.line}"
+
+
+def extract_blocks(page):
+    lines = open(os.path.join(REPO, page), encoding="utf-8").read().split("\n")
+    blocks, i = [], 0
+    while i < len(lines):
+        m = re.match(r"^\s*```(\S*)\s*$", lines[i])
+        if not m:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and not re.match(r"^\s*```\s*$", lines[j]):
+            j += 1
+        blocks.append(Block(page, i + 1, m.group(1), "\n".join(lines[i + 1:j])))
+        i = j + 1
+    return blocks
+
+
+@dataclass
+class Recipe:
+    """How one block runs. subs: (old, new) literal replacements (each must match); append:
+    {command: flags} added to that command's invocations after TINY_FLAGS; before/after:
+    Python run around a python block; replace_with: a script run INSTEAD of the block (why says
+    why); rest: for a docker + curl block, the export directory the model server would serve:
+    the curl's JSON body goes through that export's signature in a process without bert_tf
+    (tests/serving/serving_client.py's rest_predict), and the predictions must
+    have the keys of the response shown in the next ```json block; background: a server
+    example (it serves until killed) starts in the background, its pid in $SERVER_PID, and the
+    page's check kills it; same_as: another page whose block of the very same text runs (the
+    text must stay identical); why: what is substituted."""
+    subs: list = field(default_factory=list)
+    append: dict = field(default_factory=dict)
+    before: str = ""
+    after: str = ""
+    replace_with: str = ""
+    rest: str = ""
+    same_as: str = ""
+    background: bool = False
+    why: str = ""
+
+
+@dataclass
+class Page:
+    """setup: bash run before the page's blocks; links: fixtures copied into the page's
+    directory (a name, or (name, fixture) to copy it under another name); check: bash run
+    after them; recipes: {anchor: Recipe}."""
+    recipes: dict
+    setup: str = ""
+    links: tuple = ()
+    check: str = ""
+
+
+# Commands and the flags that make their runs tiny, appended to every invocation.
+COMMANDS = {
+    "pretrain": ("bert_tf.run_pretraining", "bert-tf-pretrain", "bert_tf_pretrain"),
+    "classify": ("bert_tf.run_classifier", "bert-tf-classify"),
+    "tag": ("bert_tf.run_tagging", "bert-tf-tag"),
+    "squad": ("bert_tf.run_squad", "bert-tf-squad"),
+    "create_data": ("bert_tf.cli.create_pretraining_data", "bert-tf-create-pretraining-data"),
+    "build_vocab": ("bert_tf.cli.build_vocab", "bert-tf-build-vocab"),
+    "demo_data": ("bert_tf.cli.prepare_demo_data", "bert-tf-prepare-demo-data"),
+    "extract": ("bert_tf.cli.extract_features", "bert-tf-extract-features"),
+    "export": ("bert_tf.cli.export_saved_model", "bert-tf-export"),
+    "convert": ("bert_tf.cli.convert_checkpoint", "bert-tf-convert-checkpoint"),
+    "benchmark": ("benchmark.py",),
+}
+_FINETUNE = "--max_seq_length=32 --train_batch_size=2 --eval_batch_size=2 --predict_batch_size=2"
+TINY_FLAGS = {
+    "pretrain": "--num_train_steps=2 --num_warmup_steps=1 --train_batch_size=2 "
+                "--eval_batch_size=2 --max_eval_steps=1 --steps_per_loop=1 "
+                "--save_checkpoints_steps=2",
+    "classify": _FINETUNE + " --num_train_epochs=1",
+    "tag": _FINETUNE + " --num_train_epochs=1",
+    "squad": "--max_seq_length=64 --doc_stride=16 --max_query_length=16 --train_batch_size=2 "
+             "--predict_batch_size=2 --num_train_epochs=1",
+    "create_data": "--num_workers=1 --dupe_factor=1",
+    "build_vocab": "--vocab_size=600",
+    "demo_data": "--dupe_factor=1 --num_workers=1 --vocab_size=1000",
+    "extract": "--max_seq_length=32",
+    "export": "",
+    "convert": "",
+    # pretrain and serving measure for minutes even at --quick; the tokenizer case is short.
+    "benchmark": "--quick --cases=tokenizer --models=tiny",
+}
+
+
+def command_of(segment):
+    """The COMMANDS key a shell command runs, else None."""
+    words = shlex.split(segment, comments=True)
+    if words[:2] == ["python", "-m"] and len(words) > 2:
+        name = words[2]
+    elif words[:1] == ["python"] and len(words) > 1 and words[1].endswith(".py"):
+        name = os.path.basename(words[1])
+    elif words:
+        name = words[0]
+    else:
+        return None
+    for key, names in COMMANDS.items():
+        if name in names:
+            return key
+    return None
+
+
+def _strip_comment(line):
+    """(code, comment) of one shell line; a # inside quotes is not a comment."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip(), line[i:]
+    return line, ""
+
+
+def shrink_shell(text, append):
+    """The block as logical lines, with TINY_FLAGS and the recipe's flags appended to every
+    bert_tf command (also inside `a && b` chains)."""
+    out, pending = [], ""
+    for line in text.split("\n"):
+        code, _ = _strip_comment(line)
+        if code.endswith("\\"):
+            pending += code[:-1] + " "
+            continue
+        try:
+            shlex.split(pending + code)
+        except ValueError:  # a quoted string goes on on the next line
+            pending += code + "\n"
+            continue
+        logical, pending = pending + code, ""
+        segments = []
+        for segment in logical.split(" && "):
+            key = command_of(segment)
+            extra = " ".join(f for f in (TINY_FLAGS.get(key, ""), append.get(key, "")) if f)
+            segments.append(segment.rstrip() + (" " + extra if key and extra else ""))
+        out.append(" && ".join(segments))
+    return "\n".join(out)
+
+
+def apply_subs(block, subs):
+    text = block.text
+    for old, new in subs:
+        assert old in text, (f"{block.where()}: the recipe's substitution {old!r} no longer "
+                             f"matches the example; update the recipe in {THIS}")
+        text = text.replace(old, new)
+    return text
+
+
+def recipe_of(block):
+    page = RECIPES.get(block.page)
+    recipe = page.recipes.get(block.anchor) if page else None
+    if recipe is None:
+        pytest.fail(f"{block.where()}: example not run by {THIS}; add a recipe "
+                    f"(anchor {block.anchor!r})")
+    return recipe
+
+
+def page_script(page, blocks, work):
+    """The bash script that runs a page's bash and python blocks in order."""
+    spec = RECIPES[page]
+    parts = ["set -euo pipefail", f"cd {shlex.quote(str(work))}",
+             # A server example still running when a later step fails must not outlive us.
+             "SERVER_PID=",
+             """trap '[ -z "$SERVER_PID" ] || kill $SERVER_PID 2>/dev/null || true' EXIT"""]
+    for link in spec.links:
+        name, source = link if isinstance(link, tuple) else (link, link)
+        parts.append(f"cp -r \"$FIXTURES/{source}\" {shlex.quote(name)}")
+    if spec.setup:
+        parts.append(spec.setup.replace("/tmp/", f"{work}/tmp/"))
+    for block in blocks:
+        if block.lang not in ("bash", "python"):
+            continue
+        recipe = recipe_of(block)
+        if recipe.same_as:
+            twins = [b for b in extract_blocks(recipe.same_as) if b.text == block.text]
+            assert twins, (f"{block.where()}: the recipe says {recipe.same_as} runs the same "
+                           f"example, but no block there has this text; update the recipe")
+            continue
+        parts.append(f"echo '>>> {block.where()}'")
+        text = apply_subs(block, recipe.subs).replace("/tmp/", f"{work}/tmp/")
+        if recipe.rest:
+            body = rest_substitute(block, text, recipe.rest.replace("/tmp/", f"{work}/tmp/"),
+                                   blocks)
+        elif recipe.replace_with:
+            body = recipe.replace_with
+        elif block.lang == "bash":
+            # A subshell: an example's `export` or `cd` does not leak into the next one.
+            body = "(\n" + shrink_shell(text, recipe.append) + "\n)"
+        else:
+            body = None
+        if block.lang == "python" and not recipe.replace_with:
+            script = work / f"_example_{block.line}.py"
+            script.write_text("\n".join((recipe.before, text, recipe.after)) + "\n")
+            body = f"python {script.name}"
+            if recipe.background:
+                body += " &\nSERVER_PID=$!"
+        parts.append(body)
+    if spec.check:
+        parts.append(spec.check.replace("/tmp/", f"{work}/tmp/"))
+    return "\n".join(parts) + "\n"
+
+
+def rest_substitute(block, text, export_dir, blocks):
+    """A python command that answers the curl of `text` from `export_dir` as the model server
+    would, checking the response's keys against the ```json block after `block`, if any."""
+    bodies = re.findall(r"-d '(.*?)'", text, re.S)
+    assert len(bodies) == 1, f"{block.where()}: expected one curl -d '<json>' body"
+    request = json.loads(bodies[0])
+    expected = None
+    later = [b for b in blocks if b.line > block.line]
+    if later and later[0].lang == "json" and '"predictions"' in later[0].text:
+        first = json.loads(later[0].text)["predictions"][0]
+        expected = sorted(first) if isinstance(first, dict) else None
+    code = f"""
+import json, sys
+sys.path.insert(0, {os.path.join(REPO, "tests", "serving")!r})
+import tensorflow as tf
+from serving_client import rest_predict
+response = rest_predict(tf.saved_model.load({export_dir!r}), {request!r})
+print(json.dumps(response)[:300])
+rows = response["predictions"]
+assert len(rows) == {len(request["instances"])}, rows
+expected = {expected!r}
+for row in rows:
+    assert expected is None or sorted(row) == expected, (sorted(row), expected)
+# The model server has no bert_tf: neither may this.
+assert not [m for m in sys.modules if m.startswith("bert_tf")]
+"""
+    path = os.path.join(os.path.dirname(export_dir.rstrip("/")), f"_rest_{block.line}.py")
+    return f"cat > {shlex.quote(path)} <<'PYEOF'\n{code}\nPYEOF\npython {shlex.quote(path)}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_block_is_tagged(page):
+    untagged = [b.where() for b in extract_blocks(page) if b.lang not in LANGS]
+    assert not untagged, (f"fenced blocks without a language (one of {', '.join(LANGS)}): "
+                          f"{', '.join(untagged)}")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_example_has_a_recipe(page):
+    for block in extract_blocks(page):
+        if block.lang in ("bash", "python"):
+            recipe_of(block)
+
+
+def test_an_example_without_a_recipe_fails_by_name():
+    block = Block("docs/new-page.md", 12, "bash", "# a comment\nbert-tf-export --check x/1")
+    with pytest.raises(pytest.fail.Exception) as failure:
+        recipe_of(block)
+    assert str(failure.value) == (
+        "docs/new-page.md:12: example not run by tests/docs/test_doc_examples.py; add a recipe "
+        "(anchor 'bert-tf-export --check x/1')")
+
+
+def test_tiny_flags_go_after_every_command_of_a_chain():
+    text = ("mkdir -p d && python -m bert_tf.run_pretraining --a=1 \\\n"
+            "    --b='x # y'   # a comment\n"
+            "bert-tf-build-vocab --c=2\n"
+            "export X='{\"k\":\n  1}'")
+    assert shrink_shell(text, {"build_vocab": "--extra"}).split("\n") == [
+        "mkdir -p d && python -m bert_tf.run_pretraining --a=1      --b='x # y' "
+        + TINY_FLAGS["pretrain"],
+        "bert-tf-build-vocab --c=2 " + TINY_FLAGS["build_vocab"] + " --extra",
+        "export X='{\"k\":",
+        "  1}'"]
+
+
+def test_no_recipe_is_left_over():
+    """A recipe whose example was rewritten (its anchor changed) is dead weight: say so."""
+    for page, spec in RECIPES.items():
+        anchors = {b.anchor for b in extract_blocks(page)}
+        stale = set(spec.recipes) - anchors
+        assert not stale, f"{page}: recipes for examples that no longer exist: {sorted(stale)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures: tiny stand-ins for what the examples name, made once per test process.
+
+VOCAB_WORDS = "hello world ! cat mat sat on the a question passage".split()
+CORPUS = [
+    ["The cat sat on the mat.", "It was a warm day in Paris.", "The dog barked at the moon."],
+    ["Marie Curie was born in Warsaw in 1867.", "She moved to Paris to study.",
+     "She won two prizes."],
+    ["Prices rose in the spring.", "The team won the game.", "It rained all week."],
+    ["He said yes.", "He answered yes.", "There was rain.", "The sky is blue."],
+]
+SQUAD_CONTEXT = "Marie Curie was born in Warsaw in 1867. She moved to Paris to study."
+
+
+def _squad(version_2):
+    qas = [{"id": "q1", "question": "Where was Marie Curie born?",
+            "answers": [{"text": "Warsaw", "answer_start": SQUAD_CONTEXT.index("Warsaw")}]},
+           {"id": "q2", "question": "Where did she move?",
+            "answers": [{"text": "Paris", "answer_start": SQUAD_CONTEXT.index("Paris")}]}]
+    if version_2:
+        for qa in qas:
+            qa["is_impossible"] = False
+        qas.append({"id": "q3", "question": "Where did the dog bark?", "answers": [],
+                    "plausible_answers": [], "is_impossible": True})
+    return {"version": "v2.0" if version_2 else "1.1",
+            "data": [{"title": "Curie", "paragraphs": [{"context": SQUAD_CONTEXT, "qas": qas}]}]}
+
+
+def _write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def make_fixtures(root):
+    """Files the examples name, tiny: corpus/, vocab.txt, data/ records, BERT_BASE_DIR, GLUE /
+    CSV / CoNLL / SQuAD sets, input.txt. Returns the environment variables that name them."""
+    import bert_tf
+    from bert_tf import interop
+    from bert_tf.interop.albert import save_albert_checkpoint
+    from bert_tf.data.create_pretraining_data import (PretrainingDataOptions,
+                                                      create_pretraining_data)
+    from bert_tf.text.tokenization import basic_tokenize
+
+    j = os.path.join
+    for i in range(2):
+        docs = [d for k, d in enumerate(CORPUS) if k % 2 == i] * 3
+        _write(j(root, "corpus", f"part-{i}.txt"), "\n\n".join("\n".join(d) for d in docs) + "\n")
+    mrpc_header = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    _write(j(root, "glue", "MRPC", "train.tsv"), mrpc_header + "1\t11\t12\tHe said yes .\t"
+           "He answered yes .\n0\t13\t14\tPrices rose .\tThe team won .\n")
+    _write(j(root, "glue", "MRPC", "dev.tsv"), mrpc_header + "1\t15\t16\tIt rained .\t"
+           "There was rain .\n0\t17\t18\tThe sky is blue .\tThe cat sat .\n")
+    _write(j(root, "glue", "MRPC", "test.tsv"), "index\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+           "0\t19\t20\tA cat sat .\tA cat sat on the mat .\n")
+    _write(j(root, "glue", "SST-2", "train.tsv"),
+           "sentence\tlabel\na warm , funny film \t1\ntedious and flat \t0\n")
+    _write(j(root, "glue", "SST-2", "dev.tsv"), "sentence\tlabel\nsharp writing \t1\n")
+    for name in ("train", "dev", "test"):
+        _write(j(root, "reviews", f"{name}.csv"),
+               "review,stars\nThe cat sat on the mat.,5\nIt rained all week.,1\n"
+               "The team won the game.,4\n")
+        _write(j(root, "my_data", f"{name}.csv"),
+               "text,label\nThe team won the game.,pos\nIt rained all week.,neg\n"
+               "The sky is blue.,pos\n")
+        _write(j(root, "pairs", f"{name}.csv"),
+               "text,text_pair,label\nThe cat sat on the mat.,Where is the cat?,neutral\n"
+               "Prices rose.,The team won.,negative\nHe said yes.,He answered yes.,positive\n")
+    conll = ("-DOCSTART- -X- -X- O\n\nMarie NNP B-NP B-PER\nCurie NNP I-NP I-PER\n"
+             "was VBD B-VP O\nborn VBN I-VP O\nin IN B-PP O\nWarsaw NNP B-NP B-LOC\n. . O O\n\n"
+             "She PRP B-NP O\nmoved VBD B-VP O\nto TO B-PP O\nParis NNP B-NP B-LOC\n. . O O\n")
+    for name in ("train", "dev", "test"):
+        _write(j(root, "conll", f"{name}.txt"), conll)
+    for version_2, names in ((False, ("train-v1.1", "dev-v1.1")),
+                             (True, ("train-v2.0", "dev-v2.0"))):
+        for name in names:
+            _write(j(root, "squad", f"{name}.json"), json.dumps(_squad(version_2)))
+    _write(j(root, "input.txt"), "The cat sat on the mat.\nHe said yes. ||| He answered yes.\n")
+
+    # A whole-word vocabulary of every fixture text, cased and lower-cased.
+    texts = [open(p, encoding="utf-8").read()
+             for p in glob.glob(j(root, "**", "*.*"), recursive=True)]
+    words = set(VOCAB_WORDS)
+    for text in texts:
+        for lower in (True, False):
+            words.update(basic_tokenize(text, do_lower_case=lower))
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = specials + sorted(w for w in words if w not in specials and "[" not in w)
+    _write(j(root, "vocab.txt"), "\n".join(vocab) + "\n")
+
+    # An original-format (TF1) checkpoint of a tiny BERT, as BERT_BASE_DIR would hold.
+    config = bert_tf.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                num_attention_heads=2, intermediate_size=64,
+                                max_position_embeddings=512)
+    base = j(root, "bert_base")
+    os.makedirs(base)
+    config.to_json_file(j(base, "bert_config.json"))
+    _write(j(root, "bert_tiny.json"), open(j(base, "bert_config.json")).read())
+    pretrainer = bert_tf.BertPretrainer(bert_tf.BertEncoder(config))
+    interop.save_tf1_checkpoint(pretrainer, j(base, "bert_model.ckpt"),
+                                vocab_file=j(root, "vocab.txt"))
+
+    # An original ALBERT TF1 checkpoint (tiny, all layers shared).
+    albert = bert_tf.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                num_attention_heads=2, intermediate_size=64, embedding_size=16,
+                                share_parameters="all", max_position_embeddings=512)
+    os.makedirs(j(root, "albert_base"))
+    save_albert_checkpoint(bert_tf.BertPretrainer(bert_tf.BertEncoder(albert),
+                                                  sentence_order_prediction=True),
+                           j(root, "albert_base", "model.ckpt-best"),
+                           vocab_file=j(root, "vocab.txt"))
+    # A Hugging Face checkpoint (the interop tests' tiny one).
+    shutil.copytree(j(REPO, "tests", "interop", "fixtures", "hf_bert_gelu"), j(root, "hf_bert"))
+
+    options = PretrainingDataOptions(max_seq_length=128, max_predictions_per_seq=20,
+                                     dupe_factor=1, random_seed=1)
+    os.makedirs(j(root, "data"))
+    create_pretraining_data(j(root, "corpus", "*.txt"),
+                            [j(root, "data", "train-0.tfrecord"),
+                             j(root, "data", "train-1.tfrecord")],
+                            j(root, "vocab.txt"), do_lower_case=True, options=options,
+                            num_workers=1)
+    return {"FIXTURES": root, "BERT_BASE_DIR": base, "BERT_CASED_DIR": base,
+            "GLUE_DIR": j(root, "glue"), "CONLL_DIR": j(root, "conll"),
+            "SQUAD_DIR": j(root, "squad"), "TINY_CONFIG": j(root, "bert_tiny.json")}
+
+
+@pytest.fixture(scope="session")
+def fixtures(tmp_path_factory):
+    return make_fixtures(str(tmp_path_factory.mktemp("doc_fixtures")))
+
+
+@pytest.fixture(scope="session")
+def fork_server(tmp_path_factory):
+    """The PATH entry whose `python` and bert-tf-* commands run in doc_zygote's server."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import doc_zygote
+    sys.path.remove(here)
+
+    root = str(tmp_path_factory.mktemp("zygote"))
+    socket_path = os.path.join(root, "sock")
+    setup_py = open(os.path.join(REPO, "setup.py"), encoding="utf-8").read()
+    scripts = dict(re.findall(r'"([\w-]+)=([\w.]+:\w+)"', setup_py))
+    assert "bert-tf-export" in scripts, "setup.py's console_scripts moved"
+    doc_zygote.write_clients(os.path.join(root, "bin"), socket_path, scripts)
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    server = subprocess.Popen([sys.executable, doc_zygote.__file__, "serve", socket_path,
+                               os.path.join(root, "bin")],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                              text=True)
+    assert server.stdout.readline().strip() == "ready"
+    yield os.path.join(root, "bin")
+    server.terminate()
+    server.wait(timeout=60)
+
+
+def free_ports(*names):
+    """{name: a free local TCP port} (as strings, for the environment)."""
+    import socket
+    sockets = [socket.socket() for _ in names]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = {name: str(sock.getsockname()[1]) for name, sock in zip(names, sockets)}
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def _copy_official_configs(work):
+    """official_configs/ in the page's directory, its /tmp/ paths moved under work/tmp/."""
+    for path in glob.glob(os.path.join(REPO, "official_configs", "**", "*"), recursive=True):
+        if os.path.isfile(path):
+            rel = os.path.relpath(path, REPO)
+            text = open(path, encoding="utf-8").read().replace("/tmp/", f"{work}/tmp/")
+            _write(os.path.join(work, rel), text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [p for p in PAGES if any(
+    b.lang in ("bash", "python") for b in extract_blocks(p))])
+def test_page_examples_run(page, fixtures, fork_server, tmp_path):
+    blocks = extract_blocks(page)
+    for block in blocks:
+        if block.lang in ("bash", "python"):
+            recipe_of(block)
+    work = tmp_path / "work"
+    (work / "tmp").mkdir(parents=True)
+    _copy_official_configs(str(work))
+    script = page_script(page, blocks, work)
+    (work / "_page.sh").write_text(script)
+    env = dict(os.environ, **fixtures, **free_ports("WORKER_PORT", "DISPATCHER_PORT"),
+               REPO=REPO, PYTHONPATH=REPO, PATH=fork_server + os.pathsep + os.environ["PATH"],
+               TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONUNBUFFERED="1")
+    proc = subprocess.run(["bash", str(work / "_page.sh")], cwd=work, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=900)
+    (work / "_page.log").write_text(proc.stdout)
+    # TensorFlow's start-up chatter (before absl logging is set up) hides the error.
+    log = "\n".join(line for line in proc.stdout.split("\n")
+                    if not re.match(r"(I0000|W0000|E0000|WARNING: All log messages)", line))
+    assert proc.returncode == 0, (
+        f"{page}: an example failed (script {work / '_page.sh'}); the last step begun is the "
+        f"last '>>>' line:\n{log[-8000:]}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Recipes, page by page.
+
+RECIPES = {}
+
+RECIPES["README.md"] = Page(links=("my_data",), recipes={
+    "python -m pip install . && python -m bert_tf.cli.prepare_demo_data "
+    "--output_dir=/tmp/bert_tf_demo && python -m bert_tf.run_pretraining "
+    "--flagfile=official_configs/pretraining/demo_tiny.flags": Recipe(
+        subs=[("python -m pip install . && ", "")],
+        why="the suite runs after the install"),
+    'python -m pip install -e ".[test,beam]" && python -m ruff check . && '
+    "python -m pytest -q -n 2 tests": Recipe(
+        subs=[('python -m pip install -e ".[test,beam]" && ', '(cd "$REPO" && '),
+              ("-n 2 tests", "-n 2 --collect-only tests/docs > /dev/null)")],
+        why="the suite cannot run itself: ruff as written, pytest's command line (xdist's -n) "
+            "checked by collecting this file"),
+    "python -m bert_tf.run_classifier --init_checkpoint=/tmp/bert_tf_demo/run \\": Recipe(),
+    'docker run --rm -p 8501:8501 -v "/tmp/my_classifier_export:/models/classifier:ro" \\':
+        Recipe(rest="/tmp/my_classifier_export/1",
+               why="no docker here: the request goes through the export's signature in a "
+                   "process without bert_tf (tensorflow and tensorflow_text), as the model "
+                   "server would run it"),
+    "import bert_tf": Recipe(after="""
+assert classifier.name and classifier.count_params() > 0
+assert sorted(i.name for i in encoder.inputs) == ["input_mask", "input_type_ids",
+                                                  "input_word_ids"]
+"""),
+})
+
+_TINY = "--bert_config_file=$TINY_CONFIG"  # instead of bert_base / albert_base sizes
+# A tiny pre-training run from the fixture records, as `runs/...` or /tmp/bert_tf_demo/run.
+_PRETRAIN_RUN = ("python -m bert_tf.run_pretraining " + _TINY +
+                 " --vocab_file=$FIXTURES/vocab.txt"
+                 ' --input_file="$FIXTURES/data/*.tfrecord" --do_train --output_dir={} '
+                 + TINY_FLAGS["pretrain"])
+# A tiny fine-tuning run: text pairs, labels negative / neutral / positive; exported at the
+# docs' 128 tokens (--length_buckets up to 96).
+_CLASSIFIER_RUN = ("python -m bert_tf.run_classifier --data_dir=$FIXTURES/pairs "
+                   "--text_a_column=text --text_b_column=text_pair --label_column=label "
+                   "--labels=negative,neutral,positive "
+                   "--init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --do_train "
+                   "--output_dir={} " + TINY_FLAGS["classify"] + " --max_seq_length=128")
+
+RECIPES["docs/benchmarks.md"] = Page(recipes={
+    "python tools/benchmark.py --original_bert_dir=/path/to/google-research/bert \\": Recipe(
+        subs=[("--original_bert_dir=/path/to/google-research/bert \\\n", ""),
+              ("--torch_python=/path/to/venv/bin/python \\\n", ""),
+              ("tools/benchmark.py", "$REPO/tools/benchmark.py")],
+        why="neither the original scripts nor PyTorch is installed here: bert_tf's side only; "
+            "every run is --quick on the tokenizer case (TINY_FLAGS)"),
+}, setup="mkdir -p benchmarks/results", check="ls benchmarks/results/*-cpu2.json")
+
+RECIPES["docs/bert-family.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_base"),
+                                             "albert_base"), recipes={
+    "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo": Recipe(),
+    "from bert_tf.config import BertConfig": Recipe(
+        subs=[('BertConfig.from_preset("bert_base")', 'BertConfig.from_preset("bert_tiny")')],
+        why="bert_tiny instead of bert_base: building 110M weights only costs time",
+        after="assert classifier.count_params() > 0 and pretrainer.encoder is not None"),
+    "bert-tf-convert-checkpoint --from=albert --to=bert_tf \\": Recipe(
+        why="albert_base/ and uncased_L-12_H-768_A-12/ are tiny checkpoints in those formats"),
+}, check="ls albert_base_bert_tf albert_tf1 bert_base_1024 > /dev/null")
+
+RECIPES["docs/checkpoints.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_base"),
+                                             ("bert-base-uncased", "hf_bert")), recipes={
+    "bert-tf-convert-checkpoint --from=tf1 --to=bert_tf \\": Recipe(
+        subs=[("--checkpoint=pretraining_output/", "--checkpoint=bert_base_uncased/")],
+        why="pretraining_output/: the first command's output, a directory in the "
+            "run_pretraining layout"),
+    "import keras_hub": Recipe(before="""
+import keras_hub
+keras_hub.models.BertBackbone(vocabulary_size=100, num_layers=2, num_heads=2, hidden_dim=32,
+                              intermediate_dim=64, max_sequence_length=64).save_to_preset(
+    "my_preset/")
+from bert_tf import BertClassifier, BertEncoder
+from bert_tf.interop import checkpoint_config
+classifier = BertClassifier(BertEncoder(checkpoint_config("bert-base-uncased/")), num_classes=2)
+""", after="""
+assert config.hidden_size == 32 and encoder is not None
+print(report)
+""", why="my_preset/ is a tiny keras-hub backbone saved by the recipe; classifier a classifier "
+         "of the Hugging Face fixture's config"),
+})
+
+RECIPES["docs/data-preparation.md"] = Page(links=("corpus", "vocab.txt"), recipes={
+    "mkdir -p data   # the output directories must exist": Recipe(),
+    "mkdir -p out": Recipe(
+        subs=[("--runner=DataflowRunner", "--runner=DirectRunner"),
+              ("gs://bucket/", "bucket/"),
+              ("    --beam_pipeline_option=--project=my-project "
+               "--beam_pipeline_option=--region=us-central1 \\\n", ""),
+              ("    --beam_pipeline_option=--temp_location=bucket/tmp \\\n", ""),
+              ("    --beam_pipeline_option=--setup_file=./setup.py \\\n", ""),
+              ("    --beam_pipeline_option=--max_num_workers=64\n", "\n"),
+              ("--runner=FlinkRunner", "--runner=DirectRunner"),
+              ("/data/", "data_root/"),
+              ("--beam_pipeline_option=--flink_master=flink-jobmanager:8081 \\\n", "\\\n"),
+              ("    --beam_pipeline_option=--parallelism=32 \\\n", ""),
+              ("    --beam_pipeline_option=--environment_type=PROCESS \\\n", ""),
+              ("    --beam_pipeline_option='--environment_config="
+               """{"command": "/opt/beam/boot"}'""", "")],
+        why="no Dataflow or Flink cluster here: the same commands on the DirectRunner, gs:// "
+            "and /data/ as local directories, the runner-specific options dropped"),
+}, setup="mkdir -p bucket/corpus bucket/records data_root/corpus data_root/records && "
+         "cp corpus/*.txt bucket/corpus/ && cp corpus/*.txt data_root/corpus/ && "
+         "cp vocab.txt bucket/ && cp vocab.txt data_root/",
+    check="ls data/train-0.tfrecord out/train* bucket/records/train* data_root/records/train* "
+          "> /dev/null")
+
+RECIPES["docs/fine-tuning.md"] = Page(links=("reviews", "input.txt",
+                                             ("uncased_L-12_H-768_A-12", "bert_base")), recipes={
+    "python -m bert_tf.run_classifier \\": Recipe(),
+    "tfds build glue/mrpc --data_dir=$HOME/tensorflow_datasets   # on a machine with network":
+        Recipe(replace_with="""mkdir -p tfds_home && (HOME=$PWD/tfds_home
+python -m bert_tf.run_classifier --task_name=mrpc --tfds_data_dir=$HOME/tensorflow_datasets \\
+  --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --do_train --output_dir=/tmp/tfds_mrpc \\
+  """ + TINY_FLAGS["classify"] + """ > tfds.log 2>&1 || true)
+grep -q "tfds_data_dir" tfds.log || (cat tfds.log; exit 1)""",
+               why="tfds build downloads GLUE: without network the run must stop at the missing "
+                   "TFDS data with an error naming --tfds_data_dir"),
+    "python -m bert_tf.run_tagging \\": Recipe(),
+    "bert-tf-extract-features --input_file=input.txt --output_file=out.jsonl \\": Recipe(
+        append={"extract": "--layers=-1,-2"}, why="the tiny checkpoint has 2 layers"),
+    "from bert_tf.interop import warm_start": Recipe(before="""
+import keras
+import numpy as np
+from bert_tf.interop import checkpoint_config
+config = checkpoint_config("uncased_L-12_H-768_A-12/bert_model.ckpt")
+rng = np.random.default_rng(0)
+def _features(n):
+    return {"input_word_ids": rng.integers(5, config.vocab_size, (n, 16)).astype("int32"),
+            "input_mask": np.ones((n, 16), "int32"), "input_type_ids": np.zeros((n, 16), "int32")}
+features, labels = _features(4), np.array([0, 1, 0, 1])
+dev_features, dev_labels = _features(2), np.array([1, 0])
+""", after="""
+assert len(model.history.history["loss"]) == 3
+""", why="config, features and labels: tiny arrays of the fixture checkpoint's vocabulary"),
+}, check="""python - <<'PYEOF'
+import json
+lines = [json.loads(l) for l in open("out.jsonl")]
+assert len(lines) == 2 and "pooled" in lines[0], lines[0].keys()
+PYEOF""")
+
+RECIPES["docs/packing.md"] = Page(links=("corpus", "vocab.txt", ("bert_config.json",
+                                                                 "bert_tiny.json")), recipes={
+    "bert-tf-create-pretraining-data --input_file='corpus/*.txt' \\": Recipe(),
+    "python -m bert_tf.run_pretraining --input_file=out/train.tfrecord --max_seq_length=512 \\":
+        Recipe(append={"pretrain": "--vocab_file=vocab.txt"},
+               why="the vocabulary is given: bert_config.json's tiny vocab differs from the "
+                   "30522 of the default"),
+}, setup="mkdir -p out", check="ls run/results.json")
+
+RECIPES["docs/pretraining.md"] = Page(links=("corpus",), recipes={
+    "python -m bert_tf.run_classifier --init_checkpoint=/tmp/bert_tf_demo/run \\": Recipe(
+        same_as="README.md"),
+    "bert-tf-build-vocab --input_file='corpus/*.txt' --vocab_size=30522 \\": Recipe(
+        append={"pretrain": _TINY}, why="a tiny config instead of bert_base"),
+}, check="ls runs/base/encoder.keras")
+
+RECIPES["docs/python-api.md"] = Page(links=("data", "vocab.txt"), recipes={
+    "import bert_tf": Recipe(
+        subs=[("batch_size=32", "batch_size=2"),
+              ("steps_per_epoch=100, epochs=10", "steps_per_epoch=2, epochs=1")],
+        after="""
+import os
+assert os.path.exists("encoder.keras")
+logged = pretrainer.history.history
+assert {"masked_lm_accuracy", "next_sentence_accuracy"} <= set(logged), logged
+"""),
+    "from bert_tf.text import WordpieceTokenizer, BertTokenizerLayer, BertPackInputs, "
+    "pack_inputs": Recipe(after="""
+import tensorflow as tf
+assert tokenizer.tokenize("Héllo, wörld!") == ["hello", ",", "world", "!"]
+assert features["input_word_ids"][0] == tokenizer.cls_id
+ids = layer(tf.constant(["hello world"]))
+assert ids.shape[0] == 1, ids
+"""),
+    "from bert_tf.training import TrainingPreempted, get_strategy, train": Recipe(
+        subs=[("    model, optimizer = ...               # built in the scope", """\
+    import bert_tf
+    from bert_tf.training.optimization import create_optimizer
+    model = bert_tf.BertClassifier(bert_tf.BertEncoder(
+        bert_tf.BertConfig.from_json_file("bert_tiny.json")), num_classes=2)
+    optimizer = create_optimizer(1e-4, num_train_steps=2, num_warmup_steps=1)"""),
+              ("num_train_steps=10_000", "num_train_steps=2")],
+        before="""
+import os
+import shutil
+import tensorflow as tf
+from bert_tf.training.finetune import classification_loss_fn as loss_fn
+
+def dataset_fn(input_context):  # 4 = 32 / 8 accumulated micro-batches, per replica
+    batch = {"input_word_ids": tf.fill([4, 16], 7), "input_mask": tf.ones([4, 16], tf.int32),
+             "input_type_ids": tf.zeros([4, 16], tf.int32), "label_ids": tf.constant([0, 1, 0, 1])}
+    return tf.data.Dataset.from_tensors(batch).repeat()
+shutil.copy(os.environ["TINY_CONFIG"], "bert_tiny.json")
+""", after="""
+assert results is not None and os.path.exists("runs/x/checkpoint"), results
+""", why="model: a tiny classifier; loss_fn: the library's classification loss; dataset_fn: "
+         "constant tiny batches"),
+})
+
+RECIPES["docs/scaling.md"] = Page(links=("corpus", "vocab.txt"), recipes={
+    "export TF_CONFIG='{\"cluster\": {\"worker\": [\"10.0.0.1:12345\", \"10.0.0.2:12345\"]},":
+        Recipe(subs=[('["10.0.0.1:12345", "10.0.0.2:12345"]',
+                      '["127.0.0.1:\'"$WORKER_PORT"\'"]')],
+               why="one host: a one-worker cluster on 127.0.0.1 runs the same "
+                   "multi_worker_mirrored code path (tests/training/test_distribute.py runs "
+                   "two workers)"),
+    "python -m bert_tf.run_pretraining --flagfile=official_configs/pretraining/"
+    "bert_base_phase1.flags \\": Recipe(append={"pretrain": _TINY + " --train_batch_size=8 "
+                                                '--vocab_file=vocab.txt --input_file="'
+                                                '$FIXTURES/data/*.tfrecord" --output_dir=accum'},
+                                        why="tiny config; batch 8 = 8 accumulated micro-batches "
+                                            "of 1; the fixture records"),
+    "import tensorflow as tf": Recipe(
+        subs=[("port=5050", 'port=int(os.environ["DISPATCHER_PORT"])'),
+              ("/shared/tf_data_dispatcher", "dispatcher_state"),
+              ('"dispatcher-host:5050"', '"localhost:" + os.environ["DISPATCHER_PORT"]'),
+              ("this-host:%port%", "localhost:%port%")],
+        before="import os", background=True,
+        why="one host plays the dispatcher and the worker host; the script serves (join) in "
+            "the background until the next example has used it"),
+    "python -m bert_tf.run_pretraining ... --tf_data_service=grpc://dispatcher-host:5050":
+        Recipe(subs=[("...", '--vocab_file=vocab.txt --input_file="$FIXTURES/data/*.tfrecord" '
+                             "--do_train --output_dir=served " + _TINY),
+                     ("dispatcher-host:5050", "localhost:$DISPATCHER_PORT")]),
+    "mkdir -p seq128 seq512": Recipe(append={"pretrain": _TINY}),
+}, setup="""cat > my.flags <<EOF
+--bert_config_file=$TINY_CONFIG
+--vocab_file=vocab.txt
+--input_file=$FIXTURES/data/*.tfrecord
+--output_dir=multi_worker
+--do_train
+EOF""", check="ls runs/phase2/results.json multi_worker/results.json served/results.json")
+
+RECIPES["docs/serving.md"] = Page(links=("vocab.txt",), recipes={
+    "bert-tf-export --model_dir=runs/classifier --export_dir=export/classifier/1": Recipe(),
+    "from bert_tf import serving": Recipe(
+        subs=[('"export/classifier/1"', '"export/classifier/2"')],
+        before="""
+import bert_tf
+model = bert_tf.BertClassifier(bert_tf.BertEncoder(
+    bert_tf.BertConfig.from_json_file(__import__("os").environ["TINY_CONFIG"])), num_classes=3)
+""", why="version 2 beside the CLI's version 1; model: a tiny 3-class classifier"),
+    'docker run --rm -p 8501:8501 -v "$PWD/export/classifier:/models/classifier:ro" \\': Recipe(
+        replace_with="ls export/classifier/1/saved_model.pb export/classifier/2/saved_model.pb",
+        why="no docker here: the next example's request runs through the newest version"),
+    "curl -s localhost:8501/v1/models/classifier:predict -d '{": Recipe(
+        rest="export/classifier/2", why="no model server here"),
+    "import tensorflow as tf": Recipe(after="""
+assert out["predicted_label"].numpy()[0].decode() in ("negative", "neutral", "positive")
+"""),
+    "python -c \"import tensorflow_text; from tensorflow.python.tools import saved_model_cli; \\":
+        Recipe(),
+    "bert-tf-export --model_dir=runs/classifier --export_dir=export/cls/1 \\": Recipe(),
+}, setup=_PRETRAIN_RUN.format("runs/pretrain") + "\n" + _CLASSIFIER_RUN.format("runs/classifier")
+    + """
+python - <<'PYEOF'
+import json
+import numpy as np
+info = json.load(open("runs/classifier/task_info.json"))
+seq = info.get("max_seq_length", 32)
+ids = np.zeros((1, seq), np.int32); ids[0, :3] = [2, 5, 3]
+np.save("ids.npy", ids); np.save("mask.npy", (ids > 0).astype(np.int32))
+np.save("types.npy", np.zeros_like(ids))
+PYEOF""")
+
+_BEST_F1_THRESH = ("""$(python -c 'import json; """
+                   """print(json.load(open("/tmp/squad2/results.json"))["eval"]"""
+                   """["best_f1_thresh"])')""")
+RECIPES["docs/squad.md"] = Page(links=(("dev-v1.1.json", "squad/dev-v1.1.json"),), recipes={
+    "python -m bert_tf.run_squad \\": Recipe(),
+    "python -m bert_tf.run_squad ... --version_2_with_negative \\": Recipe(
+        subs=[("...", "--init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt"),
+              ("$BEST_F1_THRESH", _BEST_F1_THRESH)],
+        why="`...`: the flags of the example above; $BEST_F1_THRESH read from results.json"),
+    "import keras": Recipe(after="""
+result = squad_metrics.evaluate_v1(data, answers.predictions)
+assert set(result) >= {"exact_match", "f1"}, result
+"""),
+})
+
+RECIPES["docs/storage.md"] = Page(recipes={
+    "bert-tf-pretrain --bert_config_file=gs://bucket/configs/bert_config.json \\": Recipe(
+        subs=[("gs://bucket/", "bucket/")],
+        why="no GCS here: the same paths in a local directory (tf.io.gfile serves both)"),
+}, setup="mkdir -p bucket/configs bucket/records bucket/glue && cp $TINY_CONFIG "
+         "bucket/configs/bert_config.json && cp $FIXTURES/data/*.tfrecord bucket/records/ && "
+         "cp $FIXTURES/vocab.txt bucket/ && cp -r $GLUE_DIR/SST-2 bucket/glue/",
+    check="ls bucket/serving/sst2/1/saved_model.pb")
