@@ -176,7 +176,7 @@ def records_dataset(path, spec, *, batch_size, is_training, num_examples=None, s
     if length_buckets is not None:
         dataset = buckets_lib.evaluation_batches(dataset, length_buckets, per_replica,
                                                  sequence_names)
-        return dataset.prefetch(tf.data.AUTOTUNE)
+        return buckets_lib.without_autotuning(dataset.prefetch(1))
     padding = -num_examples % per_replica
     if padding:
         zeros = {name: tf.zeros(shape, tf.float32 if dtype == "float32" else tf.int32)
