@@ -515,3 +515,35 @@ def test_packed_records_against_the_flags(packed_setup, overrides, message):
     with pytest.raises(FlagValueError) as error:
         pretrain(_packed_options(root, output_dir=str(root / "bad"), **overrides))
     assert str(error.value) == message.format(root=root)
+
+
+def test_the_checked_input_pipeline_is_handed_to_the_training_loop():
+    # The up-front check builds the pipeline (seconds for raw text): the loop's first
+    # single-pipeline call gets that one, later and multi-pipeline calls build their own.
+    built = []
+
+    def dataset_fn(input_context=None):
+        built.append(input_context)
+        return tf.data.Dataset.range(3)
+
+    options = types.SimpleNamespace(input_file="data/*.tfrecord")
+    checked = run_pretraining._check_input(dataset_fn, options, is_training=True)
+    single = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                        num_replicas_in_sync=1)
+    first = checked(single)
+    assert built == [None] and list(first.as_numpy_iterator()) == [0, 1, 2]
+    checked(single)
+    sharded = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1,
+                                         num_replicas_in_sync=2)
+    checked(sharded)
+    assert built == [None, single, sharded]
+
+
+def test_a_bad_input_fails_the_check_naming_the_flag():
+    def dataset_fn(input_context=None):
+        raise ValueError("no file matches")
+
+    options = types.SimpleNamespace(input_file="data/*.tfrecord")
+    with pytest.raises(run_pretraining.FlagValueError) as raised:
+        run_pretraining._check_input(dataset_fn, options, is_training=True)
+    assert str(raised.value) == "--input_file=data/*.tfrecord: no file matches"
