@@ -166,7 +166,7 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
             step += steps_run
             window.add(sums, steps_run)
             if step % log_steps == 0 or step == num_train_steps:
-                window.log(step, float(optimizer.learning_rate))
+                window.log(step, _learning_rate_value(optimizer))
             if step % save_checkpoints_steps == 0 or step == num_train_steps or stop:
                 checkpointing.save(manager, step)
                 logging.info("Saved checkpoint for step %d to %s", step, manager.latest_checkpoint)
@@ -427,6 +427,18 @@ def _accumulate(grad_fn, micro_batches):
     for total, i in zip(sums, present):
         grads[i] = total
     return parts, grads
+
+
+def _learning_rate_value(optimizer):
+    """The optimizer's current learning rate as a float.
+
+    A constant rate is a Keras variable, distributed under a strategy's scope, and float() of a
+    mirrored variable fails; reading it as a tensor works for every kind (a schedule's value is
+    already a tensor).
+    """
+    rate = optimizer.learning_rate
+    rate = getattr(rate, "value", rate)  # a keras.Variable: its tf.Variable
+    return float(tf.convert_to_tensor(rate))
 
 
 def _common_width(micro_batches):

@@ -319,3 +319,15 @@ def test_disk_full_while_saving_loses_nothing(small_disk):
                                      rng=checkpointing.random_state(model) or tf.train.Checkpoint())
     checkpoint.restore(latest).assert_existing_objects_matched()
     assert int(optimizer.iterations.numpy()) == step > 0
+
+
+def test_a_constant_keras_learning_rate_under_a_mirrored_strategy(tmp_path):
+    # A plain Keras optimizer's rate is a (mirrored) variable; logging it used float(), which
+    # a MirroredVariable refuses.
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    model, _ = _build(strategy)
+    with strategy.scope():
+        optimizer = keras.optimizers.SGD(0.05)
+    results = _train(model, optimizer, strategy, tmp_path, 4, steps_per_loop=2,
+                     save_checkpoints_steps=4, log_steps=2)
+    assert results["step"] == 4 and np.isfinite(results["loss"])
