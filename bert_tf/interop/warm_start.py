@@ -160,7 +160,22 @@ def load_bert_tf(path, config=None):
             raise InteropError(f"{path}: no {_BERT_CONFIG_FILE} beside it; pass the config")
         if not resolved.endswith(".weights.h5"):
             _check_prefix(path, resolved)
+            _check_object_based(path, resolved)
     return _load_bert_tf(resolved, config, None)[0]
+
+
+def _check_object_based(given, prefix):
+    """bert_tf writes object-based (TF2) checkpoints; a name-based one is another format."""
+    names = {name for name, _ in tf.train.list_variables(prefix)}
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
+        return
+    if any(name.startswith("bert/") for name in names):
+        kind = "an original (TF1) BERT or ALBERT checkpoint"
+        hint = "read it with --from=tf1 (or --from=albert)"
+    else:
+        kind = "a name-based checkpoint"
+        hint = "bert_tf writes object-based checkpoints (tf.train.Checkpoint)"
+    raise InteropError(f"--init_checkpoint={given} is {kind}, not a bert_tf checkpoint; {hint}")
 
 
 def _check_prefix(given, prefix):
