@@ -15,6 +15,7 @@ Check that the TF Serving model server has every op of an export (exit status 1 
 """
 
 import os
+import sys
 
 from absl import app, flags, logging
 
@@ -127,7 +128,11 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     if FLAGS.check:
-        return check(FLAGS.check)
+        try:
+            return check(FLAGS.check)
+        except FileNotFoundError as e:  # not a SavedModel: one line, not a traceback
+            print(f"export_saved_model: error: --check={FLAGS.check}: {e}", file=sys.stderr)
+            return 1
     if not FLAGS.model_dir or not FLAGS.export_dir:
         raise app.UsageError("Pass --model_dir and --export_dir (or --check EXPORT_DIR).")
     return export()

@@ -103,3 +103,13 @@ def test_wheel_ships_the_commands_and_official_configs(tmp_path):
         assert f"bert_tf/cli/{module}.py" in names
     for name, target in COMMANDS.items():
         assert f"{name} = {target}" in entry_points
+
+
+def test_export_check_of_a_missing_directory_is_one_line(tmp_path):
+    proc = subprocess.run([_script("bert-tf-export"), f"--check={tmp_path / 'nothing'}"],
+                          capture_output=True, text=True, cwd=str(tmp_path), env=ENV,
+                          timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"export_saved_model: error: --check={tmp_path / 'nothing'}: {tmp_path / 'nothing'}: "
+        "no saved_model.pb; expected a SavedModel version directory such as EXPORT/1")
