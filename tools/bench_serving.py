@@ -22,28 +22,26 @@ from bench_common import MODELS, emit, load, run_worker
 
 
 def _passages(corpus, tokenizer, max_tokens, limit):
-    """Consecutive sentences of one document joined while they fit in max_tokens wordpieces.
+    """Full-length passages: one document's words joined while they fit in max_tokens wordpieces.
 
-    Texts that fill the sequence are the text signature's worst case: every position is
-    tokenized, none is padding. Sentences longer than max_tokens on their own are left out so
-    no text is truncated (the id inputs then hold exactly what the text signature sees).
+    Each passage ends only when its next word would not fit, so it fills the sequence (within
+    a word of max_tokens): the text signature runs it at the full length S, the request the
+    short sentences are compared with, and every position is tokenized, none is padding. No
+    text is truncated (the id inputs then hold exactly what the text signature sees).
     """
     with open(corpus, encoding="utf-8") as f:
-        documents = [d.split("\n") for d in f.read().split("\n\n")]
+        documents = [d.split() for d in f.read().split("\n\n")]
     passages = []
-    for document in documents:
+    for words in documents:
         text, length = [], 0
-        for sentence in (line.strip() for line in document):
-            n = len(tokenizer.encode(sentence)) if sentence else 0
-            if not n or n > max_tokens:
-                continue
+        for word in words:
+            n = len(tokenizer.encode(word))
             if length + n > max_tokens:
-                passages.append(" ".join(text))
+                if length > max_tokens - 8:  # within a word of full: a full-length passage
+                    passages.append(" ".join(text))
                 text, length = [], 0
-            text.append(sentence)
+            text.append(word)
             length += n
-        if text:
-            passages.append(" ".join(text))
         if len(passages) >= limit:
             break
     return passages[:limit]
