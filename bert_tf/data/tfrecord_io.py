@@ -598,22 +598,12 @@ class ShardedRecordWriter:
 
     def write(self, record):
         """Appends one serialized record (bytes) to the next shard in turn."""
-        shard = self.num_written % len(self._writers)
-        try:
-            self._writers[shard].write(record)
-        except OSError as e:
-            raise self._write_error(shard, e) from None
-        self.counts[shard] += 1
+        self._to_shard(self.num_written % len(self._writers), record, framed=False)
         self.num_written += 1
 
     def write_framed(self, framed):
         """As `write`, for a record already framed by `frame_record`."""
-        shard = self.num_written % len(self._writers)
-        try:
-            self._writers[shard].write_framed(framed)
-        except OSError as e:
-            raise self._write_error(shard, e) from None
-        self.counts[shard] += 1
+        self._to_shard(self.num_written % len(self._writers), framed, framed=True)
         self.num_written += 1
 
     def write_framed_many(self, framed_records):
@@ -627,12 +617,18 @@ class ShardedRecordWriter:
         for offset in range(min(num_shards, len(framed_records))):
             shard = (self.num_written + offset) % num_shards
             mine = framed_records[offset::num_shards]
-            try:
-                self._writers[shard].write_framed(b"".join(mine))
-            except OSError as e:
-                raise self._write_error(shard, e) from None
-            self.counts[shard] += len(mine)
+            self._to_shard(shard, b"".join(mine), framed=True, count=len(mine))
         self.num_written += len(framed_records)
+
+    def _to_shard(self, shard, data, framed, count=1):
+        """Writes `data` (one record, or `count` framed ones) to `shard`, naming the output
+        file when the write fails."""
+        writer = self._writers[shard]
+        try:
+            (writer.write_framed if framed else writer.write)(data)
+        except OSError as e:
+            raise self._write_error(shard, e) from None
+        self.counts[shard] += count
 
     def _write_error(self, shard, error):
         # The OS error (say ENOSPC) names no file; the caller's except/exit cleans up.
