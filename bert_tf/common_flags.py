@@ -355,7 +355,7 @@ def resolve_length_buckets(options, config, strategy=None, training=True):
 
     "auto" gives coarse buckets for training batches (16, 32, 48, 64, 96, ...: a batch holds
     one bucket, and a wide bucket keeps texts of different lengths mixed) and fine ones for
-    evaluation and prediction (8, 16, ..., 64, 80, ...: batches of length-sorted examples,
+    evaluation and prediction (4, 8, 12, 16, 24, ..., 64, 80, ...: length-sorted batches,
     which do not change any result). On TPUs "auto" is off: the training loop runs many steps
     in one compiled program, which needs one static shape (an explicit list is taken as given
     for both).

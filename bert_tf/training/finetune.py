@@ -154,12 +154,12 @@ def _prediction_step(model, spec, output_keys):
         model_ref = weakref.ref(model)
     except TypeError:  # not weak-referenceable: a trace for this pass only
         steps, model_ref = {}, lambda: model
-    cache_key = keys
     if signature is not None:
+        # TensorSpecs are hashable; the sorted names tell dicts of equal specs apart.
         names = tuple(sorted(spec)) if isinstance(spec, dict) else None
         cache_key = (names, tuple(tf.nest.flatten(spec)), keys)
-    if signature is not None and cache_key in steps:
-        return steps[cache_key]
+        if cache_key in steps:
+            return steps[cache_key]
 
     @tf.function(input_signature=signature, reduce_retracing=True)
     def step(features):
