@@ -83,6 +83,46 @@ def test_transformer_block_matches_numpy_reference():
         "output/kernel", "output/bias", "output_layer_norm/gamma", "output_layer_norm/beta"])
 
 
+def test_inference_attention_paths_match_numpy_and_each_other_with_gradients(monkeypatch):
+    """Up to SMALL_ATTENTION_ROWS rows inference attention runs on TensorFlow's own kernels,
+    above on oneDNN's batched matmuls; chosen in Python for static shapes, by tf.cond for dynamic ones. Both
+    give the numpy block's outputs, and the same gradients under a tape at training=False."""
+    from bert_tf.modeling import transformer_block
+
+    rng = np.random.default_rng(2)
+    block = layers.TransformerBlock(hidden_size=12, num_attention_heads=3, intermediate_size=20,
+                                    name="transformer_layer_0")  # Dropout 0.1: off at inference.
+    block.build((None, None, 12))
+    randomize(block, rng)
+    dynamic = tf.function(lambda x, b: block(x, b, training=False), input_signature=[
+        tf.TensorSpec([None, None, 12]), tf.TensorSpec([None, 1, 1, None])])
+    for batch, length in ((1, 7), (3, 24)):  # 7 rows: small path; 72: batched matmuls.
+        x = rng.normal(size=(batch, length, 12)).astype("float32")
+        mask = np.ones((batch, length), "int32")
+        mask[-1, length - 2:] = 0
+        bias = layers.AttentionBias()(mask)
+        expected = np_transformer_block(x.astype("float64"), mask.astype("float64"),
+                                        weights_by_path(block), num_heads=3, eps=1e-12)
+        np.testing.assert_allclose(block(x, bias, training=False), expected, atol=1e-4)
+        np.testing.assert_allclose(dynamic(x, bias), expected, atol=1e-4)
+
+    x = tf.constant(rng.normal(size=(1, 7, 12)).astype("float32"))
+    bias = layers.AttentionBias()(np.array([[1, 1, 1, 1, 1, 0, 0]], "int32"))
+
+    def gradient():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.sin(dynamic(x, bias)))
+        return tape.gradient(loss, [x] + block.trainable_weights)
+
+    small = gradient()
+    monkeypatch.setattr(transformer_block, "SMALL_ATTENTION_ROWS", 0)
+    dynamic = tf.function(lambda x, b: block(x, b, training=False))  # Retraced: oneDNN path.
+    for got, want in zip(small, gradient()):
+        assert got is not None
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
 def test_padding_keys_do_not_change_real_positions():
     rng = np.random.default_rng(1)
     block = layers.TransformerBlock(hidden_size=8, num_attention_heads=2, intermediate_size=16)

@@ -107,6 +107,21 @@ def test_python_and_in_graph_pack_identically_over_many_length_pairs():
                 assert out[key][i].numpy().tolist() == python[key], (seq_length, a, b, key)
 
 
+def test_one_segment_dense_path_packs_as_python_over_many_lengths():
+    seg_a = [list(range(1, n + 1)) for n in range(21)]
+    for seq_length in (2, 3, 7, 16):
+        out = BertPackInputs(seq_length, CLS, SEP, pad_id=9)(tf.ragged.constant(seg_a))
+        for key in out:
+            assert out[key].dtype == tf.int32 and out[key].shape == (len(seg_a), seq_length)
+        for i, a in enumerate(seg_a):
+            python = pack_inputs(a, max_seq_length=seq_length, cls_id=CLS, sep_id=SEP, pad_id=9)
+            for key in out:
+                assert out[key][i].numpy().tolist() == python[key], (seq_length, a, key)
+    unbatched = BertPackInputs(4, CLS, SEP)(tf.constant([5, 6, 7]))
+    assert unbatched["input_word_ids"].numpy().tolist() == [CLS, 5, 6, SEP]
+    assert unbatched["input_mask"].numpy().tolist() == [1, 1, 1, 1]
+
+
 def test_single_segment_layer_word_grouped_and_unbatched_inputs():
     layer = BertPackInputs(5, CLS, SEP)
     out = layer(tf.ragged.constant([[1, 2, 3, 4, 5], []]))
