@@ -85,8 +85,9 @@ def test_transformer_block_matches_numpy_reference():
 
 def test_inference_attention_paths_match_numpy_and_each_other_with_gradients(monkeypatch):
     """Up to SMALL_ATTENTION_ROWS rows inference attention runs on TensorFlow's own kernels,
-    above on oneDNN's batched matmuls; chosen in Python for static shapes, by tf.cond for dynamic ones. Both
-    give the numpy block's outputs, and the same gradients under a tape at training=False."""
+    above on oneDNN's batched matmuls; chosen in Python for static shapes, by tf.cond for
+    dynamic ones. Both give the numpy block's outputs, and the same gradients under a tape at
+    training=False."""
     from bert_tf.modeling import transformer_block
 
     rng = np.random.default_rng(2)
