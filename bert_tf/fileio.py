@@ -12,6 +12,7 @@ when a path has a scheme, so TF-free tools (create_pretraining_data) stay TF-fre
 """
 
 import errno
+import hashlib
 import io
 import os
 import tempfile
@@ -191,6 +192,15 @@ def makedirs(path):
         gfile().makedirs(path)
     else:
         os.makedirs(path, exist_ok=True)
+
+
+def sha256(path):
+    """Hex SHA-256 of a file's bytes, on any file system (read in 1 MB blocks)."""
+    digest = hashlib.sha256()
+    with open_file(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def abspath(path):

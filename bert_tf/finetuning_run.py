@@ -15,12 +15,16 @@ kind of run directory:
   results.json                  metrics, steps, examples/s
   eval_results.txt              'name = value' metrics (classifier, tagging)
   <cli>.flags                   the flags of the run
+  finetuning_run.json           what a resumed run must share with this one (written when
+                                training starts)
+  .bert_tf_run.lock             held by the run while it runs (one run per directory)
 
 Each CLI keeps its own data, dataset_fn, evaluate function and task flags (run_squad:
 --doc_stride, --max_query_length, ...) and passes them in. The functions take the flag values
 as an object (FLAGS, or anything with the same attribute names); only the CLIs read flags.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -39,6 +43,9 @@ from bert_tf.text import WordpieceTokenizer, validate_case_matches_checkpoint
 from bert_tf.training import checkpointing, finetune
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.optimization import create_optimizer
+from bert_tf.training.ownership import RunDirectoryLock
+
+RUN_RECORD = "finetuning_run.json"
 
 
 @dataclasses.dataclass
@@ -109,6 +116,77 @@ def prepare(options):
         eval_buckets = common_flags.resolve_length_buckets(options, config, strategy,
                                                            training=False)
     return RunContext(strategy, config, vocab_file, tokenizer, buckets, eval_buckets)
+
+
+@contextlib.contextmanager
+def owned(context, options):
+    """Holds --output_dir's lock (`RunDirectoryLock`, taken by the chief) for the body.
+
+    A second run on the same --output_dir fails with DirectoryInUseError naming the run that
+    holds it, before it reads or writes anything there; a killed run's lock is taken over.
+    """
+    lock = RunDirectoryLock(options.output_dir) if context.chief else None
+    if lock:
+        lock.acquire()
+        checkpointing.remove_stale_temp_files(options.output_dir)
+    try:
+        yield
+    finally:
+        if lock:
+            lock.release()
+
+
+def check_resume(context, options, cli_name, task, labels):
+    """Before training: a run resuming --output_dir's checkpoints must be the run that wrote
+    them; then records this run (chief) in `finetuning_run.json` for the next one.
+
+    Compared with the record: the CLI, the task, the labels (the head's outputs), the model
+    config, the vocabulary (SHA-256), casing, --max_seq_length, --trainable_encoder and
+    --optimizer (the optimizer's slots). A directory without a record (none yet, or written
+    by an earlier bert_tf) is not checked. Reads only when it refuses.
+
+    Args:
+      task: the task name (e.g. "sst-2", "tagging", "squad"); labels: list of str or None.
+
+    Raises:
+      FlagValueError naming every difference with both values.
+    """
+    if not options.do_train:
+        return
+    record = {"cli": cli_name, "task": task, "labels": None if labels is None else list(labels),
+              "bert_config": context.config.to_dict(),
+              "vocab_sha256": fileio.sha256(context.vocab_file),
+              "do_lower_case": bool(options.do_lower_case),
+              "max_seq_length": int(options.max_seq_length),
+              "trainable_encoder": bool(getattr(options, "trainable_encoder", True)),
+              "optimizer": getattr(options, "optimizer", None)}
+    record = json.loads(json.dumps(record))  # As read back: lists, not tuples.
+    path = os.path.join(options.output_dir, RUN_RECORD)
+    if checkpointing.has_checkpoint(options.output_dir) and tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            recorded = json.load(f)
+        problems = []
+        for name, value in record.items():
+            if name == "bert_config":
+                before = recorded.get(name) or {}
+                problems += [f"bert_config {key}={before.get(key)!r} then, {value.get(key)!r} "
+                             "now" for key in sorted(set(before) | set(value))
+                             if before.get(key) != value.get(key)]
+            elif name == "vocab_sha256":
+                if recorded.get(name) != value:
+                    problems.append(f"the vocabulary differs (sha256 {recorded.get(name)!s:.16}"
+                                    f" then, {value:.16} now: {context.vocab_file})")
+            elif recorded.get(name) != value:
+                label = name if name in ("cli", "task", "labels") else f"--{name}"
+                problems.append(f"{label}={recorded.get(name)!r} then, {value!r} now")
+        if problems:
+            raise FlagValueError(
+                f"--output_dir={options.output_dir} holds checkpoints of another fine-tuning "
+                f"run ({path}); resuming would mix them: " + "; ".join(problems) + ". Choose "
+                "a new --output_dir (--init_checkpoint may name this one to start from its "
+                "weights)")
+    if context.chief:
+        write_text_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def build_model(context, options, make_model, num_train_steps=None):

@@ -188,6 +188,12 @@ def run_classifier(options, flags_text=None):
     start = time.time()
     data = ClassifierData(options)
     context = finetuning_run.prepare(options)
+    with finetuning_run.owned(context, options):
+        return _run_classifier(options, flags_text, start, data, context)
+
+
+def _run_classifier(options, flags_text, start, data, context):
+    """run_classifier once --output_dir is owned."""
     tokenizer = context.tokenizer
     max_seq_length = options.max_seq_length
     cache_dir = os.path.join(options.output_dir, "features")
@@ -197,6 +203,7 @@ def run_classifier(options, flags_text=None):
     if options.do_train:
         examples["train"] = _read_split(data, "train")
     labels = _labels(options, data, examples.get("train"))
+    finetuning_run.check_resume(context, options, "run_classifier", data.name, labels)
     records = {}
     for split in splits:
         if split not in examples:

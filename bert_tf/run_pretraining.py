@@ -450,14 +450,6 @@ def _recorded_flags(path):
     return values
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with tf.io.gfile.GFile(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def check_resume_compatible(options, config):
     """A run resuming --output_dir must train the model and input the directory records.
 
@@ -484,7 +476,7 @@ def check_resume_compatible(options, config):
                                 f"{common_flags.config_source(options)}")
     recorded_vocab = os.path.join(out, "vocab.txt")
     if options.vocab_file and tf.io.gfile.exists(recorded_vocab):
-        before, now = _sha256(recorded_vocab), _sha256(options.vocab_file)
+        before, now = fileio.sha256(recorded_vocab), fileio.sha256(options.vocab_file)
         if before != now:
             problems.append(f"vocabulary {recorded_vocab} (sha256 {before[:16]}) differs from "
                             f"--vocab_file={options.vocab_file} (sha256 {now[:16]})")

@@ -176,8 +176,17 @@ def run_squad(options, flags_text=None):
     start = time.time()
     validate_options(options)
     context = finetuning_run.prepare(options)
+    with finetuning_run.owned(context, options):
+        return _run_squad(options, flags_text, start, context)
+
+
+def _run_squad(options, flags_text, start, context):
+    """run_squad once --output_dir is owned."""
     tokenizer = context.tokenizer
-    results = {"task": TASK, "version_2_with_negative": bool(options.version_2_with_negative)}
+    version_2 = bool(options.version_2_with_negative)
+    finetuning_run.check_resume(context, options, "run_squad",
+                                f"{TASK} (version_2_with_negative={version_2})", None)
+    results = {"task": TASK, "version_2_with_negative": version_2}
 
     train_arrays = None
     num_train_steps = None

@@ -118,6 +118,12 @@ def run_tagging(options, flags_text=None):
     for split in splits:
         _data_file(options, split)
     context = finetuning_run.prepare(options)
+    with finetuning_run.owned(context, options):
+        return _run_tagging(options, flags_text, start, splits, context)
+
+
+def _run_tagging(options, flags_text, start, splits, context):
+    """run_tagging once --output_dir is owned."""
     max_seq_length = options.max_seq_length
     if max_seq_length < 3:
         raise FlagValueError(f"--max_seq_length={max_seq_length} leaves no room for a token "
@@ -126,6 +132,7 @@ def run_tagging(options, flags_text=None):
     if options.do_train:
         sentences["train"] = _read_split(options, "train")
     labels = _labels(options, sentences.get("train"))
+    finetuning_run.check_resume(context, options, "run_tagging", "tagging", labels)
     cache_dir = os.path.join(options.output_dir, "features")
     data = {}
     for split in splits:

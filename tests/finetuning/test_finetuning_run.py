@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from bert_tf.common_flags import FlagValueError
 from bert_tf.config import BertConfig
-from bert_tf.finetuning_run import prepare, restore_trained
+from bert_tf.finetuning_run import RUN_RECORD, check_resume, owned, prepare, restore_trained
 from bert_tf.modeling import BertEncoder, BertSpanLabeler
 
 
@@ -110,3 +110,56 @@ def test_restore_skips_a_corrupt_newest_checkpoint_with_a_warning(tmp_path, capl
     assert any(f"Checkpoint {tmp_path}/ckpt-20 cannot be restored" in r.getMessage()
                and "falling back to the previous checkpoint" in r.getMessage()
                for r in caplog.records)
+
+
+def _training_options(pretrained_dir, tmp_path, **overrides):
+    return _options(pretrained_dir, tmp_path, trainable_encoder=True, optimizer="adamw",
+                    distribution_strategy="one_device", num_gpus=0, tpu=None, use_tpu=False,
+                    tpu_name=None, dtype="float32", seed=None, **overrides)
+
+
+def test_resuming_with_other_settings_is_refused_naming_them(tmp_path, pretrained_dir):
+    """A run resuming --output_dir's checkpoints must have the labels, length, casing, model
+    and vocabulary of the run that wrote them; the refusal changes nothing there."""
+    options = _training_options(pretrained_dir, tmp_path)
+    context = prepare(options)
+    check_resume(context, options, "run_classifier", "sst-2", ["0", "1"])
+    record = (tmp_path / RUN_RECORD).read_text()
+    assert '"labels": [\n    "0",\n    "1"\n  ]' in record
+    tf.train.Checkpoint(step=tf.Variable(1)).save(str(tmp_path / "ckpt"))  # ckpt-1
+    check_resume(context, options, "run_classifier", "sst-2", ["0", "1"])  # The same run.
+
+    changed = _training_options(pretrained_dir, tmp_path, max_seq_length=32)
+    with pytest.raises(FlagValueError) as e:
+        check_resume(prepare(changed), changed, "run_classifier", "sst-2", ["0", "1", "2"])
+    assert str(e.value) == (
+        f"--output_dir={tmp_path} holds checkpoints of another fine-tuning run "
+        f"({tmp_path / RUN_RECORD}); resuming would mix them: labels=['0', '1'] then, "
+        "['0', '1', '2'] now; --max_seq_length=16 then, 32 now. Choose a new --output_dir "
+        "(--init_checkpoint may name this one to start from its weights)")
+    assert (tmp_path / RUN_RECORD).read_text() == record
+
+
+def test_a_second_run_on_an_owned_output_dir_is_refused(tmp_path, pretrained_dir):
+    """While a fine-tuning run owns --output_dir, the CLI started on it fails with one line
+    naming the owner, before it writes anything."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    options = _training_options(pretrained_dir, tmp_path)
+    with owned(prepare(options), options):
+        result = subprocess.run(
+            [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=sst-2",
+             f"--data_dir={tmp_path}", f"--init_checkpoint={pretrained_dir}",
+             "--max_seq_length=16", "--do_train", f"--output_dir={tmp_path}"],
+            capture_output=True, text=True, timeout=300,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        f"run_classifier: error: --output_dir={tmp_path} is in use by another run (host "
+        f"{socket.gethostname()}, pid {os.getpid()}, started ")
+    assert sorted(os.listdir(tmp_path)) == [".bert_tf_run.lock"]
+    with owned(prepare(options), options):  # Released: the next run takes it.
+        pass
