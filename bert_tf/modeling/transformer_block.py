@@ -222,18 +222,16 @@ class TransformerBlock(keras.layers.Layer):
             probs_bass = self.attention_dropout(probs_bass, training=training)
             return tf.transpose(tf.matmul(probs_bass, value_basd), [0, 2, 1, 3])
 
+        def small():
+            return _small_attention(query_bsad, key_bsad, value_bsad, attention_bias)
+
         if training or self.compute_dtype != "float32":
             return batched_matmuls()
-        rows = query_bsad.shape[0] * query_bsad.shape[1] if None not in query_bsad.shape[:2] \
-            else None
-        if rows is not None:
-            return (_small_attention(query_bsad, key_bsad, value_bsad, attention_bias)
-                    if rows <= SMALL_ATTENTION_ROWS else batched_matmuls())
+        batch, length = query_bsad.shape[:2]
+        if batch is not None and length is not None:  # Static shapes: chosen here.
+            return small() if batch * length <= SMALL_ATTENTION_ROWS else batched_matmuls()
         shape = tf.shape(query_bsad)
-        return tf.cond(shape[0] * shape[1] <= SMALL_ATTENTION_ROWS,
-                       lambda: _small_attention(query_bsad, key_bsad, value_bsad,
-                                                attention_bias),
-                       batched_matmuls)
+        return tf.cond(shape[0] * shape[1] <= SMALL_ATTENTION_ROWS, small, batched_matmuls)
 
     def compute_output_spec(self, hidden_bsh, attention_bias, training=None):
         return keras.KerasTensor(hidden_bsh.shape, self.compute_dtype)
