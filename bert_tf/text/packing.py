@@ -203,13 +203,16 @@ class BertPackInputs(keras.layers.Layer):
         seg_a, unbatched = _as_ragged_rows(segments[0], "segment A")
         if len(segments) == 1:
             outputs = self._pack_one(seg_a)
-            return {k: v[0] for k, v in outputs.items()} if unbatched else outputs
-        if len(segments) == 2:
-            seg_b, _ = _as_ragged_rows(segments[1], "segment B")
         else:
-            seg_b = tf.RaggedTensor.from_row_lengths(
-                tf.zeros([0], tf.int32), tf.zeros([seg_a.nrows()], tf.int64))
+            outputs = self._pack_pair(seg_a, _as_ragged_rows(segments[1], "segment B")[0])
+        if unbatched:
+            outputs = {k: v[0] for k, v in outputs.items()}
+        return outputs
 
+    def _pack_pair(self, seg_a, seg_b):
+        """[CLS] A [SEP] B [SEP] of int32 RaggedTensors [B, (T)] -> three int32 [B, S];
+        truncated longest-first; a row whose B is empty (or truncated away) gets no second
+        [SEP]."""
         len_a = tf.cast(seg_a.row_lengths(), tf.int32)
         len_b = tf.cast(seg_b.row_lengths(), tf.int32)
         budget = self.seq_length - 2 - tf.cast(len_b > 0, tf.int32)
@@ -229,19 +232,16 @@ class BertPackInputs(keras.layers.Layer):
             _filled_rows(kept_b + has_b, 1),
         ], axis=1)
         shape = [None, self.seq_length]
-        outputs = {
+        return {
             "input_word_ids": word_ids.to_tensor(default_value=self.pad_id, shape=shape),
             "input_mask": tf.ones_like(word_ids).to_tensor(default_value=0, shape=shape),
             "input_type_ids": type_ids.to_tensor(default_value=0, shape=shape),
         }
-        if unbatched:
-            outputs = {k: v[0] for k, v in outputs.items()}
-        return outputs
 
     def _pack_one(self, seg_a):
         """[CLS] A [SEP] of int32 RaggedTensor [B, (T)] -> three int32 [B, S], with dense ops.
 
-        The same outputs as the two-segment path given an empty B, in a third of its graph ops
+        The same outputs as `_pack_pair` given an empty B, in a third of its graph ops
         (no ragged concatenation): a served one-text request spends ~0.15 ms less here.
         """
         budget = self.seq_length - 2
