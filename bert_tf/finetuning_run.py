@@ -24,7 +24,6 @@ Each CLI keeps its own data, dataset_fn, evaluate function and task flags (run_s
 as an object (FLAGS, or anything with the same attribute names); only the CLIs read flags.
 """
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -43,7 +42,7 @@ from bert_tf.text import WordpieceTokenizer, validate_case_matches_checkpoint
 from bert_tf.training import checkpointing, finetune
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.optimization import create_optimizer
-from bert_tf.training.ownership import RunDirectoryLock
+from bert_tf.training.ownership import owned_directory
 
 RUN_RECORD = "finetuning_run.json"
 
@@ -118,22 +117,13 @@ def prepare(options):
     return RunContext(strategy, config, vocab_file, tokenizer, buckets, eval_buckets)
 
 
-@contextlib.contextmanager
 def owned(context, options):
-    """Holds --output_dir's lock (`RunDirectoryLock`, taken by the chief) for the body.
+    """Holds --output_dir's lock (`ownership.owned_directory`, taken by the chief) for the body.
 
     A second run on the same --output_dir fails with DirectoryInUseError naming the run that
     holds it, before it reads or writes anything there; a killed run's lock is taken over.
     """
-    lock = RunDirectoryLock(options.output_dir) if context.chief else None
-    if lock:
-        lock.acquire()
-        checkpointing.remove_stale_temp_files(options.output_dir)
-    try:
-        yield
-    finally:
-        if lock:
-            lock.release()
+    return owned_directory(options.output_dir, context.chief)
 
 
 def check_resume(context, options, cli_name, task, labels):

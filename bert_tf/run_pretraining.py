@@ -55,7 +55,7 @@ from bert_tf.modeling.models import pretraining_metrics
 from bert_tf.text import validate_case_matches_checkpoint
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import is_chief
-from bert_tf.training.ownership import RunDirectoryLock
+from bert_tf.training.ownership import owned_directory
 from bert_tf.training.loop import NonFiniteLossError, evaluate, train, write_summaries
 from bert_tf.training.optimization import OPTIMIZER_TYPES, create_optimizer
 
@@ -530,16 +530,8 @@ def pretrain(options, flags_text=None):
     # before the runtime starts.
     strategy = common_flags.make_strategy(options, ("train_batch_size", "eval_batch_size"))
     # The chief owns the directory for the run; workers share its ownership.
-    lock = RunDirectoryLock(options.output_dir) if is_chief(strategy) else None
-    if lock:
-        lock.acquire()
-    try:
-        if lock:
-            checkpointing.remove_stale_temp_files(options.output_dir)
+    with owned_directory(options.output_dir, is_chief(strategy)):
         return _pretrain(options, config, strategy, flags_text, start)
-    finally:
-        if lock:
-            lock.release()
 
 
 def _pretrain(options, config, strategy, flags_text, start):

@@ -15,6 +15,7 @@ heartbeat rewritten every `heartbeat_seconds`; a record whose process is gone (s
 not running) or whose heartbeat is older than `stale_after_seconds` is taken over.
 """
 
+import contextlib
 import datetime
 import json
 import os
@@ -25,7 +26,7 @@ import time
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.training.checkpointing import CheckpointError
+from bert_tf.training.checkpointing import CheckpointError, remove_stale_temp_files
 
 LOCK_NAME = ".bert_tf_run.lock"
 
@@ -204,3 +205,22 @@ class RunDirectoryLock:
 
     def __exit__(self, *exc):
         self.release()
+
+
+@contextlib.contextmanager
+def owned_directory(directory, chief, flag="--output_dir"):
+    """Holds `directory`'s RunDirectoryLock for the body when `chief` (workers of a
+    multi-worker run share the chief's ownership and take none), after clearing temporary files
+    a killed run left there. Raises DirectoryInUseError naming the holder, before anything is
+    written.
+    """
+    lock = RunDirectoryLock(directory, flag=flag) if chief else None
+    if lock:
+        lock.acquire()
+    try:
+        if lock:
+            remove_stale_temp_files(directory)
+        yield
+    finally:
+        if lock:
+            lock.release()
