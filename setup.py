@@ -62,6 +62,7 @@ setuptools.setup(
             "bert-tf-export=bert_tf.cli.export_saved_model:run",
             "bert-tf-extract-features=bert_tf.cli.extract_features:run",
             "bert-tf-prepare-demo-data=bert_tf.cli.prepare_demo_data:run",
+            "bert-tf-embed=bert_tf.cli.embed:run",
             # The name of the first release, kept so existing scripts still run.
             "bert_tf_pretrain=bert_tf.run_pretraining:run",
         ],

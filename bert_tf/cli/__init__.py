@@ -12,6 +12,7 @@ The commands (each a module with `run()`, installed as a console script by setup
   bert-tf-export                     bert_tf.cli.export_saved_model
   bert-tf-extract-features           bert_tf.cli.extract_features
   bert-tf-prepare-demo-data          bert_tf.cli.prepare_demo_data
+  bert-tf-embed                      bert_tf.cli.embed
 
 This module imports no TensorFlow: the data tools stay TF-free.
 """

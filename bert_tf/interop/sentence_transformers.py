@@ -231,3 +231,80 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
                         "type": "sentence_transformers.models.Normalize"})
     write_text_atomic(os.path.join(output_dir, MODULES_FILE), json.dumps(modules, indent=2) + "\n")
     return output_dir
+
+
+def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file=None,
+                  do_lower_case=None, max_seq_length=None):
+    """A BertSentenceEmbedder from any model source, with its tokenizer settings.
+
+    Args:
+      init_checkpoint: a sentence-transformers directory (pooling and normalisation from it);
+        a bert_tf embedding run (its model.keras holds a BertSentenceEmbedder, task_info.json
+        its casing and length) or such a .keras file; or any encoder checkpoint
+        bert_tf.interop.warm_start reads (original TF1, Hugging Face, keras-hub, bert_tf
+        pre-training runs), then pooled by `pooling` / `normalize`.
+      pooling, normalize: for an encoder checkpoint only.
+      vocab_file, do_lower_case, max_seq_length: override what the source says (needed where
+        it says nothing: vocab_file beside a TF1 checkpoint, max_seq_length default 128).
+
+    Returns:
+      SentenceTransformer (model, vocab_file, do_lower_case, max_seq_length).
+
+    Raises:
+      InteropError / FileNotFoundError / ValueError naming the source and what is missing.
+    """
+    import keras
+
+    from bert_tf.interop.warm_start import checkpoint_config, warm_start
+    from bert_tf.modeling import BertEncoder
+    from bert_tf.saving import model_file_of
+
+    if is_sentence_transformers_dir(init_checkpoint):
+        loaded = load_sentence_transformers(init_checkpoint)
+    else:
+        model_file = None
+        try:
+            model_file = model_file_of(init_checkpoint)
+        except (FileNotFoundError, ValueError):
+            pass
+        model = (keras.saving.load_model(model_file, compile=False) if model_file
+                 else None)
+        if isinstance(model, BertSentenceEmbedder):
+            directory = os.path.dirname(fileio.abspath(model_file))
+            info = _read_json(os.path.join(directory, "task_info.json"), "the run's settings") \
+                if tf.io.gfile.exists(os.path.join(directory, "task_info.json")) else {}
+            vocab = os.path.join(directory, huggingface.VOCAB_FILE)
+            loaded = SentenceTransformer(
+                model=model, vocab_file=vocab if tf.io.gfile.exists(vocab) else None,
+                do_lower_case=info.get("do_lower_case", True),
+                max_seq_length=info.get("max_seq_length", 128))
+        else:
+            config = checkpoint_config(init_checkpoint)
+            if config is None:
+                raise InteropError(f"--init_checkpoint={init_checkpoint}: not a "
+                                   "sentence-transformers directory, a bert_tf embedding run "
+                                   "or a checkpoint with a model config beside it")
+            model = BertSentenceEmbedder(BertEncoder(config), pooling=pooling,
+                                         normalize=normalize)
+            warm_start(init_checkpoint, model, do_lower_case=do_lower_case)
+            directory = (init_checkpoint if fileio.isdir(init_checkpoint)
+                         else os.path.dirname(init_checkpoint))
+            vocab = os.path.join(directory, huggingface.VOCAB_FILE)
+            loaded = SentenceTransformer(
+                model=model, vocab_file=vocab if tf.io.gfile.exists(vocab) else None,
+                do_lower_case=True if do_lower_case is None else do_lower_case,
+                max_seq_length=min(128, config.max_position_embeddings))
+    if vocab_file:
+        loaded.vocab_file = vocab_file
+    if do_lower_case is not None:
+        loaded.do_lower_case = do_lower_case
+    if max_seq_length:
+        limit = loaded.model.encoder.config.max_position_embeddings
+        if not 3 <= max_seq_length <= limit:
+            raise InteropError(f"--max_seq_length={max_seq_length} must be in [3, "
+                               f"max_position_embeddings={limit}] of the model")
+        loaded.max_seq_length = max_seq_length
+    if not loaded.vocab_file:
+        raise InteropError(f"--init_checkpoint={init_checkpoint} has no vocab.txt beside it; "
+                           "give --vocab_file")
+    return loaded

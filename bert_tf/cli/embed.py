@@ -1,0 +1,318 @@
+r"""Sentence embeddings: contrastive fine-tuning, and encoding texts to vectors.
+
+Fine-tune (pairs or triplets -> a bert_tf run and a sentence-transformers directory):
+
+    bert-tf-embed --init_checkpoint=all-MiniLM-L6-v2/ --train_file=pairs.tsv \
+        --dev_file=dev_pairs.tsv --output_dir=runs/search [--dev_scored_file=sts_dev.tsv] \
+        [--train_batch_size=32 --num_train_epochs=1 --learning_rate=2e-5 --scale=20 \
+         --symmetric_loss]
+
+Encode (one text per line -> float32 [N, D] in input order, .npy or .jsonl):
+
+    bert-tf-embed --init_checkpoint=runs/search --input_file=texts.txt \
+        --output_file=vectors.npy
+
+--init_checkpoint: a sentence-transformers directory (modules.json: Transformer, Pooling,
+Normalize), a bert_tf embedding run (its output_dir) or, for training, any encoder checkpoint
+bert_tf reads (original TF1, Hugging Face, keras-hub, a pre-training run), pooled by --pooling.
+
+Training files are CSV/TSV with a header or JSON lines: columns anchor, positive[, negative]
+(bert_tf.data.pairs names the aliases). The loss is the multiple-negatives ranking loss with
+in-batch negatives (bert_tf.training.contrastive), so --train_batch_size must be >= 2. The dev
+file's anchors are queries over the corpus of its positives: recall@1/10, MRR@10 and nDCG@10
+are computed after every --save_checkpoints_steps (default: an epoch), and the best nDCG@10
+(or Spearman on --dev_scored_file when there is no --dev_file) is kept. The run writes
+output_dir/model.keras, vocab.txt, task_info.json, eval_results.json and
+output_dir/sentence_transformers/ (a directory sentence-transformers loads).
+"""
+
+import json
+import os
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import flags, logging
+
+from bert_tf import cli, common_flags, fileio
+from bert_tf.common_flags import FlagValueError
+from bert_tf.data import length_buckets
+from bert_tf.data.pairs import read_pairs, read_scored_pairs
+from bert_tf.data.task_errors import DataError
+from bert_tf.fileio import write_bytes_atomic, write_text_atomic
+from bert_tf.interop.sentence_transformers import load_embedder, save_sentence_transformers
+from bert_tf.interop.weights import InteropError
+from bert_tf.modeling.pooling import POOLING_MODES
+from bert_tf.serving.task_info import write_task_info
+from bert_tf.training import contrastive, finetune
+from bert_tf.training.checkpointing import (CheckpointError, check_writable_dir,
+                                            save_keras_model)
+from bert_tf.training.embedding import TextEncoder
+from bert_tf.training.optimization import create_optimizer
+
+FLAGS = flags.FLAGS
+PROGRAM = "embed"
+TASK = "sentence_embedding"
+
+
+def _define(define, name, *args, **kwargs):
+    if name not in FLAGS:
+        define(name, *args, **kwargs)
+
+
+def define_flags():
+    """The command's flags; called when it runs (importing the module defines none)."""
+    common_flags.define_runtime_flags()
+    common_flags.define_length_buckets_flag()
+    _define(flags.DEFINE_string, "init_checkpoint", None,
+            "sentence-transformers directory, bert_tf embedding run, or (training) any "
+            "encoder checkpoint bert_tf reads.")
+    _define(flags.DEFINE_string, "vocab_file", None,
+            "vocab.txt (default: the one of --init_checkpoint).")
+    _define(flags.DEFINE_bool, "do_lower_case", None,
+            "Lower-case texts (default: what --init_checkpoint says, else true).")
+    _define(flags.DEFINE_integer, "max_seq_length", None,
+            "Tokens per text, [CLS]/[SEP] included (default: the model's, e.g. 256 for "
+            "all-MiniLM-L6-v2; 128 for an encoder checkpoint).")
+    _define(flags.DEFINE_list, "pooling", ["mean"],
+            f"Pooling of an encoder checkpoint: one or more of {', '.join(POOLING_MODES)}.")
+    _define(flags.DEFINE_bool, "normalize", True,
+            "L2-normalise the vectors of an encoder checkpoint.")
+    # Training.
+    _define(flags.DEFINE_string, "train_file", None,
+            "Pairs (anchor, positive) or triplets (+ negative): CSV/TSV with a header, or "
+            "JSONL. Trains when given.")
+    _define(flags.DEFINE_string, "dev_file", None,
+            "Pairs for retrieval evaluation: anchors are queries, positives the corpus.")
+    _define(flags.DEFINE_string, "dev_scored_file", None,
+            "Scored pairs (sentence1, sentence2, score) for the Spearman correlation.")
+    _define(flags.DEFINE_string, "output_dir", None, "The run directory (training).")
+    _define(flags.DEFINE_string, "sentence_transformers_dir", None,
+            "Where to write the sentence-transformers directory (default: "
+            "output_dir/sentence_transformers; '-' to skip).")
+    _define(flags.DEFINE_integer, "train_batch_size", 32,
+            "Rows per batch; each anchor's negatives are the batch's other positives.")
+    _define(flags.DEFINE_float, "num_train_epochs", 1.0, "Passes over the training pairs.")
+    _define(flags.DEFINE_float, "learning_rate", 2e-5, "Peak learning rate (AdamW).")
+    _define(flags.DEFINE_float, "warmup_proportion", 0.1, "Linear warmup share of training.")
+    _define(flags.DEFINE_float, "weight_decay_rate", 0.01, "AdamW weight decay.")
+    _define(flags.DEFINE_float, "scale", 20.0,
+            "Inverse temperature of the cosine similarities in the loss.")
+    _define(flags.DEFINE_bool, "symmetric_loss", False,
+            "Also train positive -> anchor (the symmetric ranking loss).")
+    _define(flags.DEFINE_integer, "save_checkpoints_steps", None,
+            "Checkpoint and evaluate every N steps (default: once per epoch).")
+    # Encoding.
+    _define(flags.DEFINE_string, "input_file", None, "Texts to encode, one per line.")
+    _define(flags.DEFINE_string, "output_file", None,
+            "Vectors: .npy (float32 [N, D]) or .jsonl ({\"index\", \"embedding\"} per line).")
+    _define(flags.DEFINE_integer, "batch_size", 64, "Texts per forward pass when encoding.")
+
+
+def _check_file(flag, path):
+    if path and not tf.io.gfile.exists(path):
+        raise FlagValueError(f"--{flag}={path}: no such file")
+
+
+def _buckets(options, max_seq_length, max_positions, coarse):
+    try:
+        return length_buckets.parse_buckets(options.length_buckets, max_seq_length,
+                                            max_positions, coarse=coarse) or [max_seq_length]
+    except length_buckets.BucketError as e:
+        raise FlagValueError(str(e)) from None
+
+
+def _load(options):
+    return load_embedder(options.init_checkpoint, pooling=options.pooling,
+                         normalize=options.normalize, vocab_file=options.vocab_file,
+                         do_lower_case=options.do_lower_case,
+                         max_seq_length=options.max_seq_length)
+
+
+def _read_lines(path):
+    with fileio.open_file(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not UTF-8") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def encode(options):
+    """Encode mode: --input_file -> --output_file. Returns the number of texts."""
+    if not options.output_file:
+        raise FlagValueError("--output_file is required with --input_file")
+    extension = os.path.splitext(options.output_file)[1].lower()
+    if extension not in (".npy", ".jsonl"):
+        raise FlagValueError(f"--output_file={options.output_file}: expected a .npy or .jsonl "
+                             "file")
+    if options.batch_size < 1:
+        raise FlagValueError(f"--batch_size={options.batch_size} must be >= 1")
+    _check_file("input_file", options.input_file)
+    texts = _read_lines(options.input_file)
+    loaded = _load(options)
+    config = loaded.model.encoder.config
+    encoder = TextEncoder(loaded.model, loaded.vocab_file, loaded.do_lower_case,
+                          loaded.max_seq_length, batch_size=options.batch_size,
+                          buckets=_buckets(options, loaded.max_seq_length,
+                                           config.max_position_embeddings, coarse=False))
+    bar = keras.utils.Progbar(len(texts), unit_name="text")
+    vectors = encoder.encode(texts, progress=bar.update)
+    if extension == ".npy":
+        import io
+
+        buffer = io.BytesIO()
+        np.save(buffer, vectors)
+        write_bytes_atomic(options.output_file, buffer.getvalue())
+    else:
+        write_text_atomic(options.output_file, "".join(
+            json.dumps({"index": i, "embedding": [float(x) for x in v]}) + "\n"
+            for i, v in enumerate(vectors)))
+    return len(texts)
+
+
+def _check_training_flags(options):
+    if not options.output_dir:
+        raise FlagValueError("--output_dir is required with --train_file")
+    if options.train_batch_size < 2:
+        raise FlagValueError(f"--train_batch_size={options.train_batch_size}: in-batch "
+                             "negatives need at least 2 rows per batch")
+    common_flags.check_numeric_flags(options)
+    if not options.scale > 0 or not np.isfinite(options.scale):
+        raise FlagValueError(f"--scale={options.scale} must be > 0 and finite")
+    if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
+        raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
+                             "be >= 1")
+    for flag in ("train_file", "dev_file", "dev_scored_file"):
+        _check_file(flag, getattr(options, flag))
+
+
+def train(options):
+    """Training mode. Returns the run's results (also written to eval_results.json)."""
+    _check_training_flags(options)
+    train_pairs = read_pairs(options.train_file)
+    if len(train_pairs) < options.train_batch_size:
+        raise FlagValueError(f"--train_batch_size={options.train_batch_size} exceeds the "
+                             f"{len(train_pairs)} pairs of --train_file={options.train_file}")
+    retrieval = (contrastive.RetrievalSet.from_pairs(read_pairs(options.dev_file))
+                 if options.dev_file else None)
+    scored = read_scored_pairs(options.dev_scored_file) if options.dev_scored_file else None
+    check_writable_dir(options.output_dir)
+
+    strategy = common_flags.make_strategy(options, ("train_batch_size",))
+    common_flags.set_seed_and_policy(options, strategy)
+    with strategy.scope():
+        loaded = _load(options)
+    model = loaded.model
+    config = model.encoder.config
+    text_encoder = TextEncoder(model, loaded.vocab_file, loaded.do_lower_case,
+                               loaded.max_seq_length,
+                               buckets=_buckets(options, loaded.max_seq_length,
+                                                config.max_position_embeddings, coarse=False))
+    start = time.time()
+    side_ids = {"anchor": text_encoder.token_ids(train_pairs.anchors),
+                "positive": text_encoder.token_ids(train_pairs.positives)}
+    if train_pairs.negatives is not None:
+        side_ids["negative"] = text_encoder.token_ids(train_pairs.negatives)
+    logging.info("Tokenised %d training rows in %.1f s", len(train_pairs), time.time() - start)
+    train_buckets = _buckets(options, loaded.max_seq_length, config.max_position_embeddings,
+                             coarse=True)
+    tokenizer = text_encoder.tokenizer
+    batch_size = options.train_batch_size // strategy.num_replicas_in_sync
+
+    def dataset_fn(input_context):
+        del input_context
+        return contrastive.pair_dataset(side_ids, batch_size, train_buckets, tokenizer.cls_id,
+                                        tokenizer.sep_id, tokenizer.pad_id, seed=options.seed)
+
+    steps_per_epoch = len(train_pairs) // options.train_batch_size
+    num_train_steps = max(1, int(steps_per_epoch * options.num_train_epochs))
+    with strategy.scope():
+        optimizer = create_optimizer(
+            options.learning_rate, num_train_steps,
+            finetune.num_warmup_steps(num_train_steps, options.warmup_proportion),
+            weight_decay_rate=options.weight_decay_rate)
+
+    evaluate_fn, best_metric = None, None
+    before = {}
+    if retrieval is not None or scored is not None:
+        best_metric = "ndcg@10" if retrieval is not None else "spearman"
+
+        def evaluate_fn():
+            return contrastive.evaluate_embeddings(text_encoder, retrieval, scored)
+
+        before = evaluate_fn()
+        logging.info("Before training: %s", " ".join(f"{k}={v:.4f}" for k, v in
+                                                      sorted(before.items())))
+    results = finetune.fine_tune(
+        model=model, optimizer=optimizer,
+        loss_fn=contrastive.contrastive_loss_fn(options.scale, options.symmetric_loss),
+        train_dataset_fn=dataset_fn, strategy=strategy, output_dir=options.output_dir,
+        num_train_steps=num_train_steps, global_batch_size=options.train_batch_size,
+        evaluate_fn=evaluate_fn, best_metric=best_metric,
+        steps_per_loop=common_flags.steps_per_loop(options),
+        save_checkpoints_steps=options.save_checkpoints_steps or steps_per_epoch,
+        log_steps=options.log_steps, jit_compile=options.jit_compile)
+    summary = {"before": before, "best": results["best"], "step": results["step"],
+               "evaluations": results["evaluations"],
+               "train": {k: v for k, v in results["train"].items()
+                         if isinstance(v, (int, float))}}
+    _write_run(options, loaded, summary)
+    return summary
+
+
+def _write_run(options, loaded, summary):
+    """model.keras, vocab.txt, task_info.json, eval_results.json and the sentence-transformers
+    directory of the final (best) model, each written atomically."""
+    output_dir = options.output_dir
+    model_file, st_dir = contrastive.checkpoint_paths(output_dir)
+    save_keras_model(loaded.model, model_file)
+    with fileio.open_file(loaded.vocab_file, "rb") as f:
+        write_bytes_atomic(os.path.join(output_dir, "vocab.txt"), f.read())
+    write_task_info(output_dir, TASK, do_lower_case=bool(loaded.do_lower_case),
+                    max_seq_length=int(loaded.max_seq_length))
+    write_text_atomic(os.path.join(output_dir, "eval_results.json"),
+                      json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    if options.sentence_transformers_dir != "-":
+        save_sentence_transformers(loaded.model, options.sentence_transformers_dir or st_dir,
+                                   loaded.vocab_file, loaded.do_lower_case,
+                                   loaded.max_seq_length)
+
+
+def main(argv):
+    del argv
+    options = FLAGS
+    if not options.init_checkpoint:
+        raise FlagValueError("--init_checkpoint is required")
+    if options.train_file and options.input_file:
+        raise FlagValueError("give --train_file (fine-tune) or --input_file (encode), not both")
+    if options.train_file:
+        summary = train(options)
+        best = summary["best"]
+        if best:
+            logging.info("Best %s=%.4f at step %d", best["metric"],
+                         best["metrics"][best["metric"]], best["step"])
+        print(f"Wrote {options.output_dir}", file=sys.stderr)
+    elif options.input_file:
+        count = encode(options)
+        print(f"Wrote {count} vectors to {options.output_file}", file=sys.stderr)
+    else:
+        raise FlagValueError("give --train_file (fine-tune) or --input_file (encode)")
+
+
+def run():
+    """Console-script entry point (bert-tf-embed)."""
+    define_flags()
+    cli.run(main, program=PROGRAM,
+            errors=(FlagValueError, DataError, InteropError, CheckpointError, OSError))
+
+
+if __name__ == "__main__":
+    run()
