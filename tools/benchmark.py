@@ -33,6 +33,10 @@ Cases (--cases, comma list):
                   prediction of the dev set: bert_tf (length buckets on / off) vs keras-hub
                   BertTextClassifier vs Hugging Face with dynamic padding (--torch_python);
                   see tools/bench_finetune.py.
+  embed           contrastive fine-tuning of all-MiniLM-L6-v2 on ~2,000 question -> passage
+                  pairs of stdlib docstrings and pydoc topics (held-out nDCG@10 before/after)
+                  and encoding 10,000 sentences at batch 64, bert_tf vs sentence-transformers
+                  on PyTorch (--torch_python); see tools/bench_embed.py.
 
 Each case is a module beside this file (bench_<case>.py; shared pieces in bench_common.py, scripts
 run in other interpreters in bench_scripts/). Every measurement runs in a fresh subprocess
@@ -68,6 +72,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The cases, one module each beside this file.
 import bench_common  # noqa: E402
 import bench_create_data  # noqa: E402
+import bench_embed  # noqa: E402
 import bench_finetune  # noqa: E402
 import bench_input_pipeline  # noqa: E402
 import bench_packing  # noqa: E402
@@ -78,7 +83,7 @@ import bench_tokenizer  # noqa: E402
 FLAGS = flags.FLAGS
 
 CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing",
-         "finetune")
+         "finetune", "embed")
 _REPO = bench_common.REPO
 
 flags.DEFINE_list("cases", list(CASES), f"Cases to run, from: {', '.join(CASES)}.")
@@ -119,7 +124,7 @@ def format_table(rows):
         "input_pipeline": bench_input_pipeline.format_lines,
         "serving": bench_serving.format_lines,
         "packing": lambda r: [bench_packing.format_row(r)],
-        "finetune": bench_finetune.format_lines})
+        "finetune": bench_finetune.format_lines, "embed": bench_embed.format_lines})
 
 
 def main(argv):
@@ -169,6 +174,8 @@ def main(argv):
             elif case == "finetune":
                 new = bench_finetune.case_finetune(workdir, FLAGS.quick, torch_python,
                                                    FLAGS.finetune_model_dir)
+            elif case == "embed":
+                new = bench_embed.case_embed(workdir, FLAGS.quick, torch_python)
             else:
                 new = bench_input_pipeline.case_input_pipeline(setup, FLAGS.quick, rows)
             for row in new:

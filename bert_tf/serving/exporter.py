@@ -95,6 +95,8 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
             raise ValueError(f"export: top_k={top_k} must be in [1, {len(vocabulary)}] (the "
                              "vocabulary size).")
         return tasks.FillMaskTask(model, tokenizer, max_seq_length, vocabulary, top_k)
+    if task_name == "sentence_embedding":
+        return tasks.SentenceEmbeddingTask(model, tokenizer, max_seq_length)
     return tasks.EmbeddingTask(model, tokenizer, max_seq_length)
 
 
@@ -151,7 +153,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
 
     Args:
       model: a BertClassifier, BertSpanLabeler, BertTokenClassifier, BertPretrainer
-        (fill-mask) or BertEncoder (embeddings).
+        (fill-mask), BertEncoder (embeddings) or BertSentenceEmbedder (pooled sentence
+        vectors).
       export_dir: the version directory to write, e.g. "EXPORT/1" (TF Serving's
         --model_base_path is then EXPORT). Written to a temporary sibling and renamed, so a
         server watching EXPORT never sees half a model.
@@ -182,7 +185,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
       export_dir.
 
     Raises:
-      TypeError: the model is not one of the five types.
+      TypeError: the model is not one of the six types.
       ValueError: an argument does not fit the model (naming it), or "text"/"examples" without
         a vocabulary.
       FileExistsError: export_dir is a file, or exists and is not empty without overwrite.
