@@ -29,8 +29,6 @@ output_dir/sentence_transformers/ (a directory sentence-transformers loads).
 import json
 import os
 import sys
-import time
-
 import keras
 import numpy as np
 import tensorflow as tf
@@ -46,11 +44,10 @@ from bert_tf.interop.sentence_transformers import load_embedder, save_sentence_t
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling.pooling import POOLING_MODES
 from bert_tf.serving.task_info import write_task_info
-from bert_tf.training import contrastive, finetune
+from bert_tf.training import contrastive
 from bert_tf.training.checkpointing import (CheckpointError, check_writable_dir,
                                             save_keras_model)
 from bert_tf.training.embedding import TextEncoder
-from bert_tf.training.optimization import create_optimizer
 
 FLAGS = flags.FLAGS
 PROGRAM = "embed"
@@ -194,6 +191,22 @@ def _check_training_flags(options):
         _check_file(flag, getattr(options, flag))
 
 
+def contrastive_config(options, length_buckets):
+    """The ContrastiveConfig of the training flags (the one place they are read)."""
+    try:
+        return contrastive.ContrastiveConfig(
+            output_dir=options.output_dir, train_batch_size=options.train_batch_size,
+            num_train_epochs=options.num_train_epochs, learning_rate=options.learning_rate,
+            warmup_proportion=options.warmup_proportion,
+            weight_decay_rate=options.weight_decay_rate, scale=options.scale,
+            symmetric_loss=options.symmetric_loss, length_buckets=tuple(length_buckets),
+            save_checkpoints_steps=options.save_checkpoints_steps,
+            steps_per_loop=common_flags.steps_per_loop(options), log_steps=options.log_steps,
+            jit_compile=options.jit_compile, seed=options.seed)
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
+
+
 def train(options):
     """Training mode. Returns the run's results (also written to eval_results.json)."""
     _check_training_flags(options)
@@ -210,60 +223,16 @@ def train(options):
     common_flags.set_seed_and_policy(options, strategy)
     with strategy.scope():
         loaded = _load(options)
-    model = loaded.model
-    config = model.encoder.config
-    text_encoder = TextEncoder(model, loaded.vocab_file, loaded.do_lower_case,
+    config = loaded.model.encoder.config
+    text_encoder = TextEncoder(loaded.model, loaded.vocab_file, loaded.do_lower_case,
                                loaded.max_seq_length,
                                buckets=_buckets(options, loaded.max_seq_length,
                                                 config.max_position_embeddings, coarse=False))
-    start = time.time()
-    side_ids = {"anchor": text_encoder.token_ids(train_pairs.anchors),
-                "positive": text_encoder.token_ids(train_pairs.positives)}
-    if train_pairs.negatives is not None:
-        side_ids["negative"] = text_encoder.token_ids(train_pairs.negatives)
-    logging.info("Tokenised %d training rows in %.1f s", len(train_pairs), time.time() - start)
     train_buckets = _buckets(options, loaded.max_seq_length, config.max_position_embeddings,
                              coarse=True)
-    tokenizer = text_encoder.tokenizer
-    batch_size = options.train_batch_size // strategy.num_replicas_in_sync
-
-    def dataset_fn(input_context):
-        del input_context
-        return contrastive.pair_dataset(side_ids, batch_size, train_buckets, tokenizer.cls_id,
-                                        tokenizer.sep_id, tokenizer.pad_id, seed=options.seed)
-
-    steps_per_epoch = len(train_pairs) // options.train_batch_size
-    num_train_steps = max(1, int(steps_per_epoch * options.num_train_epochs))
-    with strategy.scope():
-        optimizer = create_optimizer(
-            options.learning_rate, num_train_steps,
-            finetune.num_warmup_steps(num_train_steps, options.warmup_proportion),
-            weight_decay_rate=options.weight_decay_rate)
-
-    evaluate_fn, best_metric = None, None
-    before = {}
-    if retrieval is not None or scored is not None:
-        best_metric = "ndcg@10" if retrieval is not None else "spearman"
-
-        def evaluate_fn():
-            return contrastive.evaluate_embeddings(text_encoder, retrieval, scored)
-
-        before = evaluate_fn()
-        logging.info("Before training: %s", " ".join(f"{k}={v:.4f}" for k, v in
-                                                      sorted(before.items())))
-    results = finetune.fine_tune(
-        model=model, optimizer=optimizer,
-        loss_fn=contrastive.contrastive_loss_fn(options.scale, options.symmetric_loss),
-        train_dataset_fn=dataset_fn, strategy=strategy, output_dir=options.output_dir,
-        num_train_steps=num_train_steps, global_batch_size=options.train_batch_size,
-        evaluate_fn=evaluate_fn, best_metric=best_metric,
-        steps_per_loop=common_flags.steps_per_loop(options),
-        save_checkpoints_steps=options.save_checkpoints_steps or steps_per_epoch,
-        log_steps=options.log_steps, jit_compile=options.jit_compile)
-    summary = {"before": before, "best": results["best"], "step": results["step"],
-               "evaluations": results["evaluations"],
-               "train": {k: v for k, v in results["train"].items()
-                         if isinstance(v, (int, float))}}
+    summary = contrastive.train_embedder(
+        contrastive_config(options, train_buckets), loaded.model, text_encoder, train_pairs,
+        strategy, retrieval=retrieval, scored=scored)
     _write_run(options, loaded, summary)
     return summary
 

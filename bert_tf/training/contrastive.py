@@ -15,11 +15,15 @@ length bucket that holds its own longest text: short queries do not pay for long
 
 import dataclasses
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from bert_tf.metrics.retrieval import retrieval_metrics, spearman
+from bert_tf.training import finetune
+from bert_tf.training.optimization import create_optimizer
 
 SIDES = ("anchor", "positive", "negative")
 _INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -189,6 +193,110 @@ def evaluate_embeddings(text_encoder, retrieval=None, scored=None):
 
 def _unit(vectors):
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+@dataclasses.dataclass
+class ContrastiveConfig:
+    """Settings of a contrastive fine-tuning run (bert-tf-embed's training flags).
+
+    Attributes:
+      output_dir: checkpoints, summaries, best/.
+      train_batch_size: rows per batch (>= 2: in-batch negatives).
+      num_train_epochs: passes over the rows (each drops its last partial batch).
+      learning_rate, warmup_proportion, weight_decay_rate: AdamW with linear warmup and decay.
+      scale: inverse temperature of the cosine similarities.
+      symmetric_loss: add the positive -> anchor direction.
+      length_buckets: lengths a side of a batch is padded to (ending with max_seq_length).
+      save_checkpoints_steps: checkpoint and evaluate every N steps (None: once per epoch).
+      steps_per_loop, log_steps, jit_compile: as bert_tf.training.loop.train.
+      seed: shuffle seed.
+    """
+
+    output_dir: str
+    train_batch_size: int = 32
+    num_train_epochs: float = 1.0
+    learning_rate: float = 2e-5
+    warmup_proportion: float = 0.1
+    weight_decay_rate: float = 0.01
+    scale: float = 20.0
+    symmetric_loss: bool = False
+    length_buckets: tuple = (16, 32, 48, 64, 96, 128)
+    save_checkpoints_steps: int = None
+    steps_per_loop: int = 100
+    log_steps: int = None
+    jit_compile: object = False
+    seed: int = None
+
+    def __post_init__(self):
+        if self.train_batch_size < 2:
+            raise ValueError(f"--train_batch_size={self.train_batch_size}: in-batch negatives "
+                             "need at least 2 rows per batch")
+
+
+def train_embedder(config, model, text_encoder, train_pairs, strategy, retrieval=None,
+                   scored=None):
+    """Fine-tunes `model` contrastively; leaves the best weights (by nDCG@10 on `retrieval`,
+    else Spearman on `scored`, else the last ones) in it.
+
+    Args:
+      config: a ContrastiveConfig.
+      model: the BertSentenceEmbedder, built under `strategy.scope()`.
+      text_encoder: a TextEncoder of `model` (tokenises the rows and evaluates).
+      train_pairs: bert_tf.data.pairs.TextPairs (pairs or triplets).
+      strategy: the tf.distribute.Strategy.
+      retrieval, scored: optional dev sets (RetrievalSet, ScoredPairs).
+
+    Returns:
+      dict: "before" (metrics of the model as given), "evaluations", "best", "step", "train"
+      (the loop's final metrics and timing) and "tokenize_seconds".
+    """
+    if len(train_pairs) < config.train_batch_size:
+        raise ValueError(f"--train_batch_size={config.train_batch_size} exceeds the "
+                         f"{len(train_pairs)} pairs of {train_pairs.path}")
+    start = time.time()
+    side_ids = {"anchor": text_encoder.token_ids(train_pairs.anchors),
+                "positive": text_encoder.token_ids(train_pairs.positives)}
+    if train_pairs.negatives is not None:
+        side_ids["negative"] = text_encoder.token_ids(train_pairs.negatives)
+    tokenize_seconds = time.time() - start
+    logging.info("Tokenised %d training rows in %.1f s", len(train_pairs), tokenize_seconds)
+    tokenizer = text_encoder.tokenizer
+    batch_size = config.train_batch_size // strategy.num_replicas_in_sync
+
+    def dataset_fn(input_context):
+        del input_context
+        return pair_dataset(side_ids, batch_size, config.length_buckets, tokenizer.cls_id,
+                            tokenizer.sep_id, tokenizer.pad_id, seed=config.seed)
+
+    steps_per_epoch = len(train_pairs) // config.train_batch_size
+    num_train_steps = max(1, int(steps_per_epoch * config.num_train_epochs))
+    with strategy.scope():
+        optimizer = create_optimizer(
+            config.learning_rate, num_train_steps,
+            finetune.num_warmup_steps(num_train_steps, config.warmup_proportion),
+            weight_decay_rate=config.weight_decay_rate)
+    evaluate_fn, best_metric, before = None, None, {}
+    if retrieval is not None or scored is not None:
+        best_metric = "ndcg@10" if retrieval is not None else "spearman"
+
+        def evaluate_fn():
+            return evaluate_embeddings(text_encoder, retrieval, scored)
+
+        before = evaluate_fn()
+        logging.info("Before training: %s",
+                     " ".join(f"{k}={v:.4f}" for k, v in sorted(before.items())))
+    results = finetune.fine_tune(
+        model=model, optimizer=optimizer,
+        loss_fn=contrastive_loss_fn(config.scale, config.symmetric_loss),
+        train_dataset_fn=dataset_fn, strategy=strategy, output_dir=config.output_dir,
+        num_train_steps=num_train_steps, global_batch_size=config.train_batch_size,
+        evaluate_fn=evaluate_fn, best_metric=best_metric, steps_per_loop=config.steps_per_loop,
+        save_checkpoints_steps=config.save_checkpoints_steps or steps_per_epoch,
+        log_steps=config.log_steps, jit_compile=config.jit_compile)
+    return {"before": before, "best": results["best"], "step": results["step"],
+            "evaluations": results["evaluations"], "tokenize_seconds": tokenize_seconds,
+            "train": {k: v for k, v in results["train"].items()
+                      if isinstance(v, (int, float))}}
 
 
 def checkpoint_paths(output_dir):
