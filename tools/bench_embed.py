@@ -23,6 +23,8 @@ Rows (same data, loss, batch, epochs and learning-rate schedule on both sides):
 Each reports the training wall time (tokenisation included), and nDCG@10 / MRR@10 / recall@1
 of the held-out questions over the held-out passages before and after training, computed here
 by bert_tf.metrics.retrieval from the vectors each side wrote.
+  --embed_side_by_side runs the bert_tf and sentence-transformers workers at the same time
+  (training, then encoding): on a shared machine both then see the same load.
   encode: 10,000 sentences at batch 64 (max_seq_length 256, the model's): bert_tf's
   TextEncoder vs SentenceTransformer.encode; one timed pass after a warm-up on 1,000.
 
@@ -196,15 +198,16 @@ def _save_heldout(encode, args, prefix):
 
 
 def worker_bert_tf(args):
-    """Fine-tunes with bert_tf.training (float32 or --dtype), writes held-out vectors."""
+    """Fine-tunes with bert_tf.training.contrastive.train_embedder (float32 or args["dtype"]),
+    writes held-out vectors; the time covers tokenisation and training."""
     import keras
     import tensorflow as tf
 
+    from bert_tf.data.pairs import read_pairs
     from bert_tf.interop import load_sentence_transformers
-    from bert_tf.training import contrastive, finetune
-    from bert_tf.training.embedding import TextEncoder
-    from bert_tf.training.optimization import create_optimizer
     from bert_tf.text.packing import bucket_lengths
+    from bert_tf.training import contrastive
+    from bert_tf.training.embedding import TextEncoder
 
     keras.utils.set_random_seed(1)
     keras.mixed_precision.set_global_policy(args.get("dtype", "float32"))
@@ -214,25 +217,18 @@ def worker_bert_tf(args):
     encoder = TextEncoder(st.model, st.vocab_file, st.do_lower_case, length, batch_size=64)
     if args.get("before"):
         _save_heldout(encoder.encode, args, "before")
-    anchors, positives = read_train(os.path.join(args["data_dir"], "train.tsv"))
-    batch = args["batch_size"]
-    steps = max(1, int(len(anchors) // batch * args["epochs"]))
-    optimizer = create_optimizer(args["learning_rate"], steps, int(0.1 * steps))
+    pairs = read_pairs(os.path.join(args["data_dir"], "train.tsv"))
+    config = contrastive.ContrastiveConfig(
+        output_dir=os.path.join(args["out_dir"], "run"), train_batch_size=args["batch_size"],
+        num_train_epochs=args["epochs"], learning_rate=args["learning_rate"],
+        length_buckets=bucket_lengths(length, coarse=True), seed=1)
     start = time.perf_counter()
-    side_ids = {"anchor": encoder.token_ids(anchors), "positive": encoder.token_ids(positives)}
-    tok = encoder.tokenizer
-    buckets = bucket_lengths(length, coarse=True)
-    results = finetune.fine_tune(
-        model=st.model, optimizer=optimizer, loss_fn=contrastive.contrastive_loss_fn(20.0),
-        train_dataset_fn=lambda _: contrastive.pair_dataset(
-            side_ids, batch, buckets, tok.cls_id, tok.sep_id, tok.pad_id, seed=1),
-        strategy=tf.distribute.get_strategy(), output_dir=os.path.join(args["out_dir"], "run"),
-        num_train_steps=steps, global_batch_size=batch, steps_per_loop=steps,
-        save_checkpoints_steps=steps)
+    summary = contrastive.train_embedder(config, st.model, encoder, pairs,
+                                         tf.distribute.get_strategy())
     train_s = time.perf_counter() - start
     _save_heldout(encoder.encode, args, "after")
-    _emit({"train_s": round(train_s, 2), "train_steps": steps,
-           "final_loss": round(float(results["train"]["loss"]), 4), "load_avg": _load()})
+    _emit({"train_s": round(train_s, 2), "train_steps": summary["step"],
+           "final_loss": round(float(summary["train"]["loss"]), 4), "load_avg": _load()})
 
 
 def worker_st_torch(args):
@@ -358,8 +354,22 @@ def heldout_metrics(out_dir, prefix):
     return {k.replace("@", "_at_"): round(v, 4) for k, v in metrics.items()}
 
 
-def case_embed(workdir, quick, torch_python=None):
-    """All rows of the case (see the module doc)."""
+def _both(jobs):
+    """Runs [(name, function, args, kwargs)] at once, one thread each; {name: result}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = {name: pool.submit(fn, *a, **kw) for name, fn, a, kw in jobs}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def case_embed(workdir, quick, torch_python=None, side_by_side=False):
+    """All rows of the case (see the module doc).
+
+    side_by_side: run bert_tf and sentence-transformers at the same time (training together,
+    then encoding together) instead of one after the other: on a machine shared with other
+    work whose load drifts over the minutes a run takes, both sides then see the same load.
+    """
     shape = QUICK if quick else FULL
     directory = model_dir()
     if directory is None:
@@ -368,23 +378,26 @@ def case_embed(workdir, quick, torch_python=None):
     data_dir = os.path.join(workdir, "embed_data")
     sizes = write_data(data_dir, shape)
     rows = [{"case": "embed", "kind": "data", **sizes, "num_sentences": shape["num_sentences"],
+             "side_by_side": side_by_side,
              "batch_size": shape["batch_size"], "epochs": shape["epochs"],
              "max_seq_length": shape["max_seq_length"]}]
     args = dict(shape, data_dir=data_dir, model_dir=directory)
     runs = {}
-    variants = [("bert_tf", "float32", True)] + ([] if quick else
+    variants = [("bert_tf", "float32", True)] + ([] if quick or side_by_side else
                                                   [("bert_tf_auto", "auto", False)])
+    st_job = ("st_torch", run_worker, ("st_torch", dict(args, before=True, out_dir=os.path.join(
+        workdir, "st"))), {"python": torch_python})
     for impl, dtype, before in variants:
         if dtype == "auto":
             from bert_tf.training.precision import cpu_has_native_bfloat16
 
             dtype = "mixed_bfloat16" if cpu_has_native_bfloat16() else "float32"
-        runs[impl] = run_worker("bert_tf", dict(args, dtype=dtype, before=before,
-                                                out_dir=os.path.join(workdir, impl)))
-    if torch_python:
-        runs["st_torch"] = run_worker("st_torch", dict(args, before=True,
-                                                       out_dir=os.path.join(workdir, "st")),
-                                      python=torch_python)
+        job = (impl, run_worker, ("bert_tf", dict(args, dtype=dtype, before=before,
+                                                  out_dir=os.path.join(workdir, impl))), {})
+        runs.update(_both([job, st_job]) if side_by_side and torch_python and impl == "bert_tf"
+                    else _both([job]))
+    if torch_python and "st_torch" not in runs:
+        runs.update(_both([st_job]))
     for impl, result in runs.items():
         if "error" not in result:
             out_dir = os.path.join(workdir, "st" if impl == "st_torch" else impl)
@@ -392,9 +405,13 @@ def case_embed(workdir, quick, torch_python=None):
             if os.path.exists(os.path.join(out_dir, "before_queries.npy")):
                 result["before"] = heldout_metrics(out_dir, "before")
         rows.append({"case": "embed", "kind": "train", "impl": impl, **result})
-    encodes = {"bert_tf": run_worker("bert_tf_encode", args)}
+    encode_jobs = [("bert_tf", run_worker, ("bert_tf_encode", args), {})]
     if torch_python:
-        encodes["st_torch"] = run_worker("st_encode", args, python=torch_python)
+        encode_jobs.append(("st_torch", run_worker, ("st_encode", args),
+                            {"python": torch_python}))
+    encodes = {}
+    for group in ([encode_jobs] if side_by_side else [[job] for job in encode_jobs]):
+        encodes.update(_both(group))
     for impl, result in encodes.items():
         rows.append({"case": "embed", "kind": "encode", "impl": impl, **result})
     st = runs.get("st_torch", {})

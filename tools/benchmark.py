@@ -107,6 +107,9 @@ flags.DEFINE_string("torch_python", None,
                     "pretrain: a Python interpreter with torch and transformers, which runs "
                     "Hugging Face BertForPreTraining (it never imports TensorFlow). Default: this "
                     "interpreter if it has both, else that row is skipped with a note.")
+flags.DEFINE_bool("embed_side_by_side", False,
+                  "embed case: run bert_tf and sentence-transformers at the same time (on a "
+                  "shared machine whose load drifts, both then see the same load).")
 flags.DEFINE_string("worker", None, "Internal: run one measurement and print its JSON result.")
 flags.DEFINE_string("worker_args", "{}", "Internal: JSON arguments of --worker.")
 
@@ -175,7 +178,8 @@ def main(argv):
                 new = bench_finetune.case_finetune(workdir, FLAGS.quick, torch_python,
                                                    FLAGS.finetune_model_dir)
             elif case == "embed":
-                new = bench_embed.case_embed(workdir, FLAGS.quick, torch_python)
+                new = bench_embed.case_embed(workdir, FLAGS.quick, torch_python,
+                                             FLAGS.embed_side_by_side)
             else:
                 new = bench_input_pipeline.case_input_pipeline(setup, FLAGS.quick, rows)
             for row in new:
