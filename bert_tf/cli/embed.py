@@ -35,6 +35,7 @@ import tensorflow as tf
 from absl import flags, logging
 
 from bert_tf import cli, common_flags, fileio
+from bert_tf.cli import flags as cli_flags
 from bert_tf.common_flags import FlagValueError
 from bert_tf.data import length_buckets
 from bert_tf.data.pairs import read_pairs, read_scored_pairs
@@ -42,7 +43,6 @@ from bert_tf.data.task_errors import DataError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop.sentence_transformers import load_embedder, save_sentence_transformers
 from bert_tf.interop.weights import InteropError
-from bert_tf.modeling.pooling import POOLING_MODES
 from bert_tf.serving.task_info import write_task_info
 from bert_tf.training import contrastive
 from bert_tf.training.checkpointing import (CheckpointError, check_writable_dir,
@@ -54,58 +54,9 @@ PROGRAM = "embed"
 TASK = "sentence_embedding"
 
 
-def _define(define, name, *args, **kwargs):
-    if name not in FLAGS:
-        define(name, *args, **kwargs)
-
-
-def define_flags():
-    """The command's flags; called when it runs (importing the module defines none)."""
-    common_flags.define_runtime_flags()
-    common_flags.define_length_buckets_flag()
-    _define(flags.DEFINE_string, "init_checkpoint", None,
-            "sentence-transformers directory, bert_tf embedding run, or (training) any "
-            "encoder checkpoint bert_tf reads.")
-    _define(flags.DEFINE_string, "vocab_file", None,
-            "vocab.txt (default: the one of --init_checkpoint).")
-    _define(flags.DEFINE_bool, "do_lower_case", None,
-            "Lower-case texts (default: what --init_checkpoint says, else true).")
-    _define(flags.DEFINE_integer, "max_seq_length", None,
-            "Tokens per text, [CLS]/[SEP] included (default: the model's, e.g. 256 for "
-            "all-MiniLM-L6-v2; 128 for an encoder checkpoint).")
-    _define(flags.DEFINE_list, "pooling", ["mean"],
-            f"Pooling of an encoder checkpoint: one or more of {', '.join(POOLING_MODES)}.")
-    _define(flags.DEFINE_bool, "normalize", True,
-            "L2-normalise the vectors of an encoder checkpoint.")
-    # Training.
-    _define(flags.DEFINE_string, "train_file", None,
-            "Pairs (anchor, positive) or triplets (+ negative): CSV/TSV with a header, or "
-            "JSONL. Trains when given.")
-    _define(flags.DEFINE_string, "dev_file", None,
-            "Pairs for retrieval evaluation: anchors are queries, positives the corpus.")
-    _define(flags.DEFINE_string, "dev_scored_file", None,
-            "Scored pairs (sentence1, sentence2, score) for the Spearman correlation.")
-    _define(flags.DEFINE_string, "output_dir", None, "The run directory (training).")
-    _define(flags.DEFINE_string, "sentence_transformers_dir", None,
-            "Where to write the sentence-transformers directory (default: "
-            "output_dir/sentence_transformers; '-' to skip).")
-    _define(flags.DEFINE_integer, "train_batch_size", 32,
-            "Rows per batch; each anchor's negatives are the batch's other positives.")
-    _define(flags.DEFINE_float, "num_train_epochs", 1.0, "Passes over the training pairs.")
-    _define(flags.DEFINE_float, "learning_rate", 2e-5, "Peak learning rate (AdamW).")
-    _define(flags.DEFINE_float, "warmup_proportion", 0.1, "Linear warmup share of training.")
-    _define(flags.DEFINE_float, "weight_decay_rate", 0.01, "AdamW weight decay.")
-    _define(flags.DEFINE_float, "scale", 20.0,
-            "Inverse temperature of the cosine similarities in the loss.")
-    _define(flags.DEFINE_bool, "symmetric_loss", False,
-            "Also train positive -> anchor (the symmetric ranking loss).")
-    _define(flags.DEFINE_integer, "save_checkpoints_steps", None,
-            "Checkpoint and evaluate every N steps (default: once per epoch).")
-    # Encoding.
-    _define(flags.DEFINE_string, "input_file", None, "Texts to encode, one per line.")
-    _define(flags.DEFINE_string, "output_file", None,
-            "Vectors: .npy (float32 [N, D]) or .jsonl ({\"index\", \"embedding\"} per line).")
-    _define(flags.DEFINE_integer, "batch_size", 64, "Texts per forward pass when encoding.")
+def define_flags(flag_values=FLAGS):
+    """The command's flags (bert_tf.cli.flags' embed group); called when it runs."""
+    return cli_flags.define_embed_flags(flag_values)
 
 
 def _check_file(flag, path):
@@ -258,8 +209,6 @@ def _write_run(options, loaded, summary):
 def main(argv):
     del argv
     options = FLAGS
-    if not options.init_checkpoint:
-        raise FlagValueError("--init_checkpoint is required")
     if options.train_file and options.input_file:
         raise FlagValueError("give --train_file (fine-tune) or --input_file (encode), not both")
     if options.train_file:
@@ -278,8 +227,7 @@ def main(argv):
 
 def run():
     """Console-script entry point (bert-tf-embed)."""
-    define_flags()
-    cli.run(main, program=PROGRAM,
+    cli.run(main, program=PROGRAM, define_flags=define_flags, required=["init_checkpoint"],
             errors=(FlagValueError, DataError, InteropError, CheckpointError, OSError))
 
 

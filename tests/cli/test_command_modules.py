@@ -17,7 +17,7 @@ COMMAND_MODULES = [
     "bert_tf.cli.pretrain", "bert_tf.cli.classify", "bert_tf.cli.tag", "bert_tf.cli.squad",
     "bert_tf.cli.create_pretraining_data", "bert_tf.cli.build_vocab",
     "bert_tf.cli.convert_checkpoint", "bert_tf.cli.export_saved_model",
-    "bert_tf.cli.extract_features", "bert_tf.cli.prepare_demo_data",
+    "bert_tf.cli.extract_features", "bert_tf.cli.prepare_demo_data", "bert_tf.cli.embed",
     # The original script names, aliases of the commands above.
     "bert_tf.run_pretraining", "bert_tf.run_classifier", "bert_tf.run_tagging",
     "bert_tf.run_squad",
