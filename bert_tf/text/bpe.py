@@ -23,6 +23,7 @@ agree with `tokenizers` for every character assigned in Python's Unicode version
 
 import dataclasses
 import functools
+import hashlib
 import json
 import os
 import re
@@ -175,6 +176,8 @@ class BpeSpec:
         dropped, as `tokenizers` does).
       special_ids: dict role ("cls", "sep", "pad", "mask", "unk") -> id, of the roles found.
       source: how errors name the file.
+      data: the parsed tokenizer.json (what in-graph layers store in their config).
+      roles: the role -> token overrides it was read with, or None.
     """
     vocab: tuple
     merges: tuple
@@ -186,6 +189,8 @@ class BpeSpec:
     unk_id: object
     special_ids: dict
     source: str
+    data: dict = dataclasses.field(repr=False, compare=False, default=None)
+    roles: dict = None
 
 
 def _error(source, message):
@@ -373,7 +378,8 @@ def read_tokenizer_json(path_or_dict, roles=None):
         add_prefix_space=add_prefix_space, use_regex=use_regex,
         ignore_merges=bool(model.get("ignore_merges")),
         unk_id=None if unk_token is None else tokens_to_ids[unk_token],
-        special_ids=_special_ids(tokens_to_ids, cls_sep, roles, source), source=source)
+        special_ids=_special_ids(tokens_to_ids, cls_sep, roles, source), source=source,
+        data=data, roles=dict(roles) if roles else None)
 
 
 def normalize(text, steps):
@@ -497,6 +503,14 @@ class BpeTokenizer:
     @property
     def vocab_size(self):
         return len(self.inv_vocab)
+
+    def fingerprint(self):
+        """SHA-256 of everything the ids depend on (for caches of tokenized data): str."""
+        spec = self.spec
+        parts = [list(spec.vocab), [list(m) for m in spec.merges],
+                 [dataclasses.astuple(t) for t in spec.added_tokens], list(spec.normalizer),
+                 spec.add_prefix_space, spec.use_regex, spec.ignore_merges, spec.unk_id]
+        return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
 
     # -- stages ----------------------------------------------------------------------------
 

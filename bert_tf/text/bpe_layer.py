@@ -120,8 +120,8 @@ class BpeTokenizerLayer(keras.layers.Layer):
     `BertPackInputs(cls_id=layer.cls_id, sep_id=layer.sep_id, pad_id=layer.pad_id)`).
 
     Args:
-      tokenizer_json: path of a byte-level BPE tokenizer.json, or its parsed dict (what
-        `get_config` stores, so saved models do not depend on the file).
+      tokenizer_json: path of a byte-level BPE tokenizer.json, its parsed dict (what
+        `get_config` stores, so saved models do not depend on the file), or a `BpeTokenizer`.
       roles: optional dict role -> token for the special ids (see `BpeTokenizer`).
 
     Call args:
@@ -140,6 +140,8 @@ class BpeTokenizerLayer(keras.layers.Layer):
     def __init__(self, tokenizer_json, roles=None, **kwargs):
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
+        if isinstance(tokenizer_json, bpe.BpeTokenizer):
+            tokenizer_json, roles = tokenizer_json.spec.data, tokenizer_json.spec.roles
         if not isinstance(tokenizer_json, dict):
             with bpe.fileio.open_file(tokenizer_json, "rb") as f:
                 try:
