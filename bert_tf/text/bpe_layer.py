@@ -371,6 +371,22 @@ class BpeTokenizerLayer(keras.layers.Layer):
             lower = chosen & ((rank_left < best) | (rank_right < best))
             first_lower = tf.reduce_min(tf.where(lower, columns, length), axis=1, keepdims=True)
             chosen &= columns <= first_lower
+            # Faster when it is exact: every pair ranked below a bound T at once. T is the
+            # lowest rank at which that would differ from merging one at a time: two
+            # overlapping pairs both below it, or a merge below it making a pair below it
+            # (with its original neighbours, or with the merge two to its left).
+            new_rank = tf.minimum(lookup(padded[:, :length - 1], merged)[0],
+                                  lookup(merged, neighbour_right)[0])
+            no_rank = tf.constant(_NO_RANK)
+            rank_next = tf.pad(rank[:, 1:], [[0, 0], [0, 1]], constant_values=no_rank)
+            rank_2 = tf.pad(rank[:, :-2], [[0, 0], [2, 0]], constant_values=no_rank)
+            merged_2 = tf.pad(merged[:, :-2], [[0, 0], [2, 0]], constant_values=-1)
+            bound = tf.reduce_min(tf.minimum(
+                tf.maximum(rank, tf.minimum(new_rank, rank_next)),
+                tf.maximum(tf.maximum(rank, rank_2), lookup(merged_2, merged)[0])),
+                axis=1, keepdims=True)  # [A, 1]
+            below = rank < bound
+            chosen = tf.where(tf.reduce_any(below, axis=1, keepdims=True), below, chosen)
             # Merge: the chosen column takes the merged id, the one after it goes.
             chosen_full = tf.pad(chosen, [[0, 0], [0, 1]])  # [A, L]
             after_chosen = tf.pad(chosen, [[0, 0], [1, 0]])
