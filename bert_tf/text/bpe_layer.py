@@ -38,6 +38,8 @@ from bert_tf.text import bpe
 
 _HASH_BUCKETS = 2**63 - 1
 _NO_RANK = np.iinfo(np.int32).max
+# Words up to this many bytes go through the merge loop together, longer ones apart.
+_SHORT_WORD_BYTES = 16
 
 
 def _alternation(tokens, contents, space):
@@ -307,7 +309,10 @@ class BpeTokenizerLayer(keras.layers.Layer):
         return ids, word
 
     def _merge(self, words):
-        """BPE merges of words by rank.
+        """BPE merges of words by rank, short and long words apart.
+
+        The merge loop works on a [words, bytes] matrix as wide as the longest word; one long
+        word (a sentence of CJK without spaces) would otherwise make every word that wide.
 
         Args:
           words: tf.string [R], UTF-8 bytes.
@@ -315,6 +320,19 @@ class BpeTokenizerLayer(keras.layers.Layer):
         Returns:
           (ids, row): int32 [I] in order, and int32 [I], the word of each.
         """
+        short = tf.strings.length(words) <= _SHORT_WORD_BYTES
+        groups = [tf.cast(tf.where(short)[:, 0], tf.int32),
+                  tf.cast(tf.where(~short)[:, 0], tf.int32)]
+        ids, rows = [], []
+        for group in groups:
+            group_ids, group_rows = self._merge_words(tf.gather(words, group))
+            ids.append(group_ids)
+            rows.append(tf.gather(group, group_rows))
+        rows, ids = _in_order(tf.concat(rows, axis=0), tf.concat(ids, axis=0))
+        return ids, rows
+
+    def _merge_words(self, words):
+        """BPE merges of words by rank: tf.string [R] -> (ids, row) as `_merge`."""
         lengths = tf.strings.length(words)  # Bytes.
         width = tf.reduce_max(tf.concat([lengths, [1]], axis=0))
         byte_values = tf.cast(tf.io.decode_raw(words, tf.uint8, fixed_length=width), tf.int32)
@@ -342,7 +360,10 @@ class BpeTokenizerLayer(keras.layers.Layer):
             """One round of merges on the rows still active. dense: int32 [R, L]."""
             rows = tf.where(active)[:, 0]
             work = tf.gather(dense, rows)  # [A, L]
-            length = tf.shape(work)[1]
+            # Only as wide as the longest active row (merges shorten rows).
+            length = tf.maximum(tf.reduce_max(tf.reduce_sum(tf.cast(work >= 0, tf.int32),
+                                                            axis=1)), 1)
+            work = work[:, :length]
             padded = tf.pad(work, [[0, 0], [1, 2]], constant_values=-1)  # [A, L + 3]
             left, right = padded[:, 1:length], padded[:, 2:length + 1]  # [A, L - 1]
             rank, merged = lookup(left, right)
@@ -392,6 +413,7 @@ class BpeTokenizerLayer(keras.layers.Layer):
             after_chosen = tf.pad(chosen, [[0, 0], [1, 0]])
             work = tf.where(chosen_full, tf.pad(merged, [[0, 0], [0, 1]]), work)
             work = _compact(work, ~after_chosen & (work >= 0))
+            work = tf.pad(work, [[0, 0], [0, tf.shape(dense)[1] - length]], constant_values=-1)
             dense = tf.tensor_scatter_nd_update(dense, rows[:, None], work)
             still = tf.scatter_nd(rows[:, None], tf.reduce_any(chosen, axis=1),
                                   tf.shape(active, out_type=tf.int64))
