@@ -14,6 +14,7 @@ from bert_tf.text.bpe_layer import BpeTokenizerLayer
 from bert_tf.text.packing import BertPackInputs, pack_inputs
 
 from bpe_fixtures import BPE_TOKENIZER_JSON, bpe_reference, without_specials
+from text_samples import random_texts
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,15 @@ def test_ids_equal_tokenizers_on_every_reference_text(tokenize):
     mismatches = [t for t, g, e in zip(texts, got, expected) if g != e]
     assert len(got) == len(texts) > 3000
     assert mismatches == []
+
+
+def test_random_strings_equal_the_python_tokenizer(tokenize):
+    # Controls, unassigned code points, marks, long words: the Python tokenizer equals
+    # tokenizers (tests/text/test_bpe.py) except for code points newer than Python's Unicode.
+    texts = random_texts(seed=11, count=1000)
+    tokenizer = bpe.load_tokenizer_json(BPE_TOKENIZER_JSON)
+    got = tokenize(tf.constant(texts)).to_list()
+    assert [t for t, g in zip(texts, got) if g != tokenizer.encode(t)] == []
 
 
 def test_packed_pairs_equal_tokenizers(layer, tokenize):
