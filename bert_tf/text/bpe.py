@@ -220,13 +220,13 @@ def _byte_level_options(node, source):
     return bool(node.get("add_prefix_space", False)), bool(node.get("use_regex", True))
 
 
-def _template_cls_sep(node, vocab_ids, source):
+def _template_cls_sep(node, source):
     """(cls_id, sep_id) of a post-processor of BERT's layout, or (None, None) without one."""
     if node is None:
         return None, None
     kind = node.get("type")
     if kind == "Sequence":
-        found = [_template_cls_sep(n, vocab_ids, source) for n in node.get("processors", [])]
+        found = [_template_cls_sep(n, source) for n in node.get("processors", [])]
         found = [f for f in found if f != (None, None)]
         return found[0] if found else (None, None)
     if kind == "ByteLevel":
@@ -368,7 +368,7 @@ def read_tokenizer_json(path_or_dict, roles=None):
         for t in data.get("added_tokens") or [])
     vocab = _vocab_list(model.get("vocab") or {}, added, source)
     tokens_to_ids = {t: i for i, t in enumerate(vocab) if t}
-    cls_sep = _template_cls_sep(data.get("post_processor"), tokens_to_ids, source)
+    cls_sep = _template_cls_sep(data.get("post_processor"), source)
     unk_token = model.get("unk_token")
     if unk_token is not None and unk_token not in tokens_to_ids:
         raise _error(source, f"model.unk_token '{unk_token}' is not in the vocabulary.")
@@ -439,7 +439,7 @@ def _is_white_space(char):
 def _is_word_char(char):
     """Rust regex's \\w: alphabetic, marks, decimal numbers, connector punctuation."""
     category = unicodedata.category(char)
-    return char.isalpha() or category[0] in "MN" and category != "No" or category == "Pc"
+    return char.isalpha() or (category[0] in "MN" and category != "No") or category == "Pc"
 
 
 class BpeTokenizer:

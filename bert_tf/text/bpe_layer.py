@@ -4,22 +4,27 @@ The stages of `bert_tf.text.bpe`, with stock TensorFlow and tensorflow_text ops 
 only (no lookup-table resources), so the layer runs in `tf.data`, `tf.function` and SavedModels
 that a fresh process loads with only tensorflow and tensorflow_text imported:
 
-1. Added tokens: `regex_split_with_offsets` on an alternation of the tokens' literal text,
-   longest first (RE2's leftmost-first choice is then `tokenizers`' leftmost-longest), with
-   `\\s*` before a token that strips on its left and after one that strips on its right; the
-   match is mapped to its id by comparing it (stripped) to every token's text. Done on the
-   raw text for `normalized: false` tokens, then on the normalized rest (`normalize_utf8`).
+1. Added tokens: an alternation of the tokens' literal text, longest first (RE2's
+   leftmost-first choice is then `tokenizers`' leftmost-longest), with `\\s*` before a token
+   that strips on its left and after one that strips on its right, cuts the text (by
+   `regex_replace` marking the cuts with the byte 0xFF, which valid UTF-8 never holds, then
+   `strings.split`: tf_text.regex_split stops at a NUL character). A match is mapped to its id
+   by comparing it (stripped) to every token's text. Done on the raw text for
+   `normalized: false` tokens, then on the normalized rest (`normalize_utf8`).
 2. Words: RE2 has no lookahead for GPT-2's `\\s+(?!\\S)`, so the split pattern matches
    whitespace one character at a time (a space before a word still joins it); runs are then
    rebuilt: all of a run is one word, except that its last character is a word of its own
    when a word follows that did not take it.
 3. BPE: a word whose bytes are a vocabulary token that BPE leaves whole (found by 63-bit
    fingerprint in a sorted constant array, then compared) is that token. Other words run a
-   `tf.while_loop` over a dense [words, bytes] matrix of symbol ids: each step, every word
-   merges the leftmost occurrence of its lowest-ranked pair (looked up by searchsorted in the
-   sorted pair keys), and further occurrences of that pair while no merge made a pair of lower
-   rank: exactly the order of `tokenizers`' priority queue. Words leave the loop once nothing
-   in them merges.
+   `tf.while_loop` over a dense [words, bytes] matrix of symbol ids (short and long words
+   apart, each step only as wide as its longest active word). Pair ranks are looked up by
+   searchsorted in the sorted pair keys. Each step, a word merges at once every pair ranked
+   below a bound T, the lowest rank at which that could differ from merging one pair at a
+   time (two overlapping pairs below T, or a merge below T making a new pair below T); when
+   no pair is below T, it merges the leftmost occurrences of its lowest-ranked pair up to the
+   first that makes a lower pair. Either way the result is that of `tokenizers`' priority
+   queue (lowest rank first, leftmost on ties). Words leave the loop once nothing merges.
 
 Limits of the in-graph face (the Python `BpeTokenizer` has none of them; the constructor
 raises): the normalizer may use NFC / NFD / NFKC / NFKD only (not Lowercase); no added token may
@@ -145,6 +150,8 @@ class BpeTokenizerLayer(keras.layers.Layer):
         if isinstance(tokenizer_json, bpe.BpeTokenizer):
             tokenizer_json, roles = tokenizer_json.spec.data, tokenizer_json.spec.roles
         if not isinstance(tokenizer_json, dict):
+            if not bpe.fileio.isfile(tokenizer_json):
+                raise FileNotFoundError(f"tokenizer file '{tokenizer_json}' does not exist.")
             with bpe.fileio.open_file(tokenizer_json, "rb") as f:
                 try:
                     tokenizer_json = json.loads(f.read().decode("utf-8"))
@@ -161,7 +168,7 @@ class BpeTokenizerLayer(keras.layers.Layer):
         self.pad_id, self.mask_id = tokenizer.pad_id, tokenizer.mask_id
         self.vocab_size = tokenizer.vocab_size
 
-        letters, numbers, space = bpe.character_classes()
+        space = bpe.character_classes()[2]
         self._space_class = space
         self._word_pattern = bpe.re2_split_pattern()
         self._stages = []

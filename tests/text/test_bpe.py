@@ -127,3 +127,18 @@ def test_reference_ids_hold_the_specials(tokenizer):
     ids = reference["ids"][5]
     assert ids[0] == tokenizer.cls_id and ids[-1] == tokenizer.sep_id
     assert tokenizer.encode(reference["texts"][5]) == without_specials(ids)
+
+
+def test_single_word_and_strip_flags_like_tokenizers(spec_dict):
+    spec_dict = json.loads(json.dumps(spec_dict))
+    spec_dict["added_tokens"] += [
+        {"id": 1066, "content": "def", "single_word": True, "lstrip": False, "rstrip": False,
+         "normalized": True, "special": False},
+        {"id": 3331, "content": "<x>", "single_word": False, "lstrip": True, "rstrip": True,
+         "normalized": False, "special": False}]
+    tokenizer = bpe.BpeTokenizer(spec_dict)
+    texts = ["def f(): undefined def", "a <x>  b\t<x>\nc", "xdef_ def_ déf def2 (def)"]
+    # The ids tokenizers 0.23.3 gives with these two tokens added (tokenizer.add_tokens).
+    assert [tokenizer.encode(t) for t in texts] == [
+        [1066, 286, 2468, 3146, 220, 1066], [64, 3331, 65, 3331, 66],
+        [87, 1066, 62, 378, 62, 449, 127, 102, 69, 378, 17, 343, 1066, 8]]
