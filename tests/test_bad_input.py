@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from bert_tf import common_flags
+from bert_tf.jobs import run_setup
 from bert_tf.data import classifier_data, squad, tfrecord_io
 from bert_tf.data import create_pretraining_data as cpd
 from bert_tf.data.task_errors import DataError
@@ -117,8 +117,10 @@ def test_text_pipeline_reads_gzip_by_content_and_refuses_binary(tmp_path, vocab_
 
     text = _corpus(8)
     (tmp_path / "packed.txt").write_bytes(gzip.compress(text))
-    kwargs = dict(vocab_file=vocab_file, do_lower_case=True, batch_size=4, max_seq_length=32,
-                  max_predictions_per_seq=5, is_training=False, seed=3)
+    from bert_tf.data.masking_recipe import MaskingRecipe
+
+    kwargs = dict(vocab_file=vocab_file, do_lower_case=True, batch_size=4, is_training=False,
+                  seed=3, recipe=MaskingRecipe(max_seq_length=32, max_predictions_per_seq=5))
     batch = next(iter(text_pretraining_dataset(str(tmp_path / "packed.txt"), **kwargs)))
     # Read as text, the gzip bytes would be one [UNK] per line; decompressed, all are words.
     ids = batch["input_word_ids"].numpy()
@@ -289,12 +291,12 @@ def _last_record_offset(records):
 
 def test_export_dir_that_is_a_file_fails_before_training(tmp_path):
     (tmp_path / "model").write_text("x")
-    with pytest.raises(common_flags.FlagValueError) as error:
-        common_flags.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / "model")))
+    with pytest.raises(run_setup.FlagValueError) as error:
+        run_setup.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / "model")))
     assert str(error.value) == (f"--export_dir={tmp_path}/model is a file; expected a new or "
                                 "empty version directory, e.g. EXPORT/1")
-    with pytest.raises(common_flags.FlagValueError) as error:
-        common_flags.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / "model/1")))
+    with pytest.raises(run_setup.FlagValueError) as error:
+        run_setup.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / "model/1")))
     assert str(error.value) == (f"--export_dir={tmp_path}/model/1 cannot be created: "
                                 f"{tmp_path}/model is a file")
 

@@ -114,6 +114,7 @@ from absl import logging
 from bert_tf.data import sequence_packing
 from bert_tf.data import tfrecord_io
 from bert_tf.data.instance_encoder import InstanceEncoder
+from bert_tf.data.masking_recipe import MaskingRecipe
 from bert_tf.data.patterns import expand_input_patterns
 from bert_tf.data.patterns import has_scheme
 from bert_tf.text import WordpieceTokenizer
@@ -126,46 +127,29 @@ _PROGRESS_EVERY_SECONDS = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingDataOptions:
-    """Settings of instance creation; field names are the command-line flag names.
+class PretrainingDataOptions(MaskingRecipe):
+    """Settings of instance creation: the masking recipe, and what only record making needs.
+
+    Field names are the command-line flag names. The recipe's fields (max_seq_length,
+    max_predictions_per_seq, masked_lm_prob, short_seq_prob, do_whole_word_mask,
+    sentence_order_prediction, do_span_mask, span_geometric_p, max_span_length,
+    pack_sequences, max_instances_per_row) are documented in masking_recipe.MaskingRecipe;
+    with pack_sequences, max_predictions_per_seq is P per row (see
+    sequence_packing.default_max_predictions_per_row).
 
     Args:
-      max_seq_length: S, tokens per instance including [CLS] and two [SEP] (>= 5).
-      max_predictions_per_seq: P, the cap on masked positions per instance (>= 1).
-      masked_lm_prob: fraction of tokens to mask, in (0, 1).
-      short_seq_prob: probability of a shorter random target length per document, in [0, 1].
       dupe_factor: how many times each document is used, each with different masks (>= 1).
-      do_whole_word_mask: mask all pieces of a word together.
       random_seed: the seed everything random derives from.
       feature_names: "v1" (original record names) or "v2".
       documents_per_chunk: consecutive documents of the corpus (files in sorted order, so a
         chunk may span files) processed together; the random next segment comes from another
         document of this pool (>= 2).
-      sentence_order_prediction: make sentence-order pairs (label 1 = swapped) instead of
-        next-sentence pairs (ALBERT).
-      do_span_mask: mask spans of whole words (SpanBERT) and write their boundaries.
-      span_geometric_p: p of the geometric span-length distribution, in (0, 1].
-      max_span_length: longest span in words (>= 1); the distribution is truncated there.
-      pack_sequences: pack several instances into each row (max_predictions_per_seq is then
-        P per row; see sequence_packing.default_max_predictions_per_row).
-      max_instances_per_row: I, instances per packed row (>= 1); 0 = max(2, S // 16).
     """
 
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
     dupe_factor: int = 10
-    do_whole_word_mask: bool = False
     random_seed: int = 12345
     feature_names: str = "v1"
     documents_per_chunk: int = 1000
-    sentence_order_prediction: bool = False
-    do_span_mask: bool = False
-    span_geometric_p: float = 0.2
-    max_span_length: int = 10
-    pack_sequences: bool = False
-    max_instances_per_row: int = 0
 
     def validate(self):
         """Raises ValueError naming the first flag whose value is out of range."""
@@ -194,12 +178,6 @@ class PretrainingDataOptions:
         if self.max_instances_per_row < 0:
             raise ValueError(f"--max_instances_per_row={self.max_instances_per_row} must be at "
                              "least 1 (or 0 for the default, max(2, max_seq_length // 16)).")
-
-    @property
-    def instances_per_row(self):
-        """I of packed rows: max_instances_per_row, or its default for max_seq_length."""
-        return (self.max_instances_per_row
-                or sequence_packing.default_max_instances_per_row(self.max_seq_length))
 
     @property
     def uncapped_predictions(self):

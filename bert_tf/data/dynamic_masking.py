@@ -865,15 +865,11 @@ def span_mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id,
 
 
 def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, batch_size,
-                             max_seq_length, max_predictions_per_seq, masked_lm_prob=0.15,
-                             use_next_sentence_label=True, do_whole_word_mask=False,
-                             short_seq_prob=0.1, seed=None, is_training=True, input_context=None,
-                             tfds_name=None, tfds_data_dir=None, tfds_split="train",
-                             tfds_text_key="text", block_lines=_DEFAULT_BLOCK_LINES,
+                             recipe, use_next_sentence_label=True, full_sentences=False,
+                             seed=None, is_training=True, input_context=None, tfds_name=None,
+                             tfds_data_dir=None, tfds_split="train", tfds_text_key="text",
+                             block_lines=_DEFAULT_BLOCK_LINES,
                              shuffle_buffer_size=_DEFAULT_SHUFFLE_BUFFER,
-                             sentence_order_prediction=False, full_sentences=False,
-                             do_span_mask=False, span_geometric_p=0.2, max_span_length=10,
-                             pack_sequences=False, max_instances_per_row=None,
                              pack_buffer_size=_DEFAULT_PACK_BUFFER):
     """Pre-training batches made from raw text on the fly, masked afresh every epoch.
 
@@ -887,14 +883,20 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
       vocab_file: WordPiece vocab (one token per line) with [PAD] [UNK] [CLS] [SEP] [MASK].
       do_lower_case: must match the vocab / checkpoint.
       batch_size: global batch size; with `input_context`, the per-replica size is used.
-      max_seq_length: S (>= 5).
-      max_predictions_per_seq: P, the cap on masked tokens per sequence.
-      masked_lm_prob: fraction of real non-special tokens to mask.
+      recipe: the masking_recipe.MaskingRecipe: S (max_seq_length, >= 5), P (the cap on
+        masked tokens per sequence; with pack_sequences per row, capping each instance too),
+        masked_lm_prob (of the real non-special tokens), short_seq_prob (probability of a
+        shorter target length, as the original), do_whole_word_mask,
+        sentence_order_prediction (ALBERT's SOP pairs instead of NSP pairs: B is the text
+        after A, and the two are swapped with probability 0.5, label 1 = swapped; a
+        one-sentence chunk is split at a random token; needs use_next_sentence_label),
+        do_span_mask (SpanBERT's span masking, see span_mask_batch, always whole words; adds
+        span_left_boundaries and span_right_boundaries to the features) with
+        span_geometric_p and max_span_length, pack_sequences (pack whole instances into
+        rows, see the module doc) with max_instances_per_row (I; 0 = max(2, S // 16)).
       use_next_sentence_label: True: sentence pairs with 50% random B (label 1); False: full
         sequences packed across sentence and document boundaries, labels all 0 (by default
         windows of the token stream cut anywhere; see full_sentences).
-      do_whole_word_mask: mask all pieces of a word together.
-      short_seq_prob: probability of a shorter target length (as the original).
       seed: int; None draws one (training) or uses 0 (evaluation, so the eval set is fixed).
       is_training: shuffle files/examples and repeat forever (True), or one ordered pass.
       input_context: a tf.distribute.InputContext; pipelines read disjoint shards (whole files
@@ -907,19 +909,9 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
       block_lines: lines tokenized together; also the pool for random next sentences (>= 1,
         >= 2 with next-sentence prediction: a one-line block can make no pair).
       shuffle_buffer_size: sequences in the training shuffle buffer.
-      sentence_order_prediction: ALBERT's SOP pairs instead of NSP pairs: B is the text after
-        A, and the two are swapped with probability 0.5 (label 1 = swapped); a one-sentence
-        chunk is split at a random token. Needs use_next_sentence_label.
       full_sentences: RoBERTa's FULL-SENTENCES packing (without next-sentence prediction):
         whole sentences in order, across document ends with an extra [SEP] between
         documents, each sequence as full as whole sentences allow; short_seq_prob is not used.
-      do_span_mask: SpanBERT's span masking (see span_mask_batch, always whole words); adds
-        span_left_boundaries and span_right_boundaries to the features.
-      span_geometric_p: p of the span-length distribution (do_span_mask).
-      max_span_length: the longest span in words (do_span_mask).
-      pack_sequences: pack whole instances into rows (see the module doc); P is then per row
-        and caps each instance too.
-      max_instances_per_row: I of packed rows; None = max(2, S // 16).
       pack_buffer_size: instances packed together (>= 1); more fill rows better.
 
     Returns:
@@ -935,6 +927,11 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         with tf.errors.InvalidArgumentError when _MAX_EMPTY_BLOCKS blocks in a row make no
         sequence (e.g. text without any token), rather than spinning forever.
     """
+    max_seq_length, max_predictions_per_seq = recipe.max_seq_length, recipe.max_predictions_per_seq
+    masked_lm_prob, short_seq_prob = recipe.masked_lm_prob, recipe.short_seq_prob
+    sentence_order_prediction, do_span_mask = recipe.sentence_order_prediction, recipe.do_span_mask
+    span_geometric_p, max_span_length = recipe.span_geometric_p, recipe.max_span_length
+    pack_sequences = recipe.pack_sequences
     _check_args(batch_size, max_seq_length, max_predictions_per_seq, masked_lm_prob,
                 short_seq_prob, text_patterns, tfds_name)
     if use_next_sentence_label and block_lines < 2:
@@ -955,8 +952,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         if full_sentences:
             raise ValueError("pack_sequences=True packs instances whole; full_sentences=True "
                              "already fills rows. Pass at most one of them.")
-        if max_instances_per_row is None:
-            max_instances_per_row = max(2, max_seq_length // 16)
+        max_instances_per_row = recipe.instances_per_row
         if max_instances_per_row < 1 or pack_buffer_size < 1:
             raise ValueError(f"max_instances_per_row={max_instances_per_row} and "
                              f"pack_buffer_size={pack_buffer_size} must be >= 1.")
@@ -1034,7 +1030,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
             vocab_size=vocab.size, cls_id=vocab.cls_id, sep_id=vocab.sep_id,
             mask_id=vocab.mask_id, max_predictions_per_seq=max_predictions_per_seq,
             masked_lm_prob=masked_lm_prob,
-            is_continuation=vocab.is_continuation if do_whole_word_mask else None)
+            is_continuation=vocab.is_continuation if recipe.do_whole_word_mask else None)
 
     def guard(empty_run, sequences):
         """Counts consecutive blocks without a sequence; fails past _MAX_EMPTY_BLOCKS."""

@@ -14,6 +14,7 @@ from bert_tf.data import demo_corpus
 from bert_tf.data import pretraining_dataset
 from bert_tf.data import sequence_packing
 from bert_tf.data import text_pretraining_dataset
+from bert_tf.data.masking_recipe import MaskingRecipe
 from bert_tf.data import tfrecord_io
 from bert_tf.data.pretraining_dataset import record_layout
 from bert_tf.text import build_vocab, write_vocab
@@ -226,8 +227,9 @@ def test_packed_raw_text_pipeline(corpus):
     predictions = sequence_packing.default_max_predictions_per_row(SEQ, 0.15, SLOTS)
     ds = text_pretraining_dataset(
         corpus["pattern"], vocab_file=corpus["vocab"], do_lower_case=True, batch_size=8,
-        max_seq_length=SEQ, max_predictions_per_seq=predictions, seed=3, is_training=False,
-        pack_sequences=True, max_instances_per_row=SLOTS, pack_buffer_size=64)
+        recipe=MaskingRecipe(max_seq_length=SEQ, max_predictions_per_seq=predictions,
+                             pack_sequences=True, max_instances_per_row=SLOTS),
+        seed=3, is_training=False, pack_buffer_size=64)
     real = total = instances = 0
     for batch in ds:
         b = {k: v.numpy() for k, v in batch.items()}

@@ -714,7 +714,7 @@ assert features["input_word_ids"][0] == tokenizer.cls_id
 ids = layer(tf.constant(["hello world"]))
 assert ids.shape[0] == 1, ids
 """),
-    "from bert_tf.training import TrainingPreempted, get_strategy, train": Recipe(
+    "from bert_tf.training import TrainingPreempted, TrainLoopConfig, get_strategy, train": Recipe(
         subs=[("    model, optimizer = ...               # built in the scope", """\
     import bert_tf
     from bert_tf.training.optimization import create_optimizer
