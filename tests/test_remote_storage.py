@@ -186,7 +186,7 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
 
 def test_build_vocab_and_create_pretraining_data_on_ram_filesystem(tmp_path, monkeypatch):
     """The TF-free data tools take tf.io.gfile paths too (TensorFlow imported for them only)."""
-    from bert_tf.data.create_pretraining_data import (PretrainingDataOptions,
+    from bert_tf.data.pretraining.create_pretraining_data import (PretrainingDataOptions,
                                                       create_pretraining_data)
     from bert_tf.text import vocab_builder
 

@@ -452,8 +452,8 @@ def test_training_input_through_tf_data_service(tmp_path):
 @pytest.fixture(scope="module")
 def packed_setup(tmp_path_factory):
     """Packed and unpacked records of short real documents, a tiny config and its vocab."""
-    from bert_tf.data import create_pretraining_data as cpd
-    from bert_tf.data import demo_corpus
+    from bert_tf.data.pretraining import create_pretraining_data as cpd
+    from bert_tf.data.pretraining import demo_corpus
     from bert_tf.text import build_vocab, write_vocab
 
     root = tmp_path_factory.mktemp("packed_pretraining")

@@ -14,9 +14,10 @@ from bench_common import emit, load, median_rate, run_worker
 
 def worker_input_pipeline(args):
     """Sequences/s of the TFRecord reader and of the dynamic-masking text pipeline."""
-    from bert_tf.data import create_pretraining_data as cpd
-    from bert_tf.data import pretraining_dataset, text_pretraining_dataset
-    from bert_tf.data.masking_recipe import MaskingRecipe
+    from bert_tf.data.pretraining import create_pretraining_data as cpd
+    from bert_tf.data import pretraining_dataset
+    from bert_tf.data import text_pretraining_dataset
+    from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
 
     seq, preds, batch = args["seq"], args["preds"], args["batch"]
     records = os.path.join(args["workdir"], "pipeline.tfrecord")

@@ -27,7 +27,7 @@ from absl import flags
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.config import ConfigError
-from bert_tf.data.task_errors import DataError
+from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.jobs.classification import ClassificationConfig, run_classifier
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.training import checkpointing

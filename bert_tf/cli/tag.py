@@ -6,7 +6,7 @@ r"""Fine-tunes BERT for token tagging (NER) on CoNLL-2003-style files.
 
 --data_dir holds train.txt, dev.txt (or valid.txt) and test.txt; --train_file, --dev_file and
 --test_file name other files. Each word's tag is learned and predicted on its first WordPiece
-(bert_tf.data.tagging_data); sentences longer than --max_seq_length are split into windows.
+(bert_tf.data.tasks.tagging_data); sentences longer than --max_seq_length are split into windows.
 The dev set is scored at every checkpoint with seqeval's entity F1 (conlleval chunking, so
 IOB1, IOB2 and IOBES tags all work) and the best weights are kept. Besides what
 bert_tf.jobs.finetuning lists, --output_dir receives dev_predictions.txt and test_predictions.txt
@@ -19,7 +19,7 @@ from absl import flags
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.config import ConfigError
-from bert_tf.data.task_errors import DataError
+from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.jobs.tagging import TaggingConfig, run_tagging
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.training import checkpointing

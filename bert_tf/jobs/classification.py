@@ -17,8 +17,8 @@ import time
 import numpy as np
 from absl import logging
 
-from bert_tf.data import classifier_data, feature_records, glue
-from bert_tf.data.task_errors import DataError
+from bert_tf.data.tasks import classifier_data, feature_records, glue
+from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import finetuning
 from bert_tf.jobs.finetuning import FinetuningConfig

@@ -21,7 +21,7 @@ from absl import logging
 
 from bert_tf import fileio, interop
 from bert_tf.config import BertConfig
-from bert_tf.data.masking_recipe import MaskingRecipe
+from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
@@ -219,7 +219,7 @@ def _packed_layout(options, name, patterns):
     file; the reader then checks every file against that. Raises FlagValueError when the
     records contradict --pack_sequences or --max_predictions_per_seq.
     """
-    from bert_tf.data.pretraining_dataset import expand_input_patterns, record_layout
+    from bert_tf.data.pretraining.record_dataset import expand_input_patterns, record_layout
 
     try:
         first = expand_input_patterns(patterns)[0]
@@ -250,15 +250,15 @@ def _packed_layout(options, name, patterns):
 
 def text_packing(options):
     """(P, I) of packed raw text (--pack_sequences), or (--max_predictions_per_seq, None)."""
-    from bert_tf.data import sequence_packing
+    from bert_tf.data.pretraining import row_packing
 
     if not getattr(options, "pack_sequences", False):
         return _predictions(options), None
     instances = (getattr(options, "max_instances_per_row", 0)
-                 or sequence_packing.default_max_instances_per_row(options.max_seq_length))
+                 or row_packing.default_max_instances_per_row(options.max_seq_length))
     predictions = options.max_predictions_per_seq
     if predictions is None:
-        predictions = sequence_packing.default_max_predictions_per_row(
+        predictions = row_packing.default_max_predictions_per_row(
             options.max_seq_length, options.masked_lm_prob, instances)
     return predictions, instances
 

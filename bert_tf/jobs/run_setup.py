@@ -243,7 +243,7 @@ def resolve_length_buckets(options, config, strategy=None, training=True):
       FlagValueError naming the flag: a list that is not strictly increasing, exceeds the
       model's max_position_embeddings, or starts above --max_seq_length.
     """
-    from bert_tf.data import length_buckets
+    from bert_tf.data.tasks import length_buckets
 
     value = getattr(options, "length_buckets", length_buckets.OFF)
     if (strategy is not None and isinstance(value, str) and value.strip().lower() == "auto"

@@ -2,9 +2,9 @@
 
 Run by the fine-tuning driver (bert_tf.jobs.finetuning.run_task); `bert-tf-squad`
 (bert_tf.cli.squad, alias bert_tf.run_squad) documents the command and its outputs. Reads
-SQuAD JSON, splits long contexts into sliding windows (bert_tf.data.squad), trains a
+SQuAD JSON, splits long contexts into sliding windows (bert_tf.data.tasks.squad), trains a
 BertSpanLabeler and answers the predict_file questions with the original's post-processing
-(bert_tf.data.squad_postprocess). When the predict_file has gold answers (SQuAD dev sets do),
+(bert_tf.data.tasks.squad_postprocess). When the predict_file has gold answers (SQuAD dev sets do),
 every checkpoint is evaluated with the official EM/F1 (bert_tf.metrics.squad) and the weights
 with the best F1 are kept.
 """
@@ -15,7 +15,7 @@ import time
 
 from absl import logging
 
-from bert_tf.data import squad, squad_postprocess
+from bert_tf.data.tasks import squad, squad_postprocess
 from bert_tf.jobs import finetuning
 from bert_tf.jobs.finetuning import FinetuningConfig
 from bert_tf.jobs.run_setup import FlagValueError

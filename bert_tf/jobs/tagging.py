@@ -2,7 +2,7 @@
 
 Run by the fine-tuning driver (bert_tf.jobs.finetuning.run_task); `bert-tf-tag`
 (bert_tf.cli.tag, alias bert_tf.run_tagging) documents the command. Each word's tag is learned
-and predicted on its first WordPiece (bert_tf.data.tagging_data); sentences longer than
+and predicted on its first WordPiece (bert_tf.data.tasks.tagging_data); sentences longer than
 max_seq_length are split into windows. The dev set is scored at every checkpoint with seqeval's
 entity F1 (conlleval chunking, so IOB1, IOB2 and IOBES tags all work) and the best weights are
 kept. Besides the driver's run files, --output_dir receives dev_predictions.txt and
@@ -18,8 +18,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import feature_records, tagging_data
-from bert_tf.data.task_errors import DataError
+from bert_tf.data.tasks import feature_records, tagging_data
+from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import finetuning
 from bert_tf.jobs.finetuning import FinetuningConfig

@@ -179,7 +179,7 @@ def predict(model, dataset, output_keys=None, sequence_length=None):
     Args:
       model: a Keras model taking the feature dict.
       dataset: tf.data.Dataset of feature dicts (batched; the last batch may be smaller).
-        Length-bucketed batches (bert_tf.data.length_buckets) carry `example_index` [B]:
+        Length-bucketed batches (bert_tf.data.tasks.length_buckets) carry `example_index` [B]:
         then the outputs are put back in example order and fill rows (index -1) dropped.
       output_keys: for dict outputs, the keys to keep (default all).
       sequence_length: S when every output has a sequence axis 1 ([B, s] span logits,

@@ -467,7 +467,7 @@ def _learning_rate_value(optimizer):
 def _common_width(micro_batches):
     """The micro-batches with every [B, L, ...] feature of unknown L padded to the longest L.
 
-    Length-bucketed batches (bert_tf.data.length_buckets) differ in their sequence dimension
+    Length-bucketed batches (bert_tf.data.tasks.length_buckets) differ in their sequence dimension
     from one batch to the next, and stacking needs one shape. Padding adds positions of id 0,
     mask 0 and weight 0, which attention and the losses ignore.
     """

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import create_pretraining_data as cpd
-from bert_tf.data import pretraining_dataset, text_pretraining_dataset, tfrecord_io
-from bert_tf.data.demo_corpus import format_documents, pydoc_documents
-from bert_tf.data.masking_recipe import MaskingRecipe
+from bert_tf.data.pretraining import create_pretraining_data as cpd
+from bert_tf.data import pretraining_dataset
+from bert_tf.data.pretraining import tfrecord_io
+from bert_tf.data import text_pretraining_dataset
+from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documents
+from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
@@ -213,7 +215,7 @@ def test_sop_with_spans_is_byte_identical_across_workers_and_on_beam(numbered, t
         outputs[workers] = open(out, "rb").read()
     assert outputs[1] == outputs[2]
     pytest.importorskip("apache_beam")
-    from bert_tf.data import beam_pipeline
+    from bert_tf.data.pretraining import beam_pipeline
 
     beam_pipeline.run_beam_pipeline(
         numbered["text"], str(tmp_path / "beam"), numbered["vocab"], options=opts,

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from bert_tf.jobs import run_setup
 from bert_tf.config import BertConfig
-from bert_tf.data import feature_records, length_buckets
+from bert_tf.data.tasks import feature_records, length_buckets
 from bert_tf.modeling import BertClassifier, BertEncoder, BertTokenClassifier
 from bert_tf.training import finetune, loop
 from bert_tf.training.optimization import create_optimizer

@@ -369,7 +369,7 @@ def make_fixtures(root):
     import bert_tf
     from bert_tf import interop
     from bert_tf.interop.albert import save_albert_checkpoint
-    from bert_tf.data.create_pretraining_data import (PretrainingDataOptions,
+    from bert_tf.data.pretraining.create_pretraining_data import (PretrainingDataOptions,
                                                       create_pretraining_data)
     from bert_tf.text.tokenization import basic_tokenize
 

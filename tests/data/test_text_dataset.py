@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import pretraining_dataset, text_pretraining_dataset
-from bert_tf.data.demo_corpus import format_documents, pydoc_documents
-from bert_tf.data.dynamic_masking import mask_batch
-from bert_tf.data.masking_recipe import MaskingRecipe
+from bert_tf.data import pretraining_dataset
+from bert_tf.data import text_pretraining_dataset
+from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documents
+from bert_tf.data.pretraining.masking import mask_batch
+from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
 from bert_tf.text import BertTokenizerLayer
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
