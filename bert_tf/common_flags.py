@@ -14,6 +14,7 @@ from absl import flags
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.cli import outputs
 from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
 from bert_tf.training.distribute import STRATEGIES, get_strategy, is_chief
@@ -111,6 +112,10 @@ def define_finetuning_flags(default_max_seq_length=128):
     _define_once(flags.DEFINE_bool, "do_train", False, "Fine-tune on the training set.")
     _define_once(flags.DEFINE_bool, "do_eval", False, "Evaluate on the dev set.")
     _define_once(flags.DEFINE_bool, "do_predict", False, "Predict the test set.")
+    _define_once(flags.DEFINE_bool, "allow_untrained_head", False,
+                 "--do_eval/--do_predict without --do_train and without fine-tuned weights: "
+                 "run with the task head --init_checkpoint lacks left randomly initialised "
+                 "(refused otherwise).")
     _define_once(flags.DEFINE_integer, "train_batch_size", 32, "Global training batch size.")
     _define_once(flags.DEFINE_integer, "eval_batch_size", 8, "Evaluation batch size.")
     _define_once(flags.DEFINE_integer, "predict_batch_size", 8, "Prediction batch size.")
@@ -185,6 +190,14 @@ def check_export_dir(options):
     if tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
         raise FlagValueError(f"--export_dir={export_dir} exists and is not empty; choose a new "
                              "version directory")
+    try:
+        outputs.check_dir_clear_of_inputs(
+            "--export_dir", export_dir, {"--output_dir": getattr(options, "output_dir", None),
+                                         "--init_checkpoint": getattr(options, "init_checkpoint",
+                                                                      None)},
+            role="which this run also uses")
+    except outputs.OutputError as e:
+        raise FlagValueError(str(e)) from None
 
 
 def make_strategy(options, batch_size_flags=()):

@@ -34,9 +34,11 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import common_flags, fileio, serving
+from bert_tf.cli import outputs
 from bert_tf.common_flags import FlagValueError
 from bert_tf.fileio import write_text_atomic
-from bert_tf.interop import warm_start
+from bert_tf.interop import InteropError, warm_start
+from bert_tf.interop.warm_start import check_casing
 from bert_tf.modeling import BertEncoder
 from bert_tf.text import WordpieceTokenizer, validate_case_matches_checkpoint
 from bert_tf.training import checkpointing, finetune
@@ -79,6 +81,10 @@ def prepare(options):
         if getattr(options, name) < 1:
             raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
     common_flags.check_numeric_flags(options)
+    if options.max_seq_length < 3:
+        raise FlagValueError(f"--max_seq_length={options.max_seq_length} must be >= 3 ([CLS], "
+                             "at least one token, [SEP])")
+    check_output_dir(options)
     if options.do_train:
         if not options.num_train_epochs > 0:
             raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
@@ -92,7 +98,9 @@ def prepare(options):
                              "be >= 1")
     try:
         validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
-    except ValueError as e:
+        if options.init_checkpoint and fileio.exists(_checkpoint_dir(options.init_checkpoint)):
+            check_casing(options.init_checkpoint, options.do_lower_case)
+    except (ValueError, InteropError) as e:
         raise FlagValueError(str(e)) from None
     config_file, vocab_file = common_flags.resolve_model_files(options)
     config = common_flags.load_config(config_file, options)
@@ -115,6 +123,20 @@ def prepare(options):
         eval_buckets = common_flags.resolve_length_buckets(options, config, strategy,
                                                            training=False)
     return RunContext(strategy, config, vocab_file, tokenizer, buckets, eval_buckets)
+
+
+def _checkpoint_dir(path):
+    return path if fileio.isdir(path) else os.path.dirname(path) or "."
+
+
+def check_output_dir(options):
+    """The output rule (bert_tf.cli.outputs) for --output_dir: a fine-tuning run resumes or
+    reuses its own directory, never a pre-training run's."""
+    if outputs.PRETRAINING_FLAGS in outputs.run_records(options.output_dir):
+        raise FlagValueError(
+            f"--output_dir={options.output_dir} holds a pre-training run "
+            f"({outputs.PRETRAINING_FLAGS}); fine-tuning there would mix its checkpoints and "
+            "replace its files: choose a new --output_dir (--init_checkpoint may name this one)")
 
 
 def owned(context, options):
@@ -242,7 +264,8 @@ def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_
 
 def restore_trained(options, model, best_metric):
     """Weights for a run without --do_train: --output_dir's best, else its newest readable
-    checkpoint, else --init_checkpoint (whose head may not fit the task). Returns the step.
+    checkpoint, else --init_checkpoint, which must hold the task's head unless
+    --allow_untrained_head. Returns the step.
 
     A checkpoint that cannot be read (truncated, corrupt) is skipped with a warning naming it,
     in favour of the one before it (checkpointing.restore_latest).
@@ -260,7 +283,15 @@ def restore_trained(options, model, best_metric):
     if options.init_checkpoint:
         logging.warning("No fine-tuned weights in --output_dir=%s: using --init_checkpoint=%s",
                         options.output_dir, options.init_checkpoint)
-        warm_start_fn(options)(options.init_checkpoint, model)
+        report = warm_start_fn(options)(options.init_checkpoint, model)
+        if report.newly_initialized and not getattr(options, "allow_untrained_head", False):
+            raise FlagValueError(
+                f"--do_eval/--do_predict without --do_train: --output_dir={options.output_dir} "
+                f"holds no fine-tuned weights and --init_checkpoint={options.init_checkpoint} "
+                f"has no {type(model).__name__} head ({len(report.newly_initialized)} head "
+                "variables would be random, e.g. "
+                f"{report.newly_initialized[0]}); fine-tune first (--do_train), point "
+                "--init_checkpoint at a fine-tuned run, or pass --allow_untrained_head")
         return 0
     raise FlagValueError(f"--do_eval/--do_predict without --do_train need fine-tuned weights in "
                          f"--output_dir={options.output_dir} or an --init_checkpoint")

@@ -100,8 +100,8 @@ def _check_text_files(files):
     """{path: 'GZIP' or ''} for TextLineDataset, from each file's first bytes (not its name).
 
     Raises:
-      ValueError naming the first file that is binary, mostly not UTF-8, a damaged gzip file,
-      or bzip2 (which TextLineDataset cannot read).
+      ValueError naming the first file that is binary, mostly not UTF-8, a damaged or
+      truncated gzip file, or bzip2 (which TextLineDataset cannot read).
     """
     compressions = {}
     for path in files:
@@ -109,6 +109,9 @@ def _check_text_files(files):
         if compression == "BZIP2":
             raise ValueError(f"{path} is bzip2-compressed, which the text pipeline cannot "
                              "read; decompress it or recompress it with gzip.")
+        if compression:
+            # TextLineDataset ends silently where a gzip stream is cut: read it whole first.
+            corpus_files.check_stream_complete(path)
         compressions[path] = compression
     return compressions
 

@@ -132,6 +132,26 @@ def check_corpus_file(path):
                      "(convert it, e.g. iconv -f latin1 -t utf-8).")
 
 
+def check_stream_complete(path):
+    """Reads a gzip or bzip2 `path` to its end; raises ValueError naming it when the stream is
+    cut short or corrupt. Readers that end silently at a truncated stream (tf.data's
+    TextLineDataset) need this before the work; a plain file passes unread.
+
+    Raises:
+      ValueError: the stream ends early, fails its CRC, or cannot be decompressed.
+    """
+    kind = {"GZIP": "gzip", "BZIP2": "bzip2"}.get(compression_of(path))
+    if kind is None:
+        return
+    try:
+        with open_corpus(path) as f:
+            while f.read(1 << 20):
+                pass
+    except READ_ERRORS as e:
+        raise ValueError(f"{path}: cannot read it as {kind} ({e}); the file is truncated or "
+                         "corrupt.") from None
+
+
 def _looks_binary(num_bad, num_bytes):
     # A few stray bad bytes (in a tiny file, or a web crawl) do not make a file binary.
     return num_bad >= MIN_BAD_BYTES and num_bad > MAX_BAD_FRACTION * num_bytes

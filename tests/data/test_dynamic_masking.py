@@ -381,6 +381,24 @@ def test_argument_errors(corpus, tmp_path):
         make(corpus, tfds_name="wikipedia")
 
 
+def test_truncated_gzip_text_is_an_error_naming_the_file(corpus, tmp_path):
+    # TextLineDataset ends silently at the cut: without the check the run trained on the part
+    # before it. The cut is past the first 64 KiB the content check reads.
+    whole = tmp_path / "whole.txt.gz"
+    with gzip.open(whole, "wt", encoding="utf-8") as f:
+        f.write(open(corpus["text"], encoding="utf-8").read() * 4)
+    cut = tmp_path / "cut.txt.gz"
+    data = whole.read_bytes()
+    cut.write_bytes(data[:len(data) * 3 // 4])
+    assert len(gzip.decompress(data)) > 2 * 65536
+    with pytest.raises(ValueError) as e:
+        make(corpus, text_patterns=f"{whole},{cut}")
+    assert str(e.value) == (
+        f"{cut}: cannot read it as gzip (Compressed file ended before the end-of-stream marker "
+        "was reached); the file is truncated or corrupt.")
+    assert next(iter(make(corpus, text_patterns=str(whole))))["input_word_ids"].shape == (B, S)
+
+
 def test_text_without_any_line_is_an_error_when_built(corpus, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("", encoding="utf-8")

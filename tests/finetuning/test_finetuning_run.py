@@ -163,3 +163,78 @@ def test_a_second_run_on_an_owned_output_dir_is_refused(tmp_path, pretrained_dir
     assert sorted(os.listdir(tmp_path)) == [".bert_tf_run.lock"]
     with owned(prepare(options), options):  # Released: the next run takes it.
         pass
+
+
+def test_predict_only_from_a_pretraining_run_is_refused_unless_asked(tmp_path, pretrained_dir):
+    """Case 6: no fine-tuned weights in --output_dir and a pre-training run as --init_checkpoint
+    would predict with a random classifier head."""
+    from bert_tf.modeling import BertClassifier
+
+    config = BertConfig.from_json_file(str(pretrained_dir / "bert_config.json"))
+    options = types.SimpleNamespace(output_dir=str(tmp_path), do_lower_case=True,
+                                    init_checkpoint=str(pretrained_dir))
+    with pytest.raises(FlagValueError) as e:
+        restore_trained(options, BertClassifier(BertEncoder(config), 2), "score")
+    assert str(e.value).startswith(
+        f"--do_eval/--do_predict without --do_train: --output_dir={tmp_path} holds no "
+        f"fine-tuned weights and --init_checkpoint={pretrained_dir} has no BertClassifier head "
+        "(2 head variables would be random, e.g. ")
+    assert str(e.value).endswith("or pass --allow_untrained_head")
+    options.allow_untrained_head = True
+    assert restore_trained(options, BertClassifier(BertEncoder(config), 2), "score") == 0
+
+
+def test_export_dir_equal_to_output_dir_is_refused_before_training(tmp_path, pretrained_dir):
+    """Case 9: the export would have failed after training, losing results.json."""
+    out = tmp_path / "out"
+    for export_dir in (f"{out}/.", str(tmp_path)):
+        with pytest.raises(FlagValueError) as e:
+            prepare(_options(pretrained_dir, out, export_dir=export_dir))
+        assert str(e.value) == (
+            f"--export_dir={export_dir} holds --output_dir={out}, which this run also uses; "
+            "writing there would replace it: choose a new directory")
+    prepare(_training_options(pretrained_dir, out, export_dir=str(out / "export" / "1")))
+
+
+def test_too_short_max_seq_length_is_refused_before_training(tmp_path, pretrained_dir):
+    """Case 10: --max_seq_length=2 trained on [CLS] [SEP] alone, then failed at the end."""
+    with pytest.raises(FlagValueError, match=r"^--max_seq_length=2 must be >= 3 \(\[CLS\], at "
+                                             r"least one token, \[SEP\]\)$"):
+        prepare(_options(pretrained_dir, tmp_path / "out", max_seq_length=2))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_pretraining_run_is_not_a_fine_tuning_output_dir(tmp_path, pretrained_dir):
+    import hashlib
+    import shutil
+
+    run = tmp_path / "pretraining_run"
+    shutil.copytree(pretrained_dir, run)
+    (run / "run_pretraining.flags").write_text("--do_lower_case\n")
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()}
+    with pytest.raises(FlagValueError, match=r"holds a pre-training run \(run_pretraining\."
+                                             r"flags\); fine-tuning there would mix"):
+        prepare(_options(pretrained_dir, run))
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()} == before
+
+
+def test_casing_recorded_by_a_bert_tf_pretraining_run_is_checked(tmp_path, pretrained_dir):
+    """Case 4: a cased raw-text pre-training run (--nodo_lower_case in its flags file) was
+    fine-tuned lower-cased without a word."""
+    import shutil
+
+    run = tmp_path / "cased_run"
+    shutil.copytree(pretrained_dir, run)
+    (run / "run_pretraining.flags").write_text(
+        "--input_text_file=corpus.txt.gz\n--nodo_lower_case\n--max_seq_length=16\n")
+    with pytest.raises(FlagValueError) as e:
+        prepare(_options(run, tmp_path / "out"))
+    assert str(e.value) == (
+        f"--do_lower_case=True contradicts --init_checkpoint={run}: its run_pretraining.flags "
+        "--do_lower_case is False, so pass --do_lower_case=False to tokenize as the model was "
+        "trained")
+    assert not (tmp_path / "out").exists()
+    prepare(_training_options(run, tmp_path / "out", do_lower_case=False))
+    # From TFRecords the flag said nothing about the records' casing: not taken as the casing.
+    (run / "run_pretraining.flags").write_text("--input_file=train.tfrecord\n--nodo_lower_case\n")
+    prepare(_training_options(run, tmp_path / "out2"))
