@@ -241,6 +241,12 @@ def _run_squad(options, flags_text, start, context):
         weights_step = results["global_step"] = finetuning_run.restore_trained(
             options, model, BEST_METRIC)
 
+    settings = _serving_settings(options)
+    del settings["do_lower_case"], settings["max_seq_length"]  # write_run_files adds them
+    # The trained model is saved before the predictions are written: nothing after can lose it.
+    finetuning_run.write_run_files(context, options, model, TASK, None, "run_squad",
+                                   flags_text, export_fields=settings,
+                                   doc_stride=options.doc_stride, **settings)
     if predictor is not None:
         answers = predictor.answer()
         # Questions answered per second, post-processing included.
@@ -258,11 +264,6 @@ def _run_squad(options, flags_text, start, context):
                 write_summaries(os.path.join(options.output_dir, "summaries", "eval"),
                                 weights_step, results["eval"])
 
-    settings = _serving_settings(options)
-    del settings["do_lower_case"], settings["max_seq_length"]  # write_run_files adds them
-    finetuning_run.write_run_files(context, options, model, TASK, None, "run_squad",
-                                   flags_text, export_fields=settings,
-                                   doc_stride=options.doc_stride, **settings)
     results["wall_time_seconds"] = time.time() - start
     # No eval_results.txt: SQuAD's metrics are in results.json only, as before.
     finetuning_run.write_results(context, options, results, None)

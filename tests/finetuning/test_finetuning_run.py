@@ -238,3 +238,37 @@ def test_casing_recorded_by_a_bert_tf_pretraining_run_is_checked(tmp_path, pretr
     # From TFRecords the flag said nothing about the records' casing: not taken as the casing.
     (run / "run_pretraining.flags").write_text("--input_file=train.tfrecord\n--nodo_lower_case\n")
     prepare(_training_options(run, tmp_path / "out2"))
+
+
+def test_a_damaged_best_checkpoint_falls_back_to_the_newest(tmp_path, caplog):
+    """Case 7: a truncated best/ raised a raw IndexError after training and in every
+    predict-only rerun; docs/fine-tuning.md promises the newest readable checkpoint."""
+    from bert_tf.training.finetune import BestModelKeeper
+
+    config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    model = BertSpanLabeler(BertEncoder(config))
+    BestModelKeeper(model, str(tmp_path), "f1").update(10, {"f1": 0.5})
+    for variable in model.weights:
+        variable.assign(variable + 1.0)
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(tmp_path),
+                               max_to_keep=None).save(checkpoint_number=20)
+    want = [v.numpy() for v in model.weights]
+    data_file = tmp_path / "best" / "model-10.data-00000-of-00001"
+    data_file.write_bytes(data_file.read_bytes()[:40])
+
+    fresh = BertSpanLabeler(BertEncoder(config))
+    options = types.SimpleNamespace(output_dir=str(tmp_path), init_checkpoint=None,
+                                    do_lower_case=True)
+    with caplog.at_level(logging.WARNING):
+        assert restore_trained(options, fresh, "f1") == 20
+    for expected, variable in zip(want, fresh.weights, strict=True):
+        np.testing.assert_array_equal(variable.numpy(), expected, err_msg=variable.path)
+    assert any(f"The best weights {tmp_path}/best/model-10 cannot be restored" in r.getMessage()
+               and "falling back to the newest weights" in r.getMessage()
+               for r in caplog.records)
+    # After training (fine_tune's end), the model keeps its last weights, untouched.
+    keeper = BestModelKeeper(fresh, str(tmp_path), "f1")
+    assert keeper.restore() is None
+    for expected, variable in zip(want, fresh.weights, strict=True):
+        np.testing.assert_array_equal(variable.numpy(), expected, err_msg=variable.path)
