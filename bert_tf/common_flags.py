@@ -295,8 +295,9 @@ def resolve_model_files(options):
     Raises:
       FlagValueError when a needed file is neither given nor found.
     """
-    config_file, vocab_file = config_source(options), options.vocab_file
     source = options.init_checkpoint
+    check_init_checkpoint_exists(source)
+    config_file, vocab_file = config_source(options), options.vocab_file
     directory = None
     if source:
         directory = source if fileio.isdir(source) else os.path.dirname(source)
@@ -314,6 +315,20 @@ def resolve_model_files(options):
         raise FlagValueError(f"--vocab_file is required (no vocab.txt beside "
                              f"--init_checkpoint={source})")
     return config_file, vocab_file
+
+
+def check_init_checkpoint_exists(path):
+    """A missing --init_checkpoint is named as such (not as a missing file expected beside it).
+
+    A checkpoint prefix (.../bert_model.ckpt, .../ckpt-7) exists through its .index file.
+
+    Raises:
+      FlagValueError.
+    """
+    if path and not (fileio.exists(path) or fileio.exists(path + ".index")):
+        raise FlagValueError(f"--init_checkpoint={path} does not exist (expected a run "
+                             "directory, a .keras file, a checkpoint prefix with its .index "
+                             "file, or a Hugging Face or keras-hub directory)")
 
 
 def config_source(options):

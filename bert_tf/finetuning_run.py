@@ -41,12 +41,15 @@ from bert_tf.interop import InteropError, warm_start
 from bert_tf.interop.warm_start import check_casing
 from bert_tf.modeling import BertEncoder
 from bert_tf.text import WordpieceTokenizer, validate_case_matches_checkpoint
+from bert_tf.text.tokenization import vocab_digest
 from bert_tf.training import checkpointing, finetune
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.ownership import owned_directory
 
 RUN_RECORD = "finetuning_run.json"
+# Fields finetuning_run.json gained later: a record without them does not check them.
+_LATER_RECORD_FIELDS = ("train_batch_size",)
 
 
 @dataclasses.dataclass
@@ -153,9 +156,11 @@ def check_resume(context, options, cli_name, task, labels):
     them; then records this run (chief) in `finetuning_run.json` for the next one.
 
     Compared with the record: the CLI, the task, the labels (the head's outputs), the model
-    config, the vocabulary (SHA-256), casing, --max_seq_length, --trainable_encoder and
-    --optimizer (the optimizer's slots). A directory without a record (none yet, or written
-    by an earlier bert_tf) is not checked. Reads only when it refuses.
+    config, the vocabulary (SHA-256 of its tokens: line endings do not matter), casing,
+    --max_seq_length, --trainable_encoder, --optimizer (the optimizer's slots) and
+    --train_batch_size (what a step means, for an exact resume). A directory without a
+    record (none yet, or written by an earlier bert_tf) is not checked, nor a field an earlier
+    record lacks. Reads only when it refuses.
 
     Args:
       task: the task name (e.g. "sst-2", "tagging", "squad"); labels: list of str or None.
@@ -167,11 +172,12 @@ def check_resume(context, options, cli_name, task, labels):
         return
     record = {"cli": cli_name, "task": task, "labels": None if labels is None else list(labels),
               "bert_config": context.config.to_dict(),
-              "vocab_sha256": fileio.sha256(context.vocab_file),
+              "vocab_sha256": vocab_digest(context.vocab_file),
               "do_lower_case": bool(options.do_lower_case),
               "max_seq_length": int(options.max_seq_length),
               "trainable_encoder": bool(getattr(options, "trainable_encoder", True)),
-              "optimizer": getattr(options, "optimizer", None)}
+              "optimizer": getattr(options, "optimizer", None),
+              "train_batch_size": int(options.train_batch_size)}
     record = json.loads(json.dumps(record))  # As read back: lists, not tuples.
     path = os.path.join(options.output_dir, RUN_RECORD)
     if checkpointing.has_checkpoint(options.output_dir) and tf.io.gfile.exists(path):
@@ -184,8 +190,11 @@ def check_resume(context, options, cli_name, task, labels):
                 problems += [f"bert_config {key}={before.get(key)!r} then, {value.get(key)!r} "
                              "now" for key in sorted(set(before) | set(value))
                              if before.get(key) != value.get(key)]
+            elif name not in recorded and name in _LATER_RECORD_FIELDS:
+                continue  # recorded by an earlier bert_tf: not checked
             elif name == "vocab_sha256":
-                if recorded.get(name) != value:
+                # Records before vocab_digest hold the file's own SHA-256.
+                if recorded.get(name) not in (value, fileio.sha256(context.vocab_file)):
                     problems.append(f"the vocabulary differs (sha256 {recorded.get(name)!s:.16}"
                                     f" then, {value:.16} now: {context.vocab_file})")
             elif recorded.get(name) != value:

@@ -47,12 +47,14 @@ import tensorflow as tf
 from absl import flags, logging
 
 from bert_tf import cli, common_flags, fileio, interop
+from bert_tf.cli import outputs
 from bert_tf.common_flags import FlagValueError
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.modeling.models import pretraining_metrics
 from bert_tf.text import validate_case_matches_checkpoint
+from bert_tf.text.tokenization import vocab_digest
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.ownership import owned_directory
@@ -186,6 +188,12 @@ def validate_options(options, config):
         raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
                              f"[0, --num_train_steps={options.num_train_steps}]")
     _validate_family_options(options)
+    if config.type_vocab_size < 2 and not options.full_sentences:
+        raise FlagValueError(
+            f"type_vocab_size={config.type_vocab_size} in {common_flags.config_source(options)}"
+            " has no segment id 1, which the sentence pairs of the pre-training inputs use; set "
+            "type_vocab_size >= 2 (or train single sequences: --input_text_file with "
+            "--full_sentences)")
     common_flags.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
     service = options.tf_data_service
     if service is not None:
@@ -231,6 +239,17 @@ def _validate_family_options(options):
     if options.span_boundary_objective and text_input and not options.do_span_mask:
         raise FlagValueError("--span_boundary_objective needs span boundaries: add "
                              "--do_span_mask for raw text input")
+
+
+def _check_not_a_finetuning_run(output_dir):
+    """The output rule (bert_tf.cli.outputs): pre-training never writes into a fine-tuning
+    run's directory (its checkpoints would be resumed as a pre-trainer's, its files replaced)."""
+    found = [name for name in outputs.run_records(output_dir)
+             if name in (outputs.FINETUNING_RECORD, "task_info.json", "model.keras")]
+    if found:
+        raise FlagValueError(f"--output_dir={output_dir} holds a fine-tuning run "
+                             f"({', '.join(found)}); choose a new --output_dir "
+                             "(--init_checkpoint may name this one)")
 
 
 def _count_vocab(vocab_file):
@@ -429,7 +448,8 @@ def _check_input(dataset_fn, options, is_training):
 
 # Flags a resumed run must share with the run that wrote the directory (besides the model
 # config and the vocabulary): they shape the input the checkpoint was trained on.
-_RESUME_FLAGS = ("do_lower_case", "max_seq_length", "max_predictions_per_seq")
+_RESUME_FLAGS = ("do_lower_case", "max_seq_length", "max_predictions_per_seq",
+                 "train_batch_size")
 
 
 def _recorded_flags(path):
@@ -476,7 +496,8 @@ def check_resume_compatible(options, config):
                                 f"{common_flags.config_source(options)}")
     recorded_vocab = os.path.join(out, "vocab.txt")
     if options.vocab_file and tf.io.gfile.exists(recorded_vocab):
-        before, now = fileio.sha256(recorded_vocab), fileio.sha256(options.vocab_file)
+        # Of the tokens: a copy with other line endings (CRLF) is the same vocabulary.
+        before, now = vocab_digest(recorded_vocab), vocab_digest(options.vocab_file)
         if before != now:
             problems.append(f"vocabulary {recorded_vocab} (sha256 {before[:16]}) differs from "
                             f"--vocab_file={options.vocab_file} (sha256 {now[:16]})")
@@ -525,6 +546,7 @@ def pretrain(options, flags_text=None):
     config = common_flags.read_model_config(common_flags.config_source(options))
     validate_options(options, config)
     check_resume_compatible(options, config)
+    _check_not_a_finetuning_run(options.output_dir)
     checkpointing.check_writable_dir(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.

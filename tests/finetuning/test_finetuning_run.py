@@ -40,8 +40,12 @@ def _options(pretrained_dir, tmp_path, **overrides):
     (dict(init_checkpoint=None), r"--bert_config_file is required \(or an --init_checkpoint "
                                  r"that records its configuration\)"),
     (dict(init_checkpoint="/models/uncased_L-2_H-128_A-2/bert_model.ckpt", vocab_file=__file__),
-     "--bert_config_file is required: --init_checkpoint=/models/uncased_L-2_H-128_A-2/"
-     "bert_model.ckpt has no bert_config.json beside it"),
+     r"--init_checkpoint=/models/uncased_L-2_H-128_A-2/bert_model.ckpt does not exist \("),
+    # A missing --init_checkpoint was reported as a missing --vocab_file.
+    (dict(init_checkpoint="/models/no_such_run/"),
+     r"^--init_checkpoint=/models/no_such_run/ does not exist \(expected a run directory, a "
+     r"\.keras file, a checkpoint prefix with its \.index file, or a Hugging Face or keras-hub "
+     r"directory\)$"),
 ])
 def test_bad_flags_are_named(tmp_path, pretrained_dir, overrides, message):
     with pytest.raises(FlagValueError, match=message):
@@ -272,3 +276,21 @@ def test_a_damaged_best_checkpoint_falls_back_to_the_newest(tmp_path, caplog):
     assert keeper.restore() is None
     for expected, variable in zip(want, fresh.weights, strict=True):
         np.testing.assert_array_equal(variable.numpy(), expected, err_msg=variable.path)
+
+
+def test_resume_checks_batch_size_but_not_vocabulary_line_endings(tmp_path, pretrained_dir):
+    """POOR: another --train_batch_size resumed silently (no longer exact); a CRLF copy of the
+    same vocabulary was refused."""
+    crlf = tmp_path / "vocab_crlf.txt"
+    crlf.write_bytes((pretrained_dir / "vocab.txt").read_bytes().replace(b"\n", b"\r\n"))
+    out = tmp_path / "out"
+    options = _training_options(pretrained_dir, out)
+    context = prepare(options)
+    check_resume(context, options, "run_classifier", "sst-2", ["0", "1"])
+    tf.train.Checkpoint(step=tf.Variable(1)).save(str(out / "ckpt"))
+    same = _training_options(pretrained_dir, out, vocab_file=str(crlf))
+    check_resume(prepare(same), same, "run_classifier", "sst-2", ["0", "1"])
+    other = _training_options(pretrained_dir, out, train_batch_size=8)
+    with pytest.raises(FlagValueError, match=r"resuming would mix them: --train_batch_size=16 "
+                                             r"then, 8 now\. Choose a new --output_dir"):
+        check_resume(prepare(other), other, "run_classifier", "sst-2", ["0", "1"])
