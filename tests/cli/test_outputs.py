@@ -285,3 +285,58 @@ def test_convert_checkpoint_into_another_run_or_foreign_directory_is_refused(pre
     for name in ("bert_config.json", "encoder.keras", "bert_model.ckpt.index", "vocab.txt"):
         (converted / name).write_text("")
     outputs.check_conversion_output_dir(str(converted), str(pretrained_dir))
+
+
+# --- POOR: one line, not a traceback ----------------------------------------------------------
+
+def test_a_missing_flagfile_is_one_line(tmp_path):
+    result = tool("build_vocab", f"--flagfile={tmp_path}/missing.flags")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert last_line(result) == (
+        f"build_vocab: error: --flagfile: Unable to open flagfile: [Errno 2] No such file or "
+        f"directory: '{tmp_path}/missing.flags'")
+
+
+def test_an_unsupported_file_system_scheme_is_one_line(tmp_path):
+    result = tool("convert_checkpoint", "--from=bert_tf", "--to=tf1",
+                  "--checkpoint=unknownfs://bucket/run", f"--output_dir={tmp_path / 'out'}")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert last_line(result).startswith("convert_checkpoint: error: File system scheme "
+                                        "'unknownfs' not implemented (file: 'unknownfs://bucket/")
+
+
+def test_disk_full_while_writing_is_one_line(monkeypatch, capsys):
+    """Every command: an OSError (here ENOSPC while writing the final file) ends in one line."""
+    import errno
+
+    from bert_tf import cli
+
+    def main(argv):
+        raise OSError(errno.ENOSPC, "No space left on device", "/runs/out/model.keras")
+
+    monkeypatch.setattr(sys, "argv", ["run_classifier"])
+    with pytest.raises(SystemExit) as exited:
+        cli.run(main, "run_classifier")
+    assert exited.value.code == 1
+    assert capsys.readouterr().err.strip() == (
+        "run_classifier: error: [Errno 28] No space left on device: '/runs/out/model.keras'")
+
+
+def test_extract_features_empty_input_is_one_line(corpus, pretrained_dir):
+    from types import SimpleNamespace
+
+    from bert_tf.cli import extract_features
+
+    (corpus / "empty.txt").write_text("")
+    options = SimpleNamespace(
+        input_file=str(corpus / "empty.txt"), output_file=str(corpus / "out.jsonl"),
+        init_checkpoint=str(pretrained_dir), vocab_file=None, bert_config_file=None,
+        layers="-1", max_seq_length=16, do_lower_case=True, batch_size=2, pooled=False,
+        per_token=True, length_buckets="off")
+    with pytest.raises(extract_features.UsageError) as e:
+        extract_features.extract(options)
+    assert str(e.value) == (f"--input_file={corpus / 'empty.txt'} is empty; expected one input "
+                            "per line")
+    assert not (corpus / "out.jsonl").exists()
