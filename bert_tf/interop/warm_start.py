@@ -251,7 +251,8 @@ def _load_training_checkpoint(path, shapes, config, template):
         # encoder loads.
         candidates = [None]
         head_shapes = sorted(shapes[n] for n in model_names if not n.startswith("model/encoder/"))
-        if template is not None and not isinstance(template, BertEncoder):
+        if (template is not None and not isinstance(template, BertEncoder)
+                and _task_matches(path, template)):
             clone = weights.same_kind(template, BertEncoder(config))
             encoder_ids = {id(v) for v in clone.encoder.weights}
             clone_head = [tuple(v.shape) for v in clone.weights if id(v) not in encoder_ids]
@@ -285,6 +286,36 @@ def _load_training_checkpoint(path, shapes, config, template):
     raise InteropError(f"--init_checkpoint={path}: the checkpoint's model does not match a "
                        f"bert_tf model built from {_BERT_CONFIG_FILE} or the model's config "
                        f"({error})")
+
+
+# The tasks (task_info.json "task") whose heads each task model class has.
+_TASKS_OF_MODEL = {"BertClassifier": ("classification", "regression"),
+                   "BertTokenClassifier": ("tagging",), "BertSpanLabeler": ("squad",)}
+
+
+def _task_matches(path, template):
+    """False when the run that wrote checkpoint `path` recorded another task than `template`'s
+    (a tagging head has the shapes of a classifier head with as many classes, so the shapes
+    alone cannot tell); True when nothing is recorded."""
+    directory = os.path.dirname(path)
+    candidates = [directory]
+    if os.path.basename(directory) == "best":  # best/model-<step> of a fine-tuning run
+        candidates.append(os.path.dirname(directory))
+    for candidate in candidates:
+        info = os.path.join(candidate, "task_info.json")
+        if fileio.isfile(info):
+            try:
+                with fileio.open_file(info, encoding="utf-8") as f:
+                    task = json.load(f).get("task")
+            except (ValueError, AttributeError):
+                return True
+            wanted = _TASKS_OF_MODEL.get(type(template).__name__)
+            if wanted and task and task not in wanted:
+                logging.warning("%s holds a %s head (%s); a %s gets a new head", path, task,
+                                info, type(template).__name__)
+                return False
+            return True
+    return True
 
 
 def _load_weights_file(path, config, template):

@@ -340,3 +340,16 @@ def test_extract_features_empty_input_is_one_line(corpus, pretrained_dir):
     assert str(e.value) == (f"--input_file={corpus / 'empty.txt'} is empty; expected one input "
                             "per line")
     assert not (corpus / "out.jsonl").exists()
+
+
+def test_prepare_demo_data_never_writes_into_a_run(pretrained_dir, tmp_path):
+    run = tmp_path / "demo_run"
+    shutil.copytree(pretrained_dir, run)
+    before = digest(run)
+    result = tool("prepare_demo_data", f"--output_dir={run}", "--dupe_factor=1")
+    assert result.returncode == 1
+    assert last_line(result) == (
+        f"prepare_demo_data: error: --output_dir={run} holds a training run (checkpoint, "
+        "ckpt-7.index); a command never writes into or deletes another run's directory: choose "
+        "a new directory")
+    assert digest(run) == before
