@@ -294,3 +294,21 @@ def test_resume_checks_batch_size_but_not_vocabulary_line_endings(tmp_path, pret
     with pytest.raises(FlagValueError, match=r"resuming would mix them: --train_batch_size=16 "
                                              r"then, 8 now\. Choose a new --output_dir"):
         check_resume(prepare(other), other, "run_classifier", "sst-2", ["0", "1"])
+
+
+def test_a_vocab_file_other_than_the_checkpoints_is_refused(tmp_path, pretrained_dir):
+    """POOR: a --vocab_file that differs from the vocab.txt beside --init_checkpoint was used
+    silently (every id then picks another token's embedding)."""
+    tokens = (pretrained_dir / "vocab.txt").read_text().split("\n")
+    shuffled = tmp_path / "other_vocab.txt"
+    shuffled.write_text("\n".join(tokens[:5] + tokens[6:7] + tokens[5:6] + tokens[7:]))
+    with pytest.raises(FlagValueError) as e:
+        prepare(_options(pretrained_dir, tmp_path / "out", vocab_file=str(shuffled)))
+    assert str(e.value) == (
+        f"--vocab_file={shuffled} differs from {pretrained_dir}/vocab.txt beside "
+        f"--init_checkpoint={pretrained_dir}: id 5 is {tokens[6]!r}, not {tokens[5]!r}; the "
+        "model's embeddings are indexed by that vocabulary (leave --vocab_file out to use it)")
+    # A copy of the same tokens (CRLF) is the same vocabulary.
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes((pretrained_dir / "vocab.txt").read_bytes().replace(b"\n", b"\r\n"))
+    prepare(_training_options(pretrained_dir, tmp_path / "out", vocab_file=str(crlf)))
