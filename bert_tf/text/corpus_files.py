@@ -122,6 +122,7 @@ def check_corpus_file(path):
     text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(sample)
     undecodable = text.count("\ufffd") - sample.count("\ufffd".encode("utf-8"))
     if not _looks_binary(control + undecodable, len(sample)):
+        _check_line_breaks(what, sample)
         return compression
     if control >= undecodable:
         raise ValueError(f"{what} is binary, not text: {control} of its first {len(sample)} "
@@ -130,6 +131,19 @@ def check_corpus_file(path):
     raise ValueError(f"{what} is not UTF-8 text: {undecodable} of its first {len(sample)} "
                      "bytes cannot be decoded; expected UTF-8 text, one sentence per line "
                      "(convert it, e.g. iconv -f latin1 -t utf-8).")
+
+
+def _check_line_breaks(what, sample):
+    """One sentence per line means "\\n" line breaks: a file of CR-only breaks (classic Mac),
+    or with none in its first 64 KiB, would be read as one giant line (one instance)."""
+    if b"\n" in sample:
+        return
+    if b"\r" in sample.rstrip(b"\r"):
+        raise ValueError(f"{what} ends its lines with CR only (\\r); expected one sentence per "
+                         "line ending in \\n (convert it, e.g. tr '\\r' '\\n').")
+    if len(sample) == SNIFF_BYTES:
+        raise ValueError(f"{what} has no line break in its first {SNIFF_BYTES // 1024} KiB; "
+                         "expected one sentence per line.")
 
 
 def check_stream_complete(path):

@@ -442,3 +442,19 @@ def test_capped_predictions_are_warned(corpus, caplog):
     assert ("max_predictions_per_seq=5 is below round(max_seq_length=64 * masked_lm_prob=0.15) "
             "= 10: long sequences get only 5 predictions (as the original caps them).") in (
                 caplog.text)
+
+
+def test_a_single_sentence_with_next_sentence_prediction_is_an_error_when_built(corpus,
+                                                                               tmp_path):
+    """POOR: a one-line --input_text_file failed inside the graph with a raw traceback."""
+    one = tmp_path / "one.txt"
+    one.write_text("\nthe only sentence .\n\n", encoding="utf-8")
+    with pytest.raises(ValueError) as e:
+        make(corpus, text_patterns=str(one), use_next_sentence_label=True)
+    assert str(e.value) == (
+        f"text_pretraining_dataset: {one} hold a single sentence (one non-blank line); "
+        "next-sentence prediction needs at least two (expected one sentence per line), or pass "
+        "use_next_sentence_label=False (--use_next_sentence_label=false).")
+    two = tmp_path / "two.txt"
+    two.write_text("the first sentence .\nthe second one .\n", encoding="utf-8")
+    make(corpus, text_patterns=str(two), use_next_sentence_label=True)
