@@ -196,6 +196,7 @@ def check_export_dir(options):
                                          "--init_checkpoint": getattr(options, "init_checkpoint",
                                                                       None)},
             role="which this run also uses")
+        outputs.check_writable_dir("--export_dir", export_dir)
     except outputs.OutputError as e:
         raise FlagValueError(str(e)) from None
 

@@ -353,3 +353,17 @@ def test_prepare_demo_data_never_writes_into_a_run(pretrained_dir, tmp_path):
         "ckpt-7.index); a command never writes into or deletes another run's directory: choose "
         "a new directory")
     assert digest(run) == before
+
+
+def test_fine_tuning_export_dir_that_cannot_be_written_fails_before_training(tmp_path):
+    """Case 12 for the fine-tuning CLIs: the export comes after training, its location is
+    checked before."""
+    from types import SimpleNamespace
+
+    from bert_tf import common_flags
+
+    directory = _unwritable_dir(tmp_path)
+    with pytest.raises(common_flags.FlagValueError) as error:
+        common_flags.check_export_dir(SimpleNamespace(export_dir=f"{directory}/export/1",
+                                                      output_dir=str(tmp_path / "out")))
+    assert str(error.value).startswith(f"--export_dir: cannot write in {directory} (")
