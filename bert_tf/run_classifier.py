@@ -187,7 +187,7 @@ def run_classifier(options, flags_text=None):
     """
     start = time.time()
     data = ClassifierData(options)
-    context = finetuning_run.prepare(options)
+    context = finetuning_run.prepare(options, cli_name="run_classifier")
     with finetuning_run.owned(context, options):
         return _run_classifier(options, flags_text, start, data, context)
 

@@ -175,7 +175,7 @@ def run_squad(options, flags_text=None):
     """
     start = time.time()
     validate_options(options)
-    context = finetuning_run.prepare(options)
+    context = finetuning_run.prepare(options, cli_name="run_squad")
     with finetuning_run.owned(context, options):
         return _run_squad(options, flags_text, start, context)
 

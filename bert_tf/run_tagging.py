@@ -117,7 +117,7 @@ def run_tagging(options, flags_text=None):
                                   ("test", options.do_predict)) if wanted]
     for split in splits:
         _data_file(options, split)
-    context = finetuning_run.prepare(options)
+    context = finetuning_run.prepare(options, cli_name="run_tagging")
     with finetuning_run.owned(context, options):
         return _run_tagging(options, flags_text, start, splits, context)
 

@@ -312,3 +312,25 @@ def test_a_vocab_file_other_than_the_checkpoints_is_refused(tmp_path, pretrained
     crlf = tmp_path / "crlf.txt"
     crlf.write_bytes((pretrained_dir / "vocab.txt").read_bytes().replace(b"\n", b"\r\n"))
     prepare(_training_options(pretrained_dir, tmp_path / "out", vocab_file=str(crlf)))
+
+
+def test_another_commands_fine_tuning_run_is_not_this_ones_output_dir(tmp_path, pretrained_dir):
+    """The output rule: run_tagging predicting into a run_classifier directory would load a
+    classifier head of the same shapes and replace its model.keras."""
+    import hashlib
+
+    run = tmp_path / "classifier_run"
+    run.mkdir()
+    (run / RUN_RECORD).write_text('{"cli": "run_classifier"}\n')
+    (run / "run_classifier.flags").write_text("--task_name=sst-2\n")
+    (run / "model.keras").write_bytes(b"weights")
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()}
+    with pytest.raises(FlagValueError) as e:
+        prepare(_options(pretrained_dir, run, do_train=False, do_predict=True),
+                cli_name="run_tagging")
+    assert str(e.value) == (
+        f"--output_dir={run} holds a run of another command (run_classifier.flags, "
+        f"{RUN_RECORD}: cli='run_classifier'); run_tagging there would replace its model and "
+        "files: choose a new --output_dir (--init_checkpoint may name this one)")
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()} == before
+    prepare(_training_options(pretrained_dir, run), cli_name="run_classifier")
