@@ -48,16 +48,16 @@ def resolve(path):
     return os.path.realpath(os.path.expanduser(path))
 
 
-def expand(value, globs=True):
-    """The paths a flag value names: comma-separated, each a glob (when `globs`) expanded as
-    the commands expand them; a pattern that matches nothing stays as written."""
+def expand(value):
+    """The paths a flag value names: comma-separated, each a glob expanded as the commands
+    expand them; a pattern that matches nothing stays as written."""
     paths = []
     for part in str(value or "").split(","):
         part = part.strip()
         if not part:
             continue
         matches = []
-        if globs and glob.has_magic(part):
+        if glob.has_magic(part):
             matches = (sorted(fileio.gfile().glob(part)) if fileio.is_remote(part)
                        else sorted(glob.glob(os.path.expanduser(part))))
         paths.extend(matches or [part])
