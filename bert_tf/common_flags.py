@@ -17,6 +17,7 @@ from bert_tf import fileio
 from bert_tf.cli import outputs
 from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
+from bert_tf.text.tokenization import vocab_difference
 from bert_tf.training.distribute import STRATEGIES, get_strategy, is_chief
 from bert_tf.training.optimization import OPTIMIZER_TYPES
 from bert_tf.training.precision import DTYPE_CHOICES, parse_jit_compile, resolve_dtype
@@ -315,33 +316,15 @@ def resolve_model_files(options):
     if not vocab_file:
         raise FlagValueError(f"--vocab_file is required (no vocab.txt beside "
                              f"--init_checkpoint={source})")
-    if options.vocab_file and directory:
-        check_vocab_matches_checkpoint(options.vocab_file, os.path.join(directory, "vocab.txt"),
-                                       source)
+    checkpoint_vocab = os.path.join(directory, "vocab.txt") if directory else None
+    if options.vocab_file and checkpoint_vocab and tf.io.gfile.exists(checkpoint_vocab):
+        problem = vocab_difference(checkpoint_vocab, options.vocab_file)
+        if problem:
+            raise FlagValueError(
+                f"--vocab_file={options.vocab_file} differs from {checkpoint_vocab} beside "
+                f"--init_checkpoint={source}: {problem}; the model's embeddings are indexed by "
+                "that vocabulary (leave --vocab_file out to use it)")
     return config_file, vocab_file
-
-
-def check_vocab_matches_checkpoint(vocab_file, checkpoint_vocab, init_checkpoint):
-    """--vocab_file must hold the tokens of the vocab.txt beside --init_checkpoint, in their
-    order (tokens appended after them are fine: a vocabulary extended for new words).
-
-    Raises:
-      FlagValueError naming both files and the first difference.
-    """
-    if not tf.io.gfile.exists(checkpoint_vocab) or not tf.io.gfile.exists(vocab_file):
-        return
-    from bert_tf.text.tokenization import read_vocab_tokens
-
-    theirs, ours = read_vocab_tokens(checkpoint_vocab), read_vocab_tokens(vocab_file)
-    if ours[:len(theirs)] == theirs:
-        return
-    index = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b),
-                 min(len(theirs), len(ours)))
-    got = repr(ours[index]) if index < len(ours) else "the end of the file"
-    raise FlagValueError(
-        f"--vocab_file={vocab_file} differs from {checkpoint_vocab} beside --init_checkpoint="
-        f"{init_checkpoint}: id {index} is {got}, not {theirs[index]!r}; the model's "
-        "embeddings are indexed by that vocabulary (leave --vocab_file out to use it)")
 
 
 def check_init_checkpoint_exists(path):

@@ -363,6 +363,18 @@ def vocab_digest(vocab_file):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def vocab_difference(base_file, vocab_file):
+    """None when `vocab_file` holds the tokens of `base_file` in their order (tokens appended
+    after them are fine: a vocabulary extended for new words); else the first difference, as
+    "id 5 is 'cat', not 'the'"."""
+    base, tokens = read_vocab_tokens(base_file), read_vocab_tokens(vocab_file)
+    if tokens[:len(base)] == base:
+        return None
+    index = next((i for i, (a, b) in enumerate(zip(base, tokens)) if a != b), len(tokens))
+    got = repr(tokens[index]) if index < len(tokens) else "the end of the file"
+    return f"id {index} is {got}, not {base[index]!r}"
+
+
 def load_vocab(vocab_file):
     """Loads a BERT vocabulary file: one token per line, id = line number - 1.
 
