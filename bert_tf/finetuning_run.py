@@ -135,37 +135,16 @@ def _checkpoint_dir(path):
     return path if fileio.isdir(path) else os.path.dirname(path) or "."
 
 
-_FINETUNING_CLIS = ("run_classifier", "run_squad", "run_tagging")
-
-
 def check_output_dir(options, cli_name=None):
     """The output rule (bert_tf.cli.outputs) for --output_dir: a fine-tuning run resumes or
     reuses its own directory, never a pre-training run's or another command's (its model.keras
     and task_info.json would be replaced)."""
-    records = outputs.run_records(options.output_dir)
-    if outputs.PRETRAINING_FLAGS in records:
-        raise FlagValueError(
-            f"--output_dir={options.output_dir} holds a pre-training run "
-            f"({outputs.PRETRAINING_FLAGS}); fine-tuning there would mix its checkpoints and "
-            "replace its files: choose a new --output_dir (--init_checkpoint may name this one)")
-    if cli_name is None:
-        return
-    others = [f"{name}.flags" for name in _FINETUNING_CLIS
-              if name != cli_name and f"{name}.flags" in records]
-    record = os.path.join(options.output_dir, RUN_RECORD)
-    if RUN_RECORD in records:
-        with tf.io.gfile.GFile(record) as f:
-            try:
-                recorded_cli = json.load(f).get("cli")
-            except (ValueError, AttributeError):
-                recorded_cli = None
-        if recorded_cli not in (None, cli_name):
-            others.append(f"{RUN_RECORD}: cli={recorded_cli!r}")
+    others = outputs.other_commands_records(options.output_dir, cli_name)
     if others:
         raise FlagValueError(
             f"--output_dir={options.output_dir} holds a run of another command "
-            f"({', '.join(others)}); {cli_name} there would replace its model and files: choose "
-            "a new --output_dir (--init_checkpoint may name this one)")
+            f"({', '.join(others)}); {cli_name or 'fine-tuning'} there would replace its model "
+            "and files: choose a new --output_dir (--init_checkpoint may name this one)")
 
 
 def owned(context, options):

@@ -15,6 +15,7 @@ TensorFlow is imported for local paths (the data tools stay TF-free). Each raise
 """
 
 import glob
+import json
 import os
 import tempfile
 
@@ -127,6 +128,32 @@ def run_records(directory):
     found = {name for name in RUN_RECORDS if name in names}
     found.update(name for name in names if name.startswith("ckpt-") and name.endswith(".index"))
     return sorted(found)
+
+
+FINETUNING_COMMANDS = ("run_classifier", "run_squad", "run_tagging")
+
+
+def other_commands_records(directory, command=None):
+    """The records in `directory` of a run by another command than `command` (a fine-tuning
+    command's name): the pre-training flags file, another fine-tuning command's flags file, or
+    a finetuning_run.json naming another command. With `command` None: the pre-training
+    record only. Returns [] for a directory of `command`'s own run (or none)."""
+    records = run_records(directory)
+    found = [name for name in records if name == PRETRAINING_FLAGS]
+    if command is None:
+        return found
+    found += [f"{name}.flags" for name in FINETUNING_COMMANDS
+              if name != command and f"{name}.flags" in records]
+    if FINETUNING_RECORD in records:
+        try:
+            with fileio.open_file(os.path.join(str(directory), FINETUNING_RECORD),
+                                  encoding="utf-8") as f:
+                recorded = json.load(f).get("cli")
+        except (ValueError, AttributeError):
+            recorded = None
+        if recorded not in (None, command):
+            found.append(f"{FINETUNING_RECORD}: cli={recorded!r}")
+    return found
 
 
 def check_not_a_run(flag, directory, own=False):

@@ -216,9 +216,10 @@ def test_a_pretraining_run_is_not_a_fine_tuning_output_dir(tmp_path, pretrained_
     shutil.copytree(pretrained_dir, run)
     (run / "run_pretraining.flags").write_text("--do_lower_case\n")
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()}
-    with pytest.raises(FlagValueError, match=r"holds a pre-training run \(run_pretraining\."
-                                             r"flags\); fine-tuning there would mix"):
-        prepare(_options(pretrained_dir, run))
+    with pytest.raises(FlagValueError, match=r"holds a run of another command \("
+                                             r"run_pretraining\.flags\); run_classifier there "
+                                             r"would replace its model and files"):
+        prepare(_options(pretrained_dir, run), cli_name="run_classifier")
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()} == before
 
 
