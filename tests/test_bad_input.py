@@ -349,3 +349,26 @@ def test_progress_of_compressed_input_counts_the_stored_bytes(tmp_path):
     assert len([lines for lines, _ in read if lines]) == 30
     # The ETA divides these by the file sizes: they must add up to the compressed size.
     assert sum(n for _, n in read) == len(packed)
+
+
+def test_cr_only_and_unbroken_corpora_are_refused_before_any_output(tmp_path, vocab_file):
+    """POOR: a CR-only or single-line corpus was read as one line: one instance, and only a
+    "truncated" warning."""
+    (tmp_path / "mac.txt").write_bytes(_corpus(6).replace(b"\n", b"\r"))
+    (tmp_path / "one_line.txt").write_bytes(_corpus(600).replace(b"\n", b" "))
+    cases = [
+        ("mac.txt", "ends its lines with CR only (\\r); expected one sentence per line ending "
+                    "in \\n (convert it, e.g. tr '\\r' '\\n')."),
+        ("one_line.txt", "has no line break in its first 64 KiB; expected one sentence per "
+                         "line."),
+    ]
+    assert len((tmp_path / "one_line.txt").read_bytes()) > 65536
+    for name, problem in cases:
+        with pytest.raises(ValueError) as error:
+            cpd.create_pretraining_data(str(tmp_path / name), str(tmp_path / "out.tfrecord"),
+                                        vocab_file, options=OPTIONS)
+        assert str(error.value) == f"{tmp_path}/{name} {problem}"
+        assert _outputs(tmp_path) == []
+    # CRLF line breaks are fine.
+    (tmp_path / "crlf.txt").write_bytes(_corpus(6).replace(b"\n", b"\r\n"))
+    _create(tmp_path, vocab_file, tmp_path / "crlf.txt", "crlf.tfrecord")

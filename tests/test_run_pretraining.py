@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from absl import flags
 
+from bert_tf.cli import outputs
 from bert_tf.cli import pretrain as pretrain_cli
 from bert_tf.jobs import pretraining
 from bert_tf.jobs.pretraining import FlagValueError, pretrain
@@ -552,3 +553,35 @@ def test_a_bad_input_fails_the_check_naming_the_flag():
     with pytest.raises(pretraining.FlagValueError) as raised:
         pretraining._check_input(dataset_fn, options, is_training=True)
     assert str(raised.value) == "--input_file=data/*.tfrecord: no file matches"
+
+
+def test_type_vocab_size_1_with_sentence_pairs_is_refused(setup):
+    """POOR: type_vocab_size 1 with NSP records ended in a raw traceback inside the model."""
+    tmp_path, _, _ = setup
+    one_type = tmp_path / "one_type.json"
+    BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+               intermediate_size=64, max_position_embeddings=32,
+               type_vocab_size=1).to_json_file(str(one_type))
+    with pytest.raises(FlagValueError) as error:
+        pretrain(_options(tmp_path, one_type))
+    assert str(error.value) == (
+        f"type_vocab_size=1 in {one_type} has no segment id 1, which the sentence pairs of the "
+        "pre-training inputs use; set type_vocab_size >= 2 (or train single sequences: "
+        "--input_text_file with --full_sentences)")
+
+
+def test_a_fine_tuning_run_is_not_a_pretraining_output_dir(setup):
+    """The output rule: pre-training into a fine-tuning run's directory is refused, untouched."""
+    tmp_path, config_path, _ = setup
+    run = tmp_path / "classifier_run"
+    run.mkdir()
+    (run / "finetuning_run.json").write_text("{}\n")
+    (run / "model.keras").write_bytes(b"weights")
+    with pytest.raises(FlagValueError) as error:
+        # The command's output rule (bert_tf.cli.pretrain runs it before pretrain).
+        outputs.check_pretraining_output_dir(_options(tmp_path, config_path,
+                                                      output_dir=str(run)).output_dir)
+    assert str(error.value) == (
+        f"--output_dir={run} holds a fine-tuning run (finetuning_run.json, model.keras); choose "
+        "a new --output_dir (--init_checkpoint may name this one)")
+    assert sorted(os.listdir(run)) == ["finetuning_run.json", "model.keras"]

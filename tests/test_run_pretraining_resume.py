@@ -113,6 +113,9 @@ def test_resume_with_other_settings_refused_and_directory_unchanged(setup):
         (["--max_predictions_per_seq=3"],
          f"--max_predictions_per_seq={P} in {out}/run_pretraining.flags but "
          "--max_predictions_per_seq=3 now"),
+        # Another batch size resumed silently: a step would no longer mean the same examples.
+        (["--train_batch_size=4"],
+         f"--train_batch_size=8 in {out}/run_pretraining.flags but --train_batch_size=4 now"),
     ]
     for change, problem in cases:
         with pytest.raises(FlagValueError) as error:
@@ -128,7 +131,10 @@ def test_resume_with_other_settings_refused_and_directory_unchanged(setup):
         (out / name).write_text("partial")
     (out / "ckpt-3_temp").mkdir()
     (out / "ckpt-3_temp" / "part-00000-of-00001.index").write_text("partial")
-    results = pretrain(*_flag_values(*base, "--num_train_steps=4"))
+    # A CRLF copy of the vocabulary is the same vocabulary.
+    crlf = tmp_path / "vocab_crlf.txt"
+    crlf.write_bytes(vocab.read_bytes().replace(b"\n", b"\r\n"))
+    results = pretrain(*_flag_values(*base, "--num_train_steps=4", f"--vocab_file={crlf}"))
     assert results["global_step"] == 4
     left = set(os.listdir(out))
     assert not {".tmp_123_pretrainer.keras", "checkpoint.tmp9f8e7d", "ckpt-3_temp"} & left

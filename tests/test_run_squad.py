@@ -226,3 +226,22 @@ def test_bad_inputs_fail_with_named_flag(files, overrides, message):
     with pytest.raises(FlagValueError) as error:
         run_squad(_options(files, **overrides))
     assert message.format(files=files) in str(error.value)
+
+
+def test_a_failure_writing_predictions_keeps_the_trained_model(files, monkeypatch):
+    """Case 8: predictions.json failed after training (a lone surrogate then), and the run had
+    not yet saved model.keras: the model files now come first."""
+    import errno
+
+    from bert_tf.jobs import squad as squad_job
+
+    def fail(answers, output_dir):
+        raise OSError(errno.ENOSPC, "No space left on device", f"{output_dir}/predictions.json")
+
+    monkeypatch.setattr(squad_job.squad_postprocess, "write_predictions", fail)
+    out = files / "out"
+    with pytest.raises(OSError, match="No space left on device"):
+        run_squad(_options(files, num_train_epochs=0.2, train_batch_size=32,
+                           predict_batch_size=32))
+    assert {"model.keras", "task_info.json", "bert_config.json", "vocab.txt"} <= set(
+        os.listdir(out))

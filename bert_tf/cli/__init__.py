@@ -73,8 +73,32 @@ def parse_flags(argv):
     """absl's parser, after resolving official_configs/ paths in argv and in its flagfiles."""
     args = _resolve_flag_values(argv[1:])
     # Expanding --flagfile here lets the paths inside the flagfile resolve the same way.
-    args = _resolve_flag_values(FLAGS.read_flags_from_files(args, force_gnu=False))
+    try:
+        args = _resolve_flag_values(FLAGS.read_flags_from_files(args, force_gnu=False))
+    except absl.flags.CantOpenFlagFileError as e:
+        message = str(e).removeprefix("ERROR:: ")
+        sys.exit(f"{_program_name(argv[0])}: error: --flagfile: {message}")
     return app.parse_flags_with_usage([argv[0]] + args)
+
+
+def _program_name(path):
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def _file_errors():
+    """Exceptions that mean a file could not be read or written: OSError (disk full, no
+    permission, ...) and, once TensorFlow is loaded, its file-system errors (no such file, an
+    unknown or unavailable scheme such as s3://, data loss). This module imports no TensorFlow."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return (OSError,)
+    return (OSError, tf.errors.NotFoundError, tf.errors.UnimplementedError,
+            tf.errors.PermissionDeniedError, tf.errors.DataLossError)
+
+
+def _error_text(error):
+    # TensorFlow's errors carry the useful part in .message; str() adds the op's context.
+    return getattr(error, "message", None) or str(error)
 
 
 def _own_flags_are_key_flags():
@@ -106,7 +130,9 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
       program: the name error messages start with (e.g. "run_pretraining"); needed with
         `errors`.
       errors: exception classes that mean bad input (a flag, file or field): printed as
-        "<program>: error: <message>" with exit status 1 instead of a traceback.
+        "<program>: error: <message>" with exit status 1 instead of a traceback. Files that
+        cannot be read or written (OSError, TensorFlow's file-system errors) are reported the
+        same way by every command.
       required: flags that must be given.
       define_flags: the command's `define_flags()` (bert_tf.cli.flags groups), called before
         parsing; nothing is defined at import, so any commands share one process.
@@ -120,6 +146,12 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
             return main(argv)
         except tuple(errors) as e:
             print(f"{program}: error: {e}", file=sys.stderr)
+            sys.exit(1)
+        except Exception as e:  # noqa: BLE001 - only file errors are reported in one line
+            if not isinstance(e, _file_errors()):
+                raise
+            print(f"{program or _program_name(sys.argv[0])}: error: {_error_text(e)}",
+                  file=sys.stderr)
             sys.exit(1)
 
     if define_flags is not None:

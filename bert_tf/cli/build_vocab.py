@@ -9,12 +9,14 @@ The words are split exactly as the tokenizer splits them (see bert_tf.text.vocab
 """
 
 import os
+import sys
 
 from absl import app, flags, logging
 
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf import fileio
+from bert_tf.cli import outputs
 from bert_tf.text import vocab_builder
 
 FLAGS = flags.FLAGS
@@ -34,13 +36,22 @@ def main(argv):
         raise app.UsageError(f"--output_file={FLAGS.output_file}: directory '{output_dir}' does "
                              "not exist.")
     try:
+        outputs.check_output_files({"--output_file": FLAGS.output_file},
+                                   {"--input_file": FLAGS.input_file})
+    except outputs.OutputError as e:
+        sys.exit(f"build_vocab: error: {e}")
+    try:
         tokens = vocab_builder.build_vocab(
             FLAGS.input_file, FLAGS.vocab_size, FLAGS.do_lower_case,
             max_input_chars_per_word=FLAGS.max_input_chars_per_word,
             reserved_tokens=FLAGS.reserved_tokens, max_unique_chars=FLAGS.max_unique_chars)
     except ValueError as e:
         raise app.UsageError(str(e)) from e
-    vocab_builder.write_vocab(tokens, FLAGS.output_file)
+    try:
+        vocab_builder.write_vocab(tokens, FLAGS.output_file)
+    except OSError as e:  # e.g. the disk filled up: the old file, if any, is left whole
+        sys.exit(f"build_vocab: error: --output_file={FLAGS.output_file} could not be written: "
+                 f"{e.strerror or e}")
     logging.info("Wrote %d tokens to %s.", len(tokens), FLAGS.output_file)
 
 

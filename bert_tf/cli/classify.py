@@ -26,6 +26,7 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import outputs
 from bert_tf.config import ConfigError
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.jobs.classification import ClassificationConfig, run_classifier
@@ -43,7 +44,9 @@ def define_flags(flag_values=FLAGS):
 
 def main(argv):
     del argv
-    run_classifier(cli_flags.to_config(ClassificationConfig), flags_text=FLAGS.flags_into_string())
+    config = cli_flags.to_config(ClassificationConfig)
+    outputs.check_finetuning_dirs(config, "run_classifier")
+    run_classifier(config, flags_text=FLAGS.flags_into_string())
 
 
 def run():

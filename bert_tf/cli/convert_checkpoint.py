@@ -39,6 +39,7 @@ from absl import app, flags, logging
 
 from bert_tf import cli, fileio, interop
 from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import outputs
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
 from bert_tf.modeling import BertPretrainer, extend_position_embeddings
@@ -137,6 +138,7 @@ def convert(source_format, target_format, checkpoint, output_dir, bert_config_fi
 def _convert(source_format, target_format, checkpoint, output_dir, bert_config_file,
              vocab_file, do_lower_case, allow_pickle, max_position_embeddings,
              position_extension):
+    outputs.check_conversion_output_dir(output_dir, checkpoint, bert_config_file, vocab_file)
     check_writable_dir(output_dir)
     model, source_vocab, source_casing = read_source(source_format, checkpoint,
                                                      bert_config_file, allow_pickle)

@@ -30,6 +30,7 @@ from absl import logging
 
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import outputs
 from bert_tf.data.pretraining import create_pretraining_data as cpd
 from bert_tf.data.pretraining import row_packing
 
@@ -79,6 +80,8 @@ def main(argv):
 def _run(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    outputs.check_not_inputs({"--output_file": FLAGS.output_file},
+                             {"--input_file": FLAGS.input_file, "--vocab_file": FLAGS.vocab_file})
     max_predictions = FLAGS.max_predictions_per_seq
     if FLAGS.pack_sequences and not FLAGS["max_predictions_per_seq"].present:
         max_predictions = row_packing.default_max_predictions_per_row(

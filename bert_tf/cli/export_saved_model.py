@@ -28,6 +28,7 @@ from absl import app, flags, logging
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf import serving
+from bert_tf.cli import outputs
 
 FLAGS = flags.FLAGS
 
@@ -48,7 +49,20 @@ def check(export_dir):
     return 0 if report.ok else 1
 
 
+def check_export_dir(model_dir, export_dir, overwrite, vocab_file=None):
+    """The output rule (bert_tf.cli.outputs) for --export_dir, before the model is loaded."""
+    try:
+        outputs.check_dir_clear_of_inputs("--export_dir", export_dir,
+                                          {"--model_dir": model_dir, "--vocab_file": vocab_file})
+        outputs.check_replaceable("--export_dir", export_dir, "a SavedModel export", overwrite,
+                                  outputs.is_export_dir)
+        outputs.check_writable_dir("--export_dir", export_dir)
+    except outputs.OutputError as e:
+        raise app.UsageError(str(e)) from None
+
+
 def export():
+    check_export_dir(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite, FLAGS.vocab_file)
     source = serving.load_model_dir(FLAGS.model_dir)
     info = source.task_info
     task = serving.task_name_of(source.model)

@@ -33,6 +33,7 @@ from absl import app, flags, logging
 
 from bert_tf import cli, fileio, interop
 from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import outputs
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.data.tasks import length_buckets
 from bert_tf.modeling import BertEncoder
@@ -154,6 +155,14 @@ def extract(options):
         raise UsageError(f"--batch_size={options.batch_size} must be >= 1")
     if not options.per_token and not options.pooled:
         raise UsageError("--noper_token leaves nothing to write without --pooled")
+    try:
+        outputs.check_output_files(
+            {"--output_file": options.output_file},
+            {"--input_file": options.input_file, "--vocab_file": options.vocab_file,
+             "--init_checkpoint": options.init_checkpoint,
+             "--bert_config_file": options.bert_config_file})
+    except outputs.OutputError as e:
+        raise UsageError(str(e)) from None
     if options.bert_config_file:
         config = BertConfig.from_json_file(options.bert_config_file)
     else:
@@ -183,6 +192,9 @@ def extract(options):
         raise UsageError(f"--input_file={options.input_file}: no such file")
     with tf.io.gfile.GFile(options.input_file) as f:
         lines = [line.rstrip("\n").strip() for line in f]
+    if not lines:
+        raise UsageError(f"--input_file={options.input_file} is empty; expected one input per "
+                         "line")
 
     encoder = BertEncoder(config)
     logging.info(interop.warm_start(options.init_checkpoint, encoder,

@@ -267,6 +267,9 @@ _flag(flags.DEFINE_integer, "max_unique_chars", 1000, "Alphabet size cap of the 
 
 # Fine-tuning.
 _flag(flags.DEFINE_bool, "do_predict", False, "Predict the test set.")
+_flag(flags.DEFINE_bool, "allow_untrained_head", False,
+      "--do_eval/--do_predict without --do_train and without fine-tuned weights: run with the "
+      "task head --init_checkpoint lacks left randomly initialised (refused otherwise).")
 _flag(flags.DEFINE_integer, "predict_batch_size", 8, "Prediction batch size.")
 _flag(flags.DEFINE_float, "num_train_epochs", 3.0, "Passes over the training set.")
 _flag(flags.DEFINE_float, "warmup_proportion", 0.1,
@@ -406,6 +409,7 @@ PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoi
                "tf_data_service")
 FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoint",
               "output_dir", "max_seq_length", "do_train", "do_eval", "do_predict",
+              "allow_untrained_head",
               "train_batch_size", "eval_batch_size", "predict_batch_size", "learning_rate",
               "num_train_epochs", "warmup_proportion", "save_checkpoints_steps", "optimizer",
               "weight_decay_rate", "trainable_encoder", "length_buckets", "export_dir")

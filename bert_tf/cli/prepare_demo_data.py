@@ -9,6 +9,7 @@ the original format) to --output_dir, for official_configs/pretraining/demo_tiny
 """
 
 import json
+import sys
 
 from absl import app
 from absl import flags
@@ -16,6 +17,7 @@ from absl import logging
 
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import outputs
 from bert_tf.data.pretraining import demo_corpus
 
 FLAGS = flags.FLAGS
@@ -28,6 +30,12 @@ def define_flags(flag_values=FLAGS):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    try:
+        # Its vocab.txt would replace the one a pre-training run there resumes with.
+        outputs.check_not_a_run("--output_dir", FLAGS.output_dir)
+        outputs.check_writable_dir("--output_dir", FLAGS.output_dir)
+    except outputs.OutputError as e:
+        sys.exit(f"prepare_demo_data: error: {e}")
     summary = demo_corpus.prepare_demo_data(
         FLAGS.output_dir, vocab_size=FLAGS.vocab_size, do_lower_case=FLAGS.do_lower_case,
         max_seq_length=FLAGS.max_seq_length,

@@ -41,6 +41,7 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import outputs
 from bert_tf.config import ConfigError
 from bert_tf.jobs.pretraining import FlagValueError, PretrainingConfig, pretrain
 from bert_tf.training import checkpointing
@@ -65,7 +66,9 @@ def pretraining_config(flag_values=FLAGS):
 
 def main(argv):
     del argv
-    pretrain(pretraining_config(), flags_text=FLAGS.flags_into_string())
+    config = pretraining_config()
+    outputs.check_pretraining_output_dir(config.output_dir)
+    pretrain(config, flags_text=FLAGS.flags_into_string())
 
 
 def run():

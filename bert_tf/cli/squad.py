@@ -21,6 +21,7 @@ from absl import flags, logging
 
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import outputs
 from bert_tf.config import ConfigError
 from bert_tf.jobs.squad import SquadConfig, run_squad
 from bert_tf.jobs.run_setup import FlagValueError
@@ -39,7 +40,9 @@ def main(argv):
     del argv
     if FLAGS.verbose_logging:
         logging.set_verbosity(logging.DEBUG)
-    run_squad(cli_flags.to_config(SquadConfig), flags_text=FLAGS.flags_into_string())
+    config = cli_flags.to_config(SquadConfig)
+    outputs.check_finetuning_dirs(config, "run_squad")
+    run_squad(config, flags_text=FLAGS.flags_into_string())
 
 
 def run():

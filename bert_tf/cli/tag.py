@@ -18,6 +18,7 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import outputs
 from bert_tf.config import ConfigError
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.jobs.tagging import TaggingConfig, run_tagging
@@ -35,7 +36,9 @@ def define_flags(flag_values=FLAGS):
 
 def main(argv):
     del argv
-    run_tagging(cli_flags.to_config(TaggingConfig), flags_text=FLAGS.flags_into_string())
+    config = cli_flags.to_config(TaggingConfig)
+    outputs.check_finetuning_dirs(config, "run_tagging")
+    run_tagging(config, flags_text=FLAGS.flags_into_string())
 
 
 def run():

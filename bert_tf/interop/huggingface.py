@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.config import BertConfig, ConfigError
+from bert_tf.config import REQUIRED_FILE_FIELDS, BertConfig, ConfigError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop import weights
 from bert_tf.interop.tf1 import copy_vocab
@@ -182,6 +182,13 @@ def bert_config_from_hf(values, source=CONFIG_FILE):
               "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
               "max_position_embeddings", "type_vocab_size", "initializer_range",
               "layer_norm_eps")
+    # As for bert_config.json: a missing shape field would build BERT-base's shape silently.
+    missing = [name for name in REQUIRED_FILE_FIELDS + ("max_position_embeddings",)
+               if name not in values]
+    if missing:
+        raise InteropError(f"{source}: required field(s) {', '.join(missing)} missing (a "
+                           "Hugging Face config.json saved by transformers gives every field; "
+                           "bert_tf fills in no model shape)")
     config = {name: values[name] for name in fields if name in values}
     config["hidden_act"] = _ACTIVATIONS_FROM_HF[hidden_act]
     try:

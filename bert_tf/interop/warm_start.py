@@ -251,7 +251,8 @@ def _load_training_checkpoint(path, shapes, config, template):
         # encoder loads.
         candidates = [None]
         head_shapes = sorted(shapes[n] for n in model_names if not n.startswith("model/encoder/"))
-        if template is not None and not isinstance(template, BertEncoder):
+        if (template is not None and not isinstance(template, BertEncoder)
+                and _task_matches(path, template)):
             clone = weights.same_kind(template, BertEncoder(config))
             encoder_ids = {id(v) for v in clone.encoder.weights}
             clone_head = [tuple(v.shape) for v in clone.weights if id(v) not in encoder_ids]
@@ -285,6 +286,36 @@ def _load_training_checkpoint(path, shapes, config, template):
     raise InteropError(f"--init_checkpoint={path}: the checkpoint's model does not match a "
                        f"bert_tf model built from {_BERT_CONFIG_FILE} or the model's config "
                        f"({error})")
+
+
+# The tasks (task_info.json "task") whose heads each task model class has.
+_TASKS_OF_MODEL = {"BertClassifier": ("classification", "regression"),
+                   "BertTokenClassifier": ("tagging",), "BertSpanLabeler": ("squad",)}
+
+
+def _task_matches(path, template):
+    """False when the run that wrote checkpoint `path` recorded another task than `template`'s
+    (a tagging head has the shapes of a classifier head with as many classes, so the shapes
+    alone cannot tell); True when nothing is recorded."""
+    directory = os.path.dirname(path)
+    candidates = [directory]
+    if os.path.basename(directory) == "best":  # best/model-<step> of a fine-tuning run
+        candidates.append(os.path.dirname(directory))
+    for candidate in candidates:
+        info = os.path.join(candidate, "task_info.json")
+        if fileio.isfile(info):
+            try:
+                with fileio.open_file(info, encoding="utf-8") as f:
+                    task = json.load(f).get("task")
+            except (ValueError, AttributeError):
+                return True
+            wanted = _TASKS_OF_MODEL.get(type(template).__name__)
+            if wanted and task and task not in wanted:
+                logging.warning("%s holds a %s head (%s); a %s gets a new head", path, task,
+                                info, type(template).__name__)
+                return False
+            return True
+    return True
 
 
 def _load_weights_file(path, config, template):
@@ -334,7 +365,55 @@ def _checkpoint_casing(path):
     if kerashub.is_preset_dir(directory):
         return kerashub.preset_lowercase(directory), "tokenizer.json lowercase"
     value = huggingface.do_lower_case_of(directory)
-    return value, f"{huggingface.TOKENIZER_CONFIG_FILE} do_lower_case"
+    if value is not None:
+        return value, f"{huggingface.TOKENIZER_CONFIG_FILE} do_lower_case"
+    return _bert_tf_run_casing(directory)
+
+
+# Run records of bert_tf's fine-tuning CLIs that hold the casing the run tokenized with.
+_RUN_CASING_FILES = ("task_info.json", "finetuning_run.json")
+_PRETRAINING_FLAGS = "run_pretraining.flags"
+
+
+def _bert_tf_run_casing(directory):
+    """(do_lower_case, where) recorded by a bert_tf run in `directory`, else (None, None).
+
+    run_pretraining.flags says how the run tokenized only when it read raw text
+    (--input_text_file / --input_tfds): TFRecords were tokenized by create_pretraining_data.
+    """
+    for name in _RUN_CASING_FILES:
+        path = os.path.join(directory, name)
+        if fileio.isfile(path):
+            try:
+                with fileio.open_file(path, encoding="utf-8") as f:
+                    value = json.load(f).get("do_lower_case")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(value, bool):
+                return value, f"{name} do_lower_case"
+    path = os.path.join(directory, _PRETRAINING_FLAGS)
+    if not fileio.isfile(path):
+        return None, None
+    values = {}
+    with fileio.open_file(path, encoding="utf-8") as f:
+        for line in f:
+            name, has_value, value = line.strip()[2:].partition("=")
+            if not line.startswith("--"):
+                continue
+            if name in ("do_lower_case", "nodo_lower_case") and not has_value:
+                values["do_lower_case"] = "true" if name == "do_lower_case" else "false"
+            elif has_value:
+                values[name] = value
+    text = values.get("do_lower_case", "").lower()
+    if (values.get("input_text_file") or values.get("input_tfds")) and text in ("true", "false"):
+        return text == "true", f"{_PRETRAINING_FLAGS} --do_lower_case"
+    return None, None
+
+
+def check_casing(init_checkpoint, do_lower_case):
+    """Raises InteropError when `do_lower_case` contradicts what --init_checkpoint records (its
+    name, tokenizer files, or a bert_tf run's records); before any work."""
+    _check_casing(init_checkpoint, do_lower_case)
 
 
 def _check_casing(init_checkpoint, do_lower_case):

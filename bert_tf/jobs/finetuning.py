@@ -40,9 +40,11 @@ from bert_tf import fileio, serving
 from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
 from bert_tf.fileio import write_text_atomic
-from bert_tf.interop import warm_start
+from bert_tf.interop import InteropError, warm_start
+from bert_tf.interop.warm_start import check_casing
 from bert_tf.modeling import BertEncoder
 from bert_tf.text import WordpieceTokenizer, validate_case_matches_checkpoint
+from bert_tf.text.tokenization import vocab_digest
 from bert_tf.training import checkpointing, finetune
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.loop import TrainLoopConfig
@@ -50,6 +52,8 @@ from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.ownership import owned_directory
 
 RUN_RECORD = "finetuning_run.json"
+# Fields finetuning_run.json gained later: a record without them does not check them.
+_LATER_RECORD_FIELDS = ("train_batch_size",)
 
 
 @dataclasses.dataclass
@@ -69,6 +73,7 @@ class FinetuningConfig(RuntimeConfig):
     do_train: bool = False
     do_eval: bool = False
     do_predict: bool = False
+    allow_untrained_head: bool = False
     train_batch_size: int = 32
     eval_batch_size: int = 8
     predict_batch_size: int = 8
@@ -104,6 +109,9 @@ class RunContext:
 def prepare(options):
     """Checks the shared flags, finds the model files, starts the strategy; returns a context.
 
+    The command checks --output_dir and --export_dir against the output rule first
+    (bert_tf.cli.outputs.check_finetuning_dirs: never another command's run, never an input).
+
     Raises:
       FlagValueError naming the flag at fault.
     """
@@ -115,6 +123,9 @@ def prepare(options):
         if getattr(options, name) < 1:
             raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
     run_setup.check_numeric_flags(options)
+    if options.max_seq_length < 3:
+        raise FlagValueError(f"--max_seq_length={options.max_seq_length} must be >= 3 ([CLS], "
+                             "at least one token, [SEP])")
     if options.do_train:
         if not options.num_train_epochs > 0:
             raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
@@ -128,7 +139,9 @@ def prepare(options):
                              "be >= 1")
     try:
         validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
-    except ValueError as e:
+        if options.init_checkpoint and fileio.exists(_checkpoint_dir(options.init_checkpoint)):
+            check_casing(options.init_checkpoint, options.do_lower_case)
+    except (ValueError, InteropError) as e:
         raise FlagValueError(str(e)) from None
     config_file, vocab_file = run_setup.resolve_model_files(options)
     config = run_setup.load_config(config_file, options)
@@ -153,6 +166,10 @@ def prepare(options):
     return RunContext(strategy, config, vocab_file, tokenizer, buckets, eval_buckets)
 
 
+def _checkpoint_dir(path):
+    return path if fileio.isdir(path) else os.path.dirname(path) or "."
+
+
 def owned(context, options):
     """Holds --output_dir's lock (`ownership.owned_directory`, taken by the chief) for the body.
 
@@ -167,9 +184,11 @@ def check_resume(context, options, cli_name, task, labels):
     them; then records this run (chief) in `finetuning_run.json` for the next one.
 
     Compared with the record: the CLI, the task, the labels (the head's outputs), the model
-    config, the vocabulary (SHA-256), casing, --max_seq_length, --trainable_encoder and
-    --optimizer (the optimizer's slots). A directory without a record (none yet, or written
-    by an earlier bert_tf) is not checked. Reads only when it refuses.
+    config, the vocabulary (SHA-256 of its tokens: line endings do not matter), casing,
+    --max_seq_length, --trainable_encoder, --optimizer (the optimizer's slots) and
+    --train_batch_size (what a step means, for an exact resume). A directory without a
+    record (none yet, or written by an earlier bert_tf) is not checked, nor a field an earlier
+    record lacks. Reads only when it refuses.
 
     Args:
       task: the task name (e.g. "sst-2", "tagging", "squad"); labels: list of str or None.
@@ -181,11 +200,12 @@ def check_resume(context, options, cli_name, task, labels):
         return
     record = {"cli": cli_name, "task": task, "labels": None if labels is None else list(labels),
               "bert_config": context.config.to_dict(),
-              "vocab_sha256": fileio.sha256(context.vocab_file),
+              "vocab_sha256": vocab_digest(context.vocab_file),
               "do_lower_case": bool(options.do_lower_case),
               "max_seq_length": int(options.max_seq_length),
               "trainable_encoder": bool(getattr(options, "trainable_encoder", True)),
-              "optimizer": getattr(options, "optimizer", None)}
+              "optimizer": getattr(options, "optimizer", None),
+              "train_batch_size": int(options.train_batch_size)}
     record = json.loads(json.dumps(record))  # As read back: lists, not tuples.
     path = os.path.join(options.output_dir, RUN_RECORD)
     if checkpointing.has_checkpoint(options.output_dir) and tf.io.gfile.exists(path):
@@ -198,8 +218,11 @@ def check_resume(context, options, cli_name, task, labels):
                 problems += [f"bert_config {key}={before.get(key)!r} then, {value.get(key)!r} "
                              "now" for key in sorted(set(before) | set(value))
                              if before.get(key) != value.get(key)]
+            elif name not in recorded and name in _LATER_RECORD_FIELDS:
+                continue  # recorded by an earlier bert_tf: not checked
             elif name == "vocab_sha256":
-                if recorded.get(name) != value:
+                # Records before vocab_digest hold the file's own SHA-256.
+                if recorded.get(name) not in (value, fileio.sha256(context.vocab_file)):
                     problems.append(f"the vocabulary differs (sha256 {recorded.get(name)!s:.16}"
                                     f" then, {value:.16} now: {context.vocab_file})")
             elif recorded.get(name) != value:
@@ -278,7 +301,8 @@ def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_
 
 def restore_trained(options, model, best_metric):
     """Weights for a run without --do_train: --output_dir's best, else its newest readable
-    checkpoint, else --init_checkpoint (whose head may not fit the task). Returns the step.
+    checkpoint, else --init_checkpoint, which must hold the task's head unless
+    --allow_untrained_head. Returns the step.
 
     A checkpoint that cannot be read (truncated, corrupt) is skipped with a warning naming it,
     in favour of the one before it (checkpointing.restore_latest).
@@ -296,7 +320,15 @@ def restore_trained(options, model, best_metric):
     if options.init_checkpoint:
         logging.warning("No fine-tuned weights in --output_dir=%s: using --init_checkpoint=%s",
                         options.output_dir, options.init_checkpoint)
-        warm_start_fn(options)(options.init_checkpoint, model)
+        report = warm_start_fn(options)(options.init_checkpoint, model)
+        if report.newly_initialized and not getattr(options, "allow_untrained_head", False):
+            raise FlagValueError(
+                f"--do_eval/--do_predict without --do_train: --output_dir={options.output_dir} "
+                f"holds no fine-tuned weights and --init_checkpoint={options.init_checkpoint} "
+                f"has no {type(model).__name__} head ({len(report.newly_initialized)} head "
+                "variables would be random, e.g. "
+                f"{report.newly_initialized[0]}); fine-tune first (--do_train), point "
+                "--init_checkpoint at a fine-tuned run, or pass --allow_untrained_head")
         return 0
     raise FlagValueError(f"--do_eval/--do_predict without --do_train need fine-tuned weights in "
                          f"--output_dir={options.output_dir} or an --init_checkpoint")
@@ -482,10 +514,12 @@ def _run_task(task, options, flags_text, start, context):
         task.record_training(results, outcome, num_train_steps)
     else:
         results["global_step"] = restore_trained(options, model, task.best_metric)
-    eval_metrics = task.evaluate_and_predict(context, results, outcome)
+    # The trained model is saved before the predictions are written: nothing after can lose
+    # it (a prediction file that cannot be written, e.g. a full disk).
     kind, export_fields, task_info = task.run_files()
     write_run_files(context, options, model, kind, task.labels, task.cli_name, flags_text,
                     export_fields=export_fields, **task_info)
+    eval_metrics = task.evaluate_and_predict(context, results, outcome)
     results["wall_time_seconds"] = time.time() - start
     write_results(context, options, results, eval_metrics)
     return results

@@ -28,6 +28,7 @@ from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.modeling.models import pretraining_metrics
 from bert_tf.text import validate_case_matches_checkpoint
+from bert_tf.text.tokenization import vocab_digest
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.loop import TrainLoopConfig, evaluate, train, write_summaries
@@ -142,6 +143,12 @@ def validate_options(options, config):
         raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
                              f"[0, --num_train_steps={options.num_train_steps}]")
     _validate_family_options(options)
+    if config.type_vocab_size < 2 and not options.full_sentences:
+        raise FlagValueError(
+            f"type_vocab_size={config.type_vocab_size} in {run_setup.config_source(options)}"
+            " has no segment id 1, which the sentence pairs of the pre-training inputs use; set "
+            "type_vocab_size >= 2 (or train single sequences: --input_text_file with "
+            "--full_sentences)")
     run_setup.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
     service = options.tf_data_service
     if service is not None:
@@ -380,7 +387,8 @@ def _check_input(dataset_fn, options, is_training):
 
 # Flags a resumed run must share with the run that wrote the directory (besides the model
 # config and the vocabulary): they shape the input the checkpoint was trained on.
-_RESUME_SETTINGS = ("do_lower_case", "max_seq_length", "max_predictions_per_seq")
+_RESUME_SETTINGS = ("do_lower_case", "max_seq_length", "max_predictions_per_seq",
+                    "train_batch_size")
 
 
 def _recorded_flags(path):
@@ -427,7 +435,8 @@ def check_resume_compatible(options, config):
                                 f"{run_setup.config_source(options)}")
     recorded_vocab = os.path.join(out, "vocab.txt")
     if options.vocab_file and tf.io.gfile.exists(recorded_vocab):
-        before, now = fileio.sha256(recorded_vocab), fileio.sha256(options.vocab_file)
+        # Of the tokens: a copy with other line endings (CRLF) is the same vocabulary.
+        before, now = vocab_digest(recorded_vocab), vocab_digest(options.vocab_file)
         if before != now:
             problems.append(f"vocabulary {recorded_vocab} (sha256 {before[:16]}) differs from "
                             f"--vocab_file={options.vocab_file} (sha256 {now[:16]})")

@@ -16,6 +16,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
+from bert_tf.text.tokenization import vocab_difference
 from bert_tf.training.distribute import get_strategy, is_chief
 from bert_tf.training.precision import resolve_dtype
 
@@ -46,7 +47,8 @@ class RuntimeConfig:
 
 
 def check_export_dir(options):
-    """--export_dir must be a new or empty version directory (checked before any training)."""
+    """--export_dir must be a new or empty version directory (checked before any training; the
+    command checks it holds no input and can be written: bert_tf.cli.outputs)."""
     export_dir = options.export_dir
     if not export_dir:
         return
@@ -161,8 +163,9 @@ def resolve_model_files(options):
     Raises:
       FlagValueError when a needed file is neither given nor found.
     """
-    config_file, vocab_file = config_source(options), options.vocab_file
     source = options.init_checkpoint
+    check_init_checkpoint_exists(source)
+    config_file, vocab_file = config_source(options), options.vocab_file
     directory = None
     if source:
         directory = source if fileio.isdir(source) else os.path.dirname(source)
@@ -179,7 +182,29 @@ def resolve_model_files(options):
     if not vocab_file:
         raise FlagValueError(f"--vocab_file is required (no vocab.txt beside "
                              f"--init_checkpoint={source})")
+    checkpoint_vocab = os.path.join(directory, "vocab.txt") if directory else None
+    if options.vocab_file and checkpoint_vocab and tf.io.gfile.exists(checkpoint_vocab):
+        problem = vocab_difference(checkpoint_vocab, options.vocab_file)
+        if problem:
+            raise FlagValueError(
+                f"--vocab_file={options.vocab_file} differs from {checkpoint_vocab} beside "
+                f"--init_checkpoint={source}: {problem}; the model's embeddings are indexed by "
+                "that vocabulary (leave --vocab_file out to use it)")
     return config_file, vocab_file
+
+
+def check_init_checkpoint_exists(path):
+    """A missing --init_checkpoint is named as such (not as a missing file expected beside it).
+
+    A checkpoint prefix (.../bert_model.ckpt, .../ckpt-7) exists through its .index file.
+
+    Raises:
+      FlagValueError.
+    """
+    if path and not (fileio.exists(path) or fileio.exists(path + ".index")):
+        raise FlagValueError(f"--init_checkpoint={path} does not exist (expected a run "
+                             "directory, a .keras file, a checkpoint prefix with its .index "
+                             "file, or a Hugging Face or keras-hub directory)")
 
 
 def config_source(options):

@@ -46,7 +46,7 @@ BEST_METRIC = "f1"
 
 
 def validate_options(options):
-    """Checks the SQuAD flags; finetuning_run.prepare checks the shared ones after these.
+    """Checks the SQuAD flags; finetuning.prepare checks the shared ones after these.
 
     Raises:
       FlagValueError naming the flag, the value and what was expected.

@@ -33,6 +33,9 @@ from bert_tf.text.layers import BertTokenizerLayer
 
 SIGNATURE_KEYS = {"ids": "serving_default", "text": "serve_text", "examples": "serve_examples"}
 EXPORT_INFO_FILE = "bert_tf_export.json"
+# What tf.saved_model.save and export() write: a directory of only these is an export.
+_EXPORT_ENTRIES = frozenset(("saved_model.pb", "variables", "assets", "assets.extra",
+                             "fingerprint.pb"))
 
 
 def _tokenizer_layer(tokenizer, vocab_file, do_lower_case):
@@ -185,7 +188,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         at most max_seq_length (which is added as the last). Default:
         bert_tf.text.input_packing.bucket_lengths (128 -> 4, 8, 12, 16, 24, ..., 112, 128); ()
         runs every request at max_seq_length.
-      overwrite: replace an existing non-empty export_dir.
+      overwrite: replace an existing export in export_dir (never a directory holding
+        anything but an export).
 
     Returns:
       export_dir.
@@ -194,7 +198,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
       TypeError: the model is not one of the six types.
       ValueError: an argument does not fit the model (naming it), or "text"/"examples" without
         a vocabulary.
-      FileExistsError: export_dir is a file, or exists and is not empty without overwrite.
+      FileExistsError: export_dir is a file, or exists and is not empty without overwrite,
+        or holds something other than an export.
 
     The exported signatures check their inputs in-graph (InvalidArgumentError naming the input
     and what was expected): ids outside the model's tables, more ids than
@@ -237,9 +242,15 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         # Even with overwrite: replacing a file by a SavedModel is never what was meant.
         raise FileExistsError(f"export: {export_dir} is a file; expected a new or empty "
                               "version directory, e.g. EXPORT/1.")
-    if fileio.exists(export_dir) and fileio.listdir(export_dir) and not overwrite:
+    existing = set(fileio.listdir(export_dir)) if fileio.exists(export_dir) else set()
+    if existing and not overwrite:
         raise FileExistsError(f"export: {export_dir} exists and is not empty; pass "
                               "overwrite=True (--overwrite) or choose a new version number.")
+    if existing and not ("saved_model.pb" in existing and existing <= _EXPORT_ENTRIES):
+        # overwrite replaces an export, never a run directory or anything else.
+        raise FileExistsError(f"export: {export_dir} is not a SavedModel export (it holds "
+                              f"{', '.join(sorted(existing)[:4])}); overwrite replaces only an "
+                              "export: choose a new directory.")
     parent = os.path.dirname(export_dir)
     fileio.makedirs(parent)
     # Remote exports are staged on local disk and uploaded (see _upload_dir).
@@ -300,8 +311,9 @@ def _replace_dir(source, target):
         _upload_dir(source, target)
         return
     if os.path.exists(target):
-        old = target + ".old"
-        shutil.rmtree(old, ignore_errors=True)
+        # A fresh name: a sibling the user keeps (EXPORT/1.old) is never removed.
+        old = tempfile.mkdtemp(dir=os.path.dirname(target), prefix=".tmp_old_export_")
+        os.rmdir(old)
         os.replace(target, old)
         os.replace(source, target)
         shutil.rmtree(old, ignore_errors=True)

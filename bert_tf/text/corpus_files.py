@@ -122,6 +122,7 @@ def check_corpus_file(path):
     text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(sample)
     undecodable = text.count("\ufffd") - sample.count("\ufffd".encode("utf-8"))
     if not _looks_binary(control + undecodable, len(sample)):
+        _check_line_breaks(what, sample)
         return compression
     if control >= undecodable:
         raise ValueError(f"{what} is binary, not text: {control} of its first {len(sample)} "
@@ -130,6 +131,39 @@ def check_corpus_file(path):
     raise ValueError(f"{what} is not UTF-8 text: {undecodable} of its first {len(sample)} "
                      "bytes cannot be decoded; expected UTF-8 text, one sentence per line "
                      "(convert it, e.g. iconv -f latin1 -t utf-8).")
+
+
+def _check_line_breaks(what, sample):
+    """One sentence per line means "\\n" line breaks: a file of CR-only breaks (classic Mac),
+    or with none in its first 64 KiB, would be read as one giant line (one instance)."""
+    if b"\n" in sample:
+        return
+    if b"\r" in sample.rstrip(b"\r"):
+        raise ValueError(f"{what} ends its lines with CR only (\\r); expected one sentence per "
+                         "line ending in \\n (convert it, e.g. tr '\\r' '\\n').")
+    if len(sample) == SNIFF_BYTES:
+        raise ValueError(f"{what} has no line break in its first {SNIFF_BYTES // 1024} KiB; "
+                         "expected one sentence per line.")
+
+
+def check_stream_complete(path):
+    """Reads a gzip or bzip2 `path` to its end; raises ValueError naming it when the stream is
+    cut short or corrupt. Readers that end silently at a truncated stream (tf.data's
+    TextLineDataset) need this before the work; a plain file passes unread.
+
+    Raises:
+      ValueError: the stream ends early, fails its CRC, or cannot be decompressed.
+    """
+    kind = {"GZIP": "gzip", "BZIP2": "bzip2"}.get(compression_of(path))
+    if kind is None:
+        return
+    try:
+        with open_corpus(path) as f:
+            while f.read(1 << 20):
+                pass
+    except READ_ERRORS as e:
+        raise ValueError(f"{path}: cannot read it as {kind} ({e}); the file is truncated or "
+                         "corrupt.") from None
 
 
 def _looks_binary(num_bad, num_bytes):

@@ -21,6 +21,7 @@ equivalent.
 """
 
 import functools
+import hashlib
 import re
 import unicodedata
 
@@ -346,9 +347,32 @@ def read_vocab_tokens(vocab_file):
     of the file are ignored.
     """
     lines = [line.strip() for line in _read_vocab_lines(vocab_file)]
+    # A byte-order mark (Windows editors write one) is not part of the first token.
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:].strip()
     while lines and not lines[-1]:
         lines.pop()
     return lines
+
+
+def vocab_digest(vocab_file):
+    """Hex SHA-256 of a vocabulary's tokens, one per line with "\\n" endings: the same for
+    copies that differ only in line endings, a byte-order mark or surrounding whitespace (and
+    equal to the file's own SHA-256 when it is written that way, as bert_tf writes it)."""
+    text = "".join(token + "\n" for token in read_vocab_tokens(vocab_file))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def vocab_difference(base_file, vocab_file):
+    """None when `vocab_file` holds the tokens of `base_file` in their order (tokens appended
+    after them are fine: a vocabulary extended for new words); else the first difference, as
+    "id 5 is 'cat', not 'the'"."""
+    base, tokens = read_vocab_tokens(base_file), read_vocab_tokens(vocab_file)
+    if tokens[:len(base)] == base:
+        return None
+    index = next((i for i, (a, b) in enumerate(zip(base, tokens)) if a != b), len(tokens))
+    got = repr(tokens[index]) if index < len(tokens) else "the end of the file"
+    return f"id {index} is {got}, not {base[index]!r}"
 
 
 def load_vocab(vocab_file):

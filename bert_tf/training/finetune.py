@@ -310,14 +310,29 @@ class BestModelKeeper:
         self._copied_step = int(step)
 
     def restore(self):
-        """Loads the best weights into the model; returns the best record (None if none)."""
+        """Loads the best weights into the model; returns the best record (None if none).
+
+        Weights that cannot be read (truncated, corrupt, missing) are skipped with a warning
+        naming them and None is returned: the caller falls back to the newest weights.
+        """
         if self.best is None:
             return None
         # The best of an earlier run (before a restart) is only in the chief's best/.
         directory = (self._copy_dir if self._copied_step == self.best["step"]
                      else self.directory)
         path = os.path.join(directory, f"model-{self.best['step']}")
-        tf.train.Checkpoint(model=self.model).read(path).expect_partial()
+        # A read that fails part-way may have assigned some variables: put them back.
+        current = [v.numpy() for v in self.model.weights]
+        try:
+            tf.train.Checkpoint(model=self.model).read(path).expect_partial()
+        except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:
+            # IndexError: the checkpoint reader's "Read less bytes than requested" (truncated).
+            for variable, value in zip(self.model.weights, current, strict=True):
+                variable.assign(value)
+            logging.warning("The best weights %s cannot be restored (%s); falling back to the "
+                            "newest weights.", path, str(e).splitlines()[0][:300])
+            self.best = None
+            return None
         logging.info("Restored the best weights (step %d, %s=%.5g)", self.best["step"],
                      self.metric, self.best["metrics"][self.metric])
         return self.best

@@ -221,3 +221,17 @@ def test_records_cache_and_pipelines(tmp_path):
     assert len(list(train.take(7))) == 7  # repeats
     with open(path[:-len(".tf_record")] + ".json") as f:
         assert json.load(f)["num_examples"] == 5
+
+
+def test_a_lone_surrogate_in_a_jsonl_file_is_read_and_cached(tmp_path):
+    """POOR: a "\\ud800" escape in a JSONL training line crashed the feature cache's digest
+    with a raw UnicodeEncodeError."""
+    lines = [{"text": "good film", "label": "1"}, {"text": "bad \ud800 film", "label": "0"}]
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    examples = classifier_data.read_table_examples(str(path), text_a_column="text",
+                                                   label_column="label")
+    assert any("\ud800" in e.text_a for e in examples)
+    digest = classifier_data.examples_digest(examples)
+    assert len(digest) == 64
+    assert digest != classifier_data.examples_digest(examples[:1])

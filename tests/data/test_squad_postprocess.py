@@ -198,3 +198,22 @@ def test_compute_and_write_predictions(tokenizer, tmp_path):
     assert v1.null_odds is None and v1.predictions == {"q1": "f", "q2": "Zürich"}
     assert sorted(write_predictions(v1, str(tmp_path / "."))) == ["nbest_predictions",
                                                                   "predictions"]
+
+
+def test_predictions_with_a_lone_surrogate_are_written_and_read_back(tmp_path):
+    """Case 8: a "\\ud800" escape in the predict file reached predictions.json, whose UTF-8
+    encoding failed after training and evaluation."""
+    import json
+    import types
+
+    result = types.SimpleNamespace(
+        predictions={"q1": "caf\u00e9 \ud800 end"}, nbest={"q1": [{"text": "\ud800",
+                                                                    "probability": 1.0}]},
+        null_odds=None)
+    paths = write_predictions(result, str(tmp_path))
+    text = (tmp_path / "predictions.json").read_text(encoding="utf-8")
+    assert '"caf\u00e9 \\ud800 end"' in text  # readable UTF-8, the surrogate escaped
+    with open(paths["predictions"], encoding="utf-8") as f:
+        assert json.load(f) == result.predictions
+    with open(paths["nbest_predictions"], encoding="utf-8") as f:
+        assert json.load(f) == result.nbest

@@ -388,6 +388,24 @@ def test_argument_errors(corpus, tmp_path):
         make(corpus, tfds_name="wikipedia")
 
 
+def test_truncated_gzip_text_is_an_error_naming_the_file(corpus, tmp_path):
+    # TextLineDataset ends silently at the cut: without the check the run trained on the part
+    # before it. The cut is past the first 64 KiB the content check reads.
+    whole = tmp_path / "whole.txt.gz"
+    with gzip.open(whole, "wt", encoding="utf-8") as f:
+        f.write(open(corpus["text"], encoding="utf-8").read() * 4)
+    cut = tmp_path / "cut.txt.gz"
+    data = whole.read_bytes()
+    cut.write_bytes(data[:len(data) * 3 // 4])
+    assert len(gzip.decompress(data)) > 2 * 65536
+    with pytest.raises(ValueError) as e:
+        make(corpus, text_patterns=f"{whole},{cut}")
+    assert str(e.value) == (
+        f"{cut}: cannot read it as gzip (Compressed file ended before the end-of-stream marker "
+        "was reached); the file is truncated or corrupt.")
+    assert next(iter(make(corpus, text_patterns=str(whole))))["input_word_ids"].shape == (B, S)
+
+
 def test_text_without_any_line_is_an_error_when_built(corpus, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("", encoding="utf-8")
@@ -431,3 +449,19 @@ def test_capped_predictions_are_warned(corpus, caplog):
     assert ("max_predictions_per_seq=5 is below round(max_seq_length=64 * masked_lm_prob=0.15) "
             "= 10: long sequences get only 5 predictions (as the original caps them).") in (
                 caplog.text)
+
+
+def test_a_single_sentence_with_next_sentence_prediction_is_an_error_when_built(corpus,
+                                                                               tmp_path):
+    """POOR: a one-line --input_text_file failed inside the graph with a raw traceback."""
+    one = tmp_path / "one.txt"
+    one.write_text("\nthe only sentence .\n\n", encoding="utf-8")
+    with pytest.raises(ValueError) as e:
+        make(corpus, text_patterns=str(one), use_next_sentence_label=True)
+    assert str(e.value) == (
+        f"text_pretraining_dataset: {one} hold a single sentence (one non-blank line); "
+        "next-sentence prediction needs at least two (expected one sentence per line), or pass "
+        "use_next_sentence_label=False (--use_next_sentence_label=false).")
+    two = tmp_path / "two.txt"
+    two.write_text("the first sentence .\nthe second one .\n", encoding="utf-8")
+    make(corpus, text_patterns=str(two), use_next_sentence_label=True)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.cli.outputs import check_finetuning_dirs
 from bert_tf.config import BertConfig
 from bert_tf.jobs.finetuning import RUN_RECORD, check_resume, owned, prepare, restore_trained
 from bert_tf.jobs.run_setup import FlagValueError
@@ -40,8 +41,12 @@ def _options(pretrained_dir, tmp_path, **overrides):
     (dict(init_checkpoint=None), r"--bert_config_file is required \(or an --init_checkpoint "
                                  r"that records its configuration\)"),
     (dict(init_checkpoint="/models/uncased_L-2_H-128_A-2/bert_model.ckpt", vocab_file=__file__),
-     "--bert_config_file is required: --init_checkpoint=/models/uncased_L-2_H-128_A-2/"
-     "bert_model.ckpt has no bert_config.json beside it"),
+     r"--init_checkpoint=/models/uncased_L-2_H-128_A-2/bert_model.ckpt does not exist \("),
+    # A missing --init_checkpoint was reported as a missing --vocab_file.
+    (dict(init_checkpoint="/models/no_such_run/"),
+     r"^--init_checkpoint=/models/no_such_run/ does not exist \(expected a run directory, a "
+     r"\.keras file, a checkpoint prefix with its \.index file, or a Hugging Face or keras-hub "
+     r"directory\)$"),
 ])
 def test_bad_flags_are_named(tmp_path, pretrained_dir, overrides, message):
     with pytest.raises(FlagValueError, match=message):
@@ -163,3 +168,175 @@ def test_a_second_run_on_an_owned_output_dir_is_refused(tmp_path, pretrained_dir
     assert sorted(os.listdir(tmp_path)) == [".bert_tf_run.lock"]
     with owned(prepare(options), options):  # Released: the next run takes it.
         pass
+
+
+def test_predict_only_from_a_pretraining_run_is_refused_unless_asked(tmp_path, pretrained_dir):
+    """Case 6: no fine-tuned weights in --output_dir and a pre-training run as --init_checkpoint
+    would predict with a random classifier head."""
+    from bert_tf.modeling import BertClassifier
+
+    config = BertConfig.from_json_file(str(pretrained_dir / "bert_config.json"))
+    options = types.SimpleNamespace(output_dir=str(tmp_path), do_lower_case=True,
+                                    init_checkpoint=str(pretrained_dir))
+    with pytest.raises(FlagValueError) as e:
+        restore_trained(options, BertClassifier(BertEncoder(config), 2), "score")
+    assert str(e.value).startswith(
+        f"--do_eval/--do_predict without --do_train: --output_dir={tmp_path} holds no "
+        f"fine-tuned weights and --init_checkpoint={pretrained_dir} has no BertClassifier head "
+        "(2 head variables would be random, e.g. ")
+    assert str(e.value).endswith("or pass --allow_untrained_head")
+    options.allow_untrained_head = True
+    assert restore_trained(options, BertClassifier(BertEncoder(config), 2), "score") == 0
+
+
+def test_export_dir_equal_to_output_dir_is_refused_before_training(tmp_path, pretrained_dir):
+    """Case 9: the export would have failed after training, losing results.json."""
+    out = tmp_path / "out"
+    for export_dir in (f"{out}/.", str(tmp_path)):
+        with pytest.raises(FlagValueError) as e:
+            check_finetuning_dirs(_options(pretrained_dir, out, export_dir=export_dir))
+        assert str(e.value) == (
+            f"--export_dir={export_dir} holds --output_dir={out}, which this run also uses; "
+            "writing there would replace it: choose a new directory")
+    options = _training_options(pretrained_dir, out, export_dir=str(out / "export" / "1"))
+    check_finetuning_dirs(options)
+    prepare(options)
+
+
+def test_too_short_max_seq_length_is_refused_before_training(tmp_path, pretrained_dir):
+    """Case 10: --max_seq_length=2 trained on [CLS] [SEP] alone, then failed at the end."""
+    with pytest.raises(FlagValueError, match=r"^--max_seq_length=2 must be >= 3 \(\[CLS\], at "
+                                             r"least one token, \[SEP\]\)$"):
+        prepare(_options(pretrained_dir, tmp_path / "out", max_seq_length=2))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_pretraining_run_is_not_a_fine_tuning_output_dir(tmp_path, pretrained_dir):
+    import hashlib
+    import shutil
+
+    run = tmp_path / "pretraining_run"
+    shutil.copytree(pretrained_dir, run)
+    (run / "run_pretraining.flags").write_text("--do_lower_case\n")
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()}
+    with pytest.raises(FlagValueError, match=r"holds a run of another command \("
+                                             r"run_pretraining\.flags\); run_classifier there "
+                                             r"would replace its model and files"):
+        check_finetuning_dirs(_options(pretrained_dir, run), "run_classifier")
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()} == before
+
+
+def test_casing_recorded_by_a_bert_tf_pretraining_run_is_checked(tmp_path, pretrained_dir):
+    """Case 4: a cased raw-text pre-training run (--nodo_lower_case in its flags file) was
+    fine-tuned lower-cased without a word."""
+    import shutil
+
+    run = tmp_path / "cased_run"
+    shutil.copytree(pretrained_dir, run)
+    (run / "run_pretraining.flags").write_text(
+        "--input_text_file=corpus.txt.gz\n--nodo_lower_case\n--max_seq_length=16\n")
+    with pytest.raises(FlagValueError) as e:
+        prepare(_options(run, tmp_path / "out"))
+    assert str(e.value) == (
+        f"--do_lower_case=True contradicts --init_checkpoint={run}: its run_pretraining.flags "
+        "--do_lower_case is False, so pass --do_lower_case=False to tokenize as the model was "
+        "trained")
+    assert not (tmp_path / "out").exists()
+    prepare(_training_options(run, tmp_path / "out", do_lower_case=False))
+    # From TFRecords the flag said nothing about the records' casing: not taken as the casing.
+    (run / "run_pretraining.flags").write_text("--input_file=train.tfrecord\n--nodo_lower_case\n")
+    prepare(_training_options(run, tmp_path / "out2"))
+
+
+def test_a_damaged_best_checkpoint_falls_back_to_the_newest(tmp_path, caplog):
+    """Case 7: a truncated best/ raised a raw IndexError after training and in every
+    predict-only rerun; docs/fine-tuning.md promises the newest readable checkpoint."""
+    from bert_tf.training.finetune import BestModelKeeper
+
+    config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    model = BertSpanLabeler(BertEncoder(config))
+    BestModelKeeper(model, str(tmp_path), "f1").update(10, {"f1": 0.5})
+    for variable in model.weights:
+        variable.assign(variable + 1.0)
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(tmp_path),
+                               max_to_keep=None).save(checkpoint_number=20)
+    want = [v.numpy() for v in model.weights]
+    data_file = tmp_path / "best" / "model-10.data-00000-of-00001"
+    data_file.write_bytes(data_file.read_bytes()[:40])
+
+    fresh = BertSpanLabeler(BertEncoder(config))
+    options = types.SimpleNamespace(output_dir=str(tmp_path), init_checkpoint=None,
+                                    do_lower_case=True)
+    with caplog.at_level(logging.WARNING):
+        assert restore_trained(options, fresh, "f1") == 20
+    for expected, variable in zip(want, fresh.weights, strict=True):
+        np.testing.assert_array_equal(variable.numpy(), expected, err_msg=variable.path)
+    assert any(f"The best weights {tmp_path}/best/model-10 cannot be restored" in r.getMessage()
+               and "falling back to the newest weights" in r.getMessage()
+               for r in caplog.records)
+    # After training (fine_tune's end), the model keeps its last weights, untouched.
+    keeper = BestModelKeeper(fresh, str(tmp_path), "f1")
+    assert keeper.restore() is None
+    for expected, variable in zip(want, fresh.weights, strict=True):
+        np.testing.assert_array_equal(variable.numpy(), expected, err_msg=variable.path)
+
+
+def test_resume_checks_batch_size_but_not_vocabulary_line_endings(tmp_path, pretrained_dir):
+    """POOR: another --train_batch_size resumed silently (no longer exact); a CRLF copy of the
+    same vocabulary was refused."""
+    crlf = tmp_path / "vocab_crlf.txt"
+    crlf.write_bytes((pretrained_dir / "vocab.txt").read_bytes().replace(b"\n", b"\r\n"))
+    out = tmp_path / "out"
+    options = _training_options(pretrained_dir, out)
+    context = prepare(options)
+    check_resume(context, options, "run_classifier", "sst-2", ["0", "1"])
+    tf.train.Checkpoint(step=tf.Variable(1)).save(str(out / "ckpt"))
+    same = _training_options(pretrained_dir, out, vocab_file=str(crlf))
+    check_resume(prepare(same), same, "run_classifier", "sst-2", ["0", "1"])
+    other = _training_options(pretrained_dir, out, train_batch_size=8)
+    with pytest.raises(FlagValueError, match=r"resuming would mix them: --train_batch_size=16 "
+                                             r"then, 8 now\. Choose a new --output_dir"):
+        check_resume(prepare(other), other, "run_classifier", "sst-2", ["0", "1"])
+
+
+def test_a_vocab_file_other_than_the_checkpoints_is_refused(tmp_path, pretrained_dir):
+    """POOR: a --vocab_file that differs from the vocab.txt beside --init_checkpoint was used
+    silently (every id then picks another token's embedding)."""
+    tokens = (pretrained_dir / "vocab.txt").read_text().split("\n")
+    shuffled = tmp_path / "other_vocab.txt"
+    shuffled.write_text("\n".join(tokens[:5] + tokens[6:7] + tokens[5:6] + tokens[7:]))
+    with pytest.raises(FlagValueError) as e:
+        prepare(_options(pretrained_dir, tmp_path / "out", vocab_file=str(shuffled)))
+    assert str(e.value) == (
+        f"--vocab_file={shuffled} differs from {pretrained_dir}/vocab.txt beside "
+        f"--init_checkpoint={pretrained_dir}: id 5 is {tokens[6]!r}, not {tokens[5]!r}; the "
+        "model's embeddings are indexed by that vocabulary (leave --vocab_file out to use it)")
+    # A copy of the same tokens (CRLF) is the same vocabulary.
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes((pretrained_dir / "vocab.txt").read_bytes().replace(b"\n", b"\r\n"))
+    prepare(_training_options(pretrained_dir, tmp_path / "out", vocab_file=str(crlf)))
+
+
+def test_another_commands_fine_tuning_run_is_not_this_ones_output_dir(tmp_path, pretrained_dir):
+    """The output rule: run_tagging predicting into a run_classifier directory would load a
+    classifier head of the same shapes and replace its model.keras."""
+    import hashlib
+
+    run = tmp_path / "classifier_run"
+    run.mkdir()
+    (run / RUN_RECORD).write_text('{"cli": "run_classifier"}\n')
+    (run / "run_classifier.flags").write_text("--task_name=sst-2\n")
+    (run / "model.keras").write_bytes(b"weights")
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()}
+    with pytest.raises(FlagValueError) as e:
+        check_finetuning_dirs(_options(pretrained_dir, run, do_train=False, do_predict=True),
+                              "run_tagging")
+    assert str(e.value) == (
+        f"--output_dir={run} holds a run of another command (run_classifier.flags, "
+        f"{RUN_RECORD}: cli='run_classifier'); run_tagging there would replace its model and "
+        "files: choose a new --output_dir (--init_checkpoint may name this one)")
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()} == before
+    options = _training_options(pretrained_dir, run)
+    check_finetuning_dirs(options, "run_classifier")
+    prepare(options)

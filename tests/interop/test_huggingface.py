@@ -238,3 +238,17 @@ def test_pytorch_pickle_opt_in_needs_torch(tmp_path, monkeypatch):
     assert str(error.value) == (
         f"{directory / 'pytorch_model.bin'}: allow_pickle=True needs PyTorch to read the file "
         "(pip install torch), or convert it to model.safetensors")
+
+
+def test_missing_shape_fields_are_named_not_filled_in(tmp_path):
+    """POOR: a config.json without hidden_size / num_hidden_layers built BERT-base's shape."""
+    directory = copy_fixture(tmp_path)
+    path = directory / "config.json"
+    values = json.loads(path.read_text())
+    del values["hidden_size"], values["num_hidden_layers"]
+    path.write_text(json.dumps(values))
+    with pytest.raises(InteropError) as error:
+        load_huggingface(str(directory))
+    assert str(error.value) == (
+        f"{path}: required field(s) hidden_size, num_hidden_layers missing (a Hugging Face "
+        "config.json saved by transformers gives every field; bert_tf fills in no model shape)")

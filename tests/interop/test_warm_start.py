@@ -216,3 +216,20 @@ def test_hugging_face_weights_file_path_is_its_directory(tmp_path):
     report = warm_start(str(directory / "model.safetensors"),
                         BertEncoder(checkpoint_config(str(directory))))
     assert report.source == str(directory) and report.newly_initialized == []
+
+
+def test_a_tagging_head_is_not_loaded_as_a_classifier_head(tmp_path, config):
+    """POOR: a tagging run's head (hidden -> 3 tags) has a 3-class classifier head's shapes and
+    was loaded silently; the task recorded in task_info.json decides."""
+    keras.utils.set_random_seed(6)
+    tagger = BertTokenClassifier(BertEncoder(config), num_classes=3)
+    tf.train.Checkpoint(model=tagger).write(str(tmp_path / "ckpt-1"))
+    (tmp_path / "task_info.json").write_text('{"task": "tagging", "do_lower_case": true, '
+                                             '"max_seq_length": 16}')
+    classifier = BertClassifier(BertEncoder(config), num_classes=3)
+    report = warm_start(str(tmp_path / "ckpt-1"), classifier)
+    assert sorted(report.newly_initialized) == sorted(CLASSIFIER_HEAD)
+    assert_same_encoder(classifier, encoder_arrays(tagger))
+    # The same task still loads its head.
+    same = BertTokenClassifier(BertEncoder(config), num_classes=3)
+    assert warm_start(str(tmp_path / "ckpt-1"), same).newly_initialized == []

@@ -114,6 +114,15 @@ def test_existing_export_is_kept_unless_overwrite(encoder, tmp_path):
     assert str(raised.value) == (
         f"export: {export_dir} exists and is not empty; pass overwrite=True (--overwrite) or "
         "choose a new version number.")
+    # overwrite replaces an export only: old.txt is not one.
+    with pytest.raises(FileExistsError) as raised:
+        serving.export(encoder, str(export_dir), signatures=("ids",), overwrite=True)
+    assert str(raised.value) == (
+        f"export: {export_dir} is not a SavedModel export (it holds old.txt); overwrite "
+        "replaces only an export: choose a new directory.")
+    assert os.listdir(export_dir) == ["old.txt"]
+    os.remove(export_dir / "old.txt")
+    serving.export(encoder, str(export_dir), signatures=("ids",))
     assert serving.export(encoder, str(export_dir), signatures=("ids",), overwrite=True) == \
         str(export_dir)
     assert sorted(os.listdir(export_dir)) == ["assets", "assets.extra", "fingerprint.pb",

@@ -331,3 +331,19 @@ def test_case_check_rejects_uncased_flag_for_cased_model():
 def test_case_check_ignores_unknown_names(path):
     validate_case_matches_checkpoint(False, path)
     validate_case_matches_checkpoint(True, path)
+
+
+def test_a_vocabulary_with_a_byte_order_mark_or_crlf_is_the_same_vocabulary(tmp_path):
+    """POOR: a UTF-8 BOM made the first token "\\ufeff[PAD]" ("missing [PAD]")."""
+    import hashlib
+
+    from bert_tf.text.tokenization import load_vocab, vocab_digest
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cat"]
+    plain = tmp_path / "vocab.txt"
+    plain.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes().replace(b"\n", b"\r\n"))
+    assert load_vocab(str(bom)) == load_vocab(str(plain)) == {t: i for i, t in enumerate(tokens)}
+    assert vocab_digest(str(bom)) == vocab_digest(str(plain)) == hashlib.sha256(
+        plain.read_bytes()).hexdigest()

@@ -101,8 +101,8 @@ def _check_text_files(files):
     """{path: 'GZIP' or ''} for TextLineDataset, from each file's first bytes (not its name).
 
     Raises:
-      ValueError naming the first file that is binary, mostly not UTF-8, a damaged gzip file,
-      or bzip2 (which TextLineDataset cannot read).
+      ValueError naming the first file that is binary, mostly not UTF-8, a damaged or
+      truncated gzip file, or bzip2 (which TextLineDataset cannot read).
     """
     compressions = {}
     for path in files:
@@ -110,6 +110,9 @@ def _check_text_files(files):
         if compression == "BZIP2":
             raise ValueError(f"{path} is bzip2-compressed, which the text pipeline cannot "
                              "read; decompress it or recompress it with gzip.")
+        if compression:
+            # TextLineDataset ends silently where a gzip stream is cut: read it whole first.
+            corpus_files.check_stream_complete(path)
         compressions[path] = compression
     return compressions
 
@@ -120,20 +123,30 @@ def _describe_files(files, limit=3):
     return shown if len(files) <= limit else f"{shown} and {len(files) - limit} more files"
 
 
-def _check_some_text(files):
-    """Raises ValueError naming the files unless one of them has a non-blank line.
+def _check_some_text(files, pairs=False):
+    """Raises ValueError naming the files unless they hold a non-blank line, or two with
+    `pairs` (next-sentence prediction pairs two sentences: one line would fail in the graph,
+    after start-up, with "blocks ... made no sequence").
 
-    Each file is read only up to its first non-blank line, so a real corpus costs one line.
+    Each file is read only up to the lines needed, so a real corpus costs one or two lines.
     """
+    needed, found = (2 if pairs else 1), 0
     for path in files:
         with corpus_files.open_corpus(path) as f:
             for line in f:
                 # bytes.strip() drops ASCII whitespace, as tf.strings.strip in the pipeline.
                 if line.strip():
-                    return
-    raise ValueError(f"text_pretraining_dataset: no text in {_describe_files(files)}: every "
-                     "file is empty or holds only blank lines (expected one sentence per line, "
-                     "a blank line between documents).")
+                    found += 1
+                    if found == needed:
+                        return
+    if found == 0:
+        raise ValueError(f"text_pretraining_dataset: no text in {_describe_files(files)}: every "
+                         "file is empty or holds only blank lines (expected one sentence per "
+                         "line, a blank line between documents).")
+    raise ValueError(f"text_pretraining_dataset: {_describe_files(files)} hold a single sentence "
+                     "(one non-blank line); next-sentence prediction needs at least two (expected "
+                     "one sentence per line), or pass use_next_sentence_label=False "
+                     "(--use_next_sentence_label=false).")
 
 
 def _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_lm_prob):
@@ -623,7 +636,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
     else:
         files = expand_input_patterns(text_patterns)
         compressions = _check_text_files(files)
-        _check_some_text(files)
+        _check_some_text(files, pairs=use_next_sentence_label)
         blocks = _text_line_blocks(files, compressions, block_lines, is_training, seed,
                                    input_context)
     # Single quotes: the assertion message below would print double quotes escaped.

@@ -301,8 +301,9 @@ def examples_digest(examples):
     """A hex digest of the examples' content (texts, labels, guids), for cache keys."""
     digest = hashlib.sha256()
     for example in examples:
+        # surrogatepass: a lone surrogate ("\ud800" escaped in a JSON line) is text too.
         digest.update(json.dumps([example.guid, example.text_a, example.text_b, example.label],
-                                 ensure_ascii=False).encode("utf-8"))
+                                 ensure_ascii=False).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
 

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 
 import numpy as np
 from absl import logging
@@ -241,5 +242,16 @@ def write_predictions(result, output_dir):
     paths = {}
     for kind, (content, name) in files.items():
         paths[kind] = os.path.join(output_dir, name)
-        write_text_atomic(paths[kind], json.dumps(content, indent=4, ensure_ascii=False) + "\n")
+        write_text_atomic(paths[kind], json_text(content))
     return paths
+
+
+# A lone UTF-16 surrogate (from a "\ud800" escape in the input JSON) has no UTF-8 encoding.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_text(content):
+    """JSON of `content` as readable UTF-8 text; lone surrogates (which have no UTF-8 form)
+    are written as \\uXXXX escapes, which json.load reads back as they were."""
+    text = json.dumps(content, indent=4, ensure_ascii=False)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"

@@ -1,0 +1,358 @@
+"""The output rule (bert_tf.cli.outputs) and the commands that follow it: no output is an input,
+no run directory is written into or deleted, --overwrite replaces only an export, every output
+location is checked writable before the work. Directories are hashed before and after."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from bert_tf.cli import outputs
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "ran",
+         "on", "mat", "."]
+CORPUS = "the cat sat on the mat .\nthe dog ran .\n\na cat ran on a mat .\nthe dog sat .\n"
+
+
+def digest(path):
+    """{relative path: sha256} of every file under `path` (or of the file `path`)."""
+    path = str(path)
+    if os.path.isfile(path):
+        return {"": hashlib.sha256(open(path, "rb").read()).hexdigest()}
+    found = {}
+    for directory, _, names in os.walk(path):
+        for name in names:
+            full = os.path.join(directory, name)
+            with open(full, "rb") as f:
+                found[os.path.relpath(full, path)] = hashlib.sha256(f.read()).hexdigest()
+    return found
+
+
+def tool(name, *flags):
+    return subprocess.run([sys.executable, os.path.join(REPO, "tools", f"{name}.py"), *flags],
+                          capture_output=True, text=True, timeout=300, env=ENV)
+
+
+def last_line(result):
+    lines = result.stderr.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    (tmp_path / "corpus.txt").write_text(CORPUS)
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    return tmp_path
+
+
+# --- The rule itself --------------------------------------------------------------------------
+
+def test_same_file_through_dot_symlink_list_and_glob_is_refused(tmp_path):
+    (tmp_path / "x.txt").write_text("x")
+    os.symlink(tmp_path / "x.txt", tmp_path / "link.txt")
+    for output in (f"{tmp_path}/./x.txt", str(tmp_path / "link.txt"),
+                   f"{tmp_path}/y.txt,{tmp_path}/../{tmp_path.name}/x.txt"):
+        with pytest.raises(outputs.OutputError, match=r"is also --input_file=.*a command never "
+                                                      "writes over its own input"):
+            outputs.check_not_inputs({"--output_file": output},
+                                     {"--input_file": f"{tmp_path}/*.txt"})
+    outputs.check_not_inputs({"--output_file": str(tmp_path / "new.txt")},
+                             {"--input_file": f"{tmp_path}/*.txt"})
+
+
+def test_run_directories_are_recognised(pretrained_dir, tmp_path):
+    assert outputs.run_records(pretrained_dir) == ["checkpoint", "ckpt-7.index"]
+    assert outputs.run_records(tmp_path) == []
+    (tmp_path / ".bert_tf_run.lock").write_text("")
+    with pytest.raises(outputs.OutputError, match=exact_start(
+            f"--output_dir={tmp_path} holds a training run (.bert_tf_run.lock); a command never "
+            "writes into or deletes another run's directory")):
+        outputs.check_not_a_run("--output_dir", str(tmp_path))
+    outputs.check_not_a_run("--output_dir", str(tmp_path), own=True)
+
+
+def exact_start(text):
+    import re
+    return "^" + re.escape(text)
+
+
+# --- Case 1: bert-tf-export --overwrite never deletes a run ----------------------------------
+
+@pytest.fixture(scope="module")
+def classifier_run(tmp_path_factory):
+    """A fine-tuning-like run directory: model.keras of a tiny BertClassifier, a checkpoint
+    file and results.json."""
+    from bert_tf.config import BertConfig
+    from bert_tf.modeling import BertClassifier, BertEncoder
+
+    run = tmp_path_factory.mktemp("run_a")
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+    model = BertClassifier(BertEncoder(config), num_classes=2)
+    model.save(str(run / "model.keras"))
+    (run / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    (run / "results.json").write_text("{}\n")
+    (run / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+    return run
+
+
+def test_export_overwrite_never_replaces_a_run_directory(classifier_run, tmp_path):
+    run_b = tmp_path / "run_b"
+    shutil.copytree(classifier_run, run_b)
+    before_a, before_b = digest(classifier_run), digest(run_b)
+    for export_dir in (run_b, classifier_run):
+        result = tool("export_saved_model", f"--model_dir={classifier_run}",
+                      f"--export_dir={export_dir}", "--signatures=ids", "--overwrite")
+        assert result.returncode != 0
+        assert "Traceback" not in result.stderr
+    assert digest(run_b) == before_b and digest(classifier_run) == before_a
+    # The message names the flag and the run's files (RUN_A itself: it is the input).
+    result = tool("export_saved_model", f"--model_dir={classifier_run}",
+                  f"--export_dir={run_b}", "--signatures=ids", "--overwrite")
+    assert (f"--export_dir={run_b} holds a training run (checkpoint, model.keras, "
+            "results.json); a command never writes into or deletes another run's directory: "
+            "choose a new directory") in result.stderr
+    result = tool("export_saved_model", f"--model_dir={classifier_run}/./model.keras",
+                  f"--export_dir={classifier_run}", "--signatures=ids", "--overwrite")
+    assert (f"--export_dir={classifier_run} holds --model_dir={classifier_run}/./model.keras, "
+            "an input of this command") in result.stderr
+
+    # An earlier export is replaced with --overwrite, as before.
+    export_dir = tmp_path / "EXPORT" / "1"
+    for _ in range(2):
+        result = tool("export_saved_model", f"--model_dir={classifier_run}",
+                      f"--export_dir={export_dir}", "--signatures=ids", "--overwrite")
+        assert result.returncode == 0, result.stderr[-2000:]
+    assert "saved_model.pb" in os.listdir(export_dir)
+    assert os.listdir(tmp_path / "EXPORT") == ["1"]
+
+
+def test_export_library_overwrite_replaces_only_an_export(classifier_run, tmp_path):
+    import keras
+
+    from bert_tf import serving
+
+    run_b = tmp_path / "run_b"
+    shutil.copytree(classifier_run, run_b)
+    before = digest(run_b)
+    model = keras.saving.load_model(str(classifier_run / "model.keras"), compile=False)
+    with pytest.raises(FileExistsError, match=exact_start(
+            f"export: {run_b} is not a SavedModel export (it holds checkpoint, model.keras, "
+            "results.json, vocab.txt); overwrite replaces only an export")):
+        serving.export(model, str(run_b), signatures=("ids",), overwrite=True)
+    assert digest(run_b) == before
+
+
+# --- Case 2: an output that is an input --------------------------------------------------------
+
+def test_build_vocab_output_equal_to_input_is_refused(corpus):
+    before = digest(corpus)
+    result = tool("build_vocab", f"--input_file={corpus}/*.txt", "--vocab_size=20",
+                  f"--output_file={corpus}/./corpus.txt")
+    assert result.returncode == 1
+    assert last_line(result) == (
+        f"build_vocab: error: --output_file={corpus}/./corpus.txt is also --input_file="
+        f"{corpus}/corpus.txt ({corpus}/corpus.txt): a command never writes over its own input; "
+        "choose another output")
+    assert digest(corpus) == before
+
+
+def test_create_pretraining_data_output_equal_to_an_input_is_refused(corpus):
+    before = digest(corpus)
+    for output, culprit in ((corpus / "corpus.txt", "--input_file"),
+                            (corpus / "vocab.txt", "--vocab_file")):
+        result = tool("create_pretraining_data", f"--input_file={corpus / 'corpus.txt'}",
+                      f"--output_file={output}", f"--vocab_file={corpus / 'vocab.txt'}",
+                      "--max_seq_length=16", "--dupe_factor=1")
+        assert result.returncode == 1
+        assert last_line(result).startswith(
+            f"create_pretraining_data: error: --output_file={output} is also {culprit}=")
+    assert digest(corpus) == before
+
+
+def test_extract_features_output_equal_to_input_is_refused(corpus, pretrained_dir):
+    # Through the command: its flags are defined on import (see bert_tf.cli.extract_features).
+    (corpus / "lines.txt").write_text("the cat sat\nthe dog ran\n")
+    before = digest(corpus)
+    result = tool("extract_features", f"--input_file={corpus / 'lines.txt'}",
+                  f"--output_file={corpus}/./lines.txt", f"--init_checkpoint={pretrained_dir}",
+                  "--max_seq_length=16", "--layers=-1")
+    assert result.returncode == 1
+    assert last_line(result) == (
+        f"extract_features: error: --output_file={corpus}/./lines.txt is also --input_file="
+        f"{corpus / 'lines.txt'} ({corpus / 'lines.txt'}): a command never writes over its own "
+        "input; choose another output")
+    assert digest(corpus) == before
+
+
+# --- Case 11: one output file named twice ----------------------------------------------------
+
+def test_create_pretraining_data_duplicate_output_through_dot_is_refused(corpus):
+    out = corpus / "d"
+    out.mkdir()
+    result = tool("create_pretraining_data", f"--input_file={corpus / 'corpus.txt'}",
+                  f"--output_file={out}/b.tfrecord,{out}/./b.tfrecord",
+                  f"--vocab_file={corpus / 'vocab.txt'}", "--max_seq_length=16",
+                  "--dupe_factor=1")
+    assert result.returncode == 1
+    assert last_line(result) == (
+        f"create_pretraining_data: error: --output_file={out}/./b.tfrecord names the same file "
+        f"as --output_file={out}/b.tfrecord ({out}/b.tfrecord); give each output once")
+    assert os.listdir(out) == []
+
+
+# --- Case 12: an output location that cannot be written --------------------------------------
+
+def _unwritable_dir(tmp_path):
+    if os.geteuid() == 0:
+        # Root writes through any mode bits; sysfs takes no new files from anyone.
+        if not os.path.isdir("/sys") or os.access("/sys", os.W_OK) and _can_create("/sys"):
+            pytest.skip("no read-only directory available to root here")
+        return "/sys"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    return str(locked)
+
+
+def _can_create(directory):
+    try:
+        open(os.path.join(directory, ".bert_tf_probe"), "w").close()
+    except OSError:
+        return False
+    os.remove(os.path.join(directory, ".bert_tf_probe"))
+    return True
+
+
+def test_build_vocab_read_only_output_fails_before_learning(corpus, tmp_path):
+    directory = _unwritable_dir(tmp_path)
+    result = tool("build_vocab", f"--input_file={corpus}/corpus.txt", "--vocab_size=20",
+                  f"--output_file={directory}/vocab.txt")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert last_line(result).startswith(
+        f"build_vocab: error: --output_file: cannot write in {directory} (")
+    assert "Learning" not in result.stderr and "Counted" not in result.stderr
+
+
+# --- Case 3: convert_checkpoint never writes into a run or over its source -------------------
+
+def test_convert_checkpoint_into_its_own_run_directory_is_refused(pretrained_dir, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(pretrained_dir, run)
+    before = digest(run)
+    result = tool("convert_checkpoint", "--from=bert_tf", "--to=bert_tf", f"--checkpoint={run}",
+                  f"--output_dir={run}/")
+    assert result.returncode == 1
+    assert last_line(result) == (
+        f"convert_checkpoint: error: --output_dir={run}/ holds --checkpoint={run}, an input of "
+        "this command; writing there would replace it: choose a new directory")
+    assert digest(run) == before
+
+
+def test_convert_checkpoint_into_another_run_or_foreign_directory_is_refused(pretrained_dir,
+                                                                             tmp_path):
+    other_run = tmp_path / "other_run"
+    shutil.copytree(pretrained_dir, other_run)
+    (other_run / ".bert_tf_run.lock").write_text("")
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "config.json").write_text("{}")
+    (foreign / "notes.md").write_text("mine")
+    with pytest.raises(outputs.OutputError, match=exact_start(
+            f"--output_dir={other_run} holds a training run (.bert_tf_run.lock, checkpoint, "
+            "ckpt-7.index)")):
+        outputs.check_conversion_output_dir(str(other_run), str(pretrained_dir))
+    with pytest.raises(outputs.OutputError, match=exact_start(
+            f"--output_dir={foreign} holds files no conversion writes (config.json, notes.md); "
+            "choose a new or empty directory")):
+        outputs.check_conversion_output_dir(str(foreign), str(pretrained_dir))
+    with pytest.raises(outputs.OutputError, match=exact_start(
+            f"--output_dir={tmp_path} holds --vocab_file={foreign}/../v.txt, an input")):
+        outputs.check_conversion_output_dir(str(tmp_path), str(pretrained_dir),
+                                            vocab_file=f"{foreign}/../v.txt")
+    # An earlier conversion's directory may be written over, as before.
+    converted = tmp_path / "converted"
+    converted.mkdir()
+    for name in ("bert_config.json", "encoder.keras", "bert_model.ckpt.index", "vocab.txt"):
+        (converted / name).write_text("")
+    outputs.check_conversion_output_dir(str(converted), str(pretrained_dir))
+
+
+# --- POOR: one line, not a traceback ----------------------------------------------------------
+
+def test_a_missing_flagfile_is_one_line(tmp_path):
+    result = tool("build_vocab", f"--flagfile={tmp_path}/missing.flags")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert last_line(result) == (
+        f"build_vocab: error: --flagfile: Unable to open flagfile: [Errno 2] No such file or "
+        f"directory: '{tmp_path}/missing.flags'")
+
+
+def test_an_unsupported_file_system_scheme_is_one_line(tmp_path):
+    result = tool("convert_checkpoint", "--from=bert_tf", "--to=tf1",
+                  "--checkpoint=unknownfs://bucket/run", f"--output_dir={tmp_path / 'out'}")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert last_line(result).startswith("convert_checkpoint: error: File system scheme "
+                                        "'unknownfs' not implemented (file: 'unknownfs://bucket/")
+
+
+def test_disk_full_while_writing_is_one_line():
+    """Every command: an OSError (here ENOSPC while writing the final file) ends in one line."""
+    script = (
+        "import errno, sys\n"
+        "from bert_tf import cli\n"
+        "def main(argv):\n"
+        "    raise OSError(errno.ENOSPC, 'No space left on device', '/runs/out/model.keras')\n"
+        "sys.argv = ['run_classifier']\n"
+        "cli.run(main, 'run_classifier')\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, env=ENV)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "run_classifier: error: [Errno 28] No space left on device: '/runs/out/model.keras'")
+
+
+def test_extract_features_empty_input_is_one_line(corpus, pretrained_dir):
+    (corpus / "empty.txt").write_text("")
+    result = tool("extract_features", f"--input_file={corpus / 'empty.txt'}",
+                  f"--output_file={corpus / 'out.jsonl'}", f"--init_checkpoint={pretrained_dir}",
+                  "--max_seq_length=16", "--layers=-1")
+    assert result.returncode == 1
+    assert last_line(result) == (f"extract_features: error: --input_file={corpus / 'empty.txt'} "
+                                 "is empty; expected one input per line")
+    assert not (corpus / "out.jsonl").exists()
+
+
+def test_prepare_demo_data_never_writes_into_a_run(pretrained_dir, tmp_path):
+    run = tmp_path / "demo_run"
+    shutil.copytree(pretrained_dir, run)
+    before = digest(run)
+    result = tool("prepare_demo_data", f"--output_dir={run}", "--dupe_factor=1")
+    assert result.returncode == 1
+    assert last_line(result) == (
+        f"prepare_demo_data: error: --output_dir={run} holds a training run (checkpoint, "
+        "ckpt-7.index); a command never writes into or deletes another run's directory: choose "
+        "a new directory")
+    assert digest(run) == before
+
+
+def test_fine_tuning_export_dir_that_cannot_be_written_fails_before_training(tmp_path):
+    """Case 12 for the fine-tuning CLIs: the export comes after training, its location is
+    checked before."""
+    from types import SimpleNamespace
+
+    from bert_tf.jobs.run_setup import FlagValueError
+
+    directory = _unwritable_dir(tmp_path)
+    with pytest.raises(FlagValueError) as error:
+        outputs.check_finetuning_dirs(SimpleNamespace(export_dir=f"{directory}/export/1",
+                                                      output_dir=str(tmp_path / "out")))
+    assert str(error.value).startswith(f"--export_dir: cannot write in {directory} (")
