@@ -18,8 +18,9 @@ that holds the batch's longest input, so a short request costs a short sequence.
 
 The in-model tokenizer equals the Python `WordpieceTokenizer` on ordinary text, not everywhere
 (TensorFlow Text's normaliser is not the original's): uncased, characters with a compatibility
-decomposition become it ("…" -> "...", "ﬁ" -> "fi", full-width letters -> ASCII), a word-final
-capital sigma becomes σ rather than ς, and some invisible format characters (U+200B..U+200F,
+decomposition become it ("…" -> "...", "ﬁ" -> "fi", full-width letters -> ASCII), case folding
+replaces lower-casing where they differ ("ß" -> "ss", "µ" -> "μ"), a word-final capital sigma
+becomes σ rather than ς, and some invisible format characters (U+200B..U+200F,
 U+2060, U+FEFF) and combining marks after a space are kept as separate tokens; the 200-character
 word limit counts UTF-8 bytes. The SavedModel's serve_text has none of these differences.
 
@@ -400,37 +401,51 @@ def convert(plan, converter_options=None):
     functions = {IDS_SIGNATURE: plan.module.serve_ids}
     if TEXT_SIGNATURE in plan.signatures:
         functions[TEXT_SIGNATURE] = plan.module.serve_text
+    return convert_functions({key: functions[key] for key in plan.signatures},
+                             converter_options, what=f"the {plan.task.name} model")
+
+
+def convert_functions(functions, converter_options=None, what="the model"):
+    """Converts tf.functions (each with an input_signature of one dict) to one .tflite file
+    with a signature per function, allowing only builtin and TensorFlow Text ops.
+
+    Args:
+      functions: dict signature name -> tf.function.
+      converter_options: see `convert`.
+      what: how errors name the model.
+
+    Returns:
+      (bytes, `OpCensus`).
+
+    Raises:
+      FlexOpsError: naming the ops that only the select-TF ("Flex") runtime could run.
+    """
     # Frozen functions saved as the signatures of an otherwise empty SavedModel: the converter
-    # then keeps the signature names and sees constant weights (FULLY_CONNECTED layers it can
-    # quantize), not resource variables.
+    # then keeps the signature names and sees constant weights.
     staging = tempfile.mkdtemp(prefix="bert_tf_litert_")
     try:
         saved = os.path.join(staging, "frozen")
-        tf.saved_model.save(tf.Module(), saved, signatures={
-            key: _frozen(functions[key]) for key in plan.signatures},
+        tf.saved_model.save(
+            tf.Module(), saved,
+            signatures={key: _frozen(function) for key, function in functions.items()},
             options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
         converter = tf.lite.TFLiteConverter.from_saved_model(
-            saved, signature_keys=list(plan.signatures))
-        content, census = _convert(converter, plan, converter_options)
+            saved, signature_keys=list(functions))
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        # Ops without a builtin become custom ops named after the TensorFlow op, so the census
+        # can name every op the builtins lack (TF Text's kernels are among them).
+        converter.allow_custom_ops = True
+        if converter_options is not None:
+            converter_options(converter)
+        content = converter.convert()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return content, census
-
-
-def _convert(converter, plan, converter_options):
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    # Ops without a builtin become custom ops named after the TensorFlow op, so that the census
-    # can name every op the builtins lack (the TF Text kernels are among them).
-    converter.allow_custom_ops = True
-    if converter_options is not None:
-        converter_options(converter)
-    content = converter.convert()
     census = op_census(content)
     if census.flex:
         raise FlexOpsError(
-            f"--format=litert: the {plan.task.name} model needs ops that LiteRT's builtins and "
-            f"TensorFlow Text's kernels lack: {', '.join(sorted(census.flex))} (they would fall "
-            "back to the select-TF 'Flex' runtime); no model was written.")
+            f"--format=litert: {what} needs ops that LiteRT's builtins and TensorFlow Text's "
+            f"kernels lack: {', '.join(sorted(census.flex))} (they would fall back to the "
+            "select-TF 'Flex' runtime); no model was written.")
     return content, census
 
 

@@ -146,9 +146,13 @@ def converter_options(mode, plan, calibration):
     dataset = _representative_dataset(plan, calibration)
 
     def full(converter):
+        import tensorflow_text as tf_text
+
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = dataset
-        converter.inputs_float_type = None
+        # Calibration runs the model, tokenizer included: it needs TF Text's kernels.
+        converter.target_spec._experimental_custom_op_registerers = list(  # noqa: SLF001
+            tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
     return full
 
 
@@ -171,8 +175,7 @@ def _representative_dataset(plan, calibration):
             packed = pack_inputs(ids_a, max_seq_length=plan.max_seq_length,
                                  cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
                                  pad_id=tokenizer.pad_id)
-        length = sum(packed["input_mask"])
-        return {k: np.array([v[:length]], np.int32) for k, v in packed.items()}
+        return {k: np.array([v], np.int32) for k, v in packed.items()}
 
     def dataset():
         for text, pair in calibration:
