@@ -1,8 +1,7 @@
-"""Flags shared by the run_* CLIs, and the set-up every one of them does with them.
+"""The set-up the training commands do with their flag values: checks, strategy, model files.
 
-Each CLI module calls the define_* functions it needs at import time (absl flags are global,
-so a flag is defined once per process; the functions are idempotent). Flag names follow the
-original google-research/bert scripts where one exists.
+The flags themselves are defined in bert_tf.cli.flags. These functions take the values as an
+object (FLAGS, or anything with the same attribute names).
 """
 
 import math
@@ -10,160 +9,17 @@ import os
 
 import keras
 import tensorflow as tf
-from absl import flags
 from absl import logging
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
-from bert_tf.training.distribute import STRATEGIES, get_strategy, is_chief
-from bert_tf.training.optimization import OPTIMIZER_TYPES
-from bert_tf.training.precision import DTYPE_CHOICES, parse_jit_compile, resolve_dtype
-
-FLAGS = flags.FLAGS
+from bert_tf.training.distribute import get_strategy, is_chief
+from bert_tf.training.precision import resolve_dtype
 
 
 class FlagValueError(ValueError):
     """A flag value that cannot work, with the flag named."""
-
-
-def _define_once(define, name, *args, **kwargs):
-    if name not in FLAGS:
-        define(name, *args, **kwargs)
-
-
-class _JitCompileParser(flags.ArgumentParser):
-    syntactic_help = "true, false or auto"
-
-    def parse(self, argument):
-        return parse_jit_compile(argument)
-
-    def flag_type(self):
-        return "string"
-
-
-class _JitCompileSerializer(flags.ArgumentSerializer):
-    def serialize(self, value):
-        return "auto" if value == "auto" else str(bool(value)).lower()
-
-
-class JitCompileFlag(flags.Flag):
-    """--jit_compile=true|false|auto; bare --jit_compile and --nojit_compile still work."""
-
-    def __init__(self, default, help_string):
-        super().__init__(_JitCompileParser(), _JitCompileSerializer(), "jit_compile", default,
-                         help_string, boolean=True)
-
-    def _serialize(self, value):
-        # A boolean flag would write "auto" as a bare --jit_compile (= true).
-        if value is None:
-            return ""
-        return f"--{self.name}={self.serializer.serialize(value)}"
-
-
-def define_runtime_flags():
-    """Devices, distribution, precision and compilation (every run_* CLI)."""
-    _define_once(flags.DEFINE_enum, "distribution_strategy", "one_device", STRATEGIES,
-                 "tf.distribute strategy.")
-    _define_once(flags.DEFINE_integer, "num_gpus", 0, "GPUs for one_device / mirrored.")
-    _define_once(flags.DEFINE_string, "tpu", None,
-                 "TPU name or address for --distribution_strategy=tpu.")
-    _define_once(flags.DEFINE_bool, "use_tpu", False, "Same as --distribution_strategy=tpu.")
-    _define_once(flags.DEFINE_string, "tpu_name", None, "TPU name or address (with --use_tpu).")
-    _define_once(flags.DEFINE_enum, "dtype", "float32", DTYPE_CHOICES,
-                 "Compute dtype policy. mixed_bfloat16 (TPUs, recent CPUs and GPUs) and "
-                 "mixed_float16 (GPUs; adds dynamic loss scaling) keep variables, LayerNorm, "
-                 "softmax and the losses in float32. auto: mixed_bfloat16 on TPUs, GPUs and "
-                 "CPUs with AVX512_BF16/AMX, else float32.")
-    if "jit_compile" not in FLAGS:
-        flags.DEFINE_flag(JitCompileFlag(
-            "auto", "XLA-compile the forward and backward pass: true, false or auto (on for "
-            "TPUs and GPUs, off on CPUs, where it measured slower)."), FLAGS)
-    _define_once(flags.DEFINE_integer, "gradient_accumulation_steps", 1,
-                 "Batches (of the batch-size flag) per optimizer step, their gradients "
-                 "averaged: the effective batch is N x the batch size.", lower_bound=1)
-    _define_once(flags.DEFINE_integer, "seed", None,
-                 "Seed for initialisation, input shuffling and masking.")
-    _define_once(flags.DEFINE_integer, "steps_per_loop", 100,
-                 "Optimizer steps per host round trip.")
-    _define_once(flags.DEFINE_integer, "iterations_per_loop", None,
-                 "Original name of --steps_per_loop.")
-    _define_once(flags.DEFINE_integer, "log_steps", None,
-                 "Log and write summaries every N steps (default: --steps_per_loop).")
-
-
-def define_finetuning_flags(default_max_seq_length=128):
-    """The original run_classifier.py / run_squad.py flags plus bert_tf's additions."""
-    define_runtime_flags()
-    _define_once(flags.DEFINE_string, "bert_config_file", None,
-                 "bert_config.json of the pre-trained model (default: the one beside "
-                 "--init_checkpoint when that is a bert_tf run directory).")
-    _define_once(flags.DEFINE_string, "vocab_file", None, "WordPiece vocabulary of the model.")
-    _define_once(flags.DEFINE_bool, "do_lower_case", True,
-                 "Lower-case the input (True for uncased models, False for cased ones).")
-    _define_once(flags.DEFINE_string, "init_checkpoint", None,
-                 "Pre-trained weights: a bert_tf checkpoint or run directory, a .keras file, an "
-                 "original TF1 checkpoint prefix or a Hugging Face directory.")
-    _define_once(flags.DEFINE_string, "output_dir", None,
-                 "Checkpoints, summaries, the best model, predictions and results.json.")
-    _define_once(flags.DEFINE_integer, "max_seq_length", default_max_seq_length,
-                 "Tokens per input after WordPiece, [CLS]/[SEP] included.")
-    _define_once(flags.DEFINE_bool, "do_train", False, "Fine-tune on the training set.")
-    _define_once(flags.DEFINE_bool, "do_eval", False, "Evaluate on the dev set.")
-    _define_once(flags.DEFINE_bool, "do_predict", False, "Predict the test set.")
-    _define_once(flags.DEFINE_integer, "train_batch_size", 32, "Global training batch size.")
-    _define_once(flags.DEFINE_integer, "eval_batch_size", 8, "Evaluation batch size.")
-    _define_once(flags.DEFINE_integer, "predict_batch_size", 8, "Prediction batch size.")
-    _define_once(flags.DEFINE_float, "learning_rate", 5e-5, "Peak learning rate (AdamW).")
-    _define_once(flags.DEFINE_float, "num_train_epochs", 3.0, "Passes over the training set.")
-    _define_once(flags.DEFINE_float, "warmup_proportion", 0.1,
-                 "Fraction of training steps with linear learning-rate warmup.")
-    _define_once(flags.DEFINE_integer, "save_checkpoints_steps", None,
-                 "Checkpoint (and, with --do_eval, evaluate and keep the best model) every N "
-                 "steps; default once per epoch.")
-    _define_once(flags.DEFINE_enum, "optimizer", "adamw", OPTIMIZER_TYPES,
-                 "adamw (the original's) or lamb.")
-    _define_once(flags.DEFINE_float, "weight_decay_rate", 0.01,
-                 "Weight decay of kernels and embeddings.")
-    _define_once(flags.DEFINE_bool, "trainable_encoder", True,
-                 "False: freeze the encoder and train only the task head (feature-based).")
-    define_length_buckets_flag()
-
-
-def define_length_buckets_flag():
-    """--length_buckets of the fine-tuning, evaluation and prediction CLIs."""
-    _define_once(flags.DEFINE_string, "length_buckets", "auto",
-                 "Batch examples of similar length together and pad each batch only to its "
-                 "bucket: 'auto' (training: 16, 32, 48, 64, 96, 128, 192, 256, 384, 512 below "
-                 "--max_seq_length, then it; evaluation and prediction, in length-sorted "
-                 "batches: 4, 8, 12, 16, 24, ..., 64, 80, 96, 112, 128, 160, ...), 'off' (every "
-                 "batch padded to --max_seq_length, as before), or increasing lengths such as "
-                 "16,32,64,128. "
-                 "Outputs and metrics are the same either way; short text trains and predicts "
-                 "several times faster.")
-
-
-def define_labeled_data_flags():
-    """Data files and label set of run_classifier and run_tagging."""
-    _define_once(flags.DEFINE_string, "data_dir", None,
-                 "Directory with the train/dev/test files (GLUE: as GLUE ships them).")
-    _define_once(flags.DEFINE_string, "train_file", None,
-                 "Training file (default: the train file in --data_dir).")
-    _define_once(flags.DEFINE_string, "dev_file", None,
-                 "Evaluation file (default: the dev file in --data_dir).")
-    _define_once(flags.DEFINE_string, "test_file", None,
-                 "File to predict (default: the test file in --data_dir).")
-    _define_once(flags.DEFINE_list, "labels", None,
-                 "The label (tag) names in logit order; other labels in the data are an "
-                 "error. Default: those of the training data, sorted.")
-
-
-def define_export_flags():
-    """--export_dir of the fine-tuning CLIs: a SavedModel of the final model for TF Serving."""
-    _define_once(flags.DEFINE_string, "export_dir", None,
-                 "Also export the final (best) model as a SavedModel with id, text and "
-                 "tf.Example serving signatures to this version directory, e.g. "
-                 "models/mrpc/1; it must not exist yet, or be empty.")
 
 
 def check_export_dir(options):

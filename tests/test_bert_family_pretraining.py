@@ -11,14 +11,17 @@ import types
 import keras
 import numpy as np
 import pytest
+from absl import flags
 
+from bert_tf.cli import pretrain as pretrain_cli
+from bert_tf.cli.pretrain import FlagValueError, pretrain
 from bert_tf.config import BertConfig
 from bert_tf.data import create_pretraining_data as cpd
 from bert_tf.data.demo_corpus import format_documents, pydoc_documents
 from bert_tf.interop import warm_start
 from bert_tf.modeling import BertClassifier, BertEncoder
-from bert_tf.run_pretraining import FLAGS, FlagValueError, pretrain
 
+FLAGS = pretrain_cli.define_flags(flags.FlagValues())  # the command's flags, on their own
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAMILY_FLAGFILES = sorted(glob.glob(os.path.join(REPO, "official_configs", "pretraining",
                                                  "*_style_*.flags")))

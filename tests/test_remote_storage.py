@@ -8,7 +8,6 @@ Nothing touches the local disk: a path that bypassed tf.io.gfile would fail or l
 import json
 import os
 import random
-import sys
 import types
 import uuid
 
@@ -31,23 +30,6 @@ def _options(flag_values, **values):
     options = {name: flag_values[name].default for name in flag_values}
     options.update(values)
     return types.SimpleNamespace(**options)
-
-
-def _run_classifier_module():
-    """bert_tf.run_classifier, imported beside bert_tf.run_pretraining in this process.
-
-    Both CLIs define --tfds_data_dir (same type and default); the second definition would be
-    refused by absl, so the first is dropped before the classifier's module defines its own.
-    """
-    from absl import flags
-
-    import bert_tf.run_pretraining  # noqa: F401  (defines its flags first)
-
-    if "bert_tf.run_classifier" not in sys.modules and "tfds_data_dir" in flags.FLAGS:
-        delattr(flags.FLAGS, "tfds_data_dir")
-    import bert_tf.run_classifier
-
-    return bert_tf.run_classifier
 
 
 def _int_feature(values):
@@ -111,7 +93,10 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     for shard in range(2):
         _write_pretraining_records(f"{root}/inputs/train-{shard}.tfrecord", 32, seed=shard)
 
-    from bert_tf.run_pretraining import FLAGS, pretrain
+    from absl import flags
+
+    from bert_tf.cli import classify, pretrain as pretrain_cli
+    from bert_tf.cli.pretrain import pretrain
 
     run_dir = f"{root}/pretrain"
     pretraining = dict(
@@ -119,7 +104,9 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
         input_file=f"{root}/inputs/train-*.tfrecord", output_dir=run_dir, max_seq_length=S,
         max_predictions_per_seq=P, train_batch_size=8, learning_rate=1e-3, num_warmup_steps=1,
         save_checkpoints_steps=2, steps_per_loop=2, seed=1, do_train=True)
-    results = pretrain(_options(FLAGS, num_train_steps=4, **pretraining),
+    # Each command's flags in a FlagValues of their own: their defaults, as the command has them.
+    pretraining_flags = pretrain_cli.define_flags(flags.FlagValues())
+    results = pretrain(_options(pretraining_flags, num_train_steps=4, **pretraining),
                        flags_text="--num_train_steps=4\n")
     assert results["global_step"] == 4
     assert {"bert_config.json", "vocab.txt", "run_pretraining.flags", "results.json",
@@ -129,7 +116,7 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     assert tf.train.latest_checkpoint(run_dir) == f"{run_dir}/ckpt-4"
 
     # Resumed: continues from ckpt-4 (2 more steps, not 6), and the .keras file is readable.
-    results = pretrain(_options(FLAGS, num_train_steps=6, **pretraining))
+    results = pretrain(_options(pretraining_flags, num_train_steps=6, **pretraining))
     assert results["global_step"] == 6 and results["train"]["steps_this_run"] == 2
     assert tf.train.latest_checkpoint(run_dir) == f"{run_dir}/ckpt-6"
     import keras
@@ -149,11 +136,10 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
         np.testing.assert_array_equal(saved.numpy(), loaded.numpy())
 
     # Fine-tuning from the ram:// run, with data, output and export on ram://.
-    run_classifier = _run_classifier_module()
     _write_sst2(f"{root}/SST-2")
     out, export_dir = f"{root}/classifier", f"{root}/export/1"
-    results = run_classifier.run_classifier(_options(
-        run_classifier.FLAGS, task_name="sst-2", data_dir=f"{root}/SST-2",
+    results = classify.run_classifier(_options(
+        classify.define_flags(flags.FlagValues()), task_name="sst-2", data_dir=f"{root}/SST-2",
         init_checkpoint=run_dir, bert_config_file=None, vocab_file=None, output_dir=out,
         export_dir=export_dir, max_seq_length=S, train_batch_size=8, learning_rate=3e-3,
         num_train_epochs=2, save_checkpoints_steps=8, seed=1, do_train=True, do_eval=True,

@@ -11,12 +11,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import run_pretraining
+from absl import flags
+
+from bert_tf.cli import pretrain as run_pretraining
+from bert_tf.cli.pretrain import FlagValueError, pretrain
 from bert_tf.config import BertConfig
-from bert_tf.run_pretraining import FLAGS, FlagValueError, pretrain
 from bert_tf.training.checkpointing import CheckpointError
 
 S, P, VOCAB = 16, 4, 40
+# The pre-training command's flags, in a FlagValues of their own.
+FLAGS = run_pretraining.define_flags(flags.FlagValues())
 
 
 def _int_feature(values):

@@ -20,9 +20,9 @@ import tensorflow as tf
 
 from bert_tf import common_flags
 from bert_tf.config import BertConfig
-from bert_tf.run_pretraining import FLAGS, FlagValueError, pretrain
+from bert_tf.cli.pretrain import FlagValueError, pretrain
 from bert_tf.training import ownership
-from test_run_pretraining import P, S, VOCAB, _options, _write_records
+from test_run_pretraining import FLAGS, P, S, VOCAB, _options, _write_records
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,11 +1,12 @@
-"""What every bert_tf command shares: the launcher, --help, and the packaged official_configs.
+"""The command layer: every bert_tf command, the launcher, --help, the packaged official_configs.
 
-The commands (each a module with `run()`, installed as a console script by setup.py):
+The commands (each a module with `define_flags()` and `run()`, installed as a console script
+by setup.py; bert_tf/run_*.py keep the original script names as aliases):
 
-  bert-tf-pretrain                   bert_tf.run_pretraining
-  bert-tf-classify                   bert_tf.run_classifier
-  bert-tf-tag                        bert_tf.run_tagging
-  bert-tf-squad                      bert_tf.run_squad
+  bert-tf-pretrain                   bert_tf.cli.pretrain (bert_tf.run_pretraining)
+  bert-tf-classify                   bert_tf.cli.classify (bert_tf.run_classifier)
+  bert-tf-tag                        bert_tf.cli.tag (bert_tf.run_tagging)
+  bert-tf-squad                      bert_tf.cli.squad (bert_tf.run_squad)
   bert-tf-create-pretraining-data    bert_tf.cli.create_pretraining_data
   bert-tf-build-vocab                bert_tf.cli.build_vocab
   bert-tf-convert-checkpoint         bert_tf.cli.convert_checkpoint
@@ -13,16 +14,20 @@ The commands (each a module with `run()`, installed as a console script by setup
   bert-tf-extract-features           bert_tf.cli.extract_features
   bert-tf-prepare-demo-data          bert_tf.cli.prepare_demo_data
 
-This module imports no TensorFlow: the data tools stay TF-free.
-"""
+Every flag is defined once, in bert_tf.cli.flags; a command defines the groups it reads when it
+runs (`run()` calls its `define_flags()` before parsing), so importing any of these modules
+defines nothing and they all import into one process. Only this package reads flags; nothing
+below it imports it.
+
+This module imports no TensorFlow: the data tools stay TF-free."""
 
 import os
 import sys
 
+import absl.flags
 from absl import app
-from absl import flags
 
-FLAGS = flags.FLAGS
+FLAGS = absl.flags.FLAGS
 
 # Paths that start with this name resolve to the copy installed with the package when they do
 # not exist relative to the working directory, so `--flagfile=official_configs/...` and the
@@ -80,8 +85,20 @@ def _own_flags_are_key_flags():
                 FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
 
-def run(main, program=None, errors=(), required=()):
-    """Runs an absl program: flags parsed, `main(argv)` called, user errors reported in one line.
+def _check_required(required):
+    # Checked here rather than by absl validators, which would stay registered on FLAGS and
+    # bind the next command run in the same process.
+    for name in required:
+        if FLAGS[name].value is None:
+            print(f"FATAL Flags parsing error: flag --{name}=None: Flag --{name} must have a "
+                  "value other than None.\nPass --helpshort or --helpfull to see help on flags.",
+                  file=sys.stderr)
+            sys.exit(1)
+
+
+def run(main, program=None, errors=(), required=(), define_flags=None):
+    """Runs an absl program: flags defined and parsed, `main(argv)` called, user errors
+    reported in one line.
 
     Args:
       main: function(argv) doing the work; argv holds the program name and positional args.
@@ -90,22 +107,30 @@ def run(main, program=None, errors=(), required=()):
       errors: exception classes that mean bad input (a flag, file or field): printed as
         "<program>: error: <message>" with exit status 1 instead of a traceback.
       required: flags that must be given.
+      define_flags: the command's `define_flags()` (bert_tf.cli.flags groups), called before
+        parsing; nothing is defined at import, so any commands share one process.
     """
 
     def checked_main(argv):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+        _check_required(required)
         try:
             return main(argv)
         except tuple(errors) as e:
             print(f"{program}: error: {e}", file=sys.stderr)
             sys.exit(1)
 
+    if define_flags is not None:
+        define_flags()
+    if FLAGS.is_parsed():
+        # A command run before in this process: start from this command's defaults.
+        FLAGS.unparse_flags()
     main_module = sys.modules["__main__"]
-    if not main_module.__doc__:
-        # --help prints the __main__ docstring: a console script's has none, show the CLI's.
-        main_module.__doc__ = sys.modules[main.__module__].__doc__
-    if required:
-        flags.mark_flags_as_required(list(required))
+    command_module = sys.modules[main.__module__]
+    if not main_module.__doc__ or getattr(main_module, "run", None) is command_module.run:
+        # --help prints the __main__ docstring: a console script has none, and an alias
+        # (bert_tf.run_pretraining) is not the command's own; show the command's.
+        main_module.__doc__ = command_module.__doc__
     _own_flags_are_key_flags()
     app.run(checked_main, flags_parser=parse_flags)

@@ -13,21 +13,15 @@ import os
 from absl import app, flags, logging
 
 from bert_tf import cli
+from bert_tf.cli import flags as cli_flags
 from bert_tf import fileio
 from bert_tf.text import vocab_builder
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None, "Comma-separated globs of UTF-8 text files.")
-flags.DEFINE_integer("vocab_size", None, "Target vocabulary size (an upper bound).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased model).")
-flags.DEFINE_string("output_file", None, "Where to write vocab.txt; its directory must exist.")
-flags.DEFINE_integer("max_input_chars_per_word", 200,
-                     "Longer words (in characters) are not counted; the tokenizer's limit.")
-flags.DEFINE_list("reserved_tokens", [], "Extra tokens placed right after the special tokens.")
-flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size cap of the learner.")
-
-flags.mark_flags_as_required(["input_file", "vocab_size", "output_file"])
+def define_flags(flag_values=FLAGS):
+    """Input text, vocabulary size, casing and the learner's limits."""
+    return cli_flags.define_build_vocab_flags(flag_values)
 
 
 def main(argv):
@@ -52,7 +46,8 @@ def main(argv):
 
 def run():
     """Console-script entry point (bert-tf-build-vocab)."""
-    cli.run(main)
+    cli.run(main, required=["input_file", "vocab_size", "output_file"],
+            define_flags=define_flags)
 
 
 if __name__ == "__main__":

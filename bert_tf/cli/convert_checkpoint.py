@@ -38,37 +38,18 @@ import sys
 from absl import app, flags, logging
 
 from bert_tf import cli, fileio, interop
+from bert_tf.cli import flags as cli_flags
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
-from bert_tf.modeling import BertPretrainer, extend_position_embeddings, positions
+from bert_tf.modeling import BertPretrainer, extend_position_embeddings
 from bert_tf.text import load_vocab, validate_case_matches_checkpoint
 from bert_tf.training.checkpointing import check_writable_dir, save_keras_model
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_enum("from", None, ["tf1", "albert", "huggingface", "keras_hub", "bert_tf"],
-                  "Format of --checkpoint.")
-flags.DEFINE_enum("to", None, ["bert_tf", "tf1", "albert", "huggingface"], "Format to write.")
-flags.DEFINE_string("checkpoint", None,
-                    "tf1: checkpoint prefix (.../bert_model.ckpt); albert: checkpoint prefix "
-                    "(.../model.ckpt-best); huggingface: model directory; "
-                    "keras_hub: preset directory or .keras file; bert_tf: output directory of "
-                    "run_pretraining or this tool, a .keras file or a checkpoint prefix.")
-flags.DEFINE_string("bert_config_file", None,
-                    "bert_config.json of a tf1 or bert_tf checkpoint (default: the one beside it).")
-flags.DEFINE_string("vocab_file", None, "vocab.txt to ship with the output (default: the "
-                    "source's own).")
-flags.DEFINE_bool("do_lower_case", None, "Casing of the vocabulary (default: what the source "
-                  "says, if anything); checked against the source.")
-flags.DEFINE_bool("allow_pickle", False, "Read a Hugging Face pytorch_model.bin (needs torch; "
-                  "torch.load(weights_only=True)).")
-flags.DEFINE_string("output_dir", None, "Directory to write; created if needed.")
-flags.DEFINE_integer("max_position_embeddings", None,
-                     "Extend the learned position embeddings to this many positions (more than "
-                     "the checkpoint's) before writing.")
-flags.DEFINE_enum("position_extension", "copy", list(positions.EXTENSION_METHODS),
-                  "How new position rows start: copies of the table, or the table linearly "
-                  "resampled (--max_position_embeddings).")
+def define_flags(flag_values=FLAGS):
+    """Source and target formats and files, casing, position extension."""
+    return cli_flags.define_convert_checkpoint_flags(flag_values)
 
 
 def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
@@ -200,7 +181,8 @@ def main(argv):
 
 def run():
     """Console-script entry point (bert-tf-convert-checkpoint)."""
-    cli.run(main, required=["from", "to", "checkpoint", "output_dir"])
+    cli.run(main, required=["from", "to", "checkpoint", "output_dir"],
+            define_flags=define_flags)
 
 
 if __name__ == "__main__":

@@ -29,75 +29,15 @@ from absl import flags
 from absl import logging
 
 from bert_tf import cli
+from bert_tf.cli import flags as cli_flags
 from bert_tf.data import create_pretraining_data as cpd
 from bert_tf.data import sequence_packing
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None, "Input text files: comma-separated globs.")
-flags.DEFINE_string("output_file", None,
-                    "Output TFRecord files, comma-separated (records go round-robin); with "
-                    "Beam, one shard prefix.")
-flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary the model will use.")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Lower-case the input (True for uncased models, False for cased ones).")
-flags.DEFINE_bool("do_whole_word_mask", False,
-                  "Mask all WordPiece pieces of a word together instead of pieces independently.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum tokens per instance, [CLS]/[SEP] included.")
-flags.DEFINE_integer("max_predictions_per_seq", 20,
-                     "Maximum masked positions per instance; with --pack_sequences per row "
-                     "(each instance is capped by it too), default then "
-                     "floor(max_seq_length * masked_lm_prob) + ceil(max_instances_per_row / 2)"
-                     " + 1, which never limits the packing.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of every random choice.")
-flags.DEFINE_integer("dupe_factor", 10,
-                     "Times each document is used, with different masks each time.")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.")
-flags.DEFINE_float("short_seq_prob", 0.1,
-                   "Probability of a shorter target length than max_seq_length for a document.")
-flags.DEFINE_integer("num_workers", 1,
-                     "Processes that tokenize and mask (local path). The output does not "
-                     "depend on it.")
-flags.DEFINE_bool("gzip", False, "Write GZIP-compressed records (output names must end in .gz).")
-flags.DEFINE_enum("feature_names", "v1", ["v1", "v2"],
-                  "Record feature names: v1 = the original's (input_ids, segment_ids), v2 = "
-                  "input_word_ids, input_type_ids.")
-flags.DEFINE_integer("documents_per_chunk", 1000,
-                     "Consecutive documents of the corpus (files in sorted order; a chunk may "
-                     "span files) processed together; random next segments are drawn from "
-                     "another document of the same chunk. At least 2.")
-flags.DEFINE_integer("shuffle_buffer_size", 100_000,
-                     "Records held in memory to shuffle the output order (local path).")
-flags.DEFINE_bool("sentence_order_prediction", False,
-                  "ALBERT's sentence-order prediction: B always follows A in the text, and the "
-                  "two are swapped half the time (next_sentence_labels 1 = swapped) instead of "
-                  "B being random text.")
-flags.DEFINE_bool("do_span_mask", False,
-                  "SpanBERT's span masking: mask spans of whole words with geometric lengths "
-                  "and write span_left_boundaries / span_right_boundaries for the "
-                  "span-boundary objective.")
-flags.DEFINE_float("span_geometric_p", 0.2,
-                   "p of the geometric span-length distribution (--do_span_mask).")
-flags.DEFINE_integer("max_span_length", 10,
-                     "Longest masked span in words; the length distribution is truncated "
-                     "there (--do_span_mask).")
-flags.DEFINE_bool("pack_sequences", False,
-                  "Pack whole instances (each still [CLS] A [SEP] B [SEP]) into rows of "
-                  "--max_seq_length; records gain instance_ids and next_sentence_positions / "
-                  "_weights (docs/packing.md).")
-flags.DEFINE_integer("max_instances_per_row", 0,
-                     "Most instances in one packed row (--pack_sequences); 0 = "
-                     "max(2, max_seq_length // 16).")
-flags.DEFINE_bool("use_beam", False, "Run as an Apache Beam pipeline (needs bert_tf[beam]).")
-flags.DEFINE_string("runner", None,
-                    "Beam runner (implies --use_beam); default DirectRunner.")
-flags.DEFINE_integer("beam_num_shards", 1,
-                     "Beam output shards, <output_file>-SSSSS-of-NNNNN (one writer each).")
-flags.DEFINE_multi_string("beam_pipeline_option", [],
-                          "Extra Beam pipeline option, repeatable, e.g. "
-                          "--beam_pipeline_option=--project=my-project.")
-
-flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+def define_flags(flag_values=FLAGS):
+    """The original create_pretraining_data.py's flags (same names and defaults) and bert_tf's."""
+    return cli_flags.define_create_pretraining_data_flags(flag_values)
 
 
 def _keep_freed_memory():
@@ -190,7 +130,8 @@ def _run(argv):
 
 def run():
     """Console-script entry point (bert-tf-create-pretraining-data)."""
-    cli.run(main)
+    cli.run(main, required=["input_file", "output_file", "vocab_file"],
+            define_flags=define_flags)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@ pre-training: pretrainer.keras, exported for fill-mask) or a .keras file (encode
 sentence embeddings). Signatures: ids (serving_default), text (serve_text), examples
 (serve_examples); see bert_tf.serving.
 
+A flag left unset takes the value the run recorded, else: --max_seq_length=128,
+--do_lower_case=true, --text_pair=true, --max_query_length=64, --max_answer_length=30,
+--noversion_2_with_negative, and --length_buckets at multiples of 4 to 16, of 8 to 64, then
+steps of 1/8 (80, 96, 112, 128, 160, ...) below --max_seq_length, then it (an empty value runs
+every request at --max_seq_length).
+
 A LiteRT model (DIR/model.tflite, raw text and ids in, float or int8; see
 bert_tf.serving.litert and docs/serving.md), with its accuracy against float32 reported:
   bert-tf-export --model_dir=RUN_DIR --export_dir=DIR --format=litert --quantize=int8 \
@@ -25,55 +31,14 @@ import sys
 from absl import app, flags, logging
 
 from bert_tf import cli
+from bert_tf.cli import flags as cli_flags
 from bert_tf import serving
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("model_dir", None, "A run's output directory or a .keras file.")
-flags.DEFINE_string("export_dir", None,
-                    "Version directory to write, e.g. EXPORT/1 (TF Serving's "
-                    "--model_base_path is then EXPORT).")
-flags.DEFINE_integer("max_seq_length", None,
-                     "Sequence length of the text signatures (default: the run's, else 128).")
-flags.DEFINE_list("length_buckets", None,
-                  "Lengths the text signatures run the encoder at: each request at the smallest "
-                  "that holds its batch's longest input (increasing, <= --max_seq_length, which "
-                  "is always the last). Default: multiples of 4 to 16, of 8 to 64, then steps "
-                  "of 1/8 (80, 96, 112, 128, 160, ...) below --max_seq_length, then it; "
-                  "an empty value runs every request at --max_seq_length.")
-flags.DEFINE_list("signatures", ["ids", "text", "examples"],
-                  "Signatures to export: ids, text, examples.")
-flags.DEFINE_list("labels", None,
-                  "Class or tag names in logit order (default: task_info.json's, else 0,1,...).")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (default: vocab.txt of the run).")
-flags.DEFINE_bool("do_lower_case", None, "Tokenizer casing (default: the run's, else true).")
-flags.DEFINE_bool("text_pair", None,
-                  "Classification/regression: the text signature takes text_pair too "
-                  "(default: task_info.json's text_pair, else true).")
-flags.DEFINE_integer("top_k", 5, "Fill-mask: predictions per [MASK].")
-flags.DEFINE_integer("max_query_length", None,
-                     "SQuAD: question tokens kept (default: the run's, else 64).")
-flags.DEFINE_integer("max_answer_length", None,
-                     "SQuAD: longest answer in tokens (default: the run's, else 30).")
-flags.DEFINE_bool("version_2_with_negative", None,
-                  "SQuAD: questions may have no answer (default: the run's, else false).")
-flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.")
-flags.DEFINE_enum("format", "saved_model", ["saved_model", "litert"],
-                  "saved_model: a TF Serving version directory; litert: --export_dir/model.tflite "
-                  "(LiteRT, signatures serving_default and serve_text).")
-flags.DEFINE_string("quantize", "none",
-                    "--format=litert: none, float16, dynamic_int8, full_int8, or int8 (the fastest "
-                    "int8 mode within the accuracy target).")
-flags.DEFINE_string("calibration_file", None,
-                    "--format=litert: texts to calibrate full_int8 on and to compare quantized "
-                    "with float32 answers (one text per line, or .tsv/.csv/.jsonl with a "
-                    "sentence/text column).")
-flags.DEFINE_string("eval_file", None,
-                    "--format=litert --quantize: a labelled dev file (.tsv/.csv/.jsonl with a "
-                    "label column): the accuracy of the float32 and the quantized model.")
-flags.DEFINE_string("check", None,
-                    "Instead of exporting: list the ops of this SavedModel directory and fail "
-                    "if the TF Serving model server lacks any.")
+def define_flags(flag_values=FLAGS):
+    """The run to export, the signatures, and overrides of the settings it recorded."""
+    return cli_flags.define_export_flags(flag_values)
 
 
 def _first_set(*values):
@@ -116,10 +81,11 @@ def export():
         labels=FLAGS.labels or (list(info.labels) if info and info.labels else None),
         signatures=tuple(FLAGS.signatures), overwrite=FLAGS.overwrite)
     if FLAGS.length_buckets is not None:
+        lengths = [b.strip() for b in FLAGS.length_buckets.split(",") if b.strip()]
         try:
-            options["length_buckets"] = [int(b) for b in FLAGS.length_buckets]
+            options["length_buckets"] = [int(b) for b in lengths]
         except ValueError:
-            raise app.UsageError(f"--length_buckets={','.join(FLAGS.length_buckets)}: expected "
+            raise app.UsageError(f"--length_buckets={','.join(lengths)}: expected "
                                  "comma-separated integers, e.g. 16,32,64.") from None
     if task in ("classification", "regression"):
         options["text_pair"] = text_pair
@@ -204,7 +170,7 @@ def main(argv):
 
 def run():
     """Console-script entry point (bert-tf-export)."""
-    cli.run(main)
+    cli.run(main, define_flags=define_flags)
 
 
 if __name__ == "__main__":

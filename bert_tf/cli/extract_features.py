@@ -31,7 +31,8 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import cli, common_flags, fileio, interop
+from bert_tf import cli, fileio, interop
+from bert_tf.cli import flags as cli_flags
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.data import length_buckets
 from bert_tf.modeling import BertEncoder
@@ -40,26 +41,9 @@ from bert_tf.training.checkpointing import CheckpointError
 
 FLAGS = flags.FLAGS
 
-# Flags of the original extract_features.py, same names and defaults.
-flags.DEFINE_string("input_file", None, "UTF-8 text, one input per line ('a ||| b': a pair).")
-flags.DEFINE_string("output_file", None, "JSON lines to write.")
-flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated transformer layers to output.")
-flags.DEFINE_string("bert_config_file", None,
-                    "bert_config.json (default: the config beside --init_checkpoint).")
-flags.DEFINE_integer("max_seq_length", 128, "Pieces per input, [CLS]/[SEP] included; longer "
-                     "inputs are truncated.")
-flags.DEFINE_string("init_checkpoint", None, "The pre-trained model.")
-flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one beside --init_checkpoint).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
-flags.DEFINE_integer("batch_size", 32, "Inputs per forward pass.")
-# Additions.
-flags.DEFINE_bool("pooled", False, "Add sentence embeddings: 'pooled' ([CLS] through the "
-                  "pooler) and 'mean_pooled' (mean over the tokens of each chosen layer).")
-flags.DEFINE_bool("per_token", True, "Write the per-token 'features' (false: sentence "
-                  "embeddings only, with --pooled).")
-
-common_flags.define_length_buckets_flag()
-flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
+def define_flags(flag_values=FLAGS):
+    """The original extract_features.py's flags (same names and defaults) and bert_tf's."""
+    return cli_flags.define_extract_features_flags(flag_values)
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -257,7 +241,8 @@ def main(argv):
 
 def run():
     """Console-script entry point (bert-tf-extract-features)."""
-    cli.run(main)
+    cli.run(main, required=["input_file", "output_file", "init_checkpoint"],
+            define_flags=define_flags)
 
 
 if __name__ == "__main__":

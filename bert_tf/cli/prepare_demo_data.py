@@ -15,18 +15,14 @@ from absl import flags
 from absl import logging
 
 from bert_tf import cli
+from bert_tf.cli import flags as cli_flags
 from bert_tf.data import demo_corpus
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("output_dir", "/tmp/bert_tf_demo", "Where the corpus, vocab and records go.")
-flags.DEFINE_integer("vocab_size", 4000, "Target WordPiece vocabulary size.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the corpus (an uncased model).")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per pre-training instance.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per instance.")
-flags.DEFINE_integer("dupe_factor", 5, "Copies of the corpus, each masked differently.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of the masking and pairing.")
-flags.DEFINE_integer("num_workers", 2, "Processes that tokenize and mask.")
+def define_flags(flag_values=FLAGS):
+    """Where the demo data goes and how it is made."""
+    return cli_flags.define_prepare_demo_data_flags(flag_values)
 
 
 def main(argv):
@@ -43,7 +39,7 @@ def main(argv):
 
 def run():
     """Console-script entry point (bert-tf-prepare-demo-data)."""
-    cli.run(main)
+    cli.run(main, define_flags=define_flags)
 
 
 if __name__ == "__main__":

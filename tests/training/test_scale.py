@@ -1,7 +1,6 @@
 """Scale and resilience of the training loop: accumulation, float16 loss scaling, XLA "auto"
 (and its --jit_compile flag), SIGTERM preemption, and the non-chief copy of the best model."""
 
-import copy
 import os
 import signal
 import threading
@@ -245,10 +244,9 @@ def test_non_chief_keeps_its_own_best_copy(tmp_path):
 def test_jit_compile_flag_round_trips_through_a_flagfile(argv, value, serialized):
     # A bare --jit_compile written for "auto" would read back as true.
     from absl import flags
-    from bert_tf import common_flags
-    common_flags.define_runtime_flags()
+    from bert_tf.cli import flags as cli_flags
     flag_values = flags.FlagValues()
-    flag_values["jit_compile"] = copy.deepcopy(flags.FLAGS["jit_compile"])
+    cli_flags.define_runtime_flags(flag_values)
     flag_values(["prog", *argv])
     assert flag_values.jit_compile == value
     assert flag_values["jit_compile"].serialize() == serialized

@@ -1,0 +1,503 @@
+"""Every command-line flag of bert_tf, each defined once, and the groups the commands define.
+
+A command module defines the groups it reads in its `define_flags()`, called by its `run()`
+before parsing; importing a module defines nothing, so all commands import into one process.
+The groups are idempotent per FlagValues: a second command in the same process re-uses a flag
+the first defined, with the second command's default. Names follow the original
+google-research/bert scripts where one exists.
+
+Reading a flag: find its `_flag(...)` line below for its type, default and help, then the
+command's `define_flags()` for the default that command gives it (a few differ: e.g.
+--max_seq_length is 384 for SQuAD, none for export).
+"""
+
+import importlib
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+
+# name -> (define function, default, help, keyword arguments): one entry per flag.
+_DEFINITIONS = {}
+
+
+def _flag(define, name, default, help_text, **kwargs):
+    assert name not in _DEFINITIONS, name  # one definition per name
+    _DEFINITIONS[name] = (define, default, help_text, kwargs)
+
+
+class _Constant:
+    """A library constant (e.g. the choices of an enum flag) read when a flag is defined.
+
+    Importing this module imports no TensorFlow: the data commands stay TF-free.
+    """
+
+    def __init__(self, module, name):
+        self.module, self.name = module, name
+
+    def get(self):
+        return getattr(importlib.import_module(self.module), self.name)
+
+
+def define(names, flag_values=FLAGS, **defaults):
+    """Defines the flags `names` in `flag_values` unless there; `defaults` override the table's.
+
+    A flag that is already defined (another command in this process) gets this command's
+    default, so the command running sees its own defaults.
+    """
+    for name in names:
+        define_fn, default, help_text, kwargs = _DEFINITIONS[name]
+        default = defaults.pop(name, default)
+        if name in flag_values:
+            if flag_values[name].default != default:
+                flag_values.set_default(name, default)
+            continue
+        kwargs = {k: v.get() if isinstance(v, _Constant) else v for k, v in kwargs.items()}
+        define_fn(name, default, help=help_text, flag_values=flag_values, **kwargs)
+    if defaults:
+        raise KeyError(f"defaults for flags not in the group: {sorted(defaults)}")
+
+
+class _JitCompileParser(flags.ArgumentParser):
+    syntactic_help = "true, false or auto"
+
+    def parse(self, argument):
+        from bert_tf.training.precision import parse_jit_compile
+
+        return parse_jit_compile(argument)
+
+    def flag_type(self):
+        return "string"
+
+
+class _JitCompileSerializer(flags.ArgumentSerializer):
+    def serialize(self, value):
+        return "auto" if value == "auto" else str(bool(value)).lower()
+
+
+class JitCompileFlag(flags.Flag):
+    """--jit_compile=true|false|auto; bare --jit_compile and --nojit_compile still work."""
+
+    def __init__(self, name, default, help_string):
+        super().__init__(_JitCompileParser(), _JitCompileSerializer(), name, default,
+                         help_string, boolean=True)
+
+    def _serialize(self, value):
+        # A boolean flag would write "auto" as a bare --jit_compile (= true).
+        if value is None:
+            return ""
+        return f"--{self.name}={self.serializer.serialize(value)}"
+
+
+def _define_jit_compile(name, default, help, flag_values):  # noqa: A002 (absl's name)
+    flags.DEFINE_flag(JitCompileFlag(name, default, help), flag_values)
+
+
+# Model and vocabulary files.
+_flag(flags.DEFINE_string, "bert_config_file", None,
+      "bert_config.json of the model (default: the one beside --init_checkpoint, or the "
+      "configuration the checkpoint records).")
+_flag(flags.DEFINE_string, "vocab_file", None,
+      "WordPiece vocabulary (vocab.txt); where a model is read, default: the one beside it.")
+_flag(flags.DEFINE_bool, "do_lower_case", True,
+      "Lower-case the input and strip accents (True for uncased models, False for cased ones).")
+_flag(flags.DEFINE_string, "init_checkpoint", None,
+      "Pre-trained weights: a bert_tf checkpoint or run directory, a .keras or .weights.h5 "
+      "file, an original TF1 checkpoint prefix, or a Hugging Face or keras-hub directory.")
+_flag(flags.DEFINE_integer, "max_seq_length", 128,
+      "Tokens per input after WordPiece, [CLS]/[SEP] included.")
+
+# Runtime: devices, distribution, precision, compilation, loop.
+_flag(flags.DEFINE_enum, "distribution_strategy", "one_device", "tf.distribute strategy.",
+      enum_values=_Constant("bert_tf.training.distribute", "STRATEGIES"))
+_flag(flags.DEFINE_integer, "num_gpus", 0, "GPUs for one_device / mirrored.")
+_flag(flags.DEFINE_string, "tpu", None, "TPU name or address for --distribution_strategy=tpu.")
+_flag(flags.DEFINE_bool, "use_tpu", False, "Same as --distribution_strategy=tpu.")
+_flag(flags.DEFINE_string, "tpu_name", None, "TPU name or address (with --use_tpu).")
+_flag(flags.DEFINE_enum, "dtype", "float32",
+      "Compute dtype policy. mixed_bfloat16 (TPUs, recent CPUs and GPUs) and mixed_float16 "
+      "(GPUs; adds dynamic loss scaling) keep variables, LayerNorm, softmax and the losses in "
+      "float32. auto: mixed_bfloat16 on TPUs, GPUs and CPUs with AVX512_BF16/AMX, else float32.",
+      enum_values=_Constant("bert_tf.training.precision", "DTYPE_CHOICES"))
+_flag(_define_jit_compile, "jit_compile", "auto",
+      "XLA-compile the forward and backward pass: true, false or auto (on for TPUs and GPUs, "
+      "off on CPUs, where it measured slower).")
+_flag(flags.DEFINE_integer, "gradient_accumulation_steps", 1,
+      "Batches (of the batch-size flag) per optimizer step, their gradients averaged: the "
+      "effective batch is N x the batch size.", lower_bound=1)
+_flag(flags.DEFINE_integer, "seed", None, "Seed for initialisation, input shuffling and masking.")
+_flag(flags.DEFINE_integer, "steps_per_loop", 100, "Optimizer steps per host round trip.")
+_flag(flags.DEFINE_integer, "iterations_per_loop", None, "Original name of --steps_per_loop.")
+_flag(flags.DEFINE_integer, "log_steps", None,
+      "Log and write summaries every N steps (default: --steps_per_loop).")
+
+# Training (pre-training and fine-tuning).
+_flag(flags.DEFINE_string, "output_dir", None,
+      "Directory the command writes: checkpoints, summaries, models, predictions, results.")
+_flag(flags.DEFINE_bool, "do_train", False, "Run training.")
+_flag(flags.DEFINE_bool, "do_eval", False,
+      "Evaluate (fine-tuning: on the dev set; pre-training: on --eval_input_file / "
+      "--eval_input_text_file, else on the training input).")
+_flag(flags.DEFINE_integer, "train_batch_size", 32, "Global training batch size.")
+_flag(flags.DEFINE_integer, "eval_batch_size", 8, "Global evaluation batch size.")
+_flag(flags.DEFINE_float, "learning_rate", 5e-5, "Peak learning rate.")
+_flag(flags.DEFINE_integer, "save_checkpoints_steps", None,
+      "Save a checkpoint every N steps (fine-tuning: and, with --do_eval, evaluate and keep "
+      "the best model; default once per epoch).")
+_flag(flags.DEFINE_enum, "optimizer", "adamw", "adamw (the original's) or lamb.",
+      enum_values=_Constant("bert_tf.training.optimization", "OPTIMIZER_TYPES"))
+_flag(flags.DEFINE_float, "weight_decay_rate", 0.01, "Weight decay of kernels and embeddings.")
+
+# Pre-training: input.
+_flag(flags.DEFINE_string, "input_file", None,
+      "Input files, comma-separated globs: pre-training TFRecords (bert-tf-pretrain), text "
+      "(bert-tf-create-pretraining-data, bert-tf-build-vocab), or lines to embed "
+      "(bert-tf-extract-features: one input per line, 'a ||| b' a pair).")
+_flag(flags.DEFINE_string, "eval_input_file", None,
+      "Held-out TFRecords for --do_eval: comma-separated globs.")
+_flag(flags.DEFINE_string, "input_text_file", None,
+      "Raw text (comma-separated globs; one sentence per line, blank line between documents) "
+      "masked on the fly instead of --input_file.")
+_flag(flags.DEFINE_string, "eval_input_text_file", None,
+      "Held-out raw text for --do_eval (masked on the fly; needs --vocab_file).")
+_flag(flags.DEFINE_string, "input_tfds", None,
+      "Name of a TFDS text dataset already prepared under --tfds_data_dir (never downloaded), "
+      "masked on the fly like --input_text_file: each example is a document, its lines the "
+      "sentences.")
+_flag(flags.DEFINE_string, "tfds_data_dir", None,
+      "TFDS data_dir (nothing is downloaded): of --input_tfds (pre-training; default: TFDS's), "
+      "or of glue/<task>, read instead of --data_dir (classification).")
+_flag(flags.DEFINE_string, "tfds_split", "train", "Split of --input_tfds to train on.")
+_flag(flags.DEFINE_string, "eval_tfds_split", None,
+      "Split of --input_tfds to evaluate on (default: the training input).")
+_flag(flags.DEFINE_string, "tfds_text_key", "text", "Text feature of the --input_tfds examples.")
+_flag(flags.DEFINE_string, "tf_data_service", None,
+      "grpc://HOST:PORT of a tf.data service dispatcher that runs the training input pipeline "
+      "(see bert_tf.cli.pretrain).")
+
+# Pre-training: schedule and objectives.
+_flag(flags.DEFINE_integer, "num_train_steps", 100000, "Optimizer steps to train to.")
+_flag(flags.DEFINE_integer, "num_warmup_steps", 10000, "Steps of linear learning-rate warmup.")
+_flag(flags.DEFINE_integer, "max_eval_steps", 100, "Maximum evaluation batches.")
+_flag(flags.DEFINE_bool, "use_next_sentence_label", True, "Train the NSP head (False: MLM only).")
+_flag(flags.DEFINE_bool, "span_boundary_objective", False,
+      "SpanBERT's span-boundary objective, its loss added to the masked-LM loss. The input "
+      "must carry span boundaries: --do_span_mask with raw text, or records made by "
+      "create_pretraining_data --do_span_mask.")
+_flag(flags.DEFINE_bool, "full_sentences", False,
+      "RoBERTa's FULL-SENTENCES packing of raw text: whole sentences across document ends, an "
+      "extra [SEP] between documents (--input_text_file, --use_next_sentence_label=false).")
+
+# Masking recipe (pre-training records and raw text masked on the fly).
+_flag(flags.DEFINE_integer, "max_predictions_per_seq", 20,
+      "Maximum masked positions per instance; with --pack_sequences per row (each instance is "
+      "capped by it too), default then floor(max_seq_length * masked_lm_prob) + "
+      "ceil(max_instances_per_row / 2) + 1 for text, the records' own for packed TFRecords.")
+_flag(flags.DEFINE_float, "masked_lm_prob", 0.15, "Fraction of tokens to mask.")
+_flag(flags.DEFINE_bool, "do_whole_word_mask", False,
+      "Mask all WordPiece pieces of a word together instead of pieces independently.")
+_flag(flags.DEFINE_bool, "sentence_order_prediction", False,
+      "ALBERT's sentence-order prediction: B always follows A in the text, and the two are "
+      "swapped half the time (label 1 = swapped) instead of B being random text; the pair head "
+      "learns it (needs --use_next_sentence_label). Pre-training TFRecords must be made so.")
+_flag(flags.DEFINE_bool, "do_span_mask", False,
+      "SpanBERT's span masking: mask spans of whole words with geometric lengths; records gain "
+      "span_left_boundaries / span_right_boundaries for the span-boundary objective.")
+_flag(flags.DEFINE_bool, "pack_sequences", False,
+      "Packed rows: several whole instances (each still [CLS] A [SEP] B [SEP]) per row of "
+      "--max_seq_length (docs/packing.md). Raw text is packed on the fly; pre-training "
+      "TFRecords must be packed, which is detected without this flag too.")
+_flag(flags.DEFINE_integer, "max_instances_per_row", 0,
+      "Most instances in one packed row (--pack_sequences); 0 = max(2, max_seq_length // 16). "
+      "Records carry their own.")
+
+# Making pre-training records (bert-tf-create-pretraining-data, bert-tf-prepare-demo-data).
+_flag(flags.DEFINE_string, "output_file", None,
+      "File to write: TFRecords, comma-separated (records go round-robin; with Beam, one shard "
+      "prefix), vocab.txt (build-vocab; its directory must exist) or JSON lines.")
+_flag(flags.DEFINE_integer, "random_seed", 12345, "Seed of every random choice.")
+_flag(flags.DEFINE_integer, "dupe_factor", 10,
+      "Times each document is used, with different masks each time.")
+_flag(flags.DEFINE_float, "short_seq_prob", 0.1,
+      "Probability of a shorter target length than max_seq_length for a document.")
+_flag(flags.DEFINE_integer, "num_workers", 1,
+      "Processes that tokenize and mask (local path). The output does not depend on it.")
+_flag(flags.DEFINE_bool, "gzip", False,
+      "Write GZIP-compressed records (output names must end in .gz).")
+_flag(flags.DEFINE_enum, "feature_names", "v1",
+      "Record feature names: v1 = the original's (input_ids, segment_ids), v2 = "
+      "input_word_ids, input_type_ids.", enum_values=["v1", "v2"])
+_flag(flags.DEFINE_integer, "documents_per_chunk", 1000,
+      "Consecutive documents of the corpus (files in sorted order; a chunk may span files) "
+      "processed together; random next segments are drawn from another document of the same "
+      "chunk. At least 2.")
+_flag(flags.DEFINE_integer, "shuffle_buffer_size", 100_000,
+      "Records held in memory to shuffle the output order (local path).")
+_flag(flags.DEFINE_float, "span_geometric_p", 0.2,
+      "p of the geometric span-length distribution (--do_span_mask).")
+_flag(flags.DEFINE_integer, "max_span_length", 10,
+      "Longest masked span in words; the length distribution is truncated there "
+      "(--do_span_mask).")
+_flag(flags.DEFINE_bool, "use_beam", False, "Run as an Apache Beam pipeline (needs bert_tf[beam]).")
+_flag(flags.DEFINE_string, "runner", None,
+      "Beam runner (implies --use_beam); default DirectRunner.")
+_flag(flags.DEFINE_integer, "beam_num_shards", 1,
+      "Beam output shards, <output_file>-SSSSS-of-NNNNN (one writer each).")
+_flag(flags.DEFINE_multi_string, "beam_pipeline_option", [],
+      "Extra Beam pipeline option, repeatable, e.g. --beam_pipeline_option=--project=my-project.")
+
+# Vocabulary (bert-tf-build-vocab, bert-tf-prepare-demo-data).
+_flag(flags.DEFINE_integer, "vocab_size", None, "Target vocabulary size (an upper bound).")
+_flag(flags.DEFINE_integer, "max_input_chars_per_word", 200,
+      "Longer words (in characters) are not counted; the tokenizer's limit.")
+_flag(flags.DEFINE_list, "reserved_tokens", [],
+      "Extra tokens placed right after the special tokens.")
+_flag(flags.DEFINE_integer, "max_unique_chars", 1000, "Alphabet size cap of the learner.")
+
+# Fine-tuning.
+_flag(flags.DEFINE_bool, "do_predict", False, "Predict the test set.")
+_flag(flags.DEFINE_integer, "predict_batch_size", 8, "Prediction batch size.")
+_flag(flags.DEFINE_float, "num_train_epochs", 3.0, "Passes over the training set.")
+_flag(flags.DEFINE_float, "warmup_proportion", 0.1,
+      "Fraction of training steps with linear learning-rate warmup.")
+_flag(flags.DEFINE_bool, "trainable_encoder", True,
+      "False: freeze the encoder and train only the task head (feature-based).")
+_flag(flags.DEFINE_string, "length_buckets", "auto",
+      "Run batches of similar length at the smallest of these lengths that holds them instead "
+      "of --max_seq_length: 'auto' (training: 16, 32, 48, 64, 96, 128, 192, 256, 384, 512 below "
+      "--max_seq_length, then it; evaluation, prediction and serving, in length-sorted batches: "
+      "4, 8, 12, 16, 24, ..., 64, 80, 96, 112, 128, 160, ...), 'off' (every batch padded to "
+      "--max_seq_length, as before), or increasing lengths such as 16,32,64,128 (export: an "
+      "empty value runs every request at --max_seq_length). Outputs and metrics are the same "
+      "either way; short text trains and predicts several times faster.")
+_flag(flags.DEFINE_string, "export_dir", None,
+      "SavedModel version directory to write, with id, text and tf.Example serving "
+      "signatures, e.g. models/mrpc/1 (TF Serving's --model_base_path is then models/mrpc); "
+      "it must not exist yet, or be empty.")
+_flag(flags.DEFINE_string, "data_dir", None,
+      "Directory with the train/dev/test files (GLUE: as GLUE ships them).")
+_flag(flags.DEFINE_string, "train_file", None,
+      "Training file (default: the train file in --data_dir; SQuAD: JSON, e.g. "
+      "train-v1.1.json).")
+_flag(flags.DEFINE_string, "dev_file", None,
+      "Evaluation file (default: the dev file in --data_dir).")
+_flag(flags.DEFINE_string, "test_file", None,
+      "File to predict (default: the test file in --data_dir).")
+_flag(flags.DEFINE_list, "labels", None,
+      "The label (tag) names in logit order; other labels in the data are an error. Default: "
+      "those of the training data, sorted (export: task_info.json's, else 0,1,...).")
+
+# Classification (bert-tf-classify).
+_flag(flags.DEFINE_string, "task_name", None,
+      "A GLUE task (cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli) or any name "
+      "for your own data (used in messages and results).")
+_flag(flags.DEFINE_string, "text_a_column", None,
+      "Your own data: the column (JSONL key) of the first text.")
+_flag(flags.DEFINE_string, "text_b_column", None,
+      "Your own data: the column of the second text, for sentence pairs.")
+_flag(flags.DEFINE_string, "label_column", None, "Your own data: the label column.")
+_flag(flags.DEFINE_bool, "regression", False,
+      "Your own data: the label is a number to predict (one output, squared error) rather "
+      "than a class.")
+
+# Tagging (bert-tf-tag).
+_flag(flags.DEFINE_integer, "token_column", 0, "Column of the token in the CoNLL files.")
+_flag(flags.DEFINE_integer, "tag_column", -1,
+      "Column of the tag (negative: from the end; CoNLL-2003's NER tag is -1).")
+
+# SQuAD (bert-tf-squad; the answer settings also bert-tf-export).
+_flag(flags.DEFINE_string, "predict_file", None,
+      "SQuAD JSON to answer, e.g. dev-v1.1.json; with gold answers it is also evaluated (at "
+      "every checkpoint when training).")
+_flag(flags.DEFINE_integer, "doc_stride", 128, "Pieces between the starts of consecutive windows.")
+_flag(flags.DEFINE_integer, "max_query_length", 64, "Question pieces kept (longer ones are cut).")
+_flag(flags.DEFINE_integer, "n_best_size", 20,
+      "Start/end candidates per window, and answers in nbest_predictions.json.")
+_flag(flags.DEFINE_integer, "max_answer_length", 30, "Longest answer, in WordPiece tokens.")
+_flag(flags.DEFINE_bool, "version_2_with_negative", False,
+      "SQuAD 2.0: questions may have no answer.")
+_flag(flags.DEFINE_float, "null_score_diff_threshold", 0.0,
+      "v2.0: answer \"\" when the null score minus the best span score exceeds this.")
+_flag(flags.DEFINE_bool, "verbose_logging", False,
+      "Log why an answer could not be aligned back to the original text.")
+
+# Export (bert-tf-export).
+_flag(flags.DEFINE_string, "model_dir", None, "A run's output directory or a .keras file.")
+_flag(flags.DEFINE_list, "signatures", ["ids", "text", "examples"],
+      "Signatures to export: ids, text, examples.")
+_flag(flags.DEFINE_bool, "text_pair", None,
+      "Classification/regression: the text signature takes text_pair too (default: "
+      "task_info.json's text_pair, else true).")
+_flag(flags.DEFINE_integer, "top_k", 5, "Fill-mask: predictions per [MASK].")
+_flag(flags.DEFINE_bool, "overwrite", False, "Replace an existing --export_dir.")
+_flag(flags.DEFINE_enum, "format", "saved_model", "saved_model: a TF Serving version directory; "
+      "litert: --export_dir/model.tflite (LiteRT, signatures serving_default and serve_text).",
+      enum_values=["saved_model", "litert"])
+_flag(flags.DEFINE_string, "quantize", "none",
+      "--format=litert: none, float16, dynamic_int8, full_int8, or int8 (the fastest int8 mode "
+      "within the accuracy target).")
+_flag(flags.DEFINE_string, "calibration_file", None,
+      "--format=litert: texts to calibrate full_int8 on and to compare quantized with float32 "
+      "answers (one text per line, or .tsv/.csv/.jsonl with a sentence/text column).")
+_flag(flags.DEFINE_string, "eval_file", None,
+      "--format=litert --quantize: a labelled dev file (.tsv/.csv/.jsonl with a label column): "
+      "the accuracy of the float32 and the quantized model.")
+_flag(flags.DEFINE_string, "check", None,
+      "Instead of exporting: list the ops of this SavedModel directory and fail if the TF "
+      "Serving model server lacks any.")
+
+# Feature extraction (bert-tf-extract-features).
+_flag(flags.DEFINE_string, "layers", "-1,-2,-3,-4", "Comma-separated transformer layers to output.")
+_flag(flags.DEFINE_integer, "batch_size", 32, "Inputs per forward pass.")
+_flag(flags.DEFINE_bool, "pooled", False,
+      "Add sentence embeddings: 'pooled' ([CLS] through the pooler) and 'mean_pooled' (mean "
+      "over the tokens of each chosen layer).")
+_flag(flags.DEFINE_bool, "per_token", True,
+      "Write the per-token 'features' (false: sentence embeddings only, with --pooled).")
+
+# Checkpoint conversion (bert-tf-convert-checkpoint).
+_flag(flags.DEFINE_enum, "from", None, "Format of --checkpoint.",
+      enum_values=["tf1", "albert", "huggingface", "keras_hub", "bert_tf"])
+_flag(flags.DEFINE_enum, "to", None, "Format to write.",
+      enum_values=["bert_tf", "tf1", "albert", "huggingface"])
+_flag(flags.DEFINE_string, "checkpoint", None,
+      "tf1: checkpoint prefix (.../bert_model.ckpt); albert: checkpoint prefix "
+      "(.../model.ckpt-best); huggingface: model directory; keras_hub: preset directory or "
+      ".keras file; bert_tf: output directory of run_pretraining or this tool, a .keras file "
+      "or a checkpoint prefix.")
+_flag(flags.DEFINE_bool, "allow_pickle", False,
+      "Read a Hugging Face pytorch_model.bin (needs torch; torch.load(weights_only=True)).")
+_flag(flags.DEFINE_integer, "max_position_embeddings", None,
+      "Extend the learned position embeddings to this many positions (more than the "
+      "checkpoint's) before writing.")
+_flag(flags.DEFINE_enum, "position_extension", "copy",
+      "How new position rows start: copies of the table, or the table linearly resampled "
+      "(--max_position_embeddings).",
+      enum_values=_Constant("bert_tf.modeling.positions", "EXTENSION_METHODS"))
+
+
+# The groups the commands define.
+RUNTIME = ("distribution_strategy", "num_gpus", "tpu", "use_tpu", "tpu_name", "dtype",
+           "jit_compile", "gradient_accumulation_steps", "seed", "steps_per_loop",
+           "iterations_per_loop", "log_steps")
+MASKING = ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "do_whole_word_mask",
+           "sentence_order_prediction", "do_span_mask", "pack_sequences",
+           "max_instances_per_row")
+PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoint",
+               "output_dir", "input_file", "do_train", "do_eval", "eval_input_file",
+               "eval_input_text_file", "train_batch_size", "eval_batch_size", "learning_rate",
+               "num_train_steps", "num_warmup_steps", "save_checkpoints_steps",
+               "max_eval_steps", "optimizer", "weight_decay_rate", "use_next_sentence_label",
+               "input_text_file", "input_tfds", "tfds_data_dir", "tfds_split",
+               "eval_tfds_split", "tfds_text_key", "span_boundary_objective", "full_sentences",
+               "tf_data_service")
+FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoint",
+              "output_dir", "max_seq_length", "do_train", "do_eval", "do_predict",
+              "train_batch_size", "eval_batch_size", "predict_batch_size", "learning_rate",
+              "num_train_epochs", "warmup_proportion", "save_checkpoints_steps", "optimizer",
+              "weight_decay_rate", "trainable_encoder", "length_buckets", "export_dir")
+LABELED_DATA = ("data_dir", "train_file", "dev_file", "test_file", "labels")
+CLASSIFICATION = ("task_name", "tfds_data_dir", "text_a_column", "text_b_column",
+                  "label_column", "regression")
+TAGGING = ("token_column", "tag_column")
+SQUAD_ANSWERS = ("max_query_length", "max_answer_length", "version_2_with_negative")
+SQUAD = ("train_file", "predict_file", "doc_stride", "n_best_size",
+         "null_score_diff_threshold", "verbose_logging") + SQUAD_ANSWERS
+CREATE_PRETRAINING_DATA = ("input_file", "output_file", "vocab_file", "do_lower_case",
+                           "random_seed", "dupe_factor", "short_seq_prob", "num_workers", "gzip",
+                           "feature_names", "documents_per_chunk", "shuffle_buffer_size",
+                           "span_geometric_p", "max_span_length", "use_beam", "runner",
+                           "beam_num_shards", "beam_pipeline_option")
+BUILD_VOCAB = ("input_file", "vocab_size", "do_lower_case", "output_file",
+               "max_input_chars_per_word", "reserved_tokens", "max_unique_chars")
+PREPARE_DEMO_DATA = ("output_dir", "vocab_size", "do_lower_case", "max_seq_length",
+                     "max_predictions_per_seq", "dupe_factor", "random_seed", "num_workers")
+EXPORT = ("model_dir", "export_dir", "max_seq_length", "length_buckets", "signatures", "labels",
+          "vocab_file", "do_lower_case", "text_pair", "top_k", "overwrite", "check", "format",
+          "quantize", "calibration_file", "eval_file")
+EXTRACT_FEATURES = ("input_file", "output_file", "layers", "bert_config_file", "max_seq_length",
+                    "init_checkpoint", "vocab_file", "do_lower_case", "batch_size", "pooled",
+                    "per_token", "length_buckets")
+CONVERT_CHECKPOINT = ("from", "to", "checkpoint", "bert_config_file", "vocab_file",
+                      "do_lower_case", "allow_pickle", "output_dir", "max_position_embeddings",
+                      "position_extension")
+
+
+def define_runtime_flags(flag_values=FLAGS):
+    """Devices, distribution, precision, compilation and the loop (the training commands)."""
+    define(RUNTIME, flag_values)
+    return flag_values
+
+
+def define_masking_flags(flag_values=FLAGS):
+    """How pre-training instances are masked and packed (records and raw text alike)."""
+    define(MASKING, flag_values)
+    return flag_values
+
+
+def define_pretraining_flags(flag_values=FLAGS):
+    """bert-tf-pretrain: the original run_pretraining.py's flags plus bert_tf's additions."""
+    define(PRETRAINING, flag_values, save_checkpoints_steps=1000)
+    define_masking_flags(flag_values)
+    define_runtime_flags(flag_values)
+    return flag_values
+
+
+def define_finetuning_flags(flag_values=FLAGS, max_seq_length=128):
+    """The flags every fine-tuning command shares (the original run_classifier.py's and more)."""
+    define(FINETUNING, flag_values, max_seq_length=max_seq_length)
+    define_runtime_flags(flag_values)
+    return flag_values
+
+
+def define_classifier_flags(flag_values=FLAGS):
+    define_finetuning_flags(flag_values)
+    define(LABELED_DATA + CLASSIFICATION, flag_values)
+    return flag_values
+
+
+def define_tagging_flags(flag_values=FLAGS):
+    define_finetuning_flags(flag_values)
+    define(LABELED_DATA + TAGGING, flag_values)
+    return flag_values
+
+
+def define_squad_flags(flag_values=FLAGS):
+    define_finetuning_flags(flag_values, max_seq_length=384)
+    define(SQUAD, flag_values)
+    return flag_values
+
+
+def define_create_pretraining_data_flags(flag_values=FLAGS):
+    define(CREATE_PRETRAINING_DATA, flag_values)
+    define(MASKING, flag_values)
+    return flag_values
+
+
+def define_build_vocab_flags(flag_values=FLAGS):
+    define(BUILD_VOCAB, flag_values)
+    return flag_values
+
+
+def define_prepare_demo_data_flags(flag_values=FLAGS):
+    define(PREPARE_DEMO_DATA, flag_values, output_dir="/tmp/bert_tf_demo", vocab_size=4000,
+           dupe_factor=5, num_workers=2)
+    return flag_values
+
+
+def define_export_flags(flag_values=FLAGS):
+    """bert-tf-export: unset settings come from the run, so most default to None here."""
+    define(EXPORT, flag_values, max_seq_length=None, length_buckets=None, do_lower_case=None)
+    define(SQUAD_ANSWERS, flag_values, max_query_length=None, max_answer_length=None,
+           version_2_with_negative=None)
+    return flag_values
+
+
+def define_extract_features_flags(flag_values=FLAGS):
+    define(EXTRACT_FEATURES, flag_values)
+    return flag_values
+
+
+def define_convert_checkpoint_flags(flag_values=FLAGS):
+    define(CONVERT_CHECKPOINT, flag_values, do_lower_case=None)
+    return flag_values

@@ -1,0 +1,121 @@
+"""Every command module imports into one process, in any order, and two commands run there."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from absl import flags
+
+from bert_tf.cli import flags as cli_flags
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COMMAND_MODULES = [
+    "bert_tf.cli.pretrain", "bert_tf.cli.classify", "bert_tf.cli.tag", "bert_tf.cli.squad",
+    "bert_tf.cli.create_pretraining_data", "bert_tf.cli.build_vocab",
+    "bert_tf.cli.convert_checkpoint", "bert_tf.cli.export_saved_model",
+    "bert_tf.cli.extract_features", "bert_tf.cli.prepare_demo_data",
+    # The original script names, aliases of the commands above.
+    "bert_tf.run_pretraining", "bert_tf.run_classifier", "bert_tf.run_tagging",
+    "bert_tf.run_squad",
+]
+
+# In a fresh process: import every command module in the order given (nothing may be defined
+# by an import), then run build-vocab and create-pretraining-data through their run().
+_SCRIPT = textwrap.dedent("""
+    import importlib, json, sys
+    from absl import flags
+    from bert_tf.cli import flags as cli_flags
+
+    modules, corpus, out = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+    for name in modules:
+        importlib.import_module(name)
+    defined = sorted(set(cli_flags._DEFINITIONS) & set(flags.FLAGS))
+    assert not defined, f"defined at import: {defined}"
+
+    from bert_tf.cli import build_vocab, create_pretraining_data
+
+    def run(command, *args):
+        sys.argv = [command.__name__, *args]
+        try:
+            command.run()
+        except SystemExit as e:
+            assert not e.code, f"{command.__name__} exited with {e.code}"
+
+    run(build_vocab, f"--input_file={corpus}", "--vocab_size=120", "--nodo_lower_case",
+        f"--output_file={out}/vocab.txt")
+    run(create_pretraining_data, f"--input_file={corpus}", f"--vocab_file={out}/vocab.txt",
+        f"--output_file={out}/train.tfrecord", "--max_seq_length=32",
+        "--max_predictions_per_seq=5", "--dupe_factor=2")
+    # The second command ran with its own defaults, not the first one's values.
+    print(json.dumps({"do_lower_case": flags.FLAGS.do_lower_case,
+                      "output_file": flags.FLAGS.output_file,
+                      "dupe_factor_default": flags.FLAGS["dupe_factor"].default}))
+""")
+
+
+def _corpus(path):
+    sentences = [f"The {a} river runs past the {b} stone near town number {n}."
+                 for n, (a, b) in enumerate(zip(["green", "cold", "quiet", "old"] * 8,
+                                                ["grey", "small", "round", "wet"] * 8))]
+    documents = ["\n".join(sentences[i:i + 4]) for i in range(0, len(sentences), 4)]
+    path.write_text("\n\n".join(documents) + "\n")
+
+
+@pytest.mark.parametrize("order", ["forward", "reversed"])
+def test_all_command_modules_import_in_both_orders_and_two_commands_run(order, tmp_path):
+    modules = COMMAND_MODULES if order == "forward" else COMMAND_MODULES[::-1]
+    corpus = tmp_path / "corpus.txt"
+    _corpus(corpus)
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(modules), str(corpus),
+                           str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    state = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert state == {"do_lower_case": True, "output_file": f"{tmp_path}/train.tfrecord",
+                     "dupe_factor_default": 10}
+    vocab = (tmp_path / "vocab.txt").read_text().split()
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert "The" in vocab  # cased, as --nodo_lower_case asked
+    records = (tmp_path / "train.tfrecord").read_bytes()
+    assert records.count(b"masked_lm_positions") >= 8
+
+
+def test_every_flag_name_has_one_definition_and_groups_name_only_defined_flags():
+    groups = [getattr(cli_flags, name) for name in dir(cli_flags) if name.isupper()
+              and isinstance(getattr(cli_flags, name), tuple)]
+    assert all(name in cli_flags._DEFINITIONS for group in groups for name in group)
+    source = open(cli_flags.__file__, encoding="utf-8").read()
+    for name in cli_flags._DEFINITIONS:
+        assert len(re.findall(rf'_flag\([\w.]+, "{name}",', source)) == 1, name
+    package = os.path.join(REPO, "bert_tf")
+    for root, _, files in os.walk(package):
+        for file in files:
+            path = os.path.join(root, file)
+            if file.endswith(".py") and path != cli_flags.__file__:
+                assert "DEFINE_" not in open(path, encoding="utf-8").read(), path
+
+
+def test_groups_are_idempotent_and_each_command_keeps_its_defaults():
+    from bert_tf.cli import export_saved_model, prepare_demo_data, pretrain, squad
+
+    flag_values = flags.FlagValues()
+    pretrain.define_flags(flag_values)
+    assert flag_values["max_seq_length"].default == 128
+    assert flag_values["save_checkpoints_steps"].default == 1000
+    squad.define_flags(flag_values)
+    assert flag_values["max_seq_length"].default == 384
+    assert flag_values["save_checkpoints_steps"].default is None
+    export_saved_model.define_flags(flag_values)
+    assert flag_values["max_seq_length"].default is None
+    assert flag_values["do_lower_case"].default is None
+    prepare_demo_data.define_flags(flag_values)
+    assert (flag_values["output_dir"].default, flag_values["dupe_factor"].default) == (
+        "/tmp/bert_tf_demo", 5)
+    pretrain.define_flags(flag_values)
+    assert flag_values["max_seq_length"].default == 128
+    assert flag_values["do_lower_case"].default is True
+    assert flag_values["output_dir"].default is None
