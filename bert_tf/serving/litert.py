@@ -549,7 +549,9 @@ def export_litert(model, export_dir, *, vocab_file=None, tokenizer=None, do_lowe
                        do_lower_case=do_lower_case, max_seq_length=max_seq_length,
                        labels=labels, signatures=signatures, text_pair=text_pair,
                        length_buckets=length_buckets)
-    options = quantization.converter_options(quantize, plan, calibration_texts)
+    calibration = [(t, None) if isinstance(t, str) else tuple(t)
+                   for t in (calibration_texts or [])]
+    options = quantization.converter_options(quantize, plan, calibration)
     content, census = convert(plan, options)
     info = dict(plan.info(), quantize=quantize)
     return write_model(content, export_dir, info, overwrite=overwrite), census
