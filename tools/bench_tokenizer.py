@@ -1,8 +1,10 @@
-"""The `tokenizer` case of tools/benchmark.py: WordPiece throughput and id parity.
+"""The `tokenizer` case of tools/benchmark.py: WordPiece and byte-level BPE throughput and parity.
 
 texts/s and tokens/s of WordpieceTokenizer (Python) and BertTokenizerLayer (in-graph) against
 the original FullTokenizer (--original_bert_dir), with an id-for-id comparison; HF
-`tokenizers` when installed.
+`tokenizers` when installed. Then BpeTokenizer (Python) and BpeTokenizerLayer (in-graph) with
+the byte-level BPE tokenizer.json of tests/text/fixtures, against HF `tokenizers` on the same
+file when installed, on the corpus and on the fixture's mixed texts (CJK, emoji, whitespace).
 
 This module must not import tools/benchmark.py (run as __main__, importing it again would
 define its flags twice): benchmark.py registers WORKERS and passes the flag values in.
@@ -98,7 +100,60 @@ def worker_tokenizer(args):
     emit({"results": results, "parity": parity, "notes": notes, "load_avg": load()})
 
 
-WORKERS = {"tokenizer": worker_tokenizer}
+def worker_tokenizer_bpe(args):
+    """Byte-level BPE throughput and id parity: Python, in-graph and HF tokenizers."""
+    import gzip
+    import json
+
+    import tensorflow as tf
+    from bert_tf.text import BpeTokenizer, BpeTokenizerLayer
+
+    fixtures = os.path.join(args["repo"], "tests", "text", "fixtures")
+    tokenizer_json = os.path.join(fixtures, "bpe_tokenizer.json")
+    with gzip.open(os.path.join(fixtures, "bpe_reference.json.gz"), "rt", encoding="utf-8") as f:
+        mixed = json.load(f)["texts"]
+    sets = {"corpus": _read_lines(args["corpus"], args["max_texts"]),
+            "mixed": mixed[:args["max_texts"]] if args["max_texts"] else mixed}
+    results, parity, notes = [], {}, []
+    layer = BpeTokenizerLayer(tokenizer_json)
+    tokenize = tf.function(layer.call, input_signature=[tf.TensorSpec([None], tf.string)])
+    try:
+        import tokenizers
+        hf = tokenizers.Tokenizer.from_file(tokenizer_json)
+    except ImportError:
+        hf = None
+        notes.append("HF tokenizers: skipped (not installed)")
+    for set_name, texts in sets.items():
+        ours = BpeTokenizer(tokenizer_json)
+        our_ids = [ours.encode(t) for t in texts]
+        num_tokens = sum(len(ids) for ids in our_ids)
+
+        def add(name, fn):
+            seconds, texts_per_s = median_rate(fn, len(texts), warmup=1, repeats=args["repeats"])
+            results.append({"impl": f"{name} [{set_name}]", "texts_per_s": round(texts_per_s, 1),
+                            "tokens_per_s": round(num_tokens / seconds, 1),
+                            "us_per_text": round(1e6 * seconds / len(texts), 1)})
+
+        timed = BpeTokenizer(tokenizer_json)  # A fresh, cold word cache for the warm-up.
+        add("bert_tf.BpeTokenizer (Python)", lambda: [timed.encode(t) for t in texts])
+        batch = args["batch"]
+        batches = [tf.constant(texts[i:i + batch]) for i in range(0, len(texts), batch)]
+        graph_ids = [r for b in batches for r in tokenize(b).to_list()]
+        add(f"bert_tf.BpeTokenizerLayer (in-graph, batch {batch})",
+            lambda: [tokenize(b).flat_values.numpy() for b in batches])
+        parity[f"{set_name}_texts"] = len(texts)
+        parity[f"{set_name}_in_graph_vs_python_mismatched_texts"] = sum(
+            a != b for a, b in zip(graph_ids, our_ids))
+        if hf is not None:
+            add("HF tokenizers Tokenizer.encode_batch",
+                lambda: hf.encode_batch(texts, add_special_tokens=False))
+            hf_ids = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+            parity[f"{set_name}_python_vs_hf_mismatched_texts"] = sum(
+                a != b for a, b in zip(our_ids, hf_ids))
+    emit({"results": results, "parity": parity, "notes": notes, "load_avg": load()})
+
+
+WORKERS = {"tokenizer": worker_tokenizer, "tokenizer_bpe": worker_tokenizer_bpe}
 
 
 def case_tokenizer(setup, quick, original_bert_dir=None):
@@ -119,6 +174,26 @@ def case_tokenizer(setup, quick, original_bert_dir=None):
             r["ratio_vs_original"] = round(r["texts_per_s"] / original[0]["texts_per_s"], 2)
     rows.append({"case": "tokenizer", "kind": "parity", **result["parity"]})
     rows.extend({"case": "tokenizer", "kind": "note", "note": n} for n in result["notes"])
+    rows.extend(_bpe_rows(setup, quick))
+    return rows
+
+
+def _bpe_rows(setup, quick):
+    result = run_worker("tokenizer_bpe", {
+        "corpus": setup.corpus, "repo": os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))), "max_texts": 300 if quick else 0, "batch": 256,
+        "repeats": 2 if quick else 3})
+    if "error" in result:
+        return [{"case": "tokenizer", "kind": "error", **result}]
+    rows = [{"case": "tokenizer", "kind": "throughput", "load_avg": result["load_avg"], **r}
+            for r in result["results"]]
+    for r in rows:  # Ratios to HF tokenizers on the same texts.
+        texts = r["impl"].rsplit("[", 1)[-1]
+        hf = [h for h in rows if h["impl"].startswith("HF") and h["impl"].endswith(texts)]
+        if hf:
+            r["ratio_vs_hf"] = round(r["texts_per_s"] / hf[0]["texts_per_s"], 3)
+    rows.append({"case": "tokenizer", "kind": "parity", **result["parity"]})
+    rows.extend({"case": "tokenizer", "kind": "note", "note": n} for n in result["notes"])
     return rows
 
 
@@ -126,10 +201,13 @@ def format_lines(r):
     """The table lines of one tokenizer row (errors and notes aside)."""
     case, kind = r["case"], r.get("kind")
     if kind == "throughput":
-        ratio = r.get("ratio_vs_original")
+        ratio, hf = r.get("ratio_vs_original"), r.get("ratio_vs_hf")
         return [f"{case:14} {r['impl']:48} {r['texts_per_s']:9.0f} texts/s "
-                f"{r['tokens_per_s']:10.0f} tok/s" + (f"  x{ratio} original" if ratio else "")]
+                f"{r['tokens_per_s']:10.0f} tok/s" + (f"  x{ratio} original" if ratio else "")
+                + (f"  x{hf} HF tokenizers" if hf else "")]
     if kind == "parity":
-        return [f"{case:14} parity on {r['texts']} texts: " + ", ".join(
-            f"{k}={v}" for k, v in r.items() if k.endswith("mismatched_texts"))]
+        counts = ", ".join(f"{k}={v}" for k, v in r.items() if k.endswith("_texts"))
+        if "texts" in r:
+            return [f"{case:14} parity on {r['texts']} texts: {counts}"]
+        return [f"{case:14} BPE parity: {counts}"]
     return []

@@ -68,7 +68,9 @@ def fingerprint(parts):
 
 
 def tokenizer_parts(tokenizer):
-    """What a WordpieceTokenizer's output depends on: its vocabulary and settings."""
+    """What a tokenizer's output depends on: its vocabulary and settings."""
+    if hasattr(tokenizer, "fingerprint"):  # BpeTokenizer: vocabulary, merges, added tokens.
+        return ["bpe", tokenizer.fingerprint()]
     vocab = hashlib.sha256("\n".join(tokenizer.inv_vocab).encode("utf-8")).hexdigest()
     return [vocab, tokenizer.do_lower_case, tokenizer.max_input_chars_per_word]
 

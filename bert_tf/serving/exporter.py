@@ -27,6 +27,8 @@ from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 from bert_tf.serving import tasks
 from bert_tf.text import tokenization
+from bert_tf.text.bpe import BpeTokenizer
+from bert_tf.text.bpe_layer import BpeTokenizerLayer
 from bert_tf.text.layers import BertTokenizerLayer
 
 SIGNATURE_KEYS = {"ids": "serving_default", "text": "serve_text", "examples": "serve_examples"}
@@ -34,19 +36,22 @@ EXPORT_INFO_FILE = "bert_tf_export.json"
 
 
 def _tokenizer_layer(tokenizer, vocab_file, do_lower_case):
-    """A BertTokenizerLayer from `tokenizer` (layer or WordpieceTokenizer) or the vocabulary."""
+    """The in-graph tokenizer from `tokenizer` (a layer, a WordpieceTokenizer or a
+    BpeTokenizer) or the vocabulary."""
     if tokenizer is not None:
         if vocab_file is not None:
             raise ValueError("export: pass tokenizer or vocab_file, not both.")
-        if isinstance(tokenizer, BertTokenizerLayer):
+        if isinstance(tokenizer, (BertTokenizerLayer, BpeTokenizerLayer)):
             return tokenizer
+        if isinstance(tokenizer, BpeTokenizer):
+            return BpeTokenizerLayer(tokenizer)
         if isinstance(tokenizer, tokenization.WordpieceTokenizer):
             return BertTokenizerLayer(
                 tokenizer.inv_vocab, do_lower_case=tokenizer.do_lower_case,
                 max_input_chars_per_word=tokenizer.max_input_chars_per_word,
                 unk_token=tokenizer.unk_token)
-        raise TypeError(f"export: tokenizer must be a BertTokenizerLayer or WordpieceTokenizer, "
-                        f"got {type(tokenizer).__name__}.")
+        raise TypeError(f"export: tokenizer must be a BertTokenizerLayer, BpeTokenizerLayer, "
+                        f"WordpieceTokenizer or BpeTokenizer, got {type(tokenizer).__name__}.")
     if vocab_file is None:
         return None
     return BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
@@ -157,7 +162,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         server watching EXPORT never sees half a model.
       vocab_file: the model's vocab.txt, or its list of tokens; needed for "text"/"examples".
       tokenizer: instead of vocab_file/do_lower_case, a BertTokenizerLayer or a
-        WordpieceTokenizer.
+        WordpieceTokenizer; or a BpeTokenizer / BpeTokenizerLayer (byte-level BPE from a
+        tokenizer.json) for classification, regression and embedding models.
       do_lower_case: the casing the model was trained with.
       max_seq_length: S of the text signatures; longer inputs are truncated. (The id
         signature takes any length up to the model's max_position_embeddings.)
@@ -211,6 +217,12 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
     if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:
         raise ValueError(f"export: the vocabulary has {tokenizer.vocab_size} tokens but the "
                          f"model's vocab_size is only {config.vocab_size}.")
+    if wants_text and isinstance(tokenizer, BpeTokenizerLayer):
+        task_name = tasks.task_name_of(model)
+        if task_name in ("squad", "tagging", "fill_mask"):
+            raise ValueError(f"export: the text signatures of a {task_name} model need word "
+                             "offsets and WordPiece tokens, which a byte-level BPE tokenizer "
+                             "does not give; export signatures=('ids',) instead.")
     task = _make_task(model, tokenizer if wants_text else None, max_seq_length, labels,
                       text_pair, top_k, max_query_length, max_answer_length,
                       version_2_with_negative)
@@ -232,7 +244,11 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                                prefix=".tmp_export_")
     try:
         vocab_path = None
-        if task.tokenizer is not None:
+        if isinstance(task.tokenizer, BpeTokenizerLayer):
+            vocab_path = os.path.join(staging, "tokenizer.json")
+            write_text_atomic(vocab_path, json.dumps(task.tokenizer.tokenizer_json,
+                                                     ensure_ascii=False))
+        elif task.tokenizer is not None:
             vocab_path = os.path.join(staging, "vocab.txt")
             write_text_atomic(vocab_path, "".join(t + "\n" for t in task.tokenizer.vocabulary))
         module = _ServingModule(task, vocab_path)
@@ -260,7 +276,10 @@ def _export_info(task, model, signatures, max_seq_length):
     if task.tokenizer is not None:
         info["max_seq_length"] = max_seq_length
         info["length_buckets"] = list(task.length_buckets)
-        info["do_lower_case"] = task.tokenizer.do_lower_case
+        if isinstance(task.tokenizer, BpeTokenizerLayer):
+            info["tokenizer"] = "byte-level BPE (assets/tokenizer.json)"
+        else:
+            info["do_lower_case"] = task.tokenizer.do_lower_case
     return info
 
 

@@ -1,11 +1,14 @@
 """Tokenization and input packing for BERT, in Python and inside TensorFlow graphs.
 
-The Python tokenizer (`WordpieceTokenizer`) needs no TensorFlow; the in-graph layers, the packing
-helpers and the vocabulary builder import TensorFlow when first used.
+The Python tokenizers (`WordpieceTokenizer`, `BpeTokenizer` for a byte-level BPE
+tokenizer.json, both from `load_tokenizer`) need no TensorFlow; the in-graph layers, the
+packing helpers and the vocabulary builder import TensorFlow when first used.
 """
 
 import importlib
 
+from bert_tf.text.bpe import BpeTokenizer
+from bert_tf.text.tokenizer_files import load_tokenizer, tokenizer_layer
 from bert_tf.text.tokenization import (
     SPECIAL_TOKENS,
     WordpieceTokenizer,
@@ -16,6 +19,7 @@ from bert_tf.text.tokenization import (
 
 _LAZY = {
     "BertTokenizerLayer": "bert_tf.text.layers",
+    "BpeTokenizerLayer": "bert_tf.text.bpe_layer",
     "valid_utf8": "bert_tf.text.layers",
     "BertPackInputs": "bert_tf.text.packing",
     "pack_inputs": "bert_tf.text.packing",
@@ -34,6 +38,9 @@ def __getattr__(name):
 
 __all__ = [
     "SPECIAL_TOKENS",
+    "BpeTokenizer",
+    "load_tokenizer",
+    "tokenizer_layer",
     "WordpieceTokenizer",
     "basic_tokenize",
     "load_vocab",

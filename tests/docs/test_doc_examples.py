@@ -440,6 +440,9 @@ def make_fixtures(root):
                                                   sentence_order_prediction=True),
                            j(root, "albert_base", "model.ckpt-best"),
                            vocab_file=j(root, "vocab.txt"))
+    # A byte-level BPE tokenizer.json laid out like ModernBERT's (tests/text/fixtures).
+    shutil.copy(j(REPO, "tests", "text", "fixtures", "bpe_tokenizer.json"),
+                j(root, "bpe_tokenizer.json"))
     # A Hugging Face checkpoint (the interop tests' tiny one).
     shutil.copytree(j(REPO, "tests", "interop", "fixtures", "hf_bert_gelu"), j(root, "hf_bert"))
 
@@ -737,6 +740,22 @@ shutil.copy(os.environ["TINY_CONFIG"], "bert_tiny.json")
 assert results is not None and os.path.exists("runs/x/checkpoint"), results
 """, why="model: a tiny classifier; loss_fn: the library's classification loss; dataset_fn: "
          "constant tiny batches"),
+})
+
+RECIPES["docs/tokenizers.md"] = Page(links=(("tokenizer.json", "bpe_tokenizer.json"),), recipes={
+    "from bert_tf.text import load_tokenizer, pack_inputs": Recipe(after="""
+assert tokenizer.tokenize("It's 2024!") == ["It", "'", "s", "\u01202", "0", "2", "4", "!"]
+assert features["input_word_ids"][:len(ids_a) + 1] == [tokenizer.cls_id] + ids_a
+assert tokenizer.mask_id in ids_a and tokenizer.pad_id in features["input_word_ids"]
+assert tokenizer.decode(ids_b) == "Paris  est   belle \u3000 \U0001f600"
+"""),
+    "import tensorflow as tf": Recipe(after="""
+from bert_tf.text import pack_inputs
+expected = pack_inputs(tokenizer.encode("The capital of France is [MASK]."),
+                       max_seq_length=32, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                       pad_id=tokenizer.pad_id)["input_word_ids"]
+assert out["input_word_ids"].numpy()[0].tolist() == expected
+"""),
 })
 
 RECIPES["docs/scaling.md"] = Page(links=("corpus", "vocab.txt"), recipes={

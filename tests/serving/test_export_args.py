@@ -39,7 +39,8 @@ def encoder():
     (dict(vocab_file=cases.VOCAB, tokenizer=BertTokenizerLayer(cases.VOCAB)), ValueError,
      "export: pass tokenizer or vocab_file, not both."),
     (dict(tokenizer=cases.VOCAB), TypeError,
-     "export: tokenizer must be a BertTokenizerLayer or WordpieceTokenizer, got list."),
+     "export: tokenizer must be a BertTokenizerLayer, BpeTokenizerLayer, WordpieceTokenizer "
+     "or BpeTokenizer, got list."),
     (dict(vocab_file=cases.VOCAB, length_buckets=(16, 8)), ValueError,
      "export: length_buckets=[16, 8] must be strictly increasing positive lengths."),
     (dict(vocab_file=cases.VOCAB, length_buckets=(0, 8)), ValueError,

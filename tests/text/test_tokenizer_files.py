@@ -1,0 +1,102 @@
+"""Tests for bert_tf.text.tokenizer_files: vocab.txt or tokenizer.json, packed the same way."""
+
+import json
+import shutil
+
+import pytest
+
+from bert_tf.data import feature_records
+from bert_tf.data.classifier_data import InputExample, classifier_features
+from bert_tf.text import BpeTokenizer, WordpieceTokenizer, load_tokenizer, tokenizer_layer
+from bert_tf.text.packing import pack_inputs
+
+from bpe_fixtures import BPE_TOKENIZER_JSON, bpe_reference
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+@pytest.fixture
+def bpe_dir(tmp_path):
+    shutil.copy(BPE_TOKENIZER_JSON, tmp_path / "tokenizer.json")
+    return tmp_path
+
+
+def test_directory_file_and_vocab_txt(bpe_dir, tmp_path_factory, write_vocab_file):
+    from_dir = load_tokenizer(str(bpe_dir))
+    from_file = load_tokenizer(str(bpe_dir / "tokenizer.json"))
+    assert isinstance(from_dir, BpeTokenizer) and isinstance(from_file, BpeTokenizer)
+    assert from_dir.encode("Hello  world") == from_file.encode("Hello  world")
+    vocab = write_vocab_file(SPECIALS + ["hello", "world"])
+    wordpiece = load_tokenizer(vocab, do_lower_case=True)
+    assert isinstance(wordpiece, WordpieceTokenizer)
+    assert wordpiece.encode("Hello world") == [5, 6]
+    words_dir = tmp_path_factory.mktemp("wordpiece")
+    shutil.copy(vocab, words_dir / "vocab.txt")
+    assert load_tokenizer(str(words_dir)).encode("Hello world") == [5, 6]
+
+
+def test_missing_files_and_contradicting_case_are_clear_errors(bpe_dir, tmp_path_factory):
+    empty = tmp_path_factory.mktemp("empty")
+    with pytest.raises(FileNotFoundError, match=r"tokenizer directory '.*' holds neither "
+                                                r"tokenizer.json nor vocab.txt\."):
+        load_tokenizer(str(empty))
+    with pytest.raises(FileNotFoundError, match=r"tokenizer file '.*nope.json' does not exist"):
+        load_tokenizer(str(empty / "nope.json"))
+    with pytest.raises(ValueError, match=r"do_lower_case=True contradicts tokenizer file "
+                                         r"'.*tokenizer.json', which keeps case"):
+        load_tokenizer(str(bpe_dir), do_lower_case=True)
+    assert isinstance(load_tokenizer(str(bpe_dir), do_lower_case=False), BpeTokenizer)
+
+
+def test_roles_from_tokenizer_config(bpe_dir):
+    (bpe_dir / "tokenizer_config.json").write_text(json.dumps(
+        {"pad_token": "<|padding|>", "mask_token": {"content": "[MASK]"}}))
+    tokenizer = load_tokenizer(str(bpe_dir))
+    assert tokenizer.pad_id == tokenizer.vocab["<|padding|>"]
+    assert tokenizer.mask_id == tokenizer.vocab["[MASK]"]
+    assert tokenizer.pad_id != load_tokenizer(BPE_TOKENIZER_JSON).pad_id  # [PAD] by default.
+
+
+def test_classifier_features_pack_bpe_ids_like_tokenizers(bpe_dir):
+    tokenizer = load_tokenizer(str(bpe_dir))
+    reference = bpe_reference()
+    examples = [InputExample(guid=str(i), text_a=a, text_b=b, label="x")
+                for i, (a, b) in enumerate(reference["pairs"][:50])]
+    features = list(classifier_features(examples, tokenizer, 512, ["x"], {}))
+    for feature, ids in zip(features, reference["pair_ids"]):
+        real = sum(feature["input_mask"])
+        assert feature["input_word_ids"][:real] == ids
+        assert set(feature["input_word_ids"][real:]) <= {tokenizer.pad_id}
+        first_sep = ids.index(tokenizer.sep_id)
+        assert feature["input_type_ids"][:real] == [0] * (first_sep + 1) + [1] * (
+            real - first_sep - 1)
+    # Truncation keeps [CLS] A [SEP] B [SEP] at the length asked for.
+    short = pack_inputs(tokenizer.encode(reference["texts"][20]), [7, 8, 9], max_seq_length=8,
+                        cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                        pad_id=tokenizer.pad_id)
+    words = short["input_word_ids"]
+    assert words[0] == tokenizer.cls_id and words.count(tokenizer.sep_id) == 2
+    assert words[-1] == tokenizer.sep_id and len(words) == 8
+
+
+def test_cache_key_tells_tokenizers_apart(bpe_dir):
+    tokenizer = load_tokenizer(str(bpe_dir))
+    parts = feature_records.tokenizer_parts(tokenizer)
+    assert parts == ["bpe", tokenizer.fingerprint()]
+    data = json.loads((bpe_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    data["model"]["merges"] = data["model"]["merges"][:-1]
+    assert BpeTokenizer(data).fingerprint() != tokenizer.fingerprint()
+
+
+def test_tokenizer_layer_matches_the_python_tokenizer(bpe_dir):
+    import tensorflow as tf
+
+    from bert_tf.text import BpeTokenizerLayer
+
+    tokenizer = load_tokenizer(str(bpe_dir))
+    layer = tokenizer_layer(tokenizer)
+    assert isinstance(layer, BpeTokenizerLayer)
+    assert layer(tf.constant(["It's  [MASK] 北京"])).to_list() == [
+        tokenizer.encode("It's  [MASK] 北京")]
+    with pytest.raises(TypeError, match="expected a WordpieceTokenizer or BpeTokenizer"):
+        tokenizer_layer(object())
