@@ -48,6 +48,7 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 from bert_tf import fileio
 from bert_tf.serving import tasks
 from bert_tf.serving.exporter import _check_labels, _encoder_config, _tokenizer_layer
+from bert_tf.text.layers import BertTokenizerLayer
 from bert_tf.text.packing import truncated_lengths
 
 MODEL_FILE = "model.tflite"
@@ -355,6 +356,11 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
     if wants_text and tokenizer is None:
         raise ValueError("--format=litert: the text signature needs vocab_file (or "
                          "tokenizer); pass signatures=('ids',) to export without one.")
+    if wants_text and not isinstance(tokenizer, BertTokenizerLayer):
+        raise LiteRTUnsupportedError(
+            f"--format=litert: serve_text with a {type(tokenizer).__name__} cannot be expressed "
+            "in LiteRT (TensorFlow Text has LiteRT kernels for WordPiece only); export "
+            "--signatures=ids for LiteRT, or --format=saved_model for serve_text.")
     config = _encoder_config(model)
     if wants_text and not 3 <= max_seq_length <= config.max_position_embeddings:
         raise ValueError(f"export: max_seq_length={max_seq_length} must be in [3, "
