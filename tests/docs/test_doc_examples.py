@@ -814,6 +814,14 @@ assert out["predicted_label"].numpy()[0].decode() in ("negative", "neutral", "po
     "python -c \"import tensorflow_text; from tensorflow.python.tools import saved_model_cli; \\":
         Recipe(),
     "bert-tf-export --model_dir=runs/classifier --export_dir=export/cls/1 \\": Recipe(),
+    "bert-tf-export --model_dir=runs/classifier --export_dir=litert/float --format=litert":
+        Recipe(subs=[("my_data/dev.csv", "$FIXTURES/pairs/dev.csv")],
+               why="the dev file of the fixture the sentence-pair classifier was trained on"),
+    "from bert_tf.serving import LiteRTModel": Recipe(after="""
+assert out["predicted_label"][0].decode() in ("negative", "neutral", "positive")
+assert out["probabilities"].shape == (1, 3) and ids["logits"].shape == (1, 3)
+assert model.info["quantize"] == "int8" and "accuracy_vs_float32" in model.info
+"""),
 }, setup=_PRETRAIN_RUN.format("runs/pretrain") + "\n" + _CLASSIFIER_RUN.format("runs/classifier")
     + """
 python - <<'PYEOF'
