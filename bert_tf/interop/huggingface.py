@@ -40,6 +40,8 @@ SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
 PICKLE_FILE = "pytorch_model.bin"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 VOCAB_FILE = "vocab.txt"
+# A byte-level BPE vocabulary (ModernBERT); its reader is bert_tf.text's BPE tokenizer.
+TOKENIZER_JSON_FILE = "tokenizer.json"
 
 # Hugging Face hidden_act -> bert_tf hidden_act.
 _ACTIVATIONS_FROM_HF = {

@@ -72,6 +72,8 @@ _HEAD_NAMES = {"head.dense.weight": "dense/kernel", "head.dense.bias": "dense/bi
                "head.norm.weight": "LayerNorm/gamma", "head.norm.bias": "LayerNorm/beta"}
 _TOP_NAMES = {"decoder.bias": "cls/predictions/output_bias",
               "classifier.weight": "output_weights", "classifier.bias": "output_bias"}
+_PUBLISHED_TOKEN_IDS = {"pad_token_id": 50283, "bos_token_id": 50281, "cls_token_id": 50281,
+                        "eos_token_id": 50282, "sep_token_id": 50282}
 _LAYER_KEY = re.compile(r"layers\.(\d+)\.(.+)")
 
 
@@ -216,6 +218,10 @@ def hf_config_from_bert(config, architecture, num_labels=None):
                                   "rope_theta": config.local_rope_theta}},
         "tie_word_embeddings": True,
     }
+    # The published tokenizer's special ids where the vocabulary holds them (BertConfig does
+    # not record them; they only set torch's padding_idx and generation defaults).
+    for name, token_id in _PUBLISHED_TOKEN_IDS.items():
+        values[name] = token_id if token_id < config.vocab_size else None
     if num_labels is not None:
         values["num_labels"] = num_labels
         values["id2label"] = {str(i): f"LABEL_{i}" for i in range(num_labels)}

@@ -71,10 +71,7 @@ class ModernEmbeddings(keras.layers.Layer):
     def call(self, input_word_ids, input_type_ids, position_ids=None, training=None):
         """Args: int [B, S] ids and segment ids; position_ids int [B, S] (packed rows).
         Returns: float [B, S, H]."""
-        static_length = input_word_ids.shape[1]
-        if static_length is not None and static_length > self.max_position_embeddings:
-            raise ValueError(f"input length {static_length} exceeds max_position_embeddings="
-                             f"{self.max_position_embeddings}")
+        self._check_length(input_word_ids.shape[1])
         embeddings_bsh = self.word_embeddings(input_word_ids)
         if self.token_type_embeddings is not None:
             embeddings_bsh = embeddings_bsh + self.token_type_embeddings(input_type_ids)
@@ -86,7 +83,14 @@ class ModernEmbeddings(keras.layers.Layer):
             embeddings_bsh = embeddings_bsh + tf.cast(positions, self.compute_dtype)
         return self.dropout_layer(self.layer_norm(embeddings_bsh), training=training)
 
+    def _check_length(self, static_length):
+        # Rotary angles exist for any position, but the config promises no more than this.
+        if static_length is not None and static_length > self.max_position_embeddings:
+            raise ValueError(f"input length {static_length} exceeds max_position_embeddings="
+                             f"{self.max_position_embeddings}")
+
     def compute_output_spec(self, input_word_ids, *args, **kwargs):
+        self._check_length(input_word_ids.shape[1])
         return keras.KerasTensor((*input_word_ids.shape, self.hidden_size), self.compute_dtype)
 
     def get_config(self):
