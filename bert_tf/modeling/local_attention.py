@@ -52,7 +52,8 @@ def full_attention(query_bsad, key_bsad, value_bsad, bias, dropout=None):
     query_basd, key_basd, value_basd = (
         tf.transpose(x, [0, 2, 1, 3]) for x in (query_bsad, key_bsad, value_bsad))
     scores_bass = tf.matmul(query_basd, key_basd, transpose_b=True)
-    scores_bass = tf.cast(scores_bass, tf.float32) + bias
+    # Keras casts float call arguments to the compute dtype; the softmax runs in float32.
+    scores_bass = tf.cast(scores_bass, tf.float32) + tf.cast(bias, tf.float32)
     probs_bass = tf.cast(tf.nn.softmax(scores_bass, axis=-1), query_bsad.dtype)
     if dropout is not None:
         probs_bass = dropout(probs_bass)
