@@ -171,8 +171,8 @@ class ModernTransformerBlock(keras.layers.Layer):
         else:
             bias = (dense_bias if dense_bias is not None
                     else local_attention.segment_bias(segment_ids))
-            context_bsad = local_attention.full_attention(query_bsad, key_bsad, value_bsad,
-                                                          bias, dropout)
+            context_bsad = local_attention.global_attention(
+                query_bsad, key_bsad, value_bsad, bias, dropout, chunk_queries=not training)
         return tf.reshape(context_bsad, [-1, self.hidden_size])
 
     def compute_output_spec(self, hidden_bsh, *args, **kwargs):

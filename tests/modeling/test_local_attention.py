@@ -74,3 +74,16 @@ def test_rotary_is_a_relative_rotation():
 
     assert score(5, 2) == pytest.approx(score(105, 102), abs=1e-4)
     assert score(5, 2) != pytest.approx(score(5, 4), abs=1e-3)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_query_chunked_global_attention_equals_full(packed, monkeypatch):
+    monkeypatch.setattr(local_attention, "QUERY_CHUNK", 16)
+    query, key, value = qkv(2, 75)
+    ids = segments(75)
+    bias = (local_attention.segment_bias(ids) if packed
+            else local_attention.key_padding_bias(ids > 0))
+    full = local_attention.full_attention(query, key, value, bias)
+    chunked = local_attention.global_attention(query, key, value, bias, chunk_queries=True)
+    real = ids > 0
+    np.testing.assert_allclose(chunked.numpy()[real], full.numpy()[real], atol=1e-6)
