@@ -8,6 +8,7 @@ their own masks, blockwise for long inputs (see local_attention).
 import keras
 import tensorflow as tf
 
+from bert_tf.config import BertConfig
 from bert_tf.modeling import local_attention
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.embeddings import PositionEmbedding, SinusoidalPositionEmbedding
@@ -31,8 +32,6 @@ class ModernEmbeddings(keras.layers.Layer):
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
-        from bert_tf.config import BertConfig
-
         self.config = dict(config)
         c = BertConfig.from_dict(self.config)
         self.hidden_size = c.hidden_size
