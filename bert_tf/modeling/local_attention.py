@@ -10,7 +10,8 @@ Local attention has two exact paths:
   blocked  the input cut into blocks of half_window tokens; block i's queries score the keys of
            blocks i-1, i, i+1 only ([B, S/c, A, c, 3c]), which covers the band. Memory and time
            grow linearly with S; used when S > 3 * half_window.
-Both give the same outputs (tests/modeling/test_local_attention.py).
+Both give the same outputs (tests/modeling/test_local_attention.py). New axes come from
+tf.expand_dims, not `x[:, tf.newaxis]`: LiteRT refuses a StridedSlice with a new axis.
 """
 
 import tensorflow as tf
@@ -21,7 +22,7 @@ _MASKED_LOGIT = -1e9
 
 def key_padding_bias(input_mask):
     """Args: input_mask int [B, S]. Returns: float32 [B, 1, 1, S], 0 or _MASKED_LOGIT."""
-    visible_b11s = tf.cast(input_mask, tf.bool)[:, tf.newaxis, tf.newaxis, :]
+    visible_b11s = tf.expand_dims(tf.expand_dims(tf.cast(input_mask, tf.bool), 1), 1)
     return tf.where(visible_b11s, 0.0, _MASKED_LOGIT)
 
 
@@ -29,13 +30,13 @@ def segment_bias(segment_ids, half_window=None):
     """Full [B, 1, S, S] bias: a key is visible when real, in the query's segment and (with a
     half_window) within half_window positions. Args: segment_ids int [B, S]."""
     segments = tf.cast(segment_ids, tf.int32)
-    query_bs1, key_b1s = segments[:, :, tf.newaxis], segments[:, tf.newaxis, :]
+    query_bs1, key_b1s = tf.expand_dims(segments, 2), tf.expand_dims(segments, 1)
     visible_bss = tf.logical_and(tf.equal(query_bs1, key_b1s), key_b1s > 0)
     if half_window is not None:
         positions = tf.range(tf.shape(segments)[1])
-        distance_ss = tf.abs(positions[:, tf.newaxis] - positions[tf.newaxis, :])
-        visible_bss = tf.logical_and(visible_bss, (distance_ss <= half_window)[tf.newaxis])
-    return tf.where(visible_bss, 0.0, _MASKED_LOGIT)[:, tf.newaxis, :, :]
+        distance_ss = tf.abs(tf.expand_dims(positions, 1) - tf.expand_dims(positions, 0))
+        visible_bss = tf.logical_and(visible_bss, tf.expand_dims(distance_ss <= half_window, 0))
+    return tf.expand_dims(tf.where(visible_bss, 0.0, _MASKED_LOGIT), 1)
 
 
 def full_attention(query_bsad, key_bsad, value_bsad, bias, dropout=None):
@@ -154,13 +155,14 @@ def blocked_local_attention(query_bsad, key_bsad, value_bsad, segment_ids, half_
                               [batch, count, block])
     key_segments_bnk = _neighbour_blocks(segments_bnc, [[0, 0]])
     visible_bnck = tf.logical_and(
-        tf.equal(segments_bnc[:, :, :, tf.newaxis], key_segments_bnk[:, :, tf.newaxis, :]),
-        key_segments_bnk[:, :, tf.newaxis, :] > 0)
+        tf.equal(tf.expand_dims(segments_bnc, 3), tf.expand_dims(key_segments_bnk, 2)),
+        tf.expand_dims(key_segments_bnk, 2) > 0)
     # Query r of block i is at i*c + r, key t of its window at (i-1)*c + t: the band is
     # |t - c - r| <= half_window, the same [c, 3c] pattern in every block.
-    offset_ck = (tf.range(3 * block)[tf.newaxis, :] - block - tf.range(block)[:, tf.newaxis])
+    offset_ck = (tf.expand_dims(tf.range(3 * block), 0) - block
+                 - tf.expand_dims(tf.range(block), 1))
     visible_bnck = tf.logical_and(visible_bnck, tf.abs(offset_ck) <= half_window)
-    bias_bn1ck = tf.where(visible_bnck, 0.0, _MASKED_LOGIT)[:, :, tf.newaxis, :, :]
+    bias_bn1ck = tf.expand_dims(tf.where(visible_bnck, 0.0, _MASKED_LOGIT), 2)
 
     scores_bnack = tf.cast(scores_bnack, tf.float32) + bias_bn1ck
     probs_bnack = tf.cast(tf.nn.softmax(scores_bnack, axis=-1), query_bsad.dtype)

@@ -141,7 +141,7 @@ class ModernPooler(keras.layers.Layer):
     def call(self, sequence_bsh, input_mask):
         """Args: sequence_bsh float [B, S, H]; input_mask int [B, S]. Returns: float [B, H]."""
         if self.classifier_pooling == "mean":
-            mask_bs1 = tf.cast(input_mask, sequence_bsh.dtype)[:, :, tf.newaxis]
+            mask_bs1 = tf.expand_dims(tf.cast(input_mask, sequence_bsh.dtype), 2)
             count_b1 = tf.maximum(tf.reduce_sum(mask_bs1, axis=1), 1.0)
             pooled_bh = tf.reduce_sum(sequence_bsh * mask_bs1, axis=1) / count_b1
         else:
@@ -169,7 +169,7 @@ class RowPositions(keras.layers.Layer):
     """0..S-1 for the rotary angles. Args: ids int [B, S]. Returns: int32 [1, S]."""
 
     def call(self, ids):
-        return tf.range(tf.shape(ids)[1])[tf.newaxis, :]
+        return tf.expand_dims(tf.range(tf.shape(ids)[1]), 0)
 
     def compute_output_spec(self, ids):
         return keras.KerasTensor((1, ids.shape[1]), "int32")

@@ -22,9 +22,8 @@ def rotary_cos_sin(position_ids, head_size, theta):
     """
     exponents_h = tf.range(0, head_size, 2, dtype=tf.float32) / float(head_size)
     inverse_frequency_h = 1.0 / tf.pow(tf.constant(float(theta), tf.float32), exponents_h)
-    angles_bsh = (tf.cast(position_ids, tf.float32)[..., tf.newaxis]
-                  * inverse_frequency_h)
-    angles_bsd = tf.concat([angles_bsh, angles_bsh], axis=-1)[:, :, tf.newaxis, :]
+    angles_bsh = tf.expand_dims(tf.cast(position_ids, tf.float32), -1) * inverse_frequency_h
+    angles_bsd = tf.expand_dims(tf.concat([angles_bsh, angles_bsh], axis=-1), 2)
     return tf.cos(angles_bsd), tf.sin(angles_bsd)
 
 
