@@ -98,8 +98,9 @@ def global_attention(query_bsad, key_bsad, value_bsad, bias, dropout=None,
                            lambda: bias_rows)
             return full_attention(queries_bcad, key_bsad, value_bsad, rows)
 
+        # One chunk at a time: chunks run in parallel would hold their scores together.
         context_nbcad = tf.map_fn(one, (tf.range(count), queries_nbcad),
-                                  fn_output_signature=query_bsad.dtype)
+                                  fn_output_signature=query_bsad.dtype, parallel_iterations=1)
         context_bsad = tf.reshape(tf.transpose(context_nbcad, [1, 0, 2, 3, 4]),
                                   [batch, count * QUERY_CHUNK, heads, size])
         return context_bsad[:, :length]
