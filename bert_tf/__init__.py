@@ -12,7 +12,8 @@ __version__ = "0.1.0"
 # The models pull in TensorFlow and Keras (seconds of start-up); load them on first use so that
 # the pure-Python tokenizer and the config stay cheap to import.
 _LAZY = {name: "bert_tf.modeling" for name in (
-    "BertEncoder", "BertPretrainer", "BertClassifier", "BertSpanLabeler", "BertTokenClassifier")}
+    "BertEncoder", "BertPretrainer", "BertClassifier", "BertSpanLabeler", "BertTokenClassifier",
+    "BertSentenceEmbedder")}
 _LAZY["load_model"] = "bert_tf.saving"
 
 # Modules whose Keras classes the models bert_tf saves can name. (The tokenizer layers register

@@ -33,6 +33,10 @@ Cases (--cases, comma list):
                   prediction of the dev set: bert_tf (length buckets on / off) vs keras-hub
                   BertTextClassifier vs Hugging Face with dynamic padding (--torch_python);
                   see tools/bench_finetune.py.
+  embed           contrastive fine-tuning of all-MiniLM-L6-v2 on ~2,000 question -> passage
+                  pairs of stdlib docstrings and pydoc topics (held-out nDCG@10 before/after)
+                  and encoding 10,000 sentences at batch 64, bert_tf vs sentence-transformers
+                  on PyTorch (--torch_python); see tools/bench_embed.py.
   litert          CPU serving latency (batch 1, 2 threads, tokenisation included) of the
                   fine-tuned all-MiniLM-L6-v2 classifier: bert_tf SavedModel serve_text, LiteRT
                   float32 / dynamic int8 / full int8, ONNX Runtime float32 / dynamic int8
@@ -72,6 +76,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The cases, one module each beside this file.
 import bench_common  # noqa: E402
 import bench_create_data  # noqa: E402
+import bench_embed  # noqa: E402
 import bench_finetune  # noqa: E402
 import bench_input_pipeline  # noqa: E402
 import bench_packing  # noqa: E402
@@ -83,7 +88,7 @@ import bench_tokenizer  # noqa: E402
 FLAGS = flags.FLAGS
 
 CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing",
-         "finetune", "litert")
+         "finetune", "embed", "litert")
 _REPO = bench_common.REPO
 
 flags.DEFINE_list("cases", list(CASES), f"Cases to run, from: {', '.join(CASES)}.")
@@ -107,6 +112,9 @@ flags.DEFINE_string("torch_python", None,
                     "pretrain: a Python interpreter with torch and transformers, which runs "
                     "Hugging Face BertForPreTraining (it never imports TensorFlow). Default: this "
                     "interpreter if it has both, else that row is skipped with a note.")
+flags.DEFINE_bool("embed_side_by_side", False,
+                  "embed case: run bert_tf and sentence-transformers at the same time (on a "
+                  "shared machine whose load drifts, both then see the same load).")
 flags.DEFINE_string("worker", None, "Internal: run one measurement and print its JSON result.")
 flags.DEFINE_string("worker_args", "{}", "Internal: JSON arguments of --worker.")
 
@@ -124,7 +132,8 @@ def format_table(rows):
         "input_pipeline": bench_input_pipeline.format_lines,
         "serving": bench_serving.format_lines,
         "packing": lambda r: [bench_packing.format_row(r)],
-        "finetune": bench_finetune.format_lines, "litert": bench_litert.format_lines})
+        "finetune": bench_finetune.format_lines, "embed": bench_embed.format_lines,
+        "litert": bench_litert.format_lines})
 
 
 def main(argv):
@@ -176,6 +185,9 @@ def main(argv):
             elif case == "finetune":
                 new = bench_finetune.case_finetune(workdir, FLAGS.quick, torch_python,
                                                    FLAGS.finetune_model_dir)
+            elif case == "embed":
+                new = bench_embed.case_embed(workdir, FLAGS.quick, torch_python,
+                                             FLAGS.embed_side_by_side)
             else:
                 new = bench_input_pipeline.case_input_pipeline(setup, FLAGS.quick, rows)
             for row in new:

@@ -13,6 +13,7 @@ by setup.py; bert_tf/run_*.py keep the original script names as aliases):
   bert-tf-export                     bert_tf.cli.export_saved_model
   bert-tf-extract-features           bert_tf.cli.extract_features
   bert-tf-prepare-demo-data          bert_tf.cli.prepare_demo_data
+  bert-tf-embed                      bert_tf.cli.embed
 
 Every flag is defined once, in bert_tf.cli.flags; a command defines the groups it reads when it
 runs (`run()` calls its `define_flags()` before parsing), so importing any of these modules

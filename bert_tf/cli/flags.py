@@ -11,6 +11,7 @@ command's `define_flags()` for the default that command gives it (a few differ: 
 --max_seq_length is 384 for SQuAD, none for export).
 """
 
+import dataclasses
 import importlib
 
 from absl import flags
@@ -56,6 +57,16 @@ def define(names, flag_values=FLAGS, **defaults):
         define_fn(name, default, help=help_text, flag_values=flag_values, **kwargs)
     if defaults:
         raise KeyError(f"defaults for flags not in the group: {sorted(defaults)}")
+
+
+def to_config(config_class, flag_values=FLAGS, **overrides):
+    """A job's config (a dataclass) with each field from the flag of the same name.
+
+    The one place a command's flags become the typed config its driver takes.
+    """
+    values = {f.name: flag_values[f.name].value for f in dataclasses.fields(config_class)}
+    values.update(overrides)
+    return config_class(**values)
 
 
 class _JitCompileParser(flags.ArgumentParser):
@@ -377,6 +388,20 @@ _flag(flags.DEFINE_enum, "position_extension", "copy",
 
 
 # The groups the commands define.
+# bert-tf-embed (sentence embeddings).
+_flag(flags.DEFINE_list, "pooling", ["mean"],
+      "Pooling of an encoder checkpoint: one or more of cls, max, mean, mean_sqrt_len_tokens.")
+_flag(flags.DEFINE_bool, "normalize", True, "L2-normalise the vectors of an encoder checkpoint.")
+_flag(flags.DEFINE_string, "dev_scored_file", None,
+      "Scored pairs (sentence1, sentence2, score) for the Spearman correlation.")
+_flag(flags.DEFINE_string, "sentence_transformers_dir", None,
+      "Where to write the sentence-transformers directory (default: "
+      "output_dir/sentence_transformers; '-' to skip).")
+_flag(flags.DEFINE_float, "scale", 20.0,
+      "Inverse temperature of the cosine similarities in the contrastive loss.")
+_flag(flags.DEFINE_bool, "symmetric_loss", False,
+      "Also train positive -> anchor (the symmetric ranking loss).")
+
 RUNTIME = ("distribution_strategy", "num_gpus", "tpu", "use_tpu", "tpu_name", "dtype",
            "jit_compile", "gradient_accumulation_steps", "seed", "steps_per_loop",
            "iterations_per_loop", "log_steps")
@@ -418,6 +443,11 @@ EXPORT = ("model_dir", "export_dir", "max_seq_length", "length_buckets", "signat
 EXTRACT_FEATURES = ("input_file", "output_file", "layers", "bert_config_file", "max_seq_length",
                     "init_checkpoint", "vocab_file", "do_lower_case", "batch_size", "pooled",
                     "per_token", "length_buckets")
+EMBED = ("init_checkpoint", "vocab_file", "do_lower_case", "max_seq_length", "pooling", "normalize",
+         "train_file", "dev_file", "dev_scored_file", "output_dir", "sentence_transformers_dir",
+         "train_batch_size", "num_train_epochs", "learning_rate", "warmup_proportion",
+         "weight_decay_rate", "scale", "symmetric_loss", "save_checkpoints_steps",
+         "length_buckets", "input_file", "output_file", "batch_size")
 CONVERT_CHECKPOINT = ("from", "to", "checkpoint", "bert_config_file", "vocab_file",
                       "do_lower_case", "allow_pickle", "output_dir", "max_position_embeddings",
                       "position_extension")
@@ -495,6 +525,15 @@ def define_export_flags(flag_values=FLAGS):
 
 def define_extract_features_flags(flag_values=FLAGS):
     define(EXTRACT_FEATURES, flag_values)
+    return flag_values
+
+
+def define_embed_flags(flag_values=FLAGS):
+    """bert-tf-embed: contrastive fine-tuning (sentence-transformers' defaults: batch 32, one
+    epoch, learning rate 2e-5) and encoding; unset model settings come from the model."""
+    define(RUNTIME, flag_values)
+    define(EMBED, flag_values, do_lower_case=None, max_seq_length=None, num_train_epochs=1.0,
+           learning_rate=2e-5, batch_size=64)
     return flag_values
 
 

@@ -5,6 +5,7 @@
     encoder = from_keras_hub(backbone)
     save_tf1_checkpoint(model, "out/bert_model.ckpt")
     save_huggingface(model, "out_hf/", vocab_file=vocab_file)
+    st = load_sentence_transformers("all-MiniLM-L6-v2/")  # st.model: a BertSentenceEmbedder
     report = warm_start(init_checkpoint, classifier, do_lower_case=True)
     model = load_bert_tf("pretraining_output/")  # a bert_tf run dir, .keras or checkpoint
 
@@ -14,11 +15,14 @@ the outputs of a converted model equal the original's.
 
 from bert_tf.interop.huggingface import load_huggingface, read_huggingface, save_huggingface
 from bert_tf.interop.kerashub import from_keras_hub, load_keras_hub
+from bert_tf.interop.sentence_transformers import (load_sentence_transformers,
+                                                   save_sentence_transformers)
 from bert_tf.interop.tf1 import load_tf1_checkpoint, read_tf1_checkpoint, save_tf1_checkpoint
 from bert_tf.interop.warm_start import checkpoint_config, load_bert_tf, warm_start
 from bert_tf.interop.weights import InteropError, WarmStartReport, model_variables
 
 __all__ = ["InteropError", "WarmStartReport", "checkpoint_config", "from_keras_hub",
-           "load_bert_tf", "load_huggingface", "load_keras_hub", "load_tf1_checkpoint",
-           "model_variables", "read_huggingface", "read_tf1_checkpoint", "save_huggingface",
-           "save_tf1_checkpoint", "warm_start"]
+           "load_bert_tf", "load_huggingface", "load_keras_hub", "load_sentence_transformers",
+           "load_tf1_checkpoint", "model_variables", "read_huggingface", "read_tf1_checkpoint",
+           "save_huggingface", "save_sentence_transformers", "save_tf1_checkpoint",
+           "warm_start"]

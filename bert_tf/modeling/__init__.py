@@ -3,7 +3,10 @@
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.models import (BertClassifier, BertPretrainer, BertSpanLabeler,
                                      BertTokenClassifier)
+from bert_tf.modeling.pooling import SentencePooling
 from bert_tf.modeling.positions import extend_position_embeddings
+from bert_tf.modeling.sentence_embedder import BertSentenceEmbedder
 
-__all__ = ["BertClassifier", "BertEncoder", "BertPretrainer", "BertSpanLabeler",
-           "BertTokenClassifier", "extend_position_embeddings"]
+__all__ = ["BertClassifier", "BertEncoder", "BertPretrainer", "BertSentenceEmbedder",
+           "BertSpanLabeler", "BertTokenClassifier", "SentencePooling",
+           "extend_position_embeddings"]

@@ -100,6 +100,8 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
             raise ValueError(f"export: top_k={top_k} must be in [1, {len(vocabulary)}] (the "
                              "vocabulary size).")
         return tasks.FillMaskTask(model, tokenizer, max_seq_length, vocabulary, top_k)
+    if task_name == "sentence_embedding":
+        return tasks.SentenceEmbeddingTask(model, tokenizer, max_seq_length)
     return tasks.EmbeddingTask(model, tokenizer, max_seq_length)
 
 
@@ -156,7 +158,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
 
     Args:
       model: a BertClassifier, BertSpanLabeler, BertTokenClassifier, BertPretrainer
-        (fill-mask) or BertEncoder (embeddings).
+        (fill-mask), BertEncoder (embeddings) or BertSentenceEmbedder (pooled sentence
+        vectors).
       export_dir: the version directory to write, e.g. "EXPORT/1" (TF Serving's
         --model_base_path is then EXPORT). Written to a temporary sibling and renamed, so a
         server watching EXPORT never sees half a model.
@@ -180,7 +183,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
       length_buckets: the lengths the text signatures run the encoder at: each request runs
         at the smallest one that holds its batch's longest packed input. Strictly increasing,
         at most max_seq_length (which is added as the last). Default:
-        bert_tf.text.packing.bucket_lengths (128 -> 4, 8, 12, 16, 24, ..., 112, 128); ()
+        bert_tf.text.input_packing.bucket_lengths (128 -> 4, 8, 12, 16, 24, ..., 112, 128); ()
         runs every request at max_seq_length.
       overwrite: replace an existing non-empty export_dir.
 
@@ -188,7 +191,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
       export_dir.
 
     Raises:
-      TypeError: the model is not one of the five types.
+      TypeError: the model is not one of the six types.
       ValueError: an argument does not fit the model (naming it), or "text"/"examples" without
         a vocabulary.
       FileExistsError: export_dir is a file, or exists and is not empty without overwrite.

@@ -49,7 +49,7 @@ from bert_tf import fileio
 from bert_tf.serving import tasks
 from bert_tf.serving.exporter import _check_labels, _encoder_config, _tokenizer_layer
 from bert_tf.text.layers import BertTokenizerLayer
-from bert_tf.text.packing import truncated_lengths
+from bert_tf.text.input_packing import truncated_lengths
 
 MODEL_FILE = "model.tflite"
 INFO_FILE = "bert_tf_litert.json"
@@ -182,7 +182,7 @@ def _segment_at(flat_ids, starts, lengths, offset, positions, pad_id):
 def pack_dense(segments, seq_length, length_buckets, cls_id, sep_id, pad_id):
     """[CLS] A [SEP] (B [SEP]) packing with builtin ops, at the batch's length bucket.
 
-    Truncates longest-first as `bert_tf.text.packing.pack_inputs` (a B empty, or truncated
+    Truncates longest-first as `bert_tf.text.input_packing.pack_inputs` (a B empty, or truncated
     away, gets no second [SEP]), then runs at L = the smallest of `length_buckets` that holds
     the longest packed row.
 

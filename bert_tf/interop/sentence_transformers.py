@@ -1,0 +1,310 @@
+"""sentence-transformers model directories, in and out.
+
+A sentence-transformers directory lists its modules in `modules.json`, in order:
+
+  sentence_transformers.models.Transformer  a Hugging Face BERT folder (config.json,
+                                            model.safetensors, vocab.txt, tokenizer_config.json)
+                                            plus sentence_bert_config.json (max_seq_length,
+                                            do_lower_case); "path" "" is the directory itself
+  sentence_transformers.models.Pooling      <path>/config.json: the pooling mode(s)
+  sentence_transformers.models.Normalize    (optional) L2 normalisation, no files
+
+which is exactly a BertSentenceEmbedder (encoder, pooling, normalize). Other modules (Dense,
+LayerNorm, ...) are refused with an error naming modules.json and the module. The encoder is
+read by bert_tf.interop.huggingface, so its weights map as any Hugging Face BERT's.
+"""
+
+import dataclasses
+import json
+import os
+
+import tensorflow as tf
+
+from bert_tf import fileio
+from bert_tf.fileio import write_text_atomic
+from bert_tf.interop import huggingface, weights
+from bert_tf.interop.weights import InteropError
+from bert_tf.modeling import BertSentenceEmbedder
+from bert_tf.modeling.pooling import POOLING_MODES, check_pooling_modes
+
+MODULES_FILE = "modules.json"
+SENTENCE_BERT_CONFIG_FILE = "sentence_bert_config.json"
+POOLING_DIR = "1_Pooling"
+NORMALIZE_DIR = "2_Normalize"
+_TRANSFORMER, _POOLING, _NORMALIZE = "Transformer", "Pooling", "Normalize"
+# The older configs' one boolean per mode; they concatenate in this order.
+_LEGACY_MODE_KEYS = {"cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens",
+                     "mean": "pooling_mode_mean_tokens",
+                     "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens"}
+_UNSUPPORTED_LEGACY_KEYS = ("pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
+
+
+@dataclasses.dataclass
+class SentenceTransformer:
+    """A loaded sentence-transformers directory.
+
+    Attributes:
+      model: the BertSentenceEmbedder.
+      vocab_file: the transformer folder's vocab.txt.
+      do_lower_case: whether texts are lower-cased (the tokenizer's or the module's setting).
+      max_seq_length: tokens per text, [CLS] and [SEP] included; longer texts are truncated.
+    """
+
+    model: BertSentenceEmbedder
+    vocab_file: str
+    do_lower_case: bool
+    max_seq_length: int
+
+
+def is_sentence_transformers_dir(path):
+    """True when `path` is a directory with a modules.json."""
+    return fileio.isdir(path) and tf.io.gfile.exists(os.path.join(path, MODULES_FILE))
+
+
+def _read_json(path, what):
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
+    except tf.errors.NotFoundError:
+        raise InteropError(f"{path}: no such file ({what})") from None
+    except json.JSONDecodeError as e:
+        raise InteropError(f"{path}: not valid JSON ({e})") from None
+
+
+def _module_kind(entry, index, modules_path):
+    """Transformer, Pooling or Normalize from a modules.json entry's "type"."""
+    kind = str(entry.get("type", "")).rsplit(".", 1)[-1]
+    if not isinstance(entry, dict) or "type" not in entry:
+        raise InteropError(f"{modules_path}: module {index} has no \"type\"")
+    if kind not in (_TRANSFORMER, _POOLING, _NORMALIZE):
+        raise InteropError(f"{modules_path}: module {index} has type {entry['type']!r}, which "
+                           "bert_tf cannot build; supported: Transformer, Pooling, Normalize")
+    return kind
+
+
+def read_modules(model_dir):
+    """[(kind, directory)] of modules.json, checked to be Transformer, Pooling[, Normalize].
+
+    Raises:
+      InteropError: naming modules.json and the module at fault.
+    """
+    modules_path = os.path.join(model_dir, MODULES_FILE)
+    entries = _read_json(modules_path, "a sentence-transformers directory lists its modules "
+                                       "there")
+    if not isinstance(entries, list):
+        raise InteropError(f"{modules_path}: expected a list of modules")
+    modules = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise InteropError(f"{modules_path}: module {index} is not an object")
+        path = entry.get("path", "")
+        if not isinstance(path, str) or os.path.isabs(path) or ".." in path.split("/"):
+            raise InteropError(f"{modules_path}: module {index} has path {path!r}; expected a "
+                               "folder inside the directory")
+        kind = _module_kind(entry, index, modules_path)
+        modules.append((kind, os.path.join(model_dir, path) if path else model_dir))
+    kinds = [kind for kind, _ in modules]
+    if kinds not in ([_TRANSFORMER, _POOLING], [_TRANSFORMER, _POOLING, _NORMALIZE]):
+        raise InteropError(f"{modules_path}: modules {kinds}; bert_tf builds Transformer, "
+                           "Pooling and an optional Normalize, in that order")
+    return modules
+
+
+def read_pooling_config(path):
+    """The pooling modes of a Pooling module's config.json (older or newer format).
+
+    Raises:
+      InteropError: an unknown mode or none, naming the file and the field.
+    """
+    values = _read_json(path, "the Pooling module's settings")
+    if not isinstance(values, dict):
+        raise InteropError(f"{path}: expected a JSON object")
+    if "pooling_mode" in values:
+        modes = values["pooling_mode"]
+        modes = [modes] if isinstance(modes, str) else modes
+        field = "pooling_mode"
+    else:
+        used = [key for key in _UNSUPPORTED_LEGACY_KEYS if values.get(key)]
+        if used:
+            raise InteropError(f"{path}: {used[0]} is true; bert_tf pools with "
+                               f"{', '.join(POOLING_MODES)}")
+        modes = [mode for mode, key in _LEGACY_MODE_KEYS.items() if values.get(key)]
+        field = "pooling_mode_*"
+    try:
+        return check_pooling_modes(modes, f"{path}: {field}")
+    except (ValueError, TypeError) as e:
+        raise InteropError(str(e)) from None
+
+
+def load_sentence_transformers(model_dir, allow_pickle=False):
+    """Builds a BertSentenceEmbedder from a sentence-transformers directory.
+
+    Args:
+      model_dir: the directory with modules.json.
+      allow_pickle: accept a pytorch_model.bin (see bert_tf.interop.huggingface).
+
+    Returns:
+      SentenceTransformer (model, vocab_file, do_lower_case, max_seq_length).
+
+    Raises:
+      InteropError: a module bert_tf cannot build, an unknown pooling mode, a transformer
+        folder that is not BERT, or no vocab.txt; each naming the file and field.
+
+    Examples:
+
+    >>> st = load_sentence_transformers("all-MiniLM-L6-v2/")  # doctest: +SKIP
+    >>> st.model.embedding_dim, st.max_seq_length  # doctest: +SKIP
+    (384, 256)
+    """
+    modules = read_modules(model_dir)
+    transformer_dir = modules[0][1]
+    pooling_path = os.path.join(modules[1][1], "config.json")
+    modes = read_pooling_config(pooling_path)
+    source, config, vocab_file = huggingface.load_huggingface(transformer_dir, allow_pickle)
+    encoder = weights.encoder_of(source)
+    if vocab_file is None:
+        raise InteropError(f"{transformer_dir}: no {huggingface.VOCAB_FILE} (the transformer "
+                           "module's tokenizer)")
+    settings_path = os.path.join(transformer_dir, SENTENCE_BERT_CONFIG_FILE)
+    settings = (_read_json(settings_path, "") if tf.io.gfile.exists(settings_path) else {})
+    max_seq_length = settings.get("max_seq_length") or config.max_position_embeddings
+    if (isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int)
+            or not 3 <= max_seq_length <= config.max_position_embeddings):
+        raise InteropError(f"{settings_path}: max_seq_length={max_seq_length!r}; expected an "
+                           f"int in [3, max_position_embeddings={config.max_position_embeddings}]")
+    # The module's do_lower_case lower-cases before the tokenizer, which may lower-case too.
+    do_lower_case = bool(settings.get("do_lower_case")) or bool(
+        huggingface.do_lower_case_of(transformer_dir))
+    model = BertSentenceEmbedder(encoder, pooling=modes,
+                                 normalize=modules[-1][0] == _NORMALIZE)
+    return SentenceTransformer(model=model, vocab_file=vocab_file, do_lower_case=do_lower_case,
+                               max_seq_length=int(max_seq_length))
+
+
+def _pooling_config(model):
+    width = model.encoder.config.hidden_size
+    canonical = tuple(m for m in _LEGACY_MODE_KEYS if m in model.pooling)
+    if model.pooling == canonical:
+        # The older format, which every sentence-transformers version reads.
+        values = {key: mode in model.pooling for mode, key in _LEGACY_MODE_KEYS.items()}
+        return dict(values, word_embedding_dimension=width)
+    return {"embedding_dimension": width, "pooling_mode": list(model.pooling),
+            "include_prompt": True}
+
+
+def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max_seq_length):
+    """Writes a BertSentenceEmbedder as a sentence-transformers directory.
+
+    The transformer is written at the top (config.json, model.safetensors, vocab.txt,
+    tokenizer_config.json, sentence_bert_config.json, as all-MiniLM-L6-v2 is laid out), the
+    pooling config in 1_Pooling/, a Normalize module when the model normalises, and
+    modules.json last, so a directory with modules.json is complete. Every file is written
+    atomically.
+
+    Args:
+      model: a BertSentenceEmbedder (plain BERT config).
+      output_dir: created if needed.
+      vocab_file: the model's vocab.txt.
+      do_lower_case: the tokenizer's casing.
+      max_seq_length: tokens per text the model was trained for.
+
+    Returns:
+      output_dir.
+    """
+    if not isinstance(model, BertSentenceEmbedder):
+        raise InteropError(f"cannot write a {type(model).__name__} as a sentence-transformers "
+                           "model: expected a BertSentenceEmbedder")
+    huggingface.save_huggingface(model.encoder, output_dir, vocab_file=vocab_file,
+                                 do_lower_case=do_lower_case)
+    write_text_atomic(os.path.join(output_dir, SENTENCE_BERT_CONFIG_FILE), json.dumps(
+        {"max_seq_length": int(max_seq_length), "do_lower_case": False}, indent=2) + "\n")
+    fileio.makedirs(os.path.join(output_dir, POOLING_DIR))
+    write_text_atomic(os.path.join(output_dir, POOLING_DIR, "config.json"),
+                      json.dumps(_pooling_config(model), indent=2) + "\n")
+    modules = [{"idx": 0, "name": "0", "path": "",
+                "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": POOLING_DIR,
+                "type": "sentence_transformers.models.Pooling"}]
+    if model.normalize:
+        fileio.makedirs(os.path.join(output_dir, NORMALIZE_DIR))
+        modules.append({"idx": 2, "name": "2", "path": NORMALIZE_DIR,
+                        "type": "sentence_transformers.models.Normalize"})
+    write_text_atomic(os.path.join(output_dir, MODULES_FILE), json.dumps(modules, indent=2) + "\n")
+    return output_dir
+
+
+def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file=None,
+                  do_lower_case=None, max_seq_length=None):
+    """A BertSentenceEmbedder from any model source, with its tokenizer settings.
+
+    Args:
+      init_checkpoint: a sentence-transformers directory (pooling and normalisation from it);
+        a bert_tf embedding run (its model.keras holds a BertSentenceEmbedder, task_info.json
+        its casing and length) or such a .keras file; or any encoder checkpoint
+        bert_tf.interop.warm_start reads (original TF1, Hugging Face, keras-hub, bert_tf
+        pre-training runs), then pooled by `pooling` / `normalize`.
+      pooling, normalize: for an encoder checkpoint only.
+      vocab_file, do_lower_case, max_seq_length: override what the source says (needed where
+        it says nothing: vocab_file beside a TF1 checkpoint, max_seq_length default 128).
+
+    Returns:
+      SentenceTransformer (model, vocab_file, do_lower_case, max_seq_length).
+
+    Raises:
+      InteropError / FileNotFoundError / ValueError naming the source and what is missing.
+    """
+    import keras
+
+    from bert_tf.interop.warm_start import checkpoint_config, warm_start
+    from bert_tf.modeling import BertEncoder
+    from bert_tf.saving import model_file_of
+
+    if is_sentence_transformers_dir(init_checkpoint):
+        loaded = load_sentence_transformers(init_checkpoint)
+    else:
+        model_file = None
+        try:
+            model_file = model_file_of(init_checkpoint)
+        except (FileNotFoundError, ValueError):
+            pass
+        model = (keras.saving.load_model(model_file, compile=False) if model_file
+                 else None)
+        if isinstance(model, BertSentenceEmbedder):
+            directory = os.path.dirname(fileio.abspath(model_file))
+            info = _read_json(os.path.join(directory, "task_info.json"), "the run's settings") \
+                if tf.io.gfile.exists(os.path.join(directory, "task_info.json")) else {}
+            vocab = os.path.join(directory, huggingface.VOCAB_FILE)
+            loaded = SentenceTransformer(
+                model=model, vocab_file=vocab if tf.io.gfile.exists(vocab) else None,
+                do_lower_case=info.get("do_lower_case", True),
+                max_seq_length=info.get("max_seq_length", 128))
+        else:
+            config = checkpoint_config(init_checkpoint)
+            if config is None:
+                raise InteropError(f"--init_checkpoint={init_checkpoint}: not a "
+                                   "sentence-transformers directory, a bert_tf embedding run "
+                                   "or a checkpoint with a model config beside it")
+            model = BertSentenceEmbedder(BertEncoder(config), pooling=pooling,
+                                         normalize=normalize)
+            warm_start(init_checkpoint, model, do_lower_case=do_lower_case)
+            directory = (init_checkpoint if fileio.isdir(init_checkpoint)
+                         else os.path.dirname(init_checkpoint))
+            vocab = os.path.join(directory, huggingface.VOCAB_FILE)
+            loaded = SentenceTransformer(
+                model=model, vocab_file=vocab if tf.io.gfile.exists(vocab) else None,
+                do_lower_case=True if do_lower_case is None else do_lower_case,
+                max_seq_length=min(128, config.max_position_embeddings))
+    if vocab_file:
+        loaded.vocab_file = vocab_file
+    if do_lower_case is not None:
+        loaded.do_lower_case = do_lower_case
+    if max_seq_length:
+        limit = loaded.model.encoder.config.max_position_embeddings
+        if not 3 <= max_seq_length <= limit:
+            raise InteropError(f"--max_seq_length={max_seq_length} must be in [3, "
+                               f"max_position_embeddings={limit}] of the model")
+        loaded.max_seq_length = max_seq_length
+    if not loaded.vocab_file:
+        raise InteropError(f"--init_checkpoint={init_checkpoint} has no vocab.txt beside it; "
+                           "give --vocab_file")
+    return loaded

@@ -1,0 +1,105 @@
+"""Encoding texts with a BertSentenceEmbedder: tokenised in-graph, length-sorted, bucketed.
+
+`TextEncoder(model, vocab_file, do_lower_case, max_seq_length).encode(texts)` returns float32
+[N, D] in the order of `texts`. Texts are tokenised by bert_tf.text's BertTokenizerLayer (ids
+equal to the original FullTokenizer's), truncated to max_seq_length - 2 pieces, sorted by length
+so a batch holds texts of nearly one length, and each batch is cut to the smallest length
+bucket that holds its longest text: the encoder does the work of the real tokens, not of
+max_seq_length. Padding is masked, so a text's vector does not depend on its batch.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.modeling import BertSentenceEmbedder
+from bert_tf.text.layers import BertTokenizerLayer
+from bert_tf.text.input_packing import bucket_lengths
+
+_TOKENIZE_CHUNK = 4096
+_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+class TextEncoder:
+    """Sentence vectors of raw texts.
+
+    Args:
+      model: a BertSentenceEmbedder.
+      vocab_file: its vocab.txt (or a BertTokenizerLayer).
+      do_lower_case: the vocabulary's casing.
+      max_seq_length: tokens per text, [CLS] and [SEP] included; longer texts are truncated.
+      batch_size: texts per forward pass.
+      buckets: lengths a batch is cut to (increasing, ending with max_seq_length); default
+        bert_tf.text.input_packing.bucket_lengths(max_seq_length).
+    """
+
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, batch_size=64,
+                 buckets=None):
+        if not isinstance(model, BertSentenceEmbedder):
+            raise TypeError(f"TextEncoder: model must be a BertSentenceEmbedder, got "
+                            f"{type(model).__name__}")
+        if batch_size < 1:
+            raise ValueError(f"TextEncoder: batch_size={batch_size} must be >= 1")
+        self.model = model
+        self.tokenizer = (vocab_file if isinstance(vocab_file, BertTokenizerLayer)
+                          else BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case))
+        self.max_seq_length = max_seq_length
+        self.batch_size = batch_size
+        self.buckets = tuple(buckets or bucket_lengths(max_seq_length))
+        self._tokenize = tf.function(self._tokenize_chunk, autograph=False,
+                                     input_signature=[tf.TensorSpec([None], tf.string)])
+        self._forward = tf.function(
+            lambda features: model(features, training=False), autograph=False,
+            input_signature=[{name: tf.TensorSpec([None, None], tf.int32) for name in _INPUTS}])
+
+    def _tokenize_chunk(self, texts):
+        ids = self.tokenizer(texts)[:, :self.max_seq_length - 2]  # [B, (T)]
+        return ids.flat_values, ids.row_lengths()
+
+    def token_ids(self, texts):
+        """[N] int32 arrays of WordPiece ids, truncated to max_seq_length - 2."""
+        result = []
+        for start in range(0, len(texts), _TOKENIZE_CHUNK):
+            flat, lengths = self._tokenize(tf.constant(texts[start:start + _TOKENIZE_CHUNK],
+                                                       tf.string))
+            result.extend(np.split(flat.numpy(), np.cumsum(lengths.numpy())[:-1]))
+        return result
+
+    def pack(self, ids_list):
+        """The encoder inputs of a batch: [CLS] ids [SEP], padded to the bucket of the longest.
+
+        Returns:
+          dict of int32 [B, L].
+        """
+        tokenizer = self.tokenizer
+        longest = max(len(ids) for ids in ids_list) + 2
+        width = next(b for b in self.buckets if b >= longest)
+        word_ids = np.full((len(ids_list), width), tokenizer.pad_id, np.int32)
+        mask = np.zeros((len(ids_list), width), np.int32)
+        for row, ids in enumerate(ids_list):
+            word_ids[row, 0] = tokenizer.cls_id
+            word_ids[row, 1:len(ids) + 1] = ids
+            word_ids[row, len(ids) + 1] = tokenizer.sep_id
+            mask[row, :len(ids) + 2] = 1
+        return {"input_word_ids": word_ids, "input_mask": mask,
+                "input_type_ids": np.zeros_like(mask)}
+
+    def encode(self, texts, progress=None):
+        """float32 [N, D] vectors of `texts` (a list of str), in their order.
+
+        Args:
+          texts: the texts.
+          progress: optional `(done) -> None` called after each batch with the texts done.
+        """
+        texts = list(texts)
+        vectors = np.zeros((len(texts), self.model.embedding_dim), np.float32)
+        if not texts:
+            return vectors
+        ids_list = self.token_ids(texts)
+        # Longest first: the first batch shows the memory peak, as sentence-transformers does.
+        order = sorted(range(len(texts)), key=lambda i: -len(ids_list[i]))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            vectors[rows] = self._forward(self.pack([ids_list[i] for i in rows])).numpy()
+            if progress is not None:
+                progress(start + len(rows))
+        return vectors

@@ -1,0 +1,157 @@
+"""bert-tf-embed: contrastive fine-tuning end to end, encoding, and bad input refused up front."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from embedding_helpers import make_st_dir, write_json, write_pairs
+
+
+def _run(repo_root, *args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=repo_root)
+    return subprocess.run([sys.executable, os.path.join(repo_root, "tools", "embed.py"), *args],
+                          capture_output=True, text=True, env=env, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny sentence-transformers model fine-tuned on topic pairs: (directory, run dir)."""
+    repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    directory = tmp_path_factory.mktemp("embed")
+    make_st_dir(directory / "st")
+    write_pairs(directory / "train.tsv", 192)
+    write_pairs(directory / "dev.tsv", 40, seed=1)
+    write_pairs(directory / "dev_scored.tsv", 40, seed=2, scores=True)
+    result = _run(repo_root, f"--init_checkpoint={directory / 'st'}",
+                  f"--train_file={directory / 'train.tsv'}", f"--dev_file={directory / 'dev.tsv'}",
+                  f"--dev_scored_file={directory / 'dev_scored.tsv'}",
+                  f"--output_dir={directory / 'run'}", "--train_batch_size=16",
+                  "--num_train_epochs=3", "--learning_rate=1e-3", "--save_checkpoints_steps=12",
+                  "--seed=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return directory, directory / "run"
+
+
+def test_fine_tuning_improves_retrieval_and_keeps_the_best(trained):
+    directory, run = trained
+    summary = json.load(open(run / "eval_results.json"))
+    evaluations = summary["evaluations"]
+    assert [e["step"] for e in evaluations] == [12, 24, 36]
+    best = max(evaluations, key=lambda e: e["ndcg@10"])
+    assert summary["best"]["step"] == best["step"]
+    # Topic words make the pairs learnable: well above the random encoder.
+    assert best["ndcg@10"] > summary["before"]["ndcg@10"] + 0.2
+    assert best["spearman"] > summary["before"]["spearman"]
+    assert set(best) >= {"recall@1", "recall@10", "mrr@10", "ndcg@10", "spearman"}
+    info = json.load(open(run / "task_info.json"))
+    assert (info["task"], info["max_seq_length"], info["do_lower_case"]) == (
+        "sentence_embedding", 32, True)
+
+
+def test_encode_run_and_st_directory_give_the_best_model_in_input_order(trained, repo_root):
+    import keras
+
+    from bert_tf.interop import load_sentence_transformers
+    from bert_tf.training.embedding import TextEncoder
+
+    directory, run = trained
+    texts = ["alice was in paris", "the new film", "", "a story of rome and oslo and lima"]
+    (directory / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    model = keras.models.load_model(run / "model.keras")
+    expected = TextEncoder(model, str(run / "vocab.txt"), True, 32).encode(texts)
+    st = load_sentence_transformers(str(run / "sentence_transformers"))
+    np.testing.assert_allclose(TextEncoder(st.model, st.vocab_file, True, 32).encode(texts),
+                               expected, atol=1e-6)
+    # The .npy output is run by docs/embeddings.md's recipe.
+    for source, output in ((run / "sentence_transformers", "v.jsonl"),):
+        result = _run(repo_root, f"--init_checkpoint={source}",
+                      f"--input_file={directory / 'texts.txt'}",
+                      f"--output_file={directory / output}", "--batch_size=3")
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert f"Wrote 4 vectors to {directory / output}" in result.stderr
+        if output.endswith(".npy"):
+            vectors = np.load(directory / output)
+        else:
+            rows = [json.loads(line) for line in open(directory / output)]
+            assert [r["index"] for r in rows] == [0, 1, 2, 3]
+            vectors = np.array([r["embedding"] for r in rows], np.float32)
+        assert vectors.dtype == np.float32 and vectors.shape == (4, 32)
+        np.testing.assert_allclose(vectors, expected, atol=1e-5)
+
+
+_BAD_INPUT_SCRIPT = r"""
+import json, sys
+from absl import flags
+from bert_tf.cli import embed
+embed.define_flags()
+FLAGS = flags.FLAGS
+for args in json.loads(sys.argv[1]):
+    FLAGS.unparse_flags()
+    FLAGS(["embed"] + args)
+    try:
+        embed.main(["embed"])
+        print("no error")
+    except Exception as e:
+        print(f"{type(e).__name__}: {e}")
+"""
+
+
+def test_bad_input_is_refused_before_training(tmp_path, repo_root):
+    make_st_dir(tmp_path / "st")
+    write_pairs(tmp_path / "pairs.tsv", 20)
+    (tmp_path / "empty_side.tsv").write_text("anchor\tpositive\nalice\tparis\nbob\t\n")
+    (tmp_path / "triplets.jsonl").write_text(
+        '{"anchor": "a", "positive": "b", "negative": "c"}\n{"anchor": "d", "positive": "e"}\n')
+    (tmp_path / "st_dense").mkdir()
+    make_st_dir(tmp_path / "st_dense")
+    modules = json.load(open(tmp_path / "st_dense" / "modules.json"))
+    write_json(tmp_path / "st_dense" / "modules.json", modules + [
+        {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"}])
+    make_st_dir(tmp_path / "st_pool")
+    write_json(tmp_path / "st_pool" / "1_Pooling" / "config.json",
+               {"embedding_dimension": 32, "pooling_mode": "median"})
+    out = tmp_path / "out"
+    cases = [
+        ("st", "pairs.tsv", ["--train_batch_size=1"],
+         "FlagValueError: --train_batch_size=1: in-batch negatives need at least 2 rows per "
+         "batch"),
+        ("st", "empty_side.tsv", [],
+         f"DataError: {tmp_path / 'empty_side.tsv'}:3 (column 'positive'): the positive is "
+         "empty"),
+        ("st", "triplets.jsonl", [],
+         f"DataError: {tmp_path / 'triplets.jsonl'}:2 (column 'negative'): the negative is "
+         "missing (every row of the file needs one, as the first row has)"),
+        ("st", "pairs.tsv", ["--train_batch_size=32"],
+         f"FlagValueError: --train_batch_size=32 exceeds the 20 pairs of --train_file="
+         f"{tmp_path / 'pairs.tsv'}"),
+        ("st_dense", "pairs.tsv", [],
+         f"InteropError: {tmp_path / 'st_dense' / 'modules.json'}: module 3 has type "
+         "'sentence_transformers.models.Dense', which bert_tf cannot build; supported: "
+         "Transformer, Pooling, Normalize"),
+        ("st_pool", "pairs.tsv", [],
+         f"InteropError: {tmp_path / 'st_pool' / '1_Pooling' / 'config.json'}: pooling_mode: "
+         "pooling modes ['median']; expected one or more distinct of cls, max, mean, "
+         "mean_sqrt_len_tokens"),
+    ]
+    arg_lists = [[f"--init_checkpoint={tmp_path / st}", f"--train_file={tmp_path / data}",
+                  f"--output_dir={out}", "--train_batch_size=4", *extra]
+                 for st, data, extra, _ in cases]
+    result = subprocess.run([sys.executable, "-c", _BAD_INPUT_SCRIPT, json.dumps(arg_lists)],
+                            capture_output=True, text=True, env=dict(os.environ,
+                                                                     PYTHONPATH=repo_root))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines() == [message for *_, message in cases]
+    assert not os.path.exists(out) or not any(n.startswith("ckpt") for n in os.listdir(out))
+
+
+def test_cli_prints_one_line_error(tmp_path, repo_root):
+    (tmp_path / "texts.txt").write_text("hello\n")
+    result = _run(repo_root, f"--init_checkpoint={tmp_path / 'missing'}",
+                  f"--input_file={tmp_path / 'texts.txt'}", f"--output_file={tmp_path / 'v.csv'}")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"embed: error: --output_file={tmp_path / 'v.csv'}: expected a .npy or .jsonl file")
