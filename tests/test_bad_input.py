@@ -9,10 +9,12 @@ import types
 import numpy as np
 import pytest
 
-from bert_tf import common_flags
-from bert_tf.data import classifier_data, squad, tfrecord_io
-from bert_tf.data import create_pretraining_data as cpd
-from bert_tf.data.task_errors import DataError
+from bert_tf.jobs import run_setup
+from bert_tf.data.tasks import classifier_data, squad
+from bert_tf.data.pretraining import tfrecord_io
+from bert_tf.data.pretraining import corpus_reading
+from bert_tf.data.pretraining import create_pretraining_data as cpd
+from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.text import vocab_builder
 
 WORDS = ("the cat sat on a mat while some dogs ran far away from home and then they all "
@@ -117,8 +119,10 @@ def test_text_pipeline_reads_gzip_by_content_and_refuses_binary(tmp_path, vocab_
 
     text = _corpus(8)
     (tmp_path / "packed.txt").write_bytes(gzip.compress(text))
-    kwargs = dict(vocab_file=vocab_file, do_lower_case=True, batch_size=4, max_seq_length=32,
-                  max_predictions_per_seq=5, is_training=False, seed=3)
+    from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
+
+    kwargs = dict(vocab_file=vocab_file, do_lower_case=True, batch_size=4, is_training=False,
+                  seed=3, recipe=MaskingRecipe(max_seq_length=32, max_predictions_per_seq=5))
     batch = next(iter(text_pretraining_dataset(str(tmp_path / "packed.txt"), **kwargs)))
     # Read as text, the gzip bytes would be one [UNK] per line; decompressed, all are words.
     ids = batch["input_word_ids"].numpy()
@@ -289,18 +293,18 @@ def _last_record_offset(records):
 
 def test_export_dir_that_is_a_file_fails_before_training(tmp_path):
     (tmp_path / "model").write_text("x")
-    with pytest.raises(common_flags.FlagValueError) as error:
-        common_flags.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / "model")))
+    with pytest.raises(run_setup.FlagValueError) as error:
+        run_setup.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / "model")))
     assert str(error.value) == (f"--export_dir={tmp_path}/model is a file; expected a new or "
                                 "empty version directory, e.g. EXPORT/1")
-    with pytest.raises(common_flags.FlagValueError) as error:
-        common_flags.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / "model/1")))
+    with pytest.raises(run_setup.FlagValueError) as error:
+        run_setup.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / "model/1")))
     assert str(error.value) == (f"--export_dir={tmp_path}/model/1 cannot be created: "
                                 f"{tmp_path}/model is a file")
 
 
 def test_latin1_glue_tsv_names_the_line(tmp_path):
-    from bert_tf.data import glue
+    from bert_tf.data.tasks import glue
 
     _write_table(tmp_path / "train.tsv", "sentence\tlabel\ngood\t1\nun film médiocre\t0\n",
                  encoding="latin-1")
@@ -312,7 +316,7 @@ def test_latin1_glue_tsv_names_the_line(tmp_path):
 
 
 def test_latin1_conll_file_names_the_line(tmp_path):
-    from bert_tf.data import tagging_data
+    from bert_tf.data.tasks import tagging_data
 
     path = _write_table(tmp_path / "train.txt", "Paris B-LOC\nest O\n\nZürich B-LOC\n",
                         encoding="latin-1")
@@ -341,7 +345,7 @@ def test_export_to_a_file_is_refused_even_with_overwrite(tmp_path):
 def test_progress_of_compressed_input_counts_the_stored_bytes(tmp_path):
     packed = gzip.compress(_corpus(30))
     (tmp_path / "corpus.txt.gz").write_bytes(packed)
-    read = list(cpd.iter_file_documents(str(tmp_path / "corpus.txt.gz")))
+    read = list(corpus_reading.iter_file_documents(str(tmp_path / "corpus.txt.gz")))
     assert len([lines for lines, _ in read if lines]) == 30
     # The ETA divides these by the file sizes: they must add up to the compressed size.
     assert sum(n for _, n in read) == len(packed)

@@ -14,10 +14,10 @@ import pytest
 from absl import flags
 
 from bert_tf.cli import pretrain as pretrain_cli
-from bert_tf.cli.pretrain import FlagValueError, pretrain
+from bert_tf.jobs.pretraining import FlagValueError, pretrain
 from bert_tf.config import BertConfig
-from bert_tf.data import create_pretraining_data as cpd
-from bert_tf.data.demo_corpus import format_documents, pydoc_documents
+from bert_tf.data.pretraining import create_pretraining_data as cpd
+from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documents
 from bert_tf.interop import warm_start
 from bert_tf.modeling import BertClassifier, BertEncoder
 

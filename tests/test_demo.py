@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bert_tf.data import demo_corpus
+from bert_tf.data.pretraining import demo_corpus
 from bert_tf.text import WordpieceTokenizer
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

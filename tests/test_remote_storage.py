@@ -96,7 +96,8 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     from absl import flags
 
     from bert_tf.cli import classify, pretrain as pretrain_cli
-    from bert_tf.cli.pretrain import pretrain
+    from bert_tf.jobs.classification import run_classifier
+    from bert_tf.jobs.pretraining import pretrain
 
     run_dir = f"{root}/pretrain"
     pretraining = dict(
@@ -138,7 +139,7 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     # Fine-tuning from the ram:// run, with data, output and export on ram://.
     _write_sst2(f"{root}/SST-2")
     out, export_dir = f"{root}/classifier", f"{root}/export/1"
-    results = classify.run_classifier(_options(
+    results = run_classifier(_options(
         classify.define_flags(flags.FlagValues()), task_name="sst-2", data_dir=f"{root}/SST-2",
         init_checkpoint=run_dir, bert_config_file=None, vocab_file=None, output_dir=out,
         export_dir=export_dir, max_seq_length=S, train_batch_size=8, learning_rate=3e-3,
@@ -185,7 +186,7 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
 
 def test_build_vocab_and_create_pretraining_data_on_ram_filesystem(tmp_path, monkeypatch):
     """The TF-free data tools take tf.io.gfile paths too (TensorFlow imported for them only)."""
-    from bert_tf.data.create_pretraining_data import (PretrainingDataOptions,
+    from bert_tf.data.pretraining.create_pretraining_data import (PretrainingDataOptions,
                                                       create_pretraining_data)
     from bert_tf.text import vocab_builder
 

@@ -13,14 +13,15 @@ import tensorflow as tf
 
 from absl import flags
 
-from bert_tf.cli import pretrain as run_pretraining
-from bert_tf.cli.pretrain import FlagValueError, pretrain
+from bert_tf.cli import pretrain as pretrain_cli
+from bert_tf.jobs import pretraining
+from bert_tf.jobs.pretraining import FlagValueError, pretrain
 from bert_tf.config import BertConfig
 from bert_tf.training.checkpointing import CheckpointError
 
 S, P, VOCAB = 16, 4, 40
 # The pre-training command's flags, in a FlagValues of their own.
-FLAGS = run_pretraining.define_flags(flags.FlagValues())
+FLAGS = pretrain_cli.define_flags(flags.FlagValues())
 
 
 def _int_feature(values):
@@ -361,12 +362,12 @@ def test_float16_training_scales_the_loss(setup):
 
 
 def _official_recipe(phase, *overrides):
-    """Flag values of official_configs/pretraining/bert_base_<phase>.flags plus overrides."""
+    """The config of official_configs/pretraining/bert_base_<phase>.flags plus overrides."""
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     options = copy.deepcopy(FLAGS)
     options(["run_pretraining", f"--flagfile={repo_root}/official_configs/pretraining/"
              f"bert_base_{phase}.flags", *overrides])
-    return options
+    return pretrain_cli.pretraining_config(options)
 
 
 def test_two_phase_recipe_continues_phase_1_weights_with_a_fresh_optimizer(setup):
@@ -441,18 +442,18 @@ def test_training_input_through_tf_data_service(tmp_path):
     assert results["train"]["masked_lm_accuracy"] > 0.0
 
     # A restart of the run re-attaches to the same job; a run with other input gets a new one.
-    job = run_pretraining._data_service_job_name(types.SimpleNamespace(**values))
+    job = pretraining._data_service_job_name(types.SimpleNamespace(**values))
     values.update(num_train_steps=20)
-    assert run_pretraining._data_service_job_name(types.SimpleNamespace(**values)) == job
+    assert pretraining._data_service_job_name(types.SimpleNamespace(**values)) == job
     values.update(max_predictions_per_seq=6)
-    assert run_pretraining._data_service_job_name(types.SimpleNamespace(**values)) != job
+    assert pretraining._data_service_job_name(types.SimpleNamespace(**values)) != job
 
 
 @pytest.fixture(scope="module")
 def packed_setup(tmp_path_factory):
     """Packed and unpacked records of short real documents, a tiny config and its vocab."""
-    from bert_tf.data import create_pretraining_data as cpd
-    from bert_tf.data import demo_corpus
+    from bert_tf.data.pretraining import create_pretraining_data as cpd
+    from bert_tf.data.pretraining import demo_corpus
     from bert_tf.text import build_vocab, write_vocab
 
     root = tmp_path_factory.mktemp("packed_pretraining")
@@ -531,7 +532,7 @@ def test_the_checked_input_pipeline_is_handed_to_the_training_loop():
         return tf.data.Dataset.range(3)
 
     options = types.SimpleNamespace(input_file="data/*.tfrecord")
-    checked = run_pretraining._check_input(dataset_fn, options, is_training=True)
+    checked = pretraining._check_input(dataset_fn, options, is_training=True)
     single = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                         num_replicas_in_sync=1)
     first = checked(single)
@@ -548,6 +549,6 @@ def test_a_bad_input_fails_the_check_naming_the_flag():
         raise ValueError("no file matches")
 
     options = types.SimpleNamespace(input_file="data/*.tfrecord")
-    with pytest.raises(run_pretraining.FlagValueError) as raised:
-        run_pretraining._check_input(dataset_fn, options, is_training=True)
+    with pytest.raises(pretraining.FlagValueError) as raised:
+        pretraining._check_input(dataset_fn, options, is_training=True)
     assert str(raised.value) == "--input_file=data/*.tfrecord: no file matches"

@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import common_flags
+from bert_tf.jobs import run_setup
 from bert_tf.config import BertConfig
-from bert_tf.cli.pretrain import FlagValueError, pretrain
+from bert_tf.cli import pretrain as pretrain_cli
+from bert_tf.jobs.pretraining import FlagValueError, pretrain
 from bert_tf.training import ownership
 from test_run_pretraining import FLAGS, P, S, VOCAB, _options, _write_records
 
@@ -42,10 +43,11 @@ def setup(tmp_path):
 
 
 def _flag_values(*args):
-    """Parsed run_pretraining flags (a private copy of FLAGS) and their flagfile text."""
+    """The config of parsed run_pretraining flags (a private copy of FLAGS), and their
+    flagfile text."""
     options = copy.deepcopy(FLAGS)
     options(["run_pretraining", *args])
-    return options, options.flags_into_string()
+    return pretrain_cli.pretraining_config(options), options.flags_into_string()
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -346,5 +348,5 @@ def test_fine_tuning_float_flags_refused(values, message):
     # The fine-tuning CLIs call the same check first in their validation.
     options = types.SimpleNamespace(learning_rate=5e-5, **values)
     with pytest.raises(FlagValueError) as error:
-        common_flags.check_numeric_flags(options)
+        run_setup.check_numeric_flags(options)
     assert str(error.value) == message

@@ -20,7 +20,7 @@ from absl import flags
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.cli import squad as squad_cli
-from bert_tf.cli.squad import FlagValueError, run_squad
+from bert_tf.jobs.squad import FlagValueError, run_squad
 
 FLAGS = squad_cli.define_flags(flags.FlagValues())
 FILLER = ("river stone cloud green table window paper music light garden city road winter "

@@ -126,7 +126,7 @@ class Setup:
 
 
 def worker_setup(args):
-    from bert_tf.data.demo_corpus import format_documents, pydoc_documents
+    from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documents
     from bert_tf.fileio import write_text_atomic
     from bert_tf.text import build_vocab, write_vocab
 

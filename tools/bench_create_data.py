@@ -34,7 +34,7 @@ def _shipped_documents():
     import ast
     import sysconfig
 
-    from bert_tf.data.demo_corpus import pydoc_documents, split_sentences
+    from bert_tf.data.pretraining.demo_corpus import pydoc_documents, split_sentences
 
     documents = pydoc_documents()
     stdlib = sysconfig.get_paths()["stdlib"]
@@ -67,7 +67,7 @@ def write_shipped_corpus(paths, total_bytes, seed=0):
     """
     import random
 
-    from bert_tf.data.demo_corpus import format_documents
+    from bert_tf.data.pretraining.demo_corpus import format_documents
 
     base = _shipped_documents()
     rng = random.Random(seed)

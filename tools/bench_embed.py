@@ -203,9 +203,9 @@ def worker_bert_tf(args):
     import keras
     import tensorflow as tf
 
-    from bert_tf.data.pairs import read_pairs
+    from bert_tf.data.tasks.pairs import read_pairs
     from bert_tf.interop import load_sentence_transformers
-    from bert_tf.text.packing import bucket_lengths
+    from bert_tf.text.input_packing import bucket_lengths
     from bert_tf.training import contrastive
     from bert_tf.training.embedding import TextEncoder
 

@@ -14,8 +14,10 @@ from bench_common import emit, load, median_rate, run_worker
 
 def worker_input_pipeline(args):
     """Sequences/s of the TFRecord reader and of the dynamic-masking text pipeline."""
-    from bert_tf.data import create_pretraining_data as cpd
-    from bert_tf.data import pretraining_dataset, text_pretraining_dataset
+    from bert_tf.data.pretraining import create_pretraining_data as cpd
+    from bert_tf.data import pretraining_dataset
+    from bert_tf.data import text_pretraining_dataset
+    from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
 
     seq, preds, batch = args["seq"], args["preds"], args["batch"]
     records = os.path.join(args["workdir"], "pipeline.tfrecord")
@@ -29,7 +31,8 @@ def worker_input_pipeline(args):
             is_training=True, seed=1),
         "text_pretraining_dataset (dynamic masking)": lambda: text_pretraining_dataset(
             args["corpus"], vocab_file=args["vocab"], do_lower_case=True, batch_size=batch,
-            max_seq_length=seq, max_predictions_per_seq=preds, seed=1, is_training=True),
+            recipe=MaskingRecipe(max_seq_length=seq, max_predictions_per_seq=preds), seed=1,
+            is_training=True),
     }
     results = []
     for name, make in pipelines.items():

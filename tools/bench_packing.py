@@ -37,9 +37,9 @@ def _shapes(quick):
 
 def worker_packing_data(args):
     """Writes the corpus, vocab and the unpacked / packed records of every length."""
-    from bert_tf.data import create_pretraining_data as cpd
-    from bert_tf.data import demo_corpus
-    from bert_tf.data import sequence_packing
+    from bert_tf.data.pretraining import create_pretraining_data as cpd
+    from bert_tf.data.pretraining import demo_corpus
+    from bert_tf.data.pretraining import row_packing
     from bert_tf.fileio import write_text_atomic
     from bert_tf.text import build_vocab, write_vocab
 
@@ -60,7 +60,7 @@ def worker_packing_data(args):
             if packed:
                 # --pack_sequences' default P per row (tools/create_pretraining_data.py).
                 options = dataclasses.replace(
-                    options, max_predictions_per_seq=sequence_packing.
+                    options, max_predictions_per_seq=row_packing.
                     default_max_predictions_per_row(seq, options.masked_lm_prob,
                                                     options.instances_per_row))
             path = os.path.join(args["dir"], f"{'packed' if packed else 'unpacked'}-{seq}.tfrecord")
@@ -98,7 +98,7 @@ def worker_packing_train(args):
 
 def _measure_pair(tf, keras, config, args, shape):
     """The unpacked and packed runs of one shape (seq, batch, preds, paths)."""
-    from bert_tf.data.pretraining_dataset import pretraining_dataset, record_layout
+    from bert_tf.data.pretraining.record_dataset import pretraining_dataset, record_layout
     from bert_tf.modeling import BertEncoder, BertPretrainer
     from bert_tf.training.optimization import create_optimizer
 

@@ -72,7 +72,7 @@ def worker_serving_export(args):
     from bert_tf.config import BertConfig
     from bert_tf.modeling import BertClassifier, BertEncoder
     from bert_tf.text import WordpieceTokenizer
-    from bert_tf.text.packing import pack_inputs
+    from bert_tf.text.input_packing import pack_inputs
 
     seq = args["seq"]
     tokenizer = WordpieceTokenizer(args["vocab"], do_lower_case=True)

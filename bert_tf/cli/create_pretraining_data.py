@@ -30,8 +30,8 @@ from absl import logging
 
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
-from bert_tf.data import create_pretraining_data as cpd
-from bert_tf.data import sequence_packing
+from bert_tf.data.pretraining import create_pretraining_data as cpd
+from bert_tf.data.pretraining import row_packing
 
 FLAGS = flags.FLAGS
 
@@ -81,10 +81,10 @@ def _run(argv):
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     max_predictions = FLAGS.max_predictions_per_seq
     if FLAGS.pack_sequences and not FLAGS["max_predictions_per_seq"].present:
-        max_predictions = sequence_packing.default_max_predictions_per_row(
+        max_predictions = row_packing.default_max_predictions_per_row(
             FLAGS.max_seq_length, FLAGS.masked_lm_prob,
             FLAGS.max_instances_per_row
-            or sequence_packing.default_max_instances_per_row(FLAGS.max_seq_length))
+            or row_packing.default_max_instances_per_row(FLAGS.max_seq_length))
         logging.info("--pack_sequences: %d masked positions per row "
                      "(--max_predictions_per_seq).", max_predictions)
     if FLAGS.max_instances_per_row and not FLAGS.pack_sequences:
@@ -107,7 +107,7 @@ def _run(argv):
         max_instances_per_row=FLAGS.max_instances_per_row)
     compression = "GZIP" if FLAGS.gzip else ""
     if FLAGS.use_beam or FLAGS.runner:
-        from bert_tf.data import beam_pipeline  # only this path needs apache-beam
+        from bert_tf.data.pretraining import beam_pipeline  # only this path needs apache-beam
 
         if "," in FLAGS.output_file:
             raise app.UsageError(

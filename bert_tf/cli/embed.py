@@ -17,7 +17,7 @@ Normalize), a bert_tf embedding run (its output_dir) or, for training, any encod
 bert_tf reads (original TF1, Hugging Face, keras-hub, a pre-training run), pooled by --pooling.
 
 Training files are CSV/TSV with a header or JSON lines: columns anchor, positive[, negative]
-(bert_tf.data.pairs names the aliases). The loss is the multiple-negatives ranking loss with
+(bert_tf.data.tasks.pairs names the aliases). The loss is the multiple-negatives ranking loss with
 in-batch negatives (bert_tf.training.contrastive), so --train_batch_size must be >= 2. The dev
 file's anchors are queries over the corpus of its positives: recall@1/10, MRR@10 and nDCG@10
 are computed after every --save_checkpoints_steps (default: an epoch), and the best nDCG@10
@@ -34,12 +34,13 @@ import numpy as np
 import tensorflow as tf
 from absl import flags, logging
 
-from bert_tf import cli, common_flags, fileio
+from bert_tf import cli, fileio
 from bert_tf.cli import flags as cli_flags
-from bert_tf.common_flags import FlagValueError
-from bert_tf.data import length_buckets
-from bert_tf.data.pairs import read_pairs, read_scored_pairs
-from bert_tf.data.task_errors import DataError
+from bert_tf.jobs import run_setup
+from bert_tf.jobs.run_setup import FlagValueError
+from bert_tf.data.tasks import length_buckets
+from bert_tf.data.tasks.pairs import read_pairs, read_scored_pairs
+from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop.sentence_transformers import load_embedder, save_sentence_transformers
 from bert_tf.interop.weights import InteropError
@@ -132,7 +133,7 @@ def _check_training_flags(options):
     if options.train_batch_size < 2:
         raise FlagValueError(f"--train_batch_size={options.train_batch_size}: in-batch "
                              "negatives need at least 2 rows per batch")
-    common_flags.check_numeric_flags(options)
+    run_setup.check_numeric_flags(options)
     if not options.scale > 0 or not np.isfinite(options.scale):
         raise FlagValueError(f"--scale={options.scale} must be > 0 and finite")
     if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
@@ -152,7 +153,7 @@ def contrastive_config(options, length_buckets):
             weight_decay_rate=options.weight_decay_rate, scale=options.scale,
             symmetric_loss=options.symmetric_loss, length_buckets=tuple(length_buckets),
             save_checkpoints_steps=options.save_checkpoints_steps,
-            steps_per_loop=common_flags.steps_per_loop(options), log_steps=options.log_steps,
+            steps_per_loop=run_setup.steps_per_loop(options), log_steps=options.log_steps,
             jit_compile=options.jit_compile, seed=options.seed)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
@@ -170,8 +171,8 @@ def train(options):
     scored = read_scored_pairs(options.dev_scored_file) if options.dev_scored_file else None
     check_writable_dir(options.output_dir)
 
-    strategy = common_flags.make_strategy(options, ("train_batch_size",))
-    common_flags.set_seed_and_policy(options, strategy)
+    strategy = run_setup.make_strategy(options, ("train_batch_size",))
+    run_setup.set_seed_and_policy(options, strategy)
     with strategy.scope():
         loaded = _load(options)
     config = loaded.model.encoder.config

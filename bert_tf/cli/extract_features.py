@@ -34,7 +34,7 @@ from absl import app, flags, logging
 from bert_tf import cli, fileio, interop
 from bert_tf.cli import flags as cli_flags
 from bert_tf.config import BertConfig, ConfigError
-from bert_tf.data import length_buckets
+from bert_tf.data.tasks import length_buckets
 from bert_tf.modeling import BertEncoder
 from bert_tf.text import WordpieceTokenizer, pack_inputs, truncated_lengths
 from bert_tf.training.checkpointing import CheckpointError

@@ -11,6 +11,7 @@ command's `define_flags()` for the default that command gives it (a few differ: 
 --max_seq_length is 384 for SQuAD, none for export).
 """
 
+import dataclasses
 import importlib
 
 from absl import flags
@@ -56,6 +57,16 @@ def define(names, flag_values=FLAGS, **defaults):
         define_fn(name, default, help=help_text, flag_values=flag_values, **kwargs)
     if defaults:
         raise KeyError(f"defaults for flags not in the group: {sorted(defaults)}")
+
+
+def to_config(config_class, flag_values=FLAGS, **overrides):
+    """A job's config (a dataclass) with each field from the flag of the same name.
+
+    The one place a command's flags become the typed config its driver takes.
+    """
+    values = {f.name: flag_values[f.name].value for f in dataclasses.fields(config_class)}
+    values.update(overrides)
+    return config_class(**values)
 
 
 class _JitCompileParser(flags.ArgumentParser):

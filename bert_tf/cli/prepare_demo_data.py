@@ -16,7 +16,7 @@ from absl import logging
 
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
-from bert_tf.data import demo_corpus
+from bert_tf.data.pretraining import demo_corpus
 
 FLAGS = flags.FLAGS
 

@@ -183,7 +183,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
       length_buckets: the lengths the text signatures run the encoder at: each request runs
         at the smallest one that holds its batch's longest packed input. Strictly increasing,
         at most max_seq_length (which is added as the last). Default:
-        bert_tf.text.packing.bucket_lengths (128 -> 4, 8, 12, 16, 24, ..., 112, 128); ()
+        bert_tf.text.input_packing.bucket_lengths (128 -> 4, 8, 12, 16, 24, ..., 112, 128); ()
         runs every request at max_seq_length.
       overwrite: replace an existing non-empty export_dir.
 

@@ -24,7 +24,7 @@ from bert_tf.saving import model_file_of
 from bert_tf.serving import tasks
 from bert_tf.serving.task_info import TASK_INFO_FILE, read_task_info
 
-PRETRAINING_FLAGS_FILE = "run_pretraining.flags"
+PRETRAINING_FLAGFILE = "run_pretraining.flags"
 VOCAB_FILE = "vocab.txt"
 
 
@@ -119,7 +119,7 @@ def load_model_dir(model_dir):
     if fileio.isfile(vocab):
         source.vocab_file = vocab
     info_path = os.path.join(directory, TASK_INFO_FILE)
-    flags_path = os.path.join(directory, PRETRAINING_FLAGS_FILE)
+    flags_path = os.path.join(directory, PRETRAINING_FLAGFILE)
     if fileio.isfile(info_path):
         task_info = read_task_info(info_path)
         source.do_lower_case = task_info.do_lower_case

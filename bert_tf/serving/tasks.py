@@ -37,7 +37,7 @@ import tensorflow as tf
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer,
                               BertSentenceEmbedder, BertSpanLabeler, BertTokenClassifier)
 from bert_tf.text.layers import valid_utf8
-from bert_tf.text.packing import BertPackInputs, bucket_lengths
+from bert_tf.text.input_packing import BertPackInputs, bucket_lengths
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 IDS_SIGNATURE = "serving_default"
@@ -46,7 +46,7 @@ MASK_TOKEN = "[MASK]"
 
 
 def default_length_buckets(seq_length):
-    """The text signatures' default buckets: bert_tf.text.packing.bucket_lengths' fine steps
+    """The text signatures' default buckets: bert_tf.text.input_packing.bucket_lengths' fine steps
     (TF Serving runs the graph without XLA, where a length costs nothing):
     128 -> (4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128)."""
     return bucket_lengths(seq_length)

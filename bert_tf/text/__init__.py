@@ -21,9 +21,9 @@ _LAZY = {
     "BertTokenizerLayer": "bert_tf.text.layers",
     "BpeTokenizerLayer": "bert_tf.text.bpe_layer",
     "valid_utf8": "bert_tf.text.layers",
-    "BertPackInputs": "bert_tf.text.packing",
-    "pack_inputs": "bert_tf.text.packing",
-    "truncated_lengths": "bert_tf.text.packing",
+    "BertPackInputs": "bert_tf.text.input_packing",
+    "pack_inputs": "bert_tf.text.input_packing",
+    "truncated_lengths": "bert_tf.text.input_packing",
     "build_vocab": "bert_tf.text.vocab_builder",
     "write_vocab": "bert_tf.text.vocab_builder",
 }

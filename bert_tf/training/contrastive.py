@@ -22,7 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.metrics.retrieval import retrieval_metrics, spearman
-from bert_tf.training import finetune
+from bert_tf.training import finetune, loop
 from bert_tf.training.optimization import create_optimizer
 
 SIDES = ("anchor", "positive", "negative")
@@ -173,7 +173,7 @@ def evaluate_embeddings(text_encoder, retrieval=None, scored=None):
     Args:
       text_encoder: a bert_tf.training.embedding.TextEncoder.
       retrieval: a RetrievalSet, or None.
-      scored: a bert_tf.data.pairs.ScoredPairs, or None.
+      scored: a bert_tf.data.tasks.pairs.ScoredPairs, or None.
 
     Returns:
       dict: recall@1, recall@10, mrr@10, ndcg@10 (with retrieval) and spearman (the rank
@@ -242,7 +242,7 @@ def train_embedder(config, model, text_encoder, train_pairs, strategy, retrieval
       config: a ContrastiveConfig.
       model: the BertSentenceEmbedder, built under `strategy.scope()`.
       text_encoder: a TextEncoder of `model` (tokenises the rows and evaluates).
-      train_pairs: bert_tf.data.pairs.TextPairs (pairs or triplets).
+      train_pairs: bert_tf.data.tasks.pairs.TextPairs (pairs or triplets).
       strategy: the tf.distribute.Strategy.
       retrieval, scored: optional dev sets (RetrievalSet, ScoredPairs).
 
@@ -289,10 +289,12 @@ def train_embedder(config, model, text_encoder, train_pairs, strategy, retrieval
         model=model, optimizer=optimizer,
         loss_fn=contrastive_loss_fn(config.scale, config.symmetric_loss),
         train_dataset_fn=dataset_fn, strategy=strategy, output_dir=config.output_dir,
-        num_train_steps=num_train_steps, global_batch_size=config.train_batch_size,
-        evaluate_fn=evaluate_fn, best_metric=best_metric, steps_per_loop=config.steps_per_loop,
-        save_checkpoints_steps=config.save_checkpoints_steps or steps_per_epoch,
-        log_steps=config.log_steps, jit_compile=config.jit_compile)
+        loop_config=loop.TrainLoopConfig(
+            num_train_steps=num_train_steps, steps_per_loop=config.steps_per_loop,
+            save_checkpoints_steps=config.save_checkpoints_steps or steps_per_epoch,
+            log_steps=config.log_steps, global_batch_size=config.train_batch_size,
+            jit_compile=config.jit_compile),
+        evaluate_fn=evaluate_fn, best_metric=best_metric)
     return {"before": before, "best": results["best"], "step": results["step"],
             "evaluations": results["evaluations"], "tokenize_seconds": tokenize_seconds,
             "train": {k: v for k, v in results["train"].items()

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from bert_tf.modeling import BertSentenceEmbedder
 from bert_tf.text.layers import BertTokenizerLayer
-from bert_tf.text.packing import bucket_lengths
+from bert_tf.text.input_packing import bucket_lengths
 
 _TOKENIZE_CHUNK = 4096
 _INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -29,7 +29,7 @@ class TextEncoder:
       max_seq_length: tokens per text, [CLS] and [SEP] included; longer texts are truncated.
       batch_size: texts per forward pass.
       buckets: lengths a batch is cut to (increasing, ending with max_seq_length); default
-        bert_tf.text.packing.bucket_lengths(max_seq_length).
+        bert_tf.text.input_packing.bucket_lengths(max_seq_length).
     """
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, batch_size=64,

@@ -179,7 +179,7 @@ def predict(model, dataset, output_keys=None, sequence_length=None):
     Args:
       model: a Keras model taking the feature dict.
       dataset: tf.data.Dataset of feature dicts (batched; the last batch may be smaller).
-        Length-bucketed batches (bert_tf.data.length_buckets) carry `example_index` [B]:
+        Length-bucketed batches (bert_tf.data.tasks.length_buckets) carry `example_index` [B]:
         then the outputs are put back in example order and fill rows (index -1) dropped.
       output_keys: for dict outputs, the keys to keep (default all).
       sequence_length: S when every output has a sequence axis 1 ([B, s] span logits,
@@ -324,10 +324,8 @@ class BestModelKeeper:
 
 
 def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_dir,
-              num_train_steps, global_batch_size, evaluate_fn=None, best_metric=None,
-              higher_is_better=True, steps_per_loop=100, save_checkpoints_steps=1000,
-              log_steps=None, init_checkpoint=None, warm_start_fn=None, jit_compile=False,
-              gradient_accumulation_steps=1):
+              loop_config, evaluate_fn=None, best_metric=None, higher_is_better=True,
+              warm_start_fn=None):
     """Trains a task model, evaluating at every checkpoint and keeping the best weights.
 
     Args:
@@ -336,15 +334,14 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_d
       train_dataset_fn: `(InputContext) -> repeating dataset` of per-replica feature dicts.
       strategy: the tf.distribute.Strategy.
       output_dir: checkpoints, summaries/{train,eval}, best/.
-      num_train_steps, global_batch_size, steps_per_loop, save_checkpoints_steps, log_steps,
-        jit_compile, gradient_accumulation_steps: as in loop.train (num_train_steps counts
-        optimizer steps, each of gradient_accumulation_steps batches of global_batch_size).
+      loop_config: a loop.TrainLoopConfig, as loop.train takes it (num_train_steps counts
+        optimizer steps, each of gradient_accumulation_steps batches of global_batch_size;
+        init_checkpoint is the warm-start source when output_dir has no checkpoint yet).
       evaluate_fn: optional `() -> dict` of task metrics on the dev set (runs on every worker;
         only the chief writes); called after each checkpoint.
       best_metric: key of evaluate_fn's metrics that selects the best checkpoint (required
         with evaluate_fn).
       higher_is_better: direction of best_metric.
-      init_checkpoint: warm-start source when output_dir has no checkpoint yet.
       warm_start_fn: `(init_checkpoint, model) -> any`, default checkpointing.warm_start.
 
     Returns:
@@ -377,11 +374,8 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_d
 
     train_results = loop.train(
         model=model, optimizer=optimizer, loss_fn=loss_fn, dataset_fn=train_dataset_fn,
-        strategy=strategy, output_dir=output_dir, num_train_steps=num_train_steps,
-        steps_per_loop=steps_per_loop, save_checkpoints_steps=save_checkpoints_steps,
-        log_steps=log_steps, metrics_fn=training_metrics, global_batch_size=global_batch_size,
-        init_checkpoint=init_checkpoint, warm_start_fn=warm_start_fn, jit_compile=jit_compile,
-        on_checkpoint=on_checkpoint, gradient_accumulation_steps=gradient_accumulation_steps)
+        strategy=strategy, output_dir=output_dir, loop_config=loop_config,
+        metrics_fn=training_metrics, warm_start_fn=warm_start_fn, on_checkpoint=on_checkpoint)
     best = keeper.restore() if keeper is not None else None
     loop.remove_worker_dir(worker_dir)
     if eval_writer is not None:

@@ -40,6 +40,7 @@ shell reports for a job SIGTERM ended, so schedulers treat it as failed and rest
 restarted job resumes at that exact step, its input continuing as described above.
 """
 
+import dataclasses
 import os
 import shutil
 import time
@@ -67,11 +68,38 @@ def mean_metrics(sums, count):
     return {k: v / count for k, v in sums.items()}
 
 
-def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_train_steps,
-          steps_per_loop=100, save_checkpoints_steps=1000, log_steps=None, metrics_fn=None,
-          global_batch_size=None, init_checkpoint=None, init_checkpoint_target=None,
-          skip_consumed_input=True, max_checkpoints_to_keep=5, jit_compile=False,
-          on_checkpoint=None, warm_start_fn=None, gradient_accumulation_steps=1,
+@dataclasses.dataclass
+class TrainLoopConfig:
+    """How long and how a training loop runs: the settings `train` and `fine_tune` take.
+
+    Args:
+      num_train_steps: the global step to stop at; a rerun with a larger value continues.
+      steps_per_loop: optimizer steps per tf.function call (host round trip).
+      save_checkpoints_steps: save when the global step is a multiple of this, and at the end.
+      log_steps: log and write summaries every this many steps (default: steps_per_loop).
+      global_batch_size: examples per micro-batch over all replicas (the batch-size flag), for
+        examples/s; each step trains on gradient_accumulation_steps of them. None skips it.
+      gradient_accumulation_steps: micro-batches per optimizer step (see module doc).
+      jit_compile: XLA-compile the forward and backward pass (not the optimizer update):
+        True, False or "auto" (on for TPUs and GPUs, off on CPUs; see
+        precision.resolve_jit_compile).
+      init_checkpoint: weights to warm-start from when output_dir has no checkpoint yet (see
+        checkpointing.warm_start); ignored on resume.
+    """
+
+    num_train_steps: int
+    steps_per_loop: int = 100
+    save_checkpoints_steps: int = 1000
+    log_steps: int | None = None
+    global_batch_size: int | None = None
+    gradient_accumulation_steps: int = 1
+    jit_compile: bool | str = False
+    init_checkpoint: str | None = None
+
+
+def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, loop_config,
+          metrics_fn=None, init_checkpoint_target=None, skip_consumed_input=True,
+          max_checkpoints_to_keep=5, on_checkpoint=None, warm_start_fn=None,
           handle_sigterm=True):
     """Trains `model` to `num_train_steps` optimizer steps, resuming from output_dir's checkpoint.
 
@@ -87,15 +115,9 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
       strategy: the tf.distribute.Strategy.
       output_dir: checkpoints go to `output_dir` (ckpt-<step>), summaries to
         `output_dir/summaries/train`.
-      num_train_steps: the global step to stop at; a rerun with a larger value continues.
-      steps_per_loop: optimizer steps per tf.function call (host round trip).
-      save_checkpoints_steps: save when the global step is a multiple of this, and at the end.
-      log_steps: log and write summaries every this many steps (default: steps_per_loop).
+      loop_config: a TrainLoopConfig (steps, checkpoint and log cadence, batch size, gradient
+        accumulation, XLA, the warm-start checkpoint).
       metrics_fn: `(sums: dict, count) -> dict` of reported metrics (default: means).
-      global_batch_size: examples per micro-batch over all replicas (the batch-size flag), for
-        examples/s; each step trains on gradient_accumulation_steps of them. None skips it.
-      init_checkpoint: weights to warm-start from when output_dir has no checkpoint yet (see
-        checkpointing.warm_start); ignored on resume.
       init_checkpoint_target: what init_checkpoint loads into (default `model`).
       warm_start_fn: `(init_checkpoint, target) -> any` that loads it (default
         checkpointing.warm_start; the CLIs pass bert_tf.interop's, which also reads original
@@ -103,12 +125,8 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
       skip_consumed_input: on resume, skip the batches the restored steps consumed so the
         input stream continues where it stopped (see module doc); False restarts the input.
       max_checkpoints_to_keep: how many checkpoints the manager keeps.
-      jit_compile: XLA-compile the forward and backward pass (not the optimizer update):
-        True, False or "auto" (on for TPUs and GPUs, off on CPUs; see
-        precision.resolve_jit_compile).
       on_checkpoint: optional `(step) -> None`, called on every worker after each checkpoint
         save (e.g. to evaluate and keep the best model); it runs between training steps.
-      gradient_accumulation_steps: micro-batches per optimizer step (see module doc).
       handle_sigterm: save and raise TrainingPreempted on SIGTERM (see module doc). Only
         possible in the main thread; elsewhere SIGTERM keeps its handler.
 
@@ -126,6 +144,11 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, num_tr
       ValueError: gradient_accumulation_steps < 1, or a bad jit_compile value.
     """
     start_time = time.time()
+    num_train_steps, steps_per_loop = loop_config.num_train_steps, loop_config.steps_per_loop
+    save_checkpoints_steps, log_steps = loop_config.save_checkpoints_steps, loop_config.log_steps
+    global_batch_size, jit_compile = loop_config.global_batch_size, loop_config.jit_compile
+    gradient_accumulation_steps = loop_config.gradient_accumulation_steps
+    init_checkpoint = loop_config.init_checkpoint
     if gradient_accumulation_steps < 1:
         raise ValueError(f"--gradient_accumulation_steps={gradient_accumulation_steps} must be "
                          ">= 1")
@@ -444,7 +467,7 @@ def _learning_rate_value(optimizer):
 def _common_width(micro_batches):
     """The micro-batches with every [B, L, ...] feature of unknown L padded to the longest L.
 
-    Length-bucketed batches (bert_tf.data.length_buckets) differ in their sequence dimension
+    Length-bucketed batches (bert_tf.data.tasks.length_buckets) differ in their sequence dimension
     from one batch to the next, and stacking needs one shape. Padding adds positions of id 0,
     mask 0 and weight 0, which attention and the losses ignore.
     """

@@ -14,7 +14,7 @@ DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
 # Accepted by the --dtype flag: "auto" picks one of DTYPES for the devices (resolve_dtype).
 DTYPE_CHOICES = DTYPES + ("auto",)
 # CPU features with native bfloat16 matmuls (oneDNN); without them bfloat16 is emulated.
-_CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+_CPU_BF16_FEATURES = ("avx512_bf16", "amx_bf16")
 
 
 class DynamicLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
@@ -136,7 +136,7 @@ def cpu_has_native_bfloat16(cpuinfo_path="/proc/cpuinfo"):
             for line in f:
                 if line.startswith("flags"):
                     present = set(line.split(":", 1)[1].split())
-                    return any(flag in present for flag in _CPU_BF16_FLAGS)
+                    return any(flag in present for flag in _CPU_BF16_FEATURES)
     except OSError:
         pass
     return False

@@ -119,3 +119,47 @@ def test_groups_are_idempotent_and_each_command_keeps_its_defaults():
     assert flag_values["max_seq_length"].default == 128
     assert flag_values["do_lower_case"].default is True
     assert flag_values["output_dir"].default is None
+
+
+@pytest.mark.parametrize("command, config", [
+    ("pretrain", "bert_tf.jobs.pretraining.PretrainingConfig"),
+    ("classify", "bert_tf.jobs.classification.ClassificationConfig"),
+    ("tag", "bert_tf.jobs.tagging.TaggingConfig"),
+    ("squad", "bert_tf.jobs.squad.SquadConfig"),
+])
+def test_each_training_command_config_is_its_flags(command, config):
+    # The config a driver takes has one field per flag of the command, with the flag's default
+    # (an unset --max_predictions_per_seq is None: the packed input decides P).
+    import dataclasses
+    import importlib
+
+    module, _, name = config.rpartition(".")
+    config_class = getattr(importlib.import_module(module), name)
+    flag_values = importlib.import_module(f"bert_tf.cli.{command}").define_flags(
+        flags.FlagValues())
+    fields = {f.name: f.default for f in dataclasses.fields(config_class)}
+    assert set(fields) == set(flag_values)
+    differing = {n: (flag_values[n].default, d) for n, d in fields.items()
+                 if flag_values[n].default != d}
+    assert differing == ({"max_predictions_per_seq": (20, None)} if command == "pretrain"
+                         else {})
+
+
+def test_only_the_command_layer_reads_flags():
+    # bert_tf/cli/ and the run_*.py aliases of its commands are the command layer; nothing
+    # below it imports absl.flags, touches FLAGS or imports the command layer.
+    package = os.path.join(REPO, "bert_tf")
+    reads_flags = re.compile(r"^\s*(from absl import .*\bflags\b|import absl\.flags"
+                             r"|from bert_tf\.cli\b|from bert_tf import cli\b"
+                             r"|import bert_tf\.cli\b)|\bFLAGS\b", re.M)
+    readers = []
+    for root, _, files in os.walk(package):
+        for file in files:
+            path = os.path.join(root, file)
+            relative = os.path.relpath(path, package)
+            if (not file.endswith(".py") or relative.startswith("cli" + os.sep)
+                    or (os.sep not in relative and file.startswith("run_"))):
+                continue
+            if reads_flags.search(open(path, encoding="utf-8").read()):
+                readers.append(relative)
+    assert readers == []

@@ -11,9 +11,9 @@ import tensorflow as tf
 
 pytest.importorskip("apache_beam")
 
-from bert_tf.data import beam_pipeline  # noqa: E402
-from bert_tf.data import create_pretraining_data as cpd  # noqa: E402
-from bert_tf.data import demo_corpus  # noqa: E402
+from bert_tf.data.pretraining import beam_pipeline  # noqa: E402
+from bert_tf.data.pretraining import create_pretraining_data as cpd  # noqa: E402
+from bert_tf.data.pretraining import demo_corpus  # noqa: E402
 from bert_tf.text import basic_tokenize  # noqa: E402
 
 DIRECT_ARGS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]

@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import create_pretraining_data as cpd
-from bert_tf.data import pretraining_dataset, text_pretraining_dataset, tfrecord_io
-from bert_tf.data.demo_corpus import format_documents, pydoc_documents
+from bert_tf.data.pretraining import create_pretraining_data as cpd
+from bert_tf.data import pretraining_dataset
+from bert_tf.data.pretraining import tfrecord_io
+from bert_tf.data import text_pretraining_dataset
+from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documents
+from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
@@ -159,15 +162,18 @@ def test_sop_records_are_balanced_and_really_swapped(numbered, tmp_path):
 def test_sop_in_the_dynamic_pipeline(numbered):
     got = collect(text_pretraining_dataset(
         numbered["text"], vocab_file=numbered["vocab"], do_lower_case=True, batch_size=16,
-        max_seq_length=32, max_predictions_per_seq=5, seed=3, block_lines=256,
-        is_training=False, sentence_order_prediction=True))
+        recipe=MaskingRecipe(max_seq_length=32, max_predictions_per_seq=5,
+                             sentence_order_prediction=True),
+        seed=3, block_lines=256, is_training=False))
     labels = check_sentence_order(got)
     assert len(labels) >= 200 and abs(labels.mean() - 0.5) < 0.1, (len(labels), labels.mean())
     with pytest.raises(ValueError, match="sentence_order_prediction=True makes sentence pairs"):
         text_pretraining_dataset(numbered["text"], vocab_file=numbered["vocab"],
-                                 do_lower_case=True, batch_size=4, max_seq_length=64,
-                                 max_predictions_per_seq=12, use_next_sentence_label=False,
-                                 sentence_order_prediction=True)
+                                 do_lower_case=True, batch_size=4,
+                                 recipe=MaskingRecipe(max_seq_length=64,
+                                                      max_predictions_per_seq=12,
+                                                      sentence_order_prediction=True),
+                                 use_next_sentence_label=False)
 
 
 def test_span_masks_offline_are_whole_word_spans_of_mean_3_8_words(prose, tmp_path):
@@ -209,7 +215,7 @@ def test_sop_with_spans_is_byte_identical_across_workers_and_on_beam(numbered, t
         outputs[workers] = open(out, "rb").read()
     assert outputs[1] == outputs[2]
     pytest.importorskip("apache_beam")
-    from bert_tf.data import beam_pipeline
+    from bert_tf.data.pretraining import beam_pipeline
 
     beam_pipeline.run_beam_pipeline(
         numbered["text"], str(tmp_path / "beam"), numbered["vocab"], options=opts,
@@ -246,8 +252,8 @@ def test_reader_takes_records_with_and_without_span_boundaries(numbered, tmp_pat
 def test_span_masks_in_the_dynamic_pipeline(prose):
     ds = text_pretraining_dataset(
         prose["text"], vocab_file=prose["vocab"], do_lower_case=True, batch_size=16,
-        max_seq_length=256, max_predictions_per_seq=40, seed=11, is_training=True,
-        use_next_sentence_label=False, do_span_mask=True)
+        recipe=MaskingRecipe(max_seq_length=256, max_predictions_per_seq=40, do_span_mask=True),
+        seed=11, is_training=True, use_next_sentence_label=False)
     assert ds.element_spec["span_left_boundaries"] == tf.TensorSpec([16, 40], tf.int32)
     got = collect(ds, num_batches=4)
     words, fraction = check_spans(got, prose["is_piece"])
@@ -266,8 +272,9 @@ def test_span_masks_in_the_dynamic_pipeline(prose):
 def test_full_sentences_pack_whole_sentences_across_documents(numbered):
     got = collect(text_pretraining_dataset(
         numbered["text"], vocab_file=numbered["vocab"], do_lower_case=True, batch_size=8,
-        max_seq_length=32, max_predictions_per_seq=5, seed=3, block_lines=1000,
-        is_training=False, use_next_sentence_label=False, full_sentences=True))
+        recipe=MaskingRecipe(max_seq_length=32, max_predictions_per_seq=5), seed=3,
+        block_lines=1000, is_training=False, use_next_sentence_label=False,
+        full_sentences=True))
     original = unmask(got)
     starts, doc_of = numbered["sentence_starts"], numbered["doc_of_word"]
     np.testing.assert_array_equal(got["input_type_ids"], 0)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import classifier_data, feature_records, glue
-from bert_tf.data.task_errors import DataError
+from bert_tf.data.tasks import classifier_data, feature_records, glue
+from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.text import WordpieceTokenizer
 
 from glue_files import write_glue

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import create_pretraining_data as cpd
-from bert_tf.data import demo_corpus
+from bert_tf.data.pretraining import corpus_reading, instances
+from bert_tf.data.pretraining import create_pretraining_data as cpd
+from bert_tf.data.pretraining import demo_corpus
 from bert_tf.text import WordpieceTokenizer, basic_tokenize
 
 SEQ, PRED = 96, 14
@@ -329,7 +330,7 @@ def test_v2_feature_names_hold_the_same_values(corpus, main_run, tmp_path):
 
 
 def test_records_feed_the_pretraining_dataset_reader(main_run):
-    from bert_tf.data.pretraining_dataset import pretraining_dataset
+    from bert_tf.data.pretraining.record_dataset import pretraining_dataset
 
     ds = pretraining_dataset(main_run["outputs"], batch_size=8, max_seq_length=SEQ,
                              max_predictions_per_seq=PRED, is_training=False)
@@ -341,14 +342,14 @@ def test_records_feed_the_pretraining_dataset_reader(main_run):
 def test_lazy_shuffle_is_a_uniform_permutation_drawn_only_as_far_as_used():
     for n in [0, 1, 2, 3, 64, 65, 300]:
         items = list(range(n))
-        assert sorted(cpd._iter_shuffled(items, random.Random(n))) == list(range(n))
+        assert sorted(instances._iter_shuffled(items, random.Random(n))) == list(range(n))
     # Taking k elements consumes the same draws as the first k of a full pass.
-    prefix = list(itertools.islice(cpd._iter_shuffled(list(range(50)), random.Random(3)), 5))
-    assert prefix == list(cpd._iter_shuffled(list(range(50)), random.Random(3)))[:5]
+    prefix = list(itertools.islice(instances._iter_shuffled(list(range(50)), random.Random(3)), 5))
+    assert prefix == list(instances._iter_shuffled(list(range(50)), random.Random(3)))[:5]
     # Uniform: each of 4 items comes first, and each of the 24 orders occurs, equally often.
     rng = random.Random(0)
     trials = 24_000
-    orders = collections.Counter(tuple(cpd._iter_shuffled([0, 1, 2, 3], rng))
+    orders = collections.Counter(tuple(instances._iter_shuffled([0, 1, 2, 3], rng))
                                  for _ in range(trials))
     assert len(orders) == 24
     # 1000 expected per order; 5 standard deviations is about +-160.
@@ -379,12 +380,12 @@ def test_truncation_removes_what_trimming_one_token_at_a_time_removes():
         reference(a, b, budget, cases)
         want.append((len_a[-1] - len(a), len_b[-1] - len(b)))
     for (la, lb, budget), expected in zip(zip(len_a, len_b, budgets), want):
-        drops = cpd.truncation_drops(np.array([la]), np.array([lb]), budget)
+        drops = instances.truncation_drops(np.array([la]), np.array([lb]), budget)
         assert (int(drops[0][0]), int(drops[1][0])) == expected, (la, lb, budget)
     # Each removed token comes from the front with probability 1/2, independently: the front
     # count is Binomial(drops, 0.5), which the vectorised truncation draws. (27, 19) with a
     # budget of 30 removes 12 from A (8, then alternating with B) and 4 from B.
-    drops = cpd.truncation_drops(np.array([27]), np.array([19]), 30)
+    drops = instances.truncation_drops(np.array([27]), np.array([19]), 30)
     assert (int(drops[0][0]), int(drops[1][0])) == (12, 4)
     rng = random.Random(1)
     fronts = np.array([reference(list(range(27)), list(range(19)), 30, rng)
@@ -406,7 +407,7 @@ def test_chunk_tokenization_equals_tokenizing_each_line(corpus, extra_line):
                  ["中文 text 123", extra_line, "the quick brown fox jumps over a lazy dog"]]
     keys = [(0, 0), (0, 1), (1, 0)]
     stats = cpd.CreationStats()
-    chunk_tokens = maker._tokenize_chunk(cpd.DocumentChunk(keys, documents), stats)
+    chunk_tokens = maker._tokenize_chunk(corpus_reading.DocumentChunk(keys, documents), stats)
     segments = [[tokenizer.encode(line) for line in lines] for lines in documents]
     segments = [[ids for ids in doc if ids] for doc in segments]
     assert chunk_tokens.keys == [key for key, doc in zip(keys, segments) if doc]
@@ -428,7 +429,7 @@ def test_creating_records_does_not_import_tensorflow(repo_root, corpus, main_run
     outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
     code = (
         "import sys\n"
-        "from bert_tf.data import create_pretraining_data as cpd\n"
+        "from bert_tf.data.pretraining import create_pretraining_data as cpd\n"
         "assert 'tensorflow' not in sys.modules\n"
         "if __name__ == '__main__':\n"
         "    cpd.logging.set_verbosity(cpd.logging.INFO)\n"

@@ -1,6 +1,6 @@
 """The embedded default corpus: the stdlib's reference manual in pre-training text format."""
 
-from bert_tf.data import demo_corpus
+from bert_tf.data.pretraining import demo_corpus
 
 
 def test_split_sentences_keeps_abbreviations_inside_sentences():

@@ -5,8 +5,8 @@ import random
 import numpy as np
 import pytest
 
-from bert_tf.data import tfrecord_io
-from bert_tf.data.instance_encoder import InstanceEncoder
+from bert_tf.data.pretraining import tfrecord_io
+from bert_tf.data.pretraining.instance_encoder import InstanceEncoder
 
 
 def random_instance(rng, seq_length, max_predictions, vocab_size, spans):

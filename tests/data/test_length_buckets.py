@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import common_flags
+from bert_tf.jobs import run_setup
 from bert_tf.config import BertConfig
-from bert_tf.data import feature_records, length_buckets
+from bert_tf.data.tasks import feature_records, length_buckets
 from bert_tf.modeling import BertClassifier, BertEncoder, BertTokenClassifier
 from bert_tf.training import finetune, loop
 from bert_tf.training.optimization import create_optimizer
@@ -69,8 +69,8 @@ def test_parse_buckets_auto_list_and_off():
 def test_bad_bucket_lists_name_the_flag(value, max_seq_length, message):
     options = types.SimpleNamespace(length_buckets=value, max_seq_length=max_seq_length)
     config = types.SimpleNamespace(max_position_embeddings=512)
-    with pytest.raises(common_flags.FlagValueError) as error:
-        common_flags.resolve_length_buckets(options, config)
+    with pytest.raises(run_setup.FlagValueError) as error:
+        run_setup.resolve_length_buckets(options, config)
     assert str(error.value) == message
 
 
@@ -198,8 +198,9 @@ def test_training_traces_once_whatever_the_buckets(records, tmp_path):
         dataset_fn=lambda ctx: feature_records.records_dataset(
             path, SPEC, batch_size=4, is_training=True, seed=0, input_context=ctx,
             length_buckets=[8, 16, 24, 32]),
-        strategy=strategy, output_dir=str(tmp_path / "run"), num_train_steps=12,
-        steps_per_loop=4, save_checkpoints_steps=12, handle_sigterm=False)
+        strategy=strategy, output_dir=str(tmp_path / "run"),
+        loop_config=loop.TrainLoopConfig(12, steps_per_loop=4, save_checkpoints_steps=12),
+        handle_sigterm=False)
     assert results["step"] == 12 and np.isfinite(results["loss"])
     # The part-name trace and the training loop's trace, both with the length unknown.
     assert traces == [[4, None], [4, None]]

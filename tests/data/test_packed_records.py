@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import create_pretraining_data as cpd
-from bert_tf.data import demo_corpus
+from bert_tf.data.pretraining import create_pretraining_data as cpd
+from bert_tf.data.pretraining import demo_corpus
 from bert_tf.data import pretraining_dataset
-from bert_tf.data import sequence_packing
+from bert_tf.data.pretraining import row_packing
 from bert_tf.data import text_pretraining_dataset
-from bert_tf.data import tfrecord_io
-from bert_tf.data.pretraining_dataset import record_layout
+from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
+from bert_tf.data.pretraining import tfrecord_io
+from bert_tf.data.pretraining.record_dataset import record_layout
 from bert_tf.text import build_vocab, write_vocab
 
 SEQ, PRED, SLOTS = 64, 14, 6
@@ -152,7 +153,7 @@ def test_span_masking_boundaries_stay_inside_their_instance(corpus, tmp_path):
 def test_pack_instances_respects_every_limit():
     lengths = [60, 10, 30, 30, 50, 4, 64, 20, 20, 20, 20]
     preds = [9, 2, 5, 5, 8, 1, 10, 3, 3, 3, 3]
-    rows = sequence_packing.pack_instances(lengths, preds, max_seq_length=64,
+    rows = row_packing.pack_instances(lengths, preds, max_seq_length=64,
                                            max_instances_per_row=3, max_predictions_per_row=12)
     assert sorted(i for row in rows for i in row) == list(range(len(lengths)))
     for row in rows:
@@ -223,11 +224,12 @@ def test_inconsistent_instance_ids_fail_up_front(tmp_path, instance_ids, starts,
 
 
 def test_packed_raw_text_pipeline(corpus):
-    predictions = sequence_packing.default_max_predictions_per_row(SEQ, 0.15, SLOTS)
+    predictions = row_packing.default_max_predictions_per_row(SEQ, 0.15, SLOTS)
     ds = text_pretraining_dataset(
         corpus["pattern"], vocab_file=corpus["vocab"], do_lower_case=True, batch_size=8,
-        max_seq_length=SEQ, max_predictions_per_seq=predictions, seed=3, is_training=False,
-        pack_sequences=True, max_instances_per_row=SLOTS, pack_buffer_size=64)
+        recipe=MaskingRecipe(max_seq_length=SEQ, max_predictions_per_seq=predictions,
+                             pack_sequences=True, max_instances_per_row=SLOTS),
+        seed=3, is_training=False, pack_buffer_size=64)
     real = total = instances = 0
     for batch in ds:
         b = {k: v.numpy() for k, v in batch.items()}

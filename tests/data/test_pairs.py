@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from bert_tf.data.pairs import read_pairs, read_scored_pairs
-from bert_tf.data.task_errors import DataError
+from bert_tf.data.tasks.pairs import read_pairs, read_scored_pairs
+from bert_tf.data.tasks.task_errors import DataError
 
 
 def _write(path, text):

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from bert_tf.data import squad
+from bert_tf.data.tasks import squad
 from bert_tf.text import WordpieceTokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "leader", "was", "john", "smith",

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from bert_tf.data import squad
-from bert_tf.data.squad_postprocess import (
+from bert_tf.data.tasks import squad
+from bert_tf.data.tasks.squad_postprocess import (
     compute_predictions,
     get_final_text,
     predict_example,

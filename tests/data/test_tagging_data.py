@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from bert_tf.data import tagging_data
-from bert_tf.data.task_errors import DataError
+from bert_tf.data.tasks import tagging_data
+from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.text import WordpieceTokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "eu", "rejects", "german", "call",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import tfrecord_io
+from bert_tf.data.pretraining import tfrecord_io
 
 S, P = 8, 3
 INSTANCE = dict(input_ids=[2, 10, 4, 3, 11, 12, 3], segment_ids=[0, 0, 0, 0, 1, 1, 1],
@@ -240,8 +240,8 @@ def test_writing_records_does_not_import_tensorflow(repo_root, tmp_path):
     # A fresh interpreter: the test process itself has TensorFlow loaded.
     code = (
         "import sys\n"
-        "import bert_tf.data.create_pretraining_data\n"
-        "from bert_tf.data import tfrecord_io\n"
+        "import bert_tf.data.pretraining.create_pretraining_data\n"
+        "from bert_tf.data.pretraining import tfrecord_io\n"
         f"with tfrecord_io.ShardedRecordWriter([{str(tmp_path / 'x.tfrecord.gz')!r}], 'GZIP') "
         "as w:\n"
         "    w.write(b'abc')\n"
@@ -256,23 +256,23 @@ def test_writing_records_does_not_import_tensorflow(repo_root, tmp_path):
 
 
 @pytest.mark.parametrize("first_import", [
-    "import bert_tf.data.pretraining_dataset",
-    "import bert_tf.data.dynamic_masking",
-    "from bert_tf.data.pretraining_dataset import expand_input_patterns",
+    "import bert_tf.data.pretraining.record_dataset",
+    "import bert_tf.data.pretraining.text_dataset",
+    "from bert_tf.data.pretraining.record_dataset import expand_input_patterns",
     "import bert_tf.data",
 ])
 def test_package_exports_stay_the_functions_whatever_is_imported_first(repo_root, first_import):
-    # The submodule pretraining_dataset shares its name with the function the package exports.
+    # The package exports the pipelines as functions; no submodule import may replace them.
     code = (
         f"{first_import}\n"
         "import bert_tf.data\n"
         "from bert_tf.data import pretraining_dataset, text_pretraining_dataset\n"
-        "import bert_tf.data.pretraining_dataset\n"
+        "import bert_tf.data.pretraining.record_dataset\n"
         "print(type(pretraining_dataset).__name__, pretraining_dataset.__module__,\n"
         "      bert_tf.data.pretraining_dataset is pretraining_dataset,\n"
         "      text_pretraining_dataset.__module__)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=dict(os.environ, PYTHONPATH=repo_root), timeout=300)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["function", "bert_tf.data.pretraining_dataset", "True",
-                                     "bert_tf.data.dynamic_masking"]
+    assert result.stdout.split() == ["function", "bert_tf.data.pretraining.record_dataset", "True",
+                                     "bert_tf.data.pretraining.text_dataset"]

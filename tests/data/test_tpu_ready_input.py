@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import pretraining_dataset, text_pretraining_dataset
-from bert_tf.data.classifier_data import classifier_spec
-from bert_tf.data.feature_records import records_dataset, write_records
-from bert_tf.data.squad import squad_dataset
-from bert_tf.data.tagging_data import tagging_spec
+from bert_tf.data import pretraining_dataset
+from bert_tf.data import text_pretraining_dataset
+from bert_tf.data.tasks.classifier_data import classifier_spec
+from bert_tf.data.tasks.feature_records import records_dataset, write_records
+from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
+from bert_tf.data.tasks.squad import squad_dataset
+from bert_tf.data.tasks.tagging_data import tagging_spec
 
 S, P, GLOBAL_BATCH = 16, 4, 8
 # 2 replicas fed by one input pipeline: each dataset batch is one replica's, 8 / 2 examples.
@@ -56,8 +58,9 @@ def test_raw_text_masked_on_the_fly(tmp_path):
     (tmp_path / "corpus.txt").write_text("\n\n".join(documents) + "\n")
     _assert_tpu_ready(text_pretraining_dataset(
         str(tmp_path / "corpus.txt"), vocab_file=str(tmp_path / "vocab.txt"),
-        do_lower_case=True, batch_size=GLOBAL_BATCH, max_seq_length=S,
-        max_predictions_per_seq=P, seed=1, input_context=CONTEXT, block_lines=16))
+        do_lower_case=True, batch_size=GLOBAL_BATCH,
+        recipe=MaskingRecipe(max_seq_length=S, max_predictions_per_seq=P), seed=1,
+        input_context=CONTEXT, block_lines=16))
 
 
 @pytest.mark.parametrize("regression", [False, True])

@@ -371,7 +371,7 @@ def make_fixtures(root):
     import bert_tf
     from bert_tf import interop
     from bert_tf.interop.albert import save_albert_checkpoint
-    from bert_tf.data.create_pretraining_data import (PretrainingDataOptions,
+    from bert_tf.data.pretraining.create_pretraining_data import (PretrainingDataOptions,
                                                       create_pretraining_data)
     from bert_tf.text.tokenization import basic_tokenize
 
@@ -719,7 +719,7 @@ assert features["input_word_ids"][0] == tokenizer.cls_id
 ids = layer(tf.constant(["hello world"]))
 assert ids.shape[0] == 1, ids
 """),
-    "from bert_tf.training import TrainingPreempted, get_strategy, train": Recipe(
+    "from bert_tf.training import TrainingPreempted, TrainLoopConfig, get_strategy, train": Recipe(
         subs=[("    model, optimizer = ...               # built in the scope", """\
     import bert_tf
     from bert_tf.training.optimization import create_optimizer

@@ -1,4 +1,4 @@
-"""What the fine-tuning CLIs share (bert_tf.finetuning_run): flag checks, the restore rule."""
+"""The fine-tuning driver (bert_tf.jobs.finetuning): setting checks, the restore rule."""
 
 import logging
 import types
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.common_flags import FlagValueError
 from bert_tf.config import BertConfig
-from bert_tf.finetuning_run import RUN_RECORD, check_resume, owned, prepare, restore_trained
+from bert_tf.jobs.finetuning import RUN_RECORD, check_resume, owned, prepare, restore_trained
+from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.modeling import BertEncoder, BertSpanLabeler
 
 
@@ -56,7 +56,7 @@ def test_hugging_face_directory_alone_gives_config_vocab_and_weights(tmp_path):
 
     import numpy as np
 
-    from bert_tf.finetuning_run import build_model, warm_start_fn
+    from bert_tf.jobs.finetuning import build_model, warm_start_fn
     from bert_tf.interop import load_huggingface
     from bert_tf.modeling import BertClassifier
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from bert_tf.config import BertConfig
 from bert_tf.text import tokenization
-from bert_tf.text.packing import pack_inputs
+from bert_tf.text.input_packing import pack_inputs
 
 SEQ_LENGTH = 32
 MAX_QUERY_LENGTH = 8

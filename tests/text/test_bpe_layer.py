@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from bert_tf.text import bpe
 from bert_tf.text.bpe_layer import BpeTokenizerLayer
-from bert_tf.text.packing import BertPackInputs, pack_inputs
+from bert_tf.text.input_packing import BertPackInputs, pack_inputs
 
 from bpe_fixtures import BPE_TOKENIZER_JSON, bpe_reference, without_specials
 from text_samples import random_texts

@@ -5,10 +5,10 @@ import shutil
 
 import pytest
 
-from bert_tf.data import feature_records
-from bert_tf.data.classifier_data import InputExample, classifier_features
+from bert_tf.data.tasks import feature_records
+from bert_tf.data.tasks.classifier_data import InputExample, classifier_features
 from bert_tf.text import BpeTokenizer, WordpieceTokenizer, load_tokenizer, tokenizer_layer
-from bert_tf.text.packing import pack_inputs
+from bert_tf.text.input_packing import pack_inputs
 
 from bpe_fixtures import BPE_TOKENIZER_JSON, bpe_reference
 

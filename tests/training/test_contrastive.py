@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from bert_tf.training.contrastive import (RetrievalSet, multiple_negatives_ranking_loss,
                                           pair_dataset)
-from bert_tf.data.pairs import TextPairs
+from bert_tf.data.tasks.pairs import TextPairs
 
 
 def _unit(x):

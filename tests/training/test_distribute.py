@@ -23,7 +23,7 @@ _COMMON = textwrap.dedent("""
     import json, os, signal, sys
     import numpy as np, keras, tensorflow as tf
     from bert_tf.training.distribute import get_strategy
-    from bert_tf.training.loop import TrainingPreempted, train
+    from bert_tf.training.loop import TrainingPreempted, TrainLoopConfig, train
     from bert_tf.training.optimization import create_optimizer
 
     rng = np.random.RandomState(0)
@@ -60,8 +60,10 @@ _COMMON = textwrap.dedent("""
         def train_to(stop):
             return train(model=model, optimizer=optimizer, loss_fn=loss_fn,
                          dataset_fn=make_dataset_fn(16 // accumulation), strategy=strategy,
-                         output_dir=output_dir, num_train_steps=stop, steps_per_loop=10,
-                         save_checkpoints_steps=10, gradient_accumulation_steps=accumulation,
+                         output_dir=output_dir,
+                         loop_config=TrainLoopConfig(
+                             stop, steps_per_loop=10, save_checkpoints_steps=10,
+                             gradient_accumulation_steps=accumulation),
                          on_checkpoint=on_checkpoint)
 
         losses, preempted_at = [], None

@@ -11,6 +11,7 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
 from bert_tf.training import finetune
+from bert_tf.training.loop import TrainLoopConfig
 from bert_tf.training.distribute import get_strategy
 from bert_tf.training.optimization import create_optimizer
 
@@ -138,8 +139,9 @@ def test_fine_tune_learns_evaluates_each_checkpoint_and_restores_the_best(tmp_pa
     results = finetune.fine_tune(
         model=model, optimizer=optimizer, loss_fn=finetune.classification_loss_fn,
         train_dataset_fn=dataset_fn, strategy=strategy, output_dir=str(tmp_path),
-        num_train_steps=120, global_batch_size=16, evaluate_fn=evaluate,
-        best_metric="accuracy", steps_per_loop=20, save_checkpoints_steps=40)
+        loop_config=TrainLoopConfig(120, global_batch_size=16, steps_per_loop=20,
+                                    save_checkpoints_steps=40),
+        evaluate_fn=evaluate, best_metric="accuracy")
     assert [e["step"] for e in results["evaluations"]] == [40, 80, 120]
     best = results["best"]
     assert best["metrics"]["accuracy"] == max(e["accuracy"] for e in results["evaluations"])

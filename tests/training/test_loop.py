@@ -1,5 +1,6 @@
 """The training loop: over-fitting, exact resume, NaN stop, checkpoint fallback, warm start."""
 
+import dataclasses
 import os
 import subprocess
 
@@ -10,7 +11,7 @@ import tensorflow as tf
 
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import get_strategy
-from bert_tf.training.loop import NonFiniteLossError, evaluate, train
+from bert_tf.training.loop import NonFiniteLossError, TrainLoopConfig, evaluate, train
 from bert_tf.training.optimization import create_optimizer
 
 _RNG = np.random.RandomState(0)
@@ -57,12 +58,15 @@ def _metrics(sums, count):
     return {"loss": sums["loss"] / count, "accuracy": sums["correct"] / sums["count"]}
 
 
+LOOP_FIELDS = {f.name for f in dataclasses.fields(TrainLoopConfig)}
+
 def _train(model, optimizer, strategy, output_dir, num_train_steps, **kwargs):
-    kwargs.setdefault("steps_per_loop", 25)
-    kwargs.setdefault("save_checkpoints_steps", 50)
+    settings = dict(steps_per_loop=25, save_checkpoints_steps=50, global_batch_size=16)
+    settings.update({k: kwargs.pop(k) for k in list(kwargs) if k in LOOP_FIELDS})
     return train(model=model, optimizer=optimizer, loss_fn=_loss_fn, dataset_fn=_dataset_fn,
-                 strategy=strategy, output_dir=str(output_dir), num_train_steps=num_train_steps,
-                 metrics_fn=_metrics, global_batch_size=16, **kwargs)
+                 strategy=strategy, output_dir=str(output_dir),
+                 loop_config=TrainLoopConfig(num_train_steps, **settings),
+                 metrics_fn=_metrics, **kwargs)
 
 
 def test_overfits_a_small_problem_and_writes_outputs(tmp_path):
@@ -164,8 +168,8 @@ def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path):
 
     with pytest.raises(NonFiniteLossError) as error:
         train(model=model, optimizer=optimizer, loss_fn=poisoned_loss_fn, dataset_fn=_dataset_fn,
-              strategy=strategy, output_dir=str(tmp_path), num_train_steps=100,
-              steps_per_loop=10, save_checkpoints_steps=20)
+              strategy=strategy, output_dir=str(tmp_path),
+              loop_config=TrainLoopConfig(100, steps_per_loop=10, save_checkpoints_steps=20))
     assert str(error.value) == (
         f"loss became NaN at step 37; training stopped without saving. "
         f"Last good checkpoint: {tmp_path}/ckpt-20")

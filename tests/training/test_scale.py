@@ -1,6 +1,7 @@
 """Scale and resilience of the training loop: accumulation, float16 loss scaling, XLA "auto"
 (and its --jit_compile flag), SIGTERM preemption, and the non-chief copy of the best model."""
 
+import dataclasses
 import os
 import signal
 import threading
@@ -14,7 +15,8 @@ from bert_tf.training import precision
 from bert_tf.training.checkpointing import CheckpointError
 from bert_tf.training.distribute import get_strategy
 from bert_tf.training.finetune import BestModelKeeper
-from bert_tf.training.loop import PREEMPTED_EXIT_CODE, TrainingPreempted, train
+from bert_tf.training.loop import (PREEMPTED_EXIT_CODE, TrainingPreempted, TrainLoopConfig,
+                                   train)
 from bert_tf.training.optimization import create_optimizer
 
 _RNG = np.random.RandomState(0)
@@ -49,13 +51,15 @@ def _loss_fn(model, batch, training):
     return {"loss": tf.reduce_mean(nll), "count": tf.cast(tf.size(nll), tf.float32)}
 
 
+LOOP_FIELDS = {f.name for f in dataclasses.fields(TrainLoopConfig)}
+
 def _train(model, optimizer, strategy, output_dir, num_train_steps, batch_size=16, **kwargs):
-    kwargs.setdefault("steps_per_loop", 5)
-    kwargs.setdefault("save_checkpoints_steps", 10)
+    settings = dict(steps_per_loop=5, save_checkpoints_steps=10, global_batch_size=batch_size)
+    settings.update({k: kwargs.pop(k) for k in list(kwargs) if k in LOOP_FIELDS})
     return train(model=model, optimizer=optimizer, loss_fn=_loss_fn,
                  dataset_fn=_dataset_fn(batch_size), strategy=strategy,
-                 output_dir=str(output_dir), num_train_steps=num_train_steps,
-                 global_batch_size=batch_size, **kwargs)
+                 output_dir=str(output_dir),
+                 loop_config=TrainLoopConfig(num_train_steps, **settings), **kwargs)
 
 
 def _weights(model):
@@ -161,10 +165,10 @@ def test_dtype_auto_follows_the_cpu(tmp_path, cpu_flags, expected):
 
 def test_dtype_auto_sets_the_policy_named_in_the_log():
     from types import SimpleNamespace
-    from bert_tf import common_flags
+    from bert_tf.jobs import run_setup
     strategy = get_strategy("one_device")
     try:
-        dtype = common_flags.set_seed_and_policy(SimpleNamespace(seed=None, dtype="auto"),
+        dtype = run_setup.set_seed_and_policy(SimpleNamespace(seed=None, dtype="auto"),
                                                  strategy)
         assert dtype == precision.resolve_dtype("auto", strategy)
         assert keras.mixed_precision.global_policy().name == dtype

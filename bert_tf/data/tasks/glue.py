@@ -20,8 +20,8 @@ import os
 from absl import logging
 
 from bert_tf import optional
-from bert_tf.data.classifier_data import InputExample, SkipCounter, label_string
-from bert_tf.data.task_errors import DataError, decoded_lines, where
+from bert_tf.data.tasks.classifier_data import InputExample, SkipCounter, label_string
+from bert_tf.data.tasks.task_errors import DataError, decoded_lines, where
 
 SPLITS = ("train", "dev", "test")
 

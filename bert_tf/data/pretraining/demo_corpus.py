@@ -131,7 +131,7 @@ def prepare_demo_data(output_dir, *, vocab_size=4000, do_lower_case=True, max_se
     (pre-training records in the original format). Returns a dict of the paths and counts.
     """
     # Imported here: these pull in TensorFlow, which the corpus functions above do not need.
-    from bert_tf.data.create_pretraining_data import (PretrainingDataOptions,
+    from bert_tf.data.pretraining.create_pretraining_data import (PretrainingDataOptions,
                                                       create_pretraining_data)
     from bert_tf.text import build_vocab, write_vocab
 

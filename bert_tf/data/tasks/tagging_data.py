@@ -17,7 +17,7 @@ import dataclasses
 
 from absl import logging
 
-from bert_tf.data.task_errors import DataError, decoded_lines, where
+from bert_tf.data.tasks.task_errors import DataError, decoded_lines, where
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
@@ -215,7 +215,7 @@ def tagging_records(directory, name, sentences, tokenizer, max_seq_length, label
     Returns:
       (windows, path, meta); meta has num_examples (windows) and the window counts.
     """
-    from bert_tf.data import feature_records
+    from bert_tf.data.tasks import feature_records
 
     stats = {}
     windows = make_windows(sentences, tokenizer, max_seq_length, stats)

@@ -1,4 +1,4 @@
-"""Tests for bert_tf.text.packing: pack_inputs (Python) and BertPackInputs (in-graph)."""
+"""Tests for bert_tf.text.input_packing: pack_inputs (Python) and BertPackInputs (in-graph)."""
 
 import itertools
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.text.packing import BertPackInputs, pack_inputs, truncated_lengths
+from bert_tf.text.input_packing import BertPackInputs, pack_inputs, truncated_lengths
 
 CLS, SEP, PAD = 101, 102, 0
 

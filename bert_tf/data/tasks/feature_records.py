@@ -137,7 +137,7 @@ def records_dataset(path, spec, *, batch_size, is_training, num_examples=None, s
       input_context: tf.distribute.InputContext; training input is sharded by pipeline.
       shuffle_buffer: examples held for shuffling.
       length_buckets: increasing bucket lengths ending with the records' S (see
-        bert_tf.data.length_buckets.parse_buckets), or None for full-length batches. With
+        bert_tf.data.tasks.length_buckets.parse_buckets), or None for full-length batches. With
         buckets, the [S] features of each batch are cut to its bucket's length ([B, None] in
         the element spec) and evaluation batches carry `example_index` int32 [B] (position in
         the file, -1 on fill rows), in bucket order rather than file order.
@@ -147,7 +147,7 @@ def records_dataset(path, spec, *, batch_size, is_training, num_examples=None, s
       `example_weights` float32 [B] (1 for real examples, 0 for evaluation padding).
     """
     if length_buckets is not None:
-        from bert_tf.data import length_buckets as buckets_lib
+        from bert_tf.data.tasks import length_buckets as buckets_lib
 
         max_seq_length = int(length_buckets[-1])
         sequence_names = buckets_lib.sequence_feature_names(spec, max_seq_length)

@@ -48,7 +48,7 @@ import concurrent.futures
 import tensorflow as tf
 from google.protobuf import message
 
-from bert_tf.data import tfrecord_io
+from bert_tf.data.pretraining import tfrecord_io
 # Re-exported: callers and tests import it from here.
 from bert_tf.data.patterns import expand_input_patterns  # noqa: F401
 from bert_tf.data.patterns import has_scheme

@@ -363,7 +363,7 @@ def check_output_files(output_files, compression=""):
     Args:
       output_files: list of str paths (local or any tf.io.gfile file system).
       compression: "" or "GZIP"; GZIP shards must end in ".gz" and plain ones must not, because
-        readers (bert_tf.data.pretraining_dataset) pick the decompression from the suffix.
+        readers (record_dataset) pick the decompression from the suffix.
 
     Raises:
       ValueError: no path, a repeated path, a suffix that contradicts `compression`, a

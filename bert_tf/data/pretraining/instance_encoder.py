@@ -1,6 +1,6 @@
 """A per-run encoder of pre-training instances into tf.train.Example bytes, for corpus scale.
 
-Gives exactly the bytes of bert_tf.data.tfrecord_io.serialize_instance (tests compare them),
+Gives exactly the bytes of tfrecord_io.serialize_instance (tests compare them),
 about twice as fast, by knowing what a run of create_pretraining_data fixes up front:
   * S, P, the feature names and the vocabulary size, so token ids need no range check
     (serialize_instance takes min() and max() of every list to pick an encoding: that was the
@@ -18,16 +18,16 @@ import functools
 
 import numpy as np
 
-from bert_tf.data import tfrecord_io
+from bert_tf.data.pretraining import tfrecord_io
 # The encoder reuses tfrecord_io's wire-format pieces so both stay the same format by
 # construction.
-from bert_tf.data.tfrecord_io import _TAG_3_LEN
-from bert_tf.data.tfrecord_io import _feature
-from bert_tf.data.tfrecord_io import _int64_feature
-from bert_tf.data.tfrecord_io import _map_entry
-from bert_tf.data.tfrecord_io import _ones_entry
-from bert_tf.data.tfrecord_io import _packed_varints
-from bert_tf.data.tfrecord_io import _varint_of_length
+from bert_tf.data.pretraining.tfrecord_io import _TAG_3_LEN
+from bert_tf.data.pretraining.tfrecord_io import _feature
+from bert_tf.data.pretraining.tfrecord_io import _int64_feature
+from bert_tf.data.pretraining.tfrecord_io import _map_entry
+from bert_tf.data.pretraining.tfrecord_io import _ones_entry
+from bert_tf.data.pretraining.tfrecord_io import _packed_varints
+from bert_tf.data.pretraining.tfrecord_io import _varint_of_length
 
 
 class InstanceEncoder:

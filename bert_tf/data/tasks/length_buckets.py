@@ -29,7 +29,7 @@ up to a whole bucket: 1.7x the positions of the sorted windows on short SST-2-li
 
 import tensorflow as tf
 
-from bert_tf.text.packing import bucket_lengths
+from bert_tf.text.input_packing import bucket_lengths
 
 AUTO = "auto"
 OFF = "off"
@@ -40,7 +40,7 @@ class BucketError(ValueError):
 
 
 def auto_buckets(max_seq_length, coarse=False):
-    """The "auto" buckets for S = max_seq_length (bert_tf.text.packing.bucket_lengths): fine
+    """The "auto" buckets for S = max_seq_length (bert_tf.text.input_packing.bucket_lengths): fine
     steps (4, 8, 12, 16, 24, ..., 64, 80, ...) for evaluation and prediction without XLA;
     coarse ones (16, 32, 48, 64, 96, ...) for training batches and under XLA."""
     return list(bucket_lengths(max_seq_length, coarse))

@@ -1,6 +1,7 @@
 """Tests for bert_tf.data.text_pretraining_dataset: raw text -> masked batches in tf.data."""
 
 import collections
+import dataclasses
 import gzip
 import logging
 import re
@@ -9,9 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import pretraining_dataset, text_pretraining_dataset
-from bert_tf.data.demo_corpus import format_documents, pydoc_documents
-from bert_tf.data.dynamic_masking import mask_batch
+from bert_tf.data import pretraining_dataset
+from bert_tf.data import text_pretraining_dataset
+from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documents
+from bert_tf.data.pretraining.masking import mask_batch
+from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
 from bert_tf.text import BertTokenizerLayer
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -50,14 +53,18 @@ def corpus(tmp_path_factory):
             "documents": documents, "dir": root}
 
 
+RECIPE_FIELDS = {f.name for f in dataclasses.fields(MaskingRecipe)}
+
 def make(corpus, text_patterns="corpus", **overrides):
     """The pipeline over the corpus (or `text_patterns`) with small test settings."""
-    kwargs = dict(vocab_file=corpus["vocab"], do_lower_case=True, batch_size=B, max_seq_length=S,
-                  max_predictions_per_seq=P, seed=7, block_lines=512)
-    kwargs.update(overrides)
+    kwargs = dict(vocab_file=corpus["vocab"], do_lower_case=True, batch_size=B, seed=7,
+                  block_lines=512)
+    recipe = dict(max_seq_length=S, max_predictions_per_seq=P)
+    for name, value in overrides.items():
+        (recipe if name in RECIPE_FIELDS else kwargs)[name] = value
     if text_patterns == "corpus":
         text_patterns = corpus["text"]
-    return text_pretraining_dataset(text_patterns, **kwargs)
+    return text_pretraining_dataset(text_patterns, recipe=MaskingRecipe(**recipe), **kwargs)
 
 
 def collect(ds, num_batches=None):

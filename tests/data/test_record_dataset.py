@@ -1,4 +1,5 @@
-"""Tests for bert_tf.data.pretraining_dataset: TFRecords as the original writes them -> batches."""
+"""Tests for bert_tf.data.pretraining_dataset (pretraining/record_dataset.py): TFRecords as the
+original writes them -> batches."""
 
 import gzip
 import os
@@ -8,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import pretraining_dataset
-from bert_tf.data.pretraining_dataset import expand_input_patterns, inspect_first_record
+from bert_tf.data.pretraining.record_dataset import expand_input_patterns, inspect_first_record
 
 S, P = 16, 4
 V1_NAMES = {"input_word_ids": "input_ids", "input_type_ids": "segment_ids"}

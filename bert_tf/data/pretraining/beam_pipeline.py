@@ -1,7 +1,7 @@
 """create_pretraining_data as an Apache Beam pipeline, for corpora too large for one machine.
 
 The work is distributed by file and by document chunk. The chunks are the local path's
-(bert_tf.data.create_pretraining_data.iter_document_chunks: documents_per_chunk consecutive
+(create_pretraining_data.iter_document_chunks: documents_per_chunk consecutive
 documents of the corpus, files in order, so chunks span file boundaries and random next segments
 come from other documents even with one document per file): a first pass counts the documents
 of each file (one element per file, in parallel), which fixes the chunk of every document
@@ -11,7 +11,7 @@ and each chunk goes through the same InstanceMaker as the local path, on any wor
 Seeds depend only on (random_seed, the file and document index of a chunk's first document,
 dupe index), and chunks are the local path's, so for the same
 inputs and settings this pipeline writes exactly the same set of records as
-bert_tf.data.create_pretraining_data.create_pretraining_data; only the order and the sharding
+create_pretraining_data.create_pretraining_data; only the order and the sharding
 differ (the runner decides both; readers shuffle anyway).
 
 Reading every file twice (count, then read) costs little next to tokenizing and masking. A
@@ -42,11 +42,12 @@ try:
     from apache_beam.metrics.metric import MetricsFilter
     from apache_beam.options.pipeline_options import PipelineOptions
 except ImportError as e:  # pragma: no cover - depends on the installation
-    raise ImportError("bert_tf.data.beam_pipeline needs Apache Beam: pip install "
+    raise ImportError("bert_tf.data.pretraining.beam_pipeline needs Apache Beam: pip install "
                       "'bert_tf[beam]' (apache-beam).") from e
 
-from bert_tf.data import create_pretraining_data as cpd
-from bert_tf.data import tfrecord_io
+from bert_tf.data.pretraining import corpus_reading, instances
+from bert_tf.data.pretraining import create_pretraining_data as cpd
+from bert_tf.data.pretraining import tfrecord_io
 from bert_tf.data.patterns import expand_input_patterns
 from bert_tf.text import WordpieceTokenizer
 
@@ -72,7 +73,8 @@ def chunk_index(global_index, num_documents, documents_per_chunk):
 
 def _count_documents(indexed_file):
     file_index, path = indexed_file
-    return file_index, sum(1 for lines, _ in cpd.iter_file_documents(path) if lines is not None)
+    documents = corpus_reading.iter_file_documents(path)
+    return file_index, sum(1 for lines, _ in documents if lines is not None)
 
 
 def _document_offsets(counts):
@@ -99,7 +101,7 @@ class _ReadDocumentsFn(beam.DoFn):
         offsets, total = offsets_and_total
         first = offsets[file_index]
         document_index = 0
-        for lines, num_bytes in cpd.iter_file_documents(path):
+        for lines, num_bytes in corpus_reading.iter_file_documents(path):
             self._num_bytes.inc(num_bytes)
             if lines is None:
                 continue
@@ -112,7 +114,7 @@ def _assemble_chunk(chunk_and_documents):
     """(chunk, documents in any order) -> the DocumentChunk iter_document_chunks would make."""
     _, documents = chunk_and_documents
     documents = sorted(documents, key=lambda d: (d[0], d[1]))
-    return cpd.DocumentChunk(keys=[(f, d) for f, d, _ in documents],
+    return corpus_reading.DocumentChunk(keys=[(f, d) for f, d, _ in documents],
                              documents=[lines for _, _, lines in documents])
 
 
@@ -130,7 +132,7 @@ class _CreateRecordsFn(beam.DoFn):
 
     def setup(self):
         # The vocabulary is loaded once per worker, not once per element.
-        self._maker = cpd.InstanceMaker(
+        self._maker = instances.InstanceMaker(
             WordpieceTokenizer(self._vocab_file, do_lower_case=self._do_lower_case),
             self._options)
 
@@ -174,7 +176,7 @@ def build_pipeline(pipeline, input_files, output_prefix, vocab_file, *, do_lower
                    options=None, num_shards=1, compression=""):
     """Adds read -> make records -> write to `pipeline`.
 
-    Records are written with the local path's TFRecord writer (bert_tf.data.tfrecord_io), one
+    Records are written with the local path's TFRecord writer (tfrecord_io), one
     shard per group, so both paths frame and compress records the same way.
 
     Args:

@@ -15,8 +15,8 @@ side, is an error naming file:line and the column, raised before any training.
 import dataclasses
 import math
 
-from bert_tf.data.classifier_data import _table_rows, file_format
-from bert_tf.data.task_errors import DataError, where
+from bert_tf.data.tasks.classifier_data import _table_rows, file_format
+from bert_tf.data.tasks.task_errors import DataError, where
 
 _ALIASES = {
     "anchor": ("anchor", "query", "sentence1", "text1"),

@@ -1,9 +1,9 @@
 """Sentence(-pair) classification data: examples from CSV/TSV/JSONL, labels, fixed-length features.
 
-Readers yield `InputExample`s (GLUE's own formats are in bert_tf.data.glue); `label_list` fixes
+Readers yield `InputExample`s (GLUE's own formats are in tasks.glue); `label_list` fixes
 the label set (declared, or inferred from the training examples); `classifier_features` packs
 each example as [CLS] A [SEP] (B [SEP]) with the Python WordPiece tokenizer, and
-`classifier_records` caches them as TFRecords for bert_tf.data.feature_records.records_dataset.
+`classifier_records` caches them as TFRecords for feature_records.records_dataset.
 
 Bad input is reported, not guessed around: a missing column or key, an empty label, a label
 outside the declared set or a regression label that is not a number raises DataError naming the
@@ -20,7 +20,7 @@ import os
 
 from absl import logging
 
-from bert_tf.data.task_errors import DataError, decoded_lines, where
+from bert_tf.data.tasks.task_errors import DataError, decoded_lines, where
 from bert_tf.text import pack_inputs
 
 FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -320,7 +320,7 @@ def classifier_records(directory, name, examples, tokenizer, max_seq_length, lab
     Returns:
       (path, meta); meta has num_examples and truncated.
     """
-    from bert_tf.data import feature_records
+    from bert_tf.data.tasks import feature_records
 
     spec = classifier_spec(max_seq_length, labels is None)
     parts = {"examples": examples_digest(examples),

@@ -468,7 +468,7 @@ def squad_dataset(arrays, *, batch_size, is_training, seed=None, input_context=N
       seed: shuffle seed (training).
       input_context: tf.distribute.InputContext (training).
       length_buckets: increasing bucket lengths ending with S (see
-        bert_tf.data.length_buckets), or None for full-length batches. With buckets, each
+        bert_tf.data.tasks.length_buckets), or None for full-length batches. With buckets, each
         batch holds windows of one bucket cut to its length ([B, None] in the element spec);
         prediction batches carry `example_index` (finetune.predict restores the order).
 
@@ -501,7 +501,7 @@ def squad_dataset(arrays, *, batch_size, is_training, seed=None, input_context=N
 
 
 def _bucketed_squad_dataset(arrays, batch_size, is_training, seed, input_context, buckets):
-    from bert_tf.data import length_buckets
+    from bert_tf.data.tasks import length_buckets
 
     count = num_rows(arrays)
     dataset = tf.data.Dataset.from_tensor_slices(arrays)

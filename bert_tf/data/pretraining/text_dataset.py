@@ -36,7 +36,6 @@ blocks without a single sequence (text without any token, or only one sentence i
 next-sentence prediction) stops iteration with an InvalidArgumentError that says so.
 """
 
-import math
 import random
 
 from absl import logging
@@ -44,9 +43,11 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf import optional
-from bert_tf.data.pretraining_dataset import expand_input_patterns
+from bert_tf.data.pretraining.masking import _seeds, mask_batch, span_mask_batch
+from bert_tf.data.pretraining.record_dataset import expand_input_patterns
+from bert_tf.data.pretraining.row_packing_tf import pack_instances
 from bert_tf.text import BertTokenizerLayer, corpus_files, load_vocab
-from bert_tf.text.packing import truncated_lengths
+from bert_tf.text.input_packing import truncated_lengths
 
 _DEFAULT_BLOCK_LINES = 2048
 _DEFAULT_SHUFFLE_BUFFER = 2000
@@ -213,11 +214,6 @@ def _tfds_line_blocks(name, data_dir, split, text_key, block_lines, is_training,
 def _num_ids(ids):
     """1 + the largest id in a 0-based id vector (0 when it is empty)."""
     return tf.reduce_max(tf.concat([ids, tf.constant([-1], ids.dtype)], axis=0)) + 1
-
-
-def _seeds(seed, count):
-    """`count` independent stateless seeds [count, 2] from one seed [2]."""
-    return tf.random.experimental.stateless_split(seed, num=count)
 
 
 def _random_below(seed, limit):
@@ -515,365 +511,12 @@ def _pack(tokens_a, tokens_b, seq_length, vocab):
     }
 
 
-def mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id, max_predictions_per_seq,
-               masked_lm_prob=0.15, is_continuation=None):
-    """Chooses and applies MLM masks to a packed batch with stateless random ops.
-
-    Per sequence, n = min(P, max(1, round(masked_lm_prob * c))) of its c real non-special tokens
-    are chosen (whole words when `is_continuation` is given: a word's "##" pieces go with it, and
-    words are taken in random order while they fit in n). Each chosen token becomes [MASK] with
-    probability 0.8, a random vocabulary id with 0.1, and stays itself with 0.1.
-
-    Args:
-      features: dict with input_word_ids, input_mask (int32 [B, S]); other entries are passed on.
-      seed: int [2] stateless seed; the same seed gives the same masks.
-      vocab_size: V; random replacements are drawn from [0, V).
-      cls_id, sep_id: ids never chosen for prediction (nor is padding).
-      mask_id: the [MASK] id.
-      max_predictions_per_seq: P.
-      masked_lm_prob: fraction of tokens to predict.
-      is_continuation: optional bool [V], True for pieces that continue a word (whole-word mask).
-
-    Returns:
-      `features` with input_word_ids masked and masked_lm_positions, masked_lm_ids int32 [B, P]
-      (ascending real positions first, then 0-padding) and masked_lm_weights float32 [B, P].
-    """
-    s_choose, s_kind, s_random = tf.unstack(_seeds(seed, 3))
-    ids = features["input_word_ids"]
-    batch, seq_length = tf.shape(ids)[0], ids.shape[1]
-    candidate = (features["input_mask"] > 0) & (ids != cls_id) & (ids != sep_id)  # [B, S]
-    num_candidates = tf.reduce_sum(tf.cast(candidate, tf.float32), axis=1)
-    num_to_predict = tf.minimum(max_predictions_per_seq, tf.maximum(1, tf.cast(
-        tf.round(num_candidates * masked_lm_prob), tf.int32)))  # [B]
-
-    score = tf.random.stateless_uniform(tf.shape(ids), s_choose)  # [B, S]
-    if is_continuation is not None:
-        continues = tf.gather(is_continuation, ids) & candidate
-        previous_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
-        word_start = candidate & ~(continues & previous_candidate)
-        word = tf.maximum(tf.cumsum(tf.cast(word_start, tf.int32), axis=1) - 1, 0)  # [B, S]
-        score = tf.gather(score, word, batch_dims=1)  # one score per word
-    # Candidates in random order (a word's pieces stay together, in position order).
-    order = tf.argsort(tf.where(candidate, score, 2.0), axis=1, stable=True)  # [B, S]
-    rank = tf.range(1, seq_length + 1)[tf.newaxis, :]
-    taken_candidate = tf.gather(candidate, order, batch_dims=1)
-    if is_continuation is None:
-        accept = taken_candidate & (rank <= num_to_predict[:, tf.newaxis])
-    else:
-        # A word is taken if all of its pieces fit: compare the rank of its last piece.
-        rows = tf.range(batch)[:, tf.newaxis]
-        taken_word = tf.gather(word, order, batch_dims=1)
-        segment = tf.where(taken_candidate, rows * seq_length + taken_word, batch * seq_length)
-        word_last_rank = tf.math.unsorted_segment_max(tf.broadcast_to(rank, tf.shape(order)),
-                                                      segment, batch * seq_length + 1)
-        accept = taken_candidate & (tf.gather(word_last_rank, segment)
-                                    <= num_to_predict[:, tf.newaxis])
-    # Accepted positions are a prefix of `order` of length <= P; sort them, pad with S.
-    top = tf.where(accept[:, :max_predictions_per_seq], order[:, :max_predictions_per_seq],
-                   seq_length)
-    top = tf.sort(top, axis=1)
-    is_real = top < seq_length  # [B, P]
-    positions = tf.where(is_real, top, 0)
-    original = tf.gather(ids, positions, batch_dims=1)  # [B, P]
-
-    kind = tf.random.stateless_uniform(tf.shape(positions), s_kind)
-    random_ids = tf.random.stateless_uniform(tf.shape(positions), s_random, minval=0,
-                                             maxval=vocab_size, dtype=tf.int32)
-    replacement = tf.where(kind < 0.8, mask_id, tf.where(kind < 0.9, original, random_ids))
-    # Padding slots point at position 0 ([CLS]) and write its own id back: a no-op.
-    replacement = tf.where(is_real, replacement, original)
-    rows = tf.broadcast_to(tf.range(batch)[:, tf.newaxis], tf.shape(positions))
-    masked_ids = tf.tensor_scatter_nd_update(ids, tf.stack([rows, positions], axis=-1),
-                                             replacement)
-    out = dict(features)
-    out["input_word_ids"] = masked_ids
-    out["masked_lm_positions"] = positions
-    out["masked_lm_ids"] = tf.where(is_real, original, 0)
-    out["masked_lm_weights"] = tf.cast(is_real, tf.float32)
-    return out
-
-
-def _first_fit_decreasing(lengths, predictions, max_seq_length, max_instances_per_row,
-                          max_predictions_per_row):
-    """Assigns N instances to rows, longest first, each to the first row it fits in.
-
-    Args:
-      lengths, predictions: int32 [N], each <= S and <= P.
-
-    Returns:
-      (row, slot, offset) int32 [N]: the instance's row (rows 0..R-1 are used), its 1-based
-      index in the row and the row position of its first token.
-    """
-    n = tf.size(lengths)
-    order = tf.argsort(-lengths, stable=True)
-    zeros = tf.zeros([n], tf.int32)
-
-    def body(j, row_len, row_count, row_pred, row, slot, offset):
-        i = order[j]
-        length, preds = lengths[i], predictions[i]
-        fits = ((row_len + length <= max_seq_length) & (row_count < max_instances_per_row)
-                & (row_pred + preds <= max_predictions_per_row))
-        # Rows open in order and an empty row always fits, so the first fit exists.
-        r = tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int32)
-        at_r, at_i = [[r]], [[i]]
-        row = tf.tensor_scatter_nd_update(row, at_i, [r])
-        slot = tf.tensor_scatter_nd_update(slot, at_i, [row_count[r] + 1])
-        offset = tf.tensor_scatter_nd_update(offset, at_i, [row_len[r]])
-        return (j + 1, tf.tensor_scatter_nd_add(row_len, at_r, [length]),
-                tf.tensor_scatter_nd_add(row_count, at_r, [1]),
-                tf.tensor_scatter_nd_add(row_pred, at_r, [preds]), row, slot, offset)
-
-    _, _, _, _, row, slot, offset = tf.while_loop(
-        lambda j, *_: j < n, body, (tf.constant(0), zeros, zeros, zeros, zeros, zeros, zeros))
-    return row, slot, offset
-
-
-def pack_instances(features, *, max_seq_length, max_instances_per_row, max_predictions_per_row):
-    """Packs masked instances (one per row of `features`) whole into fewer rows.
-
-    Args:
-      features: dict of one instance per row: input_word_ids, input_mask, input_type_ids int32
-        [N, S] (real tokens first); masked_lm_positions, masked_lm_ids int32 [N, P'] and
-        masked_lm_weights float32 [N, P'] (P' <= P predictions each); next_sentence_labels
-        int32 [N]; optional span_left_boundaries, span_right_boundaries int32 [N, P'].
-      max_seq_length: S. max_instances_per_row: I. max_predictions_per_row: P.
-
-    Returns:
-      dict of R <= N rows: input_word_ids, input_mask, input_type_ids, input_instance_ids
-      int32 [R, S]; masked_lm_positions, masked_lm_ids int32 [R, P], masked_lm_weights
-      float32 [R, P] (row positions, instance by instance); next_sentence_positions,
-      next_sentence_labels int32 [R, I], next_sentence_weights float32 [R, I]; span
-      boundaries [R, P] (row positions) when given.
-    """
-    seq_length = max_seq_length
-    mask = features["input_mask"] > 0  # [N, S]
-    lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
-    is_prediction = features["masked_lm_weights"] > 0  # [N, P']
-    predictions = tf.reduce_sum(tf.cast(is_prediction, tf.int32), axis=1)
-    row, slot, offset = _first_fit_decreasing(lengths, predictions, seq_length,
-                                              max_instances_per_row, max_predictions_per_row)
-    num_rows = tf.reduce_max(row) + 1
-
-    # Tokens: instance i's token t goes to (row[i], offset[i] + t).
-    destination = offset[:, tf.newaxis] + tf.range(seq_length)[tf.newaxis, :]  # [N, S]
-    rows_ns = tf.broadcast_to(row[:, tf.newaxis], tf.shape(destination))
-    at = tf.boolean_mask(tf.stack([rows_ns, destination], axis=-1), mask)  # [T, 2]
-    shape = tf.stack([num_rows, seq_length])
-
-    def scatter(values_ns):
-        out = tf.scatter_nd(at, tf.boolean_mask(values_ns, mask), shape)
-        return tf.ensure_shape(out, [None, seq_length])
-
-    out = {
-        "input_word_ids": scatter(features["input_word_ids"]),
-        "input_mask": scatter(tf.cast(mask, tf.int32)),
-        "input_type_ids": scatter(features["input_type_ids"]),
-        "input_instance_ids": scatter(tf.broadcast_to(slot[:, tf.newaxis],
-                                                      tf.shape(destination))),
-    }
-
-    def by_row(key, values, width, row_of):
-        """values [M] in key order, grouped into rows [R, width] (0-padded)."""
-        order = tf.argsort(key, stable=True)
-        ragged = tf.RaggedTensor.from_value_rowids(tf.gather(values, order),
-                                                   tf.gather(row_of, order), nrows=num_rows)
-        return ragged.to_tensor(default_value=tf.zeros([], values.dtype),
-                                shape=[None, width])
-
-    # Predictions, in row order (a row position is unique within its row).
-    shift = offset[:, tf.newaxis]
-    row_np = tf.broadcast_to(row[:, tf.newaxis], tf.shape(is_prediction))
-    pred_row = tf.boolean_mask(row_np, is_prediction)
-    pred_position = tf.boolean_mask(features["masked_lm_positions"] + shift, is_prediction)
-    pred_key = pred_row * seq_length + pred_position
-    width = max_predictions_per_row
-    out["masked_lm_positions"] = by_row(pred_key, pred_position, width, pred_row)
-    out["masked_lm_ids"] = by_row(pred_key, tf.boolean_mask(features["masked_lm_ids"],
-                                                            is_prediction), width, pred_row)
-    out["masked_lm_weights"] = by_row(pred_key, tf.ones_like(pred_position, tf.float32),
-                                      width, pred_row)
-    for name in ("span_left_boundaries", "span_right_boundaries"):
-        if name in features:
-            out[name] = by_row(pred_key, tf.boolean_mask(features[name] + shift, is_prediction),
-                               width, pred_row)
-    # One next-sentence slot per instance, at its [CLS].
-    cls_key = row * seq_length + offset
-    slots = max_instances_per_row
-    out["next_sentence_positions"] = by_row(cls_key, offset, slots, row)
-    out["next_sentence_labels"] = by_row(cls_key, features["next_sentence_labels"], slots, row)
-    out["next_sentence_weights"] = by_row(cls_key, tf.ones_like(offset, tf.float32), slots, row)
-    return out
-
-
-def _shift_left(x, offset, fill):
-    """x[:, w + offset] at column w ([B, W]; columns past the end hold `fill`)."""
-    if offset == 0:
-        return x
-    pad = tf.fill([tf.shape(x)[0], offset], tf.constant(fill, x.dtype))
-    return tf.concat([x[:, offset:], pad], axis=1)
-
-
-def span_mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id,
-                    max_predictions_per_seq, is_continuation, masked_lm_prob=0.15,
-                    span_geometric_p=0.2, max_span_length=10):
-    """SpanBERT's span masking of a packed batch, with stateless random ops.
-
-    The budget is mask_batch's: n = min(P, max(1, round(masked_lm_prob * c))) of a sequence's c
-    real non-special tokens. Spans of whole words are chosen one at a time, in parallel over
-    the batch: a length l is drawn from a geometric distribution (p = span_geometric_p)
-    truncated to [1, max_span_length], and the span starts at a uniformly random word where l
-    words fit whole (consecutive, not across [SEP], not touching an earlier span, so boundary
-    tokens stay unmasked); when no start fits l words, at a random start where a shorter span
-    fits; a word that would overshoot the budget ends the span. Each span becomes [MASK] with
-    probability 0.8, random ids with 0.1 and stays itself with 0.1, decided once per span.
-
-    Args:
-      features: dict with input_word_ids, input_mask (int32 [B, S]); other entries are passed on.
-      seed: int [2] stateless seed; the same seed gives the same masks.
-      vocab_size: V; random replacements are drawn from [0, V).
-      cls_id, sep_id: ids never masked; a [SEP] also separates words.
-      mask_id: the [MASK] id.
-      max_predictions_per_seq: P.
-      is_continuation: bool [V], True for "##" pieces (they join the word before them).
-      masked_lm_prob: fraction of tokens to predict.
-      span_geometric_p: p of the span-length distribution, in (0, 1].
-      max_span_length: M, the longest span in words.
-
-    Returns:
-      `features` with input_word_ids masked, masked_lm_positions, masked_lm_ids int32 [B, P],
-      masked_lm_weights float32 [B, P] (as mask_batch), and span_left_boundaries,
-      span_right_boundaries int32 [B, P]: per prediction, the position just before / after its
-      span (0 on padding slots).
-    """
-    s_length, s_start, s_kind, s_random = tf.unstack(_seeds(seed, 4))
-    ids = features["input_word_ids"]
-    batch, seq_length = tf.shape(ids)[0], ids.shape[1]
-    num_words = seq_length  # W: a sequence has at most S words
-    candidate = (features["input_mask"] > 0) & (ids != cls_id) & (ids != sep_id)  # [B, S]
-    num_candidates = tf.reduce_sum(tf.cast(candidate, tf.float32), axis=1)
-    num_to_predict = tf.minimum(max_predictions_per_seq, tf.maximum(1, tf.cast(
-        tf.round(num_candidates * masked_lm_prob), tf.int32)))  # [B]
-
-    # Words: a candidate starts one unless it is a "##" piece right after another candidate.
-    continues = tf.gather(is_continuation, ids) & candidate
-    previous_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
-    word_start = candidate & ~(continues & previous_candidate)
-    word = tf.cumsum(tf.cast(word_start, tf.int32), axis=1) - 1  # [B, S]
-    rows = tf.range(batch)[:, tf.newaxis]
-    # Non-candidates go to a dump segment past the B*W real ones.
-    segment = tf.where(candidate, rows * num_words + word, batch * num_words)
-    positions_bs = tf.broadcast_to(tf.range(seq_length)[tf.newaxis, :], tf.shape(ids))
-
-    def per_word(values, reduce):
-        out = reduce(values, segment, batch * num_words + 1)[:-1]
-        return tf.reshape(out, [batch, num_words])
-
-    word_len = per_word(tf.cast(candidate, tf.int32), tf.math.unsorted_segment_sum)  # [B, W]
-    word_first = per_word(positions_bs, tf.math.unsorted_segment_min)
-    word_last = per_word(positions_bs, tf.math.unsorted_segment_max)
-    valid = word_len > 0
-    # touch_next[b, w]: word w + 1 directly follows word w (no [SEP] or padding between).
-    touch_next = (valid & _shift_left(valid, 1, False)
-                  & (word_last + 1 == _shift_left(word_first, 1, -1)))
-    touch_prev = tf.pad(touch_next[:, :-1], [[0, 0], [1, 0]])
-    word_index = tf.range(num_words)[tf.newaxis, :]
-
-    # Inverse CDF of the truncated geometric distribution over 1..M.
-    q = 1.0 - span_geometric_p
-    tail = q ** max_span_length
-
-    def draw_lengths(step):
-        if q == 0.0:
-            return tf.ones([batch], tf.int32)
-        u = tf.random.stateless_uniform(
-            [batch], tf.random.experimental.stateless_fold_in(s_length, step), dtype=tf.float64)
-        length = 1 + tf.floor(tf.math.log(1.0 - u * (1.0 - tail)) / math.log(q))
-        return tf.clip_by_value(tf.cast(length, tf.int32), 1, max_span_length)
-
-    def body(step, masked, span_first, span_last, used):
-        # free[b, w]: word w can be masked without touching a masked word.
-        masked_prev = tf.pad(masked[:, :-1], [[0, 0], [1, 0]])
-        free = (valid & ~masked & ~(touch_prev & masked_prev)
-                & ~(touch_next & _shift_left(masked, 1, False)))
-        remaining = (num_to_predict - used)[:, tf.newaxis]
-        # fits[j][b, w]: words w..w+j are consecutive, free and within the budget.
-        fits, ok, pieces = [], free, word_len
-        ok &= pieces <= remaining
-        fits.append(ok)
-        for j in range(1, max_span_length):
-            ok = (ok & _shift_left(touch_next, j - 1, False) & _shift_left(free, j, False))
-            pieces = pieces + _shift_left(word_len, j, 0)
-            fits.append(ok & (pieces <= remaining))
-        fit_len = tf.add_n([tf.cast(f, tf.int32) for f in fits])  # [B, W], prefix property
-        length = draw_lengths(step)[:, tf.newaxis]
-        whole = fit_len >= length
-        any_whole = tf.reduce_any(whole, axis=1, keepdims=True)
-        eligible = tf.where(any_whole, whole, fit_len >= 1)
-        score = tf.random.stateless_uniform(
-            tf.shape(fit_len), tf.random.experimental.stateless_fold_in(s_start, step))
-        start = tf.argmax(tf.where(eligible, score, -1.0), axis=1, output_type=tf.int32)
-        active = tf.reduce_any(eligible, axis=1) & (used < num_to_predict)  # [B]
-        span_length = tf.minimum(length[:, 0], tf.gather(fit_len, start, batch_dims=1))
-        start_bw, end_bw = start[:, tf.newaxis], (start + span_length - 1)[:, tf.newaxis]
-        new = (active[:, tf.newaxis] & (word_index >= start_bw) & (word_index <= end_bw))
-        masked |= new
-        span_first = tf.where(new, start_bw, span_first)
-        span_last = tf.where(new, end_bw, span_last)
-        used += tf.reduce_sum(tf.where(new, word_len, 0), axis=1)
-        return step + 1, masked, span_first, span_last, used
-
-    def cond(step, masked, span_first, span_last, used):
-        # Every productive step masks at least one piece, so P steps always suffice.
-        return (step < max_predictions_per_seq) & tf.reduce_any(used < num_to_predict)
-
-    zeros_bw = tf.zeros([batch, num_words], tf.int32)
-    _, masked, span_first, span_last, _ = tf.while_loop(
-        cond, body, (tf.constant(0), tf.zeros([batch, num_words], tf.bool), zeros_bw, zeros_bw,
-                     tf.zeros([batch], tf.int32)))
-
-    safe_word = tf.maximum(word, 0)
-    token_masked = candidate & tf.gather(masked, safe_word, batch_dims=1)  # [B, S]
-    top = tf.sort(tf.where(token_masked, positions_bs, seq_length), axis=1)
-    top = top[:, :max_predictions_per_seq]
-    is_real = top < seq_length  # [B, P]
-    positions = tf.where(is_real, top, 0)
-    original = tf.gather(ids, positions, batch_dims=1)
-    position_word = tf.gather(safe_word, positions, batch_dims=1)  # [B, P]
-    first = tf.gather(span_first, position_word, batch_dims=1)
-    last = tf.gather(span_last, position_word, batch_dims=1)
-    left = tf.where(is_real, tf.gather(word_first, first, batch_dims=1) - 1, 0)
-    right = tf.where(is_real, tf.gather(word_last, last, batch_dims=1) + 1, 0)
-
-    # One replacement kind per span, read at the span's first word.
-    kind_bw = tf.random.stateless_uniform([batch, num_words], s_kind)
-    kind = tf.gather(kind_bw, first, batch_dims=1)
-    random_ids = tf.random.stateless_uniform(tf.shape(positions), s_random, minval=0,
-                                             maxval=vocab_size, dtype=tf.int32)
-    replacement = tf.where(kind < 0.8, mask_id, tf.where(kind < 0.9, original, random_ids))
-    replacement = tf.where(is_real, replacement, original)
-    rows_bp = tf.broadcast_to(rows, tf.shape(positions))
-    masked_ids = tf.tensor_scatter_nd_update(ids, tf.stack([rows_bp, positions], axis=-1),
-                                             replacement)
-    out = dict(features)
-    out["input_word_ids"] = masked_ids
-    out["masked_lm_positions"] = positions
-    out["masked_lm_ids"] = tf.where(is_real, original, 0)
-    out["masked_lm_weights"] = tf.cast(is_real, tf.float32)
-    out["span_left_boundaries"] = left
-    out["span_right_boundaries"] = right
-    return out
-
-
 def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, batch_size,
-                             max_seq_length, max_predictions_per_seq, masked_lm_prob=0.15,
-                             use_next_sentence_label=True, do_whole_word_mask=False,
-                             short_seq_prob=0.1, seed=None, is_training=True, input_context=None,
-                             tfds_name=None, tfds_data_dir=None, tfds_split="train",
-                             tfds_text_key="text", block_lines=_DEFAULT_BLOCK_LINES,
+                             recipe, use_next_sentence_label=True, full_sentences=False,
+                             seed=None, is_training=True, input_context=None, tfds_name=None,
+                             tfds_data_dir=None, tfds_split="train", tfds_text_key="text",
+                             block_lines=_DEFAULT_BLOCK_LINES,
                              shuffle_buffer_size=_DEFAULT_SHUFFLE_BUFFER,
-                             sentence_order_prediction=False, full_sentences=False,
-                             do_span_mask=False, span_geometric_p=0.2, max_span_length=10,
-                             pack_sequences=False, max_instances_per_row=None,
                              pack_buffer_size=_DEFAULT_PACK_BUFFER):
     """Pre-training batches made from raw text on the fly, masked afresh every epoch.
 
@@ -887,14 +530,20 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
       vocab_file: WordPiece vocab (one token per line) with [PAD] [UNK] [CLS] [SEP] [MASK].
       do_lower_case: must match the vocab / checkpoint.
       batch_size: global batch size; with `input_context`, the per-replica size is used.
-      max_seq_length: S (>= 5).
-      max_predictions_per_seq: P, the cap on masked tokens per sequence.
-      masked_lm_prob: fraction of real non-special tokens to mask.
+      recipe: the masking_recipe.MaskingRecipe: S (max_seq_length, >= 5), P (the cap on
+        masked tokens per sequence; with pack_sequences per row, capping each instance too),
+        masked_lm_prob (of the real non-special tokens), short_seq_prob (probability of a
+        shorter target length, as the original), do_whole_word_mask,
+        sentence_order_prediction (ALBERT's SOP pairs instead of NSP pairs: B is the text
+        after A, and the two are swapped with probability 0.5, label 1 = swapped; a
+        one-sentence chunk is split at a random token; needs use_next_sentence_label),
+        do_span_mask (SpanBERT's span masking, see span_mask_batch, always whole words; adds
+        span_left_boundaries and span_right_boundaries to the features) with
+        span_geometric_p and max_span_length, pack_sequences (pack whole instances into
+        rows, see the module doc) with max_instances_per_row (I; 0 = max(2, S // 16)).
       use_next_sentence_label: True: sentence pairs with 50% random B (label 1); False: full
         sequences packed across sentence and document boundaries, labels all 0 (by default
         windows of the token stream cut anywhere; see full_sentences).
-      do_whole_word_mask: mask all pieces of a word together.
-      short_seq_prob: probability of a shorter target length (as the original).
       seed: int; None draws one (training) or uses 0 (evaluation, so the eval set is fixed).
       is_training: shuffle files/examples and repeat forever (True), or one ordered pass.
       input_context: a tf.distribute.InputContext; pipelines read disjoint shards (whole files
@@ -907,19 +556,9 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
       block_lines: lines tokenized together; also the pool for random next sentences (>= 1,
         >= 2 with next-sentence prediction: a one-line block can make no pair).
       shuffle_buffer_size: sequences in the training shuffle buffer.
-      sentence_order_prediction: ALBERT's SOP pairs instead of NSP pairs: B is the text after
-        A, and the two are swapped with probability 0.5 (label 1 = swapped); a one-sentence
-        chunk is split at a random token. Needs use_next_sentence_label.
       full_sentences: RoBERTa's FULL-SENTENCES packing (without next-sentence prediction):
         whole sentences in order, across document ends with an extra [SEP] between
         documents, each sequence as full as whole sentences allow; short_seq_prob is not used.
-      do_span_mask: SpanBERT's span masking (see span_mask_batch, always whole words); adds
-        span_left_boundaries and span_right_boundaries to the features.
-      span_geometric_p: p of the span-length distribution (do_span_mask).
-      max_span_length: the longest span in words (do_span_mask).
-      pack_sequences: pack whole instances into rows (see the module doc); P is then per row
-        and caps each instance too.
-      max_instances_per_row: I of packed rows; None = max(2, S // 16).
       pack_buffer_size: instances packed together (>= 1); more fill rows better.
 
     Returns:
@@ -935,6 +574,11 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         with tf.errors.InvalidArgumentError when _MAX_EMPTY_BLOCKS blocks in a row make no
         sequence (e.g. text without any token), rather than spinning forever.
     """
+    max_seq_length, max_predictions_per_seq = recipe.max_seq_length, recipe.max_predictions_per_seq
+    masked_lm_prob, short_seq_prob = recipe.masked_lm_prob, recipe.short_seq_prob
+    sentence_order_prediction, do_span_mask = recipe.sentence_order_prediction, recipe.do_span_mask
+    span_geometric_p, max_span_length = recipe.span_geometric_p, recipe.max_span_length
+    pack_sequences = recipe.pack_sequences
     _check_args(batch_size, max_seq_length, max_predictions_per_seq, masked_lm_prob,
                 short_seq_prob, text_patterns, tfds_name)
     if use_next_sentence_label and block_lines < 2:
@@ -955,8 +599,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         if full_sentences:
             raise ValueError("pack_sequences=True packs instances whole; full_sentences=True "
                              "already fills rows. Pass at most one of them.")
-        if max_instances_per_row is None:
-            max_instances_per_row = max(2, max_seq_length // 16)
+        max_instances_per_row = recipe.instances_per_row
         if max_instances_per_row < 1 or pack_buffer_size < 1:
             raise ValueError(f"max_instances_per_row={max_instances_per_row} and "
                              f"pack_buffer_size={pack_buffer_size} must be >= 1.")
@@ -1034,7 +677,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
             vocab_size=vocab.size, cls_id=vocab.cls_id, sep_id=vocab.sep_id,
             mask_id=vocab.mask_id, max_predictions_per_seq=max_predictions_per_seq,
             masked_lm_prob=masked_lm_prob,
-            is_continuation=vocab.is_continuation if do_whole_word_mask else None)
+            is_continuation=vocab.is_continuation if recipe.do_whole_word_mask else None)
 
     def guard(empty_run, sequences):
         """Counts consecutive blocks without a sequence; fails past _MAX_EMPTY_BLOCKS."""

@@ -1,0 +1,48 @@
+"""How pre-training instances are cut, masked and packed: one recipe for records and raw text.
+
+`create_pretraining_data` writes records with it (its PretrainingDataOptions extends it with
+what only record making needs) and `text_pretraining_dataset` masks raw text on the fly with
+it, so both read the same settings under the same names (the command-line flag names).
+No TensorFlow here.
+"""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingRecipe:
+    """The masked-LM recipe of pre-training instances; field names are the flag names.
+
+    Args:
+      max_seq_length: S, tokens per instance (a packed row) including [CLS] and [SEP]s (>= 5).
+      max_predictions_per_seq: P, the cap on masked positions per instance (per row when
+        packed, capping each instance too).
+      masked_lm_prob: fraction of the real, non-special tokens to mask.
+      short_seq_prob: probability of a shorter random target length (as the original).
+      do_whole_word_mask: mask all WordPiece pieces of a word together.
+      sentence_order_prediction: ALBERT's sentence-order pairs (label 1 = swapped) instead of
+        next-sentence pairs.
+      do_span_mask: SpanBERT's span masking (whole-word spans of geometric length), with the
+        spans' boundaries in the output.
+      span_geometric_p: p of the geometric span-length distribution (do_span_mask).
+      max_span_length: longest span in words (do_span_mask).
+      pack_sequences: several whole instances per row of S tokens.
+      max_instances_per_row: I, instances per packed row; 0 = max(2, S // 16).
+    """
+
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    do_whole_word_mask: bool = False
+    sentence_order_prediction: bool = False
+    do_span_mask: bool = False
+    span_geometric_p: float = 0.2
+    max_span_length: int = 10
+    pack_sequences: bool = False
+    max_instances_per_row: int = 0
+
+    @property
+    def instances_per_row(self):
+        """I of packed rows: max_instances_per_row, or its default max(2, S // 16)."""
+        return self.max_instances_per_row or max(2, self.max_seq_length // 16)

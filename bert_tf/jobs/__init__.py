@@ -1,0 +1,15 @@
+"""One driver per job: pre-training and fine-tuning (classification, tagging, SQuAD).
+
+A driver takes a typed config (dataclasses whose field names are the command-line flag names)
+and runs the whole job: checks, run directory, data, model, training, evaluation, outputs. The
+commands in bert_tf.cli turn their flags into these configs and call a driver; a notebook or a
+test builds the same configs without absl. Drivers use the library below (training, data,
+modeling, interop, serving, metrics) and are imported only by bert_tf.cli.
+
+  run_setup        checks, strategy, seed and dtype policy, model files, length buckets
+  pretraining      PretrainingConfig and pretrain()
+  finetuning       FinetuningConfig, the fine-tuning driver run_task() and its phases
+  classification   the classification / regression task (GLUE, your own CSV/TSV/JSONL)
+  tagging          the token-tagging task (CoNLL files)
+  squad            the SQuAD v1.1 / v2.0 task
+"""

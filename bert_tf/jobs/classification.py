@@ -1,0 +1,316 @@
+"""The classification / regression task: GLUE (TSV or TFDS glue/*) or your own CSV, TSV, JSONL.
+
+Run by the fine-tuning driver (bert_tf.jobs.finetuning.run_task); `bert-tf-classify`
+(bert_tf.cli.classify, alias bert_tf.run_classifier) documents the command and its outputs.
+Evaluates the dev set at every checkpoint with the task's metric (the GLUE score of a GLUE
+task: Matthews correlation for CoLA, F1/accuracy for MRPC and QQP, Pearson/Spearman for STS-B,
+accuracy otherwise; accuracy for your own classes, Pearson/Spearman for regression) and keeps
+the best weights. Besides the driver's run files, --output_dir receives test_results.tsv (class
+probabilities per test example, in label order; the score for regression) and the predictions
+in the GLUE submission format (<TASK>.tsv, or predictions.tsv for other data).
+"""
+
+import dataclasses
+import os
+import time
+
+import numpy as np
+from absl import logging
+
+from bert_tf.data.tasks import classifier_data, feature_records, glue
+from bert_tf.data.tasks.task_errors import DataError
+from bert_tf.fileio import write_text_atomic
+from bert_tf.jobs import finetuning
+from bert_tf.jobs.finetuning import FinetuningConfig
+from bert_tf.jobs.run_setup import FlagValueError
+from bert_tf.metrics import classification_metrics, regression_metrics
+from bert_tf.modeling import BertClassifier
+from bert_tf.training import finetune
+
+
+@dataclasses.dataclass
+class ClassificationConfig(FinetuningConfig):
+    """A classification run: the shared fine-tuning settings, the data files and columns."""
+
+    task_name: str | None = None
+    data_dir: str | None = None
+    tfds_data_dir: str | None = None
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    labels: list | None = None
+    text_a_column: str | None = None
+    text_b_column: str | None = None
+    label_column: str | None = None
+    regression: bool = False
+
+
+_USER_FILE_EXTENSIONS = (".tsv", ".csv", ".jsonl", ".json")
+
+
+class ClassifierData:
+    """Reads the splits of the task the flags name: GLUE TSV, TFDS glue/*, or user files."""
+
+    def __init__(self, options):
+        self.options = options
+        self.task = glue.glue_task(options.task_name) if options.task_name else None
+        self.user_files = options.text_a_column is not None
+        if self.task is None and not self.user_files:
+            known = ", ".join(glue.GLUE_TASKS)
+            if options.task_name:
+                raise FlagValueError(
+                    f"--task_name={options.task_name} is not a GLUE task ({known}); for your own "
+                    "data give --text_a_column (and --label_column, --text_b_column)")
+            raise FlagValueError(f"give --task_name (one of {known}) or, for your own data, "
+                                 "--text_a_column and --label_column")
+        if self.user_files and options.tfds_data_dir:
+            raise FlagValueError("--tfds_data_dir reads GLUE tasks; it does not go with "
+                                 "--text_a_column")
+        if (self.task is not None and not self.user_files and not options.tfds_data_dir
+                and not options.data_dir):
+            raise FlagValueError(f"--task_name={options.task_name} needs --data_dir (the GLUE "
+                                 "TSV files) or --tfds_data_dir (TFDS glue/*)")
+        if self.task is not None and options.regression and not self.task.is_regression:
+            raise FlagValueError(f"--regression: GLUE {self.task.name} is a classification "
+                                 "task")
+        self.is_regression = self.task.is_regression if self.task else options.regression
+        self.name = self.task.name if self.task else (options.task_name or "classifier")
+
+    def _user_file(self, split):
+        explicit = getattr(self.options, f"{split}_file")
+        if explicit:
+            return explicit
+        if not self.options.data_dir:
+            raise FlagValueError(f"no {split} data: give --{split}_file or --data_dir")
+        path = classifier_data.split_file(self.options.data_dir, split, _USER_FILE_EXTENSIONS)
+        if path:
+            return path
+        raise FlagValueError(f"no {split} file in --data_dir={self.options.data_dir}: expected "
+                             f"{split} with one of {', '.join(_USER_FILE_EXTENSIONS)}, or "
+                             f"--{split}_file")
+
+    def read(self, split):
+        """InputExamples of "train", "dev" or "test"."""
+        options = self.options
+        if not self.user_files:
+            if options.tfds_data_dir:
+                return glue.read_glue_tfds(self.task, options.tfds_data_dir, split)
+            return glue.read_glue_tsv(self.task, options.data_dir, split)
+        is_test = split == "test"
+        return classifier_data.read_table_examples(
+            self._user_file(split), text_a_column=options.text_a_column,
+            text_b_column=options.text_b_column, label_column=options.label_column,
+            is_regression=self.is_regression, require_labels=not is_test, keep_empty=is_test)
+
+    @property
+    def text_pair(self):
+        if self.user_files:
+            return self.options.text_b_column is not None
+        return self.task.labelled.text_b is not None
+
+    def metrics(self, label_ids, predictions):
+        if self.is_regression:
+            return regression_metrics(label_ids, predictions)
+        return classification_metrics(label_ids, predictions,
+                                      self.task.name if self.task else None)
+
+    def predictions_file(self):
+        return f"{self.task.submission_name}.tsv" if self.task else "predictions.tsv"
+
+
+def _labels(options, data, train_examples):
+    """The label names in logit order (None for regression)."""
+    if data.is_regression:
+        if options.labels:
+            raise FlagValueError("--labels does not go with a regression task")
+        return None
+    if data.task is not None:
+        if options.labels and list(options.labels) != list(data.task.labels):
+            raise FlagValueError(f"--labels={','.join(options.labels)} differs from GLUE "
+                                 f"{data.task.name}'s labels {','.join(data.task.labels)}")
+        return list(data.task.labels)
+    if options.labels:
+        if len(set(options.labels)) != len(options.labels):
+            raise FlagValueError(f"--labels={','.join(options.labels)} repeats a label")
+        labels = list(options.labels)
+    elif train_examples is not None:
+        labels = classifier_data.infer_labels(train_examples)
+    else:
+        info = finetuning.read_task_info(options)
+        if not info or not info.get("labels"):
+            raise FlagValueError("without --do_train the labels come from --labels or a "
+                                 "task_info.json in --output_dir or beside --init_checkpoint; "
+                                 "found neither")
+        labels = list(info["labels"])
+    if len(labels) < 2:
+        raise FlagValueError(f"classification needs at least 2 labels, got "
+                             f"{', '.join(labels) or 'none'} (give --labels, or use "
+                             "--regression for numeric targets)")
+    return labels
+
+
+def _read_split(data, split):
+    examples = data.read(split)
+    if not examples:
+        raise DataError(f"the {split} data of {data.name} has no examples")
+    logging.info("%s %s: %d examples", data.name, split, len(examples))
+    return examples
+
+
+def _eval_loss(outputs, label_ids, is_regression):
+    if is_regression:
+        return float(np.mean((outputs[:, 0] - label_ids) ** 2))
+    log_probs = np.log(np.maximum(finetuning.softmax(outputs), 1e-30))
+    return float(-np.mean(log_probs[np.arange(len(label_ids)), label_ids.astype(np.int64)]))
+
+
+class ClassificationTask(finetuning.Task):
+    """Sentence (pair) classification or regression with a BertClassifier."""
+
+    cli_name = "run_classifier"
+    best_metric = "score"
+    loss_fn = staticmethod(finetune.classification_loss_fn)
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.data = ClassifierData(options)
+        self.examples, self.records = {}, {}
+
+    def read_training_data(self, context):
+        if self.options.do_train:
+            self.examples["train"] = _read_split(self.data, "train")
+        self.labels = _labels(self.options, self.data, self.examples.get("train"))
+
+    @property
+    def resume_name(self):
+        return self.data.name
+
+    @property
+    def splits(self):
+        options = self.options
+        return [s for s, wanted in (("train", options.do_train), ("dev", options.do_eval),
+                                    ("test", options.do_predict)) if wanted]
+
+    def prepare_inputs(self, context):
+        options, labels = self.options, self.labels
+        cache_dir = os.path.join(options.output_dir, "features")
+        for split in self.splits:
+            if split not in self.examples:
+                self.examples[split] = _read_split(self.data, split)
+            if labels is not None:
+                classifier_data.check_labels(self.examples[split], labels, split)
+            self.records[split] = classifier_data.classifier_records(
+                cache_dir, split, self.examples[split], context.tokenizer,
+                options.max_seq_length, labels)
+        self.spec = classifier_data.classifier_spec(options.max_seq_length, labels is None)
+        if options.do_train:
+            self.num_train_examples = self.records["train"][1]["num_examples"]
+        if options.do_eval:
+            self.dev_labels = np.array(
+                [e.label if labels is None else labels.index(e.label)
+                 for e in self.examples["dev"]], np.float64 if labels is None else np.int64)
+
+    def make_model(self, encoder):
+        return BertClassifier(encoder, 1 if self.labels is None else len(self.labels))
+
+    def attach(self, model, context):
+        super().attach(model, context)
+        self.eval_length_buckets = context.eval_length_buckets
+
+        @finetuning.timed
+        def evaluate():
+            outputs = self._outputs("dev", self.options.eval_batch_size)
+            predictions = outputs[:, 0] if self.labels is None else outputs.argmax(-1)
+            metrics = self.data.metrics(self.dev_labels, predictions)
+            metrics["eval_loss"] = _eval_loss(outputs, self.dev_labels, self.labels is None)
+            return metrics
+        self.evaluate = evaluate
+
+    def _outputs(self, split, batch_size):
+        """The model's outputs [N, C] of a split's examples, in order."""
+        path, meta = self.records[split]
+        dataset = feature_records.records_dataset(path, self.spec, batch_size=batch_size,
+                                                  is_training=False,
+                                                  num_examples=meta["num_examples"],
+                                                  length_buckets=self.eval_length_buckets)
+        return finetune.predict(self.model, dataset)[:meta["num_examples"]]
+
+    def results(self):
+        splits, records = self.splits, self.records
+        return {"task": self.data.name, "max_seq_length": self.options.max_seq_length,
+                "trainable_encoder": bool(self.options.trainable_encoder),
+                "num_examples": {s: records[s][1]["num_examples"] for s in splits},
+                "truncated_examples": {s: records[s][1]["truncated"] for s in splits}}
+
+    def train_dataset_fn(self, context):
+        options, spec = self.options, self.spec
+        train_path = self.records["train"][0]
+
+        def dataset_fn(input_context=None):
+            return feature_records.records_dataset(
+                train_path, spec, batch_size=options.train_batch_size, is_training=True,
+                seed=options.seed, input_context=input_context,
+                length_buckets=context.length_buckets)
+        return dataset_fn
+
+    def evaluate_fn(self):
+        return self.evaluate if self.options.do_eval else None
+
+    def evaluate_and_predict(self, context, results, outcome):
+        options = self.options
+        eval_metrics = None
+        if outcome is not None and outcome["best"] is not None:
+            eval_metrics = outcome["best"]["metrics"]
+        if options.do_eval:
+            if eval_metrics is None or not self.evaluate.seconds:
+                # No evaluation ran in this process (an eval-only run, or a finished run
+                # resumed).
+                eval_metrics = self.evaluate()
+            results["eval"] = eval_metrics
+            results["eval_examples_per_second"] = (len(self.examples["dev"])
+                                                   / self.evaluate.seconds)
+            logging.info("Eval results (step %d): %s", results.get("best_step",
+                                                                  results["global_step"]),
+                         " ".join(f"{k}={v:.4g}" for k, v in sorted(eval_metrics.items())))
+        if options.do_predict:
+            predict_start = time.time()
+            outputs = self._outputs("test", options.predict_batch_size)
+            seconds = time.time() - predict_start
+            test = self.examples["test"]
+            _write_predictions(context, options, self.data, test, outputs, self.labels)
+            results["predict"] = {"num_examples": len(test),
+                                  "examples_per_second": len(test) / seconds,
+                                  "predictions_file": self.data.predictions_file()}
+        return eval_metrics
+
+    def run_files(self):
+        kind = "regression" if self.labels is None else "classification"
+        return kind, None, {"text_pair": self.data.text_pair}
+
+
+def run_classifier(options, flags_text=None):
+    """Trains, evaluates and predicts as the config says; returns the results dict.
+
+    Args:
+      options: a ClassificationConfig (or any object with its attribute names).
+      flags_text: the command line as a flagfile, saved to output_dir/run_classifier.flags.
+    """
+    return finetuning.run_task(ClassificationTask(options), options, flags_text)
+
+
+def _write_predictions(context, options, data, examples, outputs, labels):
+    """test_results.tsv (probabilities, or scores) and the submission-format predictions."""
+    if not context.chief:
+        return
+    if labels is None:
+        scores = outputs[:, 0]
+        probability_lines = [f"{s:.6f}" for s in scores]
+        predictions = [f"{s:.3f}" for s in scores]
+    else:
+        probabilities = finetuning.softmax(outputs)
+        probability_lines = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]
+        predictions = [labels[i] for i in probabilities.argmax(-1)]
+    write_text_atomic(os.path.join(options.output_dir, "test_results.tsv"),
+                      "\n".join(probability_lines) + "\n")
+    write_text_atomic(os.path.join(options.output_dir, data.predictions_file()),
+                      glue.submission_text(examples, predictions))

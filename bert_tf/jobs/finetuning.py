@@ -1,0 +1,491 @@
+"""The fine-tuning driver: one run script for every task (classification, tagging, SQuAD).
+
+`run_task(task, config)` checks the settings, finds the model files, starts the strategy, owns
+--output_dir, then runs the task through the same phases: read the training data (its labels)
+-> check that a resumed run is the same run -> read and convert the other splits -> build the
+model -> train (evaluating at every checkpoint, keeping the best weights) or restore -> evaluate
+and predict -> write the run files. A task (bert_tf.jobs.classification, tagging, squad) is a
+small `Task` subclass that says what is task-specific: its data, model, loss, metrics and
+predictions. Every run leaves the same kind of directory:
+
+  ckpt-<step>, checkpoint       training checkpoints (step-exact resume)
+  best/                         the best weights by the task's metric and their metrics.json
+  summaries/{train,eval}        TensorBoard scalars
+  features/                     cached TFRecords of the converted examples (classifier, tagging)
+  model.keras                   the final model (the best one when there was evaluation)
+  bert_config.json, vocab.txt   the model's files, so the directory is an --init_checkpoint
+  task_info.json                task, labels, casing and sequence length (for serving)
+  --export_dir (optional)       a SavedModel of model.keras with serving signatures
+  results.json                  metrics, steps, examples/s
+  eval_results.txt              'name = value' metrics (classifier, tagging)
+  <cli>.flags                   the flags of the run
+  finetuning_run.json           what a resumed run must share with this one (written when
+                                training starts)
+  .bert_tf_run.lock             held by the run while it runs (one run per directory)
+
+The functions take the run's config (FinetuningConfig or a task's subclass of it, or any
+object with the same attribute names); the field names are the flag names, so errors name the
+flag at fault. Nothing here reads flags.
+"""
+import dataclasses
+import json
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio, serving
+from bert_tf.jobs import run_setup
+from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
+from bert_tf.fileio import write_text_atomic
+from bert_tf.interop import warm_start
+from bert_tf.modeling import BertEncoder
+from bert_tf.text import WordpieceTokenizer, validate_case_matches_checkpoint
+from bert_tf.training import checkpointing, finetune
+from bert_tf.training.distribute import is_chief
+from bert_tf.training.loop import TrainLoopConfig
+from bert_tf.training.optimization import create_optimizer
+from bert_tf.training.ownership import owned_directory
+
+RUN_RECORD = "finetuning_run.json"
+
+
+@dataclasses.dataclass
+class FinetuningConfig(RuntimeConfig):
+    """What every fine-tuning run is told; field names and defaults are the flags'.
+
+    See `bert-tf-classify --help` (bert_tf.cli.flags FINETUNING group) for each field. A task
+    adds its own fields in a subclass (ClassificationConfig, TaggingConfig, SquadConfig).
+    """
+
+    bert_config_file: str | None = None
+    vocab_file: str | None = None
+    do_lower_case: bool = True
+    init_checkpoint: str | None = None
+    output_dir: str | None = None
+    max_seq_length: int = 128
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 5e-5
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    save_checkpoints_steps: int | None = None
+    optimizer: str = "adamw"
+    weight_decay_rate: float = 0.01
+    trainable_encoder: bool = True
+    length_buckets: str = "auto"
+    export_dir: str | None = None
+
+
+@dataclasses.dataclass
+class RunContext:
+    """What every phase of a fine-tuning run needs, resolved once from the flags."""
+
+    strategy: tf.distribute.Strategy
+    config: object
+    vocab_file: str
+    tokenizer: WordpieceTokenizer
+    # --length_buckets resolved (run_setup.resolve_length_buckets) for training batches and
+    # for evaluation and prediction; None: off.
+    length_buckets: list | None = None
+    eval_length_buckets: list | None = None
+
+    @property
+    def chief(self):
+        return is_chief(self.strategy)
+
+
+def prepare(options):
+    """Checks the shared flags, finds the model files, starts the strategy; returns a context.
+
+    Raises:
+      FlagValueError naming the flag at fault.
+    """
+    if not (options.do_train or options.do_eval or options.do_predict):
+        raise FlagValueError("at least one of --do_train, --do_eval or --do_predict must be set")
+    if not options.output_dir:
+        raise FlagValueError("--output_dir is required")
+    for name in ("eval_batch_size", "predict_batch_size"):
+        if getattr(options, name) < 1:
+            raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
+    run_setup.check_numeric_flags(options)
+    if options.do_train:
+        if not options.num_train_epochs > 0:
+            raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
+        run_setup.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
+        if not 0.0 <= options.warmup_proportion <= 1.0:
+            raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
+                                 "[0, 1]")
+    run_setup.check_export_dir(options)
+    if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
+        raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
+                             "be >= 1")
+    try:
+        validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
+    config_file, vocab_file = run_setup.resolve_model_files(options)
+    config = run_setup.load_config(config_file, options)
+    buckets = run_setup.resolve_length_buckets(options, config)
+    checkpointing.check_writable_dir(options.output_dir)
+    # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
+    # before the runtime starts.
+    strategy = run_setup.make_strategy(options, ("train_batch_size",))
+    run_setup.set_seed_and_policy(options, strategy)
+    try:
+        tokenizer = WordpieceTokenizer(vocab_file, do_lower_case=options.do_lower_case)
+    except (OSError, ValueError) as e:
+        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
+    if tokenizer.vocab_size > config.vocab_size:
+        raise FlagValueError(f"vocab_size={config.vocab_size} in {config_file} is smaller than "
+                             f"the {tokenizer.vocab_size} tokens of {vocab_file}")
+    eval_buckets = None
+    if buckets is not None:
+        buckets = run_setup.resolve_length_buckets(options, config, strategy)
+        eval_buckets = run_setup.resolve_length_buckets(options, config, strategy,
+                                                           training=False)
+    return RunContext(strategy, config, vocab_file, tokenizer, buckets, eval_buckets)
+
+
+def owned(context, options):
+    """Holds --output_dir's lock (`ownership.owned_directory`, taken by the chief) for the body.
+
+    A second run on the same --output_dir fails with DirectoryInUseError naming the run that
+    holds it, before it reads or writes anything there; a killed run's lock is taken over.
+    """
+    return owned_directory(options.output_dir, context.chief)
+
+
+def check_resume(context, options, cli_name, task, labels):
+    """Before training: a run resuming --output_dir's checkpoints must be the run that wrote
+    them; then records this run (chief) in `finetuning_run.json` for the next one.
+
+    Compared with the record: the CLI, the task, the labels (the head's outputs), the model
+    config, the vocabulary (SHA-256), casing, --max_seq_length, --trainable_encoder and
+    --optimizer (the optimizer's slots). A directory without a record (none yet, or written
+    by an earlier bert_tf) is not checked. Reads only when it refuses.
+
+    Args:
+      task: the task name (e.g. "sst-2", "tagging", "squad"); labels: list of str or None.
+
+    Raises:
+      FlagValueError naming every difference with both values.
+    """
+    if not options.do_train:
+        return
+    record = {"cli": cli_name, "task": task, "labels": None if labels is None else list(labels),
+              "bert_config": context.config.to_dict(),
+              "vocab_sha256": fileio.sha256(context.vocab_file),
+              "do_lower_case": bool(options.do_lower_case),
+              "max_seq_length": int(options.max_seq_length),
+              "trainable_encoder": bool(getattr(options, "trainable_encoder", True)),
+              "optimizer": getattr(options, "optimizer", None)}
+    record = json.loads(json.dumps(record))  # As read back: lists, not tuples.
+    path = os.path.join(options.output_dir, RUN_RECORD)
+    if checkpointing.has_checkpoint(options.output_dir) and tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            recorded = json.load(f)
+        problems = []
+        for name, value in record.items():
+            if name == "bert_config":
+                before = recorded.get(name) or {}
+                problems += [f"bert_config {key}={before.get(key)!r} then, {value.get(key)!r} "
+                             "now" for key in sorted(set(before) | set(value))
+                             if before.get(key) != value.get(key)]
+            elif name == "vocab_sha256":
+                if recorded.get(name) != value:
+                    problems.append(f"the vocabulary differs (sha256 {recorded.get(name)!s:.16}"
+                                    f" then, {value:.16} now: {context.vocab_file})")
+            elif recorded.get(name) != value:
+                label = name if name in ("cli", "task", "labels") else f"--{name}"
+                problems.append(f"{label}={recorded.get(name)!r} then, {value!r} now")
+        if problems:
+            raise FlagValueError(
+                f"--output_dir={options.output_dir} holds checkpoints of another fine-tuning "
+                f"run ({path}); resuming would mix them: " + "; ".join(problems) + ". Choose "
+                "a new --output_dir (--init_checkpoint may name this one to start from its "
+                "weights)")
+    if context.chief:
+        write_text_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def build_model(context, options, make_model, num_train_steps=None):
+    """The task model (and its optimizer when training) under the strategy's scope.
+
+    Args:
+      context: the RunContext.
+      options: flag values (trainable_encoder, learning_rate, warmup_proportion, optimizer,
+        weight_decay_rate).
+      make_model: `(encoder) -> task model`.
+      num_train_steps: steps of the learning-rate schedule; None: no optimizer.
+
+    Returns:
+      (model, optimizer or None). With --trainable_encoder=false the encoder is frozen, so
+      only the head is in model.trainable_variables and only it is trained.
+    """
+    with context.strategy.scope():
+        encoder = BertEncoder(context.config)
+        model = make_model(encoder)
+        if not options.trainable_encoder:
+            encoder.trainable = False
+            logging.info("--trainable_encoder=false: training only the %d head variable(s)",
+                         len(model.trainable_variables))
+        optimizer = None
+        if num_train_steps:
+            optimizer = create_optimizer(
+                options.learning_rate, num_train_steps,
+                finetune.num_warmup_steps(num_train_steps, options.warmup_proportion),
+                optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate)
+    return model, optimizer
+
+
+def warm_start_fn(options):
+    """`(init_checkpoint, model) -> report`: bert_tf.interop.warm_start with the flags' casing.
+
+    Reads every format --init_checkpoint may name (bert_tf run directories, checkpoints and
+    .keras files, original TF1 checkpoints, Hugging Face and keras-hub directories); the encoder
+    must load completely, a task head loads only from a checkpoint with the same kind of head.
+    """
+    def load(init_checkpoint, model):
+        return warm_start(init_checkpoint, model, do_lower_case=options.do_lower_case)
+    return load
+
+
+def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_steps,
+          steps_per_epoch, evaluate_fn=None, best_metric=None):
+    """finetune.fine_tune with the run's settings; checkpoints once per epoch by default.
+
+    num_train_steps and steps_per_epoch count optimizer steps of
+    run_setup.effective_train_batch_size examples (micro-batches x accumulation).
+    """
+    loop_config = TrainLoopConfig(
+        num_train_steps=num_train_steps, steps_per_loop=run_setup.steps_per_loop(options),
+        save_checkpoints_steps=options.save_checkpoints_steps or steps_per_epoch,
+        log_steps=options.log_steps, global_batch_size=options.train_batch_size,
+        gradient_accumulation_steps=options.gradient_accumulation_steps,
+        jit_compile=options.jit_compile, init_checkpoint=options.init_checkpoint)
+    return finetune.fine_tune(
+        model=model, optimizer=optimizer, loss_fn=loss_fn, train_dataset_fn=dataset_fn,
+        strategy=context.strategy, output_dir=options.output_dir, loop_config=loop_config,
+        evaluate_fn=evaluate_fn, best_metric=best_metric, warm_start_fn=warm_start_fn(options))
+
+
+def restore_trained(options, model, best_metric):
+    """Weights for a run without --do_train: --output_dir's best, else its newest readable
+    checkpoint, else --init_checkpoint (whose head may not fit the task). Returns the step.
+
+    A checkpoint that cannot be read (truncated, corrupt) is skipped with a warning naming it,
+    in favour of the one before it (checkpointing.restore_latest).
+    """
+    best = finetune.BestModelKeeper(model, options.output_dir, best_metric,
+                                    write=False).restore()
+    if best is not None:
+        return best["step"]
+    checkpoint = tf.train.Checkpoint(model=model)
+    manager = tf.train.CheckpointManager(checkpoint, options.output_dir, max_to_keep=None)
+    latest = checkpointing.restore_latest(manager, checkpoint)
+    if latest:
+        logging.info("Restored %s", latest)
+        return int(latest.rsplit("-", 1)[-1])
+    if options.init_checkpoint:
+        logging.warning("No fine-tuned weights in --output_dir=%s: using --init_checkpoint=%s",
+                        options.output_dir, options.init_checkpoint)
+        warm_start_fn(options)(options.init_checkpoint, model)
+        return 0
+    raise FlagValueError(f"--do_eval/--do_predict without --do_train need fine-tuned weights in "
+                         f"--output_dir={options.output_dir} or an --init_checkpoint")
+
+
+def read_task_info(options):
+    """The task_info.json of --output_dir or, failing that, of the --init_checkpoint directory
+    (for prediction runs that need the label list of an earlier training run); None if none."""
+    candidates = [options.output_dir]
+    if options.init_checkpoint:
+        source = options.init_checkpoint
+        candidates.append(source if fileio.isdir(source) else os.path.dirname(source))
+    for directory in candidates:
+        path = os.path.join(directory, "task_info.json")
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path) as f:
+                return json.load(f)
+    return None
+
+
+def timed(function):
+    """Wraps a metrics function; the wrapper's `.seconds` is the last call's duration."""
+    def wrapper(*args, **kwargs):
+        start = time.time()
+        result = function(*args, **kwargs)
+        wrapper.seconds = time.time() - start
+        return result
+    wrapper.seconds = 0.0
+    return wrapper
+
+
+def softmax(logits):
+    """Row-wise softmax in float64, stable for large logits."""
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def write_run_files(context, options, model, task, labels, cli_name, flags_text,
+                    export_fields=None, **task_info):
+    """The chief writes model.keras, bert_config.json, vocab.txt, task_info.json (task, labels
+    and the extra `task_info` fields, e.g. text_pair), the flags, and the --export_dir
+    SavedModel (given `export_fields` as serving.export arguments; default: `task_info`)."""
+    if not context.chief:
+        return
+    output_dir = options.output_dir
+    run_setup.copy_model_files(output_dir, context.strategy, context.config,
+                                  context.vocab_file)
+    checkpointing.save_keras_model(model, os.path.join(output_dir, "model.keras"))
+    serving.write_task_info(output_dir, task, do_lower_case=bool(options.do_lower_case),
+                            max_seq_length=options.max_seq_length, labels=labels, **task_info)
+    if flags_text:
+        write_text_atomic(os.path.join(output_dir, f"{cli_name}.flags"), flags_text)
+    if options.export_dir:
+        serving.export(model, options.export_dir, vocab_file=context.vocab_file,
+                       do_lower_case=bool(options.do_lower_case),
+                       max_seq_length=options.max_seq_length, labels=labels,
+                       **(task_info if export_fields is None else export_fields))
+        logging.info("Exported the model as a SavedModel to %s", options.export_dir)
+
+
+def write_results(context, options, results, eval_metrics):
+    """results.json, and eval_results.txt ('name = value' lines as the original writes)."""
+    if not context.chief:
+        return
+    output_dir = options.output_dir
+    write_text_atomic(os.path.join(output_dir, "results.json"),
+                      json.dumps(results, indent=2, sort_keys=True) + "\n")
+    if eval_metrics is not None:
+        lines = [f"{name} = {value}" for name, value in sorted(eval_metrics.items())
+                 if isinstance(value, (int, float))]
+        lines.append(f"global_step = {results['global_step']}")
+        write_text_atomic(os.path.join(output_dir, "eval_results.txt"), "\n".join(lines) + "\n")
+
+
+class Task:
+    """A fine-tuning task as run_task runs it: what differs between tasks, phase by phase.
+
+    A subclass sets `cli_name` (names <cli_name>.flags and the "cli" of finetuning_run.json),
+    `best_metric` (the evaluation metric that picks the best checkpoint) and `loss_fn` (a
+    bert_tf.training.finetune *_loss_fn), and implements the methods below, which run_task
+    calls in the order they are listed. `labels` (None: no label set, e.g. regression or
+    SQuAD) and `num_train_examples` (what training steps and epochs count) are set on the way.
+    """
+
+    cli_name = None
+    best_metric = None
+    loss_fn = None
+
+    def __init__(self, options):
+        """Checks the task's own settings before any work; raises FlagValueError."""
+        self.options = options
+        self.labels = None
+        self.num_train_examples = None
+
+    def read_training_data(self, context):
+        """Reads what fixes the model's outputs (the training split and its labels)."""
+
+    @property
+    def resume_name(self):
+        """The task as finetuning_run.json records it (a resumed run must match)."""
+        raise NotImplementedError
+
+    def prepare_inputs(self, context):
+        """Reads and converts every split the run needs; sets num_train_examples."""
+        raise NotImplementedError
+
+    def make_model(self, encoder):
+        """The task model on `encoder`."""
+        raise NotImplementedError
+
+    def attach(self, model, context):
+        """Keeps `model` for evaluation and prediction (called once it is built)."""
+        self.model = model
+
+    def results(self):
+        """The results.json fields known before training (data sizes, settings)."""
+        raise NotImplementedError
+
+    def train_dataset_fn(self, context):
+        """`(InputContext) -> repeating dataset` of training batches."""
+        raise NotImplementedError
+
+    def evaluate_fn(self):
+        """`() -> metrics` of the current weights on the dev data, or None (no evaluation)."""
+        return None
+
+    def record_training(self, results, outcome, num_train_steps):
+        """Adds fine_tune's outcome to results."""
+        results.update(global_step=outcome["step"], num_train_steps=num_train_steps,
+                       train=outcome["train"], evaluations=outcome["evaluations"])
+        if outcome["best"] is not None:
+            results["best_step"] = outcome["best"]["step"]
+
+    def evaluate_and_predict(self, context, results, outcome):
+        """Final evaluation and predictions (files written by the chief); returns the metrics
+        for eval_results.txt, or None."""
+        raise NotImplementedError
+
+    def run_files(self):
+        """(task kind, export_fields or None, extra task_info fields) for write_run_files."""
+        raise NotImplementedError
+
+
+def run_task(task, options, flags_text=None):
+    """Runs a fine-tuning task as its config says; returns the results dict (results.json).
+
+    Args:
+      task: a Task made with `options` (it has checked its own settings).
+      options: the task's config (a FinetuningConfig subclass, or any object with its
+        attribute names).
+      flags_text: the command line as a flagfile, saved to output_dir/<cli_name>.flags.
+    """
+    start = time.time()
+    context = prepare(options)
+    with owned(context, options):
+        return _run_task(task, options, flags_text, start, context)
+
+
+def _run_task(task, options, flags_text, start, context):
+    """run_task once --output_dir is owned."""
+    task.read_training_data(context)
+    check_resume(context, options, task.cli_name, task.resume_name, task.labels)
+    task.prepare_inputs(context)
+    batch = run_setup.effective_train_batch_size(options) if options.do_train else None
+    num_train_steps = None
+    if options.do_train:
+        num_train_steps = finetune.num_train_steps(task.num_train_examples, batch,
+                                                   options.num_train_epochs)
+    model, optimizer = build_model(context, options, task.make_model, num_train_steps)
+    task.attach(model, context)
+    results = task.results()
+    outcome = None
+    if options.do_train:
+        evaluate_fn = task.evaluate_fn()
+        outcome = train(context, options, model=model, optimizer=optimizer,
+                        loss_fn=task.loss_fn, dataset_fn=task.train_dataset_fn(context),
+                        num_train_steps=num_train_steps,
+                        steps_per_epoch=finetune.steps_per_epoch(task.num_train_examples, batch),
+                        evaluate_fn=evaluate_fn,
+                        best_metric=task.best_metric if evaluate_fn else None)
+        task.record_training(results, outcome, num_train_steps)
+    else:
+        results["global_step"] = restore_trained(options, model, task.best_metric)
+    eval_metrics = task.evaluate_and_predict(context, results, outcome)
+    kind, export_fields, task_info = task.run_files()
+    write_run_files(context, options, model, kind, task.labels, task.cli_name, flags_text,
+                    export_fields=export_fields, **task_info)
+    results["wall_time_seconds"] = time.time() - start
+    write_results(context, options, results, eval_metrics)
+    return results

@@ -1,0 +1,581 @@
+"""The pre-training job: checks, input, model, training loop, evaluation and run files.
+
+`pretrain(PretrainingConfig(...))` is what `bert-tf-pretrain` (bert_tf.cli.pretrain) runs; its
+module doc describes the inputs, the BERT-family objectives, packed rows and the tf.data service.
+The config's field names are the command-line flag names, so every error names the flag.
+
+--output_dir receives: ckpt-<step> checkpoints, summaries/ (TensorBoard), bert_config.json,
+vocab.txt (when vocab_file is given), run_pretraining.flags (the flags used), pretrainer.keras,
+encoder.keras and results.json.
+"""
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import time
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio, interop
+from bert_tf.config import BertConfig
+from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
+from bert_tf.fileio import write_text_atomic
+from bert_tf.jobs import run_setup
+from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
+from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.modeling.models import pretraining_metrics
+from bert_tf.text import validate_case_matches_checkpoint
+from bert_tf.training import checkpointing
+from bert_tf.training.distribute import is_chief
+from bert_tf.training.loop import TrainLoopConfig, evaluate, train, write_summaries
+from bert_tf.training.optimization import create_optimizer
+from bert_tf.training.ownership import owned_directory
+
+# P when max_predictions_per_seq is None (not given) and the input is not packed.
+DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
+
+
+@dataclasses.dataclass
+class PretrainingConfig(RuntimeConfig):
+    """Everything a pre-training run is told; field names and defaults are the flags'.
+
+    See `bert-tf-pretrain --help` (bert_tf.cli.flags) for each field. max_predictions_per_seq
+    None means "not given": 20, or for packed input the records' own P / the packed-text default.
+    """
+
+    # Model and files.
+    bert_config_file: str | None = None
+    vocab_file: str | None = None
+    do_lower_case: bool = True
+    init_checkpoint: str | None = None
+    output_dir: str | None = None
+    # What to do.
+    do_train: bool = False
+    do_eval: bool = False
+    # Input: TFRecords, raw text or a TFDS text dataset.
+    input_file: str | None = None
+    eval_input_file: str | None = None
+    input_text_file: str | None = None
+    eval_input_text_file: str | None = None
+    input_tfds: str | None = None
+    tfds_data_dir: str | None = None
+    tfds_split: str = "train"
+    eval_tfds_split: str | None = None
+    tfds_text_key: str = "text"
+    tf_data_service: str | None = None
+    # The masking recipe of raw text (and the shapes records must have).
+    max_seq_length: int = 128
+    max_predictions_per_seq: int | None = None
+    masked_lm_prob: float = 0.15
+    do_whole_word_mask: bool = False
+    sentence_order_prediction: bool = False
+    do_span_mask: bool = False
+    pack_sequences: bool = False
+    max_instances_per_row: int = 0
+    # Objectives.
+    use_next_sentence_label: bool = True
+    span_boundary_objective: bool = False
+    full_sentences: bool = False
+    # Schedule.
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    learning_rate: float = 5e-5
+    num_train_steps: int = 100000
+    num_warmup_steps: int = 10000
+    save_checkpoints_steps: int = 1000
+    max_eval_steps: int = 100
+    optimizer: str = "adamw"
+    weight_decay_rate: float = 0.01
+
+
+def _predictions(options):
+    """P of unpacked input: max_predictions_per_seq, or its default when not given."""
+    value = options.max_predictions_per_seq
+    return DEFAULT_MAX_PREDICTIONS_PER_SEQ if value is None else value
+
+
+def validate_options(options, config):
+    """Checks the settings against each other and the model config, before any work starts.
+
+    Args:
+      options: the PretrainingConfig (or any object with its attribute names).
+      config: the BertConfig read from options.bert_config_file.
+
+    Raises:
+      FlagValueError naming the flag, the value and what was expected.
+    """
+    if not options.do_train and not options.do_eval:
+        raise FlagValueError("at least one of --do_train or --do_eval must be set")
+    run_setup.check_numeric_flags(options)
+    if sum(bool(v) for v in (options.input_file, options.input_text_file,
+                             options.input_tfds)) != 1:
+        raise FlagValueError("give exactly one of --input_file (TFRecords), --input_text_file "
+                             "(raw text masked on the fly) or --input_tfds (a prepared TFDS "
+                             "text dataset, masked on the fly)")
+    if options.eval_tfds_split and not options.input_tfds:
+        raise FlagValueError("--eval_tfds_split is a split of --input_tfds, which is not set")
+    for name in ("input_text_file", "eval_input_text_file", "input_tfds"):
+        if getattr(options, name) and not options.vocab_file:
+            raise FlagValueError(f"--{name} needs --vocab_file")
+    if options.eval_input_file and options.eval_input_text_file:
+        raise FlagValueError("give at most one of --eval_input_file or --eval_input_text_file")
+    if options.init_checkpoint:
+        try:
+            validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+        except ValueError as e:
+            raise FlagValueError(str(e)) from None
+    if options.max_seq_length > config.max_position_embeddings:
+        raise FlagValueError(
+            f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
+            f"{config.max_position_embeddings} in {run_setup.config_source(options)}")
+    if not 0 < _predictions(options) <= options.max_seq_length:
+        raise FlagValueError(f"--max_predictions_per_seq={_predictions(options)} must "
+                             f"be in [1, --max_seq_length={options.max_seq_length}]")
+    for name in ("train_batch_size", "eval_batch_size", "num_train_steps",
+                 "save_checkpoints_steps", "steps_per_loop", "max_eval_steps"):
+        if getattr(options, name) < 1:
+            raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
+    if not 0 <= options.num_warmup_steps <= options.num_train_steps:
+        raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
+                             f"[0, --num_train_steps={options.num_train_steps}]")
+    _validate_family_options(options)
+    run_setup.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
+    service = options.tf_data_service
+    if service is not None:
+        host, _, port = service[len("grpc://"):].rpartition(":")
+        if not service.startswith("grpc://") or not host or not port.isdigit():
+            raise FlagValueError(f"--tf_data_service={service} must look like "
+                                 "grpc://HOST:PORT (the dispatcher's address)")
+    if options.vocab_file:
+        vocab_size = _count_vocab(options.vocab_file)
+        if config.vocab_size < vocab_size:
+            raise FlagValueError(
+                f"vocab_size={config.vocab_size} in {run_setup.config_source(options)} is "
+                f"smaller than the {vocab_size} tokens of --vocab_file={options.vocab_file}")
+
+
+def _validate_family_options(options):
+    """The BERT-family flags against the input and each other."""
+    text_input = options.input_text_file or options.eval_input_text_file or options.input_tfds
+    if options.sentence_order_prediction and not options.use_next_sentence_label:
+        raise FlagValueError("--sentence_order_prediction trains the pair head: it needs "
+                             "--use_next_sentence_label=true")
+    for name in ("do_span_mask", "full_sentences"):
+        if getattr(options, name) and not text_input:
+            raise FlagValueError(f"--{name} masks or packs raw text: it needs --input_text_file, "
+                                 "--eval_input_text_file or --input_tfds (TFRecords are made "
+                                 "that way by "
+                                 "create_pretraining_data)")
+    if options.full_sentences and options.use_next_sentence_label:
+        raise FlagValueError("--full_sentences packs single sequences: it needs "
+                             "--use_next_sentence_label=false")
+    # getattr: option objects made before packing existed keep working.
+    pack, instances = (getattr(options, "pack_sequences", False),
+                       getattr(options, "max_instances_per_row", 0))
+    if instances and not pack:
+        raise FlagValueError("--max_instances_per_row sets packed rows of raw text: it needs "
+                             "--pack_sequences")
+    if pack and options.full_sentences:
+        raise FlagValueError("--pack_sequences packs sentence-pair instances: it cannot be "
+                             "combined with --full_sentences (already full rows)")
+    if instances < 0:
+        raise FlagValueError(f"--max_instances_per_row={instances} must "
+                             "be >= 0 (0 = the default)")
+    if options.span_boundary_objective and text_input and not options.do_span_mask:
+        raise FlagValueError("--span_boundary_objective needs span boundaries: add "
+                             "--do_span_mask for raw text input")
+
+
+def _count_vocab(vocab_file):
+    try:
+        with tf.io.gfile.GFile(vocab_file) as f:
+            return sum(1 for line in f if line.strip())
+    except tf.errors.NotFoundError:
+        raise FlagValueError(f"--vocab_file={vocab_file}: no such file") from None
+
+
+def _input_flags(options, is_training):
+    """(flag name, value) of the input a phase reads; eval falls back to the training input."""
+    if not is_training:
+        for name in ("eval_input_file", "eval_input_text_file"):
+            if getattr(options, name):
+                return name, getattr(options, name)
+        if options.input_tfds and options.eval_tfds_split:
+            return "input_tfds", f"{options.input_tfds}:{options.eval_tfds_split}"
+    if options.input_file:
+        return "input_file", options.input_file
+    if options.input_tfds:
+        return "input_tfds", f"{options.input_tfds}:{options.tfds_split}"
+    return "input_text_file", options.input_text_file
+
+
+def _packed_layout(options, name, patterns):
+    """(P, I) of the packed records of --<name>, or None for unpacked records.
+
+    Packed records are recognized by the feature instance_ids in the first record of the first
+    file; the reader then checks every file against that. Raises FlagValueError when the
+    records contradict --pack_sequences or --max_predictions_per_seq.
+    """
+    from bert_tf.data.pretraining.record_dataset import expand_input_patterns, record_layout
+
+    try:
+        first = expand_input_patterns(patterns)[0]
+        layout = record_layout(first)
+    except ValueError as e:
+        raise FlagValueError(f"--{name}={patterns}: {e}") from None
+    if layout is None:
+        if getattr(options, "pack_sequences", False):
+            raise FlagValueError(
+                f"--pack_sequences: the records of --{name} are not packed (no feature "
+                f'"instance_ids" in {first}); make them with create_pretraining_data '
+                "--pack_sequences, or drop --pack_sequences")
+        return None
+    seq_length, predictions, instances = layout
+    if options.max_predictions_per_seq not in (None, predictions):
+        raise FlagValueError(
+            f"--max_predictions_per_seq={options.max_predictions_per_seq} does not match the "
+            f"packed records of --{name}: {first} holds {predictions} masked positions per "
+            f"row; pass --max_predictions_per_seq={predictions} or leave it unset")
+    if seq_length != options.max_seq_length:
+        raise FlagValueError(
+            f"--max_seq_length={options.max_seq_length} does not match the packed records of "
+            f"--{name}: {first} holds rows of {seq_length} tokens")
+    logging.info("--%s holds packed rows: S=%d, P=%d masked positions and I=%d instances per "
+                 "row", name, seq_length, predictions, instances)
+    return predictions, instances
+
+
+def text_packing(options):
+    """(P, I) of packed raw text (--pack_sequences), or (--max_predictions_per_seq, None)."""
+    from bert_tf.data.pretraining import row_packing
+
+    if not getattr(options, "pack_sequences", False):
+        return _predictions(options), None
+    instances = (getattr(options, "max_instances_per_row", 0)
+                 or row_packing.default_max_instances_per_row(options.max_seq_length))
+    predictions = options.max_predictions_per_seq
+    if predictions is None:
+        predictions = row_packing.default_max_predictions_per_row(
+            options.max_seq_length, options.masked_lm_prob, instances)
+    return predictions, instances
+
+
+def masking_recipe(options):
+    """The MaskingRecipe raw text is masked with: the config's, P and I resolved for packing."""
+    predictions, instances = text_packing(options)
+    return MaskingRecipe(
+        max_seq_length=options.max_seq_length, max_predictions_per_seq=predictions,
+        masked_lm_prob=options.masked_lm_prob, do_whole_word_mask=options.do_whole_word_mask,
+        sentence_order_prediction=options.sentence_order_prediction,
+        do_span_mask=options.do_span_mask, pack_sequences=instances is not None,
+        max_instances_per_row=instances or 0)
+
+
+def _make_dataset_fn(options, config, *, is_training, batch_size):
+    """(InputContext) -> tf.data.Dataset of the pre-training feature dict."""
+    name, patterns = _input_flags(options, is_training)
+    seed = options.seed
+    if seed is None and is_training and options.tf_data_service:
+        # Every trainer of the shared service job must build the same pipeline graph.
+        seed = int(_data_service_job_name(options)[-8:], 16) % 2**31
+    if name.endswith("input_file"):
+        from bert_tf.data import pretraining_dataset
+
+        layout = _packed_layout(options, name, patterns)
+        predictions, instances = layout or (_predictions(options), None)
+
+        def dataset_fn(input_context=None):
+            return pretraining_dataset(
+                patterns, batch_size=batch_size,
+                max_seq_length=options.max_seq_length,
+                max_predictions_per_seq=predictions,
+                is_training=is_training, seed=seed, input_context=input_context,
+                use_next_sentence_label=options.use_next_sentence_label,
+                vocab_size=config.vocab_size, span_boundaries=options.span_boundary_objective,
+                max_instances_per_row=instances)
+        return dataset_fn
+
+    from bert_tf.data import text_pretraining_dataset
+
+    tfds_args = {}
+    if name == "input_tfds":
+        tfds_name, _, split = patterns.rpartition(":")
+        tfds_args = dict(tfds_name=tfds_name, tfds_data_dir=options.tfds_data_dir,
+                         tfds_split=split, tfds_text_key=options.tfds_text_key)
+        patterns = None
+
+    recipe = masking_recipe(options)
+
+    def text_dataset_fn(input_context=None):
+        return text_pretraining_dataset(
+            patterns, **tfds_args, vocab_file=options.vocab_file,
+            do_lower_case=options.do_lower_case, batch_size=batch_size, recipe=recipe,
+            use_next_sentence_label=options.use_next_sentence_label, seed=seed,
+            is_training=is_training, input_context=input_context,
+            full_sentences=options.full_sentences)
+    return text_dataset_fn
+
+
+def _data_service_job_name(options):
+    """The tf.data service job of a run: its output dir and everything that shapes its input.
+
+    Trainers of one run (workers, or a restart) share the job; a run whose input changed gets
+    a new one (the dispatcher refuses a job name with a different pipeline).
+    """
+    shape = [fileio.abspath(options.output_dir), options.input_file, options.input_text_file,
+             options.input_tfds, options.tfds_split, options.tfds_data_dir,
+             options.max_seq_length, _predictions(options), options.train_batch_size,
+             options.seed, options.masked_lm_prob, options.do_whole_word_mask,
+             options.use_next_sentence_label, options.do_lower_case,
+             options.sentence_order_prediction, options.do_span_mask, options.full_sentences]
+    if getattr(options, "pack_sequences", False):  # runs without packing keep their job names
+        shape += [True, getattr(options, "max_instances_per_row", 0)]
+    return "bert_tf_pretraining_" + hashlib.sha1(json.dumps(shape).encode()).hexdigest()[:16]
+
+
+def _through_data_service(dataset_fn, options):
+    """Wraps a training dataset_fn so its pipeline runs on the tf.data service.
+
+    Every trainer registers the same, unsharded pipeline (one input pipeline, this replica's
+    batch size): the service, not the file shard, splits the input between trainers.
+    """
+    job_name = _data_service_job_name(options)
+    logging.info("Training input from the tf.data service at %s, job %s",
+                 options.tf_data_service, job_name)
+
+    def service_dataset_fn(input_context):
+        whole = tf.distribute.InputContext(
+            num_input_pipelines=1, input_pipeline_id=0,
+            num_replicas_in_sync=input_context.num_replicas_in_sync)
+        return dataset_fn(whole).apply(tf.data.experimental.service.distribute(
+            processing_mode=tf.data.experimental.service.ShardingPolicy.DYNAMIC,
+            service=options.tf_data_service, job_name=job_name))
+    return service_dataset_fn
+
+
+def _check_input(dataset_fn, options, is_training):
+    """Builds the pipeline once up front so a bad glob or record fails before training.
+
+    Returns a dataset_fn that hands this pipeline to its first caller with a single input
+    pipeline and replica (the same pipeline: nothing to shard, the per-replica batch is the
+    global one) instead of building it again; a raw-text pipeline takes seconds to build.
+    """
+    name, patterns = _input_flags(options, is_training)
+    try:
+        unused = [dataset_fn(None)]
+    except ValueError as e:
+        raise FlagValueError(f"--{name}={patterns}: {e}") from None
+
+    def reusing_dataset_fn(input_context=None):
+        single = input_context is None or (input_context.num_input_pipelines == 1
+                                           and input_context.num_replicas_in_sync == 1)
+        if unused and single:
+            return unused.pop()
+        return dataset_fn(input_context)
+    return reusing_dataset_fn
+
+
+# Flags a resumed run must share with the run that wrote the directory (besides the model
+# config and the vocabulary): they shape the input the checkpoint was trained on.
+_RESUME_SETTINGS = ("do_lower_case", "max_seq_length", "max_predictions_per_seq")
+
+
+def _recorded_flags(path):
+    """{name: value string} of a run_pretraining.flags file; booleans as "true"/"false"."""
+    values = {}
+    with tf.io.gfile.GFile(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("--"):
+                continue
+            name, has_value, value = line[2:].partition("=")
+            if has_value:
+                values[name] = value
+            elif name.startswith("no") and name[2:] in _RESUME_SETTINGS:
+                values[name[2:]] = "false"
+            else:
+                values[name] = "true"
+    return values
+
+
+def check_resume_compatible(options, config):
+    """A run resuming --output_dir must train the model and input the directory records.
+
+    Compares, when the directory holds a checkpoint, its bert_config.json with `config`, its
+    vocab.txt with --vocab_file (SHA-256: a reordered vocabulary of the same size differs) and
+    the casing, sequence length and predictions per sequence in its run_pretraining.flags with
+    the flags. Reads only: a mismatch leaves the directory byte-for-byte unchanged.
+
+    Raises:
+      FlagValueError naming every difference with both values.
+    """
+    out = options.output_dir
+    if not checkpointing.has_checkpoint(out):
+        return
+    problems = []
+    recorded_config = os.path.join(out, "bert_config.json")
+    if tf.io.gfile.exists(recorded_config):
+        recorded = BertConfig.from_json_file(recorded_config).to_dict()
+        wanted = config.to_dict()
+        for name in sorted(set(recorded) | set(wanted)):
+            if recorded.get(name) != wanted.get(name):
+                problems.append(f"{name}={recorded.get(name)!r} in {recorded_config} but "
+                                f"{name}={wanted.get(name)!r} in "
+                                f"{run_setup.config_source(options)}")
+    recorded_vocab = os.path.join(out, "vocab.txt")
+    if options.vocab_file and tf.io.gfile.exists(recorded_vocab):
+        before, now = fileio.sha256(recorded_vocab), fileio.sha256(options.vocab_file)
+        if before != now:
+            problems.append(f"vocabulary {recorded_vocab} (sha256 {before[:16]}) differs from "
+                            f"--vocab_file={options.vocab_file} (sha256 {now[:16]})")
+    recorded_flags = os.path.join(out, "run_pretraining.flags")
+    if tf.io.gfile.exists(recorded_flags):
+        recorded = _recorded_flags(recorded_flags)
+        for name in _RESUME_SETTINGS:
+            value = (_predictions(options) if name == "max_predictions_per_seq"
+                     else getattr(options, name))
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if name in recorded and recorded[name] != text:
+                problems.append(f"--{name}={recorded[name]} in {recorded_flags} but "
+                                f"--{name}={text} now")
+    if problems:
+        raise FlagValueError(
+            f"--output_dir={out} holds a checkpoint of a run with other settings; resuming "
+            "would mix them: " + "; ".join(problems) + ". To change them, start a new "
+            f"--output_dir with --init_checkpoint={out}")
+
+
+def _pretraining_loss_fn(model, batch, training):
+    outputs = model(batch, training=training)
+    parts = model.compute_pretraining_losses(batch, outputs)
+    if "input_instance_ids" in batch:
+        # Packed rows: count instances (the highest instance id of a row) as well as rows, so
+        # throughput and NSP accuracy are reported per instance.
+        instance_ids = batch["input_instance_ids"]
+        parts = dict(parts,
+                     instances=tf.reduce_sum(tf.cast(tf.reduce_max(instance_ids, axis=1),
+                                                     tf.float32)),
+                     rows=tf.cast(tf.shape(instance_ids)[0], tf.float32))
+    return parts
+
+
+def pretrain(options, flags_text=None):
+    """Runs pre-training and/or evaluation as the flags say; returns the results dict.
+
+    Args:
+      options: the PretrainingConfig (or any object with its attribute names).
+      flags_text: the command line as a flagfile, saved to output_dir/run_pretraining.flags
+        so the run's every setting is on record next to its checkpoints.
+
+    Returns:
+      dict written to output_dir/results.json.
+    """
+    start = time.time()
+    config = run_setup.read_model_config(run_setup.config_source(options))
+    validate_options(options, config)
+    check_resume_compatible(options, config)
+    checkpointing.check_writable_dir(options.output_dir)
+    # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
+    # before the runtime starts.
+    strategy = run_setup.make_strategy(options, ("train_batch_size", "eval_batch_size"))
+    # The chief owns the directory for the run; workers share its ownership.
+    with owned_directory(options.output_dir, is_chief(strategy)):
+        return _pretrain(options, config, strategy, flags_text, start)
+
+
+def _pretrain(options, config, strategy, flags_text, start):
+    """pretrain() once the flags are checked and the directory is owned."""
+    phases = [(True, options.train_batch_size)] if options.do_train else []
+    phases += [(False, options.eval_batch_size)] if options.do_eval else []
+    dataset_fns = {}
+    for is_training, batch_size in phases:
+        dataset_fns[is_training] = _check_input(
+            _make_dataset_fn(options, config, is_training=is_training, batch_size=batch_size),
+            options, is_training)
+    if options.do_train and options.tf_data_service:
+        dataset_fns[True] = _through_data_service(dataset_fns[True], options)
+    run_setup.set_seed_and_policy(options, strategy)
+
+    with strategy.scope():
+        encoder = BertEncoder(config)
+        model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
+                               sentence_order_prediction=options.sentence_order_prediction,
+                               span_boundary_objective=options.span_boundary_objective)
+        optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
+                                     options.num_warmup_steps, optimizer_type=options.optimizer,
+                                     weight_decay_rate=options.weight_decay_rate)
+
+    chief = is_chief(strategy)
+    if chief:
+        config.to_json_file(os.path.join(options.output_dir, "bert_config.json"))
+        if flags_text:
+            write_text_atomic(os.path.join(options.output_dir, "run_pretraining.flags"),
+                              flags_text)
+        if options.vocab_file:
+            with tf.io.gfile.GFile(options.vocab_file) as f:
+                write_text_atomic(os.path.join(options.output_dir, "vocab.txt"), f.read())
+
+    results = {"num_train_steps": options.num_train_steps}
+    metrics_fn = functools.partial(pretraining_metrics,
+                                   sentence_order_prediction=options.sentence_order_prediction)
+    steps_per_loop = run_setup.steps_per_loop(options)
+    if options.do_train:
+        loop_config = TrainLoopConfig(
+            num_train_steps=options.num_train_steps, steps_per_loop=steps_per_loop,
+            save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
+            global_batch_size=options.train_batch_size,
+            gradient_accumulation_steps=options.gradient_accumulation_steps,
+            jit_compile=options.jit_compile, init_checkpoint=options.init_checkpoint)
+        train_results = train(
+            model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
+            dataset_fn=dataset_fns[True], strategy=strategy, output_dir=options.output_dir,
+            loop_config=loop_config, metrics_fn=metrics_fn,
+            warm_start_fn=lambda path, target: interop.warm_start(
+                path, target, do_lower_case=options.do_lower_case),
+            skip_consumed_input=not options.tf_data_service)
+        results["global_step"] = train_results.pop("step")
+        if "instances_per_row" in train_results and "examples_per_second" in train_results:
+            train_results["instances_per_second"] = (train_results["examples_per_second"]
+                                                     * train_results["instances_per_row"])
+            logging.info("Packed rows: %.2f instances per row, %.1f instances/s",
+                         train_results["instances_per_row"],
+                         train_results["instances_per_second"])
+        results["train"] = train_results
+    else:
+        results["global_step"] = _restore_for_eval(options, model, optimizer)
+
+    if options.do_eval:
+        results["eval"] = evaluate(model=model, loss_fn=_pretraining_loss_fn,
+                                   dataset_fn=dataset_fns[False], strategy=strategy,
+                                   max_steps=options.max_eval_steps,
+                                   metrics_fn=metrics_fn)
+        logging.info("Eval at step %d: %s", results["global_step"], results["eval"])
+        if chief:
+            write_summaries(os.path.join(options.output_dir, "summaries", "eval"),
+                            results["global_step"], results["eval"])
+
+    results["wall_time_seconds"] = time.time() - start
+    if chief:
+        checkpointing.save_keras_model(model, os.path.join(options.output_dir, "pretrainer.keras"))
+        checkpointing.save_keras_model(encoder, os.path.join(options.output_dir, "encoder.keras"))
+        write_text_atomic(os.path.join(options.output_dir, "results.json"),
+                          json.dumps(results, indent=2, sort_keys=True) + "\n")
+    return results
+
+
+def _restore_for_eval(options, model, optimizer):
+    """Eval-only runs use the latest checkpoint in output_dir, else --init_checkpoint."""
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, options.output_dir, max_to_keep=None)
+    latest = checkpointing.restore_latest(manager, checkpoint)
+    if latest:
+        logging.info("Evaluating %s", latest)
+        return int(optimizer.iterations.numpy())
+    if options.init_checkpoint:
+        interop.warm_start(options.init_checkpoint, model, do_lower_case=options.do_lower_case)
+        return 0
+    raise FlagValueError(f"--do_eval without --do_train needs a checkpoint in "
+                         f"--output_dir={options.output_dir} or --init_checkpoint")

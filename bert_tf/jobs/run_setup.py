@@ -1,0 +1,271 @@
+"""The set-up every training job does before its work: checks, strategy, model files.
+
+The functions take a job's config (bert_tf.jobs.pretraining.PretrainingConfig,
+bert_tf.jobs.finetuning.FinetuningConfig, or any object with the same attribute names); the
+field names are the command-line flag names, so errors name the flag at fault.
+"""
+
+import dataclasses
+import math
+import os
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.config import BertConfig
+from bert_tf.fileio import write_text_atomic
+from bert_tf.training.distribute import get_strategy, is_chief
+from bert_tf.training.precision import resolve_dtype
+
+
+class FlagValueError(ValueError):
+    """A setting (flag) value that cannot work, with the flag named."""
+
+
+@dataclasses.dataclass
+class RuntimeConfig:
+    """Devices, distribution, precision, compilation and the loop: what every training job has.
+
+    Field names and defaults are the flags' (bert_tf.cli.flags RUNTIME group).
+    """
+
+    distribution_strategy: str = "one_device"
+    num_gpus: int = 0
+    tpu: str | None = None
+    use_tpu: bool = False
+    tpu_name: str | None = None
+    dtype: str = "float32"
+    jit_compile: bool | str = "auto"
+    gradient_accumulation_steps: int = 1
+    seed: int | None = None
+    steps_per_loop: int = 100
+    iterations_per_loop: int | None = None
+    log_steps: int | None = None
+
+
+def check_export_dir(options):
+    """--export_dir must be a new or empty version directory (checked before any training)."""
+    export_dir = options.export_dir
+    if not export_dir:
+        return
+    # The export comes after training: a file in the way must fail now, not then.
+    path = export_dir.rstrip("/") or export_dir
+    if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+        raise FlagValueError(f"--export_dir={export_dir} is a file; expected a new or empty "
+                             "version directory, e.g. EXPORT/1")
+    parent = os.path.dirname(path)
+    while "://" not in path and parent and parent != path:
+        if os.path.exists(parent) and not os.path.isdir(parent):
+            raise FlagValueError(f"--export_dir={export_dir} cannot be created: {parent} is a "
+                                 "file")
+        path, parent = parent, os.path.dirname(parent)
+    if tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
+        raise FlagValueError(f"--export_dir={export_dir} exists and is not empty; choose a new "
+                             "version directory")
+
+
+def make_strategy(options, batch_size_flags=()):
+    """The strategy the flags ask for; checks that global batch sizes split over replicas.
+
+    Call before any other TensorFlow work (multi-worker collectives configure at start-up).
+    """
+    distribution = "tpu" if options.use_tpu else options.distribution_strategy
+    strategy = get_strategy(distribution, num_gpus=options.num_gpus,
+                            tpu=options.tpu or options.tpu_name)
+    replicas = strategy.num_replicas_in_sync
+    for name in batch_size_flags:
+        value = getattr(options, name)
+        if value < 1:
+            raise FlagValueError(f"--{name}={value} must be >= 1")
+        if value % replicas:
+            raise FlagValueError(f"--{name}={value} is not divisible by the {replicas} replicas "
+                                 f"of --distribution_strategy={distribution}")
+    return strategy
+
+
+# Float flags and the range each must lie in: (low, high, low inclusive); None is no bound.
+# A NaN or Inf here trained (or poisoned checkpoints) before anything said so.
+_FLOAT_FLAG_RANGES = {
+    "learning_rate": (0.0, None, True),
+    "weight_decay_rate": (0.0, None, True),
+    "masked_lm_prob": (0.0, 1.0, False),
+    "num_train_epochs": (0.0, None, False),
+    "warmup_proportion": (0.0, 1.0, True),
+    "null_score_diff_threshold": (None, None, True),
+}
+
+
+def check_numeric_flags(options):
+    """Refuses a NaN, Inf or out-of-range value of any float flag `options` has.
+
+    Raises:
+      FlagValueError naming the flag, its value and the range expected.
+    """
+    for name, (low, high, low_inclusive) in _FLOAT_FLAG_RANGES.items():
+        value = getattr(options, name, None)
+        if value is None:
+            continue
+        below = low is not None and (value < low if low_inclusive else value <= low)
+        if not math.isfinite(value) or below or (high is not None and value > high):
+            if low is None:
+                expected = "a finite number"
+            else:
+                bracket = "[" if low_inclusive else "("
+                expected = (f"in {bracket}{low:g}, {high:g}]" if high is not None
+                            else f"{'>=' if low_inclusive else '>'} {low:g} and finite")
+            raise FlagValueError(f"--{name}={value} must be {expected}")
+
+
+def effective_train_batch_size(options):
+    """Examples per optimizer step: --train_batch_size x --gradient_accumulation_steps.
+
+    Training steps, warmup and epochs count optimizer steps, so the fine-tuning CLIs derive
+    them from this rather than from --train_batch_size.
+    """
+    if options.gradient_accumulation_steps < 1:
+        raise FlagValueError(f"--gradient_accumulation_steps={options.gradient_accumulation_steps}"
+                             " must be >= 1")
+    return options.train_batch_size * options.gradient_accumulation_steps
+
+
+def set_seed_and_policy(options, strategy):
+    """Seeds every generator (when --seed is given) and sets the global dtype policy.
+
+    Returns:
+      The dtype policy name in force (--dtype=auto resolved for the strategy's devices).
+    """
+    if options.seed is not None:
+        keras.utils.set_random_seed(options.seed)
+    dtype = resolve_dtype(options.dtype, strategy)
+    if options.dtype == "auto":
+        logging.info("--dtype=auto: %s on %s", dtype, ", ".join(strategy.extended.worker_devices))
+    keras.mixed_precision.set_global_policy(dtype)
+    return dtype
+
+
+def steps_per_loop(options):
+    return options.iterations_per_loop or options.steps_per_loop
+
+
+def resolve_model_files(options):
+    """(config source, vocab_file) from the flags, else from --init_checkpoint.
+
+    A bert_tf run directory (run_pretraining or convert_checkpoint output) and a Hugging Face
+    directory carry their vocabulary, a keras-hub preset its tokenizer asset; an original TF1
+    checkpoint keeps bert_config.json and vocab.txt next to bert_model.ckpt. Without
+    bert_config.json the config source is the checkpoint itself (a Hugging Face config.json, a
+    keras-hub preset, a .keras file), read by read_model_config. Explicit flags win.
+
+    Raises:
+      FlagValueError when a needed file is neither given nor found.
+    """
+    config_file, vocab_file = config_source(options), options.vocab_file
+    source = options.init_checkpoint
+    directory = None
+    if source:
+        directory = source if fileio.isdir(source) else os.path.dirname(source)
+    if not options.bert_config_file and directory:
+        candidate = os.path.join(directory, "bert_config.json")
+        if tf.io.gfile.exists(candidate):
+            config_file = candidate
+    if not vocab_file and directory:
+        for name in ("vocab.txt", os.path.join("assets", "tokenizer", "vocabulary.txt")):
+            candidate = os.path.join(directory, name)
+            if tf.io.gfile.exists(candidate):
+                vocab_file = candidate
+                break
+    if not vocab_file:
+        raise FlagValueError(f"--vocab_file is required (no vocab.txt beside "
+                             f"--init_checkpoint={source})")
+    return config_file, vocab_file
+
+
+def config_source(options):
+    """--bert_config_file, else the --init_checkpoint whose configuration to use.
+
+    Raises:
+      FlagValueError when neither is given.
+    """
+    if options.bert_config_file:
+        return options.bert_config_file
+    if options.init_checkpoint:
+        return options.init_checkpoint
+    raise FlagValueError("--bert_config_file is required (or an --init_checkpoint that records "
+                         "its configuration)")
+
+
+def read_model_config(source):
+    """The BertConfig of a bert_config.json, or of a checkpoint that records one.
+
+    Args:
+      source: a bert_config.json, or an --init_checkpoint (Hugging Face directory, keras-hub
+        preset, .keras file, TF1 / bert_tf checkpoint with bert_config.json beside it).
+
+    Raises:
+      FlagValueError when `source` is a checkpoint that does not say its configuration.
+    """
+    is_config_file = (tf.io.gfile.exists(source) and not fileio.isdir(source)
+                      and not source.endswith((".keras", ".h5")))
+    if source.endswith(".json") or is_config_file:
+        return BertConfig.from_json_file(source)
+    from bert_tf import interop  # Checkpoint formats are only needed on this path.
+    config = interop.checkpoint_config(source)
+    if config is None:
+        raise FlagValueError(f"--bert_config_file is required: --init_checkpoint={source} has "
+                             "no bert_config.json beside it")
+    logging.info("Model configuration from --init_checkpoint=%s", source)
+    return config
+
+
+def load_config(config_file, options):
+    """Reads the config (see read_model_config) and checks --max_seq_length against it."""
+    config = read_model_config(config_file)
+    if options.max_seq_length > config.max_position_embeddings:
+        raise FlagValueError(
+            f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
+            f"{config.max_position_embeddings} in {config_file}")
+    return config
+
+
+def resolve_length_buckets(options, config, strategy=None, training=True):
+    """The bucket lengths of --length_buckets for --max_seq_length and the model; None: off.
+
+    "auto" gives coarse buckets for training batches (16, 32, 48, 64, 96, ...: a batch holds
+    one bucket, and a wide bucket keeps texts of different lengths mixed) and fine ones for
+    evaluation and prediction (4, 8, 12, 16, 24, ..., 64, 80, ...: length-sorted batches,
+    which do not change any result). On TPUs "auto" is off: the training loop runs many steps
+    in one compiled program, which needs one static shape (an explicit list is taken as given
+    for both).
+
+    Raises:
+      FlagValueError naming the flag: a list that is not strictly increasing, exceeds the
+      model's max_position_embeddings, or starts above --max_seq_length.
+    """
+    from bert_tf.data.tasks import length_buckets
+
+    value = getattr(options, "length_buckets", length_buckets.OFF)
+    if (strategy is not None and isinstance(value, str) and value.strip().lower() == "auto"
+            and isinstance(strategy, (tf.distribute.TPUStrategy,
+                                      tf.distribute.experimental.TPUStrategy))):
+        logging.info("--length_buckets=auto is off on TPUs (one static shape per program)")
+        return None
+    try:
+        buckets = length_buckets.parse_buckets(value, options.max_seq_length,
+                                               config.max_position_embeddings, coarse=training)
+    except length_buckets.BucketError as e:
+        raise FlagValueError(str(e)) from None
+    if buckets and strategy is not None:
+        logging.info("Length buckets (%s): %s", "training" if training else "evaluation",
+                     ",".join(map(str, buckets)))
+    return buckets
+
+
+def copy_model_files(output_dir, strategy, config, vocab_file):
+    """The chief writes bert_config.json and vocab.txt into output_dir (atomically)."""
+    if not is_chief(strategy):
+        return
+    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    with tf.io.gfile.GFile(vocab_file) as f:
+        write_text_atomic(os.path.join(output_dir, "vocab.txt"), f.read())

@@ -1,0 +1,252 @@
+"""The token-tagging (NER) task on CoNLL-2003-style files.
+
+Run by the fine-tuning driver (bert_tf.jobs.finetuning.run_task); `bert-tf-tag`
+(bert_tf.cli.tag, alias bert_tf.run_tagging) documents the command. Each word's tag is learned
+and predicted on its first WordPiece (bert_tf.data.tasks.tagging_data); sentences longer than
+max_seq_length are split into windows. The dev set is scored at every checkpoint with seqeval's
+entity F1 (conlleval chunking, so IOB1, IOB2 and IOBES tags all work) and the best weights are
+kept. Besides the driver's run files, --output_dir receives dev_predictions.txt and
+test_predictions.txt in CoNLL format (token, gold tag when the file has one, predicted tag; a
+blank line after each sentence), which conlleval reads as they are.
+"""
+
+import dataclasses
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.data.tasks import feature_records, tagging_data
+from bert_tf.data.tasks.task_errors import DataError
+from bert_tf.fileio import write_text_atomic
+from bert_tf.jobs import finetuning
+from bert_tf.jobs.finetuning import FinetuningConfig
+from bert_tf.jobs.run_setup import FlagValueError
+from bert_tf.metrics import entity_scores
+from bert_tf.modeling import BertTokenClassifier
+from bert_tf.training import finetune
+
+
+@dataclasses.dataclass
+class TaggingConfig(FinetuningConfig):
+    """A tagging run: the shared fine-tuning settings, the CoNLL files and their columns."""
+
+    data_dir: str | None = None
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    labels: list | None = None
+    token_column: int = 0
+    tag_column: int = -1
+
+
+_DEFAULT_FILES = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt"),
+                  "test": ("test.txt",)}
+
+
+def _data_file(options, split):
+    explicit = getattr(options, f"{split}_file")
+    if explicit:
+        return explicit
+    if not options.data_dir:
+        raise FlagValueError(f"no {split} data: give --{split}_file or --data_dir")
+    for name in _DEFAULT_FILES[split]:
+        path = os.path.join(options.data_dir, name)
+        if tf.io.gfile.exists(path):
+            return path
+    raise FlagValueError(f"no {split} file in --data_dir={options.data_dir}: expected "
+                         f"{' or '.join(_DEFAULT_FILES[split])}, or --{split}_file")
+
+
+def _read_split(options, split):
+    path = _data_file(options, split)
+    sentences = tagging_data.read_conll(path, token_column=options.token_column,
+                                        tag_column=options.tag_column,
+                                        require_tags=split != "test")
+    if not sentences:
+        raise DataError(f"{path}: no sentences")
+    logging.info("%s: %d sentences, %d words", path, len(sentences),
+                 sum(len(s.words) for s in sentences))
+    return sentences
+
+
+def _labels(options, train_sentences):
+    if options.labels:
+        if len(set(options.labels)) != len(options.labels):
+            raise FlagValueError(f"--labels={','.join(options.labels)} repeats a tag")
+        labels = list(options.labels)
+    elif train_sentences is not None:
+        labels = tagging_data.infer_tags(train_sentences)
+    else:
+        info = finetuning.read_task_info(options)
+        if not info or not info.get("labels"):
+            raise FlagValueError("without --do_train the tags come from --labels or a "
+                                 "task_info.json in --output_dir or beside --init_checkpoint; "
+                                 "found neither")
+        labels = list(info["labels"])
+    if len(labels) < 2:
+        raise FlagValueError(f"tagging needs at least 2 tags, got {', '.join(labels) or 'none'}")
+    return labels
+
+
+def flat_scores(scores):
+    """entity_scores as flat float metrics: precision, recall, f1, accuracy, <TYPE>/f1, ..."""
+    metrics = {k: scores[k] for k in ("precision", "recall", "f1", "accuracy")}
+    for entity_type, values in scores["per_type"].items():
+        for name in ("precision", "recall", "f1"):
+            metrics[f"{entity_type}/{name}"] = values[name]
+    return metrics
+
+
+def _weighted_loss(logits_nsc, label_ids_ns, weights_ns):
+    log_probs = np.log(np.maximum(finetuning.softmax(logits_nsc), 1e-30))
+    picked = np.take_along_axis(log_probs, label_ids_ns[..., None], -1)[..., 0]
+    return float(-(picked * weights_ns).sum() / max(weights_ns.sum(), 1.0))
+
+
+class TaggingTask(finetuning.Task):
+    """Token tagging with a BertTokenClassifier, scored by entity F1."""
+
+    cli_name = "run_tagging"
+    best_metric = "f1"
+    loss_fn = staticmethod(finetune.tagging_loss_fn)
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.splits = [s for s, wanted in (("train", options.do_train),
+                                           ("dev", options.do_eval),
+                                           ("test", options.do_predict)) if wanted]
+        for split in self.splits:
+            _data_file(options, split)
+        self.sentences, self.data = {}, {}
+
+    def read_training_data(self, context):
+        if self.options.max_seq_length < 3:
+            raise FlagValueError(f"--max_seq_length={self.options.max_seq_length} leaves no "
+                                 "room for a token between [CLS] and [SEP]")
+        if self.options.do_train:
+            self.sentences["train"] = _read_split(self.options, "train")
+        self.labels = _labels(self.options, self.sentences.get("train"))
+
+    @property
+    def resume_name(self):
+        return "tagging"
+
+    def prepare_inputs(self, context):
+        options, labels = self.options, self.labels
+        cache_dir = os.path.join(options.output_dir, "features")
+        for split in self.splits:
+            if split not in self.sentences:
+                self.sentences[split] = _read_split(options, split)
+            tagging_data.check_tags(self.sentences[split], labels, split)
+            self.data[split] = tagging_data.tagging_records(
+                cache_dir, split, self.sentences[split], context.tokenizer,
+                options.max_seq_length, labels)
+        self.spec = tagging_data.tagging_spec(options.max_seq_length)
+        if options.do_train:
+            self.num_train_examples = self.data["train"][2]["num_examples"]
+        if options.do_eval:
+            self.dev_gold = [list(s.tags) for s in self.sentences["dev"]]
+            features = list(tagging_data.tagging_features(
+                self.data["dev"][0], self.sentences["dev"], context.tokenizer,
+                options.max_seq_length, labels))
+            self.dev_targets = (np.array([f["label_ids"] for f in features], np.int64),
+                                np.array([f["label_weights"] for f in features], np.float64))
+
+    def make_model(self, encoder):
+        return BertTokenClassifier(encoder, len(self.labels))
+
+    def attach(self, model, context):
+        super().attach(model, context)
+        self.eval_length_buckets = context.eval_length_buckets
+
+    def _window_logits(self, split, batch_size):
+        windows, path, meta = self.data[split]
+        dataset = feature_records.records_dataset(path, self.spec, batch_size=batch_size,
+                                                  is_training=False,
+                                                  num_examples=meta["num_examples"],
+                                                  length_buckets=self.eval_length_buckets)
+        return finetune.predict(self.model, dataset,
+                                sequence_length=self.options.max_seq_length)[:len(windows)]
+
+    def _word_tags(self, split, logits):
+        return tagging_data.word_predictions(self.data[split][0], self.sentences[split],
+                                             logits.argmax(-1), self.labels)
+
+    def _dev_pass(self):
+        """(flat metrics, entity_scores, predicted tags) of the current weights on dev."""
+        logits = self._window_logits("dev", self.options.eval_batch_size)
+        predicted = self._word_tags("dev", logits)
+        scores = entity_scores(self.dev_gold, predicted)
+        metrics = dict(flat_scores(scores), eval_loss=_weighted_loss(logits, *self.dev_targets))
+        return metrics, scores, predicted
+
+    def results(self):
+        splits, sentences, data = self.splits, self.sentences, self.data
+        return {"task": "tagging", "labels": self.labels,
+                "max_seq_length": self.options.max_seq_length,
+                "trainable_encoder": bool(self.options.trainable_encoder),
+                "num_sentences": {s: len(sentences[s]) for s in splits},
+                "num_windows": {s: data[s][2]["num_examples"] for s in splits},
+                "split_sentences": {s: data[s][2]["split_sentences"] for s in splits}}
+
+    def train_dataset_fn(self, context):
+        options, spec = self.options, self.spec
+        train_path = self.data["train"][1]
+
+        def dataset_fn(input_context=None):
+            return feature_records.records_dataset(
+                train_path, spec, batch_size=options.train_batch_size, is_training=True,
+                seed=options.seed, input_context=input_context,
+                length_buckets=context.length_buckets)
+        return dataset_fn
+
+    def evaluate_fn(self):
+        return (lambda: self._dev_pass()[0]) if self.options.do_eval else None
+
+    def evaluate_and_predict(self, context, results, outcome):
+        options, sentences = self.options, self.sentences
+        step = results.get("best_step", results["global_step"])
+        eval_metrics = None
+        if options.do_eval:
+            eval_start = time.time()
+            eval_metrics, results["eval"], predicted = self._dev_pass()
+            results["eval_sentences_per_second"] = (len(self.dev_gold)
+                                                    / (time.time() - eval_start))
+            _write_predictions(context, options, "dev", sentences["dev"], predicted)
+            logging.info("dev entity F1 %.4f (precision %.4f, recall %.4f) at step %d",
+                         eval_metrics["f1"], eval_metrics["precision"],
+                         eval_metrics["recall"], step)
+        if options.do_predict:
+            predict_start = time.time()
+            predicted = self._word_tags("test", self._window_logits(
+                "test", options.predict_batch_size))
+            results["predict_sentences_per_second"] = (len(sentences["test"])
+                                                       / (time.time() - predict_start))
+            _write_predictions(context, options, "test", sentences["test"], predicted)
+            if all(s.tags is not None for s in sentences["test"]):
+                results["test"] = entity_scores([list(s.tags) for s in sentences["test"]],
+                                                predicted)
+                logging.info("test entity F1 %.4f at step %d", results["test"]["f1"], step)
+        return eval_metrics
+
+    def run_files(self):
+        return "tagging", None, {}
+
+
+def run_tagging(options, flags_text=None):
+    """Trains, evaluates and predicts as the config says; returns the results dict.
+
+    Args:
+      options: a TaggingConfig (or any object with its attribute names).
+      flags_text: the command line as a flagfile, saved to output_dir/run_tagging.flags.
+    """
+    return finetuning.run_task(TaggingTask(options), options, flags_text)
+
+
+def _write_predictions(context, options, split, sentences, predicted):
+    if context.chief:
+        write_text_atomic(os.path.join(options.output_dir, f"{split}_predictions.txt"),
+                          tagging_data.conll_text(sentences, predicted))
