@@ -4,9 +4,11 @@ The field names and meanings are those of google-research/bert's `bert_config.js
 published configs load unchanged and configs written here load in the original code.
 The additions are `layer_norm_eps` (the original hard-codes 1e-12) and the BERT-family options
 `embedding_size` (ALBERT's factorized embeddings), `share_parameters` (ALBERT's cross-layer
-sharing) and `position_embedding_type` (learned or fixed sinusoidal). Each is written out only
-when it differs from its default, which is BERT's behaviour, so an original file round-trips
-field for field.
+sharing), `position_embedding_type` (learned, fixed sinusoidal or rotary) and the options of the
+modern encoder (ModernBERT, Warner et al. 2024: pre-norm blocks, gated feed-forward, no biases, a
+final norm, local sliding-window attention with a global layer every N; see `MODERN_FIELDS`).
+Each is written out only when it differs from its default, which is BERT's behaviour, so an
+original file round-trips field for field.
 """
 
 import copy
@@ -25,10 +27,31 @@ _DEFAULT_LAYER_NORM_EPS = 1e-12
 # Which parts of the transformer blocks all layers share (ALBERT): none (BERT), all (ALBERT),
 # attention (the self-attention and its LayerNorm) or ffn (the feed-forward and its LayerNorm).
 SHARE_PARAMETERS = ("none", "all", "attention", "ffn")
-POSITION_EMBEDDING_TYPES = ("learned", "sinusoidal")
+POSITION_EMBEDDING_TYPES = ("learned", "sinusoidal", "rotary")
+NORM_PLACEMENTS = ("post", "pre")
+FEED_FORWARD_TYPES = ("dense", "gated")
+POOLER_TYPES = ("tanh", "head")
+CLASSIFIER_POOLINGS = ("cls", "mean")
+
+# The modern encoder's options and the value that means BERT. Any other value builds the
+# encoder from modeling/modern_block.py's blocks instead of BERT's post-LN TransformerBlock.
+MODERN_FIELDS = {
+    "norm_placement": "post",
+    "feed_forward_type": "dense",
+    "use_bias": True,
+    "norm_bias": True,
+    "final_layer_norm": False,
+    "local_attention_window": 0,
+    "global_attn_every_n_layers": 1,
+    "global_rope_theta": 160000.0,
+    "local_rope_theta": 10000.0,
+    "pooler_type": "tanh",
+    "classifier_pooling": "cls",
+}
 
 # Fields of the BERT-family variants (ALBERT, sinusoidal positions), none in an original file.
-_FAMILY_FIELDS = ("embedding_size", "share_parameters", "position_embedding_type")
+_FAMILY_FIELDS = ("embedding_size", "share_parameters", "position_embedding_type",
+                  *MODERN_FIELDS)
 
 # Optional fields and the default that leaves them out of bert_config.json.
 _OMITTED_DEFAULTS = {
@@ -36,6 +59,7 @@ _OMITTED_DEFAULTS = {
     "embedding_size": None,
     "share_parameters": "none",
     "position_embedding_type": "learned",
+    **MODERN_FIELDS,
 }
 
 # A bert_config.json must give the model's shape: a missing one silently built another model
@@ -56,6 +80,26 @@ _PRESET_SHAPES = {
     "bert_medium": (8, 512),
     "bert_base": (12, 768),
     "bert_large": (24, 1024),
+}
+
+# ModernBERT's published configs (answerdotai/ModernBERT-base and -large config.json), and a
+# tiny one of the same shape of options for tests and demos. Dropouts are 0 as published.
+_MODERN_PRESET_COMMON = dict(
+    vocab_size=50368, hidden_act="gelu_exact", hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0, max_position_embeddings=8192, type_vocab_size=0,
+    initializer_range=0.02, layer_norm_eps=1e-5, position_embedding_type="rotary",
+    norm_placement="pre", feed_forward_type="gated", use_bias=False, norm_bias=False,
+    final_layer_norm=True, local_attention_window=128, global_attn_every_n_layers=3,
+    global_rope_theta=160000.0, local_rope_theta=10000.0, pooler_type="head",
+    classifier_pooling="mean")
+_MODERN_PRESETS = {
+    "modernbert_tiny": dict(_MODERN_PRESET_COMMON, num_hidden_layers=3, hidden_size=64,
+                            num_attention_heads=2, intermediate_size=96, vocab_size=512,
+                            max_position_embeddings=1024, local_attention_window=16),
+    "modernbert_base": dict(_MODERN_PRESET_COMMON, num_hidden_layers=22, hidden_size=768,
+                            num_attention_heads=12, intermediate_size=1152),
+    "modernbert_large": dict(_MODERN_PRESET_COMMON, num_hidden_layers=28, hidden_size=1024,
+                             num_attention_heads=16, intermediate_size=2624),
 }
 
 
@@ -91,7 +135,27 @@ class BertConfig:
         LayerNorm; the other half is per layer).
       position_embedding_type: "learned" (BERT: a trained [max_position_embeddings, width]
         table) or "sinusoidal" (the fixed closed form of Vaswani et al., no variables; inputs
-        may then be longer than max_position_embeddings).
+        may then be longer than max_position_embeddings) or "rotary" (RoPE on queries and
+        keys, no variables; inputs may still not exceed max_position_embeddings).
+
+    Options of the modern encoder (ModernBERT; defaults are BERT's):
+      norm_placement: "post" (BERT: add, then LayerNorm) or "pre" (LayerNorm on each sub-layer's
+        input; block 0 skips it, as the embeddings are already normalised).
+      feed_forward_type: "dense" (BERT) or "gated": one [H, 2I] projection split into input and
+        gate, act(input) * gate, then [I, H] (GeGLU with a GELU hidden_act).
+      use_bias: biases on every dense layer of the blocks, the MLM transform and the pooler.
+      norm_bias: a beta on every LayerNorm.
+      final_layer_norm: a LayerNorm after the last block (sequence_output is normalised).
+      local_attention_window: 0 (every layer global) or an even W: local layers attend to keys
+        within W / 2 tokens either side (ModernBERT: 128 = 64 each side).
+      global_attn_every_n_layers: layer i is global when i % N == 0, else local (with a window).
+      global_rope_theta, local_rope_theta: rotary bases of global and local layers.
+      pooler_type: "tanh" (BERT: dense + tanh) or "head" (ModernBERT's classifier head: dense,
+        hidden_act, LayerNorm).
+      classifier_pooling: what the pooler reads: "cls" (the first token) or "mean" (the mean
+        over input_mask).
+      type_vocab_size may be 0 with these options: no segment embeddings; input_type_ids is
+      then accepted and ignored.
 
     Examples:
 
@@ -119,6 +183,17 @@ class BertConfig:
     embedding_size: int | None = None
     share_parameters: str = "none"
     position_embedding_type: str = "learned"
+    norm_placement: str = "post"
+    feed_forward_type: str = "dense"
+    use_bias: bool = True
+    norm_bias: bool = True
+    final_layer_norm: bool = False
+    local_attention_window: int = 0
+    global_attn_every_n_layers: int = 1
+    global_rope_theta: float = 160000.0
+    local_rope_theta: float = 10000.0
+    pooler_type: str = "tanh"
+    classifier_pooling: str = "cls"
 
     def __post_init__(self):
         self.validate()
@@ -129,6 +204,8 @@ class BertConfig:
                 "intermediate_size", "max_position_embeddings", "type_vocab_size")
         for name in ints:
             value = getattr(self, name)
+            if name == "type_vocab_size" and value == 0 and self.is_modern:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{source}: {name}={value!r} must be a positive integer")
         floats = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range",
@@ -162,6 +239,52 @@ class BertConfig:
             raise ConfigError(
                 f"{source}: position_embedding_type={self.position_embedding_type!r} is not one "
                 f"of {', '.join(POSITION_EMBEDDING_TYPES)}")
+        self._validate_modern(source)
+
+    def _validate_modern(self, source):
+        choices = (("norm_placement", NORM_PLACEMENTS), ("feed_forward_type", FEED_FORWARD_TYPES),
+                   ("pooler_type", POOLER_TYPES), ("classifier_pooling", CLASSIFIER_POOLINGS))
+        for name, allowed in choices:
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{source}: {name}={getattr(self, name)!r} is not one of "
+                                  f"{', '.join(allowed)}")
+        for name in ("use_bias", "norm_bias", "final_layer_norm"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{source}: {name}={getattr(self, name)!r} must be true or "
+                                  "false")
+        window = self.local_attention_window
+        if (isinstance(window, bool) or not isinstance(window, int) or window < 0
+                or window % 2):
+            raise ConfigError(f"{source}: local_attention_window={window!r} must be 0 (no local "
+                              "layers) or a positive even number of tokens (W / 2 either side)")
+        every = self.global_attn_every_n_layers
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ConfigError(f"{source}: global_attn_every_n_layers={every!r} must be a "
+                              "positive integer (1: every layer global)")
+        for name in ("global_rope_theta", "local_rope_theta"):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value) or value <= 1):
+                raise ConfigError(f"{source}: {name}={value!r} must be a number > 1")
+        if self.position_embedding_type == "rotary" and self.head_size % 2:
+            raise ConfigError(f"{source}: position_embedding_type='rotary' needs an even head "
+                              f"size; hidden_size / num_attention_heads = {self.head_size}")
+        if self.is_modern and (self.share_parameters != "none"
+                               or self.embedding_width != self.hidden_size):
+            raise ConfigError(f"{source}: the modern encoder options (norm_placement, "
+                              "feed_forward_type, use_bias, rotary positions, local attention, "
+                              "...) do not combine with share_parameters or embedding_size")
+
+    @property
+    def is_modern(self):
+        """True when any modern-encoder option (or rotary positions) differs from BERT's."""
+        return (self.position_embedding_type == "rotary"
+                or any(getattr(self, name) != default for name, default in MODERN_FIELDS.items()))
+
+    def layer_is_global(self, index):
+        """True when layer `index` attends to the whole input (ModernBERT: i % N == 0)."""
+        return (self.local_attention_window == 0
+                or index % self.global_attn_every_n_layers == 0)
 
     @property
     def head_size(self):
@@ -213,10 +336,14 @@ class BertConfig:
 
     @classmethod
     def from_preset(cls, name, **overrides):
-        """One of bert_tiny, bert_mini, bert_small, bert_medium, bert_base, bert_large."""
+        """One of bert_tiny, bert_mini, bert_small, bert_medium, bert_base, bert_large,
+        modernbert_tiny, modernbert_base, modernbert_large."""
+        if name in _MODERN_PRESETS:
+            return cls.from_dict(dict(_MODERN_PRESETS[name], **overrides),
+                                 source=f"preset {name}")
         if name not in _PRESET_SHAPES:
             raise ConfigError(f"unknown preset {name!r}; expected one of "
-                              f"{', '.join(_PRESET_SHAPES)}")
+                              f"{', '.join(cls.preset_names())}")
         layers, hidden = _PRESET_SHAPES[name]
         values = dict(num_hidden_layers=layers, hidden_size=hidden,
                       num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
@@ -225,11 +352,12 @@ class BertConfig:
 
     @staticmethod
     def preset_names():
-        return tuple(_PRESET_SHAPES)
+        return tuple(_PRESET_SHAPES) + tuple(_MODERN_PRESETS)
 
     def to_dict(self):
         """The bert_config.json fields; the optional ones (layer_norm_eps, embedding_size,
-        share_parameters, position_embedding_type) only when they differ from their default."""
+        share_parameters, position_embedding_type, the modern options) only when they differ
+        from their default."""
         values = dataclasses.asdict(self)
         for name, default in _OMITTED_DEFAULTS.items():
             if values[name] == default:

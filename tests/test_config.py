@@ -50,7 +50,8 @@ def test_presets_equal_official_configs(name, repo_root):
 
 def test_preset_names_and_overrides():
     assert BertConfig.preset_names() == ("bert_tiny", "bert_mini", "bert_small", "bert_medium",
-                                         "bert_base", "bert_large")
+                                         "bert_base", "bert_large", "modernbert_tiny",
+                                         "modernbert_base", "modernbert_large")
     config = BertConfig.from_preset("bert_mini", vocab_size=8192, hidden_act="gelu_exact")
     assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
             config.intermediate_size, config.vocab_size, config.hidden_act) == (
@@ -119,7 +120,8 @@ def test_unknown_preset():
     with pytest.raises(ConfigError) as info:
         BertConfig.from_preset("bert_huge")
     assert str(info.value) == ("unknown preset 'bert_huge'; expected one of bert_tiny, "
-                               "bert_mini, bert_small, bert_medium, bert_base, bert_large")
+                               "bert_mini, bert_small, bert_medium, bert_base, bert_large, "
+                               "modernbert_tiny, modernbert_base, modernbert_large")
 
 
 def test_preset_override_errors_name_the_preset():
@@ -155,8 +157,18 @@ def test_family_fields_written_only_when_set_and_round_trip(tmp_path):
                           "embeddings are hidden_size wide)"),
     ("share_parameters", "layers", "share_parameters='layers' is not one of none, all, "
                                    "attention, ffn"),
-    ("position_embedding_type", "rotary", "position_embedding_type='rotary' is not one of "
-                                          "learned, sinusoidal"),
+    ("position_embedding_type", "alibi", "position_embedding_type='alibi' is not one of "
+                                         "learned, sinusoidal, rotary"),
+    ("local_attention_window", 15, "local_attention_window=15 must be 0 (no local layers) or a "
+                                   "positive even number of tokens (W / 2 either side)"),
+    ("local_attention_window", -2, "local_attention_window=-2 must be 0 (no local layers) or a "
+                                   "positive even number of tokens (W / 2 either side)"),
+    ("global_attn_every_n_layers", 0, "global_attn_every_n_layers=0 must be a positive integer "
+                                      "(1: every layer global)"),
+    ("norm_placement", "middle", "norm_placement='middle' is not one of post, pre"),
+    ("feed_forward_type", "moe", "feed_forward_type='moe' is not one of dense, gated"),
+    ("use_bias", "no", "use_bias='no' must be true or false"),
+    ("local_rope_theta", 0.5, "local_rope_theta=0.5 must be a number > 1"),
 ])
 def test_family_field_errors_name_the_field(tmp_path, field, value, message):
     path = write_json(tmp_path / "bad.json", dict(ORIGINAL_BASE, **{field: value}))
@@ -184,3 +196,22 @@ def test_missing_optional_fields_take_the_original_defaults(tmp_path):
             config.max_position_embeddings, config.type_vocab_size, config.initializer_range,
             config.layer_norm_eps) == ("gelu", 0.1, 0.1, 512, 16, 0.02, 1e-12)
     assert (config.num_hidden_layers, config.vocab_size) == (2, 100)
+
+
+def test_modern_options_round_trip_and_combinations(tmp_path):
+    config = BertConfig.from_preset("modernbert_base")
+    assert config.is_modern and not BertConfig().is_modern
+    assert [config.layer_is_global(i) for i in range(6)] == [True, False, False] * 2
+    path = str(tmp_path / "modern.json")
+    config.to_json_file(path)
+    assert BertConfig.from_json_file(path) == config
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_preset("modernbert_tiny", num_attention_heads=64)
+    assert str(info.value) == ("preset modernbert_tiny: position_embedding_type='rotary' needs "
+                               "an even head size; hidden_size / num_attention_heads = 1")
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_preset("modernbert_tiny", share_parameters="all")
+    assert "do not combine with share_parameters or embedding_size" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        BertConfig(vocab_size=100, type_vocab_size=0)
+    assert str(info.value) == "BertConfig: type_vocab_size=0 must be a positive integer"

@@ -37,6 +37,15 @@ Cases (--cases, comma list):
                   pairs of stdlib docstrings and pydoc topics (held-out nDCG@10 before/after)
                   and encoding 10,000 sentences at batch 64, bert_tf vs sentence-transformers
                   on PyTorch (--torch_python); see tools/bench_embed.py.
+  litert          CPU serving latency (batch 1, 2 threads, tokenisation included) of the
+                  fine-tuned all-MiniLM-L6-v2 classifier: bert_tf SavedModel serve_text, LiteRT
+                  float32 / dynamic int8 / full int8, ONNX Runtime float32 / dynamic int8
+                  (--torch_python); int8 accuracy vs float, file sizes; tools/bench_litert.py.
+  modernbert      the modern encoder (modernbert_base; tiny with --quick) vs Hugging Face
+                  ModernBertModel / ModernBertForMaskedLM with SDPA (--torch_python): batch-1
+                  forward latency and peak RSS at 512 and 8,192 tokens, an MLM train step at
+                  512; one local and one global layer at 1k and 8k tokens (time and memory
+                  ratios); see tools/bench_modernbert.py.
 
 Each case is a module beside this file (bench_<case>.py; shared pieces in bench_common.py, scripts
 run in other interpreters in bench_scripts/). Every measurement runs in a fresh subprocess
@@ -75,15 +84,17 @@ import bench_create_data  # noqa: E402
 import bench_embed  # noqa: E402
 import bench_finetune  # noqa: E402
 import bench_input_pipeline  # noqa: E402
+import bench_modernbert  # noqa: E402
 import bench_packing  # noqa: E402
 import bench_pretrain  # noqa: E402
+import bench_litert  # noqa: E402
 import bench_serving  # noqa: E402
 import bench_tokenizer  # noqa: E402
 
 FLAGS = flags.FLAGS
 
 CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing",
-         "finetune", "embed")
+         "finetune", "embed", "litert", "modernbert")
 _REPO = bench_common.REPO
 
 flags.DEFINE_list("cases", list(CASES), f"Cases to run, from: {', '.join(CASES)}.")
@@ -116,7 +127,7 @@ flags.DEFINE_string("worker_args", "{}", "Internal: JSON arguments of --worker."
 # Every worker a case runs through `benchmark.py --worker=<name>`.
 WORKERS = {**bench_common.WORKERS, **bench_pretrain.WORKERS, **bench_tokenizer.WORKERS,
            **bench_create_data.WORKERS, **bench_input_pipeline.WORKERS,
-           **bench_serving.WORKERS, **bench_packing.WORKERS}
+           **bench_serving.WORKERS, **bench_packing.WORKERS, **bench_modernbert.WORKERS}
 
 
 def format_table(rows):
@@ -127,7 +138,8 @@ def format_table(rows):
         "input_pipeline": bench_input_pipeline.format_lines,
         "serving": bench_serving.format_lines,
         "packing": lambda r: [bench_packing.format_row(r)],
-        "finetune": bench_finetune.format_lines, "embed": bench_embed.format_lines})
+        "finetune": bench_finetune.format_lines, "embed": bench_embed.format_lines,
+        "litert": bench_litert.format_lines, "modernbert": bench_modernbert.format_lines})
 
 
 def main(argv):
@@ -148,7 +160,7 @@ def main(argv):
     torch_python = FLAGS.torch_python
     if torch_python:
         bench_pretrain.check_torch_python(torch_python)
-    elif "pretrain" in FLAGS.cases:
+    elif any(case in FLAGS.cases for case in ("pretrain", "litert", "modernbert")):
         torch_python = bench_pretrain.default_torch_python()
     started = time.time()
     info = bench_common.machine_info()
@@ -174,6 +186,10 @@ def main(argv):
             elif case == "packing":
                 new = bench_packing.case_packing(setup.workdir, FLAGS.quick,
                                                  bench_common.run_worker)
+            elif case == "litert":
+                new = bench_litert.case_litert(workdir, FLAGS.quick, torch_python)
+            elif case == "modernbert":
+                new = bench_modernbert.case_modernbert(FLAGS.quick, torch_python)
             elif case == "finetune":
                 new = bench_finetune.case_finetune(workdir, FLAGS.quick, torch_python,
                                                    FLAGS.finetune_model_dir)
@@ -183,7 +199,7 @@ def main(argv):
             else:
                 new = bench_input_pipeline.case_input_pipeline(setup, FLAGS.quick, rows)
             for row in new:
-                if case not in ("pretrain", "create_data"):
+                if case not in ("pretrain", "create_data", "modernbert"):
                     bench_common.print_row(row)
             rows.extend(new)
     finally:

@@ -104,6 +104,15 @@ def write_bert_tf(model, output_dir, vocab_file, do_lower_case):
         huggingface.write_tokenizer_config(output_dir, do_lower_case)
 
 
+def copy_tokenizer_json(checkpoint, output_dir, target_format):
+    """Carries a byte-level BPE tokenizer.json (ModernBERT's vocabulary; there is no vocab.txt)
+    from the checkpoint's directory into a bert_tf or Hugging Face output."""
+    directory = checkpoint if fileio.isdir(checkpoint) else os.path.dirname(checkpoint)
+    source = os.path.join(directory, huggingface.TOKENIZER_JSON_FILE)
+    if target_format in ("bert_tf", "huggingface") and fileio.exists(source):
+        tf1.copy_vocab(source, os.path.join(output_dir, huggingface.TOKENIZER_JSON_FILE))
+
+
 # The loaders are shared with the training CLIs, whose flag for a checkpoint is --init_checkpoint
 # and whose messages say so; here the same path comes from --checkpoint.
 _OWN_FLAG_NAMES = (("--init_checkpoint=", "--checkpoint="),
@@ -161,6 +170,7 @@ def _convert(source_format, target_format, checkpoint, output_dir, bert_config_f
     else:
         huggingface.save_huggingface(model, output_dir, vocab_file=vocab_file,
                                      do_lower_case=do_lower_case)
+    copy_tokenizer_json(checkpoint, output_dir, target_format)
     logging.info("Converted %s (%s, %s) to %s in %s", checkpoint, source_format,
                  type(model).__name__, target_format, output_dir)
     return sorted(fileio.listdir(output_dir))

@@ -16,6 +16,11 @@ A flag left unset takes the value the run recorded, else: --max_seq_length=128,
 steps of 1/8 (80, 96, 112, 128, 160, ...) below --max_seq_length, then it (an empty value runs
 every request at --max_seq_length).
 
+A LiteRT model (DIR/model.tflite, raw text and ids in, float or int8; see
+bert_tf.serving.litert and docs/serving.md), with its accuracy against float32 reported:
+  bert-tf-export --model_dir=RUN_DIR --export_dir=DIR --format=litert --quantize=int8 \
+      --calibration_file=train.tsv --eval_file=dev.tsv
+
 Check that the TF Serving model server has every op of an export (exit status 1 if not):
   bert-tf-export --check EXPORT/1
 """
@@ -49,20 +54,33 @@ def check(export_dir):
     return 0 if report.ok else 1
 
 
-def check_export_dir(model_dir, export_dir, overwrite, vocab_file=None):
-    """The output rule (bert_tf.cli.outputs) for --export_dir, before the model is loaded."""
+def check_export_dir(model_dir, export_dir, overwrite, vocab_file=None, litert=False):
+    """The output rule (bert_tf.cli.outputs) for --export_dir, before the model is loaded.
+
+    A SavedModel export replaces the directory (only an export, with --overwrite); a LiteRT
+    export writes model.tflite and its info file into it (never into a training run's)."""
     try:
         outputs.check_dir_clear_of_inputs("--export_dir", export_dir,
                                           {"--model_dir": model_dir, "--vocab_file": vocab_file})
-        outputs.check_replaceable("--export_dir", export_dir, "a SavedModel export", overwrite,
-                                  outputs.is_export_dir)
+        if litert:
+            outputs.check_not_a_run("--export_dir", export_dir)
+        else:
+            outputs.check_replaceable("--export_dir", export_dir, "a SavedModel export",
+                                      overwrite, outputs.is_export_dir)
         outputs.check_writable_dir("--export_dir", export_dir)
     except outputs.OutputError as e:
         raise app.UsageError(str(e)) from None
 
 
 def export():
-    check_export_dir(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite, FLAGS.vocab_file)
+    litert = FLAGS.format == "litert"
+    if litert:
+        _check_litert_flags()
+    elif FLAGS.quantize != "none" or FLAGS.calibration_file or FLAGS.eval_file:
+        raise app.UsageError("--quantize, --calibration_file and --eval_file apply to "
+                             "--format=litert only.")
+    check_export_dir(FLAGS.model_dir, FLAGS.export_dir, FLAGS.overwrite, FLAGS.vocab_file,
+                     litert=litert)
     source = serving.load_model_dir(FLAGS.model_dir)
     info = source.task_info
     task = serving.task_name_of(source.model)
@@ -104,6 +122,8 @@ def export():
                                                info and info.version_2_with_negative, False))
     elif task == "fill_mask":
         options["top_k"] = FLAGS.top_k
+    if litert:
+        return _export_litert(source, task, options)
     if not os.path.basename(os.path.normpath(FLAGS.export_dir)).isdigit():
         logging.warning("--export_dir=%s: TF Serving loads numbered version directories under "
                         "--model_base_path, e.g. EXPORT/1.", FLAGS.export_dir)
@@ -114,6 +134,44 @@ def export():
     logging.info("Exported the %s model of %s to %s (signatures: %s).", task, source.model_file,
                  export_dir, ", ".join(serving.SIGNATURE_KEYS[s] for s in FLAGS.signatures))
     print(export_dir)
+    return 0
+
+
+def _check_litert_flags():
+    """Bad LiteRT flags fail before the model is loaded."""
+    from bert_tf.serving import quantization
+
+    try:
+        quantization.check_mode(FLAGS.quantize)
+    except ValueError as e:
+        raise app.UsageError(str(e)) from None
+    for flag in ("calibration_file", "eval_file"):
+        path = getattr(FLAGS, flag)
+        if path and not os.path.isfile(path):
+            raise app.UsageError(f"--{flag}={path}: no such file.")
+    if FLAGS.quantize == "full_int8" and not FLAGS.calibration_file:
+        raise app.UsageError("--quantize=full_int8 needs --calibration_file (texts from the "
+                             "task's data to calibrate activation ranges on).")
+
+
+def _export_litert(source, task, options):
+    from bert_tf.serving import litert_export
+
+    signatures = [s for s in FLAGS.signatures if s != "examples"]
+    if "examples" in FLAGS.signatures and FLAGS["signatures"].present:
+        signatures = list(FLAGS.signatures)  # Named explicitly: let the export refuse it.
+    options = dict(options, signatures=tuple(signatures))
+    options.pop("top_k", None)
+    for name in ("max_query_length", "max_answer_length", "version_2_with_negative"):
+        options.pop(name, None)
+    try:
+        result = litert_export.export_with_report(
+            source.model, FLAGS.export_dir, quantize=FLAGS.quantize,
+            calibration_file=FLAGS.calibration_file, eval_file=FLAGS.eval_file, **options)
+    except (ValueError, FileExistsError) as e:
+        raise app.UsageError(str(e)) from e
+    logging.info("Exported the %s model of %s to %s.", task, source.model_file, result.path)
+    print(result.format())
     return 0
 
 

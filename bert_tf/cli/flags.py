@@ -344,6 +344,18 @@ _flag(flags.DEFINE_bool, "text_pair", None,
       "task_info.json's text_pair, else true).")
 _flag(flags.DEFINE_integer, "top_k", 5, "Fill-mask: predictions per [MASK].")
 _flag(flags.DEFINE_bool, "overwrite", False, "Replace an existing --export_dir.")
+_flag(flags.DEFINE_enum, "format", "saved_model", "saved_model: a TF Serving version directory; "
+      "litert: --export_dir/model.tflite (LiteRT, signatures serving_default and serve_text).",
+      enum_values=["saved_model", "litert"])
+_flag(flags.DEFINE_string, "quantize", "none",
+      "--format=litert: none, float16, dynamic_int8, full_int8, or int8 (the fastest int8 mode "
+      "within the accuracy target).")
+_flag(flags.DEFINE_string, "calibration_file", None,
+      "--format=litert: texts to calibrate full_int8 on and to compare quantized with float32 "
+      "answers (one text per line, or .tsv/.csv/.jsonl with a sentence/text column).")
+_flag(flags.DEFINE_string, "eval_file", None,
+      "--format=litert --quantize: a labelled dev file (.tsv/.csv/.jsonl with a label column): "
+      "the accuracy of the float32 and the quantized model.")
 _flag(flags.DEFINE_string, "check", None,
       "Instead of exporting: list the ops of this SavedModel directory and fail if the TF "
       "Serving model server lacks any.")
@@ -430,7 +442,8 @@ BUILD_VOCAB = ("input_file", "vocab_size", "do_lower_case", "output_file",
 PREPARE_DEMO_DATA = ("output_dir", "vocab_size", "do_lower_case", "max_seq_length",
                      "max_predictions_per_seq", "dupe_factor", "random_seed", "num_workers")
 EXPORT = ("model_dir", "export_dir", "max_seq_length", "length_buckets", "signatures", "labels",
-          "vocab_file", "do_lower_case", "text_pair", "top_k", "overwrite", "check")
+          "vocab_file", "do_lower_case", "text_pair", "top_k", "overwrite", "check", "format",
+          "quantize", "calibration_file", "eval_file")
 EXTRACT_FEATURES = ("input_file", "output_file", "layers", "bert_config_file", "max_seq_length",
                     "init_checkpoint", "vocab_file", "do_lower_case", "batch_size", "pooled",
                     "per_token", "length_buckets")

@@ -28,7 +28,7 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.config import REQUIRED_FILE_FIELDS, BertConfig, ConfigError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
-from bert_tf.interop import weights
+from bert_tf.interop import modernbert, weights
 from bert_tf.interop.tf1 import copy_vocab
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
@@ -40,6 +40,8 @@ SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
 PICKLE_FILE = "pytorch_model.bin"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 VOCAB_FILE = "vocab.txt"
+# A byte-level BPE vocabulary (ModernBERT); its reader is bert_tf.text's BPE tokenizer.
+TOKENIZER_JSON_FILE = "tokenizer.json"
 
 # Hugging Face hidden_act -> bert_tf hidden_act.
 _ACTIVATIONS_FROM_HF = {
@@ -246,6 +248,8 @@ def read_config(model_dir):
                            "directory)") from None
     except json.JSONDecodeError as e:
         raise InteropError(f"{path}: not valid JSON ({e})") from None
+    if modernbert.is_modernbert(values):
+        return modernbert.config_from_hf(values, source=path), values
     return bert_config_from_hf(values, source=path), values
 
 
@@ -359,6 +363,8 @@ def read_huggingface(model_dir, allow_pickle=False):
     raw = {}
     for path, kind in _weight_files(model_dir, allow_pickle):
         raw.update(_open_safetensors(path) if kind == "safetensors" else _open_pickle(path))
+    if modernbert.is_modernbert(values):
+        return _modernbert_source(model_dir, config, values, raw)
     tensors, unused = {}, []
     for key in sorted(raw):
         if key in (_TIED_DECODER_WEIGHT, _TIED_DECODER_BIAS):
@@ -380,6 +386,34 @@ def read_huggingface(model_dir, allow_pickle=False):
         description=model_dir, format="huggingface", tensors=tensors, unused=unused,
         config=config, head_kind=kinds.pop() if len(kinds) == 1 else None,
         native_name=lambda name: hf_name(name, prefix, layer_norm_names))
+
+
+def _modernbert_source(model_dir, config, values, raw):
+    """The WeightSource of a ModernBERT directory (names: bert_tf.interop.modernbert)."""
+    kind = modernbert.head_kind_of(values)
+    if kind is None and "decoder.bias" in raw:
+        kind = weights.PRETRAINING
+    tensors, unused = {}, []
+    for key in sorted(raw):
+        name, transposed = modernbert.bert_tf_name(key, kind)
+        if name is None:
+            if key != modernbert.TIED_DECODER_WEIGHT:
+                unused.append(key)
+            continue
+        shape, read = raw[key]
+        tensors[name] = weights.SourceTensor(name=key, shape=shape, transpose=transposed,
+                                             read=read)
+    word_embeddings = tensors.get("bert/embeddings/word_embeddings")
+    if modernbert.TIED_DECODER_WEIGHT in raw and word_embeddings is not None:
+        if not np.array_equal(raw[modernbert.TIED_DECODER_WEIGHT][1](), word_embeddings.read()):
+            raise InteropError(f"{model_dir}: {modernbert.TIED_DECODER_WEIGHT} differs from the "
+                               "word embeddings; bert_tf ties the MLM decoder to them, as "
+                               "ModernBERT does")
+    prefix = "model." if any(key.startswith("model.") for key in raw) else ""
+    return weights.WeightSource(
+        description=model_dir, format="huggingface", tensors=tensors, unused=unused,
+        config=config, head_kind=kind,
+        native_name=lambda name: modernbert.hf_key(name, kind, prefix))
 
 
 def _check_tied_decoder(model_dir, raw, tensors):
@@ -427,6 +461,7 @@ def load_huggingface(model_dir, allow_pickle=False):
     encoder = BertEncoder(config)
     if any(name.startswith("cls/predictions/") for name in source.tensors):
         has_nsp = any(name.startswith("cls/seq_relationship/") for name in source.tensors)
+        # ModernBERT's masked-LM head has no pooler to read (its classifier head is the pooler).
         model = BertPretrainer(encoder, use_next_sentence_label=has_nsp)
     else:
         model = encoder
@@ -476,6 +511,8 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
     """
     from safetensors.numpy import save
 
+    if weights.encoder_of(model).config.is_modern:
+        return _save_modernbert(model, output_dir, save)
     weights.require_plain_bert(model, "Hugging Face BERT")
     architecture, prefix, keep_pooler, extras = _layout(model)
     arrays = weights.model_arrays(model)
@@ -504,3 +541,36 @@ def write_tokenizer_config(output_dir, do_lower_case):
     write_text_atomic(os.path.join(output_dir, TOKENIZER_CONFIG_FILE), json.dumps(
         {"do_lower_case": bool(do_lower_case), "tokenizer_class": "BertTokenizer"},
         indent=2, sort_keys=True) + "\n")
+
+
+def _save_modernbert(model, output_dir, save):
+    """save_huggingface for a modern encoder: a ModernBertModel, ModernBertForMaskedLM or
+    ModernBertForSequenceClassification directory."""
+    config = weights.encoder_of(model).config
+    num_labels = None
+    if isinstance(model, BertPretrainer) and model.next_sentence is None:
+        architecture, prefix, kind = modernbert.MASKED_LM, "model.", weights.PRETRAINING
+    elif isinstance(model, BertClassifier):
+        architecture, prefix, kind = (modernbert.SEQUENCE_CLASSIFICATION, "model.",
+                                      weights.CLASSIFICATION)
+        num_labels = model.num_classes
+    elif isinstance(model, BertEncoder):
+        architecture, prefix, kind = "ModernBertModel", "", None
+    else:
+        raise InteropError(f"cannot write a {type(model).__name__} as ModernBERT (an encoder, "
+                           "a masked-LM pretrainer without NSP or a classifier can be)")
+    values = modernbert.hf_config_from_bert(config, architecture, num_labels)
+    tensors = {}
+    for name, value in weights.model_arrays(model).items():
+        if name.startswith(weights.POOLER_SCOPE) and kind != weights.CLASSIFICATION:
+            continue  # ModernBertModel and ModernBertForMaskedLM have no pooler.
+        key, transposed = modernbert.hf_key(name, kind, prefix)
+        tensors[key] = np.ascontiguousarray(value.T if transposed else value)
+    # decoder.weight is tied to the word embeddings (tie_word_embeddings): not stored, as
+    # transformers' save_pretrained leaves it out.
+    tf.io.gfile.makedirs(output_dir)
+    write_bytes_atomic(os.path.join(output_dir, SAFETENSORS_FILE),
+                       save(tensors, metadata={"format": "pt"}))
+    write_text_atomic(os.path.join(output_dir, CONFIG_FILE),
+                      json.dumps(values, indent=2, sort_keys=True) + "\n")
+    return output_dir

@@ -39,7 +39,12 @@ _KERAS_MODEL_FILES = ("pretrainer.keras", "encoder.keras")
 # Structural fields: a difference means the weights cannot mean the same thing.
 _STRUCTURE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size",
-                     "embedding_width", "share_parameters", "position_embedding_type")
+                     "embedding_width", "share_parameters", "position_embedding_type",
+                     "norm_placement", "feed_forward_type", "use_bias", "norm_bias",
+                     "final_layer_norm", "pooler_type")
+# Fields that change what the weights compute without changing them (the model's own apply).
+_BEHAVIOUR_FIELDS = ("local_attention_window", "global_attn_every_n_layers", "global_rope_theta",
+                     "local_rope_theta", "classifier_pooling")
 
 
 def warm_start(init_checkpoint, model, do_lower_case=None, allow_pickle=False):
@@ -447,6 +452,10 @@ def _check_config(source, config):
     if _normal_activation(found.hidden_act) != _normal_activation(config.hidden_act):
         logging.warning("%s was trained with hidden_act=%r but the model uses %r",
                         source.description, found.hidden_act, config.hidden_act)
+    for name in _BEHAVIOUR_FIELDS:
+        if getattr(found, name) != getattr(config, name):
+            logging.warning("%s was trained with %s=%r but the model uses %r",
+                            source.description, name, getattr(found, name), getattr(config, name))
     if found.layer_norm_eps != config.layer_norm_eps:
         logging.warning("%s was trained with layer_norm_eps=%g but the model uses %g",
                         source.description, found.layer_norm_eps, config.layer_norm_eps)

@@ -172,6 +172,11 @@ _PLAIN_BERT = {"embedding_size": None, "share_parameters": "none",
 def require_plain_bert(model, format_name):
     """Raises InteropError unless `model` is plain BERT (no BERT-family option set)."""
     config = encoder_of(model).config
+    if config.is_modern:
+        raise InteropError(f"the model's config has modern encoder options (norm_placement="
+                           f"{config.norm_placement!r}, position_embedding_type="
+                           f"{config.position_embedding_type!r}, ...); {format_name} checkpoints "
+                           "hold plain BERT only (write it with --to=huggingface as ModernBERT)")
     for field, plain in _PLAIN_BERT.items():
         value = getattr(config, field)
         if value != plain and not (field == "embedding_size" and value == config.hidden_size):
@@ -237,12 +242,40 @@ def model_variables(model):
 
     def dense(prefix, layer, transpose=False):
         names[prefix + "/kernel"] = (layer.kernel, transpose)
-        names[prefix + "/bias"] = (layer.bias, False)
+        if layer.bias is not None:
+            names[prefix + "/bias"] = (layer.bias, False)
 
     def layer_norm(prefix, layer):
         names[prefix + "/gamma"] = (layer.gamma, False)
-        names[prefix + "/beta"] = (layer.beta, False)
+        if layer.beta is not None:
+            names[prefix + "/beta"] = (layer.beta, False)
 
+    if config.is_modern:
+        _modern_encoder_variables(encoder, dense, layer_norm, names)
+    else:
+        _bert_encoder_variables(encoder, dense, layer_norm, names)
+
+    if isinstance(model, BertPretrainer):
+        dense("cls/predictions/transform/dense", model.masked_lm.transform)
+        layer_norm("cls/predictions/transform/LayerNorm", model.masked_lm.transform_layer_norm)
+        names["cls/predictions/output_bias"] = (model.masked_lm.output_bias, False)
+        if model.next_sentence is not None:
+            names["cls/seq_relationship/output_weights"] = (model.next_sentence.kernel, True)
+            names["cls/seq_relationship/output_bias"] = (model.next_sentence.bias, False)
+    elif isinstance(model, (BertClassifier, BertTokenClassifier)):
+        head = model.get_layer("classifier")
+        names["output_weights"] = (head.kernel, True)
+        names["output_bias"] = (head.bias, False)
+    elif isinstance(model, BertSpanLabeler):
+        head = model.get_layer("span_logits")
+        names["cls/squad/output_weights"] = (head.kernel, True)
+        names["cls/squad/output_bias"] = (head.bias, False)
+    return names
+
+
+def _bert_encoder_variables(encoder, dense, layer_norm, names):
+    """Names of a BERT-family encoder's weights (the original TF1 ones, or ALBERT's)."""
+    config = encoder.config
     embeddings = encoder.embedding_layer
     names["bert/embeddings/word_embeddings"] = (embeddings.word_embeddings.embeddings, False)
     names["bert/embeddings/token_type_embeddings"] = (
@@ -273,22 +306,36 @@ def model_variables(model):
             layer_norm(prefix + "output/LayerNorm", block.output_layer_norm)
     dense("bert/pooler/dense", encoder.get_layer("pooler"))
 
-    if isinstance(model, BertPretrainer):
-        dense("cls/predictions/transform/dense", model.masked_lm.transform)
-        layer_norm("cls/predictions/transform/LayerNorm", model.masked_lm.transform_layer_norm)
-        names["cls/predictions/output_bias"] = (model.masked_lm.output_bias, False)
-        if model.next_sentence is not None:
-            names["cls/seq_relationship/output_weights"] = (model.next_sentence.kernel, True)
-            names["cls/seq_relationship/output_bias"] = (model.next_sentence.bias, False)
-    elif isinstance(model, (BertClassifier, BertTokenClassifier)):
-        head = model.get_layer("classifier")
-        names["output_weights"] = (head.kernel, True)
-        names["output_bias"] = (head.bias, False)
-    elif isinstance(model, BertSpanLabeler):
-        head = model.get_layer("span_logits")
-        names["cls/squad/output_weights"] = (head.kernel, True)
-        names["cls/squad/output_bias"] = (head.bias, False)
-    return names
+
+def _modern_encoder_variables(encoder, dense, layer_norm, names):
+    """Names of the modern encoder's weights, in the scheme of BERT's (ModernBERT has no TF1
+    original; bert_tf.interop.modernbert maps these to Hugging Face names)."""
+    config = encoder.config
+    embeddings = encoder.embedding_layer
+    names["bert/embeddings/word_embeddings"] = (embeddings.word_embeddings.embeddings, False)
+    if embeddings.token_type_embeddings is not None:
+        names["bert/embeddings/token_type_embeddings"] = (
+            embeddings.token_type_embeddings.embeddings, False)
+    if config.position_embedding_type == "learned":
+        names["bert/embeddings/position_embeddings"] = (
+            embeddings.position_embeddings.embeddings, False)
+    layer_norm("bert/embeddings/LayerNorm", embeddings.layer_norm)
+    for i in range(config.num_hidden_layers):
+        block = encoder.get_layer(f"transformer_layer_{i}")
+        prefix = f"bert/encoder/layer_{i}/"
+        if block.attention_layer_norm is not None:
+            layer_norm(prefix + "attention/LayerNorm", block.attention_layer_norm)
+        dense(prefix + "attention/self/qkv", block.qkv)
+        dense(prefix + "attention/output/dense", block.attention_output)
+        layer_norm(prefix + "mlp/LayerNorm", block.output_layer_norm)
+        dense(prefix + "mlp/wi", block.intermediate)
+        dense(prefix + "mlp/wo", block.output_dense)
+    if config.final_layer_norm:
+        layer_norm("bert/encoder/final_layer_norm", encoder.get_layer("final_layer_norm"))
+    pooler = encoder.get_layer("pooler")
+    dense("bert/pooler/dense", pooler.dense)
+    if pooler.layer_norm is not None:
+        layer_norm("bert/pooler/LayerNorm", pooler.layer_norm)
 
 
 def unmapped_variables(model):

@@ -1,14 +1,16 @@
 """BertEncoder: the BERT network, embeddings -> N post-LN transformer blocks -> tanh pooler.
 
 The same class builds the BERT-family variants its BertConfig asks for: ALBERT's factorized
-embeddings and cross-layer parameter sharing, and fixed sinusoidal position embeddings.
+embeddings and cross-layer parameter sharing, fixed sinusoidal position embeddings, and the
+modern encoder (ModernBERT: rotary positions, pre-norm gated blocks, local attention;
+modeling/modern_encoder.py) with the same inputs and outputs.
 """
 
 import keras
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
-from bert_tf.modeling import layers, packing_checks
+from bert_tf.modeling import layers, modern_encoder, packing_checks
 
 _INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 # The optional fourth input of a packed row (see packing_checks).
@@ -50,6 +52,11 @@ class BertEncoder(keras.Model):
                                       sub-layers of transformer_layer_0 ("ffn": the
                                       feed-forward ones); the variables exist once
       position_embedding_type         "sinusoidal": fixed, no position variables
+      modern options (is_modern)      embeddings (word table, LayerNorm), transformer_layer_{i}
+                                      (modern_block.ModernTransformerBlock, global or local by
+                                      BertConfig.layer_is_global), final_layer_norm, pooler
+                                      (modern_encoder.ModernPooler: [CLS] or mean); input_type_ids
+                                      is ignored when type_vocab_size=0
 
     Args:
       config: a `BertConfig` or a dict of bert_config.json fields.
@@ -78,6 +85,18 @@ class BertEncoder(keras.Model):
             name: keras.Input(shape=(None,), dtype="int32", name=name)
             for name in _INPUT_NAMES
         }
+        if config.is_modern:
+            outputs, embedding_layer = modern_encoder.build_graph(config, inputs, dtype)
+        else:
+            outputs, embedding_layer = self._bert_graph(config, inputs, dtype)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.config = config
+        self._dtype_argument = dtype
+        self.embedding_layer = embedding_layer
+
+    @staticmethod
+    def _bert_graph(config, inputs, dtype):
+        """BERT's graph (post-LN blocks, tanh pooler): (outputs dict, embeddings layer)."""
         embedding_layer = layers.BertEmbeddings(
             vocab_size=config.vocab_size, type_vocab_size=config.type_vocab_size,
             max_position_embeddings=config.max_position_embeddings,
@@ -122,15 +141,8 @@ class BertEncoder(keras.Model):
             config.hidden_size, activation="tanh",
             kernel_initializer=layers.truncated_normal(config.initializer_range),
             dtype=dtype, name="pooler")(cls_bh)
-
-        super().__init__(
-            inputs=inputs,
-            outputs={"sequence_output": hidden_bsh, "pooled_output": pooled_bh,
-                     "encoder_outputs": encoder_outputs},
-            **kwargs)
-        self.config = config
-        self._dtype_argument = dtype
-        self.embedding_layer = embedding_layer
+        return ({"sequence_output": hidden_bsh, "pooled_output": pooled_bh,
+                 "encoder_outputs": encoder_outputs}, embedding_layer)
 
     def call(self, inputs, training=None, mask=None):
         # A task model's feature dict carries labels too; pass on only the encoder's inputs so
@@ -161,6 +173,11 @@ class BertEncoder(keras.Model):
             # Debug-time check only: inside tf.function / XLA it would cost every step.
             packing_checks.check_instance_ids(instance_ids, inputs["input_mask"])
         instance_ids = tf.cast(instance_ids, tf.int32)
+        if self.config.is_modern:
+            return modern_encoder.call_packed(
+                self, tf.cast(inputs["input_word_ids"], tf.int32),
+                tf.cast(inputs["input_type_ids"], tf.int32), inputs["input_mask"], instance_ids,
+                packing_checks.instance_position_ids(instance_ids), training)
         hidden_bsh = self.embedding_layer(
             tf.cast(inputs["input_word_ids"], tf.int32),
             tf.cast(inputs["input_type_ids"], tf.int32),
@@ -188,6 +205,8 @@ class BertEncoder(keras.Model):
           float [B, I, H].
         """
         cls_bih = tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
+        if self.config.is_modern:
+            return self.get_layer("pooler").transform(cls_bih)
         return self.get_layer("pooler")(cls_bih)
 
     @property

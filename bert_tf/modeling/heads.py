@@ -26,11 +26,16 @@ class MaskedLMHead(keras.layers.Layer):
       initializer_range: stddev of the truncated-normal kernel initializer.
       layer_norm_eps: LayerNorm epsilon.
       input_size: width of the sequence_output it reads (default: the table's width).
+      use_bias: a bias on the transform dense (ModernBERT's head has none).
+      norm_bias: a beta on the transform LayerNorm (ModernBERT's head has none).
     """
 
     def __init__(self, embedding_layer, hidden_act="gelu", initializer_range=0.02,
-                 layer_norm_eps=1e-12, input_size=None, **kwargs):
+                 layer_norm_eps=1e-12, input_size=None, use_bias=True, norm_bias=True,
+                 **kwargs):
         super().__init__(**kwargs)
+        self.use_bias = use_bias
+        self.norm_bias = norm_bias
         self.embedding_layer = embedding_layer
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
@@ -40,11 +45,11 @@ class MaskedLMHead(keras.layers.Layer):
         self.input_size = self.hidden_size if input_size is None else input_size
         policy = self.dtype_policy
         self.transform = keras.layers.Dense(
-            self.hidden_size, activation=get_activation(hidden_act),
+            self.hidden_size, activation=get_activation(hidden_act), use_bias=use_bias,
             kernel_initializer=truncated_normal(initializer_range), dtype=policy,
             name="transform")
         self.transform_layer_norm = FusedLayerNorm(
-            epsilon=layer_norm_eps, dtype=policy, name="transform_layer_norm")
+            epsilon=layer_norm_eps, center=norm_bias, dtype=policy, name="transform_layer_norm")
 
     def build(self, input_shape=None):
         self.transform.build((None, self.input_size))
@@ -82,6 +87,8 @@ class MaskedLMHead(keras.layers.Layer):
         config = super().get_config()
         config.update(hidden_act=self.hidden_act, initializer_range=self.initializer_range,
                       layer_norm_eps=self.layer_norm_eps, input_size=self.input_size)
+        if not (self.use_bias and self.norm_bias):
+            config.update(use_bias=self.use_bias, norm_bias=self.norm_bias)
         return config
 
 

@@ -10,16 +10,17 @@ class FusedLayerNorm(keras.layers.LayerNormalization):
 
     The forward pass computes what Keras' does with fewer ops (`_layer_norm_forward`); the
     backward recomputes the statistics from x in one XLA kernel instead of autodiff's ~20
-    element-wise and reduction kernels. Only for a normalization over the last axis with both
-    gamma and beta, as every BERT LayerNorm is.
+    element-wise and reduction kernels. Only for a normalization over the last axis with gamma
+    (as every BERT LayerNorm is); without beta (center=False, ModernBERT's norms) beta is 0.
     """
 
     def call(self, inputs):
         if (self.axis not in (-1, [-1], len(inputs.shape) - 1, [len(inputs.shape) - 1])
-                or not (self.center and self.scale) or self.rms_scaling):
+                or not self.scale or self.rms_scaling):
             return super().call(inputs)
-        return _layer_norm(inputs, tf.convert_to_tensor(self.gamma),
-                           tf.convert_to_tensor(self.beta), self.epsilon, self.compute_dtype)
+        gamma = tf.convert_to_tensor(self.gamma)
+        beta = tf.convert_to_tensor(self.beta) if self.center else tf.zeros_like(gamma)
+        return _layer_norm(inputs, gamma, beta, self.epsilon, self.compute_dtype)
 
 
 def _layer_norm(x, gamma, beta, epsilon, compute_dtype):

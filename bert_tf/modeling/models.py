@@ -216,7 +216,8 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         self.masked_lm = layers.MaskedLMHead(
             encoder.word_embeddings, hidden_act=config.hidden_act,
             initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
-            input_size=config.hidden_size, dtype=policy, name="masked_lm")
+            input_size=config.hidden_size, use_bias=config.use_bias,
+            norm_bias=config.norm_bias, dtype=policy, name="masked_lm")
         self.masked_lm.build()
         if span_boundary_objective:
             self.span_boundary = layers.SpanBoundaryHead(

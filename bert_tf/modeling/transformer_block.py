@@ -65,7 +65,8 @@ class AttentionBias(keras.layers.Layer):
 
     def call(self, input_mask):
         """Args: input_mask: int [B, S], 1 = real token. Returns: float32 [B, 1, 1, S]."""
-        mask_b11s = tf.cast(input_mask[:, tf.newaxis, tf.newaxis, :], tf.float32)
+        # expand_dims, not [:, None, None, :]: LiteRT has no StridedSlice with new axes.
+        mask_b11s = tf.cast(tf.expand_dims(tf.expand_dims(input_mask, 1), 1), tf.float32)
         return (1.0 - mask_b11s) * _MASKED_LOGIT
 
     def compute_output_spec(self, input_mask):

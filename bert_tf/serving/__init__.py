@@ -8,6 +8,9 @@
   the export needs (bert_tf.serving.model_dir).
 - `check_ops`: the ops of an export against what the TF Serving model server links
   (bert_tf.serving.op_check).
+- `export_litert`: a LiteRT model.tflite with raw-text and id signatures, float or quantized
+  (bert_tf.serving.litert, bert_tf.serving.quantization); `op_census` lists its ops;
+  `LiteRTModel` answers texts with it on CPU (bert_tf.serving.litert_model).
 
 Everything except task_info imports TensorFlow when first used.
 """
@@ -26,6 +29,9 @@ _LAZY = {
     "check_ops": "bert_tf.serving.op_check",
     "list_ops": "bert_tf.serving.op_check",
     "server_op_allowlist": "bert_tf.serving.op_check",
+    "export_litert": "bert_tf.serving.litert",
+    "op_census": "bert_tf.serving.litert",
+    "LiteRTModel": "bert_tf.serving.litert_model",
 }
 
 

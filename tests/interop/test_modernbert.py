@@ -1,0 +1,209 @@
+"""Hugging Face ModernBERT checkpoints: outputs equal transformers' (fixtures written by
+tools/make_hf_modernbert_reference.py), conversion both ways, clear errors."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from bert_tf.interop import huggingface, load_huggingface, save_huggingface, warm_start, weights
+from bert_tf.interop.weights import InteropError
+from bert_tf.modeling import BertClassifier, BertEncoder, BertPretrainer
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+MLM_DIR = os.path.join(FIXTURES, "hf_modernbert_mlm")
+CLS_DIR = os.path.join(FIXTURES, "hf_modernbert_cls")
+LENGTHS = (16, 40, 100, 2048)
+TOLERANCE = 1e-5
+PEER_PYTHON = "/work/peers/bin/python"
+
+
+@pytest.fixture(scope="module")
+def masked_lm():
+    model, config, vocab_file = load_huggingface(MLM_DIR)
+    return model, config, vocab_file
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    source = huggingface.read_huggingface(CLS_DIR)
+    model = BertClassifier(BertEncoder(source.config), num_classes=3)
+    report = weights.transfer(source, model, strict=True)
+    assert not report.newly_initialized
+    return model
+
+
+def case(reference, length):
+    """(features, rows of sequence_output compared, the mask at those rows)."""
+    ids = reference[f"len{length}_input_word_ids"]
+    mask = reference[f"len{length}_input_mask"]
+    features = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}
+    rows = reference["long_positions"] if length == 2048 else np.arange(length)
+    return features, rows, mask[:, rows].astype(bool)
+
+
+def test_config_maps_modernbert_fields(masked_lm):
+    _, config, vocab_file = masked_lm
+    assert vocab_file is None
+    assert (config.position_embedding_type, config.norm_placement, config.feed_forward_type,
+            config.use_bias, config.norm_bias, config.final_layer_norm) == (
+        "rotary", "pre", "gated", False, False, True)
+    assert (config.local_attention_window, config.global_attn_every_n_layers,
+            config.global_rope_theta, config.local_rope_theta, config.hidden_act,
+            config.type_vocab_size, config.classifier_pooling) == (
+        16, 3, 160000.0, 10000.0, "gelu_exact", 0, "cls")
+    cls_config = huggingface.read_config(CLS_DIR)[0]
+    assert (cls_config.use_bias, cls_config.norm_bias, cls_config.hidden_act,
+            cls_config.layer_norm_eps, cls_config.global_rope_theta, cls_config.local_rope_theta,
+            cls_config.classifier_pooling) == (True, True, "gelu", 1e-6, 50000.0, 5000.0, "mean")
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+def test_masked_lm_equals_transformers(masked_lm, length):
+    model, _, _ = masked_lm
+    assert isinstance(model, BertPretrainer) and model.next_sentence is None
+    reference = np.load(os.path.join(MLM_DIR, "reference.npz"))
+    features, rows, real = case(reference, length)
+    sequence = model.encoder(features)["sequence_output"].numpy()[:, rows]
+    assert np.abs(sequence - reference[f"len{length}_sequence_output"])[real].max() < TOLERANCE
+    if length == 2048:
+        positions = reference["len2048_logit_positions"]
+    else:
+        positions = np.tile(np.arange(length, dtype=np.int32), (2, 1))
+    logits = model(dict(features, masked_lm_positions=positions))["mlm_logits"].numpy()
+    at_real = np.take_along_axis(features["input_mask"], positions, axis=1).astype(bool)
+    assert np.abs(logits - reference[f"len{length}_logits"])[at_real].max() < TOLERANCE
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+def test_sequence_classifier_equals_transformers(classifier, length):
+    """Every bias on, mean pooling, the tanh GELU, other rotary bases."""
+    reference = np.load(os.path.join(CLS_DIR, "reference.npz"))
+    features, rows, real = case(reference, length)
+    sequence = classifier.encoder(features)["sequence_output"].numpy()[:, rows]
+    assert np.abs(sequence - reference[f"len{length}_sequence_output"])[real].max() < TOLERANCE
+    logits = classifier(features).numpy()
+    np.testing.assert_allclose(logits, reference[f"len{length}_logits"], atol=TOLERANCE)
+
+
+def test_save_huggingface_round_trip(masked_lm, classifier, tmp_path):
+    model, config, _ = masked_lm
+    save_huggingface(model, str(tmp_path / "mlm"))
+    written = load_file(str(tmp_path / "mlm" / "model.safetensors"))
+    original = load_file(os.path.join(MLM_DIR, "model.safetensors"))
+    assert sorted(written) == sorted(k for k in original if k != "decoder.weight")
+    for key, value in written.items():
+        assert np.array_equal(value, original[key]), key
+    values = json.loads((tmp_path / "mlm" / "config.json").read_text())
+    assert values["architectures"] == ["ModernBertForMaskedLM"]
+    assert huggingface.read_config(str(tmp_path / "mlm"))[0] == config
+
+    save_huggingface(classifier, str(tmp_path / "cls"))
+    written = load_file(str(tmp_path / "cls" / "model.safetensors"))
+    original = load_file(os.path.join(CLS_DIR, "model.safetensors"))
+    assert sorted(written) == sorted(original)
+    for key, value in written.items():
+        assert np.array_equal(value, original[key]), key
+
+
+@pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason="needs transformers in "
+                    f"{PEER_PYTHON} (a PyTorch venv; CI has none)")
+def test_written_directory_loads_in_transformers(masked_lm, tmp_path):
+    model, _, _ = masked_lm
+    save_huggingface(model, str(tmp_path / "out"))
+    script = (
+        "import sys, numpy as np, torch, transformers\n"
+        "m = transformers.ModernBertForMaskedLM.from_pretrained(sys.argv[1]).eval()\n"
+        "r = np.load(sys.argv[2])\n"
+        "ids, mask = (torch.from_numpy(r[k].astype('int64')) for k in "
+        "('len40_input_word_ids', 'len40_input_mask'))\n"
+        "with torch.no_grad():\n"
+        "    out = m(input_ids=ids, attention_mask=mask).logits.numpy()\n"
+        "real = r['len40_input_mask'].astype(bool)\n"
+        "print(float(np.abs(out - r['len40_logits'])[real].max()))\n")
+    proc = subprocess.run([PEER_PYTHON, "-c", script, str(tmp_path / "out"),
+                           os.path.join(MLM_DIR, "reference.npz")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert float(proc.stdout.split()[-1]) < TOLERANCE
+
+
+def test_shapes_that_do_not_match_the_config_are_named(tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(MLM_DIR, broken)
+    values = json.loads((broken / "config.json").read_text())
+    values["intermediate_size"] = 40
+    (broken / "config.json").write_text(json.dumps(values))
+    with pytest.raises(InteropError) as info:
+        load_huggingface(str(broken))
+    assert str(info.value) == (f"{broken}: variable model.layers.0.mlp.Wi.weight has shape "
+                               "[96, 32] in the checkpoint but [80, 32] in the model built from "
+                               "the config")
+
+
+def test_unsupported_options_are_named(tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(MLM_DIR, broken)
+    values = json.loads((broken / "config.json").read_text())
+    values["mlp_bias"] = True
+    (broken / "config.json").write_text(json.dumps(values))
+    with pytest.raises(InteropError) as info:
+        load_huggingface(str(broken))
+    assert "attention_bias, mlp_bias and classifier_bias differ" in str(info.value)
+    assert str(info.value).startswith(f"{broken}/config.json: ")
+
+
+def test_warm_start_a_classifier_from_modernbert():
+    """--init_checkpoint=<ModernBERT dir>: the encoder loads; the pooler (ModernBERT's
+    classifier head, which a ModernBertForMaskedLM lacks) and the classifier start fresh."""
+    config = huggingface.read_config(MLM_DIR)[0]
+    model = BertClassifier(BertEncoder(config), num_classes=2)
+    report = warm_start(MLM_DIR, model)
+    assert report.newly_initialized == ["pooler/dense/kernel", "pooler/layer_norm/gamma",
+                                        "classifier/kernel", "classifier/bias"]
+    assert report.unused == ["decoder.bias", "head.dense.weight", "head.norm.weight"]
+    source = load_file(os.path.join(MLM_DIR, "model.safetensors"))
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(model.encoder.word_embeddings.embeddings),
+        source["model.embeddings.tok_embeddings.weight"])
+
+
+def convert(*flags):
+    return subprocess.run([sys.executable, os.path.join(REPO, "tools", "convert_checkpoint.py"),
+                           *flags], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
+@pytest.mark.slow
+def test_convert_checkpoint_both_ways(tmp_path):
+    source = tmp_path / "modernbert"
+    shutil.copytree(MLM_DIR, source)
+    (source / "tokenizer.json").write_text('{"model": {"type": "BPE"}}\n')
+    bert_tf_dir = tmp_path / "bert_tf"
+    proc = convert("--from=huggingface", "--to=bert_tf", f"--checkpoint={source}",
+                   f"--output_dir={bert_tf_dir}")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(bert_tf_dir)) == ["bert_config.json", "encoder.keras",
+                                               "pretrainer.keras", "tokenizer.json"]
+    encoder = keras.saving.load_model(str(bert_tf_dir / "encoder.keras"))
+    reference = np.load(os.path.join(MLM_DIR, "reference.npz"))
+    features, rows, real = case(reference, 100)
+    sequence = encoder(features)["sequence_output"].numpy()[:, rows]
+    assert np.abs(sequence - reference["len100_sequence_output"])[real].max() < TOLERANCE
+
+    hf_dir = tmp_path / "hf"
+    proc = convert("--from=bert_tf", "--to=huggingface", f"--checkpoint={bert_tf_dir}",
+                   f"--output_dir={hf_dir}")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(hf_dir)) == ["config.json", "model.safetensors", "tokenizer.json"]
+    written = load_file(str(hf_dir / "model.safetensors"))
+    original = load_file(os.path.join(MLM_DIR, "model.safetensors"))
+    for key, value in written.items():
+        assert np.array_equal(value, original[key]), key

