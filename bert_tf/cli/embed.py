@@ -35,6 +35,7 @@ import tensorflow as tf
 from absl import flags, logging
 
 from bert_tf import cli, fileio
+from bert_tf.cli import outputs
 from bert_tf.cli import flags as cli_flags
 from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError
@@ -105,6 +106,12 @@ def encode(options):
     if options.batch_size < 1:
         raise FlagValueError(f"--batch_size={options.batch_size} must be >= 1")
     _check_file("input_file", options.input_file)
+    try:
+        outputs.check_output_files({"--output_file": options.output_file},
+                                   {"--input_file": options.input_file,
+                                    "--init_checkpoint": options.init_checkpoint})
+    except outputs.OutputError as e:
+        raise FlagValueError(str(e)) from None
     texts = _read_lines(options.input_file)
     loaded = _load(options)
     config = loaded.model.encoder.config
@@ -141,6 +148,24 @@ def _check_training_flags(options):
                              "be >= 1")
     for flag in ("train_file", "dev_file", "dev_scored_file"):
         _check_file(flag, getattr(options, flag))
+    _check_output_dir(options)
+
+
+def _check_output_dir(options):
+    """The output rule (bert_tf.cli.outputs): --output_dir is this command's own run or new,
+    never another command's run nor a directory holding this run's inputs."""
+    inputs = {f"--{flag}": getattr(options, flag)
+              for flag in ("init_checkpoint", "train_file", "dev_file", "dev_scored_file")}
+    try:
+        outputs.check_dir_clear_of_inputs("--output_dir", options.output_dir, inputs)
+        others = outputs.other_commands_records(options.output_dir, "bert-tf-embed")
+        if others:
+            raise outputs.OutputError(
+                f"--output_dir={options.output_dir} holds a run of another command "
+                f"({', '.join(others)}); embedding training there would replace its model "
+                "and files: choose a new --output_dir")
+    except outputs.OutputError as e:
+        raise FlagValueError(str(e)) from None
 
 
 def contrastive_config(options, length_buckets):

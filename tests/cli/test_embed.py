@@ -155,3 +155,36 @@ def test_cli_prints_one_line_error(tmp_path, repo_root):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         f"embed: error: --output_file={tmp_path / 'v.csv'}: expected a .npy or .jsonl file")
+
+
+def test_outputs_never_replace_an_input_or_another_run(tmp_path, repo_root):
+    """The output rule (bert_tf.cli.outputs) in bert-tf-embed: an encode output that is its
+    input (through ./) and a training --output_dir holding a pre-training run are refused
+    before anything is written; both are byte-for-byte unchanged."""
+    make_st_dir(tmp_path / "st")
+    write_pairs(tmp_path / "pairs.tsv", 20)
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("first text\nsecond text\n")
+    run = tmp_path / "pretraining_run"
+    run.mkdir()
+    (run / "run_pretraining.flags").write_text("--max_seq_length=32\n")
+    (run / "ckpt-1.index").write_bytes(b"weights")
+    before = {p.name: p.read_bytes() for p in [texts, *run.iterdir()]}
+    arg_lists = [
+        [f"--init_checkpoint={tmp_path / 'st'}", f"--input_file={texts}",
+         f"--output_file={tmp_path / '.' / 'texts.jsonl'}"],
+        [f"--init_checkpoint={tmp_path / 'st'}", f"--train_file={tmp_path / 'pairs.tsv'}",
+         f"--output_dir={run}", "--train_batch_size=4"],
+    ]
+    result = subprocess.run([sys.executable, "-c", _BAD_INPUT_SCRIPT, json.dumps(arg_lists)],
+                            capture_output=True, text=True, env=dict(os.environ,
+                                                                     PYTHONPATH=repo_root))
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith(f"FlagValueError: --output_file={tmp_path / '.' / 'texts.jsonl'} "
+                               f"is also --input_file={texts}"), lines[0]
+    assert lines[1] == (
+        f"FlagValueError: --output_dir={run} holds a run of another command "
+        "(run_pretraining.flags); embedding training there would replace its model and files: "
+        "choose a new --output_dir")
+    assert {p.name: p.read_bytes() for p in [texts, *run.iterdir()]} == before
