@@ -243,15 +243,8 @@ class ClassificationTask(finetuning.Task):
                 "truncated_examples": {s: records[s][1]["truncated"] for s in splits}}
 
     def train_dataset_fn(self, context):
-        options, spec = self.options, self.spec
-        train_path = self.records["train"][0]
-
-        def dataset_fn(input_context=None):
-            return feature_records.records_dataset(
-                train_path, spec, batch_size=options.train_batch_size, is_training=True,
-                seed=options.seed, input_context=input_context,
-                length_buckets=context.length_buckets)
-        return dataset_fn
+        return finetuning.records_train_dataset_fn(
+            self.records["train"][0], self.spec, self.options, context.length_buckets)
 
     def evaluate_fn(self):
         return self.evaluate if self.options.do_eval else None

@@ -39,6 +39,7 @@ from absl import logging
 from bert_tf import fileio, serving
 from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
+from bert_tf.data.tasks import feature_records
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import InteropError, warm_start
 from bert_tf.interop.warm_start import check_casing
@@ -403,6 +404,17 @@ def write_results(context, options, results, eval_metrics):
                  if isinstance(value, (int, float))]
         lines.append(f"global_step = {results['global_step']}")
         write_text_atomic(os.path.join(output_dir, "eval_results.txt"), "\n".join(lines) + "\n")
+
+
+def records_train_dataset_fn(path, spec, options, length_buckets):
+    """The training `dataset_fn(input_context=None)` over cached feature records at `path`
+    (feature_records.records_dataset: shuffled, repeating, batched per replica by
+    --train_batch_size, in `length_buckets`)."""
+    def dataset_fn(input_context=None):
+        return feature_records.records_dataset(
+            path, spec, batch_size=options.train_batch_size, is_training=True,
+            seed=options.seed, input_context=input_context, length_buckets=length_buckets)
+    return dataset_fn
 
 
 class Task:

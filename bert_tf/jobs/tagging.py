@@ -193,15 +193,8 @@ class TaggingTask(finetuning.Task):
                 "split_sentences": {s: data[s][2]["split_sentences"] for s in splits}}
 
     def train_dataset_fn(self, context):
-        options, spec = self.options, self.spec
-        train_path = self.data["train"][1]
-
-        def dataset_fn(input_context=None):
-            return feature_records.records_dataset(
-                train_path, spec, batch_size=options.train_batch_size, is_training=True,
-                seed=options.seed, input_context=input_context,
-                length_buckets=context.length_buckets)
-        return dataset_fn
+        return finetuning.records_train_dataset_fn(self.data["train"][1], self.spec, self.options,
+                                                   context.length_buckets)
 
     def evaluate_fn(self):
         return (lambda: self._dev_pass()[0]) if self.options.do_eval else None
