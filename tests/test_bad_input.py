@@ -362,6 +362,12 @@ def test_cr_only_and_unbroken_corpora_are_refused_before_any_output(tmp_path, vo
         ("one_line.txt", "has no line break in its first 64 KiB; expected one sentence per "
                          "line."),
     ]
+    # A whole small file on one line, hundreds of words long.
+    (tmp_path / "short_one_line.txt").write_bytes(_corpus(60).replace(b"\n", b" "))
+    size = len((tmp_path / "short_one_line.txt").read_bytes())
+    assert 4096 < size < 65536
+    cases.append(("short_one_line.txt", f"is one line of {size} bytes with no line break; "
+                                        "expected one sentence per line."))
     assert len((tmp_path / "one_line.txt").read_bytes()) > 65536
     for name, problem in cases:
         with pytest.raises(ValueError) as error:

@@ -133,6 +133,11 @@ def check_corpus_file(path):
                      "(convert it, e.g. iconv -f latin1 -t utf-8).")
 
 
+# A whole file on one line longer than this is text without its line breaks (hundreds of
+# words), not a sentence: it would become one truncated instance.
+LONGEST_SENTENCE_BYTES = 4096
+
+
 def _check_line_breaks(what, sample):
     """One sentence per line means "\\n" line breaks: a file of CR-only breaks (classic Mac),
     or with none in its first 64 KiB, would be read as one giant line (one instance)."""
@@ -143,6 +148,9 @@ def _check_line_breaks(what, sample):
                          "line ending in \\n (convert it, e.g. tr '\\r' '\\n').")
     if len(sample) == SNIFF_BYTES:
         raise ValueError(f"{what} has no line break in its first {SNIFF_BYTES // 1024} KiB; "
+                         "expected one sentence per line.")
+    if len(sample) > LONGEST_SENTENCE_BYTES:
+        raise ValueError(f"{what} is one line of {len(sample)} bytes with no line break; "
                          "expected one sentence per line.")
 
 
