@@ -102,6 +102,11 @@ def test_pretrain_rows_and_derived_numbers(quick_run):
 
 def test_tokenizer_rows(quick_run):
     rows = quick_run[1]["results"]
+    bpe = [r for r in rows if r.get("vocabulary") == "bpe"]
+    (bpe_parity,) = [r for r in bpe if r["kind"] == "parity"]
+    assert bpe_parity["corpus_texts"] == 300
+    assert bpe_parity["corpus_in_graph_vs_python_mismatched_texts"] == 0
+    rows = [r for r in rows if r.get("vocabulary") != "bpe"]
     throughput = _rows(rows, "tokenizer", "throughput")
     names = [r["impl"] for r in throughput]
     assert names[:2] == ["bert_tf.WordpieceTokenizer (Python)",

@@ -86,6 +86,11 @@ def test_family_flagfiles_use_real_flags_and_configs(path):
     elif recipe == "albert":
         assert values["sentence_order_prediction"]
         assert config.share_parameters == "all" and config.embedding_size < config.hidden_size
+    elif recipe == "modernbert":
+        assert not values["use_next_sentence_label"] and values["pack_sequences"]
+        assert values["masked_lm_prob"] == 0.3
+        assert config.position_embedding_type == "rotary"
+        assert config.global_attn_every_n_layers == 3 and config.type_vocab_size == 0
     else:
         assert values["do_span_mask"] and values["span_boundary_objective"]
         assert not values["use_next_sentence_label"]

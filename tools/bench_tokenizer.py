@@ -185,14 +185,14 @@ def _bpe_rows(setup, quick):
         "repeats": 2 if quick else 3})
     if "error" in result:
         return [{"case": "tokenizer", "kind": "error", **result}]
-    rows = [{"case": "tokenizer", "kind": "throughput", "load_avg": result["load_avg"], **r}
-            for r in result["results"]]
+    rows = [{"case": "tokenizer", "kind": "throughput", "vocabulary": "bpe",
+             "load_avg": result["load_avg"], **r} for r in result["results"]]
     for r in rows:  # Ratios to HF tokenizers on the same texts.
         texts = r["impl"].rsplit("[", 1)[-1]
         hf = [h for h in rows if h["impl"].startswith("HF") and h["impl"].endswith(texts)]
         if hf:
             r["ratio_vs_hf"] = round(r["texts_per_s"] / hf[0]["texts_per_s"], 3)
-    rows.append({"case": "tokenizer", "kind": "parity", **result["parity"]})
+    rows.append({"case": "tokenizer", "kind": "parity", "vocabulary": "bpe", **result["parity"]})
     rows.extend({"case": "tokenizer", "kind": "note", "note": n} for n in result["notes"])
     return rows
 

@@ -143,7 +143,8 @@ def validate_options(options, config):
         raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
                              f"[0, --num_train_steps={options.num_train_steps}]")
     _validate_family_options(options)
-    if config.type_vocab_size < 2 and not options.full_sentences:
+    # type_vocab_size 0 means no segment embeddings (ModernBERT): segment ids are ignored.
+    if config.type_vocab_size == 1 and not options.full_sentences:
         raise FlagValueError(
             f"type_vocab_size={config.type_vocab_size} in {run_setup.config_source(options)}"
             " has no segment id 1, which the sentence pairs of the pre-training inputs use; set "
