@@ -461,23 +461,16 @@ def write_model(content, export_dir, info, overwrite=False):
     Raises:
       FileExistsError: model.tflite exists and not overwrite.
     """
-    export_dir = fileio.abspath(export_dir)
-    if fileio.exists(export_dir) and not fileio.isdir(export_dir):
-        raise FileExistsError(f"export: {export_dir} is a file; expected a directory for "
-                              f"{MODEL_FILE}.")
-    path = os.path.join(export_dir, MODEL_FILE)
-    if fileio.exists(path) and not overwrite:
-        raise FileExistsError(f"export: {path} exists; pass overwrite=True (--overwrite) or "
-                              "choose another --export_dir.")
-    fileio.makedirs(export_dir)
+    path = check_target(export_dir, overwrite)
+    fileio.makedirs(os.path.dirname(path))
     fileio.write_bytes_atomic(path, content)
-    fileio.write_text_atomic(os.path.join(export_dir, INFO_FILE),
+    fileio.write_text_atomic(os.path.join(os.path.dirname(path), INFO_FILE),
                              json.dumps(info, indent=2) + "\n")
     return path
 
 
 def check_target(export_dir, overwrite):
-    """Fails before any work when export_dir cannot take a new model.tflite."""
+    """Fails before any work when export_dir cannot take a new model.tflite; returns its path."""
     export_dir = fileio.abspath(export_dir)
     if fileio.exists(export_dir) and not fileio.isdir(export_dir):
         raise FileExistsError(f"export: {export_dir} is a file; expected a directory for "
@@ -486,6 +479,7 @@ def check_target(export_dir, overwrite):
     if fileio.exists(path) and not overwrite:
         raise FileExistsError(f"export: {path} exists; pass overwrite=True (--overwrite) or "
                               "choose another --export_dir.")
+    return path
 
 
 # ----------------------------------------------------------------------------- running

@@ -77,12 +77,28 @@ def mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id, max_predi
     original = tf.gather(ids, positions, batch_dims=1)  # [B, P]
 
     kind = tf.random.stateless_uniform(tf.shape(positions), s_kind)
-    random_ids = tf.random.stateless_uniform(tf.shape(positions), s_random, minval=0,
+    return _replace(features, positions, is_real, original, kind, s_random, vocab_size, mask_id)
+
+
+def _replace(features, positions, is_real, original, kind, seed, vocab_size, mask_id):
+    """The 80/10/10 replacement at the chosen positions, and the MLM label features.
+
+    Args:
+      positions, is_real, original: int32 / bool / int32 [B, P]: chosen positions (padding
+        slots 0), which slots are real, and the ids there before masking.
+      kind: float32 [B, P] uniform draws: < 0.8 [MASK], < 0.9 kept, else a random id.
+      seed: int64 [2] stateless seed of the random ids.
+
+    Returns:
+      features with input_word_ids replaced and masked_lm_positions / _ids / _weights [B, P].
+    """
+    ids = features["input_word_ids"]
+    random_ids = tf.random.stateless_uniform(tf.shape(positions), seed, minval=0,
                                              maxval=vocab_size, dtype=tf.int32)
     replacement = tf.where(kind < 0.8, mask_id, tf.where(kind < 0.9, original, random_ids))
     # Padding slots point at position 0 ([CLS]) and write its own id back: a no-op.
     replacement = tf.where(is_real, replacement, original)
-    rows = tf.broadcast_to(tf.range(batch)[:, tf.newaxis], tf.shape(positions))
+    rows = tf.broadcast_to(tf.range(tf.shape(ids)[0])[:, tf.newaxis], tf.shape(positions))
     masked_ids = tf.tensor_scatter_nd_update(ids, tf.stack([rows, positions], axis=-1),
                                              replacement)
     out = dict(features)
@@ -235,18 +251,7 @@ def span_mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id,
     # One replacement kind per span, read at the span's first word.
     kind_bw = tf.random.stateless_uniform([batch, num_words], s_kind)
     kind = tf.gather(kind_bw, first, batch_dims=1)
-    random_ids = tf.random.stateless_uniform(tf.shape(positions), s_random, minval=0,
-                                             maxval=vocab_size, dtype=tf.int32)
-    replacement = tf.where(kind < 0.8, mask_id, tf.where(kind < 0.9, original, random_ids))
-    replacement = tf.where(is_real, replacement, original)
-    rows_bp = tf.broadcast_to(rows, tf.shape(positions))
-    masked_ids = tf.tensor_scatter_nd_update(ids, tf.stack([rows_bp, positions], axis=-1),
-                                             replacement)
-    out = dict(features)
-    out["input_word_ids"] = masked_ids
-    out["masked_lm_positions"] = positions
-    out["masked_lm_ids"] = tf.where(is_real, original, 0)
-    out["masked_lm_weights"] = tf.cast(is_real, tf.float32)
+    out = _replace(features, positions, is_real, original, kind, s_random, vocab_size, mask_id)
     out["span_left_boundaries"] = left
     out["span_right_boundaries"] = right
     return out
