@@ -14,6 +14,7 @@ predictions. Every run leaves the same kind of directory:
   features/                     cached TFRecords of the converted examples (classifier, tagging)
   model.keras                   the final model (the best one when there was evaluation)
   bert_config.json, vocab.txt   the model's files, so the directory is an --init_checkpoint
+    (or tokenizer.json)         (tokenizer.json: a byte-level BPE vocabulary, e.g. ModernBERT's)
   task_info.json                task, labels, casing and sequence length (for serving)
   --export_dir (optional)       a SavedModel of model.keras with serving signatures
   results.json                  metrics, steps, examples/s
@@ -202,7 +203,8 @@ def check_resume(context, options, cli_name, task, labels):
     them; then records this run (chief) in `finetuning_run.json` for the next one.
 
     Compared with the record: the CLI, the task, the labels (the head's outputs), the model
-    config, the vocabulary (SHA-256 of its tokens: line endings do not matter), casing,
+    config, the vocabulary (tokenizer_digest: SHA-256 of its tokens, line endings do not
+    matter; of a BPE file's vocabulary, merges and settings), casing,
     --max_seq_length, --trainable_encoder, --optimizer (the optimizer's slots) and
     --train_batch_size (what a step means, for an exact resume). A directory without a
     record (none yet, or written by an earlier bert_tf) is not checked, nor a field an earlier

@@ -17,6 +17,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
+from bert_tf.text import bpe, tokenizer_files
 from bert_tf.text.bpe import TOKENIZER_JSON
 from bert_tf.text.tokenization import vocab_difference
 from bert_tf.training.distribute import get_strategy, is_chief
@@ -243,22 +244,12 @@ def load_tokenizer(vocab_file, options):
     Raises:
       FlagValueError naming --vocab_file (and --do_lower_case when they disagree).
     """
-    from bert_tf.text import bpe, tokenizer_files
-
+    records_casing = vocab_file.endswith(".json")
     try:
-        tokenizer = tokenizer_files.load_tokenizer(vocab_file, options.do_lower_case)
-    except FileNotFoundError as e:
-        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
-    except ValueError as e:
-        if options.do_lower_case is not None and "contradicts tokenizer file" in str(e):
-            file_casing = not options.do_lower_case
-            raise FlagValueError(
-                f"--do_lower_case={bool(options.do_lower_case)} contradicts --vocab_file="
-                f"{vocab_file}, which {'lower-cases' if file_casing else 'keeps case'} "
-                "(a tokenizer.json records its casing); leave --do_lower_case out to use the "
-                "file's") from None
-        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
-    except OSError as e:
+        # A tokenizer.json is read as it is, its casing compared below to name both flags.
+        tokenizer = tokenizer_files.load_tokenizer(
+            vocab_file, None if records_casing else options.do_lower_case)
+    except (OSError, ValueError) as e:
         raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
     if isinstance(tokenizer, bpe.BpeTokenizer):
         casing = "Lowercase" in tokenizer.spec.normalizer
@@ -269,6 +260,12 @@ def load_tokenizer(vocab_file, options):
                                  "(fine-tuning packs [CLS] text [SEP] and pads)")
     else:
         casing = tokenizer.do_lower_case
+    if records_casing and options.do_lower_case is not None and (
+            bool(options.do_lower_case) != casing):
+        raise FlagValueError(
+            f"--do_lower_case={bool(options.do_lower_case)} contradicts --vocab_file="
+            f"{vocab_file}, which {'lower-cases' if casing else 'keeps case'} (a tokenizer.json "
+            "records its casing); leave --do_lower_case out to use the file's")
     return tokenizer, bool(casing)
 
 

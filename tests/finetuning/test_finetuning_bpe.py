@@ -9,8 +9,6 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -29,6 +27,7 @@ from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.jobs.squad import SquadConfig, run_squad
 from bert_tf.jobs.tagging import TaggingConfig, run_tagging
 from bert_tf.modeling import BertEncoder
+from bert_tf.serving import load_model_dir
 from bert_tf.text import load_tokenizer
 from bert_tf.text.input_packing import pack_inputs
 from bert_tf.training.checkpointing import save_keras_model
@@ -80,7 +79,7 @@ def _classify_config(converted_run, tmp_path, *argv):
 def test_classify_a_converted_modernbert_run_and_serve_raw_text(converted_run, tmp_path):
     """No --vocab_file, no --do_lower_case: the run directory's tokenizer.json and its casing.
     The run directory and the --export_dir SavedModel carry the BPE tokenizer; serve_text
-    tokenizes in the graph exactly as the Python tokenizer, and bert-tf-export re-exports."""
+    tokenizes in the graph exactly as the Python tokenizer."""
     config = _classify_config(converted_run, tmp_path, "--do_train",
                               f"--export_dir={tmp_path / 'export' / '1'}")
     assert config.do_lower_case is None and config.vocab_file is None
@@ -112,16 +111,10 @@ def test_classify_a_converted_modernbert_run_and_serve_raw_text(converted_run, t
         k: tf.constant(v) for k, v in features.items()})["logits"].numpy()
     np.testing.assert_allclose(ids_logits, logits, rtol=0, atol=1e-5)
 
-    # bert-tf-export --model_dir=RUN: the run's tokenizer.json gives serve_text again.
-    proc = subprocess.run(
-        [sys.executable, "-m", "bert_tf.cli.export_saved_model", f"--model_dir={out}",
-         f"--export_dir={tmp_path / 'again' / '1'}", "--signatures=text", "--notext_pair"],
-        capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    again = tf.saved_model.load(str(tmp_path / "again" / "1")).signatures["serve_text"]
-    np.testing.assert_allclose(again(text=tf.constant(texts))["probabilities"].numpy(),
-                               got["probabilities"].numpy(), rtol=0, atol=1e-6)
+    # What bert-tf-export --model_dir=RUN reads (docs/modernbert.md's doc test runs the command).
+    source = load_model_dir(str(out))
+    assert source.vocab_file == str(out / "tokenizer.json")
+    assert (source.do_lower_case, source.max_seq_length) == (False, SEQ)
 
 
 def test_do_lower_case_contradicting_the_tokenizer_json_is_named(converted_run, tmp_path):
@@ -186,3 +179,18 @@ def test_tag_with_bpe_exports_the_id_signature(converted_run, tmp_path, caplog):
     served = tf.saved_model.load(str(tmp_path / "export" / "1"))
     assert list(served.signatures) == ["serving_default"]
     assert "tokenizer.json" in os.listdir(tmp_path / "out")
+
+
+def test_which_tokenizer_file_a_model_directory_gives(tmp_path):
+    """vocab.txt as before; tokenizer.json without one, or when it is byte-level BPE."""
+    from bert_tf.jobs.run_setup import checkpoint_tokenizer_file
+
+    assert checkpoint_tokenizer_file(str(tmp_path)) is None
+    shutil.copy(BPE_TOKENIZER_JSON, tmp_path / "tokenizer.json")
+    assert checkpoint_tokenizer_file(str(tmp_path)) == str(tmp_path / "tokenizer.json")
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")
+    assert checkpoint_tokenizer_file(str(tmp_path)) == str(tmp_path / "tokenizer.json")
+    # A Hugging Face BERT directory: vocab.txt and a WordPiece tokenizer.json.
+    (tmp_path / "tokenizer.json").write_text(json.dumps(
+        {"model": {"type": "WordPiece", "vocab": {"[PAD]": 0}}}))
+    assert checkpoint_tokenizer_file(str(tmp_path)) == str(tmp_path / "vocab.txt")
