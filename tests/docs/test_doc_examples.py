@@ -450,6 +450,10 @@ def make_fixtures(root):
     # A Hugging Face ModernBERT (the interop tests' random 6-layer ModernBertForMaskedLM).
     shutil.copytree(j(REPO, "tests", "interop", "fixtures", "hf_modernbert_mlm"),
                     j(root, "hf_modernbert"))
+    # ModernBERT's tokenizer.json, shrunk to the fixture's 128-token vocab_size.
+    from bpe_fixtures import write_tiny_byte_level_tokenizer
+
+    write_tiny_byte_level_tokenizer(j(root, "hf_modernbert", "tokenizer.json"))
 
     options = PretrainingDataOptions(max_seq_length=128, max_predictions_per_seq=20,
                                      dupe_factor=1, random_seed=1)
@@ -625,8 +629,14 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
     "python -m bert_tf.run_classifier \\": Recipe(
         append={"classify": "--max_seq_length=256"},
         why="my_docs/ holds three short rows; the run and the export use their tiny sizes"),
+    "bert-tf-classify --data_dir=my_docs/ --text_a_column=text --label_column=label \\": Recipe(
+        why="modernbert_base_bert_tf/ is the conversion above of the tiny ModernBERT fixture, "
+            "whose tokenizer.json is a 100-token byte-level BPE"),
 }, check="ls modernbert_base_bert_tf/encoder.keras modernbert_base_hf/model.safetensors "
-         "tmp/long_docs/model.keras tmp/long_docs_export/1/saved_model.pb > /dev/null")
+         "tmp/long_docs/model.keras tmp/long_docs_export/1/saved_model.pb "
+         "tmp/modernbert_cls/tokenizer.json tmp/modernbert_cls_export/1/saved_model.pb "
+         "tmp/modernbert_cls_export/2/assets/tokenizer.json > /dev/null "
+         "&& ! ls tmp/modernbert_cls/vocab.txt 2> /dev/null")
 
 RECIPES["docs/checkpoints.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_base"),
                                              ("bert-base-uncased", "hf_bert")), recipes={
