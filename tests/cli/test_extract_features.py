@@ -2,19 +2,14 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from command_batch import REPO_ROOT, run_commands
 from finetuning_helpers import pretrained_encoder_weights
 
-
-def _run(repo_root, *args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, os.path.join(repo_root, "tools", "extract_features.py"),
-                           *args], capture_output=True, text=True, env=env, timeout=600)
+TOOL = os.path.join(REPO_ROOT, "tools", "extract_features.py")
 
 
 def _expected(pretrained_dir, features):
@@ -28,15 +23,24 @@ def _expected(pretrained_dir, features):
 
 
 @pytest.mark.slow
-def test_token_layers_and_sentence_embeddings(tmp_path, pretrained_dir, repo_root):
+def test_token_layers_and_sentence_embeddings(tmp_path, pretrained_dir):
     from bert_tf.text import WordpieceTokenizer, pack_inputs
 
     input_file = tmp_path / "input.txt"
     input_file.write_text("Alice saw a GOOD film.\nbob ||| rome was dull\n\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    result = _run(repo_root, f"--input_file={input_file}", f"--output_file={out}",
-                  f"--init_checkpoint={pretrained_dir}", "--layers=-1,0", "--max_seq_length=8",
-                  "--batch_size=2", "--pooled")
+    bucketed_out = tmp_path / "bucketed.jsonl"
+    bad_layers_out = tmp_path / "bad.jsonl"
+    common = [f"--input_file={input_file}", f"--init_checkpoint={pretrained_dir}",
+              "--max_seq_length=8"]
+    # The three runs share one process (one TensorFlow start-up); each starts from the
+    # command's defaults.
+    result, bucketed_result, bad_result = run_commands([
+        (TOOL, [*common, f"--output_file={out}", "--layers=-1,0", "--batch_size=2", "--pooled"]),
+        # Length buckets 4 and 8 (inputs of 8, 7 and 2 pieces).
+        (TOOL, [*common, f"--output_file={bucketed_out}", "--layers=-1,0", "--batch_size=2",
+                "--pooled", "--length_buckets=4"]),
+        (TOOL, [*common, f"--output_file={bad_layers_out}", "--layers=-2"])])
     assert result.returncode == 0, result.stderr[-3000:]
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["linex_index"] for r in records] == [0, 1, 2]
@@ -59,12 +63,8 @@ def test_token_layers_and_sentence_embeddings(tmp_path, pretrained_dir, repo_roo
     assert [m["index"] for m in mean] == [-1, 0]
     np.testing.assert_allclose(mean[0]["values"], sequence[:7].mean(0), atol=2e-6)
 
-    # Length buckets 4 and 8 (inputs of 8, 7 and 2 pieces): other batches, same lines in order.
-    bucketed_out = tmp_path / "bucketed.jsonl"
-    result = _run(repo_root, f"--input_file={input_file}", f"--output_file={bucketed_out}",
-                  f"--init_checkpoint={pretrained_dir}", "--layers=-1,0", "--max_seq_length=8",
-                  "--batch_size=2", "--pooled", "--length_buckets=4")
-    assert result.returncode == 0, result.stderr[-3000:]
+    # Length buckets 4 and 8: other batches, same lines in order.
+    assert bucketed_result.returncode == 0, bucketed_result.stderr[-3000:]
     bucketed = [json.loads(line) for line in bucketed_out.read_text(encoding="utf-8").splitlines()]
     assert [r["linex_index"] for r in bucketed] == [0, 1, 2]
     for got, want in zip(bucketed, records):
@@ -73,9 +73,7 @@ def test_token_layers_and_sentence_embeddings(tmp_path, pretrained_dir, repo_roo
         np.testing.assert_allclose([f["layers"][1]["values"] for f in got["features"]],
                                    [f["layers"][1]["values"] for f in want["features"]], atol=2e-6)
 
-    bad_layers_out = tmp_path / "bad.jsonl"
-    result = _run(repo_root, f"--input_file={input_file}", f"--output_file={bad_layers_out}",
-                  f"--init_checkpoint={pretrained_dir}", "--layers=-2", "--max_seq_length=8")
+    result = bad_result
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "extract_features: error: --layers=-2: layer -2 does not exist; the model has "

@@ -25,6 +25,7 @@ from bert_tf.text import tokenization
 from bert_tf.text.layers import BertTokenizerLayer
 
 import serving_cases as cases
+from command_batch import run_commands
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
@@ -269,18 +270,23 @@ def _export_command(*flags):
 
 def test_command_bad_input_fails_before_writing(float_export, tmp_path):
     target = tmp_path / "out"
-    result = _export_command(f"--model_dir={float_export.run}", f"--export_dir={target}",
-                             "--format=litert", "--quantize=int3")
-    assert result.returncode != 0
-    assert ("--quantize=int3: unknown quantization mode; choose one of none, float16, "
-            "dynamic_int8, full_int8, int8.") in result.stderr
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
-    result = _export_command(f"--model_dir={float_export.run}", f"--export_dir={target}",
-                             "--format=litert", "--quantize=full_int8",
-                             f"--calibration_file={empty}")
-    assert result.returncode != 0
-    assert f"--calibration_file={empty}: no usable rows" in result.stderr
+    # Both refusals in one process (one TensorFlow start-up); each run starts from the
+    # command's defaults.
+    unknown, no_rows = run_commands([
+        ("bert_tf.cli.export_saved_model", [f"--model_dir={float_export.run}",
+                                            f"--export_dir={target}", "--format=litert",
+                                            "--quantize=int3"]),
+        ("bert_tf.cli.export_saved_model", [f"--model_dir={float_export.run}",
+                                            f"--export_dir={target}", "--format=litert",
+                                            "--quantize=full_int8",
+                                            f"--calibration_file={empty}"])], env=ENV)
+    assert unknown.returncode != 0
+    assert ("--quantize=int3: unknown quantization mode; choose one of none, float16, "
+            "dynamic_int8, full_int8, int8.") in unknown.stderr
+    assert no_rows.returncode != 0
+    assert f"--calibration_file={empty}: no usable rows" in no_rows.stderr
     assert not target.exists()
 
 

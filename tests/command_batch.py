@@ -1,0 +1,66 @@
+"""Several runs of bert_tf commands in one fresh Python process: one TensorFlow start-up.
+
+A test that runs a command more than once (say a run, then the same with other flags, then a
+refused flag) pays the interpreter's and TensorFlow's start-up once instead of per run. The
+commands define their flags when they run and start again from their own defaults on a second
+run in a process (bert_tf.cli.run), so each run sees what `python -m <module> <args>` would. Use
+a real process per run instead where the claim is about a fresh process.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_RESULTS = "@@command_batch results@@ "
+
+_SCRIPT = r"""
+import contextlib, io, json, runpy, sys, traceback
+from absl import logging as absl_logging
+
+results = []
+for program, args in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    handler = absl_logging.get_absl_handler().python_handler
+    old_stream = handler.stream
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        handler.setStream(err)  # absl's handler holds the stream it was made with
+        try:
+            # As `python <program>.py args` or `python -m <program> args` would run it.
+            sys.argv = [program, *args]
+            if program.endswith(".py"):
+                runpy.run_path(program, run_name="__main__")
+            else:
+                runpy.run_module(program, run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as e:
+            if isinstance(e.code, str):  # sys.exit("message") prints it and exits 1
+                print(e.code, file=sys.stderr)
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            handler.setStream(old_stream)
+    results.append({"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+print(%r + json.dumps(results))
+""" % _RESULTS
+
+
+def run_commands(runs, env=None, timeout=900):
+    """Runs each (program, args) of `runs`, in order, in one process: `program` is a module
+    (run as `python -m program args...`) or a .py file (`python program args...`).
+
+    Returns one namespace per run with returncode, stdout and stderr, like subprocess.run's.
+    """
+    env = dict(os.environ if env is None else env, TF_CPP_MIN_LOG_LEVEL="2")
+    env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT,
+                           json.dumps([[module, list(args)] for module, args in runs])],
+                          capture_output=True, text=True, env=env, timeout=timeout,
+                          cwd=REPO_ROOT)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(_RESULTS)]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return [types.SimpleNamespace(**r) for r in json.loads(lines[-1][len(_RESULTS):])]
