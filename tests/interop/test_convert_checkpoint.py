@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,30 +11,45 @@ from bert_tf.config import BertConfig
 from bert_tf.interop import load_huggingface, warm_start
 from bert_tf.interop.weights import model_arrays
 from bert_tf.modeling import BertClassifier, BertEncoder
+from command_batch import run_commands
 from interop_reference import TINY, original_arrays, write_tf1_checkpoint
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONVERT = os.path.join(REPO, "tools", "convert_checkpoint.py")
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(50)]
 
 
-def convert(*flags):
-    return subprocess.run([sys.executable, os.path.join(REPO, "tools", "convert_checkpoint.py"),
-                           *flags], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-
-
-@pytest.mark.slow
-def test_tf1_to_bert_tf_to_huggingface(tmp_path):
+@pytest.fixture(scope="module")
+def conversions(tmp_path_factory):
+    """The tool's runs of this module, one after another in one process (one TensorFlow
+    start-up; each run starts from the tool's defaults): tf1 -> bert_tf, that -> huggingface,
+    and two refused inputs. Returns (tmp_path, the original arrays, the four results)."""
+    tmp_path = tmp_path_factory.mktemp("convert")
     source = tmp_path / "uncased_L-2_H-32_A-4"
     source.mkdir()
     arrays = original_arrays(seed=6, **TINY)
     prefix = write_tf1_checkpoint(source / "bert_model.ckpt", arrays)
     BertConfig(**TINY).to_json_file(str(source / "bert_config.json"))
     (source / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-
+    (tmp_path / "empty").mkdir()
     bert_tf_dir = tmp_path / "bert_tf"
-    proc = convert("--from=tf1", "--to=bert_tf", f"--checkpoint={prefix}",
-                   f"--output_dir={bert_tf_dir}", "--do_lower_case=true")
+    results = run_commands([(CONVERT, flags) for flags in (
+        ["--from=tf1", "--to=bert_tf", f"--checkpoint={prefix}", f"--output_dir={bert_tf_dir}",
+         "--do_lower_case=true"],
+        ["--from=bert_tf", "--to=huggingface", f"--checkpoint={bert_tf_dir}",
+         f"--output_dir={tmp_path / 'hf'}"],
+        ["--from=tf1", "--to=huggingface", f"--checkpoint={tmp_path / 'none.ckpt'}",
+         f"--output_dir={tmp_path / 'out'}"],
+        # The loader is shared with the training CLIs, whose flag is --init_checkpoint.
+        ["--from=bert_tf", "--to=tf1", f"--checkpoint={tmp_path / 'empty'}",
+         f"--output_dir={tmp_path / 'out'}"])])
+    return tmp_path, arrays, results
+
+
+@pytest.mark.slow
+def test_tf1_to_bert_tf_to_huggingface(conversions):
+    tmp_path, arrays, (proc, back, _, _) = conversions
+    bert_tf_dir = tmp_path / "bert_tf"
     assert proc.returncode == 0, proc.stderr
     assert sorted(os.listdir(bert_tf_dir)) == ["bert_config.json", "encoder.keras",
                                                "pretrainer.keras", "tokenizer_config.json",
@@ -51,9 +64,7 @@ def test_tf1_to_bert_tf_to_huggingface(tmp_path):
             assert np.array_equal(got[name], value), name
 
     hf_dir = tmp_path / "hf"
-    proc = convert("--from=bert_tf", "--to=huggingface", f"--checkpoint={bert_tf_dir}",
-                   f"--output_dir={hf_dir}")
-    assert proc.returncode == 0, proc.stderr
+    assert back.returncode == 0, back.stderr
     assert json.loads((hf_dir / "config.json").read_text())["architectures"] == [
         "BertForPreTraining"]
     assert json.loads((hf_dir / "tokenizer_config.json").read_text())["do_lower_case"] is True
@@ -67,9 +78,8 @@ def test_tf1_to_bert_tf_to_huggingface(tmp_path):
 
 
 @pytest.mark.slow
-def test_error_is_reported_on_stderr(tmp_path):
-    proc = convert("--from=tf1", "--to=huggingface", f"--checkpoint={tmp_path / 'none.ckpt'}",
-                   f"--output_dir={tmp_path / 'out'}")
+def test_error_is_reported_on_stderr(conversions):
+    tmp_path, _, (_, _, proc, _) = conversions
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
         f"convert_checkpoint: error: {tmp_path / 'none.ckpt'}: no config given and no "
@@ -77,11 +87,8 @@ def test_error_is_reported_on_stderr(tmp_path):
 
 
 @pytest.mark.slow
-def test_error_names_this_tools_flag(tmp_path):
-    # The loader is shared with the training CLIs, whose flag is --init_checkpoint.
-    (tmp_path / "empty").mkdir()
-    proc = convert("--from=bert_tf", "--to=tf1", f"--checkpoint={tmp_path / 'empty'}",
-                   f"--output_dir={tmp_path / 'out'}")
+def test_error_names_this_tools_flag(conversions):
+    tmp_path, _, (_, _, _, proc) = conversions
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith(
         f"convert_checkpoint: error: --checkpoint={tmp_path / 'empty'}: the directory holds no "

@@ -5,7 +5,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -15,8 +14,10 @@ from safetensors.numpy import load_file
 from bert_tf.interop import huggingface, load_huggingface, save_huggingface, warm_start, weights
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertClassifier, BertEncoder, BertPretrainer
+from command_batch import run_commands
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONVERT = os.path.join(REPO, "tools", "convert_checkpoint.py")
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 MLM_DIR = os.path.join(FIXTURES, "hf_modernbert_mlm")
 CLS_DIR = os.path.join(FIXTURES, "hf_modernbert_cls")
@@ -175,20 +176,20 @@ def test_warm_start_a_classifier_from_modernbert():
         source["model.embeddings.tok_embeddings.weight"])
 
 
-def convert(*flags):
-    return subprocess.run([sys.executable, os.path.join(REPO, "tools", "convert_checkpoint.py"),
-                           *flags], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-
-
 @pytest.mark.slow
 def test_convert_checkpoint_both_ways(tmp_path):
     source = tmp_path / "modernbert"
     shutil.copytree(MLM_DIR, source)
     (source / "tokenizer.json").write_text('{"model": {"type": "BPE"}}\n')
     bert_tf_dir = tmp_path / "bert_tf"
-    proc = convert("--from=huggingface", "--to=bert_tf", f"--checkpoint={source}",
-                   f"--output_dir={bert_tf_dir}")
+    hf_dir = tmp_path / "hf"
+    # Both conversions in one process (one TensorFlow start-up); the second reads the first's
+    # output directory.
+    proc, back = run_commands([
+        (CONVERT, ["--from=huggingface", "--to=bert_tf", f"--checkpoint={source}",
+                   f"--output_dir={bert_tf_dir}"]),
+        (CONVERT, ["--from=bert_tf", "--to=huggingface", f"--checkpoint={bert_tf_dir}",
+                   f"--output_dir={hf_dir}"])])
     assert proc.returncode == 0, proc.stderr
     assert sorted(os.listdir(bert_tf_dir)) == ["bert_config.json", "encoder.keras",
                                                "pretrainer.keras", "tokenizer.json"]
@@ -198,9 +199,7 @@ def test_convert_checkpoint_both_ways(tmp_path):
     sequence = encoder(features)["sequence_output"].numpy()[:, rows]
     assert np.abs(sequence - reference["len100_sequence_output"])[real].max() < TOLERANCE
 
-    hf_dir = tmp_path / "hf"
-    proc = convert("--from=bert_tf", "--to=huggingface", f"--checkpoint={bert_tf_dir}",
-                   f"--output_dir={hf_dir}")
+    proc = back
     assert proc.returncode == 0, proc.stderr
     assert sorted(os.listdir(hf_dir)) == ["config.json", "model.safetensors", "tokenizer.json"]
     written = load_file(str(hf_dir / "model.safetensors"))
