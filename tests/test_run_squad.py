@@ -9,8 +9,6 @@ the question is unanswerable.
 import json
 import os
 import random
-import subprocess
-import sys
 import types
 
 import pytest
@@ -21,6 +19,7 @@ from bert_tf.config import BertConfig
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.cli import squad as squad_cli
 from bert_tf.jobs.squad import FlagValueError, run_squad
+from command_batch import run_commands
 
 FLAGS = squad_cli.define_flags(flags.FlagValues())
 FILLER = ("river stone cloud green table window paper music light garden city road winter "
@@ -60,19 +59,24 @@ def make_squad(num_questions, seed, version_2):
             "data": [{"title": "generated", "paragraphs": paragraphs}]}
 
 
-@pytest.fixture
-def files(tmp_path):
+def _write_files(directory):
+    """Config, vocabulary and v1.1/v2.0 train and dev files in `directory`; returns it."""
     config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=SEQ,
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    config.to_json_file(str(tmp_path / "bert_config.json"))
-    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    config.to_json_file(str(directory / "bert_config.json"))
+    (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
     for version_2 in (False, True):
         suffix = "v2" if version_2 else "v1"
         for name, count, seed in (("train", 400, 1), ("dev", 80, 2)):
-            (tmp_path / f"{name}-{suffix}.json").write_text(
+            (directory / f"{name}-{suffix}.json").write_text(
                 json.dumps(make_squad(count, seed, version_2)))
-    return tmp_path
+    return directory
+
+
+@pytest.fixture
+def files(tmp_path):
+    return _write_files(tmp_path)
 
 
 def _flags(files, output_dir, version):
@@ -86,13 +90,25 @@ def _flags(files, output_dir, version):
             "--seed=1"]
 
 
-def _run(files, flags):
-    flagfile = files / "run.flags"
-    flagfile.write_text("\n".join(flags) + "\n")
-    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=repo_root)
-    return subprocess.run([sys.executable, "-m", "bert_tf.run_squad", f"--flagfile={flagfile}"],
-                          env=env, capture_output=True, text=True, timeout=600)
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The v1.1 and the v2.0 run of python -m bert_tf.run_squad, one after the other in one
+    process (one TensorFlow start-up; each run starts from the command's defaults):
+    (files, {"v1": result, "v2": result}); outputs in files/out-v1 and files/out-v2."""
+    files = _write_files(tmp_path_factory.mktemp("squad"))
+    # v2 starts from a (randomly initialised) pre-training checkpoint: the encoder is loaded,
+    # the span head is new.
+    config = BertConfig.from_json_file(str(files / "bert_config.json"))
+    tf.train.Checkpoint(model=BertPretrainer(BertEncoder(config))).write(
+        str(files / "pretrained" / "ckpt-1"))
+    runs = {"v1": _flags(files, files / "out-v1", "v1") + [f"--export_dir={files}/export/1"],
+            "v2": _flags(files, files / "out-v2", "v2") + [
+                "--version_2_with_negative", f"--init_checkpoint={files}/pretrained/ckpt-1"]}
+    for version, args in runs.items():
+        (files / f"{version}.flags").write_text("\n".join(args) + "\n")
+    results = run_commands([("bert_tf.run_squad", [f"--flagfile={files}/{version}.flags"])
+                            for version in runs])
+    return files, dict(zip(runs, results))
 
 
 def _options(files, **overrides):
@@ -108,9 +124,10 @@ def _options(files, **overrides):
 
 
 @pytest.mark.slow
-def test_squad_v1_learns_keeps_the_best_and_predicts_again(files):
-    out = files / "out"
-    proc = _run(files, _flags(files, out, "v1") + [f"--export_dir={files}/export/1"])
+def test_squad_v1_learns_keeps_the_best_and_predicts_again(trained):
+    files, runs = trained
+    out = files / "out-v1"
+    proc = runs["v1"]
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
     # 400 questions / 32 x 4 epochs = 50 steps, evaluated at 25 and 50.
@@ -167,15 +184,11 @@ def test_squad_v1_learns_keeps_the_best_and_predicts_again(files):
 
 
 @pytest.mark.slow
-def test_squad_v2_learns_answers_and_no_answers(files):
-    # Start from a (randomly initialised) pre-training checkpoint: the encoder is loaded, the
-    # span head is new.
-    config = BertConfig.from_json_file(str(files / "bert_config.json"))
+def test_squad_v2_learns_answers_and_no_answers(trained):
+    files, runs = trained
     pretrained = str(files / "pretrained" / "ckpt-1")
-    tf.train.Checkpoint(model=BertPretrainer(BertEncoder(config))).write(pretrained)
-    out = files / "out"
-    proc = _run(files, _flags(files, out, "v2") + ["--version_2_with_negative",
-                                                    f"--init_checkpoint={pretrained}"])
+    out = files / "out-v2"
+    proc = runs["v2"]
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert f"Warm start from {pretrained} (bert_tf_checkpoint)" in proc.stderr
     assert "newly initialized: span_logits/kernel, span_logits/bias" in proc.stderr

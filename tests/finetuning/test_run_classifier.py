@@ -5,8 +5,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -17,27 +15,50 @@ from finetuning_helpers import (FILLER, POSITIVE, encoder_weights, pretrained_en
                                 sentiment_sentence, write_sst2)
 
 
-def _run(*args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, "-m", "bert_tf.run_classifier", *args],
-                          capture_output=True, text=True, env=env, timeout=600)
+@pytest.fixture(scope="module")
+def pretrained_runs(tmp_path_factory, pretrained_dir):
+    """The runs of this module that start from the pre-trained directory, one after the other
+    in one process (one TensorFlow start-up; each run starts from the command's defaults):
+    name -> (its directory, its result). "sst2": a fine-tuning run on generated SST-2 files
+    (output in out/); "regression": --regression on a CSV of scores; "bad_input": a dev file
+    with an unknown label."""
+    root = tmp_path_factory.mktemp("classifier")
+    sst2, regression, bad = root / "sst2", root / "regression", root / "bad_input"
+    write_sst2(str(sst2 / "SST-2"))
+    rng = random.Random(5)
+    regression.mkdir()
+    _write_scored_csv(regression / "train.csv", 256, rng)
+    _write_scored_csv(regression / "dev.csv", 64, rng)
+    _write_scored_csv(regression / "test.csv", 8, rng)
+    write_sst2(str(bad / "SST-2"), num_train=8, num_dev=4, num_test=2)
+    with open(bad / "SST-2" / "dev.tsv", "a", encoding="utf-8") as f:
+        f.write("a film .\t2\n")
+    runs = {
+        # No --bert_config_file / --vocab_file: both come from the pre-training run directory.
+        "sst2": [
+            "--task_name=sst-2", f"--data_dir={sst2 / 'SST-2'}",
+            f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16",
+            "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=4",
+            "--save_checkpoints_steps=32", "--seed=1", "--do_train", "--do_eval", "--do_predict",
+            f"--output_dir={sst2 / 'out'}", f"--export_dir={sst2 / 'export' / '1'}"],
+        "regression": [
+            f"--data_dir={regression}", "--text_a_column=sentence", "--label_column=score",
+            "--regression", f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16",
+            "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=4", "--seed=1",
+            "--do_train", "--do_eval", "--do_predict", f"--output_dir={regression / 'out'}"],
+        "bad_input": [
+            "--task_name=sst-2", f"--data_dir={bad / 'SST-2'}",
+            f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16", "--do_eval",
+            f"--output_dir={bad / 'out'}"]}
+    results = run_commands([("bert_tf.run_classifier", args) for args in runs.values()])
+    return {name: (root / name, result) for name, result in zip(runs, results)}
 
 
 @pytest.fixture(scope="module")
-def sst2_run(tmp_path_factory, pretrained_dir):
-    """One fine-tuning run on generated SST-2 files: (its output dir, the process result)."""
-    tmp_path = tmp_path_factory.mktemp("sst2")
-    data_dir = tmp_path / "SST-2"
-    write_sst2(str(data_dir))
-    out = tmp_path / "out"
-    # No --bert_config_file / --vocab_file: both come from the pre-training run directory.
-    result = _run("--task_name=sst-2", f"--data_dir={data_dir}",
-                  f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16",
-                  "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=4",
-                  "--save_checkpoints_steps=32", "--seed=1", "--do_train", "--do_eval",
-                  "--do_predict", f"--output_dir={out}",
-                  f"--export_dir={tmp_path / 'export' / '1'}")
-    return out, result
+def sst2_run(pretrained_runs):
+    """The fine-tuning run on generated SST-2 files: (its output dir, the process result)."""
+    directory, result = pretrained_runs["sst2"]
+    return directory / "out", result
 
 
 @pytest.mark.slow
@@ -105,24 +126,50 @@ def _write_reviews_jsonl(path, count, rng):
             f.write(json.dumps({"review": text, "id": i, "polarity": LABEL_NAMES[kind]}) + "\n")
 
 
+@pytest.fixture(scope="module")
+def finetuned_runs(tmp_path_factory, sst2_run):
+    """The runs of this module that start from the SST-2 run's output, one after the other in
+    one process: name -> (its directory, its result). "jsonl": a three-class task on JSON
+    lines with the encoder frozen; "off", "8": evaluation and prediction of copies of the
+    trained run with --length_buckets=off and =8; "bad_buckets": --length_buckets=16,8."""
+    trained, _ = sst2_run
+    root = tmp_path_factory.mktemp("finetuned")
+    jsonl = root / "jsonl"
+    jsonl.mkdir()
+    rng = random.Random(3)
+    _write_reviews_jsonl(jsonl / "train.jsonl", 192, rng)
+    _write_reviews_jsonl(jsonl / "dev.jsonl", 60, rng)
+    _write_reviews_jsonl(jsonl / "test.jsonl", 9, rng)
+    runs = {"jsonl": [
+        f"--data_dir={jsonl}", "--text_a_column=review", "--label_column=polarity",
+        "--task_name=reviews", f"--init_checkpoint={trained / 'model.keras'}",
+        "--max_seq_length=16", "--train_batch_size=8", "--gradient_accumulation_steps=2",
+        "--learning_rate=1e-2", "--num_train_epochs=3", "--log_steps=4", "--seed=2",
+        "--trainable_encoder=false", "--do_train", "--do_eval", "--do_predict",
+        f"--output_dir={jsonl / 'out'}"]}
+    data_dir = trained.parent / "SST-2"
+    for buckets in ("off", "8"):
+        out = root / buckets
+        shutil.copytree(trained, out, ignore=shutil.ignore_patterns("features"))
+        os.remove(out / "results.json")
+        runs[buckets] = ["--task_name=sst-2", f"--data_dir={data_dir}", "--max_seq_length=16",
+                         "--do_eval", "--do_predict", f"--output_dir={out}",
+                         f"--init_checkpoint={out}", f"--length_buckets={buckets}"]
+    runs["bad_buckets"] = ["--task_name=sst-2", f"--data_dir={data_dir}", "--max_seq_length=16",
+                           "--do_eval", f"--output_dir={root / 'bad_buckets'}",
+                           "--length_buckets=16,8", f"--init_checkpoint={trained}"]
+    results = run_commands([("bert_tf.run_classifier", args) for args in runs.values()])
+    return {name: (root / name, result) for name, result in zip(runs, results)}
+
+
 @pytest.mark.slow
-def test_own_jsonl_data_with_a_frozen_encoder(tmp_path, sst2_run):
+def test_own_jsonl_data_with_a_frozen_encoder(sst2_run, finetuned_runs):
     """The feature-based approach: the encoder of a fine-tuned model file, frozen, under a new
     three-class head (the file's two-class head does not fit and is not loaded)."""
     init_dir, _ = sst2_run
     init_encoder = encoder_weights(keras.saving.load_model(init_dir / "model.keras"))
-    rng = random.Random(3)
-    _write_reviews_jsonl(tmp_path / "train.jsonl", 192, rng)
-    _write_reviews_jsonl(tmp_path / "dev.jsonl", 60, rng)
-    _write_reviews_jsonl(tmp_path / "test.jsonl", 9, rng)
-    out = tmp_path / "out"
-    result = _run(f"--data_dir={tmp_path}", "--text_a_column=review", "--label_column=polarity",
-                  "--task_name=reviews",
-                  f"--init_checkpoint={init_dir / 'model.keras'}", "--max_seq_length=16",
-                  "--train_batch_size=8", "--gradient_accumulation_steps=2",
-                  "--learning_rate=1e-2", "--num_train_epochs=3",
-                  "--log_steps=4", "--seed=2", "--trainable_encoder=false", "--do_train",
-                  "--do_eval", "--do_predict", f"--output_dir={out}")
+    directory, result = finetuned_runs["jsonl"]
+    out = directory / "out"
     assert result.returncode == 0, result.stderr[-3000:]
     with open(out / "results.json") as f:
         results = json.load(f)
@@ -152,15 +199,10 @@ def test_own_jsonl_data_with_a_frozen_encoder(tmp_path, sst2_run):
 
 
 @pytest.mark.slow
-def test_bad_input_is_a_one_line_error(tmp_path, pretrained_dir):
-    write_sst2(str(tmp_path / "SST-2"), num_train=8, num_dev=4, num_test=2)
-    with open(tmp_path / "SST-2" / "dev.tsv", "a", encoding="utf-8") as f:
-        f.write("a film .\t2\n")
-    result = _run("--task_name=sst-2", f"--data_dir={tmp_path / 'SST-2'}",
-                  f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16", "--do_eval",
-                  f"--output_dir={tmp_path / 'out'}")
+def test_bad_input_is_a_one_line_error(pretrained_runs):
+    directory, result = pretrained_runs["bad_input"]
     assert result.returncode == 1
-    dev = tmp_path / "SST-2" / "dev.tsv"
+    dev = directory / "SST-2" / "dev.tsv"
     assert result.stderr.strip().splitlines()[-1] == (
         f"run_classifier: error: {dev}:6 (column 1): label '2' is not one of 0, 1 (GLUE sst-2)")
 
@@ -179,18 +221,11 @@ def _write_scored_csv(path, n, rng):
 
 
 @pytest.mark.slow
-def test_own_csv_regression(tmp_path, pretrained_dir):
+def test_own_csv_regression(pretrained_runs):
     """--regression: one output trained with squared error, Pearson/Spearman on dev, scores as
     predictions."""
-    rng = random.Random(5)
-    _write_scored_csv(tmp_path / "train.csv", 256, rng)
-    _write_scored_csv(tmp_path / "dev.csv", 64, rng)
-    _write_scored_csv(tmp_path / "test.csv", 8, rng)
-    out = tmp_path / "out"
-    result = _run(f"--data_dir={tmp_path}", "--text_a_column=sentence", "--label_column=score",
-                  "--regression", f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16",
-                  "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=4",
-                  "--seed=1", "--do_train", "--do_eval", "--do_predict", f"--output_dir={out}")
+    directory, result = pretrained_runs["regression"]
+    out = directory / "out"
     assert result.returncode == 0, result.stderr[-3000:]
     with open(out / "results.json") as f:
         results = json.load(f)
@@ -203,47 +238,30 @@ def test_own_csv_regression(tmp_path, pretrained_dir):
         rows = list(csv.reader(f, delimiter="\t"))
     assert rows[0] == ["index", "prediction"] and len(rows) == 9
     scores = [float(r[1]) for r in rows[1:]]
-    with open(tmp_path / "test.csv") as f:
+    with open(directory / "test.csv") as f:
         gold = [float(r["score"]) for r in csv.DictReader(f)]
     assert np.corrcoef(scores, gold)[0, 1] > 0.7, (scores, gold)
 
 
 @pytest.mark.slow
-def test_length_buckets_keep_metrics_and_predictions(tmp_path, sst2_run):
+def test_length_buckets_keep_metrics_and_predictions(finetuned_runs):
     """Evaluation and prediction of the trained model with --length_buckets=off and with two
     buckets (8, 16: the sentences have 6 to 12 pieces): the same metrics and test_results in
     the same order; a bucket list the model cannot take stops the run before anything."""
-    trained, _ = sst2_run
-    data_dir = trained.parent / "SST-2"
-    runs = []
-    for buckets in ("off", "8"):
-        out = tmp_path / buckets
-        shutil.copytree(trained, out, ignore=shutil.ignore_patterns("features"))
-        os.remove(out / "results.json")
-        runs.append(("bert_tf.run_classifier", [
-            "--task_name=sst-2", f"--data_dir={data_dir}", "--max_seq_length=16", "--do_eval",
-            "--do_predict", f"--output_dir={out}", f"--init_checkpoint={out}",
-            f"--length_buckets={buckets}"]))
-    runs.append(("bert_tf.run_classifier", [
-        "--task_name=sst-2", f"--data_dir={data_dir}", "--max_seq_length=16", "--do_eval",
-        f"--output_dir={tmp_path / 'bad'}", "--length_buckets=16,8",
-        f"--init_checkpoint={trained}"]))
-    # The three runs share one process (one TensorFlow start-up): nothing here is about a
-    # fresh process, and each run starts from the command's defaults.
-    *good, result = run_commands(runs)
     outputs = {}
-    for buckets, run in zip(("off", "8"), good):
+    for buckets in ("off", "8"):
+        out, run = finetuned_runs[buckets]
         assert run.returncode == 0, run.stderr[-3000:]
-        with open(tmp_path / buckets / "results.json") as f:
+        with open(out / "results.json") as f:
             outputs[buckets] = (json.load(f)["eval"],
-                                np.loadtxt(tmp_path / buckets / "test_results.tsv",
-                                           delimiter="\t"))
+                                np.loadtxt(out / "test_results.tsv", delimiter="\t"))
     (off_eval, off_probs), (on_eval, on_probs) = outputs["off"], outputs["8"]
     assert on_eval.keys() == off_eval.keys()
     for name in off_eval:
         assert on_eval[name] == pytest.approx(off_eval[name], abs=1e-6), name
     np.testing.assert_allclose(on_probs, off_probs, atol=2e-6)
 
+    _, result = finetuned_runs["bad_buckets"]
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "run_classifier: error: --length_buckets=16,8 is not strictly increasing (8 after 16)")

@@ -2,20 +2,39 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 
+from command_batch import run_commands
 from finetuning_helpers import encoder_weights, pretrained_encoder_weights, write_conll
 
 
-def _run(*args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, "-m", "bert_tf.run_tagging", *args],
-                          capture_output=True, text=True, env=env, timeout=600)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, pretrained_dir):
+    """This module's two runs of python -m bert_tf.run_tagging, one after the other in one
+    process (one TensorFlow start-up; each run starts from the command's defaults):
+    (directory, {"ner": result, "frozen": result}); data and outputs under directory/<name>."""
+    root = tmp_path_factory.mktemp("tagging")
+    write_conll(str(root / "ner" / "conll"))
+    write_conll(str(root / "frozen" / "conll"), num_train=96, num_dev=32, num_test=0)
+    ner, frozen = root / "ner", root / "frozen"
+    results = run_commands([
+        ("bert_tf.run_tagging", [
+            f"--data_dir={ner / 'conll'}", f"--init_checkpoint={pretrained_dir}",
+            "--max_seq_length=16", "--train_batch_size=16", "--learning_rate=3e-3",
+            "--num_train_epochs=4", "--save_checkpoints_steps=22", "--seed=1", "--do_train",
+            "--do_eval", "--do_predict", f"--output_dir={ner / 'out'}",
+            f"--export_dir={ner / 'export' / '1'}"]),
+        ("bert_tf.run_tagging", [
+            f"--train_file={frozen / 'conll' / 'train.txt'}",
+            f"--dev_file={frozen / 'conll' / 'dev.txt'}", f"--init_checkpoint={pretrained_dir}",
+            "--max_seq_length=16", "--train_batch_size=16", "--learning_rate=1e-2",
+            "--num_train_epochs=6", "--save_checkpoints_steps=1000", "--log_steps=8",
+            "--seed=1", "--trainable_encoder=false", "--do_train", "--do_eval",
+            f"--output_dir={frozen / 'out'}"])])
+    return root, dict(zip(("ner", "frozen"), results))
 
 
 def _conll_rows(path):
@@ -24,14 +43,10 @@ def _conll_rows(path):
 
 
 @pytest.mark.slow
-def test_ner_train_eval_predict(tmp_path, pretrained_dir):
-    write_conll(str(tmp_path / "conll"))
-    out = tmp_path / "out"
-    result = _run(f"--data_dir={tmp_path / 'conll'}", f"--init_checkpoint={pretrained_dir}",
-                  "--max_seq_length=16", "--train_batch_size=16", "--learning_rate=3e-3",
-                  "--num_train_epochs=4", "--save_checkpoints_steps=22", "--seed=1",
-                  "--do_train", "--do_eval", "--do_predict", f"--output_dir={out}",
-                  f"--export_dir={tmp_path / 'export' / '1'}")
+def test_ner_train_eval_predict(runs):
+    root, results = runs
+    ner, result = root / "ner", results["ner"]
+    out = ner / "out"
     assert result.returncode == 0, result.stderr[-3000:]
     with open(out / "results.json") as f:
         results = json.load(f)
@@ -50,7 +65,7 @@ def test_ner_train_eval_predict(tmp_path, pretrained_dir):
                                                             for l in lines)
     # CoNLL predictions: token, gold, predicted; sentences as in test.txt (no -DOCSTART-).
     rows = _conll_rows(out / "test_predictions.txt")
-    with open(tmp_path / "conll" / "test.txt", encoding="utf-8") as f:
+    with open(ner / "conll" / "test.txt", encoding="utf-8") as f:
         source = [line.split() for line in f.read().split("\n")[2:]]
     assert [r[:2] for r in rows if r] == [[s[0], s[3]] for s in source if s]
     assert sum(r[1] == r[2] for r in rows if r) / sum(1 for r in rows if r) >= 0.95
@@ -64,23 +79,16 @@ def test_ner_train_eval_predict(tmp_path, pretrained_dir):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops of the text signature)
 
-    served = tf.saved_model.load(str(tmp_path / "export" / "1")).signatures["serve_text"](
+    served = tf.saved_model.load(str(ner / "export" / "1")).signatures["serve_text"](
         text=tf.constant(["bob was in new york"]))
     assert [t.decode() for t in served["labels"].numpy()[0]] == [
         "B-PER", "O", "O", "B-LOC", "I-LOC"]
 
 
 @pytest.mark.slow
-def test_frozen_encoder_trains_only_the_head(tmp_path, pretrained_dir):
-    write_conll(str(tmp_path / "conll"), num_train=96, num_dev=32, num_test=0)
-    out = tmp_path / "out"
-    result = _run(f"--train_file={tmp_path / 'conll' / 'train.txt'}",
-                  f"--dev_file={tmp_path / 'conll' / 'dev.txt'}",
-                  f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16",
-                  "--train_batch_size=16", "--learning_rate=1e-2", "--num_train_epochs=6",
-                  "--save_checkpoints_steps=1000", "--log_steps=8", "--seed=1",
-                  "--trainable_encoder=false", "--do_train", "--do_eval",
-                  f"--output_dir={out}")
+def test_frozen_encoder_trains_only_the_head(runs, pretrained_dir):
+    root, results = runs
+    out, result = root / "frozen" / "out", results["frozen"]
     assert result.returncode == 0, result.stderr[-3000:]
     with open(out / "results.json") as f:
         results = json.load(f)
