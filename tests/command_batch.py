@@ -18,11 +18,16 @@ _RESULTS = "@@command_batch results@@ "
 
 _SCRIPT = r"""
 import contextlib, io, json, runpy, sys, traceback
-from absl import logging as absl_logging
+from absl import app as absl_app, logging as absl_logging
 
 results = []
 for program, args in json.loads(sys.argv[1]):
     out, err = io.StringIO(), io.StringIO()
+    # absl's app.run does a one-time set-up in a process (among others, --verbosity raised to
+    # INFO when not given); a rerun only parses the flags, and would log at WARNING. Redo the
+    # set-up for each run, as a fresh process would.
+    absl_app._run_init.done = False
+    absl_app._register_and_parse_flags_with_usage.done = False
     handler = absl_logging.get_absl_handler().python_handler
     old_stream = handler.stream
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -3,8 +3,6 @@
 import copy
 import json
 import os
-import subprocess
-import sys
 import types
 
 import numpy as np
@@ -19,6 +17,7 @@ from bert_tf.jobs import pretraining
 from bert_tf.jobs.pretraining import FlagValueError, pretrain
 from bert_tf.config import BertConfig
 from bert_tf.training.checkpointing import CheckpointError
+from command_batch import run_commands
 
 S, P, VOCAB = 16, 4, 40
 # The pre-training command's flags, in a FlagValues of their own.
@@ -57,8 +56,7 @@ def _write_records(path, num_examples, seq_length=S, seed=0, num_predictions=P):
                 features=tf.train.Features(feature=features)).SerializeToString())
 
 
-@pytest.fixture
-def setup(tmp_path):
+def _write_setup(tmp_path):
     config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -72,14 +70,28 @@ def setup(tmp_path):
     return tmp_path, config_path, vocab
 
 
-def _run(tmp_path, *args, extra_env=None):
-    flagfile = tmp_path / "run.flags"
-    flagfile.write_text("\n".join(args) + "\n")
-    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=repo_root, **(extra_env or {}))
-    return subprocess.run([sys.executable, "-m", "bert_tf.run_pretraining",
-                           f"--flagfile={flagfile}"], env=env, capture_output=True, text=True,
-                          timeout=300)
+@pytest.fixture
+def setup(tmp_path):
+    return _write_setup(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory):
+    """This module's runs of python -m bert_tf.run_pretraining, one after the other in one
+    process (one TensorFlow start-up; each run starts from the command's defaults): the
+    setup (tmp_path, config_path, vocab) and {"train": result, "too_long": result}."""
+    setup = tmp_path, config_path, vocab = _write_setup(tmp_path_factory.mktemp("cli"))
+    train = _base_flags(tmp_path, config_path, tmp_path / "out") + [
+        "--do_train", "--do_eval", "--num_train_steps=60", "--save_checkpoints_steps=30",
+        "--max_eval_steps=4", f"--vocab_file={vocab}"]
+    too_long = [f for f in _base_flags(tmp_path, config_path, tmp_path / "too_long")
+                if not f.startswith("--max_seq_length")] + ["--do_train", "--max_seq_length=600"]
+    runs = {"train": train, "too_long": too_long}
+    for name, args in runs.items():
+        (tmp_path / f"{name}.flags").write_text("\n".join(args) + "\n")
+    results = run_commands([("bert_tf.run_pretraining", [f"--flagfile={tmp_path}/{name}.flags"])
+                            for name in runs])
+    return setup, dict(zip(runs, results))
 
 
 def _base_flags(tmp_path, config_path, output_dir):
@@ -92,13 +104,10 @@ def _base_flags(tmp_path, config_path, output_dir):
 
 
 @pytest.mark.slow
-def test_end_to_end_train_eval_resume(setup):
-    tmp_path, config_path, vocab = setup
+def test_end_to_end_train_eval_resume(cli_runs):
+    (tmp_path, config_path, vocab), runs = cli_runs
     out = tmp_path / "out"
-    flags = _base_flags(tmp_path, config_path, out) + [
-        "--do_train", "--do_eval", "--num_train_steps=60", "--save_checkpoints_steps=30",
-        "--max_eval_steps=4", f"--vocab_file={vocab}"]
-    proc = _run(tmp_path, *flags)
+    proc = runs["train"]
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
     assert results["global_step"] == 60
@@ -136,11 +145,9 @@ def test_end_to_end_train_eval_resume(setup):
         assert warm["eval"]["masked_lm_accuracy"] > 0.3, (name, warm)
 
 
-def test_max_seq_length_exceeding_position_embeddings(setup):
-    tmp_path, config_path, _ = setup
-    flags = _base_flags(tmp_path, config_path, tmp_path / "out") + ["--do_train"]
-    flags = [f for f in flags if not f.startswith("--max_seq_length")] + ["--max_seq_length=600"]
-    proc = _run(tmp_path, *flags)
+def test_max_seq_length_exceeding_position_embeddings(cli_runs):
+    (tmp_path, config_path, _), runs = cli_runs
+    proc = runs["too_long"]
     assert proc.returncode == 1
     assert (f"run_pretraining: error: --max_seq_length=600 exceeds max_position_embeddings=32 "
             f"in {config_path}") in proc.stderr

@@ -8,36 +8,46 @@ import sys
 import numpy as np
 import pytest
 
+from command_batch import REPO_ROOT, run_commands
 from embedding_helpers import make_st_dir, write_json, write_pairs
 
-
-def _run(repo_root, *args, cwd=None):
-    env = dict(os.environ, PYTHONPATH=repo_root)
-    return subprocess.run([sys.executable, os.path.join(repo_root, "tools", "embed.py"), *args],
-                          capture_output=True, text=True, env=env, cwd=cwd)
+TOOL = os.path.join(REPO_ROOT, "tools", "embed.py")
+TEXTS = ["alice was in paris", "the new film", "", "a story of rome and oslo and lima"]
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A tiny sentence-transformers model fine-tuned on topic pairs: (directory, run dir)."""
-    repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    """A tiny sentence-transformers model fine-tuned on topic pairs: (directory, run dir,
+    {"train", "encode", "bad_output"}: the results of tools/embed.py's runs). The runs go one
+    after the other in one process (one TensorFlow start-up; each run starts from the
+    command's defaults): the fine-tuning, encoding texts.txt with the run's
+    sentence_transformers/ directory, and an output file of an unknown kind."""
     directory = tmp_path_factory.mktemp("embed")
     make_st_dir(directory / "st")
     write_pairs(directory / "train.tsv", 192)
     write_pairs(directory / "dev.tsv", 40, seed=1)
     write_pairs(directory / "dev_scored.tsv", 40, seed=2, scores=True)
-    result = _run(repo_root, f"--init_checkpoint={directory / 'st'}",
+    (directory / "texts.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    runs = {
+        "train": [f"--init_checkpoint={directory / 'st'}",
                   f"--train_file={directory / 'train.tsv'}", f"--dev_file={directory / 'dev.tsv'}",
                   f"--dev_scored_file={directory / 'dev_scored.tsv'}",
                   f"--output_dir={directory / 'run'}", "--train_batch_size=16",
                   "--num_train_epochs=3", "--learning_rate=1e-3", "--save_checkpoints_steps=12",
-                  "--seed=1")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return directory, directory / "run"
+                  "--seed=1"],
+        "encode": [f"--init_checkpoint={directory / 'run' / 'sentence_transformers'}",
+                   f"--input_file={directory / 'texts.txt'}",
+                   f"--output_file={directory / 'v.jsonl'}", "--batch_size=3"],
+        "bad_output": [f"--init_checkpoint={directory / 'missing'}",
+                       f"--input_file={directory / 'texts.txt'}",
+                       f"--output_file={directory / 'v.csv'}"]}
+    results = dict(zip(runs, run_commands([(TOOL, args) for args in runs.values()])))
+    assert results["train"].returncode == 0, results["train"].stderr[-3000:]
+    return directory, directory / "run", results
 
 
 def test_fine_tuning_improves_retrieval_and_keeps_the_best(trained):
-    directory, run = trained
+    directory, run, _ = trained
     summary = json.load(open(run / "eval_results.json"))
     evaluations = summary["evaluations"]
     assert [e["step"] for e in evaluations] == [12, 24, 36]
@@ -52,35 +62,28 @@ def test_fine_tuning_improves_retrieval_and_keeps_the_best(trained):
         "sentence_embedding", 32, True)
 
 
-def test_encode_run_and_st_directory_give_the_best_model_in_input_order(trained, repo_root):
+def test_encode_run_and_st_directory_give_the_best_model_in_input_order(trained):
     import keras
 
     from bert_tf.interop import load_sentence_transformers
     from bert_tf.training.embedding import TextEncoder
 
-    directory, run = trained
-    texts = ["alice was in paris", "the new film", "", "a story of rome and oslo and lima"]
-    (directory / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    directory, run, results = trained
     model = keras.models.load_model(run / "model.keras")
-    expected = TextEncoder(model, str(run / "vocab.txt"), True, 32).encode(texts)
+    expected = TextEncoder(model, str(run / "vocab.txt"), True, 32).encode(TEXTS)
     st = load_sentence_transformers(str(run / "sentence_transformers"))
-    np.testing.assert_allclose(TextEncoder(st.model, st.vocab_file, True, 32).encode(texts),
+    np.testing.assert_allclose(TextEncoder(st.model, st.vocab_file, True, 32).encode(TEXTS),
                                expected, atol=1e-6)
-    # The .npy output is run by docs/embeddings.md's recipe.
-    for source, output in ((run / "sentence_transformers", "v.jsonl"),):
-        result = _run(repo_root, f"--init_checkpoint={source}",
-                      f"--input_file={directory / 'texts.txt'}",
-                      f"--output_file={directory / output}", "--batch_size=3")
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert f"Wrote 4 vectors to {directory / output}" in result.stderr
-        if output.endswith(".npy"):
-            vectors = np.load(directory / output)
-        else:
-            rows = [json.loads(line) for line in open(directory / output)]
-            assert [r["index"] for r in rows] == [0, 1, 2, 3]
-            vectors = np.array([r["embedding"] for r in rows], np.float32)
-        assert vectors.dtype == np.float32 and vectors.shape == (4, 32)
-        np.testing.assert_allclose(vectors, expected, atol=1e-5)
+    # tools/embed.py on the run's sentence_transformers/ directory, writing JSON lines (the
+    # .npy output is run by docs/embeddings.md's recipe).
+    result = results["encode"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Wrote 4 vectors to {directory / 'v.jsonl'}" in result.stderr
+    rows = [json.loads(line) for line in open(directory / "v.jsonl")]
+    assert [r["index"] for r in rows] == [0, 1, 2, 3]
+    vectors = np.array([r["embedding"] for r in rows], np.float32)
+    assert vectors.dtype == np.float32 and vectors.shape == (4, 32)
+    np.testing.assert_allclose(vectors, expected, atol=1e-5)
 
 
 _BAD_INPUT_SCRIPT = r"""
@@ -148,13 +151,12 @@ def test_bad_input_is_refused_before_training(tmp_path, repo_root):
     assert not os.path.exists(out) or not any(n.startswith("ckpt") for n in os.listdir(out))
 
 
-def test_cli_prints_one_line_error(tmp_path, repo_root):
-    (tmp_path / "texts.txt").write_text("hello\n")
-    result = _run(repo_root, f"--init_checkpoint={tmp_path / 'missing'}",
-                  f"--input_file={tmp_path / 'texts.txt'}", f"--output_file={tmp_path / 'v.csv'}")
+def test_cli_prints_one_line_error(trained):
+    directory, _, results = trained
+    result = results["bad_output"]
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        f"embed: error: --output_file={tmp_path / 'v.csv'}: expected a .npy or .jsonl file")
+        f"embed: error: --output_file={directory / 'v.csv'}: expected a .npy or .jsonl file")
 
 
 def test_outputs_never_replace_an_input_or_another_run(tmp_path, repo_root):
