@@ -76,8 +76,9 @@ def test_keras_file_round_trip(small_config, features, tmp_path, make):
 def test_compiled_model_loads_compiled_without_warnings(small_config, features, tmp_path,
                                                         make, labels):
     model = make(BertEncoder(small_config))
-    model.compile(optimizer=keras.optimizers.Adam(2e-3))
-    # One step builds the optimizer's slots, which the file then holds.
+    # One step builds the optimizer's slots and the compiled loss and metrics, which the file
+    # then holds; eagerly, as tracing the train step would cost many times the step.
+    model.compile(optimizer=keras.optimizers.Adam(2e-3), run_eagerly=True)
     model.fit(_inputs(features), labels, epochs=1, verbose=0)
     model.save(tmp_path / "model.keras")
     with warnings.catch_warnings():
