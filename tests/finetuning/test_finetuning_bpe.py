@@ -5,7 +5,6 @@ writes for ModernBERT (bert_config.json, encoder.keras, tokenizer.json, no vocab
 here from a tiny modern-encoder config and the byte-level BPE fixture of tests/text.
 """
 
-import dataclasses
 import json
 import os
 import shutil
@@ -20,19 +19,16 @@ from bert_tf.cli import classify as classify_cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import squad as squad_cli
 from bert_tf.cli import tag as tag_cli
-from bert_tf.config import BertConfig
 from bert_tf.data.tasks import tagging_data
 from bert_tf.jobs.classification import ClassificationConfig, run_classifier
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.jobs.squad import SquadConfig, run_squad
 from bert_tf.jobs.tagging import TaggingConfig, run_tagging
-from bert_tf.modeling import BertEncoder
 from bert_tf.serving import load_model_dir
 from bert_tf.text import load_tokenizer
 from bert_tf.text.input_packing import pack_inputs
-from bert_tf.training.checkpointing import save_keras_model
 
-from bpe_fixtures import BPE_TOKENIZER_JSON
+from bpe_fixtures import BPE_TOKENIZER_JSON, make_converted_modernbert_run
 from finetuning_helpers import write_conll, write_sst2
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,17 +40,7 @@ def converted_run(tmp_path_factory):
     """A converted ModernBERT-style run directory: rotary positions, pre-norm gated blocks,
     no segment embeddings, local attention, the fixture's cased byte-level BPE."""
     directory = tmp_path_factory.mktemp("modernbert_run")
-    tokenizer = load_tokenizer(BPE_TOKENIZER_JSON)
-    config = dataclasses.replace(
-        BertConfig.from_json_file(os.path.join(REPO, "official_configs", "models",
-                                               "modernbert_demo_tiny.json")),
-        vocab_size=tokenizer.vocab_size, hidden_size=32, intermediate_size=48,
-        num_hidden_layers=2, global_attn_every_n_layers=2, local_attention_window=8,
-        max_position_embeddings=64)
-    config.to_json_file(str(directory / "bert_config.json"))
-    keras.utils.set_random_seed(0)
-    save_keras_model(BertEncoder(config), str(directory / "encoder.keras"))
-    shutil.copy(BPE_TOKENIZER_JSON, directory / "tokenizer.json")
+    make_converted_modernbert_run(str(directory))
     return directory
 
 
