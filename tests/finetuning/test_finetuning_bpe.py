@@ -21,6 +21,7 @@ from bert_tf.cli import squad as squad_cli
 from bert_tf.cli import tag as tag_cli
 from bert_tf.data.tasks import tagging_data
 from bert_tf.jobs.classification import ClassificationConfig, run_classifier
+from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.jobs.squad import SquadConfig, run_squad
 from bert_tf.jobs.tagging import TaggingConfig, run_tagging
@@ -28,7 +29,8 @@ from bert_tf.serving import load_model_dir
 from bert_tf.text import load_tokenizer
 from bert_tf.text.input_packing import pack_inputs
 
-from bpe_fixtures import BPE_TOKENIZER_JSON, make_converted_modernbert_run
+from bpe_fixtures import (BPE_TOKENIZER_JSON, make_converted_modernbert_run,
+                          write_tiny_byte_level_tokenizer)
 from finetuning_helpers import write_conll, write_sst2
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -180,3 +182,23 @@ def test_which_tokenizer_file_a_model_directory_gives(tmp_path):
     (tmp_path / "tokenizer.json").write_text(json.dumps(
         {"model": {"type": "WordPiece", "vocab": {"[PAD]": 0}}}))
     assert checkpoint_tokenizer_file(str(tmp_path)) == str(tmp_path / "vocab.txt")
+
+
+def test_a_vocab_file_differing_from_the_tokenizer_json_beside_the_checkpoint_is_named(
+        converted_run, tmp_path):
+    """As for two vocab.txt files: the model's embeddings are indexed by its own tokenizer."""
+    other = write_tiny_byte_level_tokenizer(str(tmp_path / "tokenizer.json"))
+    config = _classify_config(converted_run, tmp_path, "--do_train", f"--vocab_file={other}")
+    with pytest.raises(FlagValueError) as raised:
+        run_classifier(config)
+    assert str(raised.value) == (
+        f"--vocab_file={other} differs from {converted_run / 'tokenizer.json'} beside "
+        f"--init_checkpoint={converted_run}: id 0 is '[PAD]', not '!'; the model's embeddings "
+        "are indexed by that vocabulary (leave --vocab_file out to use it)")
+    assert not (tmp_path / "out").exists()
+    # The same file under another name is no difference.
+    same = tmp_path / "same" / "tokenizer.json"
+    same.parent.mkdir()
+    shutil.copy(converted_run / "tokenizer.json", same)
+    config = _classify_config(converted_run, tmp_path, f"--vocab_file={same}")
+    assert run_setup.resolve_model_files(config)[1] == str(same)
