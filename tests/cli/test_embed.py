@@ -248,3 +248,47 @@ def test_do_lower_case_contradicting_a_tokenizer_json_is_named(tmp_path):
         f"file '{model_dir}/tokenizer.json', which keeps case; leave do_lower_case unset to "
         "use the file's.")
     assert not (tmp_path / "v.npy").exists()
+
+
+@pytest.mark.slow
+def test_train_from_a_modernbert_run_carries_its_tokenizer_json_into_run_and_export(tmp_path):
+    """Contrastive training from a converted ModernBERT-style run: the embedding run and its
+    sentence-transformers directory hold tokenizer.json (no vocab.txt) and encode alike; the
+    run's export (read as bert-tf-export reads it) has serve_text with the BPE tokenizer, equal
+    to the Keras model."""
+    import tensorflow as tf
+    from bpe_fixtures import make_converted_modernbert_run
+
+    from bert_tf import serving
+    from bert_tf.cli import embed
+    from bert_tf.interop.sentence_transformers import load_embedder
+    from bert_tf.text import load_tokenizer
+    from bert_tf.training.embedding import TextEncoder
+
+    base = make_converted_modernbert_run(str(tmp_path / "modernbert"))
+    write_pairs(tmp_path / "pairs.tsv", 16)
+    run = tmp_path / "run"
+    embed.train(_embed_flags(f"--init_checkpoint={base}", f"--train_file={tmp_path / 'pairs.tsv'}",
+                             f"--output_dir={run}", "--train_batch_size=8",
+                             "--max_seq_length=24", "--seed=1"))
+    for directory in (run, run / "sentence_transformers"):
+        names = os.listdir(directory)
+        assert "tokenizer.json" in names and "vocab.txt" not in names, names
+    assert load_tokenizer(str(run / "tokenizer.json")).fingerprint() == load_tokenizer(
+        os.path.join(base, "tokenizer.json")).fingerprint()
+    texts = ["Hello world", "the film about alice", ""]
+    loaded = load_embedder(str(run))
+    vectors = TextEncoder(loaded.model, loaded.tokenizer, None, 24).encode(texts)
+    st = load_embedder(str(run / "sentence_transformers"))
+    assert (st.do_lower_case, st.max_seq_length) == (False, 24)
+    np.testing.assert_allclose(TextEncoder(st.model, st.tokenizer, None, 24).encode(texts),
+                               vectors, rtol=0, atol=1e-6)
+
+    source = serving.load_model_dir(str(run))
+    assert source.vocab_file == str(run / "tokenizer.json")
+    export_dir = serving.export(
+        source.model, str(tmp_path / "export" / "1"), max_seq_length=source.max_seq_length,
+        tokenizer=load_tokenizer(source.vocab_file, source.do_lower_case))
+    served = tf.saved_model.load(export_dir).signatures["serve_text"]
+    np.testing.assert_allclose(served(text=tf.constant(texts))["embedding"].numpy(), vectors,
+                               rtol=0, atol=1e-5)
