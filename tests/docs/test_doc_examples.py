@@ -632,11 +632,22 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
     "bert-tf-classify --data_dir=my_docs/ --text_a_column=text --label_column=label \\": Recipe(
         why="modernbert_base_bert_tf/ is the conversion above of the tiny ModernBERT fixture, "
             "whose tokenizer.json is a 100-token byte-level BPE"),
-}, check="ls modernbert_base_bert_tf/encoder.keras modernbert_base_hf/model.safetensors "
-         "tmp/long_docs/model.keras tmp/long_docs_export/1/saved_model.pb "
-         "tmp/modernbert_cls/tokenizer.json tmp/modernbert_cls_export/1/saved_model.pb "
-         "tmp/modernbert_cls_export/2/assets/tokenizer.json > /dev/null "
-         "&& ! ls tmp/modernbert_cls/vocab.txt 2> /dev/null")
+    "bert-tf-embed --init_checkpoint=ModernBERT-base/ --pooling=mean --train_file=pairs.tsv \\":
+        Recipe(why="ModernBERT-base/ is the tiny ModernBERT fixture with its 100-token BPE; "
+                   "pairs.tsv and corpus.txt are a few lines the page's setup writes"),
+}, setup="printf 'query\\tpassage\\nwhere is the cat\\tThe cat sat on the mat.\\n"
+         "did it rain\\tIt rained all week.\\nwhat did he say\\tHe answered yes.\\n"
+         "how did prices move\\tPrices rose.\\n' > pairs.tsv && printf 'The cat sat.\\n"
+         "Prices rose ||| It rained.\\n' > corpus.txt",
+    check="ls modernbert_base_bert_tf/encoder.keras modernbert_base_hf/model.safetensors "
+          "tmp/long_docs/model.keras tmp/long_docs_export/1/saved_model.pb "
+          "tmp/modernbert_cls/tokenizer.json tmp/modernbert_cls_export/1/saved_model.pb "
+          "tmp/modernbert_cls_export/2/assets/tokenizer.json "
+          "tmp/modernbert_search/tokenizer.json "
+          "tmp/modernbert_search/sentence_transformers/tokenizer.json "
+          "tmp/modernbert_search_export/1/assets/tokenizer.json > /dev/null "
+          "&& ! ls tmp/modernbert_cls/vocab.txt tmp/modernbert_search/vocab.txt 2> /dev/null "
+          "&& grep -q '\"token\": \"\\\\u0120' tmp/features.jsonl")
 
 RECIPES["docs/checkpoints.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_base"),
                                              ("bert-base-uncased", "hf_bert")), recipes={
