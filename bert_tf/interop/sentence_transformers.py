@@ -155,7 +155,8 @@ def load_sentence_transformers(model_dir, allow_pickle=False):
 
     Raises:
       InteropError: a module bert_tf cannot build, an unknown pooling mode, a transformer
-        folder that is not BERT, or no vocab.txt; each naming the file and field.
+        folder that is not BERT or ModernBERT, or no vocab.txt or tokenizer.json; each naming
+        the file and field.
 
     Examples:
 
@@ -167,7 +168,7 @@ def load_sentence_transformers(model_dir, allow_pickle=False):
     transformer_dir = modules[0][1]
     pooling_path = os.path.join(modules[1][1], "config.json")
     modes = read_pooling_config(pooling_path)
-    source, config, vocab_file = huggingface.load_huggingface(transformer_dir, allow_pickle)
+    source, config, _ = huggingface.load_huggingface(transformer_dir, allow_pickle)
     encoder = weights.encoder_of(source)
     vocab_file = tokenizer_files.model_tokenizer_file(transformer_dir)
     if vocab_file is None:
@@ -231,7 +232,7 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
     atomically.
 
     Args:
-      model: a BertSentenceEmbedder (plain BERT config).
+      model: a BertSentenceEmbedder (a BERT or ModernBERT-style encoder).
       output_dir: created if needed.
       vocab_file: the model's vocab.txt or tokenizer.json.
       do_lower_case: the tokenizer's casing (a tokenizer.json's own, which it records).
