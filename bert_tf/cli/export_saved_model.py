@@ -87,17 +87,28 @@ def export():
     vocab_file = FLAGS.vocab_file or source.vocab_file
     wants_text = bool({"text", "examples"} & set(FLAGS.signatures))
     if wants_text and vocab_file is None:
-        raise app.UsageError(f"--model_dir={FLAGS.model_dir} has no vocab.txt beside the model; "
-                             "pass --vocab_file (or --signatures=ids).")
+        raise app.UsageError(f"--model_dir={FLAGS.model_dir} has no vocab.txt or tokenizer.json "
+                             "beside the model; pass --vocab_file (or --signatures=ids).")
     do_lower_case = _first_set(FLAGS.do_lower_case, source.do_lower_case)
-    if do_lower_case is None:
+    tokenizer = None
+    if wants_text and vocab_file.endswith(".json"):
+        # A tokenizer.json (a fine-tuned ModernBERT's byte-level BPE) records its casing: the
+        # run's (or --do_lower_case) must agree with it.
+        from bert_tf.text import load_tokenizer
+
+        try:
+            tokenizer = load_tokenizer(vocab_file, do_lower_case)
+        except (OSError, ValueError) as e:
+            raise app.UsageError(f"--vocab_file={vocab_file}: {e}") from None
+    elif do_lower_case is None:
         do_lower_case = True
         if wants_text:
             logging.warning("The run does not record its casing; tokenizing with "
                             "--do_lower_case=true. Pass --do_lower_case to be sure.")
     text_pair = _first_set(FLAGS.text_pair, info and info.text_pair, True)
     options = dict(
-        vocab_file=vocab_file if wants_text else None, do_lower_case=do_lower_case,
+        vocab_file=vocab_file if wants_text and tokenizer is None else None,
+        tokenizer=tokenizer, do_lower_case=do_lower_case,
         max_seq_length=_first_set(FLAGS.max_seq_length, source.max_seq_length, 128),
         labels=FLAGS.labels or (list(info.labels) if info and info.labels else None),
         signatures=tuple(FLAGS.signatures), overwrite=FLAGS.overwrite)

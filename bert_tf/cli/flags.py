@@ -109,9 +109,11 @@ _flag(flags.DEFINE_string, "bert_config_file", None,
       "bert_config.json of the model (default: the one beside --init_checkpoint, or the "
       "configuration the checkpoint records).")
 _flag(flags.DEFINE_string, "vocab_file", None,
-      "WordPiece vocabulary (vocab.txt); where a model is read, default: the one beside it.")
+      "WordPiece vocabulary (vocab.txt); where a model is read, default: the one beside it. "
+      "The fine-tuning commands also take a tokenizer.json (byte-level BPE, e.g. ModernBERT's).")
 _flag(flags.DEFINE_bool, "do_lower_case", True,
-      "Lower-case the input and strip accents (True for uncased models, False for cased ones).")
+      "Lower-case the input and strip accents (True for uncased models, False for cased ones). "
+      "Fine-tuning: unset takes a tokenizer.json's own casing (a vocab.txt: True).")
 _flag(flags.DEFINE_string, "init_checkpoint", None,
       "Pre-trained weights: a bert_tf checkpoint or run directory, a .keras or .weights.h5 "
       "file, an original TF1 checkpoint prefix, or a Hugging Face or keras-hub directory.")
@@ -479,7 +481,9 @@ def define_pretraining_flags(flag_values=FLAGS):
 
 def define_finetuning_flags(flag_values=FLAGS, max_seq_length=128):
     """The flags every fine-tuning command shares (the original run_classifier.py's and more)."""
-    define(FINETUNING, flag_values, max_seq_length=max_seq_length)
+    # --do_lower_case unset (None): the tokenizer file's casing, True for a vocab.txt
+    # (bert_tf.jobs.run_setup.load_tokenizer), so a cased tokenizer.json needs no flag.
+    define(FINETUNING, flag_values, max_seq_length=max_seq_length, do_lower_case=None)
     define_runtime_flags(flag_values)
     return flag_values
 

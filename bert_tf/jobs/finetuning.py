@@ -28,6 +28,7 @@ object with the same attribute names); the field names are the flag names, so er
 flag at fault. Nothing here reads flags.
 """
 import dataclasses
+import hashlib
 import json
 import os
 import time
@@ -44,7 +45,8 @@ from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import InteropError, warm_start
 from bert_tf.interop.warm_start import check_casing
 from bert_tf.modeling import BertEncoder
-from bert_tf.text import WordpieceTokenizer, validate_case_matches_checkpoint
+from bert_tf.text import validate_case_matches_checkpoint
+from bert_tf.text.bpe import BpeTokenizer
 from bert_tf.text.tokenization import vocab_digest
 from bert_tf.training import checkpointing, finetune
 from bert_tf.training.distribute import is_chief
@@ -53,6 +55,9 @@ from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.ownership import owned_directory
 
 RUN_RECORD = "finetuning_run.json"
+# Tasks whose raw-text serving signatures need WordPiece word offsets: with a byte-level BPE
+# tokenizer, --export_dir holds the id signature (serving_default) only.
+WORD_OFFSET_TASKS = ("tagging", "squad")
 # Fields finetuning_run.json gained later: a record without them does not check them.
 _LATER_RECORD_FIELDS = ("train_batch_size",)
 
@@ -67,7 +72,8 @@ class FinetuningConfig(RuntimeConfig):
 
     bert_config_file: str | None = None
     vocab_file: str | None = None
-    do_lower_case: bool = True
+    # None: the tokenizer file's casing (a tokenizer.json records it; a vocab.txt: True).
+    do_lower_case: bool | None = None
     init_checkpoint: str | None = None
     output_dir: str | None = None
     max_seq_length: int = 128
@@ -95,8 +101,10 @@ class RunContext:
 
     strategy: tf.distribute.Strategy
     config: object
+    # The tokenizer file (vocab.txt or tokenizer.json) and its tokenizer: a WordpieceTokenizer
+    # or a byte-level BpeTokenizer (bert_tf.text.load_tokenizer).
     vocab_file: str
-    tokenizer: WordpieceTokenizer
+    tokenizer: object
     # --length_buckets resolved (run_setup.resolve_length_buckets) for training batches and
     # for evaluation and prediction; None: off.
     length_buckets: list | None = None
@@ -106,12 +114,18 @@ class RunContext:
     def chief(self):
         return is_chief(self.strategy)
 
+    @property
+    def is_bpe(self):
+        return isinstance(self.tokenizer, BpeTokenizer)
+
 
 def prepare(options):
     """Checks the shared flags, finds the model files, starts the strategy; returns a context.
 
     The command checks --output_dir and --export_dir against the output rule first
     (bert_tf.cli.outputs.check_finetuning_dirs: never another command's run, never an input).
+    An unset options.do_lower_case (None) is set to the casing in force (the tokenizer file's;
+    True for a vocab.txt), so every later phase reads one value.
 
     Raises:
       FlagValueError naming the flag at fault.
@@ -139,12 +153,19 @@ def prepare(options):
         raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
                              "be >= 1")
     try:
-        validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+        # Released checkpoints are named for their casing; all are WordPiece (unset: True).
+        validate_case_matches_checkpoint(
+            True if options.do_lower_case is None else options.do_lower_case,
+            options.init_checkpoint)
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
+    config_file, vocab_file = run_setup.resolve_model_files(options)
+    tokenizer, options.do_lower_case = run_setup.load_tokenizer(vocab_file, options)
+    try:
         if options.init_checkpoint and fileio.exists(_checkpoint_dir(options.init_checkpoint)):
             check_casing(options.init_checkpoint, options.do_lower_case)
     except (ValueError, InteropError) as e:
         raise FlagValueError(str(e)) from None
-    config_file, vocab_file = run_setup.resolve_model_files(options)
     config = run_setup.load_config(config_file, options)
     buckets = run_setup.resolve_length_buckets(options, config)
     checkpointing.check_writable_dir(options.output_dir)
@@ -152,10 +173,6 @@ def prepare(options):
     # before the runtime starts.
     strategy = run_setup.make_strategy(options, ("train_batch_size",))
     run_setup.set_seed_and_policy(options, strategy)
-    try:
-        tokenizer = WordpieceTokenizer(vocab_file, do_lower_case=options.do_lower_case)
-    except (OSError, ValueError) as e:
-        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"vocab_size={config.vocab_size} in {config_file} is smaller than "
                              f"the {tokenizer.vocab_size} tokens of {vocab_file}")
@@ -201,7 +218,7 @@ def check_resume(context, options, cli_name, task, labels):
         return
     record = {"cli": cli_name, "task": task, "labels": None if labels is None else list(labels),
               "bert_config": context.config.to_dict(),
-              "vocab_sha256": vocab_digest(context.vocab_file),
+              "vocab_sha256": tokenizer_digest(context),
               "do_lower_case": bool(options.do_lower_case),
               "max_seq_length": int(options.max_seq_length),
               "trainable_encoder": bool(getattr(options, "trainable_encoder", True)),
@@ -237,6 +254,20 @@ def check_resume(context, options, cli_name, task, labels):
                 "weights)")
     if context.chief:
         write_text_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def tokenizer_digest(context):
+    """Hex SHA-256 of what the tokenizer's ids depend on: a vocab.txt's tokens (vocab_digest:
+    line endings do not matter), a WordPiece tokenizer.json's tokens in the same form (so it
+    equals its vocab.txt), a byte-level BPE file's vocabulary, merges, added tokens and
+    settings (BpeTokenizer.fingerprint)."""
+    tokenizer = context.tokenizer
+    if isinstance(tokenizer, BpeTokenizer):
+        return tokenizer.fingerprint()
+    if context.vocab_file.endswith(".json"):
+        text = "".join(token + "\n" for token in tokenizer.inv_vocab)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return vocab_digest(context.vocab_file)
 
 
 def build_model(context, options, make_model, num_train_steps=None):
@@ -378,17 +409,18 @@ def write_run_files(context, options, model, task, labels, cli_name, flags_text,
         return
     output_dir = options.output_dir
     run_setup.copy_model_files(output_dir, context.strategy, context.config,
-                                  context.vocab_file)
+                               context.vocab_file, context.tokenizer)
     checkpointing.save_keras_model(model, os.path.join(output_dir, "model.keras"))
     serving.write_task_info(output_dir, task, do_lower_case=bool(options.do_lower_case),
                             max_seq_length=options.max_seq_length, labels=labels, **task_info)
     if flags_text:
         write_text_atomic(os.path.join(output_dir, f"{cli_name}.flags"), flags_text)
     if options.export_dir:
-        serving.export(model, options.export_dir, vocab_file=context.vocab_file,
-                       do_lower_case=bool(options.do_lower_case),
-                       max_seq_length=options.max_seq_length, labels=labels,
-                       **(task_info if export_fields is None else export_fields))
+        export_fields = dict(task_info if export_fields is None else export_fields)
+        if context.is_bpe and task in WORD_OFFSET_TASKS:
+            export_fields["signatures"] = ("ids",)  # see Task.check_tokenizer
+        serving.export(model, options.export_dir, tokenizer=context.tokenizer,
+                       max_seq_length=options.max_seq_length, labels=labels, **export_fields)
         logging.info("Exported the model as a SavedModel to %s", options.export_dir)
 
 
@@ -430,12 +462,28 @@ class Task:
     cli_name = None
     best_metric = None
     loss_fn = None
+    # The task of task_info.json when the class fixes it ("tagging", "squad"); None: it
+    # depends on the data (classification or regression).
+    run_kind = None
 
     def __init__(self, options):
         """Checks the task's own settings before any work; raises FlagValueError."""
         self.options = options
         self.labels = None
         self.num_train_examples = None
+
+    def check_tokenizer(self, context):
+        """Refuses (FlagValueError) a tokenizer the task cannot work with, before any work.
+
+        By default a byte-level BPE tokenizer is fine; tasks in WORD_OFFSET_TASKS say here,
+        before training, that their --export_dir gets the id signature only.
+        """
+        if context.is_bpe and self.options.export_dir and self.run_kind in WORD_OFFSET_TASKS:
+            logging.warning(
+                "--export_dir=%s: with the byte-level BPE --vocab_file=%s the %s export has the "
+                "id signature (serving_default) only: serve_text needs WordPiece word offsets. "
+                "Tokenize with the same tokenizer.json in the client.", self.options.export_dir,
+                context.vocab_file, self.run_kind)
 
     def read_training_data(self, context):
         """Reads what fixes the model's outputs (the training split and its labels)."""
@@ -497,6 +545,7 @@ def run_task(task, options, flags_text=None):
     """
     start = time.time()
     context = prepare(options)
+    task.check_tokenizer(context)
     with owned(context, options):
         return _run_task(task, options, flags_text, start, context)
 

@@ -6,6 +6,7 @@ field names are the command-line flag names, so errors name the flag at fault.
 """
 
 import dataclasses
+import json
 import math
 import os
 
@@ -16,6 +17,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
+from bert_tf.text.bpe import TOKENIZER_JSON
 from bert_tf.text.tokenization import vocab_difference
 from bert_tf.training.distribute import get_strategy, is_chief
 from bert_tf.training.precision import resolve_dtype
@@ -152,13 +154,16 @@ def steps_per_loop(options):
 
 
 def resolve_model_files(options):
-    """(config source, vocab_file) from the flags, else from --init_checkpoint.
+    """(config source, tokenizer file) from the flags, else from --init_checkpoint.
 
     A bert_tf run directory (run_pretraining or convert_checkpoint output) and a Hugging Face
-    directory carry their vocabulary, a keras-hub preset its tokenizer asset; an original TF1
-    checkpoint keeps bert_config.json and vocab.txt next to bert_model.ckpt. Without
-    bert_config.json the config source is the checkpoint itself (a Hugging Face config.json, a
-    keras-hub preset, a .keras file), read by read_model_config. Explicit flags win.
+    directory carry their vocabulary (vocab.txt, or a tokenizer.json: ModernBERT's byte-level
+    BPE has no vocab.txt), a keras-hub preset its tokenizer asset; an original TF1 checkpoint
+    keeps bert_config.json and vocab.txt next to bert_model.ckpt. Without bert_config.json the
+    config source is the checkpoint itself (a Hugging Face config.json, a keras-hub preset, a
+    .keras file), read by read_model_config. Explicit flags win; --vocab_file may name a
+    vocab.txt, a tokenizer.json or a directory holding one (see checkpoint_tokenizer_file for
+    which one a directory gives).
 
     Raises:
       FlagValueError when a needed file is neither given nor found.
@@ -173,24 +178,98 @@ def resolve_model_files(options):
         candidate = os.path.join(directory, "bert_config.json")
         if tf.io.gfile.exists(candidate):
             config_file = candidate
+    if vocab_file and fileio.isdir(vocab_file):
+        vocab_file = checkpoint_tokenizer_file(vocab_file)
+        if not vocab_file:
+            raise FlagValueError(f"--vocab_file={options.vocab_file} is a directory holding "
+                                 "neither vocab.txt nor tokenizer.json")
     if not vocab_file and directory:
-        for name in ("vocab.txt", os.path.join("assets", "tokenizer", "vocabulary.txt")):
-            candidate = os.path.join(directory, name)
-            if tf.io.gfile.exists(candidate):
-                vocab_file = candidate
-                break
+        vocab_file = checkpoint_tokenizer_file(directory)
     if not vocab_file:
-        raise FlagValueError(f"--vocab_file is required (no vocab.txt beside "
+        raise FlagValueError(f"--vocab_file is required (no vocab.txt or tokenizer.json beside "
                              f"--init_checkpoint={source})")
     checkpoint_vocab = os.path.join(directory, "vocab.txt") if directory else None
-    if options.vocab_file and checkpoint_vocab and tf.io.gfile.exists(checkpoint_vocab):
-        problem = vocab_difference(checkpoint_vocab, options.vocab_file)
+    if (options.vocab_file and not vocab_file.endswith(".json") and checkpoint_vocab
+            and tf.io.gfile.exists(checkpoint_vocab)):
+        problem = vocab_difference(checkpoint_vocab, vocab_file)
         if problem:
             raise FlagValueError(
                 f"--vocab_file={options.vocab_file} differs from {checkpoint_vocab} beside "
                 f"--init_checkpoint={source}: {problem}; the model's embeddings are indexed by "
                 "that vocabulary (leave --vocab_file out to use it)")
     return config_file, vocab_file
+
+
+def checkpoint_tokenizer_file(directory):
+    """The tokenizer file a model directory holds, or None.
+
+    vocab.txt (or a keras-hub preset's assets/tokenizer/vocabulary.txt) as before; a
+    tokenizer.json when there is no vocab.txt (ModernBERT, a converted ModernBERT run), or when
+    it is byte-level BPE: a vocab.txt cannot describe a BPE model, so beside one it is a
+    leftover. A WordPiece tokenizer.json beside a vocab.txt (Hugging Face BERT directories hold
+    both) leaves the vocab.txt in charge.
+    """
+    found = [os.path.join(directory, name) for name in
+             ("vocab.txt", os.path.join("assets", "tokenizer", "vocabulary.txt"), TOKENIZER_JSON)]
+    found = [path for path in found if tf.io.gfile.exists(path)]
+    if not found:
+        return None
+    if found[-1].endswith(TOKENIZER_JSON) and len(found) > 1 and _is_bpe_file(found[-1]):
+        logging.warning("Tokenizing with the byte-level BPE %s, not %s beside it", found[-1],
+                        found[0])
+        return found[-1]
+    return found[0]
+
+
+def _is_bpe_file(path):
+    """True when a tokenizer.json's model is BPE (an unreadable file: False, and the file
+    chosen instead is read as usual)."""
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8")).get("model", {}).get("type") == "BPE"
+    except (ValueError, AttributeError, OSError):
+        return False
+
+
+def load_tokenizer(vocab_file, options):
+    """The tokenizer of a resolved tokenizer file, with --do_lower_case checked against it.
+
+    A vocab.txt tokenizes as --do_lower_case says (unset: True, the original's default). A
+    tokenizer.json records its own casing: unset takes it, a contradicting value is an error.
+
+    Returns:
+      (WordpieceTokenizer or BpeTokenizer, the casing in force: bool).
+
+    Raises:
+      FlagValueError naming --vocab_file (and --do_lower_case when they disagree).
+    """
+    from bert_tf.text import bpe, tokenizer_files
+
+    try:
+        tokenizer = tokenizer_files.load_tokenizer(vocab_file, options.do_lower_case)
+    except FileNotFoundError as e:
+        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
+    except ValueError as e:
+        if options.do_lower_case is not None and "contradicts tokenizer file" in str(e):
+            file_casing = not options.do_lower_case
+            raise FlagValueError(
+                f"--do_lower_case={bool(options.do_lower_case)} contradicts --vocab_file="
+                f"{vocab_file}, which {'lower-cases' if file_casing else 'keeps case'} "
+                "(a tokenizer.json records its casing); leave --do_lower_case out to use the "
+                "file's") from None
+        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
+    except OSError as e:
+        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
+    if isinstance(tokenizer, bpe.BpeTokenizer):
+        casing = "Lowercase" in tokenizer.spec.normalizer
+        missing = [role for role in ("cls", "sep", "pad")
+                   if getattr(tokenizer, f"{role}_id") is None]
+        if missing:
+            raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
+                                 "(fine-tuning packs [CLS] text [SEP] and pads)")
+    else:
+        casing = tokenizer.do_lower_case
+    return tokenizer, bool(casing)
 
 
 def check_init_checkpoint_exists(path):
@@ -287,10 +366,28 @@ def resolve_length_buckets(options, config, strategy=None, training=True):
     return buckets
 
 
-def copy_model_files(output_dir, strategy, config, vocab_file):
-    """The chief writes bert_config.json and vocab.txt into output_dir (atomically)."""
+def copy_model_files(output_dir, strategy, config, vocab_file, tokenizer=None):
+    """The chief writes bert_config.json and the tokenizer file into output_dir (atomically).
+
+    The tokenizer file keeps its kind: vocab.txt for WordPiece (a WordPiece tokenizer.json is
+    written as the vocab.txt it amounts to, so the run reads like any BERT run), tokenizer.json
+    for byte-level BPE (as `tokenizer` parsed it, with the special-token roles it resolved).
+    """
     if not is_chief(strategy):
         return
     config.to_json_file(os.path.join(output_dir, "bert_config.json"))
-    with tf.io.gfile.GFile(vocab_file) as f:
-        write_text_atomic(os.path.join(output_dir, "vocab.txt"), f.read())
+    spec = getattr(tokenizer, "spec", None)
+    if spec is not None:
+        write_text_atomic(os.path.join(output_dir, TOKENIZER_JSON),
+                          json.dumps(spec.data, ensure_ascii=False) + "\n")
+        if spec.roles:
+            # Roles read from a tokenizer_config.json beside the source file: the file the
+            # tokenizer reads them from beside the copy.
+            write_text_atomic(os.path.join(output_dir, "special_tokens_map.json"), json.dumps(
+                {f"{role}_token": token for role, token in sorted(spec.roles.items())}) + "\n")
+    elif tokenizer is not None and vocab_file.endswith(".json"):
+        write_text_atomic(os.path.join(output_dir, "vocab.txt"),
+                          "".join(token + "\n" for token in tokenizer.inv_vocab))
+    else:
+        with tf.io.gfile.GFile(vocab_file) as f:
+            write_text_atomic(os.path.join(output_dir, "vocab.txt"), f.read())

@@ -146,10 +146,23 @@ class SquadTask(finetuning.Task):
     best_metric = BEST_METRIC
     loss_fn = staticmethod(finetune.span_loss_fn)
 
+    run_kind = TASK
+
     def __init__(self, options):
         super().__init__(options)
         validate_options(options)
         self.predictor = None
+
+    def check_tokenizer(self, context):
+        # SQuAD maps answers between characters, whitespace words and WordPiece tokens (and
+        # back, through BERT's basic tokenizer, in the post-processing): byte-level BPE would
+        # need its own offset mapping, which this command does not have.
+        if context.is_bpe:
+            raise FlagValueError(
+                f"--vocab_file={context.vocab_file} is a byte-level BPE tokenizer; "
+                "bert-tf-squad reads WordPiece vocabularies only (answer spans are mapped "
+                "through WordPiece tokens). Fine-tune this model with bert-tf-classify or "
+                "bert-tf-tag")
 
     @property
     def resume_name(self):

@@ -110,6 +110,7 @@ class TaggingTask(finetuning.Task):
     """Token tagging with a BertTokenClassifier, scored by entity F1."""
 
     cli_name = "run_tagging"
+    run_kind = "tagging"
     best_metric = "f1"
     loss_fn = staticmethod(finetune.tagging_loss_fn)
 
@@ -226,7 +227,7 @@ class TaggingTask(finetuning.Task):
         return eval_metrics
 
     def run_files(self):
-        return "tagging", None, {}
+        return self.run_kind, None, {}
 
 
 def run_tagging(options, flags_text=None):

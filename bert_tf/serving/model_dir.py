@@ -5,8 +5,9 @@ What the run directories hold:
   pre-training (run_pretraining)   pretrainer.keras, encoder.keras, bert_config.json,
                                    vocab.txt, run_pretraining.flags (absl flagfile with
                                    --do_lower_case and --max_seq_length)
-  fine-tuning (run_classifier,     model.keras, vocab.txt, bert_config.json, task_info.json
-  run_squad, run_tagging)          (see bert_tf.serving.task_info)
+  fine-tuning (run_classifier,     model.keras, vocab.txt (or tokenizer.json: byte-level BPE),
+  run_squad, run_tagging)          bert_config.json, task_info.json (see
+                                   bert_tf.serving.task_info)
 
 A directory exports its fine-tuned model.keras, else the pre-training pretrainer.keras
 (fill-mask). A .keras file exports that model (e.g. RUN/encoder.keras for embeddings), with the
@@ -26,6 +27,7 @@ from bert_tf.serving.task_info import TASK_INFO_FILE, read_task_info
 
 PRETRAINING_FLAGFILE = "run_pretraining.flags"
 VOCAB_FILE = "vocab.txt"
+TOKENIZER_JSON = "tokenizer.json"
 
 
 @dataclasses.dataclass
@@ -35,7 +37,8 @@ class ExportSource:
     Attributes:
       model: the Keras model.
       model_file: the .keras file it came from.
-      vocab_file: vocab.txt beside it, or None.
+      vocab_file: vocab.txt beside it, else tokenizer.json (a byte-level BPE run, e.g. a
+        fine-tuned ModernBERT), else None.
       task_info: the `TaskInfo` of a fine-tuning run, or None.
       do_lower_case, max_seq_length: from task_info.json or run_pretraining.flags.
     """
@@ -115,9 +118,10 @@ def load_model_dir(model_dir):
     model = keras.saving.load_model(model_file, compile=False)
     tasks.task_name_of(model)  # Raises TypeError for other models.
     source = ExportSource(model=model, model_file=model_file)
-    vocab = os.path.join(directory, VOCAB_FILE)
-    if fileio.isfile(vocab):
-        source.vocab_file = vocab
+    for name in (VOCAB_FILE, TOKENIZER_JSON):
+        if fileio.isfile(os.path.join(directory, name)):
+            source.vocab_file = os.path.join(directory, name)
+            break
     info_path = os.path.join(directory, TASK_INFO_FILE)
     flags_path = os.path.join(directory, PRETRAINING_FLAGFILE)
     if fileio.isfile(info_path):

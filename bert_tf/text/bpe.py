@@ -593,6 +593,18 @@ class BpeTokenizer:
                 ids.extend(self.word_ids(word))
         return ids
 
+    def encode_word(self, word, first=False):
+        """Ids of one word of a whitespace-split sentence (CoNLL tokens), as the word
+        tokenizes inside the sentence: list of int.
+
+        Byte-level BPE folds the space before a word into its first token ("Ġworld"), so a
+        word after the first is encoded with a space in front (as RoBERTa-style tagging does);
+        the ids of the words, one after another, are then the ids of the words joined by
+        single spaces. The first word gets a space only when the file's pre-tokenizer adds
+        one (add_prefix_space).
+        """
+        return self.encode(word if first else " " + word)
+
     def tokenize(self, text):
         """Tokens of `text`: list of str in byte-level form ("Ġworld")."""
         return self.convert_ids_to_tokens(self.encode(text))

@@ -128,7 +128,7 @@ def make_windows(sentences, tokenizer, max_seq_length, stats):
 
     Args:
       sentences: Sentences.
-      tokenizer: a bert_tf.text.WordpieceTokenizer.
+      tokenizer: a bert_tf.text.WordpieceTokenizer or BpeTokenizer.
       max_seq_length: S.
       stats: dict receiving counts: split_sentences, truncated_words, empty_words (words the
         tokenizer maps to nothing, given one [UNK] piece so they keep a position).
@@ -146,7 +146,9 @@ def make_windows(sentences, tokenizer, max_seq_length, stats):
         pieces, positions, first_word = [], [], 0
         num_windows = 0
         for w, word in enumerate(sentence.words):
-            ids = tokenizer.encode(word)
+            # Byte-level BPE (encode_word) needs to know where a word stands; WordPiece not.
+            ids = (tokenizer.encode_word(word, first=w == 0) if hasattr(tokenizer, "encode_word")
+                   else tokenizer.encode(word))
             if not ids:
                 ids = [tokenizer.unk_id]
                 stats["empty_words"] += 1
