@@ -301,7 +301,8 @@ def worker_hf_torch(args):
            "dev_accuracy": round(accuracy, 4), "predict_s": round(predict_s, 2),
            "load_avg": _load(), "torch": torch.__version__,
            "transformers": transformers.__version__, "threads": torch.get_num_threads(),
-           "attn_implementation": getattr(model.config, "_attn_implementation", None)})
+           "attn_implementation": getattr(model.config, "_attn_implementation", None),
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")})
 
 
 WORKERS = {"bert_tf": worker_bert_tf, "keras_hub": worker_keras_hub, "hf_torch": worker_hf_torch}

@@ -175,6 +175,13 @@ def run_worker(name, args, python=None, timeout=3600):
     if python:
         # The other interpreter's own packages only (bert_tf's PYTHONPATH is not for it).
         env.pop("PYTHONPATH", None)
+    if name == "hf_torch":
+        # PyTorch's OpenMP threads spin at every parallel region waiting for each other; when
+        # other work shares the 2 cores, one is descheduled and the other spins: measured on
+        # this model under load 3, 1-6 s per training step with 2 threads against 0.3-0.7 s
+        # with passive waiting (and 0.4 s with 1 thread). Passive waiting measures the library
+        # rather than the scheduler.
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return run_command(name, cmd, env, timeout)
 
 
