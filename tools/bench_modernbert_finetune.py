@@ -25,7 +25,8 @@ weight decay 0.01 except norms and biases, gradients clipped to global norm 1.0,
   bert_tf   `python -m bert_tf.run_classifier --init_checkpoint=<the Hugging Face directory>`
             (the directory converted on load; length buckets auto, the default);
   hf_torch  ModernBertForSequenceClassification (SDPA attention), each batch padded to its
-            longest text (DataCollatorWithPadding), torch threads 2, under --torch_python.
+            longest text (DataCollatorWithPadding), torch threads 2 with passive OpenMP
+            waiting (see run_worker), under --torch_python.
 Each reports the training wall time, dev accuracy and the wall time to predict the dev set;
 the ratio row gives HF time / bert_tf time (> 1: bert_tf faster; target >= 1.0) and the
 accuracy difference (target: within 0.015). --quick: 96 training phrases, a tiny model and
