@@ -331,7 +331,8 @@ _flag(flags.DEFINE_integer, "doc_stride", 128, "Pieces between the starts of con
 _flag(flags.DEFINE_integer, "max_query_length", 64, "Question pieces kept (longer ones are cut).")
 _flag(flags.DEFINE_integer, "n_best_size", 20,
       "Start/end candidates per window, and answers in nbest_predictions.json.")
-_flag(flags.DEFINE_integer, "max_answer_length", 30, "Longest answer, in WordPiece tokens.")
+_flag(flags.DEFINE_integer, "max_answer_length", 30,
+      "Longest answer, in tokens (WordPiece or BPE pieces).")
 _flag(flags.DEFINE_bool, "version_2_with_negative", False,
       "SQuAD 2.0: questions may have no answer.")
 _flag(flags.DEFINE_float, "null_score_diff_threshold", 0.0,
