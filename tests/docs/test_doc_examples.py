@@ -686,20 +686,32 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
     "bert-tf-classify --data_dir=my_docs/ --text_a_column=text --label_column=label \\": Recipe(
         why="modernbert_base_bert_tf/ is the conversion above of the tiny ModernBERT fixture, "
             "whose tokenizer.json is a 100-token byte-level BPE"),
-}, parts=(
+    "bert-tf-embed --init_checkpoint=ModernBERT-base/ --pooling=mean --train_file=pairs.tsv \\":
+        Recipe(why="ModernBERT-base/ is the tiny ModernBERT fixture with its 100-token BPE; "
+                   "pairs.tsv and corpus.txt are a few lines the page's setup writes"),
+}, setup="printf 'query\\tpassage\\nwhere is the cat\\tThe cat sat on the mat.\\n"
+         "did it rain\\tIt rained all week.\\nwhat did he say\\tHe answered yes.\\n"
+         "how did prices move\\tPrices rose.\\n' > pairs.tsv && printf 'The cat sat.\\n"
+         "Prices rose ||| It rained.\\n' > corpus.txt",
+    parts=(
     # The demo pre-training run, and the long-document classifier fine-tuned from it.
     (("from bert_tf.config import BertConfig",
       "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo",
       "python -m bert_tf.run_classifier \\"),
      "ls tmp/long_docs/model.keras tmp/long_docs_export/1/saved_model.pb > /dev/null"),
-    # The converted ModernBERT-base, and the classifier fine-tuned from the conversion.
+    # ModernBERT-base: converted, loaded, fine-tuned from the conversion, embedding-trained.
     (("bert-tf-convert-checkpoint --from=huggingface --to=bert_tf \\",
       "from bert_tf.interop import load_huggingface",
-      "bert-tf-classify --data_dir=my_docs/ --text_a_column=text --label_column=label \\"),
+      "bert-tf-classify --data_dir=my_docs/ --text_a_column=text --label_column=label \\",
+      "bert-tf-embed --init_checkpoint=ModernBERT-base/ --pooling=mean --train_file=pairs.tsv \\"),
      "ls modernbert_base_bert_tf/encoder.keras modernbert_base_hf/model.safetensors "
      "tmp/modernbert_cls/tokenizer.json tmp/modernbert_cls_export/1/saved_model.pb "
-     "tmp/modernbert_cls_export/2/assets/tokenizer.json > /dev/null "
-     "&& ! ls tmp/modernbert_cls/vocab.txt 2> /dev/null")))
+     "tmp/modernbert_cls_export/2/assets/tokenizer.json "
+     "tmp/modernbert_search/tokenizer.json "
+     "tmp/modernbert_search/sentence_transformers/tokenizer.json "
+     "tmp/modernbert_search_export/1/assets/tokenizer.json > /dev/null "
+     "&& ! ls tmp/modernbert_cls/vocab.txt tmp/modernbert_search/vocab.txt 2> /dev/null "
+     "&& grep -q '\"token\": \"\\\\u0120' tmp/features.jsonl")))
 
 RECIPES["docs/checkpoints.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_base"),
                                              ("bert-base-uncased", "hf_bert")), recipes={
