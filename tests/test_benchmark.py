@@ -268,3 +268,62 @@ def test_finetune_case_rows_and_ratios(tmp_path):
     assert ratio["accuracy_diff"] == pytest.approx(
         ours["dev_accuracy"] - theirs["dev_accuracy"], abs=1e-4)
     assert "finetune       keras_hub    time / bert_tf: train x" in proc.stdout
+
+
+def test_modernbert_finetune_builds_one_start_for_both_sides(tmp_path):
+    """The modernbert_finetune case's model directory (built by bert_tf, as without
+    --torch_python): a tokenizer.json that bert_tf encodes as `tokenizers` does, and a
+    ModernBertForSequenceClassification whose every weight, head included, warm-starts
+    bert_tf's classifier (so both sides of the case start from the same weights)."""
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    try:
+        import bench_modernbert_finetune as case
+    finally:
+        sys.path.remove(os.path.join(REPO, "tools"))
+    from tokenizers import Tokenizer
+
+    from bert_tf.interop.warm_start import checkpoint_config, warm_start
+    from bert_tf.modeling import BertClassifier, BertEncoder
+    from bert_tf.text import BpeTokenizer, load_tokenizer
+
+    directory = str(tmp_path / "model")
+    row = case.build_model_dir(directory, quick=True, torch_python=None)
+    assert "error" not in row, row
+    assert row["built_by"] == "bert_tf" and row["config"]["vocab_size"] == 1000
+    with open(os.path.join(directory, "config.json")) as f:
+        values = json.load(f)
+    assert values["architectures"] == ["ModernBertForSequenceClassification"]
+    assert (values["pad_token_id"], values["cls_token_id"], values["sep_token_id"]) == (0, 1, 2)
+    assert values["layer_types"] == ["full_attention", "sliding_attention", "sliding_attention"]
+
+    ours = load_tokenizer(directory)
+    assert isinstance(ours, BpeTokenizer) and ours.vocab_size == 1000
+    assert (ours.pad_id, ours.cls_id, ours.sep_id) == (0, 1, 2)
+    reference = Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))
+    phrases = ["a delightful use of the walrus operator", "the tedious __init__ method",
+               "it's   boring: 3.14 x  2"]
+    for text in phrases:
+        assert ours.with_special_tokens(ours.encode(text)) == reference.encode(text).ids, text
+
+    config = checkpoint_config(directory)
+    assert (config.hidden_size, config.local_attention_window, config.classifier_pooling) == (
+        64, 16, "mean")
+    classifier = BertClassifier(BertEncoder(config), num_classes=2)
+    report = warm_start(directory, classifier)
+    assert report.newly_initialized == [] and report.unused == []
+    assert len(report.loaded) == len(classifier.weights)
+
+
+def test_modernbert_finetune_ratio_row():
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    try:
+        import bench_modernbert_finetune as case
+    finally:
+        sys.path.remove(os.path.join(REPO, "tools"))
+    runs = {"bert_tf": {"train_s": 20.0, "predict_s": 2.0, "dev_accuracy": 0.95},
+            "hf_torch": {"train_s": 30.0, "predict_s": 1.0, "dev_accuracy": 0.96}}
+    row = case.ratio_row(runs)
+    assert (row["speed_vs_hf"], row["predict_speed_vs_hf"], row["accuracy_diff"]) == (
+        1.5, 0.5, -0.01)
+    assert case.ratio_row({"bert_tf": runs["bert_tf"], "hf_torch": {"error": "x"}}) is None
+    assert "accuracy bert_tf - HF -0.0100" in case.format_lines(row)[0]

@@ -153,7 +153,7 @@ def worker_bert_tf(args):
     runs = {}
     for phase, flags in (("train", ["--do_train", f"--train_batch_size={args['batch_size']}",
                                     f"--num_train_epochs={args['epochs']}",
-                                    f"--learning_rate={LEARNING_RATE}"]),
+                                    f"--learning_rate={args.get('learning_rate', LEARNING_RATE)}"]),
                          ("eval", ["--do_eval", "--do_predict"])):
         proc = subprocess.run([sys.executable, "-m", "bert_tf.run_classifier", *common, *flags],
                               capture_output=True, text=True, env=env, check=False)
@@ -228,18 +228,26 @@ def worker_keras_hub(args):
 
 
 def worker_hf_torch(args):
-    """Hugging Face BertForSequenceClassification on PyTorch, dynamic padding per batch."""
+    """Hugging Face BertForSequenceClassification on PyTorch, dynamic padding per batch.
+
+    Optional args (the modernbert_finetune case sets them; this case leaves the defaults):
+    model_class (a transformers class name), learning_rate, no_decay (parameter-name parts
+    without weight decay), max_grad_norm (clip the global gradient norm), threads (torch's).
+    """
     import numpy as np
     import torch
     import transformers
 
     torch.manual_seed(1)
+    if args.get("threads"):
+        torch.set_num_threads(args["threads"])
     rng = random.Random(1)
     train = read_csv(os.path.join(args["data_dir"], "train.csv"))
     dev = read_csv(os.path.join(args["data_dir"], "dev.csv"))
     tokenizer = transformers.AutoTokenizer.from_pretrained(args["model_dir"])
-    model = transformers.BertForSequenceClassification.from_pretrained(args["model_dir"],
-                                                                       num_labels=2)
+    model_class = getattr(transformers,
+                          args.get("model_class", "BertForSequenceClassification"))
+    model = model_class.from_pretrained(args["model_dir"], num_labels=2)
     collator = transformers.DataCollatorWithPadding(tokenizer)
     max_length = args["max_seq_length"]
 
@@ -251,22 +259,29 @@ def worker_hf_torch(args):
     batch = args["batch_size"]
     steps = int(len(train) / batch * args["epochs"])
     warmup = int(0.1 * steps)
-    no_decay = ("bias", "LayerNorm.weight")
+    no_decay = tuple(args.get("no_decay", ("bias", "LayerNorm.weight")))
     groups = [{"params": [p for n, p in model.named_parameters()
                           if not any(k in n for k in no_decay)], "weight_decay": 0.01},
               {"params": [p for n, p in model.named_parameters()
                           if any(k in n for k in no_decay)], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=LEARNING_RATE)
+    optimizer = torch.optim.AdamW(groups, lr=args.get("learning_rate", LEARNING_RATE))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: _linear_warmup_decay(step, steps, warmup))
-    order = list(range(len(train_features)))
-    rng.shuffle(order)
+    # One shuffled pass after another, read as one stream (bert_tf's repeated dataset), so
+    # more than one epoch, or a fraction, has whole batches.
+    order = []
+    while len(order) < steps * batch:
+        epoch = list(range(len(train_features)))
+        rng.shuffle(epoch)
+        order.extend(epoch)
     model.train()
     start = time.perf_counter()
     for step in range(steps):
         features = collator([train_features[i] for i in order[step * batch:(step + 1) * batch]])
         loss = model(**features).loss
         loss.backward()
+        if args.get("max_grad_norm"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args["max_grad_norm"])
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad()
@@ -285,7 +300,9 @@ def worker_hf_torch(args):
     _emit({"train_s": round(train_s, 2), "train_steps": steps,
            "dev_accuracy": round(accuracy, 4), "predict_s": round(predict_s, 2),
            "load_avg": _load(), "torch": torch.__version__,
-           "transformers": transformers.__version__, "threads": torch.get_num_threads()})
+           "transformers": transformers.__version__, "threads": torch.get_num_threads(),
+           "attn_implementation": getattr(model.config, "_attn_implementation", None),
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")})
 
 
 WORKERS = {"bert_tf": worker_bert_tf, "keras_hub": worker_keras_hub, "hf_torch": worker_hf_torch}

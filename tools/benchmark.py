@@ -46,6 +46,12 @@ Cases (--cases, comma list):
                   forward latency and peak RSS at 512 and 8,192 tokens, an MLM train step at
                   512; one local and one global layer at 1k and 8k tokens (time and memory
                   ratios); see tools/bench_modernbert.py.
+  modernbert_finetune
+                  a small ModernBERT built at random (hidden 256, 6 layers, byte-level BPE
+                  tokenizer.json trained on pydoc prose) fine-tuned on the finetune case's
+                  phrases: bert_tf run_classifier vs Hugging Face
+                  ModernBertForSequenceClassification with dynamic padding (--torch_python),
+                  from identical weights; see tools/bench_modernbert_finetune.py.
 
 Each case is a module beside this file (bench_<case>.py; shared pieces in bench_common.py, scripts
 run in other interpreters in bench_scripts/). Every measurement runs in a fresh subprocess
@@ -85,6 +91,7 @@ import bench_embed  # noqa: E402
 import bench_finetune  # noqa: E402
 import bench_input_pipeline  # noqa: E402
 import bench_modernbert  # noqa: E402
+import bench_modernbert_finetune  # noqa: E402
 import bench_packing  # noqa: E402
 import bench_pretrain  # noqa: E402
 import bench_litert  # noqa: E402
@@ -94,7 +101,7 @@ import bench_tokenizer  # noqa: E402
 FLAGS = flags.FLAGS
 
 CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing",
-         "finetune", "embed", "litert", "modernbert")
+         "finetune", "embed", "litert", "modernbert", "modernbert_finetune")
 _REPO = bench_common.REPO
 
 flags.DEFINE_list("cases", list(CASES), f"Cases to run, from: {', '.join(CASES)}.")
@@ -139,7 +146,8 @@ def format_table(rows):
         "serving": bench_serving.format_lines,
         "packing": lambda r: [bench_packing.format_row(r)],
         "finetune": bench_finetune.format_lines, "embed": bench_embed.format_lines,
-        "litert": bench_litert.format_lines, "modernbert": bench_modernbert.format_lines})
+        "litert": bench_litert.format_lines, "modernbert": bench_modernbert.format_lines,
+        "modernbert_finetune": bench_modernbert_finetune.format_lines})
 
 
 def main(argv):
@@ -160,7 +168,8 @@ def main(argv):
     torch_python = FLAGS.torch_python
     if torch_python:
         bench_pretrain.check_torch_python(torch_python)
-    elif any(case in FLAGS.cases for case in ("pretrain", "litert", "modernbert")):
+    elif any(case in FLAGS.cases for case in ("pretrain", "litert", "modernbert",
+                                              "modernbert_finetune")):
         torch_python = bench_pretrain.default_torch_python()
     started = time.time()
     info = bench_common.machine_info()
@@ -190,6 +199,9 @@ def main(argv):
                 new = bench_litert.case_litert(workdir, FLAGS.quick, torch_python)
             elif case == "modernbert":
                 new = bench_modernbert.case_modernbert(FLAGS.quick, torch_python)
+            elif case == "modernbert_finetune":
+                new = bench_modernbert_finetune.case_modernbert_finetune(
+                    workdir, FLAGS.quick, torch_python)
             elif case == "finetune":
                 new = bench_finetune.case_finetune(workdir, FLAGS.quick, torch_python,
                                                    FLAGS.finetune_model_dir)

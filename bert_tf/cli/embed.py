@@ -13,8 +13,10 @@ Encode (one text per line -> float32 [N, D] in input order, .npy or .jsonl):
         --output_file=vectors.npy
 
 --init_checkpoint: a sentence-transformers directory (modules.json: Transformer, Pooling,
-Normalize), a bert_tf embedding run (its output_dir) or, for training, any encoder checkpoint
-bert_tf reads (original TF1, Hugging Face, keras-hub, a pre-training run), pooled by --pooling.
+Normalize), a bert_tf embedding run (its output_dir) or any encoder checkpoint bert_tf reads
+(original TF1, Hugging Face BERT or ModernBERT, keras-hub, a pre-training or converted run),
+pooled by --pooling. Its tokenizer is the vocab.txt beside it, or its tokenizer.json (byte-level
+BPE, e.g. ModernBERT's; --do_lower_case unset takes the file's casing); --vocab_file overrides.
 
 Training files are CSV/TSV with a header or JSON lines: columns anchor, positive[, negative]
 (bert_tf.data.tasks.pairs names the aliases). The loss is the multiple-negatives ranking loss with
@@ -22,7 +24,7 @@ in-batch negatives (bert_tf.training.contrastive), so --train_batch_size must be
 file's anchors are queries over the corpus of its positives: recall@1/10, MRR@10 and nDCG@10
 are computed after every --save_checkpoints_steps (default: an epoch), and the best nDCG@10
 (or Spearman on --dev_scored_file when there is no --dev_file) is kept. The run writes
-output_dir/model.keras, vocab.txt, task_info.json, eval_results.json and
+output_dir/model.keras, vocab.txt (or tokenizer.json), task_info.json, eval_results.json and
 output_dir/sentence_transformers/ (a directory sentence-transformers loads).
 """
 
@@ -46,6 +48,7 @@ from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop.sentence_transformers import load_embedder, save_sentence_transformers
 from bert_tf.interop.weights import InteropError
 from bert_tf.serving.task_info import write_task_info
+from bert_tf.text.tokenizer_files import write_tokenizer_file
 from bert_tf.training import contrastive
 from bert_tf.training.checkpointing import (CheckpointError, check_writable_dir,
                                             save_keras_model)
@@ -115,7 +118,7 @@ def encode(options):
     texts = _read_lines(options.input_file)
     loaded = _load(options)
     config = loaded.model.encoder.config
-    encoder = TextEncoder(loaded.model, loaded.vocab_file, loaded.do_lower_case,
+    encoder = TextEncoder(loaded.model, loaded.tokenizer, loaded.do_lower_case,
                           loaded.max_seq_length, batch_size=options.batch_size,
                           buckets=_buckets(options, loaded.max_seq_length,
                                            config.max_position_embeddings, coarse=False))
@@ -201,7 +204,7 @@ def train(options):
     with strategy.scope():
         loaded = _load(options)
     config = loaded.model.encoder.config
-    text_encoder = TextEncoder(loaded.model, loaded.vocab_file, loaded.do_lower_case,
+    text_encoder = TextEncoder(loaded.model, loaded.tokenizer, loaded.do_lower_case,
                                loaded.max_seq_length,
                                buckets=_buckets(options, loaded.max_seq_length,
                                                 config.max_position_embeddings, coarse=False))
@@ -215,13 +218,13 @@ def train(options):
 
 
 def _write_run(options, loaded, summary):
-    """model.keras, vocab.txt, task_info.json, eval_results.json and the sentence-transformers
-    directory of the final (best) model, each written atomically."""
+    """model.keras, the tokenizer file (vocab.txt, or tokenizer.json for byte-level BPE),
+    task_info.json, eval_results.json and the sentence-transformers directory of the final
+    (best) model, each written atomically."""
     output_dir = options.output_dir
     model_file, st_dir = contrastive.checkpoint_paths(output_dir)
     save_keras_model(loaded.model, model_file)
-    with fileio.open_file(loaded.vocab_file, "rb") as f:
-        write_bytes_atomic(os.path.join(output_dir, "vocab.txt"), f.read())
+    write_tokenizer_file(output_dir, loaded.tokenizer, loaded.vocab_file)
     write_task_info(output_dir, TASK, do_lower_case=bool(loaded.do_lower_case),
                     max_seq_length=int(loaded.max_seq_length))
     write_text_atomic(os.path.join(output_dir, "eval_results.json"),

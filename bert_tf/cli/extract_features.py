@@ -17,8 +17,11 @@ each --layers block (-1 = the last transformer layer), rounded to 6 decimals. An
 --noper_token leaves the per-token "features" out (sentence embeddings only).
 
 --init_checkpoint takes every format bert_tf reads (original TF1 checkpoint, bert_tf run
-directory or .keras file, Hugging Face or keras-hub directory); --bert_config_file and
---vocab_file default to the files beside it.
+directory or .keras file, Hugging Face BERT or ModernBERT, or keras-hub directory);
+--bert_config_file and --vocab_file default to the files beside it. --vocab_file is a vocab.txt
+or a tokenizer.json (byte-level BPE, e.g. ModernBERT's, whose "token" fields are then the BPE
+tokens in their byte-level form, "Ġworld"); --do_lower_case unset takes a tokenizer.json's
+casing (a vocab.txt's default: true).
 """
 
 import json
@@ -37,7 +40,7 @@ from bert_tf.cli import outputs
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.data.tasks import length_buckets
 from bert_tf.modeling import BertEncoder
-from bert_tf.text import WordpieceTokenizer, pack_inputs, truncated_lengths
+from bert_tf.text import pack_inputs, tokenizer_files, truncated_lengths
 from bert_tf.training.checkpointing import CheckpointError
 
 FLAGS = flags.FLAGS
@@ -76,20 +79,23 @@ def split_pair(line):
 
 
 def packed_input(tokenizer, line, max_seq_length):
-    """(tokens, features) of one input line: [CLS] A [SEP] (B [SEP]), truncated to fit."""
+    """(tokens, features) of one input line: [CLS] A [SEP] (B [SEP]), truncated to fit.
+
+    tokens are the vocabulary's strings of the packed ids (WordPiece "##ing", byte-level BPE
+    "Ġworld"; the tokenizer's own [CLS]/[SEP] tokens, e.g. "<s>" for a RoBERTa-style file).
+    """
     text_a, text_b = split_pair(line)
-    tokens_a = tokenizer.tokenize(text_a)
-    tokens_b = tokenizer.tokenize(text_b) if text_b is not None else []
-    budget = max_seq_length - (3 if tokens_b else 2)
-    kept_a, kept_b = truncated_lengths(len(tokens_a), len(tokens_b), budget)
-    tokens = ["[CLS]", *tokens_a[:kept_a], "[SEP]"]
+    ids_a = tokenizer.encode(text_a)
+    ids_b = tokenizer.encode(text_b) if text_b is not None else []
+    budget = max_seq_length - (3 if ids_b else 2)
+    kept_a, kept_b = truncated_lengths(len(ids_a), len(ids_b), budget)
+    ids = [tokenizer.cls_id, *ids_a[:kept_a], tokenizer.sep_id]
     if kept_b:
-        tokens += [*tokens_b[:kept_b], "[SEP]"]
-    features = pack_inputs(tokenizer.convert_tokens_to_ids(tokens_a),
-                           tokenizer.convert_tokens_to_ids(tokens_b) if tokens_b else None,
-                           max_seq_length=max_seq_length, cls_id=tokenizer.cls_id,
-                           sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
-    return tokens, features
+        ids += [*ids_b[:kept_b], tokenizer.sep_id]
+    features = pack_inputs(ids_a, ids_b or None, max_seq_length=max_seq_length,
+                           cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                           pad_id=tokenizer.pad_id)
+    return tokenizer.convert_ids_to_tokens(ids), features
 
 
 def _rounded(values):
@@ -140,13 +146,14 @@ def bucketed_batches(lengths, buckets, batch_size):
             for i in range(0, len(positions), batch_size)]
 
 
-def _model_file(flag_value, init_checkpoint, name):
+def _tokenizer_file(flag_value, init_checkpoint):
+    """--vocab_file, else the tokenizer file beside --init_checkpoint (vocab.txt, or a
+    byte-level BPE tokenizer.json: tokenizer_files.model_tokenizer_file), else None."""
     if flag_value:
         return flag_value
     directory = (init_checkpoint if fileio.isdir(init_checkpoint)
                  else os.path.dirname(init_checkpoint))
-    path = os.path.join(directory, name)
-    return path if tf.io.gfile.exists(path) else None
+    return tokenizer_files.model_tokenizer_file(directory)
 
 
 def extract(options):
@@ -173,10 +180,10 @@ def extract(options):
     if options.max_seq_length > config.max_position_embeddings:
         raise UsageError(f"--max_seq_length={options.max_seq_length} exceeds "
                          f"max_position_embeddings={config.max_position_embeddings} of the model")
-    vocab_file = _model_file(options.vocab_file, options.init_checkpoint, "vocab.txt")
+    vocab_file = _tokenizer_file(options.vocab_file, options.init_checkpoint)
     if vocab_file is None:
-        raise UsageError(f"--vocab_file is required: no vocab.txt beside --init_checkpoint="
-                         f"{options.init_checkpoint}")
+        raise UsageError(f"--vocab_file is required: no vocab.txt or tokenizer.json beside "
+                         f"--init_checkpoint={options.init_checkpoint}")
     layers = parse_layers(options.layers, config.num_hidden_layers)
     try:
         buckets = length_buckets.parse_buckets(getattr(options, "length_buckets", "off"),
@@ -185,9 +192,19 @@ def extract(options):
     except length_buckets.BucketError as e:
         raise UsageError(str(e)) from None
     try:
-        tokenizer = WordpieceTokenizer(vocab_file, do_lower_case=options.do_lower_case)
+        # A tokenizer.json records its casing: --do_lower_case unset takes it, a set one must
+        # agree (a vocab.txt: unset is true, the original's default).
+        tokenizer = tokenizer_files.load_tokenizer(vocab_file, options.do_lower_case)
     except (OSError, ValueError) as e:
         raise UsageError(f"--vocab_file={vocab_file}: {e}") from None
+    do_lower_case = tokenizer_files.tokenizer_casing(tokenizer)
+    missing = [role for role in ("cls", "sep", "pad") if getattr(tokenizer, f"{role}_id") is None]
+    if missing:
+        raise UsageError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token (inputs "
+                         "are packed as [CLS] text [SEP] and padded)")
+    if tokenizer.vocab_size > config.vocab_size:
+        raise UsageError(f"--vocab_file={vocab_file} has {tokenizer.vocab_size} tokens but "
+                         f"vocab_size={config.vocab_size} in the model's config")
     if not tf.io.gfile.exists(options.input_file):
         raise UsageError(f"--input_file={options.input_file}: no such file")
     with tf.io.gfile.GFile(options.input_file) as f:
@@ -198,7 +215,7 @@ def extract(options):
 
     encoder = BertEncoder(config)
     logging.info(interop.warm_start(options.init_checkpoint, encoder,
-                                    do_lower_case=options.do_lower_case).summary())
+                                    do_lower_case=do_lower_case).summary())
 
     @tf.function(reduce_retracing=True)
     def forward(features):

@@ -110,10 +110,12 @@ _flag(flags.DEFINE_string, "bert_config_file", None,
       "configuration the checkpoint records).")
 _flag(flags.DEFINE_string, "vocab_file", None,
       "WordPiece vocabulary (vocab.txt); where a model is read, default: the one beside it. "
-      "The fine-tuning commands also take a tokenizer.json (byte-level BPE, e.g. ModernBERT's).")
+      "The fine-tuning commands, bert-tf-embed and bert-tf-extract-features also take a "
+      "tokenizer.json (byte-level BPE, e.g. ModernBERT's).")
 _flag(flags.DEFINE_bool, "do_lower_case", True,
       "Lower-case the input and strip accents (True for uncased models, False for cased ones). "
-      "Fine-tuning: unset takes a tokenizer.json's own casing (a vocab.txt: True).")
+      "Where unset is allowed (fine-tuning, embed, extract-features), a tokenizer.json's own "
+      "casing (a vocab.txt: True).")
 _flag(flags.DEFINE_string, "init_checkpoint", None,
       "Pre-trained weights: a bert_tf checkpoint or run directory, a .keras or .weights.h5 "
       "file, an original TF1 checkpoint prefix, or a Hugging Face or keras-hub directory.")
@@ -329,7 +331,8 @@ _flag(flags.DEFINE_integer, "doc_stride", 128, "Pieces between the starts of con
 _flag(flags.DEFINE_integer, "max_query_length", 64, "Question pieces kept (longer ones are cut).")
 _flag(flags.DEFINE_integer, "n_best_size", 20,
       "Start/end candidates per window, and answers in nbest_predictions.json.")
-_flag(flags.DEFINE_integer, "max_answer_length", 30, "Longest answer, in WordPiece tokens.")
+_flag(flags.DEFINE_integer, "max_answer_length", 30,
+      "Longest answer, in tokens (WordPiece or BPE pieces).")
 _flag(flags.DEFINE_bool, "version_2_with_negative", False,
       "SQuAD 2.0: questions may have no answer.")
 _flag(flags.DEFINE_float, "null_score_diff_threshold", 0.0,
@@ -532,7 +535,8 @@ def define_export_flags(flag_values=FLAGS):
 
 
 def define_extract_features_flags(flag_values=FLAGS):
-    define(EXTRACT_FEATURES, flag_values)
+    # --do_lower_case unset: a tokenizer.json's casing, true for a vocab.txt.
+    define(EXTRACT_FEATURES, flag_values, do_lower_case=None)
     return flag_values
 
 

@@ -12,9 +12,10 @@ with the official EM/F1 (bert_tf.metrics.squad) and the weights with the best F1
 
 --output_dir receives: ckpt-<step> checkpoints, best/ (best weights and metrics),
 summaries/{train,eval} (TensorBoard), predictions.json, nbest_predictions.json, null_odds.json
-(v2.0), results.json, model.keras (the final, best model), bert_config.json, vocab.txt,
-task_info.json and run_squad.flags (the flags used); with --export_dir, a SavedModel of the
-final model whose serve_text signature answers raw question/context pairs (bert_tf.serving).
+(v2.0), results.json, model.keras (the final, best model), bert_config.json, vocab.txt (or a
+byte-level BPE model's tokenizer.json), task_info.json and run_squad.flags (the flags used); with
+--export_dir, a SavedModel of the final model whose serve_text signature answers raw
+question/context pairs (bert_tf.serving; with byte-level BPE the id signature only).
 """
 
 from absl import flags, logging

@@ -3,7 +3,8 @@
 A sentence-transformers directory lists its modules in `modules.json`, in order:
 
   sentence_transformers.models.Transformer  a Hugging Face BERT folder (config.json,
-                                            model.safetensors, vocab.txt, tokenizer_config.json)
+                                            model.safetensors, vocab.txt, tokenizer_config.json;
+                                            a ModernBERT one has tokenizer.json, byte-level BPE)
                                             plus sentence_bert_config.json (max_seq_length,
                                             do_lower_case); "path" "" is the directory itself
   sentence_transformers.models.Pooling      <path>/config.json: the pooling mode(s)
@@ -26,6 +27,8 @@ from bert_tf.interop import huggingface, weights
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertSentenceEmbedder
 from bert_tf.modeling.pooling import POOLING_MODES, check_pooling_modes
+from bert_tf.text import tokenizer_files
+from bert_tf.text.bpe import BpeTokenizer
 
 MODULES_FILE = "modules.json"
 SENTENCE_BERT_CONFIG_FILE = "sentence_bert_config.json"
@@ -45,15 +48,19 @@ class SentenceTransformer:
 
     Attributes:
       model: the BertSentenceEmbedder.
-      vocab_file: the transformer folder's vocab.txt.
+      vocab_file: the tokenizer file: the transformer folder's vocab.txt, or its
+        tokenizer.json (byte-level BPE, e.g. ModernBERT's; see
+        bert_tf.text.tokenizer_files.model_tokenizer_file for which one a folder gives).
       do_lower_case: whether texts are lower-cased (the tokenizer's or the module's setting).
       max_seq_length: tokens per text, [CLS] and [SEP] included; longer texts are truncated.
+      tokenizer: the WordpieceTokenizer or BpeTokenizer of vocab_file (load_embedder sets it).
     """
 
     model: BertSentenceEmbedder
     vocab_file: str
     do_lower_case: bool
     max_seq_length: int
+    tokenizer: object = None
 
 
 def is_sentence_transformers_dir(path):
@@ -148,7 +155,8 @@ def load_sentence_transformers(model_dir, allow_pickle=False):
 
     Raises:
       InteropError: a module bert_tf cannot build, an unknown pooling mode, a transformer
-        folder that is not BERT, or no vocab.txt; each naming the file and field.
+        folder that is not BERT or ModernBERT, or no vocab.txt or tokenizer.json; each naming
+        the file and field.
 
     Examples:
 
@@ -160,11 +168,13 @@ def load_sentence_transformers(model_dir, allow_pickle=False):
     transformer_dir = modules[0][1]
     pooling_path = os.path.join(modules[1][1], "config.json")
     modes = read_pooling_config(pooling_path)
-    source, config, vocab_file = huggingface.load_huggingface(transformer_dir, allow_pickle)
+    source, config, _ = huggingface.load_huggingface(transformer_dir, allow_pickle)
     encoder = weights.encoder_of(source)
+    vocab_file = tokenizer_files.model_tokenizer_file(transformer_dir)
     if vocab_file is None:
-        raise InteropError(f"{transformer_dir}: no {huggingface.VOCAB_FILE} (the transformer "
-                           "module's tokenizer)")
+        raise InteropError(f"{transformer_dir}: no {huggingface.VOCAB_FILE} or "
+                           f"{huggingface.TOKENIZER_JSON_FILE} (the transformer module's "
+                           "tokenizer)")
     settings_path = os.path.join(transformer_dir, SENTENCE_BERT_CONFIG_FILE)
     settings = (_read_json(settings_path, "") if tf.io.gfile.exists(settings_path) else {})
     max_seq_length = settings.get("max_seq_length") or config.max_position_embeddings
@@ -172,13 +182,31 @@ def load_sentence_transformers(model_dir, allow_pickle=False):
             or not 3 <= max_seq_length <= config.max_position_embeddings):
         raise InteropError(f"{settings_path}: max_seq_length={max_seq_length!r}; expected an "
                            f"int in [3, max_position_embeddings={config.max_position_embeddings}]")
-    # The module's do_lower_case lower-cases before the tokenizer, which may lower-case too.
-    do_lower_case = bool(settings.get("do_lower_case")) or bool(
-        huggingface.do_lower_case_of(transformer_dir))
+    tokenizer = None
+    if vocab_file.endswith(".json"):
+        tokenizer = _read_tokenizer(vocab_file, None, vocab_file)
+        do_lower_case = tokenizer_files.tokenizer_casing(tokenizer)
+        if settings.get("do_lower_case") and not do_lower_case:
+            # Lower-casing before a tokenizer.json that keeps case is not what its
+            # normalizer does, and bert_tf's in-graph tokenizer follows the normalizer only.
+            raise InteropError(f"{settings_path}: do_lower_case is true but {vocab_file} keeps "
+                               "case; bert_tf lower-cases only as the tokenizer.json says")
+    else:
+        # The module's do_lower_case lower-cases before the tokenizer, which may lower-case.
+        do_lower_case = bool(settings.get("do_lower_case")) or bool(
+            huggingface.do_lower_case_of(transformer_dir))
     model = BertSentenceEmbedder(encoder, pooling=modes,
                                  normalize=modules[-1][0] == _NORMALIZE)
     return SentenceTransformer(model=model, vocab_file=vocab_file, do_lower_case=do_lower_case,
-                               max_seq_length=int(max_seq_length))
+                               max_seq_length=int(max_seq_length), tokenizer=tokenizer)
+
+
+def _read_tokenizer(path, do_lower_case, name):
+    """bert_tf.text.load_tokenizer with its errors as InteropError naming `name`."""
+    try:
+        return tokenizer_files.load_tokenizer(path, do_lower_case)
+    except (OSError, ValueError) as e:
+        raise InteropError(f"{name}: {e}") from None
 
 
 def _pooling_config(model):
@@ -196,16 +224,18 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
     """Writes a BertSentenceEmbedder as a sentence-transformers directory.
 
     The transformer is written at the top (config.json, model.safetensors, vocab.txt,
-    tokenizer_config.json, sentence_bert_config.json, as all-MiniLM-L6-v2 is laid out), the
+    tokenizer_config.json, sentence_bert_config.json, as all-MiniLM-L6-v2 is laid out; a
+    modern encoder with a byte-level BPE: tokenizer.json and a tokenizer_config.json naming
+    its special tokens, as ModernBERT is laid out), the
     pooling config in 1_Pooling/, a Normalize module when the model normalises, and
     modules.json last, so a directory with modules.json is complete. Every file is written
     atomically.
 
     Args:
-      model: a BertSentenceEmbedder (plain BERT config).
+      model: a BertSentenceEmbedder (a BERT or ModernBERT-style encoder).
       output_dir: created if needed.
-      vocab_file: the model's vocab.txt.
-      do_lower_case: the tokenizer's casing.
+      vocab_file: the model's vocab.txt or tokenizer.json.
+      do_lower_case: the tokenizer's casing (a tokenizer.json's own, which it records).
       max_seq_length: tokens per text the model was trained for.
 
     Returns:
@@ -214,8 +244,26 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
     if not isinstance(model, BertSentenceEmbedder):
         raise InteropError(f"cannot write a {type(model).__name__} as a sentence-transformers "
                            "model: expected a BertSentenceEmbedder")
-    huggingface.save_huggingface(model.encoder, output_dir, vocab_file=vocab_file,
-                                 do_lower_case=do_lower_case)
+    tokenizer = None
+    if vocab_file.endswith(".json"):
+        tokenizer = _read_tokenizer(vocab_file, None, vocab_file)
+    bpe = isinstance(tokenizer, BpeTokenizer)
+    huggingface.save_huggingface(model.encoder, output_dir, do_lower_case=None if bpe
+                                 else do_lower_case)
+    tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)
+    if bpe:
+        # transformers reads a tokenizer.json's special tokens (padding needs pad_token)
+        # from tokenizer_config.json; bert_tf's BpeTokenizer reads the same roles.
+        roles = {role: tokenizer.inv_vocab[index] for role, index in
+                 (("cls", tokenizer.cls_id), ("sep", tokenizer.sep_id),
+                  ("pad", tokenizer.pad_id), ("mask", tokenizer.mask_id),
+                  ("unk", tokenizer.unk_id)) if index is not None}
+        write_text_atomic(os.path.join(output_dir, huggingface.TOKENIZER_CONFIG_FILE),
+                          json.dumps(dict({f"{role}_token": token for role, token
+                                           in roles.items()},
+                                          tokenizer_class="PreTrainedTokenizerFast",
+                                          model_max_length=int(max_seq_length)),
+                                     indent=2, sort_keys=True) + "\n")
     write_text_atomic(os.path.join(output_dir, SENTENCE_BERT_CONFIG_FILE), json.dumps(
         {"max_seq_length": int(max_seq_length), "do_lower_case": False}, indent=2) + "\n")
     fileio.makedirs(os.path.join(output_dir, POOLING_DIR))
@@ -246,9 +294,13 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
       pooling, normalize: for an encoder checkpoint only.
       vocab_file, do_lower_case, max_seq_length: override what the source says (needed where
         it says nothing: vocab_file beside a TF1 checkpoint, max_seq_length default 128).
+        The tokenizer file is a vocab.txt or a tokenizer.json (byte-level BPE, e.g. a
+        ModernBERT's; found beside the model as bert_tf.text.tokenizer_files.
+        model_tokenizer_file says); a tokenizer.json records its casing, which an unset
+        do_lower_case takes and a set one must agree with.
 
     Returns:
-      SentenceTransformer (model, vocab_file, do_lower_case, max_seq_length).
+      SentenceTransformer (model, vocab_file, do_lower_case, max_seq_length, tokenizer).
 
     Raises:
       InteropError / FileNotFoundError / ValueError naming the source and what is missing.
@@ -273,9 +325,8 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
             directory = os.path.dirname(fileio.abspath(model_file))
             info = _read_json(os.path.join(directory, "task_info.json"), "the run's settings") \
                 if tf.io.gfile.exists(os.path.join(directory, "task_info.json")) else {}
-            vocab = os.path.join(directory, huggingface.VOCAB_FILE)
             loaded = SentenceTransformer(
-                model=model, vocab_file=vocab if tf.io.gfile.exists(vocab) else None,
+                model=model, vocab_file=tokenizer_files.model_tokenizer_file(directory),
                 do_lower_case=info.get("do_lower_case", True),
                 max_seq_length=info.get("max_seq_length", 128))
         else:
@@ -289,15 +340,13 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
             warm_start(init_checkpoint, model, do_lower_case=do_lower_case)
             directory = (init_checkpoint if fileio.isdir(init_checkpoint)
                          else os.path.dirname(init_checkpoint))
-            vocab = os.path.join(directory, huggingface.VOCAB_FILE)
             loaded = SentenceTransformer(
-                model=model, vocab_file=vocab if tf.io.gfile.exists(vocab) else None,
+                model=model, vocab_file=tokenizer_files.model_tokenizer_file(directory),
                 do_lower_case=True if do_lower_case is None else do_lower_case,
                 max_seq_length=min(128, config.max_position_embeddings))
     if vocab_file:
-        loaded.vocab_file = vocab_file
-    if do_lower_case is not None:
-        loaded.do_lower_case = do_lower_case
+        loaded.vocab_file = (tokenizer_files.model_tokenizer_file(vocab_file) or vocab_file
+                             if fileio.isdir(vocab_file) else vocab_file)
     if max_seq_length:
         limit = loaded.model.encoder.config.max_position_embeddings
         if not 3 <= max_seq_length <= limit:
@@ -305,6 +354,17 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
                                f"max_position_embeddings={limit}] of the model")
         loaded.max_seq_length = max_seq_length
     if not loaded.vocab_file:
-        raise InteropError(f"--init_checkpoint={init_checkpoint} has no vocab.txt beside it; "
-                           "give --vocab_file")
+        raise InteropError(f"--init_checkpoint={init_checkpoint} has no vocab.txt or "
+                           "tokenizer.json beside it; give --vocab_file")
+    # A tokenizer.json records its casing: unset do_lower_case takes it, a contradicting one
+    # is an error; a vocab.txt tokenizes as do_lower_case (else the source) says.
+    records_casing = loaded.vocab_file.endswith(".json")
+    loaded.tokenizer = _read_tokenizer(
+        loaded.vocab_file, do_lower_case if records_casing or do_lower_case is not None
+        else loaded.do_lower_case, f"--vocab_file={loaded.vocab_file}")
+    loaded.do_lower_case = tokenizer_files.tokenizer_casing(loaded.tokenizer)
+    vocab_size = loaded.model.encoder.config.vocab_size
+    if loaded.tokenizer.vocab_size > vocab_size:
+        raise InteropError(f"--vocab_file={loaded.vocab_file} has {loaded.tokenizer.vocab_size} "
+                           f"tokens but the model's vocab_size is {vocab_size}")
     return loaded

@@ -29,7 +29,6 @@ object with the same attribute names); the field names are the flag names, so er
 flag at fault. Nothing here reads flags.
 """
 import dataclasses
-import hashlib
 import json
 import os
 import time
@@ -46,7 +45,7 @@ from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import InteropError, warm_start
 from bert_tf.interop.warm_start import check_casing
 from bert_tf.modeling import BertEncoder
-from bert_tf.text import validate_case_matches_checkpoint
+from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
 from bert_tf.text.bpe import BpeTokenizer
 from bert_tf.text.tokenization import vocab_digest
 from bert_tf.training import checkpointing, finetune
@@ -263,12 +262,8 @@ def tokenizer_digest(context):
     line endings do not matter), a WordPiece tokenizer.json's tokens in the same form (so it
     equals its vocab.txt), a byte-level BPE file's vocabulary, merges, added tokens and
     settings (BpeTokenizer.fingerprint)."""
-    tokenizer = context.tokenizer
-    if isinstance(tokenizer, BpeTokenizer):
-        return tokenizer.fingerprint()
     if context.vocab_file.endswith(".json"):
-        text = "".join(token + "\n" for token in tokenizer.inv_vocab)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return tokenizer_files.tokenizer_tokens_digest(context.tokenizer)
     return vocab_digest(context.vocab_file)
 
 

@@ -6,7 +6,6 @@ field names are the command-line flag names, so errors name the flag at fault.
 """
 
 import dataclasses
-import json
 import math
 import os
 
@@ -16,10 +15,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
-from bert_tf.fileio import write_text_atomic
 from bert_tf.text import bpe, tokenizer_files
-from bert_tf.text.bpe import TOKENIZER_JSON
-from bert_tf.text.tokenization import vocab_difference
 from bert_tf.training.distribute import get_strategy, is_chief
 from bert_tf.training.precision import resolve_dtype
 
@@ -189,10 +185,13 @@ def resolve_model_files(options):
     if not vocab_file:
         raise FlagValueError(f"--vocab_file is required (no vocab.txt or tokenizer.json beside "
                              f"--init_checkpoint={source})")
-    checkpoint_vocab = os.path.join(directory, "vocab.txt") if directory else None
-    if (options.vocab_file and not vocab_file.endswith(".json") and checkpoint_vocab
-            and tf.io.gfile.exists(checkpoint_vocab)):
-        problem = vocab_difference(checkpoint_vocab, vocab_file)
+    checkpoint_vocab = checkpoint_tokenizer_file(directory) if directory else None
+    if (options.vocab_file and checkpoint_vocab
+            and fileio.abspath(checkpoint_vocab) != fileio.abspath(vocab_file)):
+        try:
+            problem = tokenizer_files.tokenizer_difference(checkpoint_vocab, vocab_file)
+        except (OSError, ValueError) as e:
+            raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
         if problem:
             raise FlagValueError(
                 f"--vocab_file={options.vocab_file} differs from {checkpoint_vocab} beside "
@@ -202,34 +201,9 @@ def resolve_model_files(options):
 
 
 def checkpoint_tokenizer_file(directory):
-    """The tokenizer file a model directory holds, or None.
-
-    vocab.txt (or a keras-hub preset's assets/tokenizer/vocabulary.txt) as before; a
-    tokenizer.json when there is no vocab.txt (ModernBERT, a converted ModernBERT run), or when
-    it is byte-level BPE: a vocab.txt cannot describe a BPE model, so beside one it is a
-    leftover. A WordPiece tokenizer.json beside a vocab.txt (Hugging Face BERT directories hold
-    both) leaves the vocab.txt in charge.
-    """
-    found = [os.path.join(directory, name) for name in
-             ("vocab.txt", os.path.join("assets", "tokenizer", "vocabulary.txt"), TOKENIZER_JSON)]
-    found = [path for path in found if tf.io.gfile.exists(path)]
-    if not found:
-        return None
-    if found[-1].endswith(TOKENIZER_JSON) and len(found) > 1 and _is_bpe_file(found[-1]):
-        logging.warning("Tokenizing with the byte-level BPE %s, not %s beside it", found[-1],
-                        found[0])
-        return found[-1]
-    return found[0]
-
-
-def _is_bpe_file(path):
-    """True when a tokenizer.json's model is BPE (an unreadable file: False, and the file
-    chosen instead is read as usual)."""
-    try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            return json.loads(f.read().decode("utf-8")).get("model", {}).get("type") == "BPE"
-    except (ValueError, AttributeError, OSError):
-        return False
+    """The tokenizer file a model directory holds, or None (which one:
+    bert_tf.text.tokenizer_files.model_tokenizer_file)."""
+    return tokenizer_files.model_tokenizer_file(directory)
 
 
 def load_tokenizer(vocab_file, options):
@@ -373,18 +347,4 @@ def copy_model_files(output_dir, strategy, config, vocab_file, tokenizer=None):
     if not is_chief(strategy):
         return
     config.to_json_file(os.path.join(output_dir, "bert_config.json"))
-    spec = getattr(tokenizer, "spec", None)
-    if spec is not None:
-        write_text_atomic(os.path.join(output_dir, TOKENIZER_JSON),
-                          json.dumps(spec.data, ensure_ascii=False) + "\n")
-        if spec.roles:
-            # Roles read from a tokenizer_config.json beside the source file: the file the
-            # tokenizer reads them from beside the copy.
-            write_text_atomic(os.path.join(output_dir, "special_tokens_map.json"), json.dumps(
-                {f"{role}_token": token for role, token in sorted(spec.roles.items())}) + "\n")
-    elif tokenizer is not None and vocab_file.endswith(".json"):
-        write_text_atomic(os.path.join(output_dir, "vocab.txt"),
-                          "".join(token + "\n" for token in tokenizer.inv_vocab))
-    else:
-        with tf.io.gfile.GFile(vocab_file) as f:
-            write_text_atomic(os.path.join(output_dir, "vocab.txt"), f.read())
+    tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)

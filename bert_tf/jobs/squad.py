@@ -100,13 +100,20 @@ def _serving_settings(options):
                 version_2_with_negative=bool(options.version_2_with_negative))
 
 
+def _token_kind(context):
+    """What a context's pieces are called in messages."""
+    return "byte-level BPE token" if context.is_bpe else "WordPiece token"
+
+
 class _Predictor:
     """Answers the --predict_file questions with the current weights of the model."""
 
     def __init__(self, model, options, data, examples, features, has_gold,
-                 length_buckets=None):
+                 length_buckets=None, whole_words=False):
         self.model, self.options, self.data = model, options, data
         self.examples, self.features, self.has_gold = examples, features, has_gold
+        # Byte-level BPE: answers are whole context words (squad_postprocess).
+        self.whole_words = whole_words
         self.arrays = squad.features_to_arrays(features, options.max_seq_length,
                                                is_training=False)
         self.seconds = 0.0
@@ -126,7 +133,8 @@ class _Predictor:
             max_answer_length=self.options.max_answer_length,
             do_lower_case=self.options.do_lower_case,
             version_2_with_negative=self.options.version_2_with_negative,
-            null_score_diff_threshold=self.options.null_score_diff_threshold)
+            null_score_diff_threshold=self.options.null_score_diff_threshold,
+            whole_words=self.whole_words)
         self.seconds = time.time() - start
         return result
 
@@ -153,17 +161,6 @@ class SquadTask(finetuning.Task):
         validate_options(options)
         self.predictor = None
 
-    def check_tokenizer(self, context):
-        # SQuAD maps answers between characters, whitespace words and WordPiece tokens (and
-        # back, through BERT's basic tokenizer, in the post-processing): byte-level BPE would
-        # need its own offset mapping, which this command does not have.
-        if context.is_bpe:
-            raise FlagValueError(
-                f"--vocab_file={context.vocab_file} is a byte-level BPE tokenizer; "
-                "bert-tf-squad reads WordPiece vocabularies only (answer spans are mapped "
-                "through WordPiece tokens). Fine-tune this model with bert-tf-classify or "
-                "bert-tf-tag")
-
     @property
     def resume_name(self):
         return f"{TASK} (version_2_with_negative={bool(self.options.version_2_with_negative)})"
@@ -180,7 +177,7 @@ class SquadTask(finetuning.Task):
                 is_training=True)
             if not squad.num_rows(self.train_arrays):
                 raise FlagValueError(f"--train_file={options.train_file}: no context has any "
-                                     "WordPiece token")
+                                     f"{_token_kind(context)}")
             self.info.update(num_train_examples=len(train_examples),
                              num_train_features=squad.num_rows(self.train_arrays),
                              num_skipped_train_examples=skipped)
@@ -199,7 +196,7 @@ class SquadTask(finetuning.Task):
             features = list(_convert(examples, tokenizer, options, False))
             if not features:
                 raise FlagValueError(f"--predict_file={options.predict_file}: no context has "
-                                     "any WordPiece token")
+                                     f"any {_token_kind(context)}")
             self.predict_input = (data, examples, features, has_gold)
             self.info.update(num_predict_examples=len(examples),
                              num_predict_features=len(features))
@@ -213,7 +210,8 @@ class SquadTask(finetuning.Task):
         super().attach(model, context)
         if self.predict_input:
             self.predictor = _Predictor(model, self.options, *self.predict_input,
-                                        length_buckets=context.eval_length_buckets)
+                                        length_buckets=context.eval_length_buckets,
+                                        whole_words=context.is_bpe)
 
     def results(self):
         return dict(self.info)

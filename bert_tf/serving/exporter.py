@@ -26,13 +26,15 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 from bert_tf.serving import tasks
-from bert_tf.text import tokenization
-from bert_tf.text.bpe import BpeTokenizer
 from bert_tf.text.bpe_layer import BpeTokenizerLayer
 from bert_tf.text.layers import BertTokenizerLayer
+from bert_tf.text.tokenizer_files import tokenizer_layer
 
 SIGNATURE_KEYS = {"ids": "serving_default", "text": "serve_text", "examples": "serve_examples"}
 EXPORT_INFO_FILE = "bert_tf_export.json"
+# Models whose text signatures need WordPiece word offsets and tokens: with a byte-level BPE
+# tokenizer they export the id signature only.
+WORDPIECE_TEXT_TASKS = ("squad", "tagging", "fill_mask")
 # What tf.saved_model.save and export() write: a directory of only these is an export.
 _EXPORT_ENTRIES = frozenset(("saved_model.pb", "variables", "assets", "assets.extra",
                              "fingerprint.pb"))
@@ -40,21 +42,17 @@ _EXPORT_ENTRIES = frozenset(("saved_model.pb", "variables", "assets", "assets.ex
 
 def _tokenizer_layer(tokenizer, vocab_file, do_lower_case):
     """The in-graph tokenizer from `tokenizer` (a layer, a WordpieceTokenizer or a
-    BpeTokenizer) or the vocabulary."""
+    BpeTokenizer: bert_tf.text.tokenizer_layer) or the vocabulary (a vocab.txt or its list of
+    tokens, tokenized with do_lower_case)."""
     if tokenizer is not None:
         if vocab_file is not None:
             raise ValueError("export: pass tokenizer or vocab_file, not both.")
-        if isinstance(tokenizer, (BertTokenizerLayer, BpeTokenizerLayer)):
-            return tokenizer
-        if isinstance(tokenizer, BpeTokenizer):
-            return BpeTokenizerLayer(tokenizer)
-        if isinstance(tokenizer, tokenization.WordpieceTokenizer):
-            return BertTokenizerLayer(
-                tokenizer.inv_vocab, do_lower_case=tokenizer.do_lower_case,
-                max_input_chars_per_word=tokenizer.max_input_chars_per_word,
-                unk_token=tokenizer.unk_token)
-        raise TypeError(f"export: tokenizer must be a BertTokenizerLayer, BpeTokenizerLayer, "
-                        f"WordpieceTokenizer or BpeTokenizer, got {type(tokenizer).__name__}.")
+        try:
+            return tokenizer_layer(tokenizer)
+        except TypeError:
+            raise TypeError(f"export: tokenizer must be a BertTokenizerLayer, BpeTokenizerLayer, "
+                            f"WordpieceTokenizer or BpeTokenizer, got "
+                            f"{type(tokenizer).__name__}.") from None
     if vocab_file is None:
         return None
     return BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
@@ -227,7 +225,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                          f"model's vocab_size is only {config.vocab_size}.")
     if wants_text and isinstance(tokenizer, BpeTokenizerLayer):
         task_name = tasks.task_name_of(model)
-        if task_name in ("squad", "tagging", "fill_mask"):
+        if task_name in WORDPIECE_TEXT_TASKS:
             raise ValueError(f"export: the text signatures of a {task_name} model need word "
                              "offsets and WordPiece tokens, which a byte-level BPE tokenizer "
                              "does not give; export signatures=('ids',) instead.")

@@ -5,12 +5,19 @@
 in-graph layer for tf.data and SavedModel text signatures.
 """
 
+import json
 import os
 
+from absl import logging
+
 from bert_tf import fileio
+from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.text import bpe, tokenization
 
 VOCAB_TXT = "vocab.txt"
+# A keras-hub preset's WordPiece vocabulary.
+KERAS_HUB_VOCAB = os.path.join("assets", "tokenizer", "vocabulary.txt")
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 
 
 def find_tokenizer_file(path):
@@ -34,6 +41,38 @@ def find_tokenizer_file(path):
         raise FileNotFoundError(f"tokenizer file '{path}' does not exist (expected a vocab.txt, "
                                 f"a {bpe.TOKENIZER_JSON} or a directory holding one).")
     return path
+
+
+def model_tokenizer_file(directory):
+    """The tokenizer file a model directory holds, or None.
+
+    vocab.txt (or a keras-hub preset's assets/tokenizer/vocabulary.txt); a tokenizer.json when
+    there is no vocab.txt (ModernBERT, a converted ModernBERT run), or when it is byte-level
+    BPE: a vocab.txt cannot describe a BPE model, so beside one it is a leftover. A WordPiece
+    tokenizer.json beside a vocab.txt (Hugging Face BERT directories hold both) leaves the
+    vocab.txt in charge, so a model directory tokenizes as the original BERT code would.
+    (find_tokenizer_file, for a directory named as the tokenizer itself, prefers the json.)
+    """
+    found = [os.path.join(directory, name)
+             for name in (VOCAB_TXT, KERAS_HUB_VOCAB, bpe.TOKENIZER_JSON)]
+    found = [path for path in found if fileio.isfile(path)]
+    if not found:
+        return None
+    if found[-1].endswith(bpe.TOKENIZER_JSON) and len(found) > 1 and _is_bpe_file(found[-1]):
+        logging.warning("Tokenizing with the byte-level BPE %s, not %s beside it", found[-1],
+                        found[0])
+        return found[-1]
+    return found[0]
+
+
+def _is_bpe_file(path):
+    """True when a tokenizer.json's model is BPE (an unreadable file: False, and the file
+    chosen instead is read as usual)."""
+    try:
+        with fileio.open_file(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8")).get("model", {}).get("type") == "BPE"
+    except (ValueError, AttributeError, OSError):
+        return False
 
 
 def load_tokenizer(path, do_lower_case=None):
@@ -60,10 +99,7 @@ def load_tokenizer(path, do_lower_case=None):
     tokenizer = bpe.load_tokenizer_json(path)
     if do_lower_case is None:
         return tokenizer
-    if isinstance(tokenizer, tokenization.WordpieceTokenizer):
-        file_lowercase = tokenizer.do_lower_case
-    else:
-        file_lowercase = "Lowercase" in tokenizer.spec.normalizer
+    file_lowercase = tokenizer_casing(tokenizer)
     if bool(do_lower_case) != file_lowercase:
         raise ValueError(f"do_lower_case={bool(do_lower_case)} contradicts tokenizer file "
                          f"'{path}', which {'lower-cases' if file_lowercase else 'keeps case'}"
@@ -71,24 +107,123 @@ def load_tokenizer(path, do_lower_case=None):
     return tokenizer
 
 
+def tokenizer_casing(tokenizer):
+    """True when `tokenizer` (from load_tokenizer) lower-cases its input: a WordPiece
+    tokenizer's do_lower_case, a byte-level BPE file's Lowercase normalizer step."""
+    if isinstance(tokenizer, bpe.BpeTokenizer):
+        return "Lowercase" in tokenizer.spec.normalizer
+    return bool(tokenizer.do_lower_case)
+
+
+def tokenizer_tokens_digest(tokenizer):
+    """Hex SHA-256 of what `tokenizer`'s ids depend on.
+
+    A WordPiece tokenizer: its tokens one per line (equal to tokenization.vocab_digest of the
+    vocab.txt it amounts to, whether it was read from a vocab.txt or a tokenizer.json); a
+    byte-level BPE tokenizer: BpeTokenizer.fingerprint (vocabulary, merges, added tokens and
+    settings).
+    """
+    import hashlib
+
+    if isinstance(tokenizer, bpe.BpeTokenizer):
+        return tokenizer.fingerprint()
+    text = "".join(token + "\n" for token in tokenizer.inv_vocab)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def tokenizer_difference(base_file, tokenizer_file):
+    """None when `tokenizer_file` tokenizes as `base_file` does; else what differs (str).
+
+    Two vocab.txt files: tokenization.vocab_difference (tokens appended after the base's are
+    fine). Otherwise the tokenizers are compared: a byte-level BPE against a WordPiece
+    vocabulary differs in kind; two BPE files by BpeTokenizer.fingerprint (vocabulary,
+    merges, added tokens, settings); WordPiece ones by their tokens in order. Casing is not
+    compared here (a vocab.txt does not record it).
+
+    Raises:
+      FileNotFoundError / ValueError: a file that cannot be read as a tokenizer.
+    """
+    if not base_file.endswith(".json") and not tokenizer_file.endswith(".json"):
+        return tokenization.vocab_difference(base_file, tokenizer_file)
+    base, given = load_tokenizer(base_file), load_tokenizer(tokenizer_file)
+    base_bpe, given_bpe = (isinstance(t, bpe.BpeTokenizer) for t in (base, given))
+    if base_bpe != given_bpe:
+        return (f"it is {'a byte-level BPE' if given_bpe else 'a WordPiece'} tokenizer, the "
+                f"model's is {'a byte-level BPE' if base_bpe else 'a WordPiece'} one")
+    if base_bpe:
+        if base.fingerprint() == given.fingerprint():
+            return None
+        if base.inv_vocab != given.inv_vocab:
+            index = next((i for i, (a, b) in enumerate(zip(base.inv_vocab, given.inv_vocab))
+                          if a != b), min(len(base.inv_vocab), len(given.inv_vocab)))
+            got = (repr(given.inv_vocab[index]) if index < len(given.inv_vocab)
+                   else "past its end")
+            want = (repr(base.inv_vocab[index]) if index < len(base.inv_vocab)
+                    else "past its end")
+            return f"id {index} is {got}, not {want}"
+        return ("the vocabularies agree but the merges, added tokens or normalizer differ "
+                "(BpeTokenizer.fingerprint)")
+    tokens = given.inv_vocab
+    if tokens[:len(base.inv_vocab)] == base.inv_vocab:
+        return None
+    index = next((i for i, (a, b) in enumerate(zip(base.inv_vocab, tokens)) if a != b),
+                 len(tokens))
+    got = repr(tokens[index]) if index < len(tokens) else "the end of the file"
+    return f"id {index} is {got}, not {base.inv_vocab[index]!r}"
+
+
+def write_tokenizer_file(output_dir, tokenizer, source_file):
+    """Writes the tokenizer file a model directory carries (atomically); returns its path.
+
+    The file keeps its kind: vocab.txt for WordPiece (a WordPiece tokenizer.json is written as
+    the vocab.txt it amounts to, so the directory reads like any BERT model's), tokenizer.json
+    for byte-level BPE (as `tokenizer` parsed it), with special_tokens_map.json beside it when
+    its special-token roles came from a tokenizer_config.json beside the source.
+
+    Args:
+      output_dir: the directory (exists).
+      tokenizer: the WordpieceTokenizer or BpeTokenizer of `source_file` (None for a
+        vocab.txt, copied byte for byte; a tokenizer.json is then read here).
+      source_file: the vocab.txt or tokenizer.json it was read from.
+    """
+    if tokenizer is None and source_file.endswith(".json"):
+        tokenizer = load_tokenizer(source_file)
+    spec = getattr(tokenizer, "spec", None)
+    if spec is not None:
+        path = os.path.join(output_dir, bpe.TOKENIZER_JSON)
+        write_text_atomic(path, json.dumps(spec.data, ensure_ascii=False) + "\n")
+        if spec.roles:
+            write_text_atomic(os.path.join(output_dir, SPECIAL_TOKENS_MAP), json.dumps(
+                {f"{role}_token": token for role, token in sorted(spec.roles.items())}) + "\n")
+        return path
+    path = os.path.join(output_dir, VOCAB_TXT)
+    if source_file.endswith(".json"):
+        write_text_atomic(path, "".join(token + "\n" for token in tokenizer.inv_vocab))
+    elif fileio.abspath(source_file) != fileio.abspath(path):
+        with fileio.open_file(source_file, "rb") as f:
+            write_bytes_atomic(path, f.read())
+    return path
+
+
 def tokenizer_layer(tokenizer):
     """The in-graph layer equal to a Python tokenizer from `load_tokenizer`.
 
     Returns:
       a `BertTokenizerLayer` for a `WordpieceTokenizer`, a `BpeTokenizerLayer` for a
-      `BpeTokenizer`; both map tf.string [B] to int32 RaggedTensor [B, (tokens)] and carry
-      cls_id, sep_id, pad_id and mask_id.
+      `BpeTokenizer` (a layer given is returned as it is); both map tf.string [B] to int32
+      RaggedTensor [B, (tokens)] and carry cls_id, sep_id, pad_id and mask_id.
     """
-    if isinstance(tokenizer, bpe.BpeTokenizer):
-        from bert_tf.text.bpe_layer import BpeTokenizerLayer
+    from bert_tf.text.bpe_layer import BpeTokenizerLayer
+    from bert_tf.text.layers import BertTokenizerLayer
 
+    if isinstance(tokenizer, (BertTokenizerLayer, BpeTokenizerLayer)):
+        return tokenizer
+    if isinstance(tokenizer, bpe.BpeTokenizer):
         return BpeTokenizerLayer(tokenizer)
     if isinstance(tokenizer, tokenization.WordpieceTokenizer):
-        from bert_tf.text.layers import BertTokenizerLayer
-
         return BertTokenizerLayer(
             tokenizer.inv_vocab, do_lower_case=tokenizer.do_lower_case,
             max_input_chars_per_word=tokenizer.max_input_chars_per_word,
             unk_token=tokenizer.unk_token)
-    raise TypeError(f"tokenizer_layer: expected a WordpieceTokenizer or BpeTokenizer, got "
-                    f"{type(tokenizer).__name__}.")
+    raise TypeError(f"tokenizer_layer: expected a WordpieceTokenizer or BpeTokenizer (or its "
+                    f"layer), got {type(tokenizer).__name__}.")

@@ -1,18 +1,20 @@
 """Encoding texts with a BertSentenceEmbedder: tokenised in-graph, length-sorted, bucketed.
 
 `TextEncoder(model, vocab_file, do_lower_case, max_seq_length).encode(texts)` returns float32
-[N, D] in the order of `texts`. Texts are tokenised by bert_tf.text's BertTokenizerLayer (ids
-equal to the original FullTokenizer's), truncated to max_seq_length - 2 pieces, sorted by length
-so a batch holds texts of nearly one length, and each batch is cut to the smallest length
-bucket that holds its longest text: the encoder does the work of the real tokens, not of
-max_seq_length. Padding is masked, so a text's vector does not depend on its batch.
+[N, D] in the order of `texts`. Texts are tokenised in the graph by the layer of the model's
+tokenizer file (bert_tf.text.tokenizer_layer: WordPiece ids equal to the original
+FullTokenizer's, byte-level BPE ids equal to Hugging Face `tokenizers`'), truncated to
+max_seq_length - 2 pieces, sorted by length so a batch holds texts of nearly one length,
+and each batch is cut to the smallest length bucket that holds its longest text: the encoder
+does the work of the real tokens, not of max_seq_length. Padding is masked, so a text's
+vector does not depend on its batch.
 """
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.modeling import BertSentenceEmbedder
-from bert_tf.text.layers import BertTokenizerLayer
+from bert_tf.text import tokenizer_files
 from bert_tf.text.input_packing import bucket_lengths
 
 _TOKENIZE_CHUNK = 4096
@@ -24,8 +26,11 @@ class TextEncoder:
 
     Args:
       model: a BertSentenceEmbedder.
-      vocab_file: its vocab.txt (or a BertTokenizerLayer).
-      do_lower_case: the vocabulary's casing.
+      vocab_file: its tokenizer: a vocab.txt or tokenizer.json path (or a directory holding
+        one), a WordpieceTokenizer or BpeTokenizer, or a BertTokenizerLayer or
+        BpeTokenizerLayer.
+      do_lower_case: a vocab.txt's casing; for a tokenizer.json None takes the file's (a
+        value that contradicts it is a ValueError); ignored for a tokenizer object.
       max_seq_length: tokens per text, [CLS] and [SEP] included; longer texts are truncated.
       batch_size: texts per forward pass.
       buckets: lengths a batch is cut to (increasing, ending with max_seq_length); default
@@ -40,8 +45,14 @@ class TextEncoder:
         if batch_size < 1:
             raise ValueError(f"TextEncoder: batch_size={batch_size} must be >= 1")
         self.model = model
-        self.tokenizer = (vocab_file if isinstance(vocab_file, BertTokenizerLayer)
-                          else BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case))
+        if isinstance(vocab_file, str) or hasattr(vocab_file, "__fspath__"):
+            vocab_file = tokenizer_files.load_tokenizer(vocab_file, do_lower_case)
+        self.tokenizer = tokenizer_files.tokenizer_layer(vocab_file)
+        missing = [role for role in ("cls", "sep", "pad")
+                   if getattr(self.tokenizer, f"{role}_id") is None]
+        if missing:
+            raise ValueError(f"TextEncoder: the tokenizer has no {'/'.join(missing)} token "
+                             "(texts are packed as [CLS] text [SEP] and padded)")
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
         self.buckets = tuple(buckets or bucket_lengths(max_seq_length))
@@ -56,7 +67,7 @@ class TextEncoder:
         return ids.flat_values, ids.row_lengths()
 
     def token_ids(self, texts):
-        """[N] int32 arrays of WordPiece ids, truncated to max_seq_length - 2."""
+        """[N] int32 arrays of token ids (without [CLS]/[SEP]), truncated to max_seq_length - 2."""
         result = []
         for start in range(0, len(texts), _TOKENIZE_CHUNK):
             flat, lengths = self._tokenize(tf.constant(texts[start:start + _TOKENIZE_CHUNK],

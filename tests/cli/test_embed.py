@@ -190,3 +190,107 @@ def test_outputs_never_replace_an_input_or_another_run(tmp_path, repo_root):
         "(run_pretraining.flags); embedding training there would replace its model and files: "
         "choose a new --output_dir")
     assert {p.name: p.read_bytes() for p in [texts, *run.iterdir()]} == before
+
+
+def _embed_flags(*argv):
+    from absl import flags
+
+    from bert_tf.cli import embed
+
+    flag_values = embed.define_flags(flags.FlagValues())
+    flag_values(["embed", *argv])
+    return flag_values
+
+
+def test_encode_a_modernbert_run_with_a_tokenizer_json(tmp_path):
+    """A converted ModernBERT-style run (tokenizer.json, no vocab.txt): texts are tokenized in
+    the graph by its byte-level BPE, and each row is the sentence embedder's output for the
+    Python tokenizer's ids."""
+    from bpe_fixtures import make_converted_modernbert_run
+
+    from bert_tf.cli import embed
+    from bert_tf.interop.sentence_transformers import load_embedder
+    from bert_tf.text import load_tokenizer, pack_inputs
+
+    run = make_converted_modernbert_run(str(tmp_path / "modernbert"))
+    texts = ["Hello world, said the cat.", "", "A longer line: 3 cats sat on 2 mats (x)."]
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    count = embed.encode(_embed_flags(f"--init_checkpoint={run}",
+                                      f"--input_file={tmp_path / 'texts.txt'}",
+                                      f"--output_file={tmp_path / 'v.npy'}", "--batch_size=2"))
+    assert count == 3
+    vectors = np.load(tmp_path / "v.npy")
+    assert vectors.dtype == np.float32 and vectors.shape == (3, 32)
+
+    loaded = load_embedder(run)
+    assert loaded.vocab_file == os.path.join(run, "tokenizer.json")
+    assert loaded.do_lower_case is False  # the file's casing: no Lowercase normalizer
+    tokenizer = load_tokenizer(os.path.join(run, "tokenizer.json"))
+    rows = [pack_inputs(tokenizer.encode(text), max_seq_length=24, cls_id=tokenizer.cls_id,
+                        sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id) for text in texts]
+    expected = loaded.model({k: np.array([r[k] for r in rows], np.int32) for k in rows[0]})
+    np.testing.assert_allclose(vectors, expected.numpy(), rtol=0, atol=1e-5)
+    assert np.linalg.norm(vectors - vectors[0], axis=1)[1:].min() > 1e-3  # texts differ
+
+
+def test_do_lower_case_contradicting_a_tokenizer_json_is_named(tmp_path):
+    from bpe_fixtures import make_converted_modernbert_run
+
+    from bert_tf.cli import embed
+    from bert_tf.interop.weights import InteropError
+
+    model_dir = make_converted_modernbert_run(str(tmp_path / "modernbert"))
+    (tmp_path / "texts.txt").write_text("hello\n")
+    with pytest.raises(InteropError) as raised:
+        embed.encode(_embed_flags(f"--init_checkpoint={model_dir}", "--do_lower_case",
+                                  f"--input_file={tmp_path / 'texts.txt'}",
+                                  f"--output_file={tmp_path / 'v.npy'}"))
+    assert str(raised.value) == (
+        f"--vocab_file={model_dir}/tokenizer.json: do_lower_case=True contradicts tokenizer "
+        f"file '{model_dir}/tokenizer.json', which keeps case; leave do_lower_case unset to "
+        "use the file's.")
+    assert not (tmp_path / "v.npy").exists()
+
+
+@pytest.mark.slow
+def test_train_from_a_modernbert_run_carries_its_tokenizer_json_into_run_and_export(tmp_path):
+    """Contrastive training from a converted ModernBERT-style run: the embedding run and its
+    sentence-transformers directory hold tokenizer.json (no vocab.txt) and encode alike; the
+    run's export (read as bert-tf-export reads it) has serve_text with the BPE tokenizer, equal
+    to the Keras model."""
+    import tensorflow as tf
+    from bpe_fixtures import make_converted_modernbert_run
+
+    from bert_tf import serving
+    from bert_tf.cli import embed
+    from bert_tf.interop.sentence_transformers import load_embedder
+    from bert_tf.text import load_tokenizer
+    from bert_tf.training.embedding import TextEncoder
+
+    base = make_converted_modernbert_run(str(tmp_path / "modernbert"))
+    write_pairs(tmp_path / "pairs.tsv", 16)
+    run = tmp_path / "run"
+    embed.train(_embed_flags(f"--init_checkpoint={base}", f"--train_file={tmp_path / 'pairs.tsv'}",
+                             f"--output_dir={run}", "--train_batch_size=8",
+                             "--max_seq_length=24", "--seed=1"))
+    for directory in (run, run / "sentence_transformers"):
+        names = os.listdir(directory)
+        assert "tokenizer.json" in names and "vocab.txt" not in names, names
+    assert load_tokenizer(str(run / "tokenizer.json")).fingerprint() == load_tokenizer(
+        os.path.join(base, "tokenizer.json")).fingerprint()
+    texts = ["Hello world", "the film about alice", ""]
+    loaded = load_embedder(str(run))
+    vectors = TextEncoder(loaded.model, loaded.tokenizer, None, 24).encode(texts)
+    st = load_embedder(str(run / "sentence_transformers"))
+    assert (st.do_lower_case, st.max_seq_length) == (False, 24)
+    np.testing.assert_allclose(TextEncoder(st.model, st.tokenizer, None, 24).encode(texts),
+                               vectors, rtol=0, atol=1e-6)
+
+    source = serving.load_model_dir(str(run))
+    assert source.vocab_file == str(run / "tokenizer.json")
+    export_dir = serving.export(
+        source.model, str(tmp_path / "export" / "1"), max_seq_length=source.max_seq_length,
+        tokenizer=load_tokenizer(source.vocab_file, source.do_lower_case))
+    served = tf.saved_model.load(export_dir).signatures["serve_text"]
+    np.testing.assert_allclose(served(text=tf.constant(texts))["embedding"].numpy(), vectors,
+                               rtol=0, atol=1e-5)

@@ -78,3 +78,42 @@ def test_token_layers_and_sentence_embeddings(tmp_path, pretrained_dir):
     assert result.stderr.strip().splitlines()[-1] == (
         "extract_features: error: --layers=-2: layer -2 does not exist; the model has "
         "num_hidden_layers=1 (indices -1..0)")
+
+
+def test_modernbert_directory_with_a_tokenizer_json(tmp_path):
+    """A Hugging Face ModernBERT directory (tokenizer.json, no vocab.txt): the tokenizer is
+    found beside --init_checkpoint, "token" holds the byte-level BPE tokens, the values are the
+    encoder's for the Python tokenizer's ids."""
+    from absl import flags
+    from bpe_fixtures import make_modernbert_dir
+
+    from bert_tf import interop
+    from bert_tf.cli import extract_features
+    from bert_tf.modeling import BertEncoder
+    from bert_tf.text import load_tokenizer, pack_inputs
+
+    model_dir = make_modernbert_dir(str(tmp_path / "modernbert"))
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("Hi world\nThe cat ||| sat.\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    flag_values = extract_features.define_flags(flags.FlagValues())
+    flag_values(["extract", f"--input_file={input_file}", f"--output_file={out}",
+                 f"--init_checkpoint={model_dir}", "--layers=-1,0", "--max_seq_length=16",
+                 "--batch_size=2"])
+    assert extract_features.extract(flag_values) == 2
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [[f["token"] for f in r["features"]] for r in records] == [
+        ["[CLS]", "H", "i", "Ġ", "w", "o", "r", "l", "d", "[SEP]"],
+        ["[CLS]", "T", "h", "e", "Ġ", "c", "a", "t", "[SEP]", "s", "a", "t", ".", "[SEP]"]]
+
+    tokenizer = load_tokenizer(os.path.join(model_dir, "tokenizer.json"))
+    features = pack_inputs(tokenizer.encode("The cat"), tokenizer.encode("sat."),
+                           max_seq_length=16, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                           pad_id=tokenizer.pad_id)
+    encoder = BertEncoder(interop.checkpoint_config(model_dir))
+    interop.warm_start(model_dir, encoder)
+    outputs = encoder({k: np.array([v], np.int32) for k, v in features.items()})
+    for j, layer in enumerate((-1, 0)):
+        values = np.array([f["layers"][j]["values"] for f in records[1]["features"]])
+        np.testing.assert_allclose(values, outputs["encoder_outputs"][layer].numpy()[0, :14],
+                                   rtol=0, atol=2e-6)

@@ -239,3 +239,46 @@ def test_examples_from_a_file_round_trip(tmp_path):
     assert examples[0].qas_id == "7" and examples[0].orig_answer_text == "John Smith"
     with pytest.raises(squad.SquadFormatError, match="missing.json: no such file"):
         squad.load_squad_json(str(tmp_path / "missing.json"))
+
+
+def test_bpe_features_hold_the_context_ids_and_answer_positions_give_the_answer_words():
+    """Byte-level BPE (a ModernBERT tokenizer.json): each window holds the ids of the context
+    as encoded whole, and the training positions cover exactly the answer's words, narrowed to
+    the answer's pieces inside a word ("1895" in "(1895-1943).")."""
+    from bpe_fixtures import BPE_TOKENIZER_JSON
+
+    from bert_tf.text import load_tokenizer
+
+    tokenizer = load_tokenizer(BPE_TOKENIZER_JSON)
+    context = "Nikola Tesla (1895-1943). The Denver Broncos won in Santa Clara, California."
+    data = _data(context, _qa("start", "Who?", "Nikola Tesla", 0),
+                 _qa("team", "Which team won?", "Denver Broncos", context.index("Denver")),
+                 _qa("year", "When?", "1895", context.index("1895")),
+                 _qa("state", "Where?", "California", context.index("California")))
+    examples, skipped = squad.read_squad_examples(data, "t", is_training=True,
+                                                  version_2_with_negative=False)
+    assert skipped == 0
+    features = list(squad.convert_examples_to_features(
+        examples, tokenizer, max_seq_length=40, doc_stride=8, max_query_length=10,
+        is_training=True))
+    context_ids = tokenizer.encode(context)
+    answers = {}
+    for feature in features:
+        example = examples[feature.example_index]
+        query_ids = tokenizer.encode(example.question_text)
+        assert feature.input_word_ids[:len(query_ids) + 2] == tokenizer.with_special_tokens(
+            query_ids)
+        window = feature.input_word_ids[len(query_ids) + 2:-1]
+        assert feature.input_word_ids[-1] == tokenizer.sep_id
+        assert window and any(context_ids[i:i + len(window)] == window
+                              for i in range(len(context_ids)))
+        if feature.start_position > 0:
+            start, end = feature.start_position, feature.end_position
+            words = example.doc_tokens[feature.token_to_orig_map[start]:
+                                       feature.token_to_orig_map[end] + 1]
+            answers.setdefault(example.qas_id, set()).add(
+                (" ".join(words), tokenizer.decode(feature.input_word_ids[start:end + 1])))
+    assert answers == {"start": {("Nikola Tesla", "Nikola Tesla")},
+                       "team": {("Denver Broncos", " Denver Broncos")},
+                       "year": {("(1895-1943).", "1895")},
+                       "state": {("California.", " California")}}

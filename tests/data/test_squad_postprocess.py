@@ -217,3 +217,29 @@ def test_predictions_with_a_lone_surrogate_are_written_and_read_back(tmp_path):
         assert json.load(f) == result.predictions
     with open(paths["nbest_predictions"], encoding="utf-8") as f:
         assert json.load(f) == result.nbest
+
+
+def test_bpe_answers_are_the_whole_context_words_of_the_span():
+    """whole_words (byte-level BPE): a span inside a word answers the word; a span over
+    several words answers them as the context writes them, punctuation included."""
+    from bpe_fixtures import BPE_TOKENIZER_JSON
+
+    from bert_tf.text import load_tokenizer
+
+    tokenizer = load_tokenizer(BPE_TOKENIZER_JSON)
+    examples, features = _windows(tokenizer, "Tesla (1895-1943). Denver Broncos, won", 64)
+    (feature,) = features
+    # [CLS] w [SEP] ("who" cut to one piece), then the context: "Tesla" is T es la,
+    # "(1895-1943)." is Ġ( 1 8 9 5 - ...
+    assert feature.tokens[:7] == ["[CLS]", "w", "[SEP]", "T", "es", "la", "Ġ("]
+    year = feature.tokens.index("1")
+    broncos_end = feature.tokens.index(",")
+    # "T" (the WordPiece projection would answer "T"), 1 8 9 5 (the year alone), then from
+    # the year to the "s" of "Broncos,".
+    for (start, end), expected in [((3, 3), "Tesla"), ((year, year + 3), "(1895-1943)."),
+                                   ((year, broncos_end - 1), "(1895-1943). Denver Broncos,")]:
+        start_logits, end_logits = _logits(features, 64, {(0, start): (5.0, 0.0),
+                                                          (0, end): (0.0, 5.0)})
+        text, _, _ = _predict(examples[0], features, start_logits, end_logits,
+                              do_lower_case=False, whole_words=True)
+        assert text == expected

@@ -97,11 +97,16 @@ class Recipe:
 class Page:
     """setup: bash run before the page's blocks; links: fixtures copied into the page's
     directory (a name, or (name, fixture) to copy it under another name); check: bash run
-    after them; recipes: {anchor: Recipe}."""
+    after them; recipes: {anchor: Recipe}; parts: for a long page whose examples fall in
+    groups that do not use each other's outputs, ((anchors, check), ...): each group runs as its
+    own test item (own directory, after the links and setup; its check instead of `check`), so
+    that two xdist workers can share the page. Every anchor is in exactly one group (examples
+    with the same anchor run in the same group)."""
     recipes: dict
     setup: str = ""
     links: tuple = ()
     check: str = ""
+    parts: tuple = ()
 
 
 # Commands and the flags that make their runs tiny, appended to every invocation.
@@ -212,9 +217,11 @@ def recipe_of(block):
     return recipe
 
 
-def page_script(page, blocks, work):
-    """The bash script that runs a page's bash and python blocks in order."""
+def page_script(page, blocks, work, part=None):
+    """The bash script that runs a page's bash and python blocks in order (only those of
+    RECIPES[page].parts[part] when a part is given)."""
     spec = RECIPES[page]
+    anchors, check = spec.parts[part] if part is not None else (None, spec.check)
     parts = ["set -euo pipefail", f"cd {shlex.quote(str(work))}",
              # A server example still running when a later step fails must not outlive us.
              "SERVER_PID=",
@@ -225,7 +232,7 @@ def page_script(page, blocks, work):
     if spec.setup:
         parts.append(spec.setup.replace("/tmp/", f"{work}/tmp/"))
     for block in blocks:
-        if block.lang not in ("bash", "python"):
+        if block.lang not in ("bash", "python") or (anchors and block.anchor not in anchors):
             continue
         recipe = recipe_of(block)
         if recipe.same_as:
@@ -252,8 +259,8 @@ def page_script(page, blocks, work):
             if recipe.background:
                 body += " &\nSERVER_PID=$!"
         parts.append(body)
-    if spec.check:
-        parts.append(spec.check.replace("/tmp/", f"{work}/tmp/"))
+    if check:
+        parts.append(check.replace("/tmp/", f"{work}/tmp/"))
     return "\n".join(parts) + "\n"
 
 
@@ -365,6 +372,24 @@ def _write(path, text):
         f.write(text)
 
 
+def _write_first_layers(source, target, num_layers):
+    """A copy of the Hugging Face ModernBERT checkpoint `source` (config.json,
+    model.safetensors) in `target`, keeping only its first `num_layers` encoder layers."""
+    from safetensors.numpy import load_file, save_file
+
+    config = json.load(open(os.path.join(source, "config.json"), encoding="utf-8"))
+    assert num_layers < config["num_hidden_layers"], config["num_hidden_layers"]
+    config["num_hidden_layers"] = num_layers
+    config["layer_types"] = config["layer_types"][:num_layers]
+    tensors = load_file(os.path.join(source, "model.safetensors"))
+    tensors = {name: value for name, value in tensors.items()
+               if not (name.startswith("model.layers.")
+                       and int(name.split(".")[2]) >= num_layers)}
+    os.makedirs(target)
+    _write(os.path.join(target, "config.json"), json.dumps(config, indent=2) + "\n")
+    save_file(tensors, os.path.join(target, "model.safetensors"), metadata={"format": "pt"})
+
+
 def make_fixtures(root):
     """Files the examples name, tiny: corpus/, vocab.txt, data/ records, BERT_BASE_DIR, GLUE /
     CSV / CoNLL / SQuAD sets, input.txt. Returns the environment variables that name them."""
@@ -447,9 +472,11 @@ def make_fixtures(root):
                 j(root, "bpe_tokenizer.json"))
     # A Hugging Face checkpoint (the interop tests' tiny one).
     shutil.copytree(j(REPO, "tests", "interop", "fixtures", "hf_bert_gelu"), j(root, "hf_bert"))
-    # A Hugging Face ModernBERT (the interop tests' random 6-layer ModernBertForMaskedLM).
-    shutil.copytree(j(REPO, "tests", "interop", "fixtures", "hf_modernbert_mlm"),
-                    j(root, "hf_modernbert"))
+    # A Hugging Face ModernBERT: the interop tests' random ModernBertForMaskedLM cut to its
+    # first 3 layers (one global, two sliding-window: both attention kinds, every tensor
+    # name kept), so the page's fine-tuning and two exports trace half the layers.
+    _write_first_layers(j(REPO, "tests", "interop", "fixtures", "hf_modernbert_mlm"),
+                        j(root, "hf_modernbert"), 3)
     # ModernBERT's tokenizer.json, shrunk to the fixture's 128-token vocab_size.
     from bpe_fixtures import write_tiny_byte_level_tokenizer
 
@@ -519,10 +546,36 @@ def _copy_official_configs(work):
             _write(os.path.join(work, rel), text)
 
 
+def _page_items():
+    """(page, part) for every page with an example to run; part None: the whole page."""
+    items = []
+    for page in PAGES:
+        if any(b.lang in ("bash", "python") for b in extract_blocks(page)):
+            parts = RECIPES[page].parts if page in RECIPES else ()
+            items += [pytest.param(page, i, id=f"{page}#{i + 1}") for i in range(len(parts))]
+            items += [] if parts else [pytest.param(page, None, id=page)]
+    return items
+
+
+def test_page_parts_hold_every_example_once():
+    for page, spec in RECIPES.items():
+        if not spec.parts:
+            continue
+        assert not spec.check, f"{page}: with parts, each part has its check"
+        runnable = {b.anchor for b in extract_blocks(page) if b.lang in ("bash", "python")}
+        grouped = [anchor for anchors, _ in spec.parts for anchor in anchors]
+        assert sorted(grouped) == sorted(runnable), (
+            f"{page}: the parts must list every example's anchor exactly once")
+
+
+def pytest_generate_tests(metafunc):
+    # Here rather than a decorator: the items come from RECIPES, defined below.
+    if metafunc.function.__name__ == "test_page_examples_run":
+        metafunc.parametrize("page,part", _page_items())
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [p for p in PAGES if any(
-    b.lang in ("bash", "python") for b in extract_blocks(p))])
-def test_page_examples_run(page, fixtures, fork_server, tmp_path):
+def test_page_examples_run(page, part, fixtures, fork_server, tmp_path):
     blocks = extract_blocks(page)
     for block in blocks:
         if block.lang in ("bash", "python"):
@@ -530,7 +583,7 @@ def test_page_examples_run(page, fixtures, fork_server, tmp_path):
     work = tmp_path / "work"
     (work / "tmp").mkdir(parents=True)
     _copy_official_configs(str(work))
-    script = page_script(page, blocks, work)
+    script = page_script(page, blocks, work, part)
     (work / "_page.sh").write_text(script)
     env = dict(os.environ, **fixtures, **free_ports("WORKER_PORT", "DISPATCHER_PORT"),
                REPO=REPO, PYTHONPATH=REPO, PATH=fork_server + os.pathsep + os.environ["PATH"],
@@ -623,7 +676,8 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
         after="assert classifier.count_params() > 0 and pretrainer.next_sentence is None"),
     "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo": Recipe(),
     "bert-tf-convert-checkpoint --from=huggingface --to=bert_tf \\": Recipe(
-        why="ModernBERT-base/ is the interop tests' random 6-layer ModernBertForMaskedLM"),
+        why="ModernBERT-base/ is the interop tests' random ModernBertForMaskedLM, cut to 3 "
+            "layers"),
     "from bert_tf.interop import load_huggingface": Recipe(
         after="assert type(model).__name__ == 'BertPretrainer' and config.is_modern"),
     "python -m bert_tf.run_classifier \\": Recipe(
@@ -632,11 +686,32 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
     "bert-tf-classify --data_dir=my_docs/ --text_a_column=text --label_column=label \\": Recipe(
         why="modernbert_base_bert_tf/ is the conversion above of the tiny ModernBERT fixture, "
             "whose tokenizer.json is a 100-token byte-level BPE"),
-}, check="ls modernbert_base_bert_tf/encoder.keras modernbert_base_hf/model.safetensors "
-         "tmp/long_docs/model.keras tmp/long_docs_export/1/saved_model.pb "
-         "tmp/modernbert_cls/tokenizer.json tmp/modernbert_cls_export/1/saved_model.pb "
-         "tmp/modernbert_cls_export/2/assets/tokenizer.json > /dev/null "
-         "&& ! ls tmp/modernbert_cls/vocab.txt 2> /dev/null")
+    "bert-tf-embed --init_checkpoint=ModernBERT-base/ --pooling=mean --train_file=pairs.tsv \\":
+        Recipe(why="ModernBERT-base/ is the tiny ModernBERT fixture with its 100-token BPE; "
+                   "pairs.tsv and corpus.txt are a few lines the page's setup writes"),
+}, setup="printf 'query\\tpassage\\nwhere is the cat\\tThe cat sat on the mat.\\n"
+         "did it rain\\tIt rained all week.\\nwhat did he say\\tHe answered yes.\\n"
+         "how did prices move\\tPrices rose.\\n' > pairs.tsv && printf 'The cat sat.\\n"
+         "Prices rose ||| It rained.\\n' > corpus.txt",
+    parts=(
+    # The demo pre-training run, and the long-document classifier fine-tuned from it.
+    (("from bert_tf.config import BertConfig",
+      "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo",
+      "python -m bert_tf.run_classifier \\"),
+     "ls tmp/long_docs/model.keras tmp/long_docs_export/1/saved_model.pb > /dev/null"),
+    # ModernBERT-base: converted, loaded, fine-tuned from the conversion, embedding-trained.
+    (("bert-tf-convert-checkpoint --from=huggingface --to=bert_tf \\",
+      "from bert_tf.interop import load_huggingface",
+      "bert-tf-classify --data_dir=my_docs/ --text_a_column=text --label_column=label \\",
+      "bert-tf-embed --init_checkpoint=ModernBERT-base/ --pooling=mean --train_file=pairs.tsv \\"),
+     "ls modernbert_base_bert_tf/encoder.keras modernbert_base_hf/model.safetensors "
+     "tmp/modernbert_cls/tokenizer.json tmp/modernbert_cls_export/1/saved_model.pb "
+     "tmp/modernbert_cls_export/2/assets/tokenizer.json "
+     "tmp/modernbert_search/tokenizer.json "
+     "tmp/modernbert_search/sentence_transformers/tokenizer.json "
+     "tmp/modernbert_search_export/1/assets/tokenizer.json > /dev/null "
+     "&& ! ls tmp/modernbert_cls/vocab.txt tmp/modernbert_search/vocab.txt 2> /dev/null "
+     "&& grep -q '\"token\": \"\\\\u0120' tmp/features.jsonl")))
 
 RECIPES["docs/checkpoints.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_base"),
                                              ("bert-base-uncased", "hf_bert")), recipes={
@@ -712,11 +787,19 @@ dev_features, dev_labels = _features(2), np.array([1, 0])
 """, after="""
 assert len(model.history.history["loss"]) == 3
 """, why="config, features and labels: tiny arrays of the fixture checkpoint's vocabulary"),
-}, check="""python - <<'PYEOF'
+}, parts=(
+    # Independent examples: GLUE (files, then TFDS) and CSV classifiers (one anchor);
+    # tagging, features and the Keras fit.
+    (("python -m bert_tf.run_classifier \\",
+      "tfds build glue/mrpc --data_dir=$HOME/tensorflow_datasets   # on a machine with network"),
+     ""),
+    (("python -m bert_tf.run_tagging \\", "from bert_tf.interop import warm_start",
+      "bert-tf-extract-features --input_file=input.txt --output_file=out.jsonl \\"),
+     """python - <<'PYEOF'
 import json
 lines = [json.loads(l) for l in open("out.jsonl")]
 assert len(lines) == 2 and "pooled" in lines[0], lines[0].keys()
-PYEOF""")
+PYEOF""")))
 
 RECIPES["docs/packing.md"] = Page(links=("corpus", "vocab.txt", ("bert_config.json",
                                                                  "bert_tiny.json")), recipes={

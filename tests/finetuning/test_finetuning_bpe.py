@@ -5,9 +5,9 @@ writes for ModernBERT (bert_config.json, encoder.keras, tokenizer.json, no vocab
 here from a tiny modern-encoder config and the byte-level BPE fixture of tests/text.
 """
 
-import dataclasses
 import json
 import os
+import random
 import shutil
 
 import keras
@@ -20,19 +20,18 @@ from bert_tf.cli import classify as classify_cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import squad as squad_cli
 from bert_tf.cli import tag as tag_cli
-from bert_tf.config import BertConfig
 from bert_tf.data.tasks import tagging_data
 from bert_tf.jobs.classification import ClassificationConfig, run_classifier
+from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.jobs.squad import SquadConfig, run_squad
 from bert_tf.jobs.tagging import TaggingConfig, run_tagging
-from bert_tf.modeling import BertEncoder
 from bert_tf.serving import load_model_dir
 from bert_tf.text import load_tokenizer
 from bert_tf.text.input_packing import pack_inputs
-from bert_tf.training.checkpointing import save_keras_model
 
-from bpe_fixtures import BPE_TOKENIZER_JSON
+from bpe_fixtures import (BPE_TOKENIZER_JSON, make_converted_modernbert_run,
+                          write_tiny_byte_level_tokenizer)
 from finetuning_helpers import write_conll, write_sst2
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,17 +43,7 @@ def converted_run(tmp_path_factory):
     """A converted ModernBERT-style run directory: rotary positions, pre-norm gated blocks,
     no segment embeddings, local attention, the fixture's cased byte-level BPE."""
     directory = tmp_path_factory.mktemp("modernbert_run")
-    tokenizer = load_tokenizer(BPE_TOKENIZER_JSON)
-    config = dataclasses.replace(
-        BertConfig.from_json_file(os.path.join(REPO, "official_configs", "models",
-                                               "modernbert_demo_tiny.json")),
-        vocab_size=tokenizer.vocab_size, hidden_size=32, intermediate_size=48,
-        num_hidden_layers=2, global_attn_every_n_layers=2, local_attention_window=8,
-        max_position_embeddings=64)
-    config.to_json_file(str(directory / "bert_config.json"))
-    keras.utils.set_random_seed(0)
-    save_keras_model(BertEncoder(config), str(directory / "encoder.keras"))
-    shutil.copy(BPE_TOKENIZER_JSON, directory / "tokenizer.json")
+    make_converted_modernbert_run(str(directory))
     return directory
 
 
@@ -137,18 +126,59 @@ def test_a_tokenizer_json_of_another_model_type_is_named(converted_run, tmp_path
         run_classifier(config)
 
 
-def test_squad_refuses_a_bpe_tokenizer_before_any_work(converted_run, tmp_path):
-    (tmp_path / "train.json").write_text(json.dumps({"version": "1.1", "data": []}))
+def _tiny_squad(num_questions, seed):
+    """SQuAD 1.1 JSON: the answer is the word after "key", in contexts of 6-14 words, some
+    with punctuation attached to the answer (so WordPiece and BPE spans differ)."""
+    rng = random.Random(seed)
+    filler = "river stone cloud green table window paper music light garden".split()
+    paragraphs = []
+    for i in range(num_questions):
+        words = [rng.choice(filler) for _ in range(rng.randint(6, 14))]
+        answer = rng.choice(["apple", "Copper", "dolphin", "ember"])
+        at = rng.randint(0, len(words))
+        words[at:at] = ["key", answer + rng.choice(["", ",", "."])]
+        start = len(" ".join(words[:at + 1])) + 1
+        paragraphs.append({"context": " ".join(words), "qas": [{
+            "id": f"q{seed}-{i}", "question": "What comes after the key?",
+            "answers": [{"text": answer, "answer_start": start}]}]})
+    return {"version": "1.1", "data": [{"title": "tiny", "paragraphs": paragraphs}]}
+
+
+@pytest.mark.slow
+def test_squad_with_bpe_trains_predicts_whole_words_and_exports_the_id_signature(
+        converted_run, tmp_path, caplog):
+    """bert-tf-squad on a converted ModernBERT run (tokenizer.json, no vocab.txt): windows of
+    BPE pieces, answers given as whole context words, --export_dir with the id signature."""
+    train, dev = _tiny_squad(16, 1), _tiny_squad(6, 2)
+    (tmp_path / "train.json").write_text(json.dumps(train))
+    (tmp_path / "dev.json").write_text(json.dumps(dev))
     config = _config(squad_cli.define_flags, SquadConfig, [
-        f"--train_file={tmp_path / 'train.json'}", f"--init_checkpoint={converted_run}",
-        "--max_seq_length=32", "--doc_stride=8", "--max_query_length=8", "--do_train",
-        f"--output_dir={tmp_path / 'out'}"])
-    with pytest.raises(FlagValueError) as raised:
-        run_squad(config)
-    assert str(raised.value).startswith(
-        f"--vocab_file={converted_run / 'tokenizer.json'} is a byte-level BPE tokenizer; "
-        "bert-tf-squad reads WordPiece vocabularies only")
-    assert not os.listdir(tmp_path / "out")  # refused before anything was written
+        f"--train_file={tmp_path / 'train.json'}", f"--predict_file={tmp_path / 'dev.json'}",
+        f"--init_checkpoint={converted_run}", "--do_train", "--do_predict",
+        # 40 tokens, 10 for the question: contexts of up to ~60 pieces take several windows.
+        "--max_seq_length=40", "--doc_stride=8", "--max_query_length=10",
+        "--train_batch_size=8", "--predict_batch_size=4", "--num_train_epochs=1", "--seed=1",
+        f"--output_dir={tmp_path / 'out'}", f"--export_dir={tmp_path / 'export' / '1'}"])
+    with caplog.at_level("WARNING"):
+        results = run_squad(config)
+    assert results["global_step"] == results["num_train_steps"] == 2
+    assert results["num_skipped_train_examples"] == 0
+    assert results["num_predict_features"] > results["num_predict_examples"] == 6
+    assert {"exact_match", "f1"} <= set(results["eval"])  # the dev file has answers
+    assert any("id signature (serving_default) only" in r.getMessage() for r in caplog.records)
+    out = tmp_path / "out"
+    predictions = json.loads((out / "predictions.json").read_text())
+    contexts = {qa["id"]: p["context"] for p in dev["data"][0]["paragraphs"]
+                for qa in p["qas"]}
+    assert sorted(predictions) == sorted(contexts)
+    for qid, text in predictions.items():
+        assert text and text in contexts[qid], (qid, text)
+        # Whole words: the answer is a run of the context's words.
+        words, count = contexts[qid].split(), len(text.split())
+        assert any(" ".join(words[i:i + count]) == text for i in range(len(words))), text
+    assert "tokenizer.json" in os.listdir(out) and "vocab.txt" not in os.listdir(out)
+    served = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    assert list(served.signatures) == ["serving_default"]
 
 
 def test_bpe_words_are_encoded_as_inside_their_sentence():
@@ -194,3 +224,23 @@ def test_which_tokenizer_file_a_model_directory_gives(tmp_path):
     (tmp_path / "tokenizer.json").write_text(json.dumps(
         {"model": {"type": "WordPiece", "vocab": {"[PAD]": 0}}}))
     assert checkpoint_tokenizer_file(str(tmp_path)) == str(tmp_path / "vocab.txt")
+
+
+def test_a_vocab_file_differing_from_the_tokenizer_json_beside_the_checkpoint_is_named(
+        converted_run, tmp_path):
+    """As for two vocab.txt files: the model's embeddings are indexed by its own tokenizer."""
+    other = write_tiny_byte_level_tokenizer(str(tmp_path / "tokenizer.json"))
+    config = _classify_config(converted_run, tmp_path, "--do_train", f"--vocab_file={other}")
+    with pytest.raises(FlagValueError) as raised:
+        run_classifier(config)
+    assert str(raised.value) == (
+        f"--vocab_file={other} differs from {converted_run / 'tokenizer.json'} beside "
+        f"--init_checkpoint={converted_run}: id 0 is '[PAD]', not '!'; the model's embeddings "
+        "are indexed by that vocabulary (leave --vocab_file out to use it)")
+    assert not (tmp_path / "out").exists()
+    # The same file under another name is no difference.
+    same = tmp_path / "same" / "tokenizer.json"
+    same.parent.mkdir()
+    shutil.copy(converted_run / "tokenizer.json", same)
+    config = _classify_config(converted_run, tmp_path, f"--vocab_file={same}")
+    assert run_setup.resolve_model_files(config)[1] == str(same)

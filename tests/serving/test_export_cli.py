@@ -155,3 +155,34 @@ def test_cli_length_buckets_must_be_integers(tagging_run, tmp_path):
     assert "--length_buckets=16,x: expected comma-separated integers, e.g. 16,32,64." in \
         result.stderr
     assert not os.path.exists(tmp_path / "1")
+
+
+def test_cli_bpe_tagging_run_with_text_signatures_names_the_flag(tmp_path):
+    """A tagging run whose tokenizer is a byte-level BPE tokenizer.json has no serve_text: the
+    command's default signatures are refused naming --signatures=ids (not the library's
+    signatures=('ids',)), before anything is written."""
+    import dataclasses
+
+    from bpe_fixtures import write_tiny_byte_level_tokenizer
+
+    from bert_tf.training.checkpointing import save_keras_model
+
+    run = tmp_path / "bpe_tagging_run"
+    run.mkdir()
+    tokenizer_json = write_tiny_byte_level_tokenizer(str(run / "tokenizer.json"))
+    config = dataclasses.replace(cases.tiny_config(), vocab_size=100)
+    save_keras_model(BertTokenClassifier(BertEncoder(config), num_classes=len(cases.TAGS)),
+                     str(run / "model.keras"))
+    write_task_info(str(run), "tagging", do_lower_case=False, max_seq_length=cases.SEQ_LENGTH,
+                    labels=cases.TAGS)
+    result = subprocess.run([sys.executable, TOOL, f"--model_dir={run}",
+                             f"--export_dir={tmp_path / '1'}"], capture_output=True, text=True,
+                            env=ENV)
+    assert result.returncode != 0
+    assert (
+        f"--model_dir={run}: the serve_text and serve_examples signatures of a tagging model "
+        f"need WordPiece word offsets, which the byte-level BPE {tokenizer_json} does not "
+        "give; export it with --signatures=ids (serving_default) and tokenize with the same "
+        "tokenizer.json in the client.") in result.stderr, result.stderr[-2000:]
+    assert "signatures=('ids',)" not in result.stderr
+    assert not os.path.exists(tmp_path / "1")

@@ -61,3 +61,50 @@ def write_tiny_byte_level_tokenizer(path):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f)
     return path
+
+
+def make_modernbert_dir(directory):
+    """A Hugging Face ModernBERT directory with a tokenizer.json and no vocab.txt: the interop
+    tests' random 6-layer ModernBertForMaskedLM (hidden 32, vocab_size 128) and the 100-token
+    byte-level BPE of write_tiny_byte_level_tokenizer (cased, as ModernBERT's)."""
+    import shutil
+
+    source = os.path.join(os.path.dirname(FIXTURES), "..", "interop", "fixtures",
+                          "hf_modernbert_mlm")
+    os.makedirs(directory, exist_ok=True)
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(source, name), os.path.join(directory, name))
+    write_tiny_byte_level_tokenizer(os.path.join(directory, "tokenizer.json"))
+    return directory
+
+
+def make_converted_modernbert_run(directory, tokenizer_json=BPE_TOKENIZER_JSON, seed=0):
+    """What `bert-tf-convert-checkpoint --from=huggingface --to=bert_tf` writes for a
+    ModernBERT (bert_config.json, encoder.keras, tokenizer.json, no vocab.txt), tiny: rotary
+    positions, pre-norm gated blocks, no segment embeddings, local attention, 2 layers of
+    width 32, random weights (seed), and `tokenizer_json` (default: the cased byte-level BPE
+    fixture)."""
+    import dataclasses
+    import shutil
+
+    import keras
+
+    from bert_tf.config import BertConfig
+    from bert_tf.modeling import BertEncoder
+    from bert_tf.text import load_tokenizer
+    from bert_tf.training.checkpointing import save_keras_model
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(FIXTURES)))
+    tokenizer = load_tokenizer(tokenizer_json)
+    config = dataclasses.replace(
+        BertConfig.from_json_file(os.path.join(repo, "official_configs", "models",
+                                               "modernbert_demo_tiny.json")),
+        vocab_size=tokenizer.vocab_size, hidden_size=32, intermediate_size=48,
+        num_hidden_layers=2, global_attn_every_n_layers=2, local_attention_window=8,
+        max_position_embeddings=64)
+    os.makedirs(directory, exist_ok=True)
+    config.to_json_file(os.path.join(directory, "bert_config.json"))
+    keras.utils.set_random_seed(seed)
+    save_keras_model(BertEncoder(config), os.path.join(directory, "encoder.keras"))
+    shutil.copy(tokenizer_json, os.path.join(directory, "tokenizer.json"))
+    return directory

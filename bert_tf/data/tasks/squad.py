@@ -6,8 +6,8 @@ Reproduces the original google-research/bert run_squad.py data path:
    answer's character offset maps to word indices. For training, an answer whose words do not
    contain its text (`answer_start` not matching the context) is logged, skipped and counted,
    as the original does; v2.0 questions marked `is_impossible` have no answer.
-2. `convert_examples_to_features`: the question is WordPiece-tokenized and cut to
-   `max_query_length`; the context words are tokenized and covered by sliding windows of at
+2. `convert_examples_to_features`: the question is tokenized and cut to `max_query_length`;
+   the context words are tokenized and covered by sliding windows of at
    most `max_seq_length - len(query) - 3` pieces, each starting `doc_stride` pieces after the
    previous one. Every window becomes `[CLS] query [SEP] window [SEP]` with
    `token_to_orig_map` (window position -> context word) and `token_is_max_context` (whether
@@ -15,6 +15,10 @@ Reproduces the original google-research/bert run_squad.py data path:
    one window only). Training answers are narrowed to the pieces matching the answer text
    (`1895` inside `(1895-1943).`); a window that does not hold the whole answer, and an
    unanswerable question, point at position 0 ([CLS]).
+   With a byte-level BPE tokenizer (a ModernBERT tokenizer.json) the question is encoded as a
+   text and each context word as it encodes inside the space-joined context
+   (`BpeTokenizer.encode_word`: a word after the first carries its leading space), so a
+   window's ids are those of the context's words joined by single spaces.
 3. `features_to_arrays` + `squad_dataset`: NumPy arrays and the tf.data pipeline of the
    feature dicts `input_word_ids`, `input_mask`, `input_type_ids` (int32 [B, S]) plus
    `start_positions`, `end_positions` (int32 [B]) for training or `example_weights`
@@ -28,6 +32,8 @@ import json
 import numpy as np
 import tensorflow as tf
 from absl import logging
+
+from bert_tf.text.bpe import BpeTokenizer
 
 
 class SquadFormatError(ValueError):
@@ -64,7 +70,8 @@ class SquadFeature:
     Attributes:
       example_index: index of the example in the list given to convert_examples_to_features.
       window_index: index of this window among the example's windows.
-      tokens: `[CLS] query [SEP] window [SEP]` WordPiece tokens (unpadded).
+      tokens: `[CLS] query [SEP] window [SEP]` tokens (unpadded): WordPiece tokens, or
+        byte-level BPE tokens ("Ġworld") with the tokenizer's own [CLS] / [SEP].
       input_word_ids: ids of `tokens`.
       segment_a_length: len(query) + 2, the [CLS] query [SEP] prefix (type id 0).
       token_to_orig_map: position in tokens -> index of its context word (window pieces only).
@@ -307,18 +314,60 @@ def max_context_windows(windows, num_pieces):
     return owners
 
 
+def _answer_forms(tokenizer, answer_text):
+    """The joined token strings the answer can appear as among a context's pieces: set of str.
+
+    WordPiece: the answer tokenized as a text (the original). Byte-level BPE: the answer's
+    words encoded as the context's words are (encode_word), so that like is compared with
+    like; the first word twice, with its leading space (the answer starts a context word,
+    "Ġ1" "8" "9" "5") and without (it starts inside one: "1895" in "(1895-1943)." is
+    "Ġ(" "1" "8" "9" "5" ...).
+    """
+    if not isinstance(tokenizer, BpeTokenizer):
+        return {" ".join(tokenizer.tokenize(answer_text))}
+    words = answer_text.split()
+    if not words:
+        return set()
+    rest = [i for word in words[1:] for i in tokenizer.encode_word(word)]
+    return {" ".join(tokenizer.convert_ids_to_tokens(tokenizer.encode_word(words[0], first)
+                                                     + rest)) for first in (False, True)}
+
+
 def improve_answer_span(doc_pieces, start, end, tokenizer, answer_text):
     """The sub-span of pieces [start, end] whose tokens equal the tokenized answer, if any.
 
     Word-level answer spans may carry extra pieces (`(1895-1943).` for the answer `1895`);
     the first (then longest) matching sub-span is returned, else (start, end) unchanged.
     """
-    answer = " ".join(tokenizer.tokenize(answer_text))
+    answers = _answer_forms(tokenizer, answer_text)
     for new_start in range(start, end + 1):
         for new_end in range(end, new_start - 1, -1):
-            if " ".join(doc_pieces[new_start:new_end + 1]) == answer:
+            if " ".join(doc_pieces[new_start:new_end + 1]) in answers:
                 return new_start, new_end
     return start, end
+
+
+def _encode(tokenizer, text, first_word=None):
+    """(tokens, ids) of `text`: the question (first_word None) or one context word.
+
+    WordPiece tokenizes either as a text. Byte-level BPE encodes the question as a text and a
+    context word as it encodes inside the space-joined context (`first_word`: the context's
+    first word, which has no space before it).
+    """
+    if not isinstance(tokenizer, BpeTokenizer):
+        tokens = tokenizer.tokenize(text)
+        return tokens, tokenizer.convert_tokens_to_ids(tokens)
+    ids = tokenizer.encode(text) if first_word is None else tokenizer.encode_word(text,
+                                                                                  first_word)
+    return tokenizer.convert_ids_to_tokens(ids), ids
+
+
+def _cls_sep(tokenizer):
+    """([CLS] token, [SEP] token) and their ids: ((str, str), (int, int))."""
+    if isinstance(tokenizer, BpeTokenizer):
+        ids = tokenizer.with_special_tokens([])  # ValueError naming the file if it has none
+        return tuple(tokenizer.convert_ids_to_tokens(ids)), tuple(ids)
+    return ("[CLS]", "[SEP]"), tuple(tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"]))
 
 
 def convert_examples_to_features(examples, tokenizer, *, max_seq_length, doc_stride,
@@ -327,7 +376,7 @@ def convert_examples_to_features(examples, tokenizer, *, max_seq_length, doc_str
 
     Args:
       examples: list of SquadExample.
-      tokenizer: a bert_tf.text.WordpieceTokenizer.
+      tokenizer: a bert_tf.text.WordpieceTokenizer or BpeTokenizer.
       max_seq_length, doc_stride, max_query_length: window geometry (see module doc).
       is_training: set start/end positions (0 when the window misses the answer).
 
@@ -335,14 +384,17 @@ def convert_examples_to_features(examples, tokenizer, *, max_seq_length, doc_str
       SquadFeature, in example order, windows left to right.
     """
     check_window_sizes(max_seq_length, max_query_length, doc_stride)
+    (cls_token, sep_token), (cls_id, sep_id) = _cls_sep(tokenizer)
     cached_doc = None
     for example_index, example in enumerate(examples):
-        query = tokenizer.tokenize(example.question_text)[:max_query_length]
+        query, query_ids = _encode(tokenizer, example.question_text)
+        query, query_ids = query[:max_query_length], query_ids[:max_query_length]
         # Questions on one paragraph share its doc_tokens list: tokenize it once, and find
         # the max-context windows once per window layout (it depends on the query length).
         if example.doc_tokens is not cached_doc:
             cached_doc = example.doc_tokens
-            pieces, piece_to_word, word_to_piece = _doc_pieces(example.doc_tokens, tokenizer)
+            pieces, piece_ids, piece_to_word, word_to_piece = _doc_pieces(example.doc_tokens,
+                                                                          tokenizer)
             owners_by_layout = {}
 
         answer_start = answer_end = -1
@@ -363,16 +415,17 @@ def convert_examples_to_features(examples, tokenizer, *, max_seq_length, doc_str
             owners_by_layout[layout] = max_context_windows(windows, len(pieces))
         owners = owners_by_layout[layout]
         for window_index, (window_start, window_length) in enumerate(windows):
-            tokens = ["[CLS]", *query, "[SEP]"]
+            tokens = [cls_token, *query, sep_token]
             token_to_orig_map, token_is_max_context = {}, {}
             for piece in range(window_start, window_start + window_length):
                 token_to_orig_map[len(tokens)] = piece_to_word[piece]
                 token_is_max_context[len(tokens)] = owners[piece] == window_index
                 tokens.append(pieces[piece])
-            tokens.append("[SEP]")
+            tokens.append(sep_token)
             feature = SquadFeature(
                 example_index=example_index, window_index=window_index, tokens=tokens,
-                input_word_ids=tokenizer.convert_tokens_to_ids(tokens),
+                input_word_ids=[cls_id, *query_ids, sep_id,
+                                *piece_ids[window_start:window_start + window_length], sep_id],
                 segment_a_length=segment_a_length, token_to_orig_map=token_to_orig_map,
                 token_is_max_context=token_is_max_context,
                 is_impossible=example.is_impossible)
@@ -389,14 +442,15 @@ def convert_examples_to_features(examples, tokenizer, *, max_seq_length, doc_str
 
 
 def _doc_pieces(doc_tokens, tokenizer):
-    """(pieces, piece_to_word, word_to_piece) of a context's words."""
-    pieces, piece_to_word, word_to_piece = [], [], []
+    """(pieces, piece_ids, piece_to_word, word_to_piece) of a context's words."""
+    pieces, piece_ids, piece_to_word, word_to_piece = [], [], [], []
     for word_index, word in enumerate(doc_tokens):
         word_to_piece.append(len(pieces))
-        for piece in tokenizer.tokenize(word):
-            piece_to_word.append(word_index)
-            pieces.append(piece)
-    return pieces, piece_to_word, word_to_piece
+        tokens, ids = _encode(tokenizer, word, first_word=word_index == 0)
+        piece_to_word.extend([word_index] * len(tokens))
+        pieces.extend(tokens)
+        piece_ids.extend(ids)
+    return pieces, piece_ids, piece_to_word, word_to_piece
 
 
 def features_to_arrays(features, max_seq_length, is_training):

@@ -8,6 +8,10 @@ Follows the original run_squad.py `write_predictions`:
 - Candidates of all windows are ranked by start + end logit; their text is the de-tokenized
   pieces projected back onto the original context (`get_final_text`), duplicates are dropped,
   and the first `n_best_size` texts make the n-best list with softmax probabilities.
+  With a byte-level BPE tokenizer (`whole_words`) a candidate's text is instead the original
+  context words its first and last pieces belong to, joined by single spaces:
+  `get_final_text` aligns BERT's basic tokenization with the context, which BPE pieces do not
+  follow.
 - v2.0: the null score is the smallest [CLS] start + end logit over the windows; the answer is
   "" when null score - best non-null span score > `null_score_diff_threshold`, and that
   difference is the question's no-answer odds (null_odds.json).
@@ -100,12 +104,20 @@ def _softmax(scores):
     return [e / total for e in exps]
 
 
-def _span_text(feature, example, start, end, do_lower_case):
-    """The answer text of pieces [start, end] of a window, in the original's spelling."""
-    pieces = " ".join(feature.tokens[start:end + 1])
-    pred_text = " ".join(pieces.replace(" ##", "").replace("##", "").split())
+def _span_text(feature, example, start, end, do_lower_case, whole_words=False):
+    """The answer text of pieces [start, end] of a window, in the original's spelling.
+
+    whole_words (byte-level BPE): the original words the pieces belong to, joined by single
+    spaces, punctuation attached to them included ("Broncos." where WordPiece can give
+    "Broncos"; the official evaluation drops punctuation before comparing). No character
+    projection as for WordPiece: a BPE span may end inside a word, or a UTF-8 character.
+    """
     first, last = feature.token_to_orig_map[start], feature.token_to_orig_map[end]
     orig_text = " ".join(example.doc_tokens[first:last + 1])
+    if whole_words:
+        return orig_text
+    pieces = " ".join(feature.tokens[start:end + 1])
+    pred_text = " ".join(pieces.replace(" ##", "").replace("##", "").split())
     return get_final_text(pred_text, orig_text, do_lower_case)
 
 
@@ -130,7 +142,7 @@ def _candidates(features, start_logits, end_logits, n_best_size, max_answer_leng
 
 def predict_example(example, features, start_logits, end_logits, *, n_best_size,
                     max_answer_length, do_lower_case, version_2_with_negative,
-                    null_score_diff_threshold=0.0):
+                    null_score_diff_threshold=0.0, whole_words=False):
     """Answer, n-best list and no-answer odds of one example from its windows' logits.
 
     Args:
@@ -138,10 +150,12 @@ def predict_example(example, features, start_logits, end_logits, *, n_best_size,
       features: its SquadFeatures (windows), in order.
       start_logits, end_logits: float arrays [num_windows, S] of those windows.
       n_best_size: start / end indices considered per window, and n-best entries kept.
-      max_answer_length: longest answer in WordPiece tokens.
+      max_answer_length: longest answer in tokens (pieces).
       do_lower_case: the tokenizer's setting (for get_final_text).
       version_2_with_negative: consider the null answer.
       null_score_diff_threshold: v2.0 answers "" when null - best span score exceeds it.
+      whole_words: answers are the whole context words a span covers (byte-level BPE
+        features), not the WordPiece projection of get_final_text.
 
     Returns:
       (answer text, n-best list of dicts, null odds or None for v1.1).
@@ -160,7 +174,8 @@ def predict_example(example, features, start_logits, end_logits, *, n_best_size,
     for start_logit, end_logit, feature, start, end in prelim:
         if len(nbest) >= n_best_size:
             break
-        text = _span_text(feature, example, start, end, do_lower_case) if start > 0 else ""
+        text = (_span_text(feature, example, start, end, do_lower_case, whole_words)
+                if start > 0 else "")
         if text in seen:
             continue
         seen.add(text)
@@ -190,7 +205,8 @@ def predict_example(example, features, start_logits, end_logits, *, n_best_size,
 
 def compute_predictions(examples, features, start_logits, end_logits, *, n_best_size=20,
                         max_answer_length=30, do_lower_case=True,
-                        version_2_with_negative=False, null_score_diff_threshold=0.0):
+                        version_2_with_negative=False, null_score_diff_threshold=0.0,
+                        whole_words=False):
     """Answers for every example from the logits of all windows.
 
     Args:
@@ -198,7 +214,7 @@ def compute_predictions(examples, features, start_logits, end_logits, *, n_best_
       features: list of SquadFeature of those examples (any order), each with example_index.
       start_logits, end_logits: float arrays [len(features), S], row i for features[i].
       n_best_size, max_answer_length, do_lower_case, version_2_with_negative,
-        null_score_diff_threshold: see predict_example.
+        null_score_diff_threshold, whole_words: see predict_example.
 
     Returns:
       SquadPredictions keyed by question id, in example order.
@@ -218,7 +234,7 @@ def compute_predictions(examples, features, start_logits, end_logits, *, n_best_
             [end_logits[r] for r in rows], n_best_size=n_best_size,
             max_answer_length=max_answer_length, do_lower_case=do_lower_case,
             version_2_with_negative=version_2_with_negative,
-            null_score_diff_threshold=null_score_diff_threshold)
+            null_score_diff_threshold=null_score_diff_threshold, whole_words=whole_words)
         result.predictions[example.qas_id] = text
         result.nbest[example.qas_id] = nbest
         if version_2_with_negative:
