@@ -4,7 +4,8 @@ tests/ mirrors the package: tests/<subpackage>/ tests bert_tf/<subpackage>/, tes
 a top-level module, tests/finetuning/ the fine-tuning driver and tasks (bert_tf.jobs) and its
 notebook. Test modules need unique basenames (the folders have no
 __init__.py). Helper modules shared across folders (finetuning_helpers, interop_reference,
-serving_cases, text_samples, glue_files) are importable from every test.
+serving_cases, text_samples, glue_files, and command_batch here, which runs several CLI runs in
+one process) are importable from every test.
 """
 
 import os
