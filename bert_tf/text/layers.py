@@ -38,6 +38,8 @@ non-canonical order in one combining sequence (e.g. U+1D16D then U+1D165), Pytho
 and this layer keeps the written order, so the resulting word (and maybe its pieces) differ.
 """
 
+import functools
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -72,6 +74,24 @@ def _two_level_table(codes):
     blocks = codes.reshape([-1, _BLOCK_SIZE])
     unique_blocks, block_index = np.unique(blocks, axis=0, return_inverse=True)
     return block_index.reshape([-1]).astype(np.int32), unique_blocks.astype(np.int32)
+
+
+@functools.lru_cache(maxsize=2)
+def _normalization_arrays(do_lower_case):
+    """The normalization table of one casing as the layer reads it, built once per process.
+
+    Splitting the [0x110000] table into blocks takes about a second; every layer (and every
+    export that rebuilds one) would pay it again. The arrays are shared, so read-only.
+
+    Returns:
+      (block_index [4352], blocks [num_unique * 256], (values, starts, lengths)) int32 arrays.
+    """
+    codes, replacements = tokenization.char_normalization_table(do_lower_case)
+    block_index, blocks = _two_level_table(codes)
+    arrays = (block_index, blocks.reshape([-1]), *_code_templates(replacements))
+    for array in arrays:
+        array.setflags(write=False)
+    return arrays[0], arrays[1], arrays[2:]
 
 
 def valid_utf8(text):
@@ -141,12 +161,8 @@ class BertTokenizerLayer(keras.layers.Layer):
         self.sep_id = vocab["[SEP]"]
         self.mask_id = vocab["[MASK]"]
 
-        codes, replacements = tokenization.char_normalization_table(self.do_lower_case)
-        block_index, blocks = _two_level_table(codes)
-        templates = _code_templates(replacements)
         # Numpy arrays, turned into graph constants at trace time (nothing to track or save).
-        self._block_index = block_index
-        self._blocks = blocks.reshape([-1])
+        self._block_index, self._blocks, templates = _normalization_arrays(self.do_lower_case)
         self._template_values, self._template_starts, self._template_lengths = templates
         self._sigma_pattern = tokenization.final_sigma_pattern() if self.do_lower_case else None
         fast_vocab, has_long_pieces = self._wordpiece_vocab(tokens)
