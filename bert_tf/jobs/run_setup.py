@@ -159,8 +159,8 @@ def resolve_model_files(options):
     keeps bert_config.json and vocab.txt next to bert_model.ckpt. Without bert_config.json the
     config source is the checkpoint itself (a Hugging Face config.json, a keras-hub preset, a
     .keras file), read by read_model_config. Explicit flags win; --vocab_file may name a
-    vocab.txt, a tokenizer.json or a directory holding one (see checkpoint_tokenizer_file for
-    which one a directory gives).
+    vocab.txt, a tokenizer.json or a directory holding one (see
+    tokenizer_files.model_tokenizer_file for which one a directory gives).
 
     Raises:
       FlagValueError when a needed file is neither given nor found.
@@ -176,16 +176,16 @@ def resolve_model_files(options):
         if tf.io.gfile.exists(candidate):
             config_file = candidate
     if vocab_file and fileio.isdir(vocab_file):
-        vocab_file = checkpoint_tokenizer_file(vocab_file)
+        vocab_file = tokenizer_files.model_tokenizer_file(vocab_file)
         if not vocab_file:
             raise FlagValueError(f"--vocab_file={options.vocab_file} is a directory holding "
                                  "neither vocab.txt nor tokenizer.json")
-    if not vocab_file and directory:
-        vocab_file = checkpoint_tokenizer_file(directory)
+    # Looked up once: the lookup logs which file it picked.
+    checkpoint_vocab = tokenizer_files.model_tokenizer_file(directory) if directory else None
+    vocab_file = vocab_file or checkpoint_vocab
     if not vocab_file:
         raise FlagValueError(f"--vocab_file is required (no vocab.txt or tokenizer.json beside "
                              f"--init_checkpoint={source})")
-    checkpoint_vocab = checkpoint_tokenizer_file(directory) if directory else None
     if (options.vocab_file and checkpoint_vocab
             and fileio.abspath(checkpoint_vocab) != fileio.abspath(vocab_file)):
         try:
@@ -198,12 +198,6 @@ def resolve_model_files(options):
                 f"--init_checkpoint={source}: {problem}; the model's embeddings are indexed by "
                 "that vocabulary (leave --vocab_file out to use it)")
     return config_file, vocab_file
-
-
-def checkpoint_tokenizer_file(directory):
-    """The tokenizer file a model directory holds, or None (which one:
-    bert_tf.text.tokenizer_files.model_tokenizer_file)."""
-    return tokenizer_files.model_tokenizer_file(directory)
 
 
 def load_tokenizer(vocab_file, options):
@@ -225,15 +219,13 @@ def load_tokenizer(vocab_file, options):
             vocab_file, None if records_casing else options.do_lower_case)
     except (OSError, ValueError) as e:
         raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
+    casing = tokenizer_files.tokenizer_casing(tokenizer)
     if isinstance(tokenizer, bpe.BpeTokenizer):
-        casing = "Lowercase" in tokenizer.spec.normalizer
         missing = [role for role in ("cls", "sep", "pad")
                    if getattr(tokenizer, f"{role}_id") is None]
         if missing:
             raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
                                  "(fine-tuning packs [CLS] text [SEP] and pads)")
-    else:
-        casing = tokenizer.do_lower_case
     if records_casing and options.do_lower_case is not None and (
             bool(options.do_lower_case) != casing):
         raise FlagValueError(

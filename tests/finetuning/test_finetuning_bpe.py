@@ -213,7 +213,7 @@ def test_tag_with_bpe_exports_the_id_signature(converted_run, tmp_path, caplog):
 
 def test_which_tokenizer_file_a_model_directory_gives(tmp_path):
     """vocab.txt as before; tokenizer.json without one, or when it is byte-level BPE."""
-    from bert_tf.jobs.run_setup import checkpoint_tokenizer_file
+    from bert_tf.text.tokenizer_files import model_tokenizer_file as checkpoint_tokenizer_file
 
     assert checkpoint_tokenizer_file(str(tmp_path)) is None
     shutil.copy(BPE_TOKENIZER_JSON, tmp_path / "tokenizer.json")
