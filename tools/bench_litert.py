@@ -32,7 +32,7 @@ from bench_common import RESULT_PREFIX, run_command
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TOOLS = os.path.dirname(os.path.abspath(__file__))
 LITERT_MODES = ("none", "dynamic_int8", "full_int8")
-FULL = dict(num_train=3000, num_dev=500, requests=200, rounds=2, passages=40)
+FULL = dict(num_train=3000, num_dev=500, requests=200, rounds=5, passages=40)
 QUICK = dict(num_train=64, num_dev=40, requests=20, rounds=1, passages=8)
 
 
@@ -169,6 +169,59 @@ def worker_measure_tf(args):
     _emit(result)
 
 
+def worker_profile_saved_model(args):
+    """Where a short request's time goes in the SavedModel's serve_text: op time per op type
+    from TensorFlow's profiler (the same threads as worker_measure_tf)."""
+    import collections
+    import glob
+    import tempfile
+
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(2)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import tensorflow_text  # noqa: F401
+    try:
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    except ImportError as e:  # an internal module: may move between TensorFlow releases
+        _emit({"error": f"no profiler protos: {e}"})
+        return
+    texts = json.load(open(args["texts_file"], encoding="utf-8"))["short"]
+    serve_text = tf.saved_model.load(args["dir"]).signatures["serve_text"]
+    requests = args["requests"]
+    for text in texts[:20]:
+        serve_text(text=tf.constant([text]))
+    logdir = tempfile.mkdtemp(prefix="bench_litert_profile_")
+    started = time.perf_counter()
+    tf.profiler.experimental.start(logdir)
+    for i in range(requests):
+        serve_text(text=tf.constant([texts[i % len(texts)]]))
+    tf.profiler.experimental.stop()
+    wall = time.perf_counter() - started
+    space = xplane_pb2.XSpace()
+    with open(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0],
+              "rb") as f:
+        space.ParseFromString(f.read())
+    by_type = collections.Counter()
+    for plane in space.planes:
+        names = {k: v.name for k, v in plane.event_metadata.items()}
+        for line in plane.lines:
+            if not line.name.startswith("tf_Compute"):
+                continue
+            for event in line.events:
+                name = names.get(event.metadata_id, "")
+                # Executor bookkeeping events enclose the op events; node events are
+                # "scope/node:OpType".
+                if ":" in name and not name.startswith("Executor"):
+                    by_type[name.rsplit(":", 1)[1]] += event.duration_ps / 1e9 / requests
+    total = sum(by_type.values())
+    matmul = sum(ms for op, ms in by_type.items() if "MatMul" in op)
+    _emit({"requests": requests, "wall_ms_per_request_profiled": round(wall * 1e3 / requests, 2),
+           "op_ms_per_request": round(total, 2), "matmul_ms_per_request": round(matmul, 2),
+           "matmul_share_of_op_time": round(matmul / total, 3) if total else None,
+           "top_ops_ms": {op: round(ms, 3) for op, ms in by_type.most_common(8)}})
+
+
 def worker_ort(args):
     """ONNX Runtime float32 and dynamic int8 of the Hugging Face model, Rust tokenizer."""
     import numpy as np
@@ -212,7 +265,8 @@ def worker_ort(args):
     _emit(result)
 
 
-WORKERS = {"prepare": worker_prepare, "measure_tf": worker_measure_tf, "ort": worker_ort}
+WORKERS = {"prepare": worker_prepare, "measure_tf": worker_measure_tf, "ort": worker_ort,
+           "profile_saved_model": worker_profile_saved_model}
 
 
 def run_worker(name, args, python=None, timeout=7200):
@@ -252,10 +306,13 @@ def case_litert(workdir, quick, torch_python=None):
             runs["ort"].append(run_worker("ort", dict(
                 workdir=work, model_dir=model_dir, texts_file=texts_file,
                 requests=sizes["requests"]), python=torch_python))
+    profile = run_worker("profile_saved_model", dict(
+        texts_file=texts_file, dir=prepared["exports"]["saved_model"]["dir"],
+        requests=sizes["requests"]))
     row = {"case": "litert", "model": bench_finetune.MODEL_NAME, "batch": 1, "threads": 2,
            "train_s": prepared["train_s"], "exports": prepared["exports"],
            "mean_short_words": round(statistics.mean(len(t.split()) for t in texts["short"]),
-                                     1), "runs": runs}
+                                     1), "runs": runs, "saved_model_profile_short": profile}
     if not torch_python:
         row["note"] = "no --torch_python: ONNX Runtime rows skipped"
     p50 = {}
@@ -271,10 +328,11 @@ def case_litert(workdir, quick, torch_python=None):
             value = row["p50_ms"].get(f"{base}/{kind}")
             if int8 and value:
                 ratios[f"litert_int8_over_{base}/{kind}"] = round(int8 / value, 3)
-        saved, ort_float = (row["p50_ms"].get(f"saved_model/{kind}"),
-                            row["p50_ms"].get(f"ort_float32/{kind}"))
-        if saved and ort_float:
-            ratios[f"saved_model_over_ort_float32/{kind}"] = round(saved / ort_float, 3)
+        ort_float = row["p50_ms"].get(f"ort_float32/{kind}")
+        for name in ("saved_model", "litert_none"):  # the two float32 bert_tf paths
+            value = row["p50_ms"].get(f"{name}/{kind}")
+            if value and ort_float:
+                ratios[f"{name}_over_ort_float32/{kind}"] = round(value / ort_float, 3)
     row["ratios"] = ratios
     exports = prepared["exports"]
     row["size_ratio_int8_over_float32"] = round(
@@ -293,6 +351,10 @@ def format_lines(row):
         lines.append(f"  {name:<22} {short} / {passage}")
     for key, value in row["ratios"].items():
         lines.append(f"  {key}: {value}")
+    profile = row.get("saved_model_profile_short", {})
+    if "matmul_share_of_op_time" in profile:
+        lines.append(f"  saved_model short request: {profile['op_ms_per_request']} ms of ops, "
+                     f"{profile['matmul_share_of_op_time']:.0%} in MatMul kernels")
     for mode in ("dynamic_int8", "full_int8"):
         accuracy = row["exports"][mode].get("accuracy_vs_float32", {})
         lines.append(f"  {mode}: agreement {accuracy.get('agreement')}, "
