@@ -97,14 +97,14 @@ def export():
     if wants_text and vocab_file.endswith(".json"):
         # A tokenizer.json (a fine-tuned ModernBERT's byte-level BPE) records its casing: the
         # run's (or --do_lower_case) must agree with it.
-        from bert_tf.serving.exporter import WORDPIECE_TEXT_TASKS
+        from bert_tf.serving import WORD_OFFSET_TASKS
         from bert_tf.text import BpeTokenizer, load_tokenizer
 
         try:
             tokenizer = load_tokenizer(vocab_file, do_lower_case)
         except (OSError, ValueError) as e:
             raise app.UsageError(f"--vocab_file={vocab_file}: {e}") from None
-        if task in WORDPIECE_TEXT_TASKS and isinstance(tokenizer, BpeTokenizer):
+        if task in WORD_OFFSET_TASKS and isinstance(tokenizer, BpeTokenizer):
             # The library says signatures=('ids',); a command line says the flag.
             raise app.UsageError(
                 f"--model_dir={FLAGS.model_dir}: the serve_text and serve_examples signatures of "

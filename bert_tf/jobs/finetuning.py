@@ -55,9 +55,6 @@ from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.ownership import owned_directory
 
 RUN_RECORD = "finetuning_run.json"
-# Tasks whose raw-text serving signatures need WordPiece word offsets: with a byte-level BPE
-# tokenizer, --export_dir holds the id signature (serving_default) only.
-WORD_OFFSET_TASKS = ("tagging", "squad")
 # Fields finetuning_run.json gained later: a record without them does not check them.
 _LATER_RECORD_FIELDS = ("train_batch_size",)
 
@@ -414,7 +411,7 @@ def write_run_files(context, options, model, task, labels, cli_name, flags_text,
         write_text_atomic(os.path.join(output_dir, f"{cli_name}.flags"), flags_text)
     if options.export_dir:
         export_fields = dict(task_info if export_fields is None else export_fields)
-        if context.is_bpe and task in WORD_OFFSET_TASKS:
+        if context.is_bpe and task in serving.WORD_OFFSET_TASKS:
             export_fields["signatures"] = ("ids",)  # see Task.check_tokenizer
         serving.export(model, options.export_dir, tokenizer=context.tokenizer,
                        max_seq_length=options.max_seq_length, labels=labels, **export_fields)
@@ -472,10 +469,11 @@ class Task:
     def check_tokenizer(self, context):
         """Refuses (FlagValueError) a tokenizer the task cannot work with, before any work.
 
-        By default a byte-level BPE tokenizer is fine; tasks in WORD_OFFSET_TASKS say here,
+        By default a byte-level BPE tokenizer is fine; tasks in serving.WORD_OFFSET_TASKS say here,
         before training, that their --export_dir gets the id signature only.
         """
-        if context.is_bpe and self.options.export_dir and self.run_kind in WORD_OFFSET_TASKS:
+        if (context.is_bpe and self.options.export_dir
+                and self.run_kind in serving.WORD_OFFSET_TASKS):
             logging.warning(
                 "--export_dir=%s: with the byte-level BPE --vocab_file=%s the %s export has the "
                 "id signature (serving_default) only: serve_text needs WordPiece word offsets. "

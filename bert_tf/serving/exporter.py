@@ -26,15 +26,13 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 from bert_tf.serving import tasks
+from bert_tf.serving.task_info import WORD_OFFSET_TASKS
 from bert_tf.text.bpe_layer import BpeTokenizerLayer
 from bert_tf.text.layers import BertTokenizerLayer
 from bert_tf.text.tokenizer_files import tokenizer_layer
 
 SIGNATURE_KEYS = {"ids": "serving_default", "text": "serve_text", "examples": "serve_examples"}
 EXPORT_INFO_FILE = "bert_tf_export.json"
-# Models whose text signatures need WordPiece word offsets and tokens: with a byte-level BPE
-# tokenizer they export the id signature only.
-WORDPIECE_TEXT_TASKS = ("squad", "tagging", "fill_mask")
 # What tf.saved_model.save and export() write: a directory of only these is an export.
 _EXPORT_ENTRIES = frozenset(("saved_model.pb", "variables", "assets", "assets.extra",
                              "fingerprint.pb"))
@@ -225,7 +223,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                          f"model's vocab_size is only {config.vocab_size}.")
     if wants_text and isinstance(tokenizer, BpeTokenizerLayer):
         task_name = tasks.task_name_of(model)
-        if task_name in WORDPIECE_TEXT_TASKS:
+        if task_name in WORD_OFFSET_TASKS:
             raise ValueError(f"export: the text signatures of a {task_name} model need word "
                              "offsets and WordPiece tokens, which a byte-level BPE tokenizer "
                              "does not give; export signatures=('ids',) instead.")

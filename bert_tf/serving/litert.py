@@ -46,6 +46,7 @@ import tensorflow_text as tf_text
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from bert_tf import fileio
+from bert_tf.modeling.transformer_block import portable_attention
 from bert_tf.serving import tasks
 from bert_tf.serving.exporter import _check_labels, _encoder_config, _tokenizer_layer
 from bert_tf.text.layers import BertTokenizerLayer
@@ -431,9 +432,11 @@ def convert_functions(functions, converter_options=None, what="the model"):
     staging = tempfile.mkdtemp(prefix="bert_tf_litert_")
     try:
         saved = os.path.join(staging, "frozen")
+        with portable_attention():  # traced here, by _frozen
+            signatures = {key: _frozen(function) for key, function in functions.items()}
         tf.saved_model.save(
             tf.Module(), saved,
-            signatures={key: _frozen(function) for key, function in functions.items()},
+            signatures=signatures,
             options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
         converter = tf.lite.TFLiteConverter.from_saved_model(
             saved, signature_keys=list(functions))

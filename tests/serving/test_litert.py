@@ -95,6 +95,10 @@ def test_op_census_has_only_builtins_and_tf_text(float_export):
     assert census.custom == {"FastBertNormalize", "FastWordpieceTokenizeWithOffsets"}
     # Two blocks of 6 dense layers each, the pooler and the classifier, in both signatures.
     assert census.counts["FULLY_CONNECTED"] == 2 * (2 * 6 + 2)
+    # Attention traced without the per-request small-input branch (portable_attention): one
+    # batched softmax per block in each signature (and serve_text's probabilities), no IF
+    # subgraphs.
+    assert "IF" not in census.counts and census.counts["SOFTMAX"] == 2 * 2 + 1
     assert "FULLY_CONNECTED" in census.format() and "tensorflow-text" in census.format()
 
 
