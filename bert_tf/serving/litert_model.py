@@ -6,6 +6,7 @@ the XNNPACK delegate (float32, float16 and int8 models alike); nothing else is i
 
 import json
 import os
+import threading
 
 import numpy as np
 
@@ -14,6 +15,10 @@ from bert_tf.serving import litert
 
 class LiteRTModel:
     """A model.tflite written by `bert-tf-export --format=litert`, ready to answer texts.
+
+    Safe to share between threads: calls run one at a time (a LiteRT interpreter runs one
+    request at once; two at a time crash it). For requests in parallel, give each worker thread
+    its own LiteRTModel (the file is memory-mapped, so the weights are not loaded twice).
 
     Args:
       path: the .tflite file, or the export directory holding model.tflite.
@@ -41,16 +46,21 @@ class LiteRTModel:
         self._interpreter = litert.interpreter(path, num_threads=num_threads)
         self.signatures = self._interpreter.get_signature_list()
         self._runners = {}
+        self._lock = threading.Lock()
         info_path = os.path.join(os.path.dirname(path), litert.INFO_FILE)
         self.info = {}
         if os.path.isfile(info_path):
             with open(info_path, encoding="utf-8") as f:
                 self.info = json.load(f)
 
-    def _runner(self, name):
+    def _check_signature(self, name):
         if name not in self.signatures:
             raise ValueError(f"LiteRTModel: {self.path} has no {name} signature (it has "
                              f"{', '.join(sorted(self.signatures))}).")
+
+    def _runner(self, name):
+        """The signature's runner (created on first use); call with self._lock held."""
+        self._check_signature(name)
         if name not in self._runners:
             self._runners[name] = self._interpreter.get_signature_runner(name)
         return self._runners[name]
@@ -70,7 +80,7 @@ class LiteRTModel:
         """
         if isinstance(texts, str):
             texts = [texts]
-        runner = self._runner(litert.TEXT_SIGNATURE)
+        self._check_signature(litert.TEXT_SIGNATURE)
         inputs = {"text": np.array([t.encode("utf-8") for t in texts], dtype=object)}
         takes_pair = "text_pair" in self.signatures[litert.TEXT_SIGNATURE]["inputs"]
         if text_pairs is not None and not takes_pair:
@@ -82,10 +92,12 @@ class LiteRTModel:
                                  "text_pairs.")
             inputs["text_pair"] = np.array([(p or "").encode("utf-8") for p in pairs],
                                            dtype=object)
-        return runner(**inputs)
+        with self._lock:
+            return self._runner(litert.TEXT_SIGNATURE)(**inputs)
 
     def predict_ids(self, input_word_ids, input_mask, input_type_ids):
         """Runs serving_default on token ids (int [B, S] each): the model's outputs."""
-        return litert.run_signature(self._runner(litert.IDS_SIGNATURE), {
-            "input_word_ids": input_word_ids, "input_mask": input_mask,
-            "input_type_ids": input_type_ids})
+        with self._lock:
+            return litert.run_signature(self._runner(litert.IDS_SIGNATURE), {
+                "input_word_ids": input_word_ids, "input_mask": input_mask,
+                "input_type_ids": input_type_ids})

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import types
 import unicodedata
 
@@ -322,3 +323,35 @@ def test_command_exports_int8_with_accuracy_report(float_export, tmp_path):
     census = litert.op_census(target / litert.MODEL_FILE)
     assert census.flex == frozenset()
     assert accuracy["sizes"][quantization.INT8_CHOICE] < accuracy["sizes"]["float32"]
+
+
+def test_one_model_answers_threads_one_call_at_a_time(float_export):
+    """Web servers call from several threads; a LiteRT interpreter entered by two at once
+    crashes the process (segfault), so LiteRTModel serialises its calls."""
+    model = LiteRTModel(float_export.path)
+    texts = cases.TEXTS + cases.SHORT_INPUTS["classifier"]["text"]
+    want = {t: model.predict([t])["probabilities"] for t in texts}
+    ids = np.full((1, 9), 5, np.int32)
+    want_ids = model.predict_ids(ids, np.ones_like(ids), np.zeros_like(ids))["logits"]
+    wrong = []
+
+    def work(k):
+        for i in range(12):
+            text = texts[(i + k) % len(texts)]
+            try:
+                if not np.allclose(model.predict([text])["probabilities"], want[text],
+                                   atol=1e-6):
+                    wrong.append(text)
+                if not np.allclose(model.predict_ids(ids, np.ones_like(ids),
+                                                     np.zeros_like(ids))["logits"],
+                                   want_ids, atol=1e-6):
+                    wrong.append("ids")
+            except RuntimeError as e:  # what an interpreter entered twice raises, when it
+                wrong.append(str(e))   # does not crash
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
