@@ -1,8 +1,6 @@
 """The post-LN transformer block of BERT (with ALBERT's cross-layer sharing) and the
 attention bias it adds for padding keys."""
 
-import contextlib
-import contextvars
 import math
 
 import keras
@@ -11,6 +9,7 @@ import tensorflow as tf
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.initializers import truncated_normal
 from bert_tf.modeling.layer_norm import FusedLayerNorm
+from bert_tf.modeling.local_attention import portable
 
 # The original adds this to the attention logits of padding keys (modeling.py uses -10000.0);
 # keeping the value makes converted checkpoints reproduce the original's outputs exactly.
@@ -23,23 +22,6 @@ _MASKED_LOGIT = -10000.0
 # attention of 4 blocks at 16 tokens 1.11 -> 0.41 ms, at 64 tokens 1.75 -> 1.42 ms; at 96
 # tokens oneDNN is faster).
 SMALL_ATTENTION_ROWS = 64
-_PORTABLE_ATTENTION = contextvars.ContextVar("portable_attention", default=False)
-
-
-@contextlib.contextmanager
-def portable_attention():
-    """Blocks traced inside run attention as batched matmuls and a softmax whatever the input
-    size: no per-request tf.cond for the small-input path.
-
-    For graphs leaving TensorFlow (LiteRT): the small path only dodges oneDNN's thread
-    hand-off, and LiteRT would run the cond as an IF over two subgraphs, which costs more than
-    it saves (LiteRT int8, 2-core AMD EPYC, short phrases: p50 1.9 -> 1.2 ms without it).
-    """
-    token = _PORTABLE_ATTENTION.set(True)
-    try:
-        yield
-    finally:
-        _PORTABLE_ATTENTION.reset(token)
 
 
 @tf.custom_gradient
@@ -245,7 +227,7 @@ class TransformerBlock(keras.layers.Layer):
         def small():
             return _small_attention(query_bsad, key_bsad, value_bsad, attention_bias)
 
-        if training or self.compute_dtype != "float32" or _PORTABLE_ATTENTION.get():
+        if training or self.compute_dtype != "float32" or portable():
             return batched_matmuls()
         batch, length = query_bsad.shape[:2]
         if batch is not None and length is not None:  # Static shapes: chosen here.

@@ -47,3 +47,26 @@ def test_modern_classifier_serves_its_keras_outputs(tmp_path):
         expected = model({"input_word_ids": ids[:, :length], "input_mask": mask,
                           "input_type_ids": np.zeros_like(mask)}).numpy()
         np.testing.assert_allclose(served[str(length)], expected, atol=1e-5)
+
+
+def test_modern_classifier_converts_to_litert_with_its_keras_outputs(tmp_path):
+    """LiteRT has no tensor lists and runs conds as IF subgraphs: the modern encoder's
+    attention is traced without either (portable_attention) and still equals Keras at a length
+    Keras computes with the full local path and one it computes block by block."""
+    from bert_tf.serving import litert
+    from bert_tf.serving.litert_model import LiteRTModel
+
+    config = BertConfig.from_preset("modernbert_tiny")
+    model = BertClassifier(BertEncoder(config), num_classes=3)
+    path, census = litert.export_litert(model, str(tmp_path / "litert"), signatures=("ids",),
+                                        max_seq_length=128)
+    assert census.flex == frozenset() and "IF" not in census.counts
+    served = LiteRTModel(path)
+    ids = np.random.default_rng(1).integers(5, config.vocab_size, (2, 100)).astype("int32")
+    for length in (20, 100):
+        mask = np.ones((2, length), "int32")
+        mask[1, length // 2:] = 0
+        features = {"input_word_ids": ids[:, :length], "input_mask": mask,
+                    "input_type_ids": np.zeros_like(mask)}
+        np.testing.assert_allclose(served.predict_ids(**features)["logits"],
+                                   model(features).numpy(), atol=1e-5)
