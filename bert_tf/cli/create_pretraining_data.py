@@ -109,6 +109,8 @@ def _run(argv):
         pack_sequences=FLAGS.pack_sequences,
         max_instances_per_row=FLAGS.max_instances_per_row)
     compression = "GZIP" if FLAGS.gzip else ""
+    # Unset: a tokenizer.json's own casing (a vocab.txt: True).
+    do_lower_case = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
     if FLAGS.use_beam or FLAGS.runner:
         from bert_tf.data.pretraining import beam_pipeline  # only this path needs apache-beam
 
@@ -118,14 +120,14 @@ def _run(argv):
                 "(shards are named <prefix>-SSSSS-of-NNNNN); set --beam_num_shards instead.")
         beam_pipeline.run_beam_pipeline(
             FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
-            do_lower_case=FLAGS.do_lower_case, options=options,
+            do_lower_case=do_lower_case, options=options,
             num_shards=FLAGS.beam_num_shards, compression=compression,
             runner=FLAGS.runner or "DirectRunner", pipeline_args=FLAGS.beam_pipeline_option)
     else:
         _keep_freed_memory()
         cpd.create_pretraining_data(
             FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
-            do_lower_case=FLAGS.do_lower_case, options=options,
+            do_lower_case=do_lower_case, options=options,
             num_workers=FLAGS.num_workers, compression=compression,
             shuffle_buffer_size=FLAGS.shuffle_buffer_size)
     logging.info("Done.")

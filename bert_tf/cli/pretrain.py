@@ -64,8 +64,23 @@ def pretraining_config(flag_values=FLAGS):
         max_predictions_per_seq=flag_values.max_predictions_per_seq if given else None)
 
 
+def _take_tokenizer_casing(flag_values=FLAGS):
+    """--do_lower_case left unset with a --vocab_file tokenizer.json: the file's casing, set
+    on the flags so that run_pretraining.flags records it (exports and resumes read it there)."""
+    vocab_file = flag_values.vocab_file
+    if vocab_file and vocab_file.endswith(".json") and not flag_values["do_lower_case"].present:
+        from bert_tf.text import tokenizer_files
+
+        try:
+            tokenizer = tokenizer_files.load_tokenizer(vocab_file)
+        except (OSError, ValueError) as e:
+            raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
+        flag_values.do_lower_case = tokenizer_files.tokenizer_casing(tokenizer)
+
+
 def main(argv):
     del argv
+    _take_tokenizer_casing()
     config = pretraining_config()
     outputs.check_pretraining_output_dir(config.output_dir)
     pretrain(config, flags_text=FLAGS.flags_into_string())

@@ -27,7 +27,8 @@ from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.modeling.models import pretraining_metrics
-from bert_tf.text import validate_case_matches_checkpoint
+from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
+from bert_tf.text.bpe import BpeTokenizer
 from bert_tf.text.tokenization import vocab_digest
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import is_chief
@@ -157,8 +158,20 @@ def validate_options(options, config):
         if not service.startswith("grpc://") or not host or not port.isdigit():
             raise FlagValueError(f"--tf_data_service={service} must look like "
                                  "grpc://HOST:PORT (the dispatcher's address)")
+    if options.vocab_file and _is_tokenizer_json(options.vocab_file):
+        tokenizer = _tokenizer_json(options)
+        text_input = [name for name in ("input_text_file", "eval_input_text_file", "input_tfds")
+                      if getattr(options, name)]
+        if text_input and isinstance(tokenizer, BpeTokenizer):
+            raise FlagValueError(
+                f"--{text_input[0]} masks raw text with WordPiece inside the input pipeline; "
+                f"for the byte-level BPE --vocab_file={options.vocab_file} make TFRecords with "
+                f"bert-tf-create-pretraining-data --vocab_file={options.vocab_file} and train "
+                "on them with --input_file")
     if options.vocab_file:
-        vocab_size = _count_vocab(options.vocab_file)
+        vocab_size = (_tokenizer_json(options).vocab_size
+                      if _is_tokenizer_json(options.vocab_file)
+                      else _count_vocab(options.vocab_file))
         if config.vocab_size < vocab_size:
             raise FlagValueError(
                 f"vocab_size={config.vocab_size} in {run_setup.config_source(options)} is "
@@ -195,6 +208,18 @@ def _validate_family_options(options):
     if options.span_boundary_objective and text_input and not options.do_span_mask:
         raise FlagValueError("--span_boundary_objective needs span boundaries: add "
                              "--do_span_mask for raw text input")
+
+
+def _is_tokenizer_json(vocab_file):
+    return str(vocab_file).endswith(".json")
+
+
+def _tokenizer_json(options):
+    """The tokenizer of a --vocab_file tokenizer.json, checked against --do_lower_case."""
+    try:
+        return tokenizer_files.load_tokenizer(options.vocab_file, options.do_lower_case)
+    except (OSError, ValueError) as e:
+        raise FlagValueError(f"--vocab_file={options.vocab_file}: {e}") from None
 
 
 def _count_vocab(vocab_file):
@@ -434,8 +459,20 @@ def check_resume_compatible(options, config):
                 problems.append(f"{name}={recorded.get(name)!r} in {recorded_config} but "
                                 f"{name}={wanted.get(name)!r} in "
                                 f"{run_setup.config_source(options)}")
+    recorded_tokenizer = tokenizer_files.model_tokenizer_file(out)
+    if (options.vocab_file and recorded_tokenizer is not None
+            and (_is_tokenizer_json(options.vocab_file)
+                 or _is_tokenizer_json(recorded_tokenizer))):
+        # A tokenizer.json on either side: compare what the ids depend on.
+        before = tokenizer_files.tokenizer_tokens_digest(
+            tokenizer_files.load_tokenizer(recorded_tokenizer))
+        now = tokenizer_files.tokenizer_tokens_digest(_tokenizer_json(options))
+        if before != now:
+            problems.append(f"tokenizer {recorded_tokenizer} (sha256 {before[:16]}) differs "
+                            f"from --vocab_file={options.vocab_file} (sha256 {now[:16]})")
     recorded_vocab = os.path.join(out, "vocab.txt")
-    if options.vocab_file and tf.io.gfile.exists(recorded_vocab):
+    if (options.vocab_file and not _is_tokenizer_json(options.vocab_file)
+            and tf.io.gfile.exists(recorded_vocab)):
         # Of the tokens: a copy with other line endings (CRLF) is the same vocabulary.
         before, now = vocab_digest(recorded_vocab), vocab_digest(options.vocab_file)
         if before != now:
@@ -524,7 +561,11 @@ def _pretrain(options, config, strategy, flags_text, start):
         if flags_text:
             write_text_atomic(os.path.join(options.output_dir, "run_pretraining.flags"),
                               flags_text)
-        if options.vocab_file:
+        if options.vocab_file and _is_tokenizer_json(options.vocab_file):
+            # vocab.txt for a WordPiece file, tokenizer.json for byte-level BPE.
+            tokenizer_files.write_tokenizer_file(options.output_dir, _tokenizer_json(options),
+                                                 options.vocab_file)
+        elif options.vocab_file:
             with tf.io.gfile.GFile(options.vocab_file) as f:
                 write_text_atomic(os.path.join(options.output_dir, "vocab.txt"), f.read())
 

@@ -49,7 +49,6 @@ from bert_tf.data.pretraining import corpus_reading, instances
 from bert_tf.data.pretraining import create_pretraining_data as cpd
 from bert_tf.data.pretraining import tfrecord_io
 from bert_tf.data.patterns import expand_input_patterns
-from bert_tf.text import WordpieceTokenizer
 
 _METRICS_NAMESPACE = "create_pretraining_data"
 
@@ -133,8 +132,7 @@ class _CreateRecordsFn(beam.DoFn):
     def setup(self):
         # The vocabulary is loaded once per worker, not once per element.
         self._maker = instances.InstanceMaker(
-            WordpieceTokenizer(self._vocab_file, do_lower_case=self._do_lower_case),
-            self._options)
+            cpd.pretraining_tokenizer(self._vocab_file, self._do_lower_case), self._options)
 
     def process(self, chunk):
         records, stats = self._maker.process_chunk(chunk)
@@ -172,7 +170,7 @@ def _shard_of(record, num_shards):
     return zlib.crc32(record) % num_shards
 
 
-def build_pipeline(pipeline, input_files, output_prefix, vocab_file, *, do_lower_case=True,
+def build_pipeline(pipeline, input_files, output_prefix, vocab_file, *, do_lower_case=None,
                    options=None, num_shards=1, compression=""):
     """Adds read -> make records -> write to `pipeline`.
 
@@ -184,8 +182,8 @@ def build_pipeline(pipeline, input_files, output_prefix, vocab_file, *, do_lower
       input_files: list of input text files, in the order that defines file indexes (the local
         path uses the same order: expand_input_patterns, minus empty files).
       output_prefix: shards are <output_prefix>-SSSSS-of-NNNNN[.gz].
-      vocab_file: WordPiece vocabulary.
-      do_lower_case: as the tokenizer.
+      vocab_file: WordPiece vocabulary or tokenizer.json (cpd.pretraining_tokenizer).
+      do_lower_case: as cpd.pretraining_tokenizer.
       options: cpd.PretrainingDataOptions; None = defaults.
       num_shards: number of output shards (>= 1); a record's shard is a hash of its bytes.
       compression: "" or "GZIP".
@@ -223,7 +221,7 @@ def _counter(result, name):
     return sum(c.committed or 0 for c in query["counters"])
 
 
-def run_beam_pipeline(input_patterns, output_prefix, vocab_file, *, do_lower_case=True,
+def run_beam_pipeline(input_patterns, output_prefix, vocab_file, *, do_lower_case=None,
                       options=None, num_shards=1, compression="", runner="DirectRunner",
                       pipeline_args=()):
     """Validates the settings, runs the pipeline to completion and logs its counters.
@@ -254,7 +252,7 @@ def run_beam_pipeline(input_patterns, output_prefix, vocab_file, *, do_lower_cas
     tfrecord_io.check_output_files(shards, compression)
     input_files = cpd.nonempty_input_files(expand_input_patterns(input_patterns))
     # Loading the vocabulary here reports a bad vocab file before the pipeline starts.
-    WordpieceTokenizer(vocab_file, do_lower_case=do_lower_case)
+    instances.InstanceMaker(cpd.pretraining_tokenizer(vocab_file, do_lower_case), options)
     cpd.warn_if_predictions_capped(options)
     logging.info("Running create_pretraining_data on %s over %d files.", runner, len(input_files))
 

@@ -112,7 +112,7 @@ from bert_tf.data.pretraining.corpus_reading import (_file_size, iter_document_c
                                                      nonempty_input_files)
 from bert_tf.data.pretraining.instances import CreationStats, InstanceMaker, document_seed
 from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
-from bert_tf.text import WordpieceTokenizer
+from bert_tf.text import WordpieceTokenizer, load_tokenizer
 
 _PROGRESS_EVERY_SECONDS = 10.0
 
@@ -227,14 +227,32 @@ def log_summary(stats, options):
                         "negatives.", stats.random_next)
 
 
+def pretraining_tokenizer(vocab_file, do_lower_case=None):
+    """The tokenizer records are made with.
+
+    Args:
+      vocab_file: a WordPiece vocab.txt, or a Hugging Face tokenizer.json (WordPiece, or
+        byte-level BPE as ModernBERT's).
+      do_lower_case: a vocab.txt's casing (None = True); a tokenizer.json records its own, which
+        None takes and a contradicting value is an error for.
+
+    Raises:
+      ValueError: a contradicting do_lower_case or a bad tokenizer.json (naming the file);
+        OSError for a missing file.
+    """
+    if str(vocab_file).endswith(".json"):
+        return load_tokenizer(vocab_file, do_lower_case)
+    return WordpieceTokenizer(vocab_file,
+                              do_lower_case=True if do_lower_case is None else do_lower_case)
+
+
 # Per-process state of the worker pool, set once by _init_worker.
 _worker_maker = None
 
 
 def _init_worker(vocab_file, do_lower_case, options):
     global _worker_maker
-    _worker_maker = InstanceMaker(WordpieceTokenizer(vocab_file, do_lower_case=do_lower_case),
-                                  options)
+    _worker_maker = InstanceMaker(pretraining_tokenizer(vocab_file, do_lower_case), options)
 
 
 def _process_chunk_in_worker(chunk):
@@ -362,7 +380,7 @@ def _format_seconds(seconds):
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lower_case=True,
+def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lower_case=None,
                             options=None, num_workers=1, compression="",
                             shuffle_buffer_size=100_000):
     """Writes pre-training TFRecords for a corpus, streaming, over `num_workers` processes.
@@ -371,8 +389,10 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
       input_patterns: comma-separated globs (str) or a list of them; files are read in sorted
         order within each pattern.
       output_files: comma-separated paths (str) or a list; records go round-robin to them.
-      vocab_file: WordPiece vocabulary, one token per line.
-      do_lower_case: lower-case and strip accents before WordPiece (match the vocab / checkpoint).
+      vocab_file: WordPiece vocabulary, one token per line, or a tokenizer.json (see
+        `pretraining_tokenizer`).
+      do_lower_case: lower-case and strip accents before WordPiece (match the vocab /
+        checkpoint); None: True for a vocab.txt, a tokenizer.json's own casing.
       options: PretrainingDataOptions; None = the original defaults.
       num_workers: processes that tokenize and mask (1 = in this process). The output does not
         depend on it.
@@ -398,7 +418,7 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
         output_files = [p.strip() for p in output_files.split(",") if p.strip()]
     tfrecord_io.check_output_files(output_files, compression)
     input_files = nonempty_input_files(expand_input_patterns(input_patterns))
-    maker = InstanceMaker(WordpieceTokenizer(vocab_file, do_lower_case=do_lower_case), options)
+    maker = InstanceMaker(pretraining_tokenizer(vocab_file, do_lower_case), options)
     warn_if_predictions_capped(options)
     logging.info("Creating pre-training data from %d files into %d shards with %d workers.",
                  len(input_files), len(output_files), num_workers)

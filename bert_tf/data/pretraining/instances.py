@@ -19,6 +19,7 @@ import numpy as np
 from bert_tf.data.pretraining import row_packing
 from bert_tf.data.pretraining import tfrecord_io
 from bert_tf.data.pretraining.instance_encoder import InstanceEncoder
+from bert_tf.text.bpe import BpeTokenizer
 from bert_tf.text.tokenization import is_whitespace_char
 
 
@@ -154,7 +155,10 @@ class _WordIds(dict):
 
     def __init__(self, tokenizer):
         super().__init__()
-        self._tokenizer = tokenizer
+        # Byte-level BPE folds the space before a word into its first token ("Ġworld"): each
+        # word is encoded as it reads after a space (BpeTokenizer.encode_word).
+        self._encode = (tokenizer.encode if not _is_byte_level(tokenizer)
+                        else lambda word: tokenizer.encode_word(word, first=False))
         self._reset()
 
     def _reset(self):
@@ -165,8 +169,23 @@ class _WordIds(dict):
     def __missing__(self, word):
         if len(self) >= _WORD_CACHE_LIMIT:
             self._reset()
-        ids = self[word] = tuple(self._tokenizer.encode(word))
+        ids = self[word] = tuple(self._encode(word))
         return ids
+
+
+def _is_byte_level(tokenizer):
+    """True for a byte-level BPE tokenizer, False for WordPiece."""
+    return isinstance(tokenizer, BpeTokenizer)
+
+
+def _continuation_ids(tokenizer):
+    """Ids of the tokens that continue a word (whole-word masking joins them to the word
+    before): WordPiece's "##" pieces; for byte-level BPE, whose words are encoded as they read
+    after a space, every token not starting with "Ġ" (the space) other than special ones."""
+    if not _is_byte_level(tokenizer):
+        return frozenset(i for t, i in tokenizer.vocab.items() if t.startswith("##"))
+    return frozenset(i for t, i in tokenizer.vocab.items()
+                     if not t.startswith("\u0120") and i not in tokenizer.special_token_ids)
 
 
 @dataclasses.dataclass
@@ -200,8 +219,13 @@ class InstanceMaker:
 
     Args:
       tokenizer: a bert_tf.text.WordpieceTokenizer (its vocab gives [CLS], [SEP], [MASK] and the
-        "##" continuation pieces).
+        "##" continuation pieces), or a byte-level bert_tf.text.BpeTokenizer (a ModernBERT's
+        tokenizer.json: every word, a line's first too, is encoded as it reads after a space,
+        so a word's first token starts with "Ġ" and whole-word masking finds it).
       options: PretrainingDataOptions (validated here).
+
+    Raises:
+      ValueError: a tokenizer without a [CLS], [SEP] or [MASK] token, naming which.
     """
 
     def __init__(self, tokenizer, options):
@@ -211,8 +235,14 @@ class InstanceMaker:
         self.vocab_size = tokenizer.vocab_size
         self.cls_id, self.sep_id, self.mask_id = (tokenizer.cls_id, tokenizer.sep_id,
                                                   tokenizer.mask_id)
-        self._continuation_ids = frozenset(
-            i for t, i in tokenizer.vocab.items() if t.startswith("##"))
+        missing = [role for role, i in (("[CLS]", self.cls_id), ("[SEP]", self.sep_id),
+                                        ("[MASK]", self.mask_id)) if i is None]
+        if missing:
+            raise ValueError(f"the tokenizer has no {' or '.join(missing)} token (in its role: "
+                             "a tokenizer.json's post-processor gives [CLS]/[SEP], [MASK] or "
+                             "<mask> the mask); pre-training records need all three.")
+        self._continuation_ids = _continuation_ids(tokenizer)
+        self._byte_level = _is_byte_level(tokenizer)
         # Cumulative weights of span lengths 1..max_span_length: p (1 - p)^(l - 1), truncated.
         q = 1.0 - options.span_geometric_p
         self._span_length_cdf = list(itertools.accumulate(
@@ -243,7 +273,8 @@ class InstanceMaker:
                 for s, line in enumerate(lines):
                     if s:
                         flat.append(_SEGMENT_BREAK_ID)
-                    flat.extend(self.tokenizer.encode(line))
+                    flat.extend(self.tokenizer.encode(" " + line if self._byte_level
+                                                      else line))
             ids = np.array(flat, dtype=np.int32)
         breaks = np.flatnonzero(ids < 0)
         # Segment k (one per line, possibly empty) is ids[starts[k]:ends[k]]; k breaks precede

@@ -1,0 +1,122 @@
+"""Pre-training records from a byte-level BPE tokenizer.json (a ModernBERT's), and a
+pre-training run on them: ids as in running text, whole words masked whole, the run directory
+carrying the tokenizer.json."""
+
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.data.pretraining import create_pretraining_data as cpd
+from bert_tf.data.pretraining import demo_corpus
+from bert_tf.text import load_tokenizer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "text"))
+import bpe_fixtures  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from command_batch import REPO_ROOT, run_commands  # noqa: E402
+
+SEQ, PRED = 64, 10
+SPEC = {"input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([SEQ], tf.int64),
+        "masked_lm_positions": tf.io.FixedLenFeature([PRED], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([PRED], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([PRED], tf.float32)}
+
+
+def _corpus(path, count=30):
+    documents = demo_corpus.pydoc_documents()[:count]
+    path.write_text(demo_corpus.format_documents(documents), encoding="utf-8")
+    return documents
+
+
+def test_records_hold_running_text_ids_and_mask_whole_words(tmp_path):
+    documents = _corpus(tmp_path / "corpus.txt")
+    out = str(tmp_path / "bpe.tfrecord")
+    stats = cpd.create_pretraining_data(
+        str(tmp_path / "corpus.txt"), [out], bpe_fixtures.BPE_TOKENIZER_JSON,
+        options=cpd.PretrainingDataOptions(max_seq_length=SEQ, max_predictions_per_seq=PRED,
+                                           dupe_factor=1, random_seed=3,
+                                           do_whole_word_mask=True))
+    tok = load_tokenizer(bpe_fixtures.BPE_TOKENIZER_JSON)
+    records = [tf.io.parse_single_example(r, SPEC)
+               for r in tf.data.TFRecordDataset([out])]
+    assert stats.instances == len(records) > 20
+    # Every line's words as they read after a space (so a line's first word too starts with
+    # "Ġ"): a document's ids are those of its words joined by single spaces, one encode each.
+    expected = ",".join(",".join(str(i) for i in tok.encode(" " + " ".join(
+        " ".join(line.split()) for line in doc))) for doc in documents)
+    starts_word = np.array([t.startswith("\u0120") for t in tok.inv_vocab])
+    multi_piece_words = 0
+    for record in records:
+        ids = record["input_ids"].numpy()
+        positions = record["masked_lm_positions"].numpy()[
+            record["masked_lm_weights"].numpy() > 0]
+        original = ids.copy()
+        original[positions] = record["masked_lm_ids"].numpy()[:len(positions)]
+        real = original[record["input_mask"].numpy() > 0]  # records pad with id 0
+        assert real[0] == tok.cls_id and real[-1] == tok.sep_id
+        for segment in np.split(real[1:-1], np.flatnonzero(real[1:-1] == tok.sep_id)):
+            segment = segment[segment != tok.sep_id]
+            assert len(segment) and "," + ",".join(map(str, segment)) + "," in (
+                "," + expected + ",")
+        masked = set(positions.tolist())
+        for p in positions:
+            if not starts_word[original[p]]:  # a word's later piece: the piece before too
+                assert p - 1 in masked or original[p - 1] in (tok.cls_id, tok.sep_id)
+            nxt = p + 1
+            if nxt < len(real) and original[nxt] not in (tok.cls_id, tok.sep_id) \
+                    and not starts_word[original[nxt]]:
+                assert nxt in masked
+                multi_piece_words += 1
+    assert multi_piece_words > 10  # words of several pieces were masked, all pieces together
+
+
+def test_pretraining_run_on_bpe_records_keeps_the_tokenizer_json(tmp_path):
+    _corpus(tmp_path / "corpus.txt", count=40)
+    bpe = bpe_fixtures.BPE_TOKENIZER_JSON
+    other = bpe_fixtures.write_tiny_byte_level_tokenizer(str(tmp_path / "other.json"))
+    records, run = str(tmp_path / "records.tfrecord"), str(tmp_path / "run")
+    data = ["--input_file=" + str(tmp_path / "corpus.txt"), f"--output_file={records}",
+            f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}", "--dupe_factor=1",
+            "--do_whole_word_mask"]
+    pretrain = [f"--bert_config_file={REPO_ROOT}/official_configs/models/"
+                "modernbert_demo_tiny.json", f"--input_file={records}", f"--output_dir={run}",
+                "--do_train", "--use_next_sentence_label=false", f"--max_seq_length={SEQ}",
+                f"--max_predictions_per_seq={PRED}", "--train_batch_size=8",
+                "--save_checkpoints_steps=2", "--learning_rate=1e-3", "--num_warmup_steps=1"]
+    results = run_commands([
+        ("bert_tf.cli.create_pretraining_data", data + [f"--vocab_file={bpe}"]),
+        ("bert_tf.cli.create_pretraining_data",
+         data + [f"--vocab_file={bpe}", "--do_lower_case", f"--output_file={records}.2"]),
+        ("bert_tf.run_pretraining", pretrain + [f"--vocab_file={bpe}", "--num_train_steps=2"]),
+        ("bert_tf.run_pretraining", pretrain + [f"--vocab_file={other}",
+                                                "--num_train_steps=4"]),
+        ("bert_tf.run_pretraining",
+         [pretrain[0], f"--vocab_file={bpe}", f"--input_text_file={tmp_path / 'corpus.txt'}",
+          f"--output_dir={tmp_path / 'text_run'}", "--do_train"]),
+    ], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    made, cased_contradiction, trained, other_tokenizer, text_input = results
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert cased_contradiction.returncode != 0
+    assert f"do_lower_case=True contradicts tokenizer file '{bpe}'" in cased_contradiction.stderr
+    assert not os.path.exists(records + ".2")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert sorted(n for n in os.listdir(run) if n.startswith(("tokenizer", "vocab"))) == [
+        "tokenizer.json"]
+    assert load_tokenizer(os.path.join(run, "tokenizer.json")).fingerprint() == \
+        load_tokenizer(bpe).fingerprint()
+    flags_text = open(os.path.join(run, "run_pretraining.flags"), encoding="utf-8").read()
+    assert "--nodo_lower_case" in flags_text.split("\n")  # the cased file's casing, recorded
+    assert other_tokenizer.returncode != 0
+    assert (f"tokenizer {os.path.join(run, 'tokenizer.json')} (sha256 "
+            in other_tokenizer.stderr and f"differs from --vocab_file={other}"
+            in other_tokenizer.stderr)
+    assert text_input.returncode != 0
+    assert (f"--input_text_file masks raw text with WordPiece inside the input pipeline; for "
+            f"the byte-level BPE --vocab_file={bpe} make TFRecords with "
+            f"bert-tf-create-pretraining-data --vocab_file={bpe} and train on them with "
+            "--input_file") in text_input.stderr
