@@ -36,11 +36,16 @@ def _corpus(path, count=30):
 def test_records_hold_running_text_ids_and_mask_whole_words(tmp_path):
     documents = _corpus(tmp_path / "corpus.txt")
     out = str(tmp_path / "bpe.tfrecord")
-    stats = cpd.create_pretraining_data(
-        str(tmp_path / "corpus.txt"), [out], bpe_fixtures.BPE_TOKENIZER_JSON,
-        options=cpd.PretrainingDataOptions(max_seq_length=SEQ, max_predictions_per_seq=PRED,
-                                           dupe_factor=1, random_seed=3,
-                                           do_whole_word_mask=True))
+    options = cpd.PretrainingDataOptions(max_seq_length=SEQ, max_predictions_per_seq=PRED,
+                                         dupe_factor=1, random_seed=3, do_whole_word_mask=True,
+                                         documents_per_chunk=10)
+    stats = cpd.create_pretraining_data(str(tmp_path / "corpus.txt"), [out],
+                                        bpe_fixtures.BPE_TOKENIZER_JSON, options=options)
+    # Worker processes load the same tokenizer: the same records.
+    cpd.create_pretraining_data(str(tmp_path / "corpus.txt"), [out + ".2"],
+                                bpe_fixtures.BPE_TOKENIZER_JSON, options=options, num_workers=2)
+    assert [r.numpy() for r in tf.data.TFRecordDataset([out + ".2"])] == [
+        r.numpy() for r in tf.data.TFRecordDataset([out])]
     tok = load_tokenizer(bpe_fixtures.BPE_TOKENIZER_JSON)
     records = [tf.io.parse_single_example(r, SPEC)
                for r in tf.data.TFRecordDataset([out])]
