@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 
 import pytest
 
@@ -17,11 +18,13 @@ SCRIPT = os.path.join(REPO, "tools", "benchmark.py")
 HF_FIXTURE = os.path.join(REPO, "tests", "interop", "fixtures", "hf_bert_gelu")
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    # One run for the pretrain, tokenizer and serving cases: they share the run's set-up (the
-    # corpus and the vocabulary learned on it, made by a worker process of its own).
-    out = tmp_path_factory.mktemp("bench") / "results.json"
+def _quick_run(directory):
+    """One --quick run of the pretrain, tokenizer and serving cases: they share the run's set-up
+    (the corpus and the vocabulary learned on it, made by a worker process of its own).
+
+    Returns (the JSON lines printed, the document written, the whole stdout).
+    """
+    out = directory / "results.json"
     proc = subprocess.run(
         [sys.executable, SCRIPT, "--quick", "--cases=pretrain,tokenizer,serving",
          "--models=tiny", "--dtypes=float32", "--xla_modes=off", f"--output_file={out}"],
@@ -38,7 +41,7 @@ def _rows(rows, case, kind):
     return [r for r in rows if r.get("case") == case and r.get("kind") == kind]
 
 
-def test_prints_machine_line_and_writes_the_same_rows(quick_run):
+def _check_machine_line_and_the_same_rows_written(quick_run):
     lines, document, _ = quick_run
     assert lines[0]["case"] == "machine"
     assert lines[0]["cpus"] == os.cpu_count()
@@ -54,7 +57,7 @@ def test_prints_machine_line_and_writes_the_same_rows(quick_run):
     assert "errors" not in document and not [r for r in document["results"] if "error" in r]
 
 
-def test_pretrain_rows_and_derived_numbers(quick_run):
+def _check_pretrain_rows_and_derived_numbers(quick_run):
     rows = quick_run[1]["results"]
     (peak,) = _rows(rows, "pretrain", "matmul_peak")
     assert peak["float32_gflops"] > 0 and peak["bfloat16_gflops"] > 0
@@ -90,7 +93,7 @@ def test_pretrain_rows_and_derived_numbers(quick_run):
         assert "--torch_python" in note["note"] and not hf_steps
 
 
-def test_tokenizer_rows(quick_run):
+def _check_tokenizer_rows(quick_run):
     rows = quick_run[1]["results"]
     bpe = [r for r in rows if r.get("vocabulary") == "bpe"]
     (bpe_parity,) = [r for r in bpe if r["kind"] == "parity"]
@@ -112,13 +115,13 @@ def test_tokenizer_rows(quick_run):
     assert any("original FullTokenizer: skipped" in n for n in notes)
 
 
-def test_table_is_printed(quick_run):
+def _check_table_is_printed(quick_run):
     stdout = quick_run[2]
     assert "bert_tf best / keras-hub best =" in stdout
     assert "matmul peak: fp32" in stdout
 
 
-def test_serving_rows_and_derived_numbers(quick_run):
+def _check_serving_rows_and_derived_numbers(quick_run):
     _, document, stdout = quick_run
     rows = [r for r in document["results"] if r.get("case") == "serving"]
     assert rows and not [r for r in rows if "error" in r]
@@ -170,6 +173,26 @@ def test_serving_rows_and_derived_numbers(quick_run):
     assert 0 < length["ids_at_16_p50_ms"] and 0 < length["ids_at_16_cpu_p50_ms"]
     assert length["target_short_over_full_p50"] == 0.4
     assert "text batch 1, short (" in stdout
+
+
+def test_quick_run_of_pretrain_tokenizer_and_serving(tmp_path):
+    """Every check above on one --quick run.
+
+    One test rather than one per check: under `pytest -n 2` (.ci/run) a module-scoped fixture is
+    built once in each worker that runs one of its tests, and five tests sharing the run had it
+    made twice in the suite (about 45-100 s of CPU each time). Every check still runs when an
+    earlier one fails, and the failures are reported together, each under its check's name.
+    """
+    run = _quick_run(tmp_path)
+    failures = []
+    for check in (_check_machine_line_and_the_same_rows_written,
+                  _check_pretrain_rows_and_derived_numbers, _check_tokenizer_rows,
+                  _check_table_is_printed, _check_serving_rows_and_derived_numbers):
+        try:
+            check(run)
+        except Exception:  # an assert, or a row missing (unpacking, KeyError)
+            failures.append(f"{check.__name__}:\n{traceback.format_exc()}")
+    assert not failures, "\n".join(failures)
 
 
 def test_unknown_case_is_a_usage_error():
