@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -14,22 +15,69 @@ from bert_tf.serving import load_model_dir, write_task_info
 from bert_tf.serving.model_dir import read_flagfile_values
 
 import serving_cases as cases
+from command_batch import run_commands
 
 TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "tools", "export_saved_model.py")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 
-@pytest.fixture
-def tagging_run(serving_run, tmp_path):
-    """What a run_tagging --output_dir holds, without vocab.txt."""
-    run = tmp_path / "tagging_run"
+def _write_tagging_run(run, serving_run):
+    """What a run_tagging --output_dir holds, without vocab.txt, in `run`."""
     run.mkdir()
     shutil.copy(serving_run.model_files["tagging"], run / "model.keras")
     cases.tiny_config().to_json_file(str(run / "bert_config.json"))
     write_task_info(str(run), "tagging", do_lower_case=True, max_seq_length=cases.SEQ_LENGTH,
                     labels=cases.TAGS)
     return str(run)
+
+
+@pytest.fixture
+def tagging_run(serving_run, tmp_path):
+    return _write_tagging_run(tmp_path / "tagging_run", serving_run)
+
+
+def _write_bpe_tagging_run(run):
+    """A tagging run whose tokenizer is a byte-level BPE tokenizer.json, in `run`; returns the
+    tokenizer.json's path."""
+    import dataclasses
+
+    from bpe_fixtures import write_tiny_byte_level_tokenizer
+
+    from bert_tf.training.checkpointing import save_keras_model
+
+    run.mkdir()
+    tokenizer_json = write_tiny_byte_level_tokenizer(str(run / "tokenizer.json"))
+    config = dataclasses.replace(cases.tiny_config(), vocab_size=100)
+    save_keras_model(BertTokenClassifier(BertEncoder(config), num_classes=len(cases.TAGS)),
+                     str(run / "model.keras"))
+    write_task_info(str(run), "tagging", do_lower_case=False, max_seq_length=cases.SEQ_LENGTH,
+                    labels=cases.TAGS)
+    return tokenizer_json
+
+
+@pytest.fixture(scope="module")
+def tool_runs(serving_run, tmp_path_factory):
+    """The tool's runs of this module, one after the other in one process (one TensorFlow
+    start-up instead of three; each run starts from the tool's defaults): name -> namespace of
+    the run's directory `run`, its `export_dir` and `result` (returncode, stdout, stderr).
+    "ids": --signatures=ids from a tagging run without vocab.txt; "bad_buckets":
+    --length_buckets=16,x; "bpe_tagging": a byte-level BPE tagging run with the default
+    signatures."""
+    root = tmp_path_factory.mktemp("tool_runs")
+    tagging = _write_tagging_run(root / "tagging_run", serving_run)
+    bpe = root / "bpe_tagging_run"
+    tokenizer_json = _write_bpe_tagging_run(bpe)
+    runs = {
+        "ids": (tagging, str(root / "EXPORT" / "1"), ["--signatures=ids"]),
+        "bad_buckets": (tagging, str(root / "bad_buckets" / "1"),
+                        ["--signatures=ids", "--length_buckets=16,x"]),
+        "bpe_tagging": (str(bpe), str(root / "bpe_export" / "1"), [])}
+    results = run_commands([(TOOL, [f"--model_dir={run}", f"--export_dir={export_dir}", *flags])
+                            for run, export_dir, flags in runs.values()], env=ENV)
+    return {name: types.SimpleNamespace(run=run, export_dir=export_dir, result=result,
+                                        tokenizer_json=tokenizer_json)
+            for (name, (run, export_dir, _)), result in zip(runs.items(), results)}
 
 
 def test_read_flagfile_values(tmp_path):
@@ -116,12 +164,9 @@ def _saved_model_cli_run(command, export_dir, features, out_dir):
 
 
 @pytest.mark.slow
-def test_cli_id_export_runs_in_saved_model_cli(tagging_run, serving_run, python_tok, tmp_path):
-    export_dir = str(tmp_path / "EXPORT" / "1")
+def test_cli_id_export_runs_in_saved_model_cli(tool_runs, serving_run, python_tok, tmp_path):
     # The run directory has no vocab.txt: fine for token ids.
-    result = subprocess.run([sys.executable, TOOL, f"--model_dir={tagging_run}",
-                             f"--export_dir={export_dir}", "--signatures=ids"],
-                            capture_output=True, text=True, env=ENV)
+    export_dir, result = tool_runs["ids"].export_dir, tool_runs["ids"].result
     assert result.returncode == 0, result.stderr[-3000:]
 
     # The id signature is plain TensorFlow: the stock saved_model_cli runs it.
@@ -147,37 +192,20 @@ def test_saved_model_cli_with_tf_text_ops_on_a_full_export(serving_run, python_t
     np.testing.assert_allclose(got["logits"], expected, rtol=0, atol=1e-5)
 
 
-def test_cli_length_buckets_must_be_integers(tagging_run, tmp_path):
-    result = subprocess.run([sys.executable, TOOL, f"--model_dir={tagging_run}",
-                             f"--export_dir={tmp_path / '1'}", "--signatures=ids",
-                             "--length_buckets=16,x"], capture_output=True, text=True, env=ENV)
+def test_cli_length_buckets_must_be_integers(tool_runs):
+    result = tool_runs["bad_buckets"].result
     assert result.returncode != 0
     assert "--length_buckets=16,x: expected comma-separated integers, e.g. 16,32,64." in \
         result.stderr
-    assert not os.path.exists(tmp_path / "1")
+    assert not os.path.exists(os.path.dirname(tool_runs["bad_buckets"].export_dir))
 
 
-def test_cli_bpe_tagging_run_with_text_signatures_names_the_flag(tmp_path):
+def test_cli_bpe_tagging_run_with_text_signatures_names_the_flag(tool_runs):
     """A tagging run whose tokenizer is a byte-level BPE tokenizer.json has no serve_text: the
     command's default signatures are refused naming --signatures=ids (not the library's
     signatures=('ids',)), before anything is written."""
-    import dataclasses
-
-    from bpe_fixtures import write_tiny_byte_level_tokenizer
-
-    from bert_tf.training.checkpointing import save_keras_model
-
-    run = tmp_path / "bpe_tagging_run"
-    run.mkdir()
-    tokenizer_json = write_tiny_byte_level_tokenizer(str(run / "tokenizer.json"))
-    config = dataclasses.replace(cases.tiny_config(), vocab_size=100)
-    save_keras_model(BertTokenClassifier(BertEncoder(config), num_classes=len(cases.TAGS)),
-                     str(run / "model.keras"))
-    write_task_info(str(run), "tagging", do_lower_case=False, max_seq_length=cases.SEQ_LENGTH,
-                    labels=cases.TAGS)
-    result = subprocess.run([sys.executable, TOOL, f"--model_dir={run}",
-                             f"--export_dir={tmp_path / '1'}"], capture_output=True, text=True,
-                            env=ENV)
+    runs = tool_runs["bpe_tagging"]
+    run, tokenizer_json, result = runs.run, runs.tokenizer_json, runs.result
     assert result.returncode != 0
     assert (
         f"--model_dir={run}: the serve_text and serve_examples signatures of a tagging model "
@@ -185,4 +213,4 @@ def test_cli_bpe_tagging_run_with_text_signatures_names_the_flag(tmp_path):
         "give; export it with --signatures=ids (serving_default) and tokenize with the same "
         "tokenizer.json in the client.") in result.stderr, result.stderr[-2000:]
     assert "signatures=('ids',)" not in result.stderr
-    assert not os.path.exists(tmp_path / "1")
+    assert not os.path.exists(os.path.dirname(runs.export_dir))
