@@ -14,7 +14,8 @@ setuptools.setup(
     # The model configs and flagfiles ship inside the package (bert_tf.cli resolves
     # official_configs/... paths to them), so an installed package runs the recipes anywhere.
     package_dir={"bert_tf.official_configs": "official_configs"},
-    package_data={"bert_tf.official_configs": ["models/*.json", "pretraining/*.flags"]},
+    package_data={"bert_tf.official_configs": ["models/*.json", "pretraining/*.flags"],
+                  "bert_tf.text": ["unicode_data.npz"]},
     install_requires=[
         # 2.20 is the last release with a tensorflow-tpu wheel; keep it installable.
         "tensorflow>=2.20,<2.22",

@@ -45,7 +45,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.text import tokenization
+from bert_tf.text import tokenization, unicode_data
 
 _BLOCK_SIZE = 256
 # FastWordpieceTokenizer rejects vocabulary pieces longer than this (after "##").
@@ -76,19 +76,26 @@ def _two_level_table(codes):
     return block_index.reshape([-1]).astype(np.int32), unique_blocks.astype(np.int32)
 
 
+def compute_normalization_arrays(do_lower_case):
+    """(block_index, blocks, values, starts, lengths) int32 arrays from the Python rules (what
+    bert_tf/text/unicode_data.npz ships for Python's Unicode version)."""
+    codes, replacements = tokenization.char_normalization_table(do_lower_case)
+    block_index, blocks = _two_level_table(codes)
+    return (block_index, blocks.reshape([-1]), *_code_templates(replacements))
+
+
 @functools.lru_cache(maxsize=2)
 def _normalization_arrays(do_lower_case):
     """The normalization table of one casing as the layer reads it, built once per process.
 
-    Splitting the [0x110000] table into blocks takes about a second; every layer (and every
-    export that rebuilds one) would pay it again. The arrays are shared, so read-only.
+    Read from the package's unicode_data.npz (computing them takes about 1.3 s of CPU); the
+    arrays are shared, so read-only.
 
     Returns:
       (block_index [4352], blocks [num_unique * 256], (values, starts, lengths)) int32 arrays.
     """
-    codes, replacements = tokenization.char_normalization_table(do_lower_case)
-    block_index, blocks = _two_level_table(codes)
-    arrays = (block_index, blocks.reshape([-1]), *_code_templates(replacements))
+    arrays = unicode_data.normalization_arrays(do_lower_case) or compute_normalization_arrays(
+        do_lower_case)
     for array in arrays:
         array.setflags(write=False)
     return arrays[0], arrays[1], arrays[2:]
@@ -164,7 +171,9 @@ class BertTokenizerLayer(keras.layers.Layer):
         # Numpy arrays, turned into graph constants at trace time (nothing to track or save).
         self._block_index, self._blocks, templates = _normalization_arrays(self.do_lower_case)
         self._template_values, self._template_starts, self._template_lengths = templates
-        self._sigma_pattern = tokenization.final_sigma_pattern() if self.do_lower_case else None
+        self._sigma_pattern = ((unicode_data.final_sigma_pattern()
+                                or tokenization.final_sigma_pattern())
+                               if self.do_lower_case else None)
         fast_vocab, has_long_pieces = self._wordpiece_vocab(tokens)
         # A word of at most N characters has at most 4N UTF-8 bytes; the character limit itself is
         # applied before FastWordpieceTokenizer, which only knows bytes.

@@ -1,0 +1,32 @@
+"""The shipped Unicode tables of the in-graph tokenizer equal what Python's rules compute."""
+
+import unicodedata
+
+import numpy as np
+
+from bert_tf.text import layers, tokenization, unicode_data
+
+
+def test_shipped_tables_equal_the_computed_ones():
+    # Shipped for the Unicode version of the Python the suite runs on; stale after an upgrade
+    # (then the layer computes them, and tools/make_unicode_data.py rewrites the file).
+    shipped = unicode_data._shipped()
+    assert str(shipped.get("unidata_version")) == unicodedata.unidata_version, (
+        "bert_tf/text/unicode_data.npz is for another Unicode version: run "
+        "python tools/make_unicode_data.py")
+    for casing in (True, False):
+        for name, got, want in zip(unicode_data.ARRAY_NAMES,
+                                   unicode_data.normalization_arrays(casing),
+                                   layers.compute_normalization_arrays(casing)):
+            np.testing.assert_array_equal(got, want, err_msg=f"{casing} {name}")
+    assert unicode_data.final_sigma_pattern() == tokenization.final_sigma_pattern()
+
+
+def test_another_unicode_version_is_not_used(monkeypatch):
+    unicode_data._shipped.cache_clear()
+    monkeypatch.setattr(unicodedata, "unidata_version", "0.0.0")
+    try:
+        assert unicode_data.normalization_arrays(True) is None
+        assert unicode_data.final_sigma_pattern() is None
+    finally:
+        unicode_data._shipped.cache_clear()
