@@ -90,6 +90,9 @@ _BAD_INPUT_SCRIPT = r"""
 import json, sys
 from absl import flags
 from bert_tf.cli import embed
+
+# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
+pytestmark = pytest.mark.xdist_group("test_embed")
 embed.define_flags()
 FLAGS = flags.FLAGS
 for args in json.loads(sys.argv[1]):
