@@ -689,6 +689,9 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
     "bert-tf-embed --init_checkpoint=ModernBERT-base/ --pooling=mean --train_file=pairs.tsv \\":
         Recipe(why="ModernBERT-base/ is the tiny ModernBERT fixture with its 100-token BPE; "
                    "pairs.tsv and corpus.txt are a few lines the page's setup writes"),
+    "bert-tf-create-pretraining-data --vocab_file=ModernBERT-base/tokenizer.json \\":
+        Recipe(why="ModernBERT-base/tokenizer.json is the fixture's 100-token byte-level BPE; "
+                   "corpus.txt the page setup's two lines"),
 }, setup="printf 'query\\tpassage\\nwhere is the cat\\tThe cat sat on the mat.\\n"
          "did it rain\\tIt rained all week.\\nwhat did he say\\tHe answered yes.\\n"
          "how did prices move\\tPrices rose.\\n' > pairs.tsv && printf 'The cat sat.\\n"
@@ -703,7 +706,10 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
     (("bert-tf-convert-checkpoint --from=huggingface --to=bert_tf \\",
       "from bert_tf.interop import load_huggingface",
       "bert-tf-classify --data_dir=my_docs/ --text_a_column=text --label_column=label \\",
-      "bert-tf-embed --init_checkpoint=ModernBERT-base/ --pooling=mean --train_file=pairs.tsv \\"),
+      "bert-tf-embed --init_checkpoint=ModernBERT-base/ --pooling=mean --train_file=pairs.tsv \\",
+      "bert-tf-create-pretraining-data --vocab_file=ModernBERT-base/tokenizer.json \\"),
+     "ls tmp/modernbert_bpe/tokenizer.json bpe_records.tfrecord && "
+     "! ls tmp/modernbert_bpe/vocab.txt 2> /dev/null && "
      "ls modernbert_base_bert_tf/encoder.keras modernbert_base_hf/model.safetensors "
      "tmp/modernbert_cls/tokenizer.json tmp/modernbert_cls_export/1/saved_model.pb "
      "tmp/modernbert_cls_export/2/assets/tokenizer.json "
