@@ -2,10 +2,13 @@
 pre-training run on them: ids as in running text, whole words masked whole, the run directory
 carrying the tokenizer.json."""
 
+import json
 import os
+import re
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from bert_tf.data.pretraining import create_pretraining_data as cpd
@@ -125,3 +128,21 @@ def test_pretraining_run_on_bpe_records_keeps_the_tokenizer_json(tmp_path):
             f"the byte-level BPE --vocab_file={bpe} make TFRecords with "
             f"bert-tf-create-pretraining-data --vocab_file={bpe} and train on them with "
             "--input_file") in text_input.stderr
+
+
+def test_a_tokenizer_json_without_a_mask_token_is_refused_naming_it(tmp_path):
+    path = bpe_fixtures.write_tiny_byte_level_tokenizer(str(tmp_path / "tokenizer.json"))
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    data["model"]["vocab"]["[MSK]"] = data["model"]["vocab"].pop("[MASK]")
+    for token in data["added_tokens"]:
+        token["content"] = "[MSK]" if token["content"] == "[MASK]" else token["content"]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    (tmp_path / "corpus.txt").write_text("One line.\nTwo lines.\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(
+            f"--vocab_file={path} has no mask ([MASK] or <mask>) token; pre-training records "
+            "need [CLS], [SEP] and a mask token.")):
+        cpd.create_pretraining_data(str(tmp_path / "corpus.txt"),
+                                    [str(tmp_path / "out.tfrecord")], path)
+    assert not (tmp_path / "out.tfrecord").exists()

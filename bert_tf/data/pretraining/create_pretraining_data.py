@@ -237,11 +237,18 @@ def pretraining_tokenizer(vocab_file, do_lower_case=None):
         None takes and a contradicting value is an error for.
 
     Raises:
-      ValueError: a contradicting do_lower_case or a bad tokenizer.json (naming the file);
-        OSError for a missing file.
+      ValueError: a contradicting do_lower_case, a bad tokenizer.json, or one without a
+        [CLS], [SEP] or mask token (naming the file); OSError for a missing file.
     """
     if str(vocab_file).endswith(".json"):
-        return load_tokenizer(vocab_file, do_lower_case)
+        tokenizer = load_tokenizer(vocab_file, do_lower_case)
+        missing = [role for role, i in (("[CLS]", tokenizer.cls_id), ("[SEP]", tokenizer.sep_id),
+                                        ("mask ([MASK] or <mask>)", tokenizer.mask_id))
+                   if i is None]
+        if missing:
+            raise ValueError(f"--vocab_file={vocab_file} has no {' or '.join(missing)} token; "
+                             "pre-training records need [CLS], [SEP] and a mask token.")
+        return tokenizer
     return WordpieceTokenizer(vocab_file,
                               do_lower_case=True if do_lower_case is None else do_lower_case)
 
