@@ -19,9 +19,6 @@ from bert_tf.config import BertConfig
 from bert_tf.training.checkpointing import CheckpointError
 from command_batch import run_commands
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_run_pretraining")
-
 S, P, VOCAB = 16, 4, 40
 # The pre-training command's flags, in a FlagValues of their own.
 FLAGS = pretrain_cli.define_flags(flags.FlagValues())

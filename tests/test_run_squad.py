@@ -21,9 +21,6 @@ from bert_tf.cli import squad as squad_cli
 from bert_tf.jobs.squad import FlagValueError, run_squad
 from command_batch import run_commands
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_run_squad")
-
 FLAGS = squad_cli.define_flags(flags.FlagValues())
 FILLER = ("river stone cloud green table window paper music light garden city road winter "
           "summer horse bread silver market story bridge forest lamp chair glass train field "

@@ -11,9 +11,6 @@ import pytest
 from command_batch import REPO_ROOT, run_commands
 from embedding_helpers import make_st_dir, write_json, write_pairs
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_embed")
-
 TOOL = os.path.join(REPO_ROOT, "tools", "embed.py")
 TEXTS = ["alice was in paris", "the new film", "", "a story of rome and oslo and lima"]
 

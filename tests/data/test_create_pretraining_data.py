@@ -19,9 +19,6 @@ from bert_tf.data.pretraining import create_pretraining_data as cpd
 from bert_tf.data.pretraining import demo_corpus
 from bert_tf.text import WordpieceTokenizer, basic_tokenize
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_create_pretraining_data")
-
 SEQ, PRED = 96, 14
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, CLS, SEP, MASK = 0, 2, 3, 4

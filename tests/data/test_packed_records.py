@@ -19,9 +19,6 @@ from bert_tf.data.pretraining import tfrecord_io
 from bert_tf.data.pretraining.record_dataset import record_layout
 from bert_tf.text import build_vocab, write_vocab
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_packed_records")
-
 SEQ, PRED, SLOTS = 64, 14, 6
 CLS, SEP = 2, 3
 

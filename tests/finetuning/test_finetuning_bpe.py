@@ -34,9 +34,6 @@ from bpe_fixtures import (BPE_TOKENIZER_JSON, make_converted_modernbert_run,
                           write_tiny_byte_level_tokenizer)
 from finetuning_helpers import write_conll, write_sst2
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_finetuning_bpe")
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ = 24
 

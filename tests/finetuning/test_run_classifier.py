@@ -14,9 +14,6 @@ from command_batch import run_commands
 from finetuning_helpers import (FILLER, POSITIVE, encoder_weights, pretrained_encoder_weights,
                                 sentiment_sentence, write_sst2)
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_run_classifier")
-
 
 @pytest.fixture(scope="module")
 def pretrained_runs(tmp_path_factory, pretrained_dir):

@@ -10,9 +10,6 @@ import pytest
 from command_batch import run_commands
 from finetuning_helpers import encoder_weights, pretrained_encoder_weights, write_conll
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_run_tagging")
-
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, pretrained_dir):

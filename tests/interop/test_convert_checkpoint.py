@@ -14,9 +14,6 @@ from bert_tf.modeling import BertClassifier, BertEncoder
 from command_batch import run_commands
 from interop_reference import TINY, original_arrays, write_tf1_checkpoint
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_convert_checkpoint")
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONVERT = os.path.join(REPO, "tools", "convert_checkpoint.py")
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(50)]

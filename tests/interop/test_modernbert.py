@@ -16,9 +16,6 @@ from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertClassifier, BertEncoder, BertPretrainer
 from command_batch import run_commands
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_modernbert")
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONVERT = os.path.join(REPO, "tools", "convert_checkpoint.py")
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")

@@ -17,9 +17,6 @@ from bert_tf.serving.model_dir import read_flagfile_values
 import serving_cases as cases
 from command_batch import run_commands
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_export_cli")
-
 TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "tools", "export_saved_model.py")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")

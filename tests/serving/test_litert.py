@@ -28,9 +28,6 @@ from bert_tf.text.layers import BertTokenizerLayer
 import serving_cases as cases
 from command_batch import run_commands
 
-# One xdist worker runs the module: its module-scoped runs are built once, not per worker.
-pytestmark = pytest.mark.xdist_group("test_litert")
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
            PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
