@@ -158,8 +158,9 @@ def validate_options(options, config):
         if not service.startswith("grpc://") or not host or not port.isdigit():
             raise FlagValueError(f"--tf_data_service={service} must look like "
                                  "grpc://HOST:PORT (the dispatcher's address)")
-    if options.vocab_file and _is_tokenizer_json(options.vocab_file):
-        tokenizer = _tokenizer_json(options)
+    if options.vocab_file:
+        tokenizer = (_tokenizer_json(options) if _is_tokenizer_json(options.vocab_file)
+                     else None)
         text_input = [name for name in ("input_text_file", "eval_input_text_file", "input_tfds")
                       if getattr(options, name)]
         if text_input and isinstance(tokenizer, BpeTokenizer):
@@ -168,9 +169,7 @@ def validate_options(options, config):
                 f"for the byte-level BPE --vocab_file={options.vocab_file} make TFRecords with "
                 f"bert-tf-create-pretraining-data --vocab_file={options.vocab_file} and train "
                 "on them with --input_file")
-    if options.vocab_file:
-        vocab_size = (_tokenizer_json(options).vocab_size
-                      if _is_tokenizer_json(options.vocab_file)
+        vocab_size = (tokenizer.vocab_size if tokenizer is not None
                       else _count_vocab(options.vocab_file))
         if config.vocab_size < vocab_size:
             raise FlagValueError(

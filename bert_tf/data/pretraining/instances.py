@@ -223,9 +223,6 @@ class InstanceMaker:
         tokenizer.json: every word, a line's first too, is encoded as it reads after a space,
         so a word's first token starts with "Ġ" and whole-word masking finds it).
       options: PretrainingDataOptions (validated here).
-
-    Raises:
-      ValueError: a tokenizer without a [CLS], [SEP] or [MASK] token, naming which.
     """
 
     def __init__(self, tokenizer, options):
@@ -235,12 +232,6 @@ class InstanceMaker:
         self.vocab_size = tokenizer.vocab_size
         self.cls_id, self.sep_id, self.mask_id = (tokenizer.cls_id, tokenizer.sep_id,
                                                   tokenizer.mask_id)
-        missing = [role for role, i in (("[CLS]", self.cls_id), ("[SEP]", self.sep_id),
-                                        ("[MASK]", self.mask_id)) if i is None]
-        if missing:
-            raise ValueError(f"the tokenizer has no {' or '.join(missing)} token (in its role: "
-                             "a tokenizer.json's post-processor gives [CLS]/[SEP], [MASK] or "
-                             "<mask> the mask); pre-training records need all three.")
         self._continuation_ids = _continuation_ids(tokenizer)
         self._byte_level = _is_byte_level(tokenizer)
         # Cumulative weights of span lengths 1..max_span_length: p (1 - p)^(l - 1), truncated.
