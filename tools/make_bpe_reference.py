@@ -5,7 +5,8 @@ venv (`pip install tokenizers`):
 
     /work/peers/bin/python tools/make_bpe_reference.py --output_dir=tests/text/fixtures
 
-Trains a ByteLevel BPE of ~3,300 tokens on text that ships with CPython (the pydoc topics and,
+Trains (with `tokenizers`' BpeTrainer: vocab_size 3,300, min_frequency 2, the byte alphabet) a
+ByteLevel BPE of ~3,300 tokens on text that ships with CPython (the pydoc topics and,
 when the `test` package is installed, Lib/test/cjkencodings/*-utf8.txt), laid out like
 ModernBERT's tokenizer.json: NFC normalizer, ByteLevel pre-tokenizer without prefix space,
 runs of 2 to 24 spaces as (normalized, non-special) added tokens, "|||IP_ADDRESS|||",
@@ -28,8 +29,6 @@ import sys
 import unicodedata
 
 import pydoc_data.topics
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
-from tokenizers import processors, trainers
 
 _VOCAB_SIZE = 3300
 _EMOJI = ["😀", "👍🏽", "👨\u200d👩\u200d👧", "🇩🇪", "❤️", "✨", "🙂", "🚀", "🤖", "🎉", "😂🤣"]
@@ -61,6 +60,11 @@ def corpus_lines():
 
 
 def train(lines):
+    # Imported here: tests import corpus_lines() (tests/text/test_bpe_trainer.py learns the same
+    # merges with bert_tf's trainer) where `tokenizers` is not installed.
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from tokenizers import processors, trainers
+
     tokenizer = Tokenizer(models.BPE())
     tokenizer.normalizer = normalizers.NFC()
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -148,6 +152,8 @@ def main():
     tokenizer = train(lines)
     tokenizer_path = os.path.join(args.output_dir, "bpe_tokenizer.json")
     tokenizer.save(tokenizer_path)
+    from tokenizers import Tokenizer
+
     tokenizer = Tokenizer.from_file(tokenizer_path)  # Reference ids from the file as written.
     texts = make_texts(lines)
     ids = [tokenizer.encode(t).ids for t in texts]

@@ -1,11 +1,14 @@
-"""Learns a BERT WordPiece vocabulary (vocab.txt) from plain-text files.
+"""Learns a BERT WordPiece vocabulary (vocab.txt) or a byte-level BPE tokenizer.json from
+plain-text files.
 
-Example:
+Examples:
   bert-tf-build-vocab --input_file='corpus/*.txt' --vocab_size=30522 \
       --do_lower_case=true --output_file=vocab.txt
+  bert-tf-build-vocab --tokenizer=bpe --input_file='corpus/*.txt' --vocab_size=50368 \
+      --output_file=tokenizer.json
 
-The words are split exactly as the tokenizer splits them (see bert_tf.text.vocab_builder), and
-[PAD] [UNK] [CLS] [SEP] [MASK] get ids 0..4.
+The words are split exactly as the tokenizer splits them (see bert_tf.text.vocab_builder and
+bert_tf.text.bpe_trainer), and [PAD] [UNK] [CLS] [SEP] [MASK] get ids 0..4.
 """
 
 import os
@@ -17,7 +20,7 @@ from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf import fileio
 from bert_tf.cli import outputs
-from bert_tf.text import vocab_builder
+from bert_tf.text import bpe_trainer, vocab_builder
 
 FLAGS = flags.FLAGS
 
@@ -40,19 +43,40 @@ def main(argv):
                                    {"--input_file": FLAGS.input_file})
     except outputs.OutputError as e:
         sys.exit(f"build_vocab: error: {e}")
+    bpe = FLAGS.tokenizer == "bpe"
+    # Commands tell a tokenizer.json from a vocab.txt by the name's ".json".
+    if bpe != FLAGS.output_file.endswith(".json"):
+        expected = "a .json name (e.g. tokenizer.json)" if bpe else "a name not ending in .json"
+        raise app.UsageError(f"--output_file={FLAGS.output_file}: --tokenizer={FLAGS.tokenizer} "
+                             f"writes {'a tokenizer.json' if bpe else 'a vocab.txt'}; expected "
+                             f"{expected}, which is how the other commands tell them apart.")
+    if bpe and FLAGS.min_frequency < 1:
+        raise app.UsageError(f"--min_frequency={FLAGS.min_frequency} must be positive.")
+    # Unset: BERT's WordPiece vocabularies are usually uncased, byte-level BPE ones cased.
+    do_lower_case = FLAGS.do_lower_case if FLAGS.do_lower_case is not None else not bpe
     try:
-        tokens = vocab_builder.build_vocab(
-            FLAGS.input_file, FLAGS.vocab_size, FLAGS.do_lower_case,
-            max_input_chars_per_word=FLAGS.max_input_chars_per_word,
-            reserved_tokens=FLAGS.reserved_tokens, max_unique_chars=FLAGS.max_unique_chars)
+        if bpe:
+            data = bpe_trainer.build_bpe_tokenizer(
+                FLAGS.input_file, FLAGS.vocab_size, do_lower_case,
+                reserved_tokens=FLAGS.reserved_tokens, min_frequency=FLAGS.min_frequency)
+            size = len(data["model"]["vocab"])
+        else:
+            tokens = vocab_builder.build_vocab(
+                FLAGS.input_file, FLAGS.vocab_size, do_lower_case,
+                max_input_chars_per_word=FLAGS.max_input_chars_per_word,
+                reserved_tokens=FLAGS.reserved_tokens, max_unique_chars=FLAGS.max_unique_chars)
+            size = len(tokens)
     except ValueError as e:
         raise app.UsageError(str(e)) from e
     try:
-        vocab_builder.write_vocab(tokens, FLAGS.output_file)
+        if bpe:
+            bpe_trainer.write_tokenizer_json(data, FLAGS.output_file)
+        else:
+            vocab_builder.write_vocab(tokens, FLAGS.output_file)
     except OSError as e:  # e.g. the disk filled up: the old file, if any, is left whole
         sys.exit(f"build_vocab: error: --output_file={FLAGS.output_file} could not be written: "
                  f"{e.strerror or e}")
-    logging.info("Wrote %d tokens to %s.", len(tokens), FLAGS.output_file)
+    logging.info("Wrote %d tokens to %s.", size, FLAGS.output_file)
 
 
 def run():

@@ -229,7 +229,8 @@ _flag(flags.DEFINE_integer, "max_instances_per_row", 0,
 # Making pre-training records (bert-tf-create-pretraining-data, bert-tf-prepare-demo-data).
 _flag(flags.DEFINE_string, "output_file", None,
       "File to write: TFRecords, comma-separated (records go round-robin; with Beam, one shard "
-      "prefix), vocab.txt (build-vocab; its directory must exist) or JSON lines.")
+      "prefix), vocab.txt or tokenizer.json (build-vocab; its directory must exist) or JSON "
+      "lines.")
 _flag(flags.DEFINE_integer, "random_seed", 12345, "Seed of every random choice.")
 _flag(flags.DEFINE_integer, "dupe_factor", 10,
       "Times each document is used, with different masks each time.")
@@ -267,7 +268,14 @@ _flag(flags.DEFINE_integer, "max_input_chars_per_word", 200,
       "Longer words (in characters) are not counted; the tokenizer's limit.")
 _flag(flags.DEFINE_list, "reserved_tokens", [],
       "Extra tokens placed right after the special tokens.")
-_flag(flags.DEFINE_integer, "max_unique_chars", 1000, "Alphabet size cap of the learner.")
+_flag(flags.DEFINE_integer, "max_unique_chars", 1000,
+      "Alphabet size cap of the WordPiece learner.")
+_flag(flags.DEFINE_enum, "tokenizer", "wordpiece",
+      "What to learn: wordpiece = a BERT vocab.txt; bpe = a byte-level BPE tokenizer.json "
+      "(ModernBERT / RoBERTa style: 256 byte characters, then merges).",
+      enum_values=["wordpiece", "bpe"])
+_flag(flags.DEFINE_integer, "min_frequency", 2,
+      "--tokenizer=bpe: pairs seen fewer times than this are not merged.")
 
 # Fine-tuning.
 _flag(flags.DEFINE_bool, "do_predict", False, "Predict the test set.")
@@ -442,8 +450,9 @@ CREATE_PRETRAINING_DATA = ("input_file", "output_file", "vocab_file", "do_lower_
                            "feature_names", "documents_per_chunk", "shuffle_buffer_size",
                            "span_geometric_p", "max_span_length", "use_beam", "runner",
                            "beam_num_shards", "beam_pipeline_option")
-BUILD_VOCAB = ("input_file", "vocab_size", "do_lower_case", "output_file",
-               "max_input_chars_per_word", "reserved_tokens", "max_unique_chars")
+BUILD_VOCAB = ("input_file", "vocab_size", "do_lower_case", "output_file", "tokenizer",
+               "max_input_chars_per_word", "reserved_tokens", "max_unique_chars",
+               "min_frequency")
 PREPARE_DEMO_DATA = ("output_dir", "vocab_size", "do_lower_case", "max_seq_length",
                      "max_predictions_per_seq", "dupe_factor", "random_seed", "num_workers")
 EXPORT = ("model_dir", "export_dir", "max_seq_length", "length_buckets", "signatures", "labels",
@@ -516,7 +525,8 @@ def define_create_pretraining_data_flags(flag_values=FLAGS):
 
 
 def define_build_vocab_flags(flag_values=FLAGS):
-    define(BUILD_VOCAB, flag_values)
+    # --do_lower_case unset: true for WordPiece (uncased BERT), false for byte-level BPE.
+    define(BUILD_VOCAB, flag_values, do_lower_case=None)
     return flag_values
 
 

@@ -382,10 +382,18 @@ def read_tokenizer_json(path_or_dict, roles=None):
         data=data, roles=dict(roles) if roles else None)
 
 
+def lowercase(text):
+    """`tokenizers`' Lowercase: each character's full lower-case mapping on its own (Rust's
+    char::to_lowercase), so a word-final "Σ" becomes "σ", where str.lower() gives "ς"."""
+    if "\u03a3" not in text:
+        return text.lower()
+    return "".join(c.lower() for c in text)
+
+
 def normalize(text, steps):
     """Applies tokenizer.json normalizer steps ("NFC", ..., "Lowercase") to a str."""
     for step in steps:
-        text = text.lower() if step == "Lowercase" else unicodedata.normalize(step, text)
+        text = lowercase(text) if step == "Lowercase" else unicodedata.normalize(step, text)
     return text
 
 

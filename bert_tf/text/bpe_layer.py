@@ -27,7 +27,7 @@ that a fresh process loads with only tensorflow and tensorflow_text imported:
    queue (lowest rank first, leftmost on ties). Words leave the loop once nothing merges.
 
 Limits of the in-graph face (the Python `BpeTokenizer` has none of them; the constructor
-raises): the normalizer may use NFC / NFD / NFKC / NFKD only (not Lowercase); no added token may
+raises): the normalizer may use NFC / NFD / NFKC / NFKD and Lowercase only; no added token may
 be `single_word`; and in a stage with a stripping token, no added token may begin or end with
 whitespace. Invalid UTF-8 input is replaced by U+FFFD per bad byte before tokenizing.
 """
@@ -102,11 +102,26 @@ def _compact(dense, keep):
     return tf.where(columns < kept, tf.gather(dense, order, batch_dims=1), -1)
 
 
+def _lowercase(text):
+    """`bpe.lowercase` on tf.string [N]: ICU's full lower-case mapping (the one Rust and
+    Python use), whose only context rule in the root locale, a word-final sigma, `tokenizers`
+    does not apply: every "Σ" becomes "σ" first. The op stops at a NUL character, so the text
+    is lowered between NULs and put back together."""
+    parts = tf.strings.split(tf.strings.regex_replace(text, "\u03a3", "\u03c3"), "\x00")
+    lowered = tf.strings.lower(parts.flat_values, encoding="utf-8")  # [P]
+    last = tf.equal(tf.range(tf.size(lowered, out_type=tf.int64)) + 1,
+                    tf.gather(parts.row_limits(), parts.value_rowids()))
+    lowered = tf.strings.join([lowered, tf.where(last, "", tf.constant("\x00"))])
+    return tf.strings.reduce_join(parts.with_flat_values(lowered), axis=1)
+
+
 def _check_graph_support(spec):
-    steps = [s for s in spec.normalizer if s not in ("NFC", "NFD", "NFKC", "NFKD")]
+    steps = [s for s in spec.normalizer
+             if s not in ("NFC", "NFD", "NFKC", "NFKD", "Lowercase")]
     if steps:
         raise ValueError(f"{spec.source}: normalizer {steps[0]} is not supported in-graph "
-                         "(NFC, NFD, NFKC and NFKD are); use the Python BpeTokenizer.")
+                         "(NFC, NFD, NFKC, NFKD and Lowercase are); use the Python "
+                         "BpeTokenizer.")
     for token in spec.added_tokens:
         if token.single_word:
             raise ValueError(f"{spec.source}: added token {token.content!r} is single_word, "
@@ -454,7 +469,8 @@ class BpeTokenizerLayer(keras.layers.Layer):
             if normalized:
                 normal = strings
                 for form in self.spec.normalizer:
-                    normal = tf_text.normalize_utf8(normal, form)
+                    normal = (_lowercase(normal) if form == "Lowercase"
+                              else tf_text.normalize_utf8(normal, form))
                 strings = tf.where(fixed >= 0, strings, normal)
             if stage is not None:
                 parent, strings, fixed = self._split_added(strings, fixed, stage)

@@ -45,7 +45,7 @@ def expand_input_files(input_files):
     return files
 
 
-def _read_text(path):
+def read_text(path):
     """File contents as str; undecodable bytes become U+FFFD (then dropped) with a warning.
 
     gzip and bzip2 files are decompressed; a damaged one raises ValueError naming it.
@@ -76,7 +76,7 @@ def count_words(files, do_lower_case, max_input_chars_per_word=200):
     """
     counts = collections.Counter()
     for path in files:
-        for line in _read_text(path).split("\n"):
+        for line in read_text(path).split("\n"):
             counts.update(tokenization.basic_tokenize(line, do_lower_case))
     for word in [w for w in counts if len(w) > max_input_chars_per_word]:
         del counts[word]

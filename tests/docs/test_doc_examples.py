@@ -692,6 +692,8 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
     "bert-tf-create-pretraining-data --vocab_file=ModernBERT-base/tokenizer.json \\":
         Recipe(why="ModernBERT-base/tokenizer.json is the fixture's 100-token byte-level BPE; "
                    "corpus.txt the page setup's two lines"),
+    "bert-tf-build-vocab --tokenizer=bpe --input_file=corpus.txt --vocab_size=4096 \\":
+        Recipe(why="corpus.txt is the page setup's two lines (few pairs to merge)"),
 }, setup="printf 'query\\tpassage\\nwhere is the cat\\tThe cat sat on the mat.\\n"
          "did it rain\\tIt rained all week.\\nwhat did he say\\tHe answered yes.\\n"
          "how did prices move\\tPrices rose.\\n' > pairs.tsv && printf 'The cat sat.\\n"
@@ -707,8 +709,10 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
       "from bert_tf.interop import load_huggingface",
       "bert-tf-classify --data_dir=my_docs/ --text_a_column=text --label_column=label \\",
       "bert-tf-embed --init_checkpoint=ModernBERT-base/ --pooling=mean --train_file=pairs.tsv \\",
-      "bert-tf-create-pretraining-data --vocab_file=ModernBERT-base/tokenizer.json \\"),
+      "bert-tf-create-pretraining-data --vocab_file=ModernBERT-base/tokenizer.json \\",
+      "bert-tf-build-vocab --tokenizer=bpe --input_file=corpus.txt --vocab_size=4096 \\"),
      "ls tmp/modernbert_bpe/tokenizer.json bpe_records.tfrecord && "
+     "grep -q '\"a t\"' my_bpe.json && test -s my_bpe_records.tfrecord && "
      "! ls tmp/modernbert_bpe/vocab.txt 2> /dev/null && "
      "ls modernbert_base_bert_tf/encoder.keras modernbert_base_hf/model.safetensors "
      "tmp/modernbert_cls/tokenizer.json tmp/modernbert_cls_export/1/saved_model.pb "

@@ -102,11 +102,31 @@ def test_get_config_rebuilds_the_same_tables(layer):
 def test_unsupported_in_graph_options_are_clear_errors():
     with open(BPE_TOKENIZER_JSON, encoding="utf-8") as f:
         data = json.load(f)
-    data["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFC"},
-                                                             {"type": "Lowercase"}]}
-    with pytest.raises(ValueError, match="normalizer Lowercase is not supported in-graph"):
+    data["added_tokens"][-1]["single_word"] = True
+    with pytest.raises(ValueError, match="added token '.*' is single_word, which the in-graph "
+                                         "tokenizer does not support"):
         BpeTokenizerLayer(data)
     bpe.BpeTokenizer(data)  # The Python tokenizer takes it.
+
+
+def test_lowercase_normalizer_in_graph_equals_python_and_tokenizers():
+    """A Lowercase step (bert-tf-build-vocab --tokenizer=bpe --do_lower_case): each character's
+    own lower-case mapping, so a word-final capital sigma becomes "σ", not "ς"."""
+    with open(BPE_TOKENIZER_JSON, encoding="utf-8") as f:
+        data = json.load(f)
+    data["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFC"},
+                                                             {"type": "Lowercase"}]}
+    python = bpe.BpeTokenizer(data)
+    texts = (bpe_reference()["texts"][::3] + random_texts(seed=5, count=300)
+             + ["ΟΔΟΣ ΟΔΟΣ.", "İSTANBUL Σ", "ǅemal ẞ ΣΑΣ", "CAFÉ Straße"])
+    got = BpeTokenizerLayer(data)(tf.constant(texts)).to_list()
+    assert [t for t, g in zip(texts, got) if g != python.encode(t)] == []
+    assert python.encode("ΟΔΟΣ") == python.encode("οδοσ") != python.encode("οδος")
+    tokenizers = pytest.importorskip("tokenizers", reason="Hugging Face tokenizers is not "
+                                                          "installed")
+    live = tokenizers.Tokenizer.from_str(json.dumps(data))
+    assert [t for t in texts if python.encode(t) != live.encode(
+        t, add_special_tokens=False).ids] == []
 
 
 def test_saved_model_round_trip_in_a_fresh_process(layer, tmp_path):
