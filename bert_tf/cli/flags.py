@@ -111,8 +111,8 @@ _flag(flags.DEFINE_string, "bert_config_file", None,
 _flag(flags.DEFINE_string, "vocab_file", None,
       "WordPiece vocabulary (vocab.txt); where a model is read, default: the one beside it. "
       "The fine-tuning commands, bert-tf-embed, bert-tf-extract-features, "
-      "bert-tf-create-pretraining-data and bert-tf-pretrain (with --input_file records) also "
-      "take a tokenizer.json (byte-level BPE, e.g. ModernBERT's).")
+      "bert-tf-create-pretraining-data and bert-tf-pretrain also take a tokenizer.json "
+      "(byte-level BPE, e.g. ModernBERT's).")
 _flag(flags.DEFINE_bool, "do_lower_case", True,
       "Lower-case the input and strip accents (True for uncased models, False for cased ones). "
       "Unset with a tokenizer.json: the file's own casing (a vocab.txt: True).")

@@ -3,7 +3,8 @@ r"""Pre-trains BERT (masked LM + next-sentence prediction) with the original scr
     python -m bert_tf.run_pretraining --flagfile=official_configs/pretraining/demo_tiny.flags
 
 Reads TFRecords of masked examples (--input_file, as written by create_pretraining_data) or raw
-text masked afresh every epoch (--input_text_file with --vocab_file). Trains with a custom
+text masked afresh every epoch (--input_text_file with --vocab_file: a vocab.txt or a
+tokenizer.json, WordPiece or byte-level BPE). Trains with a custom
 tf.distribute loop (bert_tf.training.loop) that resumes step-exactly from --output_dir, then
 optionally evaluates. --output_dir receives: ckpt-<step> checkpoints, summaries/ (TensorBoard),
 bert_config.json, vocab.txt (when --vocab_file is given), run_pretraining.flags (the flags

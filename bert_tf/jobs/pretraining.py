@@ -28,7 +28,6 @@ from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.modeling.models import pretraining_metrics
 from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
-from bert_tf.text.bpe import BpeTokenizer
 from bert_tf.text.tokenization import vocab_digest
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import is_chief
@@ -161,14 +160,6 @@ def validate_options(options, config):
     if options.vocab_file:
         tokenizer = (_tokenizer_json(options) if _is_tokenizer_json(options.vocab_file)
                      else None)
-        text_input = [name for name in ("input_text_file", "eval_input_text_file", "input_tfds")
-                      if getattr(options, name)]
-        if text_input and isinstance(tokenizer, BpeTokenizer):
-            raise FlagValueError(
-                f"--{text_input[0]} masks raw text with WordPiece inside the input pipeline; "
-                f"for the byte-level BPE --vocab_file={options.vocab_file} make TFRecords with "
-                f"bert-tf-create-pretraining-data --vocab_file={options.vocab_file} and train "
-                "on them with --input_file")
         vocab_size = (tokenizer.vocab_size if tokenizer is not None
                       else _count_vocab(options.vocab_file))
         if config.vocab_size < vocab_size:

@@ -49,23 +49,31 @@ def test_records_hold_running_text_ids_and_mask_whole_words(tmp_path):
                                 bpe_fixtures.BPE_TOKENIZER_JSON, options=options, num_workers=2)
     assert [r.numpy() for r in tf.data.TFRecordDataset([out + ".2"])] == [
         r.numpy() for r in tf.data.TFRecordDataset([out])]
-    tok = load_tokenizer(bpe_fixtures.BPE_TOKENIZER_JSON)
     records = [tf.io.parse_single_example(r, SPEC)
                for r in tf.data.TFRecordDataset([out])]
     assert stats.instances == len(records) > 20
+    _check_running_text_and_whole_words(
+        documents, [(r["input_ids"].numpy(), r["input_mask"].numpy(),
+                     r["masked_lm_positions"].numpy(), r["masked_lm_ids"].numpy(),
+                     r["masked_lm_weights"].numpy()) for r in records])
+
+
+def _check_running_text_and_whole_words(documents, rows):
+    """rows: (ids, input_mask, masked_lm_positions, masked_lm_ids, masked_lm_weights) arrays.
+    Every segment's original ids are a run of the documents' running-text ids, and a masked
+    word is masked whole."""
+    tok = load_tokenizer(bpe_fixtures.BPE_TOKENIZER_JSON)
     # Every line's words as they read after a space (so a line's first word too starts with
     # "Ġ"): a document's ids are those of its words joined by single spaces, one encode each.
     expected = ",".join(",".join(str(i) for i in tok.encode(" " + " ".join(
         " ".join(line.split()) for line in doc))) for doc in documents)
     starts_word = np.array([t.startswith("\u0120") for t in tok.inv_vocab])
     multi_piece_words = 0
-    for record in records:
-        ids = record["input_ids"].numpy()
-        positions = record["masked_lm_positions"].numpy()[
-            record["masked_lm_weights"].numpy() > 0]
+    for ids, input_mask, positions, masked_ids, weights in rows:
+        positions = positions[weights > 0]
         original = ids.copy()
-        original[positions] = record["masked_lm_ids"].numpy()[:len(positions)]
-        real = original[record["input_mask"].numpy() > 0]  # records pad with id 0
+        original[positions] = masked_ids[:len(positions)]
+        real = original[input_mask > 0]  # rows pad with id 0
         assert real[0] == tok.cls_id and real[-1] == tok.sep_id
         for segment in np.split(real[1:-1], np.flatnonzero(real[1:-1] == tok.sep_id)):
             segment = segment[segment != tok.sep_id]
@@ -81,6 +89,39 @@ def test_records_hold_running_text_ids_and_mask_whole_words(tmp_path):
                 assert nxt in masked
                 multi_piece_words += 1
     assert multi_piece_words > 10  # words of several pieces were masked, all pieces together
+
+
+def test_raw_text_masked_on_the_fly_reads_as_the_records(tmp_path):
+    """--input_text_file with a BPE --vocab_file: the same running-text ids as the records
+    (odd whitespace between words included), whole words masked whole."""
+    from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
+    from bert_tf.data.pretraining.text_dataset import text_pretraining_dataset
+
+    documents = demo_corpus.pydoc_documents()[:30]
+    odd = [[line.replace(" ", "\u3000 ", 1).replace(" ", "\t", 1) + " \u00a0"
+            for line in doc] for doc in documents]
+    (tmp_path / "corpus.txt").write_text(demo_corpus.format_documents(odd), encoding="utf-8")
+    dataset = text_pretraining_dataset(
+        str(tmp_path / "corpus.txt"), vocab_file=bpe_fixtures.BPE_TOKENIZER_JSON,
+        do_lower_case=None, batch_size=8, use_next_sentence_label=False, is_training=False,
+        recipe=MaskingRecipe(max_seq_length=SEQ, max_predictions_per_seq=PRED,
+                             do_whole_word_mask=True))
+    rows = []
+    for batch in dataset.take(6):
+        batch = {k: v.numpy() for k, v in batch.items()}
+        rows += zip(batch["input_word_ids"], batch["input_mask"], batch["masked_lm_positions"],
+                    batch["masked_lm_ids"], batch["masked_lm_weights"])
+    assert len(rows) == 48
+    _check_running_text_and_whole_words(documents, rows)
+
+
+def test_python_whitespace_class_is_str_isspace():
+    from bert_tf.data.pretraining import text_dataset
+
+    chars = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    found = tf.strings.regex_replace(tf.constant(chars), f"[^{text_dataset.PYTHON_WHITESPACE[1:]}",
+                                     "").numpy().decode("utf-8")
+    assert found == "".join(c for c in chars if c.isspace())
 
 
 def test_pretraining_run_on_bpe_records_keeps_the_tokenizer_json(tmp_path):
@@ -104,8 +145,10 @@ def test_pretraining_run_on_bpe_records_keeps_the_tokenizer_json(tmp_path):
         ("bert_tf.run_pretraining", pretrain + [f"--vocab_file={other}",
                                                 "--num_train_steps=4"]),
         ("bert_tf.run_pretraining",
-         [pretrain[0], f"--vocab_file={bpe}", f"--input_text_file={tmp_path / 'corpus.txt'}",
-          f"--output_dir={tmp_path / 'text_run'}", "--do_train"]),
+         [a for a in pretrain if not a.startswith(("--input_file", "--output_dir"))]
+         + [f"--vocab_file={bpe}", f"--input_text_file={tmp_path / 'corpus.txt'}",
+            f"--output_dir={tmp_path / 'text_run'}", "--do_whole_word_mask",
+            "--num_train_steps=1"]),
     ], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     made, cased_contradiction, trained, other_tokenizer, text_input = results
     assert made.returncode == 0, made.stderr[-2000:]
@@ -123,11 +166,10 @@ def test_pretraining_run_on_bpe_records_keeps_the_tokenizer_json(tmp_path):
     assert (f"tokenizer {os.path.join(run, 'tokenizer.json')} (sha256 "
             in other_tokenizer.stderr and f"differs from --vocab_file={other}"
             in other_tokenizer.stderr)
-    assert text_input.returncode != 0
-    assert (f"--input_text_file masks raw text with WordPiece inside the input pipeline; for "
-            f"the byte-level BPE --vocab_file={bpe} make TFRecords with "
-            f"bert-tf-create-pretraining-data --vocab_file={bpe} and train on them with "
-            "--input_file") in text_input.stderr
+    # Raw text masked on the fly with the BPE: the run keeps the tokenizer.json too.
+    assert text_input.returncode == 0, text_input.stderr[-3000:]
+    assert os.path.exists(os.path.join(tmp_path, "text_run", "tokenizer.json"))
+    assert not os.path.exists(os.path.join(tmp_path, "text_run", "vocab.txt"))
 
 
 def test_a_tokenizer_json_without_a_mask_token_is_refused_naming_it(tmp_path):

@@ -178,7 +178,7 @@ def _is_byte_level(tokenizer):
     return isinstance(tokenizer, BpeTokenizer)
 
 
-def _continuation_ids(tokenizer):
+def continuation_ids(tokenizer):
     """Ids of the tokens that continue a word (whole-word masking joins them to the word
     before): WordPiece's "##" pieces; for byte-level BPE, whose words are encoded as they read
     after a space, every token not starting with "Ġ" (the space) other than special ones."""
@@ -232,7 +232,7 @@ class InstanceMaker:
         self.vocab_size = tokenizer.vocab_size
         self.cls_id, self.sep_id, self.mask_id = (tokenizer.cls_id, tokenizer.sep_id,
                                                   tokenizer.mask_id)
-        self._continuation_ids = _continuation_ids(tokenizer)
+        self._continuation_ids = continuation_ids(tokenizer)
         self._byte_level = _is_byte_level(tokenizer)
         # Cumulative weights of span lengths 1..max_span_length: p (1 - p)^(l - 1), truncated.
         q = 1.0 - options.span_geometric_p

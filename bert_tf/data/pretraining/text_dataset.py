@@ -46,7 +46,8 @@ from bert_tf import optional
 from bert_tf.data.pretraining.masking import _seeds, mask_batch, span_mask_batch
 from bert_tf.data.pretraining.record_dataset import expand_input_patterns
 from bert_tf.data.pretraining.row_packing_tf import pack_instances
-from bert_tf.text import BertTokenizerLayer, corpus_files, load_vocab
+from bert_tf.data.pretraining.instances import continuation_ids
+from bert_tf.text import BpeTokenizer, corpus_files, load_tokenizer, tokenizer_layer
 from bert_tf.text.input_packing import truncated_lengths
 
 _DEFAULT_BLOCK_LINES = 2048
@@ -61,21 +62,36 @@ _BLOCK_STREAM, _MASK_STREAM = 0, 1
 _MAX_EMPTY_BLOCKS = 1000
 
 
-class _Vocab:
-    """The ids and tables the pipeline needs from a WordPiece vocab file."""
+# Python's str.isspace() characters, as an RE2 class: create_pretraining_data splits a line into
+# words with str.split(); byte-level BPE text is put back together with single spaces between
+# them the same way (tests/data/test_bpe_pretraining_data.py checks the list against Python).
+PYTHON_WHITESPACE = ("[\\x{9}-\\x{d}\\x{1c}-\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}"
+                     "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]")
 
-    def __init__(self, vocab_file):
-        tokens = load_vocab(vocab_file)
-        self.size = max(tokens.values()) + 1
-        self.cls_id = tokens["[CLS]"]
-        self.sep_id = tokens["[SEP]"]
-        self.pad_id = tokens["[PAD]"]
-        self.mask_id = tokens["[MASK]"]
+
+class _Vocab:
+    """The ids and tables the pipeline needs from a Python tokenizer (`load_tokenizer`)."""
+
+    def __init__(self, tokenizer):
+        self.size = tokenizer.vocab_size
+        self.cls_id, self.sep_id = tokenizer.cls_id, tokenizer.sep_id
+        self.pad_id, self.mask_id = tokenizer.pad_id, tokenizer.mask_id
         is_continuation = [False] * self.size
-        for token, index in tokens.items():
-            is_continuation[index] = token.startswith("##")
-        # [V] bool: True for "##" pieces, which continue the previous piece's word.
+        for index in continuation_ids(tokenizer):
+            is_continuation[index] = True
+        # [V] bool: True for pieces that continue the previous piece's word (WordPiece's "##"
+        # pieces; byte-level BPE's tokens without the space "Ġ").
         self.is_continuation = tf.constant(is_continuation, tf.bool)
+
+
+def _words_after_spaces(lines):
+    """Byte-level BPE input: tf.string [L] -> each line's words (str.split()) joined by single
+    spaces, with one in front, so every word reads as after a space (as create_pretraining_data
+    encodes them); a line of whitespace only becomes ""."""
+    words = tf.strings.regex_replace(
+        lines, f"^{PYTHON_WHITESPACE}+|{PYTHON_WHITESPACE}+$", "")
+    words = tf.strings.regex_replace(words, f"{PYTHON_WHITESPACE}+", " ")
+    return tf.where(tf.equal(words, ""), words, tf.strings.join([" ", words]))
 
 
 def _check_args(batch_size, max_seq_length, max_predictions_per_seq, masked_lm_prob,
@@ -540,8 +556,10 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
       text_patterns: text file glob(s): str (comma-separated allowed) or list; gzip files
         (found by their first bytes) are decompressed; binary or bzip2 files are refused.
         One sentence per line, a blank line between documents.
-      vocab_file: WordPiece vocab (one token per line) with [PAD] [UNK] [CLS] [SEP] [MASK].
-      do_lower_case: must match the vocab / checkpoint.
+      vocab_file: WordPiece vocab (one token per line) or a tokenizer.json (WordPiece, or
+        byte-level BPE: each word encoded as it reads after a space, as
+        create_pretraining_data writes records) with [CLS] [SEP] [PAD] and a mask token.
+      do_lower_case: must match the vocab / checkpoint (None: a tokenizer.json's own).
       batch_size: global batch size; with `input_context`, the per-replica size is used.
       recipe: the masking_recipe.MaskingRecipe: S (max_seq_length, >= 5), P (the cap on
         masked tokens per sequence; with pack_sequences per row, capping each instance too),
@@ -618,8 +636,10 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
                              f"pack_buffer_size={pack_buffer_size} must be >= 1.")
     else:
         _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_lm_prob)
-    vocab = _Vocab(vocab_file)
-    tokenizer = BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
+    python_tokenizer = load_tokenizer(vocab_file, do_lower_case)
+    byte_level = isinstance(python_tokenizer, BpeTokenizer)
+    vocab = _Vocab(python_tokenizer)
+    tokenizer = tokenizer_layer(python_tokenizer)
     if seed is None:
         seed = random.SystemRandom().randrange(2**31) if is_training else 0
     pipeline_id = input_context.input_pipeline_id if input_context else 0
@@ -646,7 +666,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
     def make_sequences(block_index, lines):
         """lines tf.string [L] -> dict of int32 [N, S] and next_sentence_labels [N]."""
         seed_here = tf.random.experimental.stateless_fold_in(block_seed, block_index)
-        lines = tf.strings.strip(lines)
+        lines = _words_after_spaces(lines) if byte_level else tf.strings.strip(lines)
         blank = tf.equal(lines, "")
         doc = tf.cumsum(tf.cast(blank, tf.int32))
         sentences, doc = tf.boolean_mask(lines, ~blank), tf.boolean_mask(doc, ~blank)
