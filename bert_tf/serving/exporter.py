@@ -94,7 +94,7 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
     if task_name == "tagging":
         return tasks.TaggingTask(model, tokenizer, max_seq_length, labels)
     if task_name == "fill_mask":
-        vocabulary = tokenizer.vocabulary if tokenizer is not None else []
+        vocabulary = tasks.token_texts(tokenizer) if tokenizer is not None else []
         if tokenizer is not None and not 1 <= top_k <= len(vocabulary):
             raise ValueError(f"export: top_k={top_k} must be in [1, {len(vocabulary)}] (the "
                              "vocabulary size).")

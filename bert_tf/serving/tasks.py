@@ -36,6 +36,8 @@ import tensorflow as tf
 
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer,
                               BertSentenceEmbedder, BertSpanLabeler, BertTokenClassifier)
+from bert_tf.text.bpe import token_bytes
+from bert_tf.text.bpe_layer import BpeTokenizerLayer
 from bert_tf.text.layers import valid_utf8
 from bert_tf.text.input_packing import BertPackInputs, bucket_lengths
 
@@ -439,16 +441,32 @@ class TaggingTask(ServingTask):
         return outputs
 
 
-class FillMaskTask(ServingTask):
-    """BertPretrainer: the top-k tokens for every "[MASK]" written in the text.
+def token_texts(tokenizer):
+    """What fill-mask answers for each id: list of str, id = index. WordPiece: the vocabulary's
+    tokens ("##ing"); byte-level BPE: the text a token stands for (" cat" for "Ġcat"; a
+    piece of a multi-byte character as U+FFFD), special tokens as they are."""
+    if not isinstance(tokenizer, BpeTokenizerLayer):
+        return list(tokenizer.vocabulary)
+    texts = []
+    for token in tokenizer.spec.vocab:
+        data = token_bytes(token)
+        texts.append(token if data is None else data.decode("utf-8", "replace"))
+    return texts
 
-    The text is split at the literal "[MASK]" and the parts tokenized as usual, with the mask
-    token between them. Outputs are per mask, in order, padded to the batch's most masks (at
-    least 1): positions and ids with -1, tokens with "", probabilities with 0. A mask cut off
-    by truncation has no prediction.
+
+class FillMaskTask(ServingTask):
+    """BertPretrainer: the top-k tokens for every mask token written in the text.
+
+    WordPiece: the text is split at the literal "[MASK]" and the parts tokenized as usual, with
+    the mask token between them. Byte-level BPE: the mask token is one of the tokenizer.json's
+    added tokens ("[MASK]" for ModernBERT, "<mask>" for RoBERTa), found in the text with its
+    flags (ModernBERT's takes the space before it) exactly as the Python tokenizer and
+    Hugging Face `tokenizers` find it. Outputs are per mask, in order, padded to the batch's
+    most masks (at least 1): positions and ids with -1, tokens with "", probabilities with 0.
+    A mask cut off by truncation has no prediction.
 
     Args:
-      vocabulary: the tokens, id = index (for the token strings).
+      vocabulary: what to answer for each id, id = index (`token_texts`).
       top_k: predictions per mask.
     """
 
@@ -458,6 +476,12 @@ class FillMaskTask(ServingTask):
         super().__init__(model, tokenizer, seq_length)
         self.vocabulary = list(vocabulary)
         self.top_k = top_k
+        if isinstance(tokenizer, BpeTokenizerLayer):
+            mask = tokenizer.mask_id
+            if mask is None or mask not in {t.id for t in tokenizer.spec.added_tokens}:
+                raise ValueError(f"export: {tokenizer.spec.source} has no mask token among its "
+                                 "added tokens, so a mask written in the text could not be "
+                                 "found; a fill-mask export needs one (e.g. [MASK]).")
 
     def ids_signature(self):
         return dict(super().ids_signature(),
@@ -470,7 +494,9 @@ class FillMaskTask(ServingTask):
         return dict(outputs)
 
     def _tokenize_with_masks(self, text):
-        """tf.string [B] -> int32 RaggedTensor [B, (T)] with the mask id at each "[MASK]"."""
+        """tf.string [B] -> int32 RaggedTensor [B, (T)] with the mask id at each mask."""
+        if isinstance(self.tokenizer, BpeTokenizerLayer):  # An added token: found in the text.
+            return tf.cast(self.tokenizer(text), tf.int32)
         parts = tf.strings.split(text, sep=MASK_TOKEN)  # [B, (parts)]
         part_ids = self.tokenizer(parts.flat_values)  # [N, (T)]
         is_last = tf.equal(tf.ragged.range(parts.row_lengths()) + 1,

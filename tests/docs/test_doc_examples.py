@@ -717,6 +717,7 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
      "ls modernbert_base_bert_tf/encoder.keras modernbert_base_hf/model.safetensors "
      "tmp/modernbert_cls/tokenizer.json tmp/modernbert_cls_export/1/saved_model.pb "
      "tmp/modernbert_cls_export/2/assets/tokenizer.json "
+     "tmp/modernbert_fill_mask/1/assets/tokenizer.json "
      "tmp/modernbert_search/tokenizer.json "
      "tmp/modernbert_search/sentence_transformers/tokenizer.json "
      "tmp/modernbert_search_export/1/assets/tokenizer.json > /dev/null "
