@@ -1,5 +1,4 @@
-"""Learns a BERT WordPiece vocabulary (vocab.txt) or a byte-level BPE tokenizer.json from
-plain-text files.
+"""Learns a WordPiece vocab.txt or a byte-level BPE tokenizer.json from plain-text files.
 
 Examples:
   bert-tf-build-vocab --input_file='corpus/*.txt' --vocab_size=30522 \
