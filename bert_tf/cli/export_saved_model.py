@@ -8,8 +8,7 @@ Export (the settings the run recorded are used unless a flag overrides them):
 --model_dir is a run's output directory (fine-tuning: model.keras + task_info.json;
 pre-training: pretrainer.keras, exported for fill-mask) or a .keras file (encoder.keras gives
 sentence embeddings). The text signatures tokenize with the vocab.txt beside the model, or its
-tokenizer.json (a byte-level BPE run, e.g. a fine-tuned ModernBERT; not for tagging or SQuAD
-models, which need WordPiece word offsets: export them with --signatures=ids).
+tokenizer.json (a byte-level BPE run, e.g. a fine-tuned ModernBERT).
 Signatures: ids (serving_default), text (serve_text), examples
 (serve_examples); see bert_tf.serving.
 
@@ -97,20 +96,12 @@ def export():
     if wants_text and vocab_file.endswith(".json"):
         # A tokenizer.json (a fine-tuned ModernBERT's byte-level BPE) records its casing: the
         # run's (or --do_lower_case) must agree with it.
-        from bert_tf.serving import WORD_OFFSET_TASKS
-        from bert_tf.text import BpeTokenizer, load_tokenizer
+        from bert_tf.text import load_tokenizer
 
         try:
             tokenizer = load_tokenizer(vocab_file, do_lower_case)
         except (OSError, ValueError) as e:
             raise app.UsageError(f"--vocab_file={vocab_file}: {e}") from None
-        if task in WORD_OFFSET_TASKS and isinstance(tokenizer, BpeTokenizer):
-            # The library says signatures=('ids',); a command line says the flag.
-            raise app.UsageError(
-                f"--model_dir={FLAGS.model_dir}: the serve_text and serve_examples signatures of "
-                f"a {task} model need WordPiece word offsets, which the byte-level BPE "
-                f"{vocab_file} does not give; export it with --signatures=ids (serving_default) "
-                "and tokenize with the same tokenizer.json in the client.")
     elif do_lower_case is None:
         do_lower_case = True
         if wants_text:

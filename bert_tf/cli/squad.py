@@ -15,7 +15,7 @@ summaries/{train,eval} (TensorBoard), predictions.json, nbest_predictions.json, 
 (v2.0), results.json, model.keras (the final, best model), bert_config.json, vocab.txt (or a
 byte-level BPE model's tokenizer.json), task_info.json and run_squad.flags (the flags used); with
 --export_dir, a SavedModel of the final model whose serve_text signature answers raw
-question/context pairs (bert_tf.serving; with byte-level BPE the id signature only).
+question/context pairs (bert_tf.serving; with byte-level BPE answers are whole words).
 """
 
 from absl import flags, logging

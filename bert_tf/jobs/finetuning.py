@@ -411,8 +411,6 @@ def write_run_files(context, options, model, task, labels, cli_name, flags_text,
         write_text_atomic(os.path.join(output_dir, f"{cli_name}.flags"), flags_text)
     if options.export_dir:
         export_fields = dict(task_info if export_fields is None else export_fields)
-        if context.is_bpe and task in serving.WORD_OFFSET_TASKS:
-            export_fields["signatures"] = ("ids",)  # see Task.check_tokenizer
         serving.export(model, options.export_dir, tokenizer=context.tokenizer,
                        max_seq_length=options.max_seq_length, labels=labels, **export_fields)
         logging.info("Exported the model as a SavedModel to %s", options.export_dir)
@@ -465,20 +463,6 @@ class Task:
         self.options = options
         self.labels = None
         self.num_train_examples = None
-
-    def check_tokenizer(self, context):
-        """Refuses (FlagValueError) a tokenizer the task cannot work with, before any work.
-
-        By default a byte-level BPE tokenizer is fine; tasks in serving.WORD_OFFSET_TASKS say here,
-        before training, that their --export_dir gets the id signature only.
-        """
-        if (context.is_bpe and self.options.export_dir
-                and self.run_kind in serving.WORD_OFFSET_TASKS):
-            logging.warning(
-                "--export_dir=%s: with the byte-level BPE --vocab_file=%s the %s export has the "
-                "id signature (serving_default) only: serve_text needs WordPiece word offsets. "
-                "Tokenize with the same tokenizer.json in the client.", self.options.export_dir,
-                context.vocab_file, self.run_kind)
 
     def read_training_data(self, context):
         """Reads what fixes the model's outputs (the training split and its labels)."""
@@ -540,7 +524,6 @@ def run_task(task, options, flags_text=None):
     """
     start = time.time()
     context = prepare(options)
-    task.check_tokenizer(context)
     with owned(context, options):
         return _run_task(task, options, flags_text, start, context)
 

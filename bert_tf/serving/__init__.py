@@ -17,8 +17,8 @@ Everything except task_info imports TensorFlow when first used.
 
 import importlib
 
-from bert_tf.serving.task_info import (TASK_INFO_FILE, TASKS, WORD_OFFSET_TASKS, TaskInfo,
-                                       TaskInfoError, read_task_info, write_task_info)
+from bert_tf.serving.task_info import (TASK_INFO_FILE, TASKS, TaskInfo, TaskInfoError,
+                                       read_task_info, write_task_info)
 
 _LAZY = {
     "export": "bert_tf.serving.exporter",
@@ -42,5 +42,5 @@ def __getattr__(name):
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["TASK_INFO_FILE", "TASKS", "WORD_OFFSET_TASKS", "TaskInfo", "TaskInfoError",
+__all__ = ["TASK_INFO_FILE", "TASKS", "TaskInfo", "TaskInfoError",
            "read_task_info", "write_task_info", *_LAZY]

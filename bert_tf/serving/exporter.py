@@ -26,7 +26,6 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 from bert_tf.serving import tasks
-from bert_tf.serving.task_info import WORD_OFFSET_TASKS
 from bert_tf.text.bpe_layer import BpeTokenizerLayer
 from bert_tf.text.layers import BertTokenizerLayer
 from bert_tf.text.tokenizer_files import tokenizer_layer
@@ -221,12 +220,6 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
     if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:
         raise ValueError(f"export: the vocabulary has {tokenizer.vocab_size} tokens but the "
                          f"model's vocab_size is only {config.vocab_size}.")
-    if wants_text and isinstance(tokenizer, BpeTokenizerLayer):
-        task_name = tasks.task_name_of(model)
-        if task_name in WORD_OFFSET_TASKS:
-            raise ValueError(f"export: the text signatures of a {task_name} model need word "
-                             "offsets and WordPiece tokens, which a byte-level BPE tokenizer "
-                             "does not give; export signatures=('ids',) instead.")
     task = _make_task(model, tokenizer if wants_text else None, max_seq_length, labels,
                       text_pair, top_k, max_query_length, max_answer_length,
                       version_2_with_negative)

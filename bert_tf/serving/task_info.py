@@ -32,9 +32,6 @@ from bert_tf.fileio import write_text_atomic
 
 TASK_INFO_FILE = "task_info.json"
 TASKS = ("classification", "regression", "squad", "tagging", "sentence_embedding")
-# Models whose raw-text signatures need WordPiece word offsets and tokens: with a byte-level
-# BPE tokenizer they export the id signature (serving_default) only.
-WORD_OFFSET_TASKS = ("squad", "tagging")
 _LABELED_TASKS = ("classification", "tagging")
 _OPTIONAL_BOOLS = {"text_pair": ("classification", "regression"),
                    "version_2_with_negative": ("squad",)}

@@ -326,12 +326,22 @@ class SpanTask(ServingTask):
 
     def text(self, inputs):
         batch = tf.shape(inputs["question"])[0]
-        # One tokenizer call for both keeps one copy of its tables in the graph.
-        ids, starts, ends = self.tokenizer.tokenize_with_offsets(
-            tf.concat([inputs["question"], inputs["context"]], axis=0))  # [2B, (W), (P)]
-        question = ids[:batch].merge_dims(1, 2)[:, :self.max_query_length]  # [B, (Q)]
-        context_ids = ids[batch:].merge_dims(1, 2)  # [B, (T)]
-        starts, ends = starts[batch:], ends[batch:]
+        if isinstance(self.tokenizer, BpeTokenizerLayer):
+            # As bert_tf.data.tasks.squad tokenizes for BPE: the question as a text, each
+            # context word (SQuAD's whitespace) as it reads in the space-joined context. Answers
+            # are whole words (every piece spans its word).
+            question = tf.cast(self.tokenizer(inputs["question"]), tf.int32)
+            ids, starts, ends = self.tokenizer.tokenize_with_offsets(
+                inputs["context"], words="whitespace")  # [B, (W), (P)]
+            question = question[:, :self.max_query_length]  # [B, (Q)]
+            context_ids = ids.merge_dims(1, 2)  # [B, (T)]
+        else:
+            # One tokenizer call for both keeps one copy of its tables in the graph.
+            ids, starts, ends = self.tokenizer.tokenize_with_offsets(
+                tf.concat([inputs["question"], inputs["context"]], axis=0))  # [2B, (W), (P)]
+            question = ids[:batch].merge_dims(1, 2)[:, :self.max_query_length]  # [B, (Q)]
+            context_ids = ids[batch:].merge_dims(1, 2)  # [B, (T)]
+            starts, ends = starts[batch:], ends[batch:]
         query_len = tf.cast(question.row_lengths(), tf.int32)
         # As the original: the question first, the context gets the rest of the S - 3.
         context_len = tf.minimum(tf.cast(context_ids.row_lengths(), tf.int32),
@@ -379,10 +389,12 @@ class SpanTask(ServingTask):
 
 
 class TaggingTask(ServingTask):
-    """BertTokenClassifier: a label for every word, predicted at its first WordPiece.
+    """BertTokenClassifier: a label for every word, predicted at its first piece.
 
     Words are the basic tokenizer's (punctuation split off), as the tagging data's words are
-    tokenized one by one. Words whose first piece does not fit in the sequence are left out.
+    tokenized one by one; with byte-level BPE the GPT-2 pattern's words without their space
+    (also punctuation apart), each tokenized as after a space but the first
+    (`BpeTokenizerLayer.tokenize_with_offsets`), as bert-tf-tag tokenizes CoNLL words. Words whose first piece does not fit in the sequence are left out.
     Outputs are padded to the batch's most words (at least 1): tokens and labels with "",
     scores with 0, offsets with -1; `num_tokens` says how many are real.
 

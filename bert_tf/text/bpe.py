@@ -38,7 +38,7 @@ _MAX_UNICODE = 0x110000
 # `tokenizers` uses (str.isspace() differs: it includes U+001C..U+001F).
 WHITE_SPACE = (tuple(range(0x09, 0x0E)) + (0x20, 0x85, 0xA0, 0x1680) + tuple(range(0x2000, 0x200B))
                + (0x2028, 0x2029, 0x202F, 0x205F, 0x3000))
-_CONTRACTIONS = ("'s", "'t", "'re", "'ve", "'m", "'ll", "'d")
+CONTRACTIONS = ("'s", "'t", "'re", "'ve", "'m", "'ll", "'d")
 # Names a special token's role is read from when a directory has no tokenizer_config.json.
 _ROLE_NAMES = {
     "cls": ("[CLS]", "<s>", "<cls>"),
@@ -127,7 +127,7 @@ def _python_class(body):
 def gpt2_pattern():
     """The GPT-2 pre-tokenizer pattern, compiled for Python `re` (which has the lookahead)."""
     letters, numbers, space = (_python_class(b) for b in character_classes())
-    alternatives = [re.escape(c) for c in _CONTRACTIONS] + [
+    alternatives = [re.escape(c) for c in CONTRACTIONS] + [
         f" ?[{letters}]+", f" ?[{numbers}]+", f" ?[^{space}{letters}{numbers}]+",
         f"[{space}]+(?![^{space}])", f"[{space}]+"]
     return re.compile("|".join(alternatives))
@@ -138,7 +138,7 @@ def re2_split_pattern():
     time, and a space before a non-space joins it as in GPT-2; `bpe_layer` then rebuilds the
     runs that `\\s+(?!\\S)` takes."""
     letters, numbers, space = character_classes()
-    alternatives = [re.escape(c) for c in _CONTRACTIONS] + [
+    alternatives = [re.escape(c) for c in CONTRACTIONS] + [
         f" ?[{letters}]+", f" ?[{numbers}]+", f" ?[^{space}{letters}{numbers}]+", f"[{space}]"]
     return "|".join(alternatives)
 

@@ -33,6 +33,7 @@ whitespace. Invalid UTF-8 input is replaced by U+FFFD per bad byte before tokeni
 """
 
 import json
+import re
 
 import keras
 import numpy as np
@@ -42,6 +43,8 @@ import tensorflow_text as tf_text
 from bert_tf.text import bpe
 
 _HASH_BUCKETS = 2**63 - 1
+# SQuAD's word separators (bert_tf.data.tasks.squad.is_whitespace), for context words.
+_SQUAD_WHITESPACE = "[ \\t\\r\\n\\x{202f}]+"
 _NO_RANK = np.iinfo(np.int32).max
 # Words up to this many bytes go through the merge loop together, longer ones apart.
 _SHORT_WORD_BYTES = 16
@@ -181,6 +184,7 @@ class BpeTokenizerLayer(keras.layers.Layer):
         self.spec = spec
         self.cls_id, self.sep_id = tokenizer.cls_id, tokenizer.sep_id
         self.pad_id, self.mask_id = tokenizer.pad_id, tokenizer.mask_id
+        self.unk_id = tokenizer.unk_id
         self.vocab_size = tokenizer.vocab_size
 
         space = bpe.character_classes()[2]
@@ -452,6 +456,78 @@ class BpeTokenizerLayer(keras.layers.Layer):
     # No autograph: the code has no Python control flow on tensors, and converting it took
     # seconds at each trace.
     @tf.autograph.experimental.do_not_convert
+    def tokenize_with_offsets(self, inputs, words="pieces"):
+        """Words of the text, each tokenized as it reads after a space, with their spans: the
+        raw-text face of data read word by word (CoNLL tagging words, SQuAD context words).
+
+        Args:
+          inputs: tf.string [B].
+          words: "pieces": the GPT-2 pattern's words without their leading space, whitespace
+            left out (so "York." is "York" and ".", "it's" is "it" and "'s"; as CoNLL files
+            give words); "whitespace": runs of characters other than SQuAD's whitespace
+            (space, tab, CR, LF, U+202F), as `squad.whitespace_split` finds them.
+
+        Returns:
+          (ids, starts, ends): RaggedTensors [B, (W), (P)]: int32 ids, word w of a text
+          encoded as `BpeTokenizer.encode_word(word, first=w == 0)`; int64 code-point
+          offsets into `valid_utf8(inputs)` of the whole word, for each of its pieces
+          (`text[start:end]` is the word: answers and tags cover whole words).
+        """
+        text = tf.convert_to_tensor(inputs, dtype=tf.string)
+        if text.shape.rank != 1:
+            raise ValueError(f"BpeTokenizerLayer.tokenize_with_offsets expects a tf.string "
+                             f"tensor of shape [batch], got shape {text.shape}.")
+        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
+                                            replacement_char=0xFFFD)
+        if words == "pieces":
+            letters, numbers, space = bpe.character_classes()
+            pattern = "|".join([re.escape(c) for c in bpe.CONTRACTIONS] + [
+                f"[{letters}]+", f"[{numbers}]+", f"[^{space}{letters}{numbers}]+"])
+            found, begin, end = tf_text.regex_split_with_offsets(text, pattern, pattern)
+            # Between the words lies whitespace, which comes back as pieces of its own.
+            keep = ~tf.strings.regex_full_match(found.flat_values, f"[{space}]+")
+        elif words == "whitespace":
+            found, begin, end = tf_text.regex_split_with_offsets(text, _SQUAD_WHITESPACE)
+            keep = tf.ones_like(found.flat_values, dtype=tf.bool)
+        else:
+            raise ValueError(f"words={words!r}: expected 'pieces' or 'whitespace'.")
+        row = tf.boolean_mask(found.value_rowids(), keep)  # [N]
+        flat = tf.boolean_mask(found.flat_values, keep)  # [N]
+        begin = tf.boolean_mask(begin.flat_values, keep)
+        nrows = tf.size(text, out_type=tf.int64)
+        word_rows = tf.RaggedTensor.from_value_rowids(flat, row, nrows=nrows, validate=False)
+        first = tf.equal(tf.range(tf.size(flat, out_type=tf.int64)),
+                         tf.gather(word_rows.row_starts(), row))
+        pieces = self(tf.where(first, flat, tf.strings.join([" ", flat])))  # [N, (P)]
+        if self._bytes_missing:
+            # A vocabulary without every byte can leave a word no piece: it gets [UNK] (as
+            # the tagging and SQuAD data give it), or without one it is left out.
+            empty = tf.equal(pieces.row_lengths(), 0)
+            if self.unk_id is not None:
+                # Each row gets an [UNK] after its pieces; only an empty row keeps it.
+                lengths = pieces.row_lengths()
+                unk = tf.fill([tf.size(lengths), 1], tf.constant(self.unk_id, pieces.dtype))
+                padded = tf.concat([pieces, tf.RaggedTensor.from_tensor(unk)], axis=1)
+                pieces = tf.ragged.boolean_mask(
+                    padded, tf.ragged.range(lengths + 1) < tf.maximum(lengths, 1)[:, None])
+            else:
+                row, flat, begin, pieces = (tf.boolean_mask(row, ~empty),
+                                            tf.boolean_mask(flat, ~empty),
+                                            tf.boolean_mask(begin, ~empty),
+                                            tf.ragged.boolean_mask(pieces, ~empty))
+                word_rows = tf.RaggedTensor.from_value_rowids(flat, row, nrows=nrows,
+                                                              validate=False)
+        # Byte offsets -> code points: the characters before the word, and in it.
+        start = tf.cast(tf.strings.length(tf.strings.substr(tf.gather(text, row),
+                                                            tf.zeros_like(begin), begin),
+                                          unit="UTF8_CHAR"), tf.int64)
+        stop = start + tf.cast(tf.strings.length(flat, unit="UTF8_CHAR"), tf.int64)
+        per_piece = pieces.row_lengths()
+        outputs = (pieces, pieces.with_flat_values(tf.repeat(start, per_piece)),
+                   pieces.with_flat_values(tf.repeat(stop, per_piece)))
+        return tuple(tf.RaggedTensor.from_row_splits(o, word_rows.row_splits, validate=False)
+                     for o in outputs)
+
     def call(self, inputs):
         text = tf.convert_to_tensor(inputs, dtype=tf.string)
         scalar = text.shape.rank == 0

@@ -145,10 +145,11 @@ def _tiny_squad(num_questions, seed):
 
 
 @pytest.mark.slow
-def test_squad_with_bpe_trains_predicts_whole_words_and_exports_the_id_signature(
-        converted_run, tmp_path, caplog):
+def test_squad_with_bpe_trains_predicts_whole_words_and_exports_raw_text(converted_run,
+                                                                          tmp_path):
     """bert-tf-squad on a converted ModernBERT run (tokenizer.json, no vocab.txt): windows of
-    BPE pieces, answers given as whole context words, --export_dir with the id signature."""
+    BPE pieces, answers given as whole context words, in predictions.json and from the
+    export's serve_text."""
     train, dev = _tiny_squad(16, 1), _tiny_squad(6, 2)
     (tmp_path / "train.json").write_text(json.dumps(train))
     (tmp_path / "dev.json").write_text(json.dumps(dev))
@@ -159,13 +160,11 @@ def test_squad_with_bpe_trains_predicts_whole_words_and_exports_the_id_signature
         "--max_seq_length=40", "--doc_stride=8", "--max_query_length=10",
         "--train_batch_size=8", "--predict_batch_size=4", "--num_train_epochs=1", "--seed=1",
         f"--output_dir={tmp_path / 'out'}", f"--export_dir={tmp_path / 'export' / '1'}"])
-    with caplog.at_level("WARNING"):
-        results = run_squad(config)
+    results = run_squad(config)
     assert results["global_step"] == results["num_train_steps"] == 2
     assert results["num_skipped_train_examples"] == 0
     assert results["num_predict_features"] > results["num_predict_examples"] == 6
     assert {"exact_match", "f1"} <= set(results["eval"])  # the dev file has answers
-    assert any("id signature (serving_default) only" in r.getMessage() for r in caplog.records)
     out = tmp_path / "out"
     predictions = json.loads((out / "predictions.json").read_text())
     contexts = {qa["id"]: p["context"] for p in dev["data"][0]["paragraphs"]
@@ -178,7 +177,17 @@ def test_squad_with_bpe_trains_predicts_whole_words_and_exports_the_id_signature
         assert any(" ".join(words[i:i + count]) == text for i in range(len(words))), text
     assert "tokenizer.json" in os.listdir(out) and "vocab.txt" not in os.listdir(out)
     served = tf.saved_model.load(str(tmp_path / "export" / "1"))
-    assert list(served.signatures) == ["serving_default"]
+    assert sorted(served.signatures) == ["serve_examples", "serve_text", "serving_default"]
+    qids = sorted(contexts)
+    got = served.signatures["serve_text"](
+        question=tf.constant(["What comes after the key?"] * len(qids)),
+        context=tf.constant([contexts[q] for q in qids]))
+    for b, qid in enumerate(qids):
+        text = got["answer_text"][b].numpy().decode()
+        start, end = int(got["answer_start"][b]), int(got["answer_end"][b])
+        words, count = contexts[qid].split(), len(text.split())
+        assert text == contexts[qid][start:end] and count >= 1
+        assert any(" ".join(words[i:i + count]) == text for i in range(len(words))), text
 
 
 def test_bpe_words_are_encoded_as_inside_their_sentence():
@@ -195,19 +204,20 @@ def test_bpe_words_are_encoded_as_inside_their_sentence():
 
 
 @pytest.mark.slow
-def test_tag_with_bpe_exports_the_id_signature(converted_run, tmp_path, caplog):
+def test_tag_with_bpe_exports_raw_text(converted_run, tmp_path):
     write_conll(str(tmp_path / "conll"), num_train=16, num_dev=4, num_test=2)
     config = _config(tag_cli.define_flags, TaggingConfig, [
         f"--data_dir={tmp_path / 'conll'}", f"--init_checkpoint={converted_run}",
         f"--max_seq_length={SEQ}", "--train_batch_size=8", "--num_train_epochs=1", "--seed=1",
         "--do_train", f"--output_dir={tmp_path / 'out'}",
         f"--export_dir={tmp_path / 'export' / '1'}"])
-    with caplog.at_level("WARNING"):
-        results = run_tagging(config)
+    results = run_tagging(config)
     assert results["global_step"] == 2
-    assert any("id signature (serving_default) only" in r.getMessage() for r in caplog.records)
     served = tf.saved_model.load(str(tmp_path / "export" / "1"))
-    assert list(served.signatures) == ["serving_default"]
+    assert sorted(served.signatures) == ["serve_examples", "serve_text", "serving_default"]
+    got = served.signatures["serve_text"](text=tf.constant(["Alice flew from Paris."]))
+    assert [t.decode() for t in got["tokens"][0].numpy()] == ["Alice", "flew", "from", "Paris",
+                                                              "."]
     assert "tokenizer.json" in os.listdir(tmp_path / "out")
 
 

@@ -3,15 +3,17 @@
 import dataclasses
 import json
 import os
+import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf import serving
-from bert_tf.modeling import BertClassifier, BertEncoder, BertPretrainer, BertTokenClassifier
+from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
+                              BertTokenClassifier)
 from bert_tf.serving import tasks as serving_tasks
-from bert_tf.text import load_tokenizer, tokenizer_layer
+from bert_tf.text import bpe, load_tokenizer, tokenizer_layer
 
 import serving_cases as cases
 from bpe_fixtures import BPE_TOKENIZER_JSON
@@ -46,15 +48,95 @@ def test_classifier_text_signature_packs_bpe_ids_like_python(bpe_model, tmp_path
                                cases.softmax(model(features).numpy()), rtol=0, atol=1e-5)
 
 
-def test_tasks_that_need_word_offsets_are_refused(bpe_model, tmp_path):
+def _words(text, pattern):
+    """(word, start, end) of the words `pattern` finds (Python `re`)."""
+    return [(m.group(), m.start(), m.end()) for m in re.finditer(pattern, text)]
+
+
+def _pieces_pattern():
+    letters, numbers, space = (bpe._python_class(c) for c in bpe.character_classes())
+    return "|".join([re.escape(c) for c in bpe.CONTRACTIONS] + [
+        f"[{letters}]+", f"[{numbers}]+", f"[^{space}{letters}{numbers}]+"])
+
+
+def _word_ids(tokenizer, words):
+    """Ids of each word as bert-tf-tag and bert-tf-squad encode them, and each id's word."""
+    ids, owner = [], []
+    for w, (word, _, _) in enumerate(words):
+        pieces = tokenizer.encode_word(word, first=w == 0)
+        ids += pieces
+        owner += [w] * len(pieces)
+    return ids, owner
+
+
+TAG_TEXTS = ["John lives in New York.", "", "  Ünï  café,done it's 3.14 北京\t🙂x ",
+             "Paris, (France) — \u00a0 'tis 2024!", cases.LONG_TEXT]
+
+
+def test_tagging_text_signature_labels_words_like_python(bpe_model, tmp_path):
+    """Words are the GPT-2 pattern's words without their space (punctuation apart), each
+    encoded as bert-tf-tag encodes CoNLL words; labels at each word's first piece."""
     model, tokenizer = bpe_model
-    with pytest.raises(ValueError) as raised:
-        serving.export(BertTokenClassifier(model.encoder, num_classes=2), str(tmp_path / "1"),
-                       tokenizer=tokenizer, max_seq_length=cases.SEQ_LENGTH, labels=["O", "X"])
-    assert str(raised.value) == (
-        "export: the text signatures of a tagging model need word offsets and WordPiece "
-        "tokens, which a byte-level BPE tokenizer does not give; export signatures=('ids',) "
-        "instead.")
+    tagger = BertTokenClassifier(model.encoder, num_classes=len(cases.TAGS))
+    export_dir = serving.export(tagger, str(tmp_path / "1"), tokenizer=tokenizer,
+                                max_seq_length=cases.SEQ_LENGTH, signatures=("text",),
+                                labels=cases.TAGS)
+    got = tf.saved_model.load(export_dir).signatures["serve_text"](text=tf.constant(TAG_TEXTS))
+    words = [_words(t, _pieces_pattern()) for t in TAG_TEXTS]
+    assert [w for w, _, _ in words[0]] == ["John", "lives", "in", "New", "York", "."]
+    encoded = [_word_ids(tokenizer, w) for w in words]
+    features = cases.pack_batch(tokenizer, [ids for ids, _ in encoded])
+    probabilities = cases.softmax(tagger(features).numpy())
+    for b, (text_words, (ids, owner)) in enumerate(zip(words, encoded)):
+        first = {w: owner.index(w) for w in range(len(text_words))}
+        kept = [w for w in range(len(text_words)) if first[w] < cases.SEQ_LENGTH - 2]
+        n = int(got["num_tokens"][b])
+        assert n == len(kept) and (n < len(text_words)) == (b == 4)
+        p = probabilities[b, [first[w] + 1 for w in kept]]
+        assert [t.decode("utf-8") for t in got["tokens"][b, :n].numpy()] == [
+            text_words[w][0] for w in kept]
+        assert [l.decode() for l in got["labels"][b, :n].numpy()] == [
+            cases.TAGS[i] for i in p.argmax(-1)]
+        np.testing.assert_allclose(got["scores"][b, :n].numpy(), p.max(-1), atol=1e-5)
+        assert got["start_offsets"][b, :n].numpy().tolist() == [text_words[w][1] for w in kept]
+        assert got["end_offsets"][b, :n].numpy().tolist() == [text_words[w][2] for w in kept]
+
+
+def test_squad_text_signature_answers_whole_words_like_python(bpe_model, tmp_path):
+    """The question encoded as a text, the context's SQuAD-whitespace words as bert-tf-squad
+    encodes them; the best span over context pieces, widened to whole words."""
+    model, tokenizer = bpe_model
+    labeler = BertSpanLabeler(model.encoder)
+    export_dir = serving.export(labeler, str(tmp_path / "1"), tokenizer=tokenizer,
+                                max_seq_length=cases.SEQ_LENGTH, signatures=("text",),
+                                max_query_length=cases.MAX_QUERY_LENGTH,
+                                max_answer_length=cases.MAX_ANSWER_LENGTH)
+    contexts = cases.CONTEXTS[:6] + ["Ünï  café,done\u202fit's\t3.14 北京"]
+    questions = cases.QUESTIONS[:6] + ["What?"]
+    got = tf.saved_model.load(export_dir).signatures["serve_text"](
+        question=tf.constant(questions), context=tf.constant(contexts))
+    q_ids = [tokenizer.encode(q)[:cases.MAX_QUERY_LENGTH] for q in questions]
+    words = [_words(c, "[^ \t\r\n\u202f]+") for c in contexts]
+    encoded = [_word_ids(tokenizer, w) for w in words]
+    c_ids = [ids[:cases.SEQ_LENGTH - 3 - len(q)] for q, (ids, _) in zip(q_ids, encoded)]
+    features = cases.pack_batch(tokenizer, q_ids, c_ids)
+    logits = labeler(features)
+    start, end = logits["start_logits"].numpy(), logits["end_logits"].numpy()
+    for b, (q, c) in enumerate(zip(q_ids, c_ids)):
+        first = len(q) + 2
+        spans = [(start[b, i] + end[b, j], i, j) for i in range(first, first + len(c))
+                 for j in range(i, min(i + cases.MAX_ANSWER_LENGTH, first + len(c)))]
+        if not spans:
+            assert got["answer_text"][b].numpy() == b"" and got["score"][b] == 0
+            continue
+        score, i, j = max(spans, key=lambda s: s[0])
+        owner = encoded[b][1]
+        answer_start = words[b][owner[i - first]][1]
+        answer_end = words[b][owner[j - first]][2]
+        assert (int(got["answer_start"][b]), int(got["answer_end"][b])) == (answer_start,
+                                                                            answer_end)
+        assert got["answer_text"][b].numpy().decode() == contexts[b][answer_start:answer_end]
+        np.testing.assert_allclose(got["score"][b].numpy(), score, atol=1e-4)
 
 
 def test_fill_mask_text_signature_finds_the_mask_token_like_python(bpe_model, tmp_path):

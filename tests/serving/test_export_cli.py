@@ -9,6 +9,7 @@ import types
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf.modeling import BertEncoder, BertPretrainer, BertTokenClassifier
 from bert_tf.serving import load_model_dir, write_task_info
@@ -63,7 +64,7 @@ def tool_runs(serving_run, tmp_path_factory):
     the run's directory `run`, its `export_dir` and `result` (returncode, stdout, stderr).
     "ids": --signatures=ids from a tagging run without vocab.txt; "bad_buckets":
     --length_buckets=16,x; "bpe_tagging": a byte-level BPE tagging run with the default
-    signatures."""
+    signatures (raw text too)."""
     root = tmp_path_factory.mktemp("tool_runs")
     tagging = _write_tagging_run(root / "tagging_run", serving_run)
     bpe = root / "bpe_tagging_run"
@@ -200,17 +201,16 @@ def test_cli_length_buckets_must_be_integers(tool_runs):
     assert not os.path.exists(os.path.dirname(tool_runs["bad_buckets"].export_dir))
 
 
-def test_cli_bpe_tagging_run_with_text_signatures_names_the_flag(tool_runs):
-    """A tagging run whose tokenizer is a byte-level BPE tokenizer.json has no serve_text: the
-    command's default signatures are refused naming --signatures=ids (not the library's
-    signatures=('ids',)), before anything is written."""
+def test_cli_bpe_tagging_run_exports_raw_text_signatures(tool_runs):
+    """A tagging run whose tokenizer is a byte-level BPE tokenizer.json exports serve_text too:
+    words (punctuation apart) with their labels and character offsets."""
     runs = tool_runs["bpe_tagging"]
-    run, tokenizer_json, result = runs.run, runs.tokenizer_json, runs.result
-    assert result.returncode != 0
-    assert (
-        f"--model_dir={run}: the serve_text and serve_examples signatures of a tagging model "
-        f"need WordPiece word offsets, which the byte-level BPE {tokenizer_json} does not "
-        "give; export it with --signatures=ids (serving_default) and tokenize with the same "
-        "tokenizer.json in the client.") in result.stderr, result.stderr[-2000:]
-    assert "signatures=('ids',)" not in result.stderr
-    assert not os.path.exists(os.path.dirname(runs.export_dir))
+    assert runs.result.returncode == 0, runs.result.stderr[-2000:]
+    served = tf.saved_model.load(runs.export_dir)
+    assert sorted(served.signatures) == ["serve_examples", "serve_text", "serving_default"]
+    got = served.signatures["serve_text"](text=tf.constant(["Anna met Bo in Oslo."]))
+    assert int(got["num_tokens"][0]) == 6
+    assert [t.decode() for t in got["tokens"][0].numpy()] == ["Anna", "met", "Bo", "in", "Oslo",
+                                                              "."]
+    assert got["start_offsets"][0].numpy().tolist() == [0, 5, 9, 12, 15, 19]
+    assert {l.decode() for l in got["labels"][0].numpy()} <= set(cases.TAGS)
