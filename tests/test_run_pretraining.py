@@ -174,6 +174,12 @@ def _options(tmp_path, config_path, **overrides):
      'train-0.tfrecord: feature "input_ids" has length 16, expected int64_list of length 20'),
     (dict(num_warmup_steps=500, num_train_steps=100),
      "--num_warmup_steps=500 must be in [0, --num_train_steps=100]"),
+    (dict(lr_schedule="wsd", decay_proportion=0.0),
+     "--decay_proportion=0.0 must be in (0, 1] (the fraction of the training steps the final "
+     "decay takes)"),
+    (dict(lr_schedule="wsd", num_warmup_steps=100, num_train_steps=100),
+     "--lr_schedule=wsd decays after warmup: --num_warmup_steps=100 leaves no step of "
+     "--num_train_steps=100 for it"),
     (dict(do_train=False),
      "at least one of --do_train or --do_eval must be set"),
     (dict(input_text_file="corpus.txt"),

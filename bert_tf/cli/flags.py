@@ -159,8 +159,17 @@ _flag(flags.DEFINE_float, "learning_rate", 5e-5, "Peak learning rate.")
 _flag(flags.DEFINE_integer, "save_checkpoints_steps", None,
       "Save a checkpoint every N steps (fine-tuning: and, with --do_eval, evaluate and keep "
       "the best model; default once per epoch).")
-_flag(flags.DEFINE_enum, "optimizer", "adamw", "adamw (the original's) or lamb.",
+_flag(flags.DEFINE_enum, "optimizer", "adamw",
+      "adamw (the original's), lamb, or stable_adamw (ModernBERT's: AdamW with per-tensor update "
+      "clipping, beta_2 0.98).",
       enum_values=_Constant("bert_tf.training.optimization", "OPTIMIZER_TYPES"))
+_flag(flags.DEFINE_enum, "lr_schedule", "linear",
+      "linear: warmup, then linear decay to 0 (the original's); wsd: warmup, the peak rate, "
+      "then a 1 - sqrt decay to 0 over the last --decay_proportion of the steps "
+      "(warmup-stable-decay, ModernBERT's).",
+      enum_values=_Constant("bert_tf.training.optimization", "LR_SCHEDULES"))
+_flag(flags.DEFINE_float, "decay_proportion", 0.1,
+      "--lr_schedule=wsd: fraction of the training steps the final decay takes.")
 _flag(flags.DEFINE_float, "weight_decay_rate", 0.01, "Weight decay of kernels and embeddings.")
 
 # Pre-training: input.
@@ -428,7 +437,8 @@ PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoi
                "output_dir", "input_file", "do_train", "do_eval", "eval_input_file",
                "eval_input_text_file", "train_batch_size", "eval_batch_size", "learning_rate",
                "num_train_steps", "num_warmup_steps", "save_checkpoints_steps",
-               "max_eval_steps", "optimizer", "weight_decay_rate", "use_next_sentence_label",
+               "max_eval_steps", "optimizer", "lr_schedule", "decay_proportion",
+               "weight_decay_rate", "use_next_sentence_label",
                "input_text_file", "input_tfds", "tfds_data_dir", "tfds_split",
                "eval_tfds_split", "tfds_text_key", "span_boundary_objective", "full_sentences",
                "tf_data_service")
@@ -437,7 +447,8 @@ FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoin
               "allow_untrained_head",
               "train_batch_size", "eval_batch_size", "predict_batch_size", "learning_rate",
               "num_train_epochs", "warmup_proportion", "save_checkpoints_steps", "optimizer",
-              "weight_decay_rate", "trainable_encoder", "length_buckets", "export_dir")
+              "lr_schedule", "decay_proportion", "weight_decay_rate", "trainable_encoder",
+              "length_buckets", "export_dir")
 LABELED_DATA = ("data_dir", "train_file", "dev_file", "test_file", "labels")
 CLASSIFICATION = ("task_name", "tfds_data_dir", "text_a_column", "text_b_column",
                   "label_column", "regression")

@@ -86,6 +86,8 @@ class FinetuningConfig(RuntimeConfig):
     warmup_proportion: float = 0.1
     save_checkpoints_steps: int | None = None
     optimizer: str = "adamw"
+    lr_schedule: str = "linear"
+    decay_proportion: float = 0.1
     weight_decay_rate: float = 0.01
     trainable_encoder: bool = True
     length_buckets: str = "auto"
@@ -145,6 +147,7 @@ def prepare(options):
         if not 0.0 <= options.warmup_proportion <= 1.0:
             raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
                                  "[0, 1]")
+        run_setup.check_lr_schedule(options)
     run_setup.check_export_dir(options)
     if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
         raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
@@ -287,10 +290,12 @@ def build_model(context, options, make_model, num_train_steps=None):
                          len(model.trainable_variables))
         optimizer = None
         if num_train_steps:
+            schedule, decay_proportion = run_setup.lr_schedule_options(options)
             optimizer = create_optimizer(
                 options.learning_rate, num_train_steps,
                 finetune.num_warmup_steps(num_train_steps, options.warmup_proportion),
-                optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate)
+                optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
+                lr_schedule=schedule, decay_proportion=decay_proportion)
     return model, optimizer
 
 

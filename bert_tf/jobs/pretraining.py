@@ -89,6 +89,8 @@ class PretrainingConfig(RuntimeConfig):
     save_checkpoints_steps: int = 1000
     max_eval_steps: int = 100
     optimizer: str = "adamw"
+    lr_schedule: str = "linear"
+    decay_proportion: float = 0.1
     weight_decay_rate: float = 0.01
 
 
@@ -142,6 +144,12 @@ def validate_options(options, config):
     if not 0 <= options.num_warmup_steps <= options.num_train_steps:
         raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
                              f"[0, --num_train_steps={options.num_train_steps}]")
+    run_setup.check_lr_schedule(options)
+    if (run_setup.lr_schedule_options(options)[0] == "wsd"
+            and options.num_warmup_steps == options.num_train_steps):
+        raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --num_warmup_steps="
+                             f"{options.num_warmup_steps} leaves no step of --num_train_steps="
+                             f"{options.num_train_steps} for it")
     _validate_family_options(options)
     # type_vocab_size 0 means no segment embeddings (ModernBERT): segment ids are ignored.
     if config.type_vocab_size == 1 and not options.full_sentences:
@@ -541,9 +549,11 @@ def _pretrain(options, config, strategy, flags_text, start):
         model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
                                sentence_order_prediction=options.sentence_order_prediction,
                                span_boundary_objective=options.span_boundary_objective)
+        schedule, decay_proportion = run_setup.lr_schedule_options(options)
         optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
                                      options.num_warmup_steps, optimizer_type=options.optimizer,
-                                     weight_decay_rate=options.weight_decay_rate)
+                                     weight_decay_rate=options.weight_decay_rate,
+                                     lr_schedule=schedule, decay_proportion=decay_proportion)
 
     chief = is_chief(strategy)
     if chief:

@@ -45,6 +45,20 @@ class RuntimeConfig:
     log_steps: int | None = None
 
 
+def lr_schedule_options(options):
+    """(lr_schedule, decay_proportion) of `options`; option objects made before the schedule
+    flags existed train with BERT's linear schedule."""
+    return getattr(options, "lr_schedule", "linear"), getattr(options, "decay_proportion", 0.1)
+
+
+def check_lr_schedule(options):
+    """--decay_proportion of --lr_schedule=wsd: in (0, 1]; raises FlagValueError."""
+    schedule, proportion = lr_schedule_options(options)
+    if schedule == "wsd" and not 0.0 < proportion <= 1.0:
+        raise FlagValueError(f"--decay_proportion={proportion} must be in (0, 1] "
+                             "(the fraction of the training steps the final decay takes)")
+
+
 def check_export_dir(options):
     """--export_dir must be a new or empty version directory (checked before any training; the
     command checks it holds no input and can be written: bert_tf.cli.outputs)."""

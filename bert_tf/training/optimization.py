@@ -1,4 +1,5 @@
-"""BERT's optimizers and learning-rate schedule: warmup + linear decay, AdamW and LAMB.
+"""BERT's optimizers and learning-rate schedules: warmup + linear decay, AdamW and LAMB; and
+ModernBERT's: warmup-stable-decay and StableAdamW.
 
 The update rules are those of the original google-research/bert `AdamWeightDecayOptimizer`
 (Adam without bias correction, weight decay added to the update before the learning rate is
@@ -24,7 +25,8 @@ _NO_DECAY_NAMES = ("bias", "gamma", "beta")
 # Path patterns of the original's exclude_from_weight_decay list.
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 
-OPTIMIZER_TYPES = ("adamw", "lamb")
+OPTIMIZER_TYPES = ("adamw", "lamb", "stable_adamw")
+LR_SCHEDULES = ("linear", "wsd")
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -74,6 +76,67 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         return {"peak_learning_rate": self.peak_learning_rate,
                 "num_train_steps": self.num_train_steps,
                 "num_warmup_steps": self.num_warmup_steps}
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WarmupStableDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Warmup, a stable phase at the peak, then a 1 - sqrt decay to 0 (warmup-stable-decay, the
+    trapezoidal schedule ModernBERT was trained with).
+
+    lr(step) = peak * step / num_warmup_steps           while step < num_warmup_steps
+    lr(step) = peak                                     until the last num_decay_steps
+    lr(step) = peak * (1 - sqrt((step - d) / num_decay_steps)), d = num_train_steps -
+               num_decay_steps, down to 0 at num_train_steps (and after)
+
+    The stable phase does not depend on the run's length, so a run can be extended (or a
+    checkpoint of the stable phase decayed separately) without a different past.
+
+    Args:
+      peak_learning_rate: the rate of the stable phase.
+      num_train_steps: step at which the rate reaches 0.
+      num_warmup_steps: length of the linear warmup; 0 disables it.
+      num_decay_steps: length of the final decay (>= 1, at most the steps after warmup).
+
+    Examples:
+
+    >>> schedule = WarmupStableDecay(1e-3, num_train_steps=100, num_warmup_steps=10,
+    ...                              num_decay_steps=20)
+    >>> [round(float(schedule(s)), 6) for s in (0, 5, 10, 80, 85, 100)]
+    [0.0, 0.0005, 0.001, 0.001, 0.0005, 0.0]
+    """
+
+    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps=0,
+                 num_decay_steps=1):
+        super().__init__()
+        if num_train_steps < 1:
+            raise ValueError(f"num_train_steps={num_train_steps} must be >= 1")
+        if num_warmup_steps < 0 or num_warmup_steps > num_train_steps:
+            raise ValueError(f"num_warmup_steps={num_warmup_steps} must be in "
+                             f"[0, num_train_steps={num_train_steps}]")
+        if not 1 <= num_decay_steps <= num_train_steps - num_warmup_steps:
+            raise ValueError(f"num_decay_steps={num_decay_steps} must be in [1, num_train_steps "
+                             f"- num_warmup_steps = {num_train_steps - num_warmup_steps}]")
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps)
+        self.num_decay_steps = int(num_decay_steps)
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        peak = ops.cast(self.peak_learning_rate, "float32")
+        decay_start = float(self.num_train_steps - self.num_decay_steps)
+        progress = ops.clip((step - decay_start) / float(self.num_decay_steps), 0.0, 1.0)
+        rate = peak * (1.0 - ops.sqrt(progress))
+        if self.num_warmup_steps == 0:
+            return rate
+        warmup = peak * step / float(self.num_warmup_steps)
+        return ops.where(step < float(self.num_warmup_steps), warmup, rate)
+
+    def get_config(self):
+        return {"peak_learning_rate": self.peak_learning_rate,
+                "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps,
+                "num_decay_steps": self.num_decay_steps}
 
 
 class _DecayingOptimizer(keras.optimizers.Optimizer):
@@ -254,27 +317,86 @@ class Lamb(_DecayingOptimizer):
         self.assign_sub(variable, lr * update)
 
 
+@keras.saving.register_keras_serializable(package="bert_tf")
+class StableAdamW(_DecayingOptimizer):
+    """StableAdamW (Wortsman et al., 2023), the optimizer ModernBERT was trained with: AdamW
+    whose step shrinks, per tensor, when the gradient is large for its second moment (AdaFactor's
+    update clipping), which keeps loss spikes from a few outsized gradients in check.
+
+    Per variable w with gradient g (after global-norm clipping), at step t (1-based):
+        m, v as in Adam; m_hat = m / (1 - beta_1^t); v_hat = v / (1 - beta_2^t)
+        rms = sqrt(mean(g^2 / max(v_hat, epsilon^2)))
+        lr_t = lr / max(1, rms)
+        w = w * (1 - lr_t * weight_decay_rate)   (decoupled decay, only if w decays)
+        w = w - lr_t * m_hat / (sqrt(v_hat) + epsilon)
+
+    Args: as Lamb.
+    """
+
+    def __init__(self, learning_rate=1e-3, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.98,
+                 epsilon=1e-6, clip_norm=1.0,
+                 exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 name="stable_adamw", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, clip_norm,
+                         exclude_from_weight_decay, name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        dtype = variable.dtype
+        lr = ops.cast(learning_rate, dtype)
+        # Embedding gradients arrive as IndexedSlices; the update is dense.
+        gradient = ops.cast(tf.convert_to_tensor(gradient), dtype)
+        t = ops.cast(self.iterations + 1, dtype)
+        m, v = self._moments(gradient, variable)
+        m_hat = m / (1.0 - ops.power(self.beta_1, t))
+        v_hat = v / (1.0 - ops.power(self.beta_2, t))
+        rms = ops.sqrt(ops.mean(ops.square(gradient)
+                                / ops.maximum(v_hat, self.epsilon * self.epsilon)))
+        lr = lr / ops.maximum(1.0, rms)
+        if self._decays_in_update(variable):
+            self.assign(variable, variable * (1.0 - lr * self.weight_decay_rate))
+        self.assign_sub(variable, lr * m_hat / (ops.sqrt(v_hat) + self.epsilon))
+
+
 def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, optimizer_type="adamw",
-                     weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                     clip_norm=1.0):
-    """BERT's optimizer: WarmupLinearDecay schedule + AdamWeightDecay ("adamw") or Lamb ("lamb").
+                     weight_decay_rate=0.01, beta_1=0.9, beta_2=None, epsilon=1e-6,
+                     clip_norm=1.0, lr_schedule="linear", decay_proportion=0.1):
+    """BERT's optimizer (WarmupLinearDecay + AdamWeightDecay or Lamb) or ModernBERT's
+    (WarmupStableDecay + StableAdamW), in any combination.
 
     Args:
       learning_rate: peak learning rate (reached after warmup).
-      num_train_steps: total steps; the rate decays linearly to 0 there.
+      num_train_steps: total steps; the rate reaches 0 there.
       num_warmup_steps: steps of linear warmup from 0.
-      optimizer_type: "adamw" (the original's) or "lamb".
-      weight_decay_rate, beta_1, beta_2, epsilon, clip_norm: see AdamWeightDecay.
+      optimizer_type: "adamw" (the original's), "lamb" or "stable_adamw".
+      weight_decay_rate, beta_1, epsilon, clip_norm: see AdamWeightDecay.
+      beta_2: None: 0.999 (BERT's), 0.98 for stable_adamw (ModernBERT's).
+      lr_schedule: "linear" (BERT's decay from step 0) or "wsd" (warmup-stable-decay).
+      decay_proportion: wsd: the fraction of num_train_steps the final decay takes.
 
     Returns:
       A keras.optimizers.Optimizer whose learning_rate is the schedule.
     """
-    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    if lr_schedule == "linear":
+        schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    elif lr_schedule == "wsd":
+        if not 0.0 < decay_proportion <= 1.0:
+            raise ValueError(f"decay_proportion={decay_proportion} must be in (0, 1].")
+        decay_steps = max(1, min(round(num_train_steps * decay_proportion),
+                                 num_train_steps - num_warmup_steps))
+        schedule = WarmupStableDecay(learning_rate, num_train_steps, num_warmup_steps,
+                                     decay_steps)
+    else:
+        raise ValueError(f"lr_schedule={lr_schedule!r}; expected one of "
+                         f"{', '.join(LR_SCHEDULES)}")
+    if beta_2 is None:
+        beta_2 = 0.98 if optimizer_type == "stable_adamw" else 0.999
     kwargs = dict(weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
                   epsilon=epsilon, clip_norm=clip_norm)
     if optimizer_type == "adamw":
         return AdamWeightDecay(schedule, **kwargs)
     if optimizer_type == "lamb":
         return Lamb(schedule, **kwargs)
+    if optimizer_type == "stable_adamw":
+        return StableAdamW(schedule, **kwargs)
     raise ValueError(f"optimizer_type={optimizer_type!r}; expected one of "
                      f"{', '.join(OPTIMIZER_TYPES)}")

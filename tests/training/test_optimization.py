@@ -1,4 +1,5 @@
-"""WarmupLinearDecay, AdamWeightDecay and Lamb against numpy versions of the original rules."""
+"""WarmupLinearDecay, WarmupStableDecay, AdamWeightDecay, Lamb and StableAdamW against numpy
+versions of their rules."""
 
 import keras
 import numpy as np
@@ -6,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.training.optimization import (AdamWeightDecay, Lamb, WarmupLinearDecay,
-                                           create_optimizer)
+                                           WarmupStableDecay, create_optimizer)
 
 
 def _small_model():
@@ -63,6 +64,32 @@ def _numpy_lamb(params, grads_per_step, lrs, decays, wd=0.01, b1=0.9, b2=0.999, 
     return params
 
 
+def _numpy_stable_adamw(params, grads_per_step, lrs, decays, wd=0.01, b1=0.9, b2=0.98,
+                        eps=1e-6, clip_norm=1.0):
+    """StableAdamW (Wortsman et al., 2023, Algorithm 2): bias-corrected Adam whose learning rate
+    is divided per tensor by max(1, RMS(g^2 / v_hat)); decoupled decay. Also returns the
+    divisors of each step."""
+    params = [p.astype(np.float64) for p in params]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    divisors = []
+    for t, (grads, lr) in enumerate(zip(grads_per_step, lrs), start=1):
+        step = []
+        for i, g in enumerate(_clip(grads, clip_norm) if clip_norm else grads):
+            g = g.astype(np.float64)
+            m[i] = b1 * m[i] + (1 - b1) * g
+            v[i] = b2 * v[i] + (1 - b2) * g * g
+            m_hat, v_hat = m[i] / (1 - b1 ** t), v[i] / (1 - b2 ** t)
+            divisor = max(1.0, np.sqrt(np.mean(g * g / np.maximum(v_hat, eps * eps))))
+            step.append(divisor)
+            lr_t = lr / divisor
+            if decays[i]:
+                params[i] = params[i] * (1 - lr_t * wd)
+            params[i] = params[i] - lr_t * m_hat / (np.sqrt(v_hat) + eps)
+        divisors.append(step)
+    return params, divisors
+
+
 def test_schedule_values_at_key_steps():
     schedule = WarmupLinearDecay(1e-4, num_train_steps=1000, num_warmup_steps=100)
     got = [float(schedule(s)) for s in (0, 1, 50, 99, 100, 500, 999, 1000, 2000)]
@@ -72,10 +99,29 @@ def test_schedule_values_at_key_steps():
     np.testing.assert_allclose(float(no_warmup(0)), 2e-5, rtol=1e-6)
 
 
-def test_schedule_round_trips_through_keras_serialization():
-    schedule = WarmupLinearDecay(3e-4, num_train_steps=500, num_warmup_steps=50)
+def test_warmup_stable_decay_values_at_key_steps():
+    schedule = WarmupStableDecay(1e-3, num_train_steps=1000, num_warmup_steps=100,
+                                 num_decay_steps=200)
+    got = [float(schedule(s)) for s in (0, 50, 100, 500, 799, 800, 850, 980, 1000, 1500)]
+    want = [0.0, 5e-4, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3 * (1 - 0.5), 1e-3 * (1 - np.sqrt(0.9)),
+            0.0, 0.0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-12)
+    # create_optimizer: the last decay_proportion of the steps, at least one.
+    optimizer = create_optimizer(1e-3, 1000, 100, lr_schedule="wsd", decay_proportion=0.2)
+    assert optimizer.get_config()["learning_rate"]["config"] == schedule.get_config()
+    with pytest.raises(ValueError, match=r"num_decay_steps=950 must be in \[1, num_train_steps "
+                                         r"- num_warmup_steps = 900\]"):
+        WarmupStableDecay(1e-3, 1000, 100, 950)
+    with pytest.raises(ValueError, match=r"decay_proportion=0 must be in \(0, 1\]"):
+        create_optimizer(1e-3, 1000, 100, lr_schedule="wsd", decay_proportion=0)
+
+
+@pytest.mark.parametrize("schedule", [
+    WarmupLinearDecay(3e-4, num_train_steps=500, num_warmup_steps=50),
+    WarmupStableDecay(3e-4, num_train_steps=500, num_warmup_steps=50, num_decay_steps=40)])
+def test_schedule_round_trips_through_keras_serialization(schedule):
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
-    assert isinstance(restored, WarmupLinearDecay)
+    assert type(restored) is type(schedule)
     assert restored.get_config() == schedule.get_config()
 
 
@@ -107,7 +153,7 @@ def test_decay_exclusion_by_original_path_pattern():
     assert decays["intermediate/kernel"] is True
 
 
-@pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
+@pytest.mark.parametrize("optimizer_type", ["adamw", "lamb", "stable_adamw"])
 def test_two_steps_match_numpy_reference(optimizer_type):
     keras.utils.set_random_seed(1)
     model = _small_model()
@@ -126,10 +172,33 @@ def test_two_steps_match_numpy_reference(optimizer_type):
     # Warmup: step 0 -> lr 0, step 1 -> lr 0.025; lr 0 for step 0 is the original's too.
     np.testing.assert_allclose(lrs, [0.0, 0.025], atol=1e-9)
     decays = [optimizer.decays(v) for v in model.trainable_variables]
-    reference = (_numpy_adamw if optimizer_type == "adamw" else _numpy_lamb)(
-        initial, grads_per_step, lrs, decays, wd=0.1)
+    if optimizer_type == "stable_adamw":
+        reference, _ = _numpy_stable_adamw(initial, grads_per_step, lrs, decays, wd=0.1)
+    else:
+        reference = (_numpy_adamw if optimizer_type == "adamw" else _numpy_lamb)(
+            initial, grads_per_step, lrs, decays, wd=0.1)
     for v, want, before in zip(model.trainable_variables, reference, initial):
         assert not np.allclose(v.numpy(), before), v.path  # the step changed every variable
+        np.testing.assert_allclose(v.numpy(), want, rtol=1e-5, atol=1e-6, err_msg=v.path)
+
+
+def test_stable_adamw_shrinks_the_step_of_a_gradient_spike():
+    """A gradient 30x the one before: the tensors' RMS(g^2 / v_hat) is above 1 and their step
+    is divided by it (AdamW would take a full-size step)."""
+    model = _small_model()
+    initial = [v.numpy() for v in model.trainable_variables]
+    optimizer = create_optimizer(0.01, num_train_steps=10, num_warmup_steps=0,
+                                 optimizer_type="stable_adamw", clip_norm=None)
+    grads_per_step = [_grads(model, 5, scale=0.01), _grads(model, 6, scale=0.3)]
+    for grads in grads_per_step:
+        optimizer.apply([tf.constant(g) for g in grads], model.trainable_variables)
+    lrs = [float(WarmupLinearDecay(0.01, 10)(s)) for s in (0, 1)]
+    decays = [optimizer.decays(v) for v in model.trainable_variables]
+    reference, divisors = _numpy_stable_adamw(initial, grads_per_step, lrs, decays,
+                                              clip_norm=None)
+    assert divisors[0] == [1.0] * len(initial)  # step 1: v_hat = g^2 exactly
+    assert min(divisors[1]) > 1.2  # the spike is clipped in every tensor
+    for v, want in zip(model.trainable_variables, reference):
         np.testing.assert_allclose(v.numpy(), want, rtol=1e-5, atol=1e-6, err_msg=v.path)
 
 
