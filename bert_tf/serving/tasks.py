@@ -394,9 +394,10 @@ class TaggingTask(ServingTask):
     Words are the basic tokenizer's (punctuation split off), as the tagging data's words are
     tokenized one by one; with byte-level BPE the GPT-2 pattern's words without their space
     (also punctuation apart), each tokenized as after a space but the first
-    (`BpeTokenizerLayer.tokenize_with_offsets`), as bert-tf-tag tokenizes CoNLL words. Words whose first piece does not fit in the sequence are left out.
-    Outputs are padded to the batch's most words (at least 1): tokens and labels with "",
-    scores with 0, offsets with -1; `num_tokens` says how many are real.
+    (`BpeTokenizerLayer.tokenize_with_offsets`), as bert-tf-tag tokenizes CoNLL words. Words
+    whose first piece does not fit in the sequence are left out. Outputs are padded to the
+    batch's most words (at least 1): tokens and labels with "", scores with 0, offsets with
+    -1; `num_tokens` says how many are real.
 
     Args:
       labels: the tag names in logit order.
