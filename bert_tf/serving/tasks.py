@@ -330,10 +330,10 @@ class SpanTask(ServingTask):
             # As bert_tf.data.tasks.squad tokenizes for BPE: the question as a text, each
             # context word (SQuAD's whitespace) as it reads in the space-joined context. Answers
             # are whole words (every piece spans its word).
-            question = tf.cast(self.tokenizer(inputs["question"]), tf.int32)
-            ids, starts, ends = self.tokenizer.tokenize_with_offsets(
-                inputs["context"], words="whitespace")  # [B, (W), (P)]
-            question = question[:, :self.max_query_length]  # [B, (Q)]
+            ids, starts, ends, question = self.tokenizer.tokenize_with_offsets(
+                inputs["context"], words="whitespace",
+                texts=inputs["question"])  # [B, (W), (P)] and [B, (Q')]
+            question = tf.cast(question, tf.int32)[:, :self.max_query_length]  # [B, (Q)]
             context_ids = ids.merge_dims(1, 2)  # [B, (T)]
         else:
             # One tokenizer call for both keeps one copy of its tables in the graph.

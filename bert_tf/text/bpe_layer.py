@@ -456,7 +456,7 @@ class BpeTokenizerLayer(keras.layers.Layer):
     # No autograph: the code has no Python control flow on tensors, and converting it took
     # seconds at each trace.
     @tf.autograph.experimental.do_not_convert
-    def tokenize_with_offsets(self, inputs, words="pieces"):
+    def tokenize_with_offsets(self, inputs, words="pieces", texts=None):
         """Words of the text, each tokenized as it reads after a space, with their spans: the
         raw-text face of data read word by word (CoNLL tagging words, SQuAD context words).
 
@@ -466,12 +466,15 @@ class BpeTokenizerLayer(keras.layers.Layer):
             left out (so "York." is "York" and ".", "it's" is "it" and "'s"; as CoNLL files
             give words); "whitespace": runs of characters other than SQuAD's whitespace
             (space, tab, CR, LF, U+202F), as `squad.whitespace_split` finds them.
+          texts: optional tf.string [T] tokenized whole in the same call (a SQuAD question:
+            one call keeps one copy of the tables in a graph).
 
         Returns:
           (ids, starts, ends): RaggedTensors [B, (W), (P)]: int32 ids, word w of a text
           encoded as `BpeTokenizer.encode_word(word, first=w == 0)`; int64 code-point
           offsets into `valid_utf8(inputs)` of the whole word, for each of its pieces
-          (`text[start:end]` is the word: answers and tags cover whole words).
+          (`text[start:end]` is the word: answers and tags cover whole words). With `texts`,
+          a fourth: their ids, int32 RaggedTensor [T, (tokens)], as `call` gives them.
         """
         text = tf.convert_to_tensor(inputs, dtype=tf.string)
         if text.shape.rank != 1:
@@ -498,7 +501,13 @@ class BpeTokenizerLayer(keras.layers.Layer):
         word_rows = tf.RaggedTensor.from_value_rowids(flat, row, nrows=nrows, validate=False)
         first = tf.equal(tf.range(tf.size(flat, out_type=tf.int64)),
                          tf.gather(word_rows.row_starts(), row))
-        pieces = self(tf.where(first, flat, tf.strings.join([" ", flat])))  # [N, (P)]
+        strings = tf.where(first, flat, tf.strings.join([" ", flat]))  # [N]
+        if texts is not None:
+            texts = tf.convert_to_tensor(texts, dtype=tf.string)
+            both = self(tf.concat([texts, strings], axis=0))
+            text_ids, pieces = both[:tf.size(texts)], both[tf.size(texts):]  # [T, (.)], [N, (P)]
+        else:
+            pieces = self(strings)  # [N, (P)]
         if self._bytes_missing:
             # A vocabulary without every byte can leave a word no piece: it gets [UNK] (as
             # the tagging and SQuAD data give it), or without one it is left out.
@@ -525,8 +534,9 @@ class BpeTokenizerLayer(keras.layers.Layer):
         per_piece = pieces.row_lengths()
         outputs = (pieces, pieces.with_flat_values(tf.repeat(start, per_piece)),
                    pieces.with_flat_values(tf.repeat(stop, per_piece)))
-        return tuple(tf.RaggedTensor.from_row_splits(o, word_rows.row_splits, validate=False)
-                     for o in outputs)
+        outputs = tuple(tf.RaggedTensor.from_row_splits(o, word_rows.row_splits, validate=False)
+                        for o in outputs)
+        return outputs if texts is None else outputs + (text_ids,)
 
     def call(self, inputs):
         text = tf.convert_to_tensor(inputs, dtype=tf.string)
