@@ -30,14 +30,21 @@ SPEC = {"input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
         "masked_lm_weights": tf.io.FixedLenFeature([PRED], tf.float32)}
 
 
-def _corpus(path, count=30):
+def _corpus(path, count=30, odd_spaces=False):
+    """Writes pydoc documents; returns them. odd_spaces: words also separated by a tab, U+3000,
+    a form feed (which sends create_pretraining_data's chunk down its line-by-line path) and a
+    trailing U+00A0, which must not change any id."""
     documents = demo_corpus.pydoc_documents()[:count]
-    path.write_text(demo_corpus.format_documents(documents), encoding="utf-8")
+    written = documents
+    if odd_spaces:
+        written = [[line.replace(" ", "\u3000 ", 1).replace(" ", "\t", 1).replace(" ", "\x0c", 1)
+                    + " \u00a0" for line in doc] for doc in documents]
+    path.write_text(demo_corpus.format_documents(written), encoding="utf-8")
     return documents
 
 
 def test_records_hold_running_text_ids_and_mask_whole_words(tmp_path):
-    documents = _corpus(tmp_path / "corpus.txt")
+    documents = _corpus(tmp_path / "corpus.txt", odd_spaces=True)
     out = str(tmp_path / "bpe.tfrecord")
     options = cpd.PretrainingDataOptions(max_seq_length=SEQ, max_predictions_per_seq=PRED,
                                          dupe_factor=1, random_seed=3, do_whole_word_mask=True,
@@ -97,10 +104,7 @@ def test_raw_text_masked_on_the_fly_reads_as_the_records(tmp_path):
     from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
     from bert_tf.data.pretraining.text_dataset import text_pretraining_dataset
 
-    documents = demo_corpus.pydoc_documents()[:30]
-    odd = [[line.replace(" ", "\u3000 ", 1).replace(" ", "\t", 1) + " \u00a0"
-            for line in doc] for doc in documents]
-    (tmp_path / "corpus.txt").write_text(demo_corpus.format_documents(odd), encoding="utf-8")
+    documents = _corpus(tmp_path / "corpus.txt", odd_spaces=True)
     dataset = text_pretraining_dataset(
         str(tmp_path / "corpus.txt"), vocab_file=bpe_fixtures.BPE_TOKENIZER_JSON,
         do_lower_case=None, batch_size=8, use_next_sentence_label=False, is_training=False,

@@ -264,8 +264,12 @@ class InstanceMaker:
                 for s, line in enumerate(lines):
                     if s:
                         flat.append(_SEGMENT_BREAK_ID)
-                    flat.extend(self.tokenizer.encode(" " + line if self._byte_level
-                                                      else line))
+                    if not self._byte_level:
+                        flat.extend(self.tokenizer.encode(line))
+                    elif line.split():
+                        # The words of str.split(), each after one space, as on the fast path
+                        # (and in text_dataset's raw-text pipeline).
+                        flat.extend(self.tokenizer.encode(" " + " ".join(line.split())))
             ids = np.array(flat, dtype=np.int32)
         breaks = np.flatnonzero(ids < 0)
         # Segment k (one per line, possibly empty) is ids[starts[k]:ends[k]]; k breaks precede
