@@ -188,6 +188,12 @@ class _DecayingOptimizer(keras.optimizers.Optimizer):
         self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient))
         return m, v
 
+    def _bias_corrected_moments(self, gradient, variable):
+        """Updates the moments; returns Adam's (m_hat, v_hat) at step t = iterations + 1."""
+        t = ops.cast(self.iterations + 1, variable.dtype)
+        m, v = self._moments(gradient, variable)
+        return m / (1.0 - ops.power(self.beta_1, t)), v / (1.0 - ops.power(self.beta_2, t))
+
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         # Mirrors Keras' TF-backend update (all-reduce, then a per-variable update in the
         # cross-replica context) with the global-norm clip moved after the all-reduce.
@@ -303,10 +309,7 @@ class Lamb(_DecayingOptimizer):
         lr = ops.cast(learning_rate, variable.dtype)
         # Embedding gradients arrive as IndexedSlices; the original's update is dense.
         gradient = ops.cast(tf.convert_to_tensor(gradient), variable.dtype)
-        t = ops.cast(self.iterations + 1, variable.dtype)
-        m, v = self._moments(gradient, variable)
-        m_hat = m / (1.0 - ops.power(self.beta_1, t))
-        v_hat = v / (1.0 - ops.power(self.beta_2, t))
+        m_hat, v_hat = self._bias_corrected_moments(gradient, variable)
         update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
         if self._decays_in_update(variable):
             update = update + self.weight_decay_rate * variable
@@ -345,10 +348,7 @@ class StableAdamW(_DecayingOptimizer):
         lr = ops.cast(learning_rate, dtype)
         # Embedding gradients arrive as IndexedSlices; the update is dense.
         gradient = ops.cast(tf.convert_to_tensor(gradient), dtype)
-        t = ops.cast(self.iterations + 1, dtype)
-        m, v = self._moments(gradient, variable)
-        m_hat = m / (1.0 - ops.power(self.beta_1, t))
-        v_hat = v / (1.0 - ops.power(self.beta_2, t))
+        m_hat, v_hat = self._bias_corrected_moments(gradient, variable)
         rms = ops.sqrt(ops.mean(ops.square(gradient)
                                 / ops.maximum(v_hat, self.epsilon * self.epsilon)))
         lr = lr / ops.maximum(1.0, rms)
