@@ -43,6 +43,12 @@ def main(argv):
     except outputs.OutputError as e:
         sys.exit(f"build_vocab: error: {e}")
     bpe = FLAGS.tokenizer == "bpe"
+    # A learner's option given to the other learner would be ignored: say so instead.
+    other = (("max_input_chars_per_word", "max_unique_chars") if bpe else ("min_frequency",))
+    given = [f"--{name}" for name in other if FLAGS[name].present]
+    if given:
+        raise app.UsageError(f"{', '.join(given)} only applies to --tokenizer="
+                             f"{'wordpiece' if bpe else 'bpe'}, not --tokenizer={FLAGS.tokenizer}.")
     # Commands tell a tokenizer.json from a vocab.txt by the name's ".json".
     if bpe != FLAGS.output_file.endswith(".json"):
         expected = "a .json name (e.g. tokenizer.json)" if bpe else "a name not ending in .json"

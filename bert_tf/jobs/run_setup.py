@@ -52,11 +52,18 @@ def lr_schedule_options(options):
 
 
 def check_lr_schedule(options):
-    """--decay_proportion of --lr_schedule=wsd: in (0, 1]; raises FlagValueError."""
+    """--decay_proportion of --lr_schedule=wsd in (0, 1], and (fine-tuning) a
+    --warmup_proportion below 1 that leaves it steps; raises FlagValueError."""
     schedule, proportion = lr_schedule_options(options)
-    if schedule == "wsd" and not 0.0 < proportion <= 1.0:
+    if schedule != "wsd":
+        return
+    if not 0.0 < proportion <= 1.0:
         raise FlagValueError(f"--decay_proportion={proportion} must be in (0, 1] "
                              "(the fraction of the training steps the final decay takes)")
+    warmup = getattr(options, "warmup_proportion", None)
+    if warmup is not None and warmup >= 1.0:
+        raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --warmup_proportion="
+                             f"{warmup} leaves it no step")
 
 
 def check_export_dir(options):

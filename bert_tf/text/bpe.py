@@ -118,6 +118,13 @@ def character_classes():
     return _class_of(letters), _class_of(numbers), _class_of(WHITE_SPACE)
 
 
+@functools.lru_cache(maxsize=1)
+def mark_class():
+    """Combining marks (categories M*): a class body with RE2's \\x{...} escapes."""
+    return _class_of(cp for cp in range(_MAX_UNICODE) if not 0xD800 <= cp <= 0xDFFF
+                     and unicodedata.category(chr(cp))[0] == "M")
+
+
 def _python_class(body):
     """An RE2 class body in Python `re` syntax (\\x{41} -> \\U00000041)."""
     return re.sub(r"\\x\{([0-9a-f]+)\}", lambda m: "\\U%08x" % int(m.group(1), 16), body)

@@ -109,7 +109,8 @@ def _lowercase(text):
     """`bpe.lowercase` on tf.string [N]: ICU's full lower-case mapping (the one Rust and
     Python use), whose only context rule in the root locale, a word-final sigma, `tokenizers`
     does not apply: every "Σ" becomes "σ" first. The op stops at a NUL character, so the text
-    is lowered between NULs and put back together."""
+    is lowered between NULs and put back together. (ICU takes its default locale from the
+    environment: under a Turkish or Lithuanian locale "I" would lower differently.)"""
     parts = tf.strings.split(tf.strings.regex_replace(text, "\u03a3", "\u03c3"), "\x00")
     lowered = tf.strings.lower(parts.flat_values, encoding="utf-8")  # [P]
     last = tf.equal(tf.range(tf.size(lowered, out_type=tf.int64)) + 1,
@@ -484,6 +485,10 @@ class BpeTokenizerLayer(keras.layers.Layer):
                                             replacement_char=0xFFFD)
         if words == "pieces":
             letters, numbers, space = bpe.character_classes()
+            # Marks join their letters: an NFD word ("nai\u0308ve") is one word, as it is
+            # after the NFC normalizer of the text (words are split before normalizing, so the
+            # offsets are the input's).
+            letters += bpe.mark_class()
             pattern = "|".join([re.escape(c) for c in bpe.CONTRACTIONS] + [
                 f"[{letters}]+", f"[{numbers}]+", f"[^{space}{letters}{numbers}]+"])
             found, begin, end = tf_text.regex_split_with_offsets(text, pattern, pattern)

@@ -34,10 +34,13 @@ def count_words(lines, normalizer=("NFC",), special_tokens=tokenization.SPECIAL_
     """Counts pre-tokenized words of `lines` as byte-level strings.
 
     Args:
-      lines: iterable of str (lines of text; a line is one sequence, as `tokenizers` reads it).
+      lines: iterable of str, each one sequence without its line ending (as `tokenizers`'
+        train_from_iterator gets lines; its train(files) keeps the "\n", which adds "Ċ"
+        words and pairs to count).
       normalizer: tokenizer.json normalizer steps applied first ("NFC", "Lowercase", ...).
       special_tokens: literal tokens cut out of the text before pre-tokenization (they are
-        added tokens of the result, never parts of a word).
+        added tokens of the result, never parts of a word; `tokenizers`' trainer counts such
+        text as words, so a corpus holding "[MASK]" literally learns other merges there).
 
     Returns:
       collections.Counter byte-level word (e.g. "Ġworld") -> count.

@@ -46,7 +46,8 @@ def expand_input_files(input_files):
 
 
 def read_text(path):
-    """File contents as str; undecodable bytes become U+FFFD (then dropped) with a warning.
+    """File contents as str; undecodable bytes become U+FFFD with a warning (WordPiece's
+    cleanup then drops them; a byte-level BPE vocabulary counts them as the character).
 
     gzip and bzip2 files are decompressed; a damaged one raises ValueError naming it.
     """
@@ -60,7 +61,7 @@ def read_text(path):
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         logging.warning("%s is not valid UTF-8 (first bad byte at offset %d); undecodable bytes "
-                        "are replaced and then dropped by the tokenizer's cleanup.", path, e.start)
+                        "are replaced by U+FFFD.", path, e.start)
         return data.decode("utf-8", errors="replace")
 
 

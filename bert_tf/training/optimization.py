@@ -17,6 +17,7 @@ patterns, which selects the same set on a Keras BERT.
 import re
 
 import keras
+from absl import logging
 import tensorflow as tf
 from keras import ops
 
@@ -333,6 +334,10 @@ class StableAdamW(_DecayingOptimizer):
         w = w * (1 - lr_t * weight_decay_rate)   (decoupled decay, only if w decays)
         w = w - lr_t * m_hat / (sqrt(v_hat) + epsilon)
 
+    The decay is lr_t * weight_decay_rate. ModernBERT's trainer (optimi's decoupled form) decays
+    by weight_decay * lr / peak_lr instead: its weight_decay 1e-5 at peak 8e-4 is
+    weight_decay_rate 1e-5 / 8e-4 = 0.0125 here.
+
     Args: as Lamb.
     """
 
@@ -381,8 +386,12 @@ def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, optimizer
     elif lr_schedule == "wsd":
         if not 0.0 < decay_proportion <= 1.0:
             raise ValueError(f"decay_proportion={decay_proportion} must be in (0, 1].")
-        decay_steps = max(1, min(round(num_train_steps * decay_proportion),
-                                 num_train_steps - num_warmup_steps))
+        decay_steps = max(1, round(num_train_steps * decay_proportion))
+        if decay_steps > num_train_steps - num_warmup_steps:
+            logging.warning("decay_proportion=%s asks for %d decay steps; the %d steps after "
+                            "warmup are all decay (no stable phase).", decay_proportion,
+                            decay_steps, num_train_steps - num_warmup_steps)
+            decay_steps = max(1, num_train_steps - num_warmup_steps)
         schedule = WarmupStableDecay(learning_rate, num_train_steps, num_warmup_steps,
                                      decay_steps)
     else:

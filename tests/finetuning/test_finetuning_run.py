@@ -32,6 +32,10 @@ def _options(pretrained_dir, tmp_path, **overrides):
     (dict(num_train_epochs=0.0), "--num_train_epochs=0.0 must be > 0"),
     (dict(gradient_accumulation_steps=0), "--gradient_accumulation_steps=0 must be >= 1"),
     (dict(warmup_proportion=1.5), r"--warmup_proportion=1.5 must be in \[0, 1\]"),
+    (dict(warmup_proportion=1.0, lr_schedule="wsd", decay_proportion=0.1),
+     "--lr_schedule=wsd decays after warmup: --warmup_proportion=1.0 leaves it no step"),
+    (dict(lr_schedule="wsd", decay_proportion=1.5),
+     r"--decay_proportion=1.5 must be in \(0, 1\]"),
     (dict(save_checkpoints_steps=0), "--save_checkpoints_steps=0 must be >= 1"),
     (dict(export_dir="."), r"--export_dir=\. exists and is not empty; choose a new version "
                            "directory"),

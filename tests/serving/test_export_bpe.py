@@ -55,6 +55,7 @@ def _words(text, pattern):
 
 def _pieces_pattern():
     letters, numbers, space = (bpe._python_class(c) for c in bpe.character_classes())
+    letters += bpe._python_class(bpe.mark_class())
     return "|".join([re.escape(c) for c in bpe.CONTRACTIONS] + [
         f"[{letters}]+", f"[{numbers}]+", f"[^{space}{letters}{numbers}]+"])
 
@@ -70,7 +71,7 @@ def _word_ids(tokenizer, words):
 
 
 TAG_TEXTS = ["John lives in New York.", "", "  Ünï  café,done it's 3.14 北京\t🙂x ",
-             "Paris, (France) — \u00a0 'tis 2024!", cases.LONG_TEXT]
+             "Paris, (France) — \u00a0 'tis 2024!", "nai\u0308ve cafe\u0301s", cases.LONG_TEXT]
 
 
 def test_tagging_text_signature_labels_words_like_python(bpe_model, tmp_path):
@@ -84,6 +85,7 @@ def test_tagging_text_signature_labels_words_like_python(bpe_model, tmp_path):
     got = tf.saved_model.load(export_dir).signatures["serve_text"](text=tf.constant(TAG_TEXTS))
     words = [_words(t, _pieces_pattern()) for t in TAG_TEXTS]
     assert [w for w, _, _ in words[0]] == ["John", "lives", "in", "New", "York", "."]
+    assert [w for w, _, _ in words[4]] == ["nai\u0308ve", "cafe\u0301s"]  # NFD words: whole
     encoded = [_word_ids(tokenizer, w) for w in words]
     features = cases.pack_batch(tokenizer, [ids for ids, _ in encoded])
     probabilities = cases.softmax(tagger(features).numpy())
@@ -91,7 +93,7 @@ def test_tagging_text_signature_labels_words_like_python(bpe_model, tmp_path):
         first = {w: owner.index(w) for w in range(len(text_words))}
         kept = [w for w in range(len(text_words)) if first[w] < cases.SEQ_LENGTH - 2]
         n = int(got["num_tokens"][b])
-        assert n == len(kept) and (n < len(text_words)) == (b == 4)
+        assert n == len(kept) and (n < len(text_words)) == (b == 5)
         p = probabilities[b, [first[w] + 1 for w in kept]]
         assert [t.decode("utf-8") for t in got["tokens"][b, :n].numpy()] == [
             text_words[w][0] for w in kept]

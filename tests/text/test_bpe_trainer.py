@@ -121,6 +121,11 @@ def test_bad_input_is_named_and_nothing_is_written(tmp_path):
     assert result.returncode != 0
     assert (f"--output_file={tmp_path}/vocab.txt: --tokenizer=bpe writes a tokenizer.json; "
             "expected a .json name (e.g. tokenizer.json)") in result.stderr
+    result = _run_tool("--tokenizer=bpe", f"--input_file={corpus}", "--vocab_size=400",
+                       "--max_unique_chars=50", f"--output_file={tmp_path}/t.json")
+    assert result.returncode != 0
+    assert ("--max_unique_chars only applies to --tokenizer=wordpiece, not --tokenizer=bpe."
+            in result.stderr)
     empty = tmp_path / "empty.txt"
     empty.write_text(" \n\n")
     with pytest.raises(ValueError, match="The input files hold no words"):
