@@ -100,29 +100,32 @@ def _class_of(code_points):
 
 
 @functools.lru_cache(maxsize=1)
+def _category_classes():
+    """Major Unicode category ("L", "N", "M") -> class body of its code points, from one pass
+    over Python's unicodedata. Surrogates are excluded (UTF-8 text never holds them)."""
+    found = {"L": [], "N": [], "M": []}
+    for cp in range(_MAX_UNICODE):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        points = found.get(unicodedata.category(chr(cp))[0])
+        if points is not None:
+            points.append(cp)
+    return {major: _class_of(points) for major, points in found.items()}
+
+
 def character_classes():
     """(letters, numbers, whitespace): class bodies with RE2's \\x{...} escapes.
 
     Letters are the code points of categories L*, numbers N* (per Python's unicodedata);
-    whitespace is White_Space. Surrogates are excluded (UTF-8 text never holds them).
+    whitespace is White_Space.
     """
-    letters, numbers = [], []
-    for cp in range(_MAX_UNICODE):
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
-        category = unicodedata.category(chr(cp))
-        if category[0] == "L":
-            letters.append(cp)
-        elif category[0] == "N":
-            numbers.append(cp)
-    return _class_of(letters), _class_of(numbers), _class_of(WHITE_SPACE)
+    classes = _category_classes()
+    return classes["L"], classes["N"], _class_of(WHITE_SPACE)
 
 
-@functools.lru_cache(maxsize=1)
 def mark_class():
     """Combining marks (categories M*): a class body with RE2's \\x{...} escapes."""
-    return _class_of(cp for cp in range(_MAX_UNICODE) if not 0xD800 <= cp <= 0xDFFF
-                     and unicodedata.category(chr(cp))[0] == "M")
+    return _category_classes()["M"]
 
 
 def _python_class(body):

@@ -41,6 +41,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.text import bpe
+from bert_tf.text.layers import valid_utf8
 
 _HASH_BUCKETS = 2**63 - 1
 # SQuAD's word separators (bert_tf.data.tasks.squad.is_whitespace), for context words.
@@ -481,8 +482,7 @@ class BpeTokenizerLayer(keras.layers.Layer):
         if text.shape.rank != 1:
             raise ValueError(f"BpeTokenizerLayer.tokenize_with_offsets expects a tf.string "
                              f"tensor of shape [batch], got shape {text.shape}.")
-        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
-                                            replacement_char=0xFFFD)
+        text = valid_utf8(text)
         if words == "pieces":
             letters, numbers, space = bpe.character_classes()
             # Marks join their letters: an NFD word ("nai\u0308ve") is one word, as it is
@@ -551,8 +551,7 @@ class BpeTokenizerLayer(keras.layers.Layer):
         if text.shape.rank != 1:
             raise ValueError(f"BpeTokenizerLayer expects a tf.string tensor of shape [batch] "
                              f"or a scalar, got shape {text.shape}.")
-        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
-                                            replacement_char=0xFFFD)
+        text = valid_utf8(text)
         strings = text
         fixed = -tf.ones_like(text, dtype=tf.int32)
         row = tf.range(tf.size(text))  # The input each entry comes from.
