@@ -145,11 +145,6 @@ def validate_options(options, config):
         raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
                              f"[0, --num_train_steps={options.num_train_steps}]")
     run_setup.check_lr_schedule(options)
-    if (run_setup.lr_schedule_options(options)[0] == "wsd"
-            and options.num_warmup_steps == options.num_train_steps):
-        raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --num_warmup_steps="
-                             f"{options.num_warmup_steps} leaves no step of --num_train_steps="
-                             f"{options.num_train_steps} for it")
     _validate_family_options(options)
     # type_vocab_size 0 means no segment embeddings (ModernBERT): segment ids are ignored.
     if config.type_vocab_size == 1 and not options.full_sentences:
@@ -166,9 +161,8 @@ def validate_options(options, config):
             raise FlagValueError(f"--tf_data_service={service} must look like "
                                  "grpc://HOST:PORT (the dispatcher's address)")
     if options.vocab_file:
-        tokenizer = (_tokenizer_json(options) if _is_tokenizer_json(options.vocab_file)
-                     else None)
-        vocab_size = (tokenizer.vocab_size if tokenizer is not None
+        vocab_size = (_tokenizer_json(options).vocab_size
+                      if _is_tokenizer_json(options.vocab_file)
                       else _count_vocab(options.vocab_file))
         if config.vocab_size < vocab_size:
             raise FlagValueError(

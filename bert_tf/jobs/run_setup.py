@@ -52,8 +52,9 @@ def lr_schedule_options(options):
 
 
 def check_lr_schedule(options):
-    """--decay_proportion of --lr_schedule=wsd in (0, 1], and (fine-tuning) a
-    --warmup_proportion below 1 that leaves it steps; raises FlagValueError."""
+    """--lr_schedule=wsd: --decay_proportion in (0, 1], and a warmup that leaves steps to decay
+    (fine-tuning's --warmup_proportion below 1, pre-training's --num_warmup_steps below
+    --num_train_steps); raises FlagValueError."""
     schedule, proportion = lr_schedule_options(options)
     if schedule != "wsd":
         return
@@ -64,6 +65,11 @@ def check_lr_schedule(options):
     if warmup is not None and warmup >= 1.0:
         raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --warmup_proportion="
                              f"{warmup} leaves it no step")
+    steps = getattr(options, "num_warmup_steps", None)
+    if steps is not None and steps >= options.num_train_steps:
+        raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --num_warmup_steps={steps} "
+                             f"leaves no step of --num_train_steps={options.num_train_steps} "
+                             "for it")
 
 
 def check_export_dir(options):
