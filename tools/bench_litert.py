@@ -14,6 +14,10 @@ Batch 1, 2 threads everywhere (TF intra-op 2 / inter-op 1, LiteRT num_threads=2,
 intra_op_num_threads=2), requests one at a time: short dev phrases (SST-2-like) and 128-token
 passages. The TensorFlow/LiteRT and ONNX Runtime workers alternate (A B A B) so that both see
 the same machine load; p50/p99 are per worker run, and the reported p50 is the median over runs.
+The SavedModel is measured twice: as a default TensorFlow process runs it (`saved_model`), and
+in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (`saved_model_frozen_weights`), TensorFlow's
+switch that lets oneDNN keep weights packed between calls (faster on short requests, slower on
+passages: docs/serving.md).
 
 This file runs its workers itself (`python bench_litert.py <worker> <json args>`): the ONNX
 Runtime worker runs under another interpreter without TensorFlow.
@@ -32,6 +36,9 @@ from bench_common import RESULT_PREFIX, run_command
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TOOLS = os.path.dirname(os.path.abspath(__file__))
 LITERT_MODES = ("none", "dynamic_int8", "full_int8")
+# TensorFlow's switch that lets oneDNN keep each weight matrix in its packed layout between
+# calls (only sound in a process whose variables never change, as a server's).
+FROZEN_WEIGHTS = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
 FULL = dict(num_train=3000, num_dev=500, requests=200, rounds=5, passages=40)
 QUICK = dict(num_train=64, num_dev=40, requests=20, rounds=1, passages=8)
 
@@ -146,7 +153,9 @@ def worker_prepare(args):
 
 
 def worker_measure_tf(args):
-    """p50/p99 of the SavedModel's serve_text and of each LiteRT export's serve_text."""
+    """p50/p99 of the SavedModel's serve_text and of each LiteRT export's serve_text; with
+    args["frozen_weights"], of the SavedModel alone in a process run with
+    TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (run_worker's env)."""
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(2)
@@ -157,10 +166,14 @@ def worker_measure_tf(args):
     texts = json.load(open(args["texts_file"], encoding="utf-8"))
     saved = tf.saved_model.load(args["exports"]["saved_model"]["dir"])
     serve_text = saved.signatures["serve_text"]
-    calls = {"saved_model": lambda t: serve_text(text=tf.constant([t]))}
-    for mode in LITERT_MODES:
-        model = LiteRTModel(args["exports"][mode]["dir"], num_threads=2)
-        calls[f"litert_{mode}"] = (lambda m: lambda t: m.predict([t]))(model)
+    if args.get("frozen_weights"):
+        assert os.environ.get(FROZEN_WEIGHTS) == "1"
+        calls = {"saved_model_frozen_weights": lambda t: serve_text(text=tf.constant([t]))}
+    else:
+        calls = {"saved_model": lambda t: serve_text(text=tf.constant([t]))}
+        for mode in LITERT_MODES:
+            model = LiteRTModel(args["exports"][mode]["dir"], num_threads=2)
+            calls[f"litert_{mode}"] = (lambda m: lambda t: m.predict([t]))(model)
     result = {}
     for kind in ("short", "passage"):
         for name, call in calls.items():
@@ -269,11 +282,14 @@ WORKERS = {"prepare": worker_prepare, "measure_tf": worker_measure_tf, "ort": wo
            "profile_saved_model": worker_profile_saved_model}
 
 
-def run_worker(name, args, python=None, timeout=7200):
+def run_worker(name, args, python=None, timeout=7200, frozen_weights=False):
     cmd = [python or sys.executable, os.path.abspath(__file__), name, json.dumps(args)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=_REPO + os.pathsep + _TOOLS + os.pathsep
                + os.environ.get("PYTHONPATH", ""))
+    env.pop(FROZEN_WEIGHTS, None)
+    if frozen_weights:
+        env[FROZEN_WEIGHTS] = "1"
     return run_command(name, cmd, env, timeout)
 
 
@@ -302,6 +318,9 @@ def case_litert(workdir, quick, torch_python=None):
     for _ in range(sizes["rounds"]):
         runs["tf"].append(run_worker("measure_tf", dict(
             texts_file=texts_file, exports=prepared["exports"], requests=sizes["requests"])))
+        runs["tf"].append(run_worker("measure_tf", dict(
+            texts_file=texts_file, exports=prepared["exports"], requests=sizes["requests"],
+            frozen_weights=True), frozen_weights=True))
         if torch_python:
             runs["ort"].append(run_worker("ort", dict(
                 workdir=work, model_dir=model_dir, texts_file=texts_file,
@@ -329,7 +348,8 @@ def case_litert(workdir, quick, torch_python=None):
             if int8 and value:
                 ratios[f"litert_int8_over_{base}/{kind}"] = round(int8 / value, 3)
         ort_float = row["p50_ms"].get(f"ort_float32/{kind}")
-        for name in ("saved_model", "litert_none"):  # the two float32 bert_tf paths
+        # The float32 bert_tf paths.
+        for name in ("saved_model", "saved_model_frozen_weights", "litert_none"):
             value = row["p50_ms"].get(f"{name}/{kind}")
             if value and ort_float:
                 ratios[f"{name}_over_ort_float32/{kind}"] = round(value / ort_float, 3)
