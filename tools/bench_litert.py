@@ -154,8 +154,8 @@ def worker_prepare(args):
 
 def worker_measure_tf(args):
     """p50/p99 of the SavedModel's serve_text and of each LiteRT export's serve_text; with
-    args["frozen_weights"], of the SavedModel alone in a process run with
-    TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (run_worker's env)."""
+    args["frozen_weights"], of the SavedModel alone (run_worker then sets
+    TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 in the process's environment)."""
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(2)
@@ -282,13 +282,13 @@ WORKERS = {"prepare": worker_prepare, "measure_tf": worker_measure_tf, "ort": wo
            "profile_saved_model": worker_profile_saved_model}
 
 
-def run_worker(name, args, python=None, timeout=7200, frozen_weights=False):
+def run_worker(name, args, python=None, timeout=7200):
     cmd = [python or sys.executable, os.path.abspath(__file__), name, json.dumps(args)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=_REPO + os.pathsep + _TOOLS + os.pathsep
                + os.environ.get("PYTHONPATH", ""))
     env.pop(FROZEN_WEIGHTS, None)
-    if frozen_weights:
+    if args.get("frozen_weights"):
         env[FROZEN_WEIGHTS] = "1"
     return run_command(name, cmd, env, timeout)
 
@@ -320,7 +320,7 @@ def case_litert(workdir, quick, torch_python=None):
             texts_file=texts_file, exports=prepared["exports"], requests=sizes["requests"])))
         runs["tf"].append(run_worker("measure_tf", dict(
             texts_file=texts_file, exports=prepared["exports"], requests=sizes["requests"],
-            frozen_weights=True), frozen_weights=True))
+            frozen_weights=True)))
         if torch_python:
             runs["ort"].append(run_worker("ort", dict(
                 workdir=work, model_dir=model_dir, texts_file=texts_file,
