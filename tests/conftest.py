@@ -13,6 +13,14 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# Under xdist each worker, and every command it runs (they inherit the environment), gets its
+# share of the cores for TensorFlow's intra-op pool. With the default (all cores per process),
+# two workers on 2 cores wait on each other's descheduled threads: test_demo and the resume
+# kill test side by side took 122 s with the default pools and 71 s with one thread each (2-core
+# AMD EPYC). Set before TensorFlow is first imported; explicit tf.config settings still win.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+if _WORKERS > 1:
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 import pytest  # noqa: E402
 
