@@ -350,3 +350,43 @@ def test_modernbert_finetune_ratio_row():
         1.5, 0.5, -0.01)
     assert case.ratio_row({"bert_tf": runs["bert_tf"], "hf_torch": {"error": "x"}}) is None
     assert "accuracy bert_tf - HF -0.0100" in case.format_lines(row)[0]
+
+
+# The peers' venv (torch, onnxruntime) the benchmark's --torch_python points at here; CI has none.
+PEER_PYTHON = "/work/peers/bin/python"
+
+
+def _bench_litert():
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    try:
+        import bench_litert
+    finally:
+        sys.path.remove(os.path.join(REPO, "tools"))
+    return bench_litert
+
+
+def test_dense_chain_worker_computes_the_numpy_chain_with_its_variant_environment():
+    """The litert case's kernel-only row: the TensorFlow worker, run in the variant's process
+    environment (the packed-weights switch), computes the model's 36 dense products as the NumPy
+    reference does, so every route it times does the same arithmetic."""
+    case = _bench_litert()
+    environment = case.CHAIN_VARIANTS["tensorflow_frozen_weights"][0]
+    result = case.run_worker("chain_tf", {"variant": "tensorflow_frozen_weights", "requests": 3},
+                             environment=environment, timeout=300)
+    assert "error" not in result, result
+    assert 0 < result["p50_ms"] <= result["p99_ms"]
+    assert result["relative_diff_vs_numpy"] < 1e-5
+    line = case.format_lines({
+        "model": "m", "p50_ms": {}, "ratios": {}, "exports": {
+            "dynamic_int8": {"size_mb": 1}, "full_int8": {"size_mb": 1}},
+        "dense_chain_p50_ms": {"rows": 12, "tensorflow": 3.2, "onnxruntime": 1.5}})[1]
+    assert line == "  dense chain alone (12 rows), p50 ms: tensorflow 3.2, onnxruntime 1.5"
+
+
+@pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason=f"needs onnxruntime and onnx in "
+                    f"{PEER_PYTHON} (the peers' venv; CI has none)")
+def test_dense_chain_onnx_graph_computes_the_numpy_chain():
+    case = _bench_litert()
+    result = case.run_worker("chain_ort", {"requests": 3}, python=PEER_PYTHON, timeout=300)
+    assert "error" not in result, result
+    assert result["relative_diff_vs_numpy"] < 1e-5

@@ -19,6 +19,12 @@ in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (`saved_model_frozen_weights
 switch that lets oneDNN keep weights packed between calls (faster on short requests, slower on
 passages: docs/serving.md).
 
+The case also times the kernels alone, outside any model (`dense_chain_p50_ms`): the model's 36
+dense products at a short request's 12 rows, with random weights, in TensorFlow as the
+SavedModel runs them and in each alternative TensorFlow offers (oneDNN's packed-weights switch,
+Eigen without oneDNN, bfloat16 weights, XLA and XLA's XNNPACK / YNNPACK / oneDNN dot fusions),
+and in ONNX Runtime: whether any TensorFlow kernel reaches ONNX Runtime's speed at so few rows.
+
 This file runs its workers itself (`python bench_litert.py <worker> <json args>`): the ONNX
 Runtime worker runs under another interpreter without TensorFlow.
 """
@@ -41,6 +47,23 @@ LITERT_MODES = ("none", "dynamic_int8", "full_int8")
 FROZEN_WEIGHTS = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
 FULL = dict(num_train=3000, num_dev=500, requests=200, rounds=5, passages=40)
 QUICK = dict(num_train=64, num_dev=40, requests=20, rounds=1, passages=8)
+# all-MiniLM-L6-v2's dense products: per block query, key, value and attention output
+# (H x H), intermediate (H x I) and output (I x H); a short SST-2 phrase packs to ~12 rows.
+CHAIN = dict(layers=6, hidden=384, intermediate=1536, rows=12, requests=300)
+_XLA_DOT = "--xla_cpu_experimental_{}_fusion_type=LIBRARY_FUSION_TYPE_DOT"
+# name: (process environment, XLA, weight dtype).
+CHAIN_VARIANTS = {
+    "tensorflow": ({}, False, "float32"),
+    "tensorflow_frozen_weights": ({FROZEN_WEIGHTS: "1"}, False, "float32"),
+    "tensorflow_onednn_off": ({"TF_ENABLE_ONEDNN_OPTS": "0"}, False, "float32"),
+    "tensorflow_bfloat16": ({}, False, "bfloat16"),
+    "xla": ({}, True, "float32"),
+    "xla_xnnpack_dot": ({"XLA_FLAGS": _XLA_DOT.format("xnn")}, True, "float32"),
+    "xla_ynnpack_dot": ({"XLA_FLAGS": _XLA_DOT.format("ynn")}, True, "float32"),
+    "xla_onednn_dot": ({"XLA_FLAGS": _XLA_DOT.format("onednn")}, True, "float32"),
+}
+# Settings a variant may set: removed from every worker's inherited environment first.
+_VARIANT_ENV = (FROZEN_WEIGHTS, "TF_ENABLE_ONEDNN_OPTS", "XLA_FLAGS")
 
 
 def _emit(result):
@@ -278,19 +301,144 @@ def worker_ort(args):
     _emit(result)
 
 
+def _chain_arrays():
+    """The chain's input x float32 [rows, H] and per block six (kernel [K, N], bias [N])
+    pairs, random with a fixed seed, scaled so activations stay near unit size."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    hidden, inner = CHAIN["hidden"], CHAIN["intermediate"]
+    shapes = [(hidden, hidden)] * 4 + [(hidden, inner), (inner, hidden)]
+    blocks = [[((rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32),
+                (0.01 * rng.standard_normal(shape[1])).astype(np.float32))
+               for shape in shapes] for _ in range(CHAIN["layers"])]
+    return rng.standard_normal((CHAIN["rows"], hidden)).astype(np.float32), blocks
+
+
+def _chain_numpy(x, blocks):
+    """The dense chain in NumPy float64: the reference every worker's output is checked against
+    (so each timed route computes the same function). Returns float64 [rows, H]."""
+    import numpy as np
+
+    def dense(y, layer):
+        return y @ layer[0].astype(np.float64) + layer[1]
+
+    x = x.astype(np.float64)
+    for q, k, v, o, inner, out in blocks:
+        attention = dense(dense(x, q) + dense(x, k) + dense(x, v), o) + x
+        x = dense(np.maximum(dense(attention, inner), 0.0), out) + attention
+    return x
+
+
+def _chain_result(timing, output, x, blocks):
+    import numpy as np
+
+    reference = _chain_numpy(x, blocks)
+    relative = (np.max(np.abs(np.asarray(output, np.float64) - reference))
+                / np.max(np.abs(reference)))
+    return dict(timing, relative_diff_vs_numpy=float(f"{relative:.2e}"),
+                load_avg=round(os.getloadavg()[0], 2))
+
+
+def worker_chain_tf(args):
+    """p50 of the dense chain in TensorFlow in one of CHAIN_VARIANTS (run_worker sets the
+    variant's environment): per block s = q + k + v, a = s Wo + x, x = relu(a Wi) Wout + a."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(2)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    _, jit, dtype = CHAIN_VARIANTS[args["variant"]]
+    x_np, blocks = _chain_arrays()
+    # Variables, as a SavedModel holds its weights.
+    weights = [[(tf.Variable(tf.cast(w, dtype)), tf.Variable(tf.cast(b, dtype))) for w, b in
+                block] for block in blocks]
+
+    def dense(x, layer):
+        return tf.matmul(x, layer[0]) + layer[1]
+
+    @tf.function(jit_compile=jit)
+    def chain(x):
+        x = tf.cast(x, dtype)
+        for q, k, v, o, inner, out in weights:
+            attention = dense(dense(x, q) + dense(x, k) + dense(x, v), o) + x
+            x = dense(tf.nn.relu(dense(attention, inner)), out) + attention
+        return tf.cast(x, tf.float32)
+
+    x = tf.constant(x_np)
+    timing = _timed(lambda x: chain(x).numpy(), [x] * 10, args["requests"])
+    _emit(_chain_result(timing, chain(x).numpy(), x_np, blocks))
+
+
+def worker_chain_ort(args):
+    """p50 of the same dense chain as an ONNX graph in ONNX Runtime (2 intra-op threads)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    x_np, blocks = _chain_arrays()
+    nodes, weights = [], []
+
+    def dense(x, layer, name):
+        weights.extend([numpy_helper.from_array(layer[0], name + "_w"),
+                        numpy_helper.from_array(layer[1], name + "_b")])
+        nodes.extend([helper.make_node("MatMul", [x, name + "_w"], [name + "_mm"]),
+                      helper.make_node("Add", [name + "_mm", name + "_b"], [name])])
+        return name
+
+    x = "x"
+    for i, (q, k, v, o, inner, out) in enumerate(blocks):
+        p = f"b{i}_"
+        nodes.append(helper.make_node("Sum", [dense(x, q, p + "q"), dense(x, k, p + "k"),
+                                              dense(x, v, p + "v")], [p + "s"]))
+        nodes.append(helper.make_node("Add", [dense(p + "s", o, p + "o"), x], [p + "a"]))
+        nodes.append(helper.make_node("Relu", [dense(p + "a", inner, p + "i")], [p + "r"]))
+        nodes.append(helper.make_node("Add", [dense(p + "r", out, p + "out"), p + "a"],
+                                      [p + "y"]))
+        x = p + "y"
+    hidden = CHAIN["hidden"]
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, hidden])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [None, hidden])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    timing = _timed(lambda x: session.run(None, {"x": x}), [x_np] * 10, args["requests"])
+    _emit(_chain_result(timing, session.run(None, {"x": x_np})[0], x_np, blocks))
+
+
 WORKERS = {"prepare": worker_prepare, "measure_tf": worker_measure_tf, "ort": worker_ort,
-           "profile_saved_model": worker_profile_saved_model}
+           "profile_saved_model": worker_profile_saved_model, "chain_tf": worker_chain_tf,
+           "chain_ort": worker_chain_ort}
 
 
-def run_worker(name, args, python=None, timeout=7200):
+def run_worker(name, args, python=None, timeout=7200, environment=None):
+    """Runs a worker of this file in a fresh process with `environment` added to this one's
+    (less the settings of _VARIANT_ENV); with args["frozen_weights"], FROZEN_WEIGHTS=1."""
     cmd = [python or sys.executable, os.path.abspath(__file__), name, json.dumps(args)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=_REPO + os.pathsep + _TOOLS + os.pathsep
                + os.environ.get("PYTHONPATH", ""))
-    env.pop(FROZEN_WEIGHTS, None)
+    for key in _VARIANT_ENV:
+        env.pop(key, None)
+    env.update(environment or {})
     if args.get("frozen_weights"):
         env[FROZEN_WEIGHTS] = "1"
     return run_command(name, cmd, env, timeout)
+
+
+def dense_chain(torch_python, requests):
+    """The dense chain per TensorFlow variant and in ONNX Runtime (under torch_python): each
+    worker's result (p50_ms, p99_ms, relative_diff_vs_numpy) or its error."""
+    runs = {name: run_worker("chain_tf", dict(variant=name, requests=requests),
+                             environment=environment)
+            for name, (environment, _, _) in CHAIN_VARIANTS.items()}
+    if torch_python:
+        runs["onnxruntime"] = run_worker("chain_ort", dict(requests=requests),
+                                         python=torch_python)
+    return runs
 
 
 def case_litert(workdir, quick, torch_python=None):
@@ -328,10 +476,15 @@ def case_litert(workdir, quick, torch_python=None):
     profile = run_worker("profile_saved_model", dict(
         texts_file=texts_file, dir=prepared["exports"]["saved_model"]["dir"],
         requests=sizes["requests"]))
+    chain = dense_chain(torch_python, CHAIN["requests"] if not quick else sizes["requests"])
+    chain_p50 = {name: run.get("p50_ms", run.get("error")) for name, run in chain.items()}
     row = {"case": "litert", "model": bench_finetune.MODEL_NAME, "batch": 1, "threads": 2,
            "train_s": prepared["train_s"], "exports": prepared["exports"],
            "mean_short_words": round(statistics.mean(len(t.split()) for t in texts["short"]),
-                                     1), "runs": runs, "saved_model_profile_short": profile}
+                                     1), "runs": runs, "saved_model_profile_short": profile,
+           "dense_chain_p50_ms": dict(rows=CHAIN["rows"], **chain_p50),
+           "dense_chain_relative_diff_vs_numpy": {
+               name: run.get("relative_diff_vs_numpy") for name, run in chain.items()}}
     if not torch_python:
         row["note"] = "no --torch_python: ONNX Runtime rows skipped"
     p50 = {}
@@ -375,6 +528,10 @@ def format_lines(row):
     if "matmul_share_of_op_time" in profile:
         lines.append(f"  saved_model short request: {profile['op_ms_per_request']} ms of ops, "
                      f"{profile['matmul_share_of_op_time']:.0%} in MatMul kernels")
+    chain = row.get("dense_chain_p50_ms", {})
+    if chain:
+        lines.append(f"  dense chain alone ({chain['rows']} rows), p50 ms: " + ", ".join(
+            f"{name} {value}" for name, value in chain.items() if name != "rows"))
     for mode in ("dynamic_int8", "full_int8"):
         accuracy = row["exports"][mode].get("accuracy_vs_float32", {})
         lines.append(f"  {mode}: agreement {accuracy.get('agreement')}, "
