@@ -163,18 +163,35 @@ def test_squad_v1_learns_keeps_the_best_and_predicts_again(trained):
         assert (out / name).exists(), name
     assert os.listdir(out / "summaries" / "eval")
 
-    # The SavedModel answers raw text as the run did, for a context that fits one window.
+    # The SavedModel answers raw text as the run did, reading long contexts in the run's
+    # windows (--doc_stride, recorded in task_info.json).
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops of serve_text)
 
     served = tf.saved_model.load(str(files / "export" / "1")).signatures["serve_text"]
-    short = [p for p in dev if len(p["context"].split()) < 25]
-    assert short
-    answers = served(question=tf.constant([p["qas"][0]["question"] for p in short]),
-                     context=tf.constant([p["context"] for p in short]))
+    answers = served(question=tf.constant([p["qas"][0]["question"] for p in dev]),
+                     context=tf.constant([p["context"] for p in dev]))
     got = [a.decode() for a in answers["answer_text"].numpy()]
-    expected = [predictions[p["qas"][0]["id"]] for p in short]
-    assert sum(g == e for g, e in zip(got, expected)) >= 0.9 * len(short), (got, expected)
+    expected = [predictions[p["qas"][0]["id"]] for p in dev]
+    agree = [g == e for g, e in zip(got, expected)]
+    assert sum(agree) >= 0.9 * len(dev), (got, expected)
+    # Answers after 45 words, past any first window (45 pieces at most), are found as the run
+    # found them.
+    late = [a for a, p in zip(agree, dev)
+            if len(p["context"][:p["qas"][0]["answers"][0]["answer_start"]].split()) > 45]
+    assert len(late) == 8 and sum(late) >= 7, late
+    # bert-tf-export takes the run's stride; one past a window's 45 pieces is refused.
+    refused, exported = run_commands([("bert_tf.cli.export_saved_model", [
+        f"--model_dir={out}", f"--export_dir={files}/cli_export/1", "--signatures=text",
+        *stride]) for stride in (["--doc_stride=46"], [])])
+    assert refused.returncode == 1 and (
+        "export: doc_stride=46 must be in [1, 45]: a window holds 45 context tokens "
+        "(max_seq_length=64 minus max_query_length=16 minus 3)") in refused.stderr
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    info = json.loads((files / "cli_export" / "1" / "assets.extra" /
+                       "bert_tf_export.json").read_text())
+    assert (info["doc_stride"], info["max_query_length"], info["max_answer_length"]) == (
+        STRIDE, QUERY, 30)
 
     # Predicting again without training uses the kept best weights: the same answers.
     again = run_squad(_options(files, do_train=False, output_dir=str(out)))

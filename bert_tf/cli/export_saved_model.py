@@ -14,7 +14,8 @@ Signatures: ids (serving_default), text (serve_text), examples
 
 A flag left unset takes the value the run recorded, else: --max_seq_length=128,
 --do_lower_case=true, --text_pair=true, --max_query_length=64, --max_answer_length=30,
---noversion_2_with_negative, and --length_buckets at multiples of 4 to 16, of 8 to 64, then
+--doc_stride=128 (or the context tokens a window holds, if fewer), --noversion_2_with_negative,
+and --length_buckets at multiples of 4 to 16, of 8 to 64, then
 steps of 1/8 (80, 96, 112, 128, 160, ...) below --max_seq_length, then it (an empty value runs
 every request at --max_seq_length).
 
@@ -131,6 +132,7 @@ def export():
             max_query_length=_first_set(FLAGS.max_query_length, info and info.max_query_length),
             max_answer_length=_first_set(FLAGS.max_answer_length,
                                          info and info.max_answer_length, 30),
+            doc_stride=_first_set(FLAGS.doc_stride, info and info.doc_stride),
             version_2_with_negative=_first_set(FLAGS.version_2_with_negative,
                                                info and info.version_2_with_negative, False))
     elif task == "fill_mask":
@@ -175,7 +177,8 @@ def _export_litert(source, task, options):
         signatures = list(FLAGS.signatures)  # Named explicitly: let the export refuse it.
     options = dict(options, signatures=tuple(signatures))
     options.pop("top_k", None)
-    for name in ("max_query_length", "max_answer_length", "version_2_with_negative"):
+    for name in ("max_query_length", "max_answer_length", "doc_stride",
+                 "version_2_with_negative"):
         options.pop(name, None)
     try:
         result = litert_export.export_with_report(

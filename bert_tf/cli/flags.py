@@ -453,8 +453,9 @@ LABELED_DATA = ("data_dir", "train_file", "dev_file", "test_file", "labels")
 CLASSIFICATION = ("task_name", "tfds_data_dir", "text_a_column", "text_b_column",
                   "label_column", "regression")
 TAGGING = ("token_column", "tag_column")
-SQUAD_ANSWERS = ("max_query_length", "max_answer_length", "version_2_with_negative")
-SQUAD = ("train_file", "predict_file", "doc_stride", "n_best_size",
+SQUAD_ANSWERS = ("max_query_length", "max_answer_length", "doc_stride",
+                 "version_2_with_negative")
+SQUAD = ("train_file", "predict_file", "n_best_size",
          "null_score_diff_threshold", "verbose_logging") + SQUAD_ANSWERS
 CREATE_PRETRAINING_DATA = ("input_file", "output_file", "vocab_file", "do_lower_case",
                            "random_seed", "dupe_factor", "short_seq_prob", "num_workers", "gzip",
@@ -551,7 +552,7 @@ def define_export_flags(flag_values=FLAGS):
     """bert-tf-export: unset settings come from the run, so most default to None here."""
     define(EXPORT, flag_values, max_seq_length=None, length_buckets=None, do_lower_case=None)
     define(SQUAD_ANSWERS, flag_values, max_query_length=None, max_answer_length=None,
-           version_2_with_negative=None)
+           doc_stride=None, version_2_with_negative=None)
     return flag_values
 
 

@@ -97,6 +97,7 @@ def _serving_settings(options):
                 max_seq_length=options.max_seq_length,
                 max_query_length=options.max_query_length,
                 max_answer_length=options.max_answer_length,
+                doc_stride=options.doc_stride,
                 version_2_with_negative=bool(options.version_2_with_negative))
 
 
@@ -267,7 +268,7 @@ class SquadTask(finetuning.Task):
     def run_files(self):
         settings = _serving_settings(self.options)
         del settings["do_lower_case"], settings["max_seq_length"]  # write_run_files adds them
-        return TASK, settings, dict(doc_stride=self.options.doc_stride, **settings)
+        return TASK, settings, settings
 
 
 def run_squad(options, flags_text=None):

@@ -32,6 +32,8 @@ from bert_tf.text.tokenizer_files import tokenizer_layer
 
 SIGNATURE_KEYS = {"ids": "serving_default", "text": "serve_text", "examples": "serve_examples"}
 EXPORT_INFO_FILE = "bert_tf_export.json"
+# The original run_squad.py's --doc_stride (and bert-tf-squad's).
+DEFAULT_DOC_STRIDE = 128
 # What tf.saved_model.save and export() write: a directory of only these is an export.
 _EXPORT_ENTRIES = frozenset(("saved_model.pb", "variables", "assets", "assets.extra",
                              "fingerprint.pb"))
@@ -73,7 +75,7 @@ def _check_labels(task_name, model, labels):
 
 
 def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_query_length,
-               max_answer_length, version_2_with_negative):
+               max_answer_length, doc_stride, version_2_with_negative):
     task_name = tasks.task_name_of(model)
     labels = _check_labels(task_name, model, labels)
     if task_name == "classification":
@@ -83,13 +85,23 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
     if task_name == "squad":
         if max_query_length is None:
             max_query_length = min(64, (max_seq_length - 3) // 2)
-        if not 1 <= max_query_length <= max_seq_length - 3:
+        # A window holds [CLS] question [SEP] at least one context token [SEP].
+        if not 1 <= max_query_length <= max_seq_length - 4:
             raise ValueError(f"export: max_query_length={max_query_length} must be in "
-                             f"[1, max_seq_length - 3 = {max_seq_length - 3}].")
+                             f"[1, max_seq_length - 4 = {max_seq_length - 4}].")
         if max_answer_length < 1:
             raise ValueError(f"export: max_answer_length={max_answer_length} must be >= 1.")
+        room = max_seq_length - 3 - max_query_length
+        if doc_stride is None:
+            doc_stride = min(DEFAULT_DOC_STRIDE, room)
+        if not 1 <= doc_stride <= room:
+            raise ValueError(
+                f"export: doc_stride={doc_stride} must be in [1, {room}]: a window holds {room} "
+                f"context tokens (max_seq_length={max_seq_length} minus max_query_length="
+                f"{max_query_length} minus 3), and a larger stride would skip context between "
+                "windows.")
         return tasks.SpanTask(model, tokenizer, max_seq_length, max_query_length,
-                              max_answer_length, version_2_with_negative)
+                              max_answer_length, doc_stride, version_2_with_negative)
     if task_name == "tagging":
         return tasks.TaggingTask(model, tokenizer, max_seq_length, labels)
     if task_name == "fill_mask":
@@ -151,7 +163,8 @@ class _ServingModule(tf.Module):
 def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=True,
            max_seq_length=128, labels=None, signatures=("ids", "text", "examples"),
            text_pair=False, top_k=5, max_query_length=None, max_answer_length=30,
-           version_2_with_negative=False, length_buckets=None, overwrite=False):
+           doc_stride=None, version_2_with_negative=False, length_buckets=None,
+           overwrite=False):
     """Writes `model` as a SavedModel that TF Serving can serve, with the chosen signatures.
 
     Args:
@@ -178,6 +191,9 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         at most half of max_seq_length - 3.
       max_answer_length, version_2_with_negative: BertSpanLabeler, as in the original
         run_squad.py.
+      doc_stride: BertSpanLabeler: context tokens between the starts of the sliding windows
+        a long context is answered in (bert-tf-squad's --doc_stride); default 128 (the
+        original's), or the tokens a window holds if fewer.
       length_buckets: the lengths the text signatures run the encoder at: each request runs
         at the smallest one that holds its batch's longest packed input. Strictly increasing,
         at most max_seq_length (which is added as the last). Default:
@@ -221,7 +237,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         raise ValueError(f"export: the vocabulary has {tokenizer.vocab_size} tokens but the "
                          f"model's vocab_size is only {config.vocab_size}.")
     task = _make_task(model, tokenizer if wants_text else None, max_seq_length, labels,
-                      text_pair, top_k, max_query_length, max_answer_length,
+                      text_pair, top_k, max_query_length, max_answer_length, doc_stride,
                       version_2_with_negative)
     if wants_text:
         task.length_buckets = tasks.check_length_buckets(length_buckets, max_seq_length)
@@ -283,6 +299,10 @@ def _export_info(task, model, signatures, max_seq_length):
             info["tokenizer"] = "byte-level BPE (assets/tokenizer.json)"
         else:
             info["do_lower_case"] = task.tokenizer.do_lower_case
+        if isinstance(task, tasks.SpanTask):
+            info.update(max_query_length=task.max_query_length,
+                        max_answer_length=task.max_answer_length, doc_stride=task.doc_stride,
+                        version_2_with_negative=task.version_2_with_negative)
     return info
 
 

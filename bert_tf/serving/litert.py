@@ -377,7 +377,7 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
     elif task_name == "embedding":
         task = tasks.EmbeddingTask(model, tokenizer, max_seq_length)
     elif task_name == "squad":
-        task = tasks.SpanTask(model, None, max_seq_length, 1, 1, False)
+        task = tasks.SpanTask(model, None, max_seq_length, 1, 1, 1, False)
     elif task_name == "tagging":
         task = tasks.TaggingTask(model, None, max_seq_length, labels)
     else:

@@ -293,18 +293,24 @@ class RegressionTask(ClassificationTask):
 class SpanTask(ServingTask):
     """BertSpanLabeler: the answer span in the context, as the original SQuAD post-processing.
 
-    The question keeps its first `max_query_length` tokens, the context fills the rest of the
-    sequence ([CLS] question [SEP] context [SEP]) and is truncated beyond (one window; no
-    doc-stride windows). The answer is the span of context tokens i <= j with
-    j - i + 1 <= max_answer_length that maximizes start_logits[i] + end_logits[j] (the score);
-    its text is the context from the start of token i to the end of token j. With
-    `version_2_with_negative`, the answer is empty when the [CLS] score
-    start_logits[0] + end_logits[0] beats the best span by more than `null_score_diff_threshold`.
-    A context without tokens answers "" with offsets 0, 0 and score 0.
+    The question keeps its first `max_query_length` tokens; the context is covered by sliding
+    windows as bert-tf-squad covers it (`bert_tf.data.tasks.squad.doc_windows`): each holds at
+    most R = S - 3 - (question tokens) context tokens ([CLS] question [SEP] window [SEP]) and
+    starts `doc_stride` tokens after the previous one (at most R), until one reaches the end.
+    All windows of a request run as one batch. A window scores the spans of its context tokens
+    i <= j with j - i + 1 <= max_answer_length whose start it gives the most context (the
+    original's max-context rule, so each start is scored in one window only) by
+    start_logits[i] + end_logits[j]; the answer is the best span of all windows (the first
+    window on a tie), its text the context from the start of token i to the end of token j.
+    With `version_2_with_negative`, the answer is empty when the smallest [CLS] score of the
+    windows, start_logits[0] + end_logits[0], beats the best span by more than
+    `null_score_diff_threshold`. A context without tokens answers "" with offsets 0, 0 and
+    score 0.
 
     Args:
       max_query_length: question tokens kept.
       max_answer_length: longest answer, in tokens.
+      doc_stride: tokens between the starts of consecutive windows.
       version_2_with_negative: allow "no answer" (SQuAD 2.0).
       null_score_diff_threshold: the original's threshold for "no answer".
     """
@@ -313,10 +319,11 @@ class SpanTask(ServingTask):
     text_inputs = ("question", "context")
 
     def __init__(self, model, tokenizer, seq_length, max_query_length, max_answer_length,
-                 version_2_with_negative=False, null_score_diff_threshold=0.0):
+                 doc_stride, version_2_with_negative=False, null_score_diff_threshold=0.0):
         super().__init__(model, tokenizer, seq_length)
         self.max_query_length = max_query_length
         self.max_answer_length = max_answer_length
+        self.doc_stride = doc_stride
         self.version_2_with_negative = version_2_with_negative
         self.null_score_diff_threshold = null_score_diff_threshold
 
@@ -342,37 +349,49 @@ class SpanTask(ServingTask):
             question = ids[:batch].merge_dims(1, 2)[:, :self.max_query_length]  # [B, (Q)]
             context_ids = ids[batch:].merge_dims(1, 2)  # [B, (T)]
             starts, ends = starts[batch:], ends[batch:]
-        query_len = tf.cast(question.row_lengths(), tf.int32)
-        # As the original: the question first, the context gets the rest of the S - 3.
-        context_len = tf.minimum(tf.cast(context_ids.row_lengths(), tf.int32),
-                                 self.seq_length - 3 - query_len)
-        features = self._packed([question, _ragged_prefix(context_ids, context_len)])
+        windows = self._windows(question, context_ids)
+        features = self._packed([tf.gather(question, windows["example"]), windows["ids"]])
         logits = self.model(features, training=False)
-        start_bs, end_bs = logits["start_logits"], logits["end_logits"]
+        start_ws, end_ws = logits["start_logits"], logits["end_logits"]  # [W, L]
 
-        seq = tf.shape(start_bs)[1]
+        seq = tf.shape(start_ws)[1]
         positions = tf.range(seq)
-        first = query_len + 2  # [B], where the context starts: [CLS] question [SEP] context
-        in_context = ((positions[tf.newaxis] >= first[:, tf.newaxis])
-                      & (positions[tf.newaxis] < (first + context_len)[:, tf.newaxis]))  # [B, S]
-        length = positions[tf.newaxis, :] - positions[:, tf.newaxis] + 1  # [S, S]: j - i + 1
-        allowed_ss = (length >= 1) & (length <= self.max_answer_length)
-        allowed_bss = (allowed_ss[tf.newaxis] & in_context[:, :, tf.newaxis]
-                       & in_context[:, tf.newaxis, :])
-        scores_bss = start_bs[:, :, tf.newaxis] + end_bs[:, tf.newaxis, :]
-        scores_bn = tf.reshape(tf.where(allowed_bss, scores_bss, float("-inf")),
-                               [tf.shape(start_bs)[0], seq * seq])
-        best = tf.argmax(scores_bn, axis=-1, output_type=tf.int32)  # [B], i * S + j
-        score = tf.reduce_max(scores_bn, axis=-1)
+        first = windows["first"]  # [W], where the window starts: [CLS] question [SEP] window
+        offset_wl = positions[tf.newaxis] - first[:, tf.newaxis]  # context token - window start
+        in_window = (offset_wl >= 0) & (offset_wl < windows["length"][:, tf.newaxis])  # [W, L]
+        starts_here = self._max_context(windows, offset_wl, in_window,
+                                        tf.shape(context_ids.flat_values)[0])
+        length = positions[tf.newaxis, :] - positions[:, tf.newaxis] + 1  # [L, L]: j - i + 1
+        allowed_ll = (length >= 1) & (length <= self.max_answer_length)
+        allowed_wll = (allowed_ll[tf.newaxis] & starts_here[:, :, tf.newaxis]
+                       & in_window[:, tf.newaxis, :])
+        scores_wll = start_ws[:, :, tf.newaxis] + end_ws[:, tf.newaxis, :]
+        scores_wn = tf.reshape(tf.where(allowed_wll, scores_wll, float("-inf")),
+                               [tf.shape(start_ws)[0], seq * seq])
+        best_w = tf.argmax(scores_wn, axis=-1, output_type=tf.int32)  # [W], i * L + j
+        # A window without a span (an empty context's) scores the lowest float, not -inf: the
+        # segment max below starts from that value, and its windows must still compare equal.
+        score_w = tf.maximum(tf.reduce_max(scores_wn, axis=-1), tf.float32.min)
+        # Each question's best window (the first of equals, as the original's stable sort).
+        example = windows["example"]
+        score = tf.math.unsorted_segment_max(score_w, example, batch)  # [B]
+        window_ids = tf.range(tf.shape(example)[0])
+        chosen = tf.math.unsorted_segment_min(
+            tf.where(score_w >= tf.gather(score, example), window_ids, tf.shape(example)[0]),
+            example, batch)  # [B]
+        best = tf.gather(best_w, chosen)
+        # Start/end as context tokens: window position p is context token p - first + start.
+        shift = tf.gather(windows["context_start"] - first, chosen)
+        context_len = tf.cast(context_ids.row_lengths(), tf.int32)
         has_answer = context_len > 0
         if self.version_2_with_negative:
-            null_score = start_bs[:, 0] + end_bs[:, 0]
+            null_score = tf.math.unsorted_segment_min(start_ws[:, 0] + end_ws[:, 0], example,
+                                                      batch)
             has_answer &= ~(null_score - score > self.null_score_diff_threshold)
             score = tf.where(context_len > 0, tf.where(has_answer, score, null_score), score)
 
-        # Token i of the sequence is context token i - first.
-        start_token = tf.maximum(best // seq - first, 0)
-        end_token = tf.maximum(best % seq - first, 0)
+        start_token = tf.maximum(best // seq + shift, 0)
+        end_token = tf.maximum(best % seq + shift, 0)
         starts = starts.merge_dims(1, 2).to_tensor(default_value=0)  # [B, T]
         ends = ends.merge_dims(1, 2).to_tensor(default_value=0)
         starts = _at_least_one_column(starts, 0)
@@ -386,6 +405,57 @@ class SpanTask(ServingTask):
         return {"answer_text": answer_text, "answer_start": answer_start,
                 "answer_end": answer_end,
                 "score": tf.where(context_len > 0, score, 0.0)}
+
+
+    def _windows(self, question, context_ids):
+        """Every question's context windows, in order (see the class doc).
+
+        Args: question: int [B, (Q)]; context_ids: int [B, (T)].
+        Returns: dict of int32 [W]: "example" (the question of each window), "context_start"
+          (its first context token), "flat_start" (that token's index in
+          context_ids.flat_values), "length" (its context tokens), "first" (where they start
+          in the packed window: Q + 2); and "ids", the windows' context tokens [W, (length)].
+          A context without tokens has one empty window.
+        """
+        query_len = tf.cast(question.row_lengths(), tf.int32)  # [B]
+        context_len = tf.cast(context_ids.row_lengths(), tf.int32)
+        room = self.seq_length - 3 - query_len  # >= 1 (max_query_length <= S - 4)
+        step = tf.minimum(room, self.doc_stride)
+        count = tf.where(context_len <= room, 1, (context_len - room + step - 1) // step + 1)
+        example = tf.repeat(tf.range(tf.shape(count)[0]), count)  # [W]
+        context_start = tf.ragged.range(count).flat_values * tf.gather(step, example)
+        length = tf.minimum(tf.gather(context_len, example) - context_start,
+                            tf.gather(room, example))
+        flat_start = (tf.cast(tf.gather(context_ids.row_starts(), example), tf.int32)
+                      + context_start)
+        pieces = tf.ragged.range(flat_start, flat_start + length)  # [W, (length)]
+        return dict(example=example, context_start=context_start, flat_start=flat_start,
+                    length=length, first=tf.gather(query_len, example) + 2,
+                    ids=pieces.with_flat_values(tf.gather(context_ids.flat_values,
+                                                          pieces.flat_values)))
+
+    @staticmethod
+    def _max_context(windows, offset_wl, in_window, num_tokens):
+        """bool [W, L]: position l of window w holds a context token to which this window gives
+        the most context of all windows: min(tokens left, tokens right) + 0.01 x the window's
+        length, the first window on a tie (`bert_tf.data.tasks.squad.max_context_windows`).
+
+        Args: offset_wl: int32 [W, L], position - where the window's context starts;
+          in_window: bool [W, L]; num_tokens: context tokens of the whole batch.
+        """
+        length = windows["length"][:, tf.newaxis]
+        score_wl = (tf.cast(tf.minimum(offset_wl, length - 1 - offset_wl), tf.float32)
+                    + 0.01 * tf.cast(length, tf.float32))
+        # One segment per context token of the batch, and one more for positions in no window.
+        token_wl = tf.where(in_window, windows["flat_start"][:, tf.newaxis] + offset_wl,
+                            num_tokens)
+        best = tf.math.unsorted_segment_max(score_wl, token_wl, num_tokens + 1)
+        window_wl = tf.broadcast_to(tf.range(tf.shape(length)[0])[:, tf.newaxis],
+                                    tf.shape(token_wl))
+        owner = tf.math.unsorted_segment_min(
+            tf.where(score_wl >= tf.gather(best, token_wl), window_wl, tf.shape(length)[0]),
+            token_wl, num_tokens + 1)
+        return in_window & tf.equal(tf.gather(owner, token_wl), window_wl)
 
 
 class TaggingTask(ServingTask):

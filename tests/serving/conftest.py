@@ -75,7 +75,7 @@ def _build_models(tok):
 EXPORT_OPTIONS = {
     "classifier": dict(labels=cases.CLASS_LABELS, text_pair=True),
     "squad": dict(max_query_length=cases.MAX_QUERY_LENGTH,
-                  max_answer_length=cases.MAX_ANSWER_LENGTH),
+                  max_answer_length=cases.MAX_ANSWER_LENGTH, doc_stride=cases.DOC_STRIDE),
     "tagging": dict(labels=cases.TAGS, length_buckets=cases.TAGGING_LENGTH_BUCKETS),
     "embedding": {},
 }

@@ -9,12 +9,15 @@ alignment of the tokenizer's per-character rules to the input (`piece_spans`).
 import numpy as np
 
 from bert_tf.config import BertConfig
+from bert_tf.data.tasks import squad
 from bert_tf.text import tokenization
 from bert_tf.text.input_packing import pack_inputs
 
 SEQ_LENGTH = 32
 MAX_QUERY_LENGTH = 8
 MAX_ANSWER_LENGTH = 5
+# The SQuAD export's windows start 8 tokens apart: a long context is read in overlapping windows.
+DOC_STRIDE = 8
 TOP_K = 3
 CLASS_LABELS = ["negative", "neutral", "positive"]
 TAGS = ["O", "B-LOC", "I-LOC", "B-PER"]
@@ -221,43 +224,71 @@ def piece_spans(tok, text):
     return spans
 
 
+def best_spans(tok, model, questions_ids, contexts_ids, seq_length=SEQ_LENGTH,
+               max_answer_length=MAX_ANSWER_LENGTH, doc_stride=DOC_STRIDE):
+    """The original's span search on the Keras model: each context in bert-tf-squad's sliding
+    windows (`squad.doc_windows`), a span's start scored only in the window that gives it the
+    most context (`squad.max_context_windows`), the best span of all windows (the first on a
+    tie), and the smallest [CLS] score of the windows.
+
+    Args: questions_ids, contexts_ids: lists of id lists (questions already cut).
+    Returns:
+      (list per question of (score, window index, first, last context token) or None without
+      context tokens, list of null scores per question, the packed windows' features).
+    """
+    rows = []  # (question, window start, window length, window index, owners of its pieces)
+    for b, (q, c) in enumerate(zip(questions_ids, contexts_ids)):
+        windows = squad.doc_windows(len(c), seq_length - 3 - len(q), doc_stride) or [(0, 0)]
+        owners = squad.max_context_windows(windows, len(c))
+        rows += [(b, start, length, index, owners) for index, (start, length)
+                 in enumerate(windows)]
+    features = pack_batch(tok, [questions_ids[b] for b, *_ in rows],
+                          [contexts_ids[b][start:start + length] for b, start, length, *_ in rows],
+                          seq_length)
+    logits = model(features)
+    start_logits, end_logits = logits["start_logits"].numpy(), logits["end_logits"].numpy()
+    best, null = [None] * len(questions_ids), [np.inf] * len(questions_ids)
+    for w, (b, start, length, index, owners) in enumerate(rows):
+        null[b] = min(null[b], start_logits[w, 0] + end_logits[w, 0])
+        first = len(questions_ids[b]) + 2
+        for i in range(length):
+            if owners[start + i] != index:
+                continue
+            for j in range(i, min(i + max_answer_length, length)):
+                score = start_logits[w, first + i] + end_logits[w, first + j]
+                if best[b] is None or score > best[b][0]:
+                    best[b] = (score, index, start + i, start + j)
+    return best, null, features
+
+
 def squad_reference(tok, model, questions, contexts, seq_length=SEQ_LENGTH,
-                    max_query_length=MAX_QUERY_LENGTH, max_answer_length=MAX_ANSWER_LENGTH):
-    """The original's post-processing on the Keras model: best span over context tokens.
+                    max_query_length=MAX_QUERY_LENGTH, max_answer_length=MAX_ANSWER_LENGTH,
+                    doc_stride=DOC_STRIDE):
+    """The serving answers by `best_spans` over WordPiece pieces, at the pieces' characters.
 
     Returns:
-      dict of numpy arrays: answer_text (str), answer_start, answer_end, score, and the
-      packed features.
+      dict of numpy arrays per question: answer_text (str), answer_start, answer_end, score,
+      null_score, window_of_answer (-1 without context); and "features", the packed windows.
     """
     questions_ids = [tok.encode(q)[:max_query_length] for q in questions]
-    contexts_ids = [tok.encode(c)[:seq_length - 3 - len(q)]
-                    for q, c in zip(questions_ids, contexts)]
-    features = pack_batch(tok, questions_ids, contexts_ids, seq_length)
-    logits = model(features)
-    start, end = logits["start_logits"].numpy(), logits["end_logits"].numpy()
-    out = {"answer_text": [], "answer_start": [], "answer_end": [], "score": []}
-    for b, (q, c) in enumerate(zip(questions_ids, contexts_ids)):
-        first = len(q) + 2
-        best = None
-        for i in range(first, first + len(c)):
-            for j in range(i, min(i + max_answer_length, first + len(c))):
-                score = start[b, i] + end[b, j]
-                if best is None or score > best[0]:
-                    best = (score, i, j)
-        if best is None:
-            out["answer_text"].append("")
-            out["answer_start"].append(0)
-            out["answer_end"].append(0)
-            out["score"].append(0.0)
+    best, null, features = best_spans(tok, model, questions_ids,
+                                      [tok.encode(c) for c in contexts], seq_length,
+                                      max_answer_length, doc_stride)
+    out = {k: [] for k in ("answer_text", "answer_start", "answer_end", "score",
+                           "window_of_answer")}
+    for context, found in zip(contexts, best):
+        if found is None:
+            for key, value in zip(out, ("", 0, 0, 0.0, -1)):
+                out[key].append(value)
             continue
-        spans = piece_spans(tok, contexts[b])
-        char_start, char_end = spans[best[1] - first][0], spans[best[2] - first][1]
-        out["answer_text"].append(contexts[b][char_start:char_end])
-        out["answer_start"].append(char_start)
-        out["answer_end"].append(char_end)
-        out["score"].append(best[0])
+        score, index, i, j = found
+        spans = piece_spans(tok, context)
+        char_start, char_end = spans[i][0], spans[j][1]
+        for key, value in zip(out, (context[char_start:char_end], char_start, char_end, score,
+                                    index)):
+            out[key].append(value)
     result = {k: np.array(v) for k, v in out.items()}
-    result["features"] = features
+    result.update(null_score=np.array(null), features=features)
     return result
 
 
