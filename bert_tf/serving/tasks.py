@@ -118,10 +118,18 @@ def _at_least_one_column(x, pad_value):
     return tf.concat([x, pad], axis=1)[:, :tf.maximum(tf.shape(x)[1], 1)]
 
 
-def _ragged_prefix(rt, keep):
-    """The first keep[b] items of each row b of rt [B, (T)] (keep int [B])."""
-    positions = tf.ragged.range(rt.row_lengths())
-    return tf.ragged.boolean_mask(rt, positions < tf.cast(keep, tf.int64)[:, None])
+def _segment_first_max(values, ids, segment_ids, num_segments):
+    """Per segment, the largest of `values` and the smallest of `ids` that reaches it (the
+    first of equals).
+
+    Args: values: float; ids, segment_ids: int32; all of one shape.
+    Returns: float [num_segments] and int32 [num_segments] (an empty segment: the lowest
+      float and the largest int32).
+    """
+    best = tf.math.unsorted_segment_max(values, segment_ids, num_segments)
+    reached = values >= tf.gather(best, segment_ids)
+    return best, tf.math.unsorted_segment_min(tf.where(reached, ids, tf.int32.max),
+                                              segment_ids, num_segments)
 
 
 class ServingTask:
@@ -374,11 +382,8 @@ class SpanTask(ServingTask):
         score_w = tf.maximum(tf.reduce_max(scores_wn, axis=-1), tf.float32.min)
         # Each question's best window (the first of equals, as the original's stable sort).
         example = windows["example"]
-        score = tf.math.unsorted_segment_max(score_w, example, batch)  # [B]
-        window_ids = tf.range(tf.shape(example)[0])
-        chosen = tf.math.unsorted_segment_min(
-            tf.where(score_w >= tf.gather(score, example), window_ids, tf.shape(example)[0]),
-            example, batch)  # [B]
+        score, chosen = _segment_first_max(score_w, tf.range(tf.shape(example)[0]), example,
+                                           batch)  # [B] each
         best = tf.gather(best_w, chosen)
         # Start/end as context tokens: window position p is context token p - first + start.
         shift = tf.gather(windows["context_start"] - first, chosen)
@@ -449,12 +454,9 @@ class SpanTask(ServingTask):
         # One segment per context token of the batch, and one more for positions in no window.
         token_wl = tf.where(in_window, windows["flat_start"][:, tf.newaxis] + offset_wl,
                             num_tokens)
-        best = tf.math.unsorted_segment_max(score_wl, token_wl, num_tokens + 1)
         window_wl = tf.broadcast_to(tf.range(tf.shape(length)[0])[:, tf.newaxis],
                                     tf.shape(token_wl))
-        owner = tf.math.unsorted_segment_min(
-            tf.where(score_wl >= tf.gather(best, token_wl), window_wl, tf.shape(length)[0]),
-            token_wl, num_tokens + 1)
+        _, owner = _segment_first_max(score_wl, window_wl, token_wl, num_tokens + 1)
         return in_window & tf.equal(tf.gather(owner, token_wl), window_wl)
 
 
