@@ -369,14 +369,21 @@ class SpanTask(ServingTask):
         in_window = (offset_wl >= 0) & (offset_wl < windows["length"][:, tf.newaxis])  # [W, L]
         starts_here = self._max_context(windows, offset_wl, in_window,
                                         tf.shape(context_ids.flat_values)[0])
-        length = positions[tf.newaxis, :] - positions[:, tf.newaxis] + 1  # [L, L]: j - i + 1
-        allowed_ll = (length >= 1) & (length <= self.max_answer_length)
-        allowed_wll = (allowed_ll[tf.newaxis] & starts_here[:, :, tf.newaxis]
-                       & in_window[:, tf.newaxis, :])
-        scores_wll = start_ws[:, :, tf.newaxis] + end_ws[:, tf.newaxis, :]
-        scores_wn = tf.reshape(tf.where(allowed_wll, scores_wll, float("-inf")),
-                               [tf.shape(start_ws)[0], seq * seq])
-        best_w = tf.argmax(scores_wn, axis=-1, output_type=tf.int32)  # [W], i * L + j
+        # Span (i, j = i + k) for k < A = max_answer_length: the end logits and the in-window
+        # flags at i + k, read past the window's end as -inf and False.
+        answer = self.max_answer_length
+        windows_count = tf.shape(start_ws)[0]
+        end_at_la = tf.expand_dims(positions, 1) + tf.range(answer)[tf.newaxis]  # [L, A]
+        end_wla = tf.gather(tf.concat(
+            [end_ws, tf.fill([windows_count, answer], float("-inf"))], axis=1), end_at_la,
+            axis=1)
+        end_ok_wla = tf.gather(tf.concat(
+            [in_window, tf.zeros([windows_count, answer], tf.bool)], axis=1), end_at_la, axis=1)
+        scores_wn = tf.reshape(
+            tf.where(starts_here[:, :, tf.newaxis] & end_ok_wla,
+                     start_ws[:, :, tf.newaxis] + end_wla, float("-inf")),
+            [windows_count, seq * answer])
+        best_w = tf.argmax(scores_wn, axis=-1, output_type=tf.int32)  # [W], i * A + k
         # A window without a span (an empty context's) scores the lowest float, not -inf: the
         # segment max below starts from that value, and its windows must still compare equal.
         score_w = tf.maximum(tf.reduce_max(scores_wn, axis=-1), tf.float32.min)
@@ -395,8 +402,8 @@ class SpanTask(ServingTask):
             has_answer &= ~(null_score - score > self.null_score_diff_threshold)
             score = tf.where(context_len > 0, tf.where(has_answer, score, null_score), score)
 
-        start_token = tf.maximum(best // seq + shift, 0)
-        end_token = tf.maximum(best % seq + shift, 0)
+        start_token = tf.maximum(best // answer + shift, 0)
+        end_token = tf.maximum(best // answer + best % answer + shift, 0)
         starts = starts.merge_dims(1, 2).to_tensor(default_value=0)  # [B, T]
         ends = ends.merge_dims(1, 2).to_tensor(default_value=0)
         starts = _at_least_one_column(starts, 0)
@@ -449,8 +456,10 @@ class SpanTask(ServingTask):
           in_window: bool [W, L]; num_tokens: context tokens of the whole batch.
         """
         length = windows["length"][:, tf.newaxis]
-        score_wl = (tf.cast(tf.minimum(offset_wl, length - 1 - offset_wl), tf.float32)
-                    + 0.01 * tf.cast(length, tf.float32))
+        # float64, as Python computes it: two windows of lengths 100 apart can tie exactly, and
+        # float32 rounding would then pick the other one.
+        score_wl = (tf.cast(tf.minimum(offset_wl, length - 1 - offset_wl), tf.float64)
+                    + 0.01 * tf.cast(length, tf.float64))
         # One segment per context token of the batch, and one more for positions in no window.
         token_wl = tf.where(in_window, windows["flat_start"][:, tf.newaxis] + offset_wl,
                             num_tokens)

@@ -167,6 +167,38 @@ def test_squad_version_2_answers_nothing_when_the_null_span_wins(serving_run, py
                                rtol=0, atol=1e-5)
 
 
+def test_squad_windows_that_tie_on_context_give_the_start_to_the_first(python_tok):
+    """S=256, a 39-token question, a 314-token context, stride 200: windows (0, 214) and
+    (200, 114). Context token 207 has min(207, 6) + 2.14 = 8.14 in the first and
+    min(7, 106) + 1.14 = 8.14 in the second: the first window scores it (Python's float64
+    rule; in float32 the second won). Logits from the ids, so which window scores which start
+    decides the answer: "paris" (token 207) in the first window beats "france" (token 220, only
+    in the second) by its position bonus there."""
+    paris, france = cases.VOCAB.index("paris"), cases.VOCAB.index("france")
+
+    def logits_of_ids(features, training=False):
+        ids = tf.convert_to_tensor(features["input_word_ids"])
+        position = tf.cast(tf.range(tf.shape(ids)[1]), tf.float32)[tf.newaxis]
+        is_paris = tf.cast(ids == paris, tf.float32)
+        is_france = tf.cast(ids == france, tf.float32)
+        return {"start_logits": 5.0 * is_paris + 5.1 * is_france + 0.001 * position,
+                "end_logits": 5.0 * (is_paris + is_france)}
+
+    words = ["the"] * 314
+    words[207], words[220] = "paris", "france"
+    context, question = " ".join(words), " ".join(["the"] * 39)
+    task = SpanTask(logits_of_ids, BertTokenizerLayer(cases.VOCAB), 256, 64, 30, 200)
+    got = task.text({"question": tf.constant([question]), "context": tf.constant([context])})
+    expected = cases.squad_reference(python_tok, logits_of_ids, [question], [context],
+                                     seq_length=256, max_query_length=64, max_answer_length=30,
+                                     doc_stride=200)
+    assert got["answer_text"].numpy().tolist() == [b"paris"] == [
+        a.encode() for a in expected["answer_text"]]
+    assert got["answer_start"].numpy().tolist() == [207 * 4] == expected["answer_start"].tolist()
+    assert expected["window_of_answer"].tolist() == [0]
+    np.testing.assert_allclose(got["score"].numpy(), [10.0 + 0.001 * (41 + 207)], atol=1e-5)
+
+
 def test_regression_outputs_the_score(encoder, python_tok, tmp_path):
     model = BertClassifier(encoder, num_classes=1)
     task = RegressionTask(model, BertTokenizerLayer(cases.VOCAB), cases.SEQ_LENGTH,
