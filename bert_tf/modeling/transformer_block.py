@@ -9,7 +9,7 @@ import tensorflow as tf
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.initializers import truncated_normal
 from bert_tf.modeling.layer_norm import FusedLayerNorm
-from bert_tf.modeling.local_attention import portable
+from bert_tf.modeling.local_attention import masked_logit, portable
 
 # The original adds this to the attention logits of padding keys (modeling.py uses -10000.0);
 # keeping the value makes converted checkpoints reproduce the original's outputs exactly.
@@ -61,14 +61,15 @@ def _small_attention(query_bsad, key_bsad, value_bsad, attention_bias):
 class AttentionBias(keras.layers.Layer):
     """Turns a padding mask into an additive float32 attention bias shared by all blocks.
 
-    Computed once per batch instead of once per layer: 0 for real keys, -10000 for padding.
+    Computed once per batch instead of once per layer: 0 for real keys, -10000 for padding
+    (-100 in graphs traced for LiteRT: `masked_logit`).
     """
 
     def call(self, input_mask):
         """Args: input_mask: int [B, S], 1 = real token. Returns: float32 [B, 1, 1, S]."""
         # expand_dims, not [:, None, None, :]: LiteRT has no StridedSlice with new axes.
         mask_b11s = tf.cast(tf.expand_dims(tf.expand_dims(input_mask, 1), 1), tf.float32)
-        return (1.0 - mask_b11s) * _MASKED_LOGIT
+        return (1.0 - mask_b11s) * masked_logit(_MASKED_LOGIT)
 
     def compute_output_spec(self, input_mask):
         return keras.KerasTensor((input_mask.shape[0], 1, 1, input_mask.shape[1]), "float32")
