@@ -15,7 +15,7 @@ Signatures: ids (serving_default), text (serve_text), examples
 A flag left unset takes the value the run recorded, else: --max_seq_length=128,
 --do_lower_case=true, --text_pair=true, --max_query_length=64, --max_answer_length=30,
 --doc_stride=128 (or the context tokens a window holds, if fewer), --noversion_2_with_negative,
-and --length_buckets at multiples of 4 to 16, of 8 to 64, then
+--null_score_diff_threshold=0, and --length_buckets at multiples of 4 to 16, of 8 to 64, then
 steps of 1/8 (80, 96, 112, 128, 160, ...) below --max_seq_length, then it (an empty value runs
 every request at --max_seq_length).
 
@@ -134,7 +134,8 @@ def export():
                                          info and info.max_answer_length, 30),
             doc_stride=_first_set(FLAGS.doc_stride, info and info.doc_stride),
             version_2_with_negative=_first_set(FLAGS.version_2_with_negative,
-                                               info and info.version_2_with_negative, False))
+                                               info and info.version_2_with_negative, False),
+            null_score_diff_threshold=FLAGS.null_score_diff_threshold)
     elif task == "fill_mask":
         options["top_k"] = FLAGS.top_k
     if litert:
@@ -178,7 +179,7 @@ def _export_litert(source, task, options):
     options = dict(options, signatures=tuple(signatures))
     options.pop("top_k", None)
     for name in ("max_query_length", "max_answer_length", "doc_stride",
-                 "version_2_with_negative"):
+                 "version_2_with_negative", "null_score_diff_threshold"):
         options.pop(name, None)
     try:
         result = litert_export.export_with_report(

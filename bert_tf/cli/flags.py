@@ -454,9 +454,8 @@ CLASSIFICATION = ("task_name", "tfds_data_dir", "text_a_column", "text_b_column"
                   "label_column", "regression")
 TAGGING = ("token_column", "tag_column")
 SQUAD_ANSWERS = ("max_query_length", "max_answer_length", "doc_stride",
-                 "version_2_with_negative")
-SQUAD = ("train_file", "predict_file", "n_best_size",
-         "null_score_diff_threshold", "verbose_logging") + SQUAD_ANSWERS
+                 "version_2_with_negative", "null_score_diff_threshold")
+SQUAD = ("train_file", "predict_file", "n_best_size", "verbose_logging") + SQUAD_ANSWERS
 CREATE_PRETRAINING_DATA = ("input_file", "output_file", "vocab_file", "do_lower_case",
                            "random_seed", "dupe_factor", "short_seq_prob", "num_workers", "gzip",
                            "feature_names", "documents_per_chunk", "shuffle_buffer_size",

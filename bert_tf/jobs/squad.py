@@ -268,7 +268,10 @@ class SquadTask(finetuning.Task):
     def run_files(self):
         settings = _serving_settings(self.options)
         del settings["do_lower_case"], settings["max_seq_length"]  # write_run_files adds them
-        return TASK, settings, settings
+        # The threshold goes to the --export_dir SavedModel; task_info.json has no field for it
+        # (bert-tf-export takes --null_score_diff_threshold).
+        export = dict(settings, null_score_diff_threshold=self.options.null_score_diff_threshold)
+        return TASK, export, settings
 
 
 def run_squad(options, flags_text=None):

@@ -75,7 +75,8 @@ def _check_labels(task_name, model, labels):
 
 
 def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_query_length,
-               max_answer_length, doc_stride, version_2_with_negative):
+               max_answer_length, doc_stride, version_2_with_negative,
+               null_score_diff_threshold):
     task_name = tasks.task_name_of(model)
     labels = _check_labels(task_name, model, labels)
     if task_name == "classification":
@@ -101,7 +102,8 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
                 f"{max_query_length} minus 3), and a larger stride would skip context between "
                 "windows.")
         return tasks.SpanTask(model, tokenizer, max_seq_length, max_query_length,
-                              max_answer_length, doc_stride, version_2_with_negative)
+                              max_answer_length, doc_stride, version_2_with_negative,
+                              null_score_diff_threshold)
     if task_name == "tagging":
         return tasks.TaggingTask(model, tokenizer, max_seq_length, labels)
     if task_name == "fill_mask":
@@ -163,8 +165,8 @@ class _ServingModule(tf.Module):
 def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=True,
            max_seq_length=128, labels=None, signatures=("ids", "text", "examples"),
            text_pair=False, top_k=5, max_query_length=None, max_answer_length=30,
-           doc_stride=None, version_2_with_negative=False, length_buckets=None,
-           overwrite=False):
+           doc_stride=None, version_2_with_negative=False, null_score_diff_threshold=0.0,
+           length_buckets=None, overwrite=False):
     """Writes `model` as a SavedModel that TF Serving can serve, with the chosen signatures.
 
     Args:
@@ -189,8 +191,9 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
       top_k: BertPretrainer: predictions per [MASK].
       max_query_length: BertSpanLabeler: question tokens kept; default 64 (the original's),
         at most half of max_seq_length - 3.
-      max_answer_length, version_2_with_negative: BertSpanLabeler, as in the original
-        run_squad.py.
+      max_answer_length, version_2_with_negative, null_score_diff_threshold:
+        BertSpanLabeler, as in the original run_squad.py (a SQuAD 2.0 model answers "" when
+        the null score beats the best span by more than the threshold).
       doc_stride: BertSpanLabeler: context tokens between the starts of the sliding windows
         a long context is answered in (bert-tf-squad's --doc_stride); default 128 (the
         original's), or the tokens a window holds if fewer.
@@ -238,7 +241,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                          f"model's vocab_size is only {config.vocab_size}.")
     task = _make_task(model, tokenizer if wants_text else None, max_seq_length, labels,
                       text_pair, top_k, max_query_length, max_answer_length, doc_stride,
-                      version_2_with_negative)
+                      version_2_with_negative, null_score_diff_threshold)
     if wants_text:
         task.length_buckets = tasks.check_length_buckets(length_buckets, max_seq_length)
 
@@ -302,7 +305,8 @@ def _export_info(task, model, signatures, max_seq_length):
         if isinstance(task, tasks.SpanTask):
             info.update(max_query_length=task.max_query_length,
                         max_answer_length=task.max_answer_length, doc_stride=task.doc_stride,
-                        version_2_with_negative=task.version_2_with_negative)
+                        version_2_with_negative=task.version_2_with_negative,
+                        null_score_diff_threshold=task.null_score_diff_threshold)
     return info
 
 

@@ -167,6 +167,20 @@ def test_squad_version_2_answers_nothing_when_the_null_span_wins(serving_run, py
                                rtol=0, atol=1e-5)
 
 
+def test_squad_export_records_its_answer_settings(serving_run, tmp_path):
+    export_dir = serving.export(
+        serving_run.model("squad"), str(tmp_path / "1"), vocab_file=cases.VOCAB,
+        max_seq_length=cases.SEQ_LENGTH, signatures=("text",), max_query_length=6,
+        version_2_with_negative=True, null_score_diff_threshold=1.5)
+    info = json.loads(open(os.path.join(export_dir, "assets.extra",
+                                        "bert_tf_export.json")).read())
+    # The default stride: a window's 32 - 3 - 6 = 23 tokens (less than 128).
+    assert {k: info[k] for k in ("max_query_length", "max_answer_length", "doc_stride",
+                                 "version_2_with_negative", "null_score_diff_threshold")} == {
+        "max_query_length": 6, "max_answer_length": 30, "doc_stride": 23,
+        "version_2_with_negative": True, "null_score_diff_threshold": 1.5}
+
+
 def test_squad_windows_that_tie_on_context_give_the_start_to_the_first(python_tok):
     """S=256, a 39-token question, a 314-token context, stride 200: windows (0, 214) and
     (200, 114). Context token 207 has min(207, 6) + 2.14 = 8.14 in the first and
