@@ -45,6 +45,9 @@ ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 IDS_SIGNATURE = "serving_default"
 TEXT_SIGNATURE = "serve_text"
 MASK_TOKEN = "[MASK]"
+# SQuAD's text signatures run a long context's windows this many at a time, so that memory is
+# bounded whatever the context's length (BERT-base at S=384: ~110 MB of attention scores).
+WINDOW_BATCH = 16
 
 
 def default_length_buckets(seq_length):
@@ -305,7 +308,7 @@ class SpanTask(ServingTask):
     windows as bert-tf-squad covers it (`bert_tf.data.tasks.squad.doc_windows`): each holds at
     most R = S - 3 - (question tokens) context tokens ([CLS] question [SEP] window [SEP]) and
     starts `doc_stride` tokens after the previous one (at most R), until one reaches the end.
-    All windows of a request run as one batch. A window scores the spans of its context tokens
+    The windows run WINDOW_BATCH at a time (memory bounded for any context). A window scores the spans of its context tokens
     i <= j with j - i + 1 <= max_answer_length whose start it gives the most context (the
     original's max-context rule, so each start is scored in one window only) by
     start_logits[i] + end_logits[j]; the answer is the best span of all windows (the first
@@ -359,8 +362,7 @@ class SpanTask(ServingTask):
             starts, ends = starts[batch:], ends[batch:]
         windows = self._windows(question, context_ids)
         features = self._packed([tf.gather(question, windows["example"]), windows["ids"]])
-        logits = self.model(features, training=False)
-        start_ws, end_ws = logits["start_logits"], logits["end_logits"]  # [W, L]
+        start_ws, end_ws = self._window_logits(features)  # [W, L] each
 
         seq = tf.shape(start_ws)[1]
         positions = tf.range(seq)
@@ -418,6 +420,28 @@ class SpanTask(ServingTask):
                 "answer_end": answer_end,
                 "score": tf.where(context_len > 0, score, 0.0)}
 
+
+    def _window_logits(self, features):
+        """The model's float32 start and end logits [W, L] on the packed windows (int32
+        [W, L] each), WINDOW_BATCH windows per call (one call for an empty batch)."""
+        total = tf.shape(features["input_word_ids"])[0]
+
+        def body(i, starts, ends):
+            logits = self.model({k: v[i:i + WINDOW_BATCH] for k, v in features.items()},
+                                training=False)
+            k = i // WINDOW_BATCH
+            return (i + WINDOW_BATCH,
+                    starts.write(k, tf.cast(logits["start_logits"], tf.float32)),
+                    ends.write(k, tf.cast(logits["end_logits"], tf.float32)))
+
+        def logits_array():
+            return tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False,
+                                  element_shape=tf.TensorShape([None, None]))
+
+        _, starts, ends = tf.while_loop(
+            lambda i, *_: (i < total) | tf.equal(i, 0), body,
+            (tf.constant(0), logits_array(), logits_array()))
+        return starts.concat(), ends.concat()
 
     def _windows(self, question, context_ids):
         """Every question's context windows, in order (see the class doc).
