@@ -308,11 +308,12 @@ class SpanTask(ServingTask):
     windows as bert-tf-squad covers it (`bert_tf.data.tasks.squad.doc_windows`): each holds at
     most R = S - 3 - (question tokens) context tokens ([CLS] question [SEP] window [SEP]) and
     starts `doc_stride` tokens after the previous one (at most R), until one reaches the end.
-    The windows run WINDOW_BATCH at a time (memory bounded for any context). A window scores the spans of its context tokens
-    i <= j with j - i + 1 <= max_answer_length whose start it gives the most context (the
-    original's max-context rule, so each start is scored in one window only) by
-    start_logits[i] + end_logits[j]; the answer is the best span of all windows (the first
-    window on a tie), its text the context from the start of token i to the end of token j.
+    The windows run WINDOW_BATCH at a time (memory bounded for any context). A window scores
+    the spans of its context tokens i <= j with j - i + 1 <= max_answer_length whose start it
+    gives the most context (the original's max-context rule, so each start is scored in one
+    window only) by start_logits[i] + end_logits[j]; the answer is the best span of all
+    windows (the first window on a tie), its text the context from the start of token i to
+    the end of token j.
     With `version_2_with_negative`, the answer is empty when the smallest [CLS] score of the
     windows, start_logits[0] + end_logits[0], beats the best span by more than
     `null_score_diff_threshold`. A context without tokens answers "" with offsets 0, 0 and
