@@ -33,6 +33,10 @@ FEED_FORWARD_TYPES = ("dense", "gated")
 POOLER_TYPES = ("tanh", "head")
 CLASSIFIER_POOLINGS = ("cls", "mean")
 
+# The encoder's inputs, int32 [batch, seq_length] each, in the Model Garden's names (the original
+# TFRecords' input_ids / input_mask / segment_ids are mapped to them where records are read).
+ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+
 # The modern encoder's options and the value that means BERT. Any other value builds the
 # encoder from modeling/modern_block.py's blocks instead of BERT's post-LN TransformerBlock.
 MODERN_FIELDS = {
