@@ -4,7 +4,10 @@ import os
 
 import keras
 
-import bert_tf  # noqa: F401  Registers the classes .keras files name (see bert_tf/__init__).
+# Both register the Keras classes .keras files name: the models and layers, and the optimizers
+# a compiled model saves.
+import bert_tf.modeling  # noqa: F401
+import bert_tf.training.optimization  # noqa: F401
 from bert_tf import fileio
 
 # The order run directories are searched in: a fine-tuned model first, then pre-training's.

@@ -39,7 +39,7 @@ from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.data.tasks import length_buckets
-from bert_tf.modeling import BertEncoder
+from bert_tf.modeling import build_encoder
 from bert_tf.text import pack_inputs, tokenizer_files, truncated_lengths
 from bert_tf.training.checkpointing import CheckpointError
 
@@ -213,7 +213,7 @@ def extract(options):
         raise UsageError(f"--input_file={options.input_file} is empty; expected one input per "
                          "line")
 
-    encoder = BertEncoder(config)
+    encoder = build_encoder(config)
     logging.info(interop.warm_start(options.init_checkpoint, encoder,
                                     do_lower_case=do_lower_case).summary())
 

@@ -308,7 +308,7 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
     import keras
 
     from bert_tf.interop.warm_start import checkpoint_config, warm_start
-    from bert_tf.modeling import BertEncoder
+    from bert_tf.modeling import build_encoder
     from bert_tf.saving import model_file_of
 
     if is_sentence_transformers_dir(init_checkpoint):
@@ -335,7 +335,7 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
                 raise InteropError(f"--init_checkpoint={init_checkpoint}: not a "
                                    "sentence-transformers directory, a bert_tf embedding run "
                                    "or a checkpoint with a model config beside it")
-            model = BertSentenceEmbedder(BertEncoder(config), pooling=pooling,
+            model = BertSentenceEmbedder(build_encoder(config), pooling=pooling,
                                          normalize=normalize)
             warm_start(init_checkpoint, model, do_lower_case=do_lower_case)
             directory = (init_checkpoint if fileio.isdir(init_checkpoint)

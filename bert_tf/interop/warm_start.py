@@ -28,7 +28,7 @@ from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.interop import huggingface, kerashub, tf1, weights
 from bert_tf.interop.weights import InteropError
-from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.modeling import BertPretrainer, Encoder, build_encoder
 from bert_tf.text import validate_case_matches_checkpoint
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -247,18 +247,18 @@ def _load_training_checkpoint(path, shapes, config, template):
     model_names = [n for n in shapes if n.startswith("model/")]
     if any(n.startswith("model/masked_lm/") for n in model_names):
         has_nsp = any(n.startswith("model/next_sentence/") for n in model_names)
-        candidates = [BertPretrainer(BertEncoder(config), use_next_sentence_label=has_nsp)]
+        candidates = [BertPretrainer(build_encoder(config), use_next_sentence_label=has_nsp)]
     elif any(n.startswith("model/embedding_layer/") for n in model_names):
-        candidates = [BertEncoder(config)]
+        candidates = [build_encoder(config)]
     elif any(n.startswith("model/encoder/") for n in model_names):
         # A task model. The checkpoint does not record the head's class, so its head loads
         # into a model of the template's class whose head has the same shapes; else only the
         # encoder loads.
         candidates = [None]
         head_shapes = sorted(shapes[n] for n in model_names if not n.startswith("model/encoder/"))
-        if (template is not None and not isinstance(template, BertEncoder)
+        if (template is not None and not isinstance(template, Encoder)
                 and _task_matches(path, template)):
-            clone = weights.same_kind(template, BertEncoder(config))
+            clone = weights.same_kind(template, build_encoder(config))
             encoder_ids = {id(v) for v in clone.encoder.weights}
             clone_head = [tuple(v.shape) for v in clone.weights if id(v) not in encoder_ids]
             if sorted(clone_head) == head_shapes:
@@ -273,7 +273,7 @@ def _load_training_checkpoint(path, shapes, config, template):
     for donor in candidates:
         if donor is None:
             # Only the encoder of a task model: its head is reported as unused.
-            donor = BertEncoder(config)
+            donor = build_encoder(config)
             root = tf.Module()
             root.encoder = donor
             other = sorted(n for n in model_names if not n.startswith("model/encoder/"))
@@ -327,11 +327,11 @@ def _load_weights_file(path, config, template):
     """A .weights.h5 holds no architecture: try the template's kind, then pretrainer, encoder."""
     if not tf.io.gfile.exists(path):
         raise InteropError(f"--init_checkpoint={path}: no such file")
-    builders = [lambda: BertPretrainer(BertEncoder(config), use_next_sentence_label=True),
-                lambda: BertPretrainer(BertEncoder(config), use_next_sentence_label=False),
-                lambda: BertEncoder(config)]
+    builders = [lambda: BertPretrainer(build_encoder(config), use_next_sentence_label=True),
+                lambda: BertPretrainer(build_encoder(config), use_next_sentence_label=False),
+                lambda: build_encoder(config)]
     if template is not None:
-        builders.insert(0, lambda: weights.same_kind(template, BertEncoder(config)))
+        builders.insert(0, lambda: weights.same_kind(template, build_encoder(config)))
     for build in builders:
         donor = build()
         try:

@@ -44,7 +44,7 @@ from bert_tf.data.tasks import feature_records
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import InteropError, warm_start
 from bert_tf.interop.warm_start import check_casing
-from bert_tf.modeling import BertEncoder
+from bert_tf.modeling import build_encoder
 from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
 from bert_tf.text.bpe import BpeTokenizer
 from bert_tf.text.tokenization import vocab_digest
@@ -282,7 +282,7 @@ def build_model(context, options, make_model, num_train_steps=None):
       only the head is in model.trainable_variables and only it is trained.
     """
     with context.strategy.scope():
-        encoder = BertEncoder(context.config)
+        encoder = build_encoder(context.config)
         model = make_model(encoder)
         if not options.trainable_encoder:
             encoder.trainable = False

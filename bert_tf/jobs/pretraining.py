@@ -25,7 +25,7 @@ from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
-from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.modeling import BertPretrainer, build_encoder
 from bert_tf.modeling.models import pretraining_metrics
 from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
 from bert_tf.text.tokenization import vocab_digest
@@ -539,7 +539,7 @@ def _pretrain(options, config, strategy, flags_text, start):
     run_setup.set_seed_and_policy(options, strategy)
 
     with strategy.scope():
-        encoder = BertEncoder(config)
+        encoder = build_encoder(config)
         model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
                                sentence_order_prediction=options.sentence_order_prediction,
                                span_boundary_objective=options.span_boundary_objective)

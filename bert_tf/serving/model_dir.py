@@ -129,7 +129,7 @@ def load_model_dir(model_dir):
         source.do_lower_case = task_info.do_lower_case
         source.max_seq_length = task_info.max_seq_length
         # An encoder.keras beside a fine-tuned model shares its tokenizer, not its task.
-        if not isinstance(model, (tasks.BertPretrainer, tasks.BertEncoder)):
+        if not isinstance(model, (tasks.BertPretrainer, tasks.Encoder)):
             _check_task_matches(task_info, model, model_file, info_path)
             source.task_info = task_info
     elif fileio.isfile(flags_path):
