@@ -443,8 +443,9 @@ def load_huggingface(model_dir, allow_pickle=False):
     Returns:
       (model, config, vocab_file): a BertPretrainer when the checkpoint has the MLM head
       (cls.predictions.*; with NSP when it has cls.seq_relationship.*), else an encoder
-      (BertEncoder or ModernBertEncoder); the BertConfig; the path of vocab.txt, or None when the directory has none. A checkpoint
-      without a pooler (BertForMaskedLM) leaves the pooler newly initialised.
+      (BertEncoder or ModernBertEncoder); the BertConfig; the path of vocab.txt, or None when
+      the directory has none. A checkpoint without a pooler (BertForMaskedLM) leaves the
+      pooler newly initialised.
 
     Raises:
       InteropError: see read_huggingface; also a missing weight or a shape that differs from
