@@ -34,8 +34,9 @@ is cut, so outputs equal the full-length ones). No text output has a sequence di
 
 import tensorflow as tf
 
-from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSentenceEmbedder,
-                              BertSpanLabeler, BertTokenClassifier, Encoder)
+from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer,
+                              BertSentenceEmbedder, BertSpanLabeler, BertTokenClassifier, Encoder,
+                              ModernBertEncoder)
 from bert_tf.text.bpe import token_bytes
 from bert_tf.text.bpe_layer import BpeTokenizerLayer
 from bert_tf.text.layers import valid_utf8
@@ -691,7 +692,7 @@ class SentenceEmbeddingTask(ServingTask):
 
 
 MODEL_TYPES = (BertClassifier, BertSpanLabeler, BertTokenClassifier, BertPretrainer,
-               Encoder, BertSentenceEmbedder)
+               BertEncoder, ModernBertEncoder, BertSentenceEmbedder)
 
 
 def task_name_of(model):

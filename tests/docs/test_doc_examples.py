@@ -869,7 +869,12 @@ shutil.copy(os.environ["TINY_CONFIG"], "bert_tiny.json")
 assert results is not None and os.path.exists("runs/x/checkpoint"), results
 """, why="model: a tiny classifier; loss_fn: the library's classification loss; dataset_fn: "
          "constant tiny batches"),
-})
+    "KERAS_BACKEND=jax python - <<'EOF'": Recipe(
+        subs=[("print(type(bert_tf.load_model('pretrainer_jax.keras').encoder).__name__)",
+               "import bert_tf; assert type(bert_tf.load_model('pretrainer_jax.keras')"
+               ".encoder).__name__ == 'ModernBertEncoder'")],
+        why="the printed class name is asserted"),
+}, check="test -f pretrainer_jax.keras")
 
 RECIPES["docs/tokenizers.md"] = Page(links=(("tokenizer.json", "bpe_tokenizer.json"),), recipes={
     "from bert_tf.text import load_tokenizer, pack_inputs": Recipe(after="""
