@@ -165,6 +165,43 @@ def gradients(model, features):
     return {v.path: ops.convert_to_numpy(g) for v, g in zip(variables, grads)}
 
 
+OPTIMIZERS = ("adamw", "lamb", "stable_adamw")
+
+
+def optimizer_steps(kind, directory):
+    """Three updates of `kind` (create_optimizer's, warmup 1 of 10 steps) from the saved
+    weights and gradients: path -> the weights after them."""
+    from bert_tf.training.optimization import create_optimizer
+
+    saved = np.load(os.path.join(directory, "optimizer.inputs.npz"))
+    # Names the optimizers' weight decay reads: kernels decay, biases and LayerNorm do not.
+    variables = [keras.Variable(saved[f"w{i}"], name=name)
+                 for i, name in enumerate(("kernel", "bias", "gamma", "embeddings"))]
+    optimizer = create_optimizer(1e-2, num_train_steps=10, num_warmup_steps=1,
+                                 optimizer_type=kind, weight_decay_rate=0.1, clip_norm=1.0)
+    for step in range(3):
+        optimizer.apply([ops.convert_to_tensor(saved[f"g{step}_{i}"])
+                         for i in range(len(variables))], variables)
+    return {f"{kind}:{v.name}": ops.convert_to_numpy(v) for v in variables}
+
+
+def write_optimizer_inputs(directory):
+    rng = np.random.default_rng(4)
+    arrays = {}
+    for i, shape in enumerate(((8, 6), (6,), (6,), (20, 6))):
+        arrays[f"w{i}"] = rng.normal(size=shape).astype("float32")
+        for step in range(3):  # Large enough that the global-norm clip acts.
+            arrays[f"g{step}_{i}"] = rng.normal(scale=0.6, size=shape).astype("float32")
+    np.savez(os.path.join(directory, "optimizer.inputs.npz"), **arrays)
+
+
+def compute_optimizers(directory):
+    result = {}
+    for kind in OPTIMIZERS:
+        result.update(optimizer_steps(kind, directory))
+    np.savez(os.path.join(directory, f"optimizer.{keras.backend.backend()}.npz"), **result)
+
+
 def load(path):
     import bert_tf.modeling  # noqa: F401  Registers the classes the file names.
 
@@ -187,6 +224,7 @@ def main(directory):
         names = json.load(f)
     for name in names:
         compute(directory, name, load(os.path.join(directory, f"{name}.keras")))
+    compute_optimizers(directory)
     keras.utils.set_random_seed(3)
     own_name = "bert_classifier_40"
     model = CASES[own_name][0]()

@@ -53,6 +53,8 @@ def jax_results(tmp_path_factory):
         model.save(directory / f"{name}.keras")
         backend_cases.compute(str(directory), name, model)
     (directory / "cases.json").write_text(json.dumps(list(backend_cases.CASES)))
+    backend_cases.write_optimizer_inputs(str(directory))
+    backend_cases.compute_optimizers(str(directory))
     done = run_without_tensorflow(os.path.join(HERE, "backend_cases.py"), str(directory))
     assert done.returncode == 0, done.stderr[-3000:]
     return directory
@@ -87,6 +89,20 @@ def test_gradients_of_a_training_step_agree_within_1e4(jax_results, name):
     for key, tf_grad, jax_grad in grads:
         assert np.abs(tf_grad).max() > 0, key  # every variable takes part in the loss
         np.testing.assert_allclose(jax_grad, tf_grad, atol=1e-4, rtol=1e-4, err_msg=key)
+
+
+def test_optimizers_take_the_same_steps(jax_results):
+    """AdamW (TensorFlow's fused kernel vs keras.ops), LAMB and StableAdamW: three clipped
+    steps with weight decay on the kernel and embeddings, not on the bias and gamma."""
+    tf_weights = np.load(jax_results / "optimizer.tensorflow.npz")
+    jax_weights = np.load(jax_results / "optimizer.jax.npz")
+    start = np.load(jax_results / "optimizer.inputs.npz")
+    assert len(tf_weights.files) == 3 * 4
+    for key in tf_weights.files:
+        np.testing.assert_allclose(jax_weights[key], tf_weights[key], atol=1e-6, rtol=1e-6,
+                                   err_msg=key)
+        index = ("kernel", "bias", "gamma", "embeddings").index(key.split(":")[1])
+        assert np.abs(tf_weights[key] - start[f"w{index}"]).min() > 0, key  # every weight moved
 
 
 def test_a_model_saved_under_jax_answers_identically_under_tensorflow(jax_results):
