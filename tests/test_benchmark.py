@@ -306,7 +306,7 @@ def test_modernbert_finetune_builds_one_start_for_both_sides(tmp_path):
     from tokenizers import Tokenizer
 
     from bert_tf.interop.warm_start import checkpoint_config, warm_start
-    from bert_tf.modeling import BertClassifier, BertEncoder
+    from bert_tf.modeling import BertClassifier, ModernBertEncoder
     from bert_tf.text import BpeTokenizer, load_tokenizer
 
     directory = str(tmp_path / "model")
@@ -331,7 +331,7 @@ def test_modernbert_finetune_builds_one_start_for_both_sides(tmp_path):
     config = checkpoint_config(directory)
     assert (config.hidden_size, config.local_attention_window, config.classifier_pooling) == (
         64, 16, "mean")
-    classifier = BertClassifier(BertEncoder(config), num_classes=2)
+    classifier = BertClassifier(ModernBertEncoder(config), num_classes=2)
     report = warm_start(directory, classifier)
     assert report.newly_initialized == [] and report.unused == []
     assert len(report.loaded) == len(classifier.weights)

@@ -679,7 +679,8 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
         why="ModernBERT-base/ is the interop tests' random ModernBertForMaskedLM, cut to 3 "
             "layers"),
     "from bert_tf.interop import load_huggingface": Recipe(
-        after="assert type(model).__name__ == 'BertPretrainer' and config.is_modern"),
+        after="assert type(model).__name__ == 'BertPretrainer'\n"
+              "assert config.architecture == 'modernbert'"),
     "python -m bert_tf.run_classifier \\": Recipe(
         append={"classify": "--max_seq_length=256"},
         why="my_docs/ holds three short rows; the run and the export use their tiny sizes"),
