@@ -10,7 +10,7 @@ import importlib
 _LAZY = {
     "CheckpointError": "checkpointing", "warm_start": "checkpointing",
     "get_strategy": "distribute",
-    "NonFiniteLossError": "loop", "TrainingPreempted": "loop", "TrainLoopConfig": "loop_config",
+    "NonFiniteLossError": "stops", "TrainingPreempted": "stops", "TrainLoopConfig": "loop_config",
     "evaluate": "loop", "train": "loop",
     "AdamWeightDecay": "optimization", "Lamb": "optimization", "StableAdamW": "optimization",
     "WarmupLinearDecay": "optimization", "WarmupStableDecay": "optimization",

@@ -41,15 +41,11 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from bert_tf import fileio
-from bert_tf.training.preemption import TrainingPreempted
+from bert_tf.training.stops import NonFiniteLossError, TrainingPreempted
 
 _CHECKPOINT = re.compile(r"^ckpt-(\d+)\.npz$")
 # "No step was non-finite" in the int32 JAX keeps steps in.
 _NO_BAD_STEP = 2 ** 31 - 1
-
-
-class NonFiniteLossError(RuntimeError):
-    """Training stopped because the loss or the updated weights became NaN or Inf."""
 
 
 class InputContext:
@@ -137,12 +133,9 @@ def train(*, model, optimizer, loss_fn, dataset_fn, output_dir, loop_config, met
         (warm_start_fn or _no_warm_start)(config.init_checkpoint, model)
     step = first_step = int(np.asarray(optimizer.iterations.value))
 
-    mesh = _mesh()
-    replicated = NamedSharding(mesh, P())
-    # Host copies: the step donates its state's buffers, which must not be the variables'.
-    state = jax.device_put(jax.tree.map(np.asarray, _state(model, optimizer)), replicated)
+    mesh = device_mesh()
+    train_step, state = compile_train_step(model, optimizer, loss_fn, accumulation, mesh)
     batches = _micro_batches(dataset_fn, step * accumulation, accumulation, mesh)
-    train_step = _compile_step(model, optimizer, loss_fn, accumulation, replicated)
     window = _window(output_dir, chief and summaries, metrics_fn or _mean_metrics,
                      config.num_train_steps, accumulation,
                      config.global_batch_size * accumulation if config.global_batch_size
@@ -191,9 +184,8 @@ def train(*, model, optimizer, loss_fn, dataset_fn, output_dir, loop_config, met
 def evaluate(*, model, loss_fn, dataset_fn, max_steps=None, metrics_fn=None):
     """loss_fn(model, batch, training=False) over a dataset (one compiled step); the metrics
     plus "eval_steps"."""
-    mesh = _mesh()
-    replicated = NamedSharding(mesh, P())
-    values = jax.device_put([v.value for v in model.variables], replicated)
+    mesh = device_mesh()
+    values = jax.device_put([v.value for v in model.variables], NamedSharding(mesh, P()))
     variables = model.variables
 
     @jax.jit
@@ -219,7 +211,8 @@ def evaluate(*, model, loss_fn, dataset_fn, max_steps=None, metrics_fn=None):
     return results
 
 
-def _mesh():
+def device_mesh():
+    """The jax Mesh of the DataParallel distribution (axis "batch"), or of every device."""
     distribution = keras.distribution.distribution()
     if isinstance(distribution, keras.distribution.DataParallel):
         return distribution.device_mesh.backend_mesh
@@ -247,8 +240,23 @@ def _host(array):
     return np.asarray(array.addressable_data(0))
 
 
-def _compile_step(model, optimizer, loss_fn, accumulation, replicated):
-    """The jitted `(state, micro_batches [A, B, ...]) -> (state, parts, finite)`."""
+def compile_train_step(model, optimizer, loss_fn, accumulation, mesh):
+    """The compiled train step and its first state.
+
+    Args:
+      model, optimizer (built), loss_fn: as train().
+      accumulation: micro-batches per step (the leading axis of the step's batches).
+      mesh: the device mesh (device_mesh()).
+
+    Returns:
+      (step, state): `step(state, micro_batches) -> (state, parts, finite)`, micro_batches a
+      dict of [A, B, ...] global arrays (shard_micro_batches), parts loss_fn's float32 sums
+      over them, finite a bool scalar; it donates its state. state: the trainable,
+      non-trainable and optimizer values, replicated over the mesh (copies: the variables'
+      own buffers stay valid).
+    """
+    replicated = NamedSharding(mesh, P())
+    state = jax.device_put(jax.tree.map(np.asarray, _state(model, optimizer)), replicated)
     trainable_variables = model.trainable_variables
     non_trainable_variables = model.non_trainable_variables
 
@@ -286,7 +294,16 @@ def _compile_step(model, optimizer, loss_fn, accumulation, replicated):
             finite = finite & jax.numpy.all(jax.numpy.isfinite(value))
         return (trainable, non_trainable, optimizer_values), sums, finite
 
-    return jax.jit(step, donate_argnums=(0,), out_shardings=(replicated, replicated, replicated))
+    compiled = jax.jit(step, donate_argnums=(0,),
+                       out_shardings=(replicated, replicated, replicated))
+    return compiled, state
+
+
+def shard_micro_batches(local, mesh):
+    """This process's stacked micro-batches (a dict of numpy [A, B_local, ...]) as global
+    arrays split along the batch axis over the mesh."""
+    sharding = NamedSharding(mesh, P(None, "batch"))
+    return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), local)
 
 
 def _micro_batches(dataset_fn, skip, accumulation, mesh):
@@ -296,16 +313,13 @@ def _micro_batches(dataset_fn, skip, accumulation, mesh):
     if skip:
         dataset = dataset.skip(skip)
     iterator = dataset.as_numpy_iterator()
-    sharding = NamedSharding(mesh, P(None, "batch"))
     while True:
         try:
             local = [next(iterator) for _ in range(accumulation)]
         except StopIteration:
             raise RuntimeError("the training input ended; dataset_fn must return a repeating "
                                "dataset") from None
-        stacked = jax.tree.map(lambda *xs: np.stack(xs), *local)
-        yield jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x),
-                           stacked)
+        yield shard_micro_batches(jax.tree.map(lambda *xs: np.stack(xs), *local), mesh)
 
 
 def _add(sums, parts):

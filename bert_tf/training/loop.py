@@ -56,11 +56,8 @@ from bert_tf.training.logging_window import (  # noqa: F401
     LoggingWindow, write_scalars, write_summaries)
 # The drivers import it from here as well.
 from bert_tf.training.loop_config import TrainLoopConfig  # noqa: F401
-from bert_tf.training.preemption import PREEMPTED_EXIT_CODE, TrainingPreempted  # noqa: F401
-
-
-class NonFiniteLossError(RuntimeError):
-    """Training stopped because the loss or the updated weights became NaN or Inf."""
+from bert_tf.training.stops import (  # noqa: F401
+    PREEMPTED_EXIT_CODE, NonFiniteLossError, TrainingPreempted)
 
 
 def mean_metrics(sums, count):
