@@ -77,11 +77,16 @@ def dot_product_attention(query_bsad, key_bsad, value_bsad, bias, dropout=None):
     Args:
       query_bsad (already scaled), key_bsad, value_bsad: float [B, S, A, d].
       bias: float32 [B, 1, 1, S] or [B, 1, S, S].
-      dropout: optional callable applied to the probabilities [B, A, S, S].
+      dropout: optional callable applied to the probabilities [B, A, S, S] (None when no
+        dropout is active: then a fused kernel may compute it, kernels.fused_attention).
 
     Returns:
       float [B, S, A, d].
     """
+    if dropout is None:
+        fused = kernels.fused_attention(query_bsad, key_bsad, value_bsad, bias)
+        if fused is not None:
+            return fused
     query_basd, value_basd = _to_heads(query_bsad), _to_heads(value_bsad)
     key_badt = ops.transpose(key_bsad, [0, 2, 3, 1])
     scores_bass = ops.matmul(query_basd, key_badt)
@@ -213,7 +218,8 @@ def local_attention(query_bsad, key_bsad, value_bsad, segment_ids, half_window,
         return blocked_local_attention(query_bsad, key_bsad, value_bsad, segment_ids,
                                        half_window, dropout)
 
-    if kernels.portable():
+    # A fused kernel makes the full band cheaper than the blocks for any length it takes.
+    if kernels.portable() or (dropout is None and kernels.fused_attention_applies(query_bsad)):
         return full()
     length = query_bsad.shape[1]
     return kernels.by_length(length if length is not None else ops.shape(query_bsad)[1],

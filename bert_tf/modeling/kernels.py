@@ -7,6 +7,10 @@ XLA kernel, inference attention over a few rows on TensorFlow's own kernels, and
 loop that holds one chunk at a time. Every layer calls the functions here; on JAX they are the
 `keras.ops` forms, which XLA fuses by itself.
 
+On JAX with a GPU, attention without dropout on its probabilities runs in cuDNN's fused
+(flash) kernel through jax.nn.dot_product_attention (`fused_attention`; BERT_TF_FUSED_ATTENTION
+=off keeps XLA's own).
+
 Two contexts change what is traced inside them (graphs that leave the training process):
   portable_attention()  no data-dependent paths (LiteRT: a cond runs as two subgraphs), and
                         hidden keys masked with PORTABLE_MASKED_LOGIT (see attention.py);
@@ -37,6 +41,8 @@ if BACKEND not in SUPPORTED_BACKENDS:
 
 if BACKEND == "tensorflow":
     from bert_tf.modeling import tf_kernels as _tf_kernels
+
+    jax = None
 else:
     import jax
 
@@ -143,6 +149,43 @@ def few_row_attention(query_bsad, key_bsad, value_bsad, attention_bias, batched,
         return batched()
     return _tf_kernels.attention_by_rows(query_bsad, key_bsad, value_bsad, attention_bias,
                                          batched)
+
+
+def _fused_implementation(query_bsad):
+    """"cudnn" where jax.nn.dot_product_attention's fused kernel applies (JAX on a GPU,
+    bfloat16 or float16, a head size that is a multiple of 8 up to 128), "xla" when
+    BERT_TF_FUSED_ATTENTION=xla asks for the same function on any device (tests), else None."""
+    if jax is None:
+        return None
+    setting = os.environ.get("BERT_TF_FUSED_ATTENTION", "auto")
+    if setting == "xla":
+        return "xla"
+    head_size = query_bsad.shape[-1]
+    if (setting == "off" or jax.default_backend() != "gpu"
+            or str(query_bsad.dtype) not in ("bfloat16", "float16")
+            or head_size is None or head_size % 8 or head_size > 128):
+        return None
+    return "cudnn"
+
+
+def fused_attention_applies(query_bsad):
+    """True when `fused_attention` computes attention for queries like these."""
+    return _fused_implementation(query_bsad) is not None
+
+
+def fused_attention(query_bsad, key_bsad, value_bsad, bias):
+    """softmax(q k^T + bias) v in one fused kernel, or None where none applies (see
+    _fused_implementation); no dropout on the probabilities.
+
+    Args: query_bsad (already scaled), key_bsad, value_bsad [B, S, A, d]; bias float32
+      [B, 1, 1, S] or [B, 1, S, S]. Returns: [B, S, A, d] or None.
+    """
+    implementation = _fused_implementation(query_bsad)
+    if implementation is None:
+        return None
+    return jax.nn.dot_product_attention(
+        query_bsad, key_bsad, value_bsad, bias=ops.cast(bias, query_bsad.dtype), scale=1.0,
+        implementation=implementation)
 
 
 def by_length(length, threshold, short, long):

@@ -162,8 +162,10 @@ class ModernTransformerBlock(keras.layers.Layer):
             key_bsad = rotary.apply_rotary(key_bsad, cos, sin)
         query_bsad = query_bsad * ops.cast(1.0 / math.sqrt(self.head_size), query_bsad.dtype)
 
-        def dropout(probs):
-            return self.attention_dropout(probs, training=training)
+        dropout = None
+        if training and self.attention_probs_dropout_prob > 0:
+            def dropout(probs):
+                return self.attention_dropout(probs, training=training)
 
         if self.local_window:
             context_bsad = attention.local_attention(

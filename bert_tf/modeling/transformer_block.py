@@ -167,10 +167,14 @@ class TransformerBlock(keras.layers.Layer):
           attention_bias: float32 [B, 1, 1, S] or [B, 1, S, S].
         Returns: float [B, S, A, d].
         """
+        dropout = None
+        if training and self.attention_probs_dropout_prob > 0:
+            def dropout(probs):
+                return self.attention_dropout(probs, training=training)
+
         def batched():
-            return attention.dot_product_attention(
-                query_bsad, key_bsad, value_bsad, attention_bias,
-                lambda probs: self.attention_dropout(probs, training=training))
+            return attention.dot_product_attention(query_bsad, key_bsad, value_bsad,
+                                                   attention_bias, dropout)
 
         return kernels.few_row_attention(query_bsad, key_bsad, value_bsad, attention_bias,
                                          batched, training, self.compute_dtype)

@@ -97,6 +97,8 @@ CASES = {
                                                       pooling=("mean", "cls")),
                          lambda: pretraining_features(3, 32, 11), "task"),
 }
+# Cases also run through the fused attention function (padded rows, local windows).
+FUSED_CASES = ("bert_128", "modern_tagger_300")
 # Cases whose one training step's gradients are compared.
 GRADIENT_CASES = ("bert_128", "bert_16_packed", "albert_shared_64", "sinusoidal_spans_96",
                   "modern_512_packed")
@@ -225,6 +227,14 @@ def main(directory):
     for name in names:
         compute(directory, name, load(os.path.join(directory, f"{name}.keras")))
     compute_optimizers(directory)
+    # jax.nn.dot_product_attention (cuDNN's fused kernel on GPUs) through its XLA form here.
+    os.environ["BERT_TF_FUSED_ATTENTION"] = "xla"
+    for name in FUSED_CASES:
+        model = load(os.path.join(directory, f"{name}.keras"))
+        features = dict(np.load(os.path.join(directory, f"{name}.inputs.npz")))
+        np.savez(os.path.join(directory, f"{name}.jax_fused.npz"),
+                 **outputs(model, features, CASES[name][2]))
+    del os.environ["BERT_TF_FUSED_ATTENTION"]
     keras.utils.set_random_seed(3)
     own_name = "bert_classifier_40"
     model = CASES[own_name][0]()

@@ -91,6 +91,22 @@ def test_gradients_of_a_training_step_agree_within_1e4(jax_results, name):
         np.testing.assert_allclose(jax_grad, tf_grad, atol=1e-4, rtol=1e-4, err_msg=key)
 
 
+@pytest.mark.parametrize("name", backend_cases.FUSED_CASES)
+def test_the_fused_attention_function_gives_the_same_outputs(jax_results, name):
+    """jax.nn.dot_product_attention with the padding / local-window bias (cuDNN on GPUs; its
+    XLA form here): the real tokens' outputs are TensorFlow's (padding queries see no key, and
+    their rows of garbage may differ)."""
+    features = np.load(jax_results / f"{name}.inputs.npz")
+    real = features["input_mask"].astype(bool)
+    tf_out = np.load(jax_results / f"{name}.tensorflow.npz")
+    fused = np.load(jax_results / f"{name}.jax_fused.npz")
+    for key in fused.files:
+        got, want = fused[key], tf_out[key]
+        if got.shape[:2] == real.shape:
+            got, want = got[real], want[real]
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5, err_msg=key)
+
+
 def test_optimizers_take_the_same_steps(jax_results):
     """AdamW (TensorFlow's fused kernel vs keras.ops), LAMB and StableAdamW: three clipped
     steps with weight decay on the kernel and embeddings, not on the bias and gamma."""
