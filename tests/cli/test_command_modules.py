@@ -129,7 +129,8 @@ def test_groups_are_idempotent_and_each_command_keeps_its_defaults():
 ])
 def test_each_training_command_config_is_its_flags(command, config):
     # The config a driver takes has one field per flag of the command, with the flag's default
-    # (an unset --max_predictions_per_seq is None: the packed input decides P).
+    # (pre-training: an unset --max_predictions_per_seq is None, the packed input decides P; an
+    # unset --do_lower_case is None, the driver resolves it).
     import dataclasses
     import importlib
 
@@ -141,8 +142,8 @@ def test_each_training_command_config_is_its_flags(command, config):
     assert set(fields) == set(flag_values)
     differing = {n: (flag_values[n].default, d) for n, d in fields.items()
                  if flag_values[n].default != d}
-    assert differing == ({"max_predictions_per_seq": (20, None)} if command == "pretrain"
-                         else {})
+    assert differing == ({"max_predictions_per_seq": (20, None), "do_lower_case": (True, None)}
+                         if command == "pretrain" else {})
 
 
 def test_only_the_command_layer_reads_flags():
