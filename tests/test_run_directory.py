@@ -333,6 +333,9 @@ def resumed(tmp_path_factory):
                 "--train_file=inputs/train.tsv", "--dev_file=inputs/dev.tsv", "--do_train",
                 "--max_seq_length=32", "--train_batch_size=8", "--num_train_epochs=1",
                 "--learning_rate=1e-3", "--length_buckets=off", *tiny]
+    embed = ["--init_checkpoint=pretrain_text", "--train_file=inputs/pairs.tsv",
+             "--output_dir=embed", "--sentence_transformers_dir=-", "--train_batch_size=8",
+             "--learning_rate=1e-3", "--save_checkpoints_steps=4", *tiny]
     runs = {
         # Resumed from its own flagfile with other settings: refused by the legacy record.
         "pretrain_other_length": ("bert_tf.cli.pretrain", [
@@ -351,6 +354,10 @@ def resumed(tmp_path_factory):
         "extract_cased": ("bert_tf.cli.extract_features", [
             "--input_file=texts.txt", "--output_file=features.jsonl",
             "--init_checkpoint=pretrain_records", "--max_seq_length=16", "--layers=-1"]),
+        "embed_other_length": ("bert_tf.cli.embed", [
+            *embed, "--num_train_epochs=2", "--max_seq_length=16"]),
+        "embed_resumed": ("bert_tf.cli.embed", [*embed, "--num_train_epochs=2",
+                                                "--max_seq_length=32"]),
         # Records resumed by this code: its run record keeps the casing it was told.
         "records_resumed": ("bert_tf.cli.pretrain", [
             "--flagfile=pretrain_records/run_pretraining.flags", "--num_train_steps=4"]),
@@ -390,13 +397,26 @@ def test_release_0_1_pretraining_runs_resume_from_their_flagfiles(resumed):
 
 
 @pytest.mark.slow
-def test_release_0_1_fine_tuning_runs_resume(resumed):
+def test_release_0_1_fine_tuning_and_embedding_runs_resume(resumed):
     root, results = resumed
     _ok(results["classifier_resumed"])
     # 48 examples / 8 = 6 steps per epoch: the second epoch continued from ckpt-6.
     assert json.loads((root / "classifier" / "results.json").read_text())["global_step"] == 12
     assert "ckpt-12.index" in os.listdir(root / "classifier")
     assert run_directory.read_record(root / "classifier").labels == ["neg", "pos"]
+
+    assert results["embed_other_length"].returncode == 1
+    assert _error(results["embed_other_length"]) == (
+        "embed: error: --output_dir=embed holds checkpoints of a run with other settings "
+        "(embed/task_info.json); resuming would mix them: --max_seq_length=32 then, 16 now. "
+        "Rerun with the run's settings to resume it, or choose a new --output_dir "
+        "(--init_checkpoint=embed starts from its weights)")
+    _ok(results["embed_resumed"])
+    summary = json.loads((root / "embed" / "eval_results.json").read_text())
+    assert summary["step"] == 8  # 32 pairs / 8 = 4 steps per epoch, from ckpt-4
+    record = run_directory.read_record(root / "embed")
+    assert record.settings == {"max_seq_length": 32, "pooling": ["mean"], "normalize": True,
+                               "train_batch_size": 8}
 
 
 @pytest.mark.slow
