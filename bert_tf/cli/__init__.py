@@ -28,6 +28,8 @@ import sys
 import absl.flags
 from absl import app
 
+from bert_tf.run_directory import RunDirectoryError
+
 FLAGS = absl.flags.FLAGS
 
 # Paths that start with this name resolve to the copy installed with the package when they do
@@ -131,7 +133,8 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         `errors`.
       errors: exception classes that mean bad input (a flag, file or field): printed as
         "<program>: error: <message>" with exit status 1 instead of a traceback. Files that
-        cannot be read or written (OSError, TensorFlow's file-system errors) are reported the
+        cannot be read or written (OSError, TensorFlow's file-system errors) and run
+        directories that cannot be used (in use, another run's checkpoints) are reported the
         same way by every command.
       required: flags that must be given.
       define_flags: the command's `define_flags()` (bert_tf.cli.flags groups), called before
@@ -144,8 +147,8 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         _check_required(required)
         try:
             return main(argv)
-        except tuple(errors) as e:
-            print(f"{program}: error: {e}", file=sys.stderr)
+        except (*errors, RunDirectoryError) as e:
+            print(f"{program or _program_name(sys.argv[0])}: error: {e}", file=sys.stderr)
             sys.exit(1)
         except Exception as e:  # noqa: BLE001 - only file errors are reported in one line
             if not isinstance(e, _file_errors()):

@@ -191,10 +191,12 @@ def extract(options):
                                                config.max_position_embeddings)
     except length_buckets.BucketError as e:
         raise UsageError(str(e)) from None
+    # Unset: the casing --init_checkpoint records (a set one must agree with it).
+    casing = interop.casing_of(options.do_lower_case, options.init_checkpoint)
     try:
         # A tokenizer.json records its casing: --do_lower_case unset takes it, a set one must
         # agree (a vocab.txt: unset is true, the original's default).
-        tokenizer = tokenizer_files.load_tokenizer(vocab_file, options.do_lower_case)
+        tokenizer = tokenizer_files.load_tokenizer(vocab_file, casing)
     except (OSError, ValueError) as e:
         raise UsageError(f"--vocab_file={vocab_file}: {e}") from None
     do_lower_case = tokenizer_files.tokenizer_casing(tokenizer)
