@@ -83,6 +83,34 @@ def parse_flags(argv):
     return app.parse_flags_with_usage([argv[0]] + args)
 
 
+class BackendError(ValueError):
+    """A --backend this machine cannot run."""
+
+
+def use_keras_backend(backend, module):
+    """Makes Keras run on `backend` ("tensorflow" or "jax") for this command.
+
+    Sets KERAS_BACKEND when Keras is not imported yet; when it runs on another backend already
+    (Keras fixes its backend at import), runs the command again as `python -m <module>` with
+    the same arguments under KERAS_BACKEND=<backend>.
+
+    Raises:
+      BackendError: --backend=jax without JAX installed, naming what to install.
+    """
+    import importlib.util
+
+    if backend == "jax" and importlib.util.find_spec("jax") is None:
+        raise BackendError('--backend=jax needs JAX, which is not installed: pip install '
+                           '"bert_tf[jax]" (or jax[cuda12] / jax[tpu] on accelerators)')
+    keras = sys.modules.get("keras")
+    if keras is not None and keras.backend.backend() != backend:
+        os.environ["KERAS_BACKEND"] = backend
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", module, *sys.argv[1:]])
+    os.environ["KERAS_BACKEND"] = backend
+
+
 def _program_name(path):
     return os.path.splitext(os.path.basename(path))[0]
 
@@ -147,7 +175,7 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         _check_required(required)
         try:
             return main(argv)
-        except (*errors, RunDirectoryError) as e:
+        except (*errors, RunDirectoryError, BackendError) as e:
             print(f"{program or _program_name(sys.argv[0])}: error: {e}", file=sys.stderr)
             sys.exit(1)
         except Exception as e:  # noqa: BLE001 - only file errors are reported in one line
