@@ -27,6 +27,7 @@ of this process's batches), for Keras models on the JAX backend:
 """
 
 import io
+import logging as python_logging
 import os
 import signal
 import threading
@@ -63,6 +64,10 @@ class InputContext:
                              f"{self.num_replicas_in_sync} processes")
         return global_batch_size // self.num_replicas_in_sync
 
+
+# JAX logs at INFO each platform it finds missing ("Unable to initialize backend 'tpu'") on
+# every machine without that accelerator: nothing a user can act on.
+python_logging.getLogger("jax._src.xla_bridge").setLevel(python_logging.WARNING)
 
 # Environment variables that say a process is one of several (jax.distributed finds the rest).
 _MULTI_PROCESS_ENVIRONMENT = ("JAX_COORDINATOR_ADDRESS", "KERAS_DISTRIBUTION_JOB_ADDRESSES")

@@ -901,6 +901,12 @@ assert out["input_word_ids"].numpy()[0].tolist() == expected
 })
 
 RECIPES["docs/scaling.md"] = Page(links=("corpus", "vocab.txt"), recipes={
+    "python -m bert_tf.run_pretraining --flagfile=official_configs/pretraining/demo_tiny.flags "
+    "\\": Recipe(append={"pretrain": _TINY + ' --vocab_file=vocab.txt --input_file='
+                                          '"$FIXTURES/data/*.tfrecord" --eval_input_file='
+                                          '"$FIXTURES/data/*.tfrecord"'},
+                  why="the fixture records instead of the demo's; this machine's CPU is the "
+                      "one local device"),
     "export TF_CONFIG='{\"cluster\": {\"worker\": [\"10.0.0.1:12345\", \"10.0.0.2:12345\"]},":
         Recipe(subs=[('["10.0.0.1:12345", "10.0.0.2:12345"]',
                       '["127.0.0.1:\'"$WORKER_PORT"\'"]')],
