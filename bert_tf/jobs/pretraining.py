@@ -69,8 +69,9 @@ class PretrainingConfig(RuntimeConfig):
     eval_tfds_split: str | None = None
     tfds_text_key: str = "text"
     tf_data_service: str | None = None
-    # The Keras backend the run trains on, and a JAX run's processes (jax.distributed).
-    backend: str = "tensorflow"
+    # The Keras backend the run trains on (None: the one Keras runs on), and a JAX run's
+    # processes (jax.distributed).
+    backend: str | None = None
     coordinator_address: str | None = None
     num_processes: int | None = None
     process_id: int | None = None
@@ -489,8 +490,9 @@ def pretrain(options, flags_text=None):
     """
     start = time.time()
     config = run_setup.read_model_config(run_setup.config_source(options))
-    validate_options(options, config)
     options = copy.copy(options)
+    options.backend = options.backend or keras.backend.backend()
+    validate_options(options, config)
     options.do_lower_case = resolve_casing(options)
     record = run_record(options, config)
     if options.do_train:

@@ -108,7 +108,7 @@ def check_backend(options, tensorflow_only=()):
       options: a config with `backend`, the runtime flags and the JAX process flags.
       tensorflow_only: the job's own flags that only its tf.distribute loop reads.
     """
-    backend = options.backend
+    backend = options.backend or keras.backend.backend()
     if backend not in BACKENDS:
         raise FlagValueError(f"--backend={backend!r} is not one of {', '.join(BACKENDS)}")
     if keras.backend.backend() != backend:
@@ -144,7 +144,7 @@ def make_devices(options, batch_size_flags=()):
     Raises:
       FlagValueError: a global batch that does not divide over the replicas or devices.
     """
-    if options.backend != "jax":
+    if (options.backend or keras.backend.backend()) != "jax":
         return make_strategy(options, batch_size_flags)
     from bert_tf.training import jax_loop
 
