@@ -182,7 +182,7 @@ def _export_litert(source, task, options):
                  "version_2_with_negative", "null_score_diff_threshold"):
         options.pop(name, None)
     try:
-        result = litert_export.export_with_report(
+        result = litert_export.export_litert(
             source.model, FLAGS.export_dir, quantize=FLAGS.quantize,
             calibration_file=FLAGS.calibration_file, eval_file=FLAGS.eval_file, **options)
     except (ValueError, FileExistsError) as e:

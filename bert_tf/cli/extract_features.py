@@ -197,7 +197,7 @@ def extract(options):
         tokenizer = tokenizer_files.load_tokenizer(vocab_file, options.do_lower_case)
     except (OSError, ValueError) as e:
         raise UsageError(f"--vocab_file={vocab_file}: {e}") from None
-    do_lower_case = tokenizer_files.tokenizer_casing(tokenizer)
+    do_lower_case = tokenizer.do_lower_case
     missing = [role for role in ("cls", "sep", "pad") if getattr(tokenizer, f"{role}_id") is None]
     if missing:
         raise UsageError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token (inputs "

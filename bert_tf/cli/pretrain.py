@@ -45,6 +45,7 @@ from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
 from bert_tf.config import ConfigError
 from bert_tf.jobs.pretraining import FlagValueError, PretrainingConfig, pretrain
+from bert_tf.text import tokenizer_files
 from bert_tf.training import checkpointing
 from bert_tf.training.loop import NonFiniteLossError
 
@@ -69,14 +70,13 @@ def _take_tokenizer_casing(flag_values=FLAGS):
     """--do_lower_case left unset with a --vocab_file tokenizer.json: the file's casing, set
     on the flags so that run_pretraining.flags records it (exports and resumes read it there)."""
     vocab_file = flag_values.vocab_file
-    if vocab_file and vocab_file.endswith(".json") and not flag_values["do_lower_case"].present:
-        from bert_tf.text import tokenizer_files
-
+    if (vocab_file and tokenizer_files.is_tokenizer_json(vocab_file)
+            and not flag_values["do_lower_case"].present):
         try:
             tokenizer = tokenizer_files.load_tokenizer(vocab_file)
         except (OSError, ValueError) as e:
             raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
-        flag_values.do_lower_case = tokenizer_files.tokenizer_casing(tokenizer)
+        flag_values.do_lower_case = tokenizer.do_lower_case
 
 
 def main(argv):

@@ -45,9 +45,7 @@ from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import InteropError, warm_start
 from bert_tf.interop.warm_start import check_casing
 from bert_tf.modeling import BertEncoder
-from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
-from bert_tf.text.bpe import BpeTokenizer
-from bert_tf.text.tokenization import vocab_digest
+from bert_tf.text import validate_case_matches_checkpoint
 from bert_tf.training import checkpointing, finetune
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.loop import TrainLoopConfig
@@ -113,9 +111,6 @@ class RunContext:
     def chief(self):
         return is_chief(self.strategy)
 
-    @property
-    def is_bpe(self):
-        return isinstance(self.tokenizer, BpeTokenizer)
 
 
 def prepare(options):
@@ -258,13 +253,10 @@ def check_resume(context, options, cli_name, task, labels):
 
 
 def tokenizer_digest(context):
-    """Hex SHA-256 of what the tokenizer's ids depend on: a vocab.txt's tokens (vocab_digest:
-    line endings do not matter), a WordPiece tokenizer.json's tokens in the same form (so it
-    equals its vocab.txt), a byte-level BPE file's vocabulary, merges, added tokens and
-    settings (BpeTokenizer.fingerprint)."""
-    if context.vocab_file.endswith(".json"):
-        return tokenizer_files.tokenizer_tokens_digest(context.tokenizer)
-    return vocab_digest(context.vocab_file)
+    """Hex SHA-256 of what the tokenizer's ids depend on (Tokenizer.digest): the tokens, one
+    per line, whether read from a vocab.txt (line endings do not matter) or a WordPiece
+    tokenizer.json; a byte-level BPE file's vocabulary, merges, added tokens and settings."""
+    return context.tokenizer.digest()
 
 
 def build_model(context, options, make_model, num_train_steps=None):

@@ -162,7 +162,7 @@ def validate_options(options, config):
                                  "grpc://HOST:PORT (the dispatcher's address)")
     if options.vocab_file:
         vocab_size = (_tokenizer_json(options).vocab_size
-                      if _is_tokenizer_json(options.vocab_file)
+                      if tokenizer_files.is_tokenizer_json(options.vocab_file)
                       else _count_vocab(options.vocab_file))
         if config.vocab_size < vocab_size:
             raise FlagValueError(
@@ -200,10 +200,6 @@ def _validate_family_options(options):
     if options.span_boundary_objective and text_input and not options.do_span_mask:
         raise FlagValueError("--span_boundary_objective needs span boundaries: add "
                              "--do_span_mask for raw text input")
-
-
-def _is_tokenizer_json(vocab_file):
-    return str(vocab_file).endswith(".json")
 
 
 def _tokenizer_json(options):
@@ -453,17 +449,16 @@ def check_resume_compatible(options, config):
                                 f"{run_setup.config_source(options)}")
     recorded_tokenizer = tokenizer_files.model_tokenizer_file(out)
     if (options.vocab_file and recorded_tokenizer is not None
-            and (_is_tokenizer_json(options.vocab_file)
-                 or _is_tokenizer_json(recorded_tokenizer))):
+            and (tokenizer_files.is_tokenizer_json(options.vocab_file)
+                 or tokenizer_files.is_tokenizer_json(recorded_tokenizer))):
         # A tokenizer.json on either side: compare what the ids depend on.
-        before = tokenizer_files.tokenizer_tokens_digest(
-            tokenizer_files.load_tokenizer(recorded_tokenizer))
-        now = tokenizer_files.tokenizer_tokens_digest(_tokenizer_json(options))
+        before = tokenizer_files.load_tokenizer(recorded_tokenizer).digest()
+        now = _tokenizer_json(options).digest()
         if before != now:
             problems.append(f"tokenizer {recorded_tokenizer} (sha256 {before[:16]}) differs "
                             f"from --vocab_file={options.vocab_file} (sha256 {now[:16]})")
     recorded_vocab = os.path.join(out, "vocab.txt")
-    if (options.vocab_file and not _is_tokenizer_json(options.vocab_file)
+    if (options.vocab_file and not tokenizer_files.is_tokenizer_json(options.vocab_file)
             and tf.io.gfile.exists(recorded_vocab)):
         # Of the tokens: a copy with other line endings (CRLF) is the same vocabulary.
         before, now = vocab_digest(recorded_vocab), vocab_digest(options.vocab_file)
@@ -555,7 +550,7 @@ def _pretrain(options, config, strategy, flags_text, start):
         if flags_text:
             write_text_atomic(os.path.join(options.output_dir, "run_pretraining.flags"),
                               flags_text)
-        if options.vocab_file and _is_tokenizer_json(options.vocab_file):
+        if options.vocab_file and tokenizer_files.is_tokenizer_json(options.vocab_file):
             # vocab.txt for a WordPiece file, tokenizer.json for byte-level BPE.
             tokenizer_files.write_tokenizer_file(options.output_dir, _tokenizer_json(options),
                                                  options.vocab_file)

@@ -15,7 +15,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
-from bert_tf.text import bpe, tokenizer_files
+from bert_tf.text import tokenizer_files
 from bert_tf.training.distribute import get_strategy, is_chief
 from bert_tf.training.precision import resolve_dtype
 
@@ -239,20 +239,19 @@ def load_tokenizer(vocab_file, options):
     Raises:
       FlagValueError naming --vocab_file (and --do_lower_case when they disagree).
     """
-    records_casing = vocab_file.endswith(".json")
+    records_casing = tokenizer_files.is_tokenizer_json(vocab_file)
     try:
         # A tokenizer.json is read as it is, its casing compared below to name both flags.
         tokenizer = tokenizer_files.load_tokenizer(
             vocab_file, None if records_casing else options.do_lower_case)
     except (OSError, ValueError) as e:
         raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
-    casing = tokenizer_files.tokenizer_casing(tokenizer)
-    if isinstance(tokenizer, bpe.BpeTokenizer):
-        missing = [role for role in ("cls", "sep", "pad")
-                   if getattr(tokenizer, f"{role}_id") is None]
-        if missing:
-            raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
-                                 "(fine-tuning packs [CLS] text [SEP] and pads)")
+    casing = tokenizer.do_lower_case
+    missing = [role for role, token_id in (("cls", tokenizer.cls_id), ("sep", tokenizer.sep_id),
+                                           ("pad", tokenizer.pad_id)) if token_id is None]
+    if missing:
+        raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
+                             "(fine-tuning packs [CLS] text [SEP] and pads)")
     if records_casing and options.do_lower_case is not None and (
             bool(options.do_lower_case) != casing):
         raise FlagValueError(
@@ -300,9 +299,10 @@ def read_model_config(source):
     Raises:
       FlagValueError when `source` is a checkpoint that does not say its configuration.
     """
+    extension = os.path.splitext(source)[1]
     is_config_file = (tf.io.gfile.exists(source) and not fileio.isdir(source)
-                      and not source.endswith((".keras", ".h5")))
-    if source.endswith(".json") or is_config_file:
+                      and extension not in (".keras", ".h5"))
+    if extension == ".json" or is_config_file:
         return BertConfig.from_json_file(source)
     from bert_tf import interop  # Checkpoint formats are only needed on this path.
     config = interop.checkpoint_config(source)

@@ -101,11 +101,6 @@ def _serving_settings(options):
                 version_2_with_negative=bool(options.version_2_with_negative))
 
 
-def _token_kind(context):
-    """What a context's pieces are called in messages."""
-    return "byte-level BPE token" if context.is_bpe else "WordPiece token"
-
-
 class _Predictor:
     """Answers the --predict_file questions with the current weights of the model."""
 
@@ -178,7 +173,7 @@ class SquadTask(finetuning.Task):
                 is_training=True)
             if not squad.num_rows(self.train_arrays):
                 raise FlagValueError(f"--train_file={options.train_file}: no context has any "
-                                     f"{_token_kind(context)}")
+                                     f"{context.tokenizer.kind} token")
             self.info.update(num_train_examples=len(train_examples),
                              num_train_features=squad.num_rows(self.train_arrays),
                              num_skipped_train_examples=skipped)
@@ -197,7 +192,7 @@ class SquadTask(finetuning.Task):
             features = list(_convert(examples, tokenizer, options, False))
             if not features:
                 raise FlagValueError(f"--predict_file={options.predict_file}: no context has "
-                                     f"any {_token_kind(context)}")
+                                     f"any {context.tokenizer.kind} token")
             self.predict_input = (data, examples, features, has_gold)
             self.info.update(num_predict_examples=len(examples),
                              num_predict_features=len(features))
@@ -212,7 +207,7 @@ class SquadTask(finetuning.Task):
         if self.predict_input:
             self.predictor = _Predictor(model, self.options, *self.predict_input,
                                         length_buckets=context.eval_length_buckets,
-                                        whole_words=context.is_bpe)
+                                        whole_words=not context.tokenizer.subword_offsets)
 
     def results(self):
         return dict(self.info)

@@ -9,7 +9,8 @@
 - `check_ops`: the ops of an export against what the TF Serving model server links
   (bert_tf.serving.op_check).
 - `export_litert`: a LiteRT model.tflite with raw-text and id signatures, float or quantized
-  (bert_tf.serving.litert, bert_tf.serving.quantization); `op_census` lists its ops;
+  and compared with float32 (bert_tf.serving.litert_export, which runs bert_tf.serving.litert
+  and bert_tf.serving.quantization); `op_census` lists its ops;
   `LiteRTModel` answers texts with it on CPU (bert_tf.serving.litert_model).
 
 Everything except task_info imports TensorFlow when first used.
@@ -29,7 +30,7 @@ _LAZY = {
     "check_ops": "bert_tf.serving.op_check",
     "list_ops": "bert_tf.serving.op_check",
     "server_op_allowlist": "bert_tf.serving.op_check",
-    "export_litert": "bert_tf.serving.litert",
+    "export_litert": "bert_tf.serving.litert_export",
     "op_census": "bert_tf.serving.litert",
     "LiteRTModel": "bert_tf.serving.litert_model",
 }

@@ -26,7 +26,6 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 from bert_tf.serving import tasks
-from bert_tf.text.bpe_layer import BpeTokenizerLayer
 from bert_tf.text.layers import BertTokenizerLayer
 from bert_tf.text.tokenizer_files import tokenizer_layer
 
@@ -39,10 +38,9 @@ _EXPORT_ENTRIES = frozenset(("saved_model.pb", "variables", "assets", "assets.ex
                              "fingerprint.pb"))
 
 
-def _tokenizer_layer(tokenizer, vocab_file, do_lower_case):
-    """The in-graph tokenizer from `tokenizer` (a layer, a WordpieceTokenizer or a
-    BpeTokenizer: bert_tf.text.tokenizer_layer) or the vocabulary (a vocab.txt or its list of
-    tokens, tokenized with do_lower_case)."""
+def export_tokenizer_layer(tokenizer, vocab_file, do_lower_case):
+    """The in-graph tokenizer from `tokenizer` (a bert_tf.text.Tokenizer or its layer) or the
+    vocabulary (a vocab.txt or its list of tokens, tokenized with do_lower_case)."""
     if tokenizer is not None:
         if vocab_file is not None:
             raise ValueError("export: pass tokenizer or vocab_file, not both.")
@@ -57,7 +55,9 @@ def _tokenizer_layer(tokenizer, vocab_file, do_lower_case):
     return BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
 
 
-def _check_labels(task_name, model, labels):
+def check_labels(task_name, model, labels):
+    """The label names to export: one distinct name per class of a classifier or tagger
+    (default "0", "1", ...), none for other tasks; raises ValueError naming the problem."""
     if task_name in ("classification", "tagging"):
         num_classes = model.num_classes
         if labels is None:
@@ -78,7 +78,7 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
                max_answer_length, doc_stride, version_2_with_negative,
                null_score_diff_threshold):
     task_name = tasks.task_name_of(model)
-    labels = _check_labels(task_name, model, labels)
+    labels = check_labels(task_name, model, labels)
     if task_name == "classification":
         return tasks.ClassificationTask(model, tokenizer, max_seq_length, labels, text_pair)
     if task_name == "regression":
@@ -107,7 +107,7 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
     if task_name == "tagging":
         return tasks.TaggingTask(model, tokenizer, max_seq_length, labels)
     if task_name == "fill_mask":
-        vocabulary = tasks.token_texts(tokenizer) if tokenizer is not None else []
+        vocabulary = tokenizer.token_texts() if tokenizer is not None else []
         if tokenizer is not None and not 1 <= top_k <= len(vocabulary):
             raise ValueError(f"export: top_k={top_k} must be in [1, {len(vocabulary)}] (the "
                              "vocabulary size).")
@@ -117,7 +117,8 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
     return tasks.EmbeddingTask(model, tokenizer, max_seq_length)
 
 
-def _encoder_config(model):
+def encoder_config(model):
+    """The BertConfig of a model's encoder (the model itself when it is one)."""
     return (model if isinstance(model, tasks.BertEncoder) else model.encoder).config
 
 
@@ -224,12 +225,12 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         raise ValueError(f"export: signatures={list(signatures)!r}; choose from "
                          f"{', '.join(SIGNATURE_KEYS)}.")
     tasks.task_name_of(model)  # A TypeError for models that cannot be served.
-    tokenizer = _tokenizer_layer(tokenizer, vocab_file, do_lower_case)
+    tokenizer = export_tokenizer_layer(tokenizer, vocab_file, do_lower_case)
     wants_text = "text" in signatures or "examples" in signatures
     if wants_text and tokenizer is None:
         raise ValueError("export: the text and examples signatures need vocab_file (or "
                          "tokenizer); pass signatures=('ids',) to export without one.")
-    config = _encoder_config(model)
+    config = encoder_config(model)
     # The id signature takes any length; S is the text signatures' packed length.
     if wants_text and not 3 <= max_seq_length <= config.max_position_embeddings:
         raise ValueError(f"export: max_seq_length={max_seq_length} must be in [3, "
@@ -266,13 +267,10 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                                prefix=".tmp_export_")
     try:
         vocab_path = None
-        if isinstance(task.tokenizer, BpeTokenizerLayer):
-            vocab_path = os.path.join(staging, "tokenizer.json")
-            write_text_atomic(vocab_path, json.dumps(task.tokenizer.tokenizer_json,
-                                                     ensure_ascii=False))
-        elif task.tokenizer is not None:
-            vocab_path = os.path.join(staging, "vocab.txt")
-            write_text_atomic(vocab_path, "".join(t + "\n" for t in task.tokenizer.vocabulary))
+        if task.tokenizer is not None:
+            name, text = task.tokenizer.asset()
+            vocab_path = os.path.join(staging, name)
+            write_text_atomic(vocab_path, text)
         module = _ServingModule(task, vocab_path)
         functions = {"ids": module.serve_ids}
         if task.tokenizer is not None:
@@ -298,10 +296,7 @@ def _export_info(task, model, signatures, max_seq_length):
     if task.tokenizer is not None:
         info["max_seq_length"] = max_seq_length
         info["length_buckets"] = list(task.length_buckets)
-        if isinstance(task.tokenizer, BpeTokenizerLayer):
-            info["tokenizer"] = "byte-level BPE (assets/tokenizer.json)"
-        else:
-            info["do_lower_case"] = task.tokenizer.do_lower_case
+        info.update(task.tokenizer.export_info())
         if isinstance(task, tasks.SpanTask):
             info.update(max_query_length=task.max_query_length,
                         max_answer_length=task.max_answer_length, doc_stride=task.doc_stride,

@@ -36,15 +36,12 @@ import tensorflow as tf
 
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer,
                               BertSentenceEmbedder, BertSpanLabeler, BertTokenClassifier)
-from bert_tf.text.bpe import token_bytes
-from bert_tf.text.bpe_layer import BpeTokenizerLayer
-from bert_tf.text.layers import valid_utf8
 from bert_tf.text.input_packing import BertPackInputs, bucket_lengths
+from bert_tf.text.layers import valid_utf8
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 IDS_SIGNATURE = "serving_default"
 TEXT_SIGNATURE = "serve_text"
-MASK_TOKEN = "[MASK]"
 # SQuAD's text signatures run a long context's windows this many at a time, so that memory is
 # bounded whatever the context's length (BERT-base at S=384: ~110 MB of attention scores).
 WINDOW_BATCH = 16
@@ -345,22 +342,10 @@ class SpanTask(ServingTask):
 
     def text(self, inputs):
         batch = tf.shape(inputs["question"])[0]
-        if isinstance(self.tokenizer, BpeTokenizerLayer):
-            # As bert_tf.data.tasks.squad tokenizes for BPE: the question as a text, each
-            # context word (SQuAD's whitespace) as it reads in the space-joined context. Answers
-            # are whole words (every piece spans its word).
-            ids, starts, ends, question = self.tokenizer.tokenize_with_offsets(
-                inputs["context"], words="whitespace",
-                texts=inputs["question"])  # [B, (W), (P)] and [B, (Q')]
-            question = tf.cast(question, tf.int32)[:, :self.max_query_length]  # [B, (Q)]
-            context_ids = ids.merge_dims(1, 2)  # [B, (T)]
-        else:
-            # One tokenizer call for both keeps one copy of its tables in the graph.
-            ids, starts, ends = self.tokenizer.tokenize_with_offsets(
-                tf.concat([inputs["question"], inputs["context"]], axis=0))  # [2B, (W), (P)]
-            question = ids[:batch].merge_dims(1, 2)[:, :self.max_query_length]  # [B, (Q)]
-            context_ids = ids[batch:].merge_dims(1, 2)  # [B, (T)]
-            starts, ends = starts[batch:], ends[batch:]
+        question, ids, starts, ends = self.tokenizer.tokenize_question_and_context(
+            inputs["question"], inputs["context"])  # [B, (Q')] and [B, (W), (P)]
+        question = tf.cast(question, tf.int32)[:, :self.max_query_length]  # [B, (Q)]
+        context_ids = ids.merge_dims(1, 2)  # [B, (T)]
         windows = self._windows(question, context_ids)
         features = self._packed([tf.gather(question, windows["example"]), windows["ids"]])
         start_ws, end_ws = self._window_logits(features)  # [W, L] each
@@ -560,19 +545,6 @@ class TaggingTask(ServingTask):
         return outputs
 
 
-def token_texts(tokenizer):
-    """What fill-mask answers for each id: list of str, id = index. WordPiece: the vocabulary's
-    tokens ("##ing"); byte-level BPE: the text a token stands for (" cat" for "Ġcat"; a
-    piece of a multi-byte character as U+FFFD), special tokens as they are."""
-    if not isinstance(tokenizer, BpeTokenizerLayer):
-        return list(tokenizer.vocabulary)
-    texts = []
-    for token in tokenizer.spec.vocab:
-        data = token_bytes(token)
-        texts.append(token if data is None else data.decode("utf-8", "replace"))
-    return texts
-
-
 class FillMaskTask(ServingTask):
     """BertPretrainer: the top-k tokens for every mask token written in the text.
 
@@ -585,7 +557,7 @@ class FillMaskTask(ServingTask):
     A mask cut off by truncation has no prediction.
 
     Args:
-      vocabulary: what to answer for each id, id = index (`token_texts`).
+      vocabulary: what to answer for each id, id = index (the tokenizer's `token_texts()`).
       top_k: predictions per mask.
     """
 
@@ -595,12 +567,8 @@ class FillMaskTask(ServingTask):
         super().__init__(model, tokenizer, seq_length)
         self.vocabulary = list(vocabulary)
         self.top_k = top_k
-        if isinstance(tokenizer, BpeTokenizerLayer):
-            mask = tokenizer.mask_id
-            if mask is None or mask not in {t.id for t in tokenizer.spec.added_tokens}:
-                raise ValueError(f"export: {tokenizer.spec.source} has no mask token among its "
-                                 "added tokens, so a mask written in the text could not be "
-                                 "found; a fill-mask export needs one (e.g. [MASK]).")
+        if tokenizer is not None:
+            tokenizer.check_masks_in_text()
 
     def ids_signature(self):
         return dict(super().ids_signature(),
@@ -612,23 +580,8 @@ class FillMaskTask(ServingTask):
                              training=False)
         return dict(outputs)
 
-    def _tokenize_with_masks(self, text):
-        """tf.string [B] -> int32 RaggedTensor [B, (T)] with the mask id at each mask."""
-        if isinstance(self.tokenizer, BpeTokenizerLayer):  # An added token: found in the text.
-            return tf.cast(self.tokenizer(text), tf.int32)
-        parts = tf.strings.split(text, sep=MASK_TOKEN)  # [B, (parts)]
-        part_ids = self.tokenizer(parts.flat_values)  # [N, (T)]
-        is_last = tf.equal(tf.ragged.range(parts.row_lengths()) + 1,
-                           parts.row_lengths()[:, tf.newaxis]).flat_values  # [N]
-        mask_count = tf.cast(~is_last, tf.int64)
-        masks = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(mask_count)], self.tokenizer.mask_id), mask_count,
-            validate=False)
-        with_masks = tf.concat([part_ids, masks], axis=1)  # [N, (T + 1 or T)]
-        return parts.with_flat_values(with_masks).merge_dims(1, 2)
-
     def text(self, inputs):
-        features = self._packed([self._tokenize_with_masks(inputs["text"])])
+        features = self._packed([self.tokenizer.tokenize_with_masks(inputs["text"])])
         word_ids = features["input_word_ids"]
         positions_bs = tf.broadcast_to(tf.range(tf.shape(word_ids)[1]), tf.shape(word_ids))
         positions = tf.ragged.boolean_mask(positions_bs,

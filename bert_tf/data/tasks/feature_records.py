@@ -67,14 +67,6 @@ def fingerprint(parts):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def tokenizer_parts(tokenizer):
-    """What a tokenizer's output depends on: its vocabulary and settings."""
-    if hasattr(tokenizer, "fingerprint"):  # BpeTokenizer: vocabulary, merges, added tokens.
-        return ["bpe", tokenizer.fingerprint()]
-    vocab = hashlib.sha256("\n".join(tokenizer.inv_vocab).encode("utf-8")).hexdigest()
-    return [vocab, tokenizer.do_lower_case, tokenizer.max_input_chars_per_word]
-
-
 def cached_records(directory, name, parts, spec, make_features):
     """The TFRecord file of one split's features, converted now or reused from an earlier run.
 
