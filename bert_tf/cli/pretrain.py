@@ -60,10 +60,8 @@ def define_flags(flag_values=FLAGS):
 def pretraining_config(flag_values=FLAGS):
     """The PretrainingConfig of the parsed flags; --max_predictions_per_seq left unset is None
     (the packed input's own or derived P, else 20)."""
-    given = flag_values["max_predictions_per_seq"].present
-    return cli_flags.to_config(
-        PretrainingConfig, flag_values,
-        max_predictions_per_seq=flag_values.max_predictions_per_seq if given else None)
+    return cli_flags.to_config(PretrainingConfig, flag_values,
+                               unset=("max_predictions_per_seq",))
 
 
 def _take_tokenizer_casing(flag_values=FLAGS):

@@ -39,9 +39,9 @@ def define_flags(flag_values=FLAGS):
 
 def main(argv):
     del argv
-    if FLAGS.verbose_logging:
-        logging.set_verbosity(logging.DEBUG)
     config = cli_flags.to_config(SquadConfig)
+    if config.verbose_logging:
+        logging.set_verbosity(logging.DEBUG)
     outputs.check_finetuning_dirs(config, "run_squad")
     run_squad(config, flags_text=FLAGS.flags_into_string())
 

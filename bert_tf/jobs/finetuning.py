@@ -142,7 +142,7 @@ def prepare(options):
         if not 0.0 <= options.warmup_proportion <= 1.0:
             raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
                                  "[0, 1]")
-        run_setup.check_lr_schedule(options)
+        run_setup.check_lr_schedule(options, warmup_proportion=options.warmup_proportion)
     run_setup.check_export_dir(options)
     if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
         raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
@@ -282,12 +282,11 @@ def build_model(context, options, make_model, num_train_steps=None):
                          len(model.trainable_variables))
         optimizer = None
         if num_train_steps:
-            schedule, decay_proportion = run_setup.lr_schedule_options(options)
             optimizer = create_optimizer(
                 options.learning_rate, num_train_steps,
                 finetune.num_warmup_steps(num_train_steps, options.warmup_proportion),
                 optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
-                lr_schedule=schedule, decay_proportion=decay_proportion)
+                lr_schedule=options.lr_schedule, decay_proportion=options.decay_proportion)
     return model, optimizer
 
 
@@ -344,7 +343,7 @@ def restore_trained(options, model, best_metric):
         logging.warning("No fine-tuned weights in --output_dir=%s: using --init_checkpoint=%s",
                         options.output_dir, options.init_checkpoint)
         report = warm_start_fn(options)(options.init_checkpoint, model)
-        if report.newly_initialized and not getattr(options, "allow_untrained_head", False):
+        if report.newly_initialized and not options.allow_untrained_head:
             raise FlagValueError(
                 f"--do_eval/--do_predict without --do_train: --output_dir={options.output_dir} "
                 f"holds no fine-tuned weights and --init_checkpoint={options.init_checkpoint} "

@@ -21,7 +21,8 @@ from absl import logging
 
 from bert_tf import fileio, interop
 from bert_tf.config import BertConfig
-from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
+from bert_tf.data.pretraining.masking_recipe import (DEFAULT_MAX_PREDICTIONS_PER_SEQ,
+                                                     MaskingRecipe, resolve_max_predictions)
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
@@ -34,10 +35,6 @@ from bert_tf.training.distribute import is_chief
 from bert_tf.training.loop import TrainLoopConfig, evaluate, train, write_summaries
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.ownership import owned_directory
-
-# P when max_predictions_per_seq is None (not given) and the input is not packed.
-DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
-
 
 @dataclasses.dataclass
 class PretrainingConfig(RuntimeConfig):
@@ -144,7 +141,8 @@ def validate_options(options, config):
     if not 0 <= options.num_warmup_steps <= options.num_train_steps:
         raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
                              f"[0, --num_train_steps={options.num_train_steps}]")
-    run_setup.check_lr_schedule(options)
+    run_setup.check_lr_schedule(options, num_warmup_steps=options.num_warmup_steps,
+                                num_train_steps=options.num_train_steps)
     _validate_family_options(options)
     # type_vocab_size 0 means no segment embeddings (ModernBERT): segment ids are ignored.
     if config.type_vocab_size == 1 and not options.full_sentences:
@@ -185,9 +183,7 @@ def _validate_family_options(options):
     if options.full_sentences and options.use_next_sentence_label:
         raise FlagValueError("--full_sentences packs single sequences: it needs "
                              "--use_next_sentence_label=false")
-    # getattr: option objects made before packing existed keep working.
-    pack, instances = (getattr(options, "pack_sequences", False),
-                       getattr(options, "max_instances_per_row", 0))
+    pack, instances = options.pack_sequences, options.max_instances_per_row
     if instances and not pack:
         raise FlagValueError("--max_instances_per_row sets packed rows of raw text: it needs "
                              "--pack_sequences")
@@ -248,7 +244,7 @@ def _packed_layout(options, name, patterns):
     except ValueError as e:
         raise FlagValueError(f"--{name}={patterns}: {e}") from None
     if layout is None:
-        if getattr(options, "pack_sequences", False):
+        if options.pack_sequences:
             raise FlagValueError(
                 f"--pack_sequences: the records of --{name} are not packed (no feature "
                 f'"instance_ids" in {first}); make them with create_pretraining_data '
@@ -273,15 +269,14 @@ def text_packing(options):
     """(P, I) of packed raw text (--pack_sequences), or (--max_predictions_per_seq, None)."""
     from bert_tf.data.pretraining import row_packing
 
-    if not getattr(options, "pack_sequences", False):
+    if not options.pack_sequences:
         return _predictions(options), None
-    instances = (getattr(options, "max_instances_per_row", 0)
-                 or row_packing.default_max_instances_per_row(options.max_seq_length))
-    predictions = options.max_predictions_per_seq
-    if predictions is None:
-        predictions = row_packing.default_max_predictions_per_row(
-            options.max_seq_length, options.masked_lm_prob, instances)
-    return predictions, instances
+    predictions = resolve_max_predictions(
+        options.max_predictions_per_seq, max_seq_length=options.max_seq_length,
+        masked_lm_prob=options.masked_lm_prob, pack_sequences=True,
+        max_instances_per_row=options.max_instances_per_row)
+    return predictions, (options.max_instances_per_row
+                         or row_packing.default_max_instances_per_row(options.max_seq_length))
 
 
 def masking_recipe(options):
@@ -352,8 +347,10 @@ def _data_service_job_name(options):
              options.seed, options.masked_lm_prob, options.do_whole_word_mask,
              options.use_next_sentence_label, options.do_lower_case,
              options.sentence_order_prediction, options.do_span_mask, options.full_sentences]
-    if getattr(options, "pack_sequences", False):  # runs without packing keep their job names
-        shape += [True, getattr(options, "max_instances_per_row", 0)]
+    # Packing joins the name only when packing: an unpacked run's name is the one every release
+    # gives it, so a trainer restarted under a newer bert_tf re-attaches to its job.
+    if options.pack_sequences:
+        shape += [True, options.max_instances_per_row]
     return "bert_tf_pretraining_" + hashlib.sha1(json.dumps(shape).encode()).hexdigest()[:16]
 
 
@@ -538,11 +535,11 @@ def _pretrain(options, config, strategy, flags_text, start):
         model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
                                sentence_order_prediction=options.sentence_order_prediction,
                                span_boundary_objective=options.span_boundary_objective)
-        schedule, decay_proportion = run_setup.lr_schedule_options(options)
         optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
                                      options.num_warmup_steps, optimizer_type=options.optimizer,
                                      weight_decay_rate=options.weight_decay_rate,
-                                     lr_schedule=schedule, decay_proportion=decay_proportion)
+                                     lr_schedule=options.lr_schedule,
+                                     decay_proportion=options.decay_proportion)
 
     chief = is_chief(strategy)
     if chief:

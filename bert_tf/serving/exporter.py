@@ -244,7 +244,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                       text_pair, top_k, max_query_length, max_answer_length, doc_stride,
                       version_2_with_negative, null_score_diff_threshold)
     if wants_text:
-        task.length_buckets = tasks.check_length_buckets(length_buckets, max_seq_length)
+        task.length_buckets = tasks.check_length_buckets(length_buckets, max_seq_length,
+                                                         config.max_position_embeddings)
 
     export_dir = fileio.abspath(export_dir)
     if fileio.exists(export_dir) and not fileio.isdir(export_dir):

@@ -375,7 +375,9 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
         task = tasks.TaggingTask(model, None, max_seq_length, labels)
     else:
         task = tasks.FillMaskTask(model, None, max_seq_length, [], 1)
-    buckets = tasks.check_length_buckets(length_buckets, max_seq_length) if wants_text else ()
+    buckets = (tasks.check_length_buckets(length_buckets, max_seq_length,
+                                          config.max_position_embeddings)
+               if wants_text else ())
     text_pair = bool(text_pair) and task_name in ("classification", "regression")
     module = _LiteRTModule(task, tokenizer, text_pair, buckets)
     keys = tuple(k for s, k in (("ids", IDS_SIGNATURE), ("text", TEXT_SIGNATURE))

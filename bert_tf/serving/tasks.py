@@ -34,12 +34,13 @@ is cut, so outputs equal the full-length ones). No text output has a sequence di
 
 import tensorflow as tf
 
+from bert_tf.config import ENCODER_INPUTS
+from bert_tf.data.tasks.length_buckets import parse_buckets
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer,
                               BertSentenceEmbedder, BertSpanLabeler, BertTokenClassifier)
 from bert_tf.text.input_packing import BertPackInputs, bucket_lengths
 from bert_tf.text.layers import valid_utf8
 
-ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 IDS_SIGNATURE = "serving_default"
 TEXT_SIGNATURE = "serve_text"
 # SQuAD's text signatures run a long context's windows this many at a time, so that memory is
@@ -47,41 +48,27 @@ TEXT_SIGNATURE = "serve_text"
 WINDOW_BATCH = 16
 
 
-def default_length_buckets(seq_length):
-    """The text signatures' default buckets: bert_tf.text.input_packing.bucket_lengths' fine steps
-    (TF Serving runs the graph without XLA, where a length costs nothing):
-    128 -> (4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128)."""
-    return bucket_lengths(seq_length)
-
-
-def check_length_buckets(length_buckets, seq_length):
-    """The text signatures' bucket lengths, checked, with `seq_length` as the last.
+def check_length_buckets(length_buckets, seq_length, max_position_embeddings):
+    """The text signatures' bucket lengths, ending with `seq_length`.
 
     Args:
-      length_buckets: increasing ints in [1, seq_length], or None for
-        `default_length_buckets(seq_length)`; () means always S (no buckets).
+      length_buckets: increasing lengths (or a --length_buckets string), checked by
+        bert_tf.data.tasks.length_buckets.parse_buckets (lengths above seq_length are left
+        out); None: bert_tf.text.input_packing.bucket_lengths' fine steps (TF Serving runs the
+        graph without XLA, where a length costs nothing), 128 -> (4, 8, 12, 16, 24, 32, 40, 48,
+        56, 64, 80, 96, 112, 128); () or "off": always S.
       seq_length: S, the packed length.
-
-    Returns:
-      tuple of int, strictly increasing, ending with seq_length.
+      max_position_embeddings: of the model; no bucket may exceed it.
 
     Raises:
       ValueError: naming length_buckets and what was expected.
     """
     if length_buckets is None:
-        return default_length_buckets(seq_length)
-    buckets = list(length_buckets)
-    if not all(isinstance(b, int) and not isinstance(b, bool) for b in buckets):
-        raise ValueError(f"export: length_buckets={buckets!r} must be integers.")
-    if any(b >= a for a, b in zip(buckets[1:], buckets)) or (buckets and buckets[0] < 1):
-        raise ValueError(f"export: length_buckets={buckets} must be strictly increasing "
-                         f"positive lengths.")
-    if buckets and buckets[-1] > seq_length:
-        raise ValueError(f"export: length_buckets={buckets} exceed max_seq_length="
-                         f"{seq_length}.")
-    if not buckets or buckets[-1] < seq_length:
-        buckets.append(seq_length)  # The longest inputs are packed to S.
-    return tuple(buckets)
+        return bucket_lengths(seq_length)
+    buckets = parse_buckets(length_buckets if isinstance(length_buckets, str)
+                            else list(length_buckets), seq_length, max_position_embeddings,
+                            flag="length_buckets")
+    return tuple(buckets) if buckets else (seq_length,)
 
 
 def _assert_in_range(ids, limit, name, limit_name):
@@ -142,7 +129,7 @@ class ServingTask:
 
     Attributes:
       length_buckets: the lengths the text signatures run the encoder at (see
-        `check_length_buckets`); default `default_length_buckets(seq_length)`.
+        `check_length_buckets`); default bert_tf.text.input_packing.bucket_lengths.
     """
 
     name = None
@@ -154,7 +141,7 @@ class ServingTask:
         self.model = model
         self.tokenizer = tokenizer
         self.seq_length = seq_length
-        self.length_buckets = default_length_buckets(seq_length)
+        self.length_buckets = bucket_lengths(seq_length)
         self.pack = None
         if tokenizer is not None:
             self.pack = BertPackInputs(seq_length, cls_id=tokenizer.cls_id,

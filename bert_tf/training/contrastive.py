@@ -21,12 +21,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.config import ENCODER_INPUTS
 from bert_tf.metrics.retrieval import retrieval_metrics, spearman
 from bert_tf.training import finetune, loop
 from bert_tf.training.optimization import create_optimizer
 
 SIDES = ("anchor", "positive", "negative")
-_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def feature_name(side, name):
@@ -81,7 +81,7 @@ def contrastive_loss_fn(scale=20.0, symmetric=False):
         for side in SIDES:
             if feature_name(side, "input_word_ids") in batch:
                 embeddings[side] = model({name: batch[feature_name(side, name)]
-                                          for name in _INPUTS}, training=training)
+                                          for name in ENCODER_INPUTS}, training=training)
         loss, correct = multiple_negatives_ranking_loss(
             embeddings["anchor"], embeddings["positive"], embeddings.get("negative"),
             scale=scale, symmetric=symmetric)

@@ -68,6 +68,13 @@ def mean_metrics(sums, count):
     return {k: v / count for k, v in sums.items()}
 
 
+def check_gradient_accumulation_steps(steps):
+    """Raises ValueError naming --gradient_accumulation_steps unless `steps` >= 1: the one check
+    of the setting, made by TrainLoopConfig and by the jobs before their work."""
+    if steps < 1:
+        raise ValueError(f"--gradient_accumulation_steps={steps} must be >= 1")
+
+
 @dataclasses.dataclass
 class TrainLoopConfig:
     """How long and how a training loop runs: the settings `train` and `fine_tune` take.
@@ -95,6 +102,9 @@ class TrainLoopConfig:
     gradient_accumulation_steps: int = 1
     jit_compile: bool | str = False
     init_checkpoint: str | None = None
+
+    def __post_init__(self):
+        check_gradient_accumulation_steps(self.gradient_accumulation_steps)
 
 
 def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, loop_config,
@@ -141,7 +151,7 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, loop_c
         after the bad step).
       TrainingPreempted: SIGTERM arrived; the checkpoint of the step reached was saved.
       checkpointing.CheckpointError: output_dir not writable, or an unusable init_checkpoint.
-      ValueError: gradient_accumulation_steps < 1, or a bad jit_compile value.
+      ValueError: a bad jit_compile value.
     """
     start_time = time.time()
     num_train_steps, steps_per_loop = loop_config.num_train_steps, loop_config.steps_per_loop
@@ -149,9 +159,6 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, loop_c
     global_batch_size, jit_compile = loop_config.global_batch_size, loop_config.jit_compile
     gradient_accumulation_steps = loop_config.gradient_accumulation_steps
     init_checkpoint = loop_config.init_checkpoint
-    if gradient_accumulation_steps < 1:
-        raise ValueError(f"--gradient_accumulation_steps={gradient_accumulation_steps} must be "
-                         ">= 1")
     accumulation = gradient_accumulation_steps
     log_steps = log_steps or steps_per_loop
     checkpointing.check_writable_dir(output_dir)

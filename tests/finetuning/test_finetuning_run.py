@@ -1,7 +1,6 @@
 """The fine-tuning driver (bert_tf.jobs.finetuning): setting checks, the restore rule."""
 
 import logging
-import types
 
 import numpy as np
 import pytest
@@ -9,7 +8,8 @@ import tensorflow as tf
 
 from bert_tf.cli.outputs import check_finetuning_dirs
 from bert_tf.config import BertConfig
-from bert_tf.jobs.finetuning import RUN_RECORD, check_resume, owned, prepare, restore_trained
+from bert_tf.jobs.finetuning import (RUN_RECORD, FinetuningConfig, check_resume, owned, prepare,
+                                     restore_trained)
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.modeling import BertEncoder, BertSpanLabeler
 
@@ -22,7 +22,7 @@ def _options(pretrained_dir, tmp_path, **overrides):
                   max_seq_length=16, export_dir=None, train_batch_size=16,
                   gradient_accumulation_steps=1)
     values.update(overrides)
-    return types.SimpleNamespace(**values)
+    return FinetuningConfig(**values)
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -109,8 +109,8 @@ def test_restore_skips_a_corrupt_newest_checkpoint_with_a_warning(tmp_path, capl
     data_file.write_bytes(data_file.read_bytes()[:40])  # truncated, as by a full disk
 
     fresh = BertSpanLabeler(BertEncoder(config))
-    options = types.SimpleNamespace(output_dir=str(tmp_path), init_checkpoint=None,
-                                    do_lower_case=True)
+    options = FinetuningConfig(output_dir=str(tmp_path), init_checkpoint=None,
+                               do_lower_case=True)
     with caplog.at_level(logging.WARNING):
         step = restore_trained(options, fresh, "f1")
     assert step == 10
@@ -180,8 +180,8 @@ def test_predict_only_from_a_pretraining_run_is_refused_unless_asked(tmp_path, p
     from bert_tf.modeling import BertClassifier
 
     config = BertConfig.from_json_file(str(pretrained_dir / "bert_config.json"))
-    options = types.SimpleNamespace(output_dir=str(tmp_path), do_lower_case=True,
-                                    init_checkpoint=str(pretrained_dir))
+    options = FinetuningConfig(output_dir=str(tmp_path), do_lower_case=True,
+                               init_checkpoint=str(pretrained_dir))
     with pytest.raises(FlagValueError) as e:
         restore_trained(options, BertClassifier(BertEncoder(config), 2), "score")
     assert str(e.value).startswith(
@@ -270,8 +270,8 @@ def test_a_damaged_best_checkpoint_falls_back_to_the_newest(tmp_path, caplog):
     data_file.write_bytes(data_file.read_bytes()[:40])
 
     fresh = BertSpanLabeler(BertEncoder(config))
-    options = types.SimpleNamespace(output_dir=str(tmp_path), init_checkpoint=None,
-                                    do_lower_case=True)
+    options = FinetuningConfig(output_dir=str(tmp_path), init_checkpoint=None,
+                               do_lower_case=True)
     with caplog.at_level(logging.WARNING):
         assert restore_trained(options, fresh, "f1") == 20
     for expected, variable in zip(want, fresh.weights, strict=True):
