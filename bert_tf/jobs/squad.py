@@ -257,7 +257,8 @@ class SquadTask(finetuning.Task):
                 if context.chief and not options.do_train:
                     write_summaries(os.path.join(options.output_dir, "summaries", "eval"),
                                     weights_step, results["eval"])
-        # No eval_results.txt: SQuAD's metrics are in results.json only, as before.
+        # No eval_results.txt (the original run_squad.py writes none): the metrics are in
+        # results.json.
         return None
 
     def run_files(self):

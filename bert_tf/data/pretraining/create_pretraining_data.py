@@ -67,9 +67,7 @@ What differs from the original, and why:
     index). Chunks depend only on the corpus and documents_per_chunk, so an instance does not
     depend on which process made it or in what order: the local path gives byte-identical
     shards for a given seed whatever --num_workers is, and the Beam pipeline
-    (beam_pipeline) gives the same set of records. (Versions before this seeding
-    and the vectorised path below made different records for the same seed, with the same
-    statistics.)
+    (beam_pipeline) gives the same set of records.
   * Vectorised per chunk (the algorithm's distributions unchanged): the chunk is tokenized in
     one call; each instance's layout is drawn as token ranges; then per dupe, numpy truncates
     every pair at once (the tokens each side loses follow from the lengths; how many of them
