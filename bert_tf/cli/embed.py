@@ -52,7 +52,7 @@ from bert_tf.text.tokenizer_files import write_tokenizer_file
 from bert_tf.training import contrastive
 from bert_tf.training.checkpointing import (CheckpointError, check_writable_dir,
                                             save_keras_model)
-from bert_tf.training.embedding import TextEncoder
+from bert_tf.training.text_encoder import TextEncoder
 
 FLAGS = flags.FLAGS
 PROGRAM = "embed"

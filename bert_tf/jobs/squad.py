@@ -21,7 +21,7 @@ from bert_tf.jobs.finetuning import FinetuningConfig
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.modeling import BertSpanLabeler
-from bert_tf.training import finetune
+from bert_tf.training import task_loop
 from bert_tf.training.loop import write_summaries
 
 
@@ -120,7 +120,7 @@ class _Predictor:
         start = time.time()
         dataset = squad.squad_dataset(self.arrays, batch_size=self.options.predict_batch_size,
                                       is_training=False, length_buckets=self.length_buckets)
-        logits = finetune.predict(self.model, dataset, ["start_logits", "end_logits"],
+        logits = task_loop.predict(self.model, dataset, ["start_logits", "end_logits"],
                                   sequence_length=self.options.max_seq_length)
         count = len(self.features)
         result = squad_postprocess.compute_predictions(
@@ -148,7 +148,7 @@ class SquadTask(finetuning.Task):
 
     cli_name = "run_squad"
     best_metric = BEST_METRIC
-    loss_fn = staticmethod(finetune.span_loss_fn)
+    loss_fn = staticmethod(task_loop.span_loss_fn)
 
     run_kind = TASK
 
@@ -230,7 +230,7 @@ class SquadTask(finetuning.Task):
 
     def record_training(self, results, outcome, num_train_steps):
         results.update(global_step=outcome["step"], num_train_steps=num_train_steps,
-                       num_warmup_steps=finetune.num_warmup_steps(
+                       num_warmup_steps=task_loop.num_warmup_steps(
                            num_train_steps, self.options.warmup_proportion),
                        train=outcome["train"], evaluations=outcome["evaluations"],
                        best=outcome["best"])

@@ -1,7 +1,7 @@
 """SavedModel export with serving signatures for TF Serving, and the checks that go with it.
 
 - `export(model, export_dir, ...)`: id, raw-text and tf.Example signatures for every model type
-  (bert_tf.serving.exporter, bert_tf.serving.tasks).
+  (bert_tf.serving.exporter, bert_tf.serving.task_signatures).
 - `write_task_info` / `read_task_info`: the task_info.json that fine-tuning runs leave next to
   model.keras (bert_tf.serving.task_info).
 - `load_model_dir`: a run's output directory (or a .keras file) -> the model and the settings
@@ -26,7 +26,7 @@ _LAZY = {
     "SIGNATURE_KEYS": "bert_tf.serving.exporter",
     "load_model_dir": "bert_tf.serving.model_dir",
     "ExportSource": "bert_tf.serving.model_dir",
-    "task_name_of": "bert_tf.serving.tasks",
+    "task_name_of": "bert_tf.serving.task_signatures",
     "check_ops": "bert_tf.serving.op_check",
     "list_ops": "bert_tf.serving.op_check",
     "server_op_allowlist": "bert_tf.serving.op_check",

@@ -5,7 +5,7 @@
 
   serving_default  int32 input_word_ids, input_mask, input_type_ids [B, S'] (and
                    masked_lm_positions [B, P] for BertPretrainer) -> the model's outputs
-  serve_text       tf.string [B] texts -> task-level outputs (see bert_tf.serving.tasks),
+  serve_text       tf.string [B] texts -> task-level outputs (see bert_tf.serving.task_signatures),
                    tokenization, packing and truncation inside the graph; the encoder runs
                    at the batch's longest input rounded up to one of `length_buckets`
   serve_examples   tf.string [B] serialized tf.Example with the text inputs as bytes
@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
-from bert_tf.serving import tasks
+from bert_tf.serving import task_signatures
 from bert_tf.text.layers import BertTokenizerLayer
 from bert_tf.text.tokenizer_files import tokenizer_layer
 
@@ -77,12 +77,13 @@ def check_labels(task_name, model, labels):
 def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_query_length,
                max_answer_length, doc_stride, version_2_with_negative,
                null_score_diff_threshold):
-    task_name = tasks.task_name_of(model)
+    task_name = task_signatures.task_name_of(model)
     labels = check_labels(task_name, model, labels)
     if task_name == "classification":
-        return tasks.ClassificationTask(model, tokenizer, max_seq_length, labels, text_pair)
+        return task_signatures.ClassificationTask(model, tokenizer, max_seq_length, labels,
+                                                  text_pair)
     if task_name == "regression":
-        return tasks.RegressionTask(model, tokenizer, max_seq_length, text_pair)
+        return task_signatures.RegressionTask(model, tokenizer, max_seq_length, text_pair)
     if task_name == "squad":
         if max_query_length is None:
             max_query_length = min(64, (max_seq_length - 3) // 2)
@@ -101,25 +102,25 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
                 f"context tokens (max_seq_length={max_seq_length} minus max_query_length="
                 f"{max_query_length} minus 3), and a larger stride would skip context between "
                 "windows.")
-        return tasks.SpanTask(model, tokenizer, max_seq_length, max_query_length,
+        return task_signatures.SpanTask(model, tokenizer, max_seq_length, max_query_length,
                               max_answer_length, doc_stride, version_2_with_negative,
                               null_score_diff_threshold)
     if task_name == "tagging":
-        return tasks.TaggingTask(model, tokenizer, max_seq_length, labels)
+        return task_signatures.TaggingTask(model, tokenizer, max_seq_length, labels)
     if task_name == "fill_mask":
         vocabulary = tokenizer.token_texts() if tokenizer is not None else []
         if tokenizer is not None and not 1 <= top_k <= len(vocabulary):
             raise ValueError(f"export: top_k={top_k} must be in [1, {len(vocabulary)}] (the "
                              "vocabulary size).")
-        return tasks.FillMaskTask(model, tokenizer, max_seq_length, vocabulary, top_k)
+        return task_signatures.FillMaskTask(model, tokenizer, max_seq_length, vocabulary, top_k)
     if task_name == "sentence_embedding":
-        return tasks.SentenceEmbeddingTask(model, tokenizer, max_seq_length)
-    return tasks.EmbeddingTask(model, tokenizer, max_seq_length)
+        return task_signatures.SentenceEmbeddingTask(model, tokenizer, max_seq_length)
+    return task_signatures.EmbeddingTask(model, tokenizer, max_seq_length)
 
 
 def encoder_config(model):
     """The BertConfig of a model's encoder (the model itself when it is one)."""
-    return (model if isinstance(model, tasks.BertEncoder) else model.encoder).config
+    return (model if isinstance(model, task_signatures.BertEncoder) else model.encoder).config
 
 
 class _ServingModule(tf.Module):
@@ -154,7 +155,7 @@ class _ServingModule(tf.Module):
         return self._task.text(self._task.checked_text(inputs))
 
     def _examples(self, examples):
-        with tf.control_dependencies([tasks.assert_vector(
+        with tf.control_dependencies([task_signatures.assert_vector(
                 examples, SIGNATURE_KEYS["examples"], "examples", "serialized tf.Examples")]):
             examples = tf.identity(examples)
         spec = {name: tf.io.FixedLenFeature(
@@ -224,7 +225,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
     if unknown or not signatures:
         raise ValueError(f"export: signatures={list(signatures)!r}; choose from "
                          f"{', '.join(SIGNATURE_KEYS)}.")
-    tasks.task_name_of(model)  # A TypeError for models that cannot be served.
+    task_signatures.task_name_of(model)  # A TypeError for models that cannot be served.
     tokenizer = export_tokenizer_layer(tokenizer, vocab_file, do_lower_case)
     wants_text = "text" in signatures or "examples" in signatures
     if wants_text and tokenizer is None:
@@ -244,7 +245,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                       text_pair, top_k, max_query_length, max_answer_length, doc_stride,
                       version_2_with_negative, null_score_diff_threshold)
     if wants_text:
-        task.length_buckets = tasks.check_length_buckets(length_buckets, max_seq_length,
+        task.length_buckets = task_signatures.check_length_buckets(length_buckets, max_seq_length,
                                                          config.max_position_embeddings)
 
     export_dir = fileio.abspath(export_dir)
@@ -298,7 +299,7 @@ def _export_info(task, model, signatures, max_seq_length):
         info["max_seq_length"] = max_seq_length
         info["length_buckets"] = list(task.length_buckets)
         info.update(task.tokenizer.export_info())
-        if isinstance(task, tasks.SpanTask):
+        if isinstance(task, task_signatures.SpanTask):
             info.update(max_query_length=task.max_query_length,
                         max_answer_length=task.max_answer_length, doc_stride=task.doc_stride,
                         version_2_with_negative=task.version_2_with_negative,

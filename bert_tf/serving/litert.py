@@ -48,14 +48,14 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 
 from bert_tf import fileio
 from bert_tf.modeling.local_attention import portable_attention
-from bert_tf.serving import tasks
+from bert_tf.serving import task_signatures
 from bert_tf.serving.exporter import check_labels, encoder_config, export_tokenizer_layer
 from bert_tf.text.input_packing import truncated_lengths
 
 MODEL_FILE = "model.tflite"
 INFO_FILE = "bert_tf_litert.json"
-IDS_SIGNATURE = tasks.IDS_SIGNATURE
-TEXT_SIGNATURE = tasks.TEXT_SIGNATURE
+IDS_SIGNATURE = task_signatures.IDS_SIGNATURE
+TEXT_SIGNATURE = task_signatures.TEXT_SIGNATURE
 # Custom ops whose LiteRT kernels tensorflow_text.tflite_registrar registers (what the
 # converter names them after TF Text's TensorFlow ops).
 TF_TEXT_CUSTOM_OPS = frozenset({
@@ -337,7 +337,7 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
     if unknown or not signatures:
         raise ValueError(f"--format=litert: signatures={list(signatures)!r}; choose from ids, "
                          "text.")
-    task_name = tasks.task_name_of(model)
+    task_name = task_signatures.task_name_of(model)
     wants_text = "text" in signatures
     if wants_text and task_name not in TEXT_TASKS:
         raise LiteRTUnsupportedError(
@@ -364,18 +364,19 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
                          f"model's vocab_size is only {config.vocab_size}.")
     labels = check_labels(task_name, model, labels)
     if task_name == "classification":
-        task = tasks.ClassificationTask(model, tokenizer, max_seq_length, labels, text_pair)
+        task = task_signatures.ClassificationTask(model, tokenizer, max_seq_length, labels,
+                                                  text_pair)
     elif task_name == "regression":
-        task = tasks.RegressionTask(model, tokenizer, max_seq_length, text_pair)
+        task = task_signatures.RegressionTask(model, tokenizer, max_seq_length, text_pair)
     elif task_name == "embedding":
-        task = tasks.EmbeddingTask(model, tokenizer, max_seq_length)
+        task = task_signatures.EmbeddingTask(model, tokenizer, max_seq_length)
     elif task_name == "squad":
-        task = tasks.SpanTask(model, None, max_seq_length, 1, 1, 1, False)
+        task = task_signatures.SpanTask(model, None, max_seq_length, 1, 1, 1, False)
     elif task_name == "tagging":
-        task = tasks.TaggingTask(model, None, max_seq_length, labels)
+        task = task_signatures.TaggingTask(model, None, max_seq_length, labels)
     else:
-        task = tasks.FillMaskTask(model, None, max_seq_length, [], 1)
-    buckets = (tasks.check_length_buckets(length_buckets, max_seq_length,
+        task = task_signatures.FillMaskTask(model, None, max_seq_length, [], 1)
+    buckets = (task_signatures.check_length_buckets(length_buckets, max_seq_length,
                                           config.max_position_embeddings)
                if wants_text else ())
     text_pair = bool(text_pair) and task_name in ("classification", "regression")

@@ -22,7 +22,7 @@ import keras
 import bert_tf.modeling  # noqa: F401  Registers the model classes that .keras files name.
 from bert_tf import fileio
 from bert_tf.saving import model_file_of
-from bert_tf.serving import tasks
+from bert_tf.serving import task_signatures
 from bert_tf.serving.task_info import TASK_INFO_FILE, read_task_info
 
 PRETRAINING_FLAGFILE = "run_pretraining.flags"
@@ -92,7 +92,7 @@ def _pretraining_settings(path):
 
 
 def _check_task_matches(task_info, model, model_file, info_path):
-    expected = tasks.task_name_of(model)
+    expected = task_signatures.task_name_of(model)
     if task_info.task != expected:
         raise ValueError(f"{info_path}: task={task_info.task!r}, but {model_file} holds a "
                          f"{type(model).__name__} (a {expected} model)")
@@ -116,7 +116,7 @@ def load_model_dir(model_dir):
     model_file = model_file_of(model_dir, flag="--model_dir")
     directory = os.path.dirname(fileio.abspath(model_file))
     model = keras.saving.load_model(model_file, compile=False)
-    tasks.task_name_of(model)  # Raises TypeError for other models.
+    task_signatures.task_name_of(model)  # Raises TypeError for other models.
     source = ExportSource(model=model, model_file=model_file)
     for name in (VOCAB_FILE, TOKENIZER_JSON):
         if fileio.isfile(os.path.join(directory, name)):
@@ -129,7 +129,7 @@ def load_model_dir(model_dir):
         source.do_lower_case = task_info.do_lower_case
         source.max_seq_length = task_info.max_seq_length
         # An encoder.keras beside a fine-tuned model shares its tokenizer, not its task.
-        if not isinstance(model, (tasks.BertPretrainer, tasks.BertEncoder)):
+        if not isinstance(model, (task_signatures.BertPretrainer, task_signatures.BertEncoder)):
             _check_task_matches(task_info, model, model_file, info_path)
             source.task_info = task_info
     elif fileio.isfile(flags_path):

@@ -255,7 +255,7 @@ def test_casing_recorded_by_a_bert_tf_pretraining_run_is_checked(tmp_path, pretr
 def test_a_damaged_best_checkpoint_falls_back_to_the_newest(tmp_path, caplog):
     """Case 7: a truncated best/ raised a raw IndexError after training and in every
     predict-only rerun; docs/fine-tuning.md promises the newest readable checkpoint."""
-    from bert_tf.training.finetune import BestModelKeeper
+    from bert_tf.training.task_loop import BestModelKeeper
 
     config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)

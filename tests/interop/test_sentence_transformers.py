@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bert_tf.interop import InteropError, load_sentence_transformers
-from bert_tf.training.embedding import TextEncoder
+from bert_tf.training.text_encoder import TextEncoder
 import peers
 from embedding_helpers import make_st_dir, minilm_dir, write_json
 

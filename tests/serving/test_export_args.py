@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from bert_tf import serving
 from bert_tf.modeling import BertClassifier, BertEncoder, BertSpanLabeler
-from bert_tf.serving.tasks import (ClassificationTask, RegressionTask, SpanTask,
+from bert_tf.serving.task_signatures import (ClassificationTask, RegressionTask, SpanTask,
                                    check_length_buckets)
 from bert_tf.text.input_packing import bucket_lengths
 from bert_tf.text.layers import BertTokenizerLayer

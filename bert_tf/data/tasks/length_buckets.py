@@ -22,7 +22,7 @@ sorted by length (stable) and cut into batches, so a batch holds examples of nea
 and is cut to the bucket of its longest. Only the pass's last batch can be partial: it is
 filled up with zero examples (`example_weights` 0, `example_index` -1) so every example is seen
 exactly once and every batch has the batch size; `example_index` (the position in the file)
-lets bert_tf.training.finetune.predict return the outputs in the file's order. (Grouping by
+lets bert_tf.training.task_loop.predict return the outputs in the file's order. (Grouping by
 bucket in arrival order instead left each bucket a partial, filled batch and examples padded
 up to a whole bucket: 1.7x the positions of the sorted windows on short SST-2-like text.)
 """

@@ -497,7 +497,7 @@ def squad_dataset(arrays, *, batch_size, is_training, seed=None, input_context=N
       length_buckets: increasing bucket lengths ending with S (see
         bert_tf.data.tasks.length_buckets), or None for full-length batches. With buckets, each
         batch holds windows of one bucket cut to its length ([B, None] in the element spec);
-        prediction batches carry `example_index` (finetune.predict restores the order).
+        prediction batches carry `example_index` (task_loop.predict restores the order).
 
     Returns:
       tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S] plus
