@@ -80,10 +80,10 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
     task_name = task_signatures.task_name_of(model)
     labels = check_labels(task_name, model, labels)
     if task_name == "classification":
-        return task_signatures.ClassificationTask(model, tokenizer, max_seq_length, labels,
-                                                  text_pair)
+        return task_signatures.ClassificationSignatures(model, tokenizer, max_seq_length, labels,
+                                                        text_pair)
     if task_name == "regression":
-        return task_signatures.RegressionTask(model, tokenizer, max_seq_length, text_pair)
+        return task_signatures.RegressionSignatures(model, tokenizer, max_seq_length, text_pair)
     if task_name == "squad":
         if max_query_length is None:
             max_query_length = min(64, (max_seq_length - 3) // 2)
@@ -102,20 +102,21 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
                 f"context tokens (max_seq_length={max_seq_length} minus max_query_length="
                 f"{max_query_length} minus 3), and a larger stride would skip context between "
                 "windows.")
-        return task_signatures.SpanTask(model, tokenizer, max_seq_length, max_query_length,
+        return task_signatures.SpanSignatures(model, tokenizer, max_seq_length, max_query_length,
                               max_answer_length, doc_stride, version_2_with_negative,
                               null_score_diff_threshold)
     if task_name == "tagging":
-        return task_signatures.TaggingTask(model, tokenizer, max_seq_length, labels)
+        return task_signatures.TaggingSignatures(model, tokenizer, max_seq_length, labels)
     if task_name == "fill_mask":
         vocabulary = tokenizer.token_texts() if tokenizer is not None else []
         if tokenizer is not None and not 1 <= top_k <= len(vocabulary):
             raise ValueError(f"export: top_k={top_k} must be in [1, {len(vocabulary)}] (the "
                              "vocabulary size).")
-        return task_signatures.FillMaskTask(model, tokenizer, max_seq_length, vocabulary, top_k)
+        return task_signatures.FillMaskSignatures(model, tokenizer, max_seq_length, vocabulary,
+                                                  top_k)
     if task_name == "sentence_embedding":
-        return task_signatures.SentenceEmbeddingTask(model, tokenizer, max_seq_length)
-    return task_signatures.EmbeddingTask(model, tokenizer, max_seq_length)
+        return task_signatures.SentenceEmbeddingSignatures(model, tokenizer, max_seq_length)
+    return task_signatures.EmbeddingSignatures(model, tokenizer, max_seq_length)
 
 
 def encoder_config(model):
@@ -299,7 +300,7 @@ def _export_info(task, model, signatures, max_seq_length):
         info["max_seq_length"] = max_seq_length
         info["length_buckets"] = list(task.length_buckets)
         info.update(task.tokenizer.export_info())
-        if isinstance(task, task_signatures.SpanTask):
+        if isinstance(task, task_signatures.SpanSignatures):
             info.update(max_query_length=task.max_query_length,
                         max_answer_length=task.max_answer_length, doc_stride=task.doc_stride,
                         version_2_with_negative=task.version_2_with_negative,

@@ -364,18 +364,18 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
                          f"model's vocab_size is only {config.vocab_size}.")
     labels = check_labels(task_name, model, labels)
     if task_name == "classification":
-        task = task_signatures.ClassificationTask(model, tokenizer, max_seq_length, labels,
-                                                  text_pair)
+        task = task_signatures.ClassificationSignatures(model, tokenizer, max_seq_length, labels,
+                                                        text_pair)
     elif task_name == "regression":
-        task = task_signatures.RegressionTask(model, tokenizer, max_seq_length, text_pair)
+        task = task_signatures.RegressionSignatures(model, tokenizer, max_seq_length, text_pair)
     elif task_name == "embedding":
-        task = task_signatures.EmbeddingTask(model, tokenizer, max_seq_length)
+        task = task_signatures.EmbeddingSignatures(model, tokenizer, max_seq_length)
     elif task_name == "squad":
-        task = task_signatures.SpanTask(model, None, max_seq_length, 1, 1, 1, False)
+        task = task_signatures.SpanSignatures(model, None, max_seq_length, 1, 1, 1, False)
     elif task_name == "tagging":
-        task = task_signatures.TaggingTask(model, None, max_seq_length, labels)
+        task = task_signatures.TaggingSignatures(model, None, max_seq_length, labels)
     else:
-        task = task_signatures.FillMaskTask(model, None, max_seq_length, [], 1)
+        task = task_signatures.FillMaskSignatures(model, None, max_seq_length, [], 1)
     buckets = (task_signatures.check_length_buckets(length_buckets, max_seq_length,
                                           config.max_position_embeddings)
                if wants_text else ())

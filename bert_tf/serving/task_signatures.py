@@ -1,6 +1,7 @@
 """What each model type computes when served: its token-id and raw-text signatures.
 
-One class per task wraps a Keras model (and, for text, the in-graph tokenizer and packer):
+One class per task (ClassificationSignatures, ..., SentenceEmbeddingSignatures) wraps a Keras
+model (and, for text, the in-graph tokenizer and packer):
 
   task            model                              text inputs          text outputs
   classification  BertClassifier (C >= 2)            text [, text_pair]   probabilities,
@@ -119,7 +120,7 @@ def _segment_first_max(values, ids, segment_ids, num_segments):
                                               segment_ids, num_segments)
 
 
-class ServingTask:
+class ServingSignatures:
     """A model's serving computations. Subclasses set the text inputs and outputs.
 
     Args:
@@ -238,7 +239,7 @@ class ServingTask:
         return {name: features[name] for name in ENCODER_INPUTS}
 
 
-class ClassificationTask(ServingTask):
+class ClassificationSignatures(ServingSignatures):
     """BertClassifier with C >= 2 classes: class probabilities and names.
 
     Args:
@@ -271,7 +272,7 @@ class ClassificationTask(ServingTask):
         }
 
 
-class RegressionTask(ClassificationTask):
+class RegressionSignatures(ClassificationSignatures):
     """BertClassifier with one output: the regression score (e.g. STS-B similarity)."""
 
     name = "regression"
@@ -285,7 +286,7 @@ class RegressionTask(ClassificationTask):
         return {"score": logits_b1[:, 0]}
 
 
-class SpanTask(ServingTask):
+class SpanSignatures(ServingSignatures):
     """BertSpanLabeler: the answer span in the context, as the original SQuAD post-processing.
 
     The question keeps its first `max_query_length` tokens; the context is covered by sliding
@@ -466,7 +467,7 @@ class SpanTask(ServingTask):
         return in_window & tf.equal(tf.gather(owner, token_wl), window_wl)
 
 
-class TaggingTask(ServingTask):
+class TaggingSignatures(ServingSignatures):
     """BertTokenClassifier: a label for every word, predicted at its first piece.
 
     Words are the basic tokenizer's (punctuation split off), as the tagging data's words are
@@ -532,7 +533,7 @@ class TaggingTask(ServingTask):
         return outputs
 
 
-class FillMaskTask(ServingTask):
+class FillMaskSignatures(ServingSignatures):
     """BertPretrainer: the top-k tokens for every mask token written in the text.
 
     WordPiece: the text is split at the literal "[MASK]" and the parts tokenized as usual, with
@@ -589,7 +590,7 @@ class FillMaskTask(ServingTask):
         }
 
 
-class EmbeddingTask(ServingTask):
+class EmbeddingSignatures(ServingSignatures):
     """BertEncoder: sentence embeddings.
 
     `pooled_output` is the encoder's tanh-pooled [CLS] vector; `mean_pooled_output` the mean of
@@ -612,7 +613,7 @@ class EmbeddingTask(ServingTask):
                 "mean_pooled_output": summed_bh / tf.reduce_sum(mask_bs1, axis=1)}
 
 
-class SentenceEmbeddingTask(ServingTask):
+class SentenceEmbeddingSignatures(ServingSignatures):
     """BertSentenceEmbedder: its pooled (and, when it normalises, unit-length) vectors.
 
     Both signatures return `embedding` float32 [B, D]; the text one tokenises and packs in the

@@ -24,7 +24,7 @@ Stages, with N = examples in a block, B = batch, S = max_seq_length, P = max_pre
 
 With pack_sequences (docs/packing.md), stage 3 batches `pack_buffer_size` shuffled instances,
 masks each as in 4 (P caps each instance), and packs them whole, first-fit decreasing, into rows
-of S tokens with at most I instances and P predictions (pack_instances); the rows are then
+of S tokens with at most I instances and P predictions (pack_instance_features); the rows are then
 batched with drop_remainder. Rows carry input_instance_ids and next_sentence_positions /
 _labels / _weights [I], as packed TFRecords read by pretraining_dataset do.
 
@@ -45,7 +45,7 @@ import tensorflow as tf
 from bert_tf import optional
 from bert_tf.data.pretraining.masking import split_seed, mask_batch, span_mask_batch
 from bert_tf.data.pretraining.record_dataset import expand_input_patterns
-from bert_tf.data.pretraining.row_packing_tf import pack_instances
+from bert_tf.data.pretraining.row_packing_tf import pack_instance_features
 from bert_tf.text import corpus_files, load_tokenizer, tokenizer_layer
 from bert_tf.text.input_packing import truncated_lengths
 
@@ -719,7 +719,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         # evaluation pass packs its last, partial group too.
         ds = ds.batch(pack_buffer_size).enumerate()
         ds = ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        ds = ds.map(lambda f: pack_instances(
+        ds = ds.map(lambda f: pack_instance_features(
             f, max_seq_length=max_seq_length, max_instances_per_row=max_instances_per_row,
             max_predictions_per_row=max_predictions_per_seq),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
