@@ -18,6 +18,7 @@ from absl import logging
 from bert_tf import fileio, interop
 from bert_tf.config import ENCODER_INPUTS, BertConfig
 from bert_tf.data.tasks import length_buckets
+from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.modeling import BertEncoder
 from bert_tf.text import pack_inputs, tokenizer_files, truncated_lengths
@@ -168,18 +169,9 @@ def extract_features(options):
                                                config.max_position_embeddings)
     except length_buckets.BucketError as e:
         raise FlagValueError(str(e)) from None
-    try:
-        # A tokenizer.json records its casing: --do_lower_case unset takes it, a set one must
-        # agree (a vocab.txt: unset is true, the original's default).
-        tokenizer = tokenizer_files.load_tokenizer(vocab_file, options.do_lower_case)
-    except (OSError, ValueError) as e:
-        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
-    do_lower_case = tokenizer.do_lower_case
-    missing = [role for role, token_id in (("cls", tokenizer.cls_id), ("sep", tokenizer.sep_id),
-                                           ("pad", tokenizer.pad_id)) if token_id is None]
-    if missing:
-        raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
-                             "(inputs are packed as [CLS] text [SEP] and padded)")
+    # A tokenizer.json records its casing: --do_lower_case unset takes it, a set one must agree
+    # (a vocab.txt: unset is true, the original's default).
+    tokenizer, do_lower_case = run_setup.load_tokenizer(vocab_file, options)
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"--vocab_file={vocab_file} has {tokenizer.vocab_size} tokens but "
                              f"vocab_size={config.vocab_size} in the model's config")

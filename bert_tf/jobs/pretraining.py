@@ -22,7 +22,8 @@ from absl import logging
 from bert_tf import fileio, interop
 from bert_tf.config import BertConfig
 from bert_tf.data.pretraining.masking_recipe import (DEFAULT_MAX_PREDICTIONS_PER_SEQ,
-                                                     MaskingRecipe, resolve_max_predictions)
+                                                     MaskingRecipe, MaskingSettings,
+                                                     resolve_max_predictions)
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
@@ -37,11 +38,12 @@ from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.ownership import owned_directory
 
 @dataclasses.dataclass
-class PretrainingConfig(RuntimeConfig):
+class PretrainingConfig(MaskingSettings, RuntimeConfig):
     """Everything a pre-training run is told; field names and defaults are the flags'.
 
-    See `bert-tf-pretrain --help` (bert_tf.cli.flags) for each field. max_predictions_per_seq
-    None means "not given": 20, or for packed input the records' own P / the packed-text default.
+    See `bert-tf-pretrain --help` (bert_tf.cli.flags) for each field; the masking recipe's are
+    MaskingSettings'. max_predictions_per_seq None means "not given": 20, or for packed input
+    the records' own P / the packed-text default.
     """
 
     # Model and files.
@@ -64,15 +66,6 @@ class PretrainingConfig(RuntimeConfig):
     eval_tfds_split: str | None = None
     tfds_text_key: str = "text"
     tf_data_service: str | None = None
-    # The masking recipe of raw text (and the shapes records must have).
-    max_seq_length: int = 128
-    max_predictions_per_seq: int | None = None
-    masked_lm_prob: float = 0.15
-    do_whole_word_mask: bool = False
-    sentence_order_prediction: bool = False
-    do_span_mask: bool = False
-    pack_sequences: bool = False
-    max_instances_per_row: int = 0
     # Objectives.
     use_next_sentence_label: bool = True
     span_boundary_objective: bool = False

@@ -13,14 +13,15 @@ import dataclasses
 from absl import logging
 
 from bert_tf.data.pretraining import create_pretraining_data as cpd
-from bert_tf.data.pretraining.masking_recipe import resolve_max_predictions
+from bert_tf.data.pretraining.masking_recipe import MaskingSettings, resolve_max_predictions
 
 
 @dataclasses.dataclass
-class PretrainingDataConfig:
+class PretrainingDataConfig(MaskingSettings):
     """What a record-making run is told; field names and defaults are the flags'.
 
-    See `bert-tf-create-pretraining-data --help` (bert_tf.cli.flags). None means "not given":
+    See `bert-tf-create-pretraining-data --help` (bert_tf.cli.flags); the masking fields are
+    MaskingSettings'. None means "not given":
     do_lower_case None takes a tokenizer.json's own casing (a vocab.txt: True);
     max_predictions_per_seq None is 20, or with pack_sequences the per-row default
     (masking_recipe.resolve_max_predictions).
@@ -44,15 +45,6 @@ class PretrainingDataConfig:
     runner: str | None = None
     beam_num_shards: int = 1
     beam_pipeline_option: list = dataclasses.field(default_factory=list)
-    # The masking recipe.
-    max_seq_length: int = 128
-    max_predictions_per_seq: int | None = None
-    masked_lm_prob: float = 0.15
-    do_whole_word_mask: bool = False
-    sentence_order_prediction: bool = False
-    do_span_mask: bool = False
-    pack_sequences: bool = False
-    max_instances_per_row: int = 0
 
     @property
     def beam(self):

@@ -243,11 +243,10 @@ def load_tokenizer(vocab_file, options):
     except (OSError, ValueError) as e:
         raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
     casing = tokenizer.do_lower_case
-    missing = [role for role, token_id in (("cls", tokenizer.cls_id), ("sep", tokenizer.sep_id),
-                                           ("pad", tokenizer.pad_id)) if token_id is None]
+    missing = tokenizer_files.missing_roles(tokenizer)
     if missing:
         raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
-                             "(fine-tuning packs [CLS] text [SEP] and pads)")
+                             "(inputs are packed as [CLS] text [SEP] and padded)")
     if records_casing and options.do_lower_case is not None and (
             bool(options.do_lower_case) != casing):
         raise FlagValueError(

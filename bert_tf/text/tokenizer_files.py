@@ -89,6 +89,13 @@ class Tokenizer(Protocol):
         """Hex SHA-256 of everything the ids depend on, casing included (cache keys)."""
 
 
+def missing_roles(tokenizer, roles=("cls", "sep", "pad")):
+    """The special roles of `roles` ("cls", "sep", "pad", "mask", "unk") a tokenizer (or its
+    layer) has no token for: list of str. A tokenizer.json may lack any; by default the roles
+    packing needs ([CLS] text [SEP], padded)."""
+    return [role for role in roles if getattr(tokenizer, f"{role}_id") is None]
+
+
 def is_tokenizer_json(path):
     """True for a tokenizer.json (it records its casing and may be byte-level BPE), False for
     a vocab.txt: every command tells them apart by the name's ".json"."""

@@ -48,8 +48,7 @@ class TextEncoder:
         if isinstance(vocab_file, str) or hasattr(vocab_file, "__fspath__"):
             vocab_file = tokenizer_files.load_tokenizer(vocab_file, do_lower_case)
         self.tokenizer = tokenizer_files.tokenizer_layer(vocab_file)
-        missing = [role for role in ("cls", "sep", "pad")
-                   if getattr(self.tokenizer, f"{role}_id") is None]
+        missing = tokenizer_files.missing_roles(self.tokenizer)
         if missing:
             raise ValueError(f"TextEncoder: the tokenizer has no {'/'.join(missing)} token "
                              "(texts are packed as [CLS] text [SEP] and padded)")

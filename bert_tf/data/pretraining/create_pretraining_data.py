@@ -111,6 +111,7 @@ from bert_tf.data.pretraining.corpus_reading import (file_size, iter_document_ch
 from bert_tf.data.pretraining.instances import CreationStats, InstanceMaker, document_seed
 from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
 from bert_tf.text import load_tokenizer
+from bert_tf.text.tokenizer_files import missing_roles
 
 _PROGRESS_EVERY_SECONDS = 10.0
 
@@ -239,9 +240,8 @@ def pretraining_tokenizer(vocab_file, do_lower_case=None):
         [CLS], [SEP] or mask token (naming the file); OSError for a missing file.
     """
     tokenizer = load_tokenizer(vocab_file, do_lower_case)
-    missing = [role for role, i in (("[CLS]", tokenizer.cls_id), ("[SEP]", tokenizer.sep_id),
-                                    ("mask ([MASK] or <mask>)", tokenizer.mask_id))
-               if i is None]
+    names = {"cls": "[CLS]", "sep": "[SEP]", "mask": "mask ([MASK] or <mask>)"}
+    missing = [names[role] for role in missing_roles(tokenizer, tuple(names))]
     if missing:
         raise ValueError(f"--vocab_file={vocab_file} has no {' or '.join(missing)} token; "
                          "pre-training records need [CLS], [SEP] and a mask token.")

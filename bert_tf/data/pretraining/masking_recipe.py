@@ -28,6 +28,22 @@ def resolve_max_predictions(max_predictions_per_seq, *, max_seq_length, masked_l
         max_instances_per_row or row_packing.default_max_instances_per_row(max_seq_length))
 
 
+@dataclasses.dataclass
+class MaskingSettings:
+    """The masking flags as a command takes them (bert_tf.cli.flags MASKING group): the part
+    of a job's config that pre-training and record making share. max_predictions_per_seq None
+    means "not given" (resolve_max_predictions)."""
+
+    max_seq_length: int = 128
+    max_predictions_per_seq: int | None = None
+    masked_lm_prob: float = 0.15
+    do_whole_word_mask: bool = False
+    sentence_order_prediction: bool = False
+    do_span_mask: bool = False
+    pack_sequences: bool = False
+    max_instances_per_row: int = 0
+
+
 @dataclasses.dataclass(frozen=True)
 class MaskingRecipe:
     """The masked-LM recipe of pre-training instances; field names are the flag names.
