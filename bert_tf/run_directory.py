@@ -561,7 +561,7 @@ class RunRecord:
         "run_tagging", "bert-tf-embed"); None when a legacy file does not say.
       model_config: the model config (BertConfig.to_dict()).
       tokenizer_sha256: hex SHA-256 of what the tokenizer's ids depend on
-        (bert_tf.text.tokenizer_files.tokenizer_tokens_digest).
+        (the Tokenizer's digest()).
       do_lower_case: the casing the run tokenized with; None: not known (pre-training records
         made by create_pretraining_data with no --do_lower_case given to the run).
       task, labels: a fine-tuning run's task ("sst-2", "tagging", "squad") and its label
@@ -764,7 +764,7 @@ def tokenizer_digest(tokenizer_path):
     """Hex SHA-256 of what the ids of the tokenizer file at `tokenizer_path` depend on."""
     from bert_tf.text import tokenizer_files
 
-    return tokenizer_files.tokenizer_tokens_digest(tokenizer_files.load_tokenizer(tokenizer_path))
+    return tokenizer_files.load_tokenizer(tokenizer_path).digest()
 
 
 def recorded_command(directory):

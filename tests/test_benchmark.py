@@ -13,6 +13,8 @@ import traceback
 
 import pytest
 
+import peers
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "tools", "benchmark.py")
 HF_FIXTURE = os.path.join(REPO, "tests", "interop", "fixtures", "hf_bert_gelu")
@@ -352,8 +354,6 @@ def test_modernbert_finetune_ratio_row():
     assert "accuracy bert_tf - HF -0.0100" in case.format_lines(row)[0]
 
 
-# The peers' venv (torch, onnxruntime) the benchmark's --torch_python points at here; CI has none.
-PEER_PYTHON = "/work/peers/bin/python"
 
 
 def _bench_litert():
@@ -383,11 +383,10 @@ def test_dense_chain_worker_computes_the_numpy_chain_with_its_variant_environmen
     assert line == "  dense chain alone (12 rows), p50 ms: tensorflow 3.2, onnxruntime 1.5"
 
 
-@pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason=f"needs onnxruntime and onnx in "
-                    f"{PEER_PYTHON} (the peers' venv; CI has none)")
+@peers.needs("onnx and onnxruntime")
 def test_dense_chain_onnx_graph_computes_the_numpy_chain():
     case = _bench_litert()
-    result = case.run_worker("chain_ort", {"requests": 3}, python=PEER_PYTHON, timeout=300)
+    result = case.run_worker("chain_ort", {"requests": 3}, python=peers.python(), timeout=300)
     assert "error" not in result, result
     assert result["relative_diff_vs_numpy"] < 1e-5
 

@@ -16,7 +16,8 @@ FLAGFILE = os.path.join(REPO_ROOT, "official_configs", "pretraining", "demo_tiny
 
 @pytest.mark.slow
 def test_demo_data_and_flagfile_pretrain_end_to_end(tmp_path):
-    data = demo_corpus.prepare_demo_data(str(tmp_path / "demo"), dupe_factor=2, num_workers=1)
+    data = demo_corpus.prepare_demo_data(demo_corpus.DemoDataConfig(
+        output_dir=str(tmp_path / "demo"), dupe_factor=2, num_workers=1))
     tokenizer = WordpieceTokenizer(data["vocab.txt"], do_lower_case=True)
     assert 3000 <= tokenizer.vocab_size <= 4000
     assert data["train_instances"] > 1500 and data["eval_instances"] > 50

@@ -207,7 +207,7 @@ def worker_bert_tf(args):
     from bert_tf.interop import load_sentence_transformers
     from bert_tf.text.input_packing import bucket_lengths
     from bert_tf.training import contrastive
-    from bert_tf.training.embedding import TextEncoder
+    from bert_tf.training.text_encoder import TextEncoder
 
     keras.utils.set_random_seed(1)
     keras.mixed_precision.set_global_policy(args.get("dtype", "float32"))
@@ -301,7 +301,7 @@ def _timed_passes(fn, repeats):
 def worker_bert_tf_encode(args):
     """TextEncoder on the sentences: median seconds of `repeats` passes after a warm-up."""
     from bert_tf.interop import load_sentence_transformers
-    from bert_tf.training.embedding import TextEncoder
+    from bert_tf.training.text_encoder import TextEncoder
 
     st = load_sentence_transformers(args["model_dir"])
     sentences = read_lines(os.path.join(args["data_dir"], "sentences.txt"))

@@ -24,21 +24,28 @@ Apache Beam (same set of records; shards out/train-SSSSS-of-NNNNN):
 import ctypes
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
-from bert_tf.data.pretraining import create_pretraining_data as cpd
-from bert_tf.data.pretraining import row_packing
+from bert_tf.jobs.pretraining_data import PretrainingDataConfig, make_pretraining_data
 
 FLAGS = flags.FLAGS
+
 
 def define_flags(flag_values=FLAGS):
     """The original create_pretraining_data.py's flags (same names and defaults) and bert_tf's."""
     return cli_flags.define_create_pretraining_data_flags(flag_values)
+
+
+def pretraining_data_config(flag_values=FLAGS):
+    """The PretrainingDataConfig of the parsed flags; --do_lower_case and
+    --max_predictions_per_seq left unset are None (the tokenizer file's casing; 20, or the
+    packed rows' default)."""
+    return cli_flags.to_config(PretrainingDataConfig, flag_values,
+                               unset=("do_lower_case", "max_predictions_per_seq"))
 
 
 def _keep_freed_memory():
@@ -65,8 +72,15 @@ def _tf_file_error_type():
 
 
 def main(argv):
+    del argv
     try:
-        _run(argv)
+        config = pretraining_data_config()
+        outputs.check_not_inputs({"--output_file": config.output_file},
+                                 {"--input_file": config.input_file,
+                                  "--vocab_file": config.vocab_file})
+        if not config.beam:
+            _keep_freed_memory()
+        make_pretraining_data(config)
     except (ValueError, OSError) as e:
         # Bad input or flags, or a file that cannot be read or written: the message names the
         # culprit (OS errors carry the path); a traceback adds nothing.
@@ -75,61 +89,6 @@ def main(argv):
         if not isinstance(e, _tf_file_error_type()):
             raise
         sys.exit(f"create_pretraining_data: error: {e.message}")
-
-
-def _run(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
-    outputs.check_not_inputs({"--output_file": FLAGS.output_file},
-                             {"--input_file": FLAGS.input_file, "--vocab_file": FLAGS.vocab_file})
-    max_predictions = FLAGS.max_predictions_per_seq
-    if FLAGS.pack_sequences and not FLAGS["max_predictions_per_seq"].present:
-        max_predictions = row_packing.default_max_predictions_per_row(
-            FLAGS.max_seq_length, FLAGS.masked_lm_prob,
-            FLAGS.max_instances_per_row
-            or row_packing.default_max_instances_per_row(FLAGS.max_seq_length))
-        logging.info("--pack_sequences: %d masked positions per row "
-                     "(--max_predictions_per_seq).", max_predictions)
-    if FLAGS.max_instances_per_row and not FLAGS.pack_sequences:
-        raise app.UsageError("--max_instances_per_row needs --pack_sequences.")
-    options = cpd.PretrainingDataOptions(
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=max_predictions,
-        masked_lm_prob=FLAGS.masked_lm_prob,
-        short_seq_prob=FLAGS.short_seq_prob,
-        dupe_factor=FLAGS.dupe_factor,
-        do_whole_word_mask=FLAGS.do_whole_word_mask,
-        random_seed=FLAGS.random_seed,
-        feature_names=FLAGS.feature_names,
-        documents_per_chunk=FLAGS.documents_per_chunk,
-        sentence_order_prediction=FLAGS.sentence_order_prediction,
-        do_span_mask=FLAGS.do_span_mask,
-        span_geometric_p=FLAGS.span_geometric_p,
-        max_span_length=FLAGS.max_span_length,
-        pack_sequences=FLAGS.pack_sequences,
-        max_instances_per_row=FLAGS.max_instances_per_row)
-    compression = "GZIP" if FLAGS.gzip else ""
-    # Unset: a tokenizer.json's own casing (a vocab.txt: True).
-    do_lower_case = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
-    if FLAGS.use_beam or FLAGS.runner:
-        from bert_tf.data.pretraining import beam_pipeline  # only this path needs apache-beam
-
-        if "," in FLAGS.output_file:
-            raise app.UsageError(
-                f"--output_file={FLAGS.output_file}: with Beam give one shard prefix "
-                "(shards are named <prefix>-SSSSS-of-NNNNN); set --beam_num_shards instead.")
-        beam_pipeline.run_beam_pipeline(
-            FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
-            do_lower_case=do_lower_case, options=options,
-            num_shards=FLAGS.beam_num_shards, compression=compression,
-            runner=FLAGS.runner or "DirectRunner", pipeline_args=FLAGS.beam_pipeline_option)
-    else:
-        _keep_freed_memory()
-        cpd.create_pretraining_data(
-            FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
-            do_lower_case=do_lower_case, options=options,
-            num_workers=FLAGS.num_workers, compression=compression,
-            shuffle_buffer_size=FLAGS.shuffle_buffer_size)
     logging.info("Done.")
 
 

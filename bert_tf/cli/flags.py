@@ -59,12 +59,24 @@ def define(names, flag_values=FLAGS, **defaults):
         raise KeyError(f"defaults for flags not in the group: {sorted(defaults)}")
 
 
-def to_config(config_class, flag_values=FLAGS, **overrides):
+def to_config(config_class, flag_values=FLAGS, unset=(), **overrides):
     """A job's config (a dataclass) with each field from the flag of the same name.
 
     The one place a command's flags become the typed config its driver takes.
+
+    Args:
+      config_class: the dataclass; every field not in `overrides` names a flag.
+      flag_values: the parsed flags.
+      unset: fields that are None unless their flag was given: the driver then chooses the
+        value (e.g. an unset --max_predictions_per_seq follows packed input).
+      **overrides: field values that come from elsewhere (a flag of another name, e.g. --from).
     """
-    values = {f.name: flag_values[f.name].value for f in dataclasses.fields(config_class)}
+    values = {}
+    for field in dataclasses.fields(config_class):
+        if field.name in overrides:
+            continue
+        flag = flag_values[field.name]
+        values[field.name] = None if field.name in unset and not flag.present else flag.value
     values.update(overrides)
     return config_class(**values)
 
@@ -139,7 +151,7 @@ _flag(_define_jit_compile, "jit_compile", "auto",
       "off on CPUs, where it measured slower).")
 _flag(flags.DEFINE_integer, "gradient_accumulation_steps", 1,
       "Batches (of the batch-size flag) per optimizer step, their gradients averaged: the "
-      "effective batch is N x the batch size.", lower_bound=1)
+      "effective batch is N x the batch size.")
 _flag(flags.DEFINE_integer, "seed", None, "Seed for initialisation, input shuffling and masking.")
 _flag(flags.DEFINE_integer, "steps_per_loop", 100, "Optimizer steps per host round trip.")
 _flag(flags.DEFINE_integer, "iterations_per_loop", None, "Original name of --steps_per_loop.")
@@ -313,9 +325,9 @@ _flag(flags.DEFINE_string, "length_buckets", "auto",
       "of --max_seq_length: 'auto' (training: 16, 32, 48, 64, 96, 128, 192, 256, 384, 512 below "
       "--max_seq_length, then it; evaluation, prediction and serving, in length-sorted batches: "
       "4, 8, 12, 16, 24, ..., 64, 80, 96, 112, 128, 160, ...), 'off' (every batch padded to "
-      "--max_seq_length, as before), or increasing lengths such as 16,32,64,128 (export: an "
-      "empty value runs every request at --max_seq_length). Outputs and metrics are the same "
-      "either way; short text trains and predicts several times faster.")
+      "--max_seq_length, as the original does), or increasing lengths such as 16,32,64,128 "
+      "(export: an empty value runs every request at --max_seq_length). Outputs and metrics "
+      "are the same either way; short text trains and predicts several times faster.")
 _flag(flags.DEFINE_string, "export_dir", None,
       "SavedModel version directory to write, with id, text and tf.Example serving "
       "signatures, e.g. models/mrpc/1 (TF Serving's --model_base_path is then models/mrpc); "

@@ -11,7 +11,6 @@ the original format) to --output_dir, for official_configs/pretraining/demo_tiny
 import json
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 
@@ -28,20 +27,15 @@ def define_flags(flag_values=FLAGS):
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    del argv
+    config = cli_flags.to_config(demo_corpus.DemoDataConfig)
     try:
         # Its vocab.txt would replace the one a pre-training run there resumes with.
-        outputs.check_not_a_run("--output_dir", FLAGS.output_dir)
-        outputs.check_writable_dir("--output_dir", FLAGS.output_dir)
+        outputs.check_not_a_run("--output_dir", config.output_dir)
+        outputs.check_writable_dir("--output_dir", config.output_dir)
     except outputs.OutputError as e:
         sys.exit(f"prepare_demo_data: error: {e}")
-    summary = demo_corpus.prepare_demo_data(
-        FLAGS.output_dir, vocab_size=FLAGS.vocab_size, do_lower_case=FLAGS.do_lower_case,
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed,
-        num_workers=FLAGS.num_workers)
+    summary = demo_corpus.prepare_demo_data(config)
     logging.info("Demo data ready: %s", json.dumps(summary, indent=2))
 
 

@@ -68,14 +68,9 @@ def pretraining_config(flag_values=FLAGS):
     """The PretrainingConfig of the parsed flags; --max_predictions_per_seq left unset is None
     (the packed input's own or derived P, else 20), --do_lower_case left unset None (the
     driver's resolve_casing)."""
-    given = {name: flag_values[name].present
-             for name in ("max_predictions_per_seq", "do_lower_case")}
-    return cli_flags.to_config(
-        PretrainingConfig, flag_values,
-        max_predictions_per_seq=(flag_values.max_predictions_per_seq
-                                 if given["max_predictions_per_seq"] else None),
-        do_lower_case=flag_values.do_lower_case if given["do_lower_case"] else None,
-        backend=backend_of(flag_values))
+    return cli_flags.to_config(PretrainingConfig, flag_values,
+                               unset=("max_predictions_per_seq", "do_lower_case"),
+                               backend=backend_of(flag_values))
 
 
 def backend_of(flag_values=FLAGS):

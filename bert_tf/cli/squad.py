@@ -5,7 +5,7 @@ r"""Fine-tunes BERT for SQuAD v1.1 / v2.0 span question answering with the origi
       --do_train --do_predict --max_seq_length=384 --doc_stride=128 --output_dir=/tmp/squad
 
 Reads SQuAD JSON, splits long contexts into sliding windows (bert_tf.data.tasks.squad), trains a
-BertSpanLabeler with the shared fine-tuning loop (bert_tf.training.finetune) and answers the
+BertSpanLabeler with the shared fine-tuning loop (bert_tf.training.task_loop) and answers the
 --predict_file questions with the original's post-processing (bert_tf.data.tasks.squad_postprocess).
 When the --predict_file has gold answers (SQuAD dev sets do), every checkpoint is evaluated
 with the official EM/F1 (bert_tf.metrics.squad) and the weights with the best F1 are kept.
@@ -39,9 +39,9 @@ def define_flags(flag_values=FLAGS):
 
 def main(argv):
     del argv
-    if FLAGS.verbose_logging:
-        logging.set_verbosity(logging.DEBUG)
     config = cli_flags.to_config(SquadConfig)
+    if config.verbose_logging:
+        logging.set_verbosity(logging.DEBUG)
     outputs.check_finetuning_dirs(config, "run_squad")
     run_squad(config, flags_text=FLAGS.flags_into_string())
 

@@ -28,7 +28,6 @@ from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertSentenceEmbedder
 from bert_tf.modeling.pooling import POOLING_MODES, check_pooling_modes
 from bert_tf.text import tokenizer_files
-from bert_tf.text.bpe import BpeTokenizer
 
 MODULES_FILE = "modules.json"
 SENTENCE_BERT_CONFIG_FILE = "sentence_bert_config.json"
@@ -183,9 +182,9 @@ def load_sentence_transformers(model_dir, allow_pickle=False):
         raise InteropError(f"{settings_path}: max_seq_length={max_seq_length!r}; expected an "
                            f"int in [3, max_position_embeddings={config.max_position_embeddings}]")
     tokenizer = None
-    if vocab_file.endswith(".json"):
+    if tokenizer_files.is_tokenizer_json(vocab_file):
         tokenizer = _read_tokenizer(vocab_file, None, vocab_file)
-        do_lower_case = tokenizer_files.tokenizer_casing(tokenizer)
+        do_lower_case = tokenizer.do_lower_case
         if settings.get("do_lower_case") and not do_lower_case:
             # Lower-casing before a tokenizer.json that keeps case is not what its
             # normalizer does, and bert_tf's in-graph tokenizer follows the normalizer only.
@@ -244,14 +243,17 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
     if not isinstance(model, BertSentenceEmbedder):
         raise InteropError(f"cannot write a {type(model).__name__} as a sentence-transformers "
                            "model: expected a BertSentenceEmbedder")
-    tokenizer = None
-    if vocab_file.endswith(".json"):
-        tokenizer = _read_tokenizer(vocab_file, None, vocab_file)
-    bpe = isinstance(tokenizer, BpeTokenizer)
-    huggingface.save_huggingface(model.encoder, output_dir, do_lower_case=None if bpe
+    tokenizer = _read_tokenizer(
+        vocab_file, None if tokenizer_files.is_tokenizer_json(vocab_file) else do_lower_case,
+        vocab_file)
+    fileio.makedirs(output_dir)
+    written = tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)
+    # A tokenizer.json (byte-level BPE) records its casing; a vocab.txt needs
+    # tokenizer_config.json to say it.
+    records_casing = tokenizer_files.is_tokenizer_json(written)
+    huggingface.save_huggingface(model.encoder, output_dir, do_lower_case=None if records_casing
                                  else do_lower_case)
-    tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)
-    if bpe:
+    if records_casing:
         # transformers reads a tokenizer.json's special tokens (padding needs pad_token)
         # from tokenizer_config.json; bert_tf's BpeTokenizer reads the same roles.
         roles = {role: tokenizer.inv_vocab[index] for role, index in
@@ -362,11 +364,11 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
                            "tokenizer.json beside it; give --vocab_file")
     # A tokenizer.json records its casing: unset do_lower_case takes it, a contradicting one
     # is an error; a vocab.txt tokenizes as do_lower_case (else the source) says.
-    records_casing = loaded.vocab_file.endswith(".json")
+    records_casing = tokenizer_files.is_tokenizer_json(loaded.vocab_file)
     loaded.tokenizer = _read_tokenizer(
         loaded.vocab_file, do_lower_case if records_casing or do_lower_case is not None
         else loaded.do_lower_case, f"--vocab_file={loaded.vocab_file}")
-    loaded.do_lower_case = tokenizer_files.tokenizer_casing(loaded.tokenizer)
+    loaded.do_lower_case = loaded.tokenizer.do_lower_case
     vocab_size = loaded.model.encoder.config.vocab_size
     if loaded.tokenizer.vocab_size > vocab_size:
         raise InteropError(f"--vocab_file={loaded.vocab_file} has {loaded.tokenizer.vocab_size} "

@@ -1,4 +1,5 @@
-"""One driver per job: pre-training and fine-tuning (classification, tagging, SQuAD).
+"""One driver per job: pre-training, fine-tuning (classification, tagging, SQuAD), records,
+vocabularies, feature extraction, checkpoint conversion and export.
 
 A driver takes a typed config (dataclasses whose field names are the command-line flag names)
 and runs the whole job: checks, run directory, data, model, training, evaluation, outputs. The
@@ -12,4 +13,11 @@ modeling, interop, serving, metrics) and are imported only by bert_tf.cli.
   classification   the classification / regression task (GLUE, your own CSV/TSV/JSONL)
   tagging          the token-tagging task (CoNLL files)
   squad            the SQuAD v1.1 / v2.0 task
+  pretraining_data PretrainingDataConfig and make_pretraining_data() (no TensorFlow)
+  vocabulary       VocabularyConfig and build_vocabulary() (no TensorFlow)
+  extract_features ExtractFeaturesConfig and extract_features()
+  convert_checkpoint  ConvertCheckpointConfig and convert_checkpoint()
+  export           ExportConfig, export() (SavedModel or LiteRT) and check()
+
+The prepare-demo-data command's config is bert_tf.data.pretraining.demo_corpus.DemoDataConfig.
 """

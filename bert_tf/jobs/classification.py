@@ -26,7 +26,7 @@ from bert_tf.jobs.finetuning import FinetuningConfig
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.metrics import classification_metrics, regression_metrics
 from bert_tf.modeling import BertClassifier
-from bert_tf.training import finetune
+from bert_tf.training import task_loop
 
 
 @dataclasses.dataclass
@@ -170,7 +170,7 @@ class ClassificationTask(finetuning.Task):
 
     cli_name = "run_classifier"
     best_metric = "score"
-    loss_fn = staticmethod(finetune.classification_loss_fn)
+    loss_fn = staticmethod(task_loop.classification_loss_fn)
 
     def __init__(self, options):
         super().__init__(options)
@@ -234,7 +234,7 @@ class ClassificationTask(finetuning.Task):
                                                   is_training=False,
                                                   num_examples=meta["num_examples"],
                                                   length_buckets=self.eval_length_buckets)
-        return finetune.predict(self.model, dataset)[:meta["num_examples"]]
+        return task_loop.predict(self.model, dataset)[:meta["num_examples"]]
 
     def results(self):
         splits, records = self.splits, self.records

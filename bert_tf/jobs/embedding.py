@@ -37,7 +37,7 @@ from bert_tf.text import tokenizer_files
 from bert_tf.training import contrastive
 from bert_tf.training.checkpointing import save_keras_model
 from bert_tf.training.distribute import is_chief
-from bert_tf.training.embedding import TextEncoder
+from bert_tf.training.text_encoder import TextEncoder
 
 
 @dataclasses.dataclass
@@ -195,7 +195,7 @@ def run_record(options, loaded):
     return run_directory.RunRecord(
         job="embedding", command=run_directory.EMBEDDING_COMMAND,
         model_config=loaded.model.encoder.config.to_dict(),
-        tokenizer_sha256=tokenizer_files.tokenizer_tokens_digest(loaded.tokenizer),
+        tokenizer_sha256=loaded.tokenizer.digest(),
         do_lower_case=bool(loaded.do_lower_case),
         settings={"max_seq_length": int(loaded.max_seq_length),
                   "pooling": list(loaded.model.pooling),

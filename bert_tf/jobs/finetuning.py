@@ -44,9 +44,8 @@ from bert_tf.data.tasks import feature_records
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import InteropError, casing_of, warm_start
 from bert_tf.modeling import build_encoder
-from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
-from bert_tf.text.bpe import BpeTokenizer
-from bert_tf.training import checkpointing, finetune
+from bert_tf.text import validate_case_matches_checkpoint
+from bert_tf.training import checkpointing, task_loop
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.loop import TrainLoopConfig
 from bert_tf.training.optimization import create_optimizer
@@ -107,9 +106,6 @@ class RunContext:
     def chief(self):
         return is_chief(self.strategy)
 
-    @property
-    def is_bpe(self):
-        return isinstance(self.tokenizer, BpeTokenizer)
 
 
 def prepare(options):
@@ -142,7 +138,7 @@ def prepare(options):
         if not 0.0 <= options.warmup_proportion <= 1.0:
             raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
                                  "[0, 1]")
-        run_setup.check_lr_schedule(options)
+        run_setup.check_lr_schedule(options, warmup_proportion=options.warmup_proportion)
     run_setup.check_export_dir(options)
     if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
         raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
@@ -204,7 +200,7 @@ def run_record(context, options, cli_name, task, labels):
     """
     return run_directory.RunRecord(
         job="finetuning", command=cli_name, model_config=context.config.to_dict(),
-        tokenizer_sha256=tokenizer_files.tokenizer_tokens_digest(context.tokenizer),
+        tokenizer_sha256=context.tokenizer.digest(),
         do_lower_case=bool(options.do_lower_case), task=task,
         labels=None if labels is None else list(labels),
         settings={"max_seq_length": int(options.max_seq_length),
@@ -249,12 +245,11 @@ def build_model(context, options, make_model, num_train_steps=None):
                          len(model.trainable_variables))
         optimizer = None
         if num_train_steps:
-            schedule, decay_proportion = run_setup.lr_schedule_options(options)
             optimizer = create_optimizer(
                 options.learning_rate, num_train_steps,
-                finetune.num_warmup_steps(num_train_steps, options.warmup_proportion),
+                task_loop.num_warmup_steps(num_train_steps, options.warmup_proportion),
                 optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
-                lr_schedule=schedule, decay_proportion=decay_proportion)
+                lr_schedule=options.lr_schedule, decay_proportion=options.decay_proportion)
     return model, optimizer
 
 
@@ -272,7 +267,7 @@ def warm_start_fn(options):
 
 def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_steps,
           steps_per_epoch, evaluate_fn=None, best_metric=None):
-    """finetune.fine_tune with the run's settings; checkpoints once per epoch by default.
+    """task_loop.fine_tune with the run's settings; checkpoints once per epoch by default.
 
     num_train_steps and steps_per_epoch count optimizer steps of
     run_setup.effective_train_batch_size examples (micro-batches x accumulation).
@@ -283,7 +278,7 @@ def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_
         log_steps=options.log_steps, global_batch_size=options.train_batch_size,
         gradient_accumulation_steps=options.gradient_accumulation_steps,
         jit_compile=options.jit_compile, init_checkpoint=options.init_checkpoint)
-    return finetune.fine_tune(
+    return task_loop.fine_tune(
         model=model, optimizer=optimizer, loss_fn=loss_fn, train_dataset_fn=dataset_fn,
         strategy=context.strategy, output_dir=options.output_dir, loop_config=loop_config,
         evaluate_fn=evaluate_fn, best_metric=best_metric, warm_start_fn=warm_start_fn(options))
@@ -297,7 +292,7 @@ def restore_trained(options, model, best_metric):
     A checkpoint that cannot be read (truncated, corrupt) is skipped with a warning naming it,
     in favour of the one before it (checkpointing.restore_latest).
     """
-    best = finetune.BestModelKeeper(model, options.output_dir, best_metric,
+    best = task_loop.BestModelKeeper(model, options.output_dir, best_metric,
                                     write=False).restore()
     if best is not None:
         return best["step"]
@@ -311,7 +306,7 @@ def restore_trained(options, model, best_metric):
         logging.warning("No fine-tuned weights in --output_dir=%s: using --init_checkpoint=%s",
                         options.output_dir, options.init_checkpoint)
         report = warm_start_fn(options)(options.init_checkpoint, model)
-        if report.newly_initialized and not getattr(options, "allow_untrained_head", False):
+        if report.newly_initialized and not options.allow_untrained_head:
             raise FlagValueError(
                 f"--do_eval/--do_predict without --do_train: --output_dir={options.output_dir} "
                 f"holds no fine-tuned weights and --init_checkpoint={options.init_checkpoint} "
@@ -412,7 +407,7 @@ class Task:
 
     A subclass sets `cli_name` (names <cli_name>.flags and the command of the run record),
     `best_metric` (the evaluation metric that picks the best checkpoint) and `loss_fn` (a
-    bert_tf.training.finetune *_loss_fn), and implements the methods below, which run_task
+    bert_tf.training.task_loop *_loss_fn), and implements the methods below, which run_task
     calls in the order they are listed. `labels` (None: no label set, e.g. regression or
     SQuAD) and `num_train_examples` (what training steps and epochs count) are set on the way.
     """
@@ -509,7 +504,7 @@ def _run_task(task, options, flags_text, start, context):
     batch = run_setup.effective_train_batch_size(options) if options.do_train else None
     num_train_steps = None
     if options.do_train:
-        num_train_steps = finetune.num_train_steps(task.num_train_examples, batch,
+        num_train_steps = task_loop.num_train_steps(task.num_train_examples, batch,
                                                    options.num_train_epochs)
     model, optimizer = build_model(context, options, task.make_model, num_train_steps)
     task.attach(model, context)
@@ -520,7 +515,7 @@ def _run_task(task, options, flags_text, start, context):
         outcome = train(context, options, model=model, optimizer=optimizer,
                         loss_fn=task.loss_fn, dataset_fn=task.train_dataset_fn(context),
                         num_train_steps=num_train_steps,
-                        steps_per_epoch=finetune.steps_per_epoch(task.num_train_examples, batch),
+                        steps_per_epoch=task_loop.steps_per_epoch(task.num_train_examples, batch),
                         evaluate_fn=evaluate_fn,
                         best_metric=task.best_metric if evaluate_fn else None)
         task.record_training(results, outcome, num_train_steps)

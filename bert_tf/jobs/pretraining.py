@@ -24,7 +24,9 @@ from absl import logging
 from keras import ops
 
 from bert_tf import fileio, interop, run_directory
-from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
+from bert_tf.data.pretraining.masking_recipe import (DEFAULT_MAX_PREDICTIONS_PER_SEQ,
+                                                     MaskingRecipe, MaskingSettings,
+                                                     resolve_max_predictions)
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import run_setup
 from bert_tf.interop import InteropError
@@ -36,17 +38,14 @@ from bert_tf.training import checkpointing
 from bert_tf.training.loop import TrainLoopConfig, evaluate, train, write_summaries
 from bert_tf.training.optimization import create_optimizer
 
-# P when max_predictions_per_seq is None (not given) and the input is not packed.
-DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
-
-
 @dataclasses.dataclass
-class PretrainingConfig(RuntimeConfig):
+class PretrainingConfig(MaskingSettings, RuntimeConfig):
     """Everything a pre-training run is told; field names and defaults are the flags'.
 
-    See `bert-tf-pretrain --help` (bert_tf.cli.flags) for each field. max_predictions_per_seq
-    None means "not given": 20, or for packed input the records' own P / the packed-text default.
-    do_lower_case None means "not given": see resolve_casing.
+    See `bert-tf-pretrain --help` (bert_tf.cli.flags) for each field; the masking recipe's are
+    MaskingSettings'. max_predictions_per_seq None means "not given": 20, or for packed input
+    the records' own P / the packed-text default. do_lower_case None means "not given": see
+    resolve_casing.
     """
 
     # Model and files.
@@ -75,15 +74,6 @@ class PretrainingConfig(RuntimeConfig):
     coordinator_address: str | None = None
     num_processes: int | None = None
     process_id: int | None = None
-    # The masking recipe of raw text (and the shapes records must have).
-    max_seq_length: int = 128
-    max_predictions_per_seq: int | None = None
-    masked_lm_prob: float = 0.15
-    do_whole_word_mask: bool = False
-    sentence_order_prediction: bool = False
-    do_span_mask: bool = False
-    pack_sequences: bool = False
-    max_instances_per_row: int = 0
     # Objectives.
     use_next_sentence_label: bool = True
     span_boundary_objective: bool = False
@@ -153,7 +143,8 @@ def validate_options(options, config):
     if not 0 <= options.num_warmup_steps <= options.num_train_steps:
         raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
                              f"[0, --num_train_steps={options.num_train_steps}]")
-    run_setup.check_lr_schedule(options)
+    run_setup.check_lr_schedule(options, num_warmup_steps=options.num_warmup_steps,
+                                num_train_steps=options.num_train_steps)
     _validate_family_options(options)
     # type_vocab_size 0 means no segment embeddings (ModernBERT): segment ids are ignored.
     if config.type_vocab_size == 1 and not options.full_sentences:
@@ -171,7 +162,7 @@ def validate_options(options, config):
                                  "grpc://HOST:PORT (the dispatcher's address)")
     if options.vocab_file:
         vocab_size = (_tokenizer_json(options).vocab_size
-                      if _is_tokenizer_json(options.vocab_file)
+                      if tokenizer_files.is_tokenizer_json(options.vocab_file)
                       else _count_vocab(options.vocab_file))
         if config.vocab_size < vocab_size:
             raise FlagValueError(
@@ -194,9 +185,7 @@ def _validate_family_options(options):
     if options.full_sentences and options.use_next_sentence_label:
         raise FlagValueError("--full_sentences packs single sequences: it needs "
                              "--use_next_sentence_label=false")
-    # getattr: option objects made before packing existed keep working.
-    pack, instances = (getattr(options, "pack_sequences", False),
-                       getattr(options, "max_instances_per_row", 0))
+    pack, instances = options.pack_sequences, options.max_instances_per_row
     if instances and not pack:
         raise FlagValueError("--max_instances_per_row sets packed rows of raw text: it needs "
                              "--pack_sequences")
@@ -209,10 +198,6 @@ def _validate_family_options(options):
     if options.span_boundary_objective and text_input and not options.do_span_mask:
         raise FlagValueError("--span_boundary_objective needs span boundaries: add "
                              "--do_span_mask for raw text input")
-
-
-def _is_tokenizer_json(vocab_file):
-    return str(vocab_file).endswith(".json")
 
 
 def _tokenizer_json(options, do_lower_case=None):
@@ -261,7 +246,7 @@ def _packed_layout(options, name, patterns):
     except ValueError as e:
         raise FlagValueError(f"--{name}={patterns}: {e}") from None
     if layout is None:
-        if getattr(options, "pack_sequences", False):
+        if options.pack_sequences:
             raise FlagValueError(
                 f"--pack_sequences: the records of --{name} are not packed (no feature "
                 f'"instance_ids" in {first}); make them with create_pretraining_data '
@@ -286,15 +271,14 @@ def text_packing(options):
     """(P, I) of packed raw text (--pack_sequences), or (--max_predictions_per_seq, None)."""
     from bert_tf.data.pretraining import row_packing
 
-    if not getattr(options, "pack_sequences", False):
+    if not options.pack_sequences:
         return _predictions(options), None
-    instances = (getattr(options, "max_instances_per_row", 0)
-                 or row_packing.default_max_instances_per_row(options.max_seq_length))
-    predictions = options.max_predictions_per_seq
-    if predictions is None:
-        predictions = row_packing.default_max_predictions_per_row(
-            options.max_seq_length, options.masked_lm_prob, instances)
-    return predictions, instances
+    predictions = resolve_max_predictions(
+        options.max_predictions_per_seq, max_seq_length=options.max_seq_length,
+        masked_lm_prob=options.masked_lm_prob, pack_sequences=True,
+        max_instances_per_row=options.max_instances_per_row)
+    return predictions, (options.max_instances_per_row
+                         or row_packing.default_max_instances_per_row(options.max_seq_length))
 
 
 def masking_recipe(options):
@@ -365,8 +349,10 @@ def _data_service_job_name(options):
              options.seed, options.masked_lm_prob, options.do_whole_word_mask,
              options.use_next_sentence_label, options.do_lower_case,
              options.sentence_order_prediction, options.do_span_mask, options.full_sentences]
-    if getattr(options, "pack_sequences", False):  # runs without packing keep their job names
-        shape += [True, getattr(options, "max_instances_per_row", 0)]
+    # Packing joins the name only when packing: an unpacked run's name is the one every release
+    # gives it, so a trainer restarted under a newer bert_tf re-attaches to its job.
+    if options.pack_sequences:
+        shape += [True, options.max_instances_per_row]
     return "bert_tf_pretraining_" + hashlib.sha1(json.dumps(shape).encode()).hexdigest()[:16]
 
 
@@ -436,8 +422,8 @@ def resolve_casing(options):
         casing = interop.casing_of(casing, options.init_checkpoint)
     except InteropError as e:
         raise FlagValueError(str(e)) from None
-    if options.vocab_file and _is_tokenizer_json(options.vocab_file):
-        casing = tokenizer_files.tokenizer_casing(_tokenizer_json(options, casing))
+    if options.vocab_file and tokenizer_files.is_tokenizer_json(options.vocab_file):
+        casing = _tokenizer_json(options, casing).do_lower_case
     if casing is None and _reads_text(options):
         casing = True
     return casing
@@ -531,11 +517,11 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
         model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
                                sentence_order_prediction=options.sentence_order_prediction,
                                span_boundary_objective=options.span_boundary_objective)
-        schedule, decay_proportion = run_setup.lr_schedule_options(options)
         optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
                                      options.num_warmup_steps, optimizer_type=options.optimizer,
                                      weight_decay_rate=options.weight_decay_rate,
-                                     lr_schedule=schedule, decay_proportion=decay_proportion)
+                                     lr_schedule=options.lr_schedule,
+                                     decay_proportion=options.decay_proportion)
 
     chief = run_setup.is_chief_process(strategy)
     output = functools.partial(run_directory.path, options.output_dir)
@@ -545,7 +531,7 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
             write_text_atomic(output(run_directory.PRETRAINING_FLAGS_FILE), flags_text)
         if options.do_train:
             run_directory.write_record(options.output_dir, record)
-        if options.vocab_file and _is_tokenizer_json(options.vocab_file):
+        if options.vocab_file and tokenizer_files.is_tokenizer_json(options.vocab_file):
             # vocab.txt for a WordPiece file, tokenizer.json for byte-level BPE.
             tokenizer_files.write_tokenizer_file(options.output_dir, _tokenizer_json(options),
                                                  options.vocab_file)

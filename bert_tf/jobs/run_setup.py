@@ -15,8 +15,9 @@ from absl import logging
 
 from bert_tf import fileio, run_directory
 from bert_tf.config import BertConfig
-from bert_tf.text import bpe, tokenizer_files
+from bert_tf.text import tokenizer_files
 from bert_tf.training.distribute import get_strategy, is_chief
+from bert_tf.training.loop_config import check_gradient_accumulation_steps
 from bert_tf.training.precision import cpu_has_native_bfloat16, resolve_dtype
 
 BACKENDS = ("tensorflow", "jax")
@@ -51,31 +52,24 @@ class RuntimeConfig:
     log_steps: int | None = None
 
 
-def lr_schedule_options(options):
-    """(lr_schedule, decay_proportion) of `options`; option objects made before the schedule
-    flags existed train with BERT's linear schedule."""
-    return getattr(options, "lr_schedule", "linear"), getattr(options, "decay_proportion", 0.1)
-
-
-def check_lr_schedule(options):
-    """--lr_schedule=wsd: --decay_proportion in (0, 1], and a warmup that leaves steps to decay
-    (fine-tuning's --warmup_proportion below 1, pre-training's --num_warmup_steps below
-    --num_train_steps); raises FlagValueError."""
-    schedule, proportion = lr_schedule_options(options)
-    if schedule != "wsd":
+def check_lr_schedule(options, *, warmup_proportion=None, num_warmup_steps=None,
+                      num_train_steps=None):
+    """--lr_schedule=wsd: --decay_proportion in (0, 1], and a warmup that leaves steps to decay:
+    fine-tuning's `warmup_proportion` below 1, pre-training's `num_warmup_steps` below
+    `num_train_steps` (a job passes the warmup it has). Raises FlagValueError."""
+    if options.lr_schedule != "wsd":
         return
+    proportion = options.decay_proportion
     if not 0.0 < proportion <= 1.0:
         raise FlagValueError(f"--decay_proportion={proportion} must be in (0, 1] "
                              "(the fraction of the training steps the final decay takes)")
-    warmup = getattr(options, "warmup_proportion", None)
-    if warmup is not None and warmup >= 1.0:
+    if warmup_proportion is not None and warmup_proportion >= 1.0:
         raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --warmup_proportion="
-                             f"{warmup} leaves it no step")
-    steps = getattr(options, "num_warmup_steps", None)
-    if steps is not None and steps >= options.num_train_steps:
-        raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --num_warmup_steps={steps} "
-                             f"leaves no step of --num_train_steps={options.num_train_steps} "
-                             "for it")
+                             f"{warmup_proportion} leaves it no step")
+    if num_warmup_steps is not None and num_warmup_steps >= num_train_steps:
+        raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --num_warmup_steps="
+                             f"{num_warmup_steps} leaves no step of --num_train_steps="
+                             f"{num_train_steps} for it")
 
 
 def check_export_dir(options):
@@ -204,13 +198,14 @@ _FLOAT_FLAG_RANGES = {
 
 
 def check_numeric_flags(options):
-    """Refuses a NaN, Inf or out-of-range value of any float flag `options` has.
+    """Refuses a NaN, Inf or out-of-range value of any float flag `options` has (a job's config,
+    or any object with its attribute names).
 
     Raises:
       FlagValueError naming the flag, its value and the range expected.
     """
     for name, (low, high, low_inclusive) in _FLOAT_FLAG_RANGES.items():
-        value = getattr(options, name, None)
+        value = getattr(options, name, None)  # None: a flag this job does not have, or unset
         if value is None:
             continue
         below = low is not None and (value < low if low_inclusive else value <= low)
@@ -230,9 +225,10 @@ def effective_train_batch_size(options):
     Training steps, warmup and epochs count optimizer steps, so the fine-tuning CLIs derive
     them from this rather than from --train_batch_size.
     """
-    if options.gradient_accumulation_steps < 1:
-        raise FlagValueError(f"--gradient_accumulation_steps={options.gradient_accumulation_steps}"
-                             " must be >= 1")
+    try:
+        check_gradient_accumulation_steps(options.gradient_accumulation_steps)
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
     return options.train_batch_size * options.gradient_accumulation_steps
 
 
@@ -329,20 +325,18 @@ def load_tokenizer(vocab_file, options):
     Raises:
       FlagValueError naming --vocab_file (and --do_lower_case when they disagree).
     """
-    records_casing = vocab_file.endswith(".json")
+    records_casing = tokenizer_files.is_tokenizer_json(vocab_file)
     try:
         # A tokenizer.json is read as it is, its casing compared below to name both flags.
         tokenizer = tokenizer_files.load_tokenizer(
             vocab_file, None if records_casing else options.do_lower_case)
     except (OSError, ValueError) as e:
         raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
-    casing = tokenizer_files.tokenizer_casing(tokenizer)
-    if isinstance(tokenizer, bpe.BpeTokenizer):
-        missing = [role for role in ("cls", "sep", "pad")
-                   if getattr(tokenizer, f"{role}_id") is None]
-        if missing:
-            raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
-                                 "(fine-tuning packs [CLS] text [SEP] and pads)")
+    casing = tokenizer.do_lower_case
+    missing = tokenizer_files.missing_roles(tokenizer)
+    if missing:
+        raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
+                             "(inputs are packed as [CLS] text [SEP] and padded)")
     if records_casing and options.do_lower_case is not None and (
             bool(options.do_lower_case) != casing):
         raise FlagValueError(
@@ -390,9 +384,10 @@ def read_model_config(source):
     Raises:
       FlagValueError when `source` is a checkpoint that does not say its configuration.
     """
+    extension = os.path.splitext(source)[1]
     is_config_file = (tf.io.gfile.exists(source) and not fileio.isdir(source)
-                      and not source.endswith((".keras", ".h5")))
-    if source.endswith(".json") or is_config_file:
+                      and extension not in (".keras", ".h5"))
+    if extension == ".json" or is_config_file:
         return BertConfig.from_json_file(source)
     from bert_tf import interop  # Checkpoint formats are only needed on this path.
     config = interop.checkpoint_config(source)
@@ -429,7 +424,7 @@ def resolve_length_buckets(options, config, strategy=None, training=True):
     """
     from bert_tf.data.tasks import length_buckets
 
-    value = getattr(options, "length_buckets", length_buckets.OFF)
+    value = options.length_buckets
     if (strategy is not None and isinstance(value, str) and value.strip().lower() == "auto"
             and isinstance(strategy, (tf.distribute.TPUStrategy,
                                       tf.distribute.experimental.TPUStrategy))):

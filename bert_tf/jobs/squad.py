@@ -21,7 +21,7 @@ from bert_tf.jobs.finetuning import FinetuningConfig
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.modeling import BertSpanLabeler
-from bert_tf.training import finetune
+from bert_tf.training import task_loop
 from bert_tf.training.loop import write_summaries
 
 
@@ -101,11 +101,6 @@ def _serving_settings(options):
                 version_2_with_negative=bool(options.version_2_with_negative))
 
 
-def _token_kind(context):
-    """What a context's pieces are called in messages."""
-    return "byte-level BPE token" if context.is_bpe else "WordPiece token"
-
-
 class _Predictor:
     """Answers the --predict_file questions with the current weights of the model."""
 
@@ -125,7 +120,7 @@ class _Predictor:
         start = time.time()
         dataset = squad.squad_dataset(self.arrays, batch_size=self.options.predict_batch_size,
                                       is_training=False, length_buckets=self.length_buckets)
-        logits = finetune.predict(self.model, dataset, ["start_logits", "end_logits"],
+        logits = task_loop.predict(self.model, dataset, ["start_logits", "end_logits"],
                                   sequence_length=self.options.max_seq_length)
         count = len(self.features)
         result = squad_postprocess.compute_predictions(
@@ -153,7 +148,7 @@ class SquadTask(finetuning.Task):
 
     cli_name = "run_squad"
     best_metric = BEST_METRIC
-    loss_fn = staticmethod(finetune.span_loss_fn)
+    loss_fn = staticmethod(task_loop.span_loss_fn)
 
     run_kind = TASK
 
@@ -178,7 +173,7 @@ class SquadTask(finetuning.Task):
                 is_training=True)
             if not squad.num_rows(self.train_arrays):
                 raise FlagValueError(f"--train_file={options.train_file}: no context has any "
-                                     f"{_token_kind(context)}")
+                                     f"{context.tokenizer.kind} token")
             self.info.update(num_train_examples=len(train_examples),
                              num_train_features=squad.num_rows(self.train_arrays),
                              num_skipped_train_examples=skipped)
@@ -197,7 +192,7 @@ class SquadTask(finetuning.Task):
             features = list(_convert(examples, tokenizer, options, False))
             if not features:
                 raise FlagValueError(f"--predict_file={options.predict_file}: no context has "
-                                     f"any {_token_kind(context)}")
+                                     f"any {context.tokenizer.kind} token")
             self.predict_input = (data, examples, features, has_gold)
             self.info.update(num_predict_examples=len(examples),
                              num_predict_features=len(features))
@@ -212,7 +207,7 @@ class SquadTask(finetuning.Task):
         if self.predict_input:
             self.predictor = _Predictor(model, self.options, *self.predict_input,
                                         length_buckets=context.eval_length_buckets,
-                                        whole_words=context.is_bpe)
+                                        whole_words=not context.tokenizer.subword_offsets)
 
     def results(self):
         return dict(self.info)
@@ -235,7 +230,7 @@ class SquadTask(finetuning.Task):
 
     def record_training(self, results, outcome, num_train_steps):
         results.update(global_step=outcome["step"], num_train_steps=num_train_steps,
-                       num_warmup_steps=finetune.num_warmup_steps(
+                       num_warmup_steps=task_loop.num_warmup_steps(
                            num_train_steps, self.options.warmup_proportion),
                        train=outcome["train"], evaluations=outcome["evaluations"],
                        best=outcome["best"])
@@ -263,7 +258,8 @@ class SquadTask(finetuning.Task):
                     write_summaries(run_directory.path(options.output_dir,
                                                        run_directory.SUMMARIES_DIR, "eval"),
                                     weights_step, results["eval"])
-        # No eval_results.txt: SQuAD's metrics are in results.json only.
+        # No eval_results.txt (the original run_squad.py writes none): the metrics are in
+        # results.json.
         return None
 
     def run_files(self):

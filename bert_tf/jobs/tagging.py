@@ -27,7 +27,7 @@ from bert_tf.jobs.finetuning import FinetuningConfig
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.metrics import entity_scores
 from bert_tf.modeling import BertTokenClassifier
-from bert_tf.training import finetune
+from bert_tf.training import task_loop
 
 
 @dataclasses.dataclass
@@ -113,7 +113,7 @@ class TaggingTask(finetuning.Task):
     cli_name = "run_tagging"
     run_kind = "tagging"
     best_metric = "f1"
-    loss_fn = staticmethod(finetune.tagging_loss_fn)
+    loss_fn = staticmethod(task_loop.tagging_loss_fn)
 
     def __init__(self, options):
         super().__init__(options)
@@ -170,7 +170,7 @@ class TaggingTask(finetuning.Task):
                                                   is_training=False,
                                                   num_examples=meta["num_examples"],
                                                   length_buckets=self.eval_length_buckets)
-        return finetune.predict(self.model, dataset,
+        return task_loop.predict(self.model, dataset,
                                 sequence_length=self.options.max_seq_length)[:len(windows)]
 
     def _word_tags(self, split, logits):

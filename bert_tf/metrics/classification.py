@@ -4,8 +4,8 @@ Each function matches the definition the GLUE benchmark scores with (scikit-lear
 accuracy_score, f1_score, matthews_corrcoef; SciPy's pearsonr, spearmanr), computed in float64
 NumPy without either library. One convention differs on degenerate input: a correlation of a
 constant series is undefined (SciPy returns NaN), and is reported here as 0.0, the value
-scikit-learn's matthews_corrcoef gives in the same case, so that choosing the best checkpoint by
-it keeps working.
+scikit-learn's matthews_corrcoef gives in the same case: a NaN compares false with every score,
+so a run whose first evaluation predicts one class could never pick a best checkpoint.
 
 `classification_metrics` and `regression_metrics` bundle them per task, with a `score`: the
 task's GLUE score (the mean of its official metrics) for the GLUE tasks.

@@ -5,7 +5,7 @@
 
   serving_default  int32 input_word_ids, input_mask, input_type_ids [B, S'] (and
                    masked_lm_positions [B, P] for BertPretrainer) -> the model's outputs
-  serve_text       tf.string [B] texts -> task-level outputs (see bert_tf.serving.tasks),
+  serve_text       tf.string [B] texts -> task-level outputs (see bert_tf.serving.task_signatures),
                    tokenization, packing and truncation inside the graph; the encoder runs
                    at the batch's longest input rounded up to one of `length_buckets`
   serve_examples   tf.string [B] serialized tf.Example with the text inputs as bytes
@@ -25,8 +25,7 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
-from bert_tf.serving import tasks
-from bert_tf.text.bpe_layer import BpeTokenizerLayer
+from bert_tf.serving import task_signatures
 from bert_tf.text.layers import BertTokenizerLayer
 from bert_tf.text.tokenizer_files import tokenizer_layer
 
@@ -39,10 +38,9 @@ _EXPORT_ENTRIES = frozenset(("saved_model.pb", "variables", "assets", "assets.ex
                              "fingerprint.pb"))
 
 
-def _tokenizer_layer(tokenizer, vocab_file, do_lower_case):
-    """The in-graph tokenizer from `tokenizer` (a layer, a WordpieceTokenizer or a
-    BpeTokenizer: bert_tf.text.tokenizer_layer) or the vocabulary (a vocab.txt or its list of
-    tokens, tokenized with do_lower_case)."""
+def export_tokenizer_layer(tokenizer, vocab_file, do_lower_case):
+    """The in-graph tokenizer from `tokenizer` (a bert_tf.text.Tokenizer or its layer) or the
+    vocabulary (a vocab.txt or its list of tokens, tokenized with do_lower_case)."""
     if tokenizer is not None:
         if vocab_file is not None:
             raise ValueError("export: pass tokenizer or vocab_file, not both.")
@@ -57,7 +55,9 @@ def _tokenizer_layer(tokenizer, vocab_file, do_lower_case):
     return BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
 
 
-def _check_labels(task_name, model, labels):
+def check_labels(task_name, model, labels):
+    """The label names to export: one distinct name per class of a classifier or tagger
+    (default "0", "1", ...), none for other tasks; raises ValueError naming the problem."""
     if task_name in ("classification", "tagging"):
         num_classes = model.num_classes
         if labels is None:
@@ -77,12 +77,13 @@ def _check_labels(task_name, model, labels):
 def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_query_length,
                max_answer_length, doc_stride, version_2_with_negative,
                null_score_diff_threshold):
-    task_name = tasks.task_name_of(model)
-    labels = _check_labels(task_name, model, labels)
+    task_name = task_signatures.task_name_of(model)
+    labels = check_labels(task_name, model, labels)
     if task_name == "classification":
-        return tasks.ClassificationTask(model, tokenizer, max_seq_length, labels, text_pair)
+        return task_signatures.ClassificationSignatures(model, tokenizer, max_seq_length, labels,
+                                                        text_pair)
     if task_name == "regression":
-        return tasks.RegressionTask(model, tokenizer, max_seq_length, text_pair)
+        return task_signatures.RegressionSignatures(model, tokenizer, max_seq_length, text_pair)
     if task_name == "squad":
         if max_query_length is None:
             max_query_length = min(64, (max_seq_length - 3) // 2)
@@ -101,24 +102,26 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
                 f"context tokens (max_seq_length={max_seq_length} minus max_query_length="
                 f"{max_query_length} minus 3), and a larger stride would skip context between "
                 "windows.")
-        return tasks.SpanTask(model, tokenizer, max_seq_length, max_query_length,
+        return task_signatures.SpanSignatures(model, tokenizer, max_seq_length, max_query_length,
                               max_answer_length, doc_stride, version_2_with_negative,
                               null_score_diff_threshold)
     if task_name == "tagging":
-        return tasks.TaggingTask(model, tokenizer, max_seq_length, labels)
+        return task_signatures.TaggingSignatures(model, tokenizer, max_seq_length, labels)
     if task_name == "fill_mask":
-        vocabulary = tasks.token_texts(tokenizer) if tokenizer is not None else []
+        vocabulary = tokenizer.token_texts() if tokenizer is not None else []
         if tokenizer is not None and not 1 <= top_k <= len(vocabulary):
             raise ValueError(f"export: top_k={top_k} must be in [1, {len(vocabulary)}] (the "
                              "vocabulary size).")
-        return tasks.FillMaskTask(model, tokenizer, max_seq_length, vocabulary, top_k)
+        return task_signatures.FillMaskSignatures(model, tokenizer, max_seq_length, vocabulary,
+                                                  top_k)
     if task_name == "sentence_embedding":
-        return tasks.SentenceEmbeddingTask(model, tokenizer, max_seq_length)
-    return tasks.EmbeddingTask(model, tokenizer, max_seq_length)
+        return task_signatures.SentenceEmbeddingSignatures(model, tokenizer, max_seq_length)
+    return task_signatures.EmbeddingSignatures(model, tokenizer, max_seq_length)
 
 
-def _encoder_config(model):
-    return (model if isinstance(model, tasks.Encoder) else model.encoder).config
+def encoder_config(model):
+    """The BertConfig of a model's encoder (the model itself when it is one)."""
+    return (model if isinstance(model, task_signatures.Encoder) else model.encoder).config
 
 
 class _ServingModule(tf.Module):
@@ -153,7 +156,7 @@ class _ServingModule(tf.Module):
         return self._task.text(self._task.checked_text(inputs))
 
     def _examples(self, examples):
-        with tf.control_dependencies([tasks.assert_vector(
+        with tf.control_dependencies([task_signatures.assert_vector(
                 examples, SIGNATURE_KEYS["examples"], "examples", "serialized tf.Examples")]):
             examples = tf.identity(examples)
         spec = {name: tf.io.FixedLenFeature(
@@ -223,13 +226,13 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
     if unknown or not signatures:
         raise ValueError(f"export: signatures={list(signatures)!r}; choose from "
                          f"{', '.join(SIGNATURE_KEYS)}.")
-    tasks.task_name_of(model)  # A TypeError for models that cannot be served.
-    tokenizer = _tokenizer_layer(tokenizer, vocab_file, do_lower_case)
+    task_signatures.task_name_of(model)  # A TypeError for models that cannot be served.
+    tokenizer = export_tokenizer_layer(tokenizer, vocab_file, do_lower_case)
     wants_text = "text" in signatures or "examples" in signatures
     if wants_text and tokenizer is None:
         raise ValueError("export: the text and examples signatures need vocab_file (or "
                          "tokenizer); pass signatures=('ids',) to export without one.")
-    config = _encoder_config(model)
+    config = encoder_config(model)
     # The id signature takes any length; S is the text signatures' packed length.
     if wants_text and not 3 <= max_seq_length <= config.max_position_embeddings:
         raise ValueError(f"export: max_seq_length={max_seq_length} must be in [3, "
@@ -243,7 +246,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                       text_pair, top_k, max_query_length, max_answer_length, doc_stride,
                       version_2_with_negative, null_score_diff_threshold)
     if wants_text:
-        task.length_buckets = tasks.check_length_buckets(length_buckets, max_seq_length)
+        task.length_buckets = task_signatures.check_length_buckets(length_buckets, max_seq_length,
+                                                         config.max_position_embeddings)
 
     export_dir = fileio.abspath(export_dir)
     if fileio.exists(export_dir) and not fileio.isdir(export_dir):
@@ -266,13 +270,10 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                                prefix=".tmp_export_")
     try:
         vocab_path = None
-        if isinstance(task.tokenizer, BpeTokenizerLayer):
-            vocab_path = os.path.join(staging, "tokenizer.json")
-            write_text_atomic(vocab_path, json.dumps(task.tokenizer.tokenizer_json,
-                                                     ensure_ascii=False))
-        elif task.tokenizer is not None:
-            vocab_path = os.path.join(staging, "vocab.txt")
-            write_text_atomic(vocab_path, "".join(t + "\n" for t in task.tokenizer.vocabulary))
+        if task.tokenizer is not None:
+            name, text = task.tokenizer.asset()
+            vocab_path = os.path.join(staging, name)
+            write_text_atomic(vocab_path, text)
         module = _ServingModule(task, vocab_path)
         functions = {"ids": module.serve_ids}
         if task.tokenizer is not None:
@@ -298,11 +299,8 @@ def _export_info(task, model, signatures, max_seq_length):
     if task.tokenizer is not None:
         info["max_seq_length"] = max_seq_length
         info["length_buckets"] = list(task.length_buckets)
-        if isinstance(task.tokenizer, BpeTokenizerLayer):
-            info["tokenizer"] = "byte-level BPE (assets/tokenizer.json)"
-        else:
-            info["do_lower_case"] = task.tokenizer.do_lower_case
-        if isinstance(task, tasks.SpanTask):
+        info.update(task.tokenizer.export_info())
+        if isinstance(task, task_signatures.SpanSignatures):
             info.update(max_query_length=task.max_query_length,
                         max_answer_length=task.max_answer_length, doc_stride=task.doc_stride,
                         version_2_with_negative=task.version_2_with_negative,

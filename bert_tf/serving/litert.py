@@ -1,7 +1,8 @@
 """LiteRT (TensorFlow Lite) export: one .tflite file that answers raw text, and its op census.
 
-`export_litert(model, "DIR", vocab_file=...)` writes DIR/model.tflite with two signatures, the
-names of the SavedModel's (bert_tf.serving.exporter):
+`plan_litert`, `convert` and `write_model` make DIR/model.tflite with two signatures, the names
+of the SavedModel's (bert_tf.serving.exporter); bert_tf.serving.litert_export.export_litert
+runs them, quantized as bert_tf.serving.quantization says:
 
   serving_default  int32 input_word_ids, input_mask, input_type_ids [B, S'] -> the model's
                    outputs (logits, start_logits/end_logits, ...), any S' up to
@@ -47,15 +48,14 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 
 from bert_tf import fileio
 from bert_tf.modeling.kernels import portable_attention
-from bert_tf.serving import tasks
-from bert_tf.serving.exporter import _check_labels, _encoder_config, _tokenizer_layer
-from bert_tf.text.layers import BertTokenizerLayer
+from bert_tf.serving import task_signatures
+from bert_tf.serving.exporter import check_labels, encoder_config, export_tokenizer_layer
 from bert_tf.text.input_packing import truncated_lengths
 
 MODEL_FILE = "model.tflite"
 INFO_FILE = "bert_tf_litert.json"
-IDS_SIGNATURE = tasks.IDS_SIGNATURE
-TEXT_SIGNATURE = tasks.TEXT_SIGNATURE
+IDS_SIGNATURE = task_signatures.IDS_SIGNATURE
+TEXT_SIGNATURE = task_signatures.TEXT_SIGNATURE
 # Custom ops whose LiteRT kernels tensorflow_text.tflite_registrar registers (what the
 # converter names them after TF Text's TensorFlow ops).
 TF_TEXT_CUSTOM_OPS = frozenset({
@@ -136,13 +136,6 @@ def op_census(model):
 
 # ----------------------------------------------------------------------------- text in-model
 
-def _fast_wordpiece_vocab(tokenizer):
-    """The tokenizer's vocabulary as FastWordpieceTokenizer takes it (ids kept, pieces it
-    refuses replaced by unmatchable placeholders)."""
-    tokens, _ = tokenizer._wordpiece_vocab(tokenizer.vocabulary)
-    return tokens
-
-
 class LiteRTTokenizer(tf.Module):
     """BERT tokenization on TensorFlow Text's LiteRT kernels: tf.string [B] -> ragged ids.
 
@@ -155,7 +148,7 @@ class LiteRTTokenizer(tf.Module):
         self.normalizer = tf_text.FastBertNormalizer(
             lower_case_nfd_strip_accents=tokenizer.do_lower_case)
         self.wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=_fast_wordpiece_vocab(tokenizer), suffix_indicator="##",
+            vocab=tokenizer.fast_wordpiece_vocab(tokenizer.vocabulary)[0], suffix_indicator="##",
             max_bytes_per_word=tokenizer.max_input_chars_per_word, token_out_type=tf.int32,
             unknown_token=tokenizer.unk_token, no_pretokenization=False,
             support_detokenization=False)
@@ -325,7 +318,7 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
                 length_buckets=None):
     """Checks what LiteRT can express of `model` and builds the functions to convert.
 
-    Args: as `export_litert`.
+    Args: as bert_tf.serving.litert_export.export_litert.
 
     Returns:
       `LiteRTPlan`.
@@ -344,7 +337,7 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
     if unknown or not signatures:
         raise ValueError(f"--format=litert: signatures={list(signatures)!r}; choose from ids, "
                          "text.")
-    task_name = tasks.task_name_of(model)
+    task_name = task_signatures.task_name_of(model)
     wants_text = "text" in signatures
     if wants_text and task_name not in TEXT_TASKS:
         raise LiteRTUnsupportedError(
@@ -353,36 +346,39 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
             "strings cut from the text, which need string ops LiteRT lacks); export "
             "--signatures=ids for LiteRT (token ids in, logits out), or --format=saved_model "
             "for serve_text.")
-    tokenizer = _tokenizer_layer(tokenizer, vocab_file, do_lower_case) if wants_text else None
+    tokenizer = export_tokenizer_layer(tokenizer, vocab_file, do_lower_case) if wants_text else None
     if wants_text and tokenizer is None:
         raise ValueError("--format=litert: the text signature needs vocab_file (or "
                          "tokenizer); pass signatures=('ids',) to export without one.")
-    if wants_text and not isinstance(tokenizer, BertTokenizerLayer):
+    if wants_text and not tokenizer.litert_kernels:
         raise LiteRTUnsupportedError(
             f"--format=litert: serve_text with a {type(tokenizer).__name__} cannot be expressed "
             "in LiteRT (TensorFlow Text has LiteRT kernels for WordPiece only); export "
             "--signatures=ids for LiteRT, or --format=saved_model for serve_text.")
-    config = _encoder_config(model)
+    config = encoder_config(model)
     if wants_text and not 3 <= max_seq_length <= config.max_position_embeddings:
         raise ValueError(f"export: max_seq_length={max_seq_length} must be in [3, "
                          f"max_position_embeddings={config.max_position_embeddings}].")
     if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:
         raise ValueError(f"export: the vocabulary has {tokenizer.vocab_size} tokens but the "
                          f"model's vocab_size is only {config.vocab_size}.")
-    labels = _check_labels(task_name, model, labels)
+    labels = check_labels(task_name, model, labels)
     if task_name == "classification":
-        task = tasks.ClassificationTask(model, tokenizer, max_seq_length, labels, text_pair)
+        task = task_signatures.ClassificationSignatures(model, tokenizer, max_seq_length, labels,
+                                                        text_pair)
     elif task_name == "regression":
-        task = tasks.RegressionTask(model, tokenizer, max_seq_length, text_pair)
+        task = task_signatures.RegressionSignatures(model, tokenizer, max_seq_length, text_pair)
     elif task_name == "embedding":
-        task = tasks.EmbeddingTask(model, tokenizer, max_seq_length)
+        task = task_signatures.EmbeddingSignatures(model, tokenizer, max_seq_length)
     elif task_name == "squad":
-        task = tasks.SpanTask(model, None, max_seq_length, 1, 1, 1, False)
+        task = task_signatures.SpanSignatures(model, None, max_seq_length, 1, 1, 1, False)
     elif task_name == "tagging":
-        task = tasks.TaggingTask(model, None, max_seq_length, labels)
+        task = task_signatures.TaggingSignatures(model, None, max_seq_length, labels)
     else:
-        task = tasks.FillMaskTask(model, None, max_seq_length, [], 1)
-    buckets = tasks.check_length_buckets(length_buckets, max_seq_length) if wants_text else ()
+        task = task_signatures.FillMaskSignatures(model, None, max_seq_length, [], 1)
+    buckets = (task_signatures.check_length_buckets(length_buckets, max_seq_length,
+                                          config.max_position_embeddings)
+               if wants_text else ())
     text_pair = bool(text_pair) and task_name in ("classification", "regression")
     module = _LiteRTModule(task, tokenizer, text_pair, buckets)
     keys = tuple(k for s, k in (("ids", IDS_SIGNATURE), ("text", TEXT_SIGNATURE))
@@ -521,40 +517,3 @@ def run_signature(runner, inputs):
             value = value.astype(np.int32)
         arrays[name] = value
     return runner(**arrays)
-
-
-def export_litert(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=True,
-                  max_seq_length=128, labels=None, signatures=("ids", "text"), text_pair=False,
-                  length_buckets=None, quantize="none", calibration_texts=None,
-                  overwrite=False):
-    """Writes `model` as EXPORT_DIR/model.tflite with id and raw-text signatures.
-
-    Args:
-      model: a BertClassifier or BertEncoder (ids and text), or a BertSpanLabeler,
-        BertTokenClassifier or BertPretrainer (ids only).
-      export_dir: directory for model.tflite and bert_tf_litert.json.
-      vocab_file, tokenizer, do_lower_case, max_seq_length, labels, text_pair,
-        length_buckets: as bert_tf.serving.export.
-      signatures: "ids" (serving_default) and/or "text" (serve_text).
-      quantize: none, float16, dynamic_int8, full_int8 or int8 (see
-        bert_tf.serving.quantization).
-      calibration_texts: texts (or (text, text_pair) tuples) for full_int8's calibration.
-      overwrite: replace an existing model.tflite.
-
-    Returns:
-      (path of model.tflite, `OpCensus`).
-    """
-    from bert_tf.serving import quantization
-
-    quantization.check_mode(quantize)
-    check_target(export_dir, overwrite)
-    plan = plan_litert(model, vocab_file=vocab_file, tokenizer=tokenizer,
-                       do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                       labels=labels, signatures=signatures, text_pair=text_pair,
-                       length_buckets=length_buckets)
-    calibration = [(t, None) if isinstance(t, str) else tuple(t)
-                   for t in (calibration_texts or [])]
-    options = quantization.converter_options(quantize, plan, calibration)
-    content, census = convert(plan, options)
-    info = dict(plan.info(), quantize=quantize)
-    return write_model(content, export_dir, info, overwrite=overwrite), census

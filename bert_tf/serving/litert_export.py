@@ -1,22 +1,27 @@
-"""The LiteRT export as `bert-tf-export --format=litert` runs it: convert, compare, report.
+"""The LiteRT export: plan, convert (float32 or quantized), compare with float32, write.
 
-A quantized export is converted twice, float32 and quantized; both answer the same texts (the
---eval_file's, else the --calibration_file's) and the report gives their label agreement, the
-largest difference of any output, the accuracy of both on labelled rows, and the file sizes.
-Only the quantized model is written.
+`export_litert(model, "DIR", vocab_file=..., quantize="int8", eval_file="dev.tsv")` writes
+DIR/model.tflite and bert_tf_litert.json; `bert-tf-export --format=litert` runs it. A quantized
+export is converted twice, float32 and quantized; both answer the same texts (the eval_file's,
+else the calibration_file's) and the report gives their label agreement, the largest
+difference of any output, the accuracy of both on labelled rows, and the file sizes. Only the
+quantized model is written.
+
+This module orchestrates bert_tf.serving.litert (the graph and the converter) and
+bert_tf.serving.quantization (modes, calibration, comparison); neither imports it.
 """
 
 import dataclasses
 
 from bert_tf.serving import litert, quantization
 
-COMPARE_ROWS = 500  # Texts compared when no --eval_file limits them.
+COMPARE_ROWS = 500  # Texts compared when no eval_file limits them.
 AGREEMENT_TARGET = 0.99
 
 
 @dataclasses.dataclass
 class ExportResult:
-    """What `export_with_report` wrote and measured."""
+    """What `export_litert` wrote and measured."""
 
     path: str
     mode: str
@@ -35,19 +40,23 @@ class ExportResult:
         return "\n".join(lines)
 
 
-def export_with_report(model, export_dir, *, quantize="none", calibration_file=None,
-                       eval_file=None, overwrite=False, **options):
-    """Exports `model` to EXPORT_DIR/model.tflite and measures it against float32.
+def export_litert(model, export_dir, *, quantize="none", calibration_file=None, eval_file=None,
+                  overwrite=False, **options):
+    """Writes `model` as EXPORT_DIR/model.tflite with id and raw-text signatures.
 
     Args:
-      model: the Keras model.
-      export_dir: the directory for model.tflite.
-      quantize: a mode of bert_tf.serving.quantization.MODES.
+      model: a BertClassifier or BertEncoder (ids and text), or a BertSpanLabeler,
+        BertTokenClassifier or BertPretrainer (ids only).
+      export_dir: the directory for model.tflite and bert_tf_litert.json.
+      quantize: none, float16, dynamic_int8, full_int8 or int8 (the fastest int8 mode within
+        the accuracy target; see bert_tf.serving.quantization).
       calibration_file: texts for full_int8's calibration (and for the comparison when there
-        is no eval_file).
-      eval_file: labelled rows to compare on (accuracy of both models).
+        is no eval_file): one text per line, or .tsv/.csv/.jsonl with a sentence/text column.
+      eval_file: labelled rows to compare on (the accuracy of both models).
       overwrite: replace an existing model.tflite.
-      **options: `bert_tf.serving.litert.plan_litert` arguments.
+      **options: `litert.plan_litert` arguments: vocab_file or tokenizer, do_lower_case,
+        max_seq_length, labels, signatures ("ids" and/or "text"), text_pair, length_buckets
+        (as bert_tf.serving.export).
 
     Returns:
       `ExportResult`.
@@ -55,6 +64,7 @@ def export_with_report(model, export_dir, *, quantize="none", calibration_file=N
     Raises:
       ValueError: (naming the flag) an unknown mode, a file without usable rows, a head LiteRT
         cannot express, ops that need Flex. Nothing is written then.
+      FileExistsError: model.tflite exists and not overwrite.
     """
     mode = quantization.resolve_mode(quantize)
     litert.check_target(export_dir, overwrite)

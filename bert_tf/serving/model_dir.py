@@ -13,7 +13,7 @@ import keras
 
 import bert_tf.modeling  # noqa: F401  Registers the model classes that .keras files name.
 from bert_tf import fileio, run_directory
-from bert_tf.serving import tasks
+from bert_tf.serving import task_signatures
 from bert_tf.serving.task_info import read_task_info
 from bert_tf.text import tokenizer_files
 
@@ -41,7 +41,7 @@ class ExportSource:
 
 
 def _check_task_matches(task_info, model, model_file, info_path):
-    expected = tasks.task_name_of(model)
+    expected = task_signatures.task_name_of(model)
     if task_info.task != expected:
         raise ValueError(f"{info_path}: task={task_info.task!r}, but {model_file} holds a "
                          f"{type(model).__name__} (a {expected} model)")
@@ -65,7 +65,7 @@ def load_model_dir(model_dir):
     model_file = run_directory.model_file(model_dir, flag="--model_dir")
     directory = os.path.dirname(fileio.abspath(model_file))
     model = keras.saving.load_model(model_file, compile=False)
-    tasks.task_name_of(model)  # Raises TypeError for other models.
+    task_signatures.task_name_of(model)  # Raises TypeError for other models.
     source = ExportSource(model=model, model_file=model_file)
     source.vocab_file = tokenizer_files.model_tokenizer_file(directory)
     info_path = run_directory.path(directory, run_directory.TASK_INFO_FILE)
@@ -74,7 +74,7 @@ def load_model_dir(model_dir):
         source.do_lower_case = task_info.do_lower_case
         source.max_seq_length = task_info.max_seq_length
         # An encoder.keras beside a fine-tuned model shares its tokenizer, not its task.
-        if not isinstance(model, (tasks.BertPretrainer, tasks.Encoder)):
+        if not isinstance(model, (task_signatures.BertPretrainer, task_signatures.Encoder)):
             _check_task_matches(task_info, model, model_file, info_path)
             source.task_info = task_info
         return source

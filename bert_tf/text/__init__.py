@@ -1,14 +1,16 @@
 """Tokenization and input packing for BERT, in Python and inside TensorFlow graphs.
 
 The Python tokenizers (`WordpieceTokenizer`, `BpeTokenizer` for a byte-level BPE
-tokenizer.json, both from `load_tokenizer`) need no TensorFlow; the in-graph layers, the
-packing helpers and the vocabulary builder import TensorFlow when first used.
+tokenizer.json, both from `load_tokenizer`) implement one interface, `Tokenizer`, and need no
+TensorFlow; their in-graph layers (`tokenizer_layer`), the packing helpers and the
+vocabulary builder import TensorFlow when first used.
 """
 
 import importlib
 
 from bert_tf.text.bpe import BpeTokenizer
-from bert_tf.text.tokenizer_files import load_tokenizer, tokenizer_layer
+from bert_tf.text.tokenizer_files import (Tokenizer, is_tokenizer_json, load_tokenizer,
+                                          tokenizer_layer)
 from bert_tf.text.tokenization import (
     SPECIAL_TOKENS,
     WordpieceTokenizer,
@@ -39,6 +41,8 @@ def __getattr__(name):
 __all__ = [
     "SPECIAL_TOKENS",
     "BpeTokenizer",
+    "Tokenizer",
+    "is_tokenizer_json",
     "load_tokenizer",
     "tokenizer_layer",
     "WordpieceTokenizer",

@@ -518,9 +518,20 @@ class BpeTokenizer:
         self.special_token_ids = frozenset(t.id for t in spec.added_tokens if t.special)
         self._word_cache = {}
 
+    # The bert_tf.text.Tokenizer interface: what callers ask instead of testing the kind.
+    kind = "byte-level BPE"
+    # A piece maps back only to the whitespace word it came from: its bytes need not be whole
+    # characters, and the space before a word is folded into the word's first piece.
+    subword_offsets = False
+
     @property
     def vocab_size(self):
         return len(self.inv_vocab)
+
+    @property
+    def do_lower_case(self):
+        """True when the file's normalizer lower-cases (a tokenizer.json records its casing)."""
+        return "Lowercase" in self.spec.normalizer
 
     def fingerprint(self):
         """SHA-256 of everything the ids depend on (for caches of tokenized data): str."""
@@ -529,6 +540,18 @@ class BpeTokenizer:
                  [dataclasses.astuple(t) for t in spec.added_tokens], list(spec.normalizer),
                  spec.add_prefix_space, spec.use_regex, spec.ignore_merges, spec.unk_id]
         return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
+
+    def digest(self):
+        """The fingerprint: vocabulary, merges, added tokens and settings (the casing is one of
+        the normalizer's steps, so it is part of it)."""
+        return self.fingerprint()
+
+    def continuation_ids(self):
+        """Ids of the tokens that continue a word (whole-word masking joins them to the word
+        before): every token not starting with "Ġ" (the space; words are encoded as they read
+        after one) other than special ones. frozenset of int."""
+        return frozenset(i for t, i in self.vocab.items()
+                         if not t.startswith("\u0120") and i not in self.special_token_ids)
 
     # -- stages ----------------------------------------------------------------------------
 
@@ -622,6 +645,25 @@ class BpeTokenizer:
         one (add_prefix_space).
         """
         return self.encode(word if first else " " + word)
+
+    def encode_line(self, line):
+        """Ids of one corpus line (a sentence of pre-training text): its str.split() words,
+        each as it reads after a space, as `encode_word` encodes words inside a text."""
+        words = line.split()
+        return self.encode(" " + " ".join(words)) if words else []
+
+    def span_forms(self, text):
+        """The space-joined tokens `text` appears as among the words of a longer text that
+        holds it (SQuAD's answer alignment): set of str. Its words are encoded as the longer
+        text's words are (encode_word); the first word twice, with its leading space (`text`
+        starts a word, "Ġ1" "8" "9" "5") and without (it starts inside one: "1895" in
+        "(1895-1943)." is "Ġ(" "1" "8" "9" "5" ...)."""
+        words = text.split()
+        if not words:
+            return set()
+        rest = [i for word in words[1:] for i in self.encode_word(word)]
+        return {" ".join(self.convert_ids_to_tokens(self.encode_word(words[0], first) + rest))
+                for first in (False, True)}
 
     def tokenize(self, text):
         """Tokens of `text`: list of str in byte-level form ("Ġworld")."""

@@ -45,6 +45,12 @@ from bert_tf.text.layers import valid_utf8
 
 _HASH_BUCKETS = 2**63 - 1
 # SQuAD's word separators (bert_tf.data.tasks.squad.is_whitespace), for context words.
+# Python's str.isspace() characters, as an RE2 class: create_pretraining_data splits a line into
+# words with str.split() (BpeTokenizer.encode_line); corpus_lines puts them back together with
+# single spaces the same way (tests/data/test_bpe_pretraining_data.py checks the list against
+# Python).
+PYTHON_WHITESPACE = ("[\\x{9}-\\x{d}\\x{1c}-\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}"
+                     "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]")
 _SQUAD_WHITESPACE = "[ \\t\\r\\n\\x{202f}]+"
 _NO_RANK = np.iinfo(np.int32).max
 # Words up to this many bytes go through the merge loop together, longer ones apart.
@@ -147,8 +153,9 @@ class BpeTokenizerLayer(keras.layers.Layer):
     `BertPackInputs(cls_id=layer.cls_id, sep_id=layer.sep_id, pad_id=layer.pad_id)`).
 
     Args:
-      tokenizer_json: path of a byte-level BPE tokenizer.json, its parsed dict (what
-        `get_config` stores, so saved models do not depend on the file), or a `BpeTokenizer`.
+      tokenizer_json: path of a byte-level BPE tokenizer.json, or its parsed dict (what
+        `get_config` stores, so saved models do not depend on the file); the layer of a
+        `BpeTokenizer` is `bert_tf.text.tokenizer_layer(tokenizer)`.
       roles: optional dict role -> token for the special ids (see `BpeTokenizer`).
 
     Call args:
@@ -164,11 +171,14 @@ class BpeTokenizerLayer(keras.layers.Layer):
     [[13225, 1533]]
     """
 
+    # The in-graph side of the bert_tf.text.Tokenizer interface.
+    kind = "byte-level BPE"
+    # TensorFlow Text has LiteRT kernels for WordPiece only.
+    litert_kernels = False
+
     def __init__(self, tokenizer_json, roles=None, **kwargs):
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
-        if isinstance(tokenizer_json, bpe.BpeTokenizer):
-            tokenizer_json, roles = tokenizer_json.spec.data, tokenizer_json.spec.roles
         if not isinstance(tokenizer_json, dict):
             if not bpe.fileio.isfile(tokenizer_json):
                 raise FileNotFoundError(f"tokenizer file '{tokenizer_json}' does not exist.")
@@ -542,6 +552,71 @@ class BpeTokenizerLayer(keras.layers.Layer):
         outputs = tuple(tf.RaggedTensor.from_row_splits(o, word_rows.row_splits, validate=False)
                         for o in outputs)
         return outputs if texts is None else outputs + (text_ids,)
+
+    @property
+    def do_lower_case(self):
+        """True when the file's normalizer lower-cases."""
+        return "Lowercase" in self.spec.normalizer
+
+    def tokenize_question_and_context(self, questions, contexts):
+        """SQuAD's raw text as bert_tf.data.tasks.squad tokenizes it for BPE: the questions
+        whole, each context word (SQuAD's whitespace) as it reads in the space-joined context.
+        Answers are whole words: every piece spans its word.
+
+        Args:
+          questions, contexts: tf.string [B].
+
+        Returns:
+          (question_ids int32 [B, (Q')], and the contexts' ids, starts, ends [B, (W), (P)] of
+          `tokenize_with_offsets(contexts, words="whitespace")`), from one tokenizer call.
+        """
+        ids, starts, ends, question = self.tokenize_with_offsets(
+            contexts, words="whitespace", texts=questions)
+        return question, ids, starts, ends
+
+    def corpus_lines(self, lines):
+        """tf.string [L] -> the lines as pre-training tokenizes them (BpeTokenizer.encode_line):
+        each line's words (str.split()) joined by single spaces, with one in front, so every
+        word reads as after a space; a line of whitespace only becomes ""."""
+        words = tf.strings.regex_replace(
+            lines, f"^{PYTHON_WHITESPACE}+|{PYTHON_WHITESPACE}+$", "")
+        words = tf.strings.regex_replace(words, f"{PYTHON_WHITESPACE}+", " ")
+        return tf.where(tf.equal(words, ""), words, tf.strings.join([" ", words]))
+
+    def check_masks_in_text(self):
+        """A mask written in the text is found as an added token ("[MASK]" for ModernBERT,
+        "<mask>" for RoBERTa, with its flags, as the Python tokenizer and Hugging Face
+        `tokenizers` find it).
+
+        Raises:
+          ValueError: the file has no mask token among its added tokens.
+        """
+        if self.mask_id is None or self.mask_id not in {t.id for t in self.spec.added_tokens}:
+            raise ValueError(f"export: {self.spec.source} has no mask token among its added "
+                             "tokens, so a mask written in the text could not be found; a "
+                             "fill-mask export needs one (e.g. [MASK]).")
+
+    def tokenize_with_masks(self, inputs):
+        """tf.string [B] -> int32 RaggedTensor [B, (T)] with mask_id at each mask token of the
+        text (an added token: see check_masks_in_text)."""
+        return tf.cast(self(inputs), tf.int32)
+
+    def token_texts(self):
+        """What each id stands for, id = index: the text of a token (" cat" for "Ġcat"; a
+        piece of a multi-byte character as U+FFFD), special tokens as they are."""
+        texts = []
+        for token in self.spec.vocab:
+            data = bpe.token_bytes(token)
+            texts.append(token if data is None else data.decode("utf-8", "replace"))
+        return texts
+
+    def asset(self):
+        """(file name, text) of the tokenizer file an export carries in its assets/."""
+        return bpe.TOKENIZER_JSON, json.dumps(self.tokenizer_json, ensure_ascii=False)
+
+    def export_info(self):
+        """What bert_tf_export.json records of this tokenizer."""
+        return {"tokenizer": f"byte-level BPE (assets/{bpe.TOKENIZER_JSON})"}
 
     def call(self, inputs):
         text = tf.convert_to_tensor(inputs, dtype=tf.string)

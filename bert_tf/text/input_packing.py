@@ -47,6 +47,37 @@ def bucket_lengths(seq_length, coarse=False):
     return tuple(b for b in lengths if b < seq_length) + (seq_length,)
 
 
+def bucket_of(length, buckets):
+    """The smallest of `buckets` (increasing) that holds `length`."""
+    return next(b for b in buckets if b >= length)
+
+
+def length_sorted_batches(lengths, buckets, batch_size):
+    """Batches of inputs of nearly one length, for inference in Python loops.
+
+    Inputs are taken longest first (ties in input order), `batch_size` at a time; each batch
+    runs at the bucket of its longest input. Only padding is cut, so an input's outputs do not
+    depend on its batch; the first batch shows the memory peak.
+
+    Args:
+      lengths: packed length of each input ([CLS] and [SEP]s included, padding not).
+      buckets: increasing lengths ending with the longest packed length, or None: every batch
+        at full length.
+      batch_size: inputs per batch.
+
+    Returns:
+      list of (positions: list of input indices, width: int, or None without buckets),
+      covering every input once.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches = []
+    for start in range(0, len(order), batch_size):
+        positions = order[start:start + batch_size]
+        width = None if buckets is None else bucket_of(lengths[positions[0]], buckets)
+        batches.append((positions, width))
+    return batches
+
+
 def truncated_lengths(len_a, len_b, max_length):
     """Lengths the original's longest-first truncation leaves of segments A and B.
 

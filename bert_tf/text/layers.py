@@ -112,6 +112,10 @@ def valid_utf8(text):
                                         replacement_char=0xFFFD)
 
 
+# A mask written in the text of a fill-mask request.
+MASK_TOKEN = "[MASK]"
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertTokenizerLayer(keras.layers.Layer):
     """Tokenizes strings into BERT WordPiece ids inside the TensorFlow graph.
@@ -142,6 +146,11 @@ class BertTokenizerLayer(keras.layers.Layer):
     >>> layer(tf.constant(["Hello, unaffable!"])).to_list()
     [[9, 8, 5, 6, 7, 1]]
     """
+
+    # The in-graph side of the bert_tf.text.Tokenizer interface.
+    kind = "WordPiece"
+    # TensorFlow Text ships LiteRT kernels for the fast WordPiece tokenizer and normaliser.
+    litert_kernels = True
 
     def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=200,
                  unk_token="[UNK]", **kwargs):
@@ -174,7 +183,7 @@ class BertTokenizerLayer(keras.layers.Layer):
         self._sigma_pattern = ((unicode_data.final_sigma_pattern()
                                 or tokenization.final_sigma_pattern())
                                if self.do_lower_case else None)
-        fast_vocab, has_long_pieces = self._wordpiece_vocab(tokens)
+        fast_vocab, has_long_pieces = self.fast_wordpiece_vocab(tokens)
         # A word of at most N characters has at most 4N UTF-8 bytes; the character limit itself is
         # applied before FastWordpieceTokenizer, which only knows bytes.
         self._wordpiece = tf_text.FastWordpieceTokenizer(
@@ -192,7 +201,7 @@ class BertTokenizerLayer(keras.layers.Layer):
         self._allow_non_tensor_positional_args = True
         self.built = True
 
-    def _wordpiece_vocab(self, tokens):
+    def fast_wordpiece_vocab(self, tokens):
         """The vocabulary as given to FastWordpieceTokenizer, which caps pieces at 256 bytes.
 
         A piece longer than `max_input_chars_per_word` characters can never match (such words
@@ -449,6 +458,56 @@ class BertTokenizerLayer(keras.layers.Layer):
                                                  validate=False)  # [B, (W), (P)]
         outputs = (words, words.with_flat_values(starts), words.with_flat_values(ends))
         return tuple(o[0] for o in outputs) if scalar else outputs
+
+    def tokenize_question_and_context(self, questions, contexts):
+        """SQuAD's raw text: the questions tokenized whole, the contexts word by word with the
+        characters each piece spans (answers are cut from the context at piece offsets).
+
+        Args:
+          questions, contexts: tf.string [B].
+
+        Returns:
+          (question_ids int32 [B, (Q')], and the contexts' `tokenize_with_offsets`: ids, starts,
+          ends [B, (W), (P)]). One tokenizer call for both keeps one copy of the tables in a
+          graph.
+        """
+        batch = tf.shape(questions)[0]
+        ids, starts, ends = self.tokenize_with_offsets(
+            tf.concat([questions, contexts], axis=0))  # [2B, (W), (P)]
+        return ids[:batch].merge_dims(1, 2), ids[batch:], starts[batch:], ends[batch:]
+
+    def corpus_lines(self, lines):
+        """tf.string [L] -> the lines as pre-training tokenizes them (WordpieceTokenizer
+        .encode_line): stripped, so a line of whitespace only is "" (a document break)."""
+        return tf.strings.strip(lines)
+
+    def check_masks_in_text(self):
+        """A mask written in the text as "[MASK]" is always found (see tokenize_with_masks)."""
+
+    def tokenize_with_masks(self, inputs):
+        """tf.string [B] -> int32 RaggedTensor [B, (T)] with mask_id at each "[MASK]" of the
+        text: the text is split there and the parts tokenized as usual."""
+        parts = tf.strings.split(inputs, sep=MASK_TOKEN)  # [B, (parts)]
+        part_ids = self(parts.flat_values)  # [N, (T)]
+        is_last = tf.equal(tf.ragged.range(parts.row_lengths()) + 1,
+                           parts.row_lengths()[:, tf.newaxis]).flat_values  # [N]
+        mask_count = tf.cast(~is_last, tf.int64)
+        masks = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(mask_count)], self.mask_id), mask_count, validate=False)
+        with_masks = tf.concat([part_ids, masks], axis=1)  # [N, (T + 1 or T)]
+        return parts.with_flat_values(with_masks).merge_dims(1, 2)
+
+    def token_texts(self):
+        """What each id stands for, id = index: the vocabulary's tokens ("##ing")."""
+        return list(self.vocabulary)
+
+    def asset(self):
+        """(file name, text) of the vocabulary an export carries in its assets/."""
+        return tokenization.VOCAB_TXT, "".join(token + "\n" for token in self.vocabulary)
+
+    def export_info(self):
+        """What bert_tf_export.json records of this tokenizer."""
+        return {"do_lower_case": self.do_lower_case}
 
     def call(self, inputs):
         pieces = self.tokenize_words(inputs)

@@ -22,12 +22,16 @@ equivalent.
 
 import functools
 import hashlib
+import json
 import re
 import unicodedata
 
 import numpy as np
 
 from bert_tf import fileio
+
+# A WordPiece vocabulary file's name in model directories and exports.
+VOCAB_TXT = "vocab.txt"
 
 # Tokens every BERT vocabulary must contain. Their ids are always looked up, never assumed:
 # Google's vocabularies have [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, while
@@ -499,9 +503,47 @@ class WordpieceTokenizer:
             len(t) - 2 if t.startswith("##") else len(t) for t in tokens)
         self._word_cache = {}
 
+    # The bert_tf.text.Tokenizer interface: what callers ask instead of testing the kind.
+    kind = "WordPiece"
+    # A piece maps back to characters inside its word (the original's answer alignment).
+    subword_offsets = True
+
     @property
     def vocab_size(self):
         return len(self.inv_vocab)
+
+    def digest(self):
+        """Hex SHA-256 of the tokens, one per line (vocab_digest of the vocab.txt it amounts to,
+        whether read from a vocab.txt or a tokenizer.json); casing is not part of it."""
+        text = "".join(token + "\n" for token in self.inv_vocab)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def fingerprint(self):
+        """Hex SHA-256 of everything the ids depend on: tokens, casing, word length limit and
+        unknown token (a key for caches of tokenized data)."""
+        parts = [self.inv_vocab, self.do_lower_case, self.max_input_chars_per_word,
+                 self.unk_token]
+        return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
+
+    def encode_word(self, word, first=False):
+        """Ids of one whitespace-separated word of a longer text: list of int. WordPiece
+        tokenizes a word the same wherever it stands, so `first` changes nothing."""
+        del first
+        return self.encode(word)
+
+    def encode_line(self, line):
+        """Ids of one corpus line (a sentence of pre-training text): list of int."""
+        return self.encode(line)
+
+    def continuation_ids(self):
+        """Ids of the tokens that continue a word (whole-word masking joins them to the word
+        before): the "##" pieces. frozenset of int."""
+        return frozenset(i for t, i in self.vocab.items() if t.startswith("##"))
+
+    def span_forms(self, text):
+        """The space-joined tokens `text` appears as among the pieces of a longer text that
+        holds it (SQuAD's answer alignment): set of str."""
+        return {" ".join(self.tokenize(text))}
 
     def basic_tokenize(self, text):
         """Words of `text` (str or UTF-8 bytes) before WordPiece: list of str."""

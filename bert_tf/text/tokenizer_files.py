@@ -1,12 +1,17 @@
-"""One entry point for a model's tokenizer file: vocab.txt (WordPiece) or tokenizer.json.
+"""The tokenizer interface and the one entry point for a model's tokenizer file.
 
-`load_tokenizer` gives a Python tokenizer with the interface input building uses (`encode`,
-`cls_id`, `sep_id`, `pad_id`, `mask_id`, `vocab_size`); `tokenizer_layer` gives the matching
-in-graph layer for tf.data and SavedModel text signatures.
+`Tokenizer` is what every Python tokenizer of bert_tf implements: `WordpieceTokenizer` (a
+vocab.txt, or a WordPiece tokenizer.json) and `BpeTokenizer` (a byte-level BPE tokenizer.json).
+Callers ask the tokenizer (its casing, digest, how a word or a corpus line encodes, whether
+pieces map back to characters) instead of testing its type or its file's name;
+`load_tokenizer` builds either from a file and `tokenizer_layer` gives its in-graph layer (whose
+methods answer the same way inside the graph). This module is the one place that tells the
+kinds apart: a tokenizer.json by its name (`is_tokenizer_json`), BPE by its model type.
 """
 
 import json
 import os
+from typing import Protocol
 
 from absl import logging
 
@@ -14,10 +19,87 @@ from bert_tf import fileio
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.text import bpe, tokenization
 
-VOCAB_TXT = "vocab.txt"
+VOCAB_TXT = tokenization.VOCAB_TXT
 # A keras-hub preset's WordPiece vocabulary.
 KERAS_HUB_VOCAB = os.path.join("assets", "tokenizer", "vocabulary.txt")
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+
+
+class Tokenizer(Protocol):
+    """A Python tokenizer from `load_tokenizer`: WordpieceTokenizer or BpeTokenizer.
+
+    Attributes:
+      kind: "WordPiece" or "byte-level BPE" (for messages).
+      vocab_size, vocab (token -> id), inv_vocab (id -> token): the vocabulary.
+      cls_id, sep_id, pad_id, mask_id, unk_id: ids of the special roles, None where a
+        tokenizer.json has no such token.
+      do_lower_case: whether the input is lower-cased (a vocab.txt as loaded; a tokenizer.json
+        records it).
+      subword_offsets: True when a piece maps back to characters inside its word (WordPiece:
+        answers are cut from the text at piece offsets); False when it maps back only to the
+        whitespace word it came from (byte-level BPE: answers and tags are whole words).
+    """
+
+    kind: str
+    vocab_size: int
+    vocab: dict
+    inv_vocab: list
+    cls_id: int | None
+    sep_id: int | None
+    pad_id: int | None
+    mask_id: int | None
+    unk_id: int | None
+    do_lower_case: bool
+    subword_offsets: bool
+
+    def encode(self, text):
+        """Ids of a text: list of int, without [CLS]/[SEP] (see input_packing.pack_inputs)."""
+
+    def encode_word(self, word, first=False):
+        """Ids of one whitespace-separated word as it encodes inside a longer text (`first`:
+        the text's first word); the words' ids in a row are the ids of the words joined by
+        single spaces."""
+
+    def encode_line(self, line):
+        """Ids of one corpus line as pre-training reads it (its words inside running text)."""
+
+    def tokenize(self, text):
+        """Tokens of a text: list of str."""
+
+    def convert_tokens_to_ids(self, tokens):
+        """Ids of tokens: list of int."""
+
+    def convert_ids_to_tokens(self, ids):
+        """Tokens of ids: list of str."""
+
+    def decode(self, ids, skip_special_tokens=False):
+        """The text of ids."""
+
+    def continuation_ids(self):
+        """frozenset of the ids that continue a word (whole-word masking joins them)."""
+
+    def span_forms(self, text):
+        """The space-joined tokens a text appears as inside a longer text: set of str."""
+
+    def digest(self):
+        """Hex SHA-256 of the vocabulary the ids index (with a BPE file's merges, added tokens
+        and settings): equal for the same vocabulary in a vocab.txt or a tokenizer.json."""
+
+    def fingerprint(self):
+        """Hex SHA-256 of everything the ids depend on, casing included (cache keys)."""
+
+
+def missing_roles(tokenizer, roles=("cls", "sep", "pad")):
+    """The special roles of `roles` ("cls", "sep", "pad", "mask", "unk") a tokenizer (or its
+    layer) has no token for: list of str. A tokenizer.json may lack any; by default the roles
+    packing needs ([CLS] text [SEP], padded)."""
+    return [role for role in roles if getattr(tokenizer, f"{role}_id") is None]
+
+
+def is_tokenizer_json(path):
+    """True for a tokenizer.json (it records its casing and may be byte-level BPE), False for
+    a vocab.txt: every command tells them apart by the name's ".json"."""
+    return str(path).endswith(".json")
 
 
 def find_tokenizer_file(path):
@@ -93,42 +175,18 @@ def load_tokenizer(path, do_lower_case=None):
       ValueError: a bad file (naming it and the field), or a contradicting do_lower_case.
     """
     path = find_tokenizer_file(path)
-    if not path.endswith(".json"):
+    if not is_tokenizer_json(path):
         return tokenization.WordpieceTokenizer(
             path, do_lower_case=True if do_lower_case is None else do_lower_case)
     tokenizer = bpe.load_tokenizer_json(path)
     if do_lower_case is None:
         return tokenizer
-    file_lowercase = tokenizer_casing(tokenizer)
+    file_lowercase = tokenizer.do_lower_case
     if bool(do_lower_case) != file_lowercase:
         raise ValueError(f"do_lower_case={bool(do_lower_case)} contradicts tokenizer file "
                          f"'{path}', which {'lower-cases' if file_lowercase else 'keeps case'}"
                          "; leave do_lower_case unset to use the file's.")
     return tokenizer
-
-
-def tokenizer_casing(tokenizer):
-    """True when `tokenizer` (from load_tokenizer) lower-cases its input: a WordPiece
-    tokenizer's do_lower_case, a byte-level BPE file's Lowercase normalizer step."""
-    if isinstance(tokenizer, bpe.BpeTokenizer):
-        return "Lowercase" in tokenizer.spec.normalizer
-    return bool(tokenizer.do_lower_case)
-
-
-def tokenizer_tokens_digest(tokenizer):
-    """Hex SHA-256 of what `tokenizer`'s ids depend on.
-
-    A WordPiece tokenizer: its tokens one per line (equal to tokenization.vocab_digest of the
-    vocab.txt it amounts to, whether it was read from a vocab.txt or a tokenizer.json); a
-    byte-level BPE tokenizer: BpeTokenizer.fingerprint (vocabulary, merges, added tokens and
-    settings).
-    """
-    import hashlib
-
-    if isinstance(tokenizer, bpe.BpeTokenizer):
-        return tokenizer.fingerprint()
-    text = "".join(token + "\n" for token in tokenizer.inv_vocab)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def tokenizer_difference(base_file, tokenizer_file):
@@ -143,14 +201,12 @@ def tokenizer_difference(base_file, tokenizer_file):
     Raises:
       FileNotFoundError / ValueError: a file that cannot be read as a tokenizer.
     """
-    if not base_file.endswith(".json") and not tokenizer_file.endswith(".json"):
+    if not is_tokenizer_json(base_file) and not is_tokenizer_json(tokenizer_file):
         return tokenization.vocab_difference(base_file, tokenizer_file)
     base, given = load_tokenizer(base_file), load_tokenizer(tokenizer_file)
-    base_bpe, given_bpe = (isinstance(t, bpe.BpeTokenizer) for t in (base, given))
-    if base_bpe != given_bpe:
-        return (f"it is {'a byte-level BPE' if given_bpe else 'a WordPiece'} tokenizer, the "
-                f"model's is {'a byte-level BPE' if base_bpe else 'a WordPiece'} one")
-    if base_bpe:
+    if base.kind != given.kind:
+        return f"it is a {given.kind} tokenizer, the model's is a {base.kind} one"
+    if isinstance(base, bpe.BpeTokenizer):
         if base.fingerprint() == given.fingerprint():
             return None
         if base.inv_vocab != given.inv_vocab:
@@ -186,10 +242,10 @@ def write_tokenizer_file(output_dir, tokenizer, source_file):
         vocab.txt, copied byte for byte; a tokenizer.json is then read here).
       source_file: the vocab.txt or tokenizer.json it was read from.
     """
-    if tokenizer is None and source_file.endswith(".json"):
+    if tokenizer is None and is_tokenizer_json(source_file):
         tokenizer = load_tokenizer(source_file)
-    spec = getattr(tokenizer, "spec", None)
-    if spec is not None:
+    if isinstance(tokenizer, bpe.BpeTokenizer):
+        spec = tokenizer.spec
         path = os.path.join(output_dir, bpe.TOKENIZER_JSON)
         write_text_atomic(path, json.dumps(spec.data, ensure_ascii=False) + "\n")
         if spec.roles:
@@ -197,7 +253,7 @@ def write_tokenizer_file(output_dir, tokenizer, source_file):
                 {f"{role}_token": token for role, token in sorted(spec.roles.items())}) + "\n")
         return path
     path = os.path.join(output_dir, VOCAB_TXT)
-    if source_file.endswith(".json"):
+    if is_tokenizer_json(source_file):
         write_text_atomic(path, "".join(token + "\n" for token in tokenizer.inv_vocab))
     elif fileio.abspath(source_file) != fileio.abspath(path):
         with fileio.open_file(source_file, "rb") as f:
@@ -212,6 +268,9 @@ def tokenizer_layer(tokenizer):
       a `BertTokenizerLayer` for a `WordpieceTokenizer`, a `BpeTokenizerLayer` for a
       `BpeTokenizer` (a layer given is returned as it is); both map tf.string [B] to int32
       RaggedTensor [B, (tokens)] and carry cls_id, sep_id, pad_id and mask_id.
+
+    Raises:
+      TypeError: anything else.
     """
     from bert_tf.text.bpe_layer import BpeTokenizerLayer
     from bert_tf.text.layers import BertTokenizerLayer
@@ -219,7 +278,7 @@ def tokenizer_layer(tokenizer):
     if isinstance(tokenizer, (BertTokenizerLayer, BpeTokenizerLayer)):
         return tokenizer
     if isinstance(tokenizer, bpe.BpeTokenizer):
-        return BpeTokenizerLayer(tokenizer)
+        return BpeTokenizerLayer(tokenizer.spec.data, roles=tokenizer.spec.roles)
     if isinstance(tokenizer, tokenization.WordpieceTokenizer):
         return BertTokenizerLayer(
             tokenizer.inv_vocab, do_lower_case=tokenizer.do_lower_case,

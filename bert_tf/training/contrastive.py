@@ -20,12 +20,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.config import ENCODER_INPUTS
 from bert_tf.metrics.retrieval import retrieval_metrics, spearman
-from bert_tf.training import finetune, loop
+from bert_tf.training import loop, task_loop
 from bert_tf.training.optimization import create_optimizer
 
 SIDES = ("anchor", "positive", "negative")
-_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def feature_name(side, name):
@@ -68,10 +68,10 @@ def multiple_negatives_ranking_loss(anchors_bd, positives_bd, negatives_bd=None,
 
 
 def contrastive_loss_fn(scale=20.0, symmetric=False):
-    """A loss_fn for bert_tf.training.loop / finetune.fine_tune over pair batches.
+    """A loss_fn for bert_tf.training.loop / task_loop.fine_tune over pair batches.
 
     The batch holds each side's encoder inputs under `feature_name(side, ...)` (the negative
-    side optional). Returns {"loss", "correct", "count"}, so finetune.training_metrics reports
+    side optional). Returns {"loss", "correct", "count"}, so task_loop.training_metrics reports
     the in-batch accuracy as `accuracy`.
     """
 
@@ -80,7 +80,7 @@ def contrastive_loss_fn(scale=20.0, symmetric=False):
         for side in SIDES:
             if feature_name(side, "input_word_ids") in batch:
                 embeddings[side] = model({name: batch[feature_name(side, name)]
-                                          for name in _INPUTS}, training=training)
+                                          for name in ENCODER_INPUTS}, training=training)
         loss, correct = multiple_negatives_ranking_loss(
             embeddings["anchor"], embeddings["positive"], embeddings.get("negative"),
             scale=scale, symmetric=symmetric)
@@ -170,7 +170,7 @@ def evaluate_embeddings(text_encoder, retrieval=None, scored=None):
     weights.
 
     Args:
-      text_encoder: a bert_tf.training.embedding.TextEncoder.
+      text_encoder: a bert_tf.training.text_encoder.TextEncoder.
       retrieval: a RetrievalSet, or None.
       scored: a bert_tf.data.tasks.pairs.ScoredPairs, or None.
 
@@ -272,7 +272,7 @@ def train_embedder(config, model, text_encoder, train_pairs, strategy, retrieval
     with strategy.scope():
         optimizer = create_optimizer(
             config.learning_rate, num_train_steps,
-            finetune.num_warmup_steps(num_train_steps, config.warmup_proportion),
+            task_loop.num_warmup_steps(num_train_steps, config.warmup_proportion),
             weight_decay_rate=config.weight_decay_rate)
     evaluate_fn, best_metric, before = None, None, {}
     if retrieval is not None or scored is not None:
@@ -284,7 +284,7 @@ def train_embedder(config, model, text_encoder, train_pairs, strategy, retrieval
         before = evaluate_fn()
         logging.info("Before training: %s",
                      " ".join(f"{k}={v:.4f}" for k, v in sorted(before.items())))
-    results = finetune.fine_tune(
+    results = task_loop.fine_tune(
         model=model, optimizer=optimizer,
         loss_fn=contrastive_loss_fn(config.scale, config.symmetric_loss),
         train_dataset_fn=dataset_fn, strategy=strategy, output_dir=config.output_dir,

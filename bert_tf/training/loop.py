@@ -110,7 +110,7 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, loop_c
         after the bad step).
       TrainingPreempted: SIGTERM arrived; the checkpoint of the step reached was saved.
       checkpointing.CheckpointError: output_dir not writable, or an unusable init_checkpoint.
-      ValueError: gradient_accumulation_steps < 1, or a bad jit_compile value.
+      ValueError: a bad jit_compile value.
     """
     start_time = time.time()
     num_train_steps, steps_per_loop = loop_config.num_train_steps, loop_config.steps_per_loop
@@ -118,9 +118,6 @@ def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, loop_c
     global_batch_size, jit_compile = loop_config.global_batch_size, loop_config.jit_compile
     gradient_accumulation_steps = loop_config.gradient_accumulation_steps
     init_checkpoint = loop_config.init_checkpoint
-    if gradient_accumulation_steps < 1:
-        raise ValueError(f"--gradient_accumulation_steps={gradient_accumulation_steps} must be "
-                         ">= 1")
     accumulation = gradient_accumulation_steps
     log_steps = log_steps or steps_per_loop
     checkpointing.check_writable_dir(output_dir)

@@ -3,6 +3,13 @@
 import dataclasses
 
 
+def check_gradient_accumulation_steps(steps):
+    """Raises ValueError naming --gradient_accumulation_steps unless `steps` >= 1: the one check
+    of the setting, made by TrainLoopConfig and by the jobs before their work."""
+    if steps < 1:
+        raise ValueError(f"--gradient_accumulation_steps={steps} must be >= 1")
+
+
 @dataclasses.dataclass
 class TrainLoopConfig:
     """How long and how a training loop runs: the settings `train` and `fine_tune` take
@@ -32,3 +39,6 @@ class TrainLoopConfig:
     gradient_accumulation_steps: int = 1
     jit_compile: bool | str = False
     init_checkpoint: str | None = None
+
+    def __post_init__(self):
+        check_gradient_accumulation_steps(self.gradient_accumulation_steps)

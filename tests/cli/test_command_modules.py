@@ -121,14 +121,33 @@ def test_groups_are_idempotent_and_each_command_keeps_its_defaults():
     assert flag_values["output_dir"].default is None
 
 
+# A field left None when its flag is not given (the driver decides) differs from the flag's
+# default; --from and --to are Python keywords, so their fields are from_format and to_format.
+_UNSET_FIELDS = {
+    "pretrain": {"max_predictions_per_seq": (20, None), "do_lower_case": (True, None)},
+    "create_pretraining_data": {"max_predictions_per_seq": (20, None),
+                                "do_lower_case": (True, None)},
+    "build_vocab": {"max_input_chars_per_word": (200, None), "max_unique_chars": (1000, None),
+                    "min_frequency": (2, None)},
+    "export_saved_model": {"signatures": (["ids", "text", "examples"], None)},
+}
+_RENAMED_FIELDS = {"from_format": "from", "to_format": "to"}
+
+
 @pytest.mark.parametrize("command, config", [
     ("pretrain", "bert_tf.jobs.pretraining.PretrainingConfig"),
     ("classify", "bert_tf.jobs.classification.ClassificationConfig"),
     ("tag", "bert_tf.jobs.tagging.TaggingConfig"),
     ("squad", "bert_tf.jobs.squad.SquadConfig"),
     ("embed", "bert_tf.jobs.embedding.EmbeddingConfig"),
+    ("create_pretraining_data", "bert_tf.jobs.pretraining_data.PretrainingDataConfig"),
+    ("build_vocab", "bert_tf.jobs.vocabulary.VocabularyConfig"),
+    ("export_saved_model", "bert_tf.jobs.export.ExportConfig"),
+    ("extract_features", "bert_tf.jobs.extract_features.ExtractFeaturesConfig"),
+    ("convert_checkpoint", "bert_tf.jobs.convert_checkpoint.ConvertCheckpointConfig"),
+    ("prepare_demo_data", "bert_tf.data.pretraining.demo_corpus.DemoDataConfig"),
 ])
-def test_each_training_command_config_is_its_flags(command, config):
+def test_each_command_config_is_its_flags(command, config):
     # The config a driver takes has one field per flag of the command, with the flag's default
     # (pre-training: an unset --max_predictions_per_seq is None, the packed input decides P; an
     # unset --do_lower_case is None, the driver resolves it).
@@ -139,13 +158,28 @@ def test_each_training_command_config_is_its_flags(command, config):
     config_class = getattr(importlib.import_module(module), name)
     flag_values = importlib.import_module(f"bert_tf.cli.{command}").define_flags(
         flags.FlagValues())
-    fields = {f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default
+    fields = {_RENAMED_FIELDS.get(f.name, f.name): f.default if f.default_factory is
+              dataclasses.MISSING else f.default_factory()
               for f in dataclasses.fields(config_class)}
     assert set(fields) == set(flag_values)
     differing = {n: (flag_values[n].default, d) for n, d in fields.items()
                  if flag_values[n].default != d}
-    assert differing == ({"max_predictions_per_seq": (20, None), "do_lower_case": (True, None)}
-                         if command == "pretrain" else {})
+    assert differing == _UNSET_FIELDS.get(command, {})
+
+
+def test_unset_flags_become_none_and_given_ones_keep_their_value():
+    from bert_tf.cli import create_pretraining_data
+
+    def config_of(*args):
+        flag_values = create_pretraining_data.define_flags(flags.FlagValues())
+        flag_values(["cpd", "--input_file=a", "--output_file=b", "--vocab_file=v", *args])
+        return create_pretraining_data.pretraining_data_config(flag_values)
+
+    config = config_of()
+    assert (config.do_lower_case, config.max_predictions_per_seq) == (None, None)
+    config = config_of("--nodo_lower_case", "--max_predictions_per_seq=20")
+    assert (config.do_lower_case, config.max_predictions_per_seq) == (False, 20)
+    assert config.input_file == "a" and config.dupe_factor == 10
 
 
 def test_only_the_command_layer_reads_flags():

@@ -66,7 +66,7 @@ def test_encode_run_and_st_directory_give_the_best_model_in_input_order(trained)
     import keras
 
     from bert_tf.interop import load_sentence_transformers
-    from bert_tf.training.embedding import TextEncoder
+    from bert_tf.training.text_encoder import TextEncoder
 
     directory, run, results = trained
     model = keras.models.load_model(run / "model.keras")
@@ -266,7 +266,7 @@ def test_train_from_a_modernbert_run_carries_its_tokenizer_json_into_run_and_exp
     from bert_tf.jobs import embedding
     from bert_tf.interop.sentence_transformers import load_embedder
     from bert_tf.text import load_tokenizer
-    from bert_tf.training.embedding import TextEncoder
+    from bert_tf.training.text_encoder import TextEncoder
 
     base = make_converted_modernbert_run(str(tmp_path / "modernbert"))
     write_pairs(tmp_path / "pairs.tsv", 16)

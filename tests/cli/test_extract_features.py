@@ -89,6 +89,9 @@ def test_modernbert_directory_with_a_tokenizer_json(tmp_path):
 
     from bert_tf import interop
     from bert_tf.cli import extract_features
+    from bert_tf.cli import flags as cli_flags
+    from bert_tf.jobs import extract_features as extract_features_job
+    from bert_tf.jobs.extract_features import ExtractFeaturesConfig
     from bert_tf.modeling import build_encoder
     from bert_tf.text import load_tokenizer, pack_inputs
 
@@ -100,7 +103,11 @@ def test_modernbert_directory_with_a_tokenizer_json(tmp_path):
     flag_values(["extract", f"--input_file={input_file}", f"--output_file={out}",
                  f"--init_checkpoint={model_dir}", "--layers=-1,0", "--max_seq_length=16",
                  "--batch_size=2"])
-    assert extract_features.extract(flag_values) == 2
+    config = cli_flags.to_config(ExtractFeaturesConfig, flag_values)
+    assert config == ExtractFeaturesConfig(
+        input_file=str(input_file), output_file=str(out), init_checkpoint=model_dir,
+        layers="-1,0", max_seq_length=16, batch_size=2)
+    assert extract_features_job.extract_features(config) == 2
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [[f["token"] for f in r["features"]] for r in records] == [
         ["[CLS]", "H", "i", "Ġ", "w", "o", "r", "l", "d", "[SEP]"],

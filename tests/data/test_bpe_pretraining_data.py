@@ -120,10 +120,10 @@ def test_raw_text_masked_on_the_fly_reads_as_the_records(tmp_path):
 
 
 def test_python_whitespace_class_is_str_isspace():
-    from bert_tf.data.pretraining import text_dataset
+    from bert_tf.text import bpe_layer
 
     chars = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
-    found = tf.strings.regex_replace(tf.constant(chars), f"[^{text_dataset.PYTHON_WHITESPACE[1:]}",
+    found = tf.strings.regex_replace(tf.constant(chars), f"[^{bpe_layer.PYTHON_WHITESPACE[1:]}",
                                      "").numpy().decode("utf-8")
     assert found == "".join(c for c in chars if c.isspace())
 

@@ -10,7 +10,7 @@ from bert_tf.jobs import run_setup
 from bert_tf.config import BertConfig
 from bert_tf.data.tasks import feature_records, length_buckets
 from bert_tf.modeling import BertClassifier, BertEncoder, BertTokenClassifier
-from bert_tf.training import finetune, loop
+from bert_tf.training import loop, task_loop
 from bert_tf.training.optimization import create_optimizer
 
 S = 32
@@ -146,7 +146,7 @@ def test_predictions_match_the_unbucketed_path_in_order(records):
         dataset = feature_records.records_dataset(path, SPEC, batch_size=4, is_training=False,
                                                   num_examples=len(features),
                                                   length_buckets=buckets)
-        return finetune.predict(counter, dataset)[:len(features)], counter.traces
+        return task_loop.predict(counter, dataset)[:len(features)], counter.traces
 
     full, _ = run(None)
     bucketed, traces = run([8, 16, 24, 32])
@@ -172,7 +172,7 @@ def test_tagging_predictions_are_padded_back_to_full_length(tmp_path):
         dataset = feature_records.records_dataset(path, TAG_SPEC, batch_size=4,
                                                   is_training=False, num_examples=11,
                                                   length_buckets=buckets)
-        outputs.append(finetune.predict(model, dataset, sequence_length=S)[:11])
+        outputs.append(task_loop.predict(model, dataset, sequence_length=S)[:11])
     full, bucketed = outputs
     assert bucketed.shape == (11, S, 5)
     for row, f in enumerate(features):
@@ -191,7 +191,7 @@ def test_training_traces_once_whatever_the_buckets(records, tmp_path):
 
     def loss_fn(model, batch, training):
         traces.append(batch["input_word_ids"].shape.as_list())
-        return finetune.classification_loss_fn(model, batch, training)
+        return task_loop.classification_loss_fn(model, batch, training)
 
     results = loop.train(
         model=model, optimizer=create_optimizer(1e-3, 12, 1), loss_fn=loss_fn,
@@ -224,7 +224,7 @@ def test_accumulated_micro_batches_of_different_buckets(records):
 
     def grad_fn(batch):  # dropout off: the two paths must see the same forward pass
         with tf.GradientTape() as tape:
-            loss = finetune.classification_loss_fn(model, batch, False)["loss"]
+            loss = task_loop.classification_loss_fn(model, batch, False)["loss"]
         return {"loss": loss}, tape.gradient(loss, model.trainable_variables)
 
     spec = dataset.element_spec

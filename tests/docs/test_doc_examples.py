@@ -866,7 +866,7 @@ assert ids.shape[0] == 1, ids
 import os
 import shutil
 import tensorflow as tf
-from bert_tf.training.finetune import classification_loss_fn as loss_fn
+from bert_tf.training.task_loop import classification_loss_fn as loss_fn
 
 def dataset_fn(input_context):  # 4 = 32 / 8 accumulated micro-batches, per replica
     batch = {"input_word_ids": tf.fill([4, 16], 7), "input_mask": tf.ones([4, 16], tf.int32),

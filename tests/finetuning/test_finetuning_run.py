@@ -1,7 +1,6 @@
 """The fine-tuning driver (bert_tf.jobs.finetuning): setting checks, the restore rule."""
 
 import logging
-import types
 
 import numpy as np
 import pytest
@@ -10,8 +9,8 @@ import tensorflow as tf
 from bert_tf.cli.outputs import check_finetuning_dirs
 from bert_tf.config import BertConfig
 from bert_tf import run_directory
-from bert_tf.jobs.finetuning import (check_resume, owned, prepare, restore_trained,
-                                      run_record)
+from bert_tf.jobs.finetuning import (FinetuningConfig, check_resume, owned, prepare,
+                                     restore_trained, run_record)
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.modeling import BertEncoder, BertSpanLabeler
 
@@ -24,7 +23,7 @@ def _options(pretrained_dir, tmp_path, **overrides):
                   max_seq_length=16, export_dir=None, train_batch_size=16,
                   gradient_accumulation_steps=1)
     values.update(overrides)
-    return types.SimpleNamespace(**values)
+    return FinetuningConfig(**values)
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -111,8 +110,8 @@ def test_restore_skips_a_corrupt_newest_checkpoint_with_a_warning(tmp_path, capl
     data_file.write_bytes(data_file.read_bytes()[:40])  # truncated, as by a full disk
 
     fresh = BertSpanLabeler(BertEncoder(config))
-    options = types.SimpleNamespace(output_dir=str(tmp_path), init_checkpoint=None,
-                                    do_lower_case=True)
+    options = FinetuningConfig(output_dir=str(tmp_path), init_checkpoint=None,
+                               do_lower_case=True)
     with caplog.at_level(logging.WARNING):
         step = restore_trained(options, fresh, "f1")
     assert step == 10
@@ -193,8 +192,8 @@ def test_predict_only_from_a_pretraining_run_is_refused_unless_asked(tmp_path, p
     from bert_tf.modeling import BertClassifier
 
     config = BertConfig.from_json_file(str(pretrained_dir / "bert_config.json"))
-    options = types.SimpleNamespace(output_dir=str(tmp_path), do_lower_case=True,
-                                    init_checkpoint=str(pretrained_dir))
+    options = FinetuningConfig(output_dir=str(tmp_path), do_lower_case=True,
+                               init_checkpoint=str(pretrained_dir))
     with pytest.raises(FlagValueError) as e:
         restore_trained(options, BertClassifier(BertEncoder(config), 2), "score")
     assert str(e.value).startswith(
@@ -273,7 +272,7 @@ def test_casing_recorded_by_a_bert_tf_pretraining_run_is_checked(tmp_path, pretr
 def test_a_damaged_best_checkpoint_falls_back_to_the_newest(tmp_path, caplog):
     """Case 7: a truncated best/ raised a raw IndexError after training and in every
     predict-only rerun; docs/fine-tuning.md promises the newest readable checkpoint."""
-    from bert_tf.training.finetune import BestModelKeeper
+    from bert_tf.training.task_loop import BestModelKeeper
 
     config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
@@ -288,8 +287,8 @@ def test_a_damaged_best_checkpoint_falls_back_to_the_newest(tmp_path, caplog):
     data_file.write_bytes(data_file.read_bytes()[:40])
 
     fresh = BertSpanLabeler(BertEncoder(config))
-    options = types.SimpleNamespace(output_dir=str(tmp_path), init_checkpoint=None,
-                                    do_lower_case=True)
+    options = FinetuningConfig(output_dir=str(tmp_path), init_checkpoint=None,
+                               do_lower_case=True)
     with caplog.at_level(logging.WARNING):
         assert restore_trained(options, fresh, "f1") == 20
     for expected, variable in zip(want, fresh.weights, strict=True):

@@ -25,7 +25,7 @@ assert keras.backend.backend() == "jax"
 from bert_tf.interop import (from_keras_hub, load_huggingface, load_sentence_transformers,
                              load_tf1_checkpoint)
 from bert_tf.config import BertConfig
-from bert_tf.training.embedding import TextEncoder
+from bert_tf.training.text_encoder import TextEncoder
 from embedding_helpers import minilm_dir
 from interop_reference import (bert_reference, make_inputs, original_arrays,
                                write_tf1_checkpoint)

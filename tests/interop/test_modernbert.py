@@ -14,6 +14,7 @@ from safetensors.numpy import load_file
 from bert_tf.interop import huggingface, load_huggingface, save_huggingface, warm_start, weights
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertClassifier, BertPretrainer, ModernBertEncoder
+import peers
 from command_batch import run_commands
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,7 +24,6 @@ MLM_DIR = os.path.join(FIXTURES, "hf_modernbert_mlm")
 CLS_DIR = os.path.join(FIXTURES, "hf_modernbert_cls")
 LENGTHS = (16, 40, 100, 2048)
 TOLERANCE = 1e-5
-PEER_PYTHON = "/work/peers/bin/python"
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +114,7 @@ def test_save_huggingface_round_trip(masked_lm, classifier, tmp_path):
         assert np.array_equal(value, original[key]), key
 
 
-@pytest.mark.skipif(not os.path.exists(PEER_PYTHON), reason="needs transformers in "
-                    f"{PEER_PYTHON} (a PyTorch venv; CI has none)")
+@peers.needs("PyTorch and transformers")
 def test_written_directory_loads_in_transformers(masked_lm, tmp_path):
     model, _, _ = masked_lm
     save_huggingface(model, str(tmp_path / "out"))
@@ -129,7 +128,7 @@ def test_written_directory_loads_in_transformers(masked_lm, tmp_path):
         "    out = m(input_ids=ids, attention_mask=mask).logits.numpy()\n"
         "real = r['len40_input_mask'].astype(bool)\n"
         "print(float(np.abs(out - r['len40_logits'])[real].max()))\n")
-    proc = subprocess.run([PEER_PYTHON, "-c", script, str(tmp_path / "out"),
+    proc = subprocess.run([peers.python(), "-c", script, str(tmp_path / "out"),
                            os.path.join(MLM_DIR, "reference.npz")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

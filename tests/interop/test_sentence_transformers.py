@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from bert_tf.interop import InteropError, load_sentence_transformers
-from bert_tf.training.embedding import TextEncoder
+from bert_tf.training.text_encoder import TextEncoder
+import peers
 from embedding_helpers import make_st_dir, minilm_dir, write_json
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
-PEER_PYTHON = "/work/peers/bin/python"
 
 
 def test_all_minilm_l6_v2_matches_sentence_transformers():
@@ -58,9 +58,8 @@ def test_round_trip_keeps_pooling_and_vectors(tmp_path, pooling, normalize):
         ["Transformer", "Pooling"] + (["Normalize"] if normalize else []))
 
 
+@peers.needs("sentence-transformers")
 def test_written_directory_loads_in_sentence_transformers(tmp_path):
-    if not os.path.exists(PEER_PYTHON):
-        pytest.skip(f"{PEER_PYTHON} (a venv with sentence-transformers) is not on this machine")
     model = make_st_dir(tmp_path / "st", pooling="mean", normalize=True)
     st = load_sentence_transformers(str(tmp_path / "st"))
     texts = ["alice was in paris", "the new film", "a story of rome"]
@@ -68,7 +67,7 @@ def test_written_directory_loads_in_sentence_transformers(tmp_path):
     script = ("import sys, json; from sentence_transformers import SentenceTransformer; "
               "m = SentenceTransformer(sys.argv[1], device='cpu'); "
               "print(json.dumps(m.encode(json.loads(sys.argv[2])).tolist()))")
-    out = subprocess.run([PEER_PYTHON, "-c", script, str(tmp_path / "st"), json.dumps(texts)],
+    out = subprocess.run([peers.python(), "-c", script, str(tmp_path / "st"), json.dumps(texts)],
                          capture_output=True, text=True, check=True,
                          env=dict(os.environ, HF_HUB_OFFLINE="1"))
     theirs = np.array(json.loads(out.stdout.strip().splitlines()[-1]), np.float32)

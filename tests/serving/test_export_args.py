@@ -10,8 +10,9 @@ import tensorflow as tf
 
 from bert_tf import serving
 from bert_tf.modeling import BertClassifier, BertEncoder, BertSpanLabeler
-from bert_tf.serving.tasks import (ClassificationTask, RegressionTask, SpanTask,
-                                   check_length_buckets, default_length_buckets)
+from bert_tf.serving.task_signatures import (ClassificationSignatures, RegressionSignatures,
+                                              SpanSignatures, check_length_buckets)
+from bert_tf.text.input_packing import bucket_lengths
 from bert_tf.text.layers import BertTokenizerLayer
 
 import serving_cases as cases
@@ -41,14 +42,19 @@ def encoder():
     (dict(tokenizer=cases.VOCAB), TypeError,
      "export: tokenizer must be a BertTokenizerLayer, BpeTokenizerLayer, WordpieceTokenizer "
      "or BpeTokenizer, got list."),
+    # The rule of --length_buckets (bert_tf.data.tasks.length_buckets.parse_buckets).
     (dict(vocab_file=cases.VOCAB, length_buckets=(16, 8)), ValueError,
-     "export: length_buckets=[16, 8] must be strictly increasing positive lengths."),
+     "length_buckets=16,8 is not strictly increasing (8 after 16)"),
     (dict(vocab_file=cases.VOCAB, length_buckets=(0, 8)), ValueError,
-     "export: length_buckets=[0, 8] must be strictly increasing positive lengths."),
-    (dict(vocab_file=cases.VOCAB, length_buckets=(16, 64)), ValueError,
-     "export: length_buckets=[16, 64] exceed max_seq_length=32."),
+     "length_buckets=0,8: lengths must be >= 1, got 0"),
+    (dict(vocab_file=cases.VOCAB, length_buckets=(16, 128)), ValueError,
+     "length_buckets=16,128: bucket 128 exceeds max_position_embeddings=64"),
     (dict(vocab_file=cases.VOCAB, length_buckets=(8.5,)), ValueError,
-     "export: length_buckets=[8.5] must be integers."),
+     "length_buckets=8.5: 8.5 is not a length; expected auto, off or increasing integers like "
+     "16,32,64,128"),
+    (dict(vocab_file=cases.VOCAB, length_buckets=(True,)), ValueError,
+     "length_buckets=True: True is not a length; expected auto, off or increasing integers "
+     "like 16,32,64,128"),
 ])
 def test_classifier_arguments_are_checked(encoder, tmp_path, kwargs, error, message):
     model = BertClassifier(encoder, num_classes=3)
@@ -86,15 +92,17 @@ def test_other_models_and_arguments_are_refused(encoder, tmp_path):
 
 
 def test_text_is_packed_to_the_smallest_bucket_that_holds_the_batch(encoder):
-    assert default_length_buckets(128) == (4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112,
-                                           128)
-    assert default_length_buckets(100) == (4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 100)
-    assert default_length_buckets(4) == (4,) and default_length_buckets(3) == (3,)
-    assert check_length_buckets(None, 48) == (4, 8, 12, 16, 24, 32, 40, 48)
-    assert check_length_buckets([8, 16], 32) == (8, 16, 32)
-    assert check_length_buckets([8, 32], 32) == (8, 32)
-    assert check_length_buckets((), 32) == (32,)  # Off: always max_seq_length.
-    task = ClassificationTask(BertClassifier(encoder, num_classes=3),
+    assert bucket_lengths(128) == (4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128)
+    assert bucket_lengths(100) == (4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 100)
+    assert bucket_lengths(4) == (4,) and bucket_lengths(3) == (3,)
+    assert check_length_buckets(None, 48, 64) == (4, 8, 12, 16, 24, 32, 40, 48)
+    assert check_length_buckets([8, 16], 32, 64) == (8, 16, 32)
+    assert check_length_buckets([8, 32], 32, 64) == (8, 32)
+    # Lengths above max_seq_length are left out, as --length_buckets' are for fine-tuning.
+    assert check_length_buckets([8, 64], 32, 64) == (8, 32)
+    assert check_length_buckets((), 32, 64) == (32,)  # Off: always max_seq_length.
+    assert check_length_buckets("off", 32, 64) == (32,)
+    task = ClassificationSignatures(BertClassifier(encoder, num_classes=3),
                               BertTokenizerLayer(cases.VOCAB), 32, ["a", "b", "c"],
                               text_pair=False)
     task.length_buckets = (8, 16, 32)
@@ -147,7 +155,7 @@ def test_squad_version_2_answers_nothing_when_the_null_span_wins(serving_run, py
     inputs = {"question": tf.constant(cases.QUESTIONS), "context": tf.constant(cases.CONTEXTS)}
     args = (model, layer, cases.SEQ_LENGTH, cases.MAX_QUERY_LENGTH, cases.MAX_ANSWER_LENGTH,
             cases.DOC_STRIDE)
-    plain = {k: v.numpy() for k, v in SpanTask(*args).text(inputs).items()}
+    plain = {k: v.numpy() for k, v in SpanSignatures(*args).text(inputs).items()}
     # The smallest [CLS] score of each question's windows.
     null = cases.squad_reference(python_tok, model, cases.QUESTIONS,
                                  cases.CONTEXTS)["null_score"]
@@ -155,7 +163,7 @@ def test_squad_version_2_answers_nothing_when_the_null_span_wins(serving_run, py
     difference = null - plain["score"]
     # A threshold between the rows' differences: some rows answer, some do not.
     threshold = float(np.median(difference[has_context]))
-    got = {k: v.numpy() for k, v in SpanTask(
+    got = {k: v.numpy() for k, v in SpanSignatures(
         *args, version_2_with_negative=True,
         null_score_diff_threshold=threshold).text(inputs).items()}
     no_answer = has_context & (difference > threshold)
@@ -202,7 +210,7 @@ def test_squad_windows_that_tie_on_context_give_the_start_to_the_first(python_to
     words = ["the"] * 314
     words[207], words[220] = "paris", "france"
     context, question = " ".join(words), " ".join(["the"] * 39)
-    task = SpanTask(logits_of_ids, BertTokenizerLayer(cases.VOCAB), 256, 64, 30, 200)
+    task = SpanSignatures(logits_of_ids, BertTokenizerLayer(cases.VOCAB), 256, 64, 30, 200)
     got = task.text({"question": tf.constant([question]), "context": tf.constant([context])})
     expected = cases.squad_reference(python_tok, logits_of_ids, [question], [context],
                                      seq_length=256, max_query_length=64, max_answer_length=30,
@@ -216,7 +224,7 @@ def test_squad_windows_that_tie_on_context_give_the_start_to_the_first(python_to
 
 def test_regression_outputs_the_score(encoder, python_tok, tmp_path):
     model = BertClassifier(encoder, num_classes=1)
-    task = RegressionTask(model, BertTokenizerLayer(cases.VOCAB), cases.SEQ_LENGTH,
+    task = RegressionSignatures(model, BertTokenizerLayer(cases.VOCAB), cases.SEQ_LENGTH,
                           text_pair=True)
     got = task.text({"text": tf.constant(cases.TEXTS), "text_pair": tf.constant(cases.PAIRS)})
     features = cases.pack_batch(python_tok, [python_tok.encode(t) for t in cases.TEXTS],

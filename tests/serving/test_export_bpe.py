@@ -13,7 +13,6 @@ from bert_tf import serving
 from bert_tf.data.tasks import squad
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
                               BertTokenClassifier)
-from bert_tf.serving import tasks as serving_tasks
 from bert_tf.text import bpe, load_tokenizer, tokenizer_layer
 
 import serving_cases as cases
@@ -166,7 +165,7 @@ def test_fill_mask_text_signature_finds_the_mask_token_like_python(bpe_model, tm
     top = np.argsort(-logits, axis=-1)[:, :, :3]
     top = np.where(padded[:, :, None] >= 0, top, -1)
     np.testing.assert_array_equal(got["top_k_ids"].numpy(), top)
-    texts_of = serving_tasks.token_texts(tokenizer_layer(tokenizer))
+    texts_of = tokenizer_layer(tokenizer).token_texts()
     assert texts_of[tokenizer.vocab["Ġon"]] == " on" and texts_of[tokenizer.mask_id] == "[MASK]"
     assert [[t.decode("utf-8") for t in row] for row in got["top_k_tokens"].numpy()[0]] == [
         [texts_of[i] if i >= 0 else "" for i in row] for row in top[0]]

@@ -187,8 +187,8 @@ def test_saved_model_cli_with_tf_text_ops_on_a_full_export(serving_run, python_t
 def test_cli_length_buckets_must_be_integers(tool_runs):
     result = tool_runs["bad_buckets"].result
     assert result.returncode != 0
-    assert "--length_buckets=16,x: expected comma-separated integers, e.g. 16,32,64." in \
-        result.stderr
+    assert ("--length_buckets=16,x: 'x' is not a length; expected auto, off or increasing "
+            "integers like 16,32,64,128") in result.stderr
     assert not os.path.exists(os.path.dirname(tool_runs["bad_buckets"].export_dir))
 
 

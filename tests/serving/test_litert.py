@@ -72,11 +72,12 @@ def float_export(tmp_path_factory):
     saved_model = serving.export(model, str(root / "saved" / "1"), vocab_file=cases.VOCAB,
                                  max_seq_length=cases.SEQ_LENGTH, labels=cases.CLASS_LABELS,
                                  text_pair=True, signatures=("ids", "text"))
-    path, census = litert.export_litert(model, str(root / "float"), vocab_file=cases.VOCAB,
-                                        max_seq_length=cases.SEQ_LENGTH,
-                                        labels=cases.CLASS_LABELS, text_pair=True)
-    return types.SimpleNamespace(model=model, run=str(run), root=root, path=path,
-                                 census=census, saved_model=tf.saved_model.load(saved_model))
+    result = litert_export.export_litert(model, str(root / "float"), vocab_file=cases.VOCAB,
+                                         max_seq_length=cases.SEQ_LENGTH,
+                                         labels=cases.CLASS_LABELS, text_pair=True)
+    return types.SimpleNamespace(model=model, run=str(run), root=root, path=result.path,
+                                 census=result.census,
+                                 saved_model=tf.saved_model.load(saved_model))
 
 
 def test_signatures_and_info(float_export):
@@ -334,7 +335,7 @@ def test_full_int8_answers_as_float32(float_export, tmp_path):
     dev = tmp_path / "dev.tsv"
     dev.write_text("sentence\tlabel\n" + "".join(f"{t}\t{label}\n"
                                                  for t, label in _toy_rows(60, seed=5)))
-    result = litert_export.export_with_report(
+    result = litert_export.export_litert(
         float_export.model, str(tmp_path / "full"), quantize="full_int8",
         calibration_file=str(calibration), eval_file=str(dev), vocab_file=cases.VOCAB,
         max_seq_length=cases.SEQ_LENGTH, labels=cases.CLASS_LABELS, signatures=("ids", "text"))

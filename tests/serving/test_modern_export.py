@@ -53,15 +53,15 @@ def test_modern_classifier_converts_to_litert_with_its_keras_outputs(tmp_path):
     """LiteRT has no tensor lists and runs conds as IF subgraphs: the modern encoder's
     attention is traced without either (portable_attention) and still equals Keras at a length
     Keras computes with the full local path and one it computes block by block."""
-    from bert_tf.serving import litert
+    from bert_tf.serving import litert_export
     from bert_tf.serving.litert_model import LiteRTModel
 
     config = BertConfig.from_preset("modernbert_tiny")
     model = BertClassifier(ModernBertEncoder(config), num_classes=3)
-    path, census = litert.export_litert(model, str(tmp_path / "litert"), signatures=("ids",),
-                                        max_seq_length=128)
-    assert census.flex == frozenset() and "IF" not in census.counts
-    served = LiteRTModel(path)
+    result = litert_export.export_litert(model, str(tmp_path / "litert"), signatures=("ids",),
+                                         max_seq_length=128)
+    assert result.census.flex == frozenset() and "IF" not in result.census.counts
+    served = LiteRTModel(result.path)
     ids = np.random.default_rng(1).integers(5, config.vocab_size, (2, 100)).astype("int32")
     for length in (20, 100):
         mask = np.ones((2, length), "int32")

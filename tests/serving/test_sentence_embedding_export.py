@@ -16,7 +16,7 @@ CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_clien
 def test_text_and_id_signatures_match_the_keras_model(tmp_path):
     from bert_tf import serving
     from bert_tf.interop import load_sentence_transformers
-    from bert_tf.training.embedding import TextEncoder
+    from bert_tf.training.text_encoder import TextEncoder
 
     make_st_dir(tmp_path / "st")
     st = load_sentence_transformers(str(tmp_path / "st"))

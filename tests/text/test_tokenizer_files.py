@@ -5,7 +5,6 @@ import shutil
 
 import pytest
 
-from bert_tf.data.tasks import feature_records
 from bert_tf.data.tasks.classifier_data import InputExample, classifier_features
 from bert_tf.text import BpeTokenizer, WordpieceTokenizer, load_tokenizer, tokenizer_layer
 from bert_tf.text.input_packing import pack_inputs
@@ -81,8 +80,11 @@ def test_classifier_features_pack_bpe_ids_like_tokenizers(bpe_dir):
 
 def test_cache_key_tells_tokenizers_apart(bpe_dir):
     tokenizer = load_tokenizer(str(bpe_dir))
-    parts = feature_records.tokenizer_parts(tokenizer)
-    assert parts == ["bpe", tokenizer.fingerprint()]
+    wordpiece = WordpieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"])
+    cased = WordpieceTokenizer(wordpiece.inv_vocab, do_lower_case=False)
+    assert wordpiece.fingerprint() != cased.fingerprint()
+    assert wordpiece.digest() == cased.digest()  # the vocabulary; casing is checked apart
+    assert tokenizer.digest() == tokenizer.fingerprint()
     data = json.loads((bpe_dir / "tokenizer.json").read_text(encoding="utf-8"))
     data["model"]["merges"] = data["model"]["merges"][:-1]
     assert BpeTokenizer(data).fingerprint() != tokenizer.fingerprint()
@@ -95,8 +97,9 @@ def test_tokenizer_layer_matches_the_python_tokenizer(bpe_dir):
 
     tokenizer = load_tokenizer(str(bpe_dir))
     layer = tokenizer_layer(tokenizer)
-    assert isinstance(layer, BpeTokenizerLayer)
+    assert isinstance(layer, BpeTokenizerLayer) and tokenizer_layer(layer) is layer
     assert layer(tf.constant(["It's  [MASK] 北京"])).to_list() == [
         tokenizer.encode("It's  [MASK] 北京")]
+    assert (layer.kind, layer.do_lower_case) == (tokenizer.kind, tokenizer.do_lower_case)
     with pytest.raises(TypeError, match="expected a WordpieceTokenizer or BpeTokenizer"):
         tokenizer_layer(object())

@@ -14,7 +14,7 @@ import tensorflow as tf
 from bert_tf.training import precision
 from bert_tf.training.checkpointing import CheckpointError
 from bert_tf.training.distribute import get_strategy
-from bert_tf.training.finetune import BestModelKeeper
+from bert_tf.training.task_loop import BestModelKeeper
 from bert_tf.training.loop import (PREEMPTED_EXIT_CODE, TrainingPreempted, TrainLoopConfig,
                                    train)
 from bert_tf.training.optimization import create_optimizer

@@ -39,7 +39,8 @@ class DocumentChunk:
     num_bytes: int = 0
 
 
-def _file_size(path):
+def file_size(path):
+    """Bytes of a local or tf.io.gfile file (TensorFlow loaded for a path with a scheme only)."""
     if has_scheme(path):
         import tensorflow as tf
 
@@ -158,7 +159,7 @@ def nonempty_input_files(input_files):
     file; see bert_tf.text.corpus_files), before any work starts."""
     kept = []
     for path in input_files:
-        if _file_size(path) == 0:
+        if file_size(path) == 0:
             logging.warning("Input file %s is empty; skipping it.", path)
         else:
             corpus_files.check_corpus_file(path)

@@ -67,9 +67,7 @@ What differs from the original, and why:
     index). Chunks depend only on the corpus and documents_per_chunk, so an instance does not
     depend on which process made it or in what order: the local path gives byte-identical
     shards for a given seed whatever --num_workers is, and the Beam pipeline
-    (beam_pipeline) gives the same set of records. (Versions before this seeding
-    and the vectorised path below made different records for the same seed, with the same
-    statistics.)
+    (beam_pipeline) gives the same set of records.
   * Vectorised per chunk (the algorithm's distributions unchanged): the chunk is tokenized in
     one call; each instance's layout is drawn as token ranges; then per dupe, numpy truncates
     every pair at once (the tokens each side loses follow from the lengths; how many of them
@@ -108,11 +106,12 @@ from absl import logging
 # process and every worker start in well under a second and stay small.
 from bert_tf.data.patterns import expand_input_patterns
 from bert_tf.data.pretraining import tfrecord_io
-from bert_tf.data.pretraining.corpus_reading import (_file_size, iter_document_chunks,
+from bert_tf.data.pretraining.corpus_reading import (file_size, iter_document_chunks,
                                                      nonempty_input_files)
 from bert_tf.data.pretraining.instances import CreationStats, InstanceMaker, document_seed
 from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
-from bert_tf.text import WordpieceTokenizer, load_tokenizer
+from bert_tf.text import load_tokenizer
+from bert_tf.text.tokenizer_files import missing_roles
 
 _PROGRESS_EVERY_SECONDS = 10.0
 
@@ -240,17 +239,13 @@ def pretraining_tokenizer(vocab_file, do_lower_case=None):
       ValueError: a contradicting do_lower_case, a bad tokenizer.json, or one without a
         [CLS], [SEP] or mask token (naming the file); OSError for a missing file.
     """
-    if str(vocab_file).endswith(".json"):
-        tokenizer = load_tokenizer(vocab_file, do_lower_case)
-        missing = [role for role, i in (("[CLS]", tokenizer.cls_id), ("[SEP]", tokenizer.sep_id),
-                                        ("mask ([MASK] or <mask>)", tokenizer.mask_id))
-                   if i is None]
-        if missing:
-            raise ValueError(f"--vocab_file={vocab_file} has no {' or '.join(missing)} token; "
-                             "pre-training records need [CLS], [SEP] and a mask token.")
-        return tokenizer
-    return WordpieceTokenizer(vocab_file,
-                              do_lower_case=True if do_lower_case is None else do_lower_case)
+    tokenizer = load_tokenizer(vocab_file, do_lower_case)
+    names = {"cls": "[CLS]", "sep": "[SEP]", "mask": "mask ([MASK] or <mask>)"}
+    missing = [names[role] for role in missing_roles(tokenizer, tuple(names))]
+    if missing:
+        raise ValueError(f"--vocab_file={vocab_file} has no {' or '.join(missing)} token; "
+                         "pre-training records need [CLS], [SEP] and a mask token.")
+    return tokenizer
 
 
 # Per-process state of the worker pool, set once by _init_worker.
@@ -441,7 +436,7 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
                 log_long_lines(input_files[file_index],
                                stats.long_lines_per_file[file_index], options)
 
-    progress = _Progress(sum(_file_size(p) for p in input_files))
+    progress = _Progress(sum(file_size(p) for p in input_files))
     # The output order is shuffled with its own stream, seeded from random_seed as well.
     shuffle_rng = np.random.default_rng(document_seed(options.random_seed, -1, -1, -1))
     buffer = np.empty(shuffle_buffer_size, dtype=object)

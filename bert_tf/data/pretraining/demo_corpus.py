@@ -6,6 +6,7 @@ without downloading anything. This module turns it into the pre-training input f
 sentence per line, a blank line between documents; each titled section is one document.
 """
 
+import dataclasses
 import os
 import re
 
@@ -121,15 +122,30 @@ def write_demo_corpus(train_path, eval_path=None, eval_every=10):
     return len(train), len(held_out)
 
 
-def prepare_demo_data(output_dir, *, vocab_size=4000, do_lower_case=True, max_seq_length=128,
-                      max_predictions_per_seq=20, dupe_factor=5, random_seed=12345,
-                      num_workers=1):
+@dataclasses.dataclass
+class DemoDataConfig:
+    """How the demo data is made; field names and defaults are bert-tf-prepare-demo-data's
+    flags' (official_configs/pretraining/demo_tiny.flags reads output_dir's default)."""
+
+    output_dir: str = "/tmp/bert_tf_demo"
+    vocab_size: int = 4000
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    dupe_factor: int = 5
+    random_seed: int = 12345
+    num_workers: int = 2
+
+
+def prepare_demo_data(config):
     """Builds everything the demo pre-training run reads, from the embedded corpus.
 
-    Writes to `output_dir` (which must exist or be creatable): corpus_train.txt, corpus_eval.txt,
-    vocab.txt (WordPiece learned on the training corpus), train.tfrecord and eval.tfrecord
-    (pre-training records in the original format). Returns a dict of the paths and counts.
+    Writes to config.output_dir (which must exist or be creatable): corpus_train.txt,
+    corpus_eval.txt, vocab.txt (WordPiece learned on the training corpus), train.tfrecord and
+    eval.tfrecord (pre-training records in the original format). Returns a dict of the paths
+    and counts.
     """
+    output_dir, do_lower_case = config.output_dir, config.do_lower_case
     # Imported here: these pull in TensorFlow, which the corpus functions above do not need.
     from bert_tf.data.pretraining.create_pretraining_data import (PretrainingDataOptions,
                                                       create_pretraining_data)
@@ -140,17 +156,18 @@ def prepare_demo_data(output_dir, *, vocab_size=4000, do_lower_case=True, max_se
         "corpus_train.txt", "corpus_eval.txt", "vocab.txt", "train.tfrecord", "eval.tfrecord")}
     num_train_docs, num_eval_docs = write_demo_corpus(paths["corpus_train.txt"],
                                                       paths["corpus_eval.txt"])
-    vocab = build_vocab(paths["corpus_train.txt"], vocab_size, do_lower_case)
+    vocab = build_vocab(paths["corpus_train.txt"], config.vocab_size, do_lower_case)
     write_vocab(vocab, paths["vocab.txt"])
     options = PretrainingDataOptions(
-        max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
-        dupe_factor=dupe_factor, random_seed=random_seed)
+        max_seq_length=config.max_seq_length,
+        max_predictions_per_seq=config.max_predictions_per_seq,
+        dupe_factor=config.dupe_factor, random_seed=config.random_seed)
     train_stats = create_pretraining_data(
         paths["corpus_train.txt"], [paths["train.tfrecord"]], paths["vocab.txt"],
-        do_lower_case=do_lower_case, options=options, num_workers=num_workers)
+        do_lower_case=do_lower_case, options=options, num_workers=config.num_workers)
     eval_stats = create_pretraining_data(
         paths["corpus_eval.txt"], [paths["eval.tfrecord"]], paths["vocab.txt"],
-        do_lower_case=do_lower_case, options=options, num_workers=num_workers)
+        do_lower_case=do_lower_case, options=options, num_workers=config.num_workers)
     return dict(paths, vocab_size=len(vocab), train_documents=num_train_docs,
                 eval_documents=num_eval_docs, train_instances=train_stats.instances,
                 eval_instances=eval_stats.instances)

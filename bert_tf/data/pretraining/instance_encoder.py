@@ -18,17 +18,12 @@ import functools
 
 import numpy as np
 
-from bert_tf.data.pretraining import tfrecord_io
-# The encoder reuses tfrecord_io's wire-format pieces so both stay the same format by
-# construction.
-from bert_tf.data.pretraining.tfrecord_io import _TAG_3_LEN
-from bert_tf.data.pretraining.tfrecord_io import _feature
-from bert_tf.data.pretraining.tfrecord_io import _int64_feature
-from bert_tf.data.pretraining.tfrecord_io import _map_entry
-from bert_tf.data.pretraining.tfrecord_io import _ones_entry
-from bert_tf.data.pretraining.tfrecord_io import _packed_varints
-from bert_tf.data.pretraining.tfrecord_io import _varint_of_length
-
+from bert_tf.data.pretraining import example_proto, tfrecord_io
+# The encoder builds records from example_proto's wire-format pieces, as tfrecord_io does, so
+# both write the same format by construction.
+from bert_tf.data.pretraining.example_proto import (TAG_3_LEN, int64_feature, map_entry,
+                                                    ones_entry, packed_varints,
+                                                    serialized_feature, varint_of_length)
 
 class InstanceEncoder:
     """Serializes instances of one run (fixed S, P, feature names, vocabulary size).
@@ -51,13 +46,13 @@ class InstanceEncoder:
         self._input_mask_name = names["input_mask"]
         self._segment_ids_name = names["segment_ids"]
         # Varint of every id: ids of vocabularies up to 2**16 come from the shared table.
-        self._id_varints = (tfrecord_io._SMALL_VARINTS[:vocab_size] if vocab_size <= 1 << 16
-                            else [tfrecord_io._varint(v) for v in range(vocab_size)])
+        self._id_varints = (example_proto.SMALL_VARINTS[:vocab_size] if vocab_size <= 1 << 16
+                            else [example_proto.varint(v) for v in range(vocab_size)])
         self._positions_are_bytes = max_seq_length <= 128
-        self._labels = [_map_entry("next_sentence_labels", _int64_feature([label]))
+        self._labels = [map_entry("next_sentence_labels", int64_feature([label]))
                         for label in (0, 1)]
-        self._order = list(tfrecord_io._SORTED_NAMES[feature_names])
-        self._order_with_spans = list(tfrecord_io._SORTED_NAMES_WITH_SPANS[feature_names])
+        self._order = list(tfrecord_io.SORTED_NAMES[feature_names])
+        self._order_with_spans = list(tfrecord_io.SORTED_NAMES_WITH_SPANS[feature_names])
         self._prefixes = {}  # (name, longest payload) -> _prefix_table
         self._vocab_size = vocab_size
         self._varints = None  # encode_batch's lookup tables, made on first use
@@ -65,13 +60,13 @@ class InstanceEncoder:
     @functools.lru_cache(maxsize=None)
     def _segment_entry(self, first_segment_length, num_tokens):
         segment_ids = [0] * first_segment_length + [1] * (num_tokens - first_segment_length)
-        return _map_entry(self._segment_ids_name, _feature(
-            _TAG_3_LEN, bytes(segment_ids) + b"\x00" * (self.max_seq_length - num_tokens)))
+        return map_entry(self._segment_ids_name, serialized_feature(
+            TAG_3_LEN, bytes(segment_ids) + b"\x00" * (self.max_seq_length - num_tokens)))
 
     def _positions_payload(self, positions):
         if self._positions_are_bytes:
             return bytes(positions)
-        return _packed_varints(positions)
+        return packed_varints(positions)
 
     def encode(self, input_ids, first_segment_length, masked_lm_positions, masked_lm_ids,
                next_sentence_label, span_left_boundaries=None, span_right_boundaries=None):
@@ -98,17 +93,17 @@ class InstanceEncoder:
         id_varints = self._id_varints.__getitem__
         pred_pad = b"\x00" * (max_predictions - num_predictions)
         entries = {
-            self._input_ids_name: _map_entry(self._input_ids_name, _feature(
-                _TAG_3_LEN, b"".join(map(id_varints, input_ids))
+            self._input_ids_name: map_entry(self._input_ids_name, serialized_feature(
+                TAG_3_LEN, b"".join(map(id_varints, input_ids))
                 + b"\x00" * (seq_length - num_tokens))),
-            self._input_mask_name: _ones_entry(self._input_mask_name, num_tokens, seq_length,
+            self._input_mask_name: ones_entry(self._input_mask_name, num_tokens, seq_length,
                                                False),
             self._segment_ids_name: self._segment_entry(first_segment_length, num_tokens),
-            "masked_lm_positions": _map_entry("masked_lm_positions", _feature(
-                _TAG_3_LEN, self._positions_payload(masked_lm_positions) + pred_pad)),
-            "masked_lm_ids": _map_entry("masked_lm_ids", _feature(
-                _TAG_3_LEN, b"".join(map(id_varints, masked_lm_ids)) + pred_pad)),
-            "masked_lm_weights": _ones_entry("masked_lm_weights", num_predictions,
+            "masked_lm_positions": map_entry("masked_lm_positions", serialized_feature(
+                TAG_3_LEN, self._positions_payload(masked_lm_positions) + pred_pad)),
+            "masked_lm_ids": map_entry("masked_lm_ids", serialized_feature(
+                TAG_3_LEN, b"".join(map(id_varints, masked_lm_ids)) + pred_pad)),
+            "masked_lm_weights": ones_entry("masked_lm_weights", num_predictions,
                                              max_predictions, True),
             "next_sentence_labels": self._labels[next_sentence_label],
         }
@@ -117,10 +112,10 @@ class InstanceEncoder:
             order = self._order_with_spans
             for name, values in zip(tfrecord_io.SPAN_BOUNDARY_FEATURES,
                                     (span_left_boundaries, span_right_boundaries)):
-                entries[name] = _map_entry(name, _feature(
-                    _TAG_3_LEN, _packed_varints(values) + pred_pad))
+                entries[name] = map_entry(name, serialized_feature(
+                    TAG_3_LEN, packed_varints(values) + pred_pad))
         features = b"".join([entries[name] for name in order])
-        return b"".join((b"\x0a", _varint_of_length(len(features)), features))
+        return b"".join((b"\x0a", varint_of_length(len(features)), features))
 
     def _prefix_table(self, name, max_payload_length):
         """The bytes of `name`'s Int64List map entry before its packed payload, for every
@@ -134,7 +129,7 @@ class InstanceEncoder:
         if key not in self._prefixes:
             prefixes = []
             for n in range(max_payload_length + 1):
-                entry = _map_entry(name, _feature(_TAG_3_LEN, b"\x00" * n))
+                entry = map_entry(name, serialized_feature(TAG_3_LEN, b"\x00" * n))
                 prefixes.append(entry[:len(entry) - n])
             width = max(len(p) for p in prefixes)
             table = np.zeros((len(prefixes), width), dtype=np.uint8)
@@ -163,7 +158,7 @@ class InstanceEncoder:
         """[prefix piece, payload piece] of a packed Int64List entry."""
         payload_lengths = payload[2]
         if isinstance(payload_lengths, int):
-            entry = _map_entry(name, _feature(_TAG_3_LEN, b"\x00" * payload_lengths))
+            entry = map_entry(name, serialized_feature(TAG_3_LEN, b"\x00" * payload_lengths))
             return [self._constant(entry[:len(entry) - payload_lengths], len(payload[0])),
                     payload]
         table, prefix_lengths = self._prefix_table(name, max_payload_length)
@@ -227,7 +222,7 @@ class InstanceEncoder:
                 "masked_lm_ids", self._varint_piece(masked_lm_ids, self._vocab_size),
                 3 * max_predictions),
             "masked_lm_weights": [
-                self._constant(_ones_entry("masked_lm_weights", 0, max_predictions, True)[
+                self._constant(ones_entry("masked_lm_weights", 0, max_predictions, True)[
                     :-4 * max_predictions], num_rows),
                 (in_predictions.astype("<f4").view(np.uint8), None, 4 * max_predictions)],
             "next_sentence_labels": [

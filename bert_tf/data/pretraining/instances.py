@@ -19,7 +19,6 @@ import numpy as np
 from bert_tf.data.pretraining import row_packing
 from bert_tf.data.pretraining import tfrecord_io
 from bert_tf.data.pretraining.instance_encoder import InstanceEncoder
-from bert_tf.text.bpe import BpeTokenizer
 from bert_tf.text.tokenization import is_whitespace_char
 
 
@@ -155,10 +154,9 @@ class _WordIds(dict):
 
     def __init__(self, tokenizer):
         super().__init__()
-        # Byte-level BPE folds the space before a word into its first token ("Ġworld"): each
-        # word is encoded as it reads after a space (BpeTokenizer.encode_word).
-        self._encode = (tokenizer.encode if not _is_byte_level(tokenizer)
-                        else lambda word: tokenizer.encode_word(word, first=False))
+        # Each word is encoded as it reads inside running text (byte-level BPE folds the space
+        # before a word into its first token, "Ġworld").
+        self._encode = tokenizer.encode_word
         self._reset()
 
     def _reset(self):
@@ -171,21 +169,6 @@ class _WordIds(dict):
             self._reset()
         ids = self[word] = tuple(self._encode(word))
         return ids
-
-
-def _is_byte_level(tokenizer):
-    """True for a byte-level BPE tokenizer, False for WordPiece."""
-    return isinstance(tokenizer, BpeTokenizer)
-
-
-def continuation_ids(tokenizer):
-    """Ids of the tokens that continue a word (whole-word masking joins them to the word
-    before): WordPiece's "##" pieces; for byte-level BPE, whose words are encoded as they read
-    after a space, every token not starting with "Ġ" (the space) other than special ones."""
-    if not _is_byte_level(tokenizer):
-        return frozenset(i for t, i in tokenizer.vocab.items() if t.startswith("##"))
-    return frozenset(i for t, i in tokenizer.vocab.items()
-                     if not t.startswith("\u0120") and i not in tokenizer.special_token_ids)
 
 
 @dataclasses.dataclass
@@ -232,8 +215,7 @@ class InstanceMaker:
         self.vocab_size = tokenizer.vocab_size
         self.cls_id, self.sep_id, self.mask_id = (tokenizer.cls_id, tokenizer.sep_id,
                                                   tokenizer.mask_id)
-        self._continuation_ids = continuation_ids(tokenizer)
-        self._byte_level = _is_byte_level(tokenizer)
+        self._continuation_ids = tokenizer.continuation_ids()
         # Cumulative weights of span lengths 1..max_span_length: p (1 - p)^(l - 1), truncated.
         q = 1.0 - options.span_geometric_p
         self._span_length_cdf = list(itertools.accumulate(
@@ -264,12 +246,7 @@ class InstanceMaker:
                 for s, line in enumerate(lines):
                     if s:
                         flat.append(_SEGMENT_BREAK_ID)
-                    if not self._byte_level:
-                        flat.extend(self.tokenizer.encode(line))
-                    elif line.split():
-                        # The words of str.split(), each after one space, as on the fast path
-                        # (and in text_dataset's raw-text pipeline).
-                        flat.extend(self.tokenizer.encode(" " + " ".join(line.split())))
+                    flat.extend(self.tokenizer.encode_line(line))
             ids = np.array(flat, dtype=np.int32)
         breaks = np.flatnonzero(ids < 0)
         # Segment k (one per line, possibly empty) is ids[starts[k]:ends[k]]; k breaks precede

@@ -10,7 +10,7 @@ import math
 import tensorflow as tf
 
 
-def _seeds(seed, count):
+def split_seed(seed, count):
     """`count` independent stateless seeds [count, 2] from one seed [2]."""
     return tf.random.experimental.stateless_split(seed, num=count)
 
@@ -38,7 +38,7 @@ def mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id, max_predi
       `features` with input_word_ids masked and masked_lm_positions, masked_lm_ids int32 [B, P]
       (ascending real positions first, then 0-padding) and masked_lm_weights float32 [B, P].
     """
-    s_choose, s_kind, s_random = tf.unstack(_seeds(seed, 3))
+    s_choose, s_kind, s_random = tf.unstack(split_seed(seed, 3))
     ids = features["input_word_ids"]
     batch, seq_length = tf.shape(ids)[0], ids.shape[1]
     candidate = (features["input_mask"] > 0) & (ids != cls_id) & (ids != sep_id)  # [B, S]
@@ -149,7 +149,7 @@ def span_mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id,
       span_right_boundaries int32 [B, P]: per prediction, the position just before / after its
       span (0 on padding slots).
     """
-    s_length, s_start, s_kind, s_random = tf.unstack(_seeds(seed, 4))
+    s_length, s_start, s_kind, s_random = tf.unstack(split_seed(seed, 4))
     ids = features["input_word_ids"]
     batch, seq_length = tf.shape(ids)[0], ids.shape[1]
     num_words = seq_length  # W: a sequence has at most S words

@@ -8,6 +8,41 @@ No TensorFlow here.
 
 import dataclasses
 
+from bert_tf.data.pretraining import row_packing
+
+# P of unpacked instances when max_predictions_per_seq is not given (the original's).
+DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
+
+
+def resolve_max_predictions(max_predictions_per_seq, *, max_seq_length, masked_lm_prob,
+                            pack_sequences, max_instances_per_row):
+    """P of a recipe whose max_predictions_per_seq may be unset (None): the value given, else
+    20 for instances and, for packed rows, row_packing.default_max_predictions_per_row with
+    I = max_instances_per_row or its default."""
+    if max_predictions_per_seq is not None:
+        return max_predictions_per_seq
+    if not pack_sequences:
+        return DEFAULT_MAX_PREDICTIONS_PER_SEQ
+    return row_packing.default_max_predictions_per_row(
+        max_seq_length, masked_lm_prob,
+        max_instances_per_row or row_packing.default_max_instances_per_row(max_seq_length))
+
+
+@dataclasses.dataclass
+class MaskingSettings:
+    """The masking flags as a command takes them (bert_tf.cli.flags MASKING group): the part
+    of a job's config that pre-training and record making share. max_predictions_per_seq None
+    means "not given" (resolve_max_predictions)."""
+
+    max_seq_length: int = 128
+    max_predictions_per_seq: int | None = None
+    masked_lm_prob: float = 0.15
+    do_whole_word_mask: bool = False
+    sentence_order_prediction: bool = False
+    do_span_mask: bool = False
+    pack_sequences: bool = False
+    max_instances_per_row: int = 0
+
 
 @dataclasses.dataclass(frozen=True)
 class MaskingRecipe:
@@ -31,7 +66,7 @@ class MaskingRecipe:
     """
 
     max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
+    max_predictions_per_seq: int = DEFAULT_MAX_PREDICTIONS_PER_SEQ
     masked_lm_prob: float = 0.15
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
@@ -45,4 +80,5 @@ class MaskingRecipe:
     @property
     def instances_per_row(self):
         """I of packed rows: max_instances_per_row, or its default max(2, S // 16)."""
-        return self.max_instances_per_row or max(2, self.max_seq_length // 16)
+        return (self.max_instances_per_row
+                or row_packing.default_max_instances_per_row(self.max_seq_length))

@@ -1,8 +1,11 @@
 """Packing masked instances whole into rows in the graph (the raw-text pipeline's row packing).
 
 First-fit decreasing into rows of S tokens with at most I instances and P predictions; the rows
-are what create_pretraining_data --pack_sequences writes (row_packing.py packs those, in
-numpy, outside the graph). `assert_instance_ids` checks packed rows inside a tf.data pipeline.
+have the layout create_pretraining_data --pack_sequences writes. row_packing.pack_instances
+assigns those records' instances in Python (best-fit, no TensorFlow: the record workers stay
+TF-free); this module packs feature tensors inside tf.data, where a Python function could not
+run on a tf.data service worker. `assert_instance_ids` checks packed rows inside a tf.data
+pipeline.
 """
 
 import tensorflow as tf
@@ -45,7 +48,8 @@ def _first_fit_decreasing(lengths, predictions, max_seq_length, max_instances_pe
     return row, slot, offset
 
 
-def pack_instances(features, *, max_seq_length, max_instances_per_row, max_predictions_per_row):
+def pack_instance_features(features, *, max_seq_length, max_instances_per_row,
+                           max_predictions_per_row):
     """Packs masked instances (one per row of `features`) whole into fewer rows.
 
     Args:

@@ -24,7 +24,7 @@ Stages, with N = examples in a block, B = batch, S = max_seq_length, P = max_pre
 
 With pack_sequences (docs/packing.md), stage 3 batches `pack_buffer_size` shuffled instances,
 masks each as in 4 (P caps each instance), and packs them whole, first-fit decreasing, into rows
-of S tokens with at most I instances and P predictions (pack_instances); the rows are then
+of S tokens with at most I instances and P predictions (pack_instance_features); the rows are then
 batched with drop_remainder. Rows carry input_instance_ids and next_sentence_positions /
 _labels / _weights [I], as packed TFRecords read by pretraining_dataset do.
 
@@ -43,11 +43,10 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf import optional
-from bert_tf.data.pretraining.masking import _seeds, mask_batch, span_mask_batch
+from bert_tf.data.pretraining.masking import split_seed, mask_batch, span_mask_batch
 from bert_tf.data.pretraining.record_dataset import expand_input_patterns
-from bert_tf.data.pretraining.row_packing_tf import pack_instances
-from bert_tf.data.pretraining.instances import continuation_ids
-from bert_tf.text import BpeTokenizer, corpus_files, load_tokenizer, tokenizer_layer
+from bert_tf.data.pretraining.row_packing_tf import pack_instance_features
+from bert_tf.text import corpus_files, load_tokenizer, tokenizer_layer
 from bert_tf.text.input_packing import truncated_lengths
 
 _DEFAULT_BLOCK_LINES = 2048
@@ -62,13 +61,6 @@ _BLOCK_STREAM, _MASK_STREAM = 0, 1
 _MAX_EMPTY_BLOCKS = 1000
 
 
-# Python's str.isspace() characters, as an RE2 class: create_pretraining_data splits a line into
-# words with str.split(); byte-level BPE text is put back together with single spaces between
-# them the same way (tests/data/test_bpe_pretraining_data.py checks the list against Python).
-PYTHON_WHITESPACE = ("[\\x{9}-\\x{d}\\x{1c}-\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}"
-                     "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]")
-
-
 class _Vocab:
     """The ids and tables the pipeline needs from a Python tokenizer (`load_tokenizer`)."""
 
@@ -77,21 +69,11 @@ class _Vocab:
         self.cls_id, self.sep_id = tokenizer.cls_id, tokenizer.sep_id
         self.pad_id, self.mask_id = tokenizer.pad_id, tokenizer.mask_id
         is_continuation = [False] * self.size
-        for index in continuation_ids(tokenizer):
+        for index in tokenizer.continuation_ids():
             is_continuation[index] = True
         # [V] bool: True for pieces that continue the previous piece's word (WordPiece's "##"
         # pieces; byte-level BPE's tokens without the space "Ġ").
         self.is_continuation = tf.constant(is_continuation, tf.bool)
-
-
-def _words_after_spaces(lines):
-    """Byte-level BPE input: tf.string [L] -> each line's words (str.split()) joined by single
-    spaces, with one in front, so every word reads as after a space (as create_pretraining_data
-    encodes them); a line of whitespace only becomes ""."""
-    words = tf.strings.regex_replace(
-        lines, f"^{PYTHON_WHITESPACE}+|{PYTHON_WHITESPACE}+$", "")
-    words = tf.strings.regex_replace(words, f"{PYTHON_WHITESPACE}+", " ")
-    return tf.where(tf.equal(words, ""), words, tf.strings.join([" ", words]))
 
 
 def _check_args(batch_size, max_seq_length, max_predictions_per_seq, masked_lm_prob,
@@ -332,7 +314,7 @@ def _nsp_segments(tokens, doc, max_tokens, short_seq_prob, seed):
       1 <= Lb and La + Lb <= max_tokens, and int32 [K] next-sentence labels (1 = random B).
     """
     s_target_u, s_target_len, s_chunks, s_other, s_start, s_trunc_a, s_trunc_b = tf.unstack(
-        _seeds(seed, 7))
+        split_seed(seed, 7))
     flat = tokens.flat_values
     sent_len = tokens.row_lengths()  # int64 [N]
     sent_start = tokens.row_starts()  # int64 [N], offsets into `flat`
@@ -383,7 +365,7 @@ def _nsp_segments(tokens, doc, max_tokens, short_seq_prob, seed):
 def _document_targets(sent_len, doc, max_tokens, short_seq_prob, seed):
     """Per-document target lengths: max_tokens, or with short_seq_prob a random one in
     [2, max_tokens]. Returns int64 [D]."""
-    s_target_u, s_target_len = tf.unstack(_seeds(seed, 2))
+    s_target_u, s_target_len = tf.unstack(split_seed(seed, 2))
     num_docs = _num_ids(doc)
     short = tf.random.stateless_uniform([num_docs], s_target_u) < short_seq_prob
     short_len = 2 + _random_below(s_target_len, tf.fill([num_docs], tf.cast(max_tokens - 1,
@@ -411,7 +393,7 @@ def _sop_segments(tokens, doc, max_tokens, short_seq_prob, seed):
       (tokens_a, tokens_b, labels): ragged int32 [K, (La)], [K, (Lb)] with La, Lb >= 1 and
       La + Lb <= max_tokens, and int32 [K] labels (1 = the segments are swapped).
     """
-    s_target, s_chunks, s_split, s_swap, s_trunc_a, s_trunc_b = tf.unstack(_seeds(seed, 6))
+    s_target, s_chunks, s_split, s_swap, s_trunc_a, s_trunc_b = tf.unstack(split_seed(seed, 6))
     flat = tokens.flat_values
     sent_len = tokens.row_lengths()  # int64 [N]
     sent_start = tokens.row_starts()
@@ -508,7 +490,7 @@ def _mlm_only_segments(tokens, max_tokens, short_seq_prob, seed):
       ragged int32 [K, (L)] with 1 <= L <= max_tokens (only the block's last one may be short
       other than by short_seq_prob).
     """
-    s_short, s_len = tf.unstack(_seeds(seed, 2))
+    s_short, s_len = tf.unstack(split_seed(seed, 2))
     flat = tokens.flat_values
     total = tf.size(flat, out_type=tf.int64)
     # Enough windows even if every one is short (>= 2 tokens).
@@ -637,7 +619,6 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
     else:
         _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_lm_prob)
     python_tokenizer = load_tokenizer(vocab_file, do_lower_case)
-    byte_level = isinstance(python_tokenizer, BpeTokenizer)
     vocab = _Vocab(python_tokenizer)
     tokenizer = tokenizer_layer(python_tokenizer)
     if seed is None:
@@ -666,7 +647,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
     def make_sequences(block_index, lines):
         """lines tf.string [L] -> dict of int32 [N, S] and next_sentence_labels [N]."""
         seed_here = tf.random.experimental.stateless_fold_in(block_seed, block_index)
-        lines = _words_after_spaces(lines) if byte_level else tf.strings.strip(lines)
+        lines = tokenizer.corpus_lines(lines)
         blank = tf.equal(lines, "")
         doc = tf.cumsum(tf.cast(blank, tf.int32))
         sentences, doc = tf.boolean_mask(lines, ~blank), tf.boolean_mask(doc, ~blank)
@@ -738,7 +719,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         # evaluation pass packs its last, partial group too.
         ds = ds.batch(pack_buffer_size).enumerate()
         ds = ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        ds = ds.map(lambda f: pack_instances(
+        ds = ds.map(lambda f: pack_instance_features(
             f, max_seq_length=max_seq_length, max_instances_per_row=max_instances_per_row,
             max_predictions_per_row=max_predictions_per_seq),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

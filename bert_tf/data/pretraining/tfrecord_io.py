@@ -51,6 +51,14 @@ import google_crc32c
 import numpy as np
 
 from bert_tf import fileio
+from bert_tf.data.pretraining.example_proto import (
+    TAG_3_LEN,
+    example_from_entries,
+    serialized_feature,
+    int64_feature,
+    map_entry,
+    ones_entry,
+    packed_varints)
 
 # Naming scheme -> on-disk names of the three sequence features (the rest are shared).
 FEATURE_NAMES = {
@@ -63,12 +71,12 @@ FEATURE_NAMES = {
 SPAN_BOUNDARY_FEATURES = ("span_left_boundaries", "span_right_boundaries")
 
 # Every on-disk feature name per scheme, in the (sorted) order of a deterministic serialization.
-_SORTED_NAMES = {
+SORTED_NAMES = {
     scheme: sorted([*names.values(), "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
                     "next_sentence_labels"])
     for scheme, names in FEATURE_NAMES.items()}
-_SORTED_NAMES_WITH_SPANS = {
-    scheme: sorted(names + list(SPAN_BOUNDARY_FEATURES)) for scheme, names in _SORTED_NAMES.items()}
+SORTED_NAMES_WITH_SPANS = {
+    scheme: sorted(names + list(SPAN_BOUNDARY_FEATURES)) for scheme, names in SORTED_NAMES.items()}
 
 # The features packed rows add (same names in both schemes).
 PACKED_FEATURES = ("instance_ids", "next_sentence_positions", "next_sentence_weights")
@@ -76,104 +84,8 @@ PACKED_FEATURES = ("instance_ids", "next_sentence_positions", "next_sentence_wei
 _COMPRESSIONS = ("", "GZIP")
 
 
-# Protobuf wire format, the parts tf.train.Example uses. Example{features=1: Features{feature=1:
-# map<string, Feature>}}; a map entry is a message {key=1, value=2}; Feature{float_list=2:
-# FloatList{value=1 packed fixed32}, int64_list=3: Int64List{value=1 packed varint}}. A field
-# key byte is (field_number << 3) | wire_type, and every field here is length-delimited (2).
-_TAG_1_LEN = b"\x0a"
-_TAG_2_LEN = b"\x12"
-_TAG_3_LEN = b"\x1a"
-_UINT64_MASK = (1 << 64) - 1
-_FLOAT_ONE = struct.pack("<f", 1.0)
-_FLOAT_ZERO = struct.pack("<f", 0.0)
 # A framed record starts with its length (uint64 LE) and that length's masked CRC (uint32 LE).
 _HEADER = struct.Struct("<QI")
-
-
-def _varint(value):
-    """The base-128 varint of a non-negative int below 2**64 (negatives as their two's
-    complement, as protobuf stores int64)."""
-    value &= _UINT64_MASK
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-# Varints of 0 .. 2**16 - 1 (lengths, and token ids of any usual vocabulary), looked up rather
-# than computed: one and two bytes below 2**14, three bytes above.
-_SMALL_VARINTS = ([bytes((v,)) for v in range(1 << 7)]
-                  + [bytes(((v & 0x7F) | 0x80, v >> 7)) for v in range(1 << 7, 1 << 14)]
-                  + [bytes(((v & 0x7F) | 0x80, ((v >> 7) & 0x7F) | 0x80, v >> 14))
-                     for v in range(1 << 14, 1 << 16)])
-
-
-def _varint_of_length(n):
-    return _SMALL_VARINTS[n] if n < (1 << 16) else _varint(n)
-
-
-def _packed_varints(values):
-    """The payload of a packed repeated int64 field: each value's varint, concatenated."""
-    if not values:
-        return b""
-    low, high = min(values), max(values)
-    if low >= 0 and high < 0x80:
-        return bytes(values)  # one byte per value, the value itself
-    if low >= 0 and high < (1 << 16):
-        table = _SMALL_VARINTS
-        return b"".join([table[v] for v in values])
-    return b"".join([_varint(v) for v in values])
-
-
-def _length_delimited(tag, payload):
-    return b"".join((tag, _varint_of_length(len(payload)), payload))
-
-
-def _feature(list_tag, packed_payload):
-    """A serialized Feature whose oneof holds an Int64List (tag 3) or FloatList (tag 2)."""
-    # A packed field with no element is omitted, as protobuf does (the list message stays).
-    inner = _length_delimited(_TAG_1_LEN, packed_payload) if packed_payload else b""
-    return _length_delimited(list_tag, inner)
-
-
-def _int64_feature(values):
-    return _feature(_TAG_3_LEN, _packed_varints(values))
-
-
-@functools.lru_cache(maxsize=None)
-def _entry_key_part(name):
-    """The start of a Features map entry for `name`: its key field and the value's tag."""
-    key = name.encode("utf-8")
-    return _TAG_1_LEN + _varint_of_length(len(key)) + key + _TAG_2_LEN
-
-
-def _map_entry(name, feature):
-    """One serialized Features.feature map entry (field 1 of Features) for a serialized Feature."""
-    key_part = _entry_key_part(name)
-    value_length = _varint_of_length(len(feature))
-    entry_length = len(key_part) + len(value_length) + len(feature)
-    return b"".join((_TAG_1_LEN, _varint_of_length(entry_length), key_part, value_length,
-                     feature))
-
-
-@functools.lru_cache(maxsize=4096)
-def _ones_entry(name, num_ones, length, float_list):
-    """The map entry of a feature holding num_ones 1s then zeros up to length: input_mask
-    (int64) and masked_lm_weights (float). Only S + P + 2 distinct ones exist per run, so they
-    are built once."""
-    if float_list:
-        return _map_entry(name, _feature(_TAG_2_LEN, _FLOAT_ONE * num_ones
-                                         + _FLOAT_ZERO * (length - num_ones)))
-    return _map_entry(name, _feature(_TAG_3_LEN, b"\x01" * num_ones
-                                     + b"\x00" * (length - num_ones)))
-
-
-def _example_from_entries(entries):
-    """A serialized Example from its Features' serialized map entries (already in key order)."""
-    features = b"".join(entries)
-    return b"".join((_TAG_1_LEN, _varint_of_length(len(features)), features))
 
 
 def serialize_instance(input_ids, segment_ids, masked_lm_positions, masked_lm_ids,
@@ -229,28 +141,30 @@ def serialize_instance(input_ids, segment_ids, masked_lm_positions, masked_lm_id
     pred_pad = b"\x00" * (max_predictions_per_seq - num_predictions)
     names = FEATURE_NAMES[feature_names]
     entries = {
-        names["input_ids"]: _map_entry(
-            names["input_ids"], _feature(_TAG_3_LEN, _packed_varints(input_ids) + seq_pad)),
-        names["input_mask"]: _ones_entry(names["input_mask"], num_tokens, max_seq_length,
+        names["input_ids"]: map_entry(
+            names["input_ids"], serialized_feature(TAG_3_LEN, packed_varints(input_ids) + seq_pad)),
+        names["input_mask"]: ones_entry(names["input_mask"], num_tokens, max_seq_length,
                                          False),
-        names["segment_ids"]: _map_entry(
-            names["segment_ids"], _feature(_TAG_3_LEN, _packed_varints(segment_ids) + seq_pad)),
-        "masked_lm_positions": _map_entry("masked_lm_positions", _feature(
-            _TAG_3_LEN, _packed_varints(masked_lm_positions) + pred_pad)),
-        "masked_lm_ids": _map_entry("masked_lm_ids", _feature(
-            _TAG_3_LEN, _packed_varints(masked_lm_ids) + pred_pad)),
-        "masked_lm_weights": _ones_entry("masked_lm_weights", num_predictions,
+        names["segment_ids"]: map_entry(
+            names["segment_ids"],
+            serialized_feature(TAG_3_LEN, packed_varints(segment_ids) + seq_pad)),
+        "masked_lm_positions": map_entry("masked_lm_positions", serialized_feature(
+            TAG_3_LEN, packed_varints(masked_lm_positions) + pred_pad)),
+        "masked_lm_ids": map_entry("masked_lm_ids", serialized_feature(
+            TAG_3_LEN, packed_varints(masked_lm_ids) + pred_pad)),
+        "masked_lm_weights": ones_entry("masked_lm_weights", num_predictions,
                                          max_predictions_per_seq, True),
-        "next_sentence_labels": _map_entry("next_sentence_labels",
-                                           _int64_feature([int(next_sentence_label)])),
+        "next_sentence_labels": map_entry("next_sentence_labels",
+                                           int64_feature([int(next_sentence_label)])),
     }
     if not with_spans:
-        return _example_from_entries([entries[name] for name in _SORTED_NAMES[feature_names]])
+        return example_from_entries([entries[name] for name in SORTED_NAMES[feature_names]])
     for name, values in zip(SPAN_BOUNDARY_FEATURES, (span_left_boundaries,
                                                       span_right_boundaries)):
-        entries[name] = _map_entry(name, _feature(_TAG_3_LEN, _packed_varints(values) + pred_pad))
-    return _example_from_entries([entries[name]
-                                  for name in _SORTED_NAMES_WITH_SPANS[feature_names]])
+        entries[name] = map_entry(
+            name, serialized_feature(TAG_3_LEN, packed_varints(values) + pred_pad))
+    return example_from_entries([entries[name]
+                                  for name in SORTED_NAMES_WITH_SPANS[feature_names]])
 
 
 def serialize_packed_row(input_ids, segment_ids, instance_ids, masked_lm_positions,
@@ -300,22 +214,22 @@ def serialize_packed_row(input_ids, segment_ids, instance_ids, masked_lm_positio
     names = FEATURE_NAMES[feature_names]
 
     def ints(name, values, pad):
-        return _map_entry(name, _feature(_TAG_3_LEN, _packed_varints(values) + pad))
+        return map_entry(name, serialized_feature(TAG_3_LEN, packed_varints(values) + pad))
 
     entries = {
         names["input_ids"]: ints(names["input_ids"], input_ids, seq_pad),
-        names["input_mask"]: _ones_entry(names["input_mask"], num_tokens, max_seq_length,
+        names["input_mask"]: ones_entry(names["input_mask"], num_tokens, max_seq_length,
                                          False),
         names["segment_ids"]: ints(names["segment_ids"], segment_ids, seq_pad),
         "instance_ids": ints("instance_ids", instance_ids, seq_pad),
         "masked_lm_positions": ints("masked_lm_positions", masked_lm_positions, pred_pad),
         "masked_lm_ids": ints("masked_lm_ids", masked_lm_ids, pred_pad),
-        "masked_lm_weights": _ones_entry("masked_lm_weights", len(masked_lm_positions),
+        "masked_lm_weights": ones_entry("masked_lm_weights", len(masked_lm_positions),
                                          max_predictions_per_seq, True),
         "next_sentence_positions": ints("next_sentence_positions", next_sentence_positions,
                                         slot_pad),
         "next_sentence_labels": ints("next_sentence_labels", next_sentence_labels, slot_pad),
-        "next_sentence_weights": _ones_entry("next_sentence_weights", num_instances,
+        "next_sentence_weights": ones_entry("next_sentence_weights", num_instances,
                                              max_instances_per_row, True),
     }
     if span_left_boundaries is not None:
@@ -323,7 +237,7 @@ def serialize_packed_row(input_ids, segment_ids, instance_ids, masked_lm_positio
                                                pred_pad)
         entries["span_right_boundaries"] = ints("span_right_boundaries", span_right_boundaries,
                                                 pred_pad)
-    return _example_from_entries([entries[name] for name in sorted(entries)])
+    return example_from_entries([entries[name] for name in sorted(entries)])
 
 
 def parse_spec(max_seq_length, max_predictions_per_seq, feature_names="v1",

@@ -108,7 +108,7 @@ def _open_text(path):
     return tf.io.gfile.GFile(path, "rb")
 
 
-def _table_rows(path, fmt):
+def table_rows(path, fmt):
     """(line number, dict column -> value) of a CSV/TSV file with a header row, or JSONL.
 
     The line number is the row's first line (a quoted CSV field may span lines).
@@ -186,7 +186,7 @@ def read_table_examples(path, *, text_a_column, text_b_column=None, label_column
         columns.append(label_column)
     skips = SkipCounter(path)
     examples = []
-    for index, (number, row) in enumerate(_table_rows(path, fmt)):
+    for index, (number, row) in enumerate(table_rows(path, fmt)):
         missing = [c for c in columns if c not in row]
         if missing:
             available = ", ".join(map(str, row)) or "none"
@@ -325,7 +325,7 @@ def classifier_records(directory, name, examples, tokenizer, max_seq_length, lab
 
     spec = classifier_spec(max_seq_length, labels is None)
     parts = {"examples": examples_digest(examples),
-             "tokenizer": feature_records.tokenizer_parts(tokenizer),
+             "tokenizer": tokenizer.fingerprint(),
              "max_seq_length": max_seq_length, "labels": labels}
 
     def make():

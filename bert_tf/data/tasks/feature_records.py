@@ -4,7 +4,7 @@ The task readers turn examples into dicts of fixed-length features (token ids [S
 ...) once; `cached_records` writes them to a TFRecord file named by a fingerprint of everything
 the conversion depends on (source files, vocabulary, casing, sequence length, labels), so a
 resumed or repeated run reuses the file and a changed setting makes a new one. `records_dataset`
-reads such a file back as the fine-tuning feature dicts that bert_tf.training.finetune expects:
+reads such a file back as the fine-tuning feature dicts that bert_tf.training.task_loop expects:
 for training repeated, shuffled and batched with static shapes (the remainder is dropped); for
 evaluation and prediction in order, the last batch filled with zero examples whose
 `example_weights` are 0, so no real example is dropped and every batch has the same shape.
@@ -65,14 +65,6 @@ def fingerprint(parts):
     """A short hex digest of a JSON-serialisable description of a conversion."""
     text = json.dumps([CONVERSION_VERSION, parts], sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def tokenizer_parts(tokenizer):
-    """What a tokenizer's output depends on: its vocabulary and settings."""
-    if hasattr(tokenizer, "fingerprint"):  # BpeTokenizer: vocabulary, merges, added tokens.
-        return ["bpe", tokenizer.fingerprint()]
-    vocab = hashlib.sha256("\n".join(tokenizer.inv_vocab).encode("utf-8")).hexdigest()
-    return [vocab, tokenizer.do_lower_case, tokenizer.max_input_chars_per_word]
 
 
 def cached_records(directory, name, parts, spec, make_features):

@@ -22,10 +22,12 @@ sorted by length (stable) and cut into batches, so a batch holds examples of nea
 and is cut to the bucket of its longest. Only the pass's last batch can be partial: it is
 filled up with zero examples (`example_weights` 0, `example_index` -1) so every example is seen
 exactly once and every batch has the batch size; `example_index` (the position in the file)
-lets bert_tf.training.finetune.predict return the outputs in the file's order. (Grouping by
+lets bert_tf.training.task_loop.predict return the outputs in the file's order. (Grouping by
 bucket in arrival order instead left each bucket a partial, filled batch and examples padded
 up to a whole bucket: 1.7x the positions of the sorted windows on short SST-2-like text.)
 """
+
+import numbers
 
 import tensorflow as tf
 
@@ -48,7 +50,8 @@ def auto_buckets(max_seq_length, coarse=False):
 
 def parse_buckets(value, max_seq_length, max_position_embeddings, flag="--length_buckets",
                   coarse=False):
-    """The bucket lengths a --length_buckets value asks for.
+    """The bucket lengths a --length_buckets value asks for: the one check of bucket lengths,
+    for training, evaluation, prediction and the serving signatures.
 
     Args:
       value: "auto", "off" (or "", "none"), or comma-separated increasing lengths
@@ -82,6 +85,8 @@ def parse_buckets(value, max_seq_length, max_position_embeddings, flag="--length
     lengths = []
     for item in items:
         try:
+            if isinstance(item, bool) or not isinstance(item, (str, numbers.Integral)):
+                raise TypeError
             length = int(item)
         except (TypeError, ValueError):
             raise BucketError(f"{flag}={_show(value)}: {item!r} is not a length; expected auto, "

@@ -15,7 +15,7 @@ side, is an error naming file:line and the column, raised before any training.
 import dataclasses
 import math
 
-from bert_tf.data.tasks.classifier_data import _table_rows, file_format
+from bert_tf.data.tasks.classifier_data import table_rows, file_format
 from bert_tf.data.tasks.task_errors import DataError, where
 
 _ALIASES = {
@@ -86,7 +86,7 @@ def read_pairs(path, format_name=None):
     """
     fmt = file_format(path, format_name)
     pairs, columns = None, None
-    for number, row in _table_rows(path, fmt):
+    for number, row in table_rows(path, fmt):
         if columns is None:
             columns = _columns(path, row, ("anchor", "positive"), optional=("negative",))
             pairs = TextPairs(path, [], [], [] if "negative" in columns else None)
@@ -107,7 +107,7 @@ def read_scored_pairs(path, format_name=None):
     """
     fmt = file_format(path, format_name)
     data, columns = ScoredPairs(path, [], [], []), None
-    for number, row in _table_rows(path, fmt):
+    for number, row in table_rows(path, fmt):
         if columns is None:
             columns = _columns(path, row, ("anchor", "positive", "score"))
         data.texts_a.append(_text(path, number, row, "first text", columns["anchor"]))

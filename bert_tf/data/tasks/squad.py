@@ -17,7 +17,7 @@ Reproduces the original google-research/bert run_squad.py data path:
    unanswerable question, point at position 0 ([CLS]).
    With a byte-level BPE tokenizer (a ModernBERT tokenizer.json) the question is encoded as a
    text and each context word as it encodes inside the space-joined context
-   (`BpeTokenizer.encode_word`: a word after the first carries its leading space), so a
+   (`encode_word`: a BPE word after the first carries its leading space), so a
    window's ids are those of the context's words joined by single spaces.
 3. `features_to_arrays` + `squad_dataset`: NumPy arrays and the tf.data pipeline of the
    feature dicts `input_word_ids`, `input_mask`, `input_type_ids` (int32 [B, S]) plus
@@ -32,8 +32,6 @@ import json
 import numpy as np
 import tensorflow as tf
 from absl import logging
-
-from bert_tf.text.bpe import BpeTokenizer
 
 
 class SquadFormatError(ValueError):
@@ -314,32 +312,13 @@ def max_context_windows(windows, num_pieces):
     return owners
 
 
-def _answer_forms(tokenizer, answer_text):
-    """The joined token strings the answer can appear as among a context's pieces: set of str.
-
-    WordPiece: the answer tokenized as a text (the original). Byte-level BPE: the answer's
-    words encoded as the context's words are (encode_word), so that like is compared with
-    like; the first word twice, with its leading space (the answer starts a context word,
-    "Ġ1" "8" "9" "5") and without (it starts inside one: "1895" in "(1895-1943)." is
-    "Ġ(" "1" "8" "9" "5" ...).
-    """
-    if not isinstance(tokenizer, BpeTokenizer):
-        return {" ".join(tokenizer.tokenize(answer_text))}
-    words = answer_text.split()
-    if not words:
-        return set()
-    rest = [i for word in words[1:] for i in tokenizer.encode_word(word)]
-    return {" ".join(tokenizer.convert_ids_to_tokens(tokenizer.encode_word(words[0], first)
-                                                     + rest)) for first in (False, True)}
-
-
 def improve_answer_span(doc_pieces, start, end, tokenizer, answer_text):
     """The sub-span of pieces [start, end] whose tokens equal the tokenized answer, if any.
 
     Word-level answer spans may carry extra pieces (`(1895-1943).` for the answer `1895`);
     the first (then longest) matching sub-span is returned, else (start, end) unchanged.
     """
-    answers = _answer_forms(tokenizer, answer_text)
+    answers = tokenizer.span_forms(answer_text)
     for new_start in range(start, end + 1):
         for new_end in range(end, new_start - 1, -1):
             if " ".join(doc_pieces[new_start:new_end + 1]) in answers:
@@ -348,15 +327,8 @@ def improve_answer_span(doc_pieces, start, end, tokenizer, answer_text):
 
 
 def _encode(tokenizer, text, first_word=None):
-    """(tokens, ids) of `text`: the question (first_word None) or one context word.
-
-    WordPiece tokenizes either as a text. Byte-level BPE encodes the question as a text and a
-    context word as it encodes inside the space-joined context (`first_word`: the context's
-    first word, which has no space before it).
-    """
-    if not isinstance(tokenizer, BpeTokenizer):
-        tokens = tokenizer.tokenize(text)
-        return tokens, tokenizer.convert_tokens_to_ids(tokens)
+    """(tokens, ids) of `text`: the question (first_word None) or one context word, encoded as
+    it reads inside the space-joined context (`first_word`: the context's first word)."""
     ids = tokenizer.encode(text) if first_word is None else tokenizer.encode_word(text,
                                                                                   first_word)
     return tokenizer.convert_ids_to_tokens(ids), ids
@@ -364,10 +336,11 @@ def _encode(tokenizer, text, first_word=None):
 
 def _cls_sep(tokenizer):
     """([CLS] token, [SEP] token) and their ids: ((str, str), (int, int))."""
-    if isinstance(tokenizer, BpeTokenizer):
-        ids = tokenizer.with_special_tokens([])  # ValueError naming the file if it has none
-        return tuple(tokenizer.convert_ids_to_tokens(ids)), tuple(ids)
-    return ("[CLS]", "[SEP]"), tuple(tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"]))
+    if tokenizer.cls_id is None or tokenizer.sep_id is None:
+        raise ValueError(f"the {tokenizer.kind} tokenizer has no [CLS]/[SEP] tokens (no "
+                         "post-processor and no token named [CLS]/<s> and [SEP]/</s>).")
+    ids = (tokenizer.cls_id, tokenizer.sep_id)
+    return tuple(tokenizer.convert_ids_to_tokens(ids)), ids
 
 
 def convert_examples_to_features(examples, tokenizer, *, max_seq_length, doc_stride,
@@ -524,7 +497,7 @@ def squad_dataset(arrays, *, batch_size, is_training, seed=None, input_context=N
       length_buckets: increasing bucket lengths ending with S (see
         bert_tf.data.tasks.length_buckets), or None for full-length batches. With buckets, each
         batch holds windows of one bucket cut to its length ([B, None] in the element spec);
-        prediction batches carry `example_index` (finetune.predict restores the order).
+        prediction batches carry `example_index` (task_loop.predict restores the order).
 
     Returns:
       tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S] plus

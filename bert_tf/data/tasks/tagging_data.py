@@ -146,9 +146,8 @@ def make_windows(sentences, tokenizer, max_seq_length, stats):
         pieces, positions, first_word = [], [], 0
         num_windows = 0
         for w, word in enumerate(sentence.words):
-            # Byte-level BPE (encode_word) needs to know where a word stands; WordPiece not.
-            ids = (tokenizer.encode_word(word, first=w == 0) if hasattr(tokenizer, "encode_word")
-                   else tokenizer.encode(word))
+            # Byte-level BPE needs to know where a word stands (the first has no space before).
+            ids = tokenizer.encode_word(word, first=w == 0)
             if not ids:
                 ids = [tokenizer.unk_id]
                 stats["empty_words"] += 1
@@ -223,7 +222,7 @@ def tagging_records(directory, name, sentences, tokenizer, max_seq_length, label
     windows = make_windows(sentences, tokenizer, max_seq_length, stats)
     log_window_stats(name, stats, len(sentences), max_seq_length)
     parts = {"sentences": [[s.words, s.tags] for s in sentences],
-             "tokenizer": feature_records.tokenizer_parts(tokenizer),
+             "tokenizer": tokenizer.fingerprint(),
              "max_seq_length": max_seq_length, "labels": labels}
     path, meta = feature_records.cached_records(
         directory, name, parts, tagging_spec(max_seq_length),

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
-from bert_tf.training import finetune
+from bert_tf.training import task_loop
 from bert_tf.training.loop import TrainLoopConfig
 from bert_tf.training.distribute import get_strategy
 from bert_tf.training.optimization import create_optimizer
@@ -33,19 +33,19 @@ def _np_ce(logits, labels):
 
 
 def test_step_arithmetic_matches_the_original():
-    assert finetune.num_train_steps(3668, 32, 3.0) == 343  # MRPC: int(3668 / 32 * 3)
-    assert finetune.num_train_steps(5, 32, 1.0) == 1
-    assert finetune.num_warmup_steps(343, 0.1) == 34
-    assert finetune.steps_per_epoch(65, 32) == 3
+    assert task_loop.num_train_steps(3668, 32, 3.0) == 343  # MRPC: int(3668 / 32 * 3)
+    assert task_loop.num_train_steps(5, 32, 1.0) == 1
+    assert task_loop.num_warmup_steps(343, 0.1) == 34
+    assert task_loop.steps_per_epoch(65, 32) == 3
     with pytest.raises(ValueError, match=r"--warmup_proportion=1.5 must be in \[0, 1\]"):
-        finetune.num_warmup_steps(10, 1.5)
+        task_loop.num_warmup_steps(10, 1.5)
 
 
 def test_classification_loss_ignores_padding_examples():
     model = BertClassifier(BertEncoder(CONFIG), num_classes=3)
     batch = dict(_features(), label_ids=np.array([0, 1, 2, 0, 1, 2, 0, 1], "int32"),
                  example_weights=np.array([1, 1, 1, 1, 1, 1, 0, 0], "float32"))
-    parts = finetune.classification_loss_fn(model, batch, training=False)
+    parts = task_loop.classification_loss_fn(model, batch, training=False)
     logits = model(batch).numpy()
     expected = _np_ce(logits[:6], batch["label_ids"][:6]).mean()
     np.testing.assert_allclose(parts["loss"], expected, rtol=1e-5)
@@ -57,13 +57,13 @@ def test_regression_span_and_tagging_losses_match_numpy():
     features = _features()
     regressor = BertClassifier(BertEncoder(CONFIG), num_classes=1)
     labels = np.linspace(0, 5, 8).astype("float32")
-    parts = finetune.classification_loss_fn(regressor, dict(features, label_ids=labels), False)
+    parts = task_loop.classification_loss_fn(regressor, dict(features, label_ids=labels), False)
     scores = regressor(features).numpy()[:, 0]
     np.testing.assert_allclose(parts["loss"], ((scores - labels) ** 2).mean(), rtol=1e-5)
 
     span = BertSpanLabeler(BertEncoder(CONFIG))
     starts, ends = np.arange(8, dtype="int32") % 8, (np.arange(8, dtype="int32") + 1) % 8
-    parts = finetune.span_loss_fn(
+    parts = task_loop.span_loss_fn(
         span, dict(features, start_positions=starts, end_positions=ends), False)
     out = span(features)
     expected = 0.5 * (_np_ce(out["start_logits"].numpy(), starts).mean()
@@ -74,7 +74,7 @@ def test_regression_span_and_tagging_losses_match_numpy():
     tags = features["input_word_ids"] % 3
     weights = np.zeros((8, 8), "float32")
     weights[:, :5] = 1.0
-    parts = finetune.tagging_loss_fn(tagger, dict(features, label_ids=tags,
+    parts = task_loop.tagging_loss_fn(tagger, dict(features, label_ids=tags,
                                                   label_weights=weights), False)
     ce = _np_ce(tagger(features).numpy(), tags)
     np.testing.assert_allclose(parts["loss"], (ce * weights).sum() / weights.sum(), rtol=1e-5)
@@ -85,16 +85,16 @@ def test_predict_concatenates_dict_outputs_over_a_ragged_last_batch():
     span = BertSpanLabeler(BertEncoder(CONFIG))
     features = _features(n=7)
     dataset = tf.data.Dataset.from_tensor_slices(features).batch(3)
-    out = finetune.predict(span, dataset)
+    out = task_loop.predict(span, dataset)
     assert out["start_logits"].shape == (7, 8) and out["end_logits"].shape == (7, 8)
     np.testing.assert_allclose(out["start_logits"], span(features)["start_logits"], atol=1e-5)
     with pytest.raises(ValueError, match="prediction input is empty"):
-        finetune.predict(span, dataset.take(0))
+        task_loop.predict(span, dataset.take(0))
 
 
 def test_best_model_keeper_keeps_only_improvements_and_survives_a_restart(tmp_path):
     model = BertClassifier(BertEncoder(CONFIG), num_classes=2)
-    keeper = finetune.BestModelKeeper(model, str(tmp_path), "f1")
+    keeper = task_loop.BestModelKeeper(model, str(tmp_path), "f1")
     first = [w.copy() for w in model.get_weights()]
     assert keeper.update(10, {"f1": 0.5, "accuracy": 0.6})
     model.set_weights([w + 1.0 for w in first])
@@ -104,14 +104,14 @@ def test_best_model_keeper_keeps_only_improvements_and_survives_a_restart(tmp_pa
         assert json.load(f) == {"step": 10, "metric": "f1",
                                 "metrics": {"f1": 0.5, "accuracy": 0.6}}
     # A new keeper (a resumed run) remembers the best and restores its weights.
-    again = finetune.BestModelKeeper(model, str(tmp_path), "f1")
+    again = task_loop.BestModelKeeper(model, str(tmp_path), "f1")
     assert again.restore()["step"] == 10
     for restored, original in zip(model.get_weights(), first):
         np.testing.assert_array_equal(restored, original)
     with pytest.raises(KeyError, match="best-model metric 'f1' is not among the evaluation "
                                        "metrics accuracy"):
         again.update(30, {"accuracy": 1.0})
-    loss_keeper = finetune.BestModelKeeper(model, str(tmp_path / "l"), "loss",
+    loss_keeper = task_loop.BestModelKeeper(model, str(tmp_path / "l"), "loss",
                                            higher_is_better=False)
     assert loss_keeper.update(1, {"loss": 2.0}) and loss_keeper.update(2, {"loss": 1.0})
     assert not loss_keeper.update(3, {"loss": 1.5})
@@ -133,11 +133,11 @@ def test_fine_tune_learns_evaluates_each_checkpoint_and_restores_the_best(tmp_pa
         return data.shuffle(64, seed=0).repeat().batch(16, drop_remainder=True)
 
     def evaluate():
-        logits = finetune.predict(model, tf.data.Dataset.from_tensor_slices(dev).batch(8))
+        logits = task_loop.predict(model, tf.data.Dataset.from_tensor_slices(dev).batch(8))
         return {"accuracy": float((logits.argmax(-1) == dev_labels).mean())}
 
-    results = finetune.fine_tune(
-        model=model, optimizer=optimizer, loss_fn=finetune.classification_loss_fn,
+    results = task_loop.fine_tune(
+        model=model, optimizer=optimizer, loss_fn=task_loop.classification_loss_fn,
         train_dataset_fn=dataset_fn, strategy=strategy, output_dir=str(tmp_path),
         loop_config=TrainLoopConfig(120, global_batch_size=16, steps_per_loop=20,
                                     save_checkpoints_steps=40),

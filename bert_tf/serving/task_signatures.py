@@ -1,6 +1,7 @@
 """What each model type computes when served: its token-id and raw-text signatures.
 
-One class per task wraps a Keras model (and, for text, the in-graph tokenizer and packer):
+One class per task (ClassificationSignatures, ..., SentenceEmbeddingSignatures) wraps a Keras
+model (and, for text, the in-graph tokenizer and packer):
 
   task            model                              text inputs          text outputs
   classification  BertClassifier (C >= 2)            text [, text_pair]   probabilities,
@@ -34,58 +35,42 @@ is cut, so outputs equal the full-length ones). No text output has a sequence di
 
 import tensorflow as tf
 
+from bert_tf.config import ENCODER_INPUTS
+from bert_tf.data.tasks.length_buckets import parse_buckets
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer,
                               BertSentenceEmbedder, BertSpanLabeler, BertTokenClassifier, Encoder,
                               ModernBertEncoder)
-from bert_tf.text.bpe import token_bytes
-from bert_tf.text.bpe_layer import BpeTokenizerLayer
-from bert_tf.text.layers import valid_utf8
 from bert_tf.text.input_packing import BertPackInputs, bucket_lengths
+from bert_tf.text.layers import valid_utf8
 
-ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 IDS_SIGNATURE = "serving_default"
 TEXT_SIGNATURE = "serve_text"
-MASK_TOKEN = "[MASK]"
 # SQuAD's text signatures run a long context's windows this many at a time, so that memory is
 # bounded whatever the context's length (BERT-base at S=384: ~110 MB of attention scores).
 WINDOW_BATCH = 16
 
 
-def default_length_buckets(seq_length):
-    """The text signatures' default buckets: bert_tf.text.input_packing.bucket_lengths' fine steps
-    (TF Serving runs the graph without XLA, where a length costs nothing):
-    128 -> (4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128)."""
-    return bucket_lengths(seq_length)
-
-
-def check_length_buckets(length_buckets, seq_length):
-    """The text signatures' bucket lengths, checked, with `seq_length` as the last.
+def check_length_buckets(length_buckets, seq_length, max_position_embeddings):
+    """The text signatures' bucket lengths, ending with `seq_length`.
 
     Args:
-      length_buckets: increasing ints in [1, seq_length], or None for
-        `default_length_buckets(seq_length)`; () means always S (no buckets).
+      length_buckets: increasing lengths (or a --length_buckets string), checked by
+        bert_tf.data.tasks.length_buckets.parse_buckets (lengths above seq_length are left
+        out); None: bert_tf.text.input_packing.bucket_lengths' fine steps (TF Serving runs the
+        graph without XLA, where a length costs nothing), 128 -> (4, 8, 12, 16, 24, 32, 40, 48,
+        56, 64, 80, 96, 112, 128); () or "off": always S.
       seq_length: S, the packed length.
-
-    Returns:
-      tuple of int, strictly increasing, ending with seq_length.
+      max_position_embeddings: of the model; no bucket may exceed it.
 
     Raises:
       ValueError: naming length_buckets and what was expected.
     """
     if length_buckets is None:
-        return default_length_buckets(seq_length)
-    buckets = list(length_buckets)
-    if not all(isinstance(b, int) and not isinstance(b, bool) for b in buckets):
-        raise ValueError(f"export: length_buckets={buckets!r} must be integers.")
-    if any(b >= a for a, b in zip(buckets[1:], buckets)) or (buckets and buckets[0] < 1):
-        raise ValueError(f"export: length_buckets={buckets} must be strictly increasing "
-                         f"positive lengths.")
-    if buckets and buckets[-1] > seq_length:
-        raise ValueError(f"export: length_buckets={buckets} exceed max_seq_length="
-                         f"{seq_length}.")
-    if not buckets or buckets[-1] < seq_length:
-        buckets.append(seq_length)  # The longest inputs are packed to S.
-    return tuple(buckets)
+        return bucket_lengths(seq_length)
+    buckets = parse_buckets(length_buckets if isinstance(length_buckets, str)
+                            else list(length_buckets), seq_length, max_position_embeddings,
+                            flag="length_buckets")
+    return tuple(buckets) if buckets else (seq_length,)
 
 
 def _assert_in_range(ids, limit, name, limit_name):
@@ -136,7 +121,7 @@ def _segment_first_max(values, ids, segment_ids, num_segments):
                                               segment_ids, num_segments)
 
 
-class ServingTask:
+class ServingSignatures:
     """A model's serving computations. Subclasses set the text inputs and outputs.
 
     Args:
@@ -146,7 +131,7 @@ class ServingTask:
 
     Attributes:
       length_buckets: the lengths the text signatures run the encoder at (see
-        `check_length_buckets`); default `default_length_buckets(seq_length)`.
+        `check_length_buckets`); default bert_tf.text.input_packing.bucket_lengths.
     """
 
     name = None
@@ -158,7 +143,7 @@ class ServingTask:
         self.model = model
         self.tokenizer = tokenizer
         self.seq_length = seq_length
-        self.length_buckets = default_length_buckets(seq_length)
+        self.length_buckets = bucket_lengths(seq_length)
         self.pack = None
         if tokenizer is not None:
             self.pack = BertPackInputs(seq_length, cls_id=tokenizer.cls_id,
@@ -255,7 +240,7 @@ class ServingTask:
         return {name: features[name] for name in ENCODER_INPUTS}
 
 
-class ClassificationTask(ServingTask):
+class ClassificationSignatures(ServingSignatures):
     """BertClassifier with C >= 2 classes: class probabilities and names.
 
     Args:
@@ -288,7 +273,7 @@ class ClassificationTask(ServingTask):
         }
 
 
-class RegressionTask(ClassificationTask):
+class RegressionSignatures(ClassificationSignatures):
     """BertClassifier with one output: the regression score (e.g. STS-B similarity)."""
 
     name = "regression"
@@ -302,7 +287,7 @@ class RegressionTask(ClassificationTask):
         return {"score": logits_b1[:, 0]}
 
 
-class SpanTask(ServingTask):
+class SpanSignatures(ServingSignatures):
     """BertSpanLabeler: the answer span in the context, as the original SQuAD post-processing.
 
     The question keeps its first `max_query_length` tokens; the context is covered by sliding
@@ -346,22 +331,10 @@ class SpanTask(ServingTask):
 
     def text(self, inputs):
         batch = tf.shape(inputs["question"])[0]
-        if isinstance(self.tokenizer, BpeTokenizerLayer):
-            # As bert_tf.data.tasks.squad tokenizes for BPE: the question as a text, each
-            # context word (SQuAD's whitespace) as it reads in the space-joined context. Answers
-            # are whole words (every piece spans its word).
-            ids, starts, ends, question = self.tokenizer.tokenize_with_offsets(
-                inputs["context"], words="whitespace",
-                texts=inputs["question"])  # [B, (W), (P)] and [B, (Q')]
-            question = tf.cast(question, tf.int32)[:, :self.max_query_length]  # [B, (Q)]
-            context_ids = ids.merge_dims(1, 2)  # [B, (T)]
-        else:
-            # One tokenizer call for both keeps one copy of its tables in the graph.
-            ids, starts, ends = self.tokenizer.tokenize_with_offsets(
-                tf.concat([inputs["question"], inputs["context"]], axis=0))  # [2B, (W), (P)]
-            question = ids[:batch].merge_dims(1, 2)[:, :self.max_query_length]  # [B, (Q)]
-            context_ids = ids[batch:].merge_dims(1, 2)  # [B, (T)]
-            starts, ends = starts[batch:], ends[batch:]
+        question, ids, starts, ends = self.tokenizer.tokenize_question_and_context(
+            inputs["question"], inputs["context"])  # [B, (Q')] and [B, (W), (P)]
+        question = tf.cast(question, tf.int32)[:, :self.max_query_length]  # [B, (Q)]
+        context_ids = ids.merge_dims(1, 2)  # [B, (T)]
         windows = self._windows(question, context_ids)
         features = self._packed([tf.gather(question, windows["example"]), windows["ids"]])
         start_ws, end_ws = self._window_logits(features)  # [W, L] each
@@ -495,7 +468,7 @@ class SpanTask(ServingTask):
         return in_window & tf.equal(tf.gather(owner, token_wl), window_wl)
 
 
-class TaggingTask(ServingTask):
+class TaggingSignatures(ServingSignatures):
     """BertTokenClassifier: a label for every word, predicted at its first piece.
 
     Words are the basic tokenizer's (punctuation split off), as the tagging data's words are
@@ -561,20 +534,7 @@ class TaggingTask(ServingTask):
         return outputs
 
 
-def token_texts(tokenizer):
-    """What fill-mask answers for each id: list of str, id = index. WordPiece: the vocabulary's
-    tokens ("##ing"); byte-level BPE: the text a token stands for (" cat" for "Ġcat"; a
-    piece of a multi-byte character as U+FFFD), special tokens as they are."""
-    if not isinstance(tokenizer, BpeTokenizerLayer):
-        return list(tokenizer.vocabulary)
-    texts = []
-    for token in tokenizer.spec.vocab:
-        data = token_bytes(token)
-        texts.append(token if data is None else data.decode("utf-8", "replace"))
-    return texts
-
-
-class FillMaskTask(ServingTask):
+class FillMaskSignatures(ServingSignatures):
     """BertPretrainer: the top-k tokens for every mask token written in the text.
 
     WordPiece: the text is split at the literal "[MASK]" and the parts tokenized as usual, with
@@ -586,7 +546,7 @@ class FillMaskTask(ServingTask):
     A mask cut off by truncation has no prediction.
 
     Args:
-      vocabulary: what to answer for each id, id = index (`token_texts`).
+      vocabulary: what to answer for each id, id = index (the tokenizer's `token_texts()`).
       top_k: predictions per mask.
     """
 
@@ -596,12 +556,8 @@ class FillMaskTask(ServingTask):
         super().__init__(model, tokenizer, seq_length)
         self.vocabulary = list(vocabulary)
         self.top_k = top_k
-        if isinstance(tokenizer, BpeTokenizerLayer):
-            mask = tokenizer.mask_id
-            if mask is None or mask not in {t.id for t in tokenizer.spec.added_tokens}:
-                raise ValueError(f"export: {tokenizer.spec.source} has no mask token among its "
-                                 "added tokens, so a mask written in the text could not be "
-                                 "found; a fill-mask export needs one (e.g. [MASK]).")
+        if tokenizer is not None:
+            tokenizer.check_masks_in_text()
 
     def ids_signature(self):
         return dict(super().ids_signature(),
@@ -613,23 +569,8 @@ class FillMaskTask(ServingTask):
                              training=False)
         return dict(outputs)
 
-    def _tokenize_with_masks(self, text):
-        """tf.string [B] -> int32 RaggedTensor [B, (T)] with the mask id at each mask."""
-        if isinstance(self.tokenizer, BpeTokenizerLayer):  # An added token: found in the text.
-            return tf.cast(self.tokenizer(text), tf.int32)
-        parts = tf.strings.split(text, sep=MASK_TOKEN)  # [B, (parts)]
-        part_ids = self.tokenizer(parts.flat_values)  # [N, (T)]
-        is_last = tf.equal(tf.ragged.range(parts.row_lengths()) + 1,
-                           parts.row_lengths()[:, tf.newaxis]).flat_values  # [N]
-        mask_count = tf.cast(~is_last, tf.int64)
-        masks = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(mask_count)], self.tokenizer.mask_id), mask_count,
-            validate=False)
-        with_masks = tf.concat([part_ids, masks], axis=1)  # [N, (T + 1 or T)]
-        return parts.with_flat_values(with_masks).merge_dims(1, 2)
-
     def text(self, inputs):
-        features = self._packed([self._tokenize_with_masks(inputs["text"])])
+        features = self._packed([self.tokenizer.tokenize_with_masks(inputs["text"])])
         word_ids = features["input_word_ids"]
         positions_bs = tf.broadcast_to(tf.range(tf.shape(word_ids)[1]), tf.shape(word_ids))
         positions = tf.ragged.boolean_mask(positions_bs,
@@ -650,7 +591,7 @@ class FillMaskTask(ServingTask):
         }
 
 
-class EmbeddingTask(ServingTask):
+class EmbeddingSignatures(ServingSignatures):
     """BertEncoder: sentence embeddings.
 
     `pooled_output` is the encoder's tanh-pooled [CLS] vector; `mean_pooled_output` the mean of
@@ -673,7 +614,7 @@ class EmbeddingTask(ServingTask):
                 "mean_pooled_output": summed_bh / tf.reduce_sum(mask_bs1, axis=1)}
 
 
-class SentenceEmbeddingTask(ServingTask):
+class SentenceEmbeddingSignatures(ServingSignatures):
     """BertSentenceEmbedder: its pooled (and, when it normalises, unit-length) vectors.
 
     Both signatures return `embedding` float32 [B, D]; the text one tokenises and packs in the

@@ -14,12 +14,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.config import ENCODER_INPUTS
 from bert_tf.modeling import BertSentenceEmbedder
 from bert_tf.text import tokenizer_files
-from bert_tf.text.input_packing import bucket_lengths
+from bert_tf.text.input_packing import bucket_lengths, bucket_of, length_sorted_batches
 
 _TOKENIZE_CHUNK = 4096
-_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 class TextEncoder:
@@ -49,8 +49,7 @@ class TextEncoder:
         if isinstance(vocab_file, str) or hasattr(vocab_file, "__fspath__"):
             vocab_file = tokenizer_files.load_tokenizer(vocab_file, do_lower_case)
         self.tokenizer = tokenizer_files.tokenizer_layer(vocab_file)
-        missing = [role for role in ("cls", "sep", "pad")
-                   if getattr(self.tokenizer, f"{role}_id") is None]
+        missing = tokenizer_files.missing_roles(self.tokenizer)
         if missing:
             raise ValueError(f"TextEncoder: the tokenizer has no {'/'.join(missing)} token "
                              "(texts are packed as [CLS] text [SEP] and padded)")
@@ -63,7 +62,7 @@ class TextEncoder:
             self._forward = tf.function(
                 lambda features: model(features, training=False), autograph=False,
                 input_signature=[{name: tf.TensorSpec([None, None], tf.int32)
-                                  for name in _INPUTS}])
+                                  for name in ENCODER_INPUTS}])
         else:  # Keras' compiled predict step of the backend (jax.jit), one per bucket length.
             self._forward = model.predict_on_batch
 
@@ -80,15 +79,16 @@ class TextEncoder:
             result.extend(np.split(flat.numpy(), np.cumsum(lengths.numpy())[:-1]))
         return result
 
-    def pack(self, ids_list):
-        """The encoder inputs of a batch: [CLS] ids [SEP], padded to the bucket of the longest.
+    def pack(self, ids_list, width=None):
+        """The encoder inputs of a batch: [CLS] ids [SEP], padded to `width` (default: the
+        bucket of the longest).
 
         Returns:
           dict of int32 [B, L].
         """
         tokenizer = self.tokenizer
-        longest = max(len(ids) for ids in ids_list) + 2
-        width = next(b for b in self.buckets if b >= longest)
+        if width is None:
+            width = bucket_of(max(len(ids) for ids in ids_list) + 2, self.buckets)
         word_ids = np.full((len(ids_list), width), tokenizer.pad_id, np.int32)
         mask = np.zeros((len(ids_list), width), np.int32)
         for row, ids in enumerate(ids_list):
@@ -111,12 +111,12 @@ class TextEncoder:
         if not texts:
             return vectors
         ids_list = self.token_ids(texts)
-        # Longest first: the first batch shows the memory peak, as sentence-transformers does.
-        order = sorted(range(len(texts)), key=lambda i: -len(ids_list[i]))
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
+        done = 0
+        for rows, width in length_sorted_batches([len(ids) + 2 for ids in ids_list],
+                                                 self.buckets, self.batch_size):
             vectors[rows] = keras.ops.convert_to_numpy(
-                self._forward(self.pack([ids_list[i] for i in rows])))
+                self._forward(self.pack([ids_list[i] for i in rows], width)))
+            done += len(rows)
             if progress is not None:
-                progress(start + len(rows))
+                progress(done)
         return vectors

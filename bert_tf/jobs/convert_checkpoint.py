@@ -1,0 +1,161 @@
+"""The checkpoint-conversion job: between original TF1, ALBERT, Hugging Face, keras-hub and
+bert_tf layouts, optionally with a longer position table.
+
+`convert_checkpoint(ConvertCheckpointConfig(from_format="tf1", to_format="bert_tf", ...))` is
+what `bert-tf-convert-checkpoint` (bert_tf.cli.convert_checkpoint) runs; that command's help
+lists what each output format holds.
+"""
+
+import dataclasses
+import os
+
+from absl import logging
+
+from bert_tf import fileio, interop, run_directory
+from bert_tf.config import BertConfig, ConfigError
+from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
+from bert_tf.modeling import BertPretrainer, extend_position_embeddings
+from bert_tf.text import load_vocab, validate_case_matches_checkpoint
+from bert_tf.training.checkpointing import check_writable_dir, save_keras_model
+
+
+@dataclasses.dataclass
+class ConvertCheckpointConfig:
+    """What a conversion is told; field names are the flags' (from_format is --from,
+    to_format --to: Python keywords), defaults too. do_lower_case None: the source's casing,
+    if it records one."""
+
+    from_format: str | None = None
+    to_format: str | None = None
+    checkpoint: str | None = None
+    output_dir: str | None = None
+    bert_config_file: str | None = None
+    vocab_file: str | None = None
+    do_lower_case: bool | None = None
+    allow_pickle: bool = False
+    max_position_embeddings: int | None = None
+    position_extension: str = "copy"
+
+
+def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
+    """Loads --checkpoint; returns (model, vocab_file or None, do_lower_case or None)."""
+    directory = path if fileio.isdir(path) else os.path.dirname(path)
+    if source_format == "tf1":
+        config = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
+        model = interop.load_tf1_checkpoint(path, config)
+        return model, _existing(run_directory.path(directory, run_directory.VOCAB_FILE)), None
+    if source_format == "albert":
+        model = albert.load_albert_checkpoint(path, bert_config_file)
+        return model, _existing(run_directory.path(directory, run_directory.VOCAB_FILE)), None
+    if source_format == "huggingface":
+        model, _, vocab_file = interop.load_huggingface(path, allow_pickle=allow_pickle)
+        return model, vocab_file, huggingface.do_lower_case_of(path)
+    if source_format == "keras_hub":
+        backbone, masked_lm, vocab_file, do_lower_case = kerashub.load_keras_hub(path)
+        return interop.from_keras_hub(backbone, masked_lm), vocab_file, do_lower_case
+    config = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
+    model = interop.load_bert_tf(path, config)
+    return (model, _existing(run_directory.path(directory, run_directory.VOCAB_FILE)),
+            interop.checkpoint_casing(path)[0])
+
+
+def _existing(path):
+    return path if fileio.exists(path) else None
+
+
+def resolve_casing(flag_value, source_value, checkpoint):
+    """The casing to record: the flag, checked against the source; else the source's."""
+    if flag_value is None:
+        return source_value
+    validate_case_matches_checkpoint(flag_value, checkpoint)
+    if source_value is not None and source_value != flag_value:
+        raise ValueError(f"--do_lower_case={flag_value} contradicts --checkpoint={checkpoint}, "
+                         f"whose tokenizer has do_lower_case={source_value}")
+    return flag_value
+
+
+def write_bert_tf(model, output_dir, vocab_file, do_lower_case):
+    """pretrainer.keras (if a pretrainer), encoder.keras, bert_config.json, vocab.txt and
+    tokenizer_config.json (when the casing is known)."""
+    encoder = weights.encoder_of(model)
+    if isinstance(model, BertPretrainer):
+        save_keras_model(model, run_directory.path(output_dir, run_directory.PRETRAINER_FILE))
+    save_keras_model(encoder, run_directory.path(output_dir, run_directory.ENCODER_FILE))
+    encoder.config.to_json_file(run_directory.path(output_dir, run_directory.CONFIG_FILE))
+    if vocab_file:
+        tf1.copy_vocab(vocab_file, run_directory.path(output_dir, run_directory.VOCAB_FILE))
+    if do_lower_case is not None:
+        huggingface.write_tokenizer_config(output_dir, do_lower_case)
+
+
+def copy_tokenizer_json(checkpoint, output_dir, target_format):
+    """Carries a byte-level BPE tokenizer.json (ModernBERT's vocabulary; there is no vocab.txt)
+    from the checkpoint's directory into a bert_tf or Hugging Face output."""
+    directory = checkpoint if fileio.isdir(checkpoint) else os.path.dirname(checkpoint)
+    source = os.path.join(directory, huggingface.TOKENIZER_JSON_FILE)
+    if target_format in ("bert_tf", "huggingface") and fileio.exists(source):
+        tf1.copy_vocab(source, os.path.join(output_dir, huggingface.TOKENIZER_JSON_FILE))
+
+
+# The loaders are shared with the training CLIs, whose flag for a checkpoint is --init_checkpoint
+# and whose messages say so; here the same path comes from --checkpoint.
+_OWN_FLAG_NAMES = (("--init_checkpoint=", "--checkpoint="),
+                   ("; pass the config", "; pass --bert_config_file"))
+
+
+def _with_own_flag_names(message):
+    for theirs, ours in _OWN_FLAG_NAMES:
+        message = message.replace(theirs, ours)
+    return message
+
+
+def convert_checkpoint(config):
+    """Runs one conversion; returns the files in config.output_dir afterwards.
+
+    The command checks --output_dir against the output rule first (bert_tf.cli.outputs: never
+    a run directory, never the checkpoint's own).
+
+    Raises:
+      interop.InteropError, ConfigError, ValueError: naming the command's flags.
+    """
+    try:
+        return _convert(config.from_format, config.to_format, config.checkpoint,
+                        config.output_dir, config.bert_config_file, config.vocab_file,
+                        config.do_lower_case, config.allow_pickle,
+                        config.max_position_embeddings, config.position_extension)
+    except (interop.InteropError, ConfigError, ValueError) as e:
+        message = _with_own_flag_names(str(e))
+        if message == str(e):
+            raise
+        raise type(e)(message) from None
+
+
+def _convert(source_format, target_format, checkpoint, output_dir, bert_config_file,
+             vocab_file, do_lower_case, allow_pickle, max_position_embeddings,
+             position_extension):
+    check_writable_dir(output_dir)
+    model, source_vocab, source_casing = read_source(source_format, checkpoint,
+                                                     bert_config_file, allow_pickle)
+    if max_position_embeddings is not None:
+        model = extend_position_embeddings(model, max_position_embeddings, position_extension)
+    vocab_file = vocab_file or source_vocab
+    config = weights.encoder_of(model).config
+    if vocab_file and len(load_vocab(vocab_file)) > config.vocab_size:
+        raise ValueError(f"--vocab_file={vocab_file} has more tokens than vocab_size="
+                         f"{config.vocab_size} of the checkpoint's config")
+    do_lower_case = resolve_casing(do_lower_case, source_casing, checkpoint)
+    if target_format == "bert_tf":
+        write_bert_tf(model, output_dir, vocab_file, do_lower_case)
+    elif target_format == "tf1":
+        tf1.save_tf1_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"),
+                                vocab_file=vocab_file)
+    elif target_format == "albert":
+        albert.save_albert_checkpoint(model, os.path.join(output_dir, "model.ckpt"),
+                                      vocab_file=vocab_file)
+    else:
+        huggingface.save_huggingface(model, output_dir, vocab_file=vocab_file,
+                                     do_lower_case=do_lower_case)
+    copy_tokenizer_json(checkpoint, output_dir, target_format)
+    logging.info("Converted %s (%s, %s) to %s in %s", checkpoint, source_format,
+                 type(model).__name__, target_format, output_dir)
+    return sorted(fileio.listdir(output_dir))

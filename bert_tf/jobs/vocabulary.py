@@ -1,0 +1,105 @@
+"""The job that learns a tokenizer file from text: a WordPiece vocab.txt or a byte-level BPE
+tokenizer.json.
+
+`build_vocabulary(VocabularyConfig(input_file=..., vocab_size=..., output_file=...))` is what
+`bert-tf-build-vocab` (bert_tf.cli.build_vocab) runs; the learners are
+bert_tf.text.vocab_builder and bert_tf.text.bpe_trainer. Imports no TensorFlow.
+"""
+
+import dataclasses
+import os
+
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.text import bpe_trainer, is_tokenizer_json, vocab_builder
+
+# The options only one learner takes.
+_WORDPIECE_OPTIONS = ("max_input_chars_per_word", "max_unique_chars")
+_BPE_OPTIONS = ("min_frequency",)
+
+
+@dataclasses.dataclass
+class VocabularyConfig:
+    """What a vocabulary run is told; field names are the flags' (`bert-tf-build-vocab
+    --help`). None means "not given": do_lower_case then is true for WordPiece (uncased BERT)
+    and false for byte-level BPE; a learner's option takes the learner's default."""
+
+    input_file: str | None = None
+    vocab_size: int | None = None
+    do_lower_case: bool | None = None
+    output_file: str | None = None
+    tokenizer: str = "wordpiece"
+    max_input_chars_per_word: int | None = None
+    reserved_tokens: list = dataclasses.field(default_factory=list)
+    max_unique_chars: int | None = None
+    min_frequency: int | None = None
+
+    @property
+    def bpe(self):
+        return self.tokenizer == "bpe"
+
+    def validate(self):
+        """Raises ValueError naming the flag: a size below 1, an output directory that does
+        not exist, an option of the other learner, an output name of the other kind."""
+        if self.vocab_size is None or self.vocab_size < 1:
+            raise ValueError(f"--vocab_size={self.vocab_size} must be positive.")
+        output_dir = os.path.dirname(fileio.abspath(self.output_file))
+        # Object stores (gs://, s3://) have no directories to check.
+        if not fileio.is_remote(output_dir) and not os.path.isdir(output_dir):
+            raise ValueError(f"--output_file={self.output_file}: directory '{output_dir}' does "
+                             "not exist.")
+        # A learner's option given to the other learner would be ignored: say so instead.
+        other = _WORDPIECE_OPTIONS if self.bpe else _BPE_OPTIONS
+        given = [f"--{name}" for name in other if getattr(self, name) is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} only applies to --tokenizer="
+                             f"{'wordpiece' if self.bpe else 'bpe'}, not --tokenizer="
+                             f"{self.tokenizer}.")
+        if self.bpe != is_tokenizer_json(self.output_file):
+            expected = ("a .json name (e.g. tokenizer.json)" if self.bpe
+                        else "a name not ending in .json")
+            raise ValueError(f"--output_file={self.output_file}: --tokenizer={self.tokenizer} "
+                             f"writes {'a tokenizer.json' if self.bpe else 'a vocab.txt'}; "
+                             f"expected {expected}, which is how the other commands tell them "
+                             "apart.")
+        if self.bpe and self.min_frequency is not None and self.min_frequency < 1:
+            raise ValueError(f"--min_frequency={self.min_frequency} must be positive.")
+
+
+def _given(config, names):
+    """The learner options of `names` the config sets (the learner's defaults for the rest)."""
+    return {name: getattr(config, name) for name in names if getattr(config, name) is not None}
+
+
+def build_vocabulary(config):
+    """Learns the tokenizer file the config asks for and writes it (atomically: on any error an
+    old file stays whole); returns the number of tokens.
+
+    Raises:
+      ValueError: a bad setting or input (naming the flag or file).
+      OSError: --output_file could not be written (the message names it).
+    """
+    config.validate()
+    # Unset: BERT's WordPiece vocabularies are usually uncased, byte-level BPE ones cased.
+    do_lower_case = config.do_lower_case if config.do_lower_case is not None else not config.bpe
+    if config.bpe:
+        data = bpe_trainer.build_bpe_tokenizer(
+            config.input_file, config.vocab_size, do_lower_case,
+            reserved_tokens=config.reserved_tokens, **_given(config, _BPE_OPTIONS))
+        size = len(data["model"]["vocab"])
+    else:
+        tokens = vocab_builder.build_vocab(
+            config.input_file, config.vocab_size, do_lower_case,
+            reserved_tokens=config.reserved_tokens, **_given(config, _WORDPIECE_OPTIONS))
+        size = len(tokens)
+    try:
+        if config.bpe:
+            bpe_trainer.write_tokenizer_json(data, config.output_file)
+        else:
+            vocab_builder.write_vocab(tokens, config.output_file)
+    except OSError as e:  # e.g. the disk filled up
+        raise OSError(f"--output_file={config.output_file} could not be written: "
+                      f"{e.strerror or e}") from None
+    logging.info("Wrote %d tokens to %s.", size, config.output_file)
+    return size
