@@ -7,6 +7,11 @@ Atomic writes: a reader (or a crash) never sees a half-written output file.
 - Other file systems (hdfs://, ram://, ...): a temporary file beside the target, then
   tf.io.gfile.rename(overwrite=True).
 
+Publishing against a concurrent writer: a command takes `state(path)` of each output when it
+checks it, and its final move (`write_bytes_atomic(..., expected=...)`, `publish_file`,
+`publish_dir`) refuses with TargetChangedError, naming the path, when what is there is no
+longer that: a target that did not exist is never replaced by one that appeared meanwhile.
+
 Local paths use the Python built-ins (fast, no TensorFlow import); TensorFlow is imported only
 when a path has a scheme, so TF-free tools (create_pretraining_data) stay TF-free for local files.
 """
@@ -15,6 +20,7 @@ import errno
 import hashlib
 import io
 import os
+import shutil
 import tempfile
 import uuid
 
@@ -34,19 +40,80 @@ def gfile():
     return tf.io.gfile
 
 
-def write_bytes_atomic(path, data):
-    """Writes `data` (bytes) to `path` so that `path` holds either the old or the new content."""
+# `expected` when the caller does not compare the target with an earlier state.
+NOT_CHECKED = object()
+
+
+class TargetChangedError(OSError):
+    """An output's target appeared or changed after the command checked it (another writer)."""
+
+
+def _changed(path):
+    return TargetChangedError(
+        f"{path} appeared or changed after this command checked it (another command writing "
+        "there?); nothing there was replaced: rerun once it is free, or choose another output")
+
+
+def state(path):
+    """What is at `path` now, as publishing compares it: None when nothing is there; else the
+    kind ("file" or "dir") and (relative name, size, modification time in ns) of every file
+    under it."""
     path = str(path)
     if is_remote(path):
-        _commit_remote(path, lambda target: _write_gfile(target, data))
+        if not gfile().exists(path):
+            return None
+        if not gfile().isdir(path):
+            stat = gfile().stat(path)
+            return ("file", (("", stat.length, stat.mtime_nsec),))
+        entries = []
+        for directory, _, names in gfile().walk(path):
+            for name in names:
+                stat = gfile().stat(f"{directory.rstrip('/')}/{name}")
+                relative = f"{directory.rstrip('/')}/{name}"[len(path.rstrip("/")) + 1:]
+                entries.append((relative, stat.length, stat.mtime_nsec))
+        return ("dir", tuple(sorted(entries)))
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if not os.path.isdir(path):
+        return ("file", (("", stat.st_size, stat.st_mtime_ns),))
+    entries = []
+    for directory, dirs, names in os.walk(path):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
+            full = os.path.join(directory, name)
+            try:
+                stat = os.lstat(full)
+            except FileNotFoundError:
+                continue
+            entries.append((os.path.relpath(full, path), stat.st_size, stat.st_mtime_ns))
+    return ("dir", tuple(sorted(entries)))
+
+
+def _empty(snapshot):
+    return snapshot is None or snapshot == ("dir", ())
+
+
+def check_unchanged(path, expected):
+    """Raises TargetChangedError naming `path` when state(path) is no longer `expected`."""
+    if expected is not NOT_CHECKED and state(path) != expected:
+        raise _changed(path)
+
+
+def write_bytes_atomic(path, data, expected=NOT_CHECKED):
+    """Writes `data` (bytes) to `path` so that `path` holds either the old or the new content.
+
+    Args:
+      expected: state(path) when the command checked it: the write refuses
+        (TargetChangedError) when the target is no longer that (NOT_CHECKED: no comparison).
+    """
+    path = str(path)
+    if is_remote(path):
+        check_unchanged(path, expected)
+        _commit_remote(path, lambda target: _write_gfile(target, data),
+                       replace=not _empty(expected) or expected is NOT_CHECKED)
     else:
-        _write_local_atomic(path, data)
-
-
-def upload_atomic(local_file, path):
-    """Moves the finished local file `local_file` to the remote `path` (atomically as above)."""
-    _commit_remote(str(path), lambda target: gfile().copy(local_file, target, overwrite=True))
-    os.remove(local_file)
+        _write_local_atomic(path, data, expected)
 
 
 def _write_gfile(path, data):
@@ -54,9 +121,10 @@ def _write_gfile(path, data):
         f.write(data)
 
 
-def _commit_remote(path, write):
+def _commit_remote(path, write, replace=True):
     """Calls write(target) so that `path` appears whole: target is `path` itself on object
-    stores, else a temporary name beside it that is then renamed over `path`."""
+    stores, else a temporary name beside it that is then renamed over `path` (with `replace`
+    False, a rename that fails when `path` exists)."""
     if path.startswith(_OBJECT_STORES):
         write(path)
         return
@@ -64,14 +132,19 @@ def _commit_remote(path, write):
     tmp = f"{directory}/.tmp_{uuid.uuid4().hex[:8]}_{name}"
     try:
         write(tmp)
-        gfile().rename(tmp, path, overwrite=True)
+        try:
+            gfile().rename(tmp, path, overwrite=replace)
+        except Exception as e:  # noqa: BLE001 - tf.errors.AlreadyExistsError, imported lazily
+            if not replace and type(e).__name__ == "AlreadyExistsError":
+                raise _changed(path) from None
+            raise
     except BaseException:
         if gfile().exists(tmp):
             gfile().remove(tmp)
         raise
 
 
-def _write_local_atomic(path, data):
+def _write_local_atomic(path, data, expected=NOT_CHECKED):
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix="_" + os.path.basename(path))
     try:
@@ -82,11 +155,119 @@ def _write_local_atomic(path, data):
             os.fsync(f.fileno())
         # mkstemp creates 0600; give the file the mode a plain open() would have.
         os.chmod(tmp, 0o666 & ~_current_umask())
-        os.replace(tmp, path)
+        _move_local_file(tmp, path, expected)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def _move_local_file(tmp, path, expected):
+    if expected is NOT_CHECKED or not _empty(expected):
+        check_unchanged(path, expected)
+        os.replace(tmp, path)
+        return
+    if os.path.isdir(path):
+        raise _changed(path)
+    try:
+        # A hard link fails when the name exists: a file that appeared since the check stays.
+        os.link(tmp, path)
+    except FileExistsError:
+        raise _changed(path) from None
+    except OSError:
+        # File systems without hard links: the narrow window of a check and a rename.
+        check_unchanged(path, expected)
+        os.replace(tmp, path)
+        return
+    os.remove(tmp)
+
+
+def publish_file(local_file, path, expected=NOT_CHECKED):
+    """Moves the finished file `local_file` to `path` (a rename on one file system; a local
+    file to a remote `path` is copied), refusing with TargetChangedError naming `path` when what is
+    there is no longer `expected` (state(path) taken when the command checked it)."""
+    path = str(path)
+    if is_remote(path):
+        check_unchanged(path, expected)
+        replace = expected is NOT_CHECKED or not _empty(expected)
+        if is_remote(local_file):  # written beside `path` on its file system
+            try:
+                gfile().rename(local_file, path, overwrite=replace)
+            except Exception as e:  # noqa: BLE001 - tf.errors.AlreadyExistsError, imported lazily
+                if not replace and type(e).__name__ == "AlreadyExistsError":
+                    raise _changed(path) from None
+                raise
+            return
+        _commit_remote(path, lambda target: gfile().copy(local_file, target, overwrite=True),
+                       replace=replace)
+        os.remove(local_file)
+        return
+    fsync_file(local_file)
+    _move_local_file(local_file, path, expected)
+
+
+def publish_dir(staging, path, expected=NOT_CHECKED, prefix=".tmp_old_"):
+    """Moves the finished local directory `staging` to `path`, replacing what was there.
+
+    Local: `staging` is renamed into place (a sibling of `path`). When `expected` is a
+    directory with files (an earlier output being replaced), it is renamed aside first and
+    compared there: a target another writer changed is put back and TargetChangedError names
+    it. When nothing (or an empty directory) was there, the rename fails rather than replace
+    what appeared since. Remote: compared, then the files are uploaded (the target removed
+    first), saved_model.pb last so that a server polling for it never loads half a model.
+    """
+    path = str(path)
+    if is_remote(path):
+        check_unchanged(path, expected)
+        _upload_dir(staging, path)
+        return
+    path = os.path.abspath(path)
+    if expected is NOT_CHECKED or not _empty(expected):
+        if os.path.exists(path):
+            # A fresh name: a sibling the user keeps (EXPORT/1.old) is never removed.
+            old = tempfile.mkdtemp(dir=os.path.dirname(path), prefix=prefix)
+            os.rmdir(old)
+            os.rename(path, old)
+            if expected is not NOT_CHECKED and state(old) != expected:
+                try:
+                    os.rename(old, path)
+                except OSError:
+                    raise TargetChangedError(
+                        f"{path} changed after this command checked it (another command "
+                        f"writing there?); what was there is kept at {old}") from None
+                raise _changed(path)
+            try:
+                os.rename(staging, path)
+            except OSError:
+                raise TargetChangedError(
+                    f"{path} appeared while this command replaced it (another command writing "
+                    f"there?); what was there is kept at {old}") from None
+            shutil.rmtree(old, ignore_errors=True)
+            return
+        if expected is not NOT_CHECKED:
+            raise _changed(path)
+    try:
+        # Replaces an empty directory; fails (ENOTEMPTY, ENOTDIR) on anything else.
+        os.rename(staging, path)
+    except (FileExistsError, NotADirectoryError, IsADirectoryError):
+        raise _changed(path) from None
+    except OSError as e:
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise _changed(path) from None
+        raise
+
+
+def _upload_dir(source, target):
+    if gfile().exists(target):
+        gfile().rmtree(target)
+    files = []
+    for directory, _, names in os.walk(source):
+        files.extend(os.path.join(directory, name) for name in names)
+    files.sort(key=lambda path: os.path.basename(path) == "saved_model.pb")
+    for path in files:
+        destination = "/".join([target, *os.path.relpath(path, source).split(os.sep)])
+        gfile().makedirs(destination.rsplit("/", 1)[0])
+        gfile().copy(path, destination, overwrite=True)
 
 
 def fsync_file(path):
@@ -101,9 +282,9 @@ def _current_umask():
     return mask
 
 
-def write_text_atomic(path, text):
-    """Writes `text` as UTF-8 to `path` atomically."""
-    write_bytes_atomic(path, text.encode("utf-8"))
+def write_text_atomic(path, text, expected=NOT_CHECKED):
+    """Writes `text` as UTF-8 to `path` atomically (write_bytes_atomic)."""
+    write_bytes_atomic(path, text.encode("utf-8"), expected)
 
 
 def open_file(path, mode="r", encoding=None, errors=None, newline=None):

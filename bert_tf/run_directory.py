@@ -92,9 +92,6 @@ PRETRAINING_FLAGS_FILE = flags_file(PRETRAINING_COMMAND)
 RUN_MARKERS = (CHECKPOINT_STATE_FILE, LOCK_FILE, RECORD_FILE, LEGACY_FINETUNING_RECORD,
                RESULTS_FILE, MODEL_FILE, TASK_INFO_FILE, PRETRAINING_FLAGS_FILE,
                *(flags_file(command) for command in FINETUNING_COMMANDS))
-# What bert-tf-convert-checkpoint writes into a model directory (besides checkpoints in
-# Google's layout): a directory of only these is an earlier conversion's.
-CONVERSION_FILES = (PRETRAINER_FILE, ENCODER_FILE, CONFIG_FILE, VOCAB_FILE, TOKENIZER_FILE)
 
 
 class RunDirectoryError(ValueError):

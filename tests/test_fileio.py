@@ -118,7 +118,7 @@ def test_object_store_writes_the_final_object_in_one_upload(scheme, monkeypatch,
     assert fake.calls == [("open", path, "wb")] and fake.files == {path: b"{}\n"}
     local = tmp_path / "model.keras"
     local.write_bytes(b"zip")
-    fileio.upload_atomic(str(local), f"{scheme}://bucket/run/model.keras")
+    fileio.publish_file(str(local), f"{scheme}://bucket/run/model.keras")
     assert fake.calls[1:] == [("copy", str(local), f"{scheme}://bucket/run/model.keras")]
     assert not local.exists()
 
@@ -126,7 +126,7 @@ def test_object_store_writes_the_final_object_in_one_upload(scheme, monkeypatch,
 def test_upload_to_ram_lands_whole(ram_dir, tmp_path):
     local = tmp_path / "encoder.keras"
     local.write_bytes(b"\x00zip" * 1000)
-    fileio.upload_atomic(str(local), f"{ram_dir}/encoder.keras")
+    fileio.publish_file(str(local), f"{ram_dir}/encoder.keras")
     with tf.io.gfile.GFile(f"{ram_dir}/encoder.keras", "rb") as f:
         assert f.read() == b"\x00zip" * 1000
     assert tf.io.gfile.listdir(ram_dir) == ["encoder.keras"] and not local.exists()

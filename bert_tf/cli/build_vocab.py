@@ -10,11 +10,9 @@ The words are split exactly as the tokenizer splits them (see bert_tf.text.vocab
 bert_tf.text.bpe_trainer), and [PAD] [UNK] [CLS] [SEP] [MASK] get ids 0..4.
 """
 
-import sys
+from absl import flags
 
-from absl import app, flags
-
-from bert_tf import cli
+from bert_tf import cli, fileio
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
 from bert_tf.jobs.vocabulary import VocabularyConfig, build_vocabulary
@@ -38,24 +36,17 @@ def vocabulary_config(flag_values=FLAGS):
 def main(argv):
     del argv
     config = vocabulary_config()
-    try:
-        config.validate()
-        outputs.check_output_files({"--output_file": config.output_file},
-                                   {"--input_file": config.input_file})
-    except outputs.OutputError as e:
-        sys.exit(f"build_vocab: error: {e}")
-    except ValueError as e:
-        raise app.UsageError(str(e)) from None
-    try:
-        build_vocabulary(config)
-    except ValueError as e:
-        raise app.UsageError(str(e)) from e
+    config.validate()
+    outputs.check_output_files({"--output_file": config.output_file},
+                               {"--input_file": config.input_file})
+    build_vocabulary(config, expected=fileio.state(config.output_file))
 
 
 def run():
     """Console-script entry point (bert-tf-build-vocab)."""
+    # A bad flag or input (ValueError, OutputError among them) is one line naming it.
     cli.run(main, "build_vocab", required=["input_file", "vocab_size", "output_file"],
-            define_flags=define_flags)
+            define_flags=define_flags, errors=(ValueError,))
 
 
 if __name__ == "__main__":

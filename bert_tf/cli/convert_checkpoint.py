@@ -63,7 +63,9 @@ def main(argv):
     config = convert_checkpoint_config()
     try:
         outputs.check_conversion_output_dir(config.output_dir, config.checkpoint,
-                                            config.bert_config_file, config.vocab_file)
+                                            config.bert_config_file, config.vocab_file,
+                                            config.to_format, config.overwrite)
+        outputs.check_writable_dir("--output_dir", config.output_dir)
         written = convert_checkpoint(config)
     except (interop.InteropError, ConfigError, ValueError, OSError) as e:
         print(f"convert_checkpoint: error: {e}", file=sys.stderr)

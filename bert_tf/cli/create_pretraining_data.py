@@ -75,9 +75,11 @@ def main(argv):
     del argv
     try:
         config = pretraining_data_config()
-        outputs.check_not_inputs({"--output_file": config.output_file},
-                                 {"--input_file": config.input_file,
-                                  "--vocab_file": config.vocab_file})
+        files = {"--output_file": config.output_file}
+        outputs.check_not_inputs(files, {"--input_file": config.input_file,
+                                         "--vocab_file": config.vocab_file})
+        for flag, path in outputs.output_paths(files):
+            outputs.check_not_inside_a_model_dir(flag, path)
         if not config.beam:
             _keep_freed_memory()
         make_pretraining_data(config)

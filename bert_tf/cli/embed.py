@@ -37,7 +37,7 @@ import sys
 
 from absl import flags
 
-from bert_tf import cli, run_directory
+from bert_tf import cli, fileio, run_directory
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
 from bert_tf.data.tasks.task_errors import DataError
@@ -61,31 +61,57 @@ def embedding_config(flag_values=FLAGS):
 
 
 def check_outputs(options):
-    """The output rule (bert_tf.cli.outputs): --output_file is none of the inputs; a training
-    --output_dir is this command's own run or new, never another command's run nor a
-    directory holding this run's inputs.
+    """The output rule (bert_tf.cli.outputs): --output_file is none of the inputs (nor a file
+    read beside --init_checkpoint) and not inside a model directory; a training --output_dir
+    is this command's own run or new, never another command's run, another kind of model
+    directory, nor a directory holding this run's inputs; --sentence_transformers_dir is new
+    or empty (or inside --output_dir, the run's own), never an input nor a model directory.
 
     Raises:
       FlagValueError naming the flags.
     """
+    model_inputs = {"--init_checkpoint": options.init_checkpoint,
+                    "--vocab_file": options.vocab_file}
     try:
         if options.input_file and options.output_file:
             outputs.check_output_files({"--output_file": options.output_file},
-                                       {"--input_file": options.input_file,
-                                        "--init_checkpoint": options.init_checkpoint})
+                                       {"--input_file": options.input_file, **model_inputs},
+                                       beside={"--init_checkpoint": options.init_checkpoint})
         if options.train_file and options.output_dir:
-            inputs = {f"--{flag}": getattr(options, flag) for flag in
-                      ("init_checkpoint", "train_file", "dev_file", "dev_scored_file")}
+            inputs = {**model_inputs, **{f"--{flag}": getattr(options, flag) for flag in
+                                         ("train_file", "dev_file", "dev_scored_file")}}
             outputs.check_dir_clear_of_inputs("--output_dir", options.output_dir, inputs)
-            others = outputs.other_commands_records(options.output_dir,
-                                                    run_directory.EMBEDDING_COMMAND)
-            if others:
-                raise outputs.OutputError(
-                    f"--output_dir={options.output_dir} holds a run of another command "
-                    f"({', '.join(others)}); embedding training there would replace its model "
-                    "and files: choose a new --output_dir")
+            outputs.check_training_output_dir(
+                options.output_dir, "embedding training",
+                outputs.other_commands_records(options.output_dir,
+                                               run_directory.EMBEDDING_COMMAND))
+            st_dir = options.sentence_transformers_dir
+            if st_dir and st_dir != "-":
+                check_sentence_transformers_dir(st_dir, options.output_dir, inputs)
     except outputs.OutputError as e:
         raise FlagValueError(str(e)) from None
+
+
+def check_sentence_transformers_dir(st_dir, output_dir, inputs):
+    """--sentence_transformers_dir: inside --output_dir it is the run's own; elsewhere new or
+    empty, holding no input and not --output_dir itself.
+
+    Raises:
+      OutputError naming the flag.
+    """
+    flag = "--sentence_transformers_dir"
+    outputs.check_dir_clear_of_inputs(flag, st_dir, {**inputs, "--output_dir": output_dir},
+                                      role="which this run reads or writes")
+    if outputs.resolve(st_dir).startswith(outputs.resolve(output_dir).rstrip("/") + "/"):
+        return
+    outputs.check_not_a_model_dir(flag, st_dir)
+    if fileio.exists(st_dir) and not fileio.isdir(st_dir):
+        raise outputs.OutputError(f"{flag}={st_dir} is a file; expected a new or empty "
+                                  "directory")
+    if fileio.isdir(st_dir) and fileio.listdir(st_dir):
+        raise outputs.OutputError(f"{flag}={st_dir} exists and is not empty; choose a new or "
+                                  "empty directory")
+    outputs.check_writable_dir(flag, st_dir)
 
 
 def main(argv):

@@ -30,13 +30,14 @@ Check that the TF Serving model server has every op of an export (exit status 1 
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
 
 FLAGS = flags.FLAGS
+PROGRAM = "export_saved_model"
 
 
 def define_flags(flag_values=FLAGS):
@@ -53,28 +54,28 @@ def export_config(flag_values=FLAGS):
 
 
 def check_export_dir(config):
-    """The output rule (bert_tf.cli.outputs) for --export_dir, before the model is loaded.
+    """The output rule (bert_tf.cli.outputs) for --export_dir, before the model is loaded:
+    new, empty, or (with --overwrite) an export of the same format and nothing else; never
+    a directory holding --model_dir or --vocab_file, nor a model directory of another kind."""
+    from bert_tf import model_directory
+    from bert_tf.jobs.run_setup import FlagValueError
 
-    A SavedModel export replaces the directory (only an export, with --overwrite); a LiteRT
-    export writes model.tflite and its info file into it (never into a training run's)."""
     export_dir = config.export_dir
     try:
         outputs.check_dir_clear_of_inputs("--export_dir", export_dir,
                                           {"--model_dir": config.model_dir,
                                            "--vocab_file": config.vocab_file})
-        if config.litert:
-            outputs.check_not_a_run("--export_dir", export_dir)
-        else:
-            outputs.check_replaceable("--export_dir", export_dir, "a SavedModel export",
-                                      config.overwrite, outputs.is_export_dir)
+        outputs.check_replaceable(
+            "--export_dir", export_dir,
+            model_directory.LITERT if config.litert else model_directory.SAVED_MODEL,
+            config.overwrite)
         outputs.check_writable_dir("--export_dir", export_dir)
     except outputs.OutputError as e:
-        raise app.UsageError(str(e)) from None
+        raise FlagValueError(str(e)) from None
 
 
 def main(argv):
     from bert_tf.jobs import export
-    from bert_tf.jobs.run_setup import FlagValueError
 
     del argv
     config = export_config()
@@ -82,23 +83,22 @@ def main(argv):
         try:
             report = export.check(config.check)
         except FileNotFoundError as e:  # not a SavedModel: one line, not a traceback
-            print(f"export_saved_model: error: --check={config.check}: {e}", file=sys.stderr)
+            print(f"{PROGRAM}: error: --check={config.check}: {e}", file=sys.stderr)
             return 1
         print(f"SavedModel {config.check}")
         print(report.format())
         return 0 if report.ok else 1
-    try:
-        config.validate()
-        check_export_dir(config)
-        print(export.export(config))
-    except FlagValueError as e:
-        raise app.UsageError(str(e)) from None
+    config.validate()
+    check_export_dir(config)
+    print(export.export(config))
     return 0
 
 
 def run():
     """Console-script entry point (bert-tf-export)."""
-    cli.run(main, define_flags=define_flags)
+    from bert_tf.jobs.run_setup import FlagValueError
+
+    cli.run(main, PROGRAM, define_flags=define_flags, errors=(FlagValueError,))
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ def main(argv):
             {"--output_file": config.output_file},
             {"--input_file": config.input_file, "--vocab_file": config.vocab_file,
              "--init_checkpoint": config.init_checkpoint,
-             "--bert_config_file": config.bert_config_file})
+             "--bert_config_file": config.bert_config_file},
+            beside={"--init_checkpoint": config.init_checkpoint})
         count = extract_features(config)
     except (FlagValueError, outputs.OutputError, ConfigError, CheckpointError, OSError) as e:
         print(f"extract_features: error: {e}", file=sys.stderr)

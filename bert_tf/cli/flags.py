@@ -388,7 +388,10 @@ _flag(flags.DEFINE_bool, "text_pair", None,
       "Classification/regression: the text signature takes text_pair too (default: "
       "task_info.json's text_pair, else true).")
 _flag(flags.DEFINE_integer, "top_k", 5, "Fill-mask: predictions per [MASK].")
-_flag(flags.DEFINE_bool, "overwrite", False, "Replace an existing --export_dir.")
+_flag(flags.DEFINE_bool, "overwrite", False,
+      "Replace an earlier output of the same kind: bert-tf-export's --export_dir (an export of "
+      "the same --format), bert-tf-convert-checkpoint's --output_dir (a conversion to the same "
+      "--to). Nothing else is ever replaced.")
 _flag(flags.DEFINE_enum, "format", "saved_model", "saved_model: a TF Serving version directory; "
       "litert: --export_dir/model.tflite (LiteRT, signatures serving_default and serve_text).",
       enum_values=["saved_model", "litert"])
@@ -503,7 +506,7 @@ EMBED = ("init_checkpoint", "vocab_file", "do_lower_case", "max_seq_length", "po
          "length_buckets", "input_file", "output_file", "batch_size")
 CONVERT_CHECKPOINT = ("from", "to", "checkpoint", "bert_config_file", "vocab_file",
                       "do_lower_case", "allow_pickle", "output_dir", "max_position_embeddings",
-                      "position_extension")
+                      "position_extension", "overwrite")
 
 
 def define_runtime_flags(flag_values=FLAGS):

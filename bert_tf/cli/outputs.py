@@ -1,13 +1,21 @@
 """The one rule every command follows for what it writes, checked before any work.
 
-1. An output is never an input of the same command. Paths are compared resolved (absolute,
-   `./` and `..` folded, symlinks followed), after splitting comma lists and expanding globs as
-   the commands do; two outputs that resolve to one file are refused too.
-2. A directory that holds a run (checkpoints, the run lock, a run record) is never written
-   into or deleted, unless the run is the command's own (a fine-tuning run resuming its
-   --output_dir).
-3. `--overwrite` replaces only the command's own kind of output: an export replaces an export.
+1. An output is never an input of the same command, including what the command reads without
+   a flag naming it: the vocabulary, tokenizer and config files beside --init_checkpoint.
+   Paths are compared resolved (absolute, `./` and `..` folded, symlinks followed), after
+   splitting comma lists and expanding globs as the commands do; two outputs that resolve to
+   one file are refused too.
+2. A model directory (bert_tf.model_directory: a bert_tf run or model, a SavedModel or LiteRT
+   export, a TF1/ALBERT checkpoint, a Hugging Face, sentence-transformers or keras-hub
+   directory) is never written into, and no file output is placed inside one, unless it is the
+   command's own earlier output of the same kind: a fine-tuning run resuming its --output_dir,
+   an export replacing an export with --overwrite, a conversion replacing a conversion to the
+   same format with --overwrite.
+3. `--overwrite` replaces only the command's own kind of output.
 4. Every output location is writable (probed by creating a file there) before the work.
+
+What is checked here is also what the final move compares with (fileio.state): an output that
+appears or changes while the command works is never replaced (publishing, bert_tf.fileio).
 
 Plain functions of paths and the flag names used in messages; no flags are read here, and no
 TensorFlow is imported for local paths (the data tools stay TF-free). Each raises OutputError
@@ -17,11 +25,7 @@ TensorFlow is imported for local paths (the data tools stay TF-free). Each raise
 import glob
 import os
 
-from bert_tf import fileio, run_directory
-
-# The entries of what tf.saved_model.save writes (bert_tf.serving.export): an export directory.
-EXPORT_ENTRIES = frozenset(("saved_model.pb", "variables", "assets", "assets.extra",
-                            "fingerprint.pb"))
+from bert_tf import fileio, model_directory, run_directory
 
 
 class OutputError(ValueError):
@@ -54,8 +58,9 @@ def expand(value):
     return paths
 
 
-def _pairs(named):
-    """[(flag, path)] of a {flag: value} mapping (values may be comma lists / globs)."""
+def output_paths(named):
+    """[(flag, path)] of a {flag: value} mapping (values may be comma lists / globs), in
+    order."""
     pairs = []
     for flag, value in dict(named).items():
         if value is None:
@@ -66,29 +71,53 @@ def _pairs(named):
     return pairs
 
 
-def check_not_inputs(outputs, inputs):
+def check_not_inputs(outputs, inputs, beside=None):
     """Output files that are an input, or the same file twice, are refused.
 
     Args:
       outputs: {flag: value} of the files the command writes ("--output_file": "a,b").
       inputs: {flag: value} of what it reads ("--input_file": "corpus/*.txt").
+      beside: {flag: checkpoint} of the models it reads ("--init_checkpoint": "runs/base"):
+        the files it finds beside them (files_read_beside) are inputs too.
 
     Raises:
       OutputError naming both flags and the resolved path.
     """
     seen = {}
-    for flag, path in _pairs(outputs):
+    for flag, path in output_paths(outputs):
         key = resolve(path)
         if key in seen:
             raise OutputError(f"{flag}={path} names the same file as {seen[key][0]}="
                               f"{seen[key][1]} ({key}); give each output once")
         seen[key] = (flag, path)
-    for in_flag, in_path in _pairs(inputs):
+    for in_flag, in_path in output_paths(inputs):
         key = resolve(in_path)
         if key in seen:
             flag, path = seen[key]
             raise OutputError(f"{flag}={path} is also {in_flag}={in_path} ({key}): a command "
                               "never writes over its own input; choose another output")
+    for in_flag, checkpoint in (beside or {}).items():
+        for found in files_read_beside(checkpoint):
+            key = resolve(found)
+            if key in seen:
+                flag, path = seen[key]
+                raise OutputError(f"{flag}={path} is read beside {in_flag}={checkpoint} "
+                                  f"({key}): a command never writes over its own input; "
+                                  "choose another output")
+
+
+def files_read_beside(checkpoint):
+    """The files beside a model (a directory, a checkpoint prefix or a model file) that a
+    command may read with it: its model files, config and tokenizer files
+    (model_directory.COMPANION_FILES) that exist."""
+    if not checkpoint:
+        return []
+    checkpoint = str(checkpoint)
+    directory = checkpoint if fileio.isdir(checkpoint) else os.path.dirname(
+        fileio.abspath(checkpoint))
+    names = (*model_directory.COMPANION_FILES, *run_directory.MODEL_FILES)
+    return [run_directory.path(directory, name) for name in names
+            if fileio.exists(run_directory.path(directory, name))]
 
 
 def check_dir_clear_of_inputs(flag, directory, inputs, role="an input of this command"):
@@ -101,7 +130,7 @@ def check_dir_clear_of_inputs(flag, directory, inputs, role="an input of this co
       OutputError naming both flags.
     """
     root = resolve(directory)
-    for in_flag, in_path in _pairs(inputs):
+    for in_flag, in_path in output_paths(inputs):
         key = resolve(in_path)
         if key == root or key.startswith(root.rstrip("/") + "/"):
             raise OutputError(f"{flag}={directory} holds {in_flag}={in_path}, {role}; writing "
@@ -135,34 +164,42 @@ def _record_name(directory):
     return run_directory.RECORD_FILE
 
 
-def check_not_a_run(flag, directory, own=False):
-    """A directory holding a run is refused as an output unless `own` (the run is this
-    command's, e.g. a fine-tuning run resuming its --output_dir).
+def check_not_a_model_dir(flag, directory, own=()):
+    """A model directory (bert_tf.model_directory) is refused as an output unless its kind is
+    one of `own` (the command's own earlier output of that kind: a fine-tuning run resuming its
+    --output_dir, model_directory.RUN); so is a directory inside one (its folder is a model
+    directory, or one of the folders a model directory holds).
 
     Raises:
-      OutputError naming the flag and the run's files.
+      OutputError naming the flag, the kind and the files that tell it.
     """
-    records = run_directory.markers(directory)
-    if records and not own:
-        raise OutputError(f"{flag}={directory} holds a training run ({', '.join(records[:4])}"
-                          f"{', ...' if len(records) > 4 else ''}); a command never writes "
-                          "into or deletes another run's directory: choose a new directory")
+    found = model_directory.recognise(directory)
+    if found is not None and found.kind not in own:
+        raise OutputError(f"{flag}={directory} holds {found}; a command never writes into a "
+                          "model directory that is not its own earlier output: choose a new "
+                          "directory")
+    check_not_inside_a_model_dir(flag, directory)
 
 
-def is_export_dir(directory):
-    """True when `directory` holds a SavedModel export and nothing else (saved_model.pb,
-    variables/, assets/, ...)."""
-    names = set(fileio.listdir(directory)) if fileio.isdir(directory) else set()
-    return "saved_model.pb" in names and names <= EXPORT_ENTRIES
+def check_not_inside_a_model_dir(flag, path):
+    """An output (file or directory) inside a model directory is refused.
+
+    Raises:
+      OutputError naming the flag and the model directory.
+    """
+    found = model_directory.enclosing(path)
+    if found is not None:
+        raise OutputError(f"{flag}={path} is inside {found.path}, which holds {found}; a "
+                          "command never places an output inside a model directory: choose "
+                          "another location")
 
 
-def check_replaceable(flag, directory, kind, overwrite, is_own_kind):
+def check_replaceable(flag, directory, kind, overwrite):
     """An existing non-empty output directory is replaced only with `overwrite`, and only when
-    `is_own_kind(directory)` says it holds the command's own kind of output.
+    it holds the command's own kind of output and nothing else.
 
     Args:
-      kind: what the command writes, for messages ("a SavedModel export").
-      is_own_kind: function(directory) -> bool.
+      kind: the model_directory kind the command writes (model_directory.SAVED_MODEL, ...).
 
     Raises:
       OutputError naming the flag and what the directory holds.
@@ -170,35 +207,49 @@ def check_replaceable(flag, directory, kind, overwrite, is_own_kind):
     directory = str(directory)
     if fileio.exists(directory) and not fileio.isdir(directory):
         raise OutputError(f"{flag}={directory} is a file; expected a new or empty directory")
+    check_not_a_model_dir(flag, directory, own=(kind,))
     names = sorted(fileio.listdir(directory)) if fileio.isdir(directory) else []
     if not names:
         return
-    check_not_a_run(flag, directory)
+    if not model_directory.holds_only(directory, kind):
+        raise OutputError(f"{flag}={directory} is not {kind} (it holds {_shown(names)}); "
+                          f"--overwrite replaces only {kind}: choose a new directory")
     if not overwrite:
         raise OutputError(f"{flag}={directory} exists and is not empty; pass --overwrite to "
                           f"replace {kind}, or choose a new directory")
-    if not is_own_kind(directory):
-        shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
-        raise OutputError(f"{flag}={directory} is not {kind} (it holds {shown}); --overwrite "
-                          f"replaces only {kind}: choose a new directory")
 
 
-# What bert-tf-convert-checkpoint writes (any --to): a directory of only these is an earlier
-# conversion's and may be written over.
-CONVERSION_OUTPUTS = (*run_directory.CONVERSION_FILES, "tokenizer_config.json",
-                      "albert_config.json", "config.json", "model.safetensors")
-CONVERSION_CHECKPOINTS = ("bert_model.ckpt.", "model.ckpt.")
+# What bert-tf-convert-checkpoint writes, by --to: (the model_directory kind, the names and
+# name prefixes of its files). A directory of only these is an earlier conversion's.
+_TOKENIZER_FILES = (run_directory.VOCAB_FILE, run_directory.TOKENIZER_FILE,
+                    "tokenizer_config.json", "special_tokens_map.json")
+CONVERSION_OUTPUTS = {
+    "bert_tf": (model_directory.BERT_TF_MODEL,
+                (run_directory.PRETRAINER_FILE, run_directory.ENCODER_FILE,
+                 run_directory.CONFIG_FILE, *_TOKENIZER_FILES)),
+    "tf1": (model_directory.TF1_CHECKPOINT,
+            ("bert_model.ckpt.", run_directory.CONFIG_FILE, run_directory.VOCAB_FILE)),
+    "albert": (model_directory.TF1_CHECKPOINT,
+               ("model.ckpt.", "albert_config.json", run_directory.CONFIG_FILE,
+                run_directory.VOCAB_FILE)),
+    "huggingface": (model_directory.HUGGINGFACE,
+                    (model_directory.HF_CONFIG_FILE, model_directory.SAFETENSORS_FILE,
+                     *_TOKENIZER_FILES)),
+}
 
 
-def is_conversion_dir(directory):
-    """True when `directory` holds only files a checkpoint conversion writes."""
-    return all(name in CONVERSION_OUTPUTS or name.startswith(CONVERSION_CHECKPOINTS)
+def is_conversion_dir(directory, to_format):
+    """True when `directory` holds only files a conversion to `to_format` writes."""
+    names = CONVERSION_OUTPUTS[to_format][1]
+    return all(name in names or name.startswith(tuple(n for n in names if n.endswith(".")))
                for name in fileio.listdir(directory))
 
 
-def check_conversion_output_dir(output_dir, checkpoint, bert_config_file=None, vocab_file=None):
+def check_conversion_output_dir(output_dir, checkpoint, bert_config_file=None, vocab_file=None,
+                                to_format="bert_tf", overwrite=False):
     """The rule for convert_checkpoint's --output_dir: not the source nor a directory holding
-    it, not a run's directory, and new, empty or an earlier conversion's.
+    it, no model directory but an earlier conversion to the same format (replaced only with
+    --overwrite), else new or empty.
 
     Raises:
       OutputError naming the flags.
@@ -206,12 +257,26 @@ def check_conversion_output_dir(output_dir, checkpoint, bert_config_file=None, v
     check_dir_clear_of_inputs("--output_dir", output_dir, {
         "--checkpoint": checkpoint, "--bert_config_file": bert_config_file,
         "--vocab_file": vocab_file})
-    check_not_a_run("--output_dir", output_dir)
-    if fileio.isdir(output_dir) and not is_conversion_dir(output_dir):
-        names = sorted(fileio.listdir(output_dir))
-        raise OutputError(f"--output_dir={output_dir} holds files no conversion writes ("
-                          f"{', '.join(names[:4])}{', ...' if len(names) > 4 else ''}); choose "
-                          "a new or empty directory")
+    if fileio.exists(output_dir) and not fileio.isdir(output_dir):
+        raise OutputError(f"--output_dir={output_dir} is a file; expected a new or empty "
+                          "directory")
+    kind = CONVERSION_OUTPUTS[to_format][0]
+    check_not_a_model_dir("--output_dir", output_dir, own=(kind,))
+    names = sorted(fileio.listdir(output_dir)) if fileio.isdir(output_dir) else []
+    if not names:
+        return
+    if not is_conversion_dir(output_dir, to_format):
+        raise OutputError(f"--output_dir={output_dir} holds files no conversion to "
+                          f"--to={to_format} writes ({_shown(names)}); choose a new or empty "
+                          "directory")
+    if not overwrite:
+        raise OutputError(f"--output_dir={output_dir} holds a conversion to --to={to_format} "
+                          f"({_shown(names)}); pass --overwrite to replace it, or choose a new "
+                          "directory")
+
+
+def _shown(names):
+    return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
 
 
 def check_writable_dir(flag, directory, create=True):
@@ -234,7 +299,7 @@ def check_writable_files(outputs):
     Raises:
       OutputError naming the flag.
     """
-    for flag, path in _pairs(outputs):
+    for flag, path in output_paths(outputs):
         if fileio.is_remote(path):
             continue
         if os.path.isdir(path):
@@ -242,9 +307,13 @@ def check_writable_files(outputs):
         check_writable_dir(flag, os.path.dirname(os.path.abspath(path)), create=False)
 
 
-def check_output_files(outputs, inputs):
-    """check_not_inputs and check_writable_files: the rule for commands that write files."""
-    check_not_inputs(outputs, inputs)
+def check_output_files(outputs, inputs, beside=None):
+    """The rule for commands that write files: none is an input (check_not_inputs, with the
+    files read beside the models of `beside`), none is inside a model directory, and each can
+    be written (check_writable_files)."""
+    check_not_inputs(outputs, inputs, beside)
+    for flag, path in output_paths(outputs):
+        check_not_inside_a_model_dir(flag, path)
     check_writable_files(outputs)
 
 
@@ -264,13 +333,8 @@ def check_finetuning_dirs(options, command=None):
     from bert_tf.jobs.run_setup import FlagValueError
 
     if options.output_dir:
-        others = other_commands_records(options.output_dir, command)
-        if others:
-            raise FlagValueError(
-                f"--output_dir={options.output_dir} holds a run of another command "
-                f"({', '.join(others)}); {command or 'fine-tuning'} there would replace its "
-                "model and files: choose a new --output_dir (--init_checkpoint may name this "
-                "one)")
+        check_training_output_dir(options.output_dir, command or "fine-tuning",
+                                  other_commands_records(options.output_dir, command))
     export_dir = getattr(options, "export_dir", None)
     if export_dir:
         try:
@@ -279,14 +343,45 @@ def check_finetuning_dirs(options, command=None):
                 {"--output_dir": getattr(options, "output_dir", None),
                  "--init_checkpoint": getattr(options, "init_checkpoint", None)},
                 role="which this run also uses")
+            # Inside the run's own --output_dir is the run's own output.
+            if not (options.output_dir and _is_under(export_dir, options.output_dir)):
+                check_not_inside_a_model_dir("--export_dir", export_dir)
             check_writable_dir("--export_dir", export_dir)
         except OutputError as e:
             raise FlagValueError(str(e)) from None
 
 
+def _is_under(path, directory):
+    root = resolve(directory).rstrip("/")
+    return resolve(path).startswith(root + "/")
+
+
+def check_training_output_dir(output_dir, job, others):
+    """The rule for the --output_dir of a job that trains (`job`: "run_classifier",
+    "pre-training", ...): new, empty or a run (which the job's resume check then compares with
+    itself), never another kind of model directory, nor the run of another command (`others`:
+    the files that tell it, other_commands_records).
+
+    Raises:
+      FlagValueError naming --output_dir.
+    """
+    from bert_tf.jobs.run_setup import FlagValueError
+
+    if others:
+        raise FlagValueError(
+            f"--output_dir={output_dir} holds a run of another command ({', '.join(others)}); "
+            f"{job} there would replace its model and files: choose a new --output_dir "
+            "(--init_checkpoint may name this one)")
+    try:
+        check_not_a_model_dir("--output_dir", output_dir, own=(model_directory.RUN,))
+    except OutputError as e:
+        raise FlagValueError(f"{e} (--init_checkpoint may name this one)") from None
+
+
 def check_pretraining_output_dir(output_dir):
     """The output rule for pre-training: it never writes into a fine-tuning run's directory
-    (its checkpoints would be resumed as a pre-trainer's, its files replaced).
+    (its checkpoints would be resumed as a pre-trainer's, its files replaced), nor into a
+    model directory that is not a run (check_training_output_dir).
 
     Raises:
       FlagValueError naming --output_dir.
@@ -303,3 +398,4 @@ def check_pretraining_output_dir(output_dir):
         raise FlagValueError(f"--output_dir={output_dir} holds a fine-tuning run "
                              f"({', '.join(found)}); choose a new --output_dir "
                              "(--init_checkpoint may name this one)")
+    check_training_output_dir(output_dir, "pre-training", [])

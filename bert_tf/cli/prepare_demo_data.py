@@ -31,7 +31,7 @@ def main(argv):
     config = cli_flags.to_config(demo_corpus.DemoDataConfig)
     try:
         # Its vocab.txt would replace the one a pre-training run there resumes with.
-        outputs.check_not_a_run("--output_dir", config.output_dir)
+        outputs.check_not_a_model_dir("--output_dir", config.output_dir)
         outputs.check_writable_dir("--output_dir", config.output_dir)
     except outputs.OutputError as e:
         sys.exit(f"prepare_demo_data: error: {e}")

@@ -8,6 +8,8 @@ lists what each output format holds.
 
 import dataclasses
 import os
+import shutil
+import tempfile
 
 from absl import logging
 
@@ -16,7 +18,7 @@ from bert_tf.config import BertConfig, ConfigError
 from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
 from bert_tf.modeling import BertPretrainer, extend_position_embeddings
 from bert_tf.text import load_vocab, validate_case_matches_checkpoint
-from bert_tf.training.checkpointing import check_writable_dir, save_keras_model
+from bert_tf.training.checkpointing import save_keras_model
 
 
 @dataclasses.dataclass
@@ -35,6 +37,7 @@ class ConvertCheckpointConfig:
     allow_pickle: bool = False
     max_position_embeddings: int | None = None
     position_extension: str = "copy"
+    overwrite: bool = False
 
 
 def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
@@ -112,17 +115,17 @@ def _with_own_flag_names(message):
 def convert_checkpoint(config):
     """Runs one conversion; returns the files in config.output_dir afterwards.
 
-    The command checks --output_dir against the output rule first (bert_tf.cli.outputs: never
-    a run directory, never the checkpoint's own).
+    The command checks --output_dir against the output rule first (bert_tf.cli.outputs: new,
+    empty, or with --overwrite an earlier conversion to the same format). The files are
+    written to a directory beside --output_dir and moved into place together, only if
+    --output_dir still holds what it held when the conversion started (fileio.publish_dir).
 
     Raises:
       interop.InteropError, ConfigError, ValueError: naming the command's flags.
+      fileio.TargetChangedError: --output_dir appeared or changed during the conversion.
     """
     try:
-        return _convert(config.from_format, config.to_format, config.checkpoint,
-                        config.output_dir, config.bert_config_file, config.vocab_file,
-                        config.do_lower_case, config.allow_pickle,
-                        config.max_position_embeddings, config.position_extension)
+        return _convert(config)
     except (interop.InteropError, ConfigError, ValueError) as e:
         message = _with_own_flag_names(str(e))
         if message == str(e):
@@ -130,20 +133,38 @@ def convert_checkpoint(config):
         raise type(e)(message) from None
 
 
-def _convert(source_format, target_format, checkpoint, output_dir, bert_config_file,
-             vocab_file, do_lower_case, allow_pickle, max_position_embeddings,
-             position_extension):
-    check_writable_dir(output_dir)
-    model, source_vocab, source_casing = read_source(source_format, checkpoint,
-                                                     bert_config_file, allow_pickle)
-    if max_position_embeddings is not None:
-        model = extend_position_embeddings(model, max_position_embeddings, position_extension)
-    vocab_file = vocab_file or source_vocab
+def _convert(options):
+    output_dir = fileio.abspath(options.output_dir)
+    expected = fileio.state(output_dir)
+    parent = os.path.dirname(output_dir)
+    model, source_vocab, source_casing = read_source(options.from_format, options.checkpoint,
+                                                     options.bert_config_file,
+                                                     options.allow_pickle)
+    if options.max_position_embeddings is not None:
+        model = extend_position_embeddings(model, options.max_position_embeddings,
+                                           options.position_extension)
+    vocab_file = options.vocab_file or source_vocab
     config = weights.encoder_of(model).config
     if vocab_file and len(load_vocab(vocab_file)) > config.vocab_size:
         raise ValueError(f"--vocab_file={vocab_file} has more tokens than vocab_size="
                          f"{config.vocab_size} of the checkpoint's config")
-    do_lower_case = resolve_casing(do_lower_case, source_casing, checkpoint)
+    do_lower_case = resolve_casing(options.do_lower_case, source_casing, options.checkpoint)
+    fileio.makedirs(parent)
+    staging = (tempfile.mkdtemp(prefix=".tmp_convert_") if fileio.is_remote(parent)
+               else tempfile.mkdtemp(dir=parent, prefix=".tmp_convert_"))
+    try:
+        _write(options.to_format, model, staging, vocab_file, do_lower_case)
+        copy_tokenizer_json(options.checkpoint, staging, options.to_format)
+        written = sorted(os.listdir(staging))
+        fileio.publish_dir(staging, output_dir, expected, prefix=".tmp_old_convert_")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    logging.info("Converted %s (%s, %s) to %s in %s", options.checkpoint, options.from_format,
+                 type(model).__name__, options.to_format, options.output_dir)
+    return written
+
+
+def _write(target_format, model, output_dir, vocab_file, do_lower_case):
     if target_format == "bert_tf":
         write_bert_tf(model, output_dir, vocab_file, do_lower_case)
     elif target_format == "tf1":
@@ -155,7 +176,3 @@ def _convert(source_format, target_format, checkpoint, output_dir, bert_config_f
     else:
         huggingface.save_huggingface(model, output_dir, vocab_file=vocab_file,
                                      do_lower_case=do_lower_case)
-    copy_tokenizer_json(checkpoint, output_dir, target_format)
-    logging.info("Converted %s (%s, %s) to %s in %s", checkpoint, source_format,
-                 type(model).__name__, target_format, output_dir)
-    return sorted(fileio.listdir(output_dir))

@@ -18,6 +18,8 @@ import functools
 import io
 import json
 import os
+import shutil
+import tempfile
 
 import keras
 import numpy as np
@@ -135,6 +137,7 @@ def encode(options):
         raise FlagValueError(f"--batch_size={options.batch_size} must be >= 1")
     _check_file("input_file", options.input_file)
     _check_pooling(options)
+    expected = fileio.state(options.output_file)
     texts = _read_lines(options.input_file)
     loaded = _load(options)
     config = loaded.model.encoder.config
@@ -147,11 +150,11 @@ def encode(options):
     if extension == ".npy":
         buffer = io.BytesIO()
         np.save(buffer, vectors)
-        write_bytes_atomic(options.output_file, buffer.getvalue())
+        write_bytes_atomic(options.output_file, buffer.getvalue(), expected)
     else:
         write_text_atomic(options.output_file, "".join(
             json.dumps({"index": i, "embedding": [float(x) for x in v]}) + "\n"
-            for i, v in enumerate(vectors)))
+            for i, v in enumerate(vectors)), expected)
     return len(texts)
 
 
@@ -229,6 +232,10 @@ def train(options):
                  if options.dev_file else None)
     scored = read_scored_pairs(options.dev_scored_file) if options.dev_scored_file else None
     run_directory.check_writable(options.output_dir)
+    st_dir = _sentence_transformers_dir(options)
+    # An explicit directory outside the run is published only if it stays as checked.
+    st_expected = (fileio.NOT_CHECKED if st_dir is None or _in_run(options, st_dir)
+                   else fileio.state(st_dir))
 
     strategy = run_setup.make_strategy(options, ("train_batch_size",))
     run_setup.set_seed_and_policy(options, strategy)
@@ -253,7 +260,7 @@ def train(options):
         summary = contrastive.train_embedder(settings, loaded.model, text_encoder, train_pairs,
                                              strategy, retrieval=retrieval, scored=scored)
         if chief:
-            _write_run(options, loaded, summary)
+            _write_run(options, loaded, summary, st_dir, st_expected)
     best = summary["best"]
     if best:
         logging.info("Best %s=%.4f at step %d", best["metric"], best["metrics"][best["metric"]],
@@ -261,10 +268,25 @@ def train(options):
     return summary
 
 
-def _write_run(options, loaded, summary):
+def _sentence_transformers_dir(options):
+    """Where the sentence-transformers directory goes: --sentence_transformers_dir, else
+    output_dir/sentence_transformers; None for "-" (none)."""
+    if options.sentence_transformers_dir == "-":
+        return None
+    return options.sentence_transformers_dir or run_directory.path(
+        options.output_dir, run_directory.SENTENCE_TRANSFORMERS_DIR)
+
+
+def _in_run(options, path):
+    root = os.path.realpath(options.output_dir).rstrip("/") + "/"
+    return not fileio.is_remote(path) and os.path.realpath(path).startswith(root)
+
+
+def _write_run(options, loaded, summary, st_dir, st_expected):
     """model.keras, the tokenizer file (vocab.txt, or tokenizer.json for byte-level BPE),
     task_info.json, eval_results.json and the sentence-transformers directory of the final
-    (best) model, each written atomically."""
+    (best) model, each written atomically; the sentence-transformers directory is made beside
+    its place and moved there whole (fileio.publish_dir, compared with `st_expected`)."""
     output = functools.partial(run_directory.path, options.output_dir)
     save_keras_model(loaded.model, output(run_directory.MODEL_FILE))
     tokenizer_files.write_tokenizer_file(options.output_dir, loaded.tokenizer, loaded.vocab_file)
@@ -273,11 +295,18 @@ def _write_run(options, loaded, summary):
                     max_seq_length=int(loaded.max_seq_length))
     write_text_atomic(output(run_directory.EVAL_RESULTS_JSON_FILE),
                       json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    if options.sentence_transformers_dir != "-":
-        save_sentence_transformers(
-            loaded.model,
-            options.sentence_transformers_dir or output(run_directory.SENTENCE_TRANSFORMERS_DIR),
-            loaded.vocab_file, loaded.do_lower_case, loaded.max_seq_length)
+    if st_dir is None:
+        return
+    parent = os.path.dirname(fileio.abspath(st_dir))
+    fileio.makedirs(parent)
+    staging = tempfile.mkdtemp(dir=None if fileio.is_remote(parent) else parent,
+                               prefix=".tmp_sentence_transformers_")
+    try:
+        save_sentence_transformers(loaded.model, staging, loaded.vocab_file,
+                                   loaded.do_lower_case, loaded.max_seq_length)
+        fileio.publish_dir(staging, st_dir, st_expected, prefix=".tmp_old_sentence_transformers_")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def check_mode(options):

@@ -12,9 +12,9 @@ import os
 
 from absl import logging
 
-from bert_tf import serving
+from bert_tf import fileio, serving
 from bert_tf.data.tasks import length_buckets
-from bert_tf.jobs.run_setup import FlagValueError
+from bert_tf.jobs.run_setup import FlagValueError, check_tokenizer_matches
 
 # What bert-tf-export writes when --signatures is not given; a LiteRT model has no tf.Example
 # signature.
@@ -62,7 +62,8 @@ class ExportConfig:
         """Checks what needs no model: the directories given, the LiteRT settings. Raises
         FlagValueError naming the flag."""
         if not self.model_dir or not self.export_dir:
-            raise FlagValueError("Pass --model_dir and --export_dir (or --check EXPORT_DIR).")
+            raise FlagValueError("pass --model_dir and --export_dir (or --check EXPORT_DIR); "
+                                 "--helpshort lists the flags")
         if self.litert:
             from bert_tf.serving import quantization
 
@@ -110,11 +111,17 @@ def export(config):
     from bert_tf.serving.exporter import encoder_config
 
     config.validate()
+    # What the final move compares --export_dir with: another writer's export that appears
+    # there meanwhile is never replaced.
+    expected = fileio.state(config.export_dir)
     source = serving.load_model_dir(config.model_dir)
     info = source.task_info
     task = serving.task_name_of(source.model)
     signatures = _signatures(config)
     vocab_file = config.vocab_file or source.vocab_file
+    if config.vocab_file and source.vocab_file:
+        check_tokenizer_matches(config.vocab_file, config.vocab_file, source.vocab_file,
+                                f"--model_dir={config.model_dir}")
     wants_text = bool({"text", "examples"} & set(signatures))
     if wants_text and vocab_file is None:
         raise FlagValueError(f"--model_dir={config.model_dir} has no vocab.txt or "
@@ -130,7 +137,7 @@ def export(config):
         tokenizer=tokenizer, do_lower_case=do_lower_case,
         max_seq_length=_first_set(config.max_seq_length, source.max_seq_length, 128),
         labels=config.labels or (list(info.labels) if info and info.labels else None),
-        signatures=signatures, overwrite=config.overwrite)
+        signatures=signatures, overwrite=config.overwrite, expected=expected)
     if config.length_buckets is not None:
         # Checked here to name the flag; empty or "off": every request at max_seq_length.
         try:

@@ -9,6 +9,8 @@ import dataclasses
 import json
 import os
 import re
+import shutil
+import tempfile
 import time
 
 import numpy as np
@@ -49,6 +51,9 @@ class ExtractFeaturesConfig:
 
     def validate(self):
         """What needs no model: raises FlagValueError naming the flag."""
+        if self.max_seq_length < 3:
+            raise FlagValueError(f"--max_seq_length={self.max_seq_length} must be at least 3 "
+                                 "([CLS], a token and [SEP])")
         if self.batch_size < 1:
             raise FlagValueError(f"--batch_size={self.batch_size} must be >= 1")
         if not self.per_token and not self.pooled:
@@ -144,9 +149,12 @@ def extract_features(options):
 
     Raises:
       FlagValueError naming the flag; ConfigError, CheckpointError for an unreadable model;
-      OSError for a file that cannot be read or written (the output is written atomically).
+      OSError for a file that cannot be read or written (the output is written aside and
+      moved into place only if --output_file did not appear or change meanwhile:
+      fileio.TargetChangedError).
     """
     options.validate()
+    expected = fileio.state(options.output_file)
     if options.bert_config_file:
         config = BertConfig.from_json_file(options.bert_config_file)
     else:
@@ -196,10 +204,16 @@ def extract_features(options):
         stacked_lbsh = tf.stack([outputs["encoder_outputs"][i] for i in layers])
         return tf.cast(stacked_lbsh, tf.float32), tf.cast(outputs["pooled_output"], tf.float32)
 
-    tmp = f"{options.output_file}.tmp-{os.getpid()}"
+    if fileio.is_remote(options.output_file):
+        local_dir = tempfile.mkdtemp(prefix="bert_tf_features_")
+        tmp = os.path.join(local_dir, os.path.basename(options.output_file))
+    else:
+        local_dir = None
+        tmp = os.path.join(os.path.dirname(os.path.abspath(options.output_file)),
+                           f".tmp_{os.getpid()}_{os.path.basename(options.output_file)}")
     start = time.time()
     try:
-        with tf.io.gfile.GFile(tmp, "w") as out:
+        with open(tmp, "w", encoding="utf-8") as out:
             # Chunks of lines in file order, length-sorted within: bounded memory, ordered
             # output.
             chunk = options.batch_size * 32
@@ -225,8 +239,10 @@ def extract_features(options):
                 done = min(begin + chunk, len(lines))
                 logging.info("%d/%d lines, %.1f lines/s", done, len(lines),
                              done / max(time.time() - start, 1e-9))
-        tf.io.gfile.rename(tmp, options.output_file, overwrite=True)
+        fileio.publish_file(tmp, options.output_file, expected)
     finally:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        if local_dir:
+            shutil.rmtree(local_dir, ignore_errors=True)
     return len(lines)

@@ -299,18 +299,36 @@ def resolve_model_files(options):
     if not vocab_file:
         raise FlagValueError(f"--vocab_file is required (no vocab.txt or tokenizer.json beside "
                              f"--init_checkpoint={source})")
-    if (options.vocab_file and checkpoint_vocab
-            and fileio.abspath(checkpoint_vocab) != fileio.abspath(vocab_file)):
-        try:
-            problem = tokenizer_files.tokenizer_difference(checkpoint_vocab, vocab_file)
-        except (OSError, ValueError) as e:
-            raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
-        if problem:
-            raise FlagValueError(
-                f"--vocab_file={options.vocab_file} differs from {checkpoint_vocab} beside "
-                f"--init_checkpoint={source}: {problem}; the model's embeddings are indexed by "
-                "that vocabulary (leave --vocab_file out to use it)")
+    if options.vocab_file and checkpoint_vocab:
+        check_tokenizer_matches(options.vocab_file, vocab_file, checkpoint_vocab,
+                                f"--init_checkpoint={source}")
     return config_file, vocab_file
+
+
+def check_tokenizer_matches(flag_value, vocab_file, model_vocab, model_flag):
+    """A --vocab_file given for a model that carries its own tokenizer file must tokenize as
+    that one does (tokenizer_files.tokenizer_difference): the model's embeddings are indexed by
+    it.
+
+    Args:
+      flag_value: --vocab_file as given; vocab_file: the file it resolved to.
+      model_vocab: the tokenizer file beside the model.
+      model_flag: "--init_checkpoint=DIR" or "--model_dir=DIR", named in the message.
+
+    Raises:
+      FlagValueError naming both files and the first difference.
+    """
+    if fileio.abspath(model_vocab) == fileio.abspath(vocab_file):
+        return
+    try:
+        problem = tokenizer_files.tokenizer_difference(model_vocab, vocab_file)
+    except (OSError, ValueError) as e:
+        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
+    if problem:
+        raise FlagValueError(
+            f"--vocab_file={flag_value} differs from {model_vocab} beside {model_flag}: "
+            f"{problem}; the model's embeddings are indexed by that vocabulary (leave "
+            "--vocab_file out to use it)")
 
 
 def load_tokenizer(vocab_file, options):

@@ -72,9 +72,13 @@ def _given(config, names):
     return {name: getattr(config, name) for name in names if getattr(config, name) is not None}
 
 
-def build_vocabulary(config):
+def build_vocabulary(config, expected=fileio.NOT_CHECKED):
     """Learns the tokenizer file the config asks for and writes it (atomically: on any error an
     old file stays whole); returns the number of tokens.
+
+    Args:
+      expected: fileio.state(--output_file) when the command checked it: the write refuses
+        (fileio.TargetChangedError) when the file appeared or changed since.
 
     Raises:
       ValueError: a bad setting or input (naming the flag or file).
@@ -95,9 +99,11 @@ def build_vocabulary(config):
         size = len(tokens)
     try:
         if config.bpe:
-            bpe_trainer.write_tokenizer_json(data, config.output_file)
+            bpe_trainer.write_tokenizer_json(data, config.output_file, expected)
         else:
-            vocab_builder.write_vocab(tokens, config.output_file)
+            vocab_builder.write_vocab(tokens, config.output_file, expected)
+    except fileio.TargetChangedError:
+        raise
     except OSError as e:  # e.g. the disk filled up
         raise OSError(f"--output_file={config.output_file} could not be written: "
                       f"{e.strerror or e}") from None

@@ -23,7 +23,7 @@ import tempfile
 
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf import fileio, model_directory
 from bert_tf.fileio import write_text_atomic
 from bert_tf.serving import task_signatures
 from bert_tf.text.layers import BertTokenizerLayer
@@ -34,8 +34,6 @@ EXPORT_INFO_FILE = "bert_tf_export.json"
 # The original run_squad.py's --doc_stride (and bert-tf-squad's).
 DEFAULT_DOC_STRIDE = 128
 # What tf.saved_model.save and export() write: a directory of only these is an export.
-_EXPORT_ENTRIES = frozenset(("saved_model.pb", "variables", "assets", "assets.extra",
-                             "fingerprint.pb"))
 
 
 def export_tokenizer_layer(tokenizer, vocab_file, do_lower_case):
@@ -169,7 +167,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
            max_seq_length=128, labels=None, signatures=("ids", "text", "examples"),
            text_pair=False, top_k=5, max_query_length=None, max_answer_length=30,
            doc_stride=None, version_2_with_negative=False, null_score_diff_threshold=0.0,
-           length_buckets=None, overwrite=False):
+           length_buckets=None, overwrite=False, expected=fileio.NOT_CHECKED):
     """Writes `model` as a SavedModel that TF Serving can serve, with the chosen signatures.
 
     Args:
@@ -207,6 +205,9 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         runs every request at max_seq_length.
       overwrite: replace an existing export in export_dir (never a directory holding
         anything but an export).
+      expected: fileio.state(export_dir) when the caller checked it (default: taken here,
+        before the model is traced): the final move refuses (fileio.TargetChangedError) when
+        export_dir no longer holds that, so two exports to one directory never both succeed.
 
     Returns:
       export_dir.
@@ -217,6 +218,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         a vocabulary.
       FileExistsError: export_dir is a file, or exists and is not empty without overwrite,
         or holds something other than an export.
+      fileio.TargetChangedError: export_dir appeared or changed while the export was made.
 
     The exported signatures check their inputs in-graph (InvalidArgumentError naming the input
     and what was expected): ids outside the model's tables, more ids than
@@ -250,6 +252,10 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                                                          config.max_position_embeddings)
 
     export_dir = fileio.abspath(export_dir)
+    if expected is fileio.NOT_CHECKED:
+        expected = fileio.state(export_dir)
+    else:
+        fileio.check_unchanged(export_dir, expected)
     if fileio.exists(export_dir) and not fileio.isdir(export_dir):
         # Even with overwrite: replacing a file by a SavedModel is never what was meant.
         raise FileExistsError(f"export: {export_dir} is a file; expected a new or empty "
@@ -258,14 +264,14 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
     if existing and not overwrite:
         raise FileExistsError(f"export: {export_dir} exists and is not empty; pass "
                               "overwrite=True (--overwrite) or choose a new version number.")
-    if existing and not ("saved_model.pb" in existing and existing <= _EXPORT_ENTRIES):
+    if existing and not model_directory.holds_only(export_dir, model_directory.SAVED_MODEL):
         # overwrite replaces an export, never a run directory or anything else.
         raise FileExistsError(f"export: {export_dir} is not a SavedModel export (it holds "
                               f"{', '.join(sorted(existing)[:4])}); overwrite replaces only an "
                               "export: choose a new directory.")
     parent = os.path.dirname(export_dir)
     fileio.makedirs(parent)
-    # Remote exports are staged on local disk and uploaded (see _upload_dir).
+    # Remote exports are staged on local disk and uploaded (fileio.publish_dir).
     staging = tempfile.mkdtemp(dir=None if fileio.is_remote(parent) else parent,
                                prefix=".tmp_export_")
     try:
@@ -285,7 +291,7 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         write_text_atomic(
             os.path.join(saved, "assets.extra", EXPORT_INFO_FILE),
             json.dumps(_export_info(task, model, signatures, max_seq_length), indent=2) + "\n")
-        _replace_dir(saved, export_dir)
+        fileio.publish_dir(saved, export_dir, expected, prefix=".tmp_old_export_")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return export_dir
@@ -314,35 +320,3 @@ def _signature_inputs(task, signature):
     if signature == "text":
         return list(task.text_inputs)
     return ["examples"]
-
-
-def _replace_dir(source, target):
-    """Moves directory `source` to `target`, replacing what is there."""
-    if fileio.is_remote(target):
-        _upload_dir(source, target)
-        return
-    if os.path.exists(target):
-        # A fresh name: a sibling the user keeps (EXPORT/1.old) is never removed.
-        old = tempfile.mkdtemp(dir=os.path.dirname(target), prefix=".tmp_old_export_")
-        os.rmdir(old)
-        os.replace(target, old)
-        os.replace(source, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(source, target)
-
-
-def _upload_dir(source, target):
-    """_replace_dir for a remote `target`, where a directory rename is a copy (gs://, s3://) or
-    unsupported (ram://): the old export is removed and the local files are uploaded with
-    saved_model.pb last, so a model server polling for it never loads a half-uploaded model."""
-    if tf.io.gfile.exists(target):
-        tf.io.gfile.rmtree(target)
-    files = []
-    for directory, _, names in os.walk(source):
-        files.extend(os.path.join(directory, name) for name in names)
-    files.sort(key=lambda path: os.path.basename(path) == "saved_model.pb")
-    for path in files:
-        destination = "/".join([target, *os.path.relpath(path, source).split(os.sep)])
-        tf.io.gfile.makedirs(destination.rsplit("/", 1)[0])
-        tf.io.gfile.copy(path, destination, overwrite=True)

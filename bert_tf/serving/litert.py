@@ -46,14 +46,14 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-from bert_tf import fileio
+from bert_tf import fileio, model_directory
 from bert_tf.modeling.kernels import portable_attention
 from bert_tf.serving import task_signatures
 from bert_tf.serving.exporter import check_labels, encoder_config, export_tokenizer_layer
 from bert_tf.text.input_packing import truncated_lengths
 
-MODEL_FILE = "model.tflite"
-INFO_FILE = "bert_tf_litert.json"
+MODEL_FILE = model_directory.LITERT_MODEL_FILE
+INFO_FILE = model_directory.LITERT_INFO_FILE
 IDS_SIGNATURE = task_signatures.IDS_SIGNATURE
 TEXT_SIGNATURE = task_signatures.TEXT_SIGNATURE
 # Custom ops whose LiteRT kernels tensorflow_text.tflite_registrar registers (what the
@@ -454,31 +454,54 @@ def convert_functions(functions, converter_options=None, what="the model"):
     return content, census
 
 
-def write_model(content, export_dir, info, overwrite=False):
-    """Writes EXPORT_DIR/model.tflite (and bert_tf_litert.json) atomically.
+def write_model(content, export_dir, info, overwrite=False, expected=fileio.NOT_CHECKED):
+    """Writes EXPORT_DIR/model.tflite and bert_tf_litert.json, staged beside it and moved into
+    place together (fileio.publish_dir; `expected`: its state when checked, else taken here).
 
     Raises:
-      FileExistsError: model.tflite exists and not overwrite.
+      FileExistsError: as check_target.
+      fileio.TargetChangedError: export_dir appeared or changed since `expected` was taken.
     """
     path = check_target(export_dir, overwrite)
-    fileio.makedirs(os.path.dirname(path))
-    fileio.write_bytes_atomic(path, content)
-    fileio.write_text_atomic(os.path.join(os.path.dirname(path), INFO_FILE),
-                             json.dumps(info, indent=2) + "\n")
+    export_dir = os.path.dirname(path)
+    if expected is fileio.NOT_CHECKED:
+        expected = fileio.state(export_dir)
+    parent = os.path.dirname(export_dir)
+    fileio.makedirs(parent)
+    staging = tempfile.mkdtemp(dir=None if fileio.is_remote(parent) else parent,
+                               prefix=".tmp_litert_")
+    try:
+        fileio.write_bytes_atomic(os.path.join(staging, MODEL_FILE), content)
+        fileio.write_text_atomic(os.path.join(staging, INFO_FILE),
+                                 json.dumps(info, indent=2) + "\n")
+        fileio.publish_dir(staging, export_dir, expected, prefix=".tmp_old_litert_")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return path
 
 
 def check_target(export_dir, overwrite):
-    """Fails before any work when export_dir cannot take a new model.tflite; returns its path."""
+    """Fails before any work when export_dir cannot take a LiteRT export; returns the path of
+    its model.tflite. export_dir must be new, empty, or (with overwrite) an earlier LiteRT
+    export: model.tflite and bert_tf_litert.json, nothing else.
+
+    Raises:
+      FileExistsError naming the directory and what it holds.
+    """
     export_dir = fileio.abspath(export_dir)
     if fileio.exists(export_dir) and not fileio.isdir(export_dir):
         raise FileExistsError(f"export: {export_dir} is a file; expected a directory for "
                               f"{MODEL_FILE}.")
-    path = os.path.join(export_dir, MODEL_FILE)
-    if fileio.exists(path) and not overwrite:
-        raise FileExistsError(f"export: {path} exists; pass overwrite=True (--overwrite) or "
-                              "choose another --export_dir.")
-    return path
+    names = sorted(fileio.listdir(export_dir)) if fileio.isdir(export_dir) else []
+    if names and not model_directory.holds_only(export_dir, model_directory.LITERT):
+        shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+        raise FileExistsError(f"export: {export_dir} is not a LiteRT export (it holds {shown}); "
+                              "choose a new or empty directory.")
+    if names and not overwrite:
+        raise FileExistsError(f"export: {export_dir} holds a LiteRT export ({', '.join(names)}); "
+                              "pass overwrite=True (--overwrite) to replace it, or choose "
+                              "another --export_dir.")
+    return os.path.join(export_dir, MODEL_FILE)
 
 
 # ----------------------------------------------------------------------------- running

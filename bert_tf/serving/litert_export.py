@@ -13,6 +13,7 @@ bert_tf.serving.quantization (modes, calibration, comparison); neither imports i
 
 import dataclasses
 
+from bert_tf import fileio
 from bert_tf.serving import litert, quantization
 
 COMPARE_ROWS = 500  # Texts compared when no eval_file limits them.
@@ -41,7 +42,7 @@ class ExportResult:
 
 
 def export_litert(model, export_dir, *, quantize="none", calibration_file=None, eval_file=None,
-                  overwrite=False, **options):
+                  overwrite=False, expected=fileio.NOT_CHECKED, **options):
     """Writes `model` as EXPORT_DIR/model.tflite with id and raw-text signatures.
 
     Args:
@@ -53,7 +54,9 @@ def export_litert(model, export_dir, *, quantize="none", calibration_file=None, 
       calibration_file: texts for full_int8's calibration (and for the comparison when there
         is no eval_file): one text per line, or .tsv/.csv/.jsonl with a sentence/text column.
       eval_file: labelled rows to compare on (the accuracy of both models).
-      overwrite: replace an existing model.tflite.
+      overwrite: replace an earlier LiteRT export in export_dir.
+      expected: fileio.state(export_dir) when the caller checked it (default: taken here,
+        before the conversion): the final move refuses when export_dir no longer holds that.
       **options: `litert.plan_litert` arguments: vocab_file or tokenizer, do_lower_case,
         max_seq_length, labels, signatures ("ids" and/or "text"), text_pair, length_buckets
         (as bert_tf.serving.export).
@@ -64,10 +67,16 @@ def export_litert(model, export_dir, *, quantize="none", calibration_file=None, 
     Raises:
       ValueError: (naming the flag) an unknown mode, a file without usable rows, a head LiteRT
         cannot express, ops that need Flex. Nothing is written then.
-      FileExistsError: model.tflite exists and not overwrite.
+      FileExistsError: export_dir holds anything but a LiteRT export, or one and not
+        overwrite.
+      fileio.TargetChangedError: export_dir appeared or changed during the export.
     """
     mode = quantization.resolve_mode(quantize)
     litert.check_target(export_dir, overwrite)
+    if expected is fileio.NOT_CHECKED:
+        expected = fileio.state(export_dir)
+    else:
+        fileio.check_unchanged(export_dir, expected)
     calibration = quantization.calibration_rows(calibration_file) if calibration_file else None
     eval_rows = (quantization.read_rows(eval_file, flag="--eval_file") if eval_file
                  else None)
@@ -86,5 +95,5 @@ def export_litert(model, export_dir, *, quantize="none", calibration_file=None, 
         info["accuracy_vs_float32"] = {"rows": report.rows, "agreement": report.agreement,
                                        "max_abs_diff": report.max_abs_diff,
                                        "metric": report.metric, "sizes": report.sizes}
-    path = litert.write_model(content, export_dir, info, overwrite=overwrite)
+    path = litert.write_model(content, export_dir, info, overwrite=overwrite, expected=expected)
     return ExportResult(path=path, mode=mode, size=len(content), census=census, report=report)

@@ -256,8 +256,9 @@ def build_bpe_tokenizer(input_files, vocab_size, do_lower_case=False, *, reserve
     return tokenizer_json(alphabet, merges, specials, do_lower_case)
 
 
-def write_tokenizer_json(data, path):
-    """Writes tokenizer.json content to `path`, atomically (an old file stays whole on error).
+def write_tokenizer_json(data, path, expected=fileio.NOT_CHECKED):
+    """Writes tokenizer.json content to `path`, atomically (an old file stays whole on error;
+    `expected`: fileio.write_bytes_atomic's).
 
     Raises:
       FileNotFoundError: the output directory does not exist.
@@ -265,4 +266,5 @@ def write_tokenizer_json(data, path):
     directory = os.path.dirname(fileio.abspath(path))
     if not fileio.is_remote(path) and not os.path.isdir(directory):
         raise FileNotFoundError(f"Output directory '{directory}' of '{path}' does not exist.")
-    fileio.write_text_atomic(path, json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+    fileio.write_text_atomic(path, json.dumps(data, ensure_ascii=False, indent=1) + "\n",
+                             expected)

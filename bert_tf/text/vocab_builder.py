@@ -167,8 +167,9 @@ def _trim_to_size(vocab, vocab_size, reserved):
     return kept
 
 
-def write_vocab(tokens, path):
-    """Writes `tokens` one per line (id = line number - 1) to `path`, atomically.
+def write_vocab(tokens, path, expected=fileio.NOT_CHECKED):
+    """Writes `tokens` one per line (id = line number - 1) to `path`, atomically (`expected`:
+    fileio.write_bytes_atomic's).
 
     Raises:
       ValueError: a token is empty, holds whitespace or repeats, or a special token is missing.
@@ -183,4 +184,4 @@ def write_vocab(tokens, path):
     # Object stores (gs://, s3://) have no directories to check.
     if not fileio.is_remote(path) and not os.path.isdir(directory):
         raise FileNotFoundError(f"Output directory '{directory}' of '{path}' does not exist.")
-    fileio.write_text_atomic(path, "".join(t + "\n" for t in tokens))
+    fileio.write_text_atomic(path, "".join(t + "\n" for t in tokens), expected)

@@ -215,23 +215,20 @@ def warm_start(init_checkpoint, model, checkpoint_key="model"):
 
 
 def save_keras_model(model, path):
-    """Saves `model` as a .keras file atomically (temp file in the same directory + rename)."""
+    """Saves `model` as a .keras file atomically (a temporary file, then moved into place)."""
     if fileio.is_remote(path):
         # Keras writes the zip piecewise; build it locally and upload the finished file.
         local = tempfile.mkdtemp(prefix="bert_tf_keras_")
-        try:
-            tmp = os.path.join(local, os.path.basename(path))
-            keras.saving.save_model(model, tmp)
-            fileio.upload_atomic(tmp, path)
-        finally:
-            shutil.rmtree(local, ignore_errors=True)
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".tmp_{os.getpid()}_" + os.path.basename(path))
+        tmp = os.path.join(local, os.path.basename(path))
+    else:
+        local = None
+        tmp = os.path.join(os.path.dirname(os.path.abspath(path)),
+                           f".tmp_{os.getpid()}_" + os.path.basename(path))
     try:
         keras.saving.save_model(model, tmp)
-        fileio.fsync_file(tmp)
-        os.replace(tmp, path)
+        fileio.publish_file(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if local:
+            shutil.rmtree(local, ignore_errors=True)

@@ -1,5 +1,6 @@
 """The output rule (bert_tf.cli.outputs) and the commands that follow it: no output is an input,
-no run directory is written into or deleted, --overwrite replaces only an export, every output
+no model directory is written into or holds a file output unless it is the command's own
+earlier output, --overwrite replaces only the command's own kind of output, every output
 location is checked writable before the work. Directories are hashed before and after."""
 
 import hashlib
@@ -72,9 +73,10 @@ def test_run_directories_are_recognised(pretrained_dir, tmp_path):
     (tmp_path / ".bert_tf_run.lock").write_text("")
     with pytest.raises(outputs.OutputError, match=exact_start(
             f"--output_dir={tmp_path} holds a training run (.bert_tf_run.lock); a command never "
-            "writes into or deletes another run's directory")):
-        outputs.check_not_a_run("--output_dir", str(tmp_path))
-    outputs.check_not_a_run("--output_dir", str(tmp_path), own=True)
+            "writes into a model directory that is not its own earlier output: choose a new "
+            "directory")):
+        outputs.check_not_a_model_dir("--output_dir", str(tmp_path))
+    outputs.check_not_a_model_dir("--output_dir", str(tmp_path), own=("a training run",))
 
 
 def exact_start(text):
@@ -116,8 +118,8 @@ def test_export_overwrite_never_replaces_a_run_directory(classifier_run, tmp_pat
     result = tool("export_saved_model", f"--model_dir={classifier_run}",
                   f"--export_dir={run_b}", "--signatures=ids", "--overwrite")
     assert (f"--export_dir={run_b} holds a training run (checkpoint, model.keras, "
-            "results.json); a command never writes into or deletes another run's directory: "
-            "choose a new directory") in result.stderr
+            "results.json); a command never writes into a model directory that is not its own "
+            "earlier output: choose a new directory") in result.stderr
     result = tool("export_saved_model", f"--model_dir={classifier_run}/./model.keras",
                   f"--export_dir={classifier_run}", "--signatures=ids", "--overwrite")
     assert (f"--export_dir={classifier_run} holds --model_dir={classifier_run}/./model.keras, "
@@ -270,19 +272,30 @@ def test_convert_checkpoint_into_another_run_or_foreign_directory_is_refused(pre
             "ckpt-7.index)")):
         outputs.check_conversion_output_dir(str(other_run), str(pretrained_dir))
     with pytest.raises(outputs.OutputError, match=exact_start(
-            f"--output_dir={foreign} holds files no conversion writes (config.json, notes.md); "
-            "choose a new or empty directory")):
+            f"--output_dir={foreign} holds files no conversion to --to=bert_tf writes "
+            "(config.json, notes.md); choose a new or empty directory")):
         outputs.check_conversion_output_dir(str(foreign), str(pretrained_dir))
     with pytest.raises(outputs.OutputError, match=exact_start(
             f"--output_dir={tmp_path} holds --vocab_file={foreign}/../v.txt, an input")):
         outputs.check_conversion_output_dir(str(tmp_path), str(pretrained_dir),
                                             vocab_file=f"{foreign}/../v.txt")
-    # An earlier conversion's directory may be written over, as before.
+    # An earlier conversion to the same format is replaced with --overwrite only.
     converted = tmp_path / "converted"
     converted.mkdir()
-    for name in ("bert_config.json", "encoder.keras", "bert_model.ckpt.index", "vocab.txt"):
+    for name in ("bert_config.json", "encoder.keras", "pretrainer.keras", "vocab.txt"):
         (converted / name).write_text("")
-    outputs.check_conversion_output_dir(str(converted), str(pretrained_dir))
+    with pytest.raises(outputs.OutputError, match=exact_start(
+            f"--output_dir={converted} holds a conversion to --to=bert_tf (bert_config.json, "
+            "encoder.keras, pretrainer.keras, vocab.txt); pass --overwrite to replace it, or "
+            "choose a new directory")):
+        outputs.check_conversion_output_dir(str(converted), str(pretrained_dir))
+    outputs.check_conversion_output_dir(str(converted), str(pretrained_dir), overwrite=True)
+    with pytest.raises(outputs.OutputError, match=exact_start(
+            f"--output_dir={converted} holds a bert_tf model (encoder.keras, pretrainer.keras); "
+            "a command never writes into a model directory that is not its own earlier "
+            "output")):
+        outputs.check_conversion_output_dir(str(converted), str(pretrained_dir),
+                                            to_format="huggingface", overwrite=True)
 
 
 # --- POOR: one line, not a traceback ----------------------------------------------------------
@@ -340,8 +353,8 @@ def test_prepare_demo_data_never_writes_into_a_run(pretrained_dir, tmp_path):
     assert result.returncode == 1
     assert last_line(result) == (
         f"prepare_demo_data: error: --output_dir={run} holds a training run (checkpoint, "
-        "ckpt-7.index); a command never writes into or deletes another run's directory: choose "
-        "a new directory")
+        "ckpt-7.index); a command never writes into a model directory that is not its own "
+        "earlier output: choose a new directory")
     assert digest(run) == before
 
 

@@ -414,16 +414,6 @@ def _open_for_writing(path):
     return open(path, "wb")
 
 
-def _rename(source, target):
-    if "://" in target:
-        import tensorflow as tf
-
-        tf.io.gfile.rename(source, target, overwrite=True)
-    else:
-        fileio.fsync_file(source)
-        os.replace(source, target)
-
-
 def _remove_if_exists(path):
     if "://" in path:
         import tensorflow as tf
@@ -476,7 +466,8 @@ class ShardedRecordWriter:
 
     Use as a context manager. Each shard is written to a hidden temporary file beside its final
     path; on a clean exit all shards are renamed into place, on an exception the temporary files
-    are deleted and no output appears.
+    are deleted and no output appears. A shard path that appeared or changed after the writer
+    was made is never replaced (fileio.TargetChangedError names it).
 
     Args:
       output_files: list of str, the final shard paths (checked by `check_output_files`).
@@ -494,6 +485,8 @@ class ShardedRecordWriter:
         self.compression = compression
         self.num_written = 0
         self.counts = [0] * len(self.output_files)
+        # What the final moves compare with: a shard that appears meanwhile is never replaced.
+        self._expected = [fileio.state(p) for p in self.output_files]
         token = uuid.uuid4().hex[:8]
         self._tmp_files = [
             os.path.join(os.path.dirname(p), f".tmp_{token}_{os.path.basename(p)}")
@@ -564,8 +557,14 @@ class ShardedRecordWriter:
             except BaseException:
                 self._abort()
                 raise
-        for tmp, final in zip(self._tmp_files, self.output_files):
-            _rename(tmp, final)
+        try:
+            for final, expected in zip(self.output_files, self._expected):
+                fileio.check_unchanged(final, expected)
+            for tmp, final, expected in zip(self._tmp_files, self.output_files, self._expected):
+                fileio.publish_file(tmp, final, expected)
+        except BaseException:
+            self._abort()
+            raise
         return False
 
     def _abort(self):

@@ -1,0 +1,153 @@
+"""What a model directory is: a directory holding a model in a format bert_tf reads.
+
+The output rule (bert_tf.cli.outputs) never writes into a model directory, or places a file
+output inside one, unless it is that command's own earlier output of the same kind. A format is
+told by the names in the directory (no file is opened, so a half-written or damaged model is
+still one):
+
+  a training run                 the run markers of bert_tf.run_directory (checkpoints, the lock,
+                                 the run record, model.keras, results.json, a <command>.flags)
+  a sentence-transformers model  modules.json
+  a keras-hub preset             metadata.json and config.json
+  a Hugging Face model           config.json and model.safetensors (or its index, or
+                                 pytorch_model.bin)
+  a SavedModel export            saved_model.pb
+  a LiteRT export                model.tflite
+  a bert_tf model                pretrainer.keras or encoder.keras (bert-tf-convert-checkpoint)
+  a TF1 checkpoint               <prefix>.index (original BERT or ALBERT, any name)
+
+A path is inside a model directory when its folder is one, or is one of the folders a model
+directory holds (best/, variables/, 1_Pooling/, ...) of one. Imports no TensorFlow for local
+paths.
+"""
+
+import dataclasses
+import os
+
+from bert_tf import fileio, run_directory
+
+RUN = "a training run"
+SENTENCE_TRANSFORMERS = "a sentence-transformers model"
+KERAS_HUB = "a keras-hub preset"
+HUGGINGFACE = "a Hugging Face model"
+SAVED_MODEL = "a SavedModel export"
+LITERT = "a LiteRT export"
+BERT_TF_MODEL = "a bert_tf model"
+TF1_CHECKPOINT = "a TF1 checkpoint"
+
+# The names each format is told by.
+MODULES_FILE = "modules.json"
+KERAS_HUB_METADATA_FILE = "metadata.json"
+HF_CONFIG_FILE = "config.json"
+SAFETENSORS_FILE = "model.safetensors"
+SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
+PICKLE_FILE = "pytorch_model.bin"
+HF_WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, PICKLE_FILE)
+SAVED_MODEL_FILE = "saved_model.pb"
+LITERT_MODEL_FILE = "model.tflite"
+LITERT_INFO_FILE = "bert_tf_litert.json"
+CHECKPOINT_INDEX_SUFFIX = ".index"
+# Everything an export of each kind holds (tf.saved_model.save's entries; bert_tf's LiteRT
+# model and its info file).
+EXPORT_ENTRIES = {SAVED_MODEL: frozenset((SAVED_MODEL_FILE, "variables", "assets",
+                                          "assets.extra", "fingerprint.pb")),
+                  LITERT: frozenset((LITERT_MODEL_FILE, LITERT_INFO_FILE))}
+# Files a command reads beside a model it is given (a checkpoint prefix, a model file or a
+# directory): its config, tokenizer and the format's own description.
+COMPANION_FILES = (run_directory.CONFIG_FILE, "albert_config.json", HF_CONFIG_FILE,
+                   run_directory.VOCAB_FILE, run_directory.TOKENIZER_FILE,
+                   "tokenizer_config.json", "special_tokens_map.json", MODULES_FILE,
+                   "sentence_bert_config.json", run_directory.TASK_INFO_FILE,
+                   run_directory.RECORD_FILE)
+
+# Folders a model directory holds: what is in one of them is inside that model directory.
+MODEL_FOLDERS = (run_directory.BEST_DIR, run_directory.FEATURES_DIR, run_directory.SUMMARIES_DIR,
+                 run_directory.SENTENCE_TRANSFORMERS_DIR, "variables", "assets", "assets.extra",
+                 "1_Pooling", "2_Normalize")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelDirectory:
+    """A directory recognised as holding a model.
+
+    Attributes:
+      path: the directory.
+      kind: one of the kinds above ("a bert_tf run", "a Hugging Face model", ...).
+      names: the names in it that tell the kind, sorted.
+    """
+
+    path: str
+    kind: str
+    names: tuple
+
+    def __str__(self):
+        shown = ", ".join(self.names[:4]) + (", ..." if len(self.names) > 4 else "")
+        return f"{self.kind} ({shown})"
+
+
+def _kind(names, directory):
+    """(kind, telling names) of a directory's listing `names`, or None."""
+    markers = run_directory.markers(directory)
+    if markers:
+        return RUN, markers
+    if MODULES_FILE in names:
+        return SENTENCE_TRANSFORMERS, [MODULES_FILE]
+    if KERAS_HUB_METADATA_FILE in names and HF_CONFIG_FILE in names:
+        return KERAS_HUB, [HF_CONFIG_FILE, KERAS_HUB_METADATA_FILE]
+    weights = [name for name in HF_WEIGHT_FILES if name in names]
+    if HF_CONFIG_FILE in names and weights:
+        return HUGGINGFACE, [HF_CONFIG_FILE, *weights]
+    if SAVED_MODEL_FILE in names:
+        return SAVED_MODEL, [SAVED_MODEL_FILE]
+    if LITERT_MODEL_FILE in names:
+        return LITERT, [LITERT_MODEL_FILE]
+    keras_files = [name for name in (run_directory.PRETRAINER_FILE, run_directory.ENCODER_FILE)
+                   if name in names]
+    if keras_files:
+        return BERT_TF_MODEL, keras_files
+    indexes = [name for name in names if name.endswith(CHECKPOINT_INDEX_SUFFIX)]
+    if indexes:
+        return TF1_CHECKPOINT, indexes
+    return None
+
+
+def recognise(directory):
+    """The ModelDirectory `directory` is, or None (not a directory, or no model in it)."""
+    directory = str(directory)
+    if not fileio.isdir(directory):
+        return None
+    found = _kind(set(name.rstrip("/") for name in fileio.listdir(directory)), directory)
+    if found is None:
+        return None
+    kind, names = found
+    return ModelDirectory(directory, kind, tuple(sorted(names)))
+
+
+def holds_only(directory, kind):
+    """True when `directory` is an export of `kind` (SAVED_MODEL or LITERT) and holds nothing
+    else: what an export replaces with --overwrite."""
+    names = {name.rstrip("/") for name in fileio.listdir(directory)}
+    return bool(names) and names <= EXPORT_ENTRIES[kind] and (
+        SAVED_MODEL_FILE if kind == SAVED_MODEL else LITERT_MODEL_FILE) in names
+
+
+def _parent(path):
+    path = str(path).rstrip("/")
+    if fileio.is_remote(path):
+        return path.rsplit("/", 1)[0] if path.count("/") > 2 else path
+    return os.path.dirname(os.path.abspath(path))
+
+
+def enclosing(path):
+    """The model directory that `path` (a file or directory, existing or not) would be inside:
+    its folder when that holds a model, else, while the folder is one of MODEL_FOLDERS, the
+    folder above it. None when there is none."""
+    child, folder = str(path).rstrip("/"), _parent(path)
+    while folder and folder != child:
+        found = recognise(folder)
+        if found is not None:
+            return found
+        if os.path.basename(folder) not in MODEL_FOLDERS:
+            return None
+        child, folder = folder, _parent(folder)
+    return None
