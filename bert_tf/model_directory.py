@@ -17,8 +17,8 @@ still one):
   a TF1 checkpoint               <prefix>.index (original BERT or ALBERT, any name)
 
 A path is inside a model directory when its folder is one, or is one of the folders a model
-directory holds (best/, variables/, 1_Pooling/, ...) of one. Imports no TensorFlow for local
-paths.
+directory holds (best/, variables/, 1_Pooling/, ...) of one, or is yet to be made in one.
+Imports no TensorFlow for local paths.
 """
 
 import dataclasses
@@ -140,14 +140,14 @@ def _parent(path):
 
 def enclosing(path):
     """The model directory that `path` (a file or directory, existing or not) would be inside:
-    its folder when that holds a model, else, while the folder is one of MODEL_FOLDERS, the
-    folder above it. None when there is none."""
+    its folder when that holds a model, else the folder above while the folder is one of
+    MODEL_FOLDERS or does not exist yet (an output would make it). None when there is none."""
     child, folder = str(path).rstrip("/"), _parent(path)
     while folder and folder != child:
         found = recognise(folder)
         if found is not None:
             return found
-        if os.path.basename(folder) not in MODEL_FOLDERS:
+        if fileio.isdir(folder) and os.path.basename(folder) not in MODEL_FOLDERS:
             return None
         child, folder = folder, _parent(folder)
     return None

@@ -157,3 +157,67 @@ def test_isdir_on_ram_is_not_fooled_by_a_checkpoint_prefix(ram_dir):
     assert not fileio.isdir(f"{ram_dir}/ckpt-6")
     assert fileio.isdir(f"{ram_dir}/best") and fileio.isdir(ram_dir)
     assert fileio.isfile(f"{ram_dir}/ckpt-6.index") and not fileio.isfile(f"{ram_dir}/best")
+
+
+# --- Publishing against a concurrent writer ---------------------------------------------------
+
+def test_a_file_output_never_replaces_a_file_that_appeared_or_changed(tmp_path):
+    """The final move of a file output compares the target with its state at the check: a file
+    another writer made (or changed) meanwhile stays byte for byte, the error names it, and no
+    temporary is left."""
+    path = tmp_path / "vectors.jsonl"
+    expected = fileio.state(str(path))
+    assert expected is None
+    path.write_text("the other writer's\n")
+    with pytest.raises(fileio.TargetChangedError) as raised:
+        fileio.write_text_atomic(str(path), "mine\n", expected)
+    assert str(raised.value) == (
+        f"{path} appeared or changed after this command checked it (another command writing "
+        "there?); nothing there was replaced: rerun once it is free, or choose another output")
+    assert path.read_text() == "the other writer's\n"
+    assert os.listdir(tmp_path) == ["vectors.jsonl"]
+    # An existing file, checked, then changed: refused too; unchanged: replaced.
+    expected = fileio.state(str(path))
+    os.utime(path, ns=(1, 1))
+    with pytest.raises(fileio.TargetChangedError):
+        fileio.write_text_atomic(str(path), "mine\n", expected)
+    fileio.write_text_atomic(str(path), "mine\n", fileio.state(str(path)))
+    assert path.read_text() == "mine\n"
+    # Nothing there and nothing appeared: published (a hard link, then the temporary goes).
+    fresh = tmp_path / "fresh.txt"
+    fileio.write_text_atomic(str(fresh), "new\n", fileio.state(str(fresh)))
+    assert fresh.read_text() == "new\n" and sorted(os.listdir(tmp_path)) == ["fresh.txt",
+                                                                           "vectors.jsonl"]
+
+
+def test_a_directory_output_never_replaces_one_that_appeared_or_changed(tmp_path):
+    """publish_dir: a new target that another writer filled meanwhile, and an earlier output
+    another writer replaced meanwhile, both stay as that writer left them."""
+    def staged(text):
+        staging = tmp_path / f"staging_{text}"
+        (staging / "variables").mkdir(parents=True)
+        (staging / "saved_model.pb").write_text(text)
+        (staging / "variables" / "v.index").write_text(text)
+        return str(staging)
+
+    target = tmp_path / "EXPORT" / "1"
+    target.parent.mkdir()
+    expected = fileio.state(str(target))
+    fileio.publish_dir(staged("theirs"), str(target))  # the other writer, first
+    theirs = fileio.state(str(target))
+    with pytest.raises(fileio.TargetChangedError, match=f"^{target} appeared or changed"):
+        fileio.publish_dir(staged("mine"), str(target), expected)
+    assert (target / "saved_model.pb").read_text() == "theirs"
+    assert fileio.state(str(target)) == theirs
+    # Replacing an earlier output (overwrite) that changed after the check: put back.
+    expected = fileio.state(str(target))
+    (target / "saved_model.pb").write_text("theirs, again")
+    changed = fileio.state(str(target))
+    with pytest.raises(fileio.TargetChangedError):
+        fileio.publish_dir(staged("mine2"), str(target), expected)
+    assert fileio.state(str(target)) == changed
+    assert os.listdir(target.parent) == ["1"]  # nothing set aside is left
+    # Unchanged since the check: replaced whole.
+    fileio.publish_dir(staged("mine3"), str(target), fileio.state(str(target)))
+    assert (target / "saved_model.pb").read_text() == "mine3"
+    assert os.listdir(target.parent) == ["1"]

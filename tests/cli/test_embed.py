@@ -188,7 +188,7 @@ def test_outputs_never_replace_an_input_or_another_run(tmp_path, repo_root):
     assert lines[1] == (
         f"FlagValueError: --output_dir={run} holds a run of another command "
         "(run_pretraining.flags); embedding training there would replace its model and files: "
-        "choose a new --output_dir")
+        "choose a new --output_dir (--init_checkpoint may name this one)")
     assert {p.name: p.read_bytes() for p in [texts, *run.iterdir()]} == before
 
 

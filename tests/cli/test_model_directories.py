@@ -1,0 +1,268 @@
+"""Never destroy, round two: the output rule at model directories of every format and at the
+files a command reads beside --init_checkpoint (bert_tf.cli.outputs, bert_tf.model_directory).
+
+Each case ran to exit 0 before and replaced or corrupted what the user had; now each is refused
+in one line naming the flag, and every file that could have been lost hashes as before. The
+commands run one after another in one process (tests/command_batch.py).
+"""
+
+import hashlib
+import os
+import shutil
+
+import pytest
+
+from command_batch import REPO_ROOT, run_commands
+from embedding_helpers import make_st_dir, write_pairs
+
+FIXTURE_RUN = os.path.join(REPO_ROOT, "tests", "fixtures", "runs_v0_1", "pretrain_text")
+NEVER = ("a command never writes into a model directory that is not its own earlier output: "
+         "choose a new directory")
+
+
+def tool(name):
+    return os.path.join(REPO_ROOT, "tools", f"{name}.py")
+
+
+def digest(path):
+    """{relative path: sha256} of every file under `path`."""
+    found = {}
+    for directory, _, names in os.walk(path):
+        for name in names:
+            full = os.path.join(directory, name)
+            with open(full, "rb") as f:
+                found[os.path.relpath(full, path)] = hashlib.sha256(f.read()).hexdigest()
+    return found
+
+
+def last_line(result):
+    lines = result.stderr.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    """(root, {name: digest before}, {case: result}): a cased pre-training run R (release
+    0.1's), a sentence-transformers model ST, a converted bert_tf model D and a model in
+    Google's original layout M (both made by bert-tf-convert-checkpoint here), and every
+    refused command of the cases, run in one process."""
+    root = tmp_path_factory.mktemp("model_dirs")
+    shutil.copytree(FIXTURE_RUN, root / "R")
+    make_st_dir(root / "st")
+    write_pairs(root / "pairs.tsv", 20)
+    (root / "lines.txt").write_text("the cat sat\nthe dog ran\n")
+    with open(root / "R" / "vocab.txt", encoding="utf-8") as f:
+        (root / "other_vocab.txt").write_text(f.read().replace("\nmovie\n", "\ncinema\n"))
+    made = run_commands([(tool("convert_checkpoint"), [
+        "--from=bert_tf", f"--to={to}", f"--checkpoint={root / 'R'}",
+        f"--output_dir={root / name}"]) for to, name in (("bert_tf", "D"), ("tf1", "M"))])
+    assert [r.returncode for r in made] == [0, 0], made[-1].stderr[-2000:]
+    before = {name: digest(root / name) for name in ("R", "st", "D", "M")}
+    runs = {
+        "embed_st_over_its_input": ("embed", [
+            f"--init_checkpoint={root / 'st'}", f"--train_file={root / 'pairs.tsv'}",
+            f"--output_dir={root / 'e1'}", f"--sentence_transformers_dir={root / 'st'}",
+            "--train_batch_size=4"]),
+        "embed_st_into_a_run": ("embed", [
+            f"--init_checkpoint={root / 'st'}", f"--train_file={root / 'pairs.tsv'}",
+            f"--output_dir={root / 'e2'}", f"--sentence_transformers_dir={root / 'R'}",
+            "--train_batch_size=4"]),
+        "features_over_the_model": ("extract_features", [
+            f"--init_checkpoint={root / 'R'}", f"--input_file={root / 'lines.txt'}",
+            f"--output_file={root / 'R' / 'pretrainer.keras'}", "--max_seq_length=16",
+            "--layers=-1"]),
+        "features_over_the_vocabulary": ("extract_features", [
+            f"--init_checkpoint={root / 'R' / 'ckpt-2'}", f"--input_file={root / 'lines.txt'}",
+            f"--output_file={root / 'R' / 'vocab.txt'}", "--max_seq_length=16",
+            "--layers=-1"]),
+        "features_two_tokens": ("extract_features", [
+            f"--init_checkpoint={root / 'R'}", f"--input_file={root / 'lines.txt'}",
+            f"--output_file={root / 'f.jsonl'}", "--max_seq_length=2", "--layers=-1"]),
+        "pretrain_into_its_init_checkpoint": ("bert_tf.run_pretraining", [
+            f"--init_checkpoint={root / 'D'}", f"--output_dir={root / 'D'}",
+            f"--input_text_file={root / 'lines.txt'}", f"--vocab_file={root / 'D' / 'vocab.txt'}",
+            "--max_seq_length=16", "--num_train_steps=1", "--train_batch_size=2"]),
+        "tf1_over_google_layout": ("convert_checkpoint", [
+            "--from=huggingface", "--to=tf1", f"--checkpoint={root / 'st'}",
+            f"--output_dir={root / 'M'}"]),
+        "huggingface_into_google_layout": ("convert_checkpoint", [
+            "--from=huggingface", "--to=huggingface", f"--checkpoint={root / 'st'}",
+            f"--output_dir={root / 'M'}", "--overwrite"]),
+        "vocab_into_a_run": ("build_vocab", [
+            f"--input_file={root / 'lines.txt'}", "--vocab_size=40",
+            f"--output_file={root / 'R' / 'vocab.txt'}"]),
+        "records_into_a_run": ("create_pretraining_data", [
+            f"--input_file={root / 'lines.txt'}", f"--vocab_file={root / 'other_vocab.txt'}",
+            f"--output_file={root / 'R' / 'results.json'}", "--max_seq_length=16",
+            "--dupe_factor=1"]),
+        "export_another_vocabulary": ("export_saved_model", [
+            f"--model_dir={root / 'R'}", f"--export_dir={root / 'X' / '1'}",
+            f"--vocab_file={root / 'other_vocab.txt'}", "--signatures=text"]),
+        # The rule's own earlier output of the same kind: replaced with --overwrite.
+        "tf1_over_own_conversion": ("convert_checkpoint", [
+            "--from=bert_tf", "--to=tf1", f"--checkpoint={root / 'R'}",
+            f"--output_dir={root / 'M'}", "--overwrite"]),
+    }
+    results = run_commands([(program if program.startswith("bert_tf.") else tool(program), args)
+                            for program, args in runs.values()])
+    return root, before, dict(zip(runs, results))
+
+
+def refused(result, message):
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert last_line(result) == message
+
+
+def test_embedding_never_writes_its_st_directory_over_its_input_or_a_run(cases):
+    """Case 1: --sentence_transformers_dir=ST (the input) replaced the model's weights, config
+    and vocabulary; =R (a cased pre-training run) replaced R's vocab.txt with an uncased one
+    and dropped Hugging Face files into it."""
+    root, before, results = cases
+    refused(results["embed_st_over_its_input"],
+            f"embed: error: --sentence_transformers_dir={root / 'st'} holds --init_checkpoint="
+            f"{root / 'st'}, which this run reads or writes; writing there would replace it: "
+            "choose a new directory")
+    refused(results["embed_st_into_a_run"],
+            f"embed: error: --sentence_transformers_dir={root / 'R'} holds a training run "
+            f"(.bert_tf_run.lock, checkpoint, ckpt-2.index, results.json, ...); {NEVER}")
+    assert digest(root / "st") == before["st"] and digest(root / "R") == before["R"]
+    assert not (root / "e1").exists() and not (root / "e2").exists()
+
+
+def test_feature_extraction_never_writes_over_the_files_it_reads_beside_the_checkpoint(cases):
+    """Case 2: --output_file=R/pretrainer.keras (or R/vocab.txt) made the run's model (or
+    vocabulary) one JSON line; only an explicit --vocab_file was compared with the output."""
+    root, before, results = cases
+    refused(results["features_over_the_model"],
+            f"extract_features: error: --output_file={root / 'R' / 'pretrainer.keras'} is read "
+            f"beside --init_checkpoint={root / 'R'} ({root / 'R' / 'pretrainer.keras'}): a "
+            "command never writes over its own input; choose another output")
+    refused(results["features_over_the_vocabulary"],
+            f"extract_features: error: --output_file={root / 'R' / 'vocab.txt'} is read beside "
+            f"--init_checkpoint={root / 'R' / 'ckpt-2'} ({root / 'R' / 'vocab.txt'}): a "
+            "command never writes over its own input; choose another output")
+    assert digest(root / "R") == before["R"]
+
+
+def test_pretraining_never_trains_into_the_model_directory_it_starts_from(cases):
+    """Case 3: --init_checkpoint=D --output_dir=D (D a converted model) trained, then replaced
+    the pretrainer.keras and encoder.keras it started from."""
+    root, before, results = cases
+    refused(results["pretrain_into_its_init_checkpoint"],
+            f"run_pretraining: error: --output_dir={root / 'D'} holds a bert_tf model "
+            f"(encoder.keras, pretrainer.keras); {NEVER} (--init_checkpoint may name this one)")
+    assert digest(root / "D") == before["D"]
+
+
+def test_conversion_never_replaces_another_model_in_googles_layout(cases):
+    """Case 4: --to=tf1 into M (another model in Google's layout) replaced its weights with no
+    flag asked for; --to=huggingface into it replaced only its vocab.txt. An earlier conversion
+    to the same format is replaced with --overwrite only, whole."""
+    root, before, results = cases
+    refused(results["tf1_over_google_layout"],
+            f"convert_checkpoint: error: --output_dir={root / 'M'} holds a conversion to "
+            "--to=tf1 (bert_config.json, bert_model.ckpt.data-00000-of-00001, "
+            "bert_model.ckpt.index, vocab.txt); pass --overwrite to replace it, or choose a new "
+            "directory")
+    refused(results["huggingface_into_google_layout"],
+            f"convert_checkpoint: error: --output_dir={root / 'M'} holds a TF1 checkpoint "
+            f"(bert_model.ckpt.index); {NEVER}")
+    replaced = results["tf1_over_own_conversion"]
+    assert replaced.returncode == 0, replaced.stderr[-3000:]
+    assert digest(root / "M") == before["M"]  # the same conversion again: the same bytes
+    assert sorted(os.listdir(root)) == sorted(
+        ["D", "M", "R", "lines.txt", "other_vocab.txt", "pairs.tsv", "st"])  # nothing left
+
+
+def test_file_outputs_are_never_placed_inside_a_run(cases):
+    """Case 5: bert-tf-build-vocab --output_file=R/vocab.txt (a later fine-tuning from R then
+    tokenized with the wrong vocabulary) and create_pretraining_data
+    --output_file=R/results.json."""
+    root, before, results = cases
+    inside = (f"is inside {root / 'R'}, which holds a training run (.bert_tf_run.lock, "
+              "checkpoint, ckpt-2.index, results.json, ...); a command never places an output "
+              "inside a model directory: choose another location")
+    refused(results["vocab_into_a_run"],
+            f"build_vocab: error: --output_file={root / 'R' / 'vocab.txt'} {inside}")
+    refused(results["records_into_a_run"],
+            f"create_pretraining_data: error: --output_file={root / 'R' / 'results.json'} "
+            f"{inside}")
+    assert digest(root / "R") == before["R"]
+
+
+def test_export_refuses_a_vocabulary_other_than_the_runs(cases):
+    """Case 8: --model_dir=RUN --vocab_file=OTHER exported another vocabulary with the model,
+    so serve_text fed it wrong ids."""
+    root, _, results = cases
+    refused(results["export_another_vocabulary"],
+            f"export_saved_model: error: --vocab_file={root / 'other_vocab.txt'} differs from "
+            f"{root / 'R' / 'vocab.txt'} beside --model_dir={root / 'R'}: id 12 is 'cinema', "
+            "not 'movie'; the model's embeddings are indexed by that vocabulary (leave "
+            "--vocab_file out to use it)")
+    assert not (root / "X").exists()
+
+
+def test_feature_extraction_refuses_lengths_under_three(cases):
+    """Case 10: --max_seq_length=2 wrote lines of only [CLS] and [SEP], exit 0."""
+    root, _, results = cases
+    refused(results["features_two_tokens"],
+            "extract_features: error: --max_seq_length=2 must be at least 3 ([CLS], a token and "
+            "[SEP])")
+    assert not (root / "f.jsonl").exists()
+
+
+@pytest.fixture
+def classifier_run(tmp_path):
+    """A fine-tuning-like run: model.keras of a tiny BertClassifier and its vocab.txt."""
+    from finetuning_helpers import VOCAB, tiny_config_dict
+
+    from bert_tf.config import BertConfig
+    from bert_tf.modeling import BertClassifier, BertEncoder
+
+    run = tmp_path / "run"
+    run.mkdir()
+    BertClassifier(BertEncoder(BertConfig(**tiny_config_dict())), num_classes=2).save(
+        str(run / "model.keras"))
+    (run / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    return run
+
+
+def test_two_exports_to_one_directory_never_both_succeed(classifier_run, tmp_path, monkeypatch):
+    """Case 7: two bert-tf-export to one new --export_dir at once both exited 0 and printed the
+    path, and only one model was there: the emptiness check ran before loading and the final
+    move replaced whatever appeared meanwhile. The other export is made here while this one
+    loads its model (deterministically, no timing): this one is refused naming the directory,
+    and the other's files stay byte for byte; the same with --overwrite over an earlier
+    export that the other replaced meanwhile."""
+    from bert_tf import fileio, serving
+    from bert_tf.jobs import export
+
+    export_dir = tmp_path / "EXPORT" / "1"
+    load = serving.load_model_dir
+    theirs = {}
+
+    def load_while_another_exports(model_dir):
+        source = load(model_dir)
+        serving.export(source.model, str(export_dir), signatures=("ids",), overwrite=True)
+        theirs.update(digest(export_dir))
+        return source
+
+    monkeypatch.setattr(serving, "load_model_dir", load_while_another_exports)
+    for overwrite in (False, True):
+        # overwrite: the other's earlier export is there when this export checks.
+        config = export.ExportConfig(model_dir=str(classifier_run), export_dir=str(export_dir),
+                                     signatures=["ids"], overwrite=overwrite)
+        with pytest.raises(fileio.TargetChangedError) as raised:
+            export.export(config)
+        assert str(raised.value).startswith(f"{export_dir} appeared or changed after this "
+                                            "command checked it")
+        assert "saved_model.pb" in theirs and digest(export_dir) == theirs
+        assert os.listdir(export_dir.parent) == ["1"]  # nothing staged or set aside is left
+    monkeypatch.setattr(serving, "load_model_dir", load)
+    # Unchanged since its check: replaced, and the export serves.
+    assert export.export(config) == str(export_dir)
+    assert os.listdir(export_dir.parent) == ["1"]
+    import tensorflow as tf
+
+    assert list(tf.saved_model.load(str(export_dir)).signatures) == ["serving_default"]
