@@ -357,6 +357,25 @@ def isfile(path):
     return os.path.isfile(path)
 
 
+def not_a_file(path, named=None):
+    """None when `path` is a file, else why not in a message that starts with `named` (the
+    path, or "--flag=path"): "... is a directory; expected a file", "... is a symbolic link
+    that loops", "... is a broken symbolic link (to x)" or "...: no such file"."""
+    path, named = str(path), named or str(path)
+    if isfile(path):
+        return None
+    if isdir(path):
+        return f"{named} is a directory; expected a file"
+    if not is_remote(path) and os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return f"{named} is a symbolic link that loops (it leads back to itself)"
+        return f"{named} is a broken symbolic link (to {os.readlink(path)}, which does not exist)"
+    return f"{named}: no such file"
+
+
 def getsize(path):
     """os.path.getsize for any file system."""
     return gfile().stat(path).length if is_remote(path) else os.path.getsize(path)

@@ -722,16 +722,23 @@ def _flag_int(flagfile, name, text):
 
 # The flags of run_pretraining.flags a resume must share, by type.
 _PRETRAINING_INTS = ("max_seq_length", "max_predictions_per_seq", "train_batch_size")
+_PRETRAINING_BOOLS = ("use_next_sentence_label", "sentence_order_prediction",
+                      "span_boundary_objective", "full_sentences", "pack_sequences")
+_PRETRAINING_STRINGS = ("optimizer",)
 _PRETRAINING_INPUTS = ("input_file", "input_text_file", "input_tfds")
 
 
 def _read_pretraining_flags(directory, flagfile):
     """The RunRecord of a pre-training run of bert_tf 0.1: its flagfile, bert_config.json and
     tokenizer file."""
-    values = read_flagfile(flagfile, ("do_lower_case", *_PRETRAINING_INTS,
-                                      *_PRETRAINING_INPUTS, "init_checkpoint"))
+    values = read_flagfile(flagfile, ("do_lower_case", *_PRETRAINING_INTS, *_PRETRAINING_BOOLS,
+                                      *_PRETRAINING_STRINGS, *_PRETRAINING_INPUTS,
+                                      "init_checkpoint"))
     settings = {name: _flag_int(flagfile, name, values[name])
                 for name in _PRETRAINING_INTS if name in values}
+    settings.update({name: _flag_bool(flagfile, name, values[name])
+                     for name in _PRETRAINING_BOOLS if name in values})
+    settings.update({name: values[name] for name in _PRETRAINING_STRINGS if name in values})
     casing = None
     if "do_lower_case" in values:
         casing = _flag_bool(flagfile, "do_lower_case", values["do_lower_case"])

@@ -54,10 +54,11 @@ print(%r + json.dumps(results))
 """ % _RESULTS
 
 
-def run_commands(runs, env=None, timeout=900, cwd=REPO_ROOT):
+def run_commands(runs, env=None, timeout=900, cwd=REPO_ROOT, preexec_fn=None):
     """Runs each (program, args) of `runs`, in order, in one process (in directory `cwd`):
     `program` is a module (run as `python -m program args...`) or a .py file
-    (`python program args...`).
+    (`python program args...`). `preexec_fn` runs in that process first (say, a resource
+    limit).
 
     Returns one namespace per run with returncode, stdout and stderr, like subprocess.run's.
     """
@@ -65,7 +66,8 @@ def run_commands(runs, env=None, timeout=900, cwd=REPO_ROOT):
     env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-c", _SCRIPT,
                            json.dumps([[module, list(args)] for module, args in runs])],
-                          capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
+                          capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd,
+                          preexec_fn=preexec_fn)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(_RESULTS)]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     return [types.SimpleNamespace(**r) for r in json.loads(lines[-1][len(_RESULTS):])]

@@ -39,7 +39,10 @@ def test_runs_of_release_0_1_read_as_run_records():
     assert text == RunRecord(
         job="pretraining", command="run_pretraining", model_config=config,
         tokenizer_sha256=vocab, do_lower_case=True,
-        settings={"max_seq_length": 32, "max_predictions_per_seq": 5, "train_batch_size": 4})
+        settings={"max_seq_length": 32, "max_predictions_per_seq": 5, "train_batch_size": 4,
+                  "use_next_sentence_label": True, "sentence_order_prediction": False,
+                  "span_boundary_objective": False, "full_sentences": False,
+                  "pack_sequences": False, "optimizer": "adamw"})
     assert text.source == _fixture("pretrain_text/run_pretraining.flags")
     # Cased records: the run was told --do_lower_case=false (its flagfile: --nodo_lower_case).
     records = run_directory.read_record(_fixture("pretrain_records"))

@@ -5,6 +5,7 @@ system, so only those import TensorFlow, and only when one is given.
 """
 
 import glob as pyglob
+import os
 
 
 def has_scheme(path):
@@ -41,7 +42,10 @@ def expand_input_patterns(input_patterns):
 
             matched = sorted(tf.io.gfile.glob(pattern))
         else:
-            matched = sorted(pyglob.glob(pattern))
+            if not pyglob.has_magic(pattern) and os.path.isdir(pattern):
+                raise ValueError(f'Input "{pattern}" is a directory; expected a file or a glob '
+                                 f'of files (e.g. "{os.path.join(pattern, "*")}").')
+            matched = sorted(path for path in pyglob.glob(pattern) if not os.path.isdir(path))
         if not matched:
             raise ValueError(f'No files match input pattern "{pattern}".')
         for path in matched:

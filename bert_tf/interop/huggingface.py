@@ -168,8 +168,9 @@ def bert_config_from_hf(values, source=CONFIG_FILE):
     """
     model_type = values.get("model_type", "bert")
     if model_type != "bert":
-        raise InteropError(f"{source}: model_type={model_type!r} is not a BERT model (bert_tf "
-                           "reads model_type 'bert')")
+        raise InteropError(f"{source}: model_type={model_type!r} is not a model type bert_tf "
+                           f"reads from Hugging Face; expected 'bert' or "
+                           f"'{modernbert.MODEL_TYPE}'")
     position_type = values.get("position_embedding_type", "absolute")
     if position_type != "absolute":
         raise InteropError(f"{source}: position_embedding_type={position_type!r} is not "
@@ -297,15 +298,20 @@ def _local_copy(path):
 
 def _open_safetensors(path):
     """name -> (shape, read) for one safetensors file, read lazily as float32 numpy."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
+    named = path
     if fileio.is_remote(path):
         path = _local_copy(path)
     tensors = {}
-    with safe_open(path, framework="numpy") as f:
-        for key in f.keys():
-            info = f.get_slice(key)
-            tensors[key] = (tuple(info.get_shape()), info.get_dtype())
+    try:
+        with safe_open(path, framework="numpy") as f:
+            for key in f.keys():
+                info = f.get_slice(key)
+                tensors[key] = (tuple(info.get_shape()), info.get_dtype())
+    except SafetensorError as e:
+        raise InteropError(f"{named}: not a readable safetensors file ({e}); it is truncated or "
+                           "corrupt (an interrupted download or copy?): fetch it again") from None
 
     def reader(key, dtype):
         def read():

@@ -113,6 +113,9 @@ def config_from_hf(values, source="config.json"):
 
     layers = values.get("num_hidden_layers", 22)
     types = _layer_types(values, layers)
+    if len(types) != layers:
+        fail(f"num_hidden_layers={layers} but layer_types lists {len(types)} layers; the two "
+             "must agree (the weights hold one block per layer)")
     globals_at = [i for i, t in enumerate(types) if t == "full_attention"]
     every = globals_at[1] - globals_at[0] if len(globals_at) > 1 else max(layers, 1)
     expected = ["full_attention" if i % every == 0 else "sliding_attention"

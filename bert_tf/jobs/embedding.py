@@ -81,8 +81,9 @@ class EmbeddingConfig(RuntimeConfig):
 
 
 def _check_file(flag, path):
-    if path and not fileio.isfile(path):
-        raise FlagValueError(f"--{flag}={path}: no such file")
+    problem = fileio.not_a_file(path, f"--{flag}={path}") if path else None
+    if problem:
+        raise FlagValueError(problem)
 
 
 def _check_pooling(options):

@@ -73,8 +73,9 @@ class ExportConfig:
                 raise FlagValueError(str(e)) from None
             for flag in ("calibration_file", "eval_file"):
                 path = getattr(self, flag)
-                if path and not os.path.isfile(path):
-                    raise FlagValueError(f"--{flag}={path}: no such file.")
+                problem = fileio.not_a_file(path, f"--{flag}={path}") if path else None
+                if problem:
+                    raise FlagValueError(problem)
             if self.quantize == "full_int8" and not self.calibration_file:
                 raise FlagValueError("--quantize=full_int8 needs --calibration_file (texts from "
                                      "the task's data to calibrate activation ranges on).")

@@ -150,10 +150,16 @@ def prepare(options):
             options.init_checkpoint)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
-    config_file, vocab_file = run_setup.resolve_model_files(options)
+    files_from = options
+    if not (options.do_train or options.init_checkpoint or options.bert_config_file) and (
+            fileio.isfile(run_directory.path(options.output_dir, run_directory.CONFIG_FILE))):
+        # Evaluating or predicting with a run's own weights: its config, tokenizer and casing.
+        files_from = dataclasses.replace(options, init_checkpoint=options.output_dir)
+    config_file, vocab_file = run_setup.resolve_model_files(files_from)
     try:
-        if options.init_checkpoint and fileio.exists(_checkpoint_dir(options.init_checkpoint)):
-            options.do_lower_case = casing_of(options.do_lower_case, options.init_checkpoint)
+        source = files_from.init_checkpoint
+        if source and fileio.exists(_checkpoint_dir(source)):
+            options.do_lower_case = casing_of(options.do_lower_case, source)
     except (ValueError, InteropError) as e:
         raise FlagValueError(str(e)) from None
     tokenizer, options.do_lower_case = run_setup.load_tokenizer(vocab_file, options)

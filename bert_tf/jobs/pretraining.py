@@ -505,7 +505,15 @@ def pretrain(options, flags_text=None):
             # Again, now that no other run can change the record meanwhile.
             run_directory.check_resume(options.output_dir, record, options.vocab_file,
                                        backend=options.backend)
-        return _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
+        try:
+            return _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
+        except tf.errors.InvalidArgumentError as e:
+            from bert_tf.data.pretraining import record_dataset
+
+            problem = record_dataset.out_of_vocabulary(e)
+            if problem is None:
+                raise
+            raise FlagValueError(f"--input_file: {problem}") from None
 
 
 def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start):

@@ -16,7 +16,7 @@ from absl import logging
 from bert_tf import fileio, run_directory
 from bert_tf.config import BertConfig
 from bert_tf.text import tokenizer_files
-from bert_tf.training.distribute import get_strategy, is_chief
+from bert_tf.training.distribute import StrategyError, get_strategy, is_chief
 from bert_tf.training.loop_config import check_gradient_accumulation_steps
 from bert_tf.training.precision import cpu_has_native_bfloat16, resolve_dtype
 
@@ -172,8 +172,11 @@ def make_strategy(options, batch_size_flags=()):
     Call before any other TensorFlow work (multi-worker collectives configure at start-up).
     """
     distribution = "tpu" if options.use_tpu else options.distribution_strategy
-    strategy = get_strategy(distribution, num_gpus=options.num_gpus,
-                            tpu=options.tpu or options.tpu_name)
+    try:
+        strategy = get_strategy(distribution, num_gpus=options.num_gpus,
+                                tpu=options.tpu or options.tpu_name)
+    except StrategyError as e:
+        raise FlagValueError(str(e)) from None
     replicas = strategy.num_replicas_in_sync
     for name in batch_size_flags:
         value = getattr(options, name)
@@ -385,6 +388,11 @@ def config_source(options):
       FlagValueError when neither is given.
     """
     if options.bert_config_file:
+        problem = fileio.not_a_file(options.bert_config_file,
+                                    f"--bert_config_file={options.bert_config_file}")
+        if problem:
+            raise FlagValueError(problem + (" (a model directory goes to --init_checkpoint)"
+                                            if fileio.isdir(options.bert_config_file) else ""))
         return options.bert_config_file
     if options.init_checkpoint:
         return options.init_checkpoint

@@ -18,6 +18,7 @@ served by the stock model server. assets.extra/bert_tf_export.json records how i
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -34,6 +35,22 @@ EXPORT_INFO_FILE = "bert_tf_export.json"
 # The original run_squad.py's --doc_stride (and bert-tf-squad's).
 DEFAULT_DOC_STRIDE = 128
 # What tf.saved_model.save and export() write: a directory of only these is an export.
+
+
+class ExportWriteError(OSError):
+    """An export that could not be written (disk full, a file size limit), naming its
+    directory; nothing was written there."""
+
+
+def write_failed(export_dir, what, error):
+    """The ExportWriteError of `error` (an OSError or a TensorFlow write error) met while
+    staging `what` ("the SavedModel") for `export_dir`: their messages name only a temporary
+    file."""
+    text = (getattr(error, "message", None) or getattr(error, "strerror", None)
+            or str(error)).splitlines()[0]
+    reason = re.sub(r"\s*\[Op:\w+\]$", "", text.rsplit("; ", 1)[-1])
+    return ExportWriteError(f"{export_dir}: cannot write {what} ({reason}); nothing was "
+                            "written there")
 
 
 def export_tokenizer_layer(tokenizer, vocab_file, do_lower_case):
@@ -275,22 +292,26 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
     staging = tempfile.mkdtemp(dir=None if fileio.is_remote(parent) else parent,
                                prefix=".tmp_export_")
     try:
-        vocab_path = None
-        if task.tokenizer is not None:
-            name, text = task.tokenizer.asset()
-            vocab_path = os.path.join(staging, name)
-            write_text_atomic(vocab_path, text)
-        module = _ServingModule(task, vocab_path)
-        functions = {"ids": module.serve_ids}
-        if task.tokenizer is not None:
-            functions.update(text=module.serve_text, examples=module.serve_examples)
         saved = os.path.join(staging, "saved_model")
-        tf.saved_model.save(module, saved, signatures={
-            SIGNATURE_KEYS[s]: functions[s] for s in signatures})
-        os.makedirs(os.path.join(saved, "assets.extra"))
-        write_text_atomic(
-            os.path.join(saved, "assets.extra", EXPORT_INFO_FILE),
-            json.dumps(_export_info(task, model, signatures, max_seq_length), indent=2) + "\n")
+        try:
+            vocab_path = None
+            if task.tokenizer is not None:
+                name, text = task.tokenizer.asset()
+                vocab_path = os.path.join(staging, name)
+                write_text_atomic(vocab_path, text)
+            module = _ServingModule(task, vocab_path)
+            functions = {"ids": module.serve_ids}
+            if task.tokenizer is not None:
+                functions.update(text=module.serve_text, examples=module.serve_examples)
+            tf.saved_model.save(module, saved, signatures={
+                SIGNATURE_KEYS[s]: functions[s] for s in signatures})
+            os.makedirs(os.path.join(saved, "assets.extra"))
+            write_text_atomic(
+                os.path.join(saved, "assets.extra", EXPORT_INFO_FILE),
+                json.dumps(_export_info(task, model, signatures, max_seq_length), indent=2)
+                + "\n")
+        except (tf.errors.OpError, OSError) as e:
+            raise write_failed(export_dir, "the SavedModel", e) from None
         fileio.publish_dir(saved, export_dir, expected, prefix=".tmp_old_export_")
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -49,7 +49,8 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 from bert_tf import fileio, model_directory
 from bert_tf.modeling.kernels import portable_attention
 from bert_tf.serving import task_signatures
-from bert_tf.serving.exporter import check_labels, encoder_config, export_tokenizer_layer
+from bert_tf.serving.exporter import (check_labels, encoder_config, export_tokenizer_layer,
+                                     write_failed)
 from bert_tf.text.input_packing import truncated_lengths
 
 MODEL_FILE = model_directory.LITERT_MODEL_FILE
@@ -430,10 +431,14 @@ def convert_functions(functions, converter_options=None, what="the model"):
         saved = os.path.join(staging, "frozen")
         with portable_attention():  # traced here, by _frozen
             signatures = {key: _frozen(function) for key, function in functions.items()}
-        tf.saved_model.save(
-            tf.Module(), saved,
-            signatures=signatures,
-            options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+        try:
+            tf.saved_model.save(
+                tf.Module(), saved,
+                signatures=signatures,
+                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+        except (tf.errors.OpError, OSError) as e:
+            raise write_failed(staging, "the frozen model the LiteRT converter reads", e)\
+                from None
         converter = tf.lite.TFLiteConverter.from_saved_model(
             saved, signature_keys=list(functions))
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
@@ -471,9 +476,12 @@ def write_model(content, export_dir, info, overwrite=False, expected=fileio.NOT_
     staging = tempfile.mkdtemp(dir=None if fileio.is_remote(parent) else parent,
                                prefix=".tmp_litert_")
     try:
-        fileio.write_bytes_atomic(os.path.join(staging, MODEL_FILE), content)
-        fileio.write_text_atomic(os.path.join(staging, INFO_FILE),
-                                 json.dumps(info, indent=2) + "\n")
+        try:
+            fileio.write_bytes_atomic(os.path.join(staging, MODEL_FILE), content)
+            fileio.write_text_atomic(os.path.join(staging, INFO_FILE),
+                                     json.dumps(info, indent=2) + "\n")
+        except OSError as e:
+            raise write_failed(export_dir, "the LiteRT model", e) from None
         fileio.publish_dir(staging, export_dir, expected, prefix=".tmp_old_litert_")
     finally:
         shutil.rmtree(staging, ignore_errors=True)

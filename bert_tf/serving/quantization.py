@@ -17,6 +17,7 @@ with a header (the `sentence`, `text`, `text_a` or `question` column, and `text_
 """
 
 import csv
+import io
 import dataclasses
 import json
 import os
@@ -77,11 +78,21 @@ def read_rows(path, flag="--calibration_file", label_column="label"):
     Raises:
       CalibrationError: the file is missing, or holds no usable row.
     """
-    if not fileio.isfile(path):
-        raise CalibrationError(f"{flag}={path}: no such file.")
+    problem = fileio.not_a_file(path, f"{flag}={path}")
+    if problem:
+        raise CalibrationError(problem)
     extension = os.path.splitext(path)[1].lower()
     rows = []
-    with fileio.open_file(path, encoding="utf-8") as f:
+    with fileio.open_file(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise CalibrationError(f"{flag}={path}:{line} is not UTF-8 text (byte "
+                               f"0x{data[e.start]:02x}); expected texts, one per line, or a "
+                               ".tsv/.csv/.jsonl of them (is it a binary file?)") from None
+    with io.StringIO(text, newline=None) as f:
         if extension in (".tsv", ".csv"):
             reader = csv.DictReader(f, delimiter="\t" if extension == ".tsv" else ",")
             for number, row in enumerate(reader, start=2):

@@ -292,6 +292,10 @@ def _vocab_list(vocab, added, source):
     """Token of each id from the model vocab and the added tokens (added ones win)."""
     by_id = {}
     for token, index in vocab.items():
+        if int(index) in by_id:
+            raise _error(source, f"model.vocab gives id {int(index)} to both "
+                                 f"'{by_id[int(index)]}' and '{token}'; each id must be one "
+                                 "token's.")
         by_id[int(index)] = token
     for token in added:
         by_id[token.id] = token.content
@@ -338,8 +342,9 @@ def read_tokenizer_json(path_or_dict, roles=None):
         data, source = path_or_dict, "tokenizer.json"
     else:
         source = f"tokenizer file '{path_or_dict}'"
-        if not fileio.isfile(path_or_dict):
-            raise FileNotFoundError(f"{source} does not exist.")
+        problem = fileio.not_a_file(path_or_dict, source)
+        if problem:
+            raise FileNotFoundError(problem)
         with fileio.open_file(path_or_dict, "rb") as f:
             raw = f.read()
         try:

@@ -299,8 +299,9 @@ FINAL_SIGMA_REWRITE = "\\1\\2" + _FINAL_SIGMA + "\\3\\4"
 
 
 def _read_vocab_lines(vocab_file):
-    if not fileio.isfile(vocab_file):
-        raise FileNotFoundError(f"vocab_file '{vocab_file}' does not exist.")
+    problem = fileio.not_a_file(vocab_file, f"vocab_file '{vocab_file}'")
+    if problem:
+        raise FileNotFoundError(problem)
     with fileio.open_file(vocab_file, "rb") as f:
         data = f.read()
     try:

@@ -119,9 +119,12 @@ def find_tokenizer_file(path):
                 return candidate
         raise FileNotFoundError(f"tokenizer directory '{path}' holds neither "
                                 f"{bpe.TOKENIZER_JSON} nor {VOCAB_TXT}.")
-    if not fileio.isfile(path):
+    if not fileio.exists(path) and not os.path.islink(path):
         raise FileNotFoundError(f"tokenizer file '{path}' does not exist (expected a vocab.txt, "
                                 f"a {bpe.TOKENIZER_JSON} or a directory holding one).")
+    problem = fileio.not_a_file(path, f"tokenizer file '{path}'")
+    if problem:  # a symbolic link that loops or is broken
+        raise FileNotFoundError(problem)
     return path
 
 

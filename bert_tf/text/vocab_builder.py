@@ -39,6 +39,9 @@ def expand_input_files(input_files):
     for pattern in patterns:
         matched = sorted(p for p in (fileio.gfile().glob(pattern) if fileio.is_remote(pattern)
                                      else glob.glob(pattern)) if fileio.isfile(p))
+        if not matched and fileio.isdir(pattern):
+            raise ValueError(f"Input '{pattern}' is a directory; expected a file or a glob of "
+                             f"files (e.g. '{pattern.rstrip('/')}/*').")
         if not matched:
             raise ValueError(f"Input pattern '{pattern}' matches no file.")
         files.extend(matched)

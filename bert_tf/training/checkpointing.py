@@ -149,7 +149,9 @@ def restore_latest(manager, checkpoint, without_rng=None):
     if candidates:
         raise CheckpointError(
             f"none of the checkpoints in {manager.directory} could be restored "
-            f"({', '.join(candidates)}); move them away to start afresh")
+            f"({', '.join(candidates)}): they do not fit this run's model or optimizer (the "
+            "warnings above say which variable); rerun with the settings of the run that wrote "
+            "them to resume it, or choose a new --output_dir")
     return None
 
 

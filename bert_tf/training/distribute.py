@@ -8,6 +8,10 @@ import tensorflow as tf
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
+class StrategyError(ValueError):
+    """A distribution setting (flag or TF_CONFIG) that cannot be used, named."""
+
+
 def get_strategy(distribution_strategy="one_device", num_gpus=0, tpu=None):
     """Builds the tf.distribute.Strategy named by `distribution_strategy`.
 
@@ -24,18 +28,18 @@ def get_strategy(distribution_strategy="one_device", num_gpus=0, tpu=None):
       TensorFlow work in the process (collective ops are configured at start-up).
 
     Raises:
-      ValueError: unknown strategy name, too few GPUs, or bad TF_CONFIG.
+      StrategyError: unknown strategy name, too few GPUs, or bad TF_CONFIG.
     """
     if distribution_strategy not in STRATEGIES:
-        raise ValueError(f"--distribution_strategy={distribution_strategy!r}; expected one of "
+        raise StrategyError(f"--distribution_strategy={distribution_strategy!r}; expected one of "
                          f"{', '.join(STRATEGIES)}")
     if num_gpus < 0:
-        raise ValueError(f"--num_gpus={num_gpus} must be >= 0")
+        raise StrategyError(f"--num_gpus={num_gpus} must be >= 0")
     # Physical, not logical: listing logical devices initialises the TF runtime, after which
     # MultiWorkerMirroredStrategy can no longer configure its collective ops.
     gpus = tf.config.list_physical_devices("GPU")
     if num_gpus > len(gpus):
-        raise ValueError(f"--num_gpus={num_gpus} but only {len(gpus)} GPU(s) are visible")
+        raise StrategyError(f"--num_gpus={num_gpus} but only {len(gpus)} GPU(s) are visible")
 
     if distribution_strategy == "one_device":
         return tf.distribute.OneDeviceStrategy("/gpu:0" if num_gpus else "/cpu:0")
@@ -61,19 +65,37 @@ def get_strategy(distribution_strategy="one_device", num_gpus=0, tpu=None):
 def _check_tf_config():
     """Fails early, naming the problem, when TF_CONFIG cannot describe this worker."""
     raw = os.environ.get("TF_CONFIG")
-    if not raw:
+    if raw is None:
         return  # A single worker without TF_CONFIG is valid (one local host).
+    expected = ('expected JSON like {"cluster": {"worker": ["host:port", ...]}, "task": '
+                '{"type": "worker", "index": 0}}')
+    if not raw.strip():
+        raise StrategyError(f"TF_CONFIG is set but empty; {expected} (or unset it to train on "
+                            "this host alone)")
     try:
         config = json.loads(raw)
-        cluster, task = config["cluster"], config["task"]
-        workers = cluster.get("worker", []) + cluster.get("chief", [])
-        tasks = cluster.get(task["type"], [])
-        if not workers or task["index"] >= len(tasks):
-            raise KeyError("task")
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ValueError(
-            "TF_CONFIG must be JSON like {\"cluster\": {\"worker\": [\"host:port\", ...]}, "
-            f"\"task\": {{\"type\": \"worker\", \"index\": 0}}}}; got {raw!r} ({e})") from None
+    except ValueError as e:
+        raise StrategyError(f"TF_CONFIG is not JSON ({e}); {expected}") from None
+    cluster = config.get("cluster") if isinstance(config, dict) else None
+    task = config.get("task") if isinstance(config, dict) else None
+    if not isinstance(cluster, dict) or not isinstance(task, dict):
+        raise StrategyError(f"TF_CONFIG needs a \"cluster\" and a \"task\" object; {expected}")
+    if not all(isinstance(hosts, list) for hosts in cluster.values()):
+        raise StrategyError(f"TF_CONFIG cluster: every job must be a list of host:port; "
+                            f"{expected}")
+    if not cluster.get("worker", []) + cluster.get("chief", []):
+        raise StrategyError(f"TF_CONFIG cluster has no worker or chief; {expected}")
+    task_type, index = task.get("type"), task.get("index")
+    if task_type not in cluster:
+        raise StrategyError(f"TF_CONFIG task type {task_type!r} is not a job of the cluster "
+                            f"({', '.join(sorted(cluster))})")
+    hosts = cluster[task_type]
+    if "index" not in task:
+        raise StrategyError(f"TF_CONFIG task has no index; {expected}")
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(hosts):
+        raise StrategyError(f"TF_CONFIG task index {index!r} is out of range: the cluster's "
+                            f"{task_type} job has {len(hosts)} host(s) ({', '.join(hosts)}), "
+                            f"so index is 0 to {len(hosts) - 1}")
 
 
 def is_chief(strategy):

@@ -148,6 +148,21 @@ def test_shapes_that_do_not_match_the_config_are_named(tmp_path):
                                "the config")
 
 
+def test_a_layer_count_other_than_layer_types_is_named(tmp_path):
+    """num_hidden_layers edited without layer_types was reported as a bad layer_types pattern."""
+    broken = tmp_path / "broken"
+    shutil.copytree(MLM_DIR, broken)
+    values = json.loads((broken / "config.json").read_text())
+    values["num_hidden_layers"] += 1
+    (broken / "config.json").write_text(json.dumps(values))
+    with pytest.raises(InteropError) as info:
+        load_huggingface(str(broken))
+    assert str(info.value) == (
+        f"{broken}/config.json: num_hidden_layers={values['num_hidden_layers']} but layer_types "
+        f"lists {len(values['layer_types'])} layers; the two must agree (the weights hold one "
+        "block per layer)")
+
+
 def test_unsupported_options_are_named(tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(MLM_DIR, broken)

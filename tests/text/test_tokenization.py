@@ -1,5 +1,6 @@
 """Tests for bert_tf.text.tokenization: each rule of the original tokenizer, vocab files, casing."""
 
+import os
 import unicodedata
 
 import pytest
@@ -246,10 +247,20 @@ def test_load_vocab_ids_are_line_numbers_and_whitespace_is_stripped(tmp_path):
 
 
 def test_load_vocab_missing_file(tmp_path):
+    """A missing file, a directory and a symbolic link loop are each told as what they are
+    (a loop was reported as a missing file, and by some commands as no --vocab_file given)."""
     path = str(tmp_path / "nope.txt")
     with pytest.raises(FileNotFoundError) as e:
         load_vocab(path)
-    assert str(e.value) == f"vocab_file '{path}' does not exist."
+    assert str(e.value) == f"vocab_file '{path}': no such file"
+    with pytest.raises(FileNotFoundError) as e:
+        load_vocab(str(tmp_path))
+    assert str(e.value) == f"vocab_file '{tmp_path}' is a directory; expected a file"
+    os.symlink("loop.txt", tmp_path / "loop.txt")
+    with pytest.raises(FileNotFoundError) as e:
+        load_vocab(str(tmp_path / "loop.txt"))
+    assert str(e.value) == (f"vocab_file '{tmp_path / 'loop.txt'}' is a symbolic link that "
+                            "loops (it leads back to itself)")
 
 
 def test_load_vocab_empty_file(tmp_path):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.training.distribute import get_strategy, is_chief
+from bert_tf.training.distribute import StrategyError, get_strategy, is_chief
 
 # The model, data and loss every distributed run shares. Replica r of n gets rows
 # [r*16/n, (r+1)*16/n) of each global batch of 16: together the batches of one device. With
@@ -156,10 +156,32 @@ def test_unknown_strategy_and_too_many_gpus():
         get_strategy("mirrored", num_gpus=8)
 
 
-def test_bad_tf_config(monkeypatch):
-    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["localhost:1"]}}')
-    with pytest.raises(ValueError, match="TF_CONFIG must be JSON like"):
+_EXPECTED = ('expected JSON like {"cluster": {"worker": ["host:port", ...]}, "task": '
+             '{"type": "worker", "index": 0}}')
+
+
+@pytest.mark.parametrize("raw,message", [
+    ("", f"TF_CONFIG is set but empty; {_EXPECTED} (or unset it to train on this host alone)"),
+    ("{bad", "TF_CONFIG is not JSON (Expecting property name enclosed in double quotes: line 1 "
+             f"column 2 (char 1)); {_EXPECTED}"),
+    ('{"cluster": {"worker": ["localhost:1"]}}',
+     f'TF_CONFIG needs a "cluster" and a "task" object; {_EXPECTED}'),
+    ('{"cluster": {"ps": ["h:1"]}, "task": {"type": "ps", "index": 0}}',
+     f"TF_CONFIG cluster has no worker or chief; {_EXPECTED}"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "evaluator", "index": 0}}',
+     "TF_CONFIG task type 'evaluator' is not a job of the cluster (worker)"),
+    ('{"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 2}}',
+     "TF_CONFIG task index 2 is out of range: the cluster's worker job has 2 host(s) (h:1, "
+     "h:2), so index is 0 to 1"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker"}}',
+     f"TF_CONFIG task has no index; {_EXPECTED}"),
+])
+def test_bad_tf_config(monkeypatch, raw, message):
+    """Each malformed TF_CONFIG is one line naming what is wrong, before TensorFlow reads it."""
+    monkeypatch.setenv("TF_CONFIG", raw)
+    with pytest.raises(StrategyError) as raised:
         get_strategy("multi_worker_mirrored")
+    assert str(raised.value) == message
 
 
 @pytest.mark.slow

@@ -44,6 +44,7 @@ from inside tf.data. With vocab_size, every record's ids are also checked as it 
 """
 
 import concurrent.futures
+import re
 
 import tensorflow as tf
 from google.protobuf import message
@@ -289,6 +290,23 @@ def _check_ids(features, vocab_size, path):
             (top < vocab_size) & (bottom >= 0),
             [message, path, tf.where(top >= vocab_size, top, bottom)]))
     return checks
+
+
+_ID_CHECK_FAILED = re.compile(
+    r"assertion failed: \[pretraining_dataset: feature (\w+) holds an id outside the "
+    r"vocabulary \[0, (\d+)\).*?\] \[(.*?)\] \[(-?\d+)\]")
+
+
+def out_of_vocabulary(error):
+    """The one-line message of an id check (_check_ids) that a record failed mid-training,
+    from the tf.errors.InvalidArgumentError tf.data raised; None for any other error."""
+    found = _ID_CHECK_FAILED.search(str(error))
+    if found is None:
+        return None
+    name, vocab_size, path, bad = found.groups()
+    return (f"{path}: a record's feature {name} holds id {bad}, outside the vocabulary "
+            f"[0, {vocab_size}) (vocab_size of the model's config); were the records made with "
+            "another vocab? (the first record of the file was in range, a later one is not)")
 
 
 def _make_record_parser(max_seq_length, max_predictions_per_seq, use_next_sentence_label,

@@ -20,7 +20,8 @@ import os
 
 from absl import logging
 
-from bert_tf.data.tasks.task_errors import DataError, decoded_lines, where
+from bert_tf import fileio
+from bert_tf.data.tasks.task_errors import DataError, decoded_lines, next_row, where
 from bert_tf.text import pack_inputs
 
 FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -78,6 +79,8 @@ def file_format(path, format_name=None):
         return format_name
     extension = os.path.splitext(path)[1].lower()
     if extension not in FILE_FORMATS:
+        if fileio.isdir(path):
+            raise DataError(fileio.not_a_file(path))
         raise DataError(f"{path}: cannot tell the format from the extension {extension!r}; "
                         f"expected one of {', '.join(sorted(FILE_FORMATS))}")
     return FILE_FORMATS[extension]
@@ -103,8 +106,9 @@ def split_file(data_dir, split, extensions):
 def _open_text(path):
     import tensorflow as tf  # Only for tf.io.gfile (gs:// and other remote paths).
 
-    if not tf.io.gfile.exists(path):
-        raise DataError(f"{path}: no such file")
+    problem = fileio.not_a_file(path)
+    if problem:
+        raise DataError(problem)
     return tf.io.gfile.GFile(path, "rb")
 
 
@@ -133,13 +137,13 @@ def table_rows(path, fmt):
             reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         else:
             reader = csv.reader(f)
-        header = next(reader, None)
+        header = next_row(reader, path)
         if header is None:
             return
         header = [name.lstrip("\ufeff").strip() for name in header]
         while True:
             first_line = reader.line_num + 1
-            row = next(reader, None)
+            row = next_row(reader, path)
             if row is None:
                 return
             if not any(cell.strip() for cell in row):

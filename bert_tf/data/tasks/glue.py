@@ -21,7 +21,7 @@ from absl import logging
 
 from bert_tf import optional
 from bert_tf.data.tasks.classifier_data import InputExample, SkipCounter, label_string
-from bert_tf.data.tasks.task_errors import DataError, decoded_lines, where
+from bert_tf.data.tasks.task_errors import DataError, decoded_lines, next_row, where
 
 SPLITS = ("train", "dev", "test")
 
@@ -141,7 +141,7 @@ def read_glue_tsv(task, data_dir, split):
     examples = []
     with tf.io.gfile.GFile(path, "rb") as f:
         reader = csv.reader(decoded_lines(f, path), delimiter="\t", quoting=csv.QUOTE_NONE)
-        for row in reader:
+        for row in iter(lambda: next_row(reader, path), None):
             number = reader.line_num
             if layout.header and number == 1:
                 continue

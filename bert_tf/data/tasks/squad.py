@@ -33,6 +33,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
+
 
 class SquadFormatError(ValueError):
     """A SQuAD JSON file that does not have the expected structure, with file and field."""
@@ -123,6 +125,9 @@ def load_squad_json(input_file):
     Raises:
       SquadFormatError: the file is missing, is not JSON, or has no `data` list.
     """
+    problem = fileio.not_a_file(input_file)
+    if problem:
+        raise SquadFormatError(problem)
     try:
         with tf.io.gfile.GFile(input_file, "r") as f:
             content = json.load(f)

@@ -17,6 +17,7 @@ import dataclasses
 
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.data.tasks.task_errors import DataError, decoded_lines, where
 
 DOCSTART = "-DOCSTART-"
@@ -51,8 +52,9 @@ def read_conll(path, *, token_column=0, tag_column=-1, require_tags=True):
     """
     import tensorflow as tf  # tf.io.gfile reads local and remote paths alike.
 
-    if not tf.io.gfile.exists(path):
-        raise DataError(f"{path}: no such file")
+    problem = fileio.not_a_file(path)
+    if problem:
+        raise DataError(problem)
     sentences = []
     words, tags, first_line = [], [], 0
 

@@ -1,6 +1,8 @@
 """The error raised for unusable task data, naming the file, line and column at fault, and a
 line reader that raises it for text that is not UTF-8."""
 
+import csv
+
 
 class DataError(ValueError):
     """A task data file that cannot be used as given (missing column, unknown label, ...)."""
@@ -25,3 +27,17 @@ def decoded_lines(f, path):
             raise DataError(f"{where(path, number)}: not UTF-8 (byte 0x{raw[e.start]:02x} at "
                             f"byte {e.start + 1} of the line); save the file as UTF-8 (from "
                             "Latin-1: iconv -f latin1 -t utf-8)") from None
+
+
+def next_row(reader, path):
+    """The next row of a csv.reader over `path`, or None at the end; DataError naming the file
+    and line for what the csv module refuses (a field over its size limit)."""
+    try:
+        return next(reader, None)
+    except csv.Error as e:
+        if "field limit" not in str(e):
+            raise DataError(f"{where(path, reader.line_num)}: {e}") from None
+        raise DataError(f"{where(path, reader.line_num)}: a field of more than "
+                        f"{csv.field_size_limit()} characters, the most a row may hold (a quote "
+                        "never closed, or a whole document where one text was expected?)")\
+            from None
