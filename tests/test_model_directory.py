@@ -66,3 +66,20 @@ def test_a_path_is_inside_a_model_directory_through_its_folders(tmp_path):
             r"\(checkpoint\); a command never places an output inside a model directory: "
             "choose another location$")):
         outputs.check_output_files({"--output_file": str(run / "best" / "x.json")}, {})
+
+
+def test_a_symbolic_link_into_a_model_directory_is_inside_it(tmp_path):
+    """--output_file=link.txt, the link naming run/vocab.txt: the output would have replaced
+    the link (or, written through it, the run's vocabulary); it is refused as inside the run."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint").write_text("")
+    (run / "vocab.txt").write_text("[PAD]\n")
+    (tmp_path / "link.txt").symlink_to(run / "vocab.txt")
+    (tmp_path / "dirlink").symlink_to(run)
+    for path in (tmp_path / "link.txt", tmp_path / "dirlink" / "new.jsonl"):
+        with pytest.raises(outputs.OutputError, match=(
+                f"^--output_file={path} is inside .*(run|dirlink), which holds a training run "
+                r"\(checkpoint\)")):
+            outputs.check_output_files({"--output_file": str(path)}, {})
+    assert (tmp_path / "link.txt").is_symlink() and (run / "vocab.txt").read_text() == "[PAD]\n"

@@ -182,12 +182,13 @@ def check_not_a_model_dir(flag, directory, own=()):
 
 
 def check_not_inside_a_model_dir(flag, path):
-    """An output (file or directory) inside a model directory is refused.
+    """An output (file or directory) inside a model directory is refused, also through a
+    symbolic link.
 
     Raises:
       OutputError naming the flag and the model directory.
     """
-    found = model_directory.enclosing(path)
+    found = model_directory.enclosing(path) or model_directory.enclosing(resolve(path))
     if found is not None:
         raise OutputError(f"{flag}={path} is inside {found.path}, which holds {found}; a "
                           "command never places an output inside a model directory: choose "
