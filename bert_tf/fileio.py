@@ -132,15 +132,21 @@ def _commit_remote(path, write, replace=True):
     tmp = f"{directory}/.tmp_{uuid.uuid4().hex[:8]}_{name}"
     try:
         write(tmp)
-        try:
-            gfile().rename(tmp, path, overwrite=replace)
-        except Exception as e:  # noqa: BLE001 - tf.errors.AlreadyExistsError, imported lazily
-            if not replace and type(e).__name__ == "AlreadyExistsError":
-                raise _changed(path) from None
-            raise
+        _rename_remote(tmp, path, replace)
     except BaseException:
         if gfile().exists(tmp):
             gfile().remove(tmp)
+        raise
+
+
+def _rename_remote(source, path, replace):
+    """Renames `source` to `path` on a remote file system; with `replace` False, one that finds
+    `path` there raises TargetChangedError naming it."""
+    try:
+        gfile().rename(source, path, overwrite=replace)
+    except Exception as e:  # noqa: BLE001 - tf.errors.AlreadyExistsError, imported lazily
+        if not replace and type(e).__name__ == "AlreadyExistsError":
+            raise _changed(path) from None
         raise
 
 
@@ -191,12 +197,7 @@ def publish_file(local_file, path, expected=NOT_CHECKED):
         check_unchanged(path, expected)
         replace = expected is NOT_CHECKED or not _empty(expected)
         if is_remote(local_file):  # written beside `path` on its file system
-            try:
-                gfile().rename(local_file, path, overwrite=replace)
-            except Exception as e:  # noqa: BLE001 - tf.errors.AlreadyExistsError, imported lazily
-                if not replace and type(e).__name__ == "AlreadyExistsError":
-                    raise _changed(path) from None
-                raise
+            _rename_remote(local_file, path, replace)
             return
         _commit_remote(path, lambda target: gfile().copy(local_file, target, overwrite=True),
                        replace=replace)
@@ -355,6 +356,29 @@ def isfile(path):
     if is_remote(path):
         return gfile().exists(path) and not gfile().isdir(path)
     return os.path.isfile(path)
+
+
+class NotUtf8Error(ValueError):
+    """A file that is not UTF-8 text: `line` (1-based) holds its first undecodable byte,
+    `byte` (its value)."""
+
+    def __init__(self, path, line, byte):
+        super().__init__(f"{path}:{line}: not UTF-8 (byte 0x{byte:02x})")
+        self.path, self.line, self.byte = path, line, byte
+
+
+def read_utf8(path):
+    """The text of the file `path`, decoded as UTF-8 (newlines kept as written).
+
+    Raises:
+      NotUtf8Error naming the first line that is not UTF-8.
+    """
+    with open_file(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NotUtf8Error(path, data[:e.start].count(b"\n") + 1, data[e.start]) from None
 
 
 def not_a_file(path, named=None):

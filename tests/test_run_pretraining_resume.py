@@ -2,7 +2,6 @@
 flags refused up front, one run per --output_dir, resume compatibility checks."""
 
 import copy
-import hashlib
 import json
 import os
 import random
@@ -23,6 +22,7 @@ from bert_tf.config import BertConfig
 from bert_tf.cli import pretrain as pretrain_cli
 from bert_tf.jobs.pretraining import FlagValueError, pretrain
 from bert_tf import run_directory
+from file_digests import digest
 from test_run_pretraining import FLAGS, P, S, VOCAB, _options, _write_records
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,17 +67,6 @@ def test_non_finite_and_negative_numeric_flags_refused_up_front(setup, overrides
     assert not (tmp_path / "out").exists()
 
 
-def _directory_digest(directory):
-    """{relative path: sha256} of every file under `directory`."""
-    digest = {}
-    for root, _, files in os.walk(directory):
-        for name in files:
-            path = os.path.join(root, name)
-            with open(path, "rb") as f:
-                digest[os.path.relpath(path, directory)] = hashlib.sha256(f.read()).hexdigest()
-    return digest
-
-
 def test_resume_with_other_settings_refused_and_directory_unchanged(setup):
     tmp_path, config_path, vocab = setup
     out = tmp_path / "out"
@@ -87,7 +76,7 @@ def test_resume_with_other_settings_refused_and_directory_unchanged(setup):
             "--num_train_steps=2", "--num_warmup_steps=1", "--steps_per_loop=2",
             "--dtype=float32", "--nodo_lower_case"]
     pretrain(*_flag_values(*base))
-    before = _directory_digest(out)
+    before = digest(out)
     assert {"ckpt-2.index", "bert_config.json", "vocab.txt", "run_pretraining.flags",
             "bert_tf_run.json"} <= set(before)
 
@@ -97,14 +86,14 @@ def test_resume_with_other_settings_refused_and_directory_unchanged(setup):
     reordered = tmp_path / "reordered.txt"
     reordered.write_text("\n".join(lines[:5] + lines[6:] + lines[5:6]) + "\n")  # same size
 
-    def digest(path):
+    def tokens(path):
         return run_directory.tokenizer_digest(str(path))[:16]
 
     cases = [
         ([f"--bert_config_file={tmp_path}/wider.json"],
          "bert_config intermediate_size=64 then, 128 now"),
         ([f"--vocab_file={reordered}"],
-         f"the tokenizer differs (sha256 {digest(vocab)} then, {digest(reordered)} now: "
+         f"the tokenizer differs (sha256 {tokens(vocab)} then, {tokens(reordered)} now: "
          f"--vocab_file={reordered})"),
         (["--do_lower_case"], "--do_lower_case=false then, true now"),
         (["--max_seq_length=20"], f"--max_seq_length={S} then, 20 now"),
@@ -122,7 +111,7 @@ def test_resume_with_other_settings_refused_and_directory_unchanged(setup):
             f"({out}/bert_tf_run.json); resuming would mix them: {problem}. Rerun with the "
             "run's settings to resume it, or choose a new --output_dir (--init_checkpoint="
             f"{out} starts from its weights)"), change
-        assert _directory_digest(out) == before, change
+        assert digest(out) == before, change
 
     # The same settings resume; what a killed run left half-written is cleaned up first.
     for name in (".tmp_123_pretrainer.keras", "checkpoint.tmp9f8e7d"):

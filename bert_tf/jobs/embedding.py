@@ -109,13 +109,10 @@ def _load(options):
 
 
 def _read_lines(path):
-    with fileio.open_file(path, "rb") as f:
-        data = f.read()
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not UTF-8") from None
+        text = fileio.read_utf8(path)
+    except fileio.NotUtf8Error as e:
+        raise DataError(f"{path}:{e.line}: not UTF-8") from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -83,14 +83,11 @@ def read_rows(path, flag="--calibration_file", label_column="label"):
         raise CalibrationError(problem)
     extension = os.path.splitext(path)[1].lower()
     rows = []
-    with fileio.open_file(path, "rb") as f:
-        data = f.read()
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise CalibrationError(f"{flag}={path}:{line} is not UTF-8 text (byte "
-                               f"0x{data[e.start]:02x}); expected texts, one per line, or a "
+        text = fileio.read_utf8(path)
+    except fileio.NotUtf8Error as e:
+        raise CalibrationError(f"{flag}={path}:{e.line} is not UTF-8 text (byte "
+                               f"0x{e.byte:02x}); expected texts, one per line, or a "
                                ".tsv/.csv/.jsonl of them (is it a binary file?)") from None
     with io.StringIO(text, newline=None) as f:
         if extension in (".tsv", ".csv"):

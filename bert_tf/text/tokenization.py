@@ -302,14 +302,12 @@ def _read_vocab_lines(vocab_file):
     problem = fileio.not_a_file(vocab_file, f"vocab_file '{vocab_file}'")
     if problem:
         raise FileNotFoundError(problem)
-    with fileio.open_file(vocab_file, "rb") as f:
-        data = f.read()
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
+        text = fileio.read_utf8(vocab_file)
+    except fileio.NotUtf8Error as e:
         raise ValueError(
-            f"vocab_file '{vocab_file}' is not UTF-8: undecodable byte on line {line}.") from e
+            f"vocab_file '{vocab_file}' is not UTF-8: undecodable byte on line {e.line}.")\
+            from None
     # Only "\n" ends a line: str.splitlines() would also split on U+2028 and similar characters,
     # and the original reads the file with readline(), which splits on "\n" only.
     return text.split("\n")

@@ -6,13 +6,13 @@ in one line naming the flag, and every file that could have been lost hashes as 
 commands run one after another in one process (tests/command_batch.py).
 """
 
-import hashlib
 import os
 import shutil
 
 import pytest
 
 from command_batch import REPO_ROOT, run_commands
+from file_digests import digest
 from embedding_helpers import make_st_dir, write_pairs
 
 FIXTURE_RUN = os.path.join(REPO_ROOT, "tests", "fixtures", "runs_v0_1", "pretrain_text")
@@ -22,17 +22,6 @@ NEVER = ("a command never writes into a model directory that is not its own earl
 
 def tool(name):
     return os.path.join(REPO_ROOT, "tools", f"{name}.py")
-
-
-def digest(path):
-    """{relative path: sha256} of every file under `path`."""
-    found = {}
-    for directory, _, names in os.walk(path):
-        for name in names:
-            full = os.path.join(directory, name)
-            with open(full, "rb") as f:
-                found[os.path.relpath(full, path)] = hashlib.sha256(f.read()).hexdigest()
-    return found
 
 
 def last_line(result):

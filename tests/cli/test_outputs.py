@@ -3,13 +3,13 @@ no model directory is written into or holds a file output unless it is the comma
 earlier output, --overwrite replaces only the command's own kind of output, every output
 location is checked writable before the work. Directories are hashed before and after."""
 
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
 
 import pytest
+from file_digests import digest
 
 from bert_tf import run_directory
 from bert_tf.cli import outputs
@@ -19,20 +19,6 @@ ENV = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "ran",
          "on", "mat", "."]
 CORPUS = "the cat sat on the mat .\nthe dog ran .\n\na cat ran on a mat .\nthe dog sat .\n"
-
-
-def digest(path):
-    """{relative path: sha256} of every file under `path` (or of the file `path`)."""
-    path = str(path)
-    if os.path.isfile(path):
-        return {"": hashlib.sha256(open(path, "rb").read()).hexdigest()}
-    found = {}
-    for directory, _, names in os.walk(path):
-        for name in names:
-            full = os.path.join(directory, name)
-            with open(full, "rb") as f:
-                found[os.path.relpath(full, path)] = hashlib.sha256(f.read()).hexdigest()
-    return found
 
 
 def tool(name, *flags):
