@@ -128,6 +128,13 @@ def export(config):
         raise FlagValueError(f"--model_dir={config.model_dir} has no vocab.txt or "
                              "tokenizer.json beside the model; pass --vocab_file (or "
                              "--signatures=ids).")
+    if (config.do_lower_case is not None and source.do_lower_case is not None
+            and bool(config.do_lower_case) != bool(source.do_lower_case)):
+        # Serving would tokenize otherwise than the model was trained: wrong ids, no error.
+        raise FlagValueError(
+            f"--do_lower_case={bool(config.do_lower_case)} contradicts --model_dir="
+            f"{config.model_dir}: its run records do_lower_case={bool(source.do_lower_case)}, "
+            "the casing the model was trained with (leave --do_lower_case out to use it)")
     do_lower_case = _first_set(config.do_lower_case, source.do_lower_case)
     tokenizer = None
     if wants_text:

@@ -87,6 +87,9 @@ def cases(tmp_path_factory):
         "export_another_vocabulary": ("export_saved_model", [
             f"--model_dir={root / 'R'}", f"--export_dir={root / 'X' / '1'}",
             f"--vocab_file={root / 'other_vocab.txt'}", "--signatures=text"]),
+        "export_another_casing": ("export_saved_model", [
+            f"--model_dir={root / 'R'}", f"--export_dir={root / 'Y' / '1'}",
+            "--do_lower_case=false", "--signatures=text"]),
         # The rule's own earlier output of the same kind: replaced with --overwrite.
         "tf1_over_own_conversion": ("convert_checkpoint", [
             "--from=bert_tf", "--to=tf1", f"--checkpoint={root / 'R'}",
@@ -190,6 +193,17 @@ def test_export_refuses_a_vocabulary_other_than_the_runs(cases):
             "not 'movie'; the model's embeddings are indexed by that vocabulary (leave "
             "--vocab_file out to use it)")
     assert not (root / "X").exists()
+
+
+def test_export_refuses_a_casing_other_than_the_runs(cases):
+    """--model_dir=R (an uncased run) --do_lower_case=false exported a serve_text that kept
+    case, so served texts got other ids than the model was trained on, exit 0."""
+    root, _, results = cases
+    refused(results["export_another_casing"],
+            f"export_saved_model: error: --do_lower_case=False contradicts --model_dir="
+            f"{root / 'R'}: its run records do_lower_case=True, the casing the model was trained "
+            "with (leave --do_lower_case out to use it)")
+    assert not (root / "Y").exists()
 
 
 def test_feature_extraction_refuses_lengths_under_three(cases):
