@@ -102,6 +102,7 @@ def _buckets(options, max_seq_length, max_positions, coarse):
 
 
 def _load(options):
+    run_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
     return load_embedder(options.init_checkpoint, pooling=options.pooling,
                          normalize=options.normalize, vocab_file=options.vocab_file,
                          do_lower_case=options.do_lower_case,

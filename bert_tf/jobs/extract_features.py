@@ -166,6 +166,7 @@ def extract_features(options):
         raise FlagValueError(f"--max_seq_length={options.max_seq_length} exceeds "
                              f"max_position_embeddings={config.max_position_embeddings} of the "
                              "model")
+    run_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
     vocab_file = _tokenizer_file(options.vocab_file, options.init_checkpoint)
     if vocab_file is None:
         raise FlagValueError(f"--vocab_file is required: no vocab.txt or tokenizer.json beside "

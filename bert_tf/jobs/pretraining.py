@@ -160,6 +160,8 @@ def validate_options(options, config):
         if not service.startswith("grpc://") or not host or not port.isdigit():
             raise FlagValueError(f"--tf_data_service={service} must look like "
                                  "grpc://HOST:PORT (the dispatcher's address)")
+    # Warm-started weights are indexed by the vocabulary beside them (tokens appended: fine).
+    run_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
     if options.vocab_file:
         vocab_size = (_tokenizer_json(options).vocab_size
                       if tokenizer_files.is_tokenizer_json(options.vocab_file)

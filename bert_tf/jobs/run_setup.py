@@ -334,6 +334,28 @@ def check_tokenizer_matches(flag_value, vocab_file, model_vocab, model_flag):
             "--vocab_file out to use it)")
 
 
+def check_vocab_file_beside(vocab_file, model, model_flag="--init_checkpoint"):
+    """A --vocab_file given with a model (a directory, checkpoint prefix or model file) that
+    has a tokenizer file beside it must tokenize as that one does (check_tokenizer_matches);
+    nothing to check when either is missing.
+
+    Raises:
+      FlagValueError naming both files and the first difference.
+    """
+    if not vocab_file or not model:
+        return
+    directory = model if fileio.isdir(model) else os.path.dirname(model)
+    if not directory or not fileio.isdir(directory):
+        return
+    model_vocab = tokenizer_files.model_tokenizer_file(directory)
+    if not model_vocab:
+        return
+    resolved = (tokenizer_files.model_tokenizer_file(vocab_file) if fileio.isdir(vocab_file)
+                else vocab_file)
+    if resolved:
+        check_tokenizer_matches(vocab_file, resolved, model_vocab, f"{model_flag}={model}")
+
+
 def load_tokenizer(vocab_file, options):
     """The tokenizer of a resolved tokenizer file, with --do_lower_case checked against it.
 

@@ -87,6 +87,23 @@ def cases(tmp_path_factory):
         "export_another_vocabulary": ("export_saved_model", [
             f"--model_dir={root / 'R'}", f"--export_dir={root / 'X' / '1'}",
             f"--vocab_file={root / 'other_vocab.txt'}", "--signatures=text"]),
+        # Another vocabulary than the one beside the model read: wrong ids, exit 0.
+        "features_another_vocabulary": ("extract_features", [
+            f"--init_checkpoint={root / 'R'}", f"--vocab_file={root / 'other_vocab.txt'}",
+            f"--input_file={root / 'lines.txt'}", f"--output_file={root / 'f2.jsonl'}",
+            "--max_seq_length=16", "--layers=-1"]),
+        "embed_another_vocabulary": ("embed", [
+            f"--init_checkpoint={root / 'R'}", f"--vocab_file={root / 'other_vocab.txt'}",
+            f"--train_file={root / 'pairs.tsv'}", f"--output_dir={root / 'e3'}",
+            "--train_batch_size=4"]),
+        "convert_another_vocabulary": ("convert_checkpoint", [
+            "--from=bert_tf", "--to=huggingface", f"--checkpoint={root / 'R'}",
+            f"--vocab_file={root / 'other_vocab.txt'}", f"--output_dir={root / 'H2'}"]),
+        "pretrain_from_another_vocabulary": ("bert_tf.run_pretraining", [
+            f"--init_checkpoint={root / 'R'}", f"--output_dir={root / 'P2'}",
+            f"--vocab_file={root / 'other_vocab.txt'}", f"--input_text_file={root / 'lines.txt'}",
+            "--max_seq_length=16", "--max_predictions_per_seq=2", "--num_train_steps=1",
+            "--num_warmup_steps=0", "--train_batch_size=2", "--do_train"]),
         "export_another_casing": ("export_saved_model", [
             f"--model_dir={root / 'R'}", f"--export_dir={root / 'Y' / '1'}",
             "--do_lower_case=false", "--signatures=text"]),
@@ -193,6 +210,27 @@ def test_export_refuses_a_vocabulary_other_than_the_runs(cases):
             "not 'movie'; the model's embeddings are indexed by that vocabulary (leave "
             "--vocab_file out to use it)")
     assert not (root / "X").exists()
+
+
+def test_commands_reading_a_model_refuse_another_vocabulary(cases):
+    """extract-features, embed, convert-checkpoint and pre-training from --init_checkpoint=R
+    with --vocab_file=OTHER (one token changed) wrote features, trained, converted and saved
+    with ids the model's embeddings do not index, exit 0 (fine-tuning and export refused)."""
+    root, before, results = cases
+    differs = (f"--vocab_file={root / 'other_vocab.txt'} differs from {root / 'R' / 'vocab.txt'}"
+               " beside {flag}={run}: id 12 is 'cinema', not 'movie'; the model's embeddings "
+               "are indexed by that vocabulary (leave --vocab_file out to use it)")
+    for case, program, flag in (("features_another_vocabulary", "extract_features",
+                                 "--init_checkpoint"),
+                                ("embed_another_vocabulary", "embed", "--init_checkpoint"),
+                                ("convert_another_vocabulary", "convert_checkpoint",
+                                 "--checkpoint"),
+                                ("pretrain_from_another_vocabulary", "run_pretraining",
+                                 "--init_checkpoint")):
+        refused(results[case], f"{program}: error: " + differs.format(flag=flag,
+                                                                      run=root / "R"))
+    assert not any((root / name).exists() for name in ("f2.jsonl", "e3", "H2", "P2"))
+    assert digest(root / "R") == before["R"]
 
 
 def test_export_refuses_a_casing_other_than_the_runs(cases):
