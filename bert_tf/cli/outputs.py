@@ -377,6 +377,16 @@ def check_training_output_dir(output_dir, job, others):
         check_not_a_model_dir("--output_dir", output_dir, own=(model_directory.RUN,))
     except OutputError as e:
         raise FlagValueError(f"{e} (--init_checkpoint may name this one)") from None
+    if fileio.isdir(output_dir) and not run_directory.markers(output_dir):
+        # Not a run: a config or tokenizer there is the user's, which a run writes over.
+        found = [name for name in (run_directory.CONFIG_FILE, run_directory.VOCAB_FILE,
+                                   run_directory.TOKENIZER_FILE)
+                 if fileio.exists(run_directory.path(output_dir, name))]
+        if found:
+            raise FlagValueError(
+                f"--output_dir={output_dir} holds {', '.join(found)} but no run; {job} writes "
+                "its own there and would replace them: choose a new or empty --output_dir "
+                "(--bert_config_file and --vocab_file may name them)")
 
 
 def check_pretraining_output_dir(output_dir):

@@ -40,13 +40,16 @@ def cases(tmp_path_factory):
     make_st_dir(root / "st")
     write_pairs(root / "pairs.tsv", 20)
     (root / "lines.txt").write_text("the cat sat\nthe dog ran\n")
+    (root / "data").mkdir()  # the user's folder: their own config and vocabulary
+    (root / "data" / "bert_config.json").write_text('{"vocab_size": 30522}\n')
+    (root / "data" / "vocab.txt").write_text("[PAD]\nmine\n")
     with open(root / "R" / "vocab.txt", encoding="utf-8") as f:
         (root / "other_vocab.txt").write_text(f.read().replace("\nmovie\n", "\ncinema\n"))
     made = run_commands([(tool("convert_checkpoint"), [
         "--from=bert_tf", f"--to={to}", f"--checkpoint={root / 'R'}",
         f"--output_dir={root / name}"]) for to, name in (("bert_tf", "D"), ("tf1", "M"))])
     assert [r.returncode for r in made] == [0, 0], made[-1].stderr[-2000:]
-    before = {name: digest(root / name) for name in ("R", "st", "D", "M")}
+    before = {name: digest(root / name) for name in ("R", "st", "D", "M", "data")}
     runs = {
         "embed_st_over_its_input": ("embed", [
             f"--init_checkpoint={root / 'st'}", f"--train_file={root / 'pairs.tsv'}",
@@ -104,6 +107,11 @@ def cases(tmp_path_factory):
             f"--vocab_file={root / 'other_vocab.txt'}", f"--input_text_file={root / 'lines.txt'}",
             "--max_seq_length=16", "--max_predictions_per_seq=2", "--num_train_steps=1",
             "--num_warmup_steps=0", "--train_batch_size=2", "--do_train"]),
+        # A folder of the user's files that a run writes its own over.
+        "classify_into_a_data_folder": ("bert_tf.run_classifier", [
+            f"--init_checkpoint={root / 'R'}", f"--output_dir={root / 'data'}",
+            f"--train_file={root / 'pairs.tsv'}", "--text_a_column=anchor",
+            "--label_column=positive", "--do_train", "--max_seq_length=16"]),
         "export_another_casing": ("export_saved_model", [
             f"--model_dir={root / 'R'}", f"--export_dir={root / 'Y' / '1'}",
             "--do_lower_case=false", "--signatures=text"]),
@@ -181,7 +189,7 @@ def test_conversion_never_replaces_another_model_in_googles_layout(cases):
     assert replaced.returncode == 0, replaced.stderr[-3000:]
     assert digest(root / "M") == before["M"]  # the same conversion again: the same bytes
     assert sorted(os.listdir(root)) == sorted(
-        ["D", "M", "R", "lines.txt", "other_vocab.txt", "pairs.tsv", "st"])  # nothing left
+        ["D", "M", "R", "data", "lines.txt", "other_vocab.txt", "pairs.tsv", "st"])  # nothing left
 
 
 def test_file_outputs_are_never_placed_inside_a_run(cases):
@@ -231,6 +239,18 @@ def test_commands_reading_a_model_refuse_another_vocabulary(cases):
                                                                       run=root / "R"))
     assert not any((root / name).exists() for name in ("f2.jsonl", "e3", "H2", "P2"))
     assert digest(root / "R") == before["R"]
+
+
+def test_training_never_replaces_a_users_config_or_vocabulary(cases):
+    """--output_dir=data (the user's folder with their own bert_config.json and vocab.txt, no
+    run): fine-tuning wrote the model's over them, exit 0."""
+    root, before, results = cases
+    refused(results["classify_into_a_data_folder"],
+            f"run_classifier: error: --output_dir={root / 'data'} holds bert_config.json, "
+            "vocab.txt but no run; run_classifier writes its own there and would replace them: "
+            "choose a new or empty --output_dir (--bert_config_file and --vocab_file may name "
+            "them)")
+    assert digest(root / "data") == before["data"]
 
 
 def test_export_refuses_a_casing_other_than_the_runs(cases):
