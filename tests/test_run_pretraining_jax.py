@@ -20,6 +20,9 @@ from bert_tf.config import BertConfig
 from command_batch import run_commands
 from test_run_pretraining import P, S, VOCAB, _write_records
 
+# One worker runs the module: its JAX subprocesses (the module fixture) are built once.
+pytestmark = pytest.mark.xdist_group("jax_pretraining")
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE_RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "runs_v0_1")
 STEPS = 10
