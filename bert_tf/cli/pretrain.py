@@ -43,10 +43,6 @@ from absl import flags
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
-from bert_tf.config import ConfigError
-from bert_tf.jobs.pretraining import FlagValueError, PretrainingConfig, pretrain
-from bert_tf.training import checkpointing
-from bert_tf.training.loop import NonFiniteLossError
 
 FLAGS = flags.FLAGS
 
@@ -59,6 +55,8 @@ def define_flags(flag_values=FLAGS):
 def pretraining_config(flag_values=FLAGS):
     """The PretrainingConfig of the parsed flags; --max_predictions_per_seq left unset is None
     (the packed input's own or derived P, else 20)."""
+    from bert_tf.jobs.pretraining import PretrainingConfig
+
     given = flag_values["max_predictions_per_seq"].present
     return cli_flags.to_config(
         PretrainingConfig, flag_values,
@@ -70,6 +68,7 @@ def _take_tokenizer_casing(flag_values=FLAGS):
     on the flags so that run_pretraining.flags records it (exports and resumes read it there)."""
     vocab_file = flag_values.vocab_file
     if vocab_file and vocab_file.endswith(".json") and not flag_values["do_lower_case"].present:
+        from bert_tf.jobs.run_setup import FlagValueError
         from bert_tf.text import tokenizer_files
 
         try:
@@ -80,6 +79,8 @@ def _take_tokenizer_casing(flag_values=FLAGS):
 
 
 def main(argv):
+    from bert_tf.jobs.pretraining import pretrain
+
     del argv
     _take_tokenizer_casing()
     config = pretraining_config()
@@ -90,8 +91,7 @@ def main(argv):
 def run():
     """Console-script entry point (bert-tf-pretrain)."""
     cli.run(main, "run_pretraining", required=["output_dir"], define_flags=define_flags,
-            errors=(FlagValueError, ConfigError, checkpointing.CheckpointError,
-                    NonFiniteLossError))
+            errors=cli.training_errors)
 
 
 if __name__ == "__main__":
