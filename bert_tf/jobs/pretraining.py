@@ -31,6 +31,7 @@ from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
 from bert_tf.text.tokenization import vocab_digest
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import is_chief
+from bert_tf.training.logging_window import format_metrics
 from bert_tf.training.loop import TrainLoopConfig, evaluate, train, write_summaries
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.ownership import owned_directory
@@ -597,7 +598,8 @@ def _pretrain(options, config, strategy, flags_text, start):
                                    dataset_fn=dataset_fns[False], strategy=strategy,
                                    max_steps=options.max_eval_steps,
                                    metrics_fn=metrics_fn)
-        logging.info("Eval at step %d: %s", results["global_step"], results["eval"])
+        logging.info("Eval at step %d: %s", results["global_step"],
+                     format_metrics(results["eval"]))
         if chief:
             write_summaries(os.path.join(options.output_dir, "summaries", "eval"),
                             results["global_step"], results["eval"])
