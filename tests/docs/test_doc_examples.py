@@ -944,6 +944,14 @@ assert out["predicted_label"].numpy()[0].decode() in ("negative", "neutral", "po
     "bert-tf-export --model_dir=runs/classifier --export_dir=litert/float --format=litert":
         Recipe(subs=[("my_data/dev.csv", "$FIXTURES/pairs/dev.csv")],
                why="the dev file of the fixture the sentence-pair classifier was trained on"),
+    "BERT_TF_SERVING_PYTHON=/tmp/tf220/bin/python python tools/check_serving_compat.py \\":
+        Recipe(subs=[("/tmp/tf220/bin/python",
+                      "$(python -c 'import sys; print(sys.executable)')"),
+                     ("tools/check_serving_compat.py",
+                      "$REPO/tools/check_serving_compat.py --kinds=pair_classifier "
+                      "--tokenizers=wordpiece")],
+               why="no TensorFlow 2.20 here (its result is committed): this interpreter serves "
+                   "as the other side, on one export"),
     "from bert_tf.serving import LiteRTModel": Recipe(after="""
 assert out["predicted_label"][0].decode() in ("negative", "neutral", "positive")
 assert out["probabilities"].shape == (1, 3) and ids["logits"].shape == (1, 3)
