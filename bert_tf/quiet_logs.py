@@ -12,7 +12,8 @@ before its logging has read TF_CPP_MIN_LOG_LEVEL, so the variable does not hide 
 `quiet_tensorflow_startup()` makes the process's first `import tensorflow` run with file
 descriptor 2 captured, lists the physical devices inside that window (the cuInit call), then
 writes back every captured line that TF_CPP_MIN_LOG_LEVEL lets through, with TensorFlow's
-meaning of the levels: 1 hides INFO, 2 also WARNING, 3 also ERROR. The failed cuInit of a
+meaning of the levels: 1 hides INFO, 2 also WARNING, 3 also ERROR. From level 1 on, TensorFlow's
+Python logger is set to WARNING as well. The failed cuInit of a
 machine without a CUDA driver (after "Could not find cuda drivers") counts as INFO: there is
 nothing to act on. Other output (a Python warning, a traceback) is written back unchanged.
 The commands install it (bert_tf.cli); a notebook or script calls it before it first imports
@@ -21,6 +22,7 @@ TensorFlow (or Keras).
 
 import importlib.abc
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -124,6 +126,10 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader)
             # The CUDA platform's cuInit runs when devices are first listed; listing the
             # physical ones leaves the runtime unconfigured (set_visible_devices still works).
             module.config.list_physical_devices()
+            if min_log_level() >= 1:
+                # Its Python logger too: in a notebook TensorFlow sets it to INFO ("Assets
+                # written to: ..." at every SavedModel save).
+                logging.getLogger("tensorflow").setLevel(logging.WARNING)
 
         _captured_stderr(load)
 
