@@ -1,8 +1,8 @@
 """Shared pytest set-up: quiet TensorFlow, the helper modules, and fixtures several folders use.
 
 tests/ mirrors the package: tests/<subpackage>/ tests bert_tf/<subpackage>/, tests/test_<module>.py
-a top-level module, tests/finetuning/ the fine-tuning driver and tasks (bert_tf.jobs) and its
-notebook. Test modules need unique basenames (the folders have no
+a top-level module, tests/finetuning/ the fine-tuning driver and tasks (bert_tf.jobs),
+tests/test_notebooks.py the notebooks. Test modules need unique basenames (the folders have no
 __init__.py). Helper modules shared across folders (finetuning_helpers, interop_reference,
 serving_cases, text_samples, glue_files, and command_batch here, which runs several CLI runs in
 one process) are importable from every test.
