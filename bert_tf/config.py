@@ -14,6 +14,7 @@ original file round-trips field for field.
 import copy
 import dataclasses
 import json
+import logging
 import math
 
 from bert_tf.fileio import open_file, write_text_atomic
@@ -37,8 +38,11 @@ CLASSIFIER_POOLINGS = ("cls", "mean")
 # TFRecords' input_ids / input_mask / segment_ids are mapped to them where records are read).
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
-# The modern encoder's options and the value that means BERT. Any other value builds the
-# encoder from modeling/modern_block.py's blocks instead of BERT's post-LN TransformerBlock.
+# The encoder a config builds: BERT's post-LN blocks (with the BERT-family options) or the
+# modern encoder's blocks (ModernBERT). Declared, never inferred from the other fields.
+ARCHITECTURES = ("bert", "modernbert")
+
+# The modern encoder's options and the value BERT has (a "bert" config keeps exactly these).
 MODERN_FIELDS = {
     "norm_placement": "post",
     "feed_forward_type": "dense",
@@ -53,12 +57,16 @@ MODERN_FIELDS = {
     "classifier_pooling": "cls",
 }
 
+# Options of BERT's blocks that the modern encoder does not have, with their BERT value.
+BERT_ONLY_FIELDS = {"embedding_size": None, "share_parameters": "none"}
+
 # Fields of the BERT-family variants (ALBERT, sinusoidal positions), none in an original file.
-_FAMILY_FIELDS = ("embedding_size", "share_parameters", "position_embedding_type",
-                  *MODERN_FIELDS)
+_FAMILY_FIELDS = ("architecture", "embedding_size", "share_parameters",
+                  "position_embedding_type", *MODERN_FIELDS)
 
 # Optional fields and the default that leaves them out of bert_config.json.
 _OMITTED_DEFAULTS = {
+    "architecture": "bert",
     "layer_norm_eps": _DEFAULT_LAYER_NORM_EPS,
     "embedding_size": None,
     "share_parameters": "none",
@@ -70,6 +78,24 @@ _OMITTED_DEFAULTS = {
 # (BERT-base's 12 layers, 30,522 ids) that no checkpoint of the intended one fits.
 REQUIRED_FILE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                         "intermediate_size")
+
+# What a modern option's BERT value means, for the refusal of the option in a "bert" config.
+_BERT_MEANING = {
+    "position_embedding_type": "rotary positions are the modern encoder's",
+    "norm_placement": "BERT's blocks are post-LayerNorm",
+    "feed_forward_type": "BERT's feed-forward is dense",
+    "use_bias": "BERT's blocks always have biases",
+    "norm_bias": "BERT's LayerNorms always have a beta",
+    "final_layer_norm": "BERT has no final LayerNorm",
+    "local_attention_window": "every BERT layer attends globally",
+    "global_attn_every_n_layers": "every BERT layer attends globally",
+    "global_rope_theta": "BERT has no rotary positions",
+    "local_rope_theta": "BERT has no rotary positions",
+    "pooler_type": "BERT's pooler is dense + tanh",
+    "classifier_pooling": "BERT's pooler reads [CLS]",
+}
+_ALBERT_MEANING = {"embedding_size": "factorized embeddings",
+                   "share_parameters": "cross-layer sharing"}
 
 # Defaults of optional fields a bert_config.json leaves out, where the original BertConfig's
 # differ from this dataclass's (the original's type_vocab_size=16 is its constructor default;
@@ -89,7 +115,7 @@ _PRESET_SHAPES = {
 # ModernBERT's published configs (answerdotai/ModernBERT-base and -large config.json), and a
 # tiny one of the same shape of options for tests and demos. Dropouts are 0 as published.
 _MODERN_PRESET_COMMON = dict(
-    vocab_size=50368, hidden_act="gelu_exact", hidden_dropout_prob=0.0,
+    architecture="modernbert", vocab_size=50368, hidden_act="gelu_exact", hidden_dropout_prob=0.0,
     attention_probs_dropout_prob=0.0, max_position_embeddings=8192, type_vocab_size=0,
     initializer_range=0.02, layer_norm_eps=1e-5, position_embedding_type="rotary",
     norm_placement="pre", feed_forward_type="gated", use_bias=False, norm_bias=False,
@@ -111,11 +137,26 @@ class ConfigError(ValueError):
     """A bert_config.json (or keyword argument) that cannot describe a BERT model."""
 
 
+def _legacy_architecture(values):
+    """The architecture of a dict without an `architecture` field (bert_config.json files of
+    bert_tf 0.1, which inferred it): "modernbert" when a modern option or rotary positions
+    differ from BERT's value, else "bert". Returns (architecture, the modern fields set)."""
+    modern = [name for name, bert_value in MODERN_FIELDS.items()
+              if name in values and values[name] != bert_value]
+    if values.get("position_embedding_type") == "rotary":
+        modern.append("position_embedding_type")
+    return ("modernbert" if modern else "bert"), modern
+
+
 @dataclasses.dataclass
 class BertConfig:
     """Hyper-parameters of a BERT encoder.
 
     Args:
+      architecture: the encoder this config builds: "bert" (BERT's post-LayerNorm blocks with
+        the BERT-family options: ALBERT's factorized embeddings and sharing, sinusoidal
+        positions) or "modernbert" (the modern encoder's blocks and the options listed below).
+        A field of the other architecture set to anything but BERT's value is refused.
       vocab_size: number of WordPiece ids; the word-embedding table is [vocab_size, hidden_size].
       hidden_size: width H of every transformer block.
       num_hidden_layers: number of transformer blocks L.
@@ -142,7 +183,7 @@ class BertConfig:
         may then be longer than max_position_embeddings) or "rotary" (RoPE on queries and
         keys, no variables; inputs may still not exceed max_position_embeddings).
 
-    Options of the modern encoder (ModernBERT; defaults are BERT's):
+    Options of the modern encoder (architecture "modernbert"; defaults are BERT's):
       norm_placement: "post" (BERT: add, then LayerNorm) or "pre" (LayerNorm on each sub-layer's
         input; block 0 skips it, as the embeddings are already normalised).
       feed_forward_type: "dense" (BERT) or "gated": one [H, 2I] projection split into input and
@@ -170,8 +211,13 @@ class BertConfig:
     Traceback (most recent call last):
     ...
     bert_tf.config.ConfigError: BertConfig: num_attention_heads=5 does not divide hidden_size=96
+    >>> BertConfig.from_preset("bert_tiny", use_bias=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    bert_tf.config.ConfigError: preset bert_tiny: use_bias=False is an option of architecture ...
     """
 
+    architecture: str = "bert"
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -208,7 +254,7 @@ class BertConfig:
                 "intermediate_size", "max_position_embeddings", "type_vocab_size")
         for name in ints:
             value = getattr(self, name)
-            if name == "type_vocab_size" and value == 0 and self.is_modern:
+            if name == "type_vocab_size" and value == 0 and self.architecture == "modernbert":
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{source}: {name}={value!r} must be a positive integer")
@@ -245,7 +291,31 @@ class BertConfig:
                 f"of {', '.join(POSITION_EMBEDDING_TYPES)}")
         self._validate_modern(source)
 
+    def _validate_architecture(self, source):
+        if self.architecture not in ARCHITECTURES:
+            raise ConfigError(f"{source}: architecture={self.architecture!r} is not one of "
+                              f"{', '.join(ARCHITECTURES)}")
+        if self.architecture == "bert":
+            foreign = [(name, bert_value) for name, bert_value in MODERN_FIELDS.items()
+                       if getattr(self, name) != bert_value]
+            if self.position_embedding_type == "rotary":
+                foreign.insert(0, ("position_embedding_type", "learned or sinusoidal"))
+            if foreign:
+                name, bert_value = foreign[0]
+                raise ConfigError(
+                    f"{source}: {name}={getattr(self, name)!r} is an option of architecture "
+                    f"'modernbert'; this config's architecture is 'bert' "
+                    f"({_BERT_MEANING.get(name, f'BERT has {name}={bert_value!r}')})")
+        else:
+            for name, bert_value in BERT_ONLY_FIELDS.items():
+                if getattr(self, name) != bert_value:
+                    raise ConfigError(
+                        f"{source}: {name}={getattr(self, name)!r} is an option of architecture "
+                        f"'bert' (ALBERT's {_ALBERT_MEANING[name]}); the modern encoder "
+                        f"(architecture 'modernbert') has none")
+
     def _validate_modern(self, source):
+        self._validate_architecture(source)
         choices = (("norm_placement", NORM_PLACEMENTS), ("feed_forward_type", FEED_FORWARD_TYPES),
                    ("pooler_type", POOLER_TYPES), ("classifier_pooling", CLASSIFIER_POOLINGS))
         for name, allowed in choices:
@@ -273,17 +343,6 @@ class BertConfig:
         if self.position_embedding_type == "rotary" and self.head_size % 2:
             raise ConfigError(f"{source}: position_embedding_type='rotary' needs an even head "
                               f"size; hidden_size / num_attention_heads = {self.head_size}")
-        if self.is_modern and (self.share_parameters != "none"
-                               or self.embedding_width != self.hidden_size):
-            raise ConfigError(f"{source}: the modern encoder options (norm_placement, "
-                              "feed_forward_type, use_bias, rotary positions, local attention, "
-                              "...) do not combine with share_parameters or embedding_size")
-
-    @property
-    def is_modern(self):
-        """True when any modern-encoder option (or rotary positions) differs from BERT's."""
-        return (self.position_embedding_type == "rotary"
-                or any(getattr(self, name) != default for name, default in MODERN_FIELDS.items()))
 
     def layer_is_global(self, index):
         """True when layer `index` attends to the whole input (ModernBERT: i % N == 0)."""
@@ -300,8 +359,13 @@ class BertConfig:
         return self.hidden_size if self.embedding_size is None else self.embedding_size
 
     @classmethod
-    def from_dict(cls, values, source="BertConfig"):
-        """Builds a config from a dict of bert_config.json fields; unknown fields are an error."""
+    def from_dict(cls, values, source="BertConfig", warn_legacy=True):
+        """Builds a config from a dict of bert_config.json fields; unknown fields are an error.
+
+        A dict without `architecture` is "bert", unless it was written by bert_tf 0.1 (which
+        inferred the architecture): then modern options mean "modernbert", and (warn_legacy) a
+        warning says to add the field.
+        """
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -309,6 +373,14 @@ class BertConfig:
             raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; expected a "
                               f"subset of {', '.join(sorted(known - set(family)))} and the "
                               f"BERT-family options {', '.join(family)}")
+        if "architecture" not in values:
+            architecture, modern = _legacy_architecture(values)
+            if architecture != "bert" and warn_legacy:
+                logging.getLogger("bert_tf").warning(
+                    "%s: no \"architecture\" field; read as \"modernbert\" from its modern "
+                    "encoder options (%s), as bert_tf 0.1 wrote it. Add \"architecture\": "
+                    "\"modernbert\" to the file to silence this.", source, ", ".join(modern))
+            values = dict(values, architecture=architecture)
         try:
             return cls(**values)
         except ConfigError as e:
@@ -349,7 +421,7 @@ class BertConfig:
             raise ConfigError(f"unknown preset {name!r}; expected one of "
                               f"{', '.join(cls.preset_names())}")
         layers, hidden = _PRESET_SHAPES[name]
-        values = dict(num_hidden_layers=layers, hidden_size=hidden,
+        values = dict(architecture="bert", num_hidden_layers=layers, hidden_size=hidden,
                       num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
         values.update(overrides)
         return cls.from_dict(values, source=f"preset {name}")
@@ -359,9 +431,9 @@ class BertConfig:
         return tuple(_PRESET_SHAPES) + tuple(_MODERN_PRESETS)
 
     def to_dict(self):
-        """The bert_config.json fields; the optional ones (layer_norm_eps, embedding_size,
-        share_parameters, position_embedding_type, the modern options) only when they differ
-        from their default."""
+        """The bert_config.json fields; the optional ones (architecture, layer_norm_eps,
+        embedding_size, share_parameters, position_embedding_type, the modern options) only
+        when they differ from their default, so an original BERT file round-trips."""
         values = dataclasses.asdict(self)
         for name, default in _OMITTED_DEFAULTS.items():
             if values[name] == default:

@@ -54,9 +54,10 @@ print(%r + json.dumps(results))
 """ % _RESULTS
 
 
-def run_commands(runs, env=None, timeout=900):
-    """Runs each (program, args) of `runs`, in order, in one process: `program` is a module
-    (run as `python -m program args...`) or a .py file (`python program args...`).
+def run_commands(runs, env=None, timeout=900, cwd=REPO_ROOT):
+    """Runs each (program, args) of `runs`, in order, in one process (in directory `cwd`):
+    `program` is a module (run as `python -m program args...`) or a .py file
+    (`python program args...`).
 
     Returns one namespace per run with returncode, stdout and stderr, like subprocess.run's.
     """
@@ -64,8 +65,7 @@ def run_commands(runs, env=None, timeout=900):
     env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-c", _SCRIPT,
                            json.dumps([[module, list(args)] for module, args in runs])],
-                          capture_output=True, text=True, env=env, timeout=timeout,
-                          cwd=REPO_ROOT)
+                          capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(_RESULTS)]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     return [types.SimpleNamespace(**r) for r in json.loads(lines[-1][len(_RESULTS):])]

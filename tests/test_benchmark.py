@@ -306,7 +306,7 @@ def test_modernbert_finetune_builds_one_start_for_both_sides(tmp_path):
     from tokenizers import Tokenizer
 
     from bert_tf.interop.warm_start import checkpoint_config, warm_start
-    from bert_tf.modeling import BertClassifier, BertEncoder
+    from bert_tf.modeling import BertClassifier, ModernBertEncoder
     from bert_tf.text import BpeTokenizer, load_tokenizer
 
     directory = str(tmp_path / "model")
@@ -331,7 +331,7 @@ def test_modernbert_finetune_builds_one_start_for_both_sides(tmp_path):
     config = checkpoint_config(directory)
     assert (config.hidden_size, config.local_attention_window, config.classifier_pooling) == (
         64, 16, "mean")
-    classifier = BertClassifier(BertEncoder(config), num_classes=2)
+    classifier = BertClassifier(ModernBertEncoder(config), num_classes=2)
     report = warm_start(directory, classifier)
     assert report.newly_initialized == [] and report.unused == []
     assert len(report.loaded) == len(classifier.weights)
@@ -390,3 +390,63 @@ def test_dense_chain_onnx_graph_computes_the_numpy_chain():
     result = case.run_worker("chain_ort", {"requests": 3}, python=PEER_PYTHON, timeout=300)
     assert "error" not in result, result
     assert result["relative_diff_vs_numpy"] < 1e-5
+
+
+_HIDE_TENSORFLOW = """import importlib.abc, sys
+
+
+class _NoTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "tensorflow_text", "tf_keras"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+
+
+sys.meta_path.insert(0, _NoTensorFlow())
+"""
+
+
+def test_accelerator_case_runs_quick_without_tensorflow(tmp_path):
+    """--quick trains the three models' tiny versions on CPU JAX with TensorFlow hidden from
+    every process (a sitecustomize on PYTHONPATH), as on a GPU rental without it."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_HIDE_TENSORFLOW)
+    output = tmp_path / "accelerator.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), REPO]))
+    done = subprocess.run([sys.executable, os.path.join(REPO, "tools", "benchmark.py"),
+                           "--quick", "--cases=accelerator", f"--output={output}"],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(output.read_text())["results"]
+    ours = [r for r in rows if r.get("impl") == "bert_tf_jax"]
+    assert [r["model"] for r in ours] == ["bert_base_128", "bert_large_512",
+                                          "modernbert_base_1024"], rows
+    for row in ours:
+        assert "error" not in row, row
+        assert row["tokens_per_second"] > 0 and 0 < row["loss"] < 20, row
+        assert row["device"] == "cpu" and row["mfu"] is None, row
+    assert any(r.get("kind") == "note" for r in rows)
+
+
+def test_accelerator_model_flops_and_peaks():
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    try:
+        import bench_accelerator as case
+    finally:
+        sys.path.remove(os.path.join(REPO, "tools"))
+    from bert_tf.config import BertConfig
+
+    base = BertConfig.from_preset("bert_base").to_dict()
+    # Per layer: 4 H^2 (q, k, v, output) + 2 H I; attention 12 H S per token; the MLM head at
+    # 20 positions (transform H^2 + tied vocabulary H V), the pooler once per row.
+    per_layer = 4 * 768 ** 2 + 2 * 768 * 3072
+    expected = (6 * 256 * 128 * 12 * per_layer + 12 * 256 * 128 * 12 * 768 * 128
+                + 6 * 256 * 20 * (768 ** 2 + 768 * 30522) + 6 * 256 * 768 ** 2)
+    assert case.model_flops(base, 256, 128, 20) == expected
+    modern = BertConfig.from_preset("modernbert_base").to_dict()
+    flops = case.model_flops(modern, 1, 1024, 0)
+    # 22 layers, every third global (1,024 keys), the rest a 128-token window (129 keys).
+    attention = 12 * 1024 * 768 * (8 * 1024 + 14 * 129)
+    assert flops == 6 * 1024 * 22 * (4 * 768 ** 2 + 3 * 768 * 1152) + attention
+    assert case.peak_tflops("NVIDIA H200") == case.peak_tflops("NVIDIA H100 80GB HBM3") == 989.0
+    assert case.peak_tflops("NVIDIA A100-SXM4-80GB") == 312.0
+    assert case.peak_tflops("cpu") is None

@@ -200,7 +200,7 @@ def test_missing_optional_fields_take_the_original_defaults(tmp_path):
 
 def test_modern_options_round_trip_and_combinations(tmp_path):
     config = BertConfig.from_preset("modernbert_base")
-    assert config.is_modern and not BertConfig().is_modern
+    assert config.architecture == "modernbert" and BertConfig().architecture == "bert"
     assert [config.layer_is_global(i) for i in range(6)] == [True, False, False] * 2
     path = str(tmp_path / "modern.json")
     config.to_json_file(path)
@@ -211,7 +211,54 @@ def test_modern_options_round_trip_and_combinations(tmp_path):
                                "an even head size; hidden_size / num_attention_heads = 1")
     with pytest.raises(ConfigError) as info:
         BertConfig.from_preset("modernbert_tiny", share_parameters="all")
-    assert "do not combine with share_parameters or embedding_size" in str(info.value)
+    assert str(info.value) == (
+        "preset modernbert_tiny: share_parameters='all' is an option of architecture 'bert' "
+        "(ALBERT's cross-layer sharing); the modern encoder (architecture 'modernbert') has "
+        "none")
     with pytest.raises(ConfigError) as info:
         BertConfig(vocab_size=100, type_vocab_size=0)
     assert str(info.value) == "BertConfig: type_vocab_size=0 must be a positive integer"
+
+
+@pytest.mark.parametrize("field, value, meaning", [
+    ("use_bias", False, "BERT's blocks always have biases"),
+    ("global_rope_theta", 1e4, "BERT has no rotary positions"),
+    ("position_embedding_type", "rotary", "rotary positions are the modern encoder's"),
+    ("local_attention_window", 8, "every BERT layer attends globally"),
+])
+def test_a_bert_config_refuses_modern_options_naming_the_field(field, value, meaning):
+    """The architecture is declared: a modern option never turns a BERT preset modern."""
+    with pytest.raises(ConfigError) as info:
+        BertConfig.from_preset("bert_tiny", **{field: value})
+    assert str(info.value) == (f"preset bert_tiny: {field}={value!r} is an option of "
+                               f"architecture 'modernbert'; this config's architecture is "
+                               f"'bert' ({meaning})")
+    with pytest.raises(ConfigError, match=f"^BertConfig: {field}="):
+        BertConfig(**{field: value})
+    with pytest.raises(ConfigError, match="^BertConfig: architecture='albert' is not one of "
+                                          "bert, modernbert$"):
+        BertConfig(architecture="albert")
+
+
+def test_architecture_is_written_for_modern_configs_and_read_back(tmp_path):
+    modern = BertConfig.from_preset("modernbert_tiny")
+    assert modern.to_dict()["architecture"] == "modernbert"
+    assert "architecture" not in BertConfig.from_preset("bert_tiny").to_dict()
+    path = tmp_path / "bert_config.json"
+    modern.to_json_file(str(path))
+    assert BertConfig.from_json_file(str(path)) == modern
+
+
+def test_a_release_0_1_modern_file_without_architecture_reads_as_modern(caplog):
+    """bert_tf 0.1 inferred the architecture and wrote none: its files still load, with a
+    warning that names the fields and the fix."""
+    path = os.path.join(os.path.dirname(__file__), "modeling", "fixtures", "release_0_1",
+                        "modern_bert_config.json")
+    with caplog.at_level("WARNING", logger="bert_tf"):
+        config = BertConfig.from_json_file(path)
+    assert config.architecture == "modernbert" and config.use_bias is False
+    assert len(caplog.records) == 1
+    message = caplog.records[0].getMessage()
+    assert message.startswith(f'{path}: no "architecture" field; read as "modernbert" from its '
+                              "modern encoder options (norm_placement, feed_forward_type, ")
+    assert message.endswith('Add "architecture": "modernbert" to the file to silence this.')

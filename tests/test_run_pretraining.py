@@ -16,7 +16,7 @@ from bert_tf.cli import pretrain as pretrain_cli
 from bert_tf.jobs import pretraining
 from bert_tf.jobs.pretraining import FlagValueError, pretrain
 from bert_tf.config import BertConfig
-from bert_tf.training.checkpointing import CheckpointError
+from bert_tf.run_directory import RunDirectoryError
 from command_batch import run_commands
 
 S, P, VOCAB = 16, 4, 40
@@ -236,9 +236,10 @@ def test_record_ids_beyond_vocab_size(setup):
 def test_unwritable_output_dir(setup):
     tmp_path, config_path, _ = setup
     (tmp_path / "blocker").write_text("a file")
-    with pytest.raises(CheckpointError, match=rf"--output_dir={tmp_path}/blocker/out is not a "
-                                              "writable directory"):
+    with pytest.raises(RunDirectoryError) as error:
         pretrain(_options(tmp_path, config_path, output_dir=str(tmp_path / "blocker" / "out")))
+    assert str(error.value) == (f"--output_dir={tmp_path}/blocker/out cannot be created: "
+                                f"{tmp_path}/blocker is a file")
 
 
 def _write_text_corpus(tmp_path):

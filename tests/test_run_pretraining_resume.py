@@ -22,7 +22,7 @@ from bert_tf.jobs import run_setup
 from bert_tf.config import BertConfig
 from bert_tf.cli import pretrain as pretrain_cli
 from bert_tf.jobs.pretraining import FlagValueError, pretrain
-from bert_tf.training import ownership
+from bert_tf import run_directory
 from test_run_pretraining import FLAGS, P, S, VOCAB, _options, _write_records
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,7 +88,8 @@ def test_resume_with_other_settings_refused_and_directory_unchanged(setup):
             "--dtype=float32", "--nodo_lower_case"]
     pretrain(*_flag_values(*base))
     before = _directory_digest(out)
-    assert {"ckpt-2.index", "bert_config.json", "vocab.txt", "run_pretraining.flags"} <= set(before)
+    assert {"ckpt-2.index", "bert_config.json", "vocab.txt", "run_pretraining.flags",
+            "bert_tf_run.json"} <= set(before)
 
     wider = BertConfig.from_json_file(str(config_path)).replace(intermediate_size=128)
     wider.to_json_file(str(tmp_path / "wider.json"))
@@ -96,34 +97,31 @@ def test_resume_with_other_settings_refused_and_directory_unchanged(setup):
     reordered = tmp_path / "reordered.txt"
     reordered.write_text("\n".join(lines[:5] + lines[6:] + lines[5:6]) + "\n")  # same size
 
-    def sha(path):
-        return hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]
+    def digest(path):
+        return run_directory.tokenizer_digest(str(path))[:16]
 
     cases = [
         ([f"--bert_config_file={tmp_path}/wider.json"],
-         f"intermediate_size=64 in {out}/bert_config.json but intermediate_size=128 in "
-         f"{tmp_path}/wider.json"),
+         "bert_config intermediate_size=64 then, 128 now"),
         ([f"--vocab_file={reordered}"],
-         f"vocabulary {out}/vocab.txt (sha256 {sha(vocab)}) differs from "
-         f"--vocab_file={reordered} (sha256 {sha(reordered)})"),
-        (["--do_lower_case"],
-         f"--do_lower_case=false in {out}/run_pretraining.flags but --do_lower_case=true now"),
-        (["--max_seq_length=20"],
-         f"--max_seq_length={S} in {out}/run_pretraining.flags but --max_seq_length=20 now"),
-        (["--max_predictions_per_seq=3"],
-         f"--max_predictions_per_seq={P} in {out}/run_pretraining.flags but "
-         "--max_predictions_per_seq=3 now"),
+         f"the tokenizer differs (sha256 {digest(vocab)} then, {digest(reordered)} now: "
+         f"--vocab_file={reordered})"),
+        (["--do_lower_case"], "--do_lower_case=false then, true now"),
+        (["--max_seq_length=20"], f"--max_seq_length={S} then, 20 now"),
+        (["--max_predictions_per_seq=3"], f"--max_predictions_per_seq={P} then, 3 now"),
         # Another batch size resumed silently: a step would no longer mean the same examples.
-        (["--train_batch_size=4"],
-         f"--train_batch_size=8 in {out}/run_pretraining.flags but --train_batch_size=4 now"),
+        (["--train_batch_size=4"], "--train_batch_size=8 then, 4 now"),
+        # Another objective: the checkpoint's heads are not the model's.
+        (["--nouse_next_sentence_label"], "--use_next_sentence_label=true then, false now"),
     ]
     for change, problem in cases:
-        with pytest.raises(FlagValueError) as error:
+        with pytest.raises(run_directory.ResumeMismatchError) as error:
             pretrain(*_flag_values(*base, "--num_train_steps=4", *change))
         assert str(error.value) == (
-            f"--output_dir={out} holds a checkpoint of a run with other settings; resuming "
-            f"would mix them: {problem}. To change them, start a new --output_dir with "
-            f"--init_checkpoint={out}"), change
+            f"--output_dir={out} holds checkpoints of a run with other settings "
+            f"({out}/bert_tf_run.json); resuming would mix them: {problem}. Rerun with the "
+            "run's settings to resume it, or choose a new --output_dir (--init_checkpoint="
+            f"{out} starts from its weights)"), change
         assert _directory_digest(out) == before, change
 
     # The same settings resume; what a killed run left half-written is cleaned up first.
@@ -142,7 +140,7 @@ def test_resume_with_other_settings_refused_and_directory_unchanged(setup):
 
 _HOLDER = textwrap.dedent("""
     import sys, time
-    from bert_tf.training.ownership import RunDirectoryLock
+    from bert_tf.run_directory import RunDirectoryLock
     RunDirectoryLock(sys.argv[1]).acquire()
     print("HOLDING", flush=True)
     time.sleep(600)
@@ -158,7 +156,7 @@ def test_second_run_on_a_directory_refused_and_killed_owner_taken_over(setup, ca
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "HOLDING"
-        record = json.loads((out / ownership.LOCK_NAME).read_text())
+        record = json.loads((out / run_directory.LOCK_FILE).read_text())
         assert (record["host"], record["pid"]) == (socket.gethostname(), holder.pid)
         flagfile = tmp_path / "second.flags"
         flagfile.write_text("\n".join([
@@ -172,57 +170,18 @@ def test_second_run_on_a_directory_refused_and_killed_owner_taken_over(setup, ca
         assert second.returncode == 1, second.stderr[-3000:]
         assert (f"run_pretraining: error: --output_dir={out} is in use by another run (host "
                 f"{socket.gethostname()}, pid {holder.pid}, started {record['start_time']}; "
-                f"lock file {out}/{ownership.LOCK_NAME}): wait for it to end, stop it, or "
+                f"lock file {out}/{run_directory.LOCK_FILE}): wait for it to end, stop it, or "
                 "choose another --output_dir") in second.stderr
-        assert sorted(os.listdir(out)) == [ownership.LOCK_NAME]  # it wrote nothing
+        assert sorted(os.listdir(out)) == [run_directory.LOCK_FILE]  # it wrote nothing
     finally:
         holder.kill()
         holder.wait()
     # The kernel dropped the killed holder's lock: the next run takes the directory over.
-    lock = ownership.RunDirectoryLock(str(out)).acquire()
-    assert json.loads((out / ownership.LOCK_NAME).read_text())["pid"] == os.getpid()
+    lock = run_directory.RunDirectoryLock(str(out)).acquire()
+    assert json.loads((out / run_directory.LOCK_FILE).read_text())["pid"] == os.getpid()
     assert any("Taking over" in r.getMessage() and f"pid {holder.pid}" in r.getMessage()
                for r in caplog.records)
     lock.release()
-
-
-def _write(path, record):
-    if tf.io.gfile.exists(path):
-        tf.io.gfile.remove(path)  # ram:// appends to an existing file
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write(json.dumps(record))
-
-
-def test_lock_on_a_remote_file_system_refuses_and_takes_over_stale_records():
-    directory = f"ram://lock_test_{os.getpid()}/out"
-    lock = ownership.RunDirectoryLock(directory, heartbeat_seconds=0.05).acquire()
-    path = f"{directory}/{ownership.LOCK_NAME}"
-    record = json.loads(tf.io.gfile.GFile(path).read())
-    with pytest.raises(ownership.DirectoryInUseError,
-                       match=rf"is in use by another run \(host {socket.gethostname()}, pid "
-                             rf"{os.getpid()}, started {record['start_time']};"):
-        ownership.RunDirectoryLock(directory).acquire()
-    time.sleep(1.2)  # the heartbeat moves on (to the second)
-    assert json.loads(tf.io.gfile.GFile(path).read())["heartbeat"] > record["heartbeat"]
-    lock.release()
-    assert not tf.io.gfile.exists(path)
-
-    # Left by a process that is gone: on this host a dead pid, elsewhere an old heartbeat.
-    dead = subprocess.Popen([sys.executable, "-c", ""])
-    dead.wait()
-    for stale in ({"host": socket.gethostname(), "pid": dead.pid,
-                   "start_time": "2026-01-01T00:00:00Z", "heartbeat": "2099-01-01T00:00:00Z"},
-                  {"host": "elsewhere", "pid": 1, "start_time": "2026-01-01T00:00:00Z",
-                   "heartbeat": "2026-01-01T00:00:00Z"}):
-        _write(path, stale)
-        taken = ownership.RunDirectoryLock(directory).acquire()
-        assert json.loads(tf.io.gfile.GFile(path).read())["pid"] == os.getpid()
-        taken.release()
-    # A live run on another host with a fresh heartbeat keeps it.
-    _write(path, {"host": "elsewhere", "pid": 1, "start_time": "x",
-                  "heartbeat": ownership._now()})
-    with pytest.raises(ownership.DirectoryInUseError, match="host elsewhere, pid 1, started x"):
-        ownership.RunDirectoryLock(directory).acquire()
 
 
 # run_pretraining's CLI in a process with 2 logical CPUs: --distribution_strategy=mirrored

@@ -1,4 +1,6 @@
-"""bert_tf.load_model, and the registration that lets keras.saving.load_model find our classes."""
+"""bert_tf.load_model, and the registration that lets keras.saving.load_model find our classes
+(importing bert_tf.modeling registers them; importing bert_tf alone changes nothing in the
+process)."""
 
 import os
 import subprocess
@@ -28,7 +30,7 @@ def _inputs():
             "input_type_ids": np.zeros_like(ids)}
 
 
-def test_fresh_process_loads_with_keras_after_import_bert_tf(tmp_path):
+def test_fresh_process_loads_with_keras_after_import_bert_tf_modeling(tmp_path):
     encoder = _tiny_encoder()
     path = str(tmp_path / "encoder.keras")
     encoder.save(path)
@@ -36,8 +38,11 @@ def test_fresh_process_loads_with_keras_after_import_bert_tf(tmp_path):
     np.save(tmp_path / "expected.npy", expected)
     script = f"""
 import sys
+finders = list(sys.meta_path)
 import bert_tf
 assert "tensorflow" not in sys.modules, "import bert_tf must not import TensorFlow"
+assert sys.meta_path == finders, "import bert_tf must not install an import hook"
+import bert_tf.modeling
 import keras, numpy as np
 model = keras.saving.load_model({path!r})
 ids = np.array([[2, 7, 9, 3, 0]], np.int32)

@@ -48,13 +48,13 @@ def emit(result):
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-def run_worker(name, args, timeout=1800):
-    """Runs `benchmark.py --worker=name` in a fresh Python process; returns its result (or an
-    error) dict."""
+def run_worker(name, args, timeout=1800, env=None):
+    """Runs `benchmark.py --worker=name` in a fresh Python process (with `env` added to the
+    environment); returns its result (or an error) dict."""
     cmd = [sys.executable, os.path.join(TOOLS, "benchmark.py"), f"--worker={name}",
            f"--worker_args={json.dumps(args)}"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO + os.pathsep
-               + os.environ.get("PYTHONPATH", ""))
+               + os.environ.get("PYTHONPATH", ""), **(env or {}))
     return run_command(name, cmd, env, timeout)
 
 
@@ -154,7 +154,8 @@ def machine_info():
         pass
     import importlib.metadata as md
     versions = {}
-    for pkg in ("tensorflow", "keras", "keras-hub", "tensorflow-text"):
+    for pkg in ("tensorflow", "keras", "keras-hub", "tensorflow-text", "jax", "jaxlib", "torch",
+                "transformers"):
         try:
             versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError:

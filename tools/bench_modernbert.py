@@ -3,7 +3,7 @@ ModernBERT (PyTorch, SDPA) on the same config, and the local layers' cost agains
 
 Rows (float32, batch 1 forwards; --quick: modernbert_tiny and shorter inputs):
   forward      latency and peak RSS of a ModernBertModel-shaped forward at 512 and 8,192
-               tokens: bert_tf BertEncoder (a tf.function, oneDNN, no XLA) vs transformers'
+               tokens: bert_tf ModernBertEncoder (a tf.function, oneDNN, no XLA) vs transformers'
                ModernBertModel with SDPA attention under --torch_python.
   train        one MLM training step at 512 tokens (batch 2, 30% = 153 predicted positions,
                AdamW, clipping): bert_tf BertPretrainer with the run_pretraining loop's
@@ -48,7 +48,7 @@ def _hf_config(config):
 def worker_modernbert(args):
     """One bert_tf measurement: forward, train or local_layer (see the module docstring)."""
     import tensorflow as tf
-    from bert_tf.modeling import BertEncoder, BertPretrainer
+    from bert_tf.modeling import BertPretrainer, ModernBertEncoder
     from bert_tf.modeling.modern_block import ModernTransformerBlock
 
     mode, seq, batch = args["mode"], args["seq"], args["batch"]
@@ -57,13 +57,13 @@ def worker_modernbert(args):
     features = {"input_word_ids": ids, "input_mask": tf.ones_like(ids),
                 "input_type_ids": tf.zeros_like(ids)}
     if mode == "forward":
-        encoder = BertEncoder(config)
+        encoder = ModernBertEncoder(config)
         run = tf.function(lambda x: encoder(x)["sequence_output"])
         call = lambda: run(features).numpy()  # noqa: E731
     elif mode == "train":
         from bert_tf.training import loop, optimization
         preds = args["preds"]
-        model = BertPretrainer(BertEncoder(config), use_next_sentence_label=False)
+        model = BertPretrainer(ModernBertEncoder(config), use_next_sentence_label=False)
         positions = tf.sort(tf.stack([tf.random.shuffle(tf.range(1, seq), seed=i)[:preds]
                                       for i in range(batch)]), axis=-1)
         features.update(masked_lm_positions=tf.cast(positions, tf.int32),

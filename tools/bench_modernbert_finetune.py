@@ -134,11 +134,11 @@ def worker_bert_tf_model(args):
     from bert_tf.fileio import write_text_atomic
     from bert_tf.interop import modernbert
     from bert_tf.interop.huggingface import save_huggingface
-    from bert_tf.modeling import BertClassifier, BertEncoder
+    from bert_tf.modeling import BertClassifier, ModernBertEncoder
 
     keras.utils.set_random_seed(SEED)
     config = modernbert.config_from_hf(args["values"])
-    model = BertClassifier(BertEncoder(config), num_classes=args["values"]["num_labels"])
+    model = BertClassifier(ModernBertEncoder(config), num_classes=args["values"]["num_labels"])
     save_huggingface(model, args["output_dir"])
     # bert_tf's config has no special-token ids; transformers reads them from config.json.
     path = os.path.join(args["output_dir"], "config.json")

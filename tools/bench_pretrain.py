@@ -3,15 +3,18 @@ Hugging Face.
 
 bert_tf BertPretrainer (MLM + NSP, the loop's compiled step with AdamWeightDecay) and keras-hub
 BertMaskedLM (MLM only, the same step shape with Keras AdamW), each in every dtype / XLA
-configuration; Hugging Face BertForPreTraining (float32, eager PyTorch) under --torch_python
-(bench_scripts/hf_pretrain.py); ratios of bert_tf's best configuration to each peer and model
-FLOP utilisation against a matmul peak measured in the same run.
+configuration; bert_tf on Keras' JAX backend (the JAX loop's compiled step, XLA always) in
+every dtype, beside TensorFlow on the same CPU; Hugging Face BertForPreTraining (float32,
+eager PyTorch) under --torch_python (bench_scripts/hf_pretrain.py); ratios of bert_tf's best
+configuration to each peer and model FLOP utilisation against a matmul peak measured in the
+same run.
 
 This module must not import tools/benchmark.py (run as __main__, importing it again would
 define its flags twice): benchmark.py registers WORKERS and passes the flag values in.
 """
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -169,7 +172,62 @@ def worker_pretrain(args):
            "params": int(sum(int(tf.size(v)) for v in variables)), "load_avg": load()})
 
 
-WORKERS = {"matmul_peak": worker_matmul_peak, "pretrain": worker_pretrain}
+def worker_pretrain_jax(args):
+    """The same configuration's step under KERAS_BACKEND=jax: training.jax_loop's compiled
+    step (forward, backward and AdamWeightDecay in one XLA program)."""
+    import keras
+
+    from bench_accelerator import synthetic_batch
+    from bert_tf.config import BertConfig
+    from bert_tf.modeling import BertPretrainer, build_encoder
+    from bert_tf.training import jax_loop
+    from bert_tf.training.optimization import create_optimizer
+
+    keras.mixed_precision.set_global_policy(args["dtype"])
+    keras.utils.set_random_seed(0)
+    config = BertConfig.from_preset(MODELS[args["model"]], vocab_size=30522)
+    batch_size, seq, preds = args["batch"], args["seq"], args["preds"]
+    model = BertPretrainer(build_encoder(config))
+    optimizer = create_optimizer(1e-4, 10_000, 100)
+    optimizer.build(model.trainable_variables)
+
+    def loss_fn(model, batch, training):
+        return model.compute_pretraining_losses(batch, model(batch, training=training))
+
+    mesh = jax_loop.device_mesh()
+    batch = synthetic_batch(config.vocab_size, batch_size, seq, preds, nsp=True)
+    micro = jax_loop.shard_micro_batches({k: v[None] for k, v in batch.items()}, mesh)
+    build_start = time.perf_counter()
+    step, state = jax_loop.compile_train_step(model, optimizer, loss_fn, 1, mesh)
+    state, parts, _ = step(state, micro)
+    float(parts["loss"])
+    compile_seconds = time.perf_counter() - build_start
+
+    def train_steps(num_steps):
+        nonlocal state
+        for _ in range(num_steps):
+            state, step_parts, _ = step(state, micro)
+        return float(step_parts["loss"])  # waits for the last step
+
+    steps = args["steps"]
+    seconds, _ = median_rate(lambda: train_steps(steps), 1, warmup=args["warmup"],
+                             repeats=args["repeats"])
+    step_seconds = seconds / steps
+    flops = _flops_per_step(config, batch_size, seq, preds, nsp=True)
+    loss = train_steps(1)
+    emit({"impl": "bert_tf_jax", "model": args["model"], "dtype": args["dtype"], "xla": True,
+          "batch": batch_size, "seq": seq, "preds": preds,
+          "ms_per_step": round(1000 * step_seconds, 2),
+          "tokens_per_s": round(batch_size * seq / step_seconds, 1),
+          "flops_per_step": int(flops),
+          "achieved_gflops": round(flops / step_seconds / 1e9, 2),
+          "compile_s": round(compile_seconds, 1), "final_loss_finite": loss == loss,
+          "params": int(sum(math.prod(v.shape) for v in model.trainable_variables)),
+          "load_avg": load()})
+
+
+WORKERS = {"matmul_peak": worker_matmul_peak, "pretrain": worker_pretrain,
+           "pretrain_jax": worker_pretrain_jax}
 
 
 def _hf_config(config):
@@ -239,17 +297,20 @@ def case_pretrain(setup, quick, torch_python=None, *, models, dtypes, xla_modes,
     for model in models:
         if model not in MODELS:
             raise app.UsageError(f"--models: unknown {model!r}; expected {', '.join(MODELS)}")
-        for impl in ("bert_tf", "keras_hub"):
-            todo = configs
+        for impl in ("bert_tf", "keras_hub", "bert_tf_jax"):
+            # JAX compiles the whole step whatever the flag: one row per dtype.
+            todo = [(d, True) for d in dtypes] if impl == "bert_tf_jax" else configs
             if (model == "base" and not quick and not all_configs_for_base
                     and impl in previous_best):
                 todo = [previous_best[impl][1:]]
             runs = []
             for dtype, xla in todo:
                 steps = {"tiny": 10, "small": 2, "base": 1}[model] if not quick else 2
-                result = run_worker("pretrain", dict(
+                jax_backend = impl == "bert_tf_jax"
+                result = run_worker("pretrain_jax" if jax_backend else "pretrain", dict(
                     impl=impl, model=model, dtype=dtype, xla=xla, steps=steps, warmup=1,
-                    repeats=3 if model != "base" else 2, **shape))
+                    repeats=3 if model != "base" else 2, **shape),
+                    env={"KERAS_BACKEND": "jax"} if jax_backend else None)
                 result.update(case="pretrain", kind="step", impl=impl, model=model, dtype=dtype,
                               xla=xla)
                 if "error" not in result:
@@ -262,6 +323,15 @@ def case_pretrain(setup, quick, torch_python=None, *, models, dtypes, xla_modes,
             if runs:
                 top = max(runs, key=lambda r: r["tokens_per_s"])
                 best[impl] = (top["tokens_per_s"], top["dtype"], top["xla"])
+        if "bert_tf" in best and "bert_tf_jax" in best:
+            rows.append({"case": "pretrain", "kind": "ratio", "model": model,
+                         "versus": "bert_tf_jax",
+                         "bert_tf_best_tokens_per_s": best["bert_tf"][0],
+                         "bert_tf_best_config": list(best["bert_tf"][1:]),
+                         "bert_tf_jax_best_tokens_per_s": best["bert_tf_jax"][0],
+                         "bert_tf_jax_best_config": list(best["bert_tf_jax"][1:]),
+                         "ratio": round(best["bert_tf"][0] / best["bert_tf_jax"][0], 3)})
+            print_row(rows[-1])
         if "bert_tf" in best and "keras_hub" in best:
             rows.append({"case": "pretrain", "kind": "ratio", "model": model, "versus": "keras_hub",
                          "bert_tf_best_tokens_per_s": best["bert_tf"][0],
@@ -311,11 +381,12 @@ def format_lines(r):
         return [f"{case:14} matmul peak: fp32 {r['float32_gflops']} GFLOP/s, "
                 f"bf16 {r['bfloat16_gflops']} GFLOP/s"]
     if kind == "step":
-        return [f"{case:14} {r['model']:5} {r['impl']:9} {r['dtype']:14} "
+        return [f"{case:14} {r['model']:5} {r['impl']:11} {r['dtype']:14} "
                 f"xla={'on ' if r['xla'] else 'off'} {r['tokens_per_s']:9.0f} tok/s "
                 f"{r['ms_per_step']:9.1f} ms/step  MFU {r.get('mfu', float('nan')):.2f}"
                 f"  load {r['load_avg']}"]
     if kind == "ratio":
-        peer = {"keras_hub": "keras-hub best", "hf_torch": "HF torch fp32"}[r["versus"]]
+        peer = {"keras_hub": "keras-hub best", "hf_torch": "HF torch fp32",
+                "bert_tf_jax": "bert_tf on JAX best"}[r["versus"]]
         return [f"{case:14} {r['model']:5} bert_tf best / {peer} = {r['ratio']}"]
     return []

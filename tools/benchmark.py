@@ -46,6 +46,12 @@ Cases (--cases, comma list):
                   forward latency and peak RSS at 512 and 8,192 tokens, an MLM train step at
                   512; one local and one global layer at 1k and 8k tokens (time and memory
                   ratios); see tools/bench_modernbert.py.
+  accelerator     pre-training on one GPU or TPU, bert_tf on JAX vs Hugging Face on PyTorch:
+                  BERT-base at 128 tokens, BERT-large at 512 (MLM + NSP), ModernBERT-base at 1,024
+                  (MLM, local/global attention), bfloat16, synthetic full-length batches;
+                  tokens/s, step time, MFU against the chip's bfloat16 peak, peak memory. Needs
+                  no TensorFlow (JAX, Keras, namex, optree; PyTorch and transformers for the
+                  peer); see tools/bench_accelerator.py and docs/benchmarks.md.
   modernbert_finetune
                   a small ModernBERT built at random (hidden 256, 6 layers, byte-level BPE
                   tokenizer.json trained on pydoc prose) fine-tuned on the finetune case's
@@ -85,6 +91,7 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The cases, one module each beside this file.
+import bench_accelerator  # noqa: E402
 import bench_common  # noqa: E402
 import bench_create_data  # noqa: E402
 import bench_embed  # noqa: E402
@@ -101,7 +108,9 @@ import bench_tokenizer  # noqa: E402
 FLAGS = flags.FLAGS
 
 CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing",
-         "finetune", "embed", "litert", "modernbert", "modernbert_finetune")
+         "finetune", "embed", "litert", "modernbert", "modernbert_finetune", "accelerator")
+# Cases that run where TensorFlow is not installed (a GPU rental with JAX and PyTorch).
+WITHOUT_TENSORFLOW = ("accelerator",)
 _REPO = bench_common.REPO
 
 flags.DEFINE_list("cases", list(CASES), f"Cases to run, from: {', '.join(CASES)}.")
@@ -111,6 +120,7 @@ flags.DEFINE_list("dtypes", ["float32", "mixed_bfloat16"], "pretrain: dtype poli
 flags.DEFINE_list("xla_modes", ["off", "on"], "pretrain: XLA settings to run (off, on).")
 flags.DEFINE_bool("quick", False, "Shrink every case (smoke test: tiny shapes, few steps).")
 flags.DEFINE_string("output_file", None, "Write all results here as one JSON document.")
+flags.DEFINE_alias("output", "output_file")
 flags.DEFINE_string("original_bert_dir", None,
                     "A google-research/bert checkout (tokenization.py, "
                     "create_pretraining_data.py).")
@@ -134,7 +144,8 @@ flags.DEFINE_string("worker_args", "{}", "Internal: JSON arguments of --worker."
 # Every worker a case runs through `benchmark.py --worker=<name>`.
 WORKERS = {**bench_common.WORKERS, **bench_pretrain.WORKERS, **bench_tokenizer.WORKERS,
            **bench_create_data.WORKERS, **bench_input_pipeline.WORKERS,
-           **bench_serving.WORKERS, **bench_packing.WORKERS, **bench_modernbert.WORKERS}
+           **bench_serving.WORKERS, **bench_packing.WORKERS, **bench_modernbert.WORKERS,
+           **bench_accelerator.WORKERS}
 
 
 def format_table(rows):
@@ -147,7 +158,8 @@ def format_table(rows):
         "packing": lambda r: [bench_packing.format_row(r)],
         "finetune": bench_finetune.format_lines, "embed": bench_embed.format_lines,
         "litert": bench_litert.format_lines, "modernbert": bench_modernbert.format_lines,
-        "modernbert_finetune": bench_modernbert_finetune.format_lines})
+        "modernbert_finetune": bench_modernbert_finetune.format_lines,
+        "accelerator": bench_accelerator.format_lines})
 
 
 def main(argv):
@@ -169,7 +181,7 @@ def main(argv):
     if torch_python:
         bench_pretrain.check_torch_python(torch_python)
     elif any(case in FLAGS.cases for case in ("pretrain", "litert", "modernbert",
-                                              "modernbert_finetune")):
+                                              "modernbert_finetune", "accelerator")):
         torch_python = bench_pretrain.default_torch_python()
     started = time.time()
     info = bench_common.machine_info()
@@ -205,13 +217,16 @@ def main(argv):
             elif case == "finetune":
                 new = bench_finetune.case_finetune(workdir, FLAGS.quick, torch_python,
                                                    FLAGS.finetune_model_dir)
+            elif case == "accelerator":
+                new = bench_accelerator.case_accelerator(FLAGS.quick, torch_python,
+                                                         bench_common.run_worker)
             elif case == "embed":
                 new = bench_embed.case_embed(workdir, FLAGS.quick, torch_python,
                                              FLAGS.embed_side_by_side)
             else:
                 new = bench_input_pipeline.case_input_pipeline(setup, FLAGS.quick, rows)
             for row in new:
-                if case not in ("pretrain", "create_data", "modernbert"):
+                if case not in ("pretrain", "create_data", "modernbert", "accelerator"):
                     bench_common.print_row(row)
             rows.extend(new)
     finally:

@@ -35,6 +35,7 @@ import absl.logging
 from absl import app
 
 from bert_tf import quiet_logs
+from bert_tf.run_directory import RunDirectoryError
 
 FLAGS = absl.flags.FLAGS
 
@@ -178,7 +179,8 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         "<program>: error: <message>" with exit status 1 instead of a traceback; or a function
         returning them, called once the flags are parsed (so that a command imports its
         driver's modules only when it runs). Files that cannot be read or written (OSError,
-        TensorFlow's file-system errors) are reported the same way by every command.
+        TensorFlow's file-system errors) and run directories that cannot be used (in use,
+        another run's checkpoints) are reported the same way by every command.
       required: flags that must be given.
       define_flags: the command's `define_flags()` (bert_tf.cli.flags groups), called before
         parsing; nothing is defined at import, so any commands share one process.
@@ -191,8 +193,8 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         user_errors = tuple(errors() if callable(errors) else errors)
         try:
             return main(argv)
-        except user_errors as e:
-            print(f"{program}: error: {e}", file=sys.stderr)
+        except (*user_errors, RunDirectoryError) as e:
+            print(f"{program or _program_name(sys.argv[0])}: error: {e}", file=sys.stderr)
             sys.exit(1)
         except Exception as e:  # noqa: BLE001 - only file errors are reported in one line
             if not isinstance(e, _file_errors()):

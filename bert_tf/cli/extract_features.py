@@ -39,7 +39,7 @@ from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.data.tasks import length_buckets
-from bert_tf.modeling import BertEncoder
+from bert_tf.modeling import build_encoder
 from bert_tf.text import pack_inputs, tokenizer_files, truncated_lengths
 from bert_tf.training.checkpointing import CheckpointError
 
@@ -191,10 +191,12 @@ def extract(options):
                                                config.max_position_embeddings)
     except length_buckets.BucketError as e:
         raise UsageError(str(e)) from None
+    # Unset: the casing --init_checkpoint records (a set one must agree with it).
+    casing = interop.casing_of(options.do_lower_case, options.init_checkpoint)
     try:
         # A tokenizer.json records its casing: --do_lower_case unset takes it, a set one must
         # agree (a vocab.txt: unset is true, the original's default).
-        tokenizer = tokenizer_files.load_tokenizer(vocab_file, options.do_lower_case)
+        tokenizer = tokenizer_files.load_tokenizer(vocab_file, casing)
     except (OSError, ValueError) as e:
         raise UsageError(f"--vocab_file={vocab_file}: {e}") from None
     do_lower_case = tokenizer_files.tokenizer_casing(tokenizer)
@@ -213,7 +215,7 @@ def extract(options):
         raise UsageError(f"--input_file={options.input_file} is empty; expected one input per "
                          "line")
 
-    encoder = BertEncoder(config)
+    encoder = build_encoder(config)
     logging.info(interop.warm_start(options.init_checkpoint, encoder,
                                     do_lower_case=do_lower_case).summary())
 

@@ -15,20 +15,9 @@ TensorFlow is imported for local paths (the data tools stay TF-free). Each raise
 """
 
 import glob
-import json
 import os
-import tempfile
 
-from bert_tf import fileio
-
-RUN_LOCK = ".bert_tf_run.lock"
-PRETRAINING_FLAGS = "run_pretraining.flags"
-FINETUNING_RECORD = "finetuning_run.json"
-# Files only a training run leaves (bert_tf.training.ownership, bert_tf.jobs.finetuning,
-# run_pretraining): a directory holding one is a run's.
-RUN_RECORDS = ("checkpoint", RUN_LOCK, FINETUNING_RECORD, "results.json", "model.keras",
-               "task_info.json", PRETRAINING_FLAGS, "run_classifier.flags",
-               "run_squad.flags", "run_tagging.flags")
+from bert_tf import fileio, run_directory
 
 # The entries of what tf.saved_model.save writes (bert_tf.serving.export): an export directory.
 EXPORT_ENTRIES = frozenset(("saved_model.pb", "variables", "assets", "assets.extra",
@@ -119,41 +108,31 @@ def check_dir_clear_of_inputs(flag, directory, inputs, role="an input of this co
                               "there would replace it: choose a new directory")
 
 
-def run_records(directory):
-    """The names in `directory` that mark a training run's directory (sorted), or []."""
-    directory = str(directory)
-    if not fileio.isdir(directory):
-        return []
-    names = set(fileio.listdir(directory))
-    found = {name for name in RUN_RECORDS if name in names}
-    found.update(name for name in names if name.startswith("ckpt-") and name.endswith(".index"))
-    return sorted(found)
-
-
-FINETUNING_COMMANDS = ("run_classifier", "run_squad", "run_tagging")
-
-
 def other_commands_records(directory, command=None):
     """The records in `directory` of a run by another command than `command` (a fine-tuning
-    command's name): the pre-training flags file, another fine-tuning command's flags file, or
-    a finetuning_run.json naming another command. With `command` None: the pre-training
-    record only. Returns [] for a directory of `command`'s own run (or none)."""
-    records = run_records(directory)
-    found = [name for name in records if name == PRETRAINING_FLAGS]
+    command's name, or bert_tf.run_directory.EMBEDDING_COMMAND): the pre-training flags file,
+    another command's flags file, or a run record naming another command. With `command`
+    None: the pre-training flags file only. Returns [] for a directory of `command`'s own run
+    (or none)."""
+    markers = run_directory.markers(directory)
+    pretraining_flags = run_directory.PRETRAINING_FLAGS_FILE
+    found = [name for name in markers if name == pretraining_flags]
     if command is None:
         return found
-    found += [f"{name}.flags" for name in FINETUNING_COMMANDS
-              if name != command and f"{name}.flags" in records]
-    if FINETUNING_RECORD in records:
-        try:
-            with fileio.open_file(os.path.join(str(directory), FINETUNING_RECORD),
-                                  encoding="utf-8") as f:
-                recorded = json.load(f).get("cli")
-        except (ValueError, AttributeError):
-            recorded = None
-        if recorded not in (None, command):
-            found.append(f"{FINETUNING_RECORD}: cli={recorded!r}")
+    found += [run_directory.flags_file(name) for name in run_directory.FINETUNING_COMMANDS
+              if name != command and run_directory.flags_file(name) in markers]
+    recorded = run_directory.recorded_command(directory)
+    if recorded not in (None, command, run_directory.PRETRAINING_COMMAND):
+        found.append(f"{_record_name(directory)}: cli={recorded!r}")
     return found
+
+
+def _record_name(directory):
+    for name in (run_directory.RECORD_FILE, run_directory.LEGACY_FINETUNING_RECORD,
+                 run_directory.TASK_INFO_FILE):
+        if fileio.isfile(run_directory.path(directory, name)):
+            return name
+    return run_directory.RECORD_FILE
 
 
 def check_not_a_run(flag, directory, own=False):
@@ -163,7 +142,7 @@ def check_not_a_run(flag, directory, own=False):
     Raises:
       OutputError naming the flag and the run's files.
     """
-    records = run_records(directory)
+    records = run_directory.markers(directory)
     if records and not own:
         raise OutputError(f"{flag}={directory} holds a training run ({', '.join(records[:4])}"
                           f"{', ...' if len(records) > 4 else ''}); a command never writes "
@@ -206,9 +185,8 @@ def check_replaceable(flag, directory, kind, overwrite, is_own_kind):
 
 # What bert-tf-convert-checkpoint writes (any --to): a directory of only these is an earlier
 # conversion's and may be written over.
-CONVERSION_OUTPUTS = ("pretrainer.keras", "encoder.keras", "bert_config.json", "vocab.txt",
-                      "tokenizer_config.json", "albert_config.json", "config.json",
-                      "model.safetensors")
+CONVERSION_OUTPUTS = (*run_directory.CONVERSION_FILES, "tokenizer_config.json",
+                      "albert_config.json", "config.json", "model.safetensors")
 CONVERSION_CHECKPOINTS = ("bert_model.ckpt.", "model.ckpt.")
 
 
@@ -236,16 +214,6 @@ def check_conversion_output_dir(output_dir, checkpoint, bert_config_file=None, v
                           "a new or empty directory")
 
 
-def _nearest_existing(path):
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    return path
-
-
 def check_writable_dir(flag, directory, create=True):
     """`directory` (made later if missing, when `create`) can receive files: a file is created
     and removed there, or in its nearest existing parent. Remote paths are not probed.
@@ -253,26 +221,10 @@ def check_writable_dir(flag, directory, create=True):
     Raises:
       OutputError naming the flag.
     """
-    directory = str(directory)
-    if fileio.is_remote(directory):
-        return
-    directory = os.path.abspath(os.path.expanduser(directory or "."))
-    if not os.path.isdir(directory):
-        if os.path.exists(directory):
-            raise OutputError(f"{flag}={directory} is a file; expected a directory")
-        if not create:
-            raise OutputError(f"{flag}: directory {directory} does not exist")
-        existing = _nearest_existing(directory)
-        if not os.path.isdir(existing):
-            raise OutputError(f"{flag}={directory} cannot be created: {existing} is a file")
-        directory = existing
     try:
-        fd, probe = tempfile.mkstemp(dir=directory, prefix=".bert_tf_write_probe_")
-        os.close(fd)
-        os.remove(probe)
-    except OSError as e:
-        raise OutputError(f"{flag}: cannot write in {directory} ({e.strerror or e}); choose a "
-                          "writable location") from None
+        run_directory.check_writable(directory, flag, create=create)
+    except run_directory.RunDirectoryError as e:
+        raise OutputError(str(e)) from None
 
 
 def check_writable_files(outputs):
@@ -341,8 +293,12 @@ def check_pretraining_output_dir(output_dir):
     """
     from bert_tf.jobs.run_setup import FlagValueError
 
-    found = [name for name in run_records(output_dir)
-             if name in (FINETUNING_RECORD, "task_info.json", "model.keras")]
+    found = [name for name in run_directory.markers(output_dir)
+             if name in (run_directory.LEGACY_FINETUNING_RECORD, run_directory.TASK_INFO_FILE,
+                         run_directory.MODEL_FILE)]
+    if run_directory.recorded_command(output_dir) not in (None,
+                                                          run_directory.PRETRAINING_COMMAND):
+        found.insert(0, run_directory.RECORD_FILE)
     if found:
         raise FlagValueError(f"--output_dir={output_dir} holds a fine-tuning run "
                              f"({', '.join(found)}); choose a new --output_dir "

@@ -54,37 +54,29 @@ def define_flags(flag_values=FLAGS):
 
 def pretraining_config(flag_values=FLAGS):
     """The PretrainingConfig of the parsed flags; --max_predictions_per_seq left unset is None
-    (the packed input's own or derived P, else 20)."""
+    (the packed input's own or derived P, else 20), --do_lower_case left unset None (the
+    driver's resolve_casing)."""
     from bert_tf.jobs.pretraining import PretrainingConfig
 
-    given = flag_values["max_predictions_per_seq"].present
+    given = {name: flag_values[name].present
+             for name in ("max_predictions_per_seq", "do_lower_case")}
     return cli_flags.to_config(
         PretrainingConfig, flag_values,
-        max_predictions_per_seq=flag_values.max_predictions_per_seq if given else None)
-
-
-def _take_tokenizer_casing(flag_values=FLAGS):
-    """--do_lower_case left unset with a --vocab_file tokenizer.json: the file's casing, set
-    on the flags so that run_pretraining.flags records it (exports and resumes read it there)."""
-    vocab_file = flag_values.vocab_file
-    if vocab_file and vocab_file.endswith(".json") and not flag_values["do_lower_case"].present:
-        from bert_tf.jobs.run_setup import FlagValueError
-        from bert_tf.text import tokenizer_files
-
-        try:
-            tokenizer = tokenizer_files.load_tokenizer(vocab_file)
-        except (OSError, ValueError) as e:
-            raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
-        flag_values.do_lower_case = tokenizer_files.tokenizer_casing(tokenizer)
+        max_predictions_per_seq=(flag_values.max_predictions_per_seq
+                                 if given["max_predictions_per_seq"] else None),
+        do_lower_case=flag_values.do_lower_case if given["do_lower_case"] else None)
 
 
 def main(argv):
-    from bert_tf.jobs.pretraining import pretrain
+    from bert_tf.jobs.pretraining import pretrain, resolve_casing
 
     del argv
-    _take_tokenizer_casing()
     config = pretraining_config()
     outputs.check_pretraining_output_dir(config.output_dir)
+    casing = resolve_casing(config)
+    if casing is not None:
+        # run_pretraining.flags then records the casing the run tokenizes with.
+        FLAGS.do_lower_case = casing
     pretrain(config, flags_text=FLAGS.flags_into_string())
 
 

@@ -31,8 +31,8 @@ from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop import modernbert, weights
 from bert_tf.interop.tf1 import copy_vocab
 from bert_tf.interop.weights import InteropError
-from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
-                              BertTokenClassifier)
+from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
+                              BertTokenClassifier, Encoder, build_encoder)
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -442,9 +442,10 @@ def load_huggingface(model_dir, allow_pickle=False):
 
     Returns:
       (model, config, vocab_file): a BertPretrainer when the checkpoint has the MLM head
-      (cls.predictions.*; with NSP when it has cls.seq_relationship.*), else a BertEncoder;
-      the BertConfig; the path of vocab.txt, or None when the directory has none. A checkpoint
-      without a pooler (BertForMaskedLM) leaves the pooler newly initialised.
+      (cls.predictions.*; with NSP when it has cls.seq_relationship.*), else an encoder
+      (BertEncoder or ModernBertEncoder); the BertConfig; the path of vocab.txt, or None when
+      the directory has none. A checkpoint without a pooler (BertForMaskedLM) leaves the
+      pooler newly initialised.
 
     Raises:
       InteropError: see read_huggingface; also a missing weight or a shape that differs from
@@ -458,7 +459,7 @@ def load_huggingface(model_dir, allow_pickle=False):
     """
     source = read_huggingface(model_dir, allow_pickle=allow_pickle)
     config = source.config
-    encoder = BertEncoder(config)
+    encoder = build_encoder(config)
     if any(name.startswith("cls/predictions/") for name in source.tensors):
         has_nsp = any(name.startswith("cls/seq_relationship/") for name in source.tensors)
         # ModernBERT's masked-LM head has no pooler to read (its classifier head is the pooler).
@@ -511,7 +512,7 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
     """
     from safetensors.numpy import save
 
-    if weights.encoder_of(model).config.is_modern:
+    if weights.encoder_of(model).config.architecture == "modernbert":
         return _save_modernbert(model, output_dir, save)
     weights.require_plain_bert(model, "Hugging Face BERT")
     architecture, prefix, keep_pooler, extras = _layout(model)
@@ -554,7 +555,7 @@ def _save_modernbert(model, output_dir, save):
         architecture, prefix, kind = (modernbert.SEQUENCE_CLASSIFICATION, "model.",
                                       weights.CLASSIFICATION)
         num_labels = model.num_classes
-    elif isinstance(model, BertEncoder):
+    elif isinstance(model, Encoder):
         architecture, prefix, kind = "ModernBertModel", "", None
     else:
         raise InteropError(f"cannot write a {type(model).__name__} as ModernBERT (an encoder, "

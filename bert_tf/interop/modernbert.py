@@ -137,6 +137,7 @@ def config_from_hf(values, source="config.json"):
     fields = dict(
         vocab_size=values.get("vocab_size", 50368),
         hidden_size=values.get("hidden_size", 768),
+        architecture="modernbert",
         num_hidden_layers=layers,
         num_attention_heads=values.get("num_attention_heads", 12),
         intermediate_size=values.get("intermediate_size", 1152),

@@ -21,7 +21,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf import fileio, run_directory
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import huggingface, weights
 from bert_tf.interop.weights import InteropError
@@ -287,10 +287,11 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
 
     Args:
       init_checkpoint: a sentence-transformers directory (pooling and normalisation from it);
-        a bert_tf embedding run (its model.keras holds a BertSentenceEmbedder, task_info.json
+        a bert_tf embedding run (its model.keras holds a BertSentenceEmbedder, its run record
         its casing and length) or such a .keras file; or any encoder checkpoint
         bert_tf.interop.warm_start reads (original TF1, Hugging Face, keras-hub, bert_tf
-        pre-training runs), then pooled by `pooling` / `normalize`.
+        pre-training runs), then pooled by `pooling` / `normalize`, tokenized with the casing
+        it records (bert_tf.interop.casing_of) unless do_lower_case says.
       pooling, normalize: for an encoder checkpoint only.
       vocab_file, do_lower_case, max_seq_length: override what the source says (needed where
         it says nothing: vocab_file beside a TF1 checkpoint, max_seq_length default 128).
@@ -307,42 +308,45 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
     """
     import keras
 
-    from bert_tf.interop.warm_start import checkpoint_config, warm_start
-    from bert_tf.modeling import BertEncoder
-    from bert_tf.saving import model_file_of
+    from bert_tf.interop.warm_start import casing_of, checkpoint_config, warm_start
+    from bert_tf.modeling import build_encoder
 
     if is_sentence_transformers_dir(init_checkpoint):
         loaded = load_sentence_transformers(init_checkpoint)
     else:
         model_file = None
         try:
-            model_file = model_file_of(init_checkpoint)
+            model_file = run_directory.model_file(init_checkpoint)
         except (FileNotFoundError, ValueError):
             pass
         model = (keras.saving.load_model(model_file, compile=False) if model_file
                  else None)
         if isinstance(model, BertSentenceEmbedder):
             directory = os.path.dirname(fileio.abspath(model_file))
-            info = _read_json(os.path.join(directory, "task_info.json"), "the run's settings") \
-                if tf.io.gfile.exists(os.path.join(directory, "task_info.json")) else {}
+            try:
+                record = run_directory.read_record(directory)
+            except run_directory.RunDirectoryError as e:
+                raise InteropError(str(e)) from None
+            casing = casing_of(do_lower_case, init_checkpoint)
             loaded = SentenceTransformer(
                 model=model, vocab_file=tokenizer_files.model_tokenizer_file(directory),
-                do_lower_case=info.get("do_lower_case", True),
-                max_seq_length=info.get("max_seq_length", 128))
+                do_lower_case=True if casing is None else casing,
+                max_seq_length=(record.settings if record else {}).get("max_seq_length", 128))
         else:
             config = checkpoint_config(init_checkpoint)
             if config is None:
                 raise InteropError(f"--init_checkpoint={init_checkpoint}: not a "
                                    "sentence-transformers directory, a bert_tf embedding run "
                                    "or a checkpoint with a model config beside it")
-            model = BertSentenceEmbedder(BertEncoder(config), pooling=pooling,
+            model = BertSentenceEmbedder(build_encoder(config), pooling=pooling,
                                          normalize=normalize)
-            warm_start(init_checkpoint, model, do_lower_case=do_lower_case)
+            casing = casing_of(do_lower_case, init_checkpoint)
+            warm_start(init_checkpoint, model, do_lower_case=casing)
             directory = (init_checkpoint if fileio.isdir(init_checkpoint)
                          else os.path.dirname(init_checkpoint))
             loaded = SentenceTransformer(
                 model=model, vocab_file=tokenizer_files.model_tokenizer_file(directory),
-                do_lower_case=True if do_lower_case is None else do_lower_case,
+                do_lower_case=True if casing is None else casing,
                 max_seq_length=min(128, config.max_position_embeddings))
     if vocab_file:
         loaded.vocab_file = (tokenizer_files.model_tokenizer_file(vocab_file) or vocab_file

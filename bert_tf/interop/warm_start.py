@@ -24,18 +24,18 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf import fileio
+from bert_tf import fileio, run_directory
 from bert_tf.config import BertConfig
 from bert_tf.interop import huggingface, kerashub, tf1, weights
 from bert_tf.interop.weights import InteropError
-from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.modeling import BertPretrainer, Encoder, build_encoder
 from bert_tf.text import validate_case_matches_checkpoint
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
-_BERT_CONFIG_FILE = "bert_config.json"
+_BERT_CONFIG_FILE = run_directory.CONFIG_FILE
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 # What run_pretraining and bert-tf-convert-checkpoint leave in a bert_tf model directory.
-_KERAS_MODEL_FILES = ("pretrainer.keras", "encoder.keras")
+_KERAS_MODEL_FILES = (run_directory.PRETRAINER_FILE, run_directory.ENCODER_FILE)
 # Structural fields: a difference means the weights cannot mean the same thing.
 _STRUCTURE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size",
@@ -247,18 +247,18 @@ def _load_training_checkpoint(path, shapes, config, template):
     model_names = [n for n in shapes if n.startswith("model/")]
     if any(n.startswith("model/masked_lm/") for n in model_names):
         has_nsp = any(n.startswith("model/next_sentence/") for n in model_names)
-        candidates = [BertPretrainer(BertEncoder(config), use_next_sentence_label=has_nsp)]
+        candidates = [BertPretrainer(build_encoder(config), use_next_sentence_label=has_nsp)]
     elif any(n.startswith("model/embedding_layer/") for n in model_names):
-        candidates = [BertEncoder(config)]
+        candidates = [build_encoder(config)]
     elif any(n.startswith("model/encoder/") for n in model_names):
         # A task model. The checkpoint does not record the head's class, so its head loads
         # into a model of the template's class whose head has the same shapes; else only the
         # encoder loads.
         candidates = [None]
         head_shapes = sorted(shapes[n] for n in model_names if not n.startswith("model/encoder/"))
-        if (template is not None and not isinstance(template, BertEncoder)
+        if (template is not None and not isinstance(template, Encoder)
                 and _task_matches(path, template)):
-            clone = weights.same_kind(template, BertEncoder(config))
+            clone = weights.same_kind(template, build_encoder(config))
             encoder_ids = {id(v) for v in clone.encoder.weights}
             clone_head = [tuple(v.shape) for v in clone.weights if id(v) not in encoder_ids]
             if sorted(clone_head) == head_shapes:
@@ -273,7 +273,7 @@ def _load_training_checkpoint(path, shapes, config, template):
     for donor in candidates:
         if donor is None:
             # Only the encoder of a task model: its head is reported as unused.
-            donor = BertEncoder(config)
+            donor = build_encoder(config)
             root = tf.Module()
             root.encoder = donor
             other = sorted(n for n in model_names if not n.startswith("model/encoder/"))
@@ -304,10 +304,10 @@ def _task_matches(path, template):
     alone cannot tell); True when nothing is recorded."""
     directory = os.path.dirname(path)
     candidates = [directory]
-    if os.path.basename(directory) == "best":  # best/model-<step> of a fine-tuning run
+    if os.path.basename(directory) == run_directory.BEST_DIR:  # best/model-<step>
         candidates.append(os.path.dirname(directory))
     for candidate in candidates:
-        info = os.path.join(candidate, "task_info.json")
+        info = run_directory.path(candidate, run_directory.TASK_INFO_FILE)
         if fileio.isfile(info):
             try:
                 with fileio.open_file(info, encoding="utf-8") as f:
@@ -327,11 +327,11 @@ def _load_weights_file(path, config, template):
     """A .weights.h5 holds no architecture: try the template's kind, then pretrainer, encoder."""
     if not tf.io.gfile.exists(path):
         raise InteropError(f"--init_checkpoint={path}: no such file")
-    builders = [lambda: BertPretrainer(BertEncoder(config), use_next_sentence_label=True),
-                lambda: BertPretrainer(BertEncoder(config), use_next_sentence_label=False),
-                lambda: BertEncoder(config)]
+    builders = [lambda: BertPretrainer(build_encoder(config), use_next_sentence_label=True),
+                lambda: BertPretrainer(build_encoder(config), use_next_sentence_label=False),
+                lambda: build_encoder(config)]
     if template is not None:
-        builders.insert(0, lambda: weights.same_kind(template, BertEncoder(config)))
+        builders.insert(0, lambda: weights.same_kind(template, build_encoder(config)))
     for build in builders:
         donor = build()
         try:
@@ -364,55 +364,41 @@ def _keras_file_config(path):
     return weights.encoder_of(keras.saving.load_model(path, compile=False)).config
 
 
-def _checkpoint_casing(path):
-    """(do_lower_case, where it was read) from the files beside or inside a checkpoint."""
+def checkpoint_casing(init_checkpoint):
+    """(do_lower_case, where it was read) of a checkpoint, else (None, None): a keras-hub
+    preset's tokenizer, a Hugging Face tokenizer_config.json, or the record of the bert_tf run
+    (bert_tf.run_directory.recorded_casing) in or beside which it lies."""
+    path = str(init_checkpoint)
     directory = path if fileio.isdir(path) else os.path.dirname(path)
     if kerashub.is_preset_dir(directory):
         return kerashub.preset_lowercase(directory), "tokenizer.json lowercase"
     value = huggingface.do_lower_case_of(directory)
     if value is not None:
         return value, f"{huggingface.TOKENIZER_CONFIG_FILE} do_lower_case"
-    return _bert_tf_run_casing(directory)
+    if os.path.basename(directory) == run_directory.BEST_DIR:
+        directory = os.path.dirname(directory)
+    return run_directory.recorded_casing(directory)
 
 
-# Run records of bert_tf's fine-tuning CLIs that hold the casing the run tokenized with.
-_RUN_CASING_FILES = ("task_info.json", "finetuning_run.json")
-_PRETRAINING_FLAGS = "run_pretraining.flags"
+def casing_of(do_lower_case, init_checkpoint):
+    """The casing to tokenize with: `do_lower_case` when given (it must not contradict what
+    --init_checkpoint records), else the casing --init_checkpoint records, else None (the
+    tokenizer file's: a tokenizer.json records it, a vocab.txt is lower-cased).
 
-
-def _bert_tf_run_casing(directory):
-    """(do_lower_case, where) recorded by a bert_tf run in `directory`, else (None, None).
-
-    run_pretraining.flags says how the run tokenized only when it read raw text
-    (--input_text_file / --input_tfds): TFRecords were tokenized by create_pretraining_data.
+    Raises:
+      InteropError naming --do_lower_case and the file that records the other casing.
     """
-    for name in _RUN_CASING_FILES:
-        path = os.path.join(directory, name)
-        if fileio.isfile(path):
-            try:
-                with fileio.open_file(path, encoding="utf-8") as f:
-                    value = json.load(f).get("do_lower_case")
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(value, bool):
-                return value, f"{name} do_lower_case"
-    path = os.path.join(directory, _PRETRAINING_FLAGS)
-    if not fileio.isfile(path):
-        return None, None
-    values = {}
-    with fileio.open_file(path, encoding="utf-8") as f:
-        for line in f:
-            name, has_value, value = line.strip()[2:].partition("=")
-            if not line.startswith("--"):
-                continue
-            if name in ("do_lower_case", "nodo_lower_case") and not has_value:
-                values["do_lower_case"] = "true" if name == "do_lower_case" else "false"
-            elif has_value:
-                values[name] = value
-    text = values.get("do_lower_case", "").lower()
-    if (values.get("input_text_file") or values.get("input_tfds")) and text in ("true", "false"):
-        return text == "true", f"{_PRETRAINING_FLAGS} --do_lower_case"
-    return None, None
+    if do_lower_case is not None:
+        if init_checkpoint:
+            _check_casing(init_checkpoint, do_lower_case)
+        return bool(do_lower_case)
+    if not init_checkpoint:
+        return None
+    value, where = checkpoint_casing(init_checkpoint)
+    if value is not None:
+        logging.info("--do_lower_case unset: %s, as --init_checkpoint=%s records (its %s)",
+                     value, init_checkpoint, where)
+    return value
 
 
 def check_casing(init_checkpoint, do_lower_case):
@@ -426,12 +412,12 @@ def _check_casing(init_checkpoint, do_lower_case):
         validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
     except ValueError as e:
         raise InteropError(str(e)) from None
-    value, where = _checkpoint_casing(init_checkpoint)
+    value, where = checkpoint_casing(init_checkpoint)
     if value is not None and value != bool(do_lower_case):
         raise InteropError(
             f"--do_lower_case={bool(do_lower_case)} contradicts --init_checkpoint="
             f"{init_checkpoint}: its {where} is {value}, so pass --do_lower_case={value} to "
-            "tokenize as the model was trained")
+            "tokenize as the model was trained (or leave it unset to use it)")
 
 
 def _normal_activation(name):

@@ -21,8 +21,8 @@ import keras
 import numpy as np
 from absl import logging
 
-from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
-                              BertTokenClassifier)
+from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
+                              BertTokenClassifier, Encoder)
 from bert_tf.training.checkpointing import CheckpointError
 
 ENCODER_SCOPE = "bert/"
@@ -172,7 +172,7 @@ _PLAIN_BERT = {"embedding_size": None, "share_parameters": "none",
 def require_plain_bert(model, format_name):
     """Raises InteropError unless `model` is plain BERT (no BERT-family option set)."""
     config = encoder_of(model).config
-    if config.is_modern:
+    if config.architecture == "modernbert":
         raise InteropError(f"the model's config has modern encoder options (norm_placement="
                            f"{config.norm_placement!r}, position_embedding_type="
                            f"{config.position_embedding_type!r}, ...); {format_name} checkpoints "
@@ -185,11 +185,11 @@ def require_plain_bert(model, format_name):
 
 
 def encoder_of(model):
-    """The BertEncoder of any bert_tf model (itself for an encoder)."""
-    if isinstance(model, BertEncoder):
+    """The encoder of any bert_tf model (itself for an encoder)."""
+    if isinstance(model, Encoder):
         return model
     encoder = getattr(model, "encoder", None)
-    if not isinstance(encoder, BertEncoder):
+    if not isinstance(encoder, Encoder):
         raise InteropError(f"{type(model).__name__} is not a bert_tf model: expected a "
                            "BertEncoder, BertPretrainer or a bert_tf task model")
     return encoder
@@ -207,7 +207,7 @@ def head_kind(model):
 
 def same_kind(model, encoder):
     """A new model of the same class and head shape as `model`, on `encoder`."""
-    if isinstance(model, BertEncoder):
+    if isinstance(model, Encoder):
         return encoder
     if isinstance(model, BertPretrainer):
         return BertPretrainer(encoder, use_next_sentence_label=model.next_sentence is not None)
@@ -250,7 +250,7 @@ def model_variables(model):
         if layer.beta is not None:
             names[prefix + "/beta"] = (layer.beta, False)
 
-    if config.is_modern:
+    if config.architecture == "modernbert":
         _modern_encoder_variables(encoder, dense, layer_norm, names)
     else:
         _bert_encoder_variables(encoder, dense, layer_norm, names)

@@ -17,6 +17,7 @@ import time
 import numpy as np
 from absl import logging
 
+from bert_tf import run_directory
 from bert_tf.data.tasks import classifier_data, feature_records, glue
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
@@ -193,7 +194,7 @@ class ClassificationTask(finetuning.Task):
 
     def prepare_inputs(self, context):
         options, labels = self.options, self.labels
-        cache_dir = os.path.join(options.output_dir, "features")
+        cache_dir = run_directory.path(options.output_dir, run_directory.FEATURES_DIR)
         for split in self.splits:
             if split not in self.examples:
                 self.examples[split] = _read_split(self.data, split)

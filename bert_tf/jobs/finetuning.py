@@ -6,7 +6,7 @@
 model -> train (evaluating at every checkpoint, keeping the best weights) or restore -> evaluate
 and predict -> write the run files. A task (bert_tf.jobs.classification, tagging, squad) is a
 small `Task` subclass that says what is task-specific: its data, model, loss, metrics and
-predictions. Every run leaves the same kind of directory:
+predictions. Every run leaves the same kind of directory (bert_tf.run_directory names its files):
 
   ckpt-<step>, checkpoint       training checkpoints (step-exact resume)
   best/                         the best weights by the task's metric and their metrics.json
@@ -20,8 +20,8 @@ predictions. Every run leaves the same kind of directory:
   results.json                  metrics, steps, examples/s
   eval_results.txt              'name = value' metrics (classifier, tagging)
   <cli>.flags                   the flags of the run
-  finetuning_run.json           what a resumed run must share with this one (written when
-                                training starts)
+  bert_tf_run.json              the run record: what a resumed run must share with this one
+                                (written when training starts)
   .bert_tf_run.lock             held by the run while it runs (one run per directory)
 
 The functions take the run's config (FinetuningConfig or a task's subclass of it, or any
@@ -37,26 +37,19 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio, serving
+from bert_tf import fileio, run_directory, serving
 from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
 from bert_tf.data.tasks import feature_records
 from bert_tf.fileio import write_text_atomic
-from bert_tf.interop import InteropError, warm_start
-from bert_tf.interop.warm_start import check_casing
-from bert_tf.modeling import BertEncoder
+from bert_tf.interop import InteropError, casing_of, warm_start
+from bert_tf.modeling import build_encoder
 from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
 from bert_tf.text.bpe import BpeTokenizer
-from bert_tf.text.tokenization import vocab_digest
 from bert_tf.training import checkpointing, finetune
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.loop import TrainLoopConfig
 from bert_tf.training.optimization import create_optimizer
-from bert_tf.training.ownership import owned_directory
-
-RUN_RECORD = "finetuning_run.json"
-# Fields finetuning_run.json gained later: a record without them does not check them.
-_LATER_RECORD_FIELDS = ("train_batch_size",)
 
 
 @dataclasses.dataclass
@@ -69,7 +62,8 @@ class FinetuningConfig(RuntimeConfig):
 
     bert_config_file: str | None = None
     vocab_file: str | None = None
-    # None: the tokenizer file's casing (a tokenizer.json records it; a vocab.txt: True).
+    # None: what --init_checkpoint records, else the tokenizer file's casing (a tokenizer.json
+    # records it; a vocab.txt: True).
     do_lower_case: bool | None = None
     init_checkpoint: str | None = None
     output_dir: str | None = None
@@ -123,8 +117,9 @@ def prepare(options):
 
     The command checks --output_dir and --export_dir against the output rule first
     (bert_tf.cli.outputs.check_finetuning_dirs: never another command's run, never an input).
-    An unset options.do_lower_case (None) is set to the casing in force (the tokenizer file's;
-    True for a vocab.txt), so every later phase reads one value.
+    An unset options.do_lower_case (None) is set to the casing in force (what --init_checkpoint
+    records, else the tokenizer file's; True for a vocab.txt), so every later phase reads one
+    value.
 
     Raises:
       FlagValueError naming the flag at fault.
@@ -160,15 +155,15 @@ def prepare(options):
     except ValueError as e:
         raise FlagValueError(str(e)) from None
     config_file, vocab_file = run_setup.resolve_model_files(options)
-    tokenizer, options.do_lower_case = run_setup.load_tokenizer(vocab_file, options)
     try:
         if options.init_checkpoint and fileio.exists(_checkpoint_dir(options.init_checkpoint)):
-            check_casing(options.init_checkpoint, options.do_lower_case)
+            options.do_lower_case = casing_of(options.do_lower_case, options.init_checkpoint)
     except (ValueError, InteropError) as e:
         raise FlagValueError(str(e)) from None
+    tokenizer, options.do_lower_case = run_setup.load_tokenizer(vocab_file, options)
     config = run_setup.load_config(config_file, options)
     buckets = run_setup.resolve_length_buckets(options, config)
-    checkpointing.check_writable_dir(options.output_dir)
+    run_directory.check_writable(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.
     strategy = run_setup.make_strategy(options, ("train_batch_size",))
@@ -189,82 +184,46 @@ def _checkpoint_dir(path):
 
 
 def owned(context, options):
-    """Holds --output_dir's lock (`ownership.owned_directory`, taken by the chief) for the body.
+    """Holds --output_dir's lock (`run_directory.owned`, taken by the chief) for the body.
 
     A second run on the same --output_dir fails with DirectoryInUseError naming the run that
     holds it, before it reads or writes anything there; a killed run's lock is taken over.
     """
-    return owned_directory(options.output_dir, context.chief)
+    return run_directory.owned(options.output_dir, context.chief)
 
 
-def check_resume(context, options, cli_name, task, labels):
-    """Before training: a run resuming --output_dir's checkpoints must be the run that wrote
-    them; then records this run (chief) in `finetuning_run.json` for the next one.
-
-    Compared with the record: the CLI, the task, the labels (the head's outputs), the model
-    config, the vocabulary (tokenizer_digest: SHA-256 of its tokens, line endings do not
-    matter; of a BPE file's vocabulary, merges and settings), casing,
+def run_record(context, options, cli_name, task, labels):
+    """The RunRecord of this fine-tuning run (bert_tf.run_directory): what a resume of
+    --output_dir must share with it: the command, the task, the labels (the head's outputs),
+    the model config, the tokenizer (its tokens' digest: a CRLF copy is the same), the casing,
     --max_seq_length, --trainable_encoder, --optimizer (the optimizer's slots) and
-    --train_batch_size (what a step means, for an exact resume). A directory without a
-    record (none yet, or written by an earlier bert_tf) is not checked, nor a field an earlier
-    record lacks. Reads only when it refuses.
+    --train_batch_size (what a step means, for an exact resume).
 
     Args:
       task: the task name (e.g. "sst-2", "tagging", "squad"); labels: list of str or None.
+    """
+    return run_directory.RunRecord(
+        job="finetuning", command=cli_name, model_config=context.config.to_dict(),
+        tokenizer_sha256=tokenizer_files.tokenizer_tokens_digest(context.tokenizer),
+        do_lower_case=bool(options.do_lower_case), task=task,
+        labels=None if labels is None else list(labels),
+        settings={"max_seq_length": int(options.max_seq_length),
+                  "trainable_encoder": bool(getattr(options, "trainable_encoder", True)),
+                  "optimizer": getattr(options, "optimizer", None),
+                  "train_batch_size": int(options.train_batch_size)},
+        init_checkpoint=options.init_checkpoint)
+
+
+def check_resume(context, options, record):
+    """Before training: a run resuming --output_dir's checkpoints must be the run that wrote
+    them (bert_tf.run_directory.check_resume against `record`, this run's run_record). Reads
+    only.
 
     Raises:
-      FlagValueError naming every difference with both values.
+      ResumeMismatchError naming every difference with both values.
     """
-    if not options.do_train:
-        return
-    record = {"cli": cli_name, "task": task, "labels": None if labels is None else list(labels),
-              "bert_config": context.config.to_dict(),
-              "vocab_sha256": tokenizer_digest(context),
-              "do_lower_case": bool(options.do_lower_case),
-              "max_seq_length": int(options.max_seq_length),
-              "trainable_encoder": bool(getattr(options, "trainable_encoder", True)),
-              "optimizer": getattr(options, "optimizer", None),
-              "train_batch_size": int(options.train_batch_size)}
-    record = json.loads(json.dumps(record))  # As read back: lists, not tuples.
-    path = os.path.join(options.output_dir, RUN_RECORD)
-    if checkpointing.has_checkpoint(options.output_dir) and tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            recorded = json.load(f)
-        problems = []
-        for name, value in record.items():
-            if name == "bert_config":
-                before = recorded.get(name) or {}
-                problems += [f"bert_config {key}={before.get(key)!r} then, {value.get(key)!r} "
-                             "now" for key in sorted(set(before) | set(value))
-                             if before.get(key) != value.get(key)]
-            elif name not in recorded and name in _LATER_RECORD_FIELDS:
-                continue  # recorded by an earlier bert_tf: not checked
-            elif name == "vocab_sha256":
-                # Records before vocab_digest hold the file's own SHA-256.
-                if recorded.get(name) not in (value, fileio.sha256(context.vocab_file)):
-                    problems.append(f"the vocabulary differs (sha256 {recorded.get(name)!s:.16}"
-                                    f" then, {value:.16} now: {context.vocab_file})")
-            elif recorded.get(name) != value:
-                label = name if name in ("cli", "task", "labels") else f"--{name}"
-                problems.append(f"{label}={recorded.get(name)!r} then, {value!r} now")
-        if problems:
-            raise FlagValueError(
-                f"--output_dir={options.output_dir} holds checkpoints of another fine-tuning "
-                f"run ({path}); resuming would mix them: " + "; ".join(problems) + ". Choose "
-                "a new --output_dir (--init_checkpoint may name this one to start from its "
-                "weights)")
-    if context.chief:
-        write_text_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
-
-
-def tokenizer_digest(context):
-    """Hex SHA-256 of what the tokenizer's ids depend on: a vocab.txt's tokens (vocab_digest:
-    line endings do not matter), a WordPiece tokenizer.json's tokens in the same form (so it
-    equals its vocab.txt), a byte-level BPE file's vocabulary, merges, added tokens and
-    settings (BpeTokenizer.fingerprint)."""
-    if context.vocab_file.endswith(".json"):
-        return tokenizer_files.tokenizer_tokens_digest(context.tokenizer)
-    return vocab_digest(context.vocab_file)
+    if options.do_train:
+        run_directory.check_resume(options.output_dir, record, context.vocab_file)
 
 
 def build_model(context, options, make_model, num_train_steps=None):
@@ -282,7 +241,7 @@ def build_model(context, options, make_model, num_train_steps=None):
       only the head is in model.trainable_variables and only it is trained.
     """
     with context.strategy.scope():
-        encoder = BertEncoder(context.config)
+        encoder = build_encoder(context.config)
         model = make_model(encoder)
         if not options.trainable_encoder:
             encoder.trainable = False
@@ -373,7 +332,7 @@ def read_task_info(options):
         source = options.init_checkpoint
         candidates.append(source if fileio.isdir(source) else os.path.dirname(source))
     for directory in candidates:
-        path = os.path.join(directory, "task_info.json")
+        path = run_directory.path(directory, run_directory.TASK_INFO_FILE)
         if tf.io.gfile.exists(path):
             with tf.io.gfile.GFile(path) as f:
                 return json.load(f)
@@ -409,11 +368,12 @@ def write_run_files(context, options, model, task, labels, cli_name, flags_text,
     output_dir = options.output_dir
     run_setup.copy_model_files(output_dir, context.strategy, context.config,
                                context.vocab_file, context.tokenizer)
-    checkpointing.save_keras_model(model, os.path.join(output_dir, "model.keras"))
+    checkpointing.save_keras_model(model, run_directory.path(output_dir, run_directory.MODEL_FILE))
     serving.write_task_info(output_dir, task, do_lower_case=bool(options.do_lower_case),
                             max_seq_length=options.max_seq_length, labels=labels, **task_info)
     if flags_text:
-        write_text_atomic(os.path.join(output_dir, f"{cli_name}.flags"), flags_text)
+        write_text_atomic(run_directory.path(output_dir, run_directory.flags_file(cli_name)),
+                          flags_text)
     if options.export_dir:
         export_fields = dict(task_info if export_fields is None else export_fields)
         serving.export(model, options.export_dir, tokenizer=context.tokenizer,
@@ -426,13 +386,14 @@ def write_results(context, options, results, eval_metrics):
     if not context.chief:
         return
     output_dir = options.output_dir
-    write_text_atomic(os.path.join(output_dir, "results.json"),
+    write_text_atomic(run_directory.path(output_dir, run_directory.RESULTS_FILE),
                       json.dumps(results, indent=2, sort_keys=True) + "\n")
     if eval_metrics is not None:
         lines = [f"{name} = {value}" for name, value in sorted(eval_metrics.items())
                  if isinstance(value, (int, float))]
         lines.append(f"global_step = {results['global_step']}")
-        write_text_atomic(os.path.join(output_dir, "eval_results.txt"), "\n".join(lines) + "\n")
+        write_text_atomic(run_directory.path(output_dir, run_directory.EVAL_RESULTS_TEXT_FILE),
+                          "\n".join(lines) + "\n")
 
 
 def records_train_dataset_fn(path, spec, options, length_buckets):
@@ -449,7 +410,7 @@ def records_train_dataset_fn(path, spec, options, length_buckets):
 class Task:
     """A fine-tuning task as run_task runs it: what differs between tasks, phase by phase.
 
-    A subclass sets `cli_name` (names <cli_name>.flags and the "cli" of finetuning_run.json),
+    A subclass sets `cli_name` (names <cli_name>.flags and the command of the run record),
     `best_metric` (the evaluation metric that picks the best checkpoint) and `loss_fn` (a
     bert_tf.training.finetune *_loss_fn), and implements the methods below, which run_task
     calls in the order they are listed. `labels` (None: no label set, e.g. regression or
@@ -474,7 +435,7 @@ class Task:
 
     @property
     def resume_name(self):
-        """The task as finetuning_run.json records it (a resumed run must match)."""
+        """The task as the run record holds it (a resumed run must match)."""
         raise NotImplementedError
 
     def prepare_inputs(self, context):
@@ -529,14 +490,21 @@ def run_task(task, options, flags_text=None):
     """
     start = time.time()
     context = prepare(options)
+    # What can refuse the run is read before the directory is taken: a refused run leaves
+    # nothing behind.
+    task.read_training_data(context)
+    record = run_record(context, options, task.cli_name, task.resume_name, task.labels)
+    check_resume(context, options, record)
     with owned(context, options):
+        # Again, now that no other run can change the record meanwhile.
+        check_resume(context, options, record)
+        if options.do_train and context.chief:
+            run_directory.write_record(options.output_dir, record)
         return _run_task(task, options, flags_text, start, context)
 
 
 def _run_task(task, options, flags_text, start, context):
-    """run_task once --output_dir is owned."""
-    task.read_training_data(context)
-    check_resume(context, options, task.cli_name, task.resume_name, task.labels)
+    """run_task once --output_dir is owned and the run recorded."""
     task.prepare_inputs(context)
     batch = run_setup.effective_train_batch_size(options) if options.do_train else None
     num_train_steps = None

@@ -4,37 +4,36 @@
 module doc describes the inputs, the BERT-family objectives, packed rows and the tf.data service.
 The config's field names are the command-line flag names, so every error names the flag.
 
---output_dir receives: ckpt-<step> checkpoints, summaries/ (TensorBoard), bert_config.json,
-vocab.txt (when vocab_file is given), run_pretraining.flags (the flags used), pretrainer.keras,
-encoder.keras and results.json.
+--output_dir (a bert_tf.run_directory) receives: ckpt-<step> checkpoints, summaries/
+(TensorBoard), bert_config.json, vocab.txt (when vocab_file is given), run_pretraining.flags
+(the flags used), bert_tf_run.json (the run record a resume is checked against),
+pretrainer.keras, encoder.keras and results.json.
 """
 
+import copy
 import dataclasses
 import functools
 import hashlib
 import json
-import os
 import time
 
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio, interop
-from bert_tf.config import BertConfig
+from bert_tf import fileio, interop, run_directory
 from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import run_setup
+from bert_tf.interop import InteropError
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
-from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.modeling import BertPretrainer, build_encoder
 from bert_tf.modeling.models import pretraining_metrics
-from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
-from bert_tf.text.tokenization import vocab_digest
+from bert_tf.text import tokenizer_files
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.logging_window import format_metrics
 from bert_tf.training.loop import TrainLoopConfig, evaluate, train, write_summaries
 from bert_tf.training.optimization import create_optimizer
-from bert_tf.training.ownership import owned_directory
 
 # P when max_predictions_per_seq is None (not given) and the input is not packed.
 DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
@@ -46,12 +45,13 @@ class PretrainingConfig(RuntimeConfig):
 
     See `bert-tf-pretrain --help` (bert_tf.cli.flags) for each field. max_predictions_per_seq
     None means "not given": 20, or for packed input the records' own P / the packed-text default.
+    do_lower_case None means "not given": see resolve_casing.
     """
 
     # Model and files.
     bert_config_file: str | None = None
     vocab_file: str | None = None
-    do_lower_case: bool = True
+    do_lower_case: bool | None = None
     init_checkpoint: str | None = None
     output_dir: str | None = None
     # What to do.
@@ -126,11 +126,6 @@ def validate_options(options, config):
             raise FlagValueError(f"--{name} needs --vocab_file")
     if options.eval_input_file and options.eval_input_text_file:
         raise FlagValueError("give at most one of --eval_input_file or --eval_input_text_file")
-    if options.init_checkpoint:
-        try:
-            validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
-        except ValueError as e:
-            raise FlagValueError(str(e)) from None
     if options.max_seq_length > config.max_position_embeddings:
         raise FlagValueError(
             f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
@@ -207,10 +202,10 @@ def _is_tokenizer_json(vocab_file):
     return str(vocab_file).endswith(".json")
 
 
-def _tokenizer_json(options):
-    """The tokenizer of a --vocab_file tokenizer.json, checked against --do_lower_case."""
+def _tokenizer_json(options, do_lower_case=None):
+    """The tokenizer of a --vocab_file tokenizer.json, checked against `do_lower_case`."""
     try:
-        return tokenizer_files.load_tokenizer(options.vocab_file, options.do_lower_case)
+        return tokenizer_files.load_tokenizer(options.vocab_file, do_lower_case)
     except (OSError, ValueError) as e:
         raise FlagValueError(f"--vocab_file={options.vocab_file}: {e}") from None
 
@@ -404,88 +399,55 @@ def _check_input(dataset_fn, options, is_training):
     return reusing_dataset_fn
 
 
-# Flags a resumed run must share with the run that wrote the directory (besides the model
-# config and the vocabulary): they shape the input the checkpoint was trained on.
-_RESUME_SETTINGS = ("do_lower_case", "max_seq_length", "max_predictions_per_seq",
-                    "train_batch_size")
+def _reads_text(options):
+    return bool(options.input_text_file or options.eval_input_text_file or options.input_tfds)
 
 
-def _recorded_flags(path):
-    """{name: value string} of a run_pretraining.flags file; booleans as "true"/"false"."""
-    values = {}
-    with tf.io.gfile.GFile(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line.startswith("--"):
-                continue
-            name, has_value, value = line[2:].partition("=")
-            if has_value:
-                values[name] = value
-            elif name.startswith("no") and name[2:] in _RESUME_SETTINGS:
-                values[name[2:]] = "false"
-            else:
-                values[name] = "true"
-    return values
-
-
-def check_resume_compatible(options, config):
-    """A run resuming --output_dir must train the model and input the directory records.
-
-    Compares, when the directory holds a checkpoint, its bert_config.json with `config`, its
-    vocab.txt with --vocab_file (SHA-256: a reordered vocabulary of the same size differs) and
-    the casing, sequence length and predictions per sequence in its run_pretraining.flags with
-    the flags. Reads only: a mismatch leaves the directory byte-for-byte unchanged.
+def resolve_casing(options):
+    """The casing the run tokenizes with: --do_lower_case when given, else the casing
+    --output_dir's run recorded (a resume), else --init_checkpoint's, else a tokenizer.json
+    --vocab_file's, else True for raw text and None (not known) for TFRecords, which
+    create_pretraining_data tokenized.
 
     Raises:
-      FlagValueError naming every difference with both values.
+      FlagValueError: a given --do_lower_case contradicts --init_checkpoint's or the
+        tokenizer.json's recorded casing (naming both).
     """
-    out = options.output_dir
-    if not checkpointing.has_checkpoint(out):
-        return
-    problems = []
-    recorded_config = os.path.join(out, "bert_config.json")
-    if tf.io.gfile.exists(recorded_config):
-        recorded = BertConfig.from_json_file(recorded_config).to_dict()
-        wanted = config.to_dict()
-        for name in sorted(set(recorded) | set(wanted)):
-            if recorded.get(name) != wanted.get(name):
-                problems.append(f"{name}={recorded.get(name)!r} in {recorded_config} but "
-                                f"{name}={wanted.get(name)!r} in "
-                                f"{run_setup.config_source(options)}")
-    recorded_tokenizer = tokenizer_files.model_tokenizer_file(out)
-    if (options.vocab_file and recorded_tokenizer is not None
-            and (_is_tokenizer_json(options.vocab_file)
-                 or _is_tokenizer_json(recorded_tokenizer))):
-        # A tokenizer.json on either side: compare what the ids depend on.
-        before = tokenizer_files.tokenizer_tokens_digest(
-            tokenizer_files.load_tokenizer(recorded_tokenizer))
-        now = tokenizer_files.tokenizer_tokens_digest(_tokenizer_json(options))
-        if before != now:
-            problems.append(f"tokenizer {recorded_tokenizer} (sha256 {before[:16]}) differs "
-                            f"from --vocab_file={options.vocab_file} (sha256 {now[:16]})")
-    recorded_vocab = os.path.join(out, "vocab.txt")
-    if (options.vocab_file and not _is_tokenizer_json(options.vocab_file)
-            and tf.io.gfile.exists(recorded_vocab)):
-        # Of the tokens: a copy with other line endings (CRLF) is the same vocabulary.
-        before, now = vocab_digest(recorded_vocab), vocab_digest(options.vocab_file)
-        if before != now:
-            problems.append(f"vocabulary {recorded_vocab} (sha256 {before[:16]}) differs from "
-                            f"--vocab_file={options.vocab_file} (sha256 {now[:16]})")
-    recorded_flags = os.path.join(out, "run_pretraining.flags")
-    if tf.io.gfile.exists(recorded_flags):
-        recorded = _recorded_flags(recorded_flags)
-        for name in _RESUME_SETTINGS:
-            value = (_predictions(options) if name == "max_predictions_per_seq"
-                     else getattr(options, name))
-            text = str(value).lower() if isinstance(value, bool) else str(value)
-            if name in recorded and recorded[name] != text:
-                problems.append(f"--{name}={recorded[name]} in {recorded_flags} but "
-                                f"--{name}={text} now")
-    if problems:
-        raise FlagValueError(
-            f"--output_dir={out} holds a checkpoint of a run with other settings; resuming "
-            "would mix them: " + "; ".join(problems) + ". To change them, start a new "
-            f"--output_dir with --init_checkpoint={out}")
+    casing = options.do_lower_case
+    if casing is None and run_directory.has_checkpoint(options.output_dir or ""):
+        casing, where = run_directory.recorded_casing(options.output_dir)
+        if casing is not None:
+            logging.info("--do_lower_case unset: %s, as --output_dir=%s records (its %s)",
+                         casing, options.output_dir, where)
+    try:
+        casing = interop.casing_of(casing, options.init_checkpoint)
+    except InteropError as e:
+        raise FlagValueError(str(e)) from None
+    if options.vocab_file and _is_tokenizer_json(options.vocab_file):
+        casing = tokenizer_files.tokenizer_casing(_tokenizer_json(options, casing))
+    if casing is None and _reads_text(options):
+        casing = True
+    return casing
+
+
+def run_record(options, config):
+    """The RunRecord of this run (bert_tf.run_directory): what a resume of --output_dir must
+    share with it. Takes the resolved casing (resolve_casing)."""
+    return run_directory.RunRecord(
+        job="pretraining", command=run_directory.PRETRAINING_COMMAND,
+        model_config=config.to_dict(),
+        tokenizer_sha256=(run_directory.tokenizer_digest(options.vocab_file)
+                          if options.vocab_file else None),
+        do_lower_case=options.do_lower_case,
+        settings={"max_seq_length": options.max_seq_length,
+                  "max_predictions_per_seq": _predictions(options),
+                  "train_batch_size": options.train_batch_size,
+                  "use_next_sentence_label": options.use_next_sentence_label,
+                  "sentence_order_prediction": options.sentence_order_prediction,
+                  "span_boundary_objective": options.span_boundary_objective,
+                  "full_sentences": options.full_sentences,
+                  "pack_sequences": options.pack_sequences, "optimizer": options.optimizer},
+        init_checkpoint=options.init_checkpoint)
 
 
 def _pretraining_loss_fn(model, batch, training):
@@ -516,18 +478,17 @@ def pretrain(options, flags_text=None):
     start = time.time()
     config = run_setup.read_model_config(run_setup.config_source(options))
     validate_options(options, config)
-    check_resume_compatible(options, config)
-    checkpointing.check_writable_dir(options.output_dir)
+    options = copy.copy(options)
+    options.do_lower_case = resolve_casing(options)
+    record = run_record(options, config)
+    if options.do_train:
+        run_directory.check_resume(options.output_dir, record, options.vocab_file)
+    run_directory.check_writable(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.
     strategy = run_setup.make_strategy(options, ("train_batch_size", "eval_batch_size"))
-    # The chief owns the directory for the run; workers share its ownership.
-    with owned_directory(options.output_dir, is_chief(strategy)):
-        return _pretrain(options, config, strategy, flags_text, start)
-
-
-def _pretrain(options, config, strategy, flags_text, start):
-    """pretrain() once the flags are checked and the directory is owned."""
+    # Every input is built (and so checked) before the directory is taken: a refused run
+    # leaves nothing behind.
     phases = [(True, options.train_batch_size)] if options.do_train else []
     phases += [(False, options.eval_batch_size)] if options.do_eval else []
     dataset_fns = {}
@@ -537,10 +498,20 @@ def _pretrain(options, config, strategy, flags_text, start):
             options, is_training)
     if options.do_train and options.tf_data_service:
         dataset_fns[True] = _through_data_service(dataset_fns[True], options)
+    # The chief owns the directory for the run; workers share its ownership.
+    with run_directory.owned(options.output_dir, is_chief(strategy)):
+        if options.do_train:
+            # Again, now that no other run can change the record meanwhile.
+            run_directory.check_resume(options.output_dir, record, options.vocab_file)
+        return _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
+
+
+def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start):
+    """pretrain() once the flags and inputs are checked and the directory is owned."""
     run_setup.set_seed_and_policy(options, strategy)
 
     with strategy.scope():
-        encoder = BertEncoder(config)
+        encoder = build_encoder(config)
         model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
                                sentence_order_prediction=options.sentence_order_prediction,
                                span_boundary_objective=options.span_boundary_objective)
@@ -551,18 +522,20 @@ def _pretrain(options, config, strategy, flags_text, start):
                                      lr_schedule=schedule, decay_proportion=decay_proportion)
 
     chief = is_chief(strategy)
+    output = functools.partial(run_directory.path, options.output_dir)
     if chief:
-        config.to_json_file(os.path.join(options.output_dir, "bert_config.json"))
+        config.to_json_file(output(run_directory.CONFIG_FILE))
         if flags_text:
-            write_text_atomic(os.path.join(options.output_dir, "run_pretraining.flags"),
-                              flags_text)
+            write_text_atomic(output(run_directory.PRETRAINING_FLAGS_FILE), flags_text)
+        if options.do_train:
+            run_directory.write_record(options.output_dir, record)
         if options.vocab_file and _is_tokenizer_json(options.vocab_file):
             # vocab.txt for a WordPiece file, tokenizer.json for byte-level BPE.
             tokenizer_files.write_tokenizer_file(options.output_dir, _tokenizer_json(options),
                                                  options.vocab_file)
         elif options.vocab_file:
             with tf.io.gfile.GFile(options.vocab_file) as f:
-                write_text_atomic(os.path.join(options.output_dir, "vocab.txt"), f.read())
+                write_text_atomic(output(run_directory.VOCAB_FILE), f.read())
 
     results = {"num_train_steps": options.num_train_steps}
     metrics_fn = functools.partial(pretraining_metrics,
@@ -601,14 +574,14 @@ def _pretrain(options, config, strategy, flags_text, start):
         logging.info("Eval at step %d: %s", results["global_step"],
                      format_metrics(results["eval"]))
         if chief:
-            write_summaries(os.path.join(options.output_dir, "summaries", "eval"),
+            write_summaries(output(run_directory.SUMMARIES_DIR, "eval"),
                             results["global_step"], results["eval"])
 
     results["wall_time_seconds"] = time.time() - start
     if chief:
-        checkpointing.save_keras_model(model, os.path.join(options.output_dir, "pretrainer.keras"))
-        checkpointing.save_keras_model(encoder, os.path.join(options.output_dir, "encoder.keras"))
-        write_text_atomic(os.path.join(options.output_dir, "results.json"),
+        checkpointing.save_keras_model(model, output(run_directory.PRETRAINER_FILE))
+        checkpointing.save_keras_model(encoder, output(run_directory.ENCODER_FILE))
+        write_text_atomic(output(run_directory.RESULTS_FILE),
                           json.dumps(results, indent=2, sort_keys=True) + "\n")
     return results
 

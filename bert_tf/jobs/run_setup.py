@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import fileio, run_directory
 from bert_tf.config import BertConfig
 from bert_tf.text import bpe, tokenizer_files
 from bert_tf.training.distribute import get_strategy, is_chief
@@ -199,7 +199,7 @@ def resolve_model_files(options):
     if source:
         directory = source if fileio.isdir(source) else os.path.dirname(source)
     if not options.bert_config_file and directory:
-        candidate = os.path.join(directory, "bert_config.json")
+        candidate = run_directory.path(directory, run_directory.CONFIG_FILE)
         if tf.io.gfile.exists(candidate):
             config_file = candidate
     if vocab_file and fileio.isdir(vocab_file):
@@ -365,5 +365,5 @@ def copy_model_files(output_dir, strategy, config, vocab_file, tokenizer=None):
     """
     if not is_chief(strategy):
         return
-    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    config.to_json_file(run_directory.path(output_dir, run_directory.CONFIG_FILE))
     tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)

@@ -10,11 +10,11 @@ with the best F1 are kept.
 """
 
 import dataclasses
-import os
 import time
 
 from absl import logging
 
+from bert_tf import run_directory
 from bert_tf.data.tasks import squad, squad_postprocess
 from bert_tf.jobs import finetuning
 from bert_tf.jobs.finetuning import FinetuningConfig
@@ -260,9 +260,10 @@ class SquadTask(finetuning.Task):
                 logging.info("Eval of the weights of step %d: %s", weights_step, " ".join(
                     f"{k}={v:.4g}" for k, v in results["eval"].items()))
                 if context.chief and not options.do_train:
-                    write_summaries(os.path.join(options.output_dir, "summaries", "eval"),
+                    write_summaries(run_directory.path(options.output_dir,
+                                                       run_directory.SUMMARIES_DIR, "eval"),
                                     weights_step, results["eval"])
-        # No eval_results.txt: SQuAD's metrics are in results.json only, as before.
+        # No eval_results.txt: SQuAD's metrics are in results.json only.
         return None
 
     def run_files(self):

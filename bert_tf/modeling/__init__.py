@@ -1,12 +1,20 @@
-"""Keras layers and models of BERT: the encoder and the task models built on it."""
+"""Keras layers and models of BERT and the modern encoder, on the TensorFlow or JAX backend.
 
-from bert_tf.modeling.encoder import BertEncoder
+Importing this package registers every model and layer class with Keras, so `.keras` files
+bert_tf writes load with keras.saving.load_model (bert_tf.load_model and every command import
+it). It needs Keras and one backend: TensorFlow or JAX (kernels.SUPPORTED_BACKENDS).
+"""
+
+from bert_tf.modeling.bert_encoder import BertEncoder
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.encoder_base import Encoder
 from bert_tf.modeling.models import (BertClassifier, BertPretrainer, BertSpanLabeler,
                                      BertTokenClassifier)
+from bert_tf.modeling.modern_encoder import ModernBertEncoder
 from bert_tf.modeling.pooling import SentencePooling
 from bert_tf.modeling.positions import extend_position_embeddings
 from bert_tf.modeling.sentence_embedder import BertSentenceEmbedder
 
 __all__ = ["BertClassifier", "BertEncoder", "BertPretrainer", "BertSentenceEmbedder",
-           "BertSpanLabeler", "BertTokenClassifier", "SentencePooling",
-           "extend_position_embeddings"]
+           "BertSpanLabeler", "BertTokenClassifier", "Encoder", "ModernBertEncoder",
+           "SentencePooling", "build_encoder", "extend_position_embeddings"]

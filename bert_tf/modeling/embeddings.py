@@ -4,7 +4,8 @@
 import math
 
 import keras
-import tensorflow as tf
+import numpy as np
+from keras import ops
 
 from bert_tf.modeling.initializers import truncated_normal
 from bert_tf.modeling.layer_norm import FusedLayerNorm
@@ -34,13 +35,13 @@ class PositionEmbedding(keras.layers.Layer):
             initializer=truncated_normal(self.initializer_range))
         self.built = True
 
-    def call(self, seq_length):
-        """Args: seq_length: scalar int. Returns: float [seq_length, width]."""
-        return self.embeddings[:seq_length]
+    def call(self, input_ids):
+        """Args: input_ids int [B, S] (only S is read). Returns: float [S, width]."""
+        return self.embeddings[:ops.shape(input_ids)[1]]
 
     def lookup(self, position_ids):
         """Rows at explicit positions (packed rows). Args: int [B, S]. Returns: [B, S, width]."""
-        return tf.gather(self.embeddings, tf.cast(position_ids, tf.int32))
+        return ops.take(self.embeddings, ops.cast(position_ids, "int32"), axis=0)
 
     def get_config(self):
         config = super().get_config()
@@ -65,9 +66,9 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         self.width = width
 
-    def call(self, seq_length):
-        """Args: seq_length: scalar int. Returns: float32 [seq_length, width]."""
-        return self._encode(tf.range(seq_length))
+    def call(self, input_ids):
+        """Args: input_ids int [B, S] (only S is read). Returns: float32 [S, width]."""
+        return self._encode(ops.arange(ops.shape(input_ids)[1]))
 
     def lookup(self, position_ids):
         """Rows at explicit positions (packed rows). Args: int [B, S]. Returns: float32
@@ -76,15 +77,17 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
 
     def _encode(self, positions):
         """int [...] -> float32 [..., width]."""
-        positions_1 = tf.cast(positions, tf.float32)[..., tf.newaxis]
+        positions_1 = ops.expand_dims(ops.cast(positions, "float32"), -1)
         # Column j uses the frequency of its sin/cos pair, 10000^(-2 * (j // 2) / width).
-        pair_w = tf.cast(tf.range(self.width) // 2 * 2, tf.float32)
-        angles_w = positions_1 * tf.exp(pair_w * (-math.log(10000.0) / self.width))
-        is_sine_w = tf.range(self.width) % 2 == 0
-        return tf.where(is_sine_w, tf.sin(angles_w), tf.cos(angles_w))
+        pair_w = (np.arange(self.width) // 2 * 2).astype(np.float32)
+        frequency_w = np.exp(pair_w * np.float32(-math.log(10000.0) / self.width),
+                             dtype=np.float32)
+        angles_w = positions_1 * frequency_w
+        is_sine_w = np.arange(self.width) % 2 == 0
+        return ops.where(is_sine_w, ops.sin(angles_w), ops.cos(angles_w))
 
-    def compute_output_spec(self, seq_length):
-        return keras.KerasTensor((None, self.width), "float32")
+    def compute_output_spec(self, input_ids):
+        return keras.KerasTensor((input_ids.shape[1], self.width), "float32")
 
     def get_config(self):
         config = super().get_config()
@@ -165,22 +168,28 @@ class BertEmbeddings(keras.layers.Layer):
         Returns:
           float [B, S, H].
         """
-        seq_length = tf.shape(input_word_ids)[1]
-        static_length = input_word_ids.shape[1]
+        self._check_length(input_word_ids.shape[1])
+        if position_ids is None:
+            positions = self.position_embeddings(input_word_ids)
+        else:
+            positions = self.position_embeddings.lookup(position_ids)
+        embeddings_bsh = (self.word_embeddings(input_word_ids)
+                          + self.token_type_embeddings(input_type_ids)
+                          + ops.cast(positions, self.compute_dtype))
+        embeddings_bsh = self.layer_norm(embeddings_bsh)
+        return self.dropout_layer(embeddings_bsh, training=training)
+
+    def _check_length(self, static_length):
         if (self.position_embedding_type == "learned" and static_length is not None
                 and static_length > self.max_position_embeddings):
             raise ValueError(
                 f"input length {static_length} exceeds max_position_embeddings="
                 f"{self.max_position_embeddings}")
-        if position_ids is None:
-            positions = self.position_embeddings(seq_length)
-        else:
-            positions = self.position_embeddings.lookup(position_ids)
-        embeddings_bsh = (self.word_embeddings(input_word_ids)
-                          + self.token_type_embeddings(input_type_ids)
-                          + tf.cast(positions, self.compute_dtype))
-        embeddings_bsh = self.layer_norm(embeddings_bsh)
-        return self.dropout_layer(embeddings_bsh, training=training)
+
+    def compute_output_spec(self, input_word_ids, input_type_ids, position_ids=None,
+                            training=None):
+        self._check_length(input_word_ids.shape[1])
+        return keras.KerasTensor((*input_word_ids.shape, self.hidden_size), self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

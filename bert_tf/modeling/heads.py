@@ -2,9 +2,11 @@
 and SpanBERT's span-boundary head."""
 
 import keras
-import tensorflow as tf
+from keras import ops
 
+from bert_tf.modeling import kernels
 from bert_tf.modeling.activations import get_activation
+from bert_tf.modeling.indexing import gather_positions
 from bert_tf.modeling.initializers import truncated_normal
 from bert_tf.modeling.layer_norm import FusedLayerNorm
 
@@ -69,15 +71,12 @@ class MaskedLMHead(keras.layers.Layer):
         Returns:
           float32 logits [B, P, V].
         """
-        masked_bph = tf.gather(sequence_output, tf.cast(masked_positions, tf.int32),
-                               batch_dims=1)
-        batch, num_predictions = tf.shape(masked_bph)[0], tf.shape(masked_bph)[1]
-        masked_nh = tf.reshape(masked_bph, [-1, self.input_size])  # N = B*P rows.
+        masked_bph = gather_positions(sequence_output, masked_positions)
+        batch, num_predictions = ops.shape(masked_bph)[0], ops.shape(masked_bph)[1]
+        masked_nh = ops.reshape(masked_bph, [-1, self.input_size])  # N = B*P rows.
         masked_nh = self.transform_layer_norm(self.transform(masked_nh))
-        table_vh = tf.cast(self.embedding_layer.embeddings, self.compute_dtype)
-        logits_nv = tf.matmul(masked_nh, table_vh, transpose_b=True)
-        logits_nv = tf.nn.bias_add(tf.cast(logits_nv, tf.float32), self.output_bias)
-        return tf.reshape(logits_nv, [batch, num_predictions, self.vocab_size])
+        return _vocabulary_logits(masked_nh, self.embedding_layer.embeddings, self.output_bias,
+                                  self.compute_dtype, [batch, num_predictions, self.vocab_size])
 
     def compute_output_spec(self, sequence_output, masked_positions):
         return keras.KerasTensor(
@@ -140,8 +139,7 @@ class SpanBoundaryHead(keras.layers.Layer):
                                       dtype=policy, name=name)
 
         def layer_norm(name):
-            return FusedLayerNorm(epsilon=layer_norm_eps, dtype=policy,
-                                                   name=name)
+            return FusedLayerNorm(epsilon=layer_norm_eps, dtype=policy, name=name)
 
         self.transform_1 = dense(hidden_size, "transform_1")
         self.transform_1_layer_norm = layer_norm("transform_1_layer_norm")
@@ -170,24 +168,21 @@ class SpanBoundaryHead(keras.layers.Layer):
         Returns:
           float32 logits [B, P, V].
         """
-        positions_bp = tf.cast(masked_positions, tf.int32)
-        left_bp = tf.cast(left_boundaries, tf.int32)
-        right_bp = tf.cast(right_boundaries, tf.int32)
-        left_bph = tf.gather(sequence_output, left_bp, batch_dims=1)
-        right_bph = tf.gather(sequence_output, right_bp, batch_dims=1)
+        positions_bp = ops.cast(masked_positions, "int32")
+        left_bp = ops.cast(left_boundaries, "int32")
+        left_bph = gather_positions(sequence_output, left_bp)
+        right_bph = gather_positions(sequence_output, right_boundaries)
         # Offset of the token inside its span (0 for the span's first piece); padding slots
         # (all zeros) land on row 0 and carry weight 0 in the loss.
-        offset_bp = tf.clip_by_value(positions_bp - left_bp - 1, 0, self.max_span_pieces - 1)
-        offset_bph = tf.cast(self.relative_position_embeddings(offset_bp), self.compute_dtype)
-        batch, num_predictions = tf.shape(positions_bp)[0], tf.shape(positions_bp)[1]
-        x_n3h = tf.reshape(tf.concat([left_bph, right_bph, offset_bph], axis=-1),
-                           [-1, 3 * self.hidden_size])  # N = B*P rows.
+        offset_bp = ops.clip(positions_bp - left_bp - 1, 0, self.max_span_pieces - 1)
+        offset_bph = ops.cast(self.relative_position_embeddings(offset_bp), self.compute_dtype)
+        batch, num_predictions = ops.shape(positions_bp)[0], ops.shape(positions_bp)[1]
+        x_n3h = ops.reshape(ops.concatenate([left_bph, right_bph, offset_bph], axis=-1),
+                            [-1, 3 * self.hidden_size])  # N = B*P rows.
         x_nh = self.transform_1_layer_norm(self.transform_1(x_n3h))
         x_ne = self.transform_2_layer_norm(self.transform_2(x_nh))
-        table_ve = tf.cast(self.embedding_layer.embeddings, self.compute_dtype)
-        logits_nv = tf.matmul(x_ne, table_ve, transpose_b=True)
-        logits_nv = tf.nn.bias_add(tf.cast(logits_nv, tf.float32), self.output_bias)
-        return tf.reshape(logits_nv, [batch, num_predictions, self.vocab_size])
+        return _vocabulary_logits(x_ne, self.embedding_layer.embeddings, self.output_bias,
+                                  self.compute_dtype, [batch, num_predictions, self.vocab_size])
 
     def compute_output_spec(self, sequence_output, masked_positions, left_boundaries,
                             right_boundaries):
@@ -200,3 +195,13 @@ class SpanBoundaryHead(keras.layers.Layer):
                       hidden_act=self.hidden_act, initializer_range=self.initializer_range,
                       layer_norm_eps=self.layer_norm_eps)
         return config
+
+
+def _vocabulary_logits(x_ne, table_ve, output_bias_v, compute_dtype, shape):
+    """Scores against the tied word-embedding table plus a per-token bias: float32 logits.
+
+    Args: x_ne float [N, E]; table_ve the [V, E] embedding variable; output_bias_v float32 [V];
+      shape: the logits' shape, e.g. [B, P, V] with N = B * P.
+    """
+    logits_nv = kernels.matmul_transposed(x_ne, ops.cast(table_ve, compute_dtype))
+    return ops.reshape(ops.cast(logits_nv, "float32") + output_bias_v, shape)

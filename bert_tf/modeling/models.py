@@ -7,16 +7,18 @@ pre-training; BertClassifier ([CLS] classification or regression), BertSpanLabel
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
-from bert_tf.modeling import layers
-from bert_tf.modeling.encoder import INSTANCE_IDS, BertEncoder
+from bert_tf.config import ENCODER_INPUTS
+from bert_tf.modeling import kernels
+from bert_tf.modeling.encoder_base import INSTANCE_IDS, Encoder
+from bert_tf.modeling.heads import MaskedLMHead, SpanBoundaryHead
+from bert_tf.modeling.initializers import truncated_normal
 
 # Added to the weight sum in the masked-LM loss denominator, as the original does, so a batch
 # without predictions gives a loss of 0 rather than NaN.
 _MLM_WEIGHT_EPSILON = 1e-5
 
-_ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 # Features the span-boundary head reads besides masked_lm_positions.
 _SPAN_BOUNDARY_FEATURES = ("span_left_boundaries", "span_right_boundaries")
 # Packed rows: the row position of each instance's [CLS] [B, I], and 1 for a real instance.
@@ -93,12 +95,16 @@ def _masked_token_loss(logits_bpv, ids_bp, weights_bp, weight_sum):
     Returns:
       (loss, correct): float32 scalars.
     """
-    logits_bpv = tf.cast(logits_bpv, tf.float32)
-    ce_bp = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids_bp, logits=logits_bpv)
-    loss = tf.reduce_sum(weights_bp * ce_bp) / (weight_sum + _MLM_WEIGHT_EPSILON)
-    hits_bp = tf.cast(tf.equal(tf.argmax(logits_bpv, axis=-1, output_type=tf.int32), ids_bp),
-                      tf.float32)
-    return loss, tf.reduce_sum(weights_bp * hits_bp)
+    logits_bpv = ops.cast(logits_bpv, "float32")
+    ce_bp = ops.sparse_categorical_crossentropy(ids_bp, logits_bpv, from_logits=True)
+    loss = ops.sum(weights_bp * ce_bp) / (weight_sum + _MLM_WEIGHT_EPSILON)
+    return loss, ops.sum(weights_bp * _hits(logits_bpv, ids_bp))
+
+
+def _hits(logits_nc, labels_n):
+    """1.0 where the arg-max class is the label. Args: float [..., C], int32 [...]."""
+    predicted = ops.cast(ops.argmax(logits_nc, axis=-1), "int32")
+    return ops.cast(ops.equal(predicted, labels_n), "float32")
 
 
 class _UnusedPoolerNotTrained:
@@ -189,6 +195,7 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
     Examples:
 
     >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.modeling import BertEncoder
     >>> encoder = BertEncoder(BertConfig.from_preset("bert_tiny", vocab_size=100))
     >>> model = BertPretrainer(encoder)
     >>> model.compile(optimizer=keras.optimizers.AdamW(1e-4))
@@ -197,9 +204,9 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
 
     def __init__(self, encoder, use_next_sentence_label=True, sentence_order_prediction=False,
                  span_boundary_objective=False, max_span_pieces=32, **kwargs):
-        if not isinstance(encoder, BertEncoder):
-            raise TypeError(f"BertPretrainer: encoder must be a BertEncoder, "
-                            f"got {type(encoder).__name__}")
+        if not isinstance(encoder, Encoder):
+            raise TypeError(f"BertPretrainer: encoder must be a BertEncoder or "
+                            f"ModernBertEncoder, got {type(encoder).__name__}")
         if sentence_order_prediction and not use_next_sentence_label:
             raise ValueError("BertPretrainer: sentence_order_prediction=True needs "
                              "use_next_sentence_label=True (SOP trains the pair head)")
@@ -213,14 +220,14 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         config = encoder.config
         policy = encoder.dtype_policy
 
-        self.masked_lm = layers.MaskedLMHead(
+        self.masked_lm = MaskedLMHead(
             encoder.word_embeddings, hidden_act=config.hidden_act,
             initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
             input_size=config.hidden_size, use_bias=config.use_bias,
             norm_bias=config.norm_bias, dtype=policy, name="masked_lm")
         self.masked_lm.build()
         if span_boundary_objective:
-            self.span_boundary = layers.SpanBoundaryHead(
+            self.span_boundary = SpanBoundaryHead(
                 encoder.word_embeddings, config.hidden_size, max_span_pieces=max_span_pieces,
                 hidden_act=config.hidden_act, initializer_range=config.initializer_range,
                 layer_norm_eps=config.layer_norm_eps, dtype=policy, name="span_boundary")
@@ -229,7 +236,7 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
             self.span_boundary = None
         if use_next_sentence_label:
             self.next_sentence = keras.layers.Dense(
-                2, kernel_initializer=layers.truncated_normal(config.initializer_range),
+                2, kernel_initializer=truncated_normal(config.initializer_range),
                 dtype=policy, name="next_sentence")
             self.next_sentence.build((None, config.hidden_size))
         else:
@@ -265,7 +272,7 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
           on ([B, I, 2] with next_sentence_positions); sbo_logits float32 [B, P, V] with SBO
           when the span boundaries are given.
         """
-        missing = [k for k in _ENCODER_INPUTS + ("masked_lm_positions",) if k not in features]
+        missing = [k for k in ENCODER_INPUTS + ("masked_lm_positions",) if k not in features]
         if (self.next_sentence is not None and INSTANCE_IDS in features
                 and _PAIR_POSITIONS not in features):
             # Without it the pair head would silently read only the row's first instance.
@@ -273,7 +280,7 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         if missing:
             raise KeyError(f"BertPretrainer: features lack {', '.join(missing)}; got "
                            f"{', '.join(sorted(features))}")
-        encoder_inputs = {k: features[k] for k in _ENCODER_INPUTS + (INSTANCE_IDS,)
+        encoder_inputs = {k: features[k] for k in ENCODER_INPUTS + (INSTANCE_IDS,)
                           if k in features}
         encoder_outputs = self.encoder(encoder_inputs, training=training)
         sequence_bsh = encoder_outputs["sequence_output"]
@@ -283,7 +290,7 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
                 pooled = self.encoder.pool_at(sequence_bsh, features[_PAIR_POSITIONS])  # [B, I, H]
             else:
                 pooled = encoder_outputs["pooled_output"]  # [B, H]
-            outputs["nsp_logits"] = tf.cast(self.next_sentence(pooled), tf.float32)
+            outputs["nsp_logits"] = ops.cast(self.next_sentence(pooled), "float32")
         if self.span_boundary is not None and all(k in features
                                                   for k in _SPAN_BOUNDARY_FEATURES):
             outputs["sbo_logits"] = self.span_boundary(
@@ -309,33 +316,31 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
           `nsp_correct`, `nsp_count` (rows, or packed: real instances). With SBO also `sbo_loss` and
           `sbo_correct` (its weight sum is mlm_weight_sum).
         """
-        ids_bp = tf.cast(features["masked_lm_ids"], tf.int32)
-        weights_bp = tf.cast(features["masked_lm_weights"], tf.float32)
-        mlm_weight_sum = tf.reduce_sum(weights_bp)
+        ids_bp = ops.cast(features["masked_lm_ids"], "int32")
+        weights_bp = ops.cast(features["masked_lm_weights"], "float32")
+        mlm_weight_sum = ops.sum(weights_bp)
         mlm_loss, mlm_correct = _masked_token_loss(outputs["mlm_logits"], ids_bp, weights_bp,
                                                    mlm_weight_sum)
 
-        zero = tf.constant(0.0, tf.float32)
+        zero = ops.convert_to_tensor(0.0, "float32")
         nsp_loss = nsp_correct = nsp_count = zero
         if self.next_sentence is not None:
-            logits_n2 = tf.reshape(tf.cast(outputs["nsp_logits"], tf.float32), [-1, 2])
-            labels_n = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
-            ce_n = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels_n,
-                                                                  logits=logits_n2)
-            hits_n = tf.cast(tf.equal(tf.argmax(logits_n2, axis=-1, output_type=tf.int32),
-                                      labels_n), tf.float32)
+            logits_n2 = ops.reshape(ops.cast(outputs["nsp_logits"], "float32"), [-1, 2])
+            labels_n = ops.reshape(ops.cast(features["next_sentence_labels"], "int32"), [-1])
+            ce_n = ops.sparse_categorical_crossentropy(labels_n, logits_n2, from_logits=True)
+            hits_n = _hits(logits_n2, labels_n)
             if len(outputs["nsp_logits"].shape) == 3:  # packed: N = B*I instance slots
                 if _PAIR_WEIGHTS not in features:
                     raise KeyError(f"BertPretrainer: packed features (with {_PAIR_POSITIONS}) "
                                    f"lack {_PAIR_WEIGHTS}; got {', '.join(sorted(features))}")
-                weights_n = tf.reshape(tf.cast(features[_PAIR_WEIGHTS], tf.float32), [-1])
-                nsp_count = tf.reduce_sum(weights_n)
-                nsp_loss = tf.math.divide_no_nan(tf.reduce_sum(weights_n * ce_n), nsp_count)
-                nsp_correct = tf.reduce_sum(weights_n * hits_n)
+                weights_n = ops.reshape(ops.cast(features[_PAIR_WEIGHTS], "float32"), [-1])
+                nsp_count = ops.sum(weights_n)
+                nsp_loss = ops.divide_no_nan(ops.sum(weights_n * ce_n), nsp_count)
+                nsp_correct = ops.sum(weights_n * hits_n)
             else:
-                nsp_loss = tf.reduce_mean(ce_n)
-                nsp_correct = tf.reduce_sum(hits_n)
-                nsp_count = tf.cast(tf.size(labels_n), tf.float32)
+                nsp_loss = ops.mean(ce_n)
+                nsp_correct = ops.sum(hits_n)
+                nsp_count = ops.cast(ops.size(labels_n), "float32")
         parts = {"loss": mlm_loss + nsp_loss, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
                  "mlm_correct": mlm_correct, "mlm_weight_sum": mlm_weight_sum,
                  "nsp_correct": nsp_correct, "nsp_count": nsp_count}
@@ -360,7 +365,7 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         parts = self.compute_pretraining_losses(x, y_pred)
         loss = parts["loss"]
         if self.losses:
-            loss = loss + tf.add_n([tf.cast(l, tf.float32) for l in self.losses])
+            loss = loss + sum(ops.cast(extra, "float32") for extra in self.losses)
 
         for _, part, divisor in self._metric_terms:
             tracker = getattr(self, _tracker_attribute(part))
@@ -369,10 +374,10 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
             else:
                 # Mean with weight = divisor accumulates sum(part) / sum(divisor) over batches.
                 weight = parts[divisor]
-                tracker.update_state(parts[part] / tf.maximum(weight, 1e-12),
+                tracker.update_state(parts[part] / ops.maximum(weight, 1e-12),
                                      sample_weight=weight)
 
-        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        num_replicas = kernels.replicas_in_sync()
         if num_replicas > 1:
             loss = loss * (1.0 / num_replicas)
         return loss
@@ -395,7 +400,7 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         return cls(**config)
 
 
-class _EncoderTaskModel(_UnusedPoolerNotTrained, keras.Model):
+class EncoderTaskModel(_UnusedPoolerNotTrained, keras.Model):
     """Shared plumbing of the fine-tuning models: a functional graph over the encoder inputs.
 
     Subclasses build `outputs` from the encoder's outputs in `_head`; the model takes the
@@ -404,14 +409,14 @@ class _EncoderTaskModel(_UnusedPoolerNotTrained, keras.Model):
     """
 
     def __init__(self, encoder, dropout_rate=None, **kwargs):
-        if not isinstance(encoder, BertEncoder):
-            raise TypeError(f"{type(self).__name__}: encoder must be a BertEncoder, "
-                            f"got {type(encoder).__name__}")
+        if not isinstance(encoder, Encoder):
+            raise TypeError(f"{type(self).__name__}: encoder must be a BertEncoder or "
+                            f"ModernBertEncoder, got {type(encoder).__name__}")
         config = encoder.config
         self._head_dropout = (config.hidden_dropout_prob if dropout_rate is None
                               else float(dropout_rate))
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in _ENCODER_INPUTS}
+                  for name in ENCODER_INPUTS}
         outputs = self._head(encoder, encoder(inputs), config, encoder.dtype_policy)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.encoder = encoder
@@ -424,7 +429,7 @@ class _EncoderTaskModel(_UnusedPoolerNotTrained, keras.Model):
         # Labels may ride along in the feature dict; a missing input is reported by Keras'
         # input check (naming it) before this runs.
         if isinstance(inputs, dict):
-            inputs = {k: inputs[k] for k in _ENCODER_INPUTS}
+            inputs = {k: inputs[k] for k in ENCODER_INPUTS}
         return super().call(inputs, training=training, mask=mask)
 
     def compile_from_config(self, config):
@@ -435,7 +440,7 @@ class _EncoderTaskModel(_UnusedPoolerNotTrained, keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     def _dense(self, units, config, policy, name):
-        return keras.layers.Dense(units, kernel_initializer=layers.truncated_normal(
+        return keras.layers.Dense(units, kernel_initializer=truncated_normal(
             config.initializer_range), dtype=policy, name=name)
 
     def get_config(self):
@@ -451,7 +456,7 @@ class _EncoderTaskModel(_UnusedPoolerNotTrained, keras.Model):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(_EncoderTaskModel):
+class BertClassifier(EncoderTaskModel):
     """Sentence / sentence-pair classification (or regression) from the pooled [CLS] vector.
 
     logits = dense(dropout(pooled_output)): float32 [B, num_classes]. With num_classes=1 the
@@ -472,6 +477,7 @@ class BertClassifier(_EncoderTaskModel):
     Examples:
 
     >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.modeling import BertEncoder
     >>> model = BertClassifier(BertEncoder(BertConfig.from_preset("bert_tiny")), num_classes=3)
     >>> ids = keras.ops.ones((2, 8), "int32")
     >>> tuple(model({"input_word_ids": ids, "input_mask": ids,
@@ -507,7 +513,7 @@ class BertClassifier(_EncoderTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertSpanLabeler(_EncoderTaskModel):
+class BertSpanLabeler(EncoderTaskModel):
     """Span question answering (SQuAD): a start and an end logit for every token.
 
     One dense layer `span_logits` (kernel [H, 2]; the original run_squad.py's
@@ -566,7 +572,7 @@ class _SplitLastAxis(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertTokenClassifier(_EncoderTaskModel):
+class BertTokenClassifier(EncoderTaskModel):
     """Token tagging (NER, POS): class logits for every token.
 
     logits = dense(dropout(sequence_output)): float32 [B, S, num_classes], dense layer

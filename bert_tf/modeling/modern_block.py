@@ -4,9 +4,9 @@ feed-forward, optional biases, global or sliding-window attention."""
 import math
 
 import keras
-import tensorflow as tf
+from keras import ops
 
-from bert_tf.modeling import local_attention, rotary
+from bert_tf.modeling import attention, rotary
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.initializers import truncated_normal
 from bert_tf.modeling.layer_norm import FusedLayerNorm
@@ -115,7 +115,7 @@ class ModernTransformerBlock(keras.layers.Layer):
         Args:
           hidden_bsh: float [B, S, H].
           segment_ids: int [B, S]: input_mask, or input_instance_ids for packed rows (a key
-            is visible when real and in the query's segment; see local_attention).
+            is visible when real and in the query's segment; see attention.py).
           position_ids: int [B, S] or [1, S], the rotary positions.
           dense_bias: optional float32 [B, 1, 1, S] or [B, 1, S, S], the global layers'
             attention bias when the caller computed it once for all of them.
@@ -124,8 +124,8 @@ class ModernTransformerBlock(keras.layers.Layer):
         Returns:
           float [B, S, H].
         """
-        shape = tf.shape(hidden_bsh)
-        x_mh = tf.reshape(hidden_bsh, [-1, self.hidden_size])  # M = B*S rows.
+        shape = ops.shape(hidden_bsh)
+        x_mh = ops.reshape(hidden_bsh, [-1, self.hidden_size])  # M = B*S rows.
         pre = self.norm_placement == "pre"
         attention_in_mh = (self.attention_layer_norm(x_mh)
                            if pre and self.attention_layer_norm is not None else x_mh)
@@ -139,12 +139,12 @@ class ModernTransformerBlock(keras.layers.Layer):
         else:
             x_mh = self.attention_layer_norm(x_mh + attention_mh)
             output_mh = self.output_layer_norm(x_mh + self._feed_forward(x_mh, training))
-        return tf.reshape(output_mh, shape)
+        return ops.reshape(output_mh, [shape[0], shape[1], self.hidden_size])
 
     def _feed_forward(self, x_mh, training):
         inner_mi = self.intermediate(x_mh)
         if self.feed_forward_type == "gated":
-            input_mi, gate_mi = tf.split(inner_mi, 2, axis=-1)
+            input_mi, gate_mi = ops.split(inner_mi, 2, axis=-1)
             inner_mi = self.activation(input_mi) * gate_mi
         else:
             inner_mi = self.activation(inner_mi)
@@ -153,27 +153,29 @@ class ModernTransformerBlock(keras.layers.Layer):
     def _attention(self, x_mh, shape, segment_ids, position_ids, dense_bias, training):
         """Returns the attention context [M, H] of the (normalised) input x [M, H]."""
         batch, length = shape[0], shape[1]
-        qkv_bs3ad = tf.reshape(self.qkv(x_mh), [batch, length, 3, self.num_attention_heads,
-                                                self.head_size])
-        query_bsad, key_bsad, value_bsad = tf.unstack(qkv_bs3ad, axis=2)
+        qkv_bs3ad = ops.reshape(self.qkv(x_mh), [batch, length, 3, self.num_attention_heads,
+                                                 self.head_size])
+        query_bsad, key_bsad, value_bsad = ops.unstack(qkv_bs3ad, num=3, axis=2)
         if self.position_embedding_type == "rotary":
             cos, sin = rotary.rotary_cos_sin(position_ids, self.head_size, self.rope_theta)
             query_bsad = rotary.apply_rotary(query_bsad, cos, sin)
             key_bsad = rotary.apply_rotary(key_bsad, cos, sin)
-        query_bsad = query_bsad * tf.cast(1.0 / math.sqrt(self.head_size), query_bsad.dtype)
+        query_bsad = query_bsad * ops.cast(1.0 / math.sqrt(self.head_size), query_bsad.dtype)
 
-        def dropout(probs):
-            return self.attention_dropout(probs, training=training)
+        dropout = None
+        if training and self.attention_probs_dropout_prob > 0:
+            def dropout(probs):
+                return self.attention_dropout(probs, training=training)
 
         if self.local_window:
-            context_bsad = local_attention.local_attention(
+            context_bsad = attention.local_attention(
                 query_bsad, key_bsad, value_bsad, segment_ids, self.local_window // 2, dropout)
         else:
             bias = (dense_bias if dense_bias is not None
-                    else local_attention.segment_bias(segment_ids))
-            context_bsad = local_attention.global_attention(
+                    else attention.segment_bias(segment_ids))
+            context_bsad = attention.global_attention(
                 query_bsad, key_bsad, value_bsad, bias, dropout, chunk_queries=not training)
-        return tf.reshape(context_bsad, [-1, self.hidden_size])
+        return ops.reshape(context_bsad, [-1, self.hidden_size])
 
     def compute_output_spec(self, hidden_bsh, *args, **kwargs):
         return keras.KerasTensor(hidden_bsh.shape, self.compute_dtype)

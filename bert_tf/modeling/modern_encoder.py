@@ -1,20 +1,22 @@
-"""The modern encoder's graph (ModernBERT-class), built by BertEncoder for a config with modern
-options (BertConfig.is_modern): embeddings -> modern blocks -> final norm -> pooler.
+"""ModernBertEncoder: the modern encoder (ModernBERT-class, architecture "modernbert"),
+embeddings -> modern blocks -> final norm -> pooler.
 
 Global layers use one attention bias computed once; local layers (sliding window) compute
-their own masks, blockwise for long inputs (see local_attention).
+their own masks, blockwise for long inputs (see attention.py).
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from bert_tf.config import BertConfig
-from bert_tf.modeling import local_attention
+from bert_tf.modeling import attention
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.embeddings import PositionEmbedding, SinusoidalPositionEmbedding
+from bert_tf.modeling.encoder_base import Encoder
 from bert_tf.modeling.initializers import truncated_normal
 from bert_tf.modeling.layer_norm import FusedLayerNorm
 from bert_tf.modeling.modern_block import ModernTransformerBlock
+from bert_tf.modeling.transformer_block import AttentionBias
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -33,7 +35,7 @@ class ModernEmbeddings(keras.layers.Layer):
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
         self.config = dict(config)
-        c = BertConfig.from_dict(self.config)
+        c = BertConfig.from_dict(self.config, source="ModernEmbeddings", warn_legacy=False)
         self.hidden_size = c.hidden_size
         self.max_position_embeddings = c.max_position_embeddings
         policy = self.dtype_policy
@@ -76,10 +78,10 @@ class ModernEmbeddings(keras.layers.Layer):
             embeddings_bsh = embeddings_bsh + self.token_type_embeddings(input_type_ids)
         if self.position_embeddings is not None:
             if position_ids is None:
-                positions = self.position_embeddings(tf.shape(input_word_ids)[1])
+                positions = self.position_embeddings(input_word_ids)
             else:
                 positions = self.position_embeddings.lookup(position_ids)
-            embeddings_bsh = embeddings_bsh + tf.cast(positions, self.compute_dtype)
+            embeddings_bsh = embeddings_bsh + ops.cast(positions, self.compute_dtype)
         return self.dropout_layer(self.layer_norm(embeddings_bsh), training=training)
 
     def _check_length(self, static_length):
@@ -141,9 +143,9 @@ class ModernPooler(keras.layers.Layer):
     def call(self, sequence_bsh, input_mask):
         """Args: sequence_bsh float [B, S, H]; input_mask int [B, S]. Returns: float [B, H]."""
         if self.classifier_pooling == "mean":
-            mask_bs1 = tf.expand_dims(tf.cast(input_mask, sequence_bsh.dtype), 2)
-            count_b1 = tf.maximum(tf.reduce_sum(mask_bs1, axis=1), 1.0)
-            pooled_bh = tf.reduce_sum(sequence_bsh * mask_bs1, axis=1) / count_b1
+            mask_bs1 = ops.expand_dims(ops.cast(input_mask, sequence_bsh.dtype), 2)
+            count_b1 = ops.maximum(ops.sum(mask_bs1, axis=1), 1.0)
+            pooled_bh = ops.sum(sequence_bsh * mask_bs1, axis=1) / count_b1
         else:
             pooled_bh = sequence_bsh[:, 0, :]
         return self.transform(pooled_bh)
@@ -169,22 +171,10 @@ class RowPositions(keras.layers.Layer):
     """0..S-1 for the rotary angles. Args: ids int [B, S]. Returns: int32 [1, S]."""
 
     def call(self, ids):
-        return tf.expand_dims(tf.range(tf.shape(ids)[1]), 0)
+        return ops.expand_dims(ops.arange(ops.shape(ids)[1], dtype="int32"), 0)
 
     def compute_output_spec(self, ids):
         return keras.KerasTensor((1, ids.shape[1]), "int32")
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class KeyPaddingBias(keras.layers.Layer):
-    """The global layers' bias for unpacked rows. Args: input_mask int [B, S]. Returns:
-    float32 [B, 1, 1, S]: 0 for real keys, a large negative number for padding."""
-
-    def call(self, input_mask):
-        return local_attention.key_padding_bias(input_mask)
-
-    def compute_output_spec(self, input_mask):
-        return keras.KerasTensor((input_mask.shape[0], 1, 1, input_mask.shape[1]), "float32")
 
 
 def build_layers(config, dtype):
@@ -227,7 +217,7 @@ def build_graph(config, inputs, dtype):
     input_mask = inputs["input_mask"]
     hidden_bsh = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
     positions = RowPositions(name="row_positions")(inputs["input_word_ids"])
-    global_bias = KeyPaddingBias(name="attention_bias")(input_mask)
+    global_bias = AttentionBias(name="attention_bias")(input_mask)
     encoder_outputs = []
     for block in blocks:
         hidden_bsh = block(hidden_bsh, input_mask, positions,
@@ -240,26 +230,59 @@ def build_graph(config, inputs, dtype):
              "encoder_outputs": encoder_outputs}, embeddings)
 
 
-def call_packed(encoder, word_ids, type_ids, input_mask, instance_ids, position_ids,
-                training):
-    """The encoder's layers on packed rows: per-instance rotary positions and attention.
+@keras.saving.register_keras_serializable(package="bert_tf")
+class ModernBertEncoder(Encoder):
+    """The modern encoder (architecture "modernbert") as a functional Keras model.
 
-    Args: int32 [B, S] each; position_ids: each token's offset in its instance.
-    Returns: the encoder's outputs dict (pooled_output from the row's first instance).
+    Inputs and outputs as `encoder_base.Encoder`; input_type_ids is ignored when
+    type_vocab_size=0 (ModernBERT). pooled_output is ModernPooler's ([CLS] or mean, then
+    dense + activation + LayerNorm, or BERT's dense + tanh).
+
+    Layers: embeddings (ModernEmbeddings: word table, LayerNorm), transformer_layer_{i}
+    (ModernTransformerBlock, global or local by BertConfig.layer_is_global),
+    final_layer_norm, pooler (ModernPooler). Their names map ModernBERT's checkpoints in
+    bert_tf.interop.modernbert.
+
+    Args:
+      config: a `BertConfig` (architecture "modernbert") or a dict of bert_config.json fields.
+      dtype: optional dtype policy for every layer (default: the global policy).
+      **kwargs: `name`, `trainable`.
+
+    Examples:
+
+    >>> from bert_tf.config import BertConfig
+    >>> encoder = ModernBertEncoder(BertConfig.from_preset("modernbert_tiny"))
+    >>> ids = keras.ops.ones((2, 40), "int32")
+    >>> out = encoder({"input_word_ids": ids, "input_mask": ids,
+    ...                "input_type_ids": keras.ops.zeros_like(ids)})
+    >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
+    ((2, 40, 64), (2, 64))
     """
-    config = encoder.config
-    hidden_bsh = encoder.embedding_layer(word_ids, type_ids, position_ids=position_ids,
-                                         training=training)
-    global_bias = local_attention.segment_bias(instance_ids)
-    encoder_outputs = []
-    for i in range(config.num_hidden_layers):
-        block = encoder.get_layer(f"transformer_layer_{i}")
-        hidden_bsh = block(hidden_bsh, instance_ids, position_ids,
-                           global_bias if block.local_window == 0 else None, training=training)
-        encoder_outputs.append(hidden_bsh)
-    if config.final_layer_norm:
-        hidden_bsh = encoder.get_layer("final_layer_norm")(hidden_bsh)
-    first_instance = tf.cast(tf.equal(instance_ids, 1), tf.int32)
-    pooled_bh = encoder.get_layer("pooler")(hidden_bsh, first_instance)
-    return {"sequence_output": hidden_bsh, "pooled_output": pooled_bh,
-            "encoder_outputs": encoder_outputs}
+
+    architecture = "modernbert"
+
+    @staticmethod
+    def _build_graph(config, inputs, dtype):
+        return build_graph(config, inputs, dtype)
+
+    def _pooler_transform(self, pooled_xh):
+        return self.get_layer("pooler").transform(pooled_xh)
+
+    def _packed_outputs(self, word_ids, type_ids, instance_ids, position_ids, training):
+        config = self.config
+        hidden_bsh = self.embedding_layer(word_ids, type_ids, position_ids=position_ids,
+                                          training=training)
+        global_bias = attention.segment_bias(instance_ids)
+        encoder_outputs = []
+        for i in range(config.num_hidden_layers):
+            block = self.get_layer(f"transformer_layer_{i}")
+            hidden_bsh = block(hidden_bsh, instance_ids, position_ids,
+                               global_bias if block.local_window == 0 else None,
+                               training=training)
+            encoder_outputs.append(hidden_bsh)
+        if config.final_layer_norm:
+            hidden_bsh = self.get_layer("final_layer_norm")(hidden_bsh)
+        first_instance = ops.cast(ops.equal(instance_ids, 1), "int32")
+        pooled_bh = self.get_layer("pooler")(hidden_bsh, first_instance)
+        return {"sequence_output": hidden_bsh, "pooled_output": pooled_bh,
+                "encoder_outputs": encoder_outputs}

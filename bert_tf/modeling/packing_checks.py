@@ -3,14 +3,15 @@
 A packed row carries `input_instance_ids` int32 [B, S]: 1..K, the 1-based index of the
 instance each token belongs to (each instance one contiguous run, in order), 0 on padding.
 The encoder derives from it a block-diagonal attention mask and per-instance position ids
-(`instance_attention_bias`, `instance_position_ids`); `check_instance_ids` (eager) and
-`assert_instance_ids` (in-graph) reject rows whose ids break that rule.
+(`instance_attention_bias`, `instance_position_ids`); `check_instance_ids` rejects rows whose
+ids break that rule (eagerly, in NumPy; data.pretraining.row_packing_tf.assert_instance_ids is
+the same check inside a tf.data pipeline).
 """
 
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
-from bert_tf.modeling.transformer_block import _MASKED_LOGIT
+from bert_tf.modeling import attention
 
 FEATURE = "input_instance_ids"
 
@@ -22,12 +23,10 @@ def instance_attention_bias(instance_ids):
       instance_ids: int [B, S], 0 on padding.
 
     Returns:
-      float32 [B, 1, S, S]: 0 where query and key share a non-zero id, -10000 elsewhere.
+      float32 [B, 1, S, S]: 0 where query and key share a non-zero id, attention.masked_logit()
+      elsewhere.
     """
-    ids_bs = tf.cast(instance_ids, tf.int32)
-    keys_b1s = ids_bs[:, tf.newaxis, :]
-    allowed_bss = tf.logical_and(tf.equal(ids_bs[:, :, tf.newaxis], keys_b1s), keys_b1s > 0)
-    return tf.where(allowed_bss, 0.0, _MASKED_LOGIT)[:, tf.newaxis, :, :]
+    return attention.segment_bias(instance_ids)
 
 
 def instance_position_ids(instance_ids):
@@ -42,13 +41,12 @@ def instance_position_ids(instance_ids):
     Returns:
       int32 [B, S].
     """
-    ids_bs = tf.cast(instance_ids, tf.int32)
-    seq_length = tf.shape(ids_bs)[1]
-    same_bss = tf.equal(ids_bs[:, :, tf.newaxis], ids_bs[:, tf.newaxis, :])
+    ids_bs = ops.cast(instance_ids, "int32")
+    same_bss = ops.equal(ops.expand_dims(ids_bs, 2), ops.expand_dims(ids_bs, 1))
     # earlier_ss[s, t] = t < s (strictly lower triangle).
-    positions_s = tf.range(seq_length)
-    earlier_ss = positions_s[tf.newaxis, :] < positions_s[:, tf.newaxis]
-    return tf.reduce_sum(tf.cast(tf.logical_and(same_bss, earlier_ss), tf.int32), axis=-1)
+    positions_s = ops.arange(ops.shape(ids_bs)[1])
+    earlier_ss = ops.expand_dims(positions_s, 0) < ops.expand_dims(positions_s, 1)
+    return ops.sum(ops.cast(ops.logical_and(same_bss, earlier_ss), "int32"), axis=-1)
 
 
 def _first_error(ids_bs, mask_bs):
@@ -85,14 +83,14 @@ def check_instance_ids(instance_ids, input_mask):
     the previous real token's id or one more; an id never resumes after padding.
 
     Args:
-      instance_ids: int [S] or [B, S] (numpy, list or eager tensor).
+      instance_ids: int [S] or [B, S] (numpy, list or an eager tensor of any backend).
       input_mask: int [S] or [B, S], same shape.
 
     Raises:
       ValueError: the message starts with `input_instance_ids` and names the row and position.
     """
-    ids = np.asarray(instance_ids)
-    mask = np.asarray(input_mask)
+    ids = np.asarray(ops.convert_to_numpy(instance_ids))
+    mask = np.asarray(ops.convert_to_numpy(input_mask))
     if ids.shape != mask.shape or ids.ndim not in (1, 2):
         raise ValueError(f"{FEATURE}: shape {ids.shape} must equal input_mask's {mask.shape} "
                          "and be [S] or [B, S]")
@@ -113,36 +111,3 @@ def check_instance_ids(instance_ids, input_mask):
     row = int(bad_rows[0])
     _, pos, reason = _first_error(ids[row:row + 1], mask[row:row + 1])
     raise ValueError(f"{FEATURE}: row {row}, position {pos}: {reason}")
-
-
-def assert_instance_ids(instance_ids, input_mask):
-    """In-graph form of `check_instance_ids` (e.g. in a tf.data map); [S] or [B, S].
-
-    Returns:
-      `instance_ids`, after an assertion that fails at run time with InvalidArgumentError
-      (message starting with `input_instance_ids`) on an inconsistent row.
-    """
-    ids = tf.convert_to_tensor(instance_ids)
-    ids_bs = tf.cast(tf.reshape(ids, [-1, tf.shape(ids)[-1]]), tf.int32)
-    mask_bs = tf.cast(tf.reshape(input_mask, tf.shape(ids_bs)), tf.int32)
-    real_bs = mask_bs > 0
-    # The id of the last real token at or before each position (0 before the first).
-    last_bs = tf.scan(lambda carry, x: tf.where(x[1], x[0], carry),
-                      (tf.transpose(ids_bs), tf.transpose(real_bs)),
-                      initializer=tf.zeros_like(ids_bs[:, 0]))
-    last_bs = tf.transpose(last_bs)
-    previous_bs = tf.pad(last_bs[:, :-1], [[0, 0], [1, 0]])
-    previous_real_bs = tf.pad(real_bs[:, :-1], [[0, 0], [1, 0]])
-    step_bs = ids_bs - previous_bs
-    ok_bs = tf.where(
-        real_bs,
-        (ids_bs >= 1) & ((step_bs == 1) | ((step_bs == 0) & previous_real_bs)),
-        tf.equal(ids_bs, 0))
-    bad = tf.where(tf.logical_not(ok_bs))
-    check = tf.debugging.Assert(
-        tf.reduce_all(ok_bs),
-        [f"{FEATURE}: inconsistent packed row (0 exactly on padding, real tokens 1, 2, ... in "
-         "order, each instance one contiguous run); first bad [row, position]:", bad[:1],
-         "ids of that row:", tf.gather(ids_bs, bad[:1, 0])], summarize=4096)
-    with tf.control_dependencies([check]):
-        return tf.identity(ids)

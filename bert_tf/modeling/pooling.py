@@ -14,7 +14,7 @@ order above), so the width is len(modes) * H.
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens")
 
@@ -47,9 +47,10 @@ class SentencePooling(keras.layers.Layer):
 
     Examples:
 
+    >>> import numpy as np
     >>> pool = SentencePooling("mean")
-    >>> x = tf.constant([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]])
-    >>> pool(x, tf.constant([[1, 1, 0]])).numpy().tolist()
+    >>> x = np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]], "float32")
+    >>> keras.ops.convert_to_numpy(pool(x, np.array([[1, 1, 0]]))).tolist()
     [[2.0, 3.0]]
     """
 
@@ -59,22 +60,22 @@ class SentencePooling(keras.layers.Layer):
         self.normalize = bool(normalize)
 
     def call(self, sequence_bsh, input_mask_bs):
-        x_bsh = tf.cast(sequence_bsh, tf.float32)
-        mask_bs1 = tf.cast(input_mask_bs, tf.float32)[:, :, tf.newaxis]
+        x_bsh = ops.cast(sequence_bsh, "float32")
+        mask_bs1 = ops.expand_dims(ops.cast(input_mask_bs, "float32"), -1)
         pooled = []
-        count_b1 = tf.maximum(tf.reduce_sum(mask_bs1, axis=1), 1e-9)
+        count_b1 = ops.maximum(ops.sum(mask_bs1, axis=1), 1e-9)
         for mode in self.modes:
             if mode == "cls":
                 pooled.append(x_bsh[:, 0])
             elif mode == "max":
-                pooled.append(tf.reduce_max(tf.where(mask_bs1 > 0, x_bsh, -1e9), axis=1))
+                pooled.append(ops.max(ops.where(mask_bs1 > 0, x_bsh, -1e9), axis=1))
             else:
-                summed_bh = tf.reduce_sum(x_bsh * mask_bs1, axis=1)
-                pooled.append(summed_bh / (count_b1 if mode == "mean" else tf.sqrt(count_b1)))
-        vectors_bd = pooled[0] if len(pooled) == 1 else tf.concat(pooled, axis=-1)
+                summed_bh = ops.sum(x_bsh * mask_bs1, axis=1)
+                pooled.append(summed_bh / (count_b1 if mode == "mean" else ops.sqrt(count_b1)))
+        vectors_bd = pooled[0] if len(pooled) == 1 else ops.concatenate(pooled, axis=-1)
         if self.normalize:
-            norm_b1 = tf.norm(vectors_bd, axis=-1, keepdims=True)
-            vectors_bd = vectors_bd / tf.maximum(norm_b1, 1e-12)
+            norm_b1 = ops.sqrt(ops.sum(ops.square(vectors_bd), axis=-1, keepdims=True))
+            vectors_bd = vectors_bd / ops.maximum(norm_b1, 1e-12)
         return vectors_bd
 
     def compute_output_spec(self, sequence_bsh, input_mask_bs):

@@ -15,7 +15,9 @@ Models with sinusoidal position embeddings need none of this: they take any leng
 
 import numpy as np
 
-from bert_tf.modeling.encoder import BertEncoder
+from keras import ops
+
+from bert_tf.modeling.encoder_base import Encoder
 
 EXTENSION_METHODS = ("copy", "interpolate")
 
@@ -81,7 +83,7 @@ def extend_position_embeddings(model, new_length, method="copy"):
       ValueError: sinusoidal position embeddings (nothing to extend), an unknown method, or a
         new length that is not larger.
     """
-    encoder = model if isinstance(model, BertEncoder) else model.encoder
+    encoder = model if isinstance(model, Encoder) else model.encoder
     config = encoder.config
     if config.position_embedding_type != "learned":
         raise ValueError(f"position_embedding_type={config.position_embedding_type!r} has no "
@@ -96,7 +98,7 @@ def extend_position_embeddings(model, new_length, method="copy"):
     # Both models are built the same way, so their weights come in the same order.
     for old, new in zip(model.weights, extended.weights):
         if old is table:
-            new.assign(extend_position_table(old.numpy(), new_length, method))
+            new.assign(extend_position_table(ops.convert_to_numpy(old), new_length, method))
         else:
             new.assign(old)
     return extended

@@ -6,7 +6,8 @@ interleaved one), computed in float32. No variables: the base theta is a config 
 (ModernBERT: 160,000 on global layers, 10,000 on local ones).
 """
 
-import tensorflow as tf
+import numpy as np
+from keras import ops
 
 
 def rotary_cos_sin(position_ids, head_size, theta):
@@ -20,11 +21,13 @@ def rotary_cos_sin(position_ids, head_size, theta):
     Returns:
       (cos, sin): float32 [B, S, 1, d] each, broadcasting over heads.
     """
-    exponents_h = tf.range(0, head_size, 2, dtype=tf.float32) / float(head_size)
-    inverse_frequency_h = 1.0 / tf.pow(tf.constant(float(theta), tf.float32), exponents_h)
-    angles_bsh = tf.expand_dims(tf.cast(position_ids, tf.float32), -1) * inverse_frequency_h
-    angles_bsd = tf.expand_dims(tf.concat([angles_bsh, angles_bsh], axis=-1), 2)
-    return tf.cos(angles_bsd), tf.sin(angles_bsd)
+    # In float32 as the graph computed them (numpy's float64 power differs in the last bit).
+    exponents_h = np.arange(0, head_size, 2, dtype=np.float32) / np.float32(head_size)
+    inverse_frequency_h = (np.float32(1.0) / np.power(np.float32(theta), exponents_h)
+                           ).astype(np.float32)
+    angles_bsh = ops.expand_dims(ops.cast(position_ids, "float32"), -1) * inverse_frequency_h
+    angles_bsd = ops.expand_dims(ops.concatenate([angles_bsh, angles_bsh], axis=-1), 2)
+    return ops.cos(angles_bsd), ops.sin(angles_bsd)
 
 
 def apply_rotary(x_bsad, cos, sin):
@@ -37,7 +40,7 @@ def apply_rotary(x_bsad, cos, sin):
     Returns:
       float [B, S, A, d] of x's dtype.
     """
-    x32 = tf.cast(x_bsad, tf.float32)
-    first, second = tf.split(x32, 2, axis=-1)
-    rotated = tf.concat([-second, first], axis=-1)
-    return tf.cast(x32 * cos + rotated * sin, x_bsad.dtype)
+    x32 = ops.cast(x_bsad, "float32")
+    first, second = ops.split(x32, 2, axis=-1)
+    rotated = ops.concatenate([-second, first], axis=-1)
+    return ops.cast(x32 * cos + rotated * sin, x_bsad.dtype)

@@ -2,14 +2,14 @@
 
 import keras
 
-from bert_tf.modeling.encoder import BertEncoder
-from bert_tf.modeling.models import _ENCODER_INPUTS as ENCODER_INPUTS
-from bert_tf.modeling.models import _EncoderTaskModel
+from bert_tf.config import ENCODER_INPUTS
+from bert_tf.modeling.encoder_base import Encoder
+from bert_tf.modeling.models import EncoderTaskModel
 from bert_tf.modeling.pooling import SentencePooling, check_pooling_modes
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertSentenceEmbedder(_EncoderTaskModel):
+class BertSentenceEmbedder(EncoderTaskModel):
     """Sentence embeddings: pooled sequence_output, optionally L2-normalised.
 
     embedding = pooling(sequence_output, input_mask): float32 [B, D], D = len(pooling) * H
@@ -38,9 +38,9 @@ class BertSentenceEmbedder(_EncoderTaskModel):
     """
 
     def __init__(self, encoder, pooling="mean", normalize=True, **kwargs):
-        if not isinstance(encoder, BertEncoder):
-            raise TypeError(f"BertSentenceEmbedder: encoder must be a BertEncoder, "
-                            f"got {type(encoder).__name__}")
+        if not isinstance(encoder, Encoder):
+            raise TypeError(f"BertSentenceEmbedder: encoder must be a BertEncoder or "
+                            f"ModernBertEncoder, got {type(encoder).__name__}")
         self.pooling = check_pooling_modes(pooling, "BertSentenceEmbedder")
         self.normalize = bool(normalize)
         kwargs.setdefault("name", "bert_sentence_embedder")
@@ -51,8 +51,8 @@ class BertSentenceEmbedder(_EncoderTaskModel):
         pool = SentencePooling(self.pooling, normalize=self.normalize, dtype="float32",
                                name="pooling")
         outputs = pool(encoder(inputs)["sequence_output"], inputs["input_mask"])
-        # The head needs the mask input, which _EncoderTaskModel's _head does not get.
-        super(_EncoderTaskModel, self).__init__(inputs=inputs, outputs=outputs, **kwargs)
+        # The head needs the mask input, which EncoderTaskModel's _head does not get.
+        super(EncoderTaskModel, self).__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.encoder = encoder
 
     def _uses_pooler(self):

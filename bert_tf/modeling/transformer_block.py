@@ -4,72 +4,22 @@ attention bias it adds for padding keys."""
 import math
 
 import keras
-import tensorflow as tf
+from keras import ops
 
+from bert_tf.modeling import attention, kernels
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.initializers import truncated_normal
 from bert_tf.modeling.layer_norm import FusedLayerNorm
-from bert_tf.modeling.local_attention import masked_logit, portable
-
-# The original adds this to the attention logits of padding keys (modeling.py uses -10000.0);
-# keeping the value makes converted checkpoints reproduce the original's outputs exactly.
-_MASKED_LOGIT = -10000.0
-
-
-# Up to this many rows (batch x tokens), inference attention runs on TensorFlow's own kernels
-# instead of oneDNN's. A oneDNN call hands its work to every intra-op thread; on a few KB of
-# scores that hand-off costs more than the arithmetic (2-core VM, batch 1, 8 heads of 64: the
-# attention of 4 blocks at 16 tokens 1.11 -> 0.41 ms, at 64 tokens 1.75 -> 1.42 ms; at 96
-# tokens oneDNN is faster).
-SMALL_ATTENTION_ROWS = 64
-
-
-@tf.custom_gradient
-def _transpose_inline(x, perm):
-    """tf.transpose of a float32 x through an int32 view of its bits.
-
-    Same values; TensorFlow's int32 transpose is its own kernel (run on the calling thread for
-    small tensors), not oneDNN's float one. Differentiable (the gradient transposes back).
-    """
-    inverse = tf.math.invert_permutation(perm)
-    moved = tf.bitcast(tf.transpose(tf.bitcast(x, tf.int32), perm), tf.float32)
-    return moved, lambda dy: (_transpose_inline(dy, inverse), None)
-
-
-def _small_attention(query_bsad, key_bsad, value_bsad, attention_bias):
-    """Inference attention for a few rows (float32, no dropout), on TensorFlow's own kernels:
-    BatchMatMulV3 (oneDNN replaces BatchMatMulV2 and Einsum, not V3), transposes through
-    `_transpose_inline` and a softmax of element-wise ops. The math of the batched matmuls in
-    `TransformerBlock._attention`.
-
-    Args: float32 [B, S, A, d] each (queries scaled); attention_bias: float32 [B, 1, 1, S] or
-      [B, 1, S, S]. Returns: float32 [B, S, A, d].
-    """
-    to_heads = tf.constant([0, 2, 1, 3])
-    query_basd = _transpose_inline(query_bsad, to_heads)
-    key_badt = _transpose_inline(key_bsad, tf.constant([0, 2, 3, 1]))
-    value_basd = _transpose_inline(value_bsad, to_heads)
-    scores_bass = tf.raw_ops.BatchMatMulV3(x=query_basd, y=key_badt, Tout=tf.float32)
-    scores_bass = scores_bass + attention_bias
-    exp_bass = tf.exp(scores_bass - tf.reduce_max(scores_bass, axis=-1, keepdims=True))
-    probs_bass = exp_bass / tf.reduce_sum(exp_bass, axis=-1, keepdims=True)
-    context_basd = tf.raw_ops.BatchMatMulV3(x=probs_bass, y=value_basd, Tout=tf.float32)
-    return _transpose_inline(context_basd, to_heads)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class AttentionBias(keras.layers.Layer):
-    """Turns a padding mask into an additive float32 attention bias shared by all blocks.
-
-    Computed once per batch instead of once per layer: 0 for real keys, -10000 for padding
-    (-100 in graphs traced for LiteRT: `masked_logit`).
-    """
+    """Turns a padding mask into an additive float32 attention bias shared by all blocks
+    (attention.padding_bias), computed once per batch instead of once per layer."""
 
     def call(self, input_mask):
         """Args: input_mask: int [B, S], 1 = real token. Returns: float32 [B, 1, 1, S]."""
-        # expand_dims, not [:, None, None, :]: LiteRT has no StridedSlice with new axes.
-        mask_b11s = tf.cast(tf.expand_dims(tf.expand_dims(input_mask, 1), 1), tf.float32)
-        return (1.0 - mask_b11s) * masked_logit(_MASKED_LOGIT)
+        return attention.padding_bias(input_mask)
 
     def compute_output_spec(self, input_mask):
         return keras.KerasTensor((input_mask.shape[0], 1, 1, input_mask.shape[1]), "float32")
@@ -81,7 +31,8 @@ class TransformerBlock(keras.layers.Layer):
 
     All dense layers run on [B*S, H] matrices (as the original does) so every projection is a
     plain 2-D GEMM; attention is two batched matmuls over [B, A, S, d] with the softmax in
-    float32 (on TensorFlow's own kernels for a few rows at inference: `_small_attention`).
+    float32 (on TensorFlow's own kernels for a few rows at inference:
+    kernels.few_row_attention).
 
     Sub-layers and their TF1 names (under `bert/encoder/layer_N/`):
       query, key, value            attention/self/{query,key,value}/{kernel,bias}
@@ -172,23 +123,24 @@ class TransformerBlock(keras.layers.Layer):
 
     def _heads(self, x_mh, batch, seq_length):
         """[B*S, H] -> [B, S, A, d]."""
-        return tf.reshape(x_mh, [batch, seq_length, self.num_attention_heads, self.head_size])
+        return ops.reshape(x_mh, [batch, seq_length, self.num_attention_heads, self.head_size])
 
     def call(self, hidden_bsh, attention_bias, training=None):
         """Runs the block.
 
         Args:
           hidden_bsh: float [B, S, H], the previous block's output (or the embeddings).
-          attention_bias: float32 [B, 1, 1, S], 0 for real keys and -10000 for padding; or
-            [B, 1, S, S] per query (packed rows: -10000 outside the query's own instance).
+          attention_bias: float32 [B, 1, 1, S], 0 for real keys and attention.MASKED_LOGIT
+            for padding; or [B, 1, S, S] per query (packed rows: hidden outside the query's
+            own instance).
           training: enables dropout.
 
         Returns:
           float [B, S, H].
         """
-        shape = tf.shape(hidden_bsh)
+        shape = ops.shape(hidden_bsh)
         batch, seq_length = shape[0], shape[1]
-        x_mh = tf.reshape(hidden_bsh, [-1, self.hidden_size])  # M = B*S rows.
+        x_mh = ops.reshape(hidden_bsh, [-1, self.hidden_size])  # M = B*S rows.
 
         # Scaling the queries ([M, H]) is cheaper than scaling the scores ([B, A, S, S]).
         query_bsad = self._heads(
@@ -198,7 +150,7 @@ class TransformerBlock(keras.layers.Layer):
 
         context_bsad = self._attention(query_bsad, key_bsad, value_bsad, attention_bias,
                                        training)
-        context_mh = tf.reshape(context_bsad, [-1, self.hidden_size])
+        context_mh = ops.reshape(context_bsad, [-1, self.hidden_size])
 
         attention_mh = self.hidden_dropout(self.attention_output(context_mh), training=training)
         attention_mh = self.attention_layer_norm(attention_mh + x_mh)
@@ -206,7 +158,7 @@ class TransformerBlock(keras.layers.Layer):
         ffn_mh = self.output_dense(self.intermediate(attention_mh))
         ffn_mh = self.hidden_dropout(ffn_mh, training=training)
         output_mh = self.output_layer_norm(ffn_mh + attention_mh)
-        return tf.reshape(output_mh, shape)
+        return ops.reshape(output_mh, [batch, seq_length, self.hidden_size])
 
     def _attention(self, query_bsad, key_bsad, value_bsad, attention_bias, training):
         """softmax(q k^T + bias) v per head.
@@ -215,26 +167,17 @@ class TransformerBlock(keras.layers.Layer):
           attention_bias: float32 [B, 1, 1, S] or [B, 1, S, S].
         Returns: float [B, S, A, d].
         """
-        def batched_matmuls():
-            query_basd, key_basd, value_basd = (
-                tf.transpose(x, [0, 2, 1, 3]) for x in (query_bsad, key_bsad, value_bsad))
-            scores_bass = tf.matmul(query_basd, key_basd, transpose_b=True)
-            # Keras casts float call arguments to the compute dtype; the softmax runs in float32.
-            scores_bass = tf.cast(scores_bass, tf.float32) + tf.cast(attention_bias, tf.float32)
-            probs_bass = tf.cast(tf.nn.softmax(scores_bass, axis=-1), self.compute_dtype)
-            probs_bass = self.attention_dropout(probs_bass, training=training)
-            return tf.transpose(tf.matmul(probs_bass, value_basd), [0, 2, 1, 3])
+        dropout = None
+        if training and self.attention_probs_dropout_prob > 0:
+            def dropout(probs):
+                return self.attention_dropout(probs, training=training)
 
-        def small():
-            return _small_attention(query_bsad, key_bsad, value_bsad, attention_bias)
+        def batched():
+            return attention.dot_product_attention(query_bsad, key_bsad, value_bsad,
+                                                   attention_bias, dropout)
 
-        if training or self.compute_dtype != "float32" or portable():
-            return batched_matmuls()
-        batch, length = query_bsad.shape[:2]
-        if batch is not None and length is not None:  # Static shapes: chosen here.
-            return small() if batch * length <= SMALL_ATTENTION_ROWS else batched_matmuls()
-        shape = tf.shape(query_bsad)
-        return tf.cond(shape[0] * shape[1] <= SMALL_ATTENTION_ROWS, small, batched_matmuls)
+        return kernels.few_row_attention(query_bsad, key_bsad, value_bsad, attention_bias,
+                                         batched, training, self.compute_dtype)
 
     def compute_output_spec(self, hidden_bsh, attention_bias, training=None):
         return keras.KerasTensor(hidden_bsh.shape, self.compute_dtype)

@@ -118,7 +118,7 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
 
 
 def _encoder_config(model):
-    return (model if isinstance(model, tasks.BertEncoder) else model.encoder).config
+    return (model if isinstance(model, tasks.Encoder) else model.encoder).config
 
 
 class _ServingModule(tf.Module):

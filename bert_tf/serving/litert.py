@@ -46,7 +46,7 @@ import tensorflow_text as tf_text
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from bert_tf import fileio
-from bert_tf.modeling.local_attention import portable_attention
+from bert_tf.modeling.kernels import portable_attention
 from bert_tf.serving import tasks
 from bert_tf.serving.exporter import _check_labels, _encoder_config, _tokenizer_layer
 from bert_tf.text.layers import BertTokenizerLayer

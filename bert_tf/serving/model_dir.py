@@ -1,17 +1,9 @@
 """From a run's output directory (or a .keras file) to the model and the settings to export it.
 
-What the run directories hold:
-
-  pre-training (run_pretraining)   pretrainer.keras, encoder.keras, bert_config.json,
-                                   vocab.txt, run_pretraining.flags (absl flagfile with
-                                   --do_lower_case and --max_seq_length)
-  fine-tuning (run_classifier,     model.keras, vocab.txt (or tokenizer.json: byte-level BPE),
-  run_squad, run_tagging)          bert_config.json, task_info.json (see
-                                   bert_tf.serving.task_info)
-
-A directory exports its fine-tuned model.keras, else the pre-training pretrainer.keras
-(fill-mask). A .keras file exports that model (e.g. RUN/encoder.keras for embeddings), with the
-settings found beside it.
+A run directory (bert_tf.run_directory) exports its fine-tuned model.keras with the settings
+of its task_info.json (bert_tf.serving.task_info), else the pre-training pretrainer.keras
+(fill-mask) with the casing and sequence length of its run record. A .keras file exports that
+model (e.g. RUN/encoder.keras for embeddings), with the settings found beside it.
 """
 
 import dataclasses
@@ -20,14 +12,10 @@ import os
 import keras
 
 import bert_tf.modeling  # noqa: F401  Registers the model classes that .keras files name.
-from bert_tf import fileio
-from bert_tf.saving import model_file_of
+from bert_tf import fileio, run_directory
 from bert_tf.serving import tasks
-from bert_tf.serving.task_info import TASK_INFO_FILE, read_task_info
-
-PRETRAINING_FLAGFILE = "run_pretraining.flags"
-VOCAB_FILE = "vocab.txt"
-TOKENIZER_JSON = "tokenizer.json"
+from bert_tf.serving.task_info import read_task_info
+from bert_tf.text import tokenizer_files
 
 
 @dataclasses.dataclass
@@ -40,7 +28,8 @@ class ExportSource:
       vocab_file: vocab.txt beside it, else tokenizer.json (a byte-level BPE run, e.g. a
         fine-tuned ModernBERT), else None.
       task_info: the `TaskInfo` of a fine-tuning run, or None.
-      do_lower_case, max_seq_length: from task_info.json or run_pretraining.flags.
+      do_lower_case, max_seq_length: from task_info.json, else the run record
+        (bert_tf.run_directory.read_record: a bert_tf 0.1 run's run_pretraining.flags too).
     """
 
     model: keras.Model
@@ -49,46 +38,6 @@ class ExportSource:
     task_info: object = None
     do_lower_case: bool = None
     max_seq_length: int = None
-
-
-def read_flagfile_values(path, names):
-    """Reads the values of `names` from an absl flagfile (one --flag=value per line).
-
-    Booleans may be written --flag, --noflag or --flag=true/false; the last occurrence wins.
-
-    Returns:
-      dict name -> str value ("true"/"false" for booleans) of the names present.
-    """
-    values = {}
-    with fileio.open_file(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line.startswith("--"):
-                continue
-            flag, has_value, value = line[2:].partition("=")
-            if flag in names:
-                values[flag] = value if has_value else "true"
-            elif not has_value and flag.startswith("no") and flag[2:] in names:
-                values[flag[2:]] = "false"
-    return values
-
-
-def _pretraining_settings(path):
-    values = read_flagfile_values(path, ("do_lower_case", "max_seq_length"))
-    settings = {}
-    if "do_lower_case" in values:
-        text = values["do_lower_case"].lower()
-        if text not in ("true", "false", "1", "0"):
-            raise ValueError(f"{path}: --do_lower_case={values['do_lower_case']} is not a "
-                             "boolean")
-        settings["do_lower_case"] = text in ("true", "1")
-    if "max_seq_length" in values:
-        try:
-            settings["max_seq_length"] = int(values["max_seq_length"])
-        except ValueError:
-            raise ValueError(f"{path}: --max_seq_length={values['max_seq_length']} is not an "
-                             "integer") from None
-    return settings
 
 
 def _check_task_matches(task_info, model, model_file, info_path):
@@ -113,27 +62,27 @@ def load_model_dir(model_dir):
         model (naming the file).
       TypeError: the .keras file holds a model that cannot be served.
     """
-    model_file = model_file_of(model_dir, flag="--model_dir")
+    model_file = run_directory.model_file(model_dir, flag="--model_dir")
     directory = os.path.dirname(fileio.abspath(model_file))
     model = keras.saving.load_model(model_file, compile=False)
     tasks.task_name_of(model)  # Raises TypeError for other models.
     source = ExportSource(model=model, model_file=model_file)
-    for name in (VOCAB_FILE, TOKENIZER_JSON):
-        if fileio.isfile(os.path.join(directory, name)):
-            source.vocab_file = os.path.join(directory, name)
-            break
-    info_path = os.path.join(directory, TASK_INFO_FILE)
-    flags_path = os.path.join(directory, PRETRAINING_FLAGFILE)
+    source.vocab_file = tokenizer_files.model_tokenizer_file(directory)
+    info_path = run_directory.path(directory, run_directory.TASK_INFO_FILE)
     if fileio.isfile(info_path):
         task_info = read_task_info(info_path)
         source.do_lower_case = task_info.do_lower_case
         source.max_seq_length = task_info.max_seq_length
         # An encoder.keras beside a fine-tuned model shares its tokenizer, not its task.
-        if not isinstance(model, (tasks.BertPretrainer, tasks.BertEncoder)):
+        if not isinstance(model, (tasks.BertPretrainer, tasks.Encoder)):
             _check_task_matches(task_info, model, model_file, info_path)
             source.task_info = task_info
-    elif fileio.isfile(flags_path):
-        settings = _pretraining_settings(flags_path)
-        source.do_lower_case = settings.get("do_lower_case")
-        source.max_seq_length = settings.get("max_seq_length")
+        return source
+    try:
+        record = run_directory.read_record(directory)
+    except run_directory.RunDirectoryError as e:
+        raise ValueError(str(e)) from None
+    if record is not None:
+        source.do_lower_case = record.do_lower_case
+        source.max_seq_length = record.settings.get("max_seq_length")
     return source

@@ -35,7 +35,8 @@ is cut, so outputs equal the full-length ones). No text output has a sequence di
 import tensorflow as tf
 
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer,
-                              BertSentenceEmbedder, BertSpanLabeler, BertTokenClassifier)
+                              BertSentenceEmbedder, BertSpanLabeler, BertTokenClassifier, Encoder,
+                              ModernBertEncoder)
 from bert_tf.text.bpe import token_bytes
 from bert_tf.text.bpe_layer import BpeTokenizerLayer
 from bert_tf.text.layers import valid_utf8
@@ -177,7 +178,7 @@ class ServingTask:
         The embedding lookups would wrap a negative id or fail obscurely past the tables, so
         a bad request fails here with an InvalidArgumentError naming the input and its range.
         """
-        config = (self.model if isinstance(self.model, BertEncoder)
+        config = (self.model if isinstance(self.model, Encoder)
                   else self.model.encoder).config
         word_ids = features["input_word_ids"]
         checks = [_assert_in_range(word_ids, config.vocab_size, "input_word_ids", "vocab_size")]
@@ -691,7 +692,7 @@ class SentenceEmbeddingTask(ServingTask):
 
 
 MODEL_TYPES = (BertClassifier, BertSpanLabeler, BertTokenClassifier, BertPretrainer,
-               BertEncoder, BertSentenceEmbedder)
+               BertEncoder, ModernBertEncoder, BertSentenceEmbedder)
 
 
 def task_name_of(model):
@@ -709,7 +710,7 @@ def task_name_of(model):
         return "tagging"
     if isinstance(model, BertPretrainer):
         return "fill_mask"
-    if isinstance(model, BertEncoder):
+    if isinstance(model, Encoder):
         return "embedding"
     if isinstance(model, BertSentenceEmbedder):
         return "sentence_embedding"

@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import fileio, run_directory
 
 # Variables of an original google-research/bert (TF1) checkpoint start with these scopes.
 _TF1_BERT_PREFIXES = ("bert/", "cls/predictions/", "cls/seq_relationship/")
@@ -74,31 +74,6 @@ def has_random_state(path):
         return True  # unreadable: the restore reports it
 
 
-def remove_stale_temp_files(directory):
-    """Removes what a killed process left half-written in `directory`.
-
-    That is bert_tf's atomic-write temporaries (`.tmp_*`), TensorFlow's checkpoint
-    temporaries (`ckpt-<n>_temp/` shard directories, `checkpoint.tmp<hex>` state files). Call
-    only while owning the directory (see training.ownership): a live run's temporaries look
-    the same.
-
-    Returns:
-      The paths removed.
-    """
-    removed = []
-    for pattern in (".tmp_*", "ckpt-*_temp", "checkpoint.tmp*"):
-        for path in tf.io.gfile.glob(os.path.join(directory, pattern)):
-            if tf.io.gfile.isdir(path):
-                tf.io.gfile.rmtree(path)
-            else:
-                tf.io.gfile.remove(path)
-            removed.append(path)
-    if removed:
-        logging.info("Removed temporary files a previous run left in %s: %s", directory,
-                     ", ".join(os.path.basename(p) for p in removed))
-    return removed
-
-
 def save(manager, step):
     """manager.save(checkpoint_number=step), or a CheckpointError that says nothing was lost.
 
@@ -146,7 +121,7 @@ def restore_latest(manager, checkpoint, without_rng=None):
     """
     candidates = list(manager.checkpoints)
     if not candidates:
-        candidates = _checkpoints_on_disk(manager.directory)
+        candidates = run_directory.checkpoint_prefixes(manager.directory)
         if candidates:
             logging.warning("The `checkpoint` state file in %s is missing or unreadable; "
                             "resuming from the checkpoint files found there (%s).",
@@ -177,22 +152,6 @@ def restore_latest(manager, checkpoint, without_rng=None):
             f"none of the checkpoints in {manager.directory} could be restored "
             f"({', '.join(candidates)}); move them away to start afresh")
     return None
-
-
-def has_checkpoint(directory):
-    """True when `directory` holds a training checkpoint (ckpt-<n>.index) to resume from."""
-    return bool(tf.io.gfile.exists(directory) and _checkpoints_on_disk(directory))
-
-
-def _checkpoints_on_disk(directory):
-    """Prefixes of ckpt-<n> checkpoints in `directory`, oldest first."""
-    found = []
-    for index in tf.io.gfile.glob(os.path.join(directory, "ckpt-*.index")):
-        prefix = index[:-len(".index")]
-        number = prefix.rsplit("-", 1)[-1]
-        if number.isdigit():
-            found.append((int(number), prefix))
-    return [prefix for _, prefix in sorted(found)]
 
 
 def is_tf1_bert_checkpoint(path):

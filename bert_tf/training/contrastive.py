@@ -14,7 +14,6 @@ length bucket that holds its own longest text: short queries do not pay for long
 """
 
 import dataclasses
-import os
 import time
 
 import numpy as np
@@ -300,8 +299,3 @@ def train_embedder(config, model, text_encoder, train_pairs, strategy, retrieval
             "train": {k: v for k, v in results["train"].items()
                       if isinstance(v, (int, float))}}
 
-
-def checkpoint_paths(output_dir):
-    """(model.keras, sentence-transformers directory) of an embedding run."""
-    return (os.path.join(output_dir, "model.keras"),
-            os.path.join(output_dir, "sentence_transformers"))

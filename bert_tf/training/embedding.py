@@ -10,6 +10,7 @@ does the work of the real tokens, not of max_seq_length. Padding is masked, so a
 vector does not depend on its batch.
 """
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -58,9 +59,13 @@ class TextEncoder:
         self.buckets = tuple(buckets or bucket_lengths(max_seq_length))
         self._tokenize = tf.function(self._tokenize_chunk, autograph=False,
                                      input_signature=[tf.TensorSpec([None], tf.string)])
-        self._forward = tf.function(
-            lambda features: model(features, training=False), autograph=False,
-            input_signature=[{name: tf.TensorSpec([None, None], tf.int32) for name in _INPUTS}])
+        if keras.backend.backend() == "tensorflow":
+            self._forward = tf.function(
+                lambda features: model(features, training=False), autograph=False,
+                input_signature=[{name: tf.TensorSpec([None, None], tf.int32)
+                                  for name in _INPUTS}])
+        else:  # Keras' compiled predict step of the backend (jax.jit), one per bucket length.
+            self._forward = model.predict_on_batch
 
     def _tokenize_chunk(self, texts):
         ids = self.tokenizer(texts)[:, :self.max_seq_length - 2]  # [B, (T)]
@@ -110,7 +115,8 @@ class TextEncoder:
         order = sorted(range(len(texts)), key=lambda i: -len(ids_list[i]))
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
-            vectors[rows] = self._forward(self.pack([ids_list[i] for i in rows])).numpy()
+            vectors[rows] = keras.ops.convert_to_numpy(
+                self._forward(self.pack([ids_list[i] for i in rows])))
             if progress is not None:
                 progress(start + len(rows))
         return vectors

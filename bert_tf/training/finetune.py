@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import fileio, run_directory
 from bert_tf.fileio import write_text_atomic
 from bert_tf.training import loop
 from bert_tf.training.distribute import is_chief
@@ -243,7 +243,7 @@ class BestModelKeeper:
     def __init__(self, model, output_dir, metric, higher_is_better=True, write=True,
                  worker_dir=None):
         self.model = model
-        self.directory = os.path.join(output_dir, "best")
+        self.directory = run_directory.path(output_dir, run_directory.BEST_DIR)
         self.metric = metric
         self.higher_is_better = higher_is_better
         self.write = write
@@ -254,7 +254,7 @@ class BestModelKeeper:
     def _read_previous(self):
         # A resumed run must not forget the best of its earlier part.
         try:
-            with fileio.open_file(os.path.join(self.directory, "metrics.json"),
+            with fileio.open_file(os.path.join(self.directory, run_directory.BEST_METRICS_FILE),
                                   encoding="utf-8") as f:
                 return json.load(f)
         except (OSError, ValueError):
@@ -286,7 +286,7 @@ class BestModelKeeper:
             tmp = f"{directory}.tmp-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
             tf.train.Checkpoint(model=self.model).write(os.path.join(tmp, f"model-{step}"))
-            write_text_atomic(os.path.join(tmp, "metrics.json"),
+            write_text_atomic(os.path.join(tmp, run_directory.BEST_METRICS_FILE),
                               json.dumps(self.best, indent=2, sort_keys=True) + "\n")
             old = f"{directory}.old-{os.getpid()}"
             if os.path.exists(directory):
@@ -303,7 +303,7 @@ class BestModelKeeper:
         weights are deleted. A crash at any point leaves metrics.json naming complete weights."""
         directory = self._copy_dir
         tf.train.Checkpoint(model=self.model).write(os.path.join(directory, f"model-{step}"))
-        write_text_atomic(os.path.join(directory, "metrics.json"),
+        write_text_atomic(os.path.join(directory, run_directory.BEST_METRICS_FILE),
                           json.dumps(self.best, indent=2, sort_keys=True) + "\n")
         for name in tf.io.gfile.listdir(directory):
             if name.startswith("model-") and not name.startswith(f"model-{step}."):
@@ -368,13 +368,14 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_d
     if evaluate_fn is not None and not best_metric:
         raise ValueError("fine_tune: evaluate_fn needs best_metric")
     chief = is_chief(strategy)
-    worker_dir = None if chief else loop.worker_temp_dir(output_dir, strategy, "best")
+    worker_dir = (None if chief
+                  else loop.worker_temp_dir(output_dir, strategy, run_directory.BEST_DIR))
     keeper = (BestModelKeeper(model, output_dir, best_metric, higher_is_better, write=chief,
                               worker_dir=worker_dir)
               if evaluate_fn is not None else None)
     evaluations = []
-    eval_writer = (tf.summary.create_file_writer(os.path.join(output_dir, "summaries", "eval"))
-                   if chief else None)
+    eval_writer = (tf.summary.create_file_writer(
+        run_directory.path(output_dir, run_directory.SUMMARIES_DIR, "eval")) if chief else None)
 
     def on_checkpoint(step):
         if evaluate_fn is None:

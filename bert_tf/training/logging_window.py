@@ -1,12 +1,13 @@
 """The training loop's logging window: metric sums over the steps since the last log, rates,
 ETA, absl progress lines and TensorBoard summaries (written without the tensorboard package)."""
 
-import os
 import time
 
 import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
+
+from bert_tf import run_directory
 
 
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
@@ -30,7 +31,7 @@ class LoggingWindow:
     def __init__(self, output_dir, chief, metrics_fn, num_train_steps, terms_per_step,
                  examples_per_step, first_step):
         self._writer = (tf.summary.create_file_writer(
-            os.path.join(output_dir, "summaries", "train")) if chief
+            run_directory.path(output_dir, run_directory.SUMMARIES_DIR, "train")) if chief
             else tf.summary.create_noop_writer())
         self._metrics_fn = metrics_fn
         self._num_train_steps = num_train_steps

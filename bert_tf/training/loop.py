@@ -40,7 +40,6 @@ shell reports for a job SIGTERM ended, so schedulers treat it as failed and rest
 restarted job resumes at that exact step, its input continuing as described above.
 """
 
-import dataclasses
 import os
 import shutil
 import time
@@ -55,46 +54,16 @@ from bert_tf.training.distribute import is_chief
 # the drivers and tests import them from here.
 from bert_tf.training.logging_window import (  # noqa: F401
     LoggingWindow, write_scalars, write_summaries)
-from bert_tf.training.preemption import PREEMPTED_EXIT_CODE, TrainingPreempted  # noqa: F401
-
-
-class NonFiniteLossError(RuntimeError):
-    """Training stopped because the loss or the updated weights became NaN or Inf."""
+# The drivers import it from here as well.
+from bert_tf.training.loop_config import TrainLoopConfig  # noqa: F401
+from bert_tf.training.stops import (  # noqa: F401
+    PREEMPTED_EXIT_CODE, NonFiniteLossError, TrainingPreempted)
 
 
 def mean_metrics(sums, count):
     """Default metrics_fn: every summed part divided by the number of (micro-batch, replica)
     terms."""
     return {k: v / count for k, v in sums.items()}
-
-
-@dataclasses.dataclass
-class TrainLoopConfig:
-    """How long and how a training loop runs: the settings `train` and `fine_tune` take.
-
-    Args:
-      num_train_steps: the global step to stop at; a rerun with a larger value continues.
-      steps_per_loop: optimizer steps per tf.function call (host round trip).
-      save_checkpoints_steps: save when the global step is a multiple of this, and at the end.
-      log_steps: log and write summaries every this many steps (default: steps_per_loop).
-      global_batch_size: examples per micro-batch over all replicas (the batch-size flag), for
-        examples/s; each step trains on gradient_accumulation_steps of them. None skips it.
-      gradient_accumulation_steps: micro-batches per optimizer step (see module doc).
-      jit_compile: XLA-compile the forward and backward pass (not the optimizer update):
-        True, False or "auto" (on for TPUs and GPUs, off on CPUs; see
-        precision.resolve_jit_compile).
-      init_checkpoint: weights to warm-start from when output_dir has no checkpoint yet (see
-        checkpointing.warm_start); ignored on resume.
-    """
-
-    num_train_steps: int
-    steps_per_loop: int = 100
-    save_checkpoints_steps: int = 1000
-    log_steps: int | None = None
-    global_batch_size: int | None = None
-    gradient_accumulation_steps: int = 1
-    jit_compile: bool | str = False
-    init_checkpoint: str | None = None
 
 
 def train(*, model, optimizer, loss_fn, dataset_fn, strategy, output_dir, loop_config,

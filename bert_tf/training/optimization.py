@@ -18,8 +18,14 @@ import re
 
 import keras
 from absl import logging
-import tensorflow as tf
 from keras import ops
+
+# On TensorFlow the update runs after tf.distribute's all-reduce and AdamW in TensorFlow's fused
+# kernel; on JAX the gradients are global already (keras.distribution) and keras.ops updates.
+if keras.backend.backend() == "tensorflow":
+    from bert_tf.training import tf_optimizer_kernels as _tf
+else:
+    _tf = None
 
 # Short Keras names that never decay: every bias and both LayerNorm parameters.
 _NO_DECAY_NAMES = ("bias", "gamma", "beta")
@@ -140,6 +146,15 @@ class WarmupStableDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "num_decay_steps": self.num_decay_steps}
 
 
+def clip_by_global_norm(grads, clip_norm):
+    """grads * clip_norm / max(global norm, clip_norm), as tf.clip_by_global_norm; None
+    gradients stay None."""
+    present = [g for g in grads if g is not None]
+    norm = ops.sqrt(sum(ops.sum(ops.square(ops.cast(g, "float32"))) for g in present))
+    scale = clip_norm / ops.maximum(norm, clip_norm)
+    return [None if g is None else g * ops.cast(scale, g.dtype) for g in grads]
+
+
 class _DecayingOptimizer(keras.optimizers.Optimizer):
     """Shared parts of AdamW and LAMB: decay exclusions, moments, global-norm clipping.
 
@@ -196,18 +211,16 @@ class _DecayingOptimizer(keras.optimizers.Optimizer):
         return m / (1.0 - ops.power(self.beta_1, t)), v / (1.0 - ops.power(self.beta_2, t))
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        # Mirrors Keras' TF-backend update (all-reduce, then a per-variable update in the
-        # cross-replica context) with the global-norm clip moved after the all-reduce.
-        trainable_variables = [v.value if isinstance(v, keras.Variable) else v
-                               for v in trainable_variables]
-        grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, trainable_variables)))
+        if _tf is not None:
+            _tf.update_after_all_reduce(self, grads, trainable_variables, learning_rate,
+                                        self.clip_norm)
+            return
         if self.clip_norm:
-            grads = [g for g, _ in grads_and_vars]
-            clipped, _ = tf.clip_by_global_norm(grads, self.clip_norm)
-            grads_and_vars = [(g, v) for g, (_, v) in zip(clipped, grads_and_vars)]
-        tf.__internal__.distribute.interim.maybe_merge_call(
-            self._distributed_tf_update_step, self._distribution_strategy,
-            grads_and_vars, learning_rate)
+            grads = clip_by_global_norm(grads, self.clip_norm)
+        super()._backend_update_step(grads, trainable_variables, learning_rate)
+
+    def _dense(self, gradient, dtype):
+        return ops.cast(_tf.dense(gradient) if _tf is not None else gradient, dtype)
 
     def get_config(self):
         config = super().get_config()
@@ -258,25 +271,19 @@ class AdamWeightDecay(_DecayingOptimizer):
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
         lr = ops.cast(learning_rate, dtype)
-        # Embedding gradients arrive as IndexedSlices; the original's update is dense.
-        gradient = ops.cast(tf.convert_to_tensor(gradient), dtype)
-        index = self._get_variable_index(variable)
-        m, v = self._momentums[index], self._velocities[index]
+        gradient = self._dense(gradient, dtype)
         if self._decays_in_update(variable):
             # w - lr * (adam + d * w) = w * (1 - lr * d) - lr * adam: the decay first, then the
             # Adam step, whose term does not depend on w.
             self.assign(variable, variable * (1.0 - lr * ops.cast(self.weight_decay_rate, dtype)))
-        # TensorFlow's fused Adam kernel: one multi-threaded pass over g, m, v and w. With the
-        # beta powers at 0 its step size lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) is lr: no bias
-        # correction, as the original. Measured on a 2-core Xeon (AMX): the update of
-        # all-MiniLM-L6-v2's 22.7M weights took 37 ms this way, 70 ms as one XLA-fused kernel
-        # per variable (each launch costs ~0.3 ms, and 105 variables) and 90 ms through Keras'
-        # element-wise ops; 26% of a fine-tuning step on short text before.
-        zero = tf.constant(0.0, dtype)
-        tf.raw_ops.ResourceApplyAdam(
-            var=variable.handle, m=m.handle, v=v.handle, beta1_power=zero, beta2_power=zero,
-            lr=lr, beta1=tf.constant(self.beta_1, dtype), beta2=tf.constant(self.beta_2, dtype),
-            epsilon=tf.constant(self.epsilon, dtype), grad=gradient)
+        index = self._get_variable_index(variable)
+        if _tf is not None:
+            _tf.apply_adam_without_bias_correction(
+                variable, self._momentums[index], self._velocities[index], gradient, lr,
+                self.beta_1, self.beta_2, self.epsilon)
+            return
+        m, v = self._moments(gradient, variable)
+        self.assign_sub(variable, lr * m / (ops.sqrt(v) + self.epsilon))
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -308,8 +315,7 @@ class Lamb(_DecayingOptimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         lr = ops.cast(learning_rate, variable.dtype)
-        # Embedding gradients arrive as IndexedSlices; the original's update is dense.
-        gradient = ops.cast(tf.convert_to_tensor(gradient), variable.dtype)
+        gradient = self._dense(gradient, variable.dtype)
         m_hat, v_hat = self._bias_corrected_moments(gradient, variable)
         update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
         if self._decays_in_update(variable):
@@ -351,8 +357,7 @@ class StableAdamW(_DecayingOptimizer):
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
         lr = ops.cast(learning_rate, dtype)
-        # Embedding gradients arrive as IndexedSlices; the update is dense.
-        gradient = ops.cast(tf.convert_to_tensor(gradient), dtype)
+        gradient = self._dense(gradient, dtype)
         m_hat, v_hat = self._bias_corrected_moments(gradient, variable)
         rms = ops.sqrt(ops.mean(ops.square(gradient)
                                 / ops.maximum(v_hat, self.epsilon * self.epsilon)))

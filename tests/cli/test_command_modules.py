@@ -126,10 +126,12 @@ def test_groups_are_idempotent_and_each_command_keeps_its_defaults():
     ("classify", "bert_tf.jobs.classification.ClassificationConfig"),
     ("tag", "bert_tf.jobs.tagging.TaggingConfig"),
     ("squad", "bert_tf.jobs.squad.SquadConfig"),
+    ("embed", "bert_tf.jobs.embedding.EmbeddingConfig"),
 ])
 def test_each_training_command_config_is_its_flags(command, config):
     # The config a driver takes has one field per flag of the command, with the flag's default
-    # (an unset --max_predictions_per_seq is None: the packed input decides P).
+    # (pre-training: an unset --max_predictions_per_seq is None, the packed input decides P; an
+    # unset --do_lower_case is None, the driver resolves it).
     import dataclasses
     import importlib
 
@@ -137,12 +139,13 @@ def test_each_training_command_config_is_its_flags(command, config):
     config_class = getattr(importlib.import_module(module), name)
     flag_values = importlib.import_module(f"bert_tf.cli.{command}").define_flags(
         flags.FlagValues())
-    fields = {f.name: f.default for f in dataclasses.fields(config_class)}
+    fields = {f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default
+              for f in dataclasses.fields(config_class)}
     assert set(fields) == set(flag_values)
     differing = {n: (flag_values[n].default, d) for n, d in fields.items()
                  if flag_values[n].default != d}
-    assert differing == ({"max_predictions_per_seq": (20, None)} if command == "pretrain"
-                         else {})
+    assert differing == ({"max_predictions_per_seq": (20, None), "do_lower_case": (True, None)}
+                         if command == "pretrain" else {})
 
 
 def test_only_the_command_layer_reads_flags():

@@ -148,7 +148,7 @@ def test_bad_input_is_refused_before_training(tmp_path, repo_root):
                                                                      PYTHONPATH=repo_root))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines() == [message for *_, message in cases]
-    assert not os.path.exists(out) or not any(n.startswith("ckpt") for n in os.listdir(out))
+    assert not os.path.exists(out)  # refused before anything was written
 
 
 def test_cli_prints_one_line_error(trained):
@@ -192,14 +192,15 @@ def test_outputs_never_replace_an_input_or_another_run(tmp_path, repo_root):
     assert {p.name: p.read_bytes() for p in [texts, *run.iterdir()]} == before
 
 
-def _embed_flags(*argv):
+def _embed_config(*argv):
+    """The EmbeddingConfig of bert-tf-embed's command line `argv`."""
     from absl import flags
 
     from bert_tf.cli import embed
 
     flag_values = embed.define_flags(flags.FlagValues())
     flag_values(["embed", *argv])
-    return flag_values
+    return embed.embedding_config(flag_values)
 
 
 def test_encode_a_modernbert_run_with_a_tokenizer_json(tmp_path):
@@ -208,14 +209,14 @@ def test_encode_a_modernbert_run_with_a_tokenizer_json(tmp_path):
     Python tokenizer's ids."""
     from bpe_fixtures import make_converted_modernbert_run
 
-    from bert_tf.cli import embed
+    from bert_tf.jobs import embedding
     from bert_tf.interop.sentence_transformers import load_embedder
     from bert_tf.text import load_tokenizer, pack_inputs
 
     run = make_converted_modernbert_run(str(tmp_path / "modernbert"))
     texts = ["Hello world, said the cat.", "", "A longer line: 3 cats sat on 2 mats (x)."]
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
-    count = embed.encode(_embed_flags(f"--init_checkpoint={run}",
+    count = embedding.encode(_embed_config(f"--init_checkpoint={run}",
                                       f"--input_file={tmp_path / 'texts.txt'}",
                                       f"--output_file={tmp_path / 'v.npy'}", "--batch_size=2"))
     assert count == 3
@@ -236,13 +237,13 @@ def test_encode_a_modernbert_run_with_a_tokenizer_json(tmp_path):
 def test_do_lower_case_contradicting_a_tokenizer_json_is_named(tmp_path):
     from bpe_fixtures import make_converted_modernbert_run
 
-    from bert_tf.cli import embed
+    from bert_tf.jobs import embedding
     from bert_tf.interop.weights import InteropError
 
     model_dir = make_converted_modernbert_run(str(tmp_path / "modernbert"))
     (tmp_path / "texts.txt").write_text("hello\n")
     with pytest.raises(InteropError) as raised:
-        embed.encode(_embed_flags(f"--init_checkpoint={model_dir}", "--do_lower_case",
+        embedding.encode(_embed_config(f"--init_checkpoint={model_dir}", "--do_lower_case",
                                   f"--input_file={tmp_path / 'texts.txt'}",
                                   f"--output_file={tmp_path / 'v.npy'}"))
     assert str(raised.value) == (
@@ -262,7 +263,7 @@ def test_train_from_a_modernbert_run_carries_its_tokenizer_json_into_run_and_exp
     from bpe_fixtures import make_converted_modernbert_run
 
     from bert_tf import serving
-    from bert_tf.cli import embed
+    from bert_tf.jobs import embedding
     from bert_tf.interop.sentence_transformers import load_embedder
     from bert_tf.text import load_tokenizer
     from bert_tf.training.embedding import TextEncoder
@@ -270,9 +271,9 @@ def test_train_from_a_modernbert_run_carries_its_tokenizer_json_into_run_and_exp
     base = make_converted_modernbert_run(str(tmp_path / "modernbert"))
     write_pairs(tmp_path / "pairs.tsv", 16)
     run = tmp_path / "run"
-    embed.train(_embed_flags(f"--init_checkpoint={base}", f"--train_file={tmp_path / 'pairs.tsv'}",
-                             f"--output_dir={run}", "--train_batch_size=8",
-                             "--max_seq_length=24", "--seed=1"))
+    embedding.train(_embed_config(f"--init_checkpoint={base}",
+                                  f"--train_file={tmp_path / 'pairs.tsv'}", f"--output_dir={run}",
+                                  "--train_batch_size=8", "--max_seq_length=24", "--seed=1"))
     for directory in (run, run / "sentence_transformers"):
         names = os.listdir(directory)
         assert "tokenizer.json" in names and "vocab.txt" not in names, names
@@ -294,3 +295,50 @@ def test_train_from_a_modernbert_run_carries_its_tokenizer_json_into_run_and_exp
     served = tf.saved_model.load(export_dir).signatures["serve_text"]
     np.testing.assert_allclose(served(text=tf.constant(texts))["embedding"].numpy(), vectors,
                                rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_embedding_training_owns_its_run_and_resumes_only_the_same_run(tmp_path):
+    """Never-destroy case 6: two bert-tf-embed on one --output_dir both exited 0 with their
+    checkpoints interleaved, and a rerun with --pooling=cls after mean, another
+    --max_seq_length or --nonormalize resumed the old checkpoint, saving a mix of two
+    configurations. Now the second is refused naming the lock, the rerun naming each
+    difference; both leave the run byte for byte as it was."""
+    from bert_tf import run_directory
+
+    fixture = os.path.join(REPO_ROOT, "tests", "fixtures", "runs_v0_1")
+    run = tmp_path / "run"
+    train = [f"--init_checkpoint={fixture}/pretrain_text",
+             f"--train_file={fixture}/inputs/pairs.tsv", f"--output_dir={run}",
+             "--sentence_transformers_dir=-", "--train_batch_size=8", "--max_seq_length=32",
+             "--learning_rate=1e-3", "--seed=1", "--steps_per_loop=1", "--jit_compile=false"]
+    first, = run_commands([(TOOL, train)])
+    assert first.returncode == 0, first.stderr[-3000:]
+    record = run_directory.read_record(run)
+    assert (record.command, record.settings) == ("bert-tf-embed", {
+        "max_seq_length": 32, "pooling": ["mean"], "normalize": True, "train_batch_size": 8})
+
+    def digests():
+        return {str(p.relative_to(run)): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+
+    before = digests()
+    with run_directory.RunDirectoryLock(str(run)) as lock:
+        holder = run_directory.describe_holder(lock._record)
+        same, other = run_commands([
+            (TOOL, train),
+            (TOOL, [*train, "--pooling=cls", "--max_seq_length=16", "--nonormalize"])])
+        assert digests() == {**before, run_directory.LOCK_FILE: (
+            run / run_directory.LOCK_FILE).read_bytes()}
+    assert same.returncode == 1
+    assert same.stderr.strip().splitlines()[-1] == (
+        f"embed: error: --output_dir={run} is in use by another run "
+        f"({holder}; lock file "
+        f"{run}/.bert_tf_run.lock): wait for it to end, stop it, or choose another --output_dir")
+    assert other.returncode == 1
+    assert other.stderr.strip().splitlines()[-1] == (
+        f"embed: error: --output_dir={run} holds checkpoints of a run with other settings "
+        f"({run}/bert_tf_run.json); resuming would mix them: --max_seq_length=32 then, 16 now; "
+        "--normalize=true then, false now; --pooling=mean then, cls now. Rerun with the run's "
+        f"settings to resume it, or choose a new --output_dir (--init_checkpoint={run} starts "
+        "from its weights)")
+    assert digests() == before

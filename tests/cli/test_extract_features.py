@@ -89,7 +89,7 @@ def test_modernbert_directory_with_a_tokenizer_json(tmp_path):
 
     from bert_tf import interop
     from bert_tf.cli import extract_features
-    from bert_tf.modeling import BertEncoder
+    from bert_tf.modeling import build_encoder
     from bert_tf.text import load_tokenizer, pack_inputs
 
     model_dir = make_modernbert_dir(str(tmp_path / "modernbert"))
@@ -110,7 +110,7 @@ def test_modernbert_directory_with_a_tokenizer_json(tmp_path):
     features = pack_inputs(tokenizer.encode("The cat"), tokenizer.encode("sat."),
                            max_seq_length=16, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
                            pad_id=tokenizer.pad_id)
-    encoder = BertEncoder(interop.checkpoint_config(model_dir))
+    encoder = build_encoder(interop.checkpoint_config(model_dir))
     interop.warm_start(model_dir, encoder)
     outputs = encoder({k: np.array([v], np.int32) for k, v in features.items()})
     for j, layer in enumerate((-1, 0)):

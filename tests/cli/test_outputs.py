@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from bert_tf import run_directory
 from bert_tf.cli import outputs
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -66,8 +67,8 @@ def test_same_file_through_dot_symlink_list_and_glob_is_refused(tmp_path):
 
 
 def test_run_directories_are_recognised(pretrained_dir, tmp_path):
-    assert outputs.run_records(pretrained_dir) == ["checkpoint", "ckpt-7.index"]
-    assert outputs.run_records(tmp_path) == []
+    assert run_directory.markers(pretrained_dir) == ["checkpoint", "ckpt-7.index"]
+    assert run_directory.markers(tmp_path) == []
     (tmp_path / ".bert_tf_run.lock").write_text("")
     with pytest.raises(outputs.OutputError, match=exact_start(
             f"--output_dir={tmp_path} holds a training run (.bert_tf_run.lock); a command never "

@@ -27,9 +27,11 @@ _CLIENT = r'''#!{python} -S
 import array, json, os, signal, socket, sys
 ENTRY = {entry!r}
 args = sys.argv[1:]
-if ENTRY is None and not (args and (args[0] in ("-", "-c") or args[0].endswith(".py")
-                                    or (args[0] == "-m" and len(args) > 1
-                                        and args[1].startswith("bert_tf")))):
+# The server imported Keras on TensorFlow; another backend needs its own interpreter.
+if (os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow"
+        or ENTRY is None and not (args and (args[0] in ("-", "-c") or args[0].endswith(".py")
+                                            or (args[0] == "-m" and len(args) > 1
+                                                and args[1].startswith("bert_tf"))))):
     os.execv({python!r}, [{python!r}] + args)
 sock = socket.socket(socket.AF_UNIX)
 sock.connect({socket_path!r})

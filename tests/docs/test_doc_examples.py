@@ -703,7 +703,8 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
         why="ModernBERT-base/ is the interop tests' random ModernBertForMaskedLM, cut to 3 "
             "layers"),
     "from bert_tf.interop import load_huggingface": Recipe(
-        after="assert type(model).__name__ == 'BertPretrainer' and config.is_modern"),
+        after="assert type(model).__name__ == 'BertPretrainer'\n"
+              "assert config.architecture == 'modernbert'"),
     "python -m bert_tf.run_classifier \\": Recipe(
         append={"classify": "--max_seq_length=256"},
         why="my_docs/ holds three short rows; the run and the export use their tiny sizes"),
@@ -876,7 +877,12 @@ assert layer(["the value"]).to_list() == [tokenizer.encode("the value")]
 import os
 assert results is not None and os.path.exists("runs/x/checkpoint"), results
 """),
-})
+    "KERAS_BACKEND=jax python - <<'EOF'": Recipe(
+        subs=[("print(type(bert_tf.load_model('pretrainer_jax.keras').encoder).__name__)",
+               "import bert_tf; assert type(bert_tf.load_model('pretrainer_jax.keras')"
+               ".encoder).__name__ == 'ModernBertEncoder'")],
+        why="the printed class name is asserted"),
+}, check="test -f pretrainer_jax.keras")
 
 RECIPES["docs/tokenizers.md"] = Page(links=(("tokenizer.json", "bpe_tokenizer.json"),), recipes={
     "from bert_tf.text import load_tokenizer, pack_inputs": Recipe(after="""

@@ -80,8 +80,8 @@ def test_classify_a_converted_modernbert_run_and_serve_raw_text(converted_run, t
     original = load_tokenizer(BPE_TOKENIZER_JSON)
     assert tokenizer.fingerprint() == original.fingerprint()
     assert json.loads((out / "task_info.json").read_text())["do_lower_case"] is False
-    record = json.loads((out / "finetuning_run.json").read_text())
-    assert record["vocab_sha256"] == original.fingerprint()
+    record = json.loads((out / "bert_tf_run.json").read_text())
+    assert record["tokenizer_sha256"] == original.fingerprint()
     assert record["do_lower_case"] is False
 
     texts = ["The cat sat on the mat.", "Ünïcödé café in Paris 🙂, a superb film"]

@@ -9,7 +9,9 @@ import tensorflow as tf
 
 from bert_tf.cli.outputs import check_finetuning_dirs
 from bert_tf.config import BertConfig
-from bert_tf.jobs.finetuning import RUN_RECORD, check_resume, owned, prepare, restore_trained
+from bert_tf import run_directory
+from bert_tf.jobs.finetuning import (check_resume, owned, prepare, restore_trained,
+                                      run_record)
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.modeling import BertEncoder, BertSpanLabeler
 
@@ -132,21 +134,26 @@ def test_resuming_with_other_settings_is_refused_naming_them(tmp_path, pretraine
     and vocabulary of the run that wrote them; the refusal changes nothing there."""
     options = _training_options(pretrained_dir, tmp_path)
     context = prepare(options)
-    check_resume(context, options, "run_classifier", "sst-2", ["0", "1"])
-    record = (tmp_path / RUN_RECORD).read_text()
-    assert '"labels": [\n    "0",\n    "1"\n  ]' in record
+    record = run_record(context, options, "run_classifier", "sst-2", ["0", "1"])
+    check_resume(context, options, record)  # No checkpoint yet: nothing to compare.
+    run_directory.write_record(tmp_path, record)
+    written = (tmp_path / run_directory.RECORD_FILE).read_text()
+    assert '"labels": [\n    "0",\n    "1"\n  ]' in written
     tf.train.Checkpoint(step=tf.Variable(1)).save(str(tmp_path / "ckpt"))  # ckpt-1
-    check_resume(context, options, "run_classifier", "sst-2", ["0", "1"])  # The same run.
+    check_resume(context, options, record)  # The same run.
 
     changed = _training_options(pretrained_dir, tmp_path, max_seq_length=32)
-    with pytest.raises(FlagValueError) as e:
-        check_resume(prepare(changed), changed, "run_classifier", "sst-2", ["0", "1", "2"])
+    context = prepare(changed)
+    with pytest.raises(run_directory.ResumeMismatchError) as e:
+        check_resume(context, changed,
+                     run_record(context, changed, "run_classifier", "sst-2", ["0", "1", "2"]))
     assert str(e.value) == (
-        f"--output_dir={tmp_path} holds checkpoints of another fine-tuning run "
-        f"({tmp_path / RUN_RECORD}); resuming would mix them: labels=['0', '1'] then, "
-        "['0', '1', '2'] now; --max_seq_length=16 then, 32 now. Choose a new --output_dir "
-        "(--init_checkpoint may name this one to start from its weights)")
-    assert (tmp_path / RUN_RECORD).read_text() == record
+        f"--output_dir={tmp_path} holds checkpoints of a run with other settings "
+        f"({tmp_path / run_directory.RECORD_FILE}); resuming would mix them: labels=0,1 then, "
+        "0,1,2 now; --max_seq_length=16 then, 32 now. Rerun with the run's settings to resume "
+        f"it, or choose a new --output_dir (--init_checkpoint={tmp_path} starts from its "
+        "weights)")
+    assert (tmp_path / run_directory.RECORD_FILE).read_text() == written
 
 
 def test_a_second_run_on_an_owned_output_dir_is_refused(tmp_path, pretrained_dir):
@@ -157,19 +164,25 @@ def test_a_second_run_on_an_owned_output_dir_is_refused(tmp_path, pretrained_dir
     import subprocess
     import sys
 
-    options = _training_options(pretrained_dir, tmp_path)
+    from finetuning_helpers import write_sst2
+
+    write_sst2(tmp_path / "data", num_train=32, num_dev=8, num_test=4)
+    out = tmp_path / "out"
+    options = _training_options(pretrained_dir, out)
     with owned(prepare(options), options):
         result = subprocess.run(
             [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=sst-2",
-             f"--data_dir={tmp_path}", f"--init_checkpoint={pretrained_dir}",
-             "--max_seq_length=16", "--do_train", f"--output_dir={tmp_path}"],
+             f"--data_dir={tmp_path / 'data'}", f"--init_checkpoint={pretrained_dir}",
+             "--max_seq_length=16", "--do_train", f"--output_dir={out}"],
             capture_output=True, text=True, timeout=300,
             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        assert sorted(os.listdir(out)) == [".bert_tf_run.lock"]  # the refused run wrote nothing
     assert result.returncode == 1, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1].startswith(
-        f"run_classifier: error: --output_dir={tmp_path} is in use by another run (host "
+        f"run_classifier: error: --output_dir={out} is in use by another run (host "
         f"{socket.gethostname()}, pid {os.getpid()}, started ")
-    assert sorted(os.listdir(tmp_path)) == [".bert_tf_run.lock"]
+    # The owner wrote nothing either: giving the directory up leaves nothing behind.
+    assert not out.exists()
     with owned(prepare(options), options):  # Released: the next run takes it.
         pass
 
@@ -232,24 +245,29 @@ def test_a_pretraining_run_is_not_a_fine_tuning_output_dir(tmp_path, pretrained_
 
 def test_casing_recorded_by_a_bert_tf_pretraining_run_is_checked(tmp_path, pretrained_dir):
     """Case 4: a cased raw-text pre-training run (--nodo_lower_case in its flags file) was
-    fine-tuned lower-cased without a word."""
+    fine-tuned lower-cased without a word. Never-destroy case 9: from records (made cased by
+    create_pretraining_data), the run's --do_lower_case=false was not read at all."""
     import shutil
 
     run = tmp_path / "cased_run"
     shutil.copytree(pretrained_dir, run)
-    (run / "run_pretraining.flags").write_text(
-        "--input_text_file=corpus.txt.gz\n--nodo_lower_case\n--max_seq_length=16\n")
-    with pytest.raises(FlagValueError) as e:
-        prepare(_options(run, tmp_path / "out"))
-    assert str(e.value) == (
-        f"--do_lower_case=True contradicts --init_checkpoint={run}: its run_pretraining.flags "
-        "--do_lower_case is False, so pass --do_lower_case=False to tokenize as the model was "
-        "trained")
-    assert not (tmp_path / "out").exists()
-    prepare(_training_options(run, tmp_path / "out", do_lower_case=False))
-    # From TFRecords the flag said nothing about the records' casing: not taken as the casing.
-    (run / "run_pretraining.flags").write_text("--input_file=train.tfrecord\n--nodo_lower_case\n")
-    prepare(_training_options(run, tmp_path / "out2"))
+    for flags_text in ("--input_text_file=corpus.txt.gz\n--nodo_lower_case\n",
+                       "--input_file=train.tfrecord\n--do_lower_case=false\n"):
+        (run / "run_pretraining.flags").write_text(flags_text + "--max_seq_length=16\n")
+        with pytest.raises(FlagValueError) as e:
+            prepare(_options(run, tmp_path / "out"))  # --do_lower_case=true given
+        assert str(e.value) == (
+            f"--do_lower_case=True contradicts --init_checkpoint={run}: its "
+            "run_pretraining.flags --do_lower_case is False, so pass --do_lower_case=False to "
+            "tokenize as the model was trained (or leave it unset to use it)")
+        assert not (tmp_path / "out").exists()
+        options = _training_options(run, tmp_path / "out", do_lower_case=None)
+        prepare(options)
+        assert options.do_lower_case is False  # unset: the run's casing
+    # From records, the default (true) does not say how create_pretraining_data tokenized.
+    (run / "run_pretraining.flags").write_text("--input_file=train.tfrecord\n--do_lower_case\n")
+    assert run_directory.recorded_casing(run) == (None, None)
+    prepare(_training_options(run, tmp_path / "out2", do_lower_case=False))
 
 
 def test_a_damaged_best_checkpoint_falls_back_to_the_newest(tmp_path, caplog):
@@ -292,16 +310,24 @@ def test_resume_checks_batch_size_but_not_vocabulary_line_endings(tmp_path, pret
     crlf = tmp_path / "vocab_crlf.txt"
     crlf.write_bytes((pretrained_dir / "vocab.txt").read_bytes().replace(b"\n", b"\r\n"))
     out = tmp_path / "out"
+
+    def record_of(options):
+        context = prepare(options)
+        return context, run_record(context, options, "run_classifier", "sst-2", ["0", "1"])
+
     options = _training_options(pretrained_dir, out)
-    context = prepare(options)
-    check_resume(context, options, "run_classifier", "sst-2", ["0", "1"])
+    out.mkdir()
+    run_directory.write_record(out, record_of(options)[1])
     tf.train.Checkpoint(step=tf.Variable(1)).save(str(out / "ckpt"))
     same = _training_options(pretrained_dir, out, vocab_file=str(crlf))
-    check_resume(prepare(same), same, "run_classifier", "sst-2", ["0", "1"])
+    context, record = record_of(same)
+    check_resume(context, same, record)
     other = _training_options(pretrained_dir, out, train_batch_size=8)
-    with pytest.raises(FlagValueError, match=r"resuming would mix them: --train_batch_size=16 "
-                                             r"then, 8 now\. Choose a new --output_dir"):
-        check_resume(prepare(other), other, "run_classifier", "sst-2", ["0", "1"])
+    context, record = record_of(other)
+    with pytest.raises(run_directory.ResumeMismatchError,
+                       match=r"resuming would mix them: --train_batch_size=16 then, 8 now\. "
+                             r"Rerun with the run's settings"):
+        check_resume(context, other, record)
 
 
 def test_a_vocab_file_other_than_the_checkpoints_is_refused(tmp_path, pretrained_dir):
@@ -329,7 +355,7 @@ def test_another_commands_fine_tuning_run_is_not_this_ones_output_dir(tmp_path, 
 
     run = tmp_path / "classifier_run"
     run.mkdir()
-    (run / RUN_RECORD).write_text('{"cli": "run_classifier"}\n')
+    (run / run_directory.LEGACY_FINETUNING_RECORD).write_text('{"cli": "run_classifier"}\n')
     (run / "run_classifier.flags").write_text("--task_name=sst-2\n")
     (run / "model.keras").write_bytes(b"weights")
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()}
@@ -338,7 +364,7 @@ def test_another_commands_fine_tuning_run_is_not_this_ones_output_dir(tmp_path, 
                               "run_tagging")
     assert str(e.value) == (
         f"--output_dir={run} holds a run of another command (run_classifier.flags, "
-        f"{RUN_RECORD}: cli='run_classifier'); run_tagging there would replace its model and "
+        "finetuning_run.json: cli='run_classifier'); run_tagging there would replace its model and "
         "files: choose a new --output_dir (--init_checkpoint may name this one)")
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()} == before
     options = _training_options(pretrained_dir, run)

@@ -115,7 +115,8 @@ def test_preset_directory_and_keras_file_warm_start(tmp_path, masked_lm):
                    do_lower_case=False)
     assert str(error.value) == (f"--do_lower_case=False contradicts --init_checkpoint={preset}: "
                                 "its tokenizer.json lowercase is True, so pass "
-                                "--do_lower_case=True to tokenize as the model was trained")
+                                "--do_lower_case=True to tokenize as the model was trained "
+                                "(or leave it unset to use it)")
 
 
 def test_not_a_keras_hub_bert():

@@ -13,7 +13,7 @@ from safetensors.numpy import load_file
 
 from bert_tf.interop import huggingface, load_huggingface, save_huggingface, warm_start, weights
 from bert_tf.interop.weights import InteropError
-from bert_tf.modeling import BertClassifier, BertEncoder, BertPretrainer
+from bert_tf.modeling import BertClassifier, BertPretrainer, ModernBertEncoder
 from command_batch import run_commands
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,7 +35,7 @@ def masked_lm():
 @pytest.fixture(scope="module")
 def classifier():
     source = huggingface.read_huggingface(CLS_DIR)
-    model = BertClassifier(BertEncoder(source.config), num_classes=3)
+    model = BertClassifier(ModernBertEncoder(source.config), num_classes=3)
     report = weights.transfer(source, model, strict=True)
     assert not report.newly_initialized
     return model
@@ -165,7 +165,7 @@ def test_warm_start_a_classifier_from_modernbert():
     """--init_checkpoint=<ModernBERT dir>: the encoder loads; the pooler (ModernBERT's
     classifier head, which a ModernBertForMaskedLM lacks) and the classifier start fresh."""
     config = huggingface.read_config(MLM_DIR)[0]
-    model = BertClassifier(BertEncoder(config), num_classes=2)
+    model = BertClassifier(ModernBertEncoder(config), num_classes=2)
     report = warm_start(MLM_DIR, model)
     assert report.newly_initialized == ["pooler/dense/kernel", "pooler/layer_norm/gamma",
                                         "classifier/kernel", "classifier/bias"]

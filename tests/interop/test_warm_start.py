@@ -178,7 +178,7 @@ def test_casing_mismatch_hugging_face(config):
     assert str(error.value) == (
         f"--do_lower_case=False contradicts --init_checkpoint={HF_FIXTURE}: its "
         "tokenizer_config.json do_lower_case is True, so pass --do_lower_case=True to tokenize "
-        "as the model was trained")
+        "as the model was trained (or leave it unset to use it)")
 
 
 def test_casing_mismatch_original_checkpoint_name(tmp_path, config):

@@ -1,4 +1,4 @@
-"""Tests of bert_tf.modeling.layers: numpy parity of a transformer block and of the heads."""
+"""Tests of the modeling layers: numpy parity of a transformer block and of the heads."""
 
 import math
 
@@ -7,7 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.modeling import layers
+from bert_tf.modeling import tf_kernels
+from bert_tf.modeling.activations import get_activation
+from bert_tf.modeling.embeddings import BertEmbeddings
+from bert_tf.modeling.heads import MaskedLMHead
+from bert_tf.modeling.transformer_block import AttentionBias, TransformerBlock
 
 
 def np_layer_norm(x, gamma, beta, eps):
@@ -62,14 +66,14 @@ def weights_by_path(layer):
 
 def test_transformer_block_matches_numpy_reference():
     rng = np.random.default_rng(0)
-    block = layers.TransformerBlock(hidden_size=12, num_attention_heads=3, intermediate_size=20,
+    block = TransformerBlock(hidden_size=12, num_attention_heads=3, intermediate_size=20,
                                     hidden_act="gelu", layer_norm_eps=1e-12,
                                     name="transformer_layer_0")
     block.build((None, None, 12))
     randomize(block, rng)
     x = rng.normal(size=(2, 5, 12)).astype("float32")
     mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
-    bias = layers.AttentionBias()(mask)
+    bias = AttentionBias()(mask)
 
     got = block(x, bias, training=False).numpy()
     expected = np_transformer_block(x.astype("float64"), mask.astype("float64"),
@@ -88,10 +92,8 @@ def test_inference_attention_paths_match_numpy_and_each_other_with_gradients(mon
     above on oneDNN's batched matmuls; chosen in Python for static shapes, by tf.cond for
     dynamic ones. Both give the numpy block's outputs, and the same gradients under a tape at
     training=False."""
-    from bert_tf.modeling import transformer_block
-
     rng = np.random.default_rng(2)
-    block = layers.TransformerBlock(hidden_size=12, num_attention_heads=3, intermediate_size=20,
+    block = TransformerBlock(hidden_size=12, num_attention_heads=3, intermediate_size=20,
                                     name="transformer_layer_0")  # Dropout 0.1: off at inference.
     block.build((None, None, 12))
     randomize(block, rng)
@@ -101,14 +103,14 @@ def test_inference_attention_paths_match_numpy_and_each_other_with_gradients(mon
         x = rng.normal(size=(batch, length, 12)).astype("float32")
         mask = np.ones((batch, length), "int32")
         mask[-1, length - 2:] = 0
-        bias = layers.AttentionBias()(mask)
+        bias = AttentionBias()(mask)
         expected = np_transformer_block(x.astype("float64"), mask.astype("float64"),
                                         weights_by_path(block), num_heads=3, eps=1e-12)
         np.testing.assert_allclose(block(x, bias, training=False), expected, atol=1e-4)
         np.testing.assert_allclose(dynamic(x, bias), expected, atol=1e-4)
 
     x = tf.constant(rng.normal(size=(1, 7, 12)).astype("float32"))
-    bias = layers.AttentionBias()(np.array([[1, 1, 1, 1, 1, 0, 0]], "int32"))
+    bias = AttentionBias()(np.array([[1, 1, 1, 1, 1, 0, 0]], "int32"))
 
     def gradient():
         with tf.GradientTape() as tape:
@@ -117,7 +119,7 @@ def test_inference_attention_paths_match_numpy_and_each_other_with_gradients(mon
         return tape.gradient(loss, [x] + block.trainable_weights)
 
     small = gradient()
-    monkeypatch.setattr(transformer_block, "SMALL_ATTENTION_ROWS", 0)
+    monkeypatch.setattr(tf_kernels, "SMALL_ATTENTION_ROWS", 0)
     dynamic = tf.function(lambda x, b: block(x, b, training=False))  # Retraced: oneDNN path.
     for got, want in zip(small, gradient()):
         assert got is not None
@@ -126,11 +128,11 @@ def test_inference_attention_paths_match_numpy_and_each_other_with_gradients(mon
 
 def test_padding_keys_do_not_change_real_positions():
     rng = np.random.default_rng(1)
-    block = layers.TransformerBlock(hidden_size=8, num_attention_heads=2, intermediate_size=16)
+    block = TransformerBlock(hidden_size=8, num_attention_heads=2, intermediate_size=16)
     block.build((None, None, 8))
     x = rng.normal(size=(1, 6, 8)).astype("float32")
     mask = np.array([[1, 1, 1, 1, 0, 0]], "int32")
-    bias = layers.AttentionBias()(mask)
+    bias = AttentionBias()(mask)
     out = block(x, bias, training=False).numpy()
     x_changed = x.copy()
     x_changed[:, 4:] = rng.normal(size=(1, 2, 8)) * 10
@@ -150,26 +152,26 @@ def test_padding_keys_do_not_change_real_positions():
 ])
 def test_activations(name, expected):
     x = np.linspace(-4.0, 4.0, 41)
-    got = layers.get_activation(name)(tf.constant(x, tf.float64)).numpy()
+    got = get_activation(name)(tf.constant(x, tf.float64)).numpy()
     np.testing.assert_allclose(got, expected(x), rtol=1e-6, atol=1e-6)
 
 
 def test_gelu_variants_differ():
     x = tf.constant([1.5], tf.float64)
-    gap = abs(float(layers.get_activation("gelu")(x)[0]
-                    - layers.get_activation("gelu_exact")(x)[0]))
+    gap = abs(float(get_activation("gelu")(x)[0]
+                    - get_activation("gelu_exact")(x)[0]))
     assert gap > 1e-5
 
 
 def test_unknown_activation_names_the_field():
     with pytest.raises(ValueError, match=r"^hidden_act='gelu2' is not one of gelu, gelu_new, "
                                          r"gelu_exact, relu, tanh, swish, silu$"):
-        layers.get_activation("gelu2")
+        get_activation("gelu2")
 
 
 def test_embeddings_match_numpy_and_reject_long_inputs():
     rng = np.random.default_rng(2)
-    emb = layers.BertEmbeddings(vocab_size=20, type_vocab_size=2, max_position_embeddings=8,
+    emb = BertEmbeddings(vocab_size=20, type_vocab_size=2, max_position_embeddings=8,
                                 hidden_size=6, layer_norm_eps=1e-12, dropout=0.1)
     emb.build()
     randomize(emb, rng)
@@ -190,7 +192,7 @@ def test_masked_lm_head_matches_numpy_and_uses_the_embedding_variable():
     rng = np.random.default_rng(3)
     table = keras.layers.Embedding(30, 8)
     table.build((None, None))
-    head = layers.MaskedLMHead(table, hidden_act="gelu", layer_norm_eps=1e-12)
+    head = MaskedLMHead(table, hidden_act="gelu", layer_norm_eps=1e-12)
     head.build()
     randomize(head, rng)
     seq = rng.normal(size=(2, 6, 8)).astype("float32")

@@ -1,4 +1,4 @@
-"""The modern encoder (ModernBERT options of BertConfig) through BertEncoder, the pre-trainer
+"""The modern encoder (ModernBertEncoder, architecture "modernbert"), the pre-trainer
 and the task models: shapes, packing, serialization, training, errors."""
 
 import keras
@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
-from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
-                              BertTokenClassifier)
+from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
+                              BertTokenClassifier, ModernBertEncoder)
 
 
 def tiny(**overrides):
@@ -27,7 +27,7 @@ def features(batch, length, seed=0, real=None):
 
 
 def test_outputs_and_layer_kinds():
-    encoder = BertEncoder(tiny())
+    encoder = ModernBertEncoder(tiny())
     out = encoder(features(2, 40, real=30))
     assert tuple(out["sequence_output"].shape) == (2, 40, 64)
     assert tuple(out["pooled_output"].shape) == (2, 64)
@@ -41,7 +41,7 @@ def test_outputs_and_layer_kinds():
 
 
 def test_padding_does_not_change_real_tokens():
-    encoder = BertEncoder(tiny(classifier_pooling="mean"))
+    encoder = ModernBertEncoder(tiny(classifier_pooling="mean"))
     padded = features(1, 60, seed=1, real=45)
     alone = {k: v[:, :45] for k, v in padded.items()}
     out_padded, out_alone = encoder(padded), encoder(alone)
@@ -54,7 +54,7 @@ def test_padding_does_not_change_real_tokens():
 def test_packed_instances_match_them_alone():
     """Per-instance rotary positions and windows: each instance of a packed row gets the
     outputs it gets alone (lengths above 3 half-windows take the blocked path)."""
-    encoder = BertEncoder(tiny())
+    encoder = ModernBertEncoder(tiny())
     lengths = (37, 20, 30)
     rows = [features(1, n, seed=n) for n in lengths]
     total = 96
@@ -76,7 +76,7 @@ def test_packed_instances_match_them_alone():
 
 
 def test_dynamic_shapes_under_tf_function():
-    encoder = BertEncoder(tiny())
+    encoder = ModernBertEncoder(tiny())
     spec = tf.TensorSpec([None, None], tf.int32)
     fn = tf.function(lambda x: encoder(x)["sequence_output"], input_signature=[
         {"input_word_ids": spec, "input_mask": spec, "input_type_ids": spec}])
@@ -86,7 +86,7 @@ def test_dynamic_shapes_under_tf_function():
 
 
 def test_keras_file_round_trip(tmp_path):
-    model = BertPretrainer(BertEncoder(tiny()), use_next_sentence_label=False)
+    model = BertPretrainer(ModernBertEncoder(tiny()), use_next_sentence_label=False)
     x = dict(features(2, 50), masked_lm_positions=np.array([[1, 7], [3, 40]], "int32"))
     expected = model(x)["mlm_logits"].numpy()
     path = str(tmp_path / "pretrainer.keras")
@@ -100,7 +100,7 @@ def test_keras_file_round_trip(tmp_path):
 def test_pretrainer_mlm_only_learns():
     """MLM without NSP memorizes one batch: the loss falls well below its start."""
     keras.utils.set_random_seed(0)
-    model = BertPretrainer(BertEncoder(tiny(vocab_size=64)), use_next_sentence_label=False)
+    model = BertPretrainer(ModernBertEncoder(tiny(vocab_size=64)), use_next_sentence_label=False)
     rng = np.random.default_rng(0)
     ids = rng.integers(5, 64, size=(4, 32)).astype("int32")
     positions = np.stack([rng.choice(32, 6, replace=False) for _ in range(4)]).astype("int32")
@@ -117,17 +117,17 @@ def test_pretrainer_mlm_only_learns():
 @pytest.mark.parametrize("cls, args, shape", [
     (BertClassifier, (3,), (2, 3)), (BertTokenClassifier, (4,), (2, 30, 4))])
 def test_task_models(cls, args, shape):
-    model = cls(BertEncoder(tiny()), *args)
+    model = cls(ModernBertEncoder(tiny()), *args)
     assert tuple(model(features(2, 30)).shape) == shape
 
 
 def test_span_labeler():
-    out = BertSpanLabeler(BertEncoder(tiny()))(features(2, 30))
+    out = BertSpanLabeler(ModernBertEncoder(tiny()))(features(2, 30))
     assert tuple(out["start_logits"].shape) == (2, 30)
 
 
 def test_longer_than_max_position_embeddings_is_an_error():
-    encoder = BertEncoder(tiny(max_position_embeddings=32))
+    encoder = ModernBertEncoder(tiny(max_position_embeddings=32))
     for x in ({k: keras.Input((40,), dtype="int32", name=k) for k in features(1, 40)},
               features(1, 40)):
         with pytest.raises(ValueError, match="input length 40 exceeds max_position_embeddings"
@@ -137,11 +137,12 @@ def test_longer_than_max_position_embeddings_is_an_error():
 
 def test_post_norm_dense_variant_with_learned_positions():
     """The options combine: BERT's post-norm dense blocks with local attention and rotary."""
-    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+    config = BertConfig(architecture="modernbert", vocab_size=100, hidden_size=32,
+                        num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=64,
                         position_embedding_type="rotary", local_attention_window=8,
                         global_attn_every_n_layers=2)
-    encoder = BertEncoder(config)
+    encoder = ModernBertEncoder(config)
     x = features(2, 20)
     x["input_word_ids"] %= 100
     assert tuple(encoder(x)["sequence_output"].shape) == (2, 20, 32)

@@ -14,8 +14,8 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertEncoder, BertPretrainer
-from bert_tf.modeling.packing_checks import (assert_instance_ids, check_instance_ids,
-                                             instance_position_ids)
+from bert_tf.data.pretraining.row_packing_tf import assert_instance_ids
+from bert_tf.modeling.packing_checks import check_instance_ids, instance_position_ids
 
 SEQ = 32
 VOCAB = 100

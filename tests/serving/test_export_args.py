@@ -64,7 +64,8 @@ def test_other_models_and_arguments_are_refused(encoder, tmp_path):
                        signatures=("ids",))
     assert str(raised.value) == (
         "Cannot export a Sequential: expected one of BertClassifier, BertSpanLabeler, "
-        "BertTokenClassifier, BertPretrainer, BertEncoder, BertSentenceEmbedder.")
+        "BertTokenClassifier, BertPretrainer, BertEncoder, ModernBertEncoder, "
+        "BertSentenceEmbedder.")
     span = BertSpanLabeler(encoder)
     with pytest.raises(ValueError) as raised:
         serving.export(span, str(tmp_path / "1"), vocab_file=cases.VOCAB, max_seq_length=32,

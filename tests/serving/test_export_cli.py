@@ -13,7 +13,6 @@ import tensorflow as tf
 
 from bert_tf.modeling import BertEncoder, BertPretrainer, BertTokenClassifier
 from bert_tf.serving import load_model_dir, write_task_info
-from bert_tf.serving.model_dir import read_flagfile_values
 
 import serving_cases as cases
 from command_batch import run_commands
@@ -79,14 +78,6 @@ def tool_runs(serving_run, tmp_path_factory):
     return {name: types.SimpleNamespace(run=run, export_dir=export_dir, result=result,
                                         tokenizer_json=tokenizer_json)
             for (name, (run, export_dir, _)), result in zip(runs.items(), results)}
-
-
-def test_read_flagfile_values(tmp_path):
-    path = tmp_path / "x.flags"
-    path.write_text("--do_lower_case\n--max_seq_length=64\n# comment\n--nodo_lower_case\n"
-                    "--other=1\n--nomax_seq_length_extra\n")
-    assert read_flagfile_values(str(path), ("do_lower_case", "max_seq_length")) == {
-        "do_lower_case": "false", "max_seq_length": "64"}
 
 
 def test_pretraining_run_directory(serving_run):

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from bert_tf.config import BertConfig
-from bert_tf.modeling import BertClassifier, BertEncoder
+from bert_tf.modeling import BertClassifier, ModernBertEncoder
 from bert_tf.serving import exporter
 
 _SERVE = """
@@ -32,7 +32,7 @@ print(json.dumps(out))
 
 def test_modern_classifier_serves_its_keras_outputs(tmp_path):
     config = BertConfig.from_preset("modernbert_tiny")
-    model = BertClassifier(BertEncoder(config), num_classes=3)
+    model = BertClassifier(ModernBertEncoder(config), num_classes=3)
     ids = np.random.default_rng(0).integers(5, config.vocab_size, (2, 100)).astype("int32")
     np.save(tmp_path / "ids.npy", ids)
     export_dir = exporter.export(model, str(tmp_path / "export" / "1"), signatures=("ids",))
@@ -57,7 +57,7 @@ def test_modern_classifier_converts_to_litert_with_its_keras_outputs(tmp_path):
     from bert_tf.serving.litert_model import LiteRTModel
 
     config = BertConfig.from_preset("modernbert_tiny")
-    model = BertClassifier(BertEncoder(config), num_classes=3)
+    model = BertClassifier(ModernBertEncoder(config), num_classes=3)
     path, census = litert.export_litert(model, str(tmp_path / "litert"), signatures=("ids",),
                                         max_seq_length=128)
     assert census.flex == frozenset() and "IF" not in census.counts

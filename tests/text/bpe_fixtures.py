@@ -68,7 +68,7 @@ def make_converted_modernbert_run(directory, tokenizer_json=BPE_TOKENIZER_JSON, 
     import keras
 
     from bert_tf.config import BertConfig
-    from bert_tf.modeling import BertEncoder
+    from bert_tf.modeling import ModernBertEncoder
     from bert_tf.text import load_tokenizer
     from bert_tf.training.checkpointing import save_keras_model
 
@@ -83,6 +83,6 @@ def make_converted_modernbert_run(directory, tokenizer_json=BPE_TOKENIZER_JSON, 
     os.makedirs(directory, exist_ok=True)
     config.to_json_file(os.path.join(directory, "bert_config.json"))
     keras.utils.set_random_seed(seed)
-    save_keras_model(BertEncoder(config), os.path.join(directory, "encoder.keras"))
+    save_keras_model(ModernBertEncoder(config), os.path.join(directory, "encoder.keras"))
     shutil.copy(tokenizer_json, os.path.join(directory, "tokenizer.json"))
     return directory

@@ -2,10 +2,12 @@
 
 First-fit decreasing into rows of S tokens with at most I instances and P predictions; the rows
 are what create_pretraining_data --pack_sequences writes (row_packing.py packs those, in
-numpy, outside the graph).
+numpy, outside the graph). `assert_instance_ids` checks packed rows inside a tf.data pipeline.
 """
 
 import tensorflow as tf
+
+from bert_tf.modeling.packing_checks import FEATURE
 
 
 def _first_fit_decreasing(lengths, predictions, max_seq_length, max_instances_per_row,
@@ -118,3 +120,37 @@ def pack_instances(features, *, max_seq_length, max_instances_per_row, max_predi
     out["next_sentence_labels"] = by_row(cls_key, features["next_sentence_labels"], slots, row)
     out["next_sentence_weights"] = by_row(cls_key, tf.ones_like(offset, tf.float32), slots, row)
     return out
+
+
+def assert_instance_ids(instance_ids, input_mask):
+    """In-graph form of modeling.packing_checks.check_instance_ids (e.g. in a tf.data map);
+    [S] or [B, S].
+
+    Returns:
+      `instance_ids`, after an assertion that fails at run time with InvalidArgumentError
+      (message starting with `input_instance_ids`) on an inconsistent row.
+    """
+    ids = tf.convert_to_tensor(instance_ids)
+    ids_bs = tf.cast(tf.reshape(ids, [-1, tf.shape(ids)[-1]]), tf.int32)
+    mask_bs = tf.cast(tf.reshape(input_mask, tf.shape(ids_bs)), tf.int32)
+    real_bs = mask_bs > 0
+    # The id of the last real token at or before each position (0 before the first).
+    last_bs = tf.scan(lambda carry, x: tf.where(x[1], x[0], carry),
+                      (tf.transpose(ids_bs), tf.transpose(real_bs)),
+                      initializer=tf.zeros_like(ids_bs[:, 0]))
+    last_bs = tf.transpose(last_bs)
+    previous_bs = tf.pad(last_bs[:, :-1], [[0, 0], [1, 0]])
+    previous_real_bs = tf.pad(real_bs[:, :-1], [[0, 0], [1, 0]])
+    step_bs = ids_bs - previous_bs
+    ok_bs = tf.where(
+        real_bs,
+        (ids_bs >= 1) & ((step_bs == 1) | ((step_bs == 0) & previous_real_bs)),
+        tf.equal(ids_bs, 0))
+    bad = tf.where(tf.logical_not(ok_bs))
+    check = tf.debugging.Assert(
+        tf.reduce_all(ok_bs),
+        [f"{FEATURE}: inconsistent packed row (0 exactly on padding, real tokens 1, 2, ... in "
+         "order, each instance one contiguous run); first bad [row, position]:", bad[:1],
+         "ids of that row:", tf.gather(ids_bs, bad[:1, 0])], summarize=4096)
+    with tf.control_dependencies([check]):
+        return tf.identity(ids)

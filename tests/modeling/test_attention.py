@@ -1,10 +1,11 @@
-"""Sliding-window attention: the blocked path equals the full masked one; rotary helpers."""
+"""Attention and its masks: the blocked sliding window equals the full masked one, chunked
+global attention equals the whole; rotary helpers."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.modeling import local_attention, rotary
+from bert_tf.modeling import attention, rotary
 
 
 def qkv(batch, length, heads=2, size=8, seed=0):
@@ -27,9 +28,9 @@ def segments(length):
 def test_blocked_equals_full_masked(length, half_window):
     query, key, value = qkv(2, length)
     ids = segments(length)
-    full = local_attention.full_attention(query, key, value,
-                                          local_attention.segment_bias(ids, half_window))
-    blocked = local_attention.blocked_local_attention(query, key, value, ids, half_window)
+    full = attention.dot_product_attention(query, key, value,
+                                           attention.segment_bias(ids, half_window))
+    blocked = attention.blocked_local_attention(query, key, value, ids, half_window)
     assert blocked.shape == (2, length, 2, 8)
     real = ids > 0
     np.testing.assert_allclose(blocked.numpy()[real], full.numpy()[real], atol=1e-6)
@@ -39,23 +40,23 @@ def test_window_limits_what_a_query_sees():
     """Changing a key beyond the window leaves the query's output unchanged; inside, not."""
     query, key, value = qkv(1, 100)
     ids = np.ones((1, 100), "int32")
-    base = local_attention.local_attention(query, key, value, ids, 8).numpy()
+    base = attention.local_attention(query, key, value, ids, 8).numpy()
     moved = value.numpy().copy()
     moved[0, 60] += 1.0
-    changed = local_attention.local_attention(query, key, tf.constant(moved), ids, 8).numpy()
+    changed = attention.local_attention(query, key, tf.constant(moved), ids, 8).numpy()
     differs = np.abs(changed - base).max(axis=(2, 3))[0] > 0
     assert np.flatnonzero(differs).tolist() == list(range(52, 69))
 
 
 def test_dynamic_length_chooses_the_same_outputs():
     """Under tf.function with an unknown length the choice is a tf.cond; same values."""
-    fn = tf.function(local_attention.local_attention, input_signature=[
+    fn = tf.function(attention.local_attention, input_signature=[
         tf.TensorSpec([None, None, 2, 8], tf.float32)] * 3 + [
         tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32)])
     for length in (20, 90):
         query, key, value = qkv(2, length, seed=length)
         ids = segments(length)
-        eager = local_attention.local_attention(query, key, value, ids, 8)
+        eager = attention.local_attention(query, key, value, ids, 8)
         np.testing.assert_allclose(fn(query, key, value, ids, 8).numpy()[ids > 0],
                                    eager.numpy()[ids > 0], atol=1e-6)
 
@@ -78,12 +79,12 @@ def test_rotary_is_a_relative_rotation():
 
 @pytest.mark.parametrize("packed", [False, True])
 def test_query_chunked_global_attention_equals_full(packed, monkeypatch):
-    monkeypatch.setattr(local_attention, "QUERY_CHUNK", 16)
+    monkeypatch.setattr(attention, "QUERY_CHUNK", 16)
     query, key, value = qkv(2, 75)
     ids = segments(75)
-    bias = (local_attention.segment_bias(ids) if packed
-            else local_attention.key_padding_bias(ids > 0))
-    full = local_attention.full_attention(query, key, value, bias)
-    chunked = local_attention.global_attention(query, key, value, bias, chunk_queries=True)
+    bias = (attention.segment_bias(ids) if packed
+            else attention.padding_bias(ids > 0))
+    full = attention.dot_product_attention(query, key, value, bias)
+    chunked = attention.global_attention(query, key, value, bias, chunk_queries=True)
     real = ids > 0
     np.testing.assert_allclose(chunked.numpy()[real], full.numpy()[real], atol=1e-6)

@@ -1,0 +1,290 @@
+"""The sentence-embedding job: contrastive fine-tuning of a sentence embedder, and encoding.
+
+`train(EmbeddingConfig(...))` is what `bert-tf-embed --train_file` (bert_tf.cli.embed) runs,
+`encode(EmbeddingConfig(...))` what `bert-tf-embed --input_file` runs; the command's module
+doc describes both. The config's field names are the flag names, so every error names the
+flag.
+
+A training run's --output_dir is a bert_tf.run_directory: the run holds its lock while it
+trains, and a rerun resumes its checkpoints only with the model, tokenizer, casing, pooling,
+normalisation, sequence length and batch size its run record holds. It receives ckpt-<step>
+checkpoints, best/, summaries/, bert_tf_run.json, and at the end model.keras, the tokenizer
+file (vocab.txt, or tokenizer.json for byte-level BPE), task_info.json, eval_results.json and
+sentence_transformers/ (a directory sentence-transformers loads).
+"""
+
+import dataclasses
+import functools
+import io
+import json
+import os
+
+import keras
+import numpy as np
+from absl import logging
+
+from bert_tf import fileio, run_directory
+from bert_tf.data.tasks import length_buckets
+from bert_tf.data.tasks.pairs import read_pairs, read_scored_pairs
+from bert_tf.data.tasks.task_errors import DataError
+from bert_tf.fileio import write_bytes_atomic, write_text_atomic
+from bert_tf.interop.sentence_transformers import load_embedder, save_sentence_transformers
+from bert_tf.jobs import run_setup
+from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
+from bert_tf.modeling.pooling import check_pooling_modes
+from bert_tf.serving.task_info import write_task_info
+from bert_tf.text import tokenizer_files
+from bert_tf.training import contrastive
+from bert_tf.training.checkpointing import save_keras_model
+from bert_tf.training.distribute import is_chief
+from bert_tf.training.embedding import TextEncoder
+
+
+@dataclasses.dataclass
+class EmbeddingConfig(RuntimeConfig):
+    """What bert-tf-embed is told; field names and defaults are the flags'.
+
+    See `bert-tf-embed --help` (bert_tf.cli.flags EMBED group) for each field. The model
+    settings left None (do_lower_case, max_seq_length) come from --init_checkpoint; pooling
+    and normalize apply to an encoder checkpoint (a sentence-transformers directory or an
+    embedding run carries its own).
+    """
+
+    # The model.
+    init_checkpoint: str | None = None
+    vocab_file: str | None = None
+    do_lower_case: bool | None = None
+    max_seq_length: int | None = None
+    pooling: list = dataclasses.field(default_factory=lambda: ["mean"])
+    normalize: bool = True
+    # Training.
+    train_file: str | None = None
+    dev_file: str | None = None
+    dev_scored_file: str | None = None
+    output_dir: str | None = None
+    sentence_transformers_dir: str | None = None
+    train_batch_size: int = 32
+    num_train_epochs: float = 1.0
+    learning_rate: float = 2e-5
+    warmup_proportion: float = 0.1
+    weight_decay_rate: float = 0.01
+    scale: float = 20.0
+    symmetric_loss: bool = False
+    save_checkpoints_steps: int | None = None
+    length_buckets: str = "auto"
+    # Encoding.
+    input_file: str | None = None
+    output_file: str | None = None
+    batch_size: int = 64
+
+
+def _check_file(flag, path):
+    if path and not fileio.isfile(path):
+        raise FlagValueError(f"--{flag}={path}: no such file")
+
+
+def _check_pooling(options):
+    try:
+        check_pooling_modes(options.pooling, "--pooling")
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
+
+
+def _buckets(options, max_seq_length, max_positions, coarse):
+    try:
+        return length_buckets.parse_buckets(options.length_buckets, max_seq_length,
+                                            max_positions, coarse=coarse) or [max_seq_length]
+    except length_buckets.BucketError as e:
+        raise FlagValueError(str(e)) from None
+
+
+def _load(options):
+    return load_embedder(options.init_checkpoint, pooling=options.pooling,
+                         normalize=options.normalize, vocab_file=options.vocab_file,
+                         do_lower_case=options.do_lower_case,
+                         max_seq_length=options.max_seq_length)
+
+
+def _read_lines(path):
+    with fileio.open_file(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not UTF-8") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def encode(options):
+    """Encode mode: one text per line of --input_file -> float32 [N, D] vectors in input
+    order in --output_file (.npy or .jsonl). Returns the number of texts.
+
+    The command checks --output_file against the output rule first (bert_tf.cli.outputs).
+    """
+    if not options.output_file:
+        raise FlagValueError("--output_file is required with --input_file")
+    extension = os.path.splitext(options.output_file)[1].lower()
+    if extension not in (".npy", ".jsonl"):
+        raise FlagValueError(f"--output_file={options.output_file}: expected a .npy or .jsonl "
+                             "file")
+    if options.batch_size < 1:
+        raise FlagValueError(f"--batch_size={options.batch_size} must be >= 1")
+    _check_file("input_file", options.input_file)
+    _check_pooling(options)
+    texts = _read_lines(options.input_file)
+    loaded = _load(options)
+    config = loaded.model.encoder.config
+    encoder = TextEncoder(loaded.model, loaded.tokenizer, loaded.do_lower_case,
+                          loaded.max_seq_length, batch_size=options.batch_size,
+                          buckets=_buckets(options, loaded.max_seq_length,
+                                           config.max_position_embeddings, coarse=False))
+    bar = keras.utils.Progbar(len(texts), unit_name="text")
+    vectors = encoder.encode(texts, progress=bar.update)
+    if extension == ".npy":
+        buffer = io.BytesIO()
+        np.save(buffer, vectors)
+        write_bytes_atomic(options.output_file, buffer.getvalue())
+    else:
+        write_text_atomic(options.output_file, "".join(
+            json.dumps({"index": i, "embedding": [float(x) for x in v]}) + "\n"
+            for i, v in enumerate(vectors)))
+    return len(texts)
+
+
+def _check_training_options(options):
+    if not options.output_dir:
+        raise FlagValueError("--output_dir is required with --train_file")
+    if options.train_batch_size < 2:
+        raise FlagValueError(f"--train_batch_size={options.train_batch_size}: in-batch "
+                             "negatives need at least 2 rows per batch")
+    run_setup.check_numeric_flags(options)
+    if not options.scale > 0 or not np.isfinite(options.scale):
+        raise FlagValueError(f"--scale={options.scale} must be > 0 and finite")
+    if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
+        raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
+                             "be >= 1")
+    _check_pooling(options)
+    for flag in ("train_file", "dev_file", "dev_scored_file"):
+        _check_file(flag, getattr(options, flag))
+
+
+def contrastive_config(options, train_buckets):
+    """The ContrastiveConfig of the training settings."""
+    try:
+        return contrastive.ContrastiveConfig(
+            output_dir=options.output_dir, train_batch_size=options.train_batch_size,
+            num_train_epochs=options.num_train_epochs, learning_rate=options.learning_rate,
+            warmup_proportion=options.warmup_proportion,
+            weight_decay_rate=options.weight_decay_rate, scale=options.scale,
+            symmetric_loss=options.symmetric_loss, length_buckets=tuple(train_buckets),
+            save_checkpoints_steps=options.save_checkpoints_steps,
+            steps_per_loop=run_setup.steps_per_loop(options), log_steps=options.log_steps,
+            jit_compile=options.jit_compile, seed=options.seed)
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
+
+
+def run_record(options, loaded):
+    """The RunRecord of a training run (bert_tf.run_directory): what a resume of --output_dir
+    must share with it, read from the loaded model (a sentence-transformers directory brings
+    its own pooling and normalisation)."""
+    return run_directory.RunRecord(
+        job="embedding", command=run_directory.EMBEDDING_COMMAND,
+        model_config=loaded.model.encoder.config.to_dict(),
+        tokenizer_sha256=tokenizer_files.tokenizer_tokens_digest(loaded.tokenizer),
+        do_lower_case=bool(loaded.do_lower_case),
+        settings={"max_seq_length": int(loaded.max_seq_length),
+                  "pooling": list(loaded.model.pooling),
+                  "normalize": bool(loaded.model.normalize),
+                  "train_batch_size": options.train_batch_size},
+        init_checkpoint=options.init_checkpoint)
+
+
+def train(options):
+    """Training mode: contrastive fine-tuning of --init_checkpoint on --train_file.
+
+    Every check that can refuse the run (settings, data, the model, a resume of
+    --output_dir's checkpoints) runs before --output_dir is taken: a refused run leaves
+    nothing behind. The command checks --output_dir against the output rule first
+    (bert_tf.cli.outputs).
+
+    Returns:
+      the run's results (also written to eval_results.json).
+
+    Raises:
+      FlagValueError, DataError, InteropError naming the flag or file at fault;
+      bert_tf.run_directory.ResumeMismatchError naming every difference from the run whose
+      checkpoints --output_dir holds; DirectoryInUseError while another run holds it.
+    """
+    _check_training_options(options)
+    train_pairs = read_pairs(options.train_file)
+    if len(train_pairs) < options.train_batch_size:
+        raise FlagValueError(f"--train_batch_size={options.train_batch_size} exceeds the "
+                             f"{len(train_pairs)} pairs of --train_file={options.train_file}")
+    retrieval = (contrastive.RetrievalSet.from_pairs(read_pairs(options.dev_file))
+                 if options.dev_file else None)
+    scored = read_scored_pairs(options.dev_scored_file) if options.dev_scored_file else None
+    run_directory.check_writable(options.output_dir)
+
+    strategy = run_setup.make_strategy(options, ("train_batch_size",))
+    run_setup.set_seed_and_policy(options, strategy)
+    with strategy.scope():
+        loaded = _load(options)
+    record = run_record(options, loaded)
+    run_directory.check_resume(options.output_dir, record, loaded.vocab_file)
+    config = loaded.model.encoder.config
+    text_encoder = TextEncoder(loaded.model, loaded.tokenizer, loaded.do_lower_case,
+                               loaded.max_seq_length,
+                               buckets=_buckets(options, loaded.max_seq_length,
+                                                config.max_position_embeddings, coarse=False))
+    train_buckets = _buckets(options, loaded.max_seq_length, config.max_position_embeddings,
+                             coarse=True)
+    settings = contrastive_config(options, train_buckets)
+    chief = is_chief(strategy)
+    with run_directory.owned(options.output_dir, chief):
+        # Again, now that no other run can change the record meanwhile.
+        run_directory.check_resume(options.output_dir, record, loaded.vocab_file)
+        if chief:
+            run_directory.write_record(options.output_dir, record)
+        summary = contrastive.train_embedder(settings, loaded.model, text_encoder, train_pairs,
+                                             strategy, retrieval=retrieval, scored=scored)
+        if chief:
+            _write_run(options, loaded, summary)
+    best = summary["best"]
+    if best:
+        logging.info("Best %s=%.4f at step %d", best["metric"], best["metrics"][best["metric"]],
+                     best["step"])
+    return summary
+
+
+def _write_run(options, loaded, summary):
+    """model.keras, the tokenizer file (vocab.txt, or tokenizer.json for byte-level BPE),
+    task_info.json, eval_results.json and the sentence-transformers directory of the final
+    (best) model, each written atomically."""
+    output = functools.partial(run_directory.path, options.output_dir)
+    save_keras_model(loaded.model, output(run_directory.MODEL_FILE))
+    tokenizer_files.write_tokenizer_file(options.output_dir, loaded.tokenizer, loaded.vocab_file)
+    write_task_info(options.output_dir, run_directory.EMBEDDING_TASK,
+                    do_lower_case=bool(loaded.do_lower_case),
+                    max_seq_length=int(loaded.max_seq_length))
+    write_text_atomic(output(run_directory.EVAL_RESULTS_JSON_FILE),
+                      json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    if options.sentence_transformers_dir != "-":
+        save_sentence_transformers(
+            loaded.model,
+            options.sentence_transformers_dir or output(run_directory.SENTENCE_TRANSFORMERS_DIR),
+            loaded.vocab_file, loaded.do_lower_case, loaded.max_seq_length)
+
+
+def check_mode(options):
+    """Exactly one of --train_file (fine-tune) and --input_file (encode); raises
+    FlagValueError."""
+    if options.train_file and options.input_file:
+        raise FlagValueError("give --train_file (fine-tune) or --input_file (encode), not both")
+    if not (options.train_file or options.input_file):
+        raise FlagValueError("give --train_file (fine-tune) or --input_file (encode)")
+

@@ -1,0 +1,160 @@
+"""TensorFlow-only kernels of the model code, chosen by bert_tf/modeling/kernels.py.
+
+The only module of `bert_tf.modeling` that imports TensorFlow; it is imported only when Keras
+runs on TensorFlow. Each function computes what its keras.ops counterpart computes, faster on
+TensorFlow's CPU kernels.
+"""
+
+import math
+
+import tensorflow as tf
+
+# Up to this many rows (batch x tokens), inference attention runs on TensorFlow's own kernels
+# instead of oneDNN's. A oneDNN call hands its work to every intra-op thread; on a few KB of
+# scores that hand-off costs more than the arithmetic (2-core VM, batch 1, 8 heads of 64: the
+# attention of 4 blocks at 16 tokens 1.11 -> 0.41 ms, at 64 tokens 1.75 -> 1.42 ms; at 96
+# tokens oneDNN is faster).
+SMALL_ATTENTION_ROWS = 64
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_CUBIC = 0.044715
+
+
+# Both GELUs keep TensorFlow's forward op (so exported SavedModels need no XLA) and take their
+# gradient from x alone in one fused XLA kernel: TensorFlow 2.21's element-wise CPU kernels are
+# built without AVX2/FMA, and autodiff through tf.nn.gelu ran about a dozen memory-bound kernels
+# and kept their intermediates: on a [4096, 2048] FFN activation (BERT-small, 2-core AVX2 CPU)
+# forward + backward went from 118 ms to 65 ms.
+@tf.custom_gradient
+def _gelu_tanh(x):
+    return tf.nn.gelu(x, approximate=True), lambda dy: _gelu_tanh_grad(dy, x)
+
+
+@tf.custom_gradient
+def _gelu_erf(x):
+    return tf.nn.gelu(x, approximate=False), lambda dy: _gelu_erf_grad(dy, x)
+
+
+def gelu(x, approximate):
+    """tf.nn.gelu with a fused gradient. x: float [...]."""
+    return _gelu_tanh(x) if approximate else _gelu_erf(x)
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _gelu_tanh_grad(dy, x):
+    """dy * d/dx 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3); float32 inside."""
+    x = tf.cast(x, tf.float32)
+    t = tf.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * (x * x * x)))
+    du_dx = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * (x * x))
+    dgelu = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx
+    return tf.cast(tf.cast(dy, tf.float32) * dgelu, dy.dtype)
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _gelu_erf_grad(dy, x):
+    """dy * d/dx x Phi(x) = dy * (Phi(x) + x phi(x)); float32 inside."""
+    x = tf.cast(x, tf.float32)
+    cdf = 0.5 * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0))))
+    pdf = tf.exp(-0.5 * x * x) * (1.0 / math.sqrt(2.0 * math.pi))
+    return tf.cast(tf.cast(dy, tf.float32) * (cdf + x * pdf), dy.dtype)
+
+
+def layer_norm(x, gamma, beta, epsilon, compute_dtype, forward):
+    """`forward(x, gamma, beta, epsilon)` (kernels.layer_norm_forward) cast to compute_dtype,
+    with the gradients of x, gamma and beta fused in one XLA kernel that recomputes the
+    statistics from x (instead of autodiff's ~20 element-wise and reduction kernels; 1.05-1.12x
+    per BERT-tiny training step).
+
+    Args: x float [..., H]; gamma, beta float [H].
+    """
+    @tf.custom_gradient
+    def normalize(x, gamma, beta):
+        def grad(dy):
+            dx, dgamma, dbeta = _layer_norm_grad(dy, x, gamma, epsilon)
+            return dx, tf.cast(dgamma, gamma.dtype), tf.cast(dbeta, beta.dtype)
+        return tf.cast(forward(x, gamma, beta, epsilon), compute_dtype), grad
+    return normalize(x, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta))
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _layer_norm_grad(dy, x, gamma, epsilon):
+    """Gradients of gamma * (x - mean) / sqrt(var + eps) + beta; float32 inside.
+
+    Args: dy, x: float [..., H]; gamma: float [H]. Returns: dx [..., H] (x's dtype), dgamma and
+    dbeta float32 [H].
+    """
+    x32 = tf.cast(x, tf.float32)
+    dy32 = tf.cast(dy, tf.float32)
+    mean = tf.reduce_mean(x32, axis=-1, keepdims=True)
+    centered = x32 - mean
+    rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+    xhat = centered * rstd
+    dxhat = dy32 * tf.cast(gamma, tf.float32)
+    dx = rstd * (dxhat - tf.reduce_mean(dxhat, axis=-1, keepdims=True)
+                 - xhat * tf.reduce_mean(dxhat * xhat, axis=-1, keepdims=True))
+    rows = list(range(len(x.shape) - 1))
+    return (tf.cast(dx, x.dtype), tf.reduce_sum(dy32 * xhat, axis=rows),
+            tf.reduce_sum(dy32, axis=rows))
+
+
+def matmul_transposed(a_nk, b_mk):
+    return tf.matmul(a_nk, b_mk, transpose_b=True)
+
+
+@tf.custom_gradient
+def _transpose_inline(x, perm):
+    """tf.transpose of a float32 x through an int32 view of its bits.
+
+    Same values; TensorFlow's int32 transpose is its own kernel (run on the calling thread for
+    small tensors), not oneDNN's float one. Differentiable (the gradient transposes back).
+    """
+    inverse = tf.math.invert_permutation(perm)
+    moved = tf.bitcast(tf.transpose(tf.bitcast(x, tf.int32), perm), tf.float32)
+    return moved, lambda dy: (_transpose_inline(dy, inverse), None)
+
+
+def _small_attention(query_bsad, key_bsad, value_bsad, attention_bias):
+    """Inference attention for a few rows (float32, no dropout), on TensorFlow's own kernels:
+    BatchMatMulV3 (oneDNN replaces BatchMatMulV2 and Einsum, not V3), transposes through
+    `_transpose_inline` and a softmax of element-wise ops.
+
+    Args: float32 [B, S, A, d] each (queries scaled); attention_bias: float32 [B, 1, 1, S] or
+      [B, 1, S, S]. Returns: float32 [B, S, A, d].
+    """
+    to_heads = tf.constant([0, 2, 1, 3])
+    query_basd = _transpose_inline(query_bsad, to_heads)
+    key_badt = _transpose_inline(key_bsad, tf.constant([0, 2, 3, 1]))
+    value_basd = _transpose_inline(value_bsad, to_heads)
+    scores_bass = tf.raw_ops.BatchMatMulV3(x=query_basd, y=key_badt, Tout=tf.float32)
+    scores_bass = scores_bass + attention_bias
+    exp_bass = tf.exp(scores_bass - tf.reduce_max(scores_bass, axis=-1, keepdims=True))
+    probs_bass = exp_bass / tf.reduce_sum(exp_bass, axis=-1, keepdims=True)
+    context_basd = tf.raw_ops.BatchMatMulV3(x=probs_bass, y=value_basd, Tout=tf.float32)
+    return _transpose_inline(context_basd, to_heads)
+
+
+def attention_by_rows(query_bsad, key_bsad, value_bsad, attention_bias, batched):
+    """`_small_attention` up to SMALL_ATTENTION_ROWS rows (B x S), else batched(); chosen here
+    for static shapes, else by tf.cond."""
+    def small():
+        return _small_attention(query_bsad, key_bsad, value_bsad, attention_bias)
+
+    batch, length = query_bsad.shape[:2]
+    if batch is not None and length is not None:
+        return small() if batch * length <= SMALL_ATTENTION_ROWS else batched()
+    shape = tf.shape(query_bsad)
+    return tf.cond(shape[0] * shape[1] <= SMALL_ATTENTION_ROWS, small, batched)
+
+
+def map_one_at_a_time(fn, elements, output_dtype):
+    """tf.map_fn with one iteration in flight (its default runs several, holding their
+    intermediates together)."""
+    return tf.map_fn(fn, elements, fn_output_signature=output_dtype, parallel_iterations=1)
+
+
+def replicas_in_sync():
+    return tf.distribute.get_strategy().num_replicas_in_sync
+
+
+def executing_eagerly():
+    return tf.executing_eagerly()

@@ -1,0 +1,34 @@
+"""TrainLoopConfig: how long and how a training loop runs, for either backend's loop."""
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class TrainLoopConfig:
+    """How long and how a training loop runs: the settings `train` and `fine_tune` take
+    (training.loop on TensorFlow, training.jax_loop on JAX).
+
+    Args:
+      num_train_steps: the global step to stop at; a rerun with a larger value continues.
+      steps_per_loop: optimizer steps per tf.function call (host round trip); on JAX, steps
+        between two checks of the stop request and the NaN guard.
+      save_checkpoints_steps: save when the global step is a multiple of this, and at the end.
+      log_steps: log and write summaries every this many steps (default: steps_per_loop).
+      global_batch_size: examples per micro-batch over all replicas (the batch-size flag), for
+        examples/s; each step trains on gradient_accumulation_steps of them. None skips it.
+      gradient_accumulation_steps: micro-batches per optimizer step.
+      jit_compile: XLA-compile the forward and backward pass (not the optimizer update):
+        True, False or "auto" (on for TPUs and GPUs, off on CPUs; see
+        precision.resolve_jit_compile). JAX always compiles the whole step.
+      init_checkpoint: weights to warm-start from when output_dir has no checkpoint yet (see
+        checkpointing.warm_start); ignored on resume.
+    """
+
+    num_train_steps: int
+    steps_per_loop: int = 100
+    save_checkpoints_steps: int = 1000
+    log_steps: int | None = None
+    global_batch_size: int | None = None
+    gradient_accumulation_steps: int = 1
+    jit_compile: bool | str = False
+    init_checkpoint: str | None = None
