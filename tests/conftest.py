@@ -42,8 +42,8 @@ _SESSION_TMP = pytest.StashKey[str]()
 def pytest_configure(config):
     """Everything the suite writes to the system temp directory (pytest's tmp_path folders,
     TensorFlow's autograph files, Beam's and TFDS's temporaries, what the commands it runs
-    write there) goes to one directory of this run, removed when the run passes: a run used to
-    leave ~445 MB behind. A failed run keeps it, for its tmp_path folders, and says where."""
+    write there, ~445 MB a run) goes to one directory of this run, removed when the run
+    passes. A failed run keeps it, for its tmp_path folders, and says where."""
     if os.environ.get(SESSION_TMP_VARIABLE):  # an xdist worker, or a suite run by a test
         return
     root = tempfile.mkdtemp(prefix="bert_tf_tests_")
