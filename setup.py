@@ -32,9 +32,14 @@ setuptools.setup(
         # Optional: TFDS input (--input_tfds, --tfds_data_dir) and keras-hub interop; the code
         # that needs one says which extra to install (bert_tf/optional.py).
         "tfds": ["tensorflow-datasets>=4.9"],
+        # The second Keras backend (--backend=jax, KERAS_BACKEND=jax): the CPU build; on
+        # accelerators install jax[cuda12] / jax[cuda13] / jax[tpu] instead.
+        "jax": ["jax>=0.5"],
         "keras-hub": ["keras-hub>=0.22,<0.40"],
         "test": [
             "tensorflow-datasets>=4.9", "keras-hub>=0.22,<0.40",
+            # The models' and the pre-training loop's tests on Keras' JAX backend (CPU).
+            "jax>=0.5",
             "pytest>=8", "pytest-xdist>=3.5",
             # The linter .ci/run runs before the tests (settings in ruff.toml).
             "ruff>=0.6",

@@ -62,6 +62,8 @@ MODEL_FILES = (MODEL_FILE, PRETRAINER_FILE, ENCODER_FILE)
 TASK_INFO_FILE = "task_info.json"
 # Training checkpoints: tf.train.CheckpointManager's prefix and state file.
 CHECKPOINT_PREFIX = "ckpt"
+# A checkpoint of the JAX training loop (training.jax_loop): ckpt-<step>.npz, one file.
+JAX_CHECKPOINT_SUFFIX = ".npz"
 CHECKPOINT_STATE_FILE = "checkpoint"
 BEST_DIR = "best"
 BEST_METRICS_FILE = "metrics.json"
@@ -159,9 +161,39 @@ def checkpoint_prefixes(directory):
     return [prefix for _, prefix in sorted(found)]
 
 
+def jax_checkpoint_file(directory, step):
+    """The path of the JAX training loop's checkpoint of `step`."""
+    return path(directory, f"{CHECKPOINT_PREFIX}-{step}{JAX_CHECKPOINT_SUFFIX}")
+
+
+def jax_checkpoint_steps(directory):
+    """Steps of the ckpt-<step>.npz checkpoints (the JAX loop's) in `directory`, oldest first."""
+    directory = str(directory)
+    if not fileio.isdir(directory):
+        return []
+    steps = []
+    for name in fileio.listdir(directory):
+        step = name[len(CHECKPOINT_PREFIX) + 1:-len(JAX_CHECKPOINT_SUFFIX)]
+        if (name.startswith(CHECKPOINT_PREFIX + "-") and name.endswith(JAX_CHECKPOINT_SUFFIX)
+                and step.isdigit()):
+            steps.append(int(step))
+    return sorted(steps)
+
+
+def checkpoint_backend(directory):
+    """The Keras backend whose training loop wrote `directory`'s checkpoints: "tensorflow"
+    (ckpt-<step>.index), "jax" (ckpt-<step>.npz), or None when there is none."""
+    if checkpoint_prefixes(directory):
+        return "tensorflow"
+    if jax_checkpoint_steps(directory):
+        return "jax"
+    return None
+
+
 def has_checkpoint(directory):
-    """True when `directory` holds a training checkpoint (ckpt-<step>.index) to resume from."""
-    return bool(checkpoint_prefixes(directory))
+    """True when `directory` holds a training checkpoint to resume from (ckpt-<step>.index,
+    or the JAX loop's ckpt-<step>.npz)."""
+    return checkpoint_backend(directory) is not None
 
 
 def markers(directory):
@@ -172,7 +204,8 @@ def markers(directory):
     names = set(fileio.listdir(directory))
     found = {name for name in RUN_MARKERS if name in names}
     found.update(name for name in names
-                 if name.startswith(CHECKPOINT_PREFIX + "-") and name.endswith(".index"))
+                 if name.startswith(CHECKPOINT_PREFIX + "-")
+                 and name.endswith((".index", JAX_CHECKPOINT_SUFFIX)))
     return sorted(found)
 
 
@@ -819,20 +852,32 @@ def resume_problems(recorded, wanted, tokenizer_path=None):
     return problems
 
 
-def check_resume(directory, wanted, tokenizer_path=None, flag="--output_dir"):
+_BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
+
+
+def check_resume(directory, wanted, tokenizer_path=None, flag="--output_dir", backend=None):
     """A run about to train in `directory` must be the run whose checkpoints are there.
 
     When `directory` holds a checkpoint and a record (bert_tf_run.json, or a bert_tf 0.1 run's
     files: read_record), compares it with `wanted` (resume_problems). Reads only: a refusal
     leaves the directory unchanged. A different --init_checkpoint is not a difference: it is
-    logged that the run's own checkpoint is resumed.
+    logged that the run's own checkpoint is resumed. With `backend` ("tensorflow" or "jax"),
+    checkpoints another backend's loop wrote are refused too: each loop reads only its own.
 
     Raises:
       ResumeMismatchError naming every difference, each with its flag and both values.
     """
     directory = str(directory)
-    if not has_checkpoint(directory):
+    written_by = checkpoint_backend(directory)
+    if written_by is None:
         return
+    if backend is not None and written_by != backend:
+        raise ResumeMismatchError(
+            f"{flag}={directory} holds checkpoints of a run on the "
+            f"{_BACKEND_NAMES[written_by]} backend; this run is on {_BACKEND_NAMES[backend]} "
+            f"(--backend={backend}), whose loop cannot resume them. Rerun with "
+            f"--backend={written_by} to resume it, or choose a new {flag} (--init_checkpoint="
+            f"{directory} starts from its weights on either backend)")
     recorded = read_record(directory)
     if recorded is None:
         return

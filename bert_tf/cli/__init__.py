@@ -114,6 +114,34 @@ def _asks_for_help(args):
     return False
 
 
+class BackendError(ValueError):
+    """A --backend this machine cannot run."""
+
+
+def use_keras_backend(backend, module):
+    """Makes Keras run on `backend` ("tensorflow" or "jax") for this command.
+
+    Sets KERAS_BACKEND when Keras is not imported yet; when it runs on another backend already
+    (Keras fixes its backend at import), runs the command again as `python -m <module>` with
+    the same arguments under KERAS_BACKEND=<backend>.
+
+    Raises:
+      BackendError: --backend=jax without JAX installed, naming what to install.
+    """
+    import importlib.util
+
+    if backend == "jax" and importlib.util.find_spec("jax") is None:
+        raise BackendError('--backend=jax needs JAX, which is not installed: pip install '
+                           '"bert_tf[jax]" (or jax[cuda12] / jax[tpu] on accelerators)')
+    keras = sys.modules.get("keras")
+    if keras is not None and keras.backend.backend() != backend:
+        os.environ["KERAS_BACKEND"] = backend
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", module, *sys.argv[1:]])
+    os.environ["KERAS_BACKEND"] = backend
+
+
 def _program_name(path):
     return os.path.splitext(os.path.basename(path))[0]
 
@@ -193,7 +221,7 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         user_errors = tuple(errors() if callable(errors) else errors)
         try:
             return main(argv)
-        except (*user_errors, RunDirectoryError) as e:
+        except (*user_errors, RunDirectoryError, BackendError) as e:
             print(f"{program or _program_name(sys.argv[0])}: error: {e}", file=sys.stderr)
             sys.exit(1)
         except Exception as e:  # noqa: BLE001 - only file errors are reported in one line

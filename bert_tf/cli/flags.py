@@ -213,6 +213,17 @@ _flag(flags.DEFINE_string, "tfds_text_key", "text", "Text feature of the --input
 _flag(flags.DEFINE_string, "tf_data_service", None,
       "grpc://HOST:PORT of a tf.data service dispatcher that runs the training input pipeline "
       "(see bert_tf.cli.pretrain).")
+_flag(flags.DEFINE_enum, "backend", None,
+      "The Keras backend to train on (default: KERAS_BACKEND, else tensorflow). jax: the JAX "
+      "loop (every local GPU/TPU/CPU device, several hosts through --coordinator_address); "
+      "the input pipelines stay TensorFlow's.", enum_values=["tensorflow", "jax"])
+_flag(flags.DEFINE_string, "coordinator_address", None,
+      "--backend=jax on several hosts: HOST:PORT of process 0 (jax.distributed); default: "
+      "JAX_COORDINATOR_ADDRESS, or found by JAX on Cloud TPU and Slurm.")
+_flag(flags.DEFINE_integer, "num_processes", None,
+      "--backend=jax on several hosts: how many processes take part.")
+_flag(flags.DEFINE_integer, "process_id", None,
+      "--backend=jax on several hosts: this process's index, 0..num_processes-1.")
 
 # Pre-training: schedule and objectives.
 _flag(flags.DEFINE_integer, "num_train_steps", 100000, "Optimizer steps to train to.")
@@ -456,7 +467,8 @@ PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoi
                "weight_decay_rate", "use_next_sentence_label",
                "input_text_file", "input_tfds", "tfds_data_dir", "tfds_split",
                "eval_tfds_split", "tfds_text_key", "span_boundary_objective", "full_sentences",
-               "tf_data_service")
+               "tf_data_service", "backend", "coordinator_address", "num_processes",
+               "process_id")
 FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoint",
               "output_dir", "max_seq_length", "do_train", "do_eval", "do_predict",
               "allow_untrained_head",

@@ -21,6 +21,11 @@ Packed pre-training (docs/packing.md): records written by create_pretraining_dat
 each instance attending only to itself; --pack_sequences packs raw text the same way. Metrics
 then count instances: instances_per_row, instances_per_second, NSP accuracy over instances.
 
+--backend=jax (or KERAS_BACKEND=jax) trains with the JAX loop (bert_tf.training.jax_loop) on
+every local GPU, TPU or CPU device, and on several hosts with --coordinator_address,
+--num_processes and --process_id (or the environment JAX reads); the same flags, inputs and run
+directory, with ckpt-<step>.npz checkpoints (docs/scaling.md).
+
 Exit codes: 0 done, 1 a flag, input or checkpoint error (message on stderr), 143 preempted:
 SIGTERM made training save a checkpoint at the step reached; rerun the same command to resume.
 
@@ -37,6 +42,8 @@ continues where it was if the dispatcher still holds it (it drops jobs a few min
 their last trainer left) and otherwise starts a new pass over the files. Evaluation input is
 read locally.
 """
+
+import os
 
 from absl import flags
 
@@ -64,13 +71,21 @@ def pretraining_config(flag_values=FLAGS):
         PretrainingConfig, flag_values,
         max_predictions_per_seq=(flag_values.max_predictions_per_seq
                                  if given["max_predictions_per_seq"] else None),
-        do_lower_case=flag_values.do_lower_case if given["do_lower_case"] else None)
+        do_lower_case=flag_values.do_lower_case if given["do_lower_case"] else None,
+        backend=backend_of(flag_values))
+
+
+def backend_of(flag_values=FLAGS):
+    """--backend, else KERAS_BACKEND, else tensorflow."""
+    return flag_values.backend or os.environ.get("KERAS_BACKEND") or "tensorflow"
 
 
 def main(argv):
+    del argv
+    # Before the driver's modules import Keras, which fixes its backend then.
+    cli.use_keras_backend(backend_of(), "bert_tf.run_pretraining")
     from bert_tf.jobs.pretraining import pretrain, resolve_casing
 
-    del argv
     config = pretraining_config()
     outputs.check_pretraining_output_dir(config.output_dir)
     casing = resolve_casing(config)

@@ -10,6 +10,7 @@ The config's field names are the command-line flag names, so every error names t
 pretrainer.keras, encoder.keras and results.json.
 """
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -17,8 +18,10 @@ import hashlib
 import json
 import time
 
+import keras
 import tensorflow as tf
 from absl import logging
+from keras import ops
 
 from bert_tf import fileio, interop, run_directory
 from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
@@ -30,7 +33,6 @@ from bert_tf.modeling import BertPretrainer, build_encoder
 from bert_tf.modeling.models import pretraining_metrics
 from bert_tf.text import tokenizer_files
 from bert_tf.training import checkpointing
-from bert_tf.training.distribute import is_chief
 from bert_tf.training.logging_window import format_metrics
 from bert_tf.training.loop import TrainLoopConfig, evaluate, train, write_summaries
 from bert_tf.training.optimization import create_optimizer
@@ -68,6 +70,12 @@ class PretrainingConfig(RuntimeConfig):
     eval_tfds_split: str | None = None
     tfds_text_key: str = "text"
     tf_data_service: str | None = None
+    # The Keras backend the run trains on (None: the one Keras runs on), and a JAX run's
+    # processes (jax.distributed).
+    backend: str | None = None
+    coordinator_address: str | None = None
+    num_processes: int | None = None
+    process_id: int | None = None
     # The masking recipe of raw text (and the shapes records must have).
     max_seq_length: int = 128
     max_predictions_per_seq: int | None = None
@@ -95,6 +103,11 @@ class PretrainingConfig(RuntimeConfig):
     weight_decay_rate: float = 0.01
 
 
+# Flags of the tf.distribute loop, which a JAX run refuses naming them (a JAX run uses every
+# local device and joins other processes through --coordinator_address).
+TENSORFLOW_ONLY_FLAGS = ("tf_data_service",)
+
+
 def _predictions(options):
     """P of unpacked input: max_predictions_per_seq, or its default when not given."""
     value = options.max_predictions_per_seq
@@ -113,6 +126,7 @@ def validate_options(options, config):
     """
     if not options.do_train and not options.do_eval:
         raise FlagValueError("at least one of --do_train or --do_eval must be set")
+    run_setup.check_backend(options, TENSORFLOW_ONLY_FLAGS)
     run_setup.check_numeric_flags(options)
     if sum(bool(v) for v in (options.input_file, options.input_text_file,
                              options.input_tfds)) != 1:
@@ -446,7 +460,8 @@ def run_record(options, config):
                   "sentence_order_prediction": options.sentence_order_prediction,
                   "span_boundary_objective": options.span_boundary_objective,
                   "full_sentences": options.full_sentences,
-                  "pack_sequences": options.pack_sequences, "optimizer": options.optimizer},
+                  "pack_sequences": options.pack_sequences, "optimizer": options.optimizer,
+                  "backend": options.backend},
         init_checkpoint=options.init_checkpoint)
 
 
@@ -458,9 +473,8 @@ def _pretraining_loss_fn(model, batch, training):
         # throughput and NSP accuracy are reported per instance.
         instance_ids = batch["input_instance_ids"]
         parts = dict(parts,
-                     instances=tf.reduce_sum(tf.cast(tf.reduce_max(instance_ids, axis=1),
-                                                     tf.float32)),
-                     rows=tf.cast(tf.shape(instance_ids)[0], tf.float32))
+                     instances=ops.sum(ops.cast(ops.max(instance_ids, axis=1), "float32")),
+                     rows=ops.cast(ops.shape(instance_ids)[0], "float32"))
     return parts
 
 
@@ -477,16 +491,18 @@ def pretrain(options, flags_text=None):
     """
     start = time.time()
     config = run_setup.read_model_config(run_setup.config_source(options))
-    validate_options(options, config)
     options = copy.copy(options)
+    options.backend = options.backend or keras.backend.backend()
+    validate_options(options, config)
     options.do_lower_case = resolve_casing(options)
     record = run_record(options, config)
     if options.do_train:
-        run_directory.check_resume(options.output_dir, record, options.vocab_file)
+        run_directory.check_resume(options.output_dir, record, options.vocab_file,
+                                   backend=options.backend)
     run_directory.check_writable(options.output_dir)
-    # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
-    # before the runtime starts.
-    strategy = run_setup.make_strategy(options, ("train_batch_size", "eval_batch_size"))
+    # The strategy (or JAX's processes and devices) comes before any TensorFlow op:
+    # multi-worker collectives must be configured before the runtime starts.
+    strategy = run_setup.make_devices(options, ("train_batch_size", "eval_batch_size"))
     # Every input is built (and so checked) before the directory is taken: a refused run
     # leaves nothing behind.
     phases = [(True, options.train_batch_size)] if options.do_train else []
@@ -499,10 +515,11 @@ def pretrain(options, flags_text=None):
     if options.do_train and options.tf_data_service:
         dataset_fns[True] = _through_data_service(dataset_fns[True], options)
     # The chief owns the directory for the run; workers share its ownership.
-    with run_directory.owned(options.output_dir, is_chief(strategy)):
+    with run_directory.owned(options.output_dir, run_setup.is_chief_process(strategy)):
         if options.do_train:
             # Again, now that no other run can change the record meanwhile.
-            run_directory.check_resume(options.output_dir, record, options.vocab_file)
+            run_directory.check_resume(options.output_dir, record, options.vocab_file,
+                                       backend=options.backend)
         return _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
 
 
@@ -510,7 +527,7 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
     """pretrain() once the flags and inputs are checked and the directory is owned."""
     run_setup.set_seed_and_policy(options, strategy)
 
-    with strategy.scope():
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
         encoder = build_encoder(config)
         model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
                                sentence_order_prediction=options.sentence_order_prediction,
@@ -521,7 +538,7 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
                                      weight_decay_rate=options.weight_decay_rate,
                                      lr_schedule=schedule, decay_proportion=decay_proportion)
 
-    chief = is_chief(strategy)
+    chief = run_setup.is_chief_process(strategy)
     output = functools.partial(run_directory.path, options.output_dir)
     if chief:
         config.to_json_file(output(run_directory.CONFIG_FILE))
@@ -548,13 +565,18 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
             global_batch_size=options.train_batch_size,
             gradient_accumulation_steps=options.gradient_accumulation_steps,
             jit_compile=options.jit_compile, init_checkpoint=options.init_checkpoint)
-        train_results = train(
-            model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
-            dataset_fn=dataset_fns[True], strategy=strategy, output_dir=options.output_dir,
-            loop_config=loop_config, metrics_fn=metrics_fn,
-            warm_start_fn=lambda path, target: interop.warm_start(
-                path, target, do_lower_case=options.do_lower_case),
-            skip_consumed_input=not options.tf_data_service)
+        warm_start_fn = functools.partial(_warm_start, options.do_lower_case)
+        if strategy is None:
+            train_results = jax_loop().train(
+                model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
+                dataset_fn=dataset_fns[True], output_dir=options.output_dir,
+                loop_config=loop_config, metrics_fn=metrics_fn, warm_start_fn=warm_start_fn)
+        else:
+            train_results = train(
+                model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
+                dataset_fn=dataset_fns[True], strategy=strategy, output_dir=options.output_dir,
+                loop_config=loop_config, metrics_fn=metrics_fn, warm_start_fn=warm_start_fn,
+                skip_consumed_input=not options.tf_data_service)
         results["global_step"] = train_results.pop("step")
         if "instances_per_row" in train_results and "examples_per_second" in train_results:
             train_results["instances_per_second"] = (train_results["examples_per_second"]
@@ -567,10 +589,15 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
         results["global_step"] = _restore_for_eval(options, model, optimizer)
 
     if options.do_eval:
-        results["eval"] = evaluate(model=model, loss_fn=_pretraining_loss_fn,
-                                   dataset_fn=dataset_fns[False], strategy=strategy,
-                                   max_steps=options.max_eval_steps,
-                                   metrics_fn=metrics_fn)
+        if strategy is None:
+            results["eval"] = jax_loop().evaluate(
+                model=model, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fns[False],
+                max_steps=options.max_eval_steps, metrics_fn=metrics_fn)
+        else:
+            results["eval"] = evaluate(model=model, loss_fn=_pretraining_loss_fn,
+                                       dataset_fn=dataset_fns[False], strategy=strategy,
+                                       max_steps=options.max_eval_steps,
+                                       metrics_fn=metrics_fn)
         logging.info("Eval at step %d: %s", results["global_step"],
                      format_metrics(results["eval"]))
         if chief:
@@ -586,14 +613,29 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
     return results
 
 
+def jax_loop():
+    """bert_tf.training.jax_loop, imported by JAX runs only (it imports jax)."""
+    from bert_tf.training import jax_loop as loop
+
+    return loop
+
+
+def _warm_start(do_lower_case, path, target):
+    return interop.warm_start(path, target, do_lower_case=do_lower_case)
+
+
 def _restore_for_eval(options, model, optimizer):
     """Eval-only runs use the latest checkpoint in output_dir, else --init_checkpoint."""
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    manager = tf.train.CheckpointManager(checkpoint, options.output_dir, max_to_keep=None)
-    latest = checkpointing.restore_latest(manager, checkpoint)
+    if keras.backend.backend() == "jax":
+        optimizer.build(model.trainable_variables)
+        latest = jax_loop().restore_latest(options.output_dir, model, optimizer)
+    else:
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        manager = tf.train.CheckpointManager(checkpoint, options.output_dir, max_to_keep=None)
+        latest = checkpointing.restore_latest(manager, checkpoint)
     if latest:
         logging.info("Evaluating %s", latest)
-        return int(optimizer.iterations.numpy())
+        return int(ops.convert_to_numpy(optimizer.iterations))
     if options.init_checkpoint:
         interop.warm_start(options.init_checkpoint, model, do_lower_case=options.do_lower_case)
         return 0

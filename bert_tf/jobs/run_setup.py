@@ -17,7 +17,13 @@ from bert_tf import fileio, run_directory
 from bert_tf.config import BertConfig
 from bert_tf.text import bpe, tokenizer_files
 from bert_tf.training.distribute import get_strategy, is_chief
-from bert_tf.training.precision import resolve_dtype
+from bert_tf.training.precision import cpu_has_native_bfloat16, resolve_dtype
+
+BACKENDS = ("tensorflow", "jax")
+# tf.distribute's settings: a JAX run uses every device of its processes instead.
+_STRATEGY_DEFAULTS = {"distribution_strategy": "one_device", "num_gpus": 0, "tpu": None,
+                      "use_tpu": False, "tpu_name": None}
+_JAX_PROCESS_FLAGS = ("coordinator_address", "num_processes", "process_id")
 
 
 class FlagValueError(ValueError):
@@ -94,6 +100,78 @@ def check_export_dir(options):
                              "version directory")
 
 
+def check_backend(options, tensorflow_only=()):
+    """--backend is one bert_tf runs on, the one Keras runs on, and no flag of the other
+    backend is set; raises FlagValueError naming it.
+
+    Args:
+      options: a config with `backend`, the runtime flags and the JAX process flags.
+      tensorflow_only: the job's own flags that only its tf.distribute loop reads.
+    """
+    backend = options.backend or keras.backend.backend()
+    if backend not in BACKENDS:
+        raise FlagValueError(f"--backend={backend!r} is not one of {', '.join(BACKENDS)}")
+    if keras.backend.backend() != backend:
+        raise FlagValueError(
+            f"--backend={backend} but Keras runs on {keras.backend.backend()}: set "
+            f"KERAS_BACKEND={backend} before Keras is imported (the bert-tf-* commands do)")
+    if backend == "jax":
+        for name, default in _STRATEGY_DEFAULTS.items():
+            if getattr(options, name) != default:
+                raise FlagValueError(
+                    f"--{name}={getattr(options, name)} is a tf.distribute setting, which a "
+                    "--backend=jax run does not read: it trains on every local device and "
+                    "joins other hosts through --coordinator_address (docs/scaling.md)")
+        for name in tensorflow_only:
+            if getattr(options, name):
+                raise FlagValueError(f"--{name} has no meaning with --backend=jax (it feeds "
+                                     "TensorFlow's distributed loop)")
+        if options.dtype == "mixed_float16":
+            raise FlagValueError("--dtype=mixed_float16 needs loss scaling, which the JAX loop "
+                                 "does not do: use --dtype=mixed_bfloat16 (or auto)")
+    else:
+        for name in _JAX_PROCESS_FLAGS:
+            if getattr(options, name) is not None:
+                raise FlagValueError(
+                    f"--{name} joins JAX processes (--backend=jax); TensorFlow's workers "
+                    "find each other through TF_CONFIG (docs/scaling.md)")
+
+
+def make_devices(options, batch_size_flags=()):
+    """The tf.distribute strategy the flags ask for (make_strategy), or for a JAX run None,
+    after joining its processes and setting keras.distribution.DataParallel over every device.
+
+    Raises:
+      FlagValueError: a global batch that does not divide over the replicas or devices.
+    """
+    if (options.backend or keras.backend.backend()) != "jax":
+        return make_strategy(options, batch_size_flags)
+    from bert_tf.training import jax_loop
+
+    jax_loop.initialize(options.coordinator_address, options.num_processes,
+                        options.process_id)
+    jax_loop.data_parallel()
+    for name in batch_size_flags:
+        value = getattr(options, name)
+        if value < 1:
+            raise FlagValueError(f"--{name}={value} must be >= 1")
+        try:
+            jax_loop.check_batch_divides(value, flag=f"--{name}")
+        except ValueError as e:
+            raise FlagValueError(str(e)) from None
+    return None
+
+
+def is_chief_process(strategy):
+    """Whether this process writes the run's files: the strategy's chief, or JAX's process 0
+    (strategy None)."""
+    if strategy is not None:
+        return is_chief(strategy)
+    import jax
+
+    return jax.process_index() == 0
+
+
 def make_strategy(options, batch_size_flags=()):
     """The strategy the flags ask for; checks that global batch sizes split over replicas.
 
@@ -166,6 +244,18 @@ def set_seed_and_policy(options, strategy):
     """
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
+    if strategy is None:  # JAX: its default device decides "auto".
+        import jax
+
+        platform = jax.default_backend()
+        dtype = options.dtype
+        if dtype == "auto":
+            dtype = ("mixed_bfloat16" if platform != "cpu" or cpu_has_native_bfloat16()
+                     else "float32")
+            logging.info("--dtype=auto: %s on %d %s device(s)", dtype, jax.device_count(),
+                         platform)
+        keras.mixed_precision.set_global_policy(dtype)
+        return dtype
     dtype = resolve_dtype(options.dtype, strategy)
     if options.dtype == "auto":
         logging.info("--dtype=auto: %s on %s", dtype, ", ".join(strategy.extended.worker_devices))

@@ -13,8 +13,9 @@ of this process's batches), for Keras models on the JAX backend:
   gradient_accumulation_steps), the optimizer's stateless update and the finiteness check, in
   one compiled program. The dropout generators' states are non-trainable variables threaded
   through it, so they are part of every checkpoint.
-- Checkpoints: `ckpt-<step>.npz`, written atomically by process 0 through bert_tf.fileio (any
-  tf.io.gfile file system): every model and optimizer variable by its path. The input
+- Checkpoints: `ckpt-<step>.npz` (run_directory.jax_checkpoint_file), written atomically by
+  process 0 through bert_tf.fileio (any tf.io.gfile file system): every model and optimizer
+  variable by its path. The input
   continues after a restore by skipping the batches the restored steps consumed; with a
   deterministic pipeline a resumed run takes exactly the steps an uninterrupted one takes.
   A checkpoint that cannot be read is skipped for the one before it.
@@ -26,8 +27,8 @@ of this process's batches), for Keras models on the JAX backend:
 """
 
 import io
+import logging as python_logging
 import os
-import re
 import signal
 import threading
 import time
@@ -40,10 +41,9 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from bert_tf import fileio
+from bert_tf import fileio, run_directory
 from bert_tf.training.stops import NonFiniteLossError, TrainingPreempted
 
-_CHECKPOINT = re.compile(r"^ckpt-(\d+)\.npz$")
 # "No step was non-finite" in the int32 JAX keeps steps in.
 _NO_BAD_STEP = 2 ** 31 - 1
 
@@ -65,21 +65,37 @@ class InputContext:
         return global_batch_size // self.num_replicas_in_sync
 
 
-def initialize(coordinator_address=None, num_processes=None, process_id=None):
-    """Joins a multi-host run (jax.distributed, through keras.distribution.initialize).
+# JAX logs at INFO each platform it finds missing ("Unable to initialize backend 'tpu'") on
+# every machine without that accelerator: nothing a user can act on.
+python_logging.getLogger("jax._src.xla_bridge").setLevel(python_logging.WARNING)
 
-    With no arguments the usual environment variables decide (KERAS_DISTRIBUTION_*,
-    the cluster's own on Cloud TPU and Slurm); on one host with none of them it does nothing.
-    On CPUs the processes exchange gradients over gloo.
+# Environment variables that say a process is one of several (jax.distributed finds the rest).
+_MULTI_PROCESS_ENVIRONMENT = ("JAX_COORDINATOR_ADDRESS", "KERAS_DISTRIBUTION_JOB_ADDRESSES")
+
+
+def initialize(coordinator_address=None, num_processes=None, process_id=None):
+    """Joins a multi-process run through jax.distributed, when one is asked for.
+
+    The flags' values, else the environment: JAX_COORDINATOR_ADDRESS (with
+    JAX_NUM_PROCESSES and JAX_PROCESS_ID) or Keras' KERAS_DISTRIBUTION_* variables; on a
+    multi-host Cloud TPU (TPU_WORKER_HOSTNAMES lists several hosts) or under Slurm with several
+    tasks, jax.distributed finds its peers itself. Otherwise (one process) nothing happens. On
+    CPUs the processes exchange gradients over gloo.
     """
-    if coordinator_address is None and num_processes is None:
-        if not (os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES")
-                or os.environ.get("JAX_COORDINATOR_ADDRESS")):
-            return
-    if jax.config.jax_platforms in (None, "", "cpu"):
+    environment = os.environ
+    several_tpu_hosts = "," in environment.get("TPU_WORKER_HOSTNAMES", "")
+    several_slurm_tasks = int(environment.get("SLURM_NTASKS", "1") or 1) > 1
+    if coordinator_address is None and not (
+            any(environment.get(name) for name in _MULTI_PROCESS_ENVIRONMENT)
+            or several_tpu_hosts or several_slurm_tasks):
+        return
+    if jax.config.jax_platforms in (None, "", "cpu") and not several_tpu_hosts:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    keras.distribution.initialize(job_addresses=coordinator_address,
-                                  num_processes=num_processes, process_id=process_id)
+    if coordinator_address is None and environment.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
+        keras.distribution.initialize()
+        return
+    jax.distributed.initialize(coordinator_address=coordinator_address,
+                               num_processes=num_processes, process_id=process_id)
 
 
 def data_parallel():
@@ -418,15 +434,15 @@ def _variables(model, optimizer):
 def save(output_dir, model, optimizer, step, max_to_keep=5):
     """Writes ckpt-<step>.npz (process 0; every process returns its path) and keeps the newest
     max_to_keep."""
-    path = os.path.join(output_dir, f"ckpt-{step}.npz")
+    path = run_directory.jax_checkpoint_file(output_dir, step)
     if jax.process_index() == 0:
         buffer = io.BytesIO()
         arrays = {key: np.asarray(variable.value) for key, variable in
                   _variables(model, optimizer)}
         np.savez(buffer, **arrays)
         fileio.write_bytes_atomic(path, buffer.getvalue())
-        for old in _checkpoint_steps(output_dir)[:-max_to_keep]:
-            fileio.gfile().remove(os.path.join(output_dir, f"ckpt-{old}.npz"))
+        for old in run_directory.jax_checkpoint_steps(output_dir)[:-max_to_keep]:
+            fileio.gfile().remove(run_directory.jax_checkpoint_file(output_dir, old))
         logging.info("Saved checkpoint for step %d to %s", step, path)
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices(f"checkpoint {step}")
@@ -434,15 +450,8 @@ def save(output_dir, model, optimizer, step, max_to_keep=5):
 
 
 def latest_checkpoint(output_dir):
-    steps = _checkpoint_steps(output_dir)
-    return os.path.join(output_dir, f"ckpt-{steps[-1]}.npz") if steps else None
-
-
-def _checkpoint_steps(output_dir):
-    if not fileio.isdir(output_dir):
-        return []
-    return sorted(int(m.group(1)) for m in map(_CHECKPOINT.match, fileio.listdir(output_dir))
-                  if m)
+    steps = run_directory.jax_checkpoint_steps(output_dir)
+    return run_directory.jax_checkpoint_file(output_dir, steps[-1]) if steps else None
 
 
 def restore_latest(output_dir, model, optimizer):
@@ -453,8 +462,8 @@ def restore_latest(output_dir, model, optimizer):
       ValueError: a checkpoint of another model (its variables differ), naming both.
     """
     keyed = _variables(model, optimizer)
-    for step in reversed(_checkpoint_steps(output_dir)):
-        path = os.path.join(output_dir, f"ckpt-{step}.npz")
+    for step in reversed(run_directory.jax_checkpoint_steps(output_dir)):
+        path = run_directory.jax_checkpoint_file(output_dir, step)
         try:
             with fileio.open_file(path, "rb") as f:
                 arrays = dict(np.load(io.BytesIO(f.read())))

@@ -131,6 +131,14 @@ def _log_cpu():
             f.write(f"{sum(u.ru_utime + u.ru_stime for u in usage):.2f} {sys.argv[:2]}\n")
 
 
+def _exec_as_child(path, args):
+    import subprocess
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    raise SystemExit(subprocess.call(list(args), executable=path))
+
+
 def _child(conn, request, fds, client):
     conn.sendall(f"{os.getpid()}\n".encode())
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -144,6 +152,10 @@ def _child(conn, request, fds, client):
     os.environ.update(request["env"])
     sys.path[0] = request["cwd"]
     sys.executable = client
+    # A command that re-executes itself (bert-tf-pretrain --backend=jax runs again under
+    # KERAS_BACKEND) would take this process's image and its status reply with it: run the new
+    # program as a child instead and report its status.
+    os.execv = _exec_as_child
     status = 1
     try:
         status = _run(request)

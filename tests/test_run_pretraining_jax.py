@@ -1,0 +1,239 @@
+"""bert-tf-pretrain on JAX (--backend=jax): the same flags, inputs and run directory, step-exact
+resume after kill -9 with dropout on, several devices and processes, SIGTERM, refusals; the
+run's model fine-tunes and exports on TensorFlow.
+
+Each run is a real process with KERAS_BACKEND=jax (Keras fixes its backend at import).
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from bert_tf.config import BertConfig
+from command_batch import run_commands
+from test_run_pretraining import P, S, VOCAB, _write_records
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURE_RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "runs_v0_1")
+STEPS = 10
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """Records, vocabulary and a 1-layer config with BERT's dropout 0.1 (on in training)."""
+    directory = tmp_path_factory.mktemp("jax_inputs")
+    BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+               intermediate_size=64, max_position_embeddings=32).to_json_file(
+        str(directory / "bert_config.json"))
+    _write_records(directory / "train-0.tfrecord", 64, seed=0)
+    (directory / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                  + [f"w{i}" for i in range(VOCAB - 5)]) + "\n")
+    return directory
+
+
+def _args(inputs, output_dir, *extra, steps=STEPS):
+    return [f"--bert_config_file={inputs / 'bert_config.json'}",
+            f"--input_file={inputs / 'train-0.tfrecord'}", f"--vocab_file={inputs / 'vocab.txt'}",
+            f"--output_dir={output_dir}", "--do_train", f"--max_seq_length={S}",
+            f"--max_predictions_per_seq={P}", "--train_batch_size=8",
+            "--gradient_accumulation_steps=2", f"--num_train_steps={steps}",
+            "--num_warmup_steps=2", "--save_checkpoints_steps=5", "--log_steps=5",
+            "--learning_rate=2e-3", "--seed=3", *extra]
+
+
+def _env(devices=1):
+    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    return env
+
+
+def _pretrain(args, env, **kwargs):
+    return subprocess.Popen([sys.executable, "-m", "bert_tf.run_pretraining", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def _finish(proc, timeout=600):
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, err
+
+
+def _checkpoint(run_dir, step):
+    return dict(np.load(run_dir / f"ckpt-{step}.npz"))
+
+
+@pytest.fixture(scope="module")
+def reference(inputs, tmp_path_factory):
+    """An uninterrupted one-device run of STEPS steps."""
+    run_dir = tmp_path_factory.mktemp("jax_runs") / "reference"
+    code, err = _finish(_pretrain(_args(inputs, run_dir), _env()))
+    assert code == 0, err[-3000:]
+    return run_dir
+
+
+def test_run_directory_holds_the_usual_files_and_tensorflow_fine_tunes_and_exports_it(
+        reference, tmp_path):
+    import json
+
+    import keras
+
+    import bert_tf
+    from bert_tf import serving
+    from bert_tf.modeling import BertClassifier
+
+    for name in ("bert_config.json", "vocab.txt", "run_pretraining.flags", "bert_tf_run.json",
+                 "results.json", "encoder.keras", "pretrainer.keras", "ckpt-10.npz",
+                 "ckpt-5.npz"):
+        assert (reference / name).exists(), name
+    results = json.loads((reference / "results.json").read_text())
+    assert results["global_step"] == STEPS
+    assert results["train"]["masked_lm_accuracy"] > 0.5  # learnable records: id 10 + pos % 5
+    record = json.loads((reference / "bert_tf_run.json").read_text())
+    assert record["settings"]["backend"] == "jax"
+    assert os.listdir(reference / "summaries" / "train")
+
+    # This process is TensorFlow: the JAX run's encoder fine-tunes and exports here.
+    pretrainer = bert_tf.load_model(str(reference))
+    weights = _checkpoint(reference, STEPS)
+    table = next(v for k, v in weights.items() if k.endswith("word_embeddings/embeddings"))
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(pretrainer.encoder.word_embeddings.embeddings), table)
+    classifier = BertClassifier(pretrainer.encoder, num_classes=2)
+    classifier.compile(optimizer=keras.optimizers.Adam(1e-3))
+    ids = np.random.default_rng(0).integers(5, VOCAB, (16, S)).astype("int32")
+    features = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+                "input_type_ids": np.zeros_like(ids)}
+    labels = (ids[:, 1] % 2).astype("int32")
+    history = classifier.fit(features, labels, batch_size=8, epochs=3, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    export_dir = str(tmp_path / "export" / "1")
+    serving.export(classifier, export_dir, vocab_file=str(reference / "vocab.txt"),
+                   max_seq_length=S, signatures=("ids",))
+    import tensorflow as tf
+
+    served = tf.saved_model.load(export_dir).signatures["serving_default"](
+        **{k: tf.constant(v[:4]) for k, v in features.items()})
+    expected = classifier.predict(features, verbose=0)[:4]
+    np.testing.assert_allclose(served["logits"].numpy(), expected, atol=1e-5)
+
+
+def test_two_devices_take_the_steps_of_one(inputs, reference, tmp_path):
+    """The same global batch split over 2 devices (XLA_FLAGS) gives one device's weights and
+    losses: dropout on, 2 accumulated micro-batches per step."""
+    run_dir = tmp_path / "two_devices"
+    code, err = _finish(_pretrain(_args(inputs, run_dir), _env(devices=2)))
+    assert code == 0, err[-3000:]
+    one, two = _checkpoint(reference, STEPS), _checkpoint(run_dir, STEPS)
+    assert sorted(one) == sorted(two)
+    for key in one:
+        np.testing.assert_allclose(two[key], one[key], atol=1e-5, rtol=1e-5, err_msg=key)
+    import json
+
+    losses = [json.loads((d / "results.json").read_text())["train"]["loss"]
+              for d in (reference, run_dir)]
+    assert losses[1] == pytest.approx(losses[0], abs=1e-5)
+
+
+def test_kill_9_then_resume_gives_the_uninterrupted_run(inputs, reference, tmp_path):
+    """kill -9 once the step-5 checkpoint is written, rerun: the step-10 checkpoint (weights,
+    optimizer slots, dropout generators' states) equals the uninterrupted run's."""
+    run_dir = tmp_path / "killed"
+    proc = _pretrain(_args(inputs, run_dir), _env())
+    deadline = time.time() + 300
+    while not (run_dir / "ckpt-5.npz").exists() and proc.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    if not (run_dir / "ckpt-10.npz").exists():
+        assert proc.returncode == -signal.SIGKILL
+    for name in os.listdir(run_dir):
+        if name.startswith("ckpt-10"):
+            os.remove(run_dir / name)  # the kill came after the end: resume from step 5 anyway
+    code, err = _finish(_pretrain(_args(inputs, run_dir), _env()))
+    assert code == 0, err[-3000:]
+    assert "Restored" in err and "ckpt-5.npz" in err
+    resumed, straight = _checkpoint(run_dir, STEPS), _checkpoint(reference, STEPS)
+    assert sorted(resumed) == sorted(straight)
+    for key in straight:
+        np.testing.assert_allclose(resumed[key], straight[key], atol=1e-6, err_msg=key)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_train_together_resume_and_stop_on_sigterm(inputs, tmp_path):
+    """Two processes on 127.0.0.1 (jax.distributed) train one run; rerun with more steps,
+    SIGTERM to both: each saves the same step's checkpoint and exits 143."""
+    run_dir = tmp_path / "two_processes"
+
+    def start(steps):
+        port = _free_port()
+        return [_pretrain(_args(inputs, run_dir, f"--coordinator_address=127.0.0.1:{port}",
+                                "--num_processes=2", f"--process_id={i}", steps=steps),
+                          _env()) for i in range(2)]
+
+    results = [_finish(p) for p in start(5)]
+    assert [code for code, _ in results] == [0, 0], [err[-2000:] for _, err in results]
+    assert sorted(os.listdir(run_dir))[:1] and (run_dir / "ckpt-5.npz").exists()
+    procs = start(100000)
+    deadline = time.time() + 300
+    while "Restored" not in _peek(run_dir) and time.time() < deadline:
+        time.sleep(0.5)
+        if any(p.poll() is not None for p in procs):
+            break
+    time.sleep(8)
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    results = [_finish(p) for p in procs]
+    assert [code for code, _ in results] == [143, 143], [err[-2000:] for _, err in results]
+    steps = sorted(int(n[5:-4]) for n in os.listdir(run_dir) if n.endswith(".npz"))
+    assert steps[-1] > 5
+    assert all(f"ckpt-{steps[-1]}.npz" in err for _, err in results)
+
+
+def _peek(run_dir):
+    return "Restored" if any(n.startswith("ckpt-") and n != "ckpt-5.npz"
+                             for n in os.listdir(run_dir)) else ""
+
+
+def test_refusals_name_the_flag_and_write_nothing(inputs, tmp_path):
+    tf_run = tmp_path / "tensorflow_run"
+    shutil.copytree(os.path.join(FIXTURE_RUNS, "pretrain_records"), tf_run)
+    env = _env(devices=2)
+    command = "bert_tf.run_pretraining"
+    runs = run_commands([
+        (command, _args(inputs, tmp_path / "a", "--tf_data_service=grpc://x:1")),
+        (command, _args(inputs, tmp_path / "b", "--train_batch_size=7")),
+        (command, _args(inputs, tmp_path / "c", "--distribution_strategy=mirrored")),
+        (command, _args(inputs, tmp_path / "d", "--dtype=mixed_float16")),
+        (command, _args(inputs, tf_run, "--max_seq_length=16")),
+        (command, _args(inputs, tmp_path / "nan", "--learning_rate=1e30", "--steps_per_loop=1")),
+    ], env=env)
+    errors = [r.stderr.strip().splitlines()[-1] for r in runs]
+    assert [r.returncode for r in runs] == [1] * 6, errors
+    assert errors[0] == ("run_pretraining: error: --tf_data_service has no meaning with "
+                         "--backend=jax (it feeds TensorFlow's distributed loop)")
+    assert errors[1] == ("run_pretraining: error: --train_batch_size=7 does not divide over "
+                         "the 2 devices (1 process(es)); use a multiple of 2")
+    assert errors[2].startswith("run_pretraining: error: --distribution_strategy=mirrored is a "
+                                "tf.distribute setting, which a --backend=jax run does not read")
+    assert errors[3].startswith("run_pretraining: error: --dtype=mixed_float16 needs loss "
+                                "scaling")
+    assert errors[4].startswith(f"run_pretraining: error: --output_dir={tf_run} holds "
+                                "checkpoints of a run on the TensorFlow backend; this run is on "
+                                "JAX (--backend=jax)")
+    assert "NaN" in errors[5] or "non-finite" in errors[5], errors[5]
+    assert not any((tmp_path / name).exists() for name in "abcd")
+    assert not [n for n in os.listdir(tmp_path / "nan") if n.endswith(".npz")]
