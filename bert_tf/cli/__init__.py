@@ -96,6 +96,10 @@ def parse_flags(argv):
     except absl.flags.CantOpenFlagFileError as e:
         message = str(e).removeprefix("ERROR:: ")
         sys.exit(f"{_program_name(argv[0])}: error: --flagfile: {message}")
+    if any(arg.lstrip("-").split("=")[0].removeprefix("no") in _ABSLTEST_FLAGS for arg in args):
+        # Flagfiles written by a run hold every flag defined then, absltest's too (TensorFlow
+        # imports it); the driver that would define them is imported only after parsing.
+        import absl.testing.absltest  # noqa: F401
     try:
         return app.parse_flags_with_usage([argv[0]] + args)
     except SystemExit as e:
@@ -103,6 +107,10 @@ def parse_flags(argv):
         if e.code == 1 and _asks_for_help(args):
             sys.exit(0)
         raise
+
+
+_ABSLTEST_FLAGS = ("test_random_seed", "test_randomize_ordering_seed", "test_srcdir",
+                   "test_tmpdir", "xml_output_file")
 
 
 def _asks_for_help(args):
