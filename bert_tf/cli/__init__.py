@@ -26,6 +26,7 @@ start-up lines (bert_tf.quiet_logs) before any command loads it.
 
 This module imports no TensorFlow: the data tools stay TF-free."""
 
+import importlib
 import logging
 import os
 import sys
@@ -99,7 +100,7 @@ def parse_flags(argv):
     if any(arg.lstrip("-").split("=")[0].removeprefix("no") in _ABSLTEST_FLAGS for arg in args):
         # Flagfiles written by a run hold every flag defined then, absltest's too (TensorFlow
         # imports it); the driver that would define them is imported only after parsing.
-        import absl.testing.absltest  # noqa: F401
+        importlib.import_module("absl.testing.absltest")
     try:
         return app.parse_flags_with_usage([argv[0]] + args)
     except SystemExit as e:
