@@ -192,11 +192,11 @@ def test_two_processes_train_together_resume_and_stop_on_sigterm(inputs, tmp_pat
     assert sorted(os.listdir(run_dir))[:1] and (run_dir / "ckpt-5.npz").exists()
     procs = start(100000)
     deadline = time.time() + 300
-    while "Restored" not in _peek(run_dir) and time.time() < deadline:
+    # Resumed and training once a checkpoint after step 5 is written.
+    while not _saved_after_step_5(run_dir) and time.time() < deadline:
         time.sleep(0.5)
         if any(p.poll() is not None for p in procs):
             break
-    time.sleep(8)
     for p in procs:
         p.send_signal(signal.SIGTERM)
     results = [_finish(p) for p in procs]
@@ -206,9 +206,8 @@ def test_two_processes_train_together_resume_and_stop_on_sigterm(inputs, tmp_pat
     assert all(f"ckpt-{steps[-1]}.npz" in err for _, err in results)
 
 
-def _peek(run_dir):
-    return "Restored" if any(n.startswith("ckpt-") and n != "ckpt-5.npz"
-                             for n in os.listdir(run_dir)) else ""
+def _saved_after_step_5(run_dir):
+    return any(n.startswith("ckpt-") and n != "ckpt-5.npz" for n in os.listdir(run_dir))
 
 
 def test_refusals_name_the_flag_and_write_nothing(inputs, tmp_path):
