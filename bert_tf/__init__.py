@@ -1,7 +1,6 @@
 """bert_tf: BERT pre-training (MLM + NSP) and fine-tuning with TensorFlow 2 and Keras 3."""
 
-import importlib
-
+from bert_tf import lazy_names
 from bert_tf.config import BertConfig, ConfigError
 
 __version__ = "0.1.0"
@@ -15,11 +14,7 @@ _LAZY = {name: "bert_tf.modeling" for name in (
 _LAZY["load_model"] = "bert_tf.saving"
 
 
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bert_tf' has no attribute '{name}'")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names.module_getattr(__name__, _LAZY)
 
 
 __all__ = ["BertConfig", "ConfigError", "__version__", *_LAZY]

@@ -66,7 +66,9 @@ def _check_pretrain_rows_and_derived_numbers(quick_run):
     steps = _rows(rows, "pretrain", "step")
     assert {(r["impl"], r["model"], r["dtype"], r["xla"]) for r in steps
             if r["impl"] != "hf_torch"} == {
-        ("bert_tf", "tiny", "float32", False), ("keras_hub", "tiny", "float32", False)}
+        ("bert_tf", "tiny", "float32", False), ("keras_hub", "tiny", "float32", False),
+        # JAX compiles the whole step whatever --xla says: one row, recorded as compiled.
+        ("bert_tf_jax", "tiny", "float32", True)}
     steps = [r for r in steps if r["impl"] != "hf_torch"]
     for r in steps:
         assert (r["batch"], r["seq"], r["preds"]) == (4, 32, 5)
@@ -78,7 +80,12 @@ def _check_pretrain_rows_and_derived_numbers(quick_run):
         assert r["mfu"] == pytest.approx(r["achieved_gflops"] / peak["float32_gflops"], abs=2e-3)
         assert r["final_loss_finite"] is True
         assert isinstance(r["load_avg"], float)
-    ours, hub = (next(r for r in steps if r["impl"] == i) for i in ("bert_tf", "keras_hub"))
+    ours, hub, jax = (next(r for r in steps if r["impl"] == i)
+                      for i in ("bert_tf", "keras_hub", "bert_tf_jax"))
+    # The same model on the other backend: the same parameters, the same work per step.
+    assert (jax["params"], jax["flops_per_step"]) == (ours["params"], ours["flops_per_step"])
+    (on_jax,) = [r for r in _rows(rows, "pretrain", "ratio") if r["versus"] == "bert_tf_jax"]
+    assert on_jax["ratio"] == pytest.approx(ours["tokens_per_s"] / jax["tokens_per_s"], rel=1e-3)
     # The NSP head (pooler is shared) adds a few parameters; the encoders are the same size.
     assert 0 < ours["params"] - hub["params"] < 20_000
     # bert_tf's count includes the NSP head, 2 x (H^2 + 2H) per sequence, 3x for training.

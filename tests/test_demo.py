@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -34,11 +35,22 @@ def test_demo_data_and_flagfile_pretrain_end_to_end(tmp_path):
                  f"--eval_input_file={data['eval.tfrecord']}", f"--output_dir={out}",
                  "--num_train_steps=300", "--num_warmup_steps=150", "--steps_per_loop=25",
                  "--train_batch_size=16", "--save_checkpoints_steps=300", "--max_eval_steps=4"]
+    # As a user's shell has it: no TF_CPP_MIN_LOG_LEVEL.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     proc = subprocess.run(
         [sys.executable, "-m", "bert_tf.run_pretraining", f"--flagfile={FLAGFILE}", *overrides],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, PYTHONPATH=REPO_ROOT))
+        env=dict(env, PYTHONPATH=REPO_ROOT))
     assert proc.returncode == 0, proc.stderr[-4000:]
+    # A clean terminal: the command's own INFO lines only (no TensorFlow start-up, CUDA,
+    # oneDNN or checkpoint notices, no warning), the evaluation formatted as the progress.
+    lines = proc.stderr.splitlines() + proc.stdout.splitlines()
+    others = [line for line in lines
+              if not re.match(r"I\d{4} [\d:.]+ +\d+ \w+\.py:\d+\] ", line)]
+    assert not others, "\n".join(others[:20])
+    assert re.search(r"\] Eval at step 300: loss=[\d.]+ mlm_loss=[\d.]+ masked_lm_accuracy=[\d.]+ "
+                     r"nsp_loss=[\d.]+ next_sentence_accuracy=[\d.]+ eval_steps=4$",
+                     proc.stderr, re.M), proc.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
     assert results["global_step"] == 300
     train, first = results["train"], results["train"]["first_log"]

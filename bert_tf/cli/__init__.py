@@ -20,17 +20,34 @@ runs (`run()` calls its `define_flags()` before parsing), so importing any of th
 defines nothing and they all import into one process. Only this package reads flags; nothing
 below it imports it.
 
+A command module imports its driver (and so TensorFlow) when it runs, not when it is imported:
+`--help` answers without loading TensorFlow, and this module installs the filter of TensorFlow's
+start-up lines (bert_tf.quiet_logs) before any command loads it.
+
 This module imports no TensorFlow: the data tools stay TF-free."""
 
+import importlib
+import logging
 import os
 import sys
 
 import absl.flags
+import absl.logging
 from absl import app
 
+from bert_tf import quiet_logs
 from bert_tf.run_directory import RunDirectoryError
 
 FLAGS = absl.flags.FLAGS
+
+# The commands log their own progress; TensorFlow's INFO and WARNING lines (CUDA probing, XLA
+# service start, tf.data notices) are not for their users unless TF_CPP_MIN_LOG_LEVEL says so.
+# Read by TensorFlow once, when it loads: set here, before any command imports it.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+quiet_logs.quiet_tensorflow_startup()
+
+# absl's names of its help flags (--help, -?, --helpshort, --helpfull, --helpxml).
+_HELP_FLAGS = ("help", "?", "helpshort", "helpfull", "helpxml")
 
 # Paths that start with this name resolve to the copy installed with the package when they do
 # not exist relative to the working directory, so `--flagfile=official_configs/...` and the
@@ -80,7 +97,30 @@ def parse_flags(argv):
     except absl.flags.CantOpenFlagFileError as e:
         message = str(e).removeprefix("ERROR:: ")
         sys.exit(f"{_program_name(argv[0])}: error: --flagfile: {message}")
-    return app.parse_flags_with_usage([argv[0]] + args)
+    if any(arg.lstrip("-").split("=")[0].removeprefix("no") in _ABSLTEST_FLAGS for arg in args):
+        # Flagfiles written by a run hold every flag defined then, absltest's too (TensorFlow
+        # imports it); the driver that would define them is imported only after parsing.
+        importlib.import_module("absl.testing.absltest")
+    try:
+        return app.parse_flags_with_usage([argv[0]] + args)
+    except SystemExit as e:
+        # absl exits with status 1 after printing the help that was asked for.
+        if e.code == 1 and _asks_for_help(args):
+            sys.exit(0)
+        raise
+
+
+_ABSLTEST_FLAGS = ("test_random_seed", "test_randomize_ordering_seed", "test_srcdir",
+                   "test_tmpdir", "xml_output_file")
+
+
+def _asks_for_help(args):
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg.startswith("-") and arg.lstrip("-").split("=")[0] in _HELP_FLAGS:
+            return True
+    return False
 
 
 class BackendError(ValueError):
@@ -151,6 +191,19 @@ def _check_required(required):
             sys.exit(1)
 
 
+def training_errors():
+    """What the training commands (pretrain, classify, tag, squad) report as bad input in one
+    line: a flag, a config, the data, a checkpoint, a loss that stopped being finite. Imported
+    when a command runs: these modules load TensorFlow."""
+    from bert_tf.config import ConfigError
+    from bert_tf.data.tasks.task_errors import DataError
+    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.training.checkpointing import CheckpointError
+    from bert_tf.training.loop import NonFiniteLossError
+
+    return (FlagValueError, ConfigError, DataError, CheckpointError, NonFiniteLossError)
+
+
 def run(main, program=None, errors=(), required=(), define_flags=None):
     """Runs an absl program: flags defined and parsed, `main(argv)` called, user errors
     reported in one line.
@@ -160,10 +213,11 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
       program: the name error messages start with (e.g. "run_pretraining"); needed with
         `errors`.
       errors: exception classes that mean bad input (a flag, file or field): printed as
-        "<program>: error: <message>" with exit status 1 instead of a traceback. Files that
-        cannot be read or written (OSError, TensorFlow's file-system errors) and run
-        directories that cannot be used (in use, another run's checkpoints) are reported the
-        same way by every command.
+        "<program>: error: <message>" with exit status 1 instead of a traceback; or a function
+        returning them, called once the flags are parsed (so that a command imports its
+        driver's modules only when it runs). Files that cannot be read or written (OSError,
+        TensorFlow's file-system errors) and run directories that cannot be used (in use,
+        another run's checkpoints) are reported the same way by every command.
       required: flags that must be given.
       define_flags: the command's `define_flags()` (bert_tf.cli.flags groups), called before
         parsing; nothing is defined at import, so any commands share one process.
@@ -173,9 +227,10 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
         _check_required(required)
+        user_errors = tuple(errors() if callable(errors) else errors)
         try:
             return main(argv)
-        except (*errors, RunDirectoryError, BackendError) as e:
+        except (*user_errors, RunDirectoryError, BackendError) as e:
             print(f"{program or _program_name(sys.argv[0])}: error: {e}", file=sys.stderr)
             sys.exit(1)
         except Exception as e:  # noqa: BLE001 - only file errors are reported in one line
@@ -197,4 +252,18 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         # (bert_tf.run_pretraining) is not the command's own; show the command's.
         main_module.__doc__ = command_module.__doc__
     _own_flags_are_key_flags()
+    absl.logging.get_absl_handler().addFilter(_TENSORFLOW_INFO)
     app.run(checked_main, flags_parser=parse_flags)
+
+
+class _TensorFlowInfo(logging.Filter):
+    """Drops the INFO records of TensorFlow's Python modules ("Sharding callback duration: 62
+    microseconds" at every checkpoint) when TF_CPP_MIN_LOG_LEVEL hides its C++ INFO lines."""
+
+    def filter(self, record):
+        if record.levelno >= logging.WARNING or quiet_logs.min_log_level() < 1:
+            return True
+        return f"{os.sep}tensorflow{os.sep}" not in record.pathname
+
+
+_TENSORFLOW_INFO = _TensorFlowInfo()

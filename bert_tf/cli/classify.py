@@ -27,12 +27,6 @@ from absl import flags
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
-from bert_tf.config import ConfigError
-from bert_tf.data.tasks.task_errors import DataError
-from bert_tf.jobs.classification import ClassificationConfig, run_classifier
-from bert_tf.jobs.run_setup import FlagValueError
-from bert_tf.training import checkpointing
-from bert_tf.training.loop import NonFiniteLossError
 
 FLAGS = flags.FLAGS
 
@@ -43,6 +37,8 @@ def define_flags(flag_values=FLAGS):
 
 
 def main(argv):
+    from bert_tf.jobs.classification import ClassificationConfig, run_classifier
+
     del argv
     config = cli_flags.to_config(ClassificationConfig)
     outputs.check_finetuning_dirs(config, "run_classifier")
@@ -52,8 +48,7 @@ def main(argv):
 def run():
     """Console-script entry point (bert-tf-classify)."""
     cli.run(main, "run_classifier", define_flags=define_flags,
-            errors=(FlagValueError, ConfigError, DataError, checkpointing.CheckpointError,
-                    NonFiniteLossError))
+            errors=cli.training_errors)
 
 
 if __name__ == "__main__":

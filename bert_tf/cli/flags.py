@@ -11,8 +11,9 @@ command's `define_flags()` for the default that command gives it (a few differ: 
 --max_seq_length is 384 for SQuAD, none for export).
 """
 
+import ast
 import dataclasses
-import importlib
+import os
 
 from absl import flags
 
@@ -28,16 +29,26 @@ def _flag(define, name, default, help_text, **kwargs):
 
 
 class _Constant:
-    """A library constant (e.g. the choices of an enum flag) read when a flag is defined.
+    """A library constant (the choices of an enum flag) read when a flag is defined.
 
-    Importing this module imports no TensorFlow: the data commands stay TF-free.
+    It must be a literal assigned at the top of its module, and is read from the module's source
+    without importing it: the modules that own these constants load TensorFlow, and neither
+    importing this module nor defining a command's flags (`--help`) may.
     """
 
     def __init__(self, module, name):
         self.module, self.name = module, name
 
     def get(self):
-        return getattr(importlib.import_module(self.module), self.name)
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        path = os.path.join(package, *self.module.split(".")[1:]) + ".py"
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and getattr(node.targets[0], "id", None) == self.name):
+                return ast.literal_eval(node.value)
+        raise LookupError(f"{self.module} assigns no literal {self.name} at its top level")
 
 
 def define(names, flag_values=FLAGS, **defaults):
@@ -85,6 +96,10 @@ class _JitCompileParser(flags.ArgumentParser):
     syntactic_help = "true, false or auto"
 
     def parse(self, argument):
+        # Values already canonical (the defaults) need no parsing: defining the flag, as --help
+        # does, imports no TensorFlow.
+        if argument is True or argument is False or argument == "auto":
+            return argument
         from bert_tf.training.precision import parse_jit_compile
 
         return parse_jit_compile(argument)

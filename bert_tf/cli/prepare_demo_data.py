@@ -6,6 +6,10 @@ the original format) to --output_dir, for official_configs/pretraining/demo_tiny
 
   bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo
   python -m bert_tf.run_pretraining --flagfile=official_configs/pretraining/demo_tiny.flags
+
+and classify/{train,dev,test}.csv (columns text,label): sentences of the manual labelled
+"statement" or "type" by the kind of topic they come from, to fine-tune the demo encoder on
+(bert-tf-classify --data_dir=/tmp/bert_tf_demo/classify).
 """
 
 import json

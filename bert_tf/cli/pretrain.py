@@ -50,11 +50,6 @@ from absl import flags
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
-from bert_tf.config import ConfigError
-from bert_tf.jobs.pretraining import (FlagValueError, PretrainingConfig, pretrain,
-                                      resolve_casing)
-from bert_tf.training import checkpointing
-from bert_tf.training.loop import NonFiniteLossError
 
 FLAGS = flags.FLAGS
 
@@ -68,6 +63,8 @@ def pretraining_config(flag_values=FLAGS):
     """The PretrainingConfig of the parsed flags; --max_predictions_per_seq left unset is None
     (the packed input's own or derived P, else 20), --do_lower_case left unset None (the
     driver's resolve_casing)."""
+    from bert_tf.jobs.pretraining import PretrainingConfig
+
     return cli_flags.to_config(PretrainingConfig, flag_values,
                                unset=("max_predictions_per_seq", "do_lower_case"),
                                backend=backend_of(flag_values))
@@ -80,7 +77,10 @@ def backend_of(flag_values=FLAGS):
 
 def main(argv):
     del argv
+    # Before the driver's modules import Keras, which fixes its backend then.
     cli.use_keras_backend(backend_of(), "bert_tf.run_pretraining")
+    from bert_tf.jobs.pretraining import pretrain, resolve_casing
+
     config = pretraining_config()
     outputs.check_pretraining_output_dir(config.output_dir)
     casing = resolve_casing(config)
@@ -93,8 +93,7 @@ def main(argv):
 def run():
     """Console-script entry point (bert-tf-pretrain)."""
     cli.run(main, "run_pretraining", required=["output_dir"], define_flags=define_flags,
-            errors=(FlagValueError, ConfigError, checkpointing.CheckpointError,
-                    NonFiniteLossError))
+            errors=cli.training_errors)
 
 
 if __name__ == "__main__":

@@ -23,11 +23,6 @@ from absl import flags, logging
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
-from bert_tf.config import ConfigError
-from bert_tf.jobs.squad import SquadConfig, run_squad
-from bert_tf.jobs.run_setup import FlagValueError
-from bert_tf.training import checkpointing
-from bert_tf.training.loop import NonFiniteLossError
 
 FLAGS = flags.FLAGS
 
@@ -38,6 +33,8 @@ def define_flags(flag_values=FLAGS):
 
 
 def main(argv):
+    from bert_tf.jobs.squad import SquadConfig, run_squad
+
     del argv
     config = cli_flags.to_config(SquadConfig)
     if config.verbose_logging:
@@ -49,8 +46,7 @@ def main(argv):
 def run():
     """Console-script entry point (bert-tf-squad)."""
     cli.run(main, "run_squad", define_flags=define_flags,
-            errors=(FlagValueError, ConfigError, checkpointing.CheckpointError,
-                    NonFiniteLossError))
+            errors=cli.training_errors)
 
 
 if __name__ == "__main__":

@@ -19,12 +19,6 @@ from absl import flags
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
-from bert_tf.config import ConfigError
-from bert_tf.data.tasks.task_errors import DataError
-from bert_tf.jobs.tagging import TaggingConfig, run_tagging
-from bert_tf.jobs.run_setup import FlagValueError
-from bert_tf.training import checkpointing
-from bert_tf.training.loop import NonFiniteLossError
 
 FLAGS = flags.FLAGS
 
@@ -35,6 +29,8 @@ def define_flags(flag_values=FLAGS):
 
 
 def main(argv):
+    from bert_tf.jobs.tagging import TaggingConfig, run_tagging
+
     del argv
     config = cli_flags.to_config(TaggingConfig)
     outputs.check_finetuning_dirs(config, "run_tagging")
@@ -44,8 +40,7 @@ def main(argv):
 def run():
     """Console-script entry point (bert-tf-tag)."""
     cli.run(main, "run_tagging", define_flags=define_flags,
-            errors=(FlagValueError, ConfigError, DataError, checkpointing.CheckpointError,
-                    NonFiniteLossError))
+            errors=cli.training_errors)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ TensorFlow-free parts (record making, tfrecord_io, patterns) start without loadi
 `from bert_tf.data import pretraining_dataset, text_pretraining_dataset`.
 """
 
-import importlib
+from bert_tf import lazy_names
 
 _LAZY = {
     "pretraining_dataset": "bert_tf.data.pretraining.record_dataset",
@@ -21,11 +21,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bert_tf.data' has no attribute '{name}'")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names.module_getattr(__name__, _LAZY)
 
 
 def __dir__():

@@ -429,6 +429,9 @@ def _check_config(source, config):
     if source.config is None:
         return
     found = source.config
+    if found.architecture != config.architecture:
+        raise InteropError(f"{source.description}: the checkpoint holds architecture "
+                           f"'{found.architecture}', the model is '{config.architecture}'")
     mismatches = [f"{name}={getattr(found, name)} in the checkpoint but {getattr(config, name)} "
                   "in the model" for name in _STRUCTURE_FIELDS
                   if getattr(found, name) != getattr(config, name)]

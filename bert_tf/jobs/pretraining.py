@@ -35,6 +35,7 @@ from bert_tf.modeling import BertPretrainer, build_encoder
 from bert_tf.modeling.models import pretraining_metrics
 from bert_tf.text import tokenizer_files
 from bert_tf.training import checkpointing
+from bert_tf.training.logging_window import format_metrics
 from bert_tf.training.loop import TrainLoopConfig, evaluate, train, write_summaries
 from bert_tf.training.optimization import create_optimizer
 
@@ -593,7 +594,8 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
                                        dataset_fn=dataset_fns[False], strategy=strategy,
                                        max_steps=options.max_eval_steps,
                                        metrics_fn=metrics_fn)
-        logging.info("Eval at step %d: %s", results["global_step"], results["eval"])
+        logging.info("Eval at step %d: %s", results["global_step"],
+                     format_metrics(results["eval"]))
         if chief:
             write_summaries(output(run_directory.SUMMARIES_DIR, "eval"),
                             results["global_step"], results["eval"])

@@ -148,7 +148,7 @@ def few_row_attention(query_bsad, key_bsad, value_bsad, attention_bias, batched,
     if _tf_kernels is None or training or compute_dtype != "float32" or portable():
         return batched()
     return _tf_kernels.attention_by_rows(query_bsad, key_bsad, value_bsad, attention_bias,
-                                         batched)
+                                         batched, differentiable=not _INFERENCE_ONLY.get())
 
 
 def _fused_implementation(query_bsad):

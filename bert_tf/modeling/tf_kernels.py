@@ -101,19 +101,23 @@ def matmul_transposed(a_nk, b_mk):
     return tf.matmul(a_nk, b_mk, transpose_b=True)
 
 
-@tf.custom_gradient
-def _transpose_inline(x, perm):
+def _transpose_bits(x, perm):
     """tf.transpose of a float32 x through an int32 view of its bits.
 
     Same values; TensorFlow's int32 transpose is its own kernel (run on the calling thread for
-    small tensors), not oneDNN's float one. Differentiable (the gradient transposes back).
+    small tensors), not oneDNN's float one.
     """
+    return tf.bitcast(tf.transpose(tf.bitcast(x, tf.int32), perm), tf.float32)
+
+
+@tf.custom_gradient
+def _transpose_inline(x, perm):
+    """_transpose_bits, differentiable (the gradient transposes back)."""
     inverse = tf.math.invert_permutation(perm)
-    moved = tf.bitcast(tf.transpose(tf.bitcast(x, tf.int32), perm), tf.float32)
-    return moved, lambda dy: (_transpose_inline(dy, inverse), None)
+    return _transpose_bits(x, perm), lambda dy: (_transpose_inline(dy, inverse), None)
 
 
-def _small_attention(query_bsad, key_bsad, value_bsad, attention_bias):
+def _small_attention(query_bsad, key_bsad, value_bsad, attention_bias, transpose):
     """Inference attention for a few rows (float32, no dropout), on TensorFlow's own kernels:
     BatchMatMulV3 (oneDNN replaces BatchMatMulV2 and Einsum, not V3), transposes through
     `_transpose_inline` and a softmax of element-wise ops.
@@ -122,22 +126,25 @@ def _small_attention(query_bsad, key_bsad, value_bsad, attention_bias):
       [B, 1, S, S]. Returns: float32 [B, S, A, d].
     """
     to_heads = tf.constant([0, 2, 1, 3])
-    query_basd = _transpose_inline(query_bsad, to_heads)
-    key_badt = _transpose_inline(key_bsad, tf.constant([0, 2, 3, 1]))
-    value_basd = _transpose_inline(value_bsad, to_heads)
+    query_basd = transpose(query_bsad, to_heads)
+    key_badt = transpose(key_bsad, tf.constant([0, 2, 3, 1]))
+    value_basd = transpose(value_bsad, to_heads)
     scores_bass = tf.raw_ops.BatchMatMulV3(x=query_basd, y=key_badt, Tout=tf.float32)
     scores_bass = scores_bass + attention_bias
     exp_bass = tf.exp(scores_bass - tf.reduce_max(scores_bass, axis=-1, keepdims=True))
     probs_bass = exp_bass / tf.reduce_sum(exp_bass, axis=-1, keepdims=True)
     context_basd = tf.raw_ops.BatchMatMulV3(x=probs_bass, y=value_basd, Tout=tf.float32)
-    return _transpose_inline(context_basd, to_heads)
+    return transpose(context_basd, to_heads)
 
 
-def attention_by_rows(query_bsad, key_bsad, value_bsad, attention_bias, batched):
+def attention_by_rows(query_bsad, key_bsad, value_bsad, attention_bias, batched,
+                      differentiable=True):
     """`_small_attention` up to SMALL_ATTENTION_ROWS rows (B x S), else batched(); chosen here
-    for static shapes, else by tf.cond."""
+    for static shapes, else by tf.cond. differentiable=False: its transposes carry no custom
+    gradient (graphs that are never differentiated, e.g. exports)."""
     def small():
-        return _small_attention(query_bsad, key_bsad, value_bsad, attention_bias)
+        return _small_attention(query_bsad, key_bsad, value_bsad, attention_bias,
+                                _transpose_inline if differentiable else _transpose_bits)
 
     batch, length = query_bsad.shape[:2]
     if batch is not None and length is not None:

@@ -16,7 +16,7 @@
 Everything except task_info imports TensorFlow when first used.
 """
 
-import importlib
+from bert_tf import lazy_names
 
 from bert_tf.serving.task_info import (TASK_INFO_FILE, TASKS, TaskInfo, TaskInfoError,
                                        read_task_info, write_task_info)
@@ -36,11 +36,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bert_tf.serving' has no attribute '{name}'")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names.module_getattr(__name__, _LAZY)
 
 
 __all__ = ["TASK_INFO_FILE", "TASKS", "TaskInfo", "TaskInfoError",

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from bert_tf import fileio, model_directory
 from bert_tf.fileio import write_text_atomic
+from bert_tf.modeling import kernels
 from bert_tf.serving import task_signatures
 from bert_tf.text.layers import BertTokenizerLayer
 from bert_tf.text.tokenizer_files import tokenizer_layer
@@ -303,8 +304,12 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
             functions = {"ids": module.serve_ids}
             if task.tokenizer is not None:
                 functions.update(text=module.serve_text, examples=module.serve_examples)
-            tf.saved_model.save(module, saved, signatures={
-                SIGNATURE_KEYS[s]: functions[s] for s in signatures})
+            # Traced without the training kernels' custom gradients: a server takes no
+            # gradient, and a SavedModel cannot save their Python functions (loading it warned
+            # per function).
+            with kernels.inference_only():
+                tf.saved_model.save(module, saved, signatures={
+                    SIGNATURE_KEYS[s]: functions[s] for s in signatures})
             os.makedirs(os.path.join(saved, "assets.extra"))
             write_text_atomic(
                 os.path.join(saved, "assets.extra", EXPORT_INFO_FILE),

@@ -6,7 +6,7 @@ TensorFlow; their in-graph layers (`tokenizer_layer`), the packing helpers and t
 vocabulary builder import TensorFlow when first used.
 """
 
-import importlib
+from bert_tf import lazy_names
 
 from bert_tf.text.bpe import BpeTokenizer
 from bert_tf.text.tokenizer_files import (Tokenizer, is_tokenizer_json, load_tokenizer,
@@ -31,11 +31,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bert_tf.text' has no attribute '{name}'")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names.module_getattr(__name__, _LAZY)
 
 
 __all__ = [

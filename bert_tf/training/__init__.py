@@ -5,7 +5,7 @@ where only JAX and Keras are installed; the tf.distribute loop, strategies and c
 TensorFlow.
 """
 
-import importlib
+from bert_tf import lazy_names
 
 _LAZY = {
     "CheckpointError": "checkpointing", "warm_start": "checkpointing",
@@ -19,11 +19,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bert_tf.training' has no attribute '{name}'")
-    return getattr(importlib.import_module(f"bert_tf.training.{module}"), name)
+__getattr__ = lazy_names.module_getattr(
+    __name__, {name: f"bert_tf.training.{module}" for name, module in _LAZY.items()})
 
 
 __all__ = sorted(_LAZY)

@@ -136,8 +136,9 @@ def restore_latest(manager, checkpoint, without_rng=None):
         try:
             # Every object of `target` must be restored; values the checkpoint holds beyond
             # them (the optimizer's, when an evaluation restores the model alone) are expected,
-            # not one warning per variable.
-            target.restore(path).assert_existing_objects_matched().expect_partial()
+            # not one warning per variable (also when the check fails: the status, deleted
+            # later, would print them).
+            target.restore(path).expect_partial().assert_existing_objects_matched()
         except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:
             # IndexError: the checkpoint reader's "Read less bytes than requested" (truncated).
             reason = str(e).splitlines()[0][:300] if str(e) else ""

@@ -91,10 +91,15 @@ def write_scalar(name, value):
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
+def format_metrics(metrics):
+    """`name=value` pairs of a metrics dict, four significant digits, in its order: how the
+    progress lines and the evaluation lines show metrics."""
+    return " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+
+
 def _log_progress(step, num_train_steps, metrics, window_steps, elapsed, global_batch_size,
                   run_elapsed, run_steps):
-    parts = [f"step {step}/{num_train_steps}"]
-    parts += [f"{k}={v:.4g}" for k, v in metrics.items()]
+    parts = [f"step {step}/{num_train_steps}", format_metrics(metrics)]
     if elapsed > 0:
         parts.append(f"steps/s={window_steps / elapsed:.2f}")
         if global_batch_size:

@@ -10,9 +10,10 @@ dynamic scale before the backward pass and the gradients divided by it before th
 import keras
 import tensorflow as tf
 
-DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
-# Accepted by the --dtype flag: "auto" picks one of DTYPES for the devices (resolve_dtype).
-DTYPE_CHOICES = DTYPES + ("auto",)
+# Accepted by the --dtype flag (a literal: bert_tf.cli.flags reads it without importing this
+# module); "auto" picks one of DTYPES for the devices (resolve_dtype).
+DTYPE_CHOICES = ("float32", "mixed_bfloat16", "mixed_float16", "auto")
+DTYPES = DTYPE_CHOICES[:-1]
 # CPU features with native bfloat16 matmuls (oneDNN); without them bfloat16 is emulated.
 _CPU_BF16_FEATURES = ("avx512_bf16", "amx_bf16")
 

@@ -29,6 +29,7 @@ from bert_tf import fileio, run_directory
 from bert_tf.fileio import write_text_atomic
 from bert_tf.training import loop
 from bert_tf.training.distribute import is_chief
+from bert_tf.training.logging_window import format_metrics
 
 
 def num_train_steps(num_examples, global_batch_size, num_train_epochs):
@@ -382,7 +383,7 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_d
         start = time.time()
         metrics = {k: float(v) for k, v in evaluate_fn().items()}
         logging.info("Eval at step %d (%.1f s): %s", step, time.time() - start,
-                     " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
+                     format_metrics(dict(sorted(metrics.items()))))
         evaluations.append(dict(metrics, step=step))
         keeper.update(step, metrics)
         if eval_writer is not None:

@@ -36,3 +36,41 @@ def test_write_demo_corpus_holds_out_every_tenth_document(tmp_path):
     assert len(train_docs) == num_train and len(eval_docs) == num_eval
     assert eval_docs[0].split("\n") == documents[9]
     assert not set(eval_docs) & set(train_docs)
+
+
+def test_classification_data_labels_reference_sentences_by_topic_kind(tmp_path):
+    import csv
+
+    counts = demo_corpus.write_classification_data(str(tmp_path / "classify"))
+    rows = {name: list(csv.DictReader(open(tmp_path / "classify" / name, encoding="utf-8")))
+            for name in ("train.csv", "dev.csv", "test.csv")}
+    assert {name: len(r) for name, r in rows.items()} == counts
+    assert counts["train.csv"] > 1200 and 150 < counts["dev.csv"] == counts["test.csv"]
+    everything = [row for r in rows.values() for row in r]
+    assert {row["label"] for row in everything} == {"statement", "type"}
+    texts = [row["text"] for row in everything]
+    assert len(set(texts)) == len(texts)  # no sentence in two splits
+    # The labels follow the topics: the assert statement's first sentence is a "statement".
+    first = rows["dev.csv"][0]
+    assert first == {"text": "Assert statements are a convenient way to insert debugging "
+                             "assertions into a program:", "label": "statement"}
+    train_labels = [row["label"] for row in rows["train.csv"]]
+    assert 0.3 < train_labels.count("statement") / len(train_labels) < 0.5
+
+
+def test_table_borders_are_no_prose():
+    text = "Title\n*****\n\n+-----+-----+\n| a   | b   |\n|=====|=====|\n| one | two |\n+-----+\n"
+    assert list(demo_corpus._paragraphs(text)) == [(True, "Title"),
+                                                    (False, "| a   | b   | | one | two |")]
+
+
+def test_long_sentences_are_cut_between_words_at_the_piece_budget():
+    from bert_tf.text import WordpieceTokenizer
+
+    tokenizer = WordpieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b",
+                                    "long", "##er", "."])
+    sentences = ["a b .", "a longer b a longer b .", "longerlonger"]
+    # "a longer b a longer b ." is 9 pieces; at most 4 per part, words kept whole; a single
+    # word over the budget stays as it is (create_pretraining_data truncates it).
+    assert demo_corpus.cut_long_sentences(sentences, tokenizer, 4) == [
+        "a b .", "a longer b", "a longer b", ".", "longerlonger"]

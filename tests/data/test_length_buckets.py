@@ -236,3 +236,18 @@ def test_accumulated_micro_batches_of_different_buckets(records):
     for got, first, second in zip(accumulated[1], separate[0][1], separate[1][1]):
         want = tf.convert_to_tensor(first) + tf.convert_to_tensor(second)
         np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_keras_dataset_knows_its_length(shuffle):
+    # 11 examples of lengths 3-10 at S=16: buckets 8 (7 examples) and 16 (4): 3 + 2 batches of 3.
+    lengths = np.array([3, 4, 5, 6, 7, 8, 8, 9, 10, 10, 9])
+    mask = (np.arange(16)[None, :] < lengths[:, None]).astype(np.int32)
+    features = {"input_word_ids": mask * 7, "input_mask": mask, "input_type_ids": 0 * mask}
+    dataset = length_buckets.keras_dataset(features, np.arange(11), batch_size=3,
+                                           buckets=[8, 16], shuffle=shuffle, seed=1)
+    assert int(dataset.cardinality()) == 5
+    batches = list(dataset)
+    assert len(batches) == 5
+    assert sorted(int(x["input_word_ids"].shape[1]) for x, _ in batches) == [8, 8, 8, 16, 16]
+    assert sorted(int(i) for _, y in batches for i in y) == list(range(11))

@@ -14,6 +14,9 @@ import sys
 
 import pytest
 
+# One worker runs the module: its JAX subprocesses (the module fixture) are built once.
+pytestmark = pytest.mark.xdist_group("jax_importers")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 

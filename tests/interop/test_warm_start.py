@@ -13,7 +13,7 @@ from bert_tf.interop import (InteropError, checkpoint_config, save_huggingface,
                              save_tf1_checkpoint, warm_start)
 from bert_tf.interop.weights import model_arrays
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
-                              BertTokenClassifier)
+                              BertTokenClassifier, build_encoder)
 from interop_reference import TINY, original_arrays, write_tf1_checkpoint
 
 HF_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf_bert_gelu")
@@ -233,3 +233,21 @@ def test_a_tagging_head_is_not_loaded_as_a_classifier_head(tmp_path, config):
     # The same task still loads its head.
     same = BertTokenClassifier(BertEncoder(config), num_classes=3)
     assert warm_start(str(tmp_path / "ckpt-1"), same).newly_initialized == []
+
+
+def test_a_checkpoint_of_the_other_architecture_is_refused_naming_both(tmp_path, pretrainer):
+    pretrainer.save(str(tmp_path / "bert.keras"))
+    modern = BertConfig.from_preset("modernbert_tiny", vocab_size=TINY["vocab_size"])
+    with pytest.raises(InteropError) as error:
+        warm_start(str(tmp_path / "bert.keras"), build_encoder(modern))
+    assert str(error.value).endswith(
+        "the checkpoint holds architecture 'bert', the model is 'modernbert'")
+    # And the other way: a modern encoder's checkpoint directory into a BERT classifier.
+    modern_model = BertPretrainer(build_encoder(modern), use_next_sentence_label=False)
+    tf.train.Checkpoint(model=modern_model).write(str(tmp_path / "modern" / "ckpt-1"))
+    modern.to_json_file(str(tmp_path / "modern" / "bert_config.json"))
+    with pytest.raises(InteropError) as error:
+        warm_start(str(tmp_path / "modern"), BertClassifier(BertEncoder(BertConfig(**TINY)),
+                                                            num_classes=2))
+    assert str(error.value).endswith(
+        "the checkpoint holds architecture 'modernbert', the model is 'bert'")

@@ -15,6 +15,9 @@ import pytest
 
 import backend_cases
 
+# One worker runs the module: its JAX subprocesses (the module fixture) are built once.
+pytestmark = pytest.mark.xdist_group("jax_parity")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 

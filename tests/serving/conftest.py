@@ -231,6 +231,8 @@ def _build(root):
                             cwd=root, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"serving_client.py failed:\n{result.stderr[-5000:]}")
+    with open(os.path.join(root, "client_stderr.txt"), "w", encoding="utf-8") as f:
+        f.write(result.stderr)
     with open(os.path.join(root, "run.json"), "w", encoding="utf-8") as f:
         json.dump({"export_dirs": export_dirs, "moved_from": written,
                    "model_files": model_files, "pretraining_run": pretraining_run,

@@ -321,7 +321,7 @@ def test_disk_full_while_saving_loses_nothing(small_disk):
     model, optimizer = _build(strategy, num_train_steps=200, seed=4)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
                                      rng=checkpointing.random_state(model) or tf.train.Checkpoint())
-    checkpoint.restore(latest).assert_existing_objects_matched()
+    checkpoint.restore(latest).expect_partial().assert_existing_objects_matched()
     assert int(optimizer.iterations.numpy()) == step > 0
 
 

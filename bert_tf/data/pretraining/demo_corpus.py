@@ -6,7 +6,9 @@ without downloading anything. This module turns it into the pre-training input f
 sentence per line, a blank line between documents; each titled section is one document.
 """
 
+import csv
 import dataclasses
+import io
 import os
 import re
 
@@ -18,6 +20,8 @@ _UNDERLINE = re.compile(r"^\s*([*=\-^~])\1{2,}\s*$")
 # End of sentence: . ! or ? followed by whitespace and an upper-case letter, quote or bracket.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\[])")
 _SPACES = re.compile(r"\s+")
+# The border lines of the manual's ASCII tables ("+-----+---+", "|=====|===|").
+_TABLE_BORDER = re.compile(r"^\s*[+|][-=+|]*[+|]\s*$")
 
 
 def _paragraphs(text):
@@ -39,7 +43,8 @@ def _paragraphs(text):
                 yield False, " ".join(block)
                 block = []
             continue
-        block.append(line.strip())
+        if not _TABLE_BORDER.match(line):
+            block.append(line.strip())
     if block:
         yield False, " ".join(block)
 
@@ -100,6 +105,74 @@ def short_documents(min_sentences=2, max_sentences=4):
     return documents
 
 
+# The demo's labelled sentences: a sentence of the reference manual is labelled by the kind of
+# topic it comes from. (Expressions, a third kind, overlap both and halve the tiny model's margin.)
+STATEMENT_TOPICS = ("assert", "assignment", "async", "augassign", "break", "class", "compound",
+                    "continue", "del", "else", "for", "function", "global", "if", "import",
+                    "nonlocal", "pass", "raise", "return", "try", "while", "with", "yield")
+TYPE_TOPICS = ("bltin-code-objects", "bltin-ellipsis-object", "bltin-null-object",
+               "bltin-type-objects", "callable-types", "dict", "floating", "formatstrings",
+               "imaginary", "integers", "lists", "numbers", "numeric-types", "sequence-types",
+               "string-methods", "strings", "truth", "types", "typesfunctions", "typesmapping",
+               "typesmethods", "typesmodules", "typesseq", "typesseq-mutable")
+CLASSIFICATION_LABELS = ("statement", "type")
+
+
+def labelled_sentences(min_words=5, max_words=40):
+    """(sentence, label) pairs: each sentence of 5-40 words from the reference manual's
+    statement topics ("statement") or built-in type topics ("type"), first occurrence only, in
+    topic order. About 640 and 1,020 of them."""
+    from pydoc_data.topics import topics
+
+    rows, seen = [], set()
+    for label, names in zip(CLASSIFICATION_LABELS, (STATEMENT_TOPICS, TYPE_TOPICS)):
+        for name in names:
+            for is_heading, paragraph in _paragraphs(topics.get(name, "")):
+                for sentence in [] if is_heading else split_sentences(paragraph):
+                    if min_words <= len(sentence.split()) <= max_words and sentence not in seen:
+                        seen.add(sentence)
+                        rows.append((sentence, label))
+    return rows
+
+
+def write_classification_data(directory):
+    """Writes train.csv, dev.csv and test.csv (columns text,label) of labelled_sentences to
+    `directory`: every tenth sentence to dev, the one after it to test, the rest (80%) to train.
+    Returns {file name: number of rows}."""
+    splits = {"train.csv": [], "dev.csv": [], "test.csv": []}
+    names = ["dev.csv", "test.csv"] + ["train.csv"] * 8
+    for i, row in enumerate(labelled_sentences()):
+        splits[names[i % 10]].append(row)
+    fileio.makedirs(directory)
+    for name, rows in splits.items():
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(["text", "label"])
+        writer.writerows(rows)
+        write_text_atomic(os.path.join(directory, name), text.getvalue())
+    return {name: len(rows) for name, rows in splits.items()}
+
+
+def cut_long_sentences(sentences, tokenizer, max_pieces):
+    """`sentences` with each one longer than `max_pieces` WordPiece tokens cut, between words,
+    into consecutive parts of at most that many (a single longer word stays whole)."""
+    result = []
+    for sentence in sentences:
+        if len(tokenizer.tokenize(sentence)) <= max_pieces:
+            result.append(sentence)
+            continue
+        part, pieces = [], 0
+        for word in sentence.split():
+            count = len(tokenizer.tokenize(word))
+            if part and pieces + count > max_pieces:
+                result.append(" ".join(part))
+                part, pieces = [], 0
+            part.append(word)
+            pieces += count
+        result.append(" ".join(part))
+    return result
+
+
 def format_documents(documents):
     """The pre-training text format: one sentence per line, a blank line between documents."""
     return "\n\n".join("\n".join(doc) for doc in documents) + "\n"
@@ -142,14 +215,15 @@ def prepare_demo_data(config):
 
     Writes to config.output_dir (which must exist or be creatable): corpus_train.txt,
     corpus_eval.txt, vocab.txt (WordPiece learned on the training corpus), train.tfrecord and
-    eval.tfrecord (pre-training records in the original format). Returns a dict of the paths
+    eval.tfrecord (pre-training records in the original format), and classify/{train,dev,test}.csv,
+    a small labelled set for fine-tuning (write_classification_data). Returns a dict of the paths
     and counts.
     """
     output_dir, do_lower_case = config.output_dir, config.do_lower_case
     # Imported here: these pull in TensorFlow, which the corpus functions above do not need.
     from bert_tf.data.pretraining.create_pretraining_data import (PretrainingDataOptions,
                                                       create_pretraining_data)
-    from bert_tf.text import build_vocab, write_vocab
+    from bert_tf.text import WordpieceTokenizer, build_vocab, write_vocab
 
     fileio.makedirs(output_dir)
     paths = {name: os.path.join(output_dir, name) for name in (
@@ -158,6 +232,14 @@ def prepare_demo_data(config):
                                                       paths["corpus_eval.txt"])
     vocab = build_vocab(paths["corpus_train.txt"], config.vocab_size, do_lower_case)
     write_vocab(vocab, paths["vocab.txt"])
+    # The manual quotes grammar rules and listings as one "sentence" of hundreds of pieces;
+    # cut those at the record length instead of truncating them (and warning about it).
+    tokenizer = WordpieceTokenizer(paths["vocab.txt"], do_lower_case=do_lower_case)
+    for name in ("corpus_train.txt", "corpus_eval.txt"):
+        with fileio.open_file(paths[name], encoding="utf-8") as f:
+            documents = [doc.split("\n") for doc in f.read().strip("\n").split("\n\n")]
+        write_text_atomic(paths[name], format_documents(
+            [cut_long_sentences(doc, tokenizer, config.max_seq_length - 3) for doc in documents]))
     options = PretrainingDataOptions(
         max_seq_length=config.max_seq_length,
         max_predictions_per_seq=config.max_predictions_per_seq,
@@ -168,6 +250,9 @@ def prepare_demo_data(config):
     eval_stats = create_pretraining_data(
         paths["corpus_eval.txt"], [paths["eval.tfrecord"]], paths["vocab.txt"],
         do_lower_case=do_lower_case, options=options, num_workers=config.num_workers)
+    paths["classify"] = os.path.join(output_dir, "classify")
+    classification_rows = write_classification_data(paths["classify"])
     return dict(paths, vocab_size=len(vocab), train_documents=num_train_docs,
+                classification_rows=classification_rows,
                 eval_documents=num_eval_docs, train_instances=train_stats.instances,
                 eval_instances=eval_stats.instances)

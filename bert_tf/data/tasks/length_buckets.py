@@ -242,7 +242,9 @@ def keras_dataset(features, labels, *, batch_size, buckets, shuffle=False, seed=
 
     Returns:
       Dataset of (dict of [b, bucket] features, labels) in the order the buckets fill: for
-      metrics, not for predictions that must line up with the input.
+      metrics, not for predictions that must line up with the input. Its length (batches per
+      epoch) is known, so Keras shows progress from the first epoch; it shuffles itself, so
+      pass `fit(..., shuffle=False)` (Keras warns that it ignores shuffle=True for a Dataset).
     """
     width_s = int(features["input_word_ids"].shape[1])
     names = frozenset(n for n, v in features.items() if tuple(v.shape[1:]) == (width_s,))
@@ -262,4 +264,10 @@ def keras_dataset(features, labels, *, batch_size, buckets, shuffle=False, seed=
 
     dataset = dataset.group_by_window(key, lambda _, window: window.batch(batch_size),
                                       window_size=batch_size)
+    # Each bucket gives ceil(its examples / batch_size) batches, whatever the order.
+    lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
+    per_bucket = tf.math.bincount(tf.cast(_bucket_of(lengths, buckets_t), tf.int32),
+                                  minlength=len(buckets))
+    num_batches = int(tf.reduce_sum(-(-per_bucket // batch_size)))
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
     return dataset.map(cut).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,143 @@
+"""TensorFlow's start-up lines that TF_CPP_MIN_LOG_LEVEL does not reach, kept off stderr.
+
+TensorFlow 2.21 writes a few lines while its libraries load and its devices are first listed,
+before its logging has read TF_CPP_MIN_LOG_LEVEL, so the variable does not hide them:
+
+  WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+  I0000 ... port.cc:153] oneDNN custom operations are on. ...
+  I0000 ... cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.
+  I0000 ... cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use ...
+  E0000 ... cuda_platform.cc:52] failed call to cuInit: ... UNKNOWN ERROR (303)
+
+`quiet_tensorflow_startup()` makes the process's first `import tensorflow` run with file
+descriptor 2 captured, lists the physical devices inside that window (the cuInit call), then
+writes back every captured line that TF_CPP_MIN_LOG_LEVEL lets through, with TensorFlow's
+meaning of the levels: 1 hides INFO, 2 also WARNING, 3 also ERROR. From level 1 on, TensorFlow's
+Python logger is set to WARNING as well. The failed cuInit of a
+machine without a CUDA driver (after "Could not find cuda drivers") counts as INFO: there is
+nothing to act on. Other output (a Python warning, a traceback) is written back unchanged.
+The commands install it (bert_tf.cli); a notebook or script calls it before it first imports
+TensorFlow (or Keras).
+"""
+
+import importlib.abc
+import importlib.util
+import logging
+import os
+import re
+import sys
+import tempfile
+
+# An absl log line: severity letter, date (0000 before logging is set up), time (then seconds
+# since the epoch), thread id, file:line].
+_ABSL_LINE = re.compile(rb"^([IWEF])\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")
+_BANNER = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+# The second line of cpu_feature_guard's INFO message.
+_CONTINUATION = b"To enable the following instructions:"
+_NO_DRIVER = b"Could not find cuda drivers"
+_CUINIT = b"failed call to cuInit"
+_LEVEL_OF = {b"I": 0, b"W": 1, b"E": 2, b"F": 3}
+
+
+def min_log_level():
+    """TF_CPP_MIN_LOG_LEVEL as TensorFlow reads it (0 when unset or not a number)."""
+    try:
+        return int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
+    except ValueError:
+        return 0
+
+
+def filter_startup_lines(text, min_level):
+    """The lines of `text` (bytes) that TensorFlow's logging would show at `min_level`."""
+    kept, dropped_previous, no_driver = [], False, False
+    for line in text.splitlines(keepends=True):
+        match = _ABSL_LINE.match(line)
+        if match:
+            level = _LEVEL_OF[match.group(1)]
+            if _NO_DRIVER in line:
+                no_driver = True
+            if _CUINIT in line and no_driver:
+                level = 0
+            dropped_previous = level < min_level
+        elif line.rstrip(b"\n") == _BANNER:
+            dropped_previous = min_level >= 1
+        elif line.startswith(_CONTINUATION) and dropped_previous:
+            continue
+        else:
+            dropped_previous = False
+        if not dropped_previous:
+            kept.append(line)
+    return b"".join(kept)
+
+
+def _captured_stderr(run):
+    """run() with file descriptor 2 captured; the lines filter_startup_lines keeps are written
+    back afterwards (also when run raises)."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to capture
+        return run()
+    with tempfile.TemporaryFile() as capture:
+        sys.stderr.flush()
+        os.dup2(capture.fileno(), 2)
+        try:
+            return run()
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = filter_startup_lines(capture.read(), min_log_level())
+            if text:
+                os.write(2, text)
+
+
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Runs the first `import tensorflow` (and its device listing) inside _captured_stderr."""
+
+    def __init__(self):
+        self._searching = False
+        self._loader = None
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "tensorflow" or self._searching:
+            return None
+        self._searching = True
+        try:
+            spec = importlib.util.find_spec("tensorflow")
+        finally:
+            self._searching = False
+        if spec is None or spec.loader is None:
+            return spec
+        self._loader = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        module.__spec__.loader = module.__loader__ = self._loader
+
+        def load():
+            self._loader.exec_module(module)
+            # The CUDA platform's cuInit runs when devices are first listed; listing the
+            # physical ones leaves the runtime unconfigured (set_visible_devices still works).
+            module.config.list_physical_devices()
+            if min_log_level() >= 1:
+                # Its Python logger too: in a notebook TensorFlow sets it to INFO ("Assets
+                # written to: ..." at every SavedModel save).
+                logging.getLogger("tensorflow").setLevel(logging.WARNING)
+
+        _captured_stderr(load)
+
+
+def quiet_tensorflow_startup():
+    """Filters TensorFlow's start-up lines (see the module docstring) from the process's first
+    `import tensorflow`; nothing to do once TensorFlow is imported."""
+    if "tensorflow" in sys.modules:
+        return
+    if not any(isinstance(finder, _QuietTensorFlowImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _QuietTensorFlowImport())
