@@ -94,11 +94,16 @@ def main(argv):
     return 0
 
 
-def run():
-    """Console-script entry point (bert-tf-export)."""
+def _errors():
+    # Imported when the command runs: --help loads no TensorFlow.
     from bert_tf.jobs.run_setup import FlagValueError
 
-    cli.run(main, PROGRAM, define_flags=define_flags, errors=(FlagValueError,))
+    return (FlagValueError,)
+
+
+def run():
+    """Console-script entry point (bert-tf-export)."""
+    cli.run(main, PROGRAM, define_flags=define_flags, errors=_errors)
 
 
 if __name__ == "__main__":
