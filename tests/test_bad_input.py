@@ -378,3 +378,15 @@ def test_cr_only_and_unbroken_corpora_are_refused_before_any_output(tmp_path, vo
     # CRLF line breaks are fine.
     (tmp_path / "crlf.txt").write_bytes(_corpus(6).replace(b"\n", b"\r\n"))
     _create(tmp_path, vocab_file, tmp_path / "crlf.txt", "crlf.tfrecord")
+
+
+def test_export_dir_that_is_a_link_to_nothing_fails_before_training(tmp_path):
+    (tmp_path / "gone").symlink_to(tmp_path / "missing")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for name, target in (("gone", tmp_path / "missing"), ("loop", tmp_path / "loop")):
+        with pytest.raises(run_setup.FlagValueError) as error:
+            run_setup.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / name)))
+        assert str(error.value) == (
+            f"--export_dir={tmp_path / name} is a symbolic link to nothing (a missing target or "
+            f"a loop: {target}); expected a new or empty version directory")
+    assert sorted(os.listdir(tmp_path)) == ["gone", "loop"]

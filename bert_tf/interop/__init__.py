@@ -18,11 +18,12 @@ from bert_tf.interop.kerashub import from_keras_hub, load_keras_hub
 from bert_tf.interop.sentence_transformers import (load_sentence_transformers,
                                                    save_sentence_transformers)
 from bert_tf.interop.tf1 import load_tf1_checkpoint, read_tf1_checkpoint, save_tf1_checkpoint
-from bert_tf.interop.warm_start import (casing_of, checkpoint_casing, checkpoint_config,
-                                       load_bert_tf, warm_start)
+from bert_tf.interop.warm_start import (casing_of, check_weights_readable, checkpoint_casing,
+                                       checkpoint_config, load_bert_tf, warm_start)
 from bert_tf.interop.weights import InteropError, WarmStartReport, model_variables
 
-__all__ = ["InteropError", "WarmStartReport", "casing_of", "checkpoint_casing",
+__all__ = ["InteropError", "WarmStartReport", "casing_of", "check_weights_readable",
+           "checkpoint_casing",
            "checkpoint_config", "from_keras_hub",
            "load_bert_tf", "load_huggingface", "load_keras_hub", "load_sentence_transformers",
            "load_tf1_checkpoint", "model_variables", "read_huggingface", "read_tf1_checkpoint",

@@ -287,6 +287,15 @@ def _weight_files(model_dir, allow_pickle):
                        f"{PICKLE_FILE}")
 
 
+def check_weight_files(model_dir, allow_pickle=False):
+    """Opens the headers of a local Hugging Face directory's safetensors files, so that a
+    truncated or corrupt file is reported before a run starts (remote files are read once, at
+    loading). Raises InteropError naming the file."""
+    for path, kind in _weight_files(model_dir, allow_pickle):
+        if kind == "safetensors" and not fileio.is_remote(path):
+            _open_safetensors(path)
+
+
 def _local_copy(path):
     """A local copy of a remote file, removed at exit: safetensors and torch read local files."""
     directory = tempfile.mkdtemp(prefix="bert_tf_safetensors_")

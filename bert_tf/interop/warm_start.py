@@ -95,6 +95,14 @@ def checkpoint_config(init_checkpoint):
     return None
 
 
+def check_weights_readable(init_checkpoint):
+    """Refuses (InteropError) a Hugging Face weights file that is truncated or corrupt, before a
+    command takes its output directory; other formats are checked when loaded."""
+    path = _resolve(str(init_checkpoint))
+    if fileio.isdir(path) and not kerashub.is_preset_dir(path):
+        huggingface.check_weight_files(path)
+
+
 def _resolve(path):
     """Turns a directory into the file or prefix to read; HF and keras-hub dirs stay dirs."""
     if os.path.basename(path) in (huggingface.SAFETENSORS_FILE, huggingface.PICKLE_FILE,

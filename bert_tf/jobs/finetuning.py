@@ -42,7 +42,7 @@ from bert_tf.jobs import run_setup
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
 from bert_tf.data.tasks import feature_records
 from bert_tf.fileio import write_text_atomic
-from bert_tf.interop import InteropError, casing_of, warm_start
+from bert_tf.interop import InteropError, casing_of, check_weights_readable, warm_start
 from bert_tf.modeling import build_encoder
 from bert_tf.text import validate_case_matches_checkpoint
 from bert_tf.training import checkpointing, task_loop
@@ -160,6 +160,8 @@ def prepare(options):
         source = files_from.init_checkpoint
         if source and fileio.exists(_checkpoint_dir(source)):
             options.do_lower_case = casing_of(options.do_lower_case, source)
+        if options.init_checkpoint and options.do_train:
+            check_weights_readable(options.init_checkpoint)
     except (ValueError, InteropError) as e:
         raise FlagValueError(str(e)) from None
     tokenizer, options.do_lower_case = run_setup.load_tokenizer(vocab_file, options)

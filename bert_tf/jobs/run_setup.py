@@ -80,6 +80,10 @@ def check_export_dir(options):
         return
     # The export comes after training: a file in the way must fail now, not then.
     path = export_dir.rstrip("/") or export_dir
+    if "://" not in path and os.path.islink(path) and not os.path.exists(path):
+        raise FlagValueError(f"--export_dir={export_dir} is a symbolic link to nothing (a "
+                             f"missing target or a loop: {os.readlink(path)}); expected a new or "
+                             "empty version directory")
     if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
         raise FlagValueError(f"--export_dir={export_dir} is a file; expected a new or empty "
                              "version directory, e.g. EXPORT/1")

@@ -743,7 +743,7 @@ def test_cli_end_to_end(corpus, main_run, repo_root, tmp_path):
     assert unwritable.stderr.strip().endswith(
         "create_pretraining_data: error: Output file /proc/o.tfrecord cannot be written: cannot "
         "create a file in /proc (No such file or directory).")
-    # An input that cannot be read (an OSError while reading): the same one-line error.
+    # A directory given as the input: named before anything is read or written.
     (tmp_path / "indir").mkdir()
     unreadable = subprocess.run(command[:2] + [f"--input_file={tmp_path / 'indir'}",
                                                f"--output_file={tmp_path / 'd.tfrecord'}",
@@ -751,5 +751,6 @@ def test_cli_end_to_end(corpus, main_run, repo_root, tmp_path):
                                 env=env, capture_output=True, text=True, timeout=300)
     assert unreadable.returncode == 1
     assert unreadable.stderr.strip().endswith(
-        f"create_pretraining_data: error: [Errno 21] Is a directory: '{tmp_path / 'indir'}'")
+        f'create_pretraining_data: error: Input "{tmp_path / "indir"}" is a directory; expected a '
+        f'file or a glob of files (e.g. "{tmp_path / "indir"}/*").')
     assert not os.path.exists(tmp_path / "d.tfrecord")
