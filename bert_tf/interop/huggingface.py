@@ -25,7 +25,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf import fileio, model_directory
 from bert_tf.config import REQUIRED_FILE_FIELDS, BertConfig, ConfigError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop import modernbert, weights
@@ -34,10 +34,11 @@ from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
                               BertTokenClassifier, Encoder, build_encoder)
 
-CONFIG_FILE = "config.json"
-SAFETENSORS_FILE = "model.safetensors"
-SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
-PICKLE_FILE = "pytorch_model.bin"
+# The names model_directory tells a Hugging Face directory by.
+CONFIG_FILE = model_directory.HF_CONFIG_FILE
+SAFETENSORS_FILE = model_directory.SAFETENSORS_FILE
+SAFETENSORS_INDEX_FILE = model_directory.SAFETENSORS_INDEX_FILE
+PICKLE_FILE = model_directory.PICKLE_FILE
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 VOCAB_FILE = "vocab.txt"
 # A byte-level BPE vocabulary (ModernBERT); its reader is bert_tf.text's BPE tokenizer.

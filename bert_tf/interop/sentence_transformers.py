@@ -21,7 +21,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import fileio, run_directory
+from bert_tf import fileio, model_directory, run_directory
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import huggingface, weights
 from bert_tf.interop.weights import InteropError
@@ -29,7 +29,7 @@ from bert_tf.modeling import BertSentenceEmbedder
 from bert_tf.modeling.pooling import POOLING_MODES, check_pooling_modes
 from bert_tf.text import tokenizer_files
 
-MODULES_FILE = "modules.json"
+MODULES_FILE = model_directory.MODULES_FILE
 SENTENCE_BERT_CONFIG_FILE = "sentence_bert_config.json"
 POOLING_DIR = "1_Pooling"
 NORMALIZE_DIR = "2_Normalize"
