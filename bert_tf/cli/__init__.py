@@ -97,7 +97,7 @@ def parse_flags(argv):
     except absl.flags.CantOpenFlagFileError as e:
         message = str(e).removeprefix("ERROR:: ")
         sys.exit(f"{_program_name(argv[0])}: error: --flagfile: {message}")
-    if any(arg.lstrip("-").split("=")[0].removeprefix("no") in _ABSLTEST_FLAGS for arg in args):
+    if any(_flag_name(arg).removeprefix("no") in _ABSLTEST_FLAGS for arg in args):
         # Flagfiles written by a run hold every flag defined then, absltest's too (TensorFlow
         # imports it); the driver that would define them is imported only after parsing.
         importlib.import_module("absl.testing.absltest")
@@ -114,11 +114,15 @@ _ABSLTEST_FLAGS = ("test_random_seed", "test_randomize_ordering_seed", "test_src
                    "test_tmpdir", "xml_output_file")
 
 
+def _flag_name(arg):
+    return arg.lstrip("-").split("=")[0]
+
+
 def _asks_for_help(args):
     for arg in args:
         if arg == "--":
             return False
-        if arg.startswith("-") and arg.lstrip("-").split("=")[0] in _HELP_FLAGS:
+        if arg.startswith("-") and _flag_name(arg) in _HELP_FLAGS:
             return True
     return False
 
