@@ -34,12 +34,13 @@ setuptools.setup(
         "tfds": ["tensorflow-datasets>=4.9"],
         # The second Keras backend (--backend=jax, KERAS_BACKEND=jax): the CPU build; on
         # accelerators install jax[cuda12] / jax[cuda13] / jax[tpu] instead.
-        "jax": ["jax>=0.5"],
+        # Checkpoints of --backend=jax runs are written with Orbax.
+        "jax": ["jax>=0.5", "orbax-checkpoint>=0.11"],
         "keras-hub": ["keras-hub>=0.22,<0.40"],
         "test": [
             "tensorflow-datasets>=4.9", "keras-hub>=0.22,<0.40",
-            # The models' and the pre-training loop's tests on Keras' JAX backend (CPU).
-            "jax>=0.5",
+            # The models' and the training runs' tests on Keras' JAX backend (CPU).
+            "jax>=0.5", "orbax-checkpoint>=0.11",
             "pytest>=8", "pytest-xdist>=3.5",
             # The linter .ci/run runs before the tests (settings in ruff.toml).
             "ruff>=0.6",

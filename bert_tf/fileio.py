@@ -418,6 +418,22 @@ def makedirs(path):
         os.makedirs(path, exist_ok=True)
 
 
+def remove(path):
+    """os.remove for any file system."""
+    if is_remote(path):
+        gfile().remove(path)
+    else:
+        os.remove(path)
+
+
+def rename(source, target):
+    """Renames a file over `target` (os.replace; on object stores a copy, then a delete)."""
+    if is_remote(source):
+        gfile().rename(source, target, overwrite=True)
+    else:
+        os.replace(source, target)
+
+
 def sha256(path):
     """Hex SHA-256 of a file's bytes, on any file system (read in 1 MB blocks)."""
     digest = hashlib.sha256()

@@ -6,6 +6,7 @@ import importlib
 _EXTRAS = {
     "tensorflow_datasets": ("tfds", "reading TFDS data sets (--input_tfds, --tfds_data_dir)"),
     "keras_hub": ("keras-hub", "keras-hub checkpoints and presets"),
+    "orbax.checkpoint": ("jax", "checkpoints of --backend=jax runs (Orbax)"),
 }
 
 
@@ -13,7 +14,7 @@ def require(module):
     """Imports an optional dependency, or raises ImportError naming the extra that installs it.
 
     Args:
-      module: "tensorflow_datasets" or "keras_hub".
+      module: "tensorflow_datasets", "keras_hub" or "orbax.checkpoint".
     """
     try:
         return importlib.import_module(module)

@@ -62,8 +62,11 @@ MODEL_FILES = (MODEL_FILE, PRETRAINER_FILE, ENCODER_FILE)
 TASK_INFO_FILE = "task_info.json"
 # Training checkpoints: tf.train.CheckpointManager's prefix and state file.
 CHECKPOINT_PREFIX = "ckpt"
-# A checkpoint of the JAX training loop (training.jax_loop): ckpt-<step>.npz, one file.
-JAX_CHECKPOINT_SUFFIX = ".npz"
+# A checkpoint of the JAX step runner (training.jax_checkpoints): a ckpt-<step>.orbax
+# directory (Orbax), or a ckpt-<step>.npz file of bert_tf before it (still read).
+JAX_CHECKPOINT_SUFFIX = ".orbax"
+JAX_NPZ_CHECKPOINT_SUFFIX = ".npz"
+_JAX_CHECKPOINT_SUFFIXES = (JAX_CHECKPOINT_SUFFIX, JAX_NPZ_CHECKPOINT_SUFFIX)
 CHECKPOINT_STATE_FILE = "checkpoint"
 BEST_DIR = "best"
 BEST_METRICS_FILE = "metrics.json"
@@ -159,27 +162,33 @@ def checkpoint_prefixes(directory):
 
 
 def jax_checkpoint_file(directory, step):
-    """The path of the JAX training loop's checkpoint of `step`."""
-    return path(directory, f"{CHECKPOINT_PREFIX}-{step}{JAX_CHECKPOINT_SUFFIX}")
+    """The path of the JAX step runner's checkpoint of `step` in `directory`: the Orbax
+    directory, or a .npz file of an older bert_tf when only that exists."""
+    orbax = path(directory, f"{CHECKPOINT_PREFIX}-{step}{JAX_CHECKPOINT_SUFFIX}")
+    npz = path(directory, f"{CHECKPOINT_PREFIX}-{step}{JAX_NPZ_CHECKPOINT_SUFFIX}")
+    return npz if not fileio.exists(orbax) and fileio.exists(npz) else orbax
 
 
 def jax_checkpoint_steps(directory):
-    """Steps of the ckpt-<step>.npz checkpoints (the JAX loop's) in `directory`, oldest first."""
+    """Steps of the JAX step runner's checkpoints in `directory` (ckpt-<step>.orbax, or an older
+    bert_tf's ckpt-<step>.npz), oldest first."""
     directory = str(directory)
     if not fileio.isdir(directory):
         return []
-    steps = []
+    steps = set()
     for name in fileio.listdir(directory):
-        step = name[len(CHECKPOINT_PREFIX) + 1:-len(JAX_CHECKPOINT_SUFFIX)]
-        if (name.startswith(CHECKPOINT_PREFIX + "-") and name.endswith(JAX_CHECKPOINT_SUFFIX)
-                and step.isdigit()):
-            steps.append(int(step))
+        name = name.rstrip("/")
+        for suffix in _JAX_CHECKPOINT_SUFFIXES:
+            step = name[len(CHECKPOINT_PREFIX) + 1:-len(suffix)]
+            if (name.startswith(CHECKPOINT_PREFIX + "-") and name.endswith(suffix)
+                    and step.isdigit()):
+                steps.add(int(step))
     return sorted(steps)
 
 
 def checkpoint_backend(directory):
     """The Keras backend whose training loop wrote `directory`'s checkpoints: "tensorflow"
-    (ckpt-<step>.index), "jax" (ckpt-<step>.npz), or None when there is none."""
+    (ckpt-<step>.index), "jax" (ckpt-<step>.orbax or .npz), or None when there is none."""
     if checkpoint_prefixes(directory):
         return "tensorflow"
     if jax_checkpoint_steps(directory):
@@ -189,7 +198,7 @@ def checkpoint_backend(directory):
 
 def has_checkpoint(directory):
     """True when `directory` holds a training checkpoint to resume from (ckpt-<step>.index,
-    or the JAX loop's ckpt-<step>.npz)."""
+    or the JAX step runner's ckpt-<step>.orbax / .npz)."""
     return checkpoint_backend(directory) is not None
 
 
@@ -202,7 +211,7 @@ def markers(directory):
     found = {name for name in RUN_MARKERS if name in names}
     found.update(name for name in names
                  if name.startswith(CHECKPOINT_PREFIX + "-")
-                 and name.endswith((".index", JAX_CHECKPOINT_SUFFIX)))
+                 and name.endswith((".index",) + _JAX_CHECKPOINT_SUFFIXES))
     return sorted(found)
 
 

@@ -70,7 +70,10 @@ def _finish(proc, timeout=600):
 
 
 def _checkpoint(run_dir, step):
-    return dict(np.load(run_dir / f"ckpt-{step}.npz"))
+    """The weights and optimizer state of a checkpoint (not the run's clock)."""
+    from bert_tf.training.jax_checkpoints import load_arrays
+
+    return load_arrays(str(run_dir / f"ckpt-{step}.orbax"))
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +96,8 @@ def test_run_directory_holds_the_usual_files_and_tensorflow_fine_tunes_and_expor
     from bert_tf.modeling import BertClassifier
 
     for name in ("bert_config.json", "vocab.txt", "run_pretraining.flags", "bert_tf_run.json",
-                 "results.json", "encoder.keras", "pretrainer.keras", "ckpt-10.npz",
-                 "ckpt-5.npz"):
+                 "results.json", "encoder.keras", "pretrainer.keras", "ckpt-10.orbax",
+                 "ckpt-5.orbax"):
         assert (reference / name).exists(), name
     results = json.loads((reference / "results.json").read_text())
     assert results["global_step"] == STEPS
@@ -151,23 +154,51 @@ def test_kill_9_then_resume_gives_the_uninterrupted_run(inputs, reference, tmp_p
     run_dir = tmp_path / "killed"
     proc = _pretrain(_args(inputs, run_dir), _env())
     deadline = time.time() + 300
-    while not (run_dir / "ckpt-5.npz").exists() and proc.poll() is None:
+    while not (run_dir / "ckpt-5.orbax").exists() and proc.poll() is None:
         assert time.time() < deadline
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
-    if not (run_dir / "ckpt-10.npz").exists():
+    if not (run_dir / "ckpt-10.orbax").exists():
         assert proc.returncode == -signal.SIGKILL
     for name in os.listdir(run_dir):
         if name.startswith("ckpt-10"):
-            os.remove(run_dir / name)  # the kill came after the end: resume from step 5 anyway
+            # The kill came after the end: resume from step 5 anyway.
+            shutil.rmtree(run_dir / name)
     code, err = _finish(_pretrain(_args(inputs, run_dir), _env()))
     assert code == 0, err[-3000:]
-    assert "Restored" in err and "ckpt-5.npz" in err
+    assert "Restored" in err and "ckpt-5.orbax" in err
     resumed, straight = _checkpoint(run_dir, STEPS), _checkpoint(reference, STEPS)
     assert sorted(resumed) == sorted(straight)
     for key in straight:
         np.testing.assert_allclose(resumed[key], straight[key], atol=1e-6, err_msg=key)
+
+
+def test_a_resume_that_can_read_none_of_its_checkpoints_is_refused(inputs, reference,
+                                                                    tmp_path):
+    """Every checkpoint damaged: the run is refused naming them and writes nothing (it trained
+    a new model into the run's directory before)."""
+    import glob
+
+    from file_digests import digest
+
+    run_dir = tmp_path / "damaged"
+    shutil.copytree(reference, run_dir)
+    for name in glob.glob(str(run_dir / "ckpt-*.orbax" / "state" / "**" / "d" / "*"),
+                          recursive=True):
+        with open(name, "r+b") as f:
+            f.truncate(8)
+    before = digest(str(run_dir))
+    code, err = _finish(_pretrain(_args(inputs, run_dir), _env()))
+    assert code == 1, err[-3000:]
+    assert err.strip().splitlines()[-1] == (
+        f"run_pretraining: error: none of the checkpoints in {run_dir} could be restored "
+        f"({run_dir}/ckpt-5.orbax, {run_dir}/ckpt-10.orbax): the warnings above say why each "
+        "was skipped; rerun with the settings of the run that wrote them to resume it, move "
+        "them away to start afresh, or choose a new --output_dir")
+    assert f"Checkpoint {run_dir}/ckpt-10.orbax cannot be restored (not a readable checkpoint" \
+        in err
+    assert digest(str(run_dir)) == before
 
 
 def _free_port():
@@ -189,7 +220,7 @@ def test_two_processes_train_together_resume_and_stop_on_sigterm(inputs, tmp_pat
 
     results = [_finish(p) for p in start(5)]
     assert [code for code, _ in results] == [0, 0], [err[-2000:] for _, err in results]
-    assert sorted(os.listdir(run_dir))[:1] and (run_dir / "ckpt-5.npz").exists()
+    assert sorted(os.listdir(run_dir))[:1] and (run_dir / "ckpt-5.orbax").exists()
     procs = start(100000)
     deadline = time.time() + 300
     # Resumed and training once a checkpoint after step 5 is written.
@@ -201,13 +232,14 @@ def test_two_processes_train_together_resume_and_stop_on_sigterm(inputs, tmp_pat
         p.send_signal(signal.SIGTERM)
     results = [_finish(p) for p in procs]
     assert [code for code, _ in results] == [143, 143], [err[-2000:] for _, err in results]
-    steps = sorted(int(n[5:-4]) for n in os.listdir(run_dir) if n.endswith(".npz"))
+    steps = sorted(int(n[5:-6]) for n in os.listdir(run_dir) if n.endswith(".orbax"))
     assert steps[-1] > 5
-    assert all(f"ckpt-{steps[-1]}.npz" in err for _, err in results)
+    assert all(f"ckpt-{steps[-1]}.orbax" in err for _, err in results)
 
 
 def _saved_after_step_5(run_dir):
-    return any(n.startswith("ckpt-") and n != "ckpt-5.npz" for n in os.listdir(run_dir))
+    return any(n.startswith("ckpt-") and n.endswith(".orbax") and n != "ckpt-5.orbax"
+               for n in os.listdir(run_dir))
 
 
 def test_refusals_name_the_flag_and_write_nothing(inputs, tmp_path):
@@ -238,4 +270,4 @@ def test_refusals_name_the_flag_and_write_nothing(inputs, tmp_path):
                                 "JAX (--backend=jax)")
     assert "NaN" in errors[5] or "non-finite" in errors[5], errors[5]
     assert not any((tmp_path / name).exists() for name in "abcd")
-    assert not [n for n in os.listdir(tmp_path / "nan") if n.endswith(".npz")]
+    assert not [n for n in os.listdir(tmp_path / "nan") if n.startswith("ckpt-")]

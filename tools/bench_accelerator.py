@@ -6,7 +6,7 @@ Three models train in bfloat16 on synthetic full-length batches (random ids; eve
   bert_large_512        BERT-large, 512 tokens, MLM (76 predictions) + NSP
   modernbert_base_1024  ModernBERT-base, 1,024 tokens, MLM (30%), local/global attention
 bert_tf: KERAS_BACKEND=jax, mixed_bfloat16, the JAX loop's compiled step
-(training.jax_loop.compile_train_step: forward, backward and the optimizer update in one
+(training.jax_runner.compile_train_step: forward, backward and the optimizer update in one
 program), BERT's AdamW or ModernBERT's StableAdamW, attention through
 jax.nn.dot_product_attention where the fused kernel applies (no attention dropout: the
 modern encoder). Hugging Face (--torch_python, the same interpreter by default):
@@ -94,13 +94,13 @@ def worker_accelerator_jax(args):
 
     from bert_tf.config import BertConfig
     from bert_tf.modeling import BertPretrainer, build_encoder
-    from bert_tf.training import jax_loop
+    from bert_tf.training import jax_runner
     from bert_tf.training.optimization import create_optimizer
 
     spec = args["spec"]
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)
-    jax_loop.data_parallel()
+    jax_runner.data_parallel()
     config = BertConfig.from_preset(spec["preset"], **spec.get("overrides", {}))
     modern = config.architecture == "modernbert"
     model = BertPretrainer(build_encoder(config), use_next_sentence_label=spec["nsp"])
@@ -114,9 +114,9 @@ def worker_accelerator_jax(args):
     def loss_fn(model, features, training):
         return model.compute_pretraining_losses(features, model(features, training=training))
 
-    mesh = jax_loop.device_mesh()
-    step, state = jax_loop.compile_train_step(model, optimizer, loss_fn, 1, mesh)
-    micro = jax_loop.shard_micro_batches({k: v[None] for k, v in batch.items()}, mesh)
+    mesh = jax_runner.device_mesh()
+    step, state = jax_runner.compile_train_step(model, optimizer, loss_fn, 1, mesh)
+    micro = jax_runner.shard_micro_batches({k: v[None] for k, v in batch.items()}, mesh)
     start = time.perf_counter()
     state, parts, _ = step(state, micro)
     float(parts["loss"])

@@ -61,7 +61,7 @@ def worker_modernbert(args):
         run = tf.function(lambda x: encoder(x)["sequence_output"])
         call = lambda: run(features).numpy()  # noqa: E731
     elif mode == "train":
-        from bert_tf.training import loop, optimization
+        from bert_tf.training import optimization, tf_runner
         preds = args["preds"]
         model = BertPretrainer(ModernBertEncoder(config), use_next_sentence_label=False)
         positions = tf.sort(tf.stack([tf.random.shuffle(tf.range(1, seq), seed=i)[:preds]
@@ -76,7 +76,7 @@ def worker_modernbert(args):
             return model.compute_pretraining_losses(
                 batch_features, model(batch_features, training=training))
 
-        grad_fn = loop._make_grad_fn(model, loss_fn, 1, False)
+        grad_fn = tf_runner._make_grad_fn(model, loss_fn, 1, False)
         model(features)
         variables = model.trainable_variables
         optimizer.build(variables)

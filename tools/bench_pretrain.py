@@ -85,7 +85,7 @@ def _random_batch(tf, batch, seq, preds, vocab_size):
 def _bert_tf_step_fn(config, jit_compile):
     """(features) -> loss with the run_pretraining loop's grad function and AdamWeightDecay."""
     from bert_tf.modeling import BertEncoder, BertPretrainer
-    from bert_tf.training import loop, optimization
+    from bert_tf.training import optimization, tf_runner
 
     model = BertPretrainer(BertEncoder(config))
     optimizer = optimization.create_optimizer(1e-4, 10_000, 100)
@@ -93,7 +93,7 @@ def _bert_tf_step_fn(config, jit_compile):
     def loss_fn(model, batch, training):
         return model.compute_pretraining_losses(batch, model(batch, training=training))
 
-    return model, optimizer, loop._make_grad_fn(model, loss_fn, 1, jit_compile)
+    return model, optimizer, tf_runner._make_grad_fn(model, loss_fn, 1, jit_compile)
 
 
 def _keras_hub_step_fn(config, jit_compile):
@@ -173,14 +173,14 @@ def worker_pretrain(args):
 
 
 def worker_pretrain_jax(args):
-    """The same configuration's step under KERAS_BACKEND=jax: training.jax_loop's compiled
+    """The same configuration's step under KERAS_BACKEND=jax: training.jax_runner's compiled
     step (forward, backward and AdamWeightDecay in one XLA program)."""
     import keras
 
     from bench_accelerator import synthetic_batch
     from bert_tf.config import BertConfig
     from bert_tf.modeling import BertPretrainer, build_encoder
-    from bert_tf.training import jax_loop
+    from bert_tf.training import jax_runner
     from bert_tf.training.optimization import create_optimizer
 
     keras.mixed_precision.set_global_policy(args["dtype"])
@@ -194,11 +194,11 @@ def worker_pretrain_jax(args):
     def loss_fn(model, batch, training):
         return model.compute_pretraining_losses(batch, model(batch, training=training))
 
-    mesh = jax_loop.device_mesh()
+    mesh = jax_runner.device_mesh()
     batch = synthetic_batch(config.vocab_size, batch_size, seq, preds, nsp=True)
-    micro = jax_loop.shard_micro_batches({k: v[None] for k, v in batch.items()}, mesh)
+    micro = jax_runner.shard_micro_batches({k: v[None] for k, v in batch.items()}, mesh)
     build_start = time.perf_counter()
-    step, state = jax_loop.compile_train_step(model, optimizer, loss_fn, 1, mesh)
+    step, state = jax_runner.compile_train_step(model, optimizer, loss_fn, 1, mesh)
     state, parts, _ = step(state, micro)
     float(parts["loss"])
     compile_seconds = time.perf_counter() - build_start

@@ -203,7 +203,7 @@ def training_errors():
     from bert_tf.data.tasks.task_errors import DataError
     from bert_tf.jobs.run_setup import FlagValueError
     from bert_tf.training.checkpointing import CheckpointError
-    from bert_tf.training.loop import NonFiniteLossError
+    from bert_tf.training.stops import NonFiniteLossError
 
     return (FlagValueError, ConfigError, DataError, CheckpointError, NonFiniteLossError)
 

@@ -228,7 +228,8 @@ _flag(flags.DEFINE_string, "tf_data_service", None,
 _flag(flags.DEFINE_enum, "backend", None,
       "The Keras backend to train on (default: KERAS_BACKEND, else tensorflow). jax: the JAX "
       "loop (every local GPU/TPU/CPU device, several hosts through --coordinator_address); "
-      "the input pipelines stay TensorFlow's.", enum_values=["tensorflow", "jax"])
+      "the input pipelines stay TensorFlow's.",
+      enum_values=_Constant("bert_tf.modeling.kernels", "SUPPORTED_BACKENDS"))
 _flag(flags.DEFINE_string, "coordinator_address", None,
       "--backend=jax on several hosts: HOST:PORT of process 0 (jax.distributed); default: "
       "JAX_COORDINATOR_ADDRESS, or found by JAX on Cloud TPU and Slurm.")
@@ -240,6 +241,11 @@ _flag(flags.DEFINE_integer, "process_id", None,
 # Pre-training: schedule and objectives.
 _flag(flags.DEFINE_integer, "num_train_steps", 100000, "Optimizer steps to train to.")
 _flag(flags.DEFINE_integer, "num_warmup_steps", 10000, "Steps of linear learning-rate warmup.")
+_flag(flags.DEFINE_string, "time_budget", None,
+      "Train for this much wall-clock time (600s, 45m, 24h, 1h30m) instead of --num_train_steps: "
+      "the learning-rate schedule follows the time spent and ends when it is up; the budget "
+      "covers the whole command (evaluation and the model files included) and continues "
+      "across a resume.")
 _flag(flags.DEFINE_integer, "max_eval_steps", 100, "Maximum evaluation batches.")
 _flag(flags.DEFINE_bool, "use_next_sentence_label", True, "Train the NSP head (False: MLM only).")
 _flag(flags.DEFINE_bool, "span_boundary_objective", False,
@@ -332,7 +338,8 @@ _flag(flags.DEFINE_bool, "allow_untrained_head", False,
 _flag(flags.DEFINE_integer, "predict_batch_size", 8, "Prediction batch size.")
 _flag(flags.DEFINE_float, "num_train_epochs", 3.0, "Passes over the training set.")
 _flag(flags.DEFINE_float, "warmup_proportion", 0.1,
-      "Fraction of training steps with linear learning-rate warmup.")
+      "Fraction of training steps with linear learning-rate warmup (pre-training: of "
+      "--time_budget; default there 0.1).")
 _flag(flags.DEFINE_bool, "trainable_encoder", True,
       "False: freeze the encoder and train only the task head (feature-based).")
 _flag(flags.DEFINE_string, "length_buckets", "auto",
@@ -470,7 +477,8 @@ _flag(flags.DEFINE_bool, "symmetric_loss", False,
 
 RUNTIME = ("distribution_strategy", "num_gpus", "tpu", "use_tpu", "tpu_name", "dtype",
            "jit_compile", "gradient_accumulation_steps", "seed", "steps_per_loop",
-           "iterations_per_loop", "log_steps")
+           "iterations_per_loop", "log_steps", "backend", "coordinator_address",
+           "num_processes", "process_id")
 MASKING = ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "do_whole_word_mask",
            "sentence_order_prediction", "do_span_mask", "pack_sequences",
            "max_instances_per_row")
@@ -482,8 +490,7 @@ PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoi
                "weight_decay_rate", "use_next_sentence_label",
                "input_text_file", "input_tfds", "tfds_data_dir", "tfds_split",
                "eval_tfds_split", "tfds_text_key", "span_boundary_objective", "full_sentences",
-               "tf_data_service", "backend", "coordinator_address", "num_processes",
-               "process_id")
+               "tf_data_service", "time_budget", "warmup_proportion")
 FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoint",
               "output_dir", "max_seq_length", "do_train", "do_eval", "do_predict",
               "allow_untrained_head",
@@ -538,7 +545,8 @@ def define_masking_flags(flag_values=FLAGS):
 
 def define_pretraining_flags(flag_values=FLAGS):
     """bert-tf-pretrain: the original run_pretraining.py's flags plus bert_tf's additions."""
-    define(PRETRAINING, flag_values, save_checkpoints_steps=1000)
+    # --warmup_proportion unset: 0.1 of a --time_budget (a step run uses --num_warmup_steps).
+    define(PRETRAINING, flag_values, save_checkpoints_steps=1000, warmup_proportion=None)
     define_masking_flags(flag_values)
     define_runtime_flags(flag_values)
     return flag_values

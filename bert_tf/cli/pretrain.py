@@ -4,11 +4,12 @@ r"""Pre-trains BERT (masked LM + next-sentence prediction) with the original scr
 
 Reads TFRecords of masked examples (--input_file, as written by create_pretraining_data) or raw
 text masked afresh every epoch (--input_text_file with --vocab_file: a vocab.txt or a
-tokenizer.json, WordPiece or byte-level BPE). Trains with a custom
-tf.distribute loop (bert_tf.training.loop) that resumes step-exactly from --output_dir, then
-optionally evaluates. --output_dir receives: ckpt-<step> checkpoints, summaries/ (TensorBoard),
-bert_config.json, vocab.txt (when --vocab_file is given), run_pretraining.flags (the flags
-used), pretrainer.keras, encoder.keras and results.json.
+tokenizer.json, WordPiece or byte-level BPE). Trains with bert_tf's run controller
+(bert_tf.training.controller) on a tf.distribute strategy, resuming step-exactly from
+--output_dir, to --num_train_steps or for --time_budget, then optionally evaluates.
+--output_dir receives: ckpt-<step> checkpoints, summaries/ (TensorBoard), bert_config.json,
+vocab.txt (when --vocab_file is given), run_pretraining.flags (the flags used),
+pretrainer.keras, encoder.keras and results.json.
 
 The BERT family from the same flags: any bert_config.json variant (ALBERT's embedding_size and
 share_parameters, sinusoidal positions), --sentence_order_prediction (ALBERT),
@@ -21,10 +22,10 @@ Packed pre-training (docs/packing.md): records written by create_pretraining_dat
 each instance attending only to itself; --pack_sequences packs raw text the same way. Metrics
 then count instances: instances_per_row, instances_per_second, NSP accuracy over instances.
 
---backend=jax (or KERAS_BACKEND=jax) trains with the JAX loop (bert_tf.training.jax_loop) on
-every local GPU, TPU or CPU device, and on several hosts with --coordinator_address,
+--backend=jax (or KERAS_BACKEND=jax) trains with the JAX step runner (bert_tf.training.jax_runner)
+on every local GPU, TPU or CPU device, and on several hosts with --coordinator_address,
 --num_processes and --process_id (or the environment JAX reads); the same flags, inputs and run
-directory, with ckpt-<step>.npz checkpoints (docs/scaling.md).
+directory, with ckpt-<step>.orbax checkpoints (Orbax; docs/scaling.md).
 
 Exit codes: 0 done, 1 a flag, input or checkpoint error (message on stderr), 143 preempted:
 SIGTERM made training save a checkpoint at the step reached; rerun the same command to resume.

@@ -38,7 +38,6 @@ from bert_tf.serving.task_info import write_task_info
 from bert_tf.text import tokenizer_files
 from bert_tf.training import contrastive
 from bert_tf.training.checkpointing import save_keras_model
-from bert_tf.training.distribute import is_chief
 from bert_tf.training.text_encoder import TextEncoder
 
 
@@ -236,9 +235,8 @@ def train(options):
     st_expected = (fileio.NOT_CHECKED if st_dir is None or _in_run(options, st_dir)
                    else fileio.state(st_dir))
 
-    strategy = run_setup.make_strategy(options, ("train_batch_size",))
-    run_setup.set_seed_and_policy(options, strategy)
-    with strategy.scope():
+    job_runtime = run_setup.make_runtime(options, ("train_batch_size",))
+    with job_runtime.scope():
         loaded = _load(options)
     record = run_record(options, loaded)
     run_directory.check_resume(options.output_dir, record, loaded.vocab_file)
@@ -250,14 +248,14 @@ def train(options):
     train_buckets = _buckets(options, loaded.max_seq_length, config.max_position_embeddings,
                              coarse=True)
     settings = contrastive_config(options, train_buckets)
-    chief = is_chief(strategy)
+    chief = job_runtime.chief
     with run_directory.owned(options.output_dir, chief):
         # Again, now that no other run can change the record meanwhile.
         run_directory.check_resume(options.output_dir, record, loaded.vocab_file)
         if chief:
             run_directory.write_record(options.output_dir, record)
         summary = contrastive.train_embedder(settings, loaded.model, text_encoder, train_pairs,
-                                             strategy, retrieval=retrieval, scored=scored)
+                                             job_runtime, retrieval=retrieval, scored=scored)
         if chief:
             _write_run(options, loaded, summary, st_dir, st_expected)
     best = summary["best"]

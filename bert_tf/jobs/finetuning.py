@@ -1,6 +1,6 @@
 """The fine-tuning driver: one run script for every task (classification, tagging, SQuAD).
 
-`run_task(task, config)` checks the settings, finds the model files, starts the strategy, owns
+`run_task(task, config)` checks the settings, finds the model files, starts the runtime, owns
 --output_dir, then runs the task through the same phases: read the training data (its labels)
 -> check that a resumed run is the same run -> read and convert the other splits -> build the
 model -> train (evaluating at every checkpoint, keeping the best weights) or restore -> evaluate
@@ -46,8 +46,7 @@ from bert_tf.interop import InteropError, casing_of, check_weights_readable, war
 from bert_tf.modeling import build_encoder
 from bert_tf.text import validate_case_matches_checkpoint
 from bert_tf.training import checkpointing, task_loop
-from bert_tf.training.distribute import is_chief
-from bert_tf.training.loop import TrainLoopConfig
+from bert_tf.training.loop_config import TrainLoopConfig
 from bert_tf.training.optimization import create_optimizer
 
 
@@ -91,7 +90,7 @@ class FinetuningConfig(RuntimeConfig):
 class RunContext:
     """What every phase of a fine-tuning run needs, resolved once from the flags."""
 
-    strategy: tf.distribute.Strategy
+    runtime: object  # the training.runtime.Runtime
     config: object
     # The tokenizer file (vocab.txt or tokenizer.json) and its tokenizer: a WordpieceTokenizer
     # or a byte-level BpeTokenizer (bert_tf.text.load_tokenizer).
@@ -104,12 +103,12 @@ class RunContext:
 
     @property
     def chief(self):
-        return is_chief(self.strategy)
+        return self.runtime.chief
 
 
 
 def prepare(options):
-    """Checks the shared flags, finds the model files, starts the strategy; returns a context.
+    """Checks the shared flags, finds the model files, starts the runtime; returns a context.
 
     The command checks --output_dir and --export_dir against the output rule first
     (bert_tf.cli.outputs.check_finetuning_dirs: never another command's run, never an input).
@@ -170,17 +169,16 @@ def prepare(options):
     run_directory.check_writable(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.
-    strategy = run_setup.make_strategy(options, ("train_batch_size",))
-    run_setup.set_seed_and_policy(options, strategy)
+    job_runtime = run_setup.make_runtime(options, ("train_batch_size",))
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"vocab_size={config.vocab_size} in {config_file} is smaller than "
                              f"the {tokenizer.vocab_size} tokens of {vocab_file}")
     eval_buckets = None
     if buckets is not None:
-        buckets = run_setup.resolve_length_buckets(options, config, strategy)
-        eval_buckets = run_setup.resolve_length_buckets(options, config, strategy,
+        buckets = run_setup.resolve_length_buckets(options, config, job_runtime)
+        eval_buckets = run_setup.resolve_length_buckets(options, config, job_runtime,
                                                            training=False)
-    return RunContext(strategy, config, vocab_file, tokenizer, buckets, eval_buckets)
+    return RunContext(job_runtime, config, vocab_file, tokenizer, buckets, eval_buckets)
 
 
 def _checkpoint_dir(path):
@@ -231,7 +229,7 @@ def check_resume(context, options, record):
 
 
 def build_model(context, options, make_model, num_train_steps=None):
-    """The task model (and its optimizer when training) under the strategy's scope.
+    """The task model (and its optimizer when training) under the runtime's scope.
 
     Args:
       context: the RunContext.
@@ -244,7 +242,7 @@ def build_model(context, options, make_model, num_train_steps=None):
       (model, optimizer or None). With --trainable_encoder=false the encoder is frozen, so
       only the head is in model.trainable_variables and only it is trained.
     """
-    with context.strategy.scope():
+    with context.runtime.scope():
         encoder = build_encoder(context.config)
         model = make_model(encoder)
         if not options.trainable_encoder:
@@ -288,7 +286,7 @@ def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_
         jit_compile=options.jit_compile, init_checkpoint=options.init_checkpoint)
     return task_loop.fine_tune(
         model=model, optimizer=optimizer, loss_fn=loss_fn, train_dataset_fn=dataset_fn,
-        strategy=context.strategy, output_dir=options.output_dir, loop_config=loop_config,
+        runtime=context.runtime, output_dir=options.output_dir, loop_config=loop_config,
         evaluate_fn=evaluate_fn, best_metric=best_metric, warm_start_fn=warm_start_fn(options))
 
 
@@ -369,7 +367,7 @@ def write_run_files(context, options, model, task, labels, cli_name, flags_text,
     if not context.chief:
         return
     output_dir = options.output_dir
-    run_setup.copy_model_files(output_dir, context.strategy, context.config,
+    run_setup.copy_model_files(output_dir, context.runtime, context.config,
                                context.vocab_file, context.tokenizer)
     checkpointing.save_keras_model(model, run_directory.path(output_dir, run_directory.MODEL_FILE))
     serving.write_task_info(output_dir, task, do_lower_case=bool(options.do_lower_case),

@@ -10,7 +10,6 @@ The config's field names are the command-line flag names, so every error names t
 pretrainer.keras, encoder.keras and results.json.
 """
 
-import contextlib
 import copy
 import dataclasses
 import functools
@@ -18,7 +17,6 @@ import hashlib
 import json
 import time
 
-import keras
 import tensorflow as tf
 from absl import logging
 from keras import ops
@@ -34,9 +32,10 @@ from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
 from bert_tf.modeling import BertPretrainer, build_encoder
 from bert_tf.modeling.models import pretraining_metrics
 from bert_tf.text import tokenizer_files
-from bert_tf.training import checkpointing
-from bert_tf.training.logging_window import format_metrics
-from bert_tf.training.loop import TrainLoopConfig, evaluate, train, write_summaries
+from bert_tf.training import checkpointing, controller, runtime
+from bert_tf.training.budget import format_duration, parse_duration
+from bert_tf.training.logging_window import format_metrics, write_summaries
+from bert_tf.training.loop_config import TrainLoopConfig
 from bert_tf.training.optimization import create_optimizer
 
 @dataclasses.dataclass
@@ -69,12 +68,6 @@ class PretrainingConfig(MaskingSettings, RuntimeConfig):
     eval_tfds_split: str | None = None
     tfds_text_key: str = "text"
     tf_data_service: str | None = None
-    # The Keras backend the run trains on (None: the one Keras runs on), and a JAX run's
-    # processes (jax.distributed).
-    backend: str | None = None
-    coordinator_address: str | None = None
-    num_processes: int | None = None
-    process_id: int | None = None
     # Objectives.
     use_next_sentence_label: bool = True
     span_boundary_objective: bool = False
@@ -85,6 +78,10 @@ class PretrainingConfig(MaskingSettings, RuntimeConfig):
     learning_rate: float = 5e-5
     num_train_steps: int = 100000
     num_warmup_steps: int = 10000
+    # A wall-clock budget ("45m") that replaces num_train_steps; warmup_proportion is then the
+    # warmup's share of it (None: 0.1).
+    time_budget: str | None = None
+    warmup_proportion: float | None = None
     save_checkpoints_steps: int = 1000
     max_eval_steps: int = 100
     optimizer: str = "adamw"
@@ -141,11 +138,18 @@ def validate_options(options, config):
                  "save_checkpoints_steps", "steps_per_loop", "max_eval_steps"):
         if getattr(options, name) < 1:
             raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
-    if not 0 <= options.num_warmup_steps <= options.num_train_steps:
-        raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
-                             f"[0, --num_train_steps={options.num_train_steps}]")
-    run_setup.check_lr_schedule(options, num_warmup_steps=options.num_warmup_steps,
-                                num_train_steps=options.num_train_steps)
+    if options.time_budget is not None:
+        _check_time_budget(options)
+    else:
+        if options.warmup_proportion is not None:
+            raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} is the "
+                                 "warmup's share of --time_budget; a run of --num_train_steps "
+                                 "warms up for --num_warmup_steps")
+        if not 0 <= options.num_warmup_steps <= options.num_train_steps:
+            raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
+                                 f"[0, --num_train_steps={options.num_train_steps}]")
+        run_setup.check_lr_schedule(options, num_warmup_steps=options.num_warmup_steps,
+                                    num_train_steps=options.num_train_steps)
     _validate_family_options(options)
     # type_vocab_size 0 means no segment embeddings (ModernBERT): segment ids are ignored.
     if config.type_vocab_size == 1 and not options.full_sentences:
@@ -171,6 +175,33 @@ def validate_options(options, config):
             raise FlagValueError(
                 f"vocab_size={config.vocab_size} in {run_setup.config_source(options)} is "
                 f"smaller than the {vocab_size} tokens of --vocab_file={options.vocab_file}")
+
+
+def time_budget_seconds(options):
+    """--time_budget in seconds, or None for a run of --num_train_steps."""
+    if options.time_budget is None:
+        return None
+    try:
+        return parse_duration(options.time_budget)
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
+
+
+def budget_warmup_proportion(options):
+    """The warmup's share of --time_budget: --warmup_proportion, 0.1 when not given."""
+    return 0.1 if options.warmup_proportion is None else options.warmup_proportion
+
+
+def _check_time_budget(options):
+    time_budget_seconds(options)
+    warmup = budget_warmup_proportion(options)
+    if not 0.0 <= warmup < 1.0:
+        raise FlagValueError(f"--warmup_proportion={warmup} must be in [0, 1) (the warmup's "
+                             "share of --time_budget)")
+    if options.lr_schedule == "wsd" and not 0.0 < options.decay_proportion <= 1.0 - warmup:
+        raise FlagValueError(f"--decay_proportion={options.decay_proportion} must be in (0, "
+                             f"{1.0 - warmup:g}] (the final decay's share of --time_budget, "
+                             f"after --warmup_proportion={warmup})")
 
 
 def _validate_family_options(options):
@@ -449,7 +480,9 @@ def run_record(options, config):
                   "span_boundary_objective": options.span_boundary_objective,
                   "full_sentences": options.full_sentences,
                   "pack_sequences": options.pack_sequences, "optimizer": options.optimizer,
-                  "backend": options.backend},
+                  "backend": options.backend,
+                  # Seconds; a schedule on steps and one on time cannot continue each other.
+                  "time_budget": time_budget_seconds(options) or "none"},
         init_checkpoint=options.init_checkpoint)
 
 
@@ -480,17 +513,19 @@ def pretrain(options, flags_text=None):
     start = time.time()
     config = run_setup.read_model_config(run_setup.config_source(options))
     options = copy.copy(options)
-    options.backend = options.backend or keras.backend.backend()
     validate_options(options, config)
+    options.backend = runtime.resolve_backend(options)
     options.do_lower_case = resolve_casing(options)
     record = run_record(options, config)
     if options.do_train:
         run_directory.check_resume(options.output_dir, record, options.vocab_file,
                                    backend=options.backend)
-    run_directory.check_writable(options.output_dir)
     # The strategy (or JAX's processes and devices) comes before any TensorFlow op:
     # multi-worker collectives must be configured before the runtime starts.
-    strategy = run_setup.make_devices(options, ("train_batch_size", "eval_batch_size"))
+    job_runtime = run_setup.make_runtime(options, ("train_batch_size", "eval_batch_size"))
+    if options.do_train and _budget_spent(options, job_runtime):
+        return None
+    run_directory.check_writable(options.output_dir)
     # Every input is built (and so checked) before the directory is taken: a refused run
     # leaves nothing behind.
     phases = [(True, options.train_batch_size)] if options.do_train else []
@@ -503,13 +538,14 @@ def pretrain(options, flags_text=None):
     if options.do_train and options.tf_data_service:
         dataset_fns[True] = _through_data_service(dataset_fns[True], options)
     # The chief owns the directory for the run; workers share its ownership.
-    with run_directory.owned(options.output_dir, run_setup.is_chief_process(strategy)):
+    with run_directory.owned(options.output_dir, job_runtime.chief):
         if options.do_train:
             # Again, now that no other run can change the record meanwhile.
             run_directory.check_resume(options.output_dir, record, options.vocab_file,
                                        backend=options.backend)
         try:
-            return _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
+            return _pretrain(options, config, job_runtime, dataset_fns, record, flags_text,
+                             start)
         except tf.errors.InvalidArgumentError as e:
             from bert_tf.data.pretraining import record_dataset
 
@@ -519,24 +555,43 @@ def pretrain(options, flags_text=None):
             raise FlagValueError(f"--input_file: {problem}") from None
 
 
-def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start):
-    """pretrain() once the flags and inputs are checked and the directory is owned."""
-    run_setup.set_seed_and_policy(options, strategy)
+def _budget_spent(options, job_runtime):
+    """True (after saying so) when --output_dir's run already spent its --time_budget: the
+    resume has nothing left to train and writes nothing."""
+    budget = time_budget_seconds(options)
+    if budget is None:
+        return False
+    state = job_runtime.saved_run_state(options.output_dir)
+    spent = state.get("seconds_spent", 0.0)
+    if spent < budget and state.get("schedule_fraction", 0.0) < 1.0:
+        return False
+    logging.info("--output_dir=%s already spent its --time_budget=%s (%s): nothing is left to "
+                 "train; nothing was written. To train more, start a new run with "
+                 "--init_checkpoint=%s", options.output_dir, options.time_budget,
+                 format_duration(spent), options.output_dir)
+    return True
 
-    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+
+def _pretrain(options, config, job_runtime, dataset_fns, record, flags_text, start):
+    """pretrain() once the flags and inputs are checked and the directory is owned."""
+    budget = time_budget_seconds(options) if options.do_train else None
+    with job_runtime.scope():
         encoder = build_encoder(config)
         model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
                                sentence_order_prediction=options.sentence_order_prediction,
                                span_boundary_objective=options.span_boundary_objective)
-        optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
-                                     options.num_warmup_steps, optimizer_type=options.optimizer,
-                                     weight_decay_rate=options.weight_decay_rate,
-                                     lr_schedule=options.lr_schedule,
-                                     decay_proportion=options.decay_proportion)
+        optimizer = create_optimizer(
+            options.learning_rate, options.num_train_steps, options.num_warmup_steps,
+            optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
+            lr_schedule=options.lr_schedule, decay_proportion=options.decay_proportion,
+            budget_warmup_proportion=budget_warmup_proportion(options) if budget else None)
 
-    chief = run_setup.is_chief_process(strategy)
+    chief = job_runtime.chief
     output = functools.partial(run_directory.path, options.output_dir)
-    if chief:
+
+    def write_run_files():
+        if not chief:
+            return
         config.to_json_file(output(run_directory.CONFIG_FILE))
         if flags_text:
             write_text_atomic(output(run_directory.PRETRAINING_FLAGS_FILE), flags_text)
@@ -550,29 +605,35 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
             with tf.io.gfile.GFile(options.vocab_file) as f:
                 write_text_atomic(output(run_directory.VOCAB_FILE), f.read())
 
+    if not options.do_train:
+        write_run_files()
+
     results = {"num_train_steps": options.num_train_steps}
     metrics_fn = functools.partial(pretraining_metrics,
                                    sentence_order_prediction=options.sentence_order_prediction)
     steps_per_loop = run_setup.steps_per_loop(options)
     if options.do_train:
+        if budget:
+            logging.info("--time_budget=%s: training stops when it is spent and the learning "
+                         "rate follows it (warmup %.0f%% of it); --num_train_steps and "
+                         "--num_warmup_steps are not used", options.time_budget,
+                         100 * budget_warmup_proportion(options))
+            del results["num_train_steps"]
         loop_config = TrainLoopConfig(
             num_train_steps=options.num_train_steps, steps_per_loop=steps_per_loop,
             save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
             global_batch_size=options.train_batch_size,
             gradient_accumulation_steps=options.gradient_accumulation_steps,
-            jit_compile=options.jit_compile, init_checkpoint=options.init_checkpoint)
-        warm_start_fn = functools.partial(_warm_start, options.do_lower_case)
-        if strategy is None:
-            train_results = jax_loop().train(
-                model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
-                dataset_fn=dataset_fns[True], output_dir=options.output_dir,
-                loop_config=loop_config, metrics_fn=metrics_fn, warm_start_fn=warm_start_fn)
-        else:
-            train_results = train(
-                model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
-                dataset_fn=dataset_fns[True], strategy=strategy, output_dir=options.output_dir,
-                loop_config=loop_config, metrics_fn=metrics_fn, warm_start_fn=warm_start_fn,
-                skip_consumed_input=not options.tf_data_service)
+            jit_compile=options.jit_compile, init_checkpoint=options.init_checkpoint,
+            time_budget_seconds=budget)
+        train_results = controller.train(
+            runtime=job_runtime, model=model, optimizer=optimizer,
+            loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fns[True],
+            output_dir=options.output_dir, loop_config=loop_config, metrics_fn=metrics_fn,
+            warm_start_fn=functools.partial(_warm_start, options.do_lower_case),
+            skip_consumed_input=not options.tf_data_service, start_time=start,
+            budget_reserve_fn=functools.partial(_seconds_after_training, options),
+            on_restored=write_run_files)
         results["global_step"] = train_results.pop("step")
         if "instances_per_row" in train_results and "examples_per_second" in train_results:
             train_results["instances_per_second"] = (train_results["examples_per_second"]
@@ -581,54 +642,54 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
                          train_results["instances_per_row"],
                          train_results["instances_per_second"])
         results["train"] = train_results
+        results["tokens"] = (results["global_step"] * options.train_batch_size
+                             * options.gradient_accumulation_steps * options.max_seq_length)
+        seconds_before = train_results["seconds_spent"] - train_results["wall_time_seconds"]
     else:
-        results["global_step"] = _restore_for_eval(options, model, optimizer)
+        results["global_step"] = _restore_for_eval(options, model, optimizer, job_runtime)
+        seconds_before = 0.0
 
     if options.do_eval:
-        if strategy is None:
-            results["eval"] = jax_loop().evaluate(
-                model=model, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fns[False],
-                max_steps=options.max_eval_steps, metrics_fn=metrics_fn)
-        else:
-            results["eval"] = evaluate(model=model, loss_fn=_pretraining_loss_fn,
-                                       dataset_fn=dataset_fns[False], strategy=strategy,
-                                       max_steps=options.max_eval_steps,
-                                       metrics_fn=metrics_fn)
+        results["eval"] = job_runtime.evaluate(
+            model=model, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fns[False],
+            max_steps=options.max_eval_steps, metrics_fn=metrics_fn)
         logging.info("Eval at step %d: %s", results["global_step"],
                      format_metrics(results["eval"]))
         if chief:
             write_summaries(output(run_directory.SUMMARIES_DIR, "eval"),
                             results["global_step"], results["eval"])
 
-    results["wall_time_seconds"] = time.time() - start
     if chief:
         checkpointing.save_keras_model(model, output(run_directory.PRETRAINER_FILE))
         checkpointing.save_keras_model(encoder, output(run_directory.ENCODER_FILE))
+    results["wall_time_seconds"] = time.time() - start
+    if budget:
+        results["time_budget_seconds"] = budget
+        results["seconds_spent"] = seconds_before + results["wall_time_seconds"]
+    if chief:
         write_text_atomic(output(run_directory.RESULTS_FILE),
                           json.dumps(results, indent=2, sort_keys=True) + "\n")
     return results
 
 
-def jax_loop():
-    """bert_tf.training.jax_loop, imported by JAX runs only (it imports jax)."""
-    from bert_tf.training import jax_loop as loop
-
-    return loop
+def _seconds_after_training(options, seconds_per_step, compile_seconds):
+    """What a budgeted run needs after its last step, estimated from the training step's
+    speed and compilation: the evaluation (forward passes only: about a third of a training
+    step per batch of the same size, and half the compilation) and the two model files."""
+    seconds = 2.0
+    if options.do_eval:
+        batches = options.max_eval_steps * options.eval_batch_size / options.train_batch_size
+        seconds += compile_seconds / 2 + batches * seconds_per_step / 3
+    return seconds
 
 
 def _warm_start(do_lower_case, path, target):
     return interop.warm_start(path, target, do_lower_case=do_lower_case)
 
 
-def _restore_for_eval(options, model, optimizer):
+def _restore_for_eval(options, model, optimizer, job_runtime):
     """Eval-only runs use the latest checkpoint in output_dir, else --init_checkpoint."""
-    if keras.backend.backend() == "jax":
-        optimizer.build(model.trainable_variables)
-        latest = jax_loop().restore_latest(options.output_dir, model, optimizer)
-    else:
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-        manager = tf.train.CheckpointManager(checkpoint, options.output_dir, max_to_keep=None)
-        latest = checkpointing.restore_latest(manager, checkpoint)
+    latest = job_runtime.restore_latest(options.output_dir, model, optimizer)
     if latest:
         logging.info("Evaluating %s", latest)
         return int(ops.convert_to_numpy(optimizer.iterations))

@@ -16,11 +16,10 @@ from absl import logging
 from bert_tf import fileio, run_directory
 from bert_tf.config import BertConfig
 from bert_tf.text import tokenizer_files
-from bert_tf.training.distribute import StrategyError, get_strategy, is_chief
+from bert_tf.training import runtime
+from bert_tf.training.distribute import StrategyError, get_strategy
 from bert_tf.training.loop_config import check_gradient_accumulation_steps
-from bert_tf.training.precision import cpu_has_native_bfloat16, resolve_dtype
 
-BACKENDS = ("tensorflow", "jax")
 # tf.distribute's settings: a JAX run uses every device of its processes instead.
 _STRATEGY_DEFAULTS = {"distribution_strategy": "one_device", "num_gpus": 0, "tpu": None,
                       "use_tpu": False, "tpu_name": None}
@@ -50,6 +49,12 @@ class RuntimeConfig:
     steps_per_loop: int = 100
     iterations_per_loop: int | None = None
     log_steps: int | None = None
+    # The Keras backend the job runs on (None: the one Keras runs on), and a JAX run's
+    # processes (jax.distributed).
+    backend: str | None = None
+    coordinator_address: str | None = None
+    num_processes: int | None = None
+    process_id: int | None = None
 
 
 def check_lr_schedule(options, *, warmup_proportion=None, num_warmup_steps=None,
@@ -106,13 +111,10 @@ def check_backend(options, tensorflow_only=()):
       options: a config with `backend`, the runtime flags and the JAX process flags.
       tensorflow_only: the job's own flags that only its tf.distribute loop reads.
     """
-    backend = options.backend or keras.backend.backend()
-    if backend not in BACKENDS:
-        raise FlagValueError(f"--backend={backend!r} is not one of {', '.join(BACKENDS)}")
-    if keras.backend.backend() != backend:
-        raise FlagValueError(
-            f"--backend={backend} but Keras runs on {keras.backend.backend()}: set "
-            f"KERAS_BACKEND={backend} before Keras is imported (the bert-tf-* commands do)")
+    try:
+        backend = runtime.resolve_backend(options)
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
     if backend == "jax":
         for name, default in _STRATEGY_DEFAULTS.items():
             if getattr(options, name) != default:
@@ -125,8 +127,8 @@ def check_backend(options, tensorflow_only=()):
                 raise FlagValueError(f"--{name} has no meaning with --backend=jax (it feeds "
                                      "TensorFlow's distributed loop)")
         if options.dtype == "mixed_float16":
-            raise FlagValueError("--dtype=mixed_float16 needs loss scaling, which the JAX loop "
-                                 "does not do: use --dtype=mixed_bfloat16 (or auto)")
+            raise FlagValueError("--dtype=mixed_float16 needs loss scaling, which the JAX "
+                                 "runner does not do: use --dtype=mixed_bfloat16 (or auto)")
     else:
         for name in _JAX_PROCESS_FLAGS:
             if getattr(options, name) is not None:
@@ -135,39 +137,25 @@ def check_backend(options, tensorflow_only=()):
                     "find each other through TF_CONFIG (docs/scaling.md)")
 
 
-def make_devices(options, batch_size_flags=()):
-    """The tf.distribute strategy the flags ask for (make_strategy), or for a JAX run None,
-    after joining its processes and setting keras.distribution.DataParallel over every device.
+def make_runtime(options, batch_size_flags=()):
+    """The job's Runtime (training.runtime): the tf.distribute strategy the flags ask for
+    (make_strategy), or JAX over every device of the run's processes; then the seed and the
+    dtype policy. Call before any other TensorFlow work (multi-worker collectives configure
+    at start-up).
 
     Raises:
       FlagValueError: a global batch that does not divide over the replicas or devices.
     """
-    if (options.backend or keras.backend.backend()) != "jax":
-        return make_strategy(options, batch_size_flags)
-    from bert_tf.training import jax_loop
-
-    jax_loop.initialize(options.coordinator_address, options.num_processes,
-                        options.process_id)
-    jax_loop.data_parallel()
-    for name in batch_size_flags:
-        value = getattr(options, name)
-        if value < 1:
-            raise FlagValueError(f"--{name}={value} must be >= 1")
-        try:
-            jax_loop.check_batch_divides(value, flag=f"--{name}")
-        except ValueError as e:
-            raise FlagValueError(str(e)) from None
-    return None
-
-
-def is_chief_process(strategy):
-    """Whether this process writes the run's files: the strategy's chief, or JAX's process 0
-    (strategy None)."""
-    if strategy is not None:
-        return is_chief(strategy)
-    import jax
-
-    return jax.process_index() == 0
+    try:
+        job_runtime = runtime.create(options, lambda: make_strategy(options, batch_size_flags))
+        for name in batch_size_flags:
+            job_runtime.check_global_batch(getattr(options, name), f"--{name}")
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
+    if options.seed is not None:
+        keras.utils.set_random_seed(options.seed)
+    job_runtime.set_precision(options.dtype)
+    return job_runtime
 
 
 def make_strategy(options, batch_size_flags=()):
@@ -237,33 +225,6 @@ def effective_train_batch_size(options):
     except ValueError as e:
         raise FlagValueError(str(e)) from None
     return options.train_batch_size * options.gradient_accumulation_steps
-
-
-def set_seed_and_policy(options, strategy):
-    """Seeds every generator (when --seed is given) and sets the global dtype policy.
-
-    Returns:
-      The dtype policy name in force (--dtype=auto resolved for the strategy's devices).
-    """
-    if options.seed is not None:
-        keras.utils.set_random_seed(options.seed)
-    if strategy is None:  # JAX: its default device decides "auto".
-        import jax
-
-        platform = jax.default_backend()
-        dtype = options.dtype
-        if dtype == "auto":
-            dtype = ("mixed_bfloat16" if platform != "cpu" or cpu_has_native_bfloat16()
-                     else "float32")
-            logging.info("--dtype=auto: %s on %d %s device(s)", dtype, jax.device_count(),
-                         platform)
-        keras.mixed_precision.set_global_policy(dtype)
-        return dtype
-    dtype = resolve_dtype(options.dtype, strategy)
-    if options.dtype == "auto":
-        logging.info("--dtype=auto: %s on %s", dtype, ", ".join(strategy.extended.worker_devices))
-    keras.mixed_precision.set_global_policy(dtype)
-    return dtype
 
 
 def steps_per_loop(options):
@@ -460,7 +421,7 @@ def load_config(config_file, options):
     return config
 
 
-def resolve_length_buckets(options, config, strategy=None, training=True):
+def resolve_length_buckets(options, config, job_runtime=None, training=True):
     """The bucket lengths of --length_buckets for --max_seq_length and the model; None: off.
 
     "auto" gives coarse buckets for training batches (16, 32, 48, 64, 96, ...: a batch holds
@@ -477,9 +438,8 @@ def resolve_length_buckets(options, config, strategy=None, training=True):
     from bert_tf.data.tasks import length_buckets
 
     value = options.length_buckets
-    if (strategy is not None and isinstance(value, str) and value.strip().lower() == "auto"
-            and isinstance(strategy, (tf.distribute.TPUStrategy,
-                                      tf.distribute.experimental.TPUStrategy))):
+    if (job_runtime is not None and isinstance(value, str) and value.strip().lower() == "auto"
+            and job_runtime.needs_static_shapes()):
         logging.info("--length_buckets=auto is off on TPUs (one static shape per program)")
         return None
     try:
@@ -487,20 +447,20 @@ def resolve_length_buckets(options, config, strategy=None, training=True):
                                                config.max_position_embeddings, coarse=training)
     except length_buckets.BucketError as e:
         raise FlagValueError(str(e)) from None
-    if buckets and strategy is not None:
+    if buckets and job_runtime is not None:
         logging.info("Length buckets (%s): %s", "training" if training else "evaluation",
                      ",".join(map(str, buckets)))
     return buckets
 
 
-def copy_model_files(output_dir, strategy, config, vocab_file, tokenizer=None):
+def copy_model_files(output_dir, job_runtime, config, vocab_file, tokenizer=None):
     """The chief writes bert_config.json and the tokenizer file into output_dir (atomically).
 
     The tokenizer file keeps its kind: vocab.txt for WordPiece (a WordPiece tokenizer.json is
     written as the vocab.txt it amounts to, so the run reads like any BERT run), tokenizer.json
     for byte-level BPE (as `tokenizer` parsed it, with the special-token roles it resolved).
     """
-    if not is_chief(strategy):
+    if not job_runtime.chief:
         return
     config.to_json_file(run_directory.path(output_dir, run_directory.CONFIG_FILE))
     tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)

@@ -22,7 +22,7 @@ from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.modeling import BertSpanLabeler
 from bert_tf.training import task_loop
-from bert_tf.training.loop import write_summaries
+from bert_tf.training.logging_window import write_summaries
 
 
 @dataclasses.dataclass

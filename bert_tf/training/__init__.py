@@ -1,8 +1,9 @@
-"""Training: optimizers and schedules, distribution strategies, checkpoints, the train loops.
+"""Training: optimizers and schedules, the runtime, the run controller and its step runners
+(TensorFlow and JAX), checkpoints, time budgets.
 
-The names below load on first use: the optimizers and schedules (training.optimization) import
-where only JAX and Keras are installed; the tf.distribute loop, strategies and checkpoints need
-TensorFlow.
+The names below load on first use: the optimizers and schedules (training.optimization), the
+runtime and the controller import where only JAX and Keras are installed; the TensorFlow runner,
+strategies and its checkpoints need TensorFlow.
 """
 
 from bert_tf import lazy_names
@@ -11,7 +12,9 @@ _LAZY = {
     "CheckpointError": "checkpointing", "warm_start": "checkpointing",
     "get_strategy": "distribute",
     "NonFiniteLossError": "stops", "TrainingPreempted": "stops", "TrainLoopConfig": "loop_config",
-    "evaluate": "loop", "train": "loop",
+    "train": "controller", "Runtime": "runtime", "on_tensorflow": "runtime",
+    "on_jax": "runtime",
+    "BudgetSchedule": "optimization", "parse_duration": "budget",
     "AdamWeightDecay": "optimization", "Lamb": "optimization", "StableAdamW": "optimization",
     "WarmupLinearDecay": "optimization", "WarmupStableDecay": "optimization",
     "create_optimizer": "optimization",

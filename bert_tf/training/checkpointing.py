@@ -18,14 +18,12 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, run_directory
+# Raised by every checkpoint reader, on either backend (defined where JAX runs find it).
+from bert_tf.training.step_runner import CheckpointError, none_restored  # noqa: F401
 
 # Variables of an original google-research/bert (TF1) checkpoint start with these scopes.
 _TF1_BERT_PREFIXES = ("bert/", "cls/predictions/", "cls/seq_relationship/")
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used for what was asked, with the path and the reason."""
 
 
 def check_writable_dir(path, flag="--output_dir"):
@@ -103,7 +101,7 @@ def save(manager, step):
             "command to resume") from None
 
 
-def restore_latest(manager, checkpoint, without_rng=None):
+def restore_latest(manager, checkpoint, without_rng=None, validate=None):
     """Restores the newest readable checkpoint of `manager` into `checkpoint`.
 
     A checkpoint that fails to restore (truncated or corrupt data, missing shard) is logged and
@@ -115,6 +113,8 @@ def restore_latest(manager, checkpoint, without_rng=None):
       checkpoint: the tf.train.Checkpoint to restore into (the manager's).
       without_rng: the same checkpoint without its `rng` child, used (with a warning) for a
         checkpoint written before random states were saved.
+      validate: optional `() -> reason or None` run after a restore (e.g. "weights are not
+        finite"): a reason skips that checkpoint like an unreadable one.
 
     Returns:
       The path restored, or None when there is no usable checkpoint (a fresh start).
@@ -145,15 +145,17 @@ def restore_latest(manager, checkpoint, without_rng=None):
             logging.warning("Checkpoint %s cannot be restored (%s: %s); falling back to the "
                             "previous checkpoint.", path, type(e).__name__, reason)
             continue
+        problem = validate() if validate is not None else None
+        if problem:
+            logging.warning("Checkpoint %s cannot be restored (%s); falling back to the "
+                            "previous checkpoint.", path, problem)
+            continue
         logging.info("Restored training state from %s", path)
         return path
     if candidates:
-        raise CheckpointError(
-            f"none of the checkpoints in {manager.directory} could be restored "
-            f"({', '.join(candidates)}): they do not fit this run's model or optimizer (the "
-            "warnings above say which variable); rerun with the settings of the run that wrote "
-            "them to resume it, or choose a new --output_dir")
+        raise none_restored(manager.directory, candidates)
     return None
+
 
 
 def is_tf1_bert_checkpoint(path):

@@ -22,7 +22,8 @@ from absl import logging
 
 from bert_tf.config import ENCODER_INPUTS
 from bert_tf.metrics.retrieval import retrieval_metrics, spearman
-from bert_tf.training import loop, task_loop
+from bert_tf.training import task_loop
+from bert_tf.training.loop_config import TrainLoopConfig
 from bert_tf.training.optimization import create_optimizer
 
 SIDES = ("anchor", "positive", "negative")
@@ -68,7 +69,7 @@ def multiple_negatives_ranking_loss(anchors_bd, positives_bd, negatives_bd=None,
 
 
 def contrastive_loss_fn(scale=20.0, symmetric=False):
-    """A loss_fn for bert_tf.training.loop / task_loop.fine_tune over pair batches.
+    """A loss_fn for the run controller / task_loop.fine_tune over pair batches.
 
     The batch holds each side's encoder inputs under `feature_name(side, ...)` (the negative
     side optional). Returns {"loss", "correct", "count"}, so task_loop.training_metrics reports
@@ -207,7 +208,7 @@ class ContrastiveConfig:
       symmetric_loss: add the positive -> anchor direction.
       length_buckets: lengths a side of a batch is padded to (ending with max_seq_length).
       save_checkpoints_steps: checkpoint and evaluate every N steps (None: once per epoch).
-      steps_per_loop, log_steps, jit_compile: as bert_tf.training.loop.train.
+      steps_per_loop, log_steps, jit_compile: as TrainLoopConfig's.
       seed: shuffle seed.
     """
 
@@ -232,17 +233,17 @@ class ContrastiveConfig:
                              "need at least 2 rows per batch")
 
 
-def train_embedder(config, model, text_encoder, train_pairs, strategy, retrieval=None,
+def train_embedder(config, model, text_encoder, train_pairs, runtime, retrieval=None,
                    scored=None):
     """Fine-tunes `model` contrastively; leaves the best weights (by nDCG@10 on `retrieval`,
     else Spearman on `scored`, else the last ones) in it.
 
     Args:
       config: a ContrastiveConfig.
-      model: the BertSentenceEmbedder, built under `strategy.scope()`.
+      model: the BertSentenceEmbedder, built under `runtime.scope()`.
       text_encoder: a TextEncoder of `model` (tokenises the rows and evaluates).
       train_pairs: bert_tf.data.tasks.pairs.TextPairs (pairs or triplets).
-      strategy: the tf.distribute.Strategy.
+      runtime: the training.runtime.Runtime.
       retrieval, scored: optional dev sets (RetrievalSet, ScoredPairs).
 
     Returns:
@@ -260,7 +261,7 @@ def train_embedder(config, model, text_encoder, train_pairs, strategy, retrieval
     tokenize_seconds = time.time() - start
     logging.info("Tokenised %d training rows in %.1f s", len(train_pairs), tokenize_seconds)
     tokenizer = text_encoder.tokenizer
-    batch_size = config.train_batch_size // strategy.num_replicas_in_sync
+    batch_size = config.train_batch_size // runtime.num_replicas
 
     def dataset_fn(input_context):
         del input_context
@@ -269,7 +270,7 @@ def train_embedder(config, model, text_encoder, train_pairs, strategy, retrieval
 
     steps_per_epoch = len(train_pairs) // config.train_batch_size
     num_train_steps = max(1, int(steps_per_epoch * config.num_train_epochs))
-    with strategy.scope():
+    with runtime.scope():
         optimizer = create_optimizer(
             config.learning_rate, num_train_steps,
             task_loop.num_warmup_steps(num_train_steps, config.warmup_proportion),
@@ -287,8 +288,8 @@ def train_embedder(config, model, text_encoder, train_pairs, strategy, retrieval
     results = task_loop.fine_tune(
         model=model, optimizer=optimizer,
         loss_fn=contrastive_loss_fn(config.scale, config.symmetric_loss),
-        train_dataset_fn=dataset_fn, strategy=strategy, output_dir=config.output_dir,
-        loop_config=loop.TrainLoopConfig(
+        train_dataset_fn=dataset_fn, runtime=runtime, output_dir=config.output_dir,
+        loop_config=TrainLoopConfig(
             num_train_steps=num_train_steps, steps_per_loop=config.steps_per_loop,
             save_checkpoints_steps=config.save_checkpoints_steps or steps_per_epoch,
             log_steps=config.log_steps, global_batch_size=config.train_batch_size,

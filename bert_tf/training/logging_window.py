@@ -8,6 +8,7 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import run_directory
+from bert_tf.training.budget import format_duration
 
 
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
@@ -26,10 +27,12 @@ class LoggingWindow:
       terms_per_step: (micro-batch, replica) terms one step sums (replicas x accumulation).
       examples_per_step: examples one optimizer step trains on, or None to skip examples/s.
       first_step: the global step this run started at (for the ETA).
+      budget: a training.budget.BudgetClock when the run trains to a time budget (the progress
+        line then shows the time spent of it; num_train_steps is None).
     """
 
     def __init__(self, output_dir, chief, metrics_fn, num_train_steps, terms_per_step,
-                 examples_per_step, first_step):
+                 examples_per_step, first_step, budget=None):
         self._writer = (tf.summary.create_file_writer(
             run_directory.path(output_dir, run_directory.SUMMARIES_DIR, "train")) if chief
             else tf.summary.create_noop_writer())
@@ -38,6 +41,7 @@ class LoggingWindow:
         self._terms_per_step = terms_per_step
         self.examples_per_step = examples_per_step
         self._first_step = first_step
+        self._budget = budget
         self._sums, self._count, self._steps = None, 0, 0
         self._start = self.run_start = time.time()
         self.results, self.first_log = {}, None
@@ -58,7 +62,7 @@ class LoggingWindow:
             self.first_log = dict(self.results, step=step)
         _log_progress(step, self._num_train_steps, dict(self.results, learning_rate=learning_rate),
                       self._steps, elapsed, self.examples_per_step,
-                      time.time() - self.run_start, step - self._first_step)
+                      time.time() - self.run_start, step - self._first_step, self._budget)
         with self._writer.as_default(step=step):
             for name, value in self.results.items():
                 write_scalar(name, value)
@@ -98,13 +102,19 @@ def format_metrics(metrics):
 
 
 def _log_progress(step, num_train_steps, metrics, window_steps, elapsed, global_batch_size,
-                  run_elapsed, run_steps):
-    parts = [f"step {step}/{num_train_steps}", format_metrics(metrics)]
+                  run_elapsed, run_steps, budget=None):
+    if budget is not None:
+        head = (f"step {step} ({format_duration(budget.spent())} of "
+                f"{format_duration(budget.budget_seconds)})")
+    else:
+        head = f"step {step}/{num_train_steps}"
+    parts = [head, format_metrics(metrics)]
     if elapsed > 0:
         parts.append(f"steps/s={window_steps / elapsed:.2f}")
         if global_batch_size:
             parts.append(f"examples/s={window_steps * global_batch_size / elapsed:.1f}")
-    if run_steps and run_elapsed > 0:
-        eta = (num_train_steps - step) * run_elapsed / run_steps
-        parts.append(f"ETA {int(eta) // 3600}h{int(eta) % 3600 // 60:02d}m{int(eta) % 60:02d}s")
+    if budget is not None:
+        parts.append(f"ETA {format_duration(budget.left())}")
+    elif run_steps and run_elapsed > 0:
+        parts.append(f"ETA {format_duration((num_train_steps - step) * run_elapsed / run_steps)}")
     logging.info(" ".join(parts))

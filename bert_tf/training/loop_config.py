@@ -1,4 +1,4 @@
-"""TrainLoopConfig: how long and how a training loop runs, for either backend's loop."""
+"""TrainLoopConfig: how long and how a training run goes, on either backend."""
 
 import dataclasses
 
@@ -12,8 +12,8 @@ def check_gradient_accumulation_steps(steps):
 
 @dataclasses.dataclass
 class TrainLoopConfig:
-    """How long and how a training loop runs: the settings `train` and `fine_tune` take
-    (training.loop on TensorFlow, training.jax_loop on JAX).
+    """How long and how a training run goes: the trainer section the run controller
+    (training.controller.train) and task_loop.fine_tune take, on either backend.
 
     Args:
       num_train_steps: the global step to stop at; a rerun with a larger value continues.
@@ -29,6 +29,9 @@ class TrainLoopConfig:
         precision.resolve_jit_compile). JAX always compiles the whole step.
       init_checkpoint: weights to warm-start from when output_dir has no checkpoint yet (see
         checkpointing.warm_start); ignored on resume.
+      time_budget_seconds: train until this much wall-clock time is spent (training.budget)
+        instead of to num_train_steps; the optimizer's learning rate must then be a
+        BudgetSchedule.
     """
 
     num_train_steps: int
@@ -39,6 +42,9 @@ class TrainLoopConfig:
     gradient_accumulation_steps: int = 1
     jit_compile: bool | str = False
     init_checkpoint: str | None = None
+    time_budget_seconds: float | None = None
 
     def __post_init__(self):
         check_gradient_accumulation_steps(self.gradient_accumulation_steps)
+        if self.time_budget_seconds is not None and not self.time_budget_seconds > 0:
+            raise ValueError(f"time_budget_seconds={self.time_budget_seconds} must be > 0")

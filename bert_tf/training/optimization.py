@@ -36,6 +36,29 @@ OPTIMIZER_TYPES = ("adamw", "lamb", "stable_adamw")
 LR_SCHEDULES = ("linear", "wsd")
 
 
+def warmup_linear_decay(position, peak, warmup, end):
+    """BERT's schedule at `position` (float32 scalar): a linear warmup to `peak` over `warmup`,
+    and a linear decay measured from 0 that reaches 0 at `end` (steps, or fractions of a time
+    budget with end 1)."""
+    peak = ops.cast(peak, "float32")
+    decayed = peak * ops.maximum(0.0, 1.0 - position / float(end))
+    if warmup == 0:
+        return decayed
+    return ops.where(position < float(warmup), peak * position / float(warmup), decayed)
+
+
+def warmup_stable_decay(position, peak, warmup, end, decay):
+    """Warmup-stable-decay at `position` (float32 scalar): a linear warmup to `peak` over
+    `warmup`, the peak, then 1 - sqrt decay over the last `decay` before `end`, 0 after."""
+    peak = ops.cast(peak, "float32")
+    decay_start = float(end - decay)
+    progress = ops.clip((position - decay_start) / float(decay), 0.0, 1.0)
+    rate = peak * (1.0 - ops.sqrt(progress))
+    if warmup == 0:
+        return rate
+    return ops.where(position < float(warmup), peak * position / float(warmup), rate)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warmup from 0 to `peak_learning_rate`, then linear decay to 0, as the original BERT.
@@ -71,13 +94,8 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.num_warmup_steps = int(num_warmup_steps)
 
     def __call__(self, step):
-        step = ops.cast(step, "float32")
-        peak = ops.cast(self.peak_learning_rate, "float32")
-        decayed = peak * ops.maximum(0.0, 1.0 - step / float(self.num_train_steps))
-        if self.num_warmup_steps == 0:
-            return decayed
-        warmup = peak * step / float(self.num_warmup_steps)
-        return ops.where(step < float(self.num_warmup_steps), warmup, decayed)
+        return warmup_linear_decay(ops.cast(step, "float32"), self.peak_learning_rate,
+                                   self.num_warmup_steps, self.num_train_steps)
 
     def get_config(self):
         return {"peak_learning_rate": self.peak_learning_rate,
@@ -129,21 +147,92 @@ class WarmupStableDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.num_decay_steps = int(num_decay_steps)
 
     def __call__(self, step):
-        step = ops.cast(step, "float32")
-        peak = ops.cast(self.peak_learning_rate, "float32")
-        decay_start = float(self.num_train_steps - self.num_decay_steps)
-        progress = ops.clip((step - decay_start) / float(self.num_decay_steps), 0.0, 1.0)
-        rate = peak * (1.0 - ops.sqrt(progress))
-        if self.num_warmup_steps == 0:
-            return rate
-        warmup = peak * step / float(self.num_warmup_steps)
-        return ops.where(step < float(self.num_warmup_steps), warmup, rate)
+        return warmup_stable_decay(ops.cast(step, "float32"), self.peak_learning_rate,
+                                   self.num_warmup_steps, self.num_train_steps,
+                                   self.num_decay_steps)
 
     def get_config(self):
         return {"peak_learning_rate": self.peak_learning_rate,
                 "num_train_steps": self.num_train_steps,
                 "num_warmup_steps": self.num_warmup_steps,
                 "num_decay_steps": self.num_decay_steps}
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A schedule on the share of a time budget spent: the shape of `lr_schedule` ("linear" or
+    "wsd") with its warmup and decay as fractions of the training time, reaching 0 exactly when
+    the time is up (training.budget).
+
+    Compiled steps cannot read a clock, so the run controller anchors the progress before
+    every call: `anchor` (float32 [3]) holds the global step of the call's first step, the
+    progress there and the progress one step adds at the measured speed, and
+
+        fraction(step) = clip(anchor[1] + (step - anchor[0]) * anchor[2], 0, 1)
+        lr(step) = shape(fraction(step))
+
+    Args:
+      peak_learning_rate: the rate at the end of warmup.
+      lr_schedule: "linear" (BERT's: warmup, then linear decay from the start) or "wsd"
+        (warmup, stable, 1 - sqrt decay over the last decay_proportion).
+      warmup_proportion: the share of the training time spent warming up.
+      decay_proportion: wsd: the share of the training time of the final decay.
+
+    Examples:
+
+    >>> schedule = BudgetSchedule(1e-3, warmup_proportion=0.1)
+    >>> schedule.set_anchor(step=0, fraction=0.0, fraction_per_step=0.01)
+    >>> [round(float(schedule(s)), 6) for s in (0, 5, 10, 55, 100)]
+    [0.0, 0.0005, 0.0009, 0.00045, 0.0]
+    """
+
+    def __init__(self, peak_learning_rate, lr_schedule="linear", warmup_proportion=0.1,
+                 decay_proportion=0.1):
+        super().__init__()
+        if lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule={lr_schedule!r}; expected one of "
+                             f"{', '.join(LR_SCHEDULES)}")
+        if not 0.0 <= warmup_proportion < 1.0:
+            raise ValueError(f"--warmup_proportion={warmup_proportion} must be in [0, 1)")
+        if lr_schedule == "wsd" and not 0.0 < decay_proportion <= 1.0 - warmup_proportion:
+            raise ValueError(f"--decay_proportion={decay_proportion} must be in (0, 1 - "
+                             f"--warmup_proportion = {1.0 - warmup_proportion:g}]")
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.lr_schedule = lr_schedule
+        self.warmup_proportion = float(warmup_proportion)
+        self.decay_proportion = float(decay_proportion)
+        self.anchor = keras.Variable([0.0, 0.0, 0.0], dtype="float32", trainable=False,
+                                     name="budget_anchor")
+
+    def set_anchor(self, step, fraction, fraction_per_step):
+        """Where the next compiled call starts: its first global step and the progress there,
+        and the progress each step adds."""
+        self.anchor.assign([float(step), float(fraction), float(fraction_per_step)])
+
+    def fraction(self, step):
+        anchor = ops.convert_to_tensor(self.anchor)
+        moved = (ops.cast(step, "float32") - anchor[0]) * anchor[2]
+        return ops.clip(anchor[1] + moved, 0.0, 1.0)
+
+    def __call__(self, step):
+        fraction = self.fraction(step)
+        if self.lr_schedule == "linear":
+            return warmup_linear_decay(fraction, self.peak_learning_rate,
+                                       self.warmup_proportion, 1.0)
+        return warmup_stable_decay(fraction, self.peak_learning_rate, self.warmup_proportion,
+                                   1.0, self.decay_proportion)
+
+    def get_config(self):
+        return {"peak_learning_rate": self.peak_learning_rate, "lr_schedule": self.lr_schedule,
+                "warmup_proportion": self.warmup_proportion,
+                "decay_proportion": self.decay_proportion}
+
+
+def budget_schedule(optimizer):
+    """The BudgetSchedule `optimizer` follows (through a loss-scale wrapper), or None."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    rate = getattr(inner, "_learning_rate", None)
+    return rate if isinstance(rate, BudgetSchedule) else None
 
 
 def clip_by_global_norm(grads, clip_norm):
@@ -369,7 +458,8 @@ class StableAdamW(_DecayingOptimizer):
 
 def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, optimizer_type="adamw",
                      weight_decay_rate=0.01, beta_1=0.9, beta_2=None, epsilon=1e-6,
-                     clip_norm=1.0, lr_schedule="linear", decay_proportion=0.1):
+                     clip_norm=1.0, lr_schedule="linear", decay_proportion=0.1,
+                     budget_warmup_proportion=None):
     """BERT's optimizer (WarmupLinearDecay + AdamWeightDecay or Lamb) or ModernBERT's
     (WarmupStableDecay + StableAdamW), in any combination.
 
@@ -382,11 +472,17 @@ def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, optimizer
       beta_2: None: 0.999 (BERT's), 0.98 for stable_adamw (ModernBERT's).
       lr_schedule: "linear" (BERT's decay from step 0) or "wsd" (warmup-stable-decay).
       decay_proportion: wsd: the fraction of num_train_steps the final decay takes.
+      budget_warmup_proportion: None for a schedule on steps; for a run to a time budget, the
+        share of the training time spent warming up: the schedule is then a BudgetSchedule of
+        the same shape and num_train_steps / num_warmup_steps are not used.
 
     Returns:
       A keras.optimizers.Optimizer whose learning_rate is the schedule.
     """
-    if lr_schedule == "linear":
+    if budget_warmup_proportion is not None:
+        schedule = BudgetSchedule(learning_rate, lr_schedule, budget_warmup_proportion,
+                                  decay_proportion)
+    elif lr_schedule == "linear":
         schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
     elif lr_schedule == "wsd":
         if not 0.0 < decay_proportion <= 1.0:

@@ -2,7 +2,7 @@
 
 The run_classifier / run_squad / run_tagging drivers share this module: each supplies its
 model, a dataset of feature dicts and an `evaluate_fn` that computes the task's official metric
-in Python, and `fine_tune` trains with `loop.train` (any tf.distribute strategy, step-exact
+in Python, and `fine_tune` trains with the run controller (controller.train: step-exact
 resume), evaluates at every checkpoint, keeps the best weights by the task's metric and leaves
 them in the model at the end.
 
@@ -27,9 +27,9 @@ from absl import logging
 
 from bert_tf import fileio, run_directory
 from bert_tf.fileio import write_text_atomic
-from bert_tf.training import loop
-from bert_tf.training.distribute import is_chief
-from bert_tf.training.logging_window import format_metrics
+from bert_tf.training import controller
+from bert_tf.training.logging_window import format_metrics, write_scalars
+from bert_tf.training.tf_runner import remove_worker_dir, worker_temp_dir
 
 
 def num_train_steps(num_examples, global_batch_size, num_train_epochs):
@@ -339,18 +339,18 @@ class BestModelKeeper:
         return self.best
 
 
-def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_dir,
+def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, runtime, output_dir,
               loop_config, evaluate_fn=None, best_metric=None, higher_is_better=True,
-              warm_start_fn=None):
+              warm_start_fn=None, start_time=None):
     """Trains a task model, evaluating at every checkpoint and keeping the best weights.
 
     Args:
-      model, optimizer: created under `strategy.scope()`.
-      loss_fn: one of the *_loss_fn above (or the same contract, see loop.train).
+      model, optimizer: created under `runtime.scope()`.
+      loss_fn: one of the *_loss_fn above (or the same contract, see controller.train).
       train_dataset_fn: `(InputContext) -> repeating dataset` of per-replica feature dicts.
-      strategy: the tf.distribute.Strategy.
+      runtime: the training.runtime.Runtime.
       output_dir: checkpoints, summaries/{train,eval}, best/.
-      loop_config: a loop.TrainLoopConfig, as loop.train takes it (num_train_steps counts
+      loop_config: a TrainLoopConfig, as controller.train takes it (num_train_steps counts
         optimizer steps, each of gradient_accumulation_steps batches of global_batch_size;
         init_checkpoint is the warm-start source when output_dir has no checkpoint yet).
       evaluate_fn: optional `() -> dict` of task metrics on the dev set (runs on every worker;
@@ -359,17 +359,18 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_d
         with evaluate_fn).
       higher_is_better: direction of best_metric.
       warm_start_fn: `(init_checkpoint, model) -> any`, default checkpointing.warm_start.
+      start_time: when the job started (a time budget counts from there).
 
     Returns:
-      dict with "train" (loop.train's results), "evaluations" (list of {"step", metrics...}
+      dict with "train" (controller.train's results), "evaluations" (list of {"step", metrics...}
       from this run), "best" (BestModelKeeper record or None) and "step". The model holds the
       best weights when there was an evaluation, else the last ones.
     """
     if evaluate_fn is not None and not best_metric:
         raise ValueError("fine_tune: evaluate_fn needs best_metric")
-    chief = is_chief(strategy)
+    chief = runtime.chief
     worker_dir = (None if chief
-                  else loop.worker_temp_dir(output_dir, strategy, run_directory.BEST_DIR))
+                  else worker_temp_dir(output_dir, runtime.strategy, run_directory.BEST_DIR))
     keeper = (BestModelKeeper(model, output_dir, best_metric, higher_is_better, write=chief,
                               worker_dir=worker_dir)
               if evaluate_fn is not None else None)
@@ -387,14 +388,15 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, strategy, output_d
         evaluations.append(dict(metrics, step=step))
         keeper.update(step, metrics)
         if eval_writer is not None:
-            loop.write_scalars(eval_writer, step, metrics)
+            write_scalars(eval_writer, step, metrics)
 
-    train_results = loop.train(
-        model=model, optimizer=optimizer, loss_fn=loss_fn, dataset_fn=train_dataset_fn,
-        strategy=strategy, output_dir=output_dir, loop_config=loop_config,
-        metrics_fn=training_metrics, warm_start_fn=warm_start_fn, on_checkpoint=on_checkpoint)
+    train_results = controller.train(
+        runtime=runtime, model=model, optimizer=optimizer, loss_fn=loss_fn,
+        dataset_fn=train_dataset_fn, output_dir=output_dir, loop_config=loop_config,
+        metrics_fn=training_metrics, warm_start_fn=warm_start_fn, on_checkpoint=on_checkpoint,
+        start_time=start_time)
     best = keeper.restore() if keeper is not None else None
-    loop.remove_worker_dir(worker_dir)
+    remove_worker_dir(worker_dir)
     if eval_writer is not None:
         eval_writer.close()
     return {"train": train_results, "evaluations": evaluations, "best": best,

@@ -10,7 +10,9 @@ from bert_tf.jobs import run_setup
 from bert_tf.config import BertConfig
 from bert_tf.data.tasks import feature_records, length_buckets
 from bert_tf.modeling import BertClassifier, BertEncoder, BertTokenClassifier
-from bert_tf.training import loop, task_loop
+from bert_tf.training import controller, task_loop, tf_runner
+from bert_tf.training.loop_config import TrainLoopConfig
+from bert_tf.training.runtime import on_tensorflow
 from bert_tf.training.optimization import create_optimizer
 
 S = 32
@@ -193,13 +195,13 @@ def test_training_traces_once_whatever_the_buckets(records, tmp_path):
         traces.append(batch["input_word_ids"].shape.as_list())
         return task_loop.classification_loss_fn(model, batch, training)
 
-    results = loop.train(
+    results = controller.train(
         model=model, optimizer=create_optimizer(1e-3, 12, 1), loss_fn=loss_fn,
         dataset_fn=lambda ctx: feature_records.records_dataset(
             path, SPEC, batch_size=4, is_training=True, seed=0, input_context=ctx,
             length_buckets=[8, 16, 24, 32]),
-        strategy=strategy, output_dir=str(tmp_path / "run"),
-        loop_config=loop.TrainLoopConfig(12, steps_per_loop=4, save_checkpoints_steps=12),
+        runtime=on_tensorflow(strategy), output_dir=str(tmp_path / "run"),
+        loop_config=TrainLoopConfig(12, steps_per_loop=4, save_checkpoints_steps=12),
         handle_sigterm=False)
     assert results["step"] == 12 and np.isfinite(results["loss"])
     # The part-name trace and the training loop's trace, both with the length unknown.
@@ -228,7 +230,7 @@ def test_accumulated_micro_batches_of_different_buckets(records):
         return {"loss": loss}, tape.gradient(loss, model.trainable_variables)
 
     spec = dataset.element_spec
-    accumulated = tf.function(lambda a, b: loop._accumulate(grad_fn, (a, b)),
+    accumulated = tf.function(lambda a, b: tf_runner._accumulate(grad_fn, (a, b)),
                               input_signature=[spec, spec])(*batches)
     separate = [grad_fn(b) for b in batches]
     np.testing.assert_allclose(accumulated[0]["loss"],

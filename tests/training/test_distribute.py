@@ -23,7 +23,9 @@ _COMMON = textwrap.dedent("""
     import json, os, signal, sys
     import numpy as np, keras, tensorflow as tf
     from bert_tf.training.distribute import get_strategy
-    from bert_tf.training.loop import TrainingPreempted, TrainLoopConfig, train
+    from bert_tf.training.controller import TrainingPreempted, train
+    from bert_tf.training.loop_config import TrainLoopConfig
+    from bert_tf.training.runtime import on_tensorflow
     from bert_tf.training.optimization import create_optimizer
 
     rng = np.random.RandomState(0)
@@ -59,8 +61,8 @@ _COMMON = textwrap.dedent("""
 
         def train_to(stop):
             return train(model=model, optimizer=optimizer, loss_fn=loss_fn,
-                         dataset_fn=make_dataset_fn(16 // accumulation), strategy=strategy,
-                         output_dir=output_dir,
+                         dataset_fn=make_dataset_fn(16 // accumulation),
+                         runtime=on_tensorflow(strategy), output_dir=output_dir,
                          loop_config=TrainLoopConfig(
                              stop, steps_per_loop=10, save_checkpoints_steps=10,
                              gradient_accumulation_steps=accumulation),

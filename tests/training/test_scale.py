@@ -15,8 +15,9 @@ from bert_tf.training import precision
 from bert_tf.training.checkpointing import CheckpointError
 from bert_tf.training.distribute import get_strategy
 from bert_tf.training.task_loop import BestModelKeeper
-from bert_tf.training.loop import (PREEMPTED_EXIT_CODE, TrainingPreempted, TrainLoopConfig,
-                                   train)
+from bert_tf.training.controller import PREEMPTED_EXIT_CODE, TrainingPreempted, train
+from bert_tf.training.loop_config import TrainLoopConfig
+from bert_tf.training.runtime import on_tensorflow
 from bert_tf.training.optimization import create_optimizer
 
 _RNG = np.random.RandomState(0)
@@ -57,7 +58,7 @@ def _train(model, optimizer, strategy, output_dir, num_train_steps, batch_size=1
     settings = dict(steps_per_loop=5, save_checkpoints_steps=10, global_batch_size=batch_size)
     settings.update({k: kwargs.pop(k) for k in list(kwargs) if k in LOOP_FIELDS})
     return train(model=model, optimizer=optimizer, loss_fn=_loss_fn,
-                 dataset_fn=_dataset_fn(batch_size), strategy=strategy,
+                 dataset_fn=_dataset_fn(batch_size), runtime=on_tensorflow(strategy),
                  output_dir=str(output_dir),
                  loop_config=TrainLoopConfig(num_train_steps, **settings), **kwargs)
 
@@ -164,12 +165,9 @@ def test_dtype_auto_follows_the_cpu(tmp_path, cpu_flags, expected):
 
 
 def test_dtype_auto_sets_the_policy_named_in_the_log():
-    from types import SimpleNamespace
-    from bert_tf.jobs import run_setup
     strategy = get_strategy("one_device")
     try:
-        dtype = run_setup.set_seed_and_policy(SimpleNamespace(seed=None, dtype="auto"),
-                                                 strategy)
+        dtype = on_tensorflow(strategy).set_precision("auto")
         assert dtype == precision.resolve_dtype("auto", strategy)
         assert keras.mixed_precision.global_policy().name == dtype
     finally:

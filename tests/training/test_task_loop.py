@@ -11,7 +11,8 @@ import tensorflow as tf
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
 from bert_tf.training import task_loop
-from bert_tf.training.loop import TrainLoopConfig
+from bert_tf.training.loop_config import TrainLoopConfig
+from bert_tf.training.runtime import on_tensorflow
 from bert_tf.training.distribute import get_strategy
 from bert_tf.training.optimization import create_optimizer
 
@@ -138,7 +139,7 @@ def test_fine_tune_learns_evaluates_each_checkpoint_and_restores_the_best(tmp_pa
 
     results = task_loop.fine_tune(
         model=model, optimizer=optimizer, loss_fn=task_loop.classification_loss_fn,
-        train_dataset_fn=dataset_fn, strategy=strategy, output_dir=str(tmp_path),
+        train_dataset_fn=dataset_fn, runtime=on_tensorflow(strategy), output_dir=str(tmp_path),
         loop_config=TrainLoopConfig(120, global_batch_size=16, steps_per_loop=20,
                                     save_checkpoints_steps=40),
         evaluate_fn=evaluate, best_metric="accuracy")

@@ -1,4 +1,5 @@
-"""The training loop: over-fitting, exact resume, NaN stop, checkpoint fallback, warm start."""
+"""The run controller over the TensorFlow step runner: over-fitting, exact resume, NaN stop,
+checkpoint fallback, warm start."""
 
 import dataclasses
 import os
@@ -11,7 +12,10 @@ import tensorflow as tf
 
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import get_strategy
-from bert_tf.training.loop import NonFiniteLossError, TrainLoopConfig, evaluate, train
+from bert_tf.training.controller import train
+from bert_tf.training.loop_config import TrainLoopConfig
+from bert_tf.training.runtime import on_tensorflow
+from bert_tf.training.stops import NonFiniteLossError
 from bert_tf.training.optimization import create_optimizer
 
 _RNG = np.random.RandomState(0)
@@ -64,7 +68,7 @@ def _train(model, optimizer, strategy, output_dir, num_train_steps, **kwargs):
     settings = dict(steps_per_loop=25, save_checkpoints_steps=50, global_batch_size=16)
     settings.update({k: kwargs.pop(k) for k in list(kwargs) if k in LOOP_FIELDS})
     return train(model=model, optimizer=optimizer, loss_fn=_loss_fn, dataset_fn=_dataset_fn,
-                 strategy=strategy, output_dir=str(output_dir),
+                 runtime=on_tensorflow(strategy), output_dir=str(output_dir),
                  loop_config=TrainLoopConfig(num_train_steps, **settings),
                  metrics_fn=_metrics, **kwargs)
 
@@ -85,9 +89,9 @@ def test_overfits_a_small_problem_and_writes_outputs(tmp_path):
     for event in tf.compat.v1.train.summary_iterator(events[0]):
         tags.update(v.tag for v in event.summary.value)
     assert {"loss", "accuracy", "learning_rate", "examples_per_second"} <= tags
-    evaluation = evaluate(model=model, loss_fn=_loss_fn, strategy=strategy, metrics_fn=_metrics,
-                          dataset_fn=lambda ctx: tf.data.Dataset.from_tensor_slices(
-                              {"x": _X, "y": _Y}).batch(32))
+    evaluation = on_tensorflow(strategy).evaluate(
+        model=model, loss_fn=_loss_fn, metrics_fn=_metrics,
+        dataset_fn=lambda ctx: tf.data.Dataset.from_tensor_slices({"x": _X, "y": _Y}).batch(32))
     assert evaluation["eval_steps"] == 3 and evaluation["accuracy"] > 0.95
 
 
@@ -168,7 +172,7 @@ def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path):
 
     with pytest.raises(NonFiniteLossError) as error:
         train(model=model, optimizer=optimizer, loss_fn=poisoned_loss_fn, dataset_fn=_dataset_fn,
-              strategy=strategy, output_dir=str(tmp_path),
+              runtime=on_tensorflow(strategy), output_dir=str(tmp_path),
               loop_config=TrainLoopConfig(100, steps_per_loop=10, save_checkpoints_steps=20))
     assert str(error.value) == (
         f"loss became NaN at step 37; training stopped without saving. "
