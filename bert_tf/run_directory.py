@@ -186,6 +186,15 @@ def jax_checkpoint_steps(directory):
     return sorted(steps)
 
 
+def checkpoint_step(checkpoint):
+    """The global step of a training checkpoint's path (ckpt-<step>, ckpt-<step>.orbax, ...)."""
+    name = os.path.basename(str(checkpoint).rstrip("/"))
+    for suffix in _JAX_CHECKPOINT_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[:-len(suffix)]
+    return int(name.rsplit("-", 1)[-1])
+
+
 def checkpoint_backend(directory):
     """The Keras backend whose training loop wrote `directory`'s checkpoints: "tensorflow"
     (ckpt-<step>.index), "jax" (ckpt-<step>.orbax or .npz), or None when there is none."""

@@ -131,6 +131,12 @@ class BackendError(ValueError):
     """A --backend this machine cannot run."""
 
 
+def requested_backend(flag_values=None):
+    """The Keras backend a command asks for: --backend, else KERAS_BACKEND, else tensorflow."""
+    flag_values = flag_values or FLAGS
+    return flag_values.backend or os.environ.get("KERAS_BACKEND") or "tensorflow"
+
+
 def use_keras_backend(backend, module):
     """Makes Keras run on `backend` ("tensorflow" or "jax") for this command.
 

@@ -37,10 +37,12 @@ def define_flags(flag_values=FLAGS):
 
 
 def main(argv):
+    # Before the driver's modules import Keras, which fixes its backend then.
+    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_classifier")
     from bert_tf.jobs.classification import ClassificationConfig, run_classifier
 
     del argv
-    config = cli_flags.to_config(ClassificationConfig)
+    config = cli_flags.to_config(ClassificationConfig, backend=cli.requested_backend())
     outputs.check_finetuning_dirs(config, "run_classifier")
     run_classifier(config, flags_text=FLAGS.flags_into_string())
 

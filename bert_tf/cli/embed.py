@@ -57,7 +57,8 @@ def define_flags(flag_values=FLAGS):
 
 def embedding_config(flag_values=FLAGS):
     """The EmbeddingConfig of the parsed flags."""
-    return cli_flags.to_config(embedding.EmbeddingConfig, flag_values)
+    return cli_flags.to_config(embedding.EmbeddingConfig, flag_values,
+                               backend=cli.requested_backend(flag_values))
 
 
 def check_outputs(options):
@@ -116,6 +117,7 @@ def check_sentence_transformers_dir(st_dir, output_dir, inputs):
 
 def main(argv):
     del argv
+    cli.use_keras_backend(cli.requested_backend(), "bert_tf.cli.embed")
     options = embedding_config()
     embedding.check_mode(options)
     check_outputs(options)

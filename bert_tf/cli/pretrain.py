@@ -44,8 +44,6 @@ their last trainer left) and otherwise starts a new pass over the files. Evaluat
 read locally.
 """
 
-import os
-
 from absl import flags
 
 from bert_tf import cli
@@ -68,18 +66,13 @@ def pretraining_config(flag_values=FLAGS):
 
     return cli_flags.to_config(PretrainingConfig, flag_values,
                                unset=("max_predictions_per_seq", "do_lower_case"),
-                               backend=backend_of(flag_values))
-
-
-def backend_of(flag_values=FLAGS):
-    """--backend, else KERAS_BACKEND, else tensorflow."""
-    return flag_values.backend or os.environ.get("KERAS_BACKEND") or "tensorflow"
+                               backend=cli.requested_backend(flag_values))
 
 
 def main(argv):
     del argv
     # Before the driver's modules import Keras, which fixes its backend then.
-    cli.use_keras_backend(backend_of(), "bert_tf.run_pretraining")
+    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_pretraining")
     from bert_tf.jobs.pretraining import pretrain, resolve_casing
 
     config = pretraining_config()

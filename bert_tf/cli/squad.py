@@ -33,10 +33,12 @@ def define_flags(flag_values=FLAGS):
 
 
 def main(argv):
+    # Before the driver's modules import Keras, which fixes its backend then.
+    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_squad")
     from bert_tf.jobs.squad import SquadConfig, run_squad
 
     del argv
-    config = cli_flags.to_config(SquadConfig)
+    config = cli_flags.to_config(SquadConfig, backend=cli.requested_backend())
     if config.verbose_logging:
         logging.set_verbosity(logging.DEBUG)
     outputs.check_finetuning_dirs(config, "run_squad")

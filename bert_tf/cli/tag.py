@@ -29,10 +29,12 @@ def define_flags(flag_values=FLAGS):
 
 
 def main(argv):
+    # Before the driver's modules import Keras, which fixes its backend then.
+    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_tagging")
     from bert_tf.jobs.tagging import TaggingConfig, run_tagging
 
     del argv
-    config = cli_flags.to_config(TaggingConfig)
+    config = cli_flags.to_config(TaggingConfig, backend=cli.requested_backend())
     outputs.check_finetuning_dirs(config, "run_tagging")
     run_tagging(config, flags_text=FLAGS.flags_into_string())
 

@@ -235,6 +235,7 @@ def train(options):
     st_expected = (fileio.NOT_CHECKED if st_dir is None or _in_run(options, st_dir)
                    else fileio.state(st_dir))
 
+    run_setup.check_backend(options)
     job_runtime = run_setup.make_runtime(options, ("train_batch_size",))
     with job_runtime.scope():
         loaded = _load(options)

@@ -86,6 +86,12 @@ class FinetuningConfig(RuntimeConfig):
     export_dir: str | None = None
 
 
+# What a --backend=jax run refuses, and why.
+TENSORFLOW_ONLY_FLAGS = {
+    "export_dir": "a SavedModel is written by TensorFlow: fine-tune on JAX, then export the "
+                  "run's model.keras with bert-tf-export --model_dir=<--output_dir>"}
+
+
 @dataclasses.dataclass
 class RunContext:
     """What every phase of a fine-tuning run needs, resolved once from the flags."""
@@ -127,6 +133,7 @@ def prepare(options):
         if getattr(options, name) < 1:
             raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
     run_setup.check_numeric_flags(options)
+    run_setup.check_backend(options, TENSORFLOW_ONLY_FLAGS)
     if options.max_seq_length < 3:
         raise FlagValueError(f"--max_seq_length={options.max_seq_length} must be >= 3 ([CLS], "
                              "at least one token, [SEP])")
@@ -169,7 +176,8 @@ def prepare(options):
     run_directory.check_writable(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.
-    job_runtime = run_setup.make_runtime(options, ("train_batch_size",))
+    job_runtime = run_setup.make_runtime(options, ("train_batch_size",),
+                                         trains=options.do_train)
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"vocab_size={config.vocab_size} in {config_file} is smaller than "
                              f"the {tokenizer.vocab_size} tokens of {vocab_file}")
@@ -225,7 +233,8 @@ def check_resume(context, options, record):
       ResumeMismatchError naming every difference with both values.
     """
     if options.do_train:
-        run_directory.check_resume(options.output_dir, record, context.vocab_file)
+        run_directory.check_resume(options.output_dir, record, context.vocab_file,
+                                   backend=context.runtime.backend)
 
 
 def build_model(context, options, make_model, num_train_steps=None):
@@ -290,7 +299,7 @@ def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_
         evaluate_fn=evaluate_fn, best_metric=best_metric, warm_start_fn=warm_start_fn(options))
 
 
-def restore_trained(options, model, best_metric):
+def restore_trained(options, model, best_metric, job_runtime):
     """Weights for a run without --do_train: --output_dir's best, else its newest readable
     checkpoint, else --init_checkpoint, which must hold the task's head unless
     --allow_untrained_head. Returns the step.
@@ -302,12 +311,10 @@ def restore_trained(options, model, best_metric):
                                     write=False).restore()
     if best is not None:
         return best["step"]
-    checkpoint = tf.train.Checkpoint(model=model)
-    manager = tf.train.CheckpointManager(checkpoint, options.output_dir, max_to_keep=None)
-    latest = checkpointing.restore_latest(manager, checkpoint)
+    latest = job_runtime.restore_latest(options.output_dir, model)
     if latest:
         logging.info("Restored %s", latest)
-        return int(latest.rsplit("-", 1)[-1])
+        return run_directory.checkpoint_step(latest)
     if options.init_checkpoint:
         logging.warning("No fine-tuned weights in --output_dir=%s: using --init_checkpoint=%s",
                         options.output_dir, options.init_checkpoint)
@@ -526,7 +533,8 @@ def _run_task(task, options, flags_text, start, context):
                         best_metric=task.best_metric if evaluate_fn else None)
         task.record_training(results, outcome, num_train_steps)
     else:
-        results["global_step"] = restore_trained(options, model, task.best_metric)
+        results["global_step"] = restore_trained(options, model, task.best_metric,
+                                                 context.runtime)
     # The trained model is saved before the predictions are written: nothing after can lose
     # it (a prediction file that cannot be written, e.g. a full disk).
     kind, export_fields, task_info = task.run_files()

@@ -90,9 +90,9 @@ class PretrainingConfig(MaskingSettings, RuntimeConfig):
     weight_decay_rate: float = 0.01
 
 
-# Flags of the tf.distribute loop, which a JAX run refuses naming them (a JAX run uses every
-# local device and joins other processes through --coordinator_address).
-TENSORFLOW_ONLY_FLAGS = ("tf_data_service",)
+# Flags a JAX run refuses naming them (a JAX run uses every local device and joins other
+# processes through --coordinator_address).
+TENSORFLOW_ONLY_FLAGS = {"tf_data_service": "it feeds TensorFlow's distributed loop"}
 
 
 def _predictions(options):
@@ -522,7 +522,8 @@ def pretrain(options, flags_text=None):
                                    backend=options.backend)
     # The strategy (or JAX's processes and devices) comes before any TensorFlow op:
     # multi-worker collectives must be configured before the runtime starts.
-    job_runtime = run_setup.make_runtime(options, ("train_batch_size", "eval_batch_size"))
+    job_runtime = run_setup.make_runtime(options, ("train_batch_size", "eval_batch_size"),
+                                         trains=options.do_train)
     if options.do_train and _budget_spent(options, job_runtime):
         return None
     run_directory.check_writable(options.output_dir)

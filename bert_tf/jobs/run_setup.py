@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio, run_directory
+from bert_tf import fileio, optional, run_directory
 from bert_tf.config import BertConfig
 from bert_tf.text import tokenizer_files
 from bert_tf.training import runtime
@@ -109,7 +109,8 @@ def check_backend(options, tensorflow_only=()):
 
     Args:
       options: a config with `backend`, the runtime flags and the JAX process flags.
-      tensorflow_only: the job's own flags that only its tf.distribute loop reads.
+      tensorflow_only: {flag name: why it needs TensorFlow} of the job's own flags that a
+        JAX run cannot honour.
     """
     try:
         backend = runtime.resolve_backend(options)
@@ -122,10 +123,9 @@ def check_backend(options, tensorflow_only=()):
                     f"--{name}={getattr(options, name)} is a tf.distribute setting, which a "
                     "--backend=jax run does not read: it trains on every local device and "
                     "joins other hosts through --coordinator_address (docs/scaling.md)")
-        for name in tensorflow_only:
+        for name, why in dict(tensorflow_only).items():
             if getattr(options, name):
-                raise FlagValueError(f"--{name} has no meaning with --backend=jax (it feeds "
-                                     "TensorFlow's distributed loop)")
+                raise FlagValueError(f"--{name} has no meaning with --backend=jax ({why})")
         if options.dtype == "mixed_float16":
             raise FlagValueError("--dtype=mixed_float16 needs loss scaling, which the JAX "
                                  "runner does not do: use --dtype=mixed_bfloat16 (or auto)")
@@ -137,20 +137,23 @@ def check_backend(options, tensorflow_only=()):
                     "find each other through TF_CONFIG (docs/scaling.md)")
 
 
-def make_runtime(options, batch_size_flags=()):
+def make_runtime(options, batch_size_flags=(), trains=True):
     """The job's Runtime (training.runtime): the tf.distribute strategy the flags ask for
     (make_strategy), or JAX over every device of the run's processes; then the seed and the
     dtype policy. Call before any other TensorFlow work (multi-worker collectives configure
-    at start-up).
+    at start-up). A JAX job that `trains` needs Orbax (its checkpoints), refused in one line
+    naming the extra to install when it is missing.
 
     Raises:
       FlagValueError: a global batch that does not divide over the replicas or devices.
     """
     try:
+        if trains and runtime.resolve_backend(options) == "jax":
+            optional.require("orbax.checkpoint")
         job_runtime = runtime.create(options, lambda: make_strategy(options, batch_size_flags))
         for name in batch_size_flags:
             job_runtime.check_global_batch(getattr(options, name), f"--{name}")
-    except ValueError as e:
+    except (ValueError, ImportError) as e:
         raise FlagValueError(str(e)) from None
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
@@ -442,9 +445,11 @@ def resolve_length_buckets(options, config, job_runtime=None, training=True):
             and job_runtime.needs_static_shapes()):
         logging.info("--length_buckets=auto is off on TPUs (one static shape per program)")
         return None
+    # Where each length compiles anew (JAX), evaluation takes training's few lengths too.
+    coarse = training or bool(job_runtime is not None and job_runtime.compiles_each_shape)
     try:
         buckets = length_buckets.parse_buckets(value, options.max_seq_length,
-                                               config.max_position_embeddings, coarse=training)
+                                               config.max_position_embeddings, coarse=coarse)
     except length_buckets.BucketError as e:
         raise FlagValueError(str(e)) from None
     if buckets and job_runtime is not None:

@@ -17,6 +17,7 @@ import dataclasses
 import time
 
 import numpy as np
+import keras
 import tensorflow as tf
 from absl import logging
 
@@ -49,22 +50,25 @@ def multiple_negatives_ranking_loss(anchors_bd, positives_bd, negatives_bd=None,
       (loss, correct): float32 scalars; correct counts anchors whose own positive scored
       highest among all candidates.
     """
-    anchors_bd = tf.math.l2_normalize(tf.cast(anchors_bd, tf.float32), axis=-1)
-    positives_bd = tf.math.l2_normalize(tf.cast(positives_bd, tf.float32), axis=-1)
+    # keras.ops: the loss runs in TensorFlow's and JAX's compiled steps.
+    def unit(x_bd):
+        return keras.ops.normalize(keras.ops.cast(x_bd, "float32"), axis=-1, order=2)
+
+    anchors_bd, positives_bd = unit(anchors_bd), unit(positives_bd)
     candidates_nd = positives_bd
     if negatives_bd is not None:
-        negatives_bd = tf.math.l2_normalize(tf.cast(negatives_bd, tf.float32), axis=-1)
-        candidates_nd = tf.concat([positives_bd, negatives_bd], axis=0)
-    logits_bn = scale * tf.matmul(anchors_bd, candidates_nd, transpose_b=True)
-    labels_b = tf.range(tf.shape(anchors_bd)[0])
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels_b, logits_bn))
+        candidates_nd = keras.ops.concatenate([positives_bd, unit(negatives_bd)], axis=0)
+    logits_bn = scale * keras.ops.matmul(anchors_bd, keras.ops.transpose(candidates_nd))
+    labels_b = keras.ops.arange(keras.ops.shape(anchors_bd)[0], dtype="int32")
+    loss = keras.ops.mean(keras.ops.sparse_categorical_crossentropy(labels_b, logits_bn,
+                                                                    from_logits=True))
     if symmetric:
-        logits_bb = scale * tf.matmul(positives_bd, anchors_bd, transpose_b=True)
-        backward = tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(labels_b, logits_bb))
+        logits_bb = scale * keras.ops.matmul(positives_bd, keras.ops.transpose(anchors_bd))
+        backward = keras.ops.mean(keras.ops.sparse_categorical_crossentropy(
+            labels_b, logits_bb, from_logits=True))
         loss = (loss + backward) / 2.0
-    correct = tf.reduce_sum(tf.cast(
-        tf.equal(tf.argmax(logits_bn, axis=-1, output_type=tf.int32), labels_b), tf.float32))
+    correct = keras.ops.sum(keras.ops.cast(keras.ops.equal(
+        keras.ops.cast(keras.ops.argmax(logits_bn, axis=-1), "int32"), labels_b), "float32"))
     return loss, correct
 
 
@@ -85,7 +89,7 @@ def contrastive_loss_fn(scale=20.0, symmetric=False):
         loss, correct = multiple_negatives_ranking_loss(
             embeddings["anchor"], embeddings["positive"], embeddings.get("negative"),
             scale=scale, symmetric=symmetric)
-        count = tf.cast(tf.shape(embeddings["anchor"])[0], tf.float32)
+        count = keras.ops.cast(keras.ops.shape(embeddings["anchor"])[0], "float32")
         return {"loss": loss, "correct": correct, "count": count}
 
     return loss_fn

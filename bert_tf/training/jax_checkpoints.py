@@ -48,9 +48,11 @@ def _ocp():
 
 
 def _keyed(model, optimizer):
-    """(group, index, variable) of every variable a checkpoint holds, in a stable order."""
+    """(group, index, variable) of every variable a checkpoint holds, in a stable order (the
+    model's alone when `optimizer` is None: an evaluation)."""
     return ([("model", i, v) for i, v in enumerate(model.variables)]
-            + [("optimizer", i, v) for i, v in enumerate(optimizer.variables)])
+            + [("optimizer", i, v) for i, v in enumerate(
+                optimizer.variables if optimizer is not None else ())])
 
 
 def _canonical(group, path):
@@ -79,8 +81,9 @@ class Checkpointer:
         self._lineage = set()
         self._skipped = set()
 
-    def restore(self, model, optimizer):
-        """Loads the newest usable checkpoint; (its path, its run state), or (None, {}).
+    def restore(self, model, optimizer=None):
+        """Loads the newest usable checkpoint into the model and the optimizer (the model alone
+        when it is None); (its path, its run state), or (None, {}).
 
         Raises:
           CheckpointError: checkpoints exist and none can be used.
@@ -209,16 +212,22 @@ def _read_orbax(path, keyed):
         meta = _read_meta(checkpointer, path)
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             return None, None, f"not a bert_tf JAX checkpoint (its meta item is not {FORMAT!r})"
+        model_only = not any(group == "optimizer" for group, _, _ in keyed)
         saved = [(group, _canonical(group, p), tuple(shape))
-                 for group, p, shape, *_ in meta["variables"]]
+                 for group, p, shape, *_ in meta["variables"]
+                 if not (model_only and group == "optimizer")]
         problem = _mismatch(saved, keyed)
         if problem is not None:
             return None, None, problem
         target = {group: [_abstract(v) for g, _, v in keyed if g == group]
                   for group in ("model", "optimizer")}
+        if model_only:
+            # Read on the host and dropped: Orbax restores the tree it was given whole.
+            target["optimizer"] = [np.zeros(shape, dtype) for group, _, shape, dtype
+                                   in meta["variables"] if group == "optimizer"]
         state = checkpointer.restore(path, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(target))).state
-    arrays = list(state["model"]) + list(state["optimizer"])
+    arrays = list(state["model"]) + ([] if model_only else list(state["optimizer"]))
     return arrays, dict(meta.get("run_state") or {}), None
 
 
@@ -245,8 +254,10 @@ def _read_npz(path, keyed):
             continue
         group, index, variable_path = key.split("/", 2)
         by_key[(group, int(index))] = (_canonical(group, variable_path), array)
+    groups = {group for group, _, _ in keyed}
     saved = [(group, by_key[(group, index)][0], tuple(by_key[(group, index)][1].shape))
-             for group, index in sorted(by_key, key=lambda k: (k[0] != "model", k[1]))]
+             for group, index in sorted(by_key, key=lambda k: (k[0] != "model", k[1]))
+             if group in groups]
     problem = _mismatch(saved, keyed)
     if problem is not None:
         return None, None, problem

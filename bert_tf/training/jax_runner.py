@@ -110,6 +110,7 @@ class JaxRuntime(Runtime):
     """A job's runtime on JAX: every device of every process, data parallel."""
 
     backend = "jax"
+    compiles_each_shape = True
 
     @classmethod
     def start(cls, coordinator_address=None, num_processes=None, process_id=None):
@@ -188,9 +189,11 @@ class JaxRuntime(Runtime):
         results["eval_steps"] = steps
         return results
 
-    def restore_latest(self, output_dir, model, optimizer):
-        optimizer.build(model.trainable_variables)
-        path, _ = jax_checkpoints.Checkpointer(output_dir).restore(model, optimizer)
+    def restore_latest(self, output_dir, model, optimizer=None):
+        if optimizer is not None:
+            optimizer.build(model.trainable_variables)
+        path, _ = jax_checkpoints.Checkpointer(output_dir, writer=False).restore(model,
+                                                                                optimizer)
         return path
 
     def saved_run_state(self, output_dir):
@@ -423,7 +426,18 @@ def _micro_batches(dataset_fn, skip, accumulation, mesh):
         except StopIteration:
             raise RuntimeError("the training input ended; dataset_fn must return a repeating "
                                "dataset") from None
-        yield shard_micro_batches(jax.tree.map(lambda *xs: np.stack(xs), *local), mesh)
+        yield shard_micro_batches(jax.tree.map(_stack_padded, *local), mesh)
+
+
+def _stack_padded(*arrays):
+    """Micro-batches [B, L_i, ...] stacked to [A, B, L, ...], L the longest L_i: length-bucketed
+    batches differ in their sequence axis, and the added positions (id 0, mask 0, weight 0) are
+    ones attention and the losses ignore."""
+    if arrays[0].ndim >= 2 and len({a.shape[1] for a in arrays}) > 1:
+        width = max(a.shape[1] for a in arrays)
+        arrays = [np.pad(a, [(0, 0), (0, width - a.shape[1])] + [(0, 0)] * (a.ndim - 2))
+                  for a in arrays]
+    return np.stack(arrays)
 
 
 class _SigtermFlag:

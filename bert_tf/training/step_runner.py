@@ -150,6 +150,10 @@ class Runtime:
         training.precision's rule); returns the policy set."""
         raise NotImplementedError
 
+    # Whether every new input shape costs a compilation (jit): evaluation then takes the
+    # coarse length buckets of training batches rather than the fine ones.
+    compiles_each_shape = False
+
     def needs_static_shapes(self):
         """True where one compiled program runs many steps and needs one input shape (TPUs
         under TensorFlow): length buckets are then off."""
@@ -165,15 +169,21 @@ class Runtime:
         `metrics_fn(sums, count)` (default: means); the metrics plus "eval_steps"."""
         raise NotImplementedError
 
-    def restore_latest(self, output_dir, model, optimizer):
-        """Loads the newest readable training checkpoint of `output_dir` into the model and
-        optimizer (an evaluation of the run); its path, or None when there is none."""
+    def restore_latest(self, output_dir, model, optimizer=None):
+        """Loads the newest readable training checkpoint of `output_dir` into the model (and
+        the optimizer when given): an evaluation of the run; its path, or None when there is
+        none."""
         raise NotImplementedError
 
     def saved_run_state(self, output_dir):
         """The run state (step_runner.RUN_STATE_KEYS) of `output_dir`'s newest checkpoint, {}
         when there is none or it holds none; reads only."""
         raise NotImplementedError
+
+    def private_dir(self, output_dir, purpose):
+        """A directory under output_dir where this process keeps its own copy of something
+        the chief writes for everyone (`purpose`: e.g. best/), or None where it needs none."""
+        return None
 
     def agree(self, flag):
         """True on every process when `flag` is True on any."""

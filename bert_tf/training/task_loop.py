@@ -21,15 +21,17 @@ import shutil
 import time
 import weakref
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from keras import ops
 
 from bert_tf import fileio, run_directory
 from bert_tf.fileio import write_text_atomic
 from bert_tf.training import controller
 from bert_tf.training.logging_window import format_metrics, write_scalars
-from bert_tf.training.tf_runner import remove_worker_dir, worker_temp_dir
+from bert_tf.training.tf_runner import remove_worker_dir
 
 
 def num_train_steps(num_examples, global_batch_size, num_train_epochs):
@@ -55,35 +57,44 @@ def num_warmup_steps(train_steps, warmup_proportion):
 def _example_weights(batch, labels):
     weights = batch.get("example_weights")
     if weights is None:
-        return tf.ones(tf.shape(labels)[:1], tf.float32)
-    return tf.cast(weights, tf.float32)
+        return ops.ones(ops.shape(labels)[:1], "float32")
+    return ops.cast(weights, "float32")
 
 
 def _weighted_mean(values, weights):
-    return tf.reduce_sum(values * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+    return ops.sum(values * weights) / ops.maximum(ops.sum(weights), 1.0)
 
 
+def _cross_entropy(labels, logits):
+    """Per-position softmax cross-entropy of int labels; logits [..., C]."""
+    return ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+
+
+def _hits(labels, logits):
+    """float32 1 where the argmax of logits [..., C] is the int label."""
+    return ops.cast(ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), labels),
+                    "float32")
+
+
+# The losses are written in keras.ops: they run in TensorFlow's and JAX's compiled steps.
 def classification_loss_fn(model, batch, training):
     """Cross-entropy (or squared error when the model has one output) on `label_ids`.
 
     Returns loss (mean over the batch's real examples) plus summable parts: `correct`
     (or `squared_error`) and `count`.
     """
-    logits_bc = tf.cast(model(batch, training=training), tf.float32)
+    logits_bc = ops.cast(model(batch, training=training), "float32")
     weights_b = _example_weights(batch, batch["label_ids"])
-    parts = {"count": tf.reduce_sum(weights_b)}
+    parts = {"count": ops.sum(weights_b)}
     if logits_bc.shape[-1] == 1:
-        labels_b = tf.cast(batch["label_ids"], tf.float32)
-        squared_b = tf.square(logits_bc[:, 0] - labels_b)
+        labels_b = ops.cast(batch["label_ids"], "float32")
+        squared_b = ops.square(logits_bc[:, 0] - labels_b)
         parts["loss"] = _weighted_mean(squared_b, weights_b)
-        parts["squared_error"] = tf.reduce_sum(squared_b * weights_b)
+        parts["squared_error"] = ops.sum(squared_b * weights_b)
         return parts
-    labels_b = tf.cast(batch["label_ids"], tf.int32)
-    ce_b = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels_b, logits=logits_bc)
-    hits_b = tf.cast(tf.equal(tf.argmax(logits_bc, -1, output_type=tf.int32), labels_b),
-                     tf.float32)
-    parts["loss"] = _weighted_mean(ce_b, weights_b)
-    parts["correct"] = tf.reduce_sum(hits_b * weights_b)
+    labels_b = ops.cast(batch["label_ids"], "int32")
+    parts["loss"] = _weighted_mean(_cross_entropy(labels_b, logits_bc), weights_b)
+    parts["correct"] = ops.sum(_hits(labels_b, logits_bc) * weights_b)
     return parts
 
 
@@ -91,31 +102,25 @@ def span_loss_fn(model, batch, training):
     """The original run_squad loss: the mean of the start and end cross-entropies."""
     outputs = model(batch, training=training)
     weights_b = _example_weights(batch, batch["start_positions"])
-    parts = {"count": tf.reduce_sum(weights_b)}
+    parts = {"count": ops.sum(weights_b)}
     total = 0.0
     for name in ("start", "end"):
-        logits_bs = tf.cast(outputs[f"{name}_logits"], tf.float32)
-        labels_b = tf.cast(batch[f"{name}_positions"], tf.int32)
-        ce_b = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels_b, logits=logits_bs)
-        total += 0.5 * _weighted_mean(ce_b, weights_b)
-        hits_b = tf.cast(tf.equal(tf.argmax(logits_bs, -1, output_type=tf.int32), labels_b),
-                         tf.float32)
-        parts[f"{name}_correct"] = tf.reduce_sum(hits_b * weights_b)
+        logits_bs = ops.cast(outputs[f"{name}_logits"], "float32")
+        labels_b = ops.cast(batch[f"{name}_positions"], "int32")
+        total += 0.5 * _weighted_mean(_cross_entropy(labels_b, logits_bs), weights_b)
+        parts[f"{name}_correct"] = ops.sum(_hits(labels_b, logits_bs) * weights_b)
     parts["loss"] = total
     return parts
 
 
 def tagging_loss_fn(model, batch, training):
     """Token cross-entropy weighted by `label_weights` (first pieces of words, no padding)."""
-    logits_bsc = tf.cast(model(batch, training=training), tf.float32)
-    labels_bs = tf.cast(batch["label_ids"], tf.int32)
-    weights_bs = tf.cast(batch["label_weights"], tf.float32)
-    ce_bs = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels_bs, logits=logits_bsc)
-    hits_bs = tf.cast(tf.equal(tf.argmax(logits_bsc, -1, output_type=tf.int32), labels_bs),
-                      tf.float32)
-    return {"loss": _weighted_mean(ce_bs, weights_bs),
-            "correct": tf.reduce_sum(hits_bs * weights_bs),
-            "count": tf.reduce_sum(weights_bs)}
+    logits_bsc = ops.cast(model(batch, training=training), "float32")
+    labels_bs = ops.cast(batch["label_ids"], "int32")
+    weights_bs = ops.cast(batch["label_weights"], "float32")
+    return {"loss": _weighted_mean(_cross_entropy(labels_bs, logits_bsc), weights_bs),
+            "correct": ops.sum(_hits(labels_bs, logits_bsc) * weights_bs),
+            "count": ops.sum(weights_bs)}
 
 
 def training_metrics(sums, count):
@@ -192,7 +197,19 @@ def predict(model, dataset, output_keys=None, sequence_length=None):
       one row per dataset row (with trailing padding rows) or, for bucketed input, exactly one
       row per example in example order.
     """
-    step = _prediction_step(model, getattr(dataset, "element_spec", None), output_keys)
+    if keras.backend.backend() == "tensorflow":
+        step = _prediction_step(model, getattr(dataset, "element_spec", None), output_keys)
+        batches, host = dataset, lambda t: t.numpy()
+    else:
+        # Keras' own compiled prediction step (one trace per bucket length).
+        def step(features):
+            outputs = model.predict_on_batch(features)
+            if isinstance(outputs, dict) and output_keys is not None:
+                outputs = {k: outputs[k] for k in output_keys}
+            return outputs
+        batches = (dataset.as_numpy_iterator() if hasattr(dataset, "as_numpy_iterator")
+                   else dataset)
+        host = np.asarray
 
     def pad_sequence(array):
         if sequence_length is None or array.shape[1] == sequence_length:
@@ -201,11 +218,12 @@ def predict(model, dataset, output_keys=None, sequence_length=None):
         return np.pad(array, widths)
 
     chunks, indices = [], []
-    for batch in dataset:
+    for batch in batches:
         outputs = step(batch)
-        chunks.append(tf.nest.map_structure(lambda t: pad_sequence(t.numpy()), outputs))
+        chunks.append(tf.nest.map_structure(
+            lambda t: pad_sequence(np.asarray(host(t), np.float32)), outputs))
         if "example_index" in batch:
-            indices.append(batch["example_index"].numpy())
+            indices.append(host(batch["example_index"]))
     if not chunks:
         raise ValueError("prediction input is empty: the dataset yielded no batch")
     outputs = tf.nest.map_structure(lambda *parts: np.concatenate(parts, axis=0), *chunks)
@@ -285,7 +303,7 @@ class BestModelKeeper:
             directory = self._copy_dir
             tmp = f"{directory}.tmp-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
-            tf.train.Checkpoint(model=self.model).write(os.path.join(tmp, f"model-{step}"))
+            _write_weights(self.model, os.path.join(tmp, f"model-{step}"))
             write_text_atomic(os.path.join(tmp, run_directory.BEST_METRICS_FILE),
                               json.dumps(self.best, indent=2, sort_keys=True) + "\n")
             old = f"{directory}.old-{os.getpid()}"
@@ -302,7 +320,7 @@ class BestModelKeeper:
         in beside the old ones, then metrics.json (naming the step) is replaced, then the old
         weights are deleted. A crash at any point leaves metrics.json naming complete weights."""
         directory = self._copy_dir
-        tf.train.Checkpoint(model=self.model).write(os.path.join(directory, f"model-{step}"))
+        _write_weights(self.model, os.path.join(directory, f"model-{step}"))
         write_text_atomic(os.path.join(directory, run_directory.BEST_METRICS_FILE),
                           json.dumps(self.best, indent=2, sort_keys=True) + "\n")
         for name in tf.io.gfile.listdir(directory):
@@ -323,10 +341,10 @@ class BestModelKeeper:
                      else self.directory)
         path = os.path.join(directory, f"model-{self.best['step']}")
         # A read that fails part-way may have assigned some variables: put them back.
-        current = [v.numpy() for v in self.model.weights]
+        current = [ops.convert_to_numpy(v) for v in self.model.weights]
         try:
-            tf.train.Checkpoint(model=self.model).read(path).expect_partial()
-        except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:
+            _read_weights(self.model, path)
+        except (tf.errors.OpError, ValueError, AssertionError, IndexError, OSError) as e:
             # IndexError: the checkpoint reader's "Read less bytes than requested" (truncated).
             for variable, value in zip(self.model.weights, current, strict=True):
                 variable.assign(value)
@@ -337,6 +355,27 @@ class BestModelKeeper:
         logging.info("Restored the best weights (step %d, %s=%.5g)", self.best["step"],
                      self.metric, self.best["metrics"][self.metric])
         return self.best
+
+
+def _write_weights(model, prefix):
+    """The best weights: a tf.train.Checkpoint at `prefix` on TensorFlow (bert_tf's format
+    since its first release), Keras' `<prefix>.weights.h5` on other backends."""
+    if keras.backend.backend() == "tensorflow":
+        tf.train.Checkpoint(model=model).write(prefix)
+    else:
+        fileio.makedirs(os.path.dirname(prefix))
+        model.save_weights(prefix + _KERAS_WEIGHTS)
+
+
+def _read_weights(model, prefix):
+    """Loads the best weights at `prefix` in whichever format they were written."""
+    if fileio.exists(prefix + _KERAS_WEIGHTS):
+        model.load_weights(prefix + _KERAS_WEIGHTS)
+    else:
+        tf.train.Checkpoint(model=model).read(prefix).expect_partial()
+
+
+_KERAS_WEIGHTS = ".weights.h5"
 
 
 def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, runtime, output_dir,
@@ -369,8 +408,7 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, runtime, output_di
     if evaluate_fn is not None and not best_metric:
         raise ValueError("fine_tune: evaluate_fn needs best_metric")
     chief = runtime.chief
-    worker_dir = (None if chief
-                  else worker_temp_dir(output_dir, runtime.strategy, run_directory.BEST_DIR))
+    worker_dir = runtime.private_dir(output_dir, run_directory.BEST_DIR)
     keeper = (BestModelKeeper(model, output_dir, best_metric, higher_is_better, write=chief,
                               worker_dir=worker_dir)
               if evaluate_fn is not None else None)

@@ -108,14 +108,20 @@ class TensorFlowRuntime(Runtime):
             steps += 1
         return _eval_results(sums, steps, steps * self.num_replicas, metrics_fn)
 
-    def restore_latest(self, output_dir, model, optimizer):
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    def restore_latest(self, output_dir, model, optimizer=None):
+        checkpoint = tf.train.Checkpoint(model=model, **(
+            {"optimizer": optimizer} if optimizer is not None else {}))
         manager = tf.train.CheckpointManager(checkpoint, output_dir, max_to_keep=None)
         return checkpointing.restore_latest(manager, checkpoint)
 
     def saved_run_state(self, output_dir):
         latest = tf.train.latest_checkpoint(output_dir)
         return _read_run_state(latest) if latest else {}
+
+    def private_dir(self, output_dir, purpose):
+        # A worker restoring the best weights at the end reads its own copy, not the chief's
+        # best/ while the chief may be replacing it.
+        return None if self.chief else worker_temp_dir(output_dir, self.strategy, purpose)
 
     def agree(self, flag):
         if not self._multi_worker():

@@ -13,6 +13,7 @@ from bert_tf.jobs.finetuning import (FinetuningConfig, check_resume, owned, prep
                                      restore_trained, run_record)
 from bert_tf.jobs.run_setup import FlagValueError
 from bert_tf.modeling import BertEncoder, BertSpanLabeler
+from bert_tf.training.runtime import on_tensorflow
 
 
 def _options(pretrained_dir, tmp_path, **overrides):
@@ -113,7 +114,7 @@ def test_restore_skips_a_corrupt_newest_checkpoint_with_a_warning(tmp_path, capl
     options = FinetuningConfig(output_dir=str(tmp_path), init_checkpoint=None,
                                do_lower_case=True)
     with caplog.at_level(logging.WARNING):
-        step = restore_trained(options, fresh, "f1")
+        step = restore_trained(options, fresh, "f1", on_tensorflow())
     assert step == 10
     for expected, variable in zip(want, fresh.weights, strict=True):
         np.testing.assert_array_equal(variable.numpy(), expected, err_msg=variable.path)
@@ -195,14 +196,16 @@ def test_predict_only_from_a_pretraining_run_is_refused_unless_asked(tmp_path, p
     options = FinetuningConfig(output_dir=str(tmp_path), do_lower_case=True,
                                init_checkpoint=str(pretrained_dir))
     with pytest.raises(FlagValueError) as e:
-        restore_trained(options, BertClassifier(BertEncoder(config), 2), "score")
+        restore_trained(options, BertClassifier(BertEncoder(config), 2), "score",
+                        on_tensorflow())
     assert str(e.value).startswith(
         f"--do_eval/--do_predict without --do_train: --output_dir={tmp_path} holds no "
         f"fine-tuned weights and --init_checkpoint={pretrained_dir} has no BertClassifier head "
         "(2 head variables would be random, e.g. ")
     assert str(e.value).endswith("or pass --allow_untrained_head")
     options.allow_untrained_head = True
-    assert restore_trained(options, BertClassifier(BertEncoder(config), 2), "score") == 0
+    assert restore_trained(options, BertClassifier(BertEncoder(config), 2), "score",
+                           on_tensorflow()) == 0
 
 
 def test_export_dir_equal_to_output_dir_is_refused_before_training(tmp_path, pretrained_dir):
@@ -290,7 +293,7 @@ def test_a_damaged_best_checkpoint_falls_back_to_the_newest(tmp_path, caplog):
     options = FinetuningConfig(output_dir=str(tmp_path), init_checkpoint=None,
                                do_lower_case=True)
     with caplog.at_level(logging.WARNING):
-        assert restore_trained(options, fresh, "f1") == 20
+        assert restore_trained(options, fresh, "f1", on_tensorflow()) == 20
     for expected, variable in zip(want, fresh.weights, strict=True):
         np.testing.assert_array_equal(variable.numpy(), expected, err_msg=variable.path)
     assert any(f"The best weights {tmp_path}/best/model-10 cannot be restored" in r.getMessage()

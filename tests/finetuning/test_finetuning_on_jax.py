@@ -1,0 +1,163 @@
+"""Fine-tuning on Keras' JAX backend: classification, tagging and SQuAD with --backend=jax, the
+same flags and run directories as on TensorFlow; the same classification reaches the same dev
+accuracy on both backends; the JAX run's model.keras serves under TensorFlow."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from command_batch import run_commands
+from finetuning_helpers import make_pretrained_dir, write_conll, write_sst2
+from test_run_squad import _flags as squad_flags
+from test_run_squad import _write_files as write_squad_files
+
+pytestmark = pytest.mark.xdist_group("jax_finetuning")
+
+
+def _jax_env():
+    return dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def _classify_args(pretrained, data, output_dir):
+    # The encoder from the pre-trained model's .keras file, with its config and vocabulary.
+    return ["--task_name=sst-2", f"--data_dir={data}",
+            f"--init_checkpoint={pretrained / 'pretrainer.keras'}",
+            f"--bert_config_file={pretrained / 'bert_config.json'}",
+            f"--vocab_file={pretrained / 'vocab.txt'}", "--max_seq_length=16",
+            "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=3",
+            "--save_checkpoints_steps=24", "--seed=1", "--do_train", "--do_eval", "--do_predict",
+            f"--output_dir={output_dir}"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Classification on both backends, tagging and SQuAD v1 on JAX, from one tiny model."""
+    root = tmp_path_factory.mktemp("jax_finetuning")
+    pretrained = root / "pretrained"
+    make_pretrained_dir(str(pretrained)).save(str(pretrained / "pretrainer.keras"))
+    write_sst2(str(root / "SST-2"))
+    write_conll(str(root / "conll"))
+    squad = root / "squad"
+    squad.mkdir()
+    write_squad_files(squad)
+    tensorflow = run_commands([("bert_tf.run_classifier", _classify_args(
+        pretrained, root / "SST-2", root / "classify_tensorflow"))])
+    jax = run_commands([
+        ("bert_tf.run_classifier", _classify_args(pretrained, root / "SST-2",
+                                                  root / "classify_jax")),
+        ("bert_tf.run_tagging", [
+            f"--data_dir={root / 'conll'}", f"--init_checkpoint={pretrained / 'pretrainer.keras'}",
+            f"--bert_config_file={pretrained / 'bert_config.json'}",
+            f"--vocab_file={pretrained / 'vocab.txt'}", "--max_seq_length=16",
+            "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=4",
+            "--save_checkpoints_steps=1000", "--seed=1", "--do_train", "--do_eval",
+            f"--output_dir={root / 'tag_jax'}"]),
+        ("bert_tf.run_squad", squad_flags(squad, root / "squad_jax", "v1")),
+        ("bert_tf.run_classifier", _classify_args(pretrained, root / "SST-2",
+                                                  root / "refused") + [
+            f"--export_dir={root / 'refused_export' / '1'}"]),
+    ], env=_jax_env())
+    return root, tensorflow + jax
+
+
+def _results(directory):
+    with open(directory / "results.json", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_classification_reaches_the_same_accuracy_on_both_backends(runs):
+    root, results = runs
+    for result in results[:2]:
+        assert result.returncode == 0, result.stderr[-3000:]
+    tensorflow, jax = (_results(root / f"classify_{b}") for b in ("tensorflow", "jax"))
+    assert tensorflow["eval"]["accuracy"] > 0.9 and jax["eval"]["accuracy"] > 0.9
+    assert abs(tensorflow["eval"]["accuracy"] - jax["eval"]["accuracy"]) <= 0.01
+    assert jax["global_step"] == tensorflow["global_step"] == 48
+    record = json.loads((root / "classify_jax" / "bert_tf_run.json").read_text())
+    assert record["settings"]["optimizer"] == "adamw"
+    names = set(os.listdir(root / "classify_jax"))
+    assert {"model.keras", "task_info.json", "test_results.tsv", "SST-2.tsv", "best",
+            "ckpt-48.orbax", "eval_results.txt"} <= names, names
+
+
+def test_the_jax_run_serves_under_tensorflow(runs):
+    """This process is TensorFlow: the JAX run's model.keras loads here and predicts what the
+    JAX run wrote for the test set."""
+    import bert_tf
+    from bert_tf.data.tasks import classifier_data, feature_records, glue
+    from bert_tf.text import load_tokenizer
+    from bert_tf.training import task_loop
+
+    root, _ = runs
+    run = root / "classify_jax"
+    model = bert_tf.load_model(str(run / "model.keras"))
+    examples = glue.read_glue_tsv(glue.glue_task("sst-2"), str(root / "SST-2"), "test")
+    tokenizer = load_tokenizer(str(run / "vocab.txt"), True)
+    path, meta = classifier_data.classifier_records(str(root / "features"), "test", examples,
+                                                    tokenizer, 16, ["0", "1"])
+    dataset = feature_records.records_dataset(
+        path, classifier_data.classifier_spec(16, False), batch_size=8, is_training=False,
+        num_examples=meta["num_examples"])
+    logits = task_loop.predict(model, dataset)[:meta["num_examples"]]
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    written = np.loadtxt(run / "test_results.tsv")
+    np.testing.assert_allclose(probabilities, written, atol=1e-4)
+
+
+def test_tagging_and_squad_train_on_jax(runs):
+    root, results = runs
+    tagging, squad = results[2], results[3]
+    assert tagging.returncode == 0, tagging.stderr[-3000:]
+    assert squad.returncode == 0, squad.stderr[-3000:]
+    tags = _results(root / "tag_jax")
+    assert tags["eval"]["f1"] > 0.5, tags["eval"]
+    assert (root / "squad_jax" / "predictions.json").exists()
+    assert _results(root / "squad_jax")["global_step"] > 0
+
+
+def test_a_savedmodel_export_is_refused_on_jax_naming_what_to_do(runs):
+    root, results = runs
+    refused = results[4]
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "run_classifier: error: --export_dir has no meaning with --backend=jax (a SavedModel is "
+        "written by TensorFlow: fine-tune on JAX, then export the run's model.keras with "
+        "bert-tf-export --model_dir=<--output_dir>)")
+    assert not (root / "refused").exists() and not (root / "refused_export").exists()
+
+
+_FIT_ON_JAX = """
+import keras, numpy as np
+import bert_tf
+from bert_tf.training.optimization import create_optimizer
+assert keras.backend.backend() == "jax"
+keras.utils.set_random_seed(0)
+config = bert_tf.BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1,
+                            num_attention_heads=2, intermediate_size=64,
+                            max_position_embeddings=16)
+model = bert_tf.BertClassifier(bert_tf.BertEncoder(config), num_classes=2)
+rng = np.random.default_rng(0)
+ids = rng.integers(5, 40, (256, 12)).astype("int32")
+labels = (ids[:, 3] % 2).astype("int32")  # the parity of one token's id
+features = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+            "input_type_ids": np.zeros_like(ids)}
+model.compile(optimizer=create_optimizer(3e-3, 160, 16),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["accuracy"])
+history = model.fit(features, labels, batch_size=16, epochs=10, verbose=0).history
+print(history["loss"][0], history["loss"][-1], history["accuracy"][-1])
+"""
+
+
+def test_keras_fit_trains_a_bert_tf_model_on_jax():
+    """A notebook's `fit` with bert_tf's model and optimizer under KERAS_BACKEND=jax."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", _FIT_ON_JAX], env=_jax_env(),
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, last, accuracy = map(float, result.stdout.split())
+    assert last < first * 0.5 and accuracy > 0.9, result.stdout
