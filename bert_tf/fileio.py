@@ -16,6 +16,7 @@ Local paths use the Python built-ins (fast, no TensorFlow import); TensorFlow is
 when a path has a scheme, so TF-free tools (create_pretraining_data) stay TF-free for local files.
 """
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -207,10 +208,34 @@ def publish_file(local_file, path, expected=NOT_CHECKED):
     _move_local_file(local_file, path, expected)
 
 
+@contextlib.contextmanager
+def staging_dir(path, prefix):
+    """A new empty local directory (yielded) to build the output directory `path` in before
+    publish_dir moves it there; removed, with whatever is left in it, at exit.
+
+    For a local `path` it is made beside the directory `path` names (through symbolic links),
+    so that publishing is a rename; a remote `path` is staged in the local temporary
+    directory. Its mode is the one a new directory gets (0777 less the umask), not mkdtemp's
+    0700: what is published is readable as any directory the user makes.
+    """
+    path = str(path)
+    parent = None
+    if not is_remote(path):
+        parent = os.path.dirname(os.path.realpath(path))
+        os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=parent, prefix=prefix)
+    try:
+        os.chmod(staging, 0o777 & ~_current_umask())
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def publish_dir(staging, path, expected=NOT_CHECKED, prefix=".tmp_old_"):
     """Moves the finished local directory `staging` to `path`, replacing what was there.
 
-    Local: `staging` is renamed into place (a sibling of `path`). When `expected` is a
+    Local: `staging` (made by staging_dir) is renamed into place: into the directory a
+    symbolic link `path` names, which stays a link. When `expected` is a
     directory with files (an earlier output being replaced), it is renamed aside first and
     compared there: a target another writer changed is put back and TargetChangedError names
     it. When nothing (or an empty directory) was there, the rename fails rather than replace
@@ -222,7 +247,7 @@ def publish_dir(staging, path, expected=NOT_CHECKED, prefix=".tmp_old_"):
         check_unchanged(path, expected)
         _upload_dir(staging, path)
         return
-    path = os.path.abspath(path)
+    path = os.path.realpath(path)
     if expected is NOT_CHECKED or not _empty(expected):
         if os.path.exists(path):
             # A fresh name: a sibling the user keeps (EXPORT/1.old) is never removed.
