@@ -17,8 +17,9 @@ still one):
   a TF1 checkpoint               <prefix>.index (original BERT or ALBERT, any name)
 
 A path is inside a model directory when its folder is one, or is one of the folders a model
-directory holds (best/, variables/, 1_Pooling/, ...) of one, or is yet to be made in one.
-Imports no TensorFlow for local paths.
+directory holds (best/, variables/, 1_Pooling/, ...) of one, or is yet to be made in one. A
+directory may hold models of several formats (models_in); a reader that would take one of
+them without a word refuses it instead. Imports no TensorFlow for local paths.
 """
 
 import dataclasses
@@ -66,6 +67,11 @@ MODEL_FOLDERS = (run_directory.BEST_DIR, run_directory.FEATURES_DIR, run_directo
                  "1_Pooling", "2_Normalize")
 
 
+class ModelFileError(ValueError):
+    """A model file or directory that cannot be read as a model: truncated, not the format its
+    name says, or holding models of two formats. Every command reports it in one line."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelDirectory:
     """A directory recognised as holding a model.
@@ -85,42 +91,51 @@ class ModelDirectory:
         return f"{self.kind} ({shown})"
 
 
-def _kind(names, directory):
-    """(kind, telling names) of a directory's listing `names`, or None."""
+def _kinds(names, directory):
+    """[(kind, telling names)] of every model in a directory's listing `names`, the kind that
+    tells the directory first. A training run's own checkpoints and models are the run; a
+    sentence-transformers model's Hugging Face files are that model."""
+    found = []
     markers = run_directory.markers(directory)
     if markers:
-        return RUN, markers
+        found.append((RUN, markers))
     if MODULES_FILE in names:
-        return SENTENCE_TRANSFORMERS, [MODULES_FILE]
+        found.append((SENTENCE_TRANSFORMERS, [MODULES_FILE]))
     if KERAS_HUB_METADATA_FILE in names and HF_CONFIG_FILE in names:
-        return KERAS_HUB, [HF_CONFIG_FILE, KERAS_HUB_METADATA_FILE]
+        found.append((KERAS_HUB, [HF_CONFIG_FILE, KERAS_HUB_METADATA_FILE]))
     weights = [name for name in HF_WEIGHT_FILES if name in names]
-    if HF_CONFIG_FILE in names and weights:
-        return HUGGINGFACE, [HF_CONFIG_FILE, *weights]
+    if HF_CONFIG_FILE in names and weights and MODULES_FILE not in names:
+        found.append((HUGGINGFACE, [HF_CONFIG_FILE, *weights]))
     if SAVED_MODEL_FILE in names:
-        return SAVED_MODEL, [SAVED_MODEL_FILE]
+        found.append((SAVED_MODEL, [SAVED_MODEL_FILE]))
     if LITERT_MODEL_FILE in names:
-        return LITERT, [LITERT_MODEL_FILE]
+        found.append((LITERT, [LITERT_MODEL_FILE]))
     keras_files = [name for name in (run_directory.PRETRAINER_FILE, run_directory.ENCODER_FILE)
                    if name in names]
-    if keras_files:
-        return BERT_TF_MODEL, keras_files
-    indexes = [name for name in names if name.endswith(CHECKPOINT_INDEX_SUFFIX)]
+    if keras_files and not markers:
+        found.append((BERT_TF_MODEL, keras_files))
+    indexes = [name for name in names if name.endswith(CHECKPOINT_INDEX_SUFFIX)
+               and name not in markers]
     if indexes:
-        return TF1_CHECKPOINT, indexes
-    return None
+        found.append((TF1_CHECKPOINT, indexes))
+    return found
+
+
+def models_in(directory):
+    """A ModelDirectory for every model `directory` holds, one per format, the one recognise
+    gives first; [] for a directory holding none (or no directory)."""
+    directory = str(directory)
+    if not fileio.isdir(directory):
+        return []
+    names = set(name.rstrip("/") for name in fileio.listdir(directory))
+    return [ModelDirectory(directory, kind, tuple(sorted(telling)))
+            for kind, telling in _kinds(names, directory)]
 
 
 def recognise(directory):
     """The ModelDirectory `directory` is, or None (not a directory, or no model in it)."""
-    directory = str(directory)
-    if not fileio.isdir(directory):
-        return None
-    found = _kind(set(name.rstrip("/") for name in fileio.listdir(directory)), directory)
-    if found is None:
-        return None
-    kind, names = found
-    return ModelDirectory(directory, kind, tuple(sorted(names)))
+    found = models_in(directory)
+    return found[0] if found else None
 
 
 def holds_only(directory, kind):
