@@ -7,7 +7,9 @@ The config's field names are the command-line flag names, so every error names t
 --output_dir (a bert_tf.run_directory) receives: ckpt-<step> checkpoints, summaries/
 (TensorBoard), bert_config.json, vocab.txt (when vocab_file is given), run_pretraining.flags
 (the flags used), bert_tf_run.json (the run record a resume is checked against),
-pretrainer.keras, encoder.keras and results.json.
+pretrainer.keras, encoder.keras and results.json. A run without --do_train evaluates the run's
+own checkpoints (else --init_checkpoint's weights) and writes only what it found: a line of
+eval_only_results.jsonl and scalars under summaries/eval.
 """
 
 import contextlib
@@ -163,6 +165,8 @@ def validate_options(options, config):
                                  "grpc://HOST:PORT (the dispatcher's address)")
     # Warm-started weights are indexed by the vocabulary beside them (tokens appended: fine).
     run_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
+    if options.init_checkpoint:
+        interop.check_weights_readable(options.init_checkpoint)
     if options.vocab_file:
         vocab_size = (_tokenizer_json(options).vocab_size
                       if tokenizer_files.is_tokenizer_json(options.vocab_file)
@@ -444,6 +448,7 @@ def run_record(options, config):
         settings={"max_seq_length": options.max_seq_length,
                   "max_predictions_per_seq": _predictions(options),
                   "train_batch_size": options.train_batch_size,
+                  "gradient_accumulation_steps": options.gradient_accumulation_steps,
                   "use_next_sentence_label": options.use_next_sentence_label,
                   "sentence_order_prediction": options.sentence_order_prediction,
                   "span_boundary_objective": options.span_boundary_objective,
@@ -475,7 +480,8 @@ def pretrain(options, flags_text=None):
         so the run's every setting is on record next to its checkpoints.
 
     Returns:
-      dict written to output_dir/results.json.
+      dict written to output_dir/results.json; of a run without --do_train (evaluation only),
+      the line it adds to output_dir/eval_only_results.jsonl (_evaluate_only).
     """
     start = time.time()
     config = run_setup.read_model_config(run_setup.config_source(options))
@@ -487,6 +493,8 @@ def pretrain(options, flags_text=None):
     if options.do_train:
         run_directory.check_resume(options.output_dir, record, options.vocab_file,
                                    backend=options.backend)
+    else:
+        _check_evaluation_source(options)
     run_directory.check_writable(options.output_dir)
     # The strategy (or JAX's processes and devices) comes before any TensorFlow op:
     # multi-worker collectives must be configured before the runtime starts.
@@ -509,6 +517,8 @@ def pretrain(options, flags_text=None):
             run_directory.check_resume(options.output_dir, record, options.vocab_file,
                                        backend=options.backend)
         try:
+            if not options.do_train:
+                return _evaluate_only(options, config, strategy, dataset_fns[False], start)
             return _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
         except tf.errors.InvalidArgumentError as e:
             from bert_tf.data.pretraining import record_dataset
@@ -520,19 +530,10 @@ def pretrain(options, flags_text=None):
 
 
 def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start):
-    """pretrain() once the flags and inputs are checked and the directory is owned."""
+    """pretrain() of a run that trains, once the flags and inputs are checked and the directory
+    is owned."""
     run_setup.set_seed_and_policy(options, strategy)
-
-    with strategy.scope() if strategy is not None else contextlib.nullcontext():
-        encoder = build_encoder(config)
-        model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
-                               sentence_order_prediction=options.sentence_order_prediction,
-                               span_boundary_objective=options.span_boundary_objective)
-        optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
-                                     options.num_warmup_steps, optimizer_type=options.optimizer,
-                                     weight_decay_rate=options.weight_decay_rate,
-                                     lr_schedule=options.lr_schedule,
-                                     decay_proportion=options.decay_proportion)
+    encoder, model, optimizer = _build_model(options, config, strategy)
 
     chief = run_setup.is_chief_process(strategy)
     output = functools.partial(run_directory.path, options.output_dir)
@@ -581,24 +582,10 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
                          train_results["instances_per_row"],
                          train_results["instances_per_second"])
         results["train"] = train_results
-    else:
-        results["global_step"] = _restore_for_eval(options, model, optimizer)
 
     if options.do_eval:
-        if strategy is None:
-            results["eval"] = jax_loop().evaluate(
-                model=model, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fns[False],
-                max_steps=options.max_eval_steps, metrics_fn=metrics_fn)
-        else:
-            results["eval"] = evaluate(model=model, loss_fn=_pretraining_loss_fn,
-                                       dataset_fn=dataset_fns[False], strategy=strategy,
-                                       max_steps=options.max_eval_steps,
-                                       metrics_fn=metrics_fn)
-        logging.info("Eval at step %d: %s", results["global_step"],
-                     format_metrics(results["eval"]))
-        if chief:
-            write_summaries(output(run_directory.SUMMARIES_DIR, "eval"),
-                            results["global_step"], results["eval"])
+        results["eval"] = _evaluate(options, model, strategy, dataset_fns[False],
+                                    results["global_step"])
 
     results["wall_time_seconds"] = time.time() - start
     if chief:
@@ -620,20 +607,106 @@ def _warm_start(do_lower_case, path, target):
     return interop.warm_start(path, target, do_lower_case=do_lower_case)
 
 
-def _restore_for_eval(options, model, optimizer):
-    """Eval-only runs use the latest checkpoint in output_dir, else --init_checkpoint."""
-    if keras.backend.backend() == "jax":
-        optimizer.build(model.trainable_variables)
-        latest = jax_loop().restore_latest(options.output_dir, model, optimizer)
+def _build_model(options, config, strategy):
+    """(encoder, BertPretrainer, optimizer) of the run, under the strategy's scope."""
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        encoder = build_encoder(config)
+        model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
+                               sentence_order_prediction=options.sentence_order_prediction,
+                               span_boundary_objective=options.span_boundary_objective)
+        optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
+                                     options.num_warmup_steps, optimizer_type=options.optimizer,
+                                     weight_decay_rate=options.weight_decay_rate,
+                                     lr_schedule=options.lr_schedule,
+                                     decay_proportion=options.decay_proportion)
+    return encoder, model, optimizer
+
+
+def _evaluate(options, model, strategy, dataset_fn, step):
+    """The evaluation metrics of `model` at `step`, logged and (by the chief) written as
+    TensorBoard scalars under summaries/eval."""
+    metrics_fn = functools.partial(pretraining_metrics,
+                                   sentence_order_prediction=options.sentence_order_prediction)
+    if strategy is None:
+        metrics = jax_loop().evaluate(model=model, loss_fn=_pretraining_loss_fn,
+                                      dataset_fn=dataset_fn, max_steps=options.max_eval_steps,
+                                      metrics_fn=metrics_fn)
     else:
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-        manager = tf.train.CheckpointManager(checkpoint, options.output_dir, max_to_keep=None)
-        latest = checkpointing.restore_latest(manager, checkpoint)
-    if latest:
+        metrics = evaluate(model=model, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fn,
+                           strategy=strategy, max_steps=options.max_eval_steps,
+                           metrics_fn=metrics_fn)
+    logging.info("Eval at step %d: %s", step, format_metrics(metrics))
+    if run_setup.is_chief_process(strategy):
+        write_summaries(run_directory.path(options.output_dir, run_directory.SUMMARIES_DIR,
+                                           "eval"), step, metrics)
+    return metrics
+
+
+def _check_evaluation_source(options):
+    """Before anything is written: an evaluation-only run (--do_eval without --do_train)
+    evaluates --output_dir's own checkpoints, which must be this backend's loop's, else the
+    weights of --init_checkpoint.
+
+    Raises:
+      run_directory.ResumeMismatchError naming both backends; FlagValueError when there is
+      nothing to evaluate.
+    """
+    run_directory.check_checkpoints_backend(options.output_dir, options.backend,
+                                            evaluating=True)
+    if not (options.init_checkpoint or run_directory.has_checkpoint(options.output_dir)):
+        raise FlagValueError(f"--do_eval without --do_train needs a checkpoint in "
+                             f"--output_dir={options.output_dir} or --init_checkpoint")
+
+
+def _evaluate_only(options, config, strategy, dataset_fn, start):
+    """--do_eval without --do_train, once the directory is owned: evaluates --output_dir's
+    newest readable checkpoint (else --init_checkpoint's weights) and writes only what it
+    found, beside the run's own results: a line of eval_only_results.jsonl and TensorBoard
+    scalars under summaries/eval. The run's results.json, record, flags and models are never
+    written.
+
+    Returns:
+      The results: evaluated (the checkpoint or --init_checkpoint), global_step, eval_input,
+      eval (the metrics) and wall_time_seconds.
+    """
+    run_setup.set_seed_and_policy(options, strategy)
+    _, model, optimizer = _build_model(options, config, strategy)
+    evaluated, step = _restore_for_eval(options, model, optimizer)
+    name, patterns = _input_flags(options, is_training=False)
+    results = {"evaluated": evaluated, "global_step": step, "eval_input": f"--{name}={patterns}",
+               "eval": _evaluate(options, model, strategy, dataset_fn, step)}
+    results["wall_time_seconds"] = time.time() - start
+    if run_setup.is_chief_process(strategy):
+        run_directory.append_eval_only_results(options.output_dir, results)
+    return results
+
+
+def _restore_for_eval(options, model, optimizer):
+    """(what was restored, its step): the newest readable checkpoint of --output_dir (the
+    run's own are evaluated whatever --init_checkpoint says), else --init_checkpoint at step 0.
+
+    Raises:
+      CheckpointError: --output_dir holds checkpoints and none of them can be read.
+    """
+    output_dir = options.output_dir
+    if run_directory.has_checkpoint(output_dir):
+        if keras.backend.backend() == "jax":
+            optimizer.build(model.trainable_variables)
+            latest = jax_loop().restore_latest(output_dir, model, optimizer)
+        else:
+            checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+            manager = tf.train.CheckpointManager(checkpoint, output_dir, max_to_keep=None)
+            latest = checkpointing.restore_latest(manager, checkpoint)
+        if latest is None:
+            raise checkpointing.CheckpointError(
+                f"none of the checkpoints in --output_dir={output_dir} could be read "
+                f"({', '.join(run_directory.checkpoint_names(output_dir))}; the warnings above "
+                "say why): nothing was evaluated")
+        if options.init_checkpoint:
+            logging.warning("--init_checkpoint=%s is not read: --output_dir=%s holds the run's "
+                            "own checkpoints, which are evaluated", options.init_checkpoint,
+                            output_dir)
         logging.info("Evaluating %s", latest)
-        return int(ops.convert_to_numpy(optimizer.iterations))
-    if options.init_checkpoint:
-        interop.warm_start(options.init_checkpoint, model, do_lower_case=options.do_lower_case)
-        return 0
-    raise FlagValueError(f"--do_eval without --do_train needs a checkpoint in "
-                         f"--output_dir={options.output_dir} or --init_checkpoint")
+        return latest, int(ops.convert_to_numpy(optimizer.iterations))
+    interop.warm_start(options.init_checkpoint, model, do_lower_case=options.do_lower_case)
+    return options.init_checkpoint, 0

@@ -327,6 +327,13 @@ def test_resume_checks_batch_size_but_not_vocabulary_line_endings(tmp_path, pret
                        match=r"resuming would mix them: --train_batch_size=16 then, 8 now\. "
                              r"Rerun with the run's settings"):
         check_resume(context, other, record)
+    # Another accumulation changes what a step is too (and which examples are skipped).
+    other = _training_options(pretrained_dir, out, gradient_accumulation_steps=2)
+    context, record = record_of(other)
+    with pytest.raises(run_directory.ResumeMismatchError,
+                       match=r"resuming would mix them: --gradient_accumulation_steps=1 then, 2 "
+                             r"now\. Rerun with the run's settings"):
+        check_resume(context, other, record)
 
 
 def test_a_vocab_file_other_than_the_checkpoints_is_refused(tmp_path, pretrained_dir):
