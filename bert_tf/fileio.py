@@ -161,7 +161,7 @@ def _write_local_atomic(path, data, expected=NOT_CHECKED):
             # Without this a power loss after the rename can leave an empty file under `path`.
             os.fsync(f.fileno())
         # mkstemp creates 0600; give the file the mode a plain open() would have.
-        os.chmod(tmp, 0o666 & ~_current_umask())
+        os.chmod(tmp, 0o666 & ~current_umask())
         _move_local_file(tmp, path, expected)
     except BaseException:
         if os.path.exists(tmp):
@@ -225,7 +225,7 @@ def staging_dir(path, prefix):
         os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(dir=parent, prefix=prefix)
     try:
-        os.chmod(staging, 0o777 & ~_current_umask())
+        os.chmod(staging, 0o777 & ~current_umask())
         yield staging
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -302,7 +302,8 @@ def fsync_file(path):
         os.fsync(f.fileno())
 
 
-def _current_umask():
+def current_umask():
+    """The process's umask (read by setting it and setting it back)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask

@@ -132,6 +132,49 @@ def models_in(directory):
             for kind, telling in _kinds(names, directory)]
 
 
+_COUNTS = {2: "two", 3: "three", 4: "four"}
+
+
+def check_one_model(directory, flag=None):
+    """A directory given as a model (`flag`=DIR) must hold one: of several formats, a reader
+    would take one of them without a word.
+
+    Raises:
+      ModelFileError naming the models and, where each has one, the path that names it alone.
+    """
+    found = models_in(directory)
+    if len(found) < 2:
+        return
+    files = [_entry_file(model) for model in found]
+    pick = f"name the one to read ({' or '.join(files)}), or " if all(files) else ""
+    raise ModelFileError(
+        f"{f'{flag}=' if flag else ''}{directory} holds {_COUNTS.get(len(found), len(found))} "
+        f"models, {' and '.join(str(model) for model in found)}, and would be read as one of "
+        f"them without a word: {pick}move one to a directory of its own")
+
+
+def _entry_file(model):
+    """The path that names one model of a directory (a ModelDirectory) alone, or None."""
+    names = set(model.names)
+    if model.kind == RUN:
+        # Its model file, which every reader takes on either backend, else its newest
+        # TensorFlow checkpoint.
+        files = [name for name in run_directory.MODEL_FILES
+                 if fileio.exists(run_directory.path(model.path, name))]
+        if files:
+            return run_directory.path(model.path, files[0])
+        prefixes = run_directory.checkpoint_prefixes(model.path)
+        return prefixes[-1] if prefixes else None
+    if model.kind == BERT_TF_MODEL:
+        return run_directory.path(model.path, next(
+            n for n in (run_directory.PRETRAINER_FILE, run_directory.ENCODER_FILE) if n in names))
+    if model.kind == HUGGINGFACE:
+        return run_directory.path(model.path, next(n for n in HF_WEIGHT_FILES if n in names))
+    if model.kind == TF1_CHECKPOINT and len(names) == 1:
+        return run_directory.path(model.path, model.names[0][:-len(CHECKPOINT_INDEX_SUFFIX)])
+    return None
+
+
 def recognise(directory):
     """The ModelDirectory `directory` is, or None (not a directory, or no model in it)."""
     found = models_in(directory)

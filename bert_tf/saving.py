@@ -16,7 +16,7 @@ import keras
 import bert_tf.modeling  # noqa: F401
 import bert_tf.training.optimization  # noqa: F401
 from bert_tf import fileio, run_directory
-from bert_tf.model_directory import ModelFileError
+from bert_tf.model_directory import ModelFileError, check_one_model
 
 # What every .keras archive holds: the model's config (read to tell the model's class).
 _KERAS_CONFIG_ENTRY = "config.json"
@@ -90,12 +90,14 @@ def load_model(path, compile=False):  # noqa: A002  (Keras' own argument name)
 
     Raises:
       FileNotFoundError, ValueError: no model at `path`; ModelFileError: a .keras file that
-        cannot be read, naming it.
+        cannot be read, or a directory of models of two formats, naming it.
 
     Examples:
 
     >>> model = bert_tf.load_model("/tmp/my_classifier")          # doctest: +SKIP
     >>> encoder = bert_tf.load_model("/tmp/run/encoder.keras")    # doctest: +SKIP
     """
+    if fileio.isdir(str(path)):
+        check_one_model(str(path))
     # Keras copies a remote (gs://, ram://, ...) .keras archive to a local temp file itself.
     return load_keras_file(run_directory.model_file(path), compile=compile)

@@ -146,43 +146,16 @@ def _resolve(path):
         f"file, {' or '.join(_KERAS_MODEL_FILES)}, or one <prefix>.index")
 
 
-_COUNTS = {2: "two", 3: "three", 4: "four"}
-
-
 def _check_one_model(directory):
-    """A directory holding models of two formats, or an export, is refused (InteropError)."""
-    found = model_directory.models_in(directory)
-    if len(found) > 1:
-        files = [_entry_file(model) for model in found]
-        pick = (f"name the one to read ({' or '.join(files)}), or " if all(files) else "")
+    """A directory holding models of two formats (model_directory.check_one_model), or an
+    export, is refused."""
+    model_directory.check_one_model(directory, "--init_checkpoint")
+    found = model_directory.recognise(directory)
+    if found is not None and found.kind in (model_directory.SAVED_MODEL, model_directory.LITERT):
         raise InteropError(
-            f"--init_checkpoint={directory} holds {_COUNTS.get(len(found), len(found))} models, "
-            f"{' and '.join(str(model) for model in found)}, and would be read as one of them "
-            f"without a word: {pick}move one to a directory of its own")
-    if found and found[0].kind in (model_directory.SAVED_MODEL, model_directory.LITERT):
-        raise InteropError(
-            f"--init_checkpoint={directory} holds {found[0]}, a serving graph that a model "
+            f"--init_checkpoint={directory} holds {found}, a serving graph that a model "
             "does not start from: give the run or .keras model it was exported from (the "
             "--model_dir of bert-tf-export)")
-
-
-def _entry_file(model):
-    """The path that names one model of a directory (ModelDirectory) alone, or None."""
-    names = set(model.names)
-    if model.kind == model_directory.RUN:
-        prefixes = run_directory.checkpoint_prefixes(model.path)
-        files = [name for name in run_directory.MODEL_FILES
-                 if fileio.exists(os.path.join(model.path, name))]
-        return prefixes[-1] if prefixes else (os.path.join(model.path, files[0]) if files
-                                               else None)
-    if model.kind == model_directory.BERT_TF_MODEL:
-        return os.path.join(model.path, next(n for n in _KERAS_MODEL_FILES if n in names))
-    if model.kind == model_directory.HUGGINGFACE:
-        return os.path.join(model.path,
-                            next(n for n in model_directory.HF_WEIGHT_FILES if n in names))
-    if model.kind == model_directory.TF1_CHECKPOINT and len(names) == 1:
-        return os.path.join(model.path, model.names[0][:-len(".index")])
-    return None
 
 
 def _model_file_of_run(directory):

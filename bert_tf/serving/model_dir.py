@@ -12,7 +12,7 @@ import os
 import keras
 
 import bert_tf.modeling  # noqa: F401  Registers the model classes that .keras files name.
-from bert_tf import fileio, run_directory, saving
+from bert_tf import fileio, model_directory, run_directory, saving
 from bert_tf.serving import task_signatures
 from bert_tf.serving.task_info import read_task_info
 from bert_tf.text import tokenizer_files
@@ -58,11 +58,13 @@ def load_model_dir(model_dir):
 
     Raises:
       FileNotFoundError: no model in model_dir; model_directory.ModelFileError: a .keras
-        file that cannot be read, naming it.
+        file that cannot be read, or a directory of models of two formats, naming it.
       ValueError: a malformed task_info.json or flagfile, or a task that does not match the
         model (naming the file).
       TypeError: the .keras file holds a model that cannot be served.
     """
+    if fileio.isdir(model_dir):
+        model_directory.check_one_model(model_dir, "--model_dir")
     model_file = run_directory.model_file(model_dir, flag="--model_dir")
     directory = os.path.dirname(fileio.abspath(model_file))
     model = saving.load_keras_file(model_file)

@@ -32,6 +32,12 @@ def check_writable_dir(path, flag="--output_dir"):
     """Creates `path` if needed and proves a file can be written there; raises a clear error."""
     try:
         tf.io.gfile.makedirs(path)
+        if not fileio.is_remote(path):
+            # A new name of its own (O_EXCL): never a file or link already there.
+            fd, probe = tempfile.mkstemp(dir=path, prefix=".bert_tf_write_probe-")
+            os.close(fd)
+            os.remove(probe)
+            return
         # Per process: the workers of a multi-worker run probe the same directory at once.
         probe = os.path.join(path, f".bert_tf_write_probe-{socket.gethostname()}-{os.getpid()}")
         with tf.io.gfile.GFile(probe, "w") as f:
@@ -225,8 +231,13 @@ def save_keras_model(model, path):
         tmp = os.path.join(local, os.path.basename(path))
     else:
         local = None
-        tmp = os.path.join(os.path.dirname(os.path.abspath(path)),
-                           f".tmp_{os.getpid()}_" + os.path.basename(path))
+        # A name of its own (mkstemp, O_EXCL), given the mode a plain open() would: Keras then
+        # writes into this file, never through a link of a guessable name.
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                   prefix=f".tmp_{os.getpid()}_",
+                                   suffix="_" + os.path.basename(path))
+        os.close(fd)
+        os.chmod(tmp, 0o666 & ~fileio.current_umask())
     try:
         keras.saving.save_model(model, tmp)
         fileio.publish_file(tmp, path)

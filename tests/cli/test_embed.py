@@ -185,11 +185,11 @@ def test_the_sentence_transformers_directory_is_readable_as_the_umask_allows(tra
     it."""
     import stat
 
+    from bert_tf import fileio
+
     _, run, _ = trained
-    umask = os.umask(0)
-    os.umask(umask)
     for path in (run / "sentence_transformers", run / "sentence_transformers" / "1_Pooling"):
-        assert stat.S_IMODE(os.stat(path).st_mode) == 0o777 & ~umask, path
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o777 & ~fileio.current_umask(), path
 
 
 def test_cli_prints_one_line_error(trained):

@@ -220,6 +220,7 @@ def runs(tmp_path_factory):
         "extract_from_two": ("extract_features", [
             "--init_checkpoint=two", "--input_file=lines.txt", "--output_file=c22.jsonl",
             "--max_seq_length=16", "--layers=-1"]),
+        "export_two": ("export_saved_model", ["--model_dir=two", "--export_dir=c28/1"]),
         # A fake or truncated .keras file: Keras' "File not found".
         "export_fake_keras": ("export_saved_model", [
             "--model_dir=fake.keras", "--export_dir=c23/1"]),
@@ -457,13 +458,14 @@ def test_what_is_no_model_to_start_from_is_named_in_one_line(runs):
               "exported from (the --model_dir of bert-tf-export)")
     refused(results["classify_from_saved_model"], f"run_classifier: error: {export}")
     refused(results["pretrain_from_saved_model"], f"run_pretraining: error: {export}")
-    two = ("--init_checkpoint=two holds two models, a training run (.bert_tf_run.lock, "
-           "checkpoint, ckpt-2.index, results.json, ...) and a Hugging Face model (config.json, "
-           "model.safetensors), and would be read as one of them without a word: name the one "
-           "to read (two/ckpt-2 or two/model.safetensors), or move one to a directory of its "
+    two = ("two holds two models, a training run (.bert_tf_run.lock, checkpoint, ckpt-2.index, "
+           "results.json, ...) and a Hugging Face model (config.json, model.safetensors), and "
+           "would be read as one of them without a word: name the one to read "
+           "(two/pretrainer.keras or two/model.safetensors), or move one to a directory of its "
            "own")
-    refused(results["classify_from_two"], f"run_classifier: error: {two}")
-    refused(results["extract_from_two"], f"extract_features: error: {two}")
+    refused(results["classify_from_two"], f"run_classifier: error: --init_checkpoint={two}")
+    refused(results["extract_from_two"], f"extract_features: error: --init_checkpoint={two}")
+    refused(results["export_two"], f"export_saved_model: error: --model_dir={two}")
     unreadable = ("not a readable .keras file (File is not a zip file); it is truncated or is "
                   "not a Keras model file (an interrupted copy or download?): save or fetch it "
                   "again")
@@ -472,7 +474,7 @@ def test_what_is_no_model_to_start_from_is_named_in_one_line(runs):
             f"embed: error: --init_checkpoint=cut.keras: {unreadable}")
     refused(results["classify_cut_keras"],
             f"run_classifier: error: --init_checkpoint=cut.keras: {unreadable}")
-    assert not any((root / f"c{n}").exists() for n in (19, 20, 21, 23, 25))
+    assert not any((root / f"c{n}").exists() for n in (19, 20, 21, 23, 25, 28))
     assert not (root / "c22.jsonl").exists() and not (root / "c24.npy").exists()
 
 
@@ -483,10 +485,10 @@ def test_conversions_name_only_foreign_files_and_are_readable_as_the_umask_allow
     refused(results["convert_over_a_users_file"],
             "convert_checkpoint: error: --output_dir=converted holds files no conversion to "
             "--to=tf1 writes (notes.txt); choose a new or empty directory")
+    from bert_tf import fileio
+
     assert results["convert_mode"].returncode == 0, results["convert_mode"].stderr[-3000:]
-    umask = os.umask(0)
-    os.umask(umask)
-    assert stat.S_IMODE(os.stat(root / "c26").st_mode) == 0o777 & ~umask
+    assert stat.S_IMODE(os.stat(root / "c26").st_mode) == 0o777 & ~fileio.current_umask()
 
 
 def test_an_evaluation_refused_for_want_of_a_head_writes_nothing(runs):
