@@ -151,17 +151,25 @@ def _rename_remote(source, path, replace):
         raise
 
 
+def temp_file_beside(path):
+    """A new, empty local file beside `path` to write it in before it is moved into place:
+    its name is mkstemp's (O_EXCL: never a file or link already there, so a write never goes
+    through a link into another file), its mode the one a plain open() gives (not 0600)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp_",
+                               suffix="_" + os.path.basename(path))
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~current_umask())
+    return tmp
+
+
 def _write_local_atomic(path, data, expected=NOT_CHECKED):
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix="_" + os.path.basename(path))
+    tmp = temp_file_beside(path)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             # Without this a power loss after the rename can leave an empty file under `path`.
             os.fsync(f.fileno())
-        # mkstemp creates 0600; give the file the mode a plain open() would have.
-        os.chmod(tmp, 0o666 & ~current_umask())
         _move_local_file(tmp, path, expected)
     except BaseException:
         if os.path.exists(tmp):

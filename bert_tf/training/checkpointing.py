@@ -231,13 +231,7 @@ def save_keras_model(model, path):
         tmp = os.path.join(local, os.path.basename(path))
     else:
         local = None
-        # A name of its own (mkstemp, O_EXCL), given the mode a plain open() would: Keras then
-        # writes into this file, never through a link of a guessable name.
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                   prefix=f".tmp_{os.getpid()}_",
-                                   suffix="_" + os.path.basename(path))
-        os.close(fd)
-        os.chmod(tmp, 0o666 & ~fileio.current_umask())
+        tmp = fileio.temp_file_beside(path)  # Keras writes into it, never through a link
     try:
         keras.saving.save_model(model, tmp)
         fileio.publish_file(tmp, path)
