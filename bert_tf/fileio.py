@@ -16,6 +16,7 @@ Local paths use the Python built-ins (fast, no TensorFlow import); TensorFlow is
 when a path has a scheme, so TF-free tools (create_pretraining_data) stay TF-free for local files.
 """
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -150,17 +151,25 @@ def _rename_remote(source, path, replace):
         raise
 
 
+def temp_file_beside(path):
+    """A new, empty local file beside `path` to write it in before it is moved into place:
+    its name is mkstemp's (O_EXCL: never a file or link already there, so a write never goes
+    through a link into another file), its mode the one a plain open() gives (not 0600)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp_",
+                               suffix="_" + os.path.basename(path))
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~current_umask())
+    return tmp
+
+
 def _write_local_atomic(path, data, expected=NOT_CHECKED):
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix="_" + os.path.basename(path))
+    tmp = temp_file_beside(path)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             # Without this a power loss after the rename can leave an empty file under `path`.
             os.fsync(f.fileno())
-        # mkstemp creates 0600; give the file the mode a plain open() would have.
-        os.chmod(tmp, 0o666 & ~_current_umask())
         _move_local_file(tmp, path, expected)
     except BaseException:
         if os.path.exists(tmp):
@@ -207,10 +216,34 @@ def publish_file(local_file, path, expected=NOT_CHECKED):
     _move_local_file(local_file, path, expected)
 
 
+@contextlib.contextmanager
+def staging_dir(path, prefix):
+    """A new empty local directory (yielded) to build the output directory `path` in before
+    publish_dir moves it there; removed, with whatever is left in it, at exit.
+
+    For a local `path` it is made beside the directory `path` names (through symbolic links),
+    so that publishing is a rename; a remote `path` is staged in the local temporary
+    directory. Its mode is the one a new directory gets (0777 less the umask), not mkdtemp's
+    0700: what is published is readable as any directory the user makes.
+    """
+    path = str(path)
+    parent = None
+    if not is_remote(path):
+        parent = os.path.dirname(os.path.realpath(path))
+        os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=parent, prefix=prefix)
+    try:
+        os.chmod(staging, 0o777 & ~current_umask())
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def publish_dir(staging, path, expected=NOT_CHECKED, prefix=".tmp_old_"):
     """Moves the finished local directory `staging` to `path`, replacing what was there.
 
-    Local: `staging` is renamed into place (a sibling of `path`). When `expected` is a
+    Local: `staging` (made by staging_dir) is renamed into place: into the directory a
+    symbolic link `path` names, which stays a link. When `expected` is a
     directory with files (an earlier output being replaced), it is renamed aside first and
     compared there: a target another writer changed is put back and TargetChangedError names
     it. When nothing (or an empty directory) was there, the rename fails rather than replace
@@ -222,7 +255,7 @@ def publish_dir(staging, path, expected=NOT_CHECKED, prefix=".tmp_old_"):
         check_unchanged(path, expected)
         _upload_dir(staging, path)
         return
-    path = os.path.abspath(path)
+    path = os.path.realpath(path)
     if expected is NOT_CHECKED or not _empty(expected):
         if os.path.exists(path):
             # A fresh name: a sibling the user keeps (EXPORT/1.old) is never removed.
@@ -277,7 +310,8 @@ def fsync_file(path):
         os.fsync(f.fileno())
 
 
-def _current_umask():
+def current_umask():
+    """The process's umask (read by setting it and setting it back)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask

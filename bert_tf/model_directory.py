@@ -17,8 +17,9 @@ still one):
   a TF1 checkpoint               <prefix>.index (original BERT or ALBERT, any name)
 
 A path is inside a model directory when its folder is one, or is one of the folders a model
-directory holds (best/, variables/, 1_Pooling/, ...) of one, or is yet to be made in one.
-Imports no TensorFlow for local paths.
+directory holds (best/, variables/, 1_Pooling/, ...) of one, or is yet to be made in one. A
+directory may hold models of several formats (models_in); a reader that would take one of
+them without a word refuses it instead. Imports no TensorFlow for local paths.
 """
 
 import dataclasses
@@ -66,6 +67,11 @@ MODEL_FOLDERS = (run_directory.BEST_DIR, run_directory.FEATURES_DIR, run_directo
                  "1_Pooling", "2_Normalize")
 
 
+class ModelFileError(ValueError):
+    """A model file or directory that cannot be read as a model: truncated, not the format its
+    name says, or holding models of two formats. Every command reports it in one line."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelDirectory:
     """A directory recognised as holding a model.
@@ -85,42 +91,94 @@ class ModelDirectory:
         return f"{self.kind} ({shown})"
 
 
-def _kind(names, directory):
-    """(kind, telling names) of a directory's listing `names`, or None."""
+def _kinds(names, directory):
+    """[(kind, telling names)] of every model in a directory's listing `names`, the kind that
+    tells the directory first. A training run's own checkpoints and models are the run; a
+    sentence-transformers model's Hugging Face files are that model."""
+    found = []
     markers = run_directory.markers(directory)
     if markers:
-        return RUN, markers
+        found.append((RUN, markers))
     if MODULES_FILE in names:
-        return SENTENCE_TRANSFORMERS, [MODULES_FILE]
+        found.append((SENTENCE_TRANSFORMERS, [MODULES_FILE]))
     if KERAS_HUB_METADATA_FILE in names and HF_CONFIG_FILE in names:
-        return KERAS_HUB, [HF_CONFIG_FILE, KERAS_HUB_METADATA_FILE]
+        found.append((KERAS_HUB, [HF_CONFIG_FILE, KERAS_HUB_METADATA_FILE]))
     weights = [name for name in HF_WEIGHT_FILES if name in names]
-    if HF_CONFIG_FILE in names and weights:
-        return HUGGINGFACE, [HF_CONFIG_FILE, *weights]
+    if HF_CONFIG_FILE in names and weights and MODULES_FILE not in names:
+        found.append((HUGGINGFACE, [HF_CONFIG_FILE, *weights]))
     if SAVED_MODEL_FILE in names:
-        return SAVED_MODEL, [SAVED_MODEL_FILE]
+        found.append((SAVED_MODEL, [SAVED_MODEL_FILE]))
     if LITERT_MODEL_FILE in names:
-        return LITERT, [LITERT_MODEL_FILE]
+        found.append((LITERT, [LITERT_MODEL_FILE]))
     keras_files = [name for name in (run_directory.PRETRAINER_FILE, run_directory.ENCODER_FILE)
                    if name in names]
-    if keras_files:
-        return BERT_TF_MODEL, keras_files
-    indexes = [name for name in names if name.endswith(CHECKPOINT_INDEX_SUFFIX)]
+    if keras_files and not markers:
+        found.append((BERT_TF_MODEL, keras_files))
+    indexes = [name for name in names if name.endswith(CHECKPOINT_INDEX_SUFFIX)
+               and name not in markers]
     if indexes:
-        return TF1_CHECKPOINT, indexes
+        found.append((TF1_CHECKPOINT, indexes))
+    return found
+
+
+def models_in(directory):
+    """A ModelDirectory for every model `directory` holds, one per format, the one recognise
+    gives first; [] for a directory holding none (or no directory)."""
+    directory = str(directory)
+    if not fileio.isdir(directory):
+        return []
+    names = set(name.rstrip("/") for name in fileio.listdir(directory))
+    return [ModelDirectory(directory, kind, tuple(sorted(telling)))
+            for kind, telling in _kinds(names, directory)]
+
+
+_COUNTS = {2: "two", 3: "three", 4: "four"}
+
+
+def check_one_model(directory, flag=None):
+    """A directory given as a model (`flag`=DIR) must hold one: of several formats, a reader
+    would take one of them without a word.
+
+    Raises:
+      ModelFileError naming the models and, where each has one, the path that names it alone.
+    """
+    found = models_in(directory)
+    if len(found) < 2:
+        return
+    files = [_entry_file(model) for model in found]
+    pick = f"name the one to read ({' or '.join(files)}), or " if all(files) else ""
+    raise ModelFileError(
+        f"{f'{flag}=' if flag else ''}{directory} holds {_COUNTS.get(len(found), len(found))} "
+        f"models, {' and '.join(str(model) for model in found)}, and would be read as one of "
+        f"them without a word: {pick}move one to a directory of its own")
+
+
+def _entry_file(model):
+    """The path that names one model of a directory (a ModelDirectory) alone, or None."""
+    names = set(model.names)
+    if model.kind == RUN:
+        # Its model file, which every reader takes on either backend, else its newest
+        # TensorFlow checkpoint.
+        files = [name for name in run_directory.MODEL_FILES
+                 if fileio.exists(run_directory.path(model.path, name))]
+        if files:
+            return run_directory.path(model.path, files[0])
+        prefixes = run_directory.checkpoint_prefixes(model.path)
+        return prefixes[-1] if prefixes else None
+    if model.kind == BERT_TF_MODEL:
+        return run_directory.path(model.path, next(
+            n for n in (run_directory.PRETRAINER_FILE, run_directory.ENCODER_FILE) if n in names))
+    if model.kind == HUGGINGFACE:
+        return run_directory.path(model.path, next(n for n in HF_WEIGHT_FILES if n in names))
+    if model.kind == TF1_CHECKPOINT and len(names) == 1:
+        return run_directory.path(model.path, model.names[0][:-len(CHECKPOINT_INDEX_SUFFIX)])
     return None
 
 
 def recognise(directory):
     """The ModelDirectory `directory` is, or None (not a directory, or no model in it)."""
-    directory = str(directory)
-    if not fileio.isdir(directory):
-        return None
-    found = _kind(set(name.rstrip("/") for name in fileio.listdir(directory)), directory)
-    if found is None:
-        return None
-    kind, names = found
-    return ModelDirectory(directory, kind, tuple(sorted(names)))
+    found = models_in(directory)
+    return found[0] if found else None
 
 
 def holds_only(directory, kind):

@@ -22,6 +22,9 @@ A run directory holds (each job writes its part):
     summaries/
   results.json,                metrics
     eval_results.txt|json
+  eval_only_results.jsonl      what each run that evaluated or predicted without training
+                               found, one JSON object a line (such a run writes nothing else
+                               of the run's)
 
 Runs written before the run record (bert_tf 0.1) are read through one legacy reader: their
 finetuning_run.json, task_info.json or run_pretraining.flags (an absl flagfile) become the same
@@ -76,6 +79,9 @@ SENTENCE_TRANSFORMERS_DIR = "sentence_transformers"
 RESULTS_FILE = "results.json"
 EVAL_RESULTS_TEXT_FILE = "eval_results.txt"
 EVAL_RESULTS_JSON_FILE = "eval_results.json"
+# Runs that evaluate or predict without training append their results here, beside the
+# training run's own (results.json, eval_results.*), which they never write.
+EVAL_ONLY_RESULTS_FILE = "eval_only_results.jsonl"
 # What runs of bert_tf 0.1 recorded instead of the run record.
 LEGACY_FINETUNING_RECORD = "finetuning_run.json"
 PRETRAINING_COMMAND = "run_pretraining"
@@ -93,8 +99,8 @@ def flags_file(command):
 PRETRAINING_FLAGS_FILE = flags_file(PRETRAINING_COMMAND)
 # Files only a training run leaves: a directory holding one is a run's.
 RUN_MARKERS = (CHECKPOINT_STATE_FILE, LOCK_FILE, RECORD_FILE, LEGACY_FINETUNING_RECORD,
-               RESULTS_FILE, MODEL_FILE, TASK_INFO_FILE, PRETRAINING_FLAGS_FILE,
-               *(flags_file(command) for command in FINETUNING_COMMANDS))
+               RESULTS_FILE, EVAL_ONLY_RESULTS_FILE, MODEL_FILE, TASK_INFO_FILE,
+               PRETRAINING_FLAGS_FILE, *(flags_file(command) for command in FINETUNING_COMMANDS))
 
 
 class RunDirectoryError(ValueError):
@@ -195,6 +201,14 @@ def checkpoint_step(checkpoint):
     return int(name.rsplit("-", 1)[-1])
 
 
+def checkpoint_names(directory):
+    """The names of `directory`'s training checkpoints, oldest first: ckpt-<step> (TensorFlow's
+    prefixes), then the JAX step runner's (ckpt-<step>.orbax, or .npz)."""
+    return ([os.path.basename(prefix) for prefix in checkpoint_prefixes(directory)]
+            + [os.path.basename(jax_checkpoint_file(directory, step))
+               for step in jax_checkpoint_steps(directory)])
+
+
 def checkpoint_backend(directory):
     """The Keras backend whose training loop wrote `directory`'s checkpoints: "tensorflow"
     (ckpt-<step>.index), "jax" (ckpt-<step>.orbax or .npz), or None when there is none."""
@@ -275,7 +289,10 @@ def check_writable(directory, flag="--output_dir", create=True):
 #
 # On a local (or NFS) file system the lock is an advisory flock on that file: the kernel drops
 # it when its process dies however it dies (SIGKILL included), so a killed run's lock is taken
-# over at once and two runs can never both hold it. Remote file systems (gs://, s3://, hdfs://,
+# over at once and two runs can never both hold it. The file is opened without following a
+# symbolic link and must be a regular file of one name holding a lock record or nothing: a
+# link, a hard link or anything else in its place is refused, never written through (the
+# record is written into the file and emptied on release). Remote file systems (gs://, s3://, hdfs://,
 # ram://) have no locks: there the record itself is the lock, with a heartbeat rewritten every
 # heartbeat_seconds; a record whose process is gone (same host, pid not running) or whose
 # heartbeat is older than stale_after_seconds is taken over.
@@ -321,6 +338,9 @@ def lock_holder(directory):
     released lock is empty; a killed run's names a process gone from this host.
     """
     lock_path = path(directory, LOCK_FILE)
+    if not fileio.is_remote(lock_path) and (os.path.islink(lock_path)
+                                            or not os.path.isfile(lock_path)):
+        return None  # no lock, or not one (refused by the run that would take it)
     try:
         with fileio.open_file(lock_path, encoding="utf-8", errors="replace") as f:
             record = _parse_lock_record(f.read())
@@ -331,6 +351,19 @@ def lock_holder(directory):
     if record.get("host") == socket.gethostname() and not _pid_alive(record.get("pid")):
         return None
     return record
+
+
+def _not_a_lock_file(fd):
+    """Why the file open at `fd` is not a lock file a run may write (None when it is one): not
+    a regular file, or a file of several names (a hard link)."""
+    import stat
+
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
+        return "is not a regular file"
+    if status.st_nlink > 1:
+        return f"is a hard link (one of {status.st_nlink} names of one file)"
+    return None
 
 
 class RunDirectoryLock:
@@ -368,6 +401,12 @@ class RunDirectoryLock:
             f"lock file {self.path}): wait for it to end, stop it, or choose another "
             f"{self.flag}")
 
+    def _refuse_foreign(self, problem):
+        raise RunDirectoryError(
+            f"{self.flag}={self.directory}: its lock file {self.path} {problem}; a run locks a "
+            "file of its own and never writes through another: remove it (what it names is "
+            "left as it is), or choose another " + self.flag)
+
     def acquire(self):
         """Takes the lock (making the directory) or raises DirectoryInUseError naming the
         holder. Returns self."""
@@ -384,7 +423,20 @@ class RunDirectoryLock:
         import fcntl
 
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                # O_NONBLOCK: a FIFO in the lock's place must not hang the open.
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                             0o644)
+            except OSError:
+                if os.path.islink(self.path):
+                    self._refuse_foreign(f"is a symbolic link (to {os.readlink(self.path)})")
+                if os.path.isdir(self.path):
+                    self._refuse_foreign("is a directory")
+                raise
+            problem = _not_a_lock_file(fd)
+            if problem:
+                os.close(fd)
+                self._refuse_foreign(problem)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -400,7 +452,11 @@ class RunDirectoryLock:
             if same:
                 break
             os.close(fd)
-        previous = _parse_lock_record(os.pread(fd, 1 << 16, 0).decode("utf-8", "replace"))
+        text = os.pread(fd, 1 << 16, 0).decode("utf-8", "replace")
+        previous = _parse_lock_record(text)
+        if text.strip() and previous is None:
+            os.close(fd)
+            self._refuse_foreign("holds something other than a lock record")
         if previous:
             logging.warning("Taking over %s from a run that ended without releasing it (%s)",
                             self.path, describe_holder(previous))
@@ -519,7 +575,7 @@ def remove_stale_temp_files(directory):
                 fileio.gfile().rmtree(stale)
             else:
                 fileio.gfile().remove(stale)
-        elif os.path.isdir(stale):
+        elif os.path.isdir(stale) and not os.path.islink(stale):
             shutil.rmtree(stale)
         else:
             os.remove(stale)
@@ -538,24 +594,27 @@ def owned(directory, chief=True, flag="--output_dir"):
     anything is written.
 
     Take it when the work starts, after every check that can refuse: a body that ends having
-    written nothing (a failure before the first file) leaves no lock file, and no directory
-    when the lock made it.
+    written nothing (a failure before the first file) leaves no lock file it made, and no
+    directory when the lock made it.
     """
     if not chief:
         yield
         return
     directory = str(directory)
     made = not fileio.exists(directory)
+    lock_made = not fileio.exists(path(directory, LOCK_FILE))
     lock = RunDirectoryLock(directory, flag=flag).acquire()
-    untouched = False
+    remove, before = False, None
     try:
         remove_stale_temp_files(directory)
+        before = set(fileio.listdir(directory))
         yield
     finally:
         if lock._local:
-            untouched = fileio.listdir(directory) == [LOCK_FILE]
-        lock.release(remove=untouched)
-        if untouched and made:
+            after = set(fileio.listdir(directory))
+            remove = after == {LOCK_FILE} or (lock_made and after == before)
+        lock.release(remove=remove)
+        if remove and made:
             with contextlib.suppress(OSError):
                 os.rmdir(directory)
 
@@ -739,7 +798,8 @@ def _flag_int(flagfile, name, text):
 
 
 # The flags of run_pretraining.flags a resume must share, by type.
-_PRETRAINING_INTS = ("max_seq_length", "max_predictions_per_seq", "train_batch_size")
+_PRETRAINING_INTS = ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
+                     "gradient_accumulation_steps")
 _PRETRAINING_BOOLS = ("use_next_sentence_label", "sentence_order_prediction",
                       "span_boundary_objective", "full_sentences", "pack_sequences")
 _PRETRAINING_STRINGS = ("optimizer",)
@@ -877,6 +937,47 @@ def resume_problems(recorded, wanted, tokenizer_path=None):
 _BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
 
 
+def check_checkpoints_backend(directory, backend, flag="--output_dir", evaluating=False):
+    """The training checkpoints in `directory` (if any) must be of `backend`'s loop ("tensorflow"
+    or "jax"): each loop reads only its own. `evaluating`: for a run that evaluates them
+    (--do_eval without --do_train), which is told so, else for one that resumes them.
+
+    Raises:
+      ResumeMismatchError naming both backends and the flag to rerun with.
+    """
+    directory = str(directory)
+    written_by = checkpoint_backend(directory)
+    if written_by is None or written_by == backend:
+        return
+    then, now = _BACKEND_NAMES[written_by], _BACKEND_NAMES[backend]
+    if evaluating:
+        raise ResumeMismatchError(
+            f"{flag}={directory} holds checkpoints of a run on the {then} backend; this "
+            f"evaluation is on {now} (--backend={backend}), which cannot read them. Rerun with "
+            f"--backend={written_by} to evaluate them (--init_checkpoint is not read while "
+            f"{flag} holds the run's own checkpoints)")
+    raise ResumeMismatchError(
+        f"{flag}={directory} holds checkpoints of a run on the {then} backend; this run is on "
+        f"{now} (--backend={backend}), whose loop cannot resume them. Rerun with "
+        f"--backend={written_by} to resume it, or choose a new {flag} (--init_checkpoint="
+        f"{directory} starts from its weights on either backend)")
+
+
+def append_eval_only_results(directory, results):
+    """Adds `results` (a JSON object: what a run that evaluated or predicted without training
+    found) as one line of <directory>/eval_only_results.jsonl, written atomically with the
+    earlier lines kept. Call while owning the directory. Returns the path."""
+    results_path = path(directory, EVAL_ONLY_RESULTS_FILE)
+    earlier = ""
+    if fileio.isfile(results_path):
+        with fileio.open_file(results_path, encoding="utf-8", errors="replace") as f:
+            earlier = f.read()
+    if earlier and not earlier.endswith("\n"):
+        earlier += "\n"
+    fileio.write_text_atomic(results_path, earlier + json.dumps(results, sort_keys=True) + "\n")
+    return results_path
+
+
 def check_resume(directory, wanted, tokenizer_path=None, flag="--output_dir", backend=None):
     """A run about to train in `directory` must be the run whose checkpoints are there.
 
@@ -890,16 +991,10 @@ def check_resume(directory, wanted, tokenizer_path=None, flag="--output_dir", ba
       ResumeMismatchError naming every difference, each with its flag and both values.
     """
     directory = str(directory)
-    written_by = checkpoint_backend(directory)
-    if written_by is None:
+    if not has_checkpoint(directory):
         return
-    if backend is not None and written_by != backend:
-        raise ResumeMismatchError(
-            f"{flag}={directory} holds checkpoints of a run on the "
-            f"{_BACKEND_NAMES[written_by]} backend; this run is on {_BACKEND_NAMES[backend]} "
-            f"(--backend={backend}), whose loop cannot resume them. Rerun with "
-            f"--backend={written_by} to resume it, or choose a new {flag} (--init_checkpoint="
-            f"{directory} starts from its weights on either backend)")
+    if backend is not None:
+        check_checkpoints_backend(directory, backend, flag)
     recorded = read_record(directory)
     if recorded is None:
         return

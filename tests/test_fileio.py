@@ -1,6 +1,7 @@
 """bert_tf.fileio: atomic writes and reads on local disk, ram:// and (faked) object stores."""
 
 import os
+from pathlib import Path
 import stat
 import uuid
 
@@ -221,3 +222,24 @@ def test_a_directory_output_never_replaces_one_that_appeared_or_changed(tmp_path
     fileio.publish_dir(staged("mine3"), str(target), fileio.state(str(target)))
     assert (target / "saved_model.pb").read_text() == "mine3"
     assert os.listdir(target.parent) == ["1"]
+
+
+def test_a_directory_published_through_a_link_keeps_the_link_and_the_umasks_mode(tmp_path):
+    """--overwrite through a symbolic link replaced the link with a directory (the old export
+    left in a hidden .tmp_old_* beside it); staged directories were mkdtemp's 0700."""
+    import stat
+
+    served = tmp_path / "served" / "v1"
+    served.mkdir(parents=True)
+    (served / "saved_model.pb").write_text("old")
+    (tmp_path / "exports").mkdir()
+    link = tmp_path / "exports" / "1"
+    os.symlink(served, link)
+    expected = fileio.state(str(link))
+    with fileio.staging_dir(str(link), ".tmp_export_") as staging:
+        assert os.path.dirname(staging) == str(served.parent)  # beside the target: a rename
+        assert stat.S_IMODE(os.stat(staging).st_mode) == 0o777 & ~fileio.current_umask()
+        (Path(staging) / "saved_model.pb").write_text("new")
+        fileio.publish_dir(staging, str(link), expected, prefix=".tmp_old_export_")
+    assert os.path.islink(link) and (link / "saved_model.pb").read_text() == "new"
+    assert os.listdir(tmp_path / "served") == ["v1"] and os.listdir(tmp_path / "exports") == ["1"]

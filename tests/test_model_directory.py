@@ -39,6 +39,41 @@ def test_every_format_is_recognised_by_its_names(tmp_path, kind, names, telling)
     outputs.check_not_a_model_dir("--output_dir", str(tmp_path), own=(kind,))
 
 
+@pytest.mark.parametrize("kind,names,telling", FORMATS)
+def test_each_format_alone_is_one_model(tmp_path, kind, names, telling):
+    """A run's own models and checkpoints, a sentence-transformers model's Hugging Face files:
+    one model each."""
+    for name in names + (["pretrainer.keras", "encoder.keras"] if kind == md.RUN else []):
+        (tmp_path / name).write_text("")
+    assert [(m.kind, m.names) for m in md.models_in(tmp_path)] == [(kind, telling)]
+    md.check_one_model(tmp_path, "--init_checkpoint")
+
+
+@pytest.mark.parametrize("names,kinds,pick", [
+    (["ckpt-2.index", "checkpoint", "pretrainer.keras", "config.json", "model.safetensors"],
+     [md.RUN, md.HUGGINGFACE], "pretrainer.keras or {d}/model.safetensors"),
+    (["encoder.keras", "bert_model.ckpt.index"], [md.BERT_TF_MODEL, md.TF1_CHECKPOINT],
+     "encoder.keras or {d}/bert_model.ckpt"),
+    (["ckpt-2.index", "bert_model.ckpt.index"], [md.RUN, md.TF1_CHECKPOINT],
+     "ckpt-2 or {d}/bert_model.ckpt"),
+    (["modules.json", "config.json", "model.safetensors", "saved_model.pb"],
+     [md.SENTENCE_TRANSFORMERS, md.SAVED_MODEL], None),
+])
+def test_models_of_two_formats_in_one_directory_are_refused_naming_both(tmp_path, names, kinds,
+                                                                         pick):
+    for name in names:
+        (tmp_path / name).write_text("")
+    found = md.models_in(tmp_path)
+    assert [m.kind for m in found] == kinds
+    assert md.recognise(tmp_path) == found[0]
+    with pytest.raises(md.ModelFileError) as error:
+        md.check_one_model(tmp_path, "--model_dir")
+    which = f"name the one to read ({tmp_path}/{pick.format(d=tmp_path)}), or " if pick else ""
+    assert str(error.value) == (
+        f"--model_dir={tmp_path} holds two models, {found[0]} and {found[1]}, and would be read "
+        f"as one of them without a word: {which}move one to a directory of its own")
+
+
 def test_directories_without_a_model_are_not_model_directories(tmp_path):
     assert md.recognise(tmp_path) is None
     for name in ("vocab.txt", "bert_config.json", "config.json", "notes.md", "corpus.txt"):

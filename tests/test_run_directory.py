@@ -40,6 +40,7 @@ def test_runs_of_release_0_1_read_as_run_records():
         job="pretraining", command="run_pretraining", model_config=config,
         tokenizer_sha256=vocab, do_lower_case=True,
         settings={"max_seq_length": 32, "max_predictions_per_seq": 5, "train_batch_size": 4,
+                  "gradient_accumulation_steps": 1,
                   "use_next_sentence_label": True, "sentence_order_prediction": False,
                   "span_boundary_objective": False, "full_sentences": False,
                   "pack_sequences": False, "optimizer": "adamw"})
@@ -269,15 +270,103 @@ def test_check_writable_makes_nothing_and_names_the_flag(tmp_path):
         run_directory.check_writable(str(tmp_path / "file"), "--export_dir")
 
 
+def test_a_lock_file_the_run_did_not_make_is_refused_and_left_as_it_is(tmp_path):
+    """Never destroy, round three: a symbolic link in the lock's place had the lock record
+    written through it into its target, which release then emptied. A link, a hard link, a
+    FIFO, a directory or a file holding something else is refused, naming it; nothing it
+    names changes."""
+    precious = tmp_path / "notes.txt"
+    precious.write_text("my notes\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    lock = run / run_directory.LOCK_FILE
+    refusal = (f"--output_dir={run}: its lock file {lock} {{}}; a run locks a file of its own "
+               "and never writes through another: remove it (what it names is left as it is), "
+               "or choose another --output_dir")
+    os.symlink(precious, lock)
+    cases = [(lambda: None, f"is a symbolic link (to {precious})")]
+    cases.append((lambda: (os.remove(lock), os.link(precious, lock)),
+                  "is a hard link (one of 2 names of one file)"))
+    cases.append((lambda: (os.remove(lock), os.mkfifo(lock)), "is not a regular file"))
+    cases.append((lambda: (os.remove(lock), os.mkdir(lock)), "is a directory"))
+    cases.append((lambda: (os.rmdir(lock), lock.write_text("my other notes\n")),
+                  "holds something other than a lock record"))
+    for make, problem in cases:
+        make()
+        assert run_directory.lock_holder(run) is None
+        with pytest.raises(run_directory.RunDirectoryError) as error:
+            with run_directory.owned(str(run)):
+                pass
+        assert str(error.value) == refusal.format(problem)
+        assert precious.read_text() == "my notes\n"
+    assert lock.read_text() == "my other notes\n"
+    assert sorted(os.listdir(run)) == [run_directory.LOCK_FILE]
+
+
+def test_owning_an_existing_directory_leaves_no_lock_file_it_made_when_nothing_changed(
+        tmp_path):
+    """A run refused after taking the lock of a directory that held another run's files (an
+    evaluation that cannot read its checkpoint) left a lock file there."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "ckpt-2.index").write_text("x")
+    with pytest.raises(ValueError, match="refused"):
+        with run_directory.owned(str(run)):
+            raise ValueError("refused")
+    assert os.listdir(run) == ["ckpt-2.index"]
+    # A lock file that was there stays (emptied), as after any run.
+    with run_directory.owned(str(run)):
+        (run / run_directory.EVAL_ONLY_RESULTS_FILE).write_text("{}\n")
+    with run_directory.owned(str(run)):
+        pass
+    assert sorted(os.listdir(run)) == [run_directory.LOCK_FILE, "ckpt-2.index",
+                                       run_directory.EVAL_ONLY_RESULTS_FILE]
+    assert (run / run_directory.LOCK_FILE).read_text() == ""
+
+
+def test_evaluation_only_results_are_added_beside_the_runs_own(tmp_path):
+    path = run_directory.append_eval_only_results(tmp_path, {"global_step": 2, "eval": {"a": 1}})
+    assert path == str(tmp_path / "eval_only_results.jsonl")
+    (tmp_path / "eval_only_results.jsonl").write_text(
+        (tmp_path / "eval_only_results.jsonl").read_text().rstrip("\n"))  # an unended line
+    run_directory.append_eval_only_results(tmp_path, {"global_step": 4})
+    assert [json.loads(line) for line in open(path, encoding="utf-8")] == [
+        {"global_step": 2, "eval": {"a": 1}}, {"global_step": 4}]
+    assert run_directory.markers(tmp_path) == ["eval_only_results.jsonl"]
+
+
+def test_checkpoints_of_the_other_backend_are_named_for_resume_and_evaluation(tmp_path):
+    assert run_directory.checkpoint_names(tmp_path) == []
+    run_directory.check_checkpoints_backend(tmp_path, "jax")  # none: nothing to refuse
+    for step in (10, 5):
+        (tmp_path / f"ckpt-{step}.npz").write_bytes(b"")
+    assert run_directory.checkpoint_names(tmp_path) == ["ckpt-5.npz", "ckpt-10.npz"]
+    run_directory.check_checkpoints_backend(tmp_path, "jax")
+    with pytest.raises(run_directory.ResumeMismatchError) as error:
+        run_directory.check_checkpoints_backend(tmp_path, "tensorflow", evaluating=True)
+    assert str(error.value) == (
+        f"--output_dir={tmp_path} holds checkpoints of a run on the JAX backend; this "
+        "evaluation is on TensorFlow (--backend=tensorflow), which cannot read them. Rerun with "
+        "--backend=jax to evaluate them (--init_checkpoint is not read while --output_dir holds "
+        "the run's own checkpoints)")
+    with pytest.raises(run_directory.ResumeMismatchError, match="whose loop cannot resume them"):
+        run_directory.check_resume(tmp_path, RunRecord(job="pretraining"), backend="tensorflow")
+
+
 def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
     for name in (".tmp_1_pretrainer.keras", "checkpoint.tmp9f8e", "ckpt-3.index", "checkpoint"):
         (tmp_path / name).write_text("x")
     (tmp_path / "ckpt-3_temp").mkdir()
     (tmp_path / "ckpt-3_temp" / "part").write_text("x")
+    # A link of a temporary's name is removed, never followed.
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "file").write_text("x")
+    os.symlink(tmp_path / "kept", tmp_path / ".tmp_link")
     removed = run_directory.remove_stale_temp_files(str(tmp_path))
     assert sorted(os.path.basename(p) for p in removed) == [
-        ".tmp_1_pretrainer.keras", "checkpoint.tmp9f8e", "ckpt-3_temp"]
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-3.index"]
+        ".tmp_1_pretrainer.keras", ".tmp_link", "checkpoint.tmp9f8e", "ckpt-3_temp"]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-3.index", "kept"]
+    assert os.listdir(tmp_path / "kept") == ["file"]
 
 
 def _write_remote(path, record):

@@ -18,6 +18,9 @@ from bert_tf.jobs.pretraining import FlagValueError, pretrain
 from bert_tf.config import BertConfig
 from bert_tf.run_directory import RunDirectoryError
 from command_batch import run_commands
+from file_digests import digest
+
+FIXTURE_RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "runs_v0_1")
 
 S, P, VOCAB = 16, 4, 40
 # The pre-training command's flags, in a FlagValues of their own.
@@ -294,8 +297,11 @@ def test_raw_text_training_in_bfloat16_then_eval_only(tmp_path):
     assert results["global_step"] == 20 and "train" not in results
     assert results["eval"]["eval_steps"] == 3
     assert 0.0 <= results["eval"]["masked_lm_accuracy"] <= 1.0
+    # The evaluation is added beside the training run's results, which stay.
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert saved["eval"] == results["eval"]
+    assert saved["global_step"] == 20 and "train" in saved and "eval" not in saved
+    lines = (tmp_path / "out" / "eval_only_results.jsonl").read_text().splitlines()
+    assert [json.loads(line)["eval"] for line in lines] == [results["eval"]]
 
 
 def test_prepared_tfds_text_dataset_trains_and_evaluates(tmp_path):
@@ -599,3 +605,127 @@ def test_a_fine_tuning_run_is_not_a_pretraining_output_dir(setup):
         f"--output_dir={run} holds a fine-tuning run (finetuning_run.json, model.keras); choose "
         "a new --output_dir (--init_checkpoint may name this one)")
     assert sorted(os.listdir(run)) == ["finetuning_run.json", "model.keras"]
+
+
+@pytest.fixture(scope="module")
+def evaluations(tmp_path_factory):
+    """(root, {run: digest before}, {case: result}): the release 0.1 runs (tiny, on TensorFlow)
+    evaluated without training, a run whose lock file is a link, and a new run reused through
+    its own flagfile, one process in a copy of the runs."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("evaluations") / "runs"
+    shutil.copytree(FIXTURE_RUNS, root)
+    shutil.copytree(root / "pretrain_text", root / "linked")
+    (root / "notes.txt").write_text("my notes\n")
+    os.remove(root / "linked" / ".bert_tf_run.lock")
+    os.symlink(root / "notes.txt", root / "linked" / ".bert_tf_run.lock")
+    before = {name: digest(root / name) for name in ("pretrain_text", "pretrain_records")}
+    evaluate = ["--do_eval", "--nodo_train", "--max_eval_steps=2"]
+    text = ["--bert_config_file=inputs/bert_config.json", "--vocab_file=inputs/vocab.txt",
+            "--input_text_file=inputs/corpus.txt", "--max_seq_length=32",
+            "--max_predictions_per_seq=5", "--eval_batch_size=4", "--train_batch_size=4",
+            "--num_train_steps=1", "--num_warmup_steps=0", "--seed=1", "--steps_per_loop=1"]
+    own = ["--flagfile=pretrain_text/run_pretraining.flags", *evaluate]
+    cases = {
+        "own": own,
+        "own_not_init": [*own, "--init_checkpoint=classifier"],
+        "init_into_new": [*text, *evaluate, "--init_checkpoint=pretrain_records",
+                          "--output_dir=evaluated"],
+        "nothing": [*text, *evaluate, "--output_dir=nothing"],
+        "linked_lock": ["--flagfile=linked/run_pretraining.flags", "--output_dir=linked",
+                        "--num_train_steps=4"],
+        "fresh": [*text, "--do_train", "--output_dir=fresh"],
+        "again": ["--flagfile=fresh/run_pretraining.flags", "--output_dir=again"],
+        "accumulating": ["--flagfile=fresh/run_pretraining.flags", "--num_train_steps=2",
+                         "--gradient_accumulation_steps=2"],
+    }
+    results = run_commands([("bert_tf.run_pretraining", args) for args in cases.values()],
+                           cwd=str(root))
+    return root, before, dict(zip(cases, results))
+
+
+def _added(before, after):
+    """The files `after` has that `before` had not; every file of `before` hashes the same."""
+    assert {name: after.get(name) for name in before} == before
+    return sorted(set(after) - set(before))
+
+
+def test_evaluation_only_runs_write_only_their_results_beside_the_runs(evaluations):
+    """Never destroy, round three: --do_eval --nodo_train on a finished run replaced its
+    results.json (global_step 0, the training results gone) and its run_pretraining.flags,
+    and rewrote its models. Now the run's files hash as before; the evaluation adds a line to
+    eval_only_results.jsonl and TensorBoard scalars, and --init_checkpoint is not read while
+    the run has its own checkpoints."""
+    root, before, results = evaluations
+    for case in ("own", "own_not_init", "init_into_new"):
+        assert results[case].returncode == 0, results[case].stderr[-3000:]
+    added = _added(before["pretrain_text"], digest(root / "pretrain_text"))
+    assert added[0] == "eval_only_results.jsonl" and len(added) == 3
+    assert all(name.startswith("summaries/eval/events.out.tfevents.") for name in added[1:])
+    lines = [json.loads(line) for line in
+             (root / "pretrain_text" / "eval_only_results.jsonl").read_text().splitlines()]
+    assert [(line["evaluated"], line["global_step"], line["eval"]["eval_steps"])
+            for line in lines] == [("pretrain_text/ckpt-2", 2, 2)] * 2
+    assert lines[0]["eval_input"] == "--input_text_file=inputs/corpus.txt"
+    assert 0 < lines[0]["eval"]["loss"] == pytest.approx(lines[1]["eval"]["loss"])
+    assert ("--init_checkpoint=classifier is not read: --output_dir=pretrain_text holds the "
+            "run's own checkpoints, which are evaluated") in results["own_not_init"].stderr
+    assert digest(root / "pretrain_records") == before["pretrain_records"]
+    # --init_checkpoint's weights evaluated into a new directory: only the evaluation there.
+    evaluated = root / "evaluated"
+    assert sorted(os.listdir(evaluated)) == [".bert_tf_run.lock", "eval_only_results.jsonl",
+                                             "summaries"]
+    line = json.loads((evaluated / "eval_only_results.jsonl").read_text())
+    assert (line["evaluated"], line["global_step"]) == ("pretrain_records", 0)
+
+
+def test_a_refused_evaluation_writes_nothing(evaluations):
+    root, _, results = evaluations
+    assert results["nothing"].returncode == 1
+    assert results["nothing"].stderr.strip().splitlines()[-1] == (
+        "run_pretraining: error: --do_eval without --do_train needs a checkpoint in "
+        "--output_dir=nothing or --init_checkpoint")
+    assert not (root / "nothing").exists()
+
+
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(evaluations):
+    """Never destroy, round three: the lock record was written through a link in the lock's
+    place and its target emptied on release."""
+    root, _, results = evaluations
+    assert results["linked_lock"].returncode == 1
+    assert results["linked_lock"].stderr.strip().splitlines()[-1] == (
+        f"run_pretraining: error: --output_dir=linked: its lock file "
+        f"linked/.bert_tf_run.lock is a symbolic link (to {root / 'notes.txt'}); a run locks "
+        "a file of its own and never writes through another: remove it (what it names is left "
+        "as it is), or choose another --output_dir")
+    assert (root / "notes.txt").read_text() == "my notes\n"
+    assert not [name for name in os.listdir(root / "linked") if name.startswith("ckpt-4")]
+
+
+def test_a_runs_flagfile_holds_its_commands_flags_and_runs_it_again(evaluations):
+    """run_pretraining.flags held absl's, absltest's and TensorFlow's own flags
+    (--op_conversion_fallback_to_while_loop, ...): as --flagfile it failed on them."""
+    root, _, results = evaluations
+    for case in ("fresh", "again"):
+        assert results[case].returncode == 0, results[case].stderr[-3000:]
+    fresh = (root / "fresh" / "run_pretraining.flags").read_text().splitlines()
+    for line in fresh:  # each a flag of the command (FLAGS: its define_flags())
+        name = line.lstrip("-").split("=")[0]
+        assert name in FLAGS or (name.startswith("no") and name[2:] in FLAGS), line
+    assert "--num_train_steps=1" in fresh and "--nodo_eval" in fresh
+    again = (root / "again" / "run_pretraining.flags").read_text().splitlines()
+    assert [line for line in fresh if line != "--output_dir=fresh"] == [
+        line for line in again if line != "--output_dir=again"]
+
+
+def test_a_resume_with_another_accumulation_is_refused_naming_both(evaluations):
+    """A resume with another --gradient_accumulation_steps changed the effective batch and
+    skipped examples it never trained on, silently."""
+    _, _, results = evaluations
+    assert results["accumulating"].returncode == 1
+    assert results["accumulating"].stderr.strip().splitlines()[-1] == (
+        "run_pretraining: error: --output_dir=fresh holds checkpoints of a run with other "
+        "settings (fresh/bert_tf_run.json); resuming would mix them: "
+        "--gradient_accumulation_steps=1 then, 2 now. Rerun with the run's settings to resume "
+        "it, or choose a new --output_dir (--init_checkpoint=fresh starts from its weights)")

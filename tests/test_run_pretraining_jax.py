@@ -5,6 +5,7 @@ run's model fine-tunes and exports on TensorFlow.
 Each run is a real process with KERAS_BACKEND=jax (Keras fixes its backend at import).
 """
 
+import json
 import os
 import shutil
 import signal
@@ -271,3 +272,116 @@ def test_refusals_name_the_flag_and_write_nothing(inputs, tmp_path):
     assert "NaN" in errors[5] or "non-finite" in errors[5], errors[5]
     assert not any((tmp_path / name).exists() for name in "abcd")
     assert not [n for n in os.listdir(tmp_path / "nan") if n.startswith("ckpt-")]
+
+
+def _last_line(result):
+    return result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
+
+
+@pytest.mark.slow
+def test_evaluation_and_model_reading_across_backends_never_touch_the_run(inputs, reference,
+                                                                          tmp_path):
+    """Never destroy, round three, on both backends. An evaluation-only run of the other
+    backend's run (with or without --init_checkpoint=OTHER) evaluated OTHER's weights and
+    replaced the run's models, results.json and flags; now it is refused naming both backends.
+    An evaluation of the run's own backend adds only its results. A TensorFlow run directory
+    as --init_checkpoint under JAX ("not trackable") starts from the model its run wrote; a
+    JAX run that has only its checkpoints is named as such by embed, convert and classify; a
+    lock file that is a link, and a resume with another --gradient_accumulation_steps, are
+    refused on JAX."""
+    from file_digests import digest
+
+    tf_run, jax_run = tmp_path / "tf_run", tmp_path / "jax_run"
+    shutil.copytree(os.path.join(FIXTURE_RUNS, "pretrain_records"), tf_run)
+    shutil.copytree(reference, jax_run)
+    only_checkpoints = tmp_path / "jax_unfinished"
+    shutil.copytree(reference, only_checkpoints,
+                    ignore=shutil.ignore_patterns("*.keras", "results.json"))
+    linked = tmp_path / "linked"
+    shutil.copytree(reference, linked)
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    os.remove(linked / ".bert_tf_run.lock")
+    os.symlink(tmp_path / "notes.txt", linked / ".bert_tf_run.lock")
+    before = {run: digest(run) for run in (tf_run, jax_run)}
+    evaluate = ("--nodo_train", "--do_eval", "--max_eval_steps=2", "--eval_batch_size=8")
+    fixture_records = [f"--input_file={os.path.join(FIXTURE_RUNS, 'records.tfrecord')}",
+                       "--bert_config_file=" + os.path.join(FIXTURE_RUNS, "inputs",
+                                                            "bert_config.json"),
+                       "--max_seq_length=32", "--max_predictions_per_seq=5", *evaluate]
+    command = "bert_tf.run_pretraining"
+    on_jax = run_commands([
+        (command, [f"--output_dir={tf_run}", *fixture_records]),
+        (command, [f"--output_dir={tf_run}", f"--init_checkpoint={jax_run}", *fixture_records]),
+        (command, _args(inputs, jax_run, *evaluate)),
+        (command, [f"--init_checkpoint={tf_run}", f"--output_dir={tmp_path / 'evaluated'}",
+                   *fixture_records]),
+        (command, _args(inputs, linked, steps=12)),
+        (command, _args(inputs, jax_run, "--gradient_accumulation_steps=1", steps=12)),
+    ], env=_env())
+    on_tensorflow = run_commands([
+        (command, _args(inputs, jax_run, *evaluate)),
+        (command, _args(inputs, jax_run, f"--init_checkpoint={linked}", *evaluate)),
+        (os.path.join(REPO_ROOT, "tools", "embed.py"), [
+            f"--init_checkpoint={only_checkpoints}", f"--input_file={inputs / 'vocab.txt'}",
+            f"--output_file={tmp_path / 'v.npy'}"]),
+        (os.path.join(REPO_ROOT, "tools", "convert_checkpoint.py"), [
+            "--from=bert_tf", "--to=huggingface", f"--checkpoint={only_checkpoints}",
+            f"--output_dir={tmp_path / 'hf'}"]),
+        ("bert_tf.run_classifier", [
+            f"--init_checkpoint={only_checkpoints}", f"--output_dir={tmp_path / 'classifier'}",
+            f"--train_file={os.path.join(FIXTURE_RUNS, 'inputs', 'train.tsv')}",
+            "--text_a_column=sentence", "--label_column=label", "--do_train",
+            f"--max_seq_length={S}"]),
+    ], env=dict(_env(), KERAS_BACKEND="tensorflow"))
+
+    other = ("--output_dir={run} holds checkpoints of a run on the {then} backend; this "
+             "evaluation is on {now} (--backend={backend}), which cannot read them. Rerun with "
+             "--backend={written} to evaluate them (--init_checkpoint is not read while "
+             "--output_dir holds the run's own checkpoints)")
+    for result in on_jax[:2]:
+        assert _last_line(result) == "run_pretraining: error: " + other.format(
+            run=tf_run, then="TensorFlow", now="JAX", backend="jax", written="tensorflow")
+    for result in on_tensorflow[:2]:
+        assert _last_line(result) == "run_pretraining: error: " + other.format(
+            run=jax_run, then="JAX", now="TensorFlow", backend="tensorflow", written="jax")
+    assert digest(tf_run) == before[tf_run]
+    # The JAX run's own evaluation: its files as they were, and its results beside them.
+    assert on_jax[2].returncode == 0, on_jax[2].stderr[-3000:]
+    after = digest(jax_run)
+    assert {name: after.get(name) for name in before[jax_run]} == before[jax_run]
+    added = sorted(set(after) - set(before[jax_run]))
+    assert added[0] == "eval_only_results.jsonl"
+    assert all(name.startswith("summaries/eval/") for name in added[1:])
+    line = json.loads((jax_run / "eval_only_results.jsonl").read_text())
+    assert (line["evaluated"], line["global_step"]) == (str(jax_run / f"ckpt-{STEPS}.orbax"),
+                                                        STEPS)
+    assert line["eval"]["masked_lm_accuracy"] > 0.5  # the learnable records, trained
+    # A TensorFlow run's weights on JAX: its pretrainer.keras, evaluated into a new directory.
+    assert on_jax[3].returncode == 0, on_jax[3].stderr[-3000:]
+    assert "reading pretrainer.keras, the model its run saved when it ended" in on_jax[3].stderr
+    assert sorted(os.listdir(tmp_path / "evaluated")) == [
+        ".bert_tf_run.lock", "eval_only_results.jsonl", "summaries"]
+    assert _last_line(on_jax[4]) == (
+        f"run_pretraining: error: --output_dir={linked}: its lock file "
+        f"{linked}/.bert_tf_run.lock is a symbolic link (to {tmp_path / 'notes.txt'}); a run "
+        "locks a file of its own and never writes through another: remove it (what it names "
+        "is left as it is), or choose another --output_dir")
+    assert (tmp_path / "notes.txt").read_text() == "my notes\n"
+    assert _last_line(on_jax[5]).startswith(
+        f"run_pretraining: error: --output_dir={jax_run} holds checkpoints of a run with other "
+        f"settings ({jax_run / 'bert_tf_run.json'}); resuming would mix them: "
+        "--gradient_accumulation_steps=2 then, 1 now.")
+    assert not (jax_run / "ckpt-12.orbax").exists()
+    unfinished = (
+        f"holds only training checkpoints of the JAX loop (ckpt-5.orbax, ckpt-10.orbax), which "
+        f"only "
+        f"that run reads, to resume (bert-tf-pretrain --backend=jax --output_dir="
+        f"{only_checkpoints}); a model starts from the pretrainer.keras or encoder.keras that a "
+        "pre-training run writes when it ends, and this run has not ended: finish it, then give "
+        "{flag}=" + str(only_checkpoints))
+    for result, program, flag in ((on_tensorflow[2], "embed", "--init_checkpoint"),
+                                  (on_tensorflow[3], "convert_checkpoint", "--checkpoint"),
+                                  (on_tensorflow[4], "run_classifier", "--init_checkpoint")):
+        assert _last_line(result) == (f"{program}: error: {flag}={only_checkpoints} "
+                                      + unfinished.replace("{flag}", flag))
+    assert not any((tmp_path / name).exists() for name in ("v.npy", "hf", "classifier"))

@@ -82,3 +82,32 @@ def test_load_model_errors_name_the_path(tmp_path):
     (tmp_path / "weights.h5").write_text("x")
     with pytest.raises(ValueError, match="expected a run's output directory or a .keras file"):
         bert_tf.load_model(str(tmp_path / "weights.h5"))
+
+
+def test_a_keras_file_that_cannot_be_read_is_named_in_one_line(tmp_path):
+    """A truncated .keras file, a text file named .keras, an archive without its weights: Keras
+    said "File not found" (or raised its own error) for each."""
+    import zipfile
+
+    from bert_tf import saving
+    from bert_tf.model_directory import ModelFileError
+
+    good = tmp_path / "encoder.keras"
+    _tiny_encoder().save(str(good))
+    data = good.read_bytes()
+    (tmp_path / "cut.keras").write_bytes(data[:len(data) // 2])
+    (tmp_path / "text.keras").write_text("not a model\n")
+    with zipfile.ZipFile(good) as source, zipfile.ZipFile(tmp_path / "bare.keras", "w") as bare:
+        bare.writestr("config.json", source.read("config.json"))
+    unreadable = ("not a readable .keras file (File is not a zip file); it is truncated or is not "
+                  "a Keras model file (an interrupted copy or download?): save or fetch it again")
+    for name in ("cut.keras", "text.keras"):
+        with pytest.raises(ModelFileError) as error:
+            bert_tf.load_model(str(tmp_path / name))
+        assert str(error.value) == f"{tmp_path / name}: {unreadable}"
+    with pytest.raises(ModelFileError) as error:
+        saving.load_keras_file(tmp_path / "bare.keras", where="--model_dir=bare.keras")
+    assert str(error.value) == ("--model_dir=bare.keras: Keras cannot load this .keras file "
+                                "(Expected a model.weights.h5 or model.weights.npz file.)")
+    assert saving.read_keras_config(good)["class_name"] == "BertEncoder"
+    assert type(bert_tf.load_model(str(good))).__name__ == "BertEncoder"

@@ -36,6 +36,7 @@ import absl.logging
 from absl import app
 
 from bert_tf import quiet_logs
+from bert_tf.model_directory import ModelFileError
 from bert_tf.run_directory import RunDirectoryError
 
 FLAGS = absl.flags.FLAGS
@@ -97,10 +98,13 @@ def parse_flags(argv):
     except absl.flags.CantOpenFlagFileError as e:
         message = str(e).removeprefix("ERROR:: ")
         sys.exit(f"{_program_name(argv[0])}: error: --flagfile: {message}")
-    if any(_flag_name(arg).removeprefix("no") in _ABSLTEST_FLAGS for arg in args):
-        # Flagfiles written by a run hold every flag defined then, absltest's too (TensorFlow
-        # imports it); the driver that would define them is imported only after parsing.
-        importlib.import_module("absl.testing.absltest")
+    names = {_flag_name(arg).removeprefix("no") for arg in args}
+    for module, recorded in _RECORDED_FOREIGN_FLAGS.items():
+        if names & set(recorded):
+            # Flagfiles written by runs of earlier releases hold every flag defined then,
+            # absltest's and TensorFlow's too; the driver that would define them is imported
+            # only after parsing.
+            importlib.import_module(module)
     try:
         return app.parse_flags_with_usage([argv[0]] + args)
     except SystemExit as e:
@@ -110,8 +114,14 @@ def parse_flags(argv):
         raise
 
 
-_ABSLTEST_FLAGS = ("test_random_seed", "test_randomize_ordering_seed", "test_srcdir",
-                   "test_tmpdir", "xml_output_file")
+# The flags of other packages that run flagfiles of earlier releases recorded, by the module
+# that defines them (a run now records only its command's own: flags.flagfile_text).
+_RECORDED_FOREIGN_FLAGS = {
+    "absl.testing.absltest": ("test_random_seed", "test_randomize_ordering_seed", "test_srcdir",
+                              "test_tmpdir", "xml_output_file"),
+    "tensorflow": ("op_conversion_fallback_to_while_loop", "hbm_oom_exit", "runtime_oom_exit",
+                   "delta_threshold", "tt_check_filter", "tt_single_core_summaries"),
+}
 
 
 def _flag_name(arg):
@@ -226,8 +236,9 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         "<program>: error: <message>" with exit status 1 instead of a traceback; or a function
         returning them, called once the flags are parsed (so that a command imports its
         driver's modules only when it runs). Files that cannot be read or written (OSError,
-        TensorFlow's file-system errors) and run directories that cannot be used (in use,
-        another run's checkpoints) are reported the same way by every command.
+        TensorFlow's file-system errors), model files that cannot be read as models and run
+        directories that cannot be used (in use, another run's checkpoints) are reported the
+        same way by every command.
       required: flags that must be given.
       define_flags: the command's `define_flags()` (bert_tf.cli.flags groups), called before
         parsing; nothing is defined at import, so any commands share one process.
@@ -240,7 +251,7 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         user_errors = tuple(errors() if callable(errors) else errors)
         try:
             return main(argv)
-        except (*user_errors, RunDirectoryError, BackendError) as e:
+        except (*user_errors, RunDirectoryError, ModelFileError, BackendError) as e:
             print(f"{program or _program_name(sys.argv[0])}: error: {e}", file=sys.stderr)
             sys.exit(1)
         except Exception as e:  # noqa: BLE001 - only file errors are reported in one line

@@ -44,7 +44,7 @@ def main(argv):
     del argv
     config = cli_flags.to_config(ClassificationConfig, backend=cli.requested_backend())
     outputs.check_finetuning_dirs(config, "run_classifier")
-    run_classifier(config, flags_text=FLAGS.flags_into_string())
+    run_classifier(config, flags_text=cli_flags.flagfile_text(define_flags))
 
 
 def run():

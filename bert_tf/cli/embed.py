@@ -56,8 +56,10 @@ def define_flags(flag_values=FLAGS):
 
 
 def embedding_config(flag_values=FLAGS):
-    """The EmbeddingConfig of the parsed flags."""
+    """The EmbeddingConfig of the parsed flags; --pooling and --normalize left unset are None
+    (the model's own, or mean and true for an encoder checkpoint)."""
     return cli_flags.to_config(embedding.EmbeddingConfig, flag_values,
+                               unset=("pooling", "normalize"),
                                backend=cli.requested_backend(flag_values))
 
 

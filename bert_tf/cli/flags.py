@@ -92,6 +92,16 @@ def to_config(config_class, flag_values=FLAGS, unset=(), **overrides):
     return config_class(**values)
 
 
+def flagfile_text(define_flags, flag_values=FLAGS):
+    """A command's parsed flags as the flagfile a run records (<command>.flags): each flag
+    `define_flags` (the command's define_flags) defines, one `--name=value` a line, by name.
+    absl's, TensorFlow's and other commands' flags are left out, so the file is a --flagfile
+    the command reads back."""
+    names = sorted(define_flags(flags.FlagValues()))
+    return "".join(flag_values[name].serialize() + "\n" for name in names
+                   if flag_values[name].value is not None)
+
+
 class _JitCompileParser(flags.ArgumentParser):
     syntactic_help = "true, false or auto"
 
@@ -463,8 +473,12 @@ _flag(flags.DEFINE_enum, "position_extension", "copy",
 # The groups the commands define.
 # bert-tf-embed (sentence embeddings).
 _flag(flags.DEFINE_list, "pooling", ["mean"],
-      "Pooling of an encoder checkpoint: one or more of cls, max, mean, mean_sqrt_len_tokens.")
-_flag(flags.DEFINE_bool, "normalize", True, "L2-normalise the vectors of an encoder checkpoint.")
+      "Pooling of an encoder checkpoint: one or more of cls, max, mean, mean_sqrt_len_tokens. A "
+      "sentence-transformers model or an embedding run pools as it was trained: another value "
+      "given is refused.")
+_flag(flags.DEFINE_bool, "normalize", True,
+      "L2-normalise the vectors of an encoder checkpoint (a sentence-transformers model or an "
+      "embedding run normalises as it was trained: another value given is refused).")
 _flag(flags.DEFINE_string, "dev_scored_file", None,
       "Scored pairs (sentence1, sentence2, score) for the Spearman correlation.")
 _flag(flags.DEFINE_string, "sentence_transformers_dir", None,

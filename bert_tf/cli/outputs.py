@@ -239,11 +239,13 @@ CONVERSION_OUTPUTS = {
 }
 
 
-def is_conversion_dir(directory, to_format):
-    """True when `directory` holds only files a conversion to `to_format` writes."""
+def not_converted(directory, to_format):
+    """The names in `directory` that no conversion to `to_format` writes, sorted: none when it
+    holds only an earlier conversion's files."""
     names = CONVERSION_OUTPUTS[to_format][1]
-    return all(name in names or name.startswith(tuple(n for n in names if n.endswith(".")))
-               for name in fileio.listdir(directory))
+    prefixes = tuple(n for n in names if n.endswith("."))
+    return sorted(name for name in fileio.listdir(directory)
+                  if not (name in names or name.startswith(prefixes)))
 
 
 def check_conversion_output_dir(output_dir, checkpoint, bert_config_file=None, vocab_file=None,
@@ -266,9 +268,10 @@ def check_conversion_output_dir(output_dir, checkpoint, bert_config_file=None, v
     names = sorted(fileio.listdir(output_dir)) if fileio.isdir(output_dir) else []
     if not names:
         return
-    if not is_conversion_dir(output_dir, to_format):
+    foreign = not_converted(output_dir, to_format)
+    if foreign:
         raise OutputError(f"--output_dir={output_dir} holds files no conversion to "
-                          f"--to={to_format} writes ({_shown(names)}); choose a new or empty "
+                          f"--to={to_format} writes ({_shown(foreign)}); choose a new or empty "
                           "directory")
     if not overwrite:
         raise OutputError(f"--output_dir={output_dir} holds a conversion to --to={to_format} "

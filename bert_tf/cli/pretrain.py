@@ -81,7 +81,7 @@ def main(argv):
     if casing is not None:
         # run_pretraining.flags then records the casing the run tokenizes with.
         FLAGS.do_lower_case = casing
-    pretrain(config, flags_text=FLAGS.flags_into_string())
+    pretrain(config, flags_text=cli_flags.flagfile_text(define_flags))
 
 
 def run():

@@ -42,7 +42,7 @@ def main(argv):
     if config.verbose_logging:
         logging.set_verbosity(logging.DEBUG)
     outputs.check_finetuning_dirs(config, "run_squad")
-    run_squad(config, flags_text=FLAGS.flags_into_string())
+    run_squad(config, flags_text=cli_flags.flagfile_text(define_flags))
 
 
 def run():

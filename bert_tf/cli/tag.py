@@ -36,7 +36,7 @@ def main(argv):
     del argv
     config = cli_flags.to_config(TaggingConfig, backend=cli.requested_backend())
     outputs.check_finetuning_dirs(config, "run_tagging")
-    run_tagging(config, flags_text=FLAGS.flags_into_string())
+    run_tagging(config, flags_text=cli_flags.flagfile_text(define_flags))
 
 
 def run():

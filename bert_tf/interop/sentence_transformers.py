@@ -283,7 +283,22 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
     return output_dir
 
 
-def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file=None,
+def _check_own_pooling(model, pooling, normalize, init_checkpoint, what):
+    """A --pooling or --normalize given for a model that carries its own must equal it."""
+    for flag, given, own in (("--pooling", pooling, model.pooling),
+                             ("--normalize", normalize, model.normalize)):
+        if given is None:
+            continue
+        given, own = (",".join(given), ",".join(own)) if flag == "--pooling" else (
+            str(bool(given)).lower(), str(bool(own)).lower())
+        if given != own:
+            raise InteropError(
+                f"{flag}={given} contradicts --init_checkpoint={init_checkpoint}, {what} "
+                f"trained with {flag}={own}, which its vectors keep (leave {flag} out: it sets "
+                "how an encoder checkpoint's vectors are made)")
+
+
+def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=None,
                   do_lower_case=None, max_seq_length=None):
     """A BertSentenceEmbedder from any model source, with its tokenizer settings.
 
@@ -294,7 +309,9 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
         bert_tf.interop.warm_start reads (original TF1, Hugging Face, keras-hub, bert_tf
         pre-training runs), then pooled by `pooling` / `normalize`, tokenized with the casing
         it records (bert_tf.interop.casing_of) unless do_lower_case says.
-      pooling, normalize: for an encoder checkpoint only.
+      pooling, normalize: how an encoder checkpoint's vectors are made (None: mean pooling,
+        normalised); a model that carries its own (a sentence-transformers directory or an
+        embedding run) refuses another value, naming both.
       vocab_file, do_lower_case, max_seq_length: override what the source says (needed where
         it says nothing: vocab_file beside a TF1 checkpoint, max_seq_length default 128).
         The tokenizer file is a vocab.txt or a tokenizer.json (byte-level BPE, e.g. a
@@ -308,22 +325,27 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
     Raises:
       InteropError / FileNotFoundError / ValueError naming the source and what is missing.
     """
-    import keras
-
-    from bert_tf.interop.warm_start import casing_of, checkpoint_config, warm_start
+    from bert_tf import saving
+    from bert_tf.interop.warm_start import (casing_of, check_weights_readable,
+                                            checkpoint_config, warm_start)
     from bert_tf.modeling import build_encoder
 
+    check_weights_readable(init_checkpoint)
     if is_sentence_transformers_dir(init_checkpoint):
         loaded = load_sentence_transformers(init_checkpoint)
+        _check_own_pooling(loaded.model, pooling, normalize, init_checkpoint,
+                           "a sentence-transformers model")
     else:
         model_file = None
         try:
             model_file = run_directory.model_file(init_checkpoint)
         except (FileNotFoundError, ValueError):
             pass
-        model = (keras.saving.load_model(model_file, compile=False) if model_file
-                 else None)
+        model = (saving.load_keras_file(model_file, f"--init_checkpoint={model_file}")
+                 if model_file else None)
         if isinstance(model, BertSentenceEmbedder):
+            _check_own_pooling(model, pooling, normalize, init_checkpoint,
+                               "a sentence embedding model")
             directory = os.path.dirname(fileio.abspath(model_file))
             try:
                 record = run_directory.read_record(directory)
@@ -340,8 +362,8 @@ def load_embedder(init_checkpoint, *, pooling="mean", normalize=True, vocab_file
                 raise InteropError(f"--init_checkpoint={init_checkpoint}: not a "
                                    "sentence-transformers directory, a bert_tf embedding run "
                                    "or a checkpoint with a model config beside it")
-            model = BertSentenceEmbedder(build_encoder(config), pooling=pooling,
-                                         normalize=normalize)
+            model = BertSentenceEmbedder(build_encoder(config), pooling=pooling or ["mean"],
+                                         normalize=True if normalize is None else normalize)
             casing = casing_of(do_lower_case, init_checkpoint)
             warm_start(init_checkpoint, model, do_lower_case=casing)
             directory = (init_checkpoint if fileio.isdir(init_checkpoint)

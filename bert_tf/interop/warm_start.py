@@ -17,14 +17,13 @@ initialised. What was loaded, newly initialised and unused is logged and returne
 import json
 import os
 import warnings
-import zipfile
 
 import keras
 import tensorflow as tf
 from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf import fileio, run_directory
+from bert_tf import fileio, model_directory, run_directory, saving
 from bert_tf.config import BertConfig
 from bert_tf.interop import huggingface, kerashub, tf1, weights
 from bert_tf.interop.weights import InteropError
@@ -96,36 +95,85 @@ def checkpoint_config(init_checkpoint):
 
 
 def check_weights_readable(init_checkpoint):
-    """Refuses (InteropError) a Hugging Face weights file that is truncated or corrupt, before a
-    command takes its output directory; other formats are checked when loaded."""
+    """Refuses, before a command takes its output directory, an --init_checkpoint it would
+    misread or cannot start from (InteropError, or model_directory.ModelFileError for a
+    .keras file that is no readable archive): a directory holding models of two formats, an
+    export, only checkpoints this backend cannot read (_resolve), a truncated or corrupt
+    Hugging Face weights file; other formats are checked when loaded."""
     path = _resolve(str(init_checkpoint))
-    if fileio.isdir(path) and not kerashub.is_preset_dir(path):
+    if path.endswith(".keras") and fileio.exists(path):
+        _keras_file_module(path)
+    elif fileio.isdir(path) and not kerashub.is_preset_dir(path):
         huggingface.check_weight_files(path)
 
 
 def _resolve(path):
-    """Turns a directory into the file or prefix to read; HF and keras-hub dirs stay dirs."""
+    """Turns a directory into the file or prefix to read; HF and keras-hub dirs stay dirs.
+
+    Raises:
+      InteropError naming the directory: models of two formats in it (one would be read
+      without a word), an export, or only checkpoints this backend's Keras cannot read.
+    """
     if os.path.basename(path) in (huggingface.SAFETENSORS_FILE, huggingface.PICKLE_FILE,
                                   huggingface.SAFETENSORS_INDEX_FILE):
         return os.path.dirname(path)
     if not fileio.isdir(path):
         return path
+    _check_one_model(path)
     if kerashub.is_preset_dir(path) or tf.io.gfile.exists(
             os.path.join(path, huggingface.CONFIG_FILE)):
         return path
     latest = tf.train.latest_checkpoint(path)
     if latest:
-        return latest
+        return latest if keras.backend.backend() == "tensorflow" else _model_file_of_run(path)
     for name in _KERAS_MODEL_FILES:
         if tf.io.gfile.exists(os.path.join(path, name)):
             return os.path.join(path, name)
     indexes = tf.io.gfile.glob(os.path.join(path, "*.index"))
     if len(indexes) == 1:
         return indexes[0][:-len(".index")]
+    if run_directory.checkpoint_backend(path) == "jax":
+        raise InteropError(
+            f"--init_checkpoint={path} holds only training checkpoints of the JAX loop "
+            f"({', '.join(run_directory.checkpoint_names(path))}), which only that run reads, "
+            f"to resume (bert-tf-pretrain --backend=jax --output_dir={path}); a model starts "
+            f"from the {' or '.join(_KERAS_MODEL_FILES)} that a pre-training run writes when "
+            f"it ends, and this run has not ended: finish it, then give --init_checkpoint="
+            f"{path}")
     raise InteropError(
         f"--init_checkpoint={path}: the directory holds no checkpoint: expected a Hugging Face "
         f"model (config.json + model.safetensors), a keras-hub preset, a `checkpoint` state "
         f"file, {' or '.join(_KERAS_MODEL_FILES)}, or one <prefix>.index")
+
+
+def _check_one_model(directory):
+    """A directory holding models of two formats (model_directory.check_one_model), or an
+    export, is refused."""
+    model_directory.check_one_model(directory, "--init_checkpoint")
+    found = model_directory.recognise(directory)
+    if found is not None and found.kind in (model_directory.SAVED_MODEL, model_directory.LITERT):
+        raise InteropError(
+            f"--init_checkpoint={directory} holds {found}, a serving graph that a model "
+            "does not start from: give the run or .keras model it was exported from (the "
+            "--model_dir of bert-tf-export)")
+
+
+def _model_file_of_run(directory):
+    """The .keras model of a run whose training checkpoints are TensorFlow's, for a Keras on
+    another backend, which cannot restore them."""
+    for name in run_directory.MODEL_FILES:
+        candidate = os.path.join(directory, name)
+        if fileio.exists(candidate):
+            logging.info("--init_checkpoint=%s: reading %s, the model its run saved when it "
+                         "ended (its TensorFlow training checkpoints are read on the TensorFlow "
+                         "backend only)", directory, name)
+            return candidate
+    raise InteropError(
+        f"--init_checkpoint={directory} holds only TensorFlow training checkpoints "
+        f"({', '.join(run_directory.checkpoint_names(directory))}), which Keras on "
+        f"{keras.backend.backend()} cannot restore, and none of the "
+        f"{', '.join(run_directory.MODEL_FILES)} its run writes when it ends: finish the run "
+        "(rerun its command on --backend=tensorflow), then give this directory again")
 
 
 def open_source(init_checkpoint, model, allow_pickle=False):
@@ -214,9 +262,15 @@ def _load_bert_tf(path, config, template):
     """
     if path.endswith(".keras"):
         _keras_file_module(path)
-        return keras.saving.load_model(path, compile=False), [], "keras"
+        return saving.load_keras_file(path, f"--init_checkpoint={path}"), [], "keras"
     if path.endswith(".weights.h5"):
         return _load_weights_file(path, config, template), [], "weights_h5"
+    if keras.backend.backend() != "tensorflow":
+        raise InteropError(
+            f"--init_checkpoint={path} is a TensorFlow training checkpoint, which Keras on "
+            f"{keras.backend.backend()} cannot restore: give the .keras model its run wrote "
+            f"when it ended (or its directory, {os.path.dirname(path) or '.'}), or run on "
+            "--backend=tensorflow")
     shapes = {name.replace(_VALUE_SUFFIX, ""): tuple(shape)
               for name, shape in fileio.list_checkpoint_variables(path)}
     shapes.update(_model_variable_shapes(path))
@@ -356,20 +410,20 @@ def _load_weights_file(path, config, template):
 
 
 def _keras_file_module(path):
-    """The `module` of the top-level object in a .keras file (to tell keras-hub models apart)."""
+    """The `module` of the top-level object in a .keras file (to tell keras-hub models apart).
+
+    Raises:
+      InteropError: no such file; model_directory.ModelFileError: not a readable archive.
+    """
     if not tf.io.gfile.exists(path):
         raise InteropError(f"--init_checkpoint={path}: no such file")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return json.loads(archive.read("config.json")).get("module", "")
-    except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as e:
-        raise InteropError(f"--init_checkpoint={path}: not a readable .keras file ({e})") from None
+    return saving.read_keras_config(path, f"--init_checkpoint={path}").get("module", "")
 
 
 def _keras_file_config(path):
     if str(_keras_file_module(path)).startswith("keras_hub"):
         return kerashub.config_from_backbone(kerashub.load_keras_hub(path)[0])
-    return weights.encoder_of(keras.saving.load_model(path, compile=False)).config
+    return weights.encoder_of(saving.load_keras_file(path, f"--init_checkpoint={path}")).config
 
 
 def checkpoint_casing(init_checkpoint):

@@ -8,8 +8,6 @@ lists what each output format holds.
 
 import dataclasses
 import os
-import shutil
-import tempfile
 
 from absl import logging
 
@@ -157,15 +155,11 @@ def _convert(options):
                          f"{config.vocab_size} of the checkpoint's config")
     do_lower_case = resolve_casing(options.do_lower_case, source_casing, options.checkpoint)
     fileio.makedirs(parent)
-    staging = (tempfile.mkdtemp(prefix=".tmp_convert_") if fileio.is_remote(parent)
-               else tempfile.mkdtemp(dir=parent, prefix=".tmp_convert_"))
-    try:
+    with fileio.staging_dir(output_dir, ".tmp_convert_") as staging:
         _write(options.to_format, model, staging, vocab_file, do_lower_case)
         copy_tokenizer_json(options.checkpoint, staging, options.to_format)
         written = sorted(os.listdir(staging))
         fileio.publish_dir(staging, output_dir, expected, prefix=".tmp_old_convert_")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     logging.info("Converted %s (%s, %s) to %s in %s", options.checkpoint, options.from_format,
                  type(model).__name__, options.to_format, options.output_dir)
     return written

@@ -18,8 +18,6 @@ import functools
 import io
 import json
 import os
-import shutil
-import tempfile
 
 import keras
 import numpy as np
@@ -47,8 +45,8 @@ class EmbeddingConfig(RuntimeConfig):
 
     See `bert-tf-embed --help` (bert_tf.cli.flags EMBED group) for each field. The model
     settings left None (do_lower_case, max_seq_length) come from --init_checkpoint; pooling
-    and normalize apply to an encoder checkpoint (a sentence-transformers directory or an
-    embedding run carries its own).
+    and normalize apply to an encoder checkpoint (None: mean, true). A sentence-transformers
+    directory or an embedding run carries its own, which a value given must equal.
     """
 
     # The model.
@@ -56,8 +54,8 @@ class EmbeddingConfig(RuntimeConfig):
     vocab_file: str | None = None
     do_lower_case: bool | None = None
     max_seq_length: int | None = None
-    pooling: list = dataclasses.field(default_factory=lambda: ["mean"])
-    normalize: bool = True
+    pooling: list | None = None
+    normalize: bool | None = None
     # Training.
     train_file: str | None = None
     dev_file: str | None = None
@@ -86,6 +84,8 @@ def _check_file(flag, path):
 
 
 def _check_pooling(options):
+    if options.pooling is None:
+        return
     try:
         check_pooling_modes(options.pooling, "--pooling")
     except ValueError as e:
@@ -295,16 +295,11 @@ def _write_run(options, loaded, summary, st_dir, st_expected):
                       json.dumps(summary, indent=2, sort_keys=True) + "\n")
     if st_dir is None:
         return
-    parent = os.path.dirname(fileio.abspath(st_dir))
-    fileio.makedirs(parent)
-    staging = tempfile.mkdtemp(dir=None if fileio.is_remote(parent) else parent,
-                               prefix=".tmp_sentence_transformers_")
-    try:
+    fileio.makedirs(os.path.dirname(fileio.abspath(st_dir)))
+    with fileio.staging_dir(st_dir, ".tmp_sentence_transformers_") as staging:
         save_sentence_transformers(loaded.model, staging, loaded.vocab_file,
                                    loaded.do_lower_case, loaded.max_seq_length)
         fileio.publish_dir(staging, st_dir, st_expected, prefix=".tmp_old_sentence_transformers_")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def check_mode(options):

@@ -23,6 +23,9 @@ predictions. Every run leaves the same kind of directory (bert_tf.run_directory 
   bert_tf_run.json              the run record: what a resumed run must share with this one
                                 (written when training starts)
   .bert_tf_run.lock             held by the run while it runs (one run per directory)
+  eval_only_results.jsonl       a line per run that evaluated or predicted without training
+                                (such a run writes its predictions and this line, never the
+                                files above)
 
 The functions take the run's config (FinetuningConfig or a task's subclass of it, or any
 object with the same attribute names); the field names are the flag names, so errors name the
@@ -161,13 +164,17 @@ def prepare(options):
             fileio.isfile(run_directory.path(options.output_dir, run_directory.CONFIG_FILE))):
         # Evaluating or predicting with a run's own weights: its config, tokenizer and casing.
         files_from = dataclasses.replace(options, init_checkpoint=options.output_dir)
+    source = files_from.init_checkpoint
+    try:
+        # What the model starts from, before any file is looked up beside it.
+        if source:
+            check_weights_readable(source)
+    except (ValueError, InteropError) as e:
+        raise FlagValueError(str(e)) from None
     config_file, vocab_file = run_setup.resolve_model_files(files_from)
     try:
-        source = files_from.init_checkpoint
         if source and fileio.exists(_checkpoint_dir(source)):
             options.do_lower_case = casing_of(options.do_lower_case, source)
-        if options.init_checkpoint and options.do_train:
-            check_weights_readable(options.init_checkpoint)
     except (ValueError, InteropError) as e:
         raise FlagValueError(str(e)) from None
     tokenizer, options.do_lower_case = run_setup.load_tokenizer(vocab_file, options)
@@ -206,8 +213,9 @@ def run_record(context, options, cli_name, task, labels):
     """The RunRecord of this fine-tuning run (bert_tf.run_directory): what a resume of
     --output_dir must share with it: the command, the task, the labels (the head's outputs),
     the model config, the tokenizer (its tokens' digest: a CRLF copy is the same), the casing,
-    --max_seq_length, --trainable_encoder, --optimizer (the optimizer's slots) and
-    --train_batch_size (what a step means, for an exact resume).
+    --max_seq_length, --trainable_encoder, --optimizer (the optimizer's slots),
+    --train_batch_size and --gradient_accumulation_steps (what a step means, for an exact
+    resume).
 
     Args:
       task: the task name (e.g. "sst-2", "tagging", "squad"); labels: list of str or None.
@@ -220,7 +228,8 @@ def run_record(context, options, cli_name, task, labels):
         settings={"max_seq_length": int(options.max_seq_length),
                   "trainable_encoder": bool(getattr(options, "trainable_encoder", True)),
                   "optimizer": getattr(options, "optimizer", None),
-                  "train_batch_size": int(options.train_batch_size)},
+                  "train_batch_size": int(options.train_batch_size),
+                  "gradient_accumulation_steps": int(options.gradient_accumulation_steps)},
         init_checkpoint=options.init_checkpoint)
 
 
@@ -305,14 +314,18 @@ def restore_trained(options, model, best_metric, job_runtime):
     --allow_untrained_head. Returns the step.
 
     A checkpoint that cannot be read (truncated, corrupt) is skipped with a warning naming it,
-    in favour of the one before it (checkpointing.restore_latest).
+    in favour of the one before it (the runtime's restore_latest).
     """
     best = task_loop.BestModelKeeper(model, options.output_dir, best_metric,
                                     write=False).restore()
-    if best is not None:
-        return best["step"]
-    latest = job_runtime.restore_latest(options.output_dir, model)
-    if latest:
+    latest = None if best is not None else job_runtime.restore_latest(options.output_dir, model)
+    if best is not None or latest:
+        if options.init_checkpoint:
+            logging.warning("--init_checkpoint=%s is not read: --output_dir=%s holds the run's "
+                            "own fine-tuned weights, which are used", options.init_checkpoint,
+                            options.output_dir)
+        if best is not None:
+            return best["step"]
         logging.info("Restored %s", latest)
         return run_directory.checkpoint_step(latest)
     if options.init_checkpoint:
@@ -368,20 +381,25 @@ def softmax(logits):
 
 def write_run_files(context, options, model, task, labels, cli_name, flags_text,
                     export_fields=None, **task_info):
-    """The chief writes model.keras, bert_config.json, vocab.txt, task_info.json (task, labels
-    and the extra `task_info` fields, e.g. text_pair), the flags, and the --export_dir
-    SavedModel (given `export_fields` as serving.export arguments; default: `task_info`)."""
+    """The chief of a run that trained writes model.keras, bert_config.json, vocab.txt,
+    task_info.json (task, labels and the extra `task_info` fields, e.g. text_pair) and the
+    flags; of every run, the --export_dir SavedModel (given `export_fields` as serving.export
+    arguments; default: `task_info`). A run that did not train writes none of the run's
+    files: they are the training run's."""
     if not context.chief:
         return
     output_dir = options.output_dir
-    run_setup.copy_model_files(output_dir, context.runtime, context.config,
-                               context.vocab_file, context.tokenizer)
-    checkpointing.save_keras_model(model, run_directory.path(output_dir, run_directory.MODEL_FILE))
-    serving.write_task_info(output_dir, task, do_lower_case=bool(options.do_lower_case),
-                            max_seq_length=options.max_seq_length, labels=labels, **task_info)
-    if flags_text:
-        write_text_atomic(run_directory.path(output_dir, run_directory.flags_file(cli_name)),
-                          flags_text)
+    if options.do_train:
+        run_setup.copy_model_files(output_dir, context.runtime, context.config,
+                                   context.vocab_file, context.tokenizer)
+        checkpointing.save_keras_model(model, run_directory.path(output_dir,
+                                                                 run_directory.MODEL_FILE))
+        serving.write_task_info(output_dir, task, do_lower_case=bool(options.do_lower_case),
+                                max_seq_length=options.max_seq_length, labels=labels,
+                                **task_info)
+        if flags_text:
+            write_text_atomic(run_directory.path(output_dir, run_directory.flags_file(cli_name)),
+                              flags_text)
     if options.export_dir:
         export_fields = dict(task_info if export_fields is None else export_fields)
         serving.export(model, options.export_dir, tokenizer=context.tokenizer,
@@ -390,10 +408,14 @@ def write_run_files(context, options, model, task, labels, cli_name, flags_text,
 
 
 def write_results(context, options, results, eval_metrics):
-    """results.json, and eval_results.txt ('name = value' lines as the original writes)."""
+    """results.json, and eval_results.txt ('name = value' lines as the original writes); of a
+    run that did not train, a line of eval_only_results.jsonl instead, beside them."""
     if not context.chief:
         return
     output_dir = options.output_dir
+    if not options.do_train:
+        run_directory.append_eval_only_results(output_dir, results)
+        return
     write_text_atomic(run_directory.path(output_dir, run_directory.RESULTS_FILE),
                       json.dumps(results, indent=2, sort_keys=True) + "\n")
     if eval_metrics is not None:
@@ -513,13 +535,18 @@ def run_task(task, options, flags_text=None):
 
 def _run_task(task, options, flags_text, start, context):
     """run_task once --output_dir is owned and the run recorded."""
-    task.prepare_inputs(context)
-    batch = run_setup.effective_train_batch_size(options) if options.do_train else None
-    num_train_steps = None
-    if options.do_train:
+    if not options.do_train:
+        # The weights first: a run that cannot have them is refused before it writes anything
+        # (the feature records of its inputs included).
+        model, _ = build_model(context, options, task.make_model)
+        step = restore_trained(options, model, task.best_metric, context.runtime)
+        task.prepare_inputs(context)
+    else:
+        task.prepare_inputs(context)
+        batch = run_setup.effective_train_batch_size(options)
         num_train_steps = task_loop.num_train_steps(task.num_train_examples, batch,
-                                                   options.num_train_epochs)
-    model, optimizer = build_model(context, options, task.make_model, num_train_steps)
+                                                    options.num_train_epochs)
+        model, optimizer = build_model(context, options, task.make_model, num_train_steps)
     task.attach(model, context)
     results = task.results()
     outcome = None
@@ -533,8 +560,7 @@ def _run_task(task, options, flags_text, start, context):
                         best_metric=task.best_metric if evaluate_fn else None)
         task.record_training(results, outcome, num_train_steps)
     else:
-        results["global_step"] = restore_trained(options, model, task.best_metric,
-                                                 context.runtime)
+        results["global_step"] = step
     # The trained model is saved before the predictions are written: nothing after can lose
     # it (a prediction file that cannot be written, e.g. a full disk).
     kind, export_fields, task_info = task.run_files()

@@ -7,7 +7,9 @@ The config's field names are the command-line flag names, so every error names t
 --output_dir (a bert_tf.run_directory) receives: ckpt-<step> checkpoints, summaries/
 (TensorBoard), bert_config.json, vocab.txt (when vocab_file is given), run_pretraining.flags
 (the flags used), bert_tf_run.json (the run record a resume is checked against),
-pretrainer.keras, encoder.keras and results.json.
+pretrainer.keras, encoder.keras and results.json. A run without --do_train evaluates the run's
+own checkpoints (else --init_checkpoint's weights) and writes only what it found: a line of
+eval_only_results.jsonl and scalars under summaries/eval.
 """
 
 import copy
@@ -167,6 +169,8 @@ def validate_options(options, config):
                                  "grpc://HOST:PORT (the dispatcher's address)")
     # Warm-started weights are indexed by the vocabulary beside them (tokens appended: fine).
     run_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
+    if options.init_checkpoint:
+        interop.check_weights_readable(options.init_checkpoint)
     if options.vocab_file:
         vocab_size = (_tokenizer_json(options).vocab_size
                       if tokenizer_files.is_tokenizer_json(options.vocab_file)
@@ -475,6 +479,7 @@ def run_record(options, config):
         settings={"max_seq_length": options.max_seq_length,
                   "max_predictions_per_seq": _predictions(options),
                   "train_batch_size": options.train_batch_size,
+                  "gradient_accumulation_steps": options.gradient_accumulation_steps,
                   "use_next_sentence_label": options.use_next_sentence_label,
                   "sentence_order_prediction": options.sentence_order_prediction,
                   "span_boundary_objective": options.span_boundary_objective,
@@ -508,7 +513,8 @@ def pretrain(options, flags_text=None):
         so the run's every setting is on record next to its checkpoints.
 
     Returns:
-      dict written to output_dir/results.json.
+      dict written to output_dir/results.json; of a run without --do_train (evaluation only),
+      the line it adds to output_dir/eval_only_results.jsonl (_evaluate_only).
     """
     start = time.time()
     config = run_setup.read_model_config(run_setup.config_source(options))
@@ -520,6 +526,8 @@ def pretrain(options, flags_text=None):
     if options.do_train:
         run_directory.check_resume(options.output_dir, record, options.vocab_file,
                                    backend=options.backend)
+    else:
+        _check_evaluation_source(options)
     # The strategy (or JAX's processes and devices) comes before any TensorFlow op:
     # multi-worker collectives must be configured before the runtime starts.
     job_runtime = run_setup.make_runtime(options, ("train_batch_size", "eval_batch_size"),
@@ -545,6 +553,8 @@ def pretrain(options, flags_text=None):
             run_directory.check_resume(options.output_dir, record, options.vocab_file,
                                        backend=options.backend)
         try:
+            if not options.do_train:
+                return _evaluate_only(options, config, job_runtime, dataset_fns[False], start)
             return _pretrain(options, config, job_runtime, dataset_fns, record, flags_text,
                              start)
         except tf.errors.InvalidArgumentError as e:
@@ -574,30 +584,22 @@ def _budget_spent(options, job_runtime):
 
 
 def _pretrain(options, config, job_runtime, dataset_fns, record, flags_text, start):
-    """pretrain() once the flags and inputs are checked and the directory is owned."""
-    budget = time_budget_seconds(options) if options.do_train else None
-    with job_runtime.scope():
-        encoder = build_encoder(config)
-        model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
-                               sentence_order_prediction=options.sentence_order_prediction,
-                               span_boundary_objective=options.span_boundary_objective)
-        optimizer = create_optimizer(
-            options.learning_rate, options.num_train_steps, options.num_warmup_steps,
-            optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
-            lr_schedule=options.lr_schedule, decay_proportion=options.decay_proportion,
-            budget_warmup_proportion=budget_warmup_proportion(options) if budget else None)
+    """pretrain() of a run that trains, once the flags and inputs are checked and the directory
+    is owned."""
+    budget = time_budget_seconds(options)
+    encoder, model, optimizer = _build_model(options, config, job_runtime, budget)
 
     chief = job_runtime.chief
     output = functools.partial(run_directory.path, options.output_dir)
 
     def write_run_files():
+        # Once the run's checkpoint is restored: a resume refused for it writes nothing.
         if not chief:
             return
         config.to_json_file(output(run_directory.CONFIG_FILE))
         if flags_text:
             write_text_atomic(output(run_directory.PRETRAINING_FLAGS_FILE), flags_text)
-        if options.do_train:
-            run_directory.write_record(options.output_dir, record)
+        run_directory.write_record(options.output_dir, record)
         if options.vocab_file and tokenizer_files.is_tokenizer_json(options.vocab_file):
             # vocab.txt for a WordPiece file, tokenizer.json for byte-level BPE.
             tokenizer_files.write_tokenizer_file(options.output_dir, _tokenizer_json(options),
@@ -606,59 +608,43 @@ def _pretrain(options, config, job_runtime, dataset_fns, record, flags_text, sta
             with tf.io.gfile.GFile(options.vocab_file) as f:
                 write_text_atomic(output(run_directory.VOCAB_FILE), f.read())
 
-    if not options.do_train:
-        write_run_files()
-
     results = {"num_train_steps": options.num_train_steps}
-    metrics_fn = functools.partial(pretraining_metrics,
-                                   sentence_order_prediction=options.sentence_order_prediction)
-    steps_per_loop = run_setup.steps_per_loop(options)
-    if options.do_train:
-        if budget:
-            logging.info("--time_budget=%s: training stops when it is spent and the learning "
-                         "rate follows it (warmup %.0f%% of it); --num_train_steps and "
-                         "--num_warmup_steps are not used", options.time_budget,
-                         100 * budget_warmup_proportion(options))
-            del results["num_train_steps"]
-        loop_config = TrainLoopConfig(
-            num_train_steps=options.num_train_steps, steps_per_loop=steps_per_loop,
-            save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
-            global_batch_size=options.train_batch_size,
-            gradient_accumulation_steps=options.gradient_accumulation_steps,
-            jit_compile=options.jit_compile, init_checkpoint=options.init_checkpoint,
-            time_budget_seconds=budget)
-        train_results = controller.train(
-            runtime=job_runtime, model=model, optimizer=optimizer,
-            loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fns[True],
-            output_dir=options.output_dir, loop_config=loop_config, metrics_fn=metrics_fn,
-            warm_start_fn=functools.partial(_warm_start, options.do_lower_case),
-            skip_consumed_input=not options.tf_data_service, start_time=start,
-            budget_reserve_fn=functools.partial(_seconds_after_training, options),
-            on_restored=write_run_files)
-        results["global_step"] = train_results.pop("step")
-        if "instances_per_row" in train_results and "examples_per_second" in train_results:
-            train_results["instances_per_second"] = (train_results["examples_per_second"]
-                                                     * train_results["instances_per_row"])
-            logging.info("Packed rows: %.2f instances per row, %.1f instances/s",
-                         train_results["instances_per_row"],
-                         train_results["instances_per_second"])
-        results["train"] = train_results
-        results["tokens"] = (results["global_step"] * options.train_batch_size
-                             * options.gradient_accumulation_steps * options.max_seq_length)
-        seconds_before = train_results["seconds_spent"] - train_results["wall_time_seconds"]
-    else:
-        results["global_step"] = _restore_for_eval(options, model, optimizer, job_runtime)
-        seconds_before = 0.0
+    if budget:
+        logging.info("--time_budget=%s: training stops when it is spent and the learning rate "
+                     "follows it (warmup %.0f%% of it); --num_train_steps and "
+                     "--num_warmup_steps are not used", options.time_budget,
+                     100 * budget_warmup_proportion(options))
+        del results["num_train_steps"]
+    loop_config = TrainLoopConfig(
+        num_train_steps=options.num_train_steps, steps_per_loop=run_setup.steps_per_loop(options),
+        save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
+        global_batch_size=options.train_batch_size,
+        gradient_accumulation_steps=options.gradient_accumulation_steps,
+        jit_compile=options.jit_compile, init_checkpoint=options.init_checkpoint,
+        time_budget_seconds=budget)
+    train_results = controller.train(
+        runtime=job_runtime, model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
+        dataset_fn=dataset_fns[True], output_dir=options.output_dir, loop_config=loop_config,
+        metrics_fn=functools.partial(pretraining_metrics,
+                                     sentence_order_prediction=options.sentence_order_prediction),
+        warm_start_fn=functools.partial(_warm_start, options.do_lower_case),
+        skip_consumed_input=not options.tf_data_service, start_time=start,
+        budget_reserve_fn=functools.partial(_seconds_after_training, options),
+        on_restored=write_run_files)
+    results["global_step"] = train_results.pop("step")
+    if "instances_per_row" in train_results and "examples_per_second" in train_results:
+        train_results["instances_per_second"] = (train_results["examples_per_second"]
+                                                 * train_results["instances_per_row"])
+        logging.info("Packed rows: %.2f instances per row, %.1f instances/s",
+                     train_results["instances_per_row"], train_results["instances_per_second"])
+    results["train"] = train_results
+    results["tokens"] = (results["global_step"] * options.train_batch_size
+                         * options.gradient_accumulation_steps * options.max_seq_length)
+    seconds_before = train_results["seconds_spent"] - train_results["wall_time_seconds"]
 
     if options.do_eval:
-        results["eval"] = job_runtime.evaluate(
-            model=model, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fns[False],
-            max_steps=options.max_eval_steps, metrics_fn=metrics_fn)
-        logging.info("Eval at step %d: %s", results["global_step"],
-                     format_metrics(results["eval"]))
-        if chief:
-            write_summaries(output(run_directory.SUMMARIES_DIR, "eval"),
-                            results["global_step"], results["eval"])
+        results["eval"] = _evaluate(options, model, job_runtime, dataset_fns[False],
+                                    results["global_step"])
 
     if chief:
         checkpointing.save_keras_model(model, output(run_directory.PRETRAINER_FILE))
@@ -688,14 +674,95 @@ def _warm_start(do_lower_case, path, target):
     return interop.warm_start(path, target, do_lower_case=do_lower_case)
 
 
+def _build_model(options, config, job_runtime, budget=None):
+    """(encoder, BertPretrainer, optimizer) of the run, in the runtime's scope; the learning
+    rate follows `budget` (seconds) when given."""
+    with job_runtime.scope():
+        encoder = build_encoder(config)
+        model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
+                               sentence_order_prediction=options.sentence_order_prediction,
+                               span_boundary_objective=options.span_boundary_objective)
+        optimizer = create_optimizer(
+            options.learning_rate, options.num_train_steps, options.num_warmup_steps,
+            optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
+            lr_schedule=options.lr_schedule, decay_proportion=options.decay_proportion,
+            budget_warmup_proportion=budget_warmup_proportion(options) if budget else None)
+    return encoder, model, optimizer
+
+
+def _evaluate(options, model, job_runtime, dataset_fn, step):
+    """The evaluation metrics of `model` at `step`, logged and (by the chief) written as
+    TensorBoard scalars under summaries/eval."""
+    metrics = job_runtime.evaluate(
+        model=model, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fn,
+        max_steps=options.max_eval_steps,
+        metrics_fn=functools.partial(pretraining_metrics,
+                                     sentence_order_prediction=options.sentence_order_prediction))
+    logging.info("Eval at step %d: %s", step, format_metrics(metrics))
+    if job_runtime.chief:
+        write_summaries(run_directory.path(options.output_dir, run_directory.SUMMARIES_DIR,
+                                           "eval"), step, metrics)
+    return metrics
+
+
+def _check_evaluation_source(options):
+    """Before anything is written: an evaluation-only run (--do_eval without --do_train)
+    evaluates --output_dir's own checkpoints, which must be this backend's loop's, else the
+    weights of --init_checkpoint.
+
+    Raises:
+      run_directory.ResumeMismatchError naming both backends; FlagValueError when there is
+      nothing to evaluate.
+    """
+    run_directory.check_checkpoints_backend(options.output_dir, options.backend,
+                                            evaluating=True)
+    if not (options.init_checkpoint or run_directory.has_checkpoint(options.output_dir)):
+        raise FlagValueError(f"--do_eval without --do_train needs a checkpoint in "
+                             f"--output_dir={options.output_dir} or --init_checkpoint")
+
+
+def _evaluate_only(options, config, job_runtime, dataset_fn, start):
+    """--do_eval without --do_train, once the directory is owned: evaluates --output_dir's
+    newest readable checkpoint (else --init_checkpoint's weights) and writes only what it
+    found, beside the run's own results: a line of eval_only_results.jsonl and TensorBoard
+    scalars under summaries/eval. The run's results.json, record, flags and models are never
+    written.
+
+    Returns:
+      The results: evaluated (the checkpoint or --init_checkpoint), global_step, eval_input,
+      eval (the metrics) and wall_time_seconds.
+    """
+    _, model, optimizer = _build_model(options, config, job_runtime)
+    evaluated, step = _restore_for_eval(options, model, optimizer, job_runtime)
+    name, patterns = _input_flags(options, is_training=False)
+    results = {"evaluated": evaluated, "global_step": step, "eval_input": f"--{name}={patterns}",
+               "eval": _evaluate(options, model, job_runtime, dataset_fn, step)}
+    results["wall_time_seconds"] = time.time() - start
+    if job_runtime.chief:
+        run_directory.append_eval_only_results(options.output_dir, results)
+    return results
+
+
 def _restore_for_eval(options, model, optimizer, job_runtime):
-    """Eval-only runs use the latest checkpoint in output_dir, else --init_checkpoint."""
-    latest = job_runtime.restore_latest(options.output_dir, model, optimizer)
-    if latest:
+    """(what was restored, its step): the newest readable checkpoint of --output_dir (the
+    run's own are evaluated whatever --init_checkpoint says), else --init_checkpoint at step 0.
+
+    Raises:
+      CheckpointError: --output_dir holds checkpoints and none of them can be read.
+    """
+    output_dir = options.output_dir
+    if run_directory.has_checkpoint(output_dir):
+        latest = job_runtime.restore_latest(output_dir, model, optimizer)
+        if latest is None:
+            raise checkpointing.CheckpointError(
+                f"none of the checkpoints in --output_dir={output_dir} could be read "
+                f"({', '.join(run_directory.checkpoint_names(output_dir))}; the warnings above "
+                "say why): nothing was evaluated")
+        if options.init_checkpoint:
+            logging.warning("--init_checkpoint=%s is not read: --output_dir=%s holds the run's "
+                            "own checkpoints, which are evaluated", options.init_checkpoint,
+                            output_dir)
         logging.info("Evaluating %s", latest)
-        return int(ops.convert_to_numpy(optimizer.iterations))
-    if options.init_checkpoint:
-        interop.warm_start(options.init_checkpoint, model, do_lower_case=options.do_lower_case)
-        return 0
-    raise FlagValueError(f"--do_eval without --do_train needs a checkpoint in "
-                         f"--output_dir={options.output_dir} or --init_checkpoint")
+        return latest, int(ops.convert_to_numpy(optimizer.iterations))
+    interop.warm_start(options.init_checkpoint, model, do_lower_case=options.do_lower_case)
+    return options.init_checkpoint, 0

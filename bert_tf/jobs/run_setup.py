@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio, optional, run_directory
+from bert_tf import fileio, model_directory, optional, run_directory
 from bert_tf.config import BertConfig
 from bert_tf.text import tokenizer_files
 from bert_tf.training import runtime
@@ -402,8 +402,10 @@ def read_model_config(source):
     """
     extension = os.path.splitext(source)[1]
     is_config_file = (tf.io.gfile.exists(source) and not fileio.isdir(source)
-                      and extension not in (".keras", ".h5"))
-    if extension == ".json" or is_config_file:
+                      and extension not in (".keras", ".h5")
+                      and os.path.basename(source) not in model_directory.HF_WEIGHT_FILES)
+    if (extension == ".json" and os.path.basename(source) not in model_directory.HF_WEIGHT_FILES
+            or is_config_file):
         return BertConfig.from_json_file(source)
     from bert_tf import interop  # Checkpoint formats are only needed on this path.
     config = interop.checkpoint_config(source)

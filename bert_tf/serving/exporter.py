@@ -19,8 +19,6 @@ served by the stock model server. assets.extra/bert_tf_export.json records how i
 import json
 import os
 import re
-import shutil
-import tempfile
 
 import tensorflow as tf
 
@@ -287,12 +285,9 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         raise FileExistsError(f"export: {export_dir} is not a SavedModel export (it holds "
                               f"{', '.join(sorted(existing)[:4])}); overwrite replaces only an "
                               "export: choose a new directory.")
-    parent = os.path.dirname(export_dir)
-    fileio.makedirs(parent)
+    fileio.makedirs(os.path.dirname(export_dir))
     # Remote exports are staged on local disk and uploaded (fileio.publish_dir).
-    staging = tempfile.mkdtemp(dir=None if fileio.is_remote(parent) else parent,
-                               prefix=".tmp_export_")
-    try:
+    with fileio.staging_dir(export_dir, ".tmp_export_") as staging:
         saved = os.path.join(staging, "saved_model")
         try:
             vocab_path = None
@@ -318,8 +313,6 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         except (tf.errors.OpError, OSError) as e:
             raise write_failed(export_dir, "the SavedModel", e) from None
         fileio.publish_dir(saved, export_dir, expected, prefix=".tmp_old_export_")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return export_dir
 
 

@@ -471,11 +471,8 @@ def write_model(content, export_dir, info, overwrite=False, expected=fileio.NOT_
     export_dir = os.path.dirname(path)
     if expected is fileio.NOT_CHECKED:
         expected = fileio.state(export_dir)
-    parent = os.path.dirname(export_dir)
-    fileio.makedirs(parent)
-    staging = tempfile.mkdtemp(dir=None if fileio.is_remote(parent) else parent,
-                               prefix=".tmp_litert_")
-    try:
+    fileio.makedirs(os.path.dirname(export_dir))
+    with fileio.staging_dir(export_dir, ".tmp_litert_") as staging:
         try:
             fileio.write_bytes_atomic(os.path.join(staging, MODEL_FILE), content)
             fileio.write_text_atomic(os.path.join(staging, INFO_FILE),
@@ -483,8 +480,6 @@ def write_model(content, export_dir, info, overwrite=False, expected=fileio.NOT_
         except OSError as e:
             raise write_failed(export_dir, "the LiteRT model", e) from None
         fileio.publish_dir(staging, export_dir, expected, prefix=".tmp_old_litert_")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return path
 
 

@@ -12,7 +12,7 @@ import os
 import keras
 
 import bert_tf.modeling  # noqa: F401  Registers the model classes that .keras files name.
-from bert_tf import fileio, run_directory
+from bert_tf import fileio, model_directory, run_directory, saving
 from bert_tf.serving import task_signatures
 from bert_tf.serving.task_info import read_task_info
 from bert_tf.text import tokenizer_files
@@ -57,14 +57,17 @@ def load_model_dir(model_dir):
       `ExportSource`.
 
     Raises:
-      FileNotFoundError: no model in model_dir.
+      FileNotFoundError: no model in model_dir; model_directory.ModelFileError: a .keras
+        file that cannot be read, or a directory of models of two formats, naming it.
       ValueError: a malformed task_info.json or flagfile, or a task that does not match the
         model (naming the file).
       TypeError: the .keras file holds a model that cannot be served.
     """
+    if fileio.isdir(model_dir):
+        model_directory.check_one_model(model_dir, "--model_dir")
     model_file = run_directory.model_file(model_dir, flag="--model_dir")
     directory = os.path.dirname(fileio.abspath(model_file))
-    model = keras.saving.load_model(model_file, compile=False)
+    model = saving.load_keras_file(model_file)
     task_signatures.task_name_of(model)  # Raises TypeError for other models.
     source = ExportSource(model=model, model_file=model_file)
     source.vocab_file = tokenizer_files.model_tokenizer_file(directory)

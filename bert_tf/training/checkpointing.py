@@ -30,6 +30,12 @@ def check_writable_dir(path, flag="--output_dir"):
     """Creates `path` if needed and proves a file can be written there; raises a clear error."""
     try:
         tf.io.gfile.makedirs(path)
+        if not fileio.is_remote(path):
+            # A new name of its own (O_EXCL): never a file or link already there.
+            fd, probe = tempfile.mkstemp(dir=path, prefix=".bert_tf_write_probe-")
+            os.close(fd)
+            os.remove(probe)
+            return
         # Per process: the workers of a multi-worker run probe the same directory at once.
         probe = os.path.join(path, f".bert_tf_write_probe-{socket.gethostname()}-{os.getpid()}")
         with tf.io.gfile.GFile(probe, "w") as f:
@@ -227,8 +233,7 @@ def save_keras_model(model, path):
         tmp = os.path.join(local, os.path.basename(path))
     else:
         local = None
-        tmp = os.path.join(os.path.dirname(os.path.abspath(path)),
-                           f".tmp_{os.getpid()}_" + os.path.basename(path))
+        tmp = fileio.temp_file_beside(path)  # Keras writes into it, never through a link
     try:
         keras.saving.save_model(model, tmp)
         fileio.publish_file(tmp, path)

@@ -130,6 +130,7 @@ _UNSET_FIELDS = {
     "build_vocab": {"max_input_chars_per_word": (200, None), "max_unique_chars": (1000, None),
                     "min_frequency": (2, None)},
     "export_saved_model": {"signatures": (["ids", "text", "examples"], None)},
+    "embed": {"pooling": (["mean"], None), "normalize": (True, None)},
 }
 _RENAMED_FIELDS = {"from_format": "from", "to_format": "to"}
 

@@ -40,7 +40,18 @@ def trained(tmp_path_factory):
                    f"--output_file={directory / 'v.jsonl'}", "--batch_size=3"],
         "bad_output": [f"--init_checkpoint={directory / 'missing'}",
                        f"--input_file={directory / 'texts.txt'}",
-                       f"--output_file={directory / 'v.csv'}"]}
+                       f"--output_file={directory / 'v.csv'}"],
+        # A model that carries its own pooling and normalisation: --pooling / --normalize
+        # were ignored without a word.
+        "st_pooling": [f"--init_checkpoint={directory / 'run' / 'sentence_transformers'}",
+                       f"--input_file={directory / 'texts.txt'}",
+                       f"--output_file={directory / 'max.npy'}", "--pooling=max"],
+        "run_normalize": [f"--init_checkpoint={directory / 'run'}",
+                          f"--input_file={directory / 'texts.txt'}",
+                          f"--output_file={directory / 'raw.npy'}", "--nonormalize"],
+        "st_same_pooling": [f"--init_checkpoint={directory / 'run' / 'sentence_transformers'}",
+                            f"--input_file={directory / 'texts.txt'}",
+                            f"--output_file={directory / 'mean.npy'}", "--pooling=mean"]}
     results = dict(zip(runs, run_commands([(TOOL, args) for args in runs.values()])))
     assert results["train"].returncode == 0, results["train"].stderr[-3000:]
     return directory, directory / "run", results
@@ -149,6 +160,36 @@ def test_bad_input_is_refused_before_training(tmp_path, repo_root):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines() == [message for *_, message in cases]
     assert not os.path.exists(out)  # refused before anything was written
+
+
+def test_pooling_given_for_a_model_with_its_own_is_refused_unless_the_same(trained):
+    directory, run, results = trained
+    st = run / "sentence_transformers"
+    for case, message in (
+            ("st_pooling", f"--pooling=max contradicts --init_checkpoint={st}, a "
+                           "sentence-transformers model trained with --pooling=mean"),
+            ("run_normalize", f"--normalize=false contradicts --init_checkpoint={run}, a "
+                              "sentence embedding model trained with --normalize=true")):
+        assert results[case].returncode == 1
+        assert results[case].stderr.strip().splitlines()[-1] == (
+            f"embed: error: {message}, which its vectors keep (leave "
+            f"{message.split('=')[0]} out: it sets how an encoder checkpoint's vectors are "
+            "made)")
+    assert not (directory / "max.npy").exists() and not (directory / "raw.npy").exists()
+    assert results["st_same_pooling"].returncode == 0, results["st_same_pooling"].stderr[-2000:]
+    assert np.load(directory / "mean.npy").shape == (len(TEXTS), 32)
+
+
+def test_the_sentence_transformers_directory_is_readable_as_the_umask_allows(trained):
+    """It was made by mkdtemp, mode 0700: other users and a serving container could not read
+    it."""
+    import stat
+
+    from bert_tf import fileio
+
+    _, run, _ = trained
+    for path in (run / "sentence_transformers", run / "sentence_transformers" / "1_Pooling"):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o777 & ~fileio.current_umask(), path
 
 
 def test_cli_prints_one_line_error(trained):

@@ -88,6 +88,28 @@ def runs(tmp_path_factory):
     (root / "no_vocab").mkdir()
     (root / "no_vocab" / "tokenizer.json").write_text(json.dumps(tokenizer))
     make_modernbert_dir(root / "modernbert")
+    # Round three: a run with a Hugging Face model copied in (two models, one directory); a
+    # fake and a truncated .keras file; a folder of an earlier conversion and a user's file;
+    # runs whose lock file is a link to the user's notes; the export directory a link.
+    shutil.copytree(root / "fx" / "pretrain_text", root / "two")
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(HF_BERT, name), root / "two" / name)
+    (root / "fake.keras").write_text("not a model\n")
+    shutil.copy(root / "fx" / "pretrain_text" / "pretrainer.keras", root / "cut.keras")
+    truncate(root / "cut.keras")
+    (root / "converted").mkdir()
+    for name in ("bert_config.json", "vocab.txt", "notes.txt"):
+        (root / "converted" / name).write_text("x\n")
+    (root / "notes.txt").write_text("my notes\n")
+    for run in ("classifier", "embed"):
+        shutil.copytree(root / "fx" / run, root / f"{run}_linked")
+        lock = root / f"{run}_linked" / ".bert_tf_run.lock"
+        if lock.exists():
+            os.remove(lock)
+        os.symlink(root / "notes.txt", lock)
+    (root / "sm").mkdir()
+    (root / "served" / "v1").mkdir(parents=True)
+    os.symlink(root / "served" / "v1", root / "sm" / "1")
     classify = ["--text_a_column=sentence", "--label_column=label", "--max_seq_length=16",
                 "--train_file=fx/inputs/train.tsv", "--do_train", "--train_batch_size=4"]
     cases = {
@@ -181,6 +203,54 @@ def runs(tmp_path_factory):
         "litert_into_saved_model": ("export_saved_model", [
             "--model_dir=fx/classifier", "--export_dir=sm/1", "--format=litert",
             "--overwrite"]),
+        # Round three. --overwrite through the link sm/1: the link was replaced by a
+        # directory and a hidden .tmp_old_export_* left beside it.
+        "saved_model_again": ("export_saved_model", [
+            "--model_dir=fx/classifier", "--export_dir=sm/1", "--signatures=ids",
+            "--overwrite"]),
+        # A SavedModel as --init_checkpoint: "--vocab_file is required".
+        "classify_from_saved_model": ("bert_tf.run_classifier", [
+            "--init_checkpoint=sm/1", "--output_dir=c19", *classify]),
+        "pretrain_from_saved_model": ("bert_tf.run_pretraining", [
+            "--init_checkpoint=sm/1", "--output_dir=c20", "--input_text_file=lines.txt",
+            "--vocab_file=fx/inputs/vocab.txt", "--do_train"]),
+        # Two models in one directory, read as one without a word.
+        "classify_from_two": ("bert_tf.run_classifier", [
+            "--init_checkpoint=two", "--output_dir=c21", *classify]),
+        "extract_from_two": ("extract_features", [
+            "--init_checkpoint=two", "--input_file=lines.txt", "--output_file=c22.jsonl",
+            "--max_seq_length=16", "--layers=-1"]),
+        "export_two": ("export_saved_model", ["--model_dir=two", "--export_dir=c28/1"]),
+        # A fake or truncated .keras file: Keras' "File not found".
+        "export_fake_keras": ("export_saved_model", [
+            "--model_dir=fake.keras", "--export_dir=c23/1"]),
+        "embed_cut_keras": ("embed", [
+            "--init_checkpoint=cut.keras", "--vocab_file=fx/inputs/vocab.txt",
+            "--input_file=lines.txt", "--output_file=c24.npy"]),
+        "classify_cut_keras": ("bert_tf.run_classifier", [
+            "--init_checkpoint=cut.keras", "--vocab_file=fx/inputs/vocab.txt",
+            "--output_dir=c25", *classify]),
+        # The conversion's own files listed as foreign to it.
+        "convert_over_a_users_file": ("convert_checkpoint", [
+            "--from=bert_tf", "--to=tf1", "--checkpoint=fx/pretrain_text",
+            "--output_dir=converted", "--overwrite"]),
+        "convert_mode": ("convert_checkpoint", [
+            "--from=bert_tf", "--to=bert_tf", "--checkpoint=fx/pretrain_text",
+            "--output_dir=c26"]),
+        # Lock files that are links: written through, then emptied.
+        "classify_linked_lock": ("bert_tf.run_classifier", [
+            "--output_dir=classifier_linked", "--do_eval", "--dev_file=fx/inputs/dev.tsv",
+            "--text_a_column=sentence", "--label_column=label", "--max_seq_length=32"]),
+        "embed_linked_lock": ("embed", [
+            "--init_checkpoint=fx/pretrain_text", "--train_file=fx/inputs/pairs.tsv",
+            "--output_dir=embed_linked", "--sentence_transformers_dir=-",
+            "--train_batch_size=8", "--max_seq_length=32", "--num_train_epochs=2"]),
+        # Evaluation without training and without a fine-tuned head: refused after it had
+        # written feature records and a lock into its --output_dir.
+        "eval_without_a_head": ("bert_tf.run_classifier", [
+            "--init_checkpoint=fx/pretrain_text", "--output_dir=c27", "--do_eval",
+            "--dev_file=fx/inputs/dev.tsv", "--text_a_column=sentence", "--label_column=label",
+            "--labels=neg,pos", "--max_seq_length=32"]),
     }
     results = run_commands([(p if p.startswith("bert_tf.") else tool(p), args)
                             for p, args in cases.values()], cwd=str(root))
@@ -350,3 +420,79 @@ def test_failed_writes_and_a_bad_tf_config_are_one_line(tmp_path):
     refused(results[2], "run_pretraining: error: TF_CONFIG task index 2 is out of range: the "
                         "cluster's worker job has 1 host(s) (localhost:1), so index is 0 to 0")
     assert not (tmp_path / "pre").exists()
+
+
+NOTES_LINK = ("its lock file {run}/.bert_tf_run.lock is a symbolic link (to {root}/notes.txt); a "
+              "run locks a file of its own and never writes through another: remove it (what it "
+              "names is left as it is), or choose another --output_dir")
+
+
+def test_a_lock_file_that_is_a_link_is_refused_by_every_command_that_locks(runs):
+    """Never destroy, round three: the lock record was written through a link in the lock's
+    place, and release emptied its target (the user's notes here)."""
+    root, results = runs
+    for case, program, run in (("classify_linked_lock", "run_classifier", "classifier_linked"),
+                               ("embed_linked_lock", "embed", "embed_linked")):
+        refused(results[case], f"{program}: error: --output_dir={run}: "
+                + NOTES_LINK.format(run=run, root=root))
+    assert (root / "notes.txt").read_text() == "my notes\n"
+    assert not (root / "classifier_linked" / "eval_only_results.jsonl").exists()
+    assert not [n for n in os.listdir(root / "embed_linked") if n.startswith("ckpt-8")]
+
+
+def test_an_export_through_a_linked_export_dir_keeps_the_link(runs):
+    root, results = runs
+    assert results["saved_model_again"].returncode == 0, \
+        results["saved_model_again"].stderr[-3000:]
+    assert os.path.islink(root / "sm" / "1")
+    assert "saved_model.pb" in os.listdir(root / "served" / "v1")
+    assert sorted(os.listdir(root / "sm")) == ["1"] and os.listdir(root / "served") == ["v1"]
+
+
+def test_what_is_no_model_to_start_from_is_named_in_one_line(runs):
+    """A SavedModel export, a directory of two models, a fake or truncated .keras file given
+    as the model: "--vocab_file is required", a silent pick of one model, "File not found"."""
+    root, results = runs
+    export = ("--init_checkpoint=sm/1 holds a SavedModel export (saved_model.pb), a serving "
+              "graph that a model does not start from: give the run or .keras model it was "
+              "exported from (the --model_dir of bert-tf-export)")
+    refused(results["classify_from_saved_model"], f"run_classifier: error: {export}")
+    refused(results["pretrain_from_saved_model"], f"run_pretraining: error: {export}")
+    two = ("two holds two models, a training run (.bert_tf_run.lock, checkpoint, ckpt-2.index, "
+           "results.json, ...) and a Hugging Face model (config.json, model.safetensors), and "
+           "would be read as one of them without a word: name the one to read "
+           "(two/pretrainer.keras or two/model.safetensors), or move one to a directory of its "
+           "own")
+    refused(results["classify_from_two"], f"run_classifier: error: --init_checkpoint={two}")
+    refused(results["extract_from_two"], f"extract_features: error: --init_checkpoint={two}")
+    refused(results["export_two"], f"export_saved_model: error: --model_dir={two}")
+    unreadable = ("not a readable .keras file (File is not a zip file); it is truncated or is "
+                  "not a Keras model file (an interrupted copy or download?): save or fetch it "
+                  "again")
+    refused(results["export_fake_keras"], f"export_saved_model: error: fake.keras: {unreadable}")
+    refused(results["embed_cut_keras"],
+            f"embed: error: --init_checkpoint=cut.keras: {unreadable}")
+    refused(results["classify_cut_keras"],
+            f"run_classifier: error: --init_checkpoint=cut.keras: {unreadable}")
+    assert not any((root / f"c{n}").exists() for n in (19, 20, 21, 23, 25, 28))
+    assert not (root / "c22.jsonl").exists() and not (root / "c24.npy").exists()
+
+
+def test_conversions_name_only_foreign_files_and_are_readable_as_the_umask_allows(runs):
+    import stat
+
+    root, results = runs
+    refused(results["convert_over_a_users_file"],
+            "convert_checkpoint: error: --output_dir=converted holds files no conversion to "
+            "--to=tf1 writes (notes.txt); choose a new or empty directory")
+    from bert_tf import fileio
+
+    assert results["convert_mode"].returncode == 0, results["convert_mode"].stderr[-3000:]
+    assert stat.S_IMODE(os.stat(root / "c26").st_mode) == 0o777 & ~fileio.current_umask()
+
+
+def test_an_evaluation_refused_for_want_of_a_head_writes_nothing(runs):
+    root, results = runs
+    assert results["eval_without_a_head"].returncode == 1
+    assert "has no BertClassifier head" in last_line(results["eval_without_a_head"])
+    assert not (root / "c27").exists()

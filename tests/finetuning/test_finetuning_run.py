@@ -324,12 +324,17 @@ def test_resume_checks_batch_size_but_not_vocabulary_line_endings(tmp_path, pret
     same = _training_options(pretrained_dir, out, vocab_file=str(crlf))
     context, record = record_of(same)
     check_resume(context, same, record)
-    other = _training_options(pretrained_dir, out, train_batch_size=8)
-    context, record = record_of(other)
-    with pytest.raises(run_directory.ResumeMismatchError,
-                       match=r"resuming would mix them: --train_batch_size=16 then, 8 now\. "
-                             r"Rerun with the run's settings"):
-        check_resume(context, other, record)
+    # Another batch, or another accumulation, changes what a step is (and which examples the
+    # resume skips).
+    for change, difference in ((dict(train_batch_size=8), "--train_batch_size=16 then, 8 now"),
+                               (dict(gradient_accumulation_steps=2),
+                                "--gradient_accumulation_steps=1 then, 2 now")):
+        other = _training_options(pretrained_dir, out, **change)
+        context, record = record_of(other)
+        with pytest.raises(run_directory.ResumeMismatchError,
+                           match=f"resuming would mix them: {difference}\\. Rerun with the "
+                                 "run's settings"):
+            check_resume(context, other, record)
 
 
 def test_a_vocab_file_other_than_the_checkpoints_is_refused(tmp_path, pretrained_dir):

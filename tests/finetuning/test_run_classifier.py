@@ -46,10 +46,12 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
             "--regression", f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16",
             "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=4", "--seed=1",
             "--do_train", "--do_eval", "--do_predict", f"--output_dir={regression / 'out'}"],
+        # An evaluation restores its weights first (a run that cannot have them writes
+        # nothing): a head, even an untrained one, lets it reach the data.
         "bad_input": [
             "--task_name=sst-2", f"--data_dir={bad / 'SST-2'}",
             f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16", "--do_eval",
-            f"--output_dir={bad / 'out'}"]}
+            "--allow_untrained_head", f"--output_dir={bad / 'out'}"]}
     results = run_commands([("bert_tf.run_classifier", args) for args in runs.values()])
     return {name: (root / name, result) for name, result in zip(runs, results)}
 
@@ -151,7 +153,6 @@ def finetuned_runs(tmp_path_factory, sst2_run):
     for buckets in ("off", "8"):
         out = root / buckets
         shutil.copytree(trained, out, ignore=shutil.ignore_patterns("features"))
-        os.remove(out / "results.json")
         runs[buckets] = ["--task_name=sst-2", f"--data_dir={data_dir}", "--max_seq_length=16",
                          "--do_eval", "--do_predict", f"--output_dir={out}",
                          f"--init_checkpoint={out}", f"--length_buckets={buckets}"]
@@ -244,17 +245,33 @@ def test_own_csv_regression(pretrained_runs):
 
 
 @pytest.mark.slow
-def test_length_buckets_keep_metrics_and_predictions(finetuned_runs):
+def test_length_buckets_keep_metrics_and_predictions(sst2_run, finetuned_runs):
     """Evaluation and prediction of the trained model with --length_buckets=off and with two
     buckets (8, 16: the sentences have 6 to 12 pieces): the same metrics and test_results in
-    the same order; a bucket list the model cannot take stops the run before anything."""
+    the same order; a bucket list the model cannot take stops the run before anything.
+
+    Never destroy, round three: these runs without --do_train (on copies of the trained run)
+    rewrote its model.keras, results.json, eval_results.txt, task_info.json and flags. They
+    write their predictions, feature records and a line of eval_only_results.jsonl; every other
+    file of the run hashes as before."""
+    from file_digests import digest
+
+    predictions = ("test_results.tsv", "SST-2.tsv")
+    kept = {name: sha for name, sha in digest(sst2_run[0]).items()
+            if not name.startswith("features/") and name not in predictions}
     outputs = {}
     for buckets in ("off", "8"):
         out, run = finetuned_runs[buckets]
         assert run.returncode == 0, run.stderr[-3000:]
+        after = digest(out)
+        assert {name: after.get(name) for name in kept} == kept
+        assert {name for name in set(after) - set(kept) - set(predictions)
+                if not name.startswith("features/")} == {"eval_only_results.jsonl"}
+        with open(out / "eval_only_results.jsonl") as f:
+            line = json.loads(f.read())
         with open(out / "results.json") as f:
-            outputs[buckets] = (json.load(f)["eval"],
-                                np.loadtxt(out / "test_results.tsv", delimiter="\t"))
+            assert line["global_step"] == json.load(f)["best_step"]
+        outputs[buckets] = (line["eval"], np.loadtxt(out / "test_results.tsv", delimiter="\t"))
     (off_eval, off_probs), (on_eval, on_probs) = outputs["off"], outputs["8"]
     assert on_eval.keys() == off_eval.keys()
     for name in off_eval:

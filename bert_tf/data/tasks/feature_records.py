@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
 
 # Bump when the conversion of examples to features changes, so that stale caches are not reused.
@@ -47,7 +48,10 @@ def write_records(path, features_iterable, spec):
       features_iterable: iterable of dicts name -> value (int/float or sequence) per example.
       spec: dict name -> (shape tuple, "int32" | "float32") of the features to write.
     """
-    tmp = f"{path}.tmp-{os.getpid()}"
+    if fileio.is_remote(path):
+        tmp = f"{path}.tmp-{os.getpid()}"
+    else:
+        tmp = fileio.temp_file_beside(path)  # the writer never follows a link
     count = 0
     try:
         with tf.io.TFRecordWriter(tmp) as writer:
