@@ -56,12 +56,12 @@ def _keyed(model, optimizer):
 
 
 def _canonical(group, path):
-    """A variable's path as it matches across processes: Keras numbers a process's second
-    optimizer ("adam_1/..."), so an optimizer's own name counts without its number."""
-    if group != "optimizer":
-        return path
-    name, _, rest = path.partition("/")
-    return f"{re.sub(r'_[0-9]+$', '', name)}/{rest}"
+    """A variable's path as it matches across processes and rebuilds: Keras numbers the layers,
+    optimizers and seed generators a process creates after the first of a name ("adam_1/...",
+    "seed_generator_3/..."), so names count without their number; the variables' order and
+    shapes are compared as well."""
+    del group
+    return "/".join(re.sub(r"_[0-9]+$", "", part) for part in path.split("/"))
 
 
 class Checkpointer:

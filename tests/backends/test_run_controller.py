@@ -1,0 +1,209 @@
+"""The run controller on the Keras backend this process runs on: the backend matrix.
+
+tests/backends/ holds the tests every backend must pass. The suite runs them on TensorFlow (the
+default) and `.ci/run` runs them again under KERAS_BACKEND=jax, as keras-hub's CI runs its suite
+once per backend: the same model, loss and input through the controller and each backend's step
+runner and checkpointer.
+"""
+
+import os
+import signal
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from bert_tf.training import runtime as runtime_module
+from bert_tf.training.controller import TrainingPreempted, train
+from bert_tf.training.loop_config import TrainLoopConfig
+from bert_tf.training.optimization import create_optimizer
+from bert_tf.training.step_runner import CheckpointError
+from bert_tf.training.stops import NonFiniteLossError
+
+BACKEND = keras.backend.backend()
+_RNG = np.random.RandomState(0)
+_X = _RNG.randn(96, 6).astype("float32")
+_Y = (_X[:, 0] * _X[:, 1] > 0).astype("int32")  # not linearly separable: needs the hidden layer
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    class Settings:
+        backend = BACKEND
+        coordinator_address = num_processes = process_id = None
+    return runtime_module.create(Settings())
+
+
+def _build(runtime, num_train_steps=200, seed=0, dropout=0.0, budget=None):
+    keras.utils.set_random_seed(seed)
+    with runtime.scope():
+        inputs = keras.Input((6,))
+        hidden = keras.layers.Dense(32, activation="tanh", name="hidden")(inputs)
+        if dropout:
+            hidden = keras.layers.Dropout(dropout, name="dropout")(hidden)
+        hidden = keras.layers.LayerNormalization(name="layer_norm")(hidden)
+        model = keras.Model(inputs, keras.layers.Dense(2, name="logits")(hidden))
+        optimizer = create_optimizer(1e-2, num_train_steps, 10,
+                                     budget_warmup_proportion=0.1 if budget else None)
+    # The input's shuffle reads TensorFlow's global seed: the same whatever `seed` initialised.
+    tf.random.set_seed(0)
+    return model, optimizer
+
+
+def _dataset_fn(input_context):
+    batch = input_context.get_per_replica_batch_size(16)
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    dataset = tf.data.Dataset.from_tensor_slices({"x": _X, "y": _Y})
+    dataset = dataset.shuffle(96, seed=3).repeat().batch(batch, drop_remainder=True)
+    return dataset.with_options(options)
+
+
+def _loss_fn(model, batch, training):
+    logits = ops.cast(model(batch["x"], training=training), "float32")
+    labels = ops.cast(batch["y"], "int32")
+    nll = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    correct = ops.cast(ops.equal(ops.cast(ops.argmax(logits, -1), "int32"), labels), "float32")
+    return {"loss": ops.mean(nll), "correct": ops.sum(correct),
+            "count": ops.cast(ops.shape(labels)[0], "float32")}
+
+
+def _metrics(sums, count):
+    return {"loss": sums["loss"] / count, "accuracy": sums["correct"] / sums["count"]}
+
+
+_LOOP_FIELDS = set(TrainLoopConfig.__annotations__)
+
+
+def _train(runtime, model, optimizer, output_dir, num_train_steps, **settings):
+    loop = dict(steps_per_loop=20, save_checkpoints_steps=50, global_batch_size=16)
+    loop.update({k: settings.pop(k) for k in list(settings) if k in _LOOP_FIELDS})
+    return train(runtime=runtime, model=model, optimizer=optimizer, loss_fn=_loss_fn,
+                 dataset_fn=_dataset_fn, output_dir=str(output_dir), metrics_fn=_metrics,
+                 loop_config=TrainLoopConfig(num_train_steps, **loop), **settings)
+
+
+def _weights(model):
+    return [ops.convert_to_numpy(v) for v in model.weights]
+
+
+def test_fits_a_small_problem_and_evaluates(runtime, tmp_path):
+    model, optimizer = _build(runtime)
+    results = _train(runtime, model, optimizer, tmp_path, 200)
+    assert results["step"] == 200 and results["accuracy"] > 0.9, results
+    evaluation = runtime.evaluate(
+        model=model, loss_fn=_loss_fn, metrics_fn=_metrics,
+        dataset_fn=lambda ctx: tf.data.Dataset.from_tensor_slices({"x": _X, "y": _Y}).batch(32))
+    assert evaluation["eval_steps"] == 3 and evaluation["accuracy"] > 0.9
+
+
+def test_resume_with_dropout_and_accumulation_ends_where_an_uninterrupted_run_ends(runtime,
+                                                                                tmp_path):
+    model, optimizer = _build(runtime, num_train_steps=60, dropout=0.1)
+    _train(runtime, model, optimizer, tmp_path / "straight", 60, gradient_accumulation_steps=2)
+    want = _weights(model)
+    model, optimizer = _build(runtime, num_train_steps=60, dropout=0.1)
+    first = _train(runtime, model, optimizer, tmp_path / "resumed", 30,
+                   gradient_accumulation_steps=2)
+    assert first["step"] == 30
+    # Rebuilt from another seed: other initial weights and dropout seeds; the checkpoint holds
+    # all of it.
+    model, optimizer = _build(runtime, num_train_steps=60, seed=99, dropout=0.1)
+    second = _train(runtime, model, optimizer, tmp_path / "resumed", 60,
+                    gradient_accumulation_steps=2)
+    assert second["steps_this_run"] == 30
+    for got, expected in zip(_weights(model), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_nan_loss_stops_before_any_save_naming_the_last_good_checkpoint(runtime, tmp_path):
+    model, optimizer = _build(runtime)
+    _train(runtime, model, optimizer, tmp_path, 40, save_checkpoints_steps=20)
+
+    def poisoned(model, batch, training):
+        parts = _loss_fn(model, batch, training)
+        return dict(parts, loss=parts["loss"] * np.float32("nan"))
+
+    model, optimizer = _build(runtime)
+    with pytest.raises(NonFiniteLossError) as error:
+        train(runtime=runtime, model=model, optimizer=optimizer, loss_fn=poisoned,
+              dataset_fn=_dataset_fn, output_dir=str(tmp_path),
+              loop_config=TrainLoopConfig(80, steps_per_loop=20, save_checkpoints_steps=20))
+    checkpoint = {"tensorflow": "ckpt-40", "jax": "ckpt-40.orbax"}[BACKEND]
+    assert str(error.value) == (f"loss became NaN at step 41; training stopped without saving. "
+                                f"Last good checkpoint: {tmp_path}/{checkpoint}")
+
+
+def test_no_readable_checkpoint_is_refused(runtime, tmp_path):
+    model, optimizer = _build(runtime)
+    _train(runtime, model, optimizer, tmp_path, 20, save_checkpoints_steps=20)
+    # Another model's checkpoint: none fits.
+    keras.utils.set_random_seed(0)
+    with runtime.scope():
+        inputs = keras.Input((6,))
+        other = keras.Model(inputs, keras.layers.Dense(2, name="logits")(
+            keras.layers.Dense(8, name="hidden")(inputs)))
+        other_optimizer = create_optimizer(1e-2, 40, 1)
+    with pytest.raises(CheckpointError, match=rf"none of the checkpoints in {tmp_path} could "
+                                              "be restored"):
+        _train(runtime, other, other_optimizer, tmp_path, 40)
+
+
+def _runner_class():
+    if BACKEND == "jax":
+        from bert_tf.training.jax_runner import JaxStepRunner
+        return JaxStepRunner
+    from bert_tf.training.tf_runner import TensorFlowStepRunner
+    return TensorFlowStepRunner
+
+
+def test_sigterm_saves_the_step_reached_and_exits_143(runtime, tmp_path, monkeypatch):
+    model, optimizer = _build(runtime, num_train_steps=10**6)
+    runner_class = _runner_class()
+    run_steps = runner_class.run_steps
+
+    def signalled(runner, num_steps):
+        if not signalled.sent:
+            signalled.sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+        return run_steps(runner, num_steps)
+
+    signalled.sent = False
+    monkeypatch.setattr(runner_class, "run_steps", signalled)
+    with pytest.raises(TrainingPreempted) as preempted:
+        _train(runtime, model, optimizer, tmp_path / "run", 10**6, steps_per_loop=10,
+               save_checkpoints_steps=10**6)
+    assert preempted.value.code == 143 and 1 <= preempted.value.step <= 10
+    assert os.path.basename(preempted.value.checkpoint).startswith(
+        f"ckpt-{preempted.value.step}")
+
+
+def test_a_time_budget_ends_training_with_the_learning_rate_at_zero(runtime, tmp_path,
+                                                                   monkeypatch):
+    # A clock that moves only as training does (10 ms a step, 1 s to compile): the budget's
+    # arithmetic whatever this machine's load.
+    from bert_tf.training import budget, controller
+
+    now = [1e9]
+    for module in (controller, budget):
+        monkeypatch.setattr(module.time, "time", lambda: now[0])
+    runner_class = _runner_class()
+    run_steps = runner_class.run_steps
+
+    def timed(runner, num_steps):
+        result = run_steps(runner, num_steps)
+        now[0] += 0.01 * result.steps_run + (1.0 if not timed.called else 0.0)
+        timed.called = True
+        return result
+
+    timed.called = False
+    monkeypatch.setattr(runner_class, "run_steps", timed)
+    model, optimizer = _build(runtime, budget=True)
+    results = _train(runtime, model, optimizer, tmp_path, 1, time_budget_seconds=6.0,
+                     start_time=now[0])
+    # 6 s: 1 s compiling, then 10 ms a step up to the reserve kept for the final save.
+    assert 400 < results["step"] < 500 and 5.4 < results["seconds_spent"] <= 6.0, results
+    rate = optimizer._learning_rate(results["step"])
+    assert float(ops.convert_to_numpy(rate)) < 1e-4
