@@ -7,7 +7,8 @@ The config's field names are the command-line flag names, so every error names t
 --output_dir (a bert_tf.run_directory) receives: ckpt-<step> checkpoints, summaries/
 (TensorBoard), bert_config.json, vocab.txt (when vocab_file is given), run_pretraining.flags
 (the flags used), bert_tf_run.json (the run record a resume is checked against),
-pretrainer.keras, encoder.keras and results.json.
+pretrainer.keras, encoder.keras and results.json. With objective "electra" the pretrainer is an
+ElectraPretrainer (generator and discriminator) and encoder.keras its discriminator.
 """
 
 import contextlib
@@ -16,6 +17,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import time
 
 import keras
@@ -31,7 +33,8 @@ from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import run_setup
 from bert_tf.interop import InteropError
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
-from bert_tf.modeling import BertPretrainer, build_encoder
+from bert_tf.modeling import BertPretrainer, ElectraPretrainer, build_encoder
+from bert_tf.modeling.electra import DEFAULT_DISCRIMINATOR_WEIGHT, electra_metrics, generator_config
 from bert_tf.modeling.models import pretraining_metrics
 from bert_tf.text import tokenizer_files
 from bert_tf.training import checkpointing
@@ -79,6 +82,9 @@ class PretrainingConfig(MaskingSettings, RuntimeConfig):
     use_next_sentence_label: bool = True
     span_boundary_objective: bool = False
     full_sentences: bool = False
+    objective: str = "mlm"
+    generator_hidden_size: int | None = None
+    discriminator_weight: float = DEFAULT_DISCRIMINATOR_WEIGHT
     # Schedule.
     train_batch_size: int = 32
     eval_batch_size: int = 8
@@ -92,6 +98,15 @@ class PretrainingConfig(MaskingSettings, RuntimeConfig):
     decay_proportion: float = 0.1
     weight_decay_rate: float = 0.01
 
+
+# What --objective trains: the masked LM (and the heads the other flags add), or ELECTRA's
+# replaced-token detection (bert_tf.modeling.electra).
+OBJECTIVES = ["mlm", "electra"]
+# Flags that set an objective ELECTRA's does not train (what each adds), refused with it.
+_NOT_WITH_ELECTRA = (("sentence_order_prediction", "a sentence-pair head"),
+                     ("span_boundary_objective", "a span-boundary head"),
+                     ("do_span_mask", "span masking for the span-boundary objective"),
+                     ("use_next_sentence_label", "a sentence-pair head"))
 
 # Flags of the tf.distribute loop, which a JAX run refuses naming them (a JAX run uses every
 # local device and joins other processes through --coordinator_address).
@@ -146,6 +161,7 @@ def validate_options(options, config):
                              f"[0, --num_train_steps={options.num_train_steps}]")
     run_setup.check_lr_schedule(options, num_warmup_steps=options.num_warmup_steps,
                                 num_train_steps=options.num_train_steps)
+    _validate_objective(options, config)
     _validate_family_options(options)
     # type_vocab_size 0 means no segment embeddings (ModernBERT): segment ids are ignored.
     if config.type_vocab_size == 1 and not options.full_sentences:
@@ -171,6 +187,33 @@ def validate_options(options, config):
             raise FlagValueError(
                 f"vocab_size={config.vocab_size} in {run_setup.config_source(options)} is "
                 f"smaller than the {vocab_size} tokens of --vocab_file={options.vocab_file}")
+
+
+def _validate_objective(options, config):
+    """--objective and the ELECTRA flags against the other objectives and the model config."""
+    if options.objective != "electra":
+        for name, unset in (("generator_hidden_size", None),
+                            ("discriminator_weight", DEFAULT_DISCRIMINATOR_WEIGHT)):
+            if getattr(options, name) != unset:
+                raise FlagValueError(f"--{name} sets ELECTRA's replaced-token detection: it "
+                                     "needs --objective=electra")
+        return
+    for name, adds in _NOT_WITH_ELECTRA:
+        if getattr(options, name):
+            value = "false" if name == "use_next_sentence_label" else "unset"
+            raise FlagValueError(f"--objective=electra trains replaced-token detection only: "
+                                 f"--{name} adds {adds}; set it {value}")
+    weight = options.discriminator_weight
+    if not (math.isfinite(weight) and weight > 0):
+        raise FlagValueError(f"--discriminator_weight={weight} must be > 0 and finite")
+    source = run_setup.config_source(options)
+    if config.architecture != "bert":
+        raise FlagValueError(f"--objective=electra trains BERT's encoder: {source} declares "
+                             f"architecture '{config.architecture}'")
+    try:
+        generator_config(config, options.generator_hidden_size, source=f" in {source}")
+    except ValueError as e:
+        raise FlagValueError(f"--{e}") from None
 
 
 def _validate_family_options(options):
@@ -449,8 +492,36 @@ def run_record(options, config):
                   "span_boundary_objective": options.span_boundary_objective,
                   "full_sentences": options.full_sentences,
                   "pack_sequences": options.pack_sequences, "optimizer": options.optimizer,
-                  "backend": options.backend},
+                  "backend": options.backend, "objective": options.objective,
+                  **_electra_settings(options, config)},
         init_checkpoint=options.init_checkpoint)
+
+
+def _electra_settings(options, config):
+    """The generator's width and the loss weight an ELECTRA run records (none for MLM)."""
+    if options.objective != "electra":
+        return {}
+    width = generator_config(config, options.generator_hidden_size).hidden_size
+    return {"generator_hidden_size": width,
+            "discriminator_weight": options.discriminator_weight}
+
+
+def _build_pretrainer(options, encoder):
+    """The model --objective trains on `encoder`."""
+    if options.objective == "electra":
+        return ElectraPretrainer(encoder, generator_hidden_size=options.generator_hidden_size,
+                                 discriminator_weight=options.discriminator_weight)
+    return BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
+                          sentence_order_prediction=options.sentence_order_prediction,
+                          span_boundary_objective=options.span_boundary_objective)
+
+
+def _metrics_fn(options):
+    """metrics_fn(sums, count) of the training loop for --objective."""
+    if options.objective == "electra":
+        return electra_metrics
+    return functools.partial(pretraining_metrics,
+                             sentence_order_prediction=options.sentence_order_prediction)
 
 
 def _pretraining_loss_fn(model, batch, training):
@@ -525,9 +596,7 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
 
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
         encoder = build_encoder(config)
-        model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
-                               sentence_order_prediction=options.sentence_order_prediction,
-                               span_boundary_objective=options.span_boundary_objective)
+        model = _build_pretrainer(options, encoder)
         optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
                                      options.num_warmup_steps, optimizer_type=options.optimizer,
                                      weight_decay_rate=options.weight_decay_rate,
@@ -551,8 +620,7 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
                 write_text_atomic(output(run_directory.VOCAB_FILE), f.read())
 
     results = {"num_train_steps": options.num_train_steps}
-    metrics_fn = functools.partial(pretraining_metrics,
-                                   sentence_order_prediction=options.sentence_order_prediction)
+    metrics_fn = _metrics_fn(options)
     steps_per_loop = run_setup.steps_per_loop(options)
     if options.do_train:
         loop_config = TrainLoopConfig(
