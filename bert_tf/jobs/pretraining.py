@@ -562,6 +562,9 @@ def pretrain(options, flags_text=None):
     # The strategy (or JAX's processes and devices) comes before any TensorFlow op:
     # multi-worker collectives must be configured before the runtime starts.
     strategy = run_setup.make_devices(options, ("train_batch_size", "eval_batch_size"))
+    # Seeded before the input pipelines are built: a seeded tf.data shuffle also draws on TF's
+    # global seed, which an earlier run in this process would otherwise have left set.
+    run_setup.set_seed_and_policy(options, strategy)
     # Every input is built (and so checked) before the directory is taken: a refused run
     # leaves nothing behind.
     phases = [(True, options.train_batch_size)] if options.do_train else []
@@ -592,8 +595,6 @@ def pretrain(options, flags_text=None):
 
 def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start):
     """pretrain() once the flags and inputs are checked and the directory is owned."""
-    run_setup.set_seed_and_policy(options, strategy)
-
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
         encoder = build_encoder(config)
         model = _build_pretrainer(options, encoder)

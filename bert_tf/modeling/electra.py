@@ -96,7 +96,8 @@ def electra_metrics(sums, count):
 
 
 def _encoder_inputs(features):
-    return {k: features[k] for k in ENCODER_INPUTS + (INSTANCE_IDS,) if k in features}
+    return {k: ops.convert_to_tensor(features[k]) for k in ENCODER_INPUTS + (INSTANCE_IDS,)
+            if k in features}
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -254,7 +255,8 @@ class ElectraPretrainer(PretrainingLossTrackers, UnusedPoolerNotTrained, keras.M
         masked_bs = ops.minimum(ops.sum(slots_bps, axis=1), 1)
 
         def at_masked_positions(ids_bp):
-            placed_bs = ops.sum(slots_bps * ops.expand_dims(ops.cast(ids_bp, "int32"), -1),
+            # max, not sum: a position listed twice (never in bert_tf's inputs) stays an id.
+            placed_bs = ops.max(slots_bps * ops.expand_dims(ops.cast(ids_bp, "int32"), -1),
                                 axis=1)
             return ops.where(ops.equal(masked_bs, 1), placed_bs, word_ids_bs)
 
