@@ -23,57 +23,24 @@ from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_che
 from bert_tf.jobs.pretraining import FlagValueError, pretrain
 from bert_tf.modeling import BertClassifier, BertEncoder, ElectraPretrainer
 from command_batch import run_commands
-from test_run_pretraining import FLAGS, P, S, VOCAB, _int_feature
+from test_run_pretraining import FLAGS, P, S, VOCAB, write_dropout_inputs
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS, SAVE = 30, 15
 
 
-def _write_pattern_records(path, num_examples, seed):
-    """v1 records whose every token is 10 + position % 5 (so both the generator's guesses and
-    the discriminator's are learnable), P of them masked ([MASK] = 4)."""
-    rng = np.random.RandomState(seed)
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for i in range(num_examples):
-            length = rng.randint(P + 6, S + 1)
-            ids = [2] + [10 + p % 5 for p in range(1, length - 1)] + [3]
-            positions = sorted(rng.choice(np.arange(1, length - 1), size=P, replace=False))
-            labels = [ids[p] for p in positions]
-            for p in positions:
-                ids[p] = 4
-            pad = S - length
-            features = {
-                "input_ids": _int_feature(ids + [0] * pad),
-                "input_mask": _int_feature([1] * length + [0] * pad),
-                "segment_ids": _int_feature([0] * (length // 2) + [1] * (length - length // 2)
-                                            + [0] * pad),
-                "masked_lm_positions": _int_feature(positions),
-                "masked_lm_ids": _int_feature(labels),
-                "masked_lm_weights": tf.train.Feature(
-                    float_list=tf.train.FloatList(value=[1.0] * P)),
-                "next_sentence_labels": _int_feature([i % 2]),
-            }
-            writer.write(tf.train.Example(
-                features=tf.train.Features(feature=features)).SerializeToString())
-
-
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    """Records, vocabulary and a 1-layer, H=32 config with BERT's dropout 0.1."""
+    """Records whose every token is 10 + position % 5 (the generator's guesses and the
+    discriminator's are both learnable), vocabulary and a 1-layer config with dropout 0.1."""
     directory = tmp_path_factory.mktemp("electra_inputs")
-    BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-               intermediate_size=64, max_position_embeddings=32).to_json_file(
-        str(directory / "bert_config.json"))
-    _write_pattern_records(directory / "train.tfrecord", 64, seed=0)
-    (directory / "vocab.txt").write_text(
-        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-                  + [f"w{i}" for i in range(VOCAB - 5)]) + "\n")
+    write_dropout_inputs(directory, patterned=True)
     return directory
 
 
 def _args(inputs, output_dir, *extra):
     return [f"--bert_config_file={inputs / 'bert_config.json'}",
-            f"--input_file={inputs / 'train.tfrecord'}", f"--vocab_file={inputs / 'vocab.txt'}",
+            f"--input_file={inputs / 'train-0.tfrecord'}", f"--vocab_file={inputs / 'vocab.txt'}",
             f"--output_dir={output_dir}", "--do_train", f"--max_seq_length={S}",
             f"--max_predictions_per_seq={P}", "--train_batch_size=16",
             f"--num_train_steps={STEPS}", "--num_warmup_steps=3",
@@ -86,7 +53,7 @@ def _options(inputs, output_dir, **overrides):
     """The config pretrain() reads for _args' command line."""
     values = {name: FLAGS[name].default for name in FLAGS}
     values.update(bert_config_file=str(inputs / "bert_config.json"),
-                  input_file=str(inputs / "train.tfrecord"), vocab_file=str(inputs / "vocab.txt"),
+                  input_file=str(inputs / "train-0.tfrecord"), vocab_file=str(inputs / "vocab.txt"),
                   output_dir=str(output_dir), do_train=True, max_seq_length=S,
                   max_predictions_per_seq=P, train_batch_size=16, num_train_steps=STEPS,
                   num_warmup_steps=3, save_checkpoints_steps=SAVE, steps_per_loop=5,

@@ -12,7 +12,7 @@ from bert_tf.modeling.bert_encoder import BertEncoder
 from bert_tf.modeling.encoder_base import INSTANCE_IDS
 from bert_tf.modeling.heads import MaskedLMHead, ReplacedTokenHead
 from bert_tf.modeling.models import (PretrainingLossTrackers, UnusedPoolerNotTrained,
-                                     masked_token_loss)
+                                     from_config_with_encoder, masked_token_loss)
 
 # The paper's weight of the discriminator loss against the generator's (lambda = 50).
 DEFAULT_DISCRIMINATOR_WEIGHT = 50.0
@@ -329,8 +329,4 @@ class ElectraPretrainer(PretrainingLossTrackers, UnusedPoolerNotTrained, keras.M
                       discriminator_weight=self.discriminator_weight, seed=self.seed)
         return config
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+    from_config = classmethod(from_config_with_encoder)

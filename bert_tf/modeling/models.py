@@ -78,6 +78,14 @@ def pretraining_metrics(sums, count, sentence_order_prediction=False):
             for name, part, divisor in terms}
 
 
+def from_config_with_encoder(cls, config):
+    """`from_config` of the models built on an encoder: `cls(**config)`, the serialized
+    `encoder` deserialized first."""
+    config = dict(config)
+    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+    return cls(**config)
+
+
 def _tracker_attribute(part):
     # mlm_loss -> mlm_loss_tracker, mlm_correct -> mlm_accuracy_tracker, ...
     return part.replace("_correct", "_accuracy") + "_tracker"
@@ -405,11 +413,7 @@ class BertPretrainer(PretrainingLossTrackers, UnusedPoolerNotTrained, keras.Mode
             config.update(span_boundary_objective=True, max_span_pieces=self.max_span_pieces)
         return config
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+    from_config = classmethod(from_config_with_encoder)
 
 
 class EncoderTaskModel(UnusedPoolerNotTrained, keras.Model):
@@ -460,11 +464,7 @@ class EncoderTaskModel(UnusedPoolerNotTrained, keras.Model):
                 "encoder": keras.saving.serialize_keras_object(self.encoder),
                 "dropout_rate": self.dropout_rate}
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+    from_config = classmethod(from_config_with_encoder)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
