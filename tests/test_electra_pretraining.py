@@ -93,10 +93,10 @@ def tensorflow_runs(inputs, tmp_path_factory):
                                 stderr=log)
         try:
             straight = pretrain(_options(inputs, root / "straight"))
-            deadline = time.time() + 300
+            deadline = time.time() + 600
             while not (killed / f"ckpt-{SAVE}.index").exists():
                 assert proc.poll() is None, (root / "killed.log").read_text()[-3000:]
-                assert time.time() < deadline
+                assert time.time() < deadline, (root / "killed.log").read_text()[-3000:]
                 time.sleep(0.01)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=60)
@@ -183,16 +183,17 @@ def test_the_run_fine_tunes_exports_and_converts(tensorflow_runs, tmp_path):
 
 _REFUSALS = [
     (dict(), "--objective=electra trains replaced-token detection only: "
-             "--use_next_sentence_label adds a sentence-pair head; set it false"),
+             "--use_next_sentence_label adds a sentence-pair head; pass "
+             "--use_next_sentence_label=false"),
     (dict(sentence_order_prediction=True),
      "--objective=electra trains replaced-token detection only: --sentence_order_prediction "
-     "adds a sentence-pair head; set it unset"),
+     "adds a sentence-pair head; leave --sentence_order_prediction out"),
     (dict(use_next_sentence_label=False, span_boundary_objective=True),
      "--objective=electra trains replaced-token detection only: --span_boundary_objective "
-     "adds a span-boundary head; set it unset"),
+     "adds a span-boundary head; leave --span_boundary_objective out"),
     (dict(use_next_sentence_label=False, do_span_mask=True),
      "--objective=electra trains replaced-token detection only: --do_span_mask adds span "
-     "masking for the span-boundary objective; set it unset"),
+     "masking for the span-boundary objective; leave --do_span_mask out"),
     (dict(use_next_sentence_label=False, generator_hidden_size=64),
      "--generator_hidden_size=64 is larger than hidden_size=32 in {config}: ELECTRA's "
      "generator must be no larger than the discriminator (default hidden_size / 4)"),

@@ -200,9 +200,10 @@ def _validate_objective(options, config):
         return
     for name, adds in _NOT_WITH_ELECTRA:
         if getattr(options, name):
-            value = "false" if name == "use_next_sentence_label" else "unset"
+            fix = (f"pass --{name}=false" if name == "use_next_sentence_label"
+                   else f"leave --{name} out")
             raise FlagValueError(f"--objective=electra trains replaced-token detection only: "
-                                 f"--{name} adds {adds}; set it {value}")
+                                 f"--{name} adds {adds}; {fix}")
     weight = options.discriminator_weight
     if not (math.isfinite(weight) and weight > 0):
         raise FlagValueError(f"--discriminator_weight={weight} must be > 0 and finite")
