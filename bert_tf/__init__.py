@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 # registers the Keras classes .keras files name (bert_tf.load_model and every command do).
 _LAZY = {name: "bert_tf.modeling" for name in (
     "BertEncoder", "ModernBertEncoder", "build_encoder", "BertPretrainer", "BertClassifier",
-    "BertSpanLabeler", "BertTokenClassifier", "BertSentenceEmbedder")}
+    "BertSpanLabeler", "BertTokenClassifier", "BertSentenceEmbedder", "ElectraPretrainer")}
 _LAZY["load_model"] = "bert_tf.saving"
 
 

@@ -31,14 +31,19 @@ def _int_feature(values):
     return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
 
-def _write_records(path, num_examples, seq_length=S, seed=0, num_predictions=P):
-    """Original-format (v1 names) records, learnable: masked id = 10 + position % 5."""
+def _write_records(path, num_examples, seq_length=S, seed=0, num_predictions=P,
+                   patterned=False):
+    """Original-format (v1 names) records, learnable: masked id = 10 + position % 5; with
+    `patterned` every token is (so a replaced token can be told too), else the others are
+    random."""
     P = num_predictions  # noqa: N806
     rng = np.random.RandomState(seed)
     with tf.io.TFRecordWriter(str(path)) as writer:
         for i in range(num_examples):
             length = rng.randint(max(8, P + 2), seq_length + 1)
-            ids = [2] + list(rng.randint(5, VOCAB, size=length - 2)) + [3]
+            middle = ([10 + p % 5 for p in range(1, length - 1)] if patterned
+                      else list(rng.randint(5, VOCAB, size=length - 2)))
+            ids = [2] + middle + [3]
             positions = sorted(rng.choice(np.arange(1, length - 1), size=P, replace=False))
             labels = [10 + p % 5 for p in positions]
             for p in positions:
@@ -57,6 +62,19 @@ def _write_records(path, num_examples, seq_length=S, seed=0, num_predictions=P):
             }
             writer.write(tf.train.Example(
                 features=tf.train.Features(feature=features)).SerializeToString())
+
+
+def write_dropout_inputs(directory, patterned=False):
+    """What the runs that check exact resume read: a 1-layer config with BERT's dropout 0.1
+    (bert_config.json), 64 records (train-0.tfrecord, `patterned` as _write_records') and the
+    vocabulary (vocab.txt) in `directory`. Returns (config path, vocabulary path)."""
+    config_path, vocab = directory / "bert_config.json", directory / "vocab.txt"
+    BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+               intermediate_size=64, max_position_embeddings=32).to_json_file(str(config_path))
+    _write_records(directory / "train-0.tfrecord", 64, seed=0, patterned=patterned)
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                               + [f"w{i}" for i in range(VOCAB - 5)]) + "\n")
+    return config_path, vocab
 
 
 def _write_setup(tmp_path):

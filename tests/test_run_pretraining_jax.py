@@ -17,9 +17,8 @@ import time
 import numpy as np
 import pytest
 
-from bert_tf.config import BertConfig
 from command_batch import run_commands
-from test_run_pretraining import P, S, VOCAB, _write_records
+from test_run_pretraining import P, S, VOCAB, write_dropout_inputs
 
 # One worker runs the module: its JAX subprocesses (the module fixture) are built once.
 pytestmark = pytest.mark.xdist_group("jax_pretraining")
@@ -33,13 +32,7 @@ STEPS = 10
 def inputs(tmp_path_factory):
     """Records, vocabulary and a 1-layer config with BERT's dropout 0.1 (on in training)."""
     directory = tmp_path_factory.mktemp("jax_inputs")
-    BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-               intermediate_size=64, max_position_embeddings=32).to_json_file(
-        str(directory / "bert_config.json"))
-    _write_records(directory / "train-0.tfrecord", 64, seed=0)
-    (directory / "vocab.txt").write_text(
-        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-                  + [f"w{i}" for i in range(VOCAB - 5)]) + "\n")
+    write_dropout_inputs(directory)
     return directory
 
 

@@ -23,7 +23,7 @@ from bert_tf.cli import pretrain as pretrain_cli
 from bert_tf.jobs.pretraining import FlagValueError, pretrain
 from bert_tf import run_directory
 from file_digests import digest
-from test_run_pretraining import FLAGS, P, S, VOCAB, _options, _write_records
+from test_run_pretraining import FLAGS, P, S, _options, write_dropout_inputs
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,15 +31,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture
 def setup(tmp_path):
     """Tiny records, vocabulary and a config with BERT's dropout 0.1."""
-    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
-    config_path = tmp_path / "bert_config.json"
-    config.to_json_file(str(config_path))
-    _write_records(tmp_path / "train-0.tfrecord", 64, seed=0)
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-                               + [f"w{i}" for i in range(VOCAB - 5)]) + "\n")
-    return tmp_path, config_path, vocab
+    return (tmp_path, *write_dropout_inputs(tmp_path))
 
 
 def _flag_values(*args):

@@ -11,6 +11,9 @@ with layer_norm_eps 1e-3, so both the activation and the epsilon mapping are exe
 `<output_dir>/hf_bert_<act>/` with config.json, model.safetensors (save_pretrained), vocab.txt,
 tokenizer_config.json and reference.npz: fixed inputs and transformers' outputs for them
 (sequence_output, pooled_output, MLM log-probabilities at masked positions, NSP logits).
+`<output_dir>/hf_electra/` holds an ElectraForPreTraining (embedding_size 16 projected to
+hidden_size 32) with the same files and its outputs (sequence_output, discriminator_logits).
+`--models=electra` writes that one only.
 
 Weights are drawn wider than BERT's initializer (LayerNorm gains around 1, biases non-zero) so
 that a mis-mapped tensor or the wrong GELU changes the outputs by far more than the tests'
@@ -109,15 +112,45 @@ def write_model(output_dir, hidden_act, layer_norm_eps, seed):
         versions=np.array(f"transformers {transformers.__version__}, torch {torch.__version__}"))
 
 
+def write_electra(output_dir, seed):
+    """An ElectraForPreTraining (the discriminator) with factorized embeddings, and its
+    outputs for the fixed inputs."""
+    config = transformers.ElectraConfig(
+        vocab_size=_VOCAB_SIZE, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+        type_vocab_size=2, hidden_act="gelu")
+    torch.manual_seed(seed)
+    model = transformers.ElectraForPreTraining(config).eval()
+    randomize(model, seed)
+    model.save_pretrained(output_dir, safe_serialization=True)
+    ids, mask, types, _ = make_inputs(seed)
+    with torch.no_grad():
+        outputs = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                        token_type_ids=torch.from_numpy(types), output_hidden_states=True)
+    np.savez(
+        os.path.join(output_dir, "reference.npz"),
+        input_word_ids=ids.astype("int32"), input_mask=mask.astype("int32"),
+        input_type_ids=types.astype("int32"),
+        sequence_output=outputs.hidden_states[-1].numpy(),
+        discriminator_logits=outputs.logits.numpy(),
+        versions=np.array(f"transformers {transformers.__version__}, torch {torch.__version__}"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output_dir", default="tests/interop/fixtures")
+    parser.add_argument("--models", choices=("all", "electra"), default="all")
     args = parser.parse_args()
-    for hidden_act, layer_norm_eps, seed in (("gelu", 1e-12, 1), ("gelu_new", 1e-3, 2)):
-        directory = os.path.join(args.output_dir, f"hf_bert_{hidden_act}")
-        os.makedirs(directory, exist_ok=True)
-        write_model(directory, hidden_act, layer_norm_eps, seed)
-        print(f"wrote {directory}")
+    if args.models == "all":
+        for hidden_act, layer_norm_eps, seed in (("gelu", 1e-12, 1), ("gelu_new", 1e-3, 2)):
+            directory = os.path.join(args.output_dir, f"hf_bert_{hidden_act}")
+            os.makedirs(directory, exist_ok=True)
+            write_model(directory, hidden_act, layer_norm_eps, seed)
+            print(f"wrote {directory}")
+    directory = os.path.join(args.output_dir, "hf_electra")
+    os.makedirs(directory, exist_ok=True)
+    write_electra(directory, seed=3)
+    print(f"wrote {directory}")
 
 
 if __name__ == "__main__":

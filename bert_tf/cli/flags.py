@@ -265,6 +265,18 @@ _flag(flags.DEFINE_bool, "span_boundary_objective", False,
 _flag(flags.DEFINE_bool, "full_sentences", False,
       "RoBERTa's FULL-SENTENCES packing of raw text: whole sentences across document ends, an "
       "extra [SEP] between documents (--input_text_file, --use_next_sentence_label=false).")
+_flag(flags.DEFINE_enum, "objective", "mlm",
+      "What pre-training trains: mlm = the masked LM (with the pair and span heads the other "
+      "flags add), electra = ELECTRA's replaced-token detection: a small generator fills the "
+      "masked positions and the encoder (the discriminator) learns which tokens were replaced "
+      "(needs --use_next_sentence_label=false).",
+      enum_values=_Constant("bert_tf.jobs.pretraining", "OBJECTIVES"))
+_flag(flags.DEFINE_integer, "generator_hidden_size", None,
+      "--objective=electra: the generator's width, at most the encoder's hidden_size; heads "
+      "and intermediate size scale with it (default hidden_size / 4).")
+_flag(flags.DEFINE_float, "discriminator_weight", 50.0,
+      "--objective=electra: the weight of the discriminator loss in the combined loss "
+      "(generator masked-LM loss + weight x discriminator loss; the paper's 50).")
 
 # Masking recipe (pre-training records and raw text masked on the fly).
 _flag(flags.DEFINE_integer, "max_predictions_per_seq", 20,
@@ -504,7 +516,8 @@ PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoi
                "weight_decay_rate", "use_next_sentence_label",
                "input_text_file", "input_tfds", "tfds_data_dir", "tfds_split",
                "eval_tfds_split", "tfds_text_key", "span_boundary_objective", "full_sentences",
-               "tf_data_service", "time_budget", "warmup_proportion")
+               "tf_data_service", "time_budget", "warmup_proportion", "objective",
+               "generator_hidden_size", "discriminator_weight")
 FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoint",
               "output_dir", "max_seq_length", "do_train", "do_eval", "do_predict",
               "allow_untrained_head",

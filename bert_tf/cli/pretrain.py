@@ -17,6 +17,14 @@ share_parameters, sinusoidal positions), --sentence_order_prediction (ALBERT),
 --use_next_sentence_label (RoBERTa); official_configs/pretraining/{roberta,albert,spanbert}_
 style_*.flags hold the recipes.
 
+--objective=electra (with --use_next_sentence_label=false) trains ELECTRA's replaced-token
+detection instead: a generator a quarter as wide (--generator_hidden_size) shares the
+encoder's embeddings and fills the masked positions with samples, and the encoder, the
+discriminator, learns which tokens were replaced (loss: generator masked LM +
+--discriminator_weight x discriminator); encoder.keras is the discriminator, and
+bert-tf-convert-checkpoint --to=huggingface writes it as ElectraForPreTraining
+(docs/pretraining.md).
+
 Packed pre-training (docs/packing.md): records written by create_pretraining_data
 --pack_sequences are detected (feature instance_ids in the first record) and trained on with
 each instance attending only to itself; --pack_sequences packs raw text the same way. Metrics

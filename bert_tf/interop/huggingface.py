@@ -10,12 +10,20 @@ query/kernel` transposed (PyTorch Linear weights are [out, in]); embeddings drop
 LayerNorm `weight`/`bias` (or the older `gamma`/`beta`) are `gamma`/`beta`. The `bert.` prefix
 is optional (a saved BertModel has none). The MLM decoder is tied to the word embeddings.
 
+ELECTRA (model_type "electra") uses BERT's names under `electra.` with two differences: no
+pooler, and factorized embeddings projected by `electra.embeddings_project` (bert_tf's
+embedding_projection). An ElectraPretrainer is written as ElectraForPreTraining, its
+discriminator only (`discriminator_predictions.{dense,dense_prediction}`: ELECTRA's
+`discriminator_predictions/{dense,dense_1}`); an ELECTRA directory reads as a BertEncoder (with
+the discriminator head, loadable into an ElectraPretrainer).
+
 Activations: in a Hugging Face config "gelu" is the exact erf GELU (bert_tf's "gelu_exact"),
 while "gelu_new" and "gelu_pytorch_tanh" are the tanh approximation (bert_tf's and the original
 BERT's "gelu").
 """
 
 import atexit
+import functools
 import json
 import os
 import re
@@ -32,7 +40,7 @@ from bert_tf.interop import modernbert, weights
 from bert_tf.interop.tf1 import copy_vocab
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
-                              BertTokenClassifier, Encoder, build_encoder)
+                              BertTokenClassifier, ElectraPretrainer, Encoder, build_encoder)
 
 # The names model_directory tells a Hugging Face directory by.
 CONFIG_FILE = model_directory.HF_CONFIG_FILE
@@ -79,6 +87,26 @@ _ENCODER_PARTS = ("embeddings", "encoder", "pooler")
 _TIED_DECODER_WEIGHT = "cls.predictions.decoder.weight"
 _TIED_DECODER_BIAS = "cls.predictions.decoder.bias"
 
+ELECTRA_MODEL_TYPE = "electra"
+ELECTRA_PRETRAINING = "ElectraForPreTraining"
+_ELECTRA_PREFIX = "electra."
+# ELECTRA names that BERT's rules do not give: bert_tf name -> (key, transposed, under the
+# `electra.` prefix).
+_ELECTRA_NAMES = {
+    weights.EMBEDDING_PROJECTION + "/kernel": ("embeddings_project.weight", True, True),
+    weights.EMBEDDING_PROJECTION + "/bias": ("embeddings_project.bias", False, True),
+    "discriminator_predictions/dense/kernel": ("discriminator_predictions.dense.weight", True,
+                                               False),
+    "discriminator_predictions/dense/bias": ("discriminator_predictions.dense.bias", False,
+                                             False),
+    "discriminator_predictions/dense_1/kernel": (
+        "discriminator_predictions.dense_prediction.weight", True, False),
+    "discriminator_predictions/dense_1/bias": (
+        "discriminator_predictions.dense_prediction.bias", False, False),
+}
+_ELECTRA_NAMES_FROM_HF = {key: (name, transposed)
+                          for name, (key, transposed, _) in _ELECTRA_NAMES.items()}
+
 # Hugging Face architectures -> the kind of head (see bert_tf.interop.weights).
 _HEAD_KINDS = {
     "BertForPreTraining": weights.PRETRAINING,
@@ -86,6 +114,7 @@ _HEAD_KINDS = {
     "BertForSequenceClassification": weights.CLASSIFICATION,
     "BertForTokenClassification": weights.TOKEN_CLASSIFICATION,
     "BertForQuestionAnswering": weights.SPAN,
+    ELECTRA_PRETRAINING: weights.REPLACED_TOKEN_DETECTION,
 }
 
 
@@ -120,6 +149,26 @@ def hf_name(name, prefix="bert.", layer_norm_names=("weight", "bias")):
     elif out[-1].endswith("_embeddings"):
         out.append("weight")
     return start + ".".join(out), transposed
+
+
+def electra_hf_name(name, prefix=_ELECTRA_PREFIX):
+    """hf_name for ELECTRA's layout: (Hugging Face name, transposed) of a bert_tf name."""
+    if name in _ELECTRA_NAMES:
+        key, transposed, prefixed = _ELECTRA_NAMES[name]
+        return (prefix if prefixed else "") + key, transposed
+    return hf_name(name, prefix)
+
+
+def electra_tf1_name(key):
+    """tf1_name for ELECTRA's layout (`electra.` prefix optional); (None, False) for names with
+    no bert_tf meaning (other heads, buffers)."""
+    if key.startswith(_ELECTRA_PREFIX):
+        key = key[len(_ELECTRA_PREFIX):]
+    if key in _ELECTRA_NAMES_FROM_HF:
+        return _ELECTRA_NAMES_FROM_HF[key]
+    if key.split(".")[0] not in _ENCODER_PARTS:
+        return None, False
+    return tf1_name(key)
 
 
 def tf1_name(key):
@@ -161,17 +210,17 @@ def tf1_name(key):
 
 
 def bert_config_from_hf(values, source=CONFIG_FILE):
-    """A BertConfig from the fields of a Hugging Face BERT config.json.
+    """A BertConfig from the fields of a Hugging Face BERT (or ELECTRA) config.json.
 
     Raises:
-      InteropError: not a BERT config (model_type), relative position embeddings, or an
-        activation bert_tf does not implement.
+      InteropError: not a BERT or ELECTRA config (model_type), relative position embeddings,
+        or an activation bert_tf does not implement.
     """
     model_type = values.get("model_type", "bert")
-    if model_type != "bert":
+    if model_type not in ("bert", ELECTRA_MODEL_TYPE):
         raise InteropError(f"{source}: model_type={model_type!r} is not a model type bert_tf "
-                           f"reads from Hugging Face; expected 'bert' or "
-                           f"'{modernbert.MODEL_TYPE}'")
+                           f"reads from Hugging Face; expected 'bert', '{ELECTRA_MODEL_TYPE}' "
+                           f"or '{modernbert.MODEL_TYPE}'")
     position_type = values.get("position_embedding_type", "absolute")
     if position_type != "absolute":
         raise InteropError(f"{source}: position_embedding_type={position_type!r} is not "
@@ -195,6 +244,9 @@ def bert_config_from_hf(values, source=CONFIG_FILE):
                            "bert_tf fills in no model shape)")
     config = {name: values[name] for name in fields if name in values}
     config["hidden_act"] = _ACTIVATIONS_FROM_HF[hidden_act]
+    if model_type == ELECTRA_MODEL_TYPE and values.get("embedding_size") not in (
+            None, values["hidden_size"]):
+        config["embedding_size"] = values["embedding_size"]
     try:
         return BertConfig.from_dict(config, source=source)
     except ConfigError as e:
@@ -236,6 +288,8 @@ def hf_config_from_bert(config, architecture, num_labels=None, regression=False)
         values["label2id"] = {f"LABEL_{i}": i for i in range(num_labels)}
     if regression:
         values["problem_type"] = "regression"
+    if architecture.startswith("Electra"):
+        values.update(model_type=ELECTRA_MODEL_TYPE, embedding_size=config.embedding_width)
     return values
 
 
@@ -381,11 +435,12 @@ def read_huggingface(model_dir, allow_pickle=False):
         raw.update(_open_safetensors(path) if kind == "safetensors" else _open_pickle(path))
     if modernbert.is_modernbert(values):
         return _modernbert_source(model_dir, config, values, raw)
+    electra = values.get("model_type") == ELECTRA_MODEL_TYPE
     tensors, unused = {}, []
     for key in sorted(raw):
         if key in (_TIED_DECODER_WEIGHT, _TIED_DECODER_BIAS):
             continue
-        name, transposed = tf1_name(key)
+        name, transposed = electra_tf1_name(key) if electra else tf1_name(key)
         if name is None:
             unused.append(key)
             continue
@@ -393,15 +448,21 @@ def read_huggingface(model_dir, allow_pickle=False):
         tensors[name] = weights.SourceTensor(name=key, shape=shape, transpose=transposed,
                                              read=read)
     _check_tied_decoder(model_dir, raw, tensors)
-    prefix = "bert." if any(key.startswith("bert.") for key in raw) else ""
-    layer_norm_names = (("gamma", "beta") if any(key.endswith("LayerNorm.gamma") for key in raw)
-                        else ("weight", "bias"))
     architectures = values.get("architectures") or []
     kinds = {_HEAD_KINDS[a] for a in architectures if a in _HEAD_KINDS}
+    if electra:
+        prefix = _ELECTRA_PREFIX if any(key.startswith(_ELECTRA_PREFIX) for key in raw) else ""
+        native_name = functools.partial(electra_hf_name, prefix=prefix)
+    else:
+        prefix = "bert." if any(key.startswith("bert.") for key in raw) else ""
+        layer_norm_names = (("gamma", "beta") if any(key.endswith("LayerNorm.gamma")
+                                                     for key in raw) else ("weight", "bias"))
+        native_name = functools.partial(hf_name, prefix=prefix,
+                                        layer_norm_names=layer_norm_names)
     return weights.WeightSource(
         description=model_dir, format="huggingface", tensors=tensors, unused=unused,
         config=config, head_kind=kinds.pop() if len(kinds) == 1 else None,
-        native_name=lambda name: hf_name(name, prefix, layer_norm_names))
+        native_name=native_name)
 
 
 def _modernbert_source(model_dir, config, values, raw):
@@ -459,7 +520,8 @@ def load_huggingface(model_dir, allow_pickle=False):
     Returns:
       (model, config, vocab_file): a BertPretrainer when the checkpoint has the MLM head
       (cls.predictions.*; with NSP when it has cls.seq_relationship.*), else an encoder
-      (BertEncoder or ModernBertEncoder); the BertConfig; the path of vocab.txt, or None when
+      (BertEncoder or ModernBertEncoder; an ELECTRA discriminator's encoder, whose head
+      `read_huggingface` gives too); the BertConfig; the path of vocab.txt, or None when
       the directory has none. A checkpoint without a pooler (BertForMaskedLM) leaves the
       pooler newly initialised.
 
@@ -492,6 +554,9 @@ def _layout(model):
     encoder = weights.encoder_of(model)
     if model is encoder:
         return "BertModel", "", True, {}
+    if isinstance(model, ElectraPretrainer):
+        # The discriminator: ELECTRA has no pooler, and the generator is not written.
+        return ELECTRA_PRETRAINING, _ELECTRA_PREFIX, False, {}
     if isinstance(model, BertPretrainer):
         if model.next_sentence is not None:
             return "BertForPreTraining", "bert.", True, {}
@@ -518,7 +583,10 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
     Args:
       model: BertEncoder (BertModel), BertPretrainer (BertForPreTraining, or BertForMaskedLM
         without NSP), BertClassifier (BertForSequenceClassification), BertTokenClassifier
-        (BertForTokenClassification) or BertSpanLabeler (BertForQuestionAnswering).
+        (BertForTokenClassification), BertSpanLabeler (BertForQuestionAnswering) or
+        ElectraPretrainer (ElectraForPreTraining: the discriminator and its head, model_type
+        "electra"; transformers also loads it as ElectraModel and, with a new head,
+        ElectraForSequenceClassification).
       output_dir: created if needed.
       vocab_file: copied to output_dir/vocab.txt.
       do_lower_case: written to tokenizer_config.json when not None.
@@ -530,14 +598,18 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
 
     if weights.encoder_of(model).config.architecture == "modernbert":
         return _save_modernbert(model, output_dir, save)
-    weights.require_plain_bert(model, "Hugging Face BERT")
+    electra = isinstance(model, ElectraPretrainer)
+    weights.require_plain_bert(model, "Hugging Face ELECTRA" if electra else "Hugging Face BERT",
+                               factorized_embeddings=electra)
     architecture, prefix, keep_pooler, extras = _layout(model)
     arrays = weights.model_arrays(model)
     tensors = {}
     for name, value in arrays.items():
         if name.startswith(weights.POOLER_SCOPE) and not keep_pooler:
             continue
-        key, transposed = hf_name(name, prefix)
+        if name.startswith(weights.GENERATOR_SCOPES):
+            continue
+        key, transposed = electra_hf_name(name, prefix) if electra else hf_name(name, prefix)
         tensors[key] = np.ascontiguousarray(value.T if transposed else value)
     tf.io.gfile.makedirs(output_dir)
     write_bytes_atomic(os.path.join(output_dir, SAFETENSORS_FILE),

@@ -9,7 +9,8 @@
   - a bert_tf directory without checkpoints (pretrainer.keras / encoder.keras, as
     bert-tf-convert-checkpoint writes),
   - a `.keras` file of a bert_tf model, or a `.weights.h5` file,
-and loads it into a BertPretrainer, BertEncoder or any task model. The encoder must load
+and loads it into a BertPretrainer, ElectraPretrainer, BertEncoder or any task model (an
+ELECTRA run's discriminator is its encoder). The encoder must load
 completely; heads load where the checkpoint has a matching one and otherwise stay newly
 initialised. What was loaded, newly initialised and unused is logged and returned.
 """
@@ -27,12 +28,14 @@ from bert_tf import fileio, model_directory, run_directory, saving
 from bert_tf.config import BertConfig
 from bert_tf.interop import huggingface, kerashub, tf1, weights
 from bert_tf.interop.weights import InteropError
-from bert_tf.modeling import BertPretrainer, Encoder, build_encoder
+from bert_tf.modeling import BertPretrainer, ElectraPretrainer, Encoder, build_encoder
 from bert_tf.text import validate_case_matches_checkpoint
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _BERT_CONFIG_FILE = run_directory.CONFIG_FILE
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+# An ElectraPretrainer's generator head kernel [G, E] in a training checkpoint.
+_ELECTRA_GENERATOR_KERNEL = "model/generator_head/transform/_kernel"
 # What run_pretraining and bert-tf-convert-checkpoint leave in a bert_tf model directory.
 _KERAS_MODEL_FILES = (run_directory.PRETRAINER_FILE, run_directory.ENCODER_FILE)
 # Structural fields: a difference means the weights cannot mean the same thing.
@@ -212,7 +215,8 @@ def load_bert_tf(path, config=None):
 
     Returns:
       The model: of the saved class for .keras files; a BertPretrainer or BertEncoder for
-      weights files and checkpoints (a task model's checkpoint gives its encoder).
+      weights files and checkpoints (a task model's checkpoint gives its encoder, an ELECTRA
+      run's its ElectraPretrainer).
     """
     resolved = _resolve(str(path))
     if not resolved.endswith(".keras"):
@@ -310,6 +314,10 @@ def _load_training_checkpoint(path, shapes, config, template):
     if any(n.startswith("model/masked_lm/") for n in model_names):
         has_nsp = any(n.startswith("model/next_sentence/") for n in model_names)
         candidates = [BertPretrainer(build_encoder(config), use_next_sentence_label=has_nsp)]
+    elif _ELECTRA_GENERATOR_KERNEL in shapes:
+        # An ELECTRA run's: the generator's width is its head's input width.
+        candidates = [ElectraPretrainer(build_encoder(config),
+                                        generator_hidden_size=shapes[_ELECTRA_GENERATOR_KERNEL][0])]
     elif any(n.startswith("model/embedding_layer/") for n in model_names):
         candidates = [build_encoder(config)]
     elif any(n.startswith("model/encoder/") for n in model_names):

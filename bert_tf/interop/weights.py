@@ -11,6 +11,10 @@ Original names of the task heads (the original run_classifier.py and run_squad.p
   BertTokenClassifier   output_weights [C, H], output_bias [C] (the run_classifier head applied
                         per token, as TF1 tagging code built on it names it)
   BertSpanLabeler       cls/squad/output_weights [2, H], cls/squad/output_bias [2]
+  ElectraPretrainer     the discriminator under bert/ (it is the encoder), its head under
+                        ELECTRA's discriminator_predictions/{dense,dense_1}; the generator under
+                        generator/ (BERT's names; its embeddings are the discriminator's) and
+                        generator_predictions/{dense,LayerNorm,output_bias}
 """
 
 import dataclasses
@@ -22,7 +26,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
-                              BertTokenClassifier, Encoder)
+                              BertTokenClassifier, ElectraPretrainer, Encoder)
 from bert_tf.training.checkpointing import CheckpointError
 
 ENCODER_SCOPE = "bert/"
@@ -58,6 +62,10 @@ PRETRAINING = "pretraining"
 CLASSIFICATION = "classification"
 TOKEN_CLASSIFICATION = "token_classification"
 SPAN = "span"
+REPLACED_TOKEN_DETECTION = "replaced_token_detection"
+# ELECTRA's generator and its head (ElectraPretrainer); the discriminator head's scope.
+GENERATOR_SCOPES = ("generator/", "generator_predictions/")
+DISCRIMINATOR_HEAD_SCOPE = "discriminator_predictions/"
 
 # Variables of the original optimizers and training loop: expected in a training checkpoint,
 # never model weights.
@@ -169,8 +177,9 @@ _PLAIN_BERT = {"embedding_size": None, "share_parameters": "none",
                "position_embedding_type": "learned"}
 
 
-def require_plain_bert(model, format_name):
-    """Raises InteropError unless `model` is plain BERT (no BERT-family option set)."""
+def require_plain_bert(model, format_name, factorized_embeddings=False):
+    """Raises InteropError unless `model` is plain BERT (no BERT-family option set; with
+    factorized_embeddings, embedding_size may be set: ELECTRA's layout has it)."""
     config = encoder_of(model).config
     if config.architecture == "modernbert":
         raise InteropError(f"the model's config has modern encoder options (norm_placement="
@@ -179,7 +188,8 @@ def require_plain_bert(model, format_name):
                            "hold plain BERT only (write it with --to=huggingface as ModernBERT)")
     for field, plain in _PLAIN_BERT.items():
         value = getattr(config, field)
-        if value != plain and not (field == "embedding_size" and value == config.hidden_size):
+        if value != plain and not (field == "embedding_size" and (
+                factorized_embeddings or value == config.hidden_size)):
             raise InteropError(f"the model's config has {field}={value!r}; {format_name} "
                                f"checkpoints hold plain BERT only ({field}={plain!r})")
 
@@ -196,9 +206,11 @@ def encoder_of(model):
 
 
 def head_kind(model):
-    """PRETRAINING, CLASSIFICATION, TOKEN_CLASSIFICATION, SPAN, or None for an encoder."""
+    """PRETRAINING, CLASSIFICATION, TOKEN_CLASSIFICATION, SPAN, REPLACED_TOKEN_DETECTION, or None
+    for an encoder."""
     for cls, kind in ((BertPretrainer, PRETRAINING), (BertClassifier, CLASSIFICATION),
-                      (BertTokenClassifier, TOKEN_CLASSIFICATION), (BertSpanLabeler, SPAN)):
+                      (BertTokenClassifier, TOKEN_CLASSIFICATION), (BertSpanLabeler, SPAN),
+                      (ElectraPretrainer, REPLACED_TOKEN_DETECTION)):
         if isinstance(model, cls):
             return kind
     encoder_of(model)
@@ -215,6 +227,9 @@ def same_kind(model, encoder):
         return type(model)(encoder, model.num_classes)
     if isinstance(model, BertSpanLabeler):
         return BertSpanLabeler(encoder)
+    if isinstance(model, ElectraPretrainer):
+        return ElectraPretrainer(encoder, model.generator.config.hidden_size,
+                                 model.discriminator_weight)
     raise InteropError(f"{type(model).__name__} is not a bert_tf model")
 
 
@@ -230,8 +245,8 @@ def model_variables(model):
     have no variable. The span-boundary head has no original name.
 
     Args:
-      model: a BertEncoder, BertPretrainer, BertClassifier, BertSpanLabeler or
-        BertTokenClassifier.
+      model: a BertEncoder, BertPretrainer, BertClassifier, BertSpanLabeler,
+        BertTokenClassifier or ElectraPretrainer.
 
     Returns:
       dict, encoder weights first, in the original checkpoint's order.
@@ -239,17 +254,7 @@ def model_variables(model):
     encoder = encoder_of(model)
     config = encoder.config
     names = {}
-
-    def dense(prefix, layer, transpose=False):
-        names[prefix + "/kernel"] = (layer.kernel, transpose)
-        if layer.bias is not None:
-            names[prefix + "/bias"] = (layer.bias, False)
-
-    def layer_norm(prefix, layer):
-        names[prefix + "/gamma"] = (layer.gamma, False)
-        if layer.beta is not None:
-            names[prefix + "/beta"] = (layer.beta, False)
-
+    dense, layer_norm = _namers(names)
     if config.architecture == "modernbert":
         _modern_encoder_variables(encoder, dense, layer_norm, names)
     else:
@@ -270,7 +275,40 @@ def model_variables(model):
         head = model.get_layer("span_logits")
         names["cls/squad/output_weights"] = (head.kernel, True)
         names["cls/squad/output_bias"] = (head.bias, False)
+    elif isinstance(model, ElectraPretrainer):
+        _electra_head_variables(model, dense, layer_norm, names)
     return names
+
+
+def _namers(names):
+    """(dense, layer_norm): each adds a layer's variables to `names` under a name prefix."""
+    def dense(prefix, layer, transpose=False):
+        names[prefix + "/kernel"] = (layer.kernel, transpose)
+        if layer.bias is not None:
+            names[prefix + "/bias"] = (layer.bias, False)
+
+    def layer_norm(prefix, layer):
+        names[prefix + "/gamma"] = (layer.gamma, False)
+        if layer.beta is not None:
+            names[prefix + "/beta"] = (layer.beta, False)
+
+    return dense, layer_norm
+
+
+def _electra_head_variables(model, dense, layer_norm, names):
+    """Names of an ElectraPretrainer's weights besides the discriminator (its encoder)."""
+    generator = {}
+    _bert_encoder_variables(model.generator, *_namers(generator), generator)
+    shared = {id(variable) for variable, _ in names.values()}
+    for name, entry in generator.items():
+        if id(entry[0]) not in shared:  # the embeddings are the discriminator's
+            names[GENERATOR_SCOPES[0] + name[len(ENCODER_SCOPE):]] = entry
+    head = model.generator_head
+    dense(GENERATOR_SCOPES[1] + "dense", head.transform)
+    layer_norm(GENERATOR_SCOPES[1] + "LayerNorm", head.transform_layer_norm)
+    names[GENERATOR_SCOPES[1] + "output_bias"] = (head.output_bias, False)
+    dense(DISCRIMINATOR_HEAD_SCOPE + "dense", model.discriminator_head.dense)
+    dense(DISCRIMINATOR_HEAD_SCOPE + "dense_1", model.discriminator_head.dense_prediction)
 
 
 def _bert_encoder_variables(encoder, dense, layer_norm, names):

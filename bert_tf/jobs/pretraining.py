@@ -7,9 +7,10 @@ The config's field names are the command-line flag names, so every error names t
 --output_dir (a bert_tf.run_directory) receives: ckpt-<step> checkpoints, summaries/
 (TensorBoard), bert_config.json, vocab.txt (when vocab_file is given), run_pretraining.flags
 (the flags used), bert_tf_run.json (the run record a resume is checked against),
-pretrainer.keras, encoder.keras and results.json. A run without --do_train evaluates the run's
-own checkpoints (else --init_checkpoint's weights) and writes only what it found: a line of
-eval_only_results.jsonl and scalars under summaries/eval.
+pretrainer.keras, encoder.keras and results.json. With objective "electra" the pretrainer is an
+ElectraPretrainer (generator and discriminator) and encoder.keras its discriminator. A run
+without --do_train evaluates the run's own checkpoints (else --init_checkpoint's weights) and
+writes only what it found: a line of eval_only_results.jsonl and scalars under summaries/eval.
 """
 
 import copy
@@ -17,6 +18,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import time
 
 import tensorflow as tf
@@ -31,7 +33,8 @@ from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import run_setup
 from bert_tf.interop import InteropError
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
-from bert_tf.modeling import BertPretrainer, build_encoder
+from bert_tf.modeling import BertPretrainer, ElectraPretrainer, build_encoder
+from bert_tf.modeling.electra import DEFAULT_DISCRIMINATOR_WEIGHT, electra_metrics, generator_config
 from bert_tf.modeling.models import pretraining_metrics
 from bert_tf.text import tokenizer_files
 from bert_tf.training import checkpointing, controller, runtime
@@ -74,6 +77,9 @@ class PretrainingConfig(MaskingSettings, RuntimeConfig):
     use_next_sentence_label: bool = True
     span_boundary_objective: bool = False
     full_sentences: bool = False
+    objective: str = "mlm"
+    generator_hidden_size: int | None = None
+    discriminator_weight: float = DEFAULT_DISCRIMINATOR_WEIGHT
     # Schedule.
     train_batch_size: int = 32
     eval_batch_size: int = 8
@@ -91,6 +97,15 @@ class PretrainingConfig(MaskingSettings, RuntimeConfig):
     decay_proportion: float = 0.1
     weight_decay_rate: float = 0.01
 
+
+# What --objective trains: the masked LM (and the heads the other flags add), or ELECTRA's
+# replaced-token detection (bert_tf.modeling.electra).
+OBJECTIVES = ["mlm", "electra"]
+# Flags that set an objective ELECTRA's does not train (what each adds), refused with it.
+_NOT_WITH_ELECTRA = (("sentence_order_prediction", "a sentence-pair head"),
+                     ("span_boundary_objective", "a span-boundary head"),
+                     ("do_span_mask", "span masking for the span-boundary objective"),
+                     ("use_next_sentence_label", "a sentence-pair head"))
 
 # Flags a JAX run refuses naming them (a JAX run uses every local device and joins other
 # processes through --coordinator_address).
@@ -152,6 +167,7 @@ def validate_options(options, config):
                                  f"[0, --num_train_steps={options.num_train_steps}]")
         run_setup.check_lr_schedule(options, num_warmup_steps=options.num_warmup_steps,
                                     num_train_steps=options.num_train_steps)
+    _validate_objective(options, config)
     _validate_family_options(options)
     # type_vocab_size 0 means no segment embeddings (ModernBERT): segment ids are ignored.
     if config.type_vocab_size == 1 and not options.full_sentences:
@@ -206,6 +222,34 @@ def _check_time_budget(options):
         raise FlagValueError(f"--decay_proportion={options.decay_proportion} must be in (0, "
                              f"{1.0 - warmup:g}] (the final decay's share of --time_budget, "
                              f"after --warmup_proportion={warmup})")
+
+
+def _validate_objective(options, config):
+    """--objective and the ELECTRA flags against the other objectives and the model config."""
+    if options.objective != "electra":
+        for name, unset in (("generator_hidden_size", None),
+                            ("discriminator_weight", DEFAULT_DISCRIMINATOR_WEIGHT)):
+            if getattr(options, name) != unset:
+                raise FlagValueError(f"--{name} sets ELECTRA's replaced-token detection: it "
+                                     "needs --objective=electra")
+        return
+    for name, adds in _NOT_WITH_ELECTRA:
+        if getattr(options, name):
+            fix = (f"pass --{name}=false" if name == "use_next_sentence_label"
+                   else f"leave --{name} out")
+            raise FlagValueError(f"--objective=electra trains replaced-token detection only: "
+                                 f"--{name} adds {adds}; {fix}")
+    weight = options.discriminator_weight
+    if not (math.isfinite(weight) and weight > 0):
+        raise FlagValueError(f"--discriminator_weight={weight} must be > 0 and finite")
+    source = run_setup.config_source(options)
+    if config.architecture != "bert":
+        raise FlagValueError(f"--objective=electra trains BERT's encoder: {source} declares "
+                             f"architecture '{config.architecture}'")
+    try:
+        generator_config(config, options.generator_hidden_size, source=f" in {source}")
+    except ValueError as e:
+        raise FlagValueError(f"--{e}") from None
 
 
 def _validate_family_options(options):
@@ -485,10 +529,38 @@ def run_record(options, config):
                   "span_boundary_objective": options.span_boundary_objective,
                   "full_sentences": options.full_sentences,
                   "pack_sequences": options.pack_sequences, "optimizer": options.optimizer,
-                  "backend": options.backend,
+                  "backend": options.backend, "objective": options.objective,
+                  **_electra_settings(options, config),
                   # Seconds; a schedule on steps and one on time cannot continue each other.
                   "time_budget": time_budget_seconds(options) or "none"},
         init_checkpoint=options.init_checkpoint)
+
+
+def _electra_settings(options, config):
+    """The generator's width and the loss weight an ELECTRA run records (none for MLM)."""
+    if options.objective != "electra":
+        return {}
+    width = generator_config(config, options.generator_hidden_size).hidden_size
+    return {"generator_hidden_size": width,
+            "discriminator_weight": options.discriminator_weight}
+
+
+def _build_pretrainer(options, encoder):
+    """The model --objective trains on `encoder`."""
+    if options.objective == "electra":
+        return ElectraPretrainer(encoder, generator_hidden_size=options.generator_hidden_size,
+                                 discriminator_weight=options.discriminator_weight)
+    return BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
+                          sentence_order_prediction=options.sentence_order_prediction,
+                          span_boundary_objective=options.span_boundary_objective)
+
+
+def _metrics_fn(options):
+    """metrics_fn(sums, count) of the training loop for --objective."""
+    if options.objective == "electra":
+        return electra_metrics
+    return functools.partial(pretraining_metrics,
+                             sentence_order_prediction=options.sentence_order_prediction)
 
 
 def _pretraining_loss_fn(model, batch, training):
@@ -625,8 +697,7 @@ def _pretrain(options, config, job_runtime, dataset_fns, record, flags_text, sta
     train_results = controller.train(
         runtime=job_runtime, model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
         dataset_fn=dataset_fns[True], output_dir=options.output_dir, loop_config=loop_config,
-        metrics_fn=functools.partial(pretraining_metrics,
-                                     sentence_order_prediction=options.sentence_order_prediction),
+        metrics_fn=_metrics_fn(options),
         warm_start_fn=functools.partial(_warm_start, options.do_lower_case),
         skip_consumed_input=not options.tf_data_service, start_time=start,
         budget_reserve_fn=functools.partial(_seconds_after_training, options),
@@ -675,13 +746,11 @@ def _warm_start(do_lower_case, path, target):
 
 
 def _build_model(options, config, job_runtime, budget=None):
-    """(encoder, BertPretrainer, optimizer) of the run, in the runtime's scope; the learning
+    """(encoder, pretrainer, optimizer) of the run, in the runtime's scope; the learning
     rate follows `budget` (seconds) when given."""
     with job_runtime.scope():
         encoder = build_encoder(config)
-        model = BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
-                               sentence_order_prediction=options.sentence_order_prediction,
-                               span_boundary_objective=options.span_boundary_objective)
+        model = _build_pretrainer(options, encoder)
         optimizer = create_optimizer(
             options.learning_rate, options.num_train_steps, options.num_warmup_steps,
             optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
@@ -695,9 +764,7 @@ def _evaluate(options, model, job_runtime, dataset_fn, step):
     TensorBoard scalars under summaries/eval."""
     metrics = job_runtime.evaluate(
         model=model, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fn,
-        max_steps=options.max_eval_steps,
-        metrics_fn=functools.partial(pretraining_metrics,
-                                     sentence_order_prediction=options.sentence_order_prediction))
+        max_steps=options.max_eval_steps, metrics_fn=_metrics_fn(options))
     logging.info("Eval at step %d: %s", step, format_metrics(metrics))
     if job_runtime.chief:
         write_summaries(run_directory.path(options.output_dir, run_directory.SUMMARIES_DIR,

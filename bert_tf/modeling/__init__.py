@@ -6,6 +6,7 @@ it). It needs Keras and one backend: TensorFlow or JAX (kernels.SUPPORTED_BACKEN
 """
 
 from bert_tf.modeling.bert_encoder import BertEncoder
+from bert_tf.modeling.electra import ElectraPretrainer
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.encoder_base import Encoder
 from bert_tf.modeling.models import (BertClassifier, BertPretrainer, BertSpanLabeler,
@@ -16,5 +17,6 @@ from bert_tf.modeling.positions import extend_position_embeddings
 from bert_tf.modeling.sentence_embedder import BertSentenceEmbedder
 
 __all__ = ["BertClassifier", "BertEncoder", "BertPretrainer", "BertSentenceEmbedder",
-           "BertSpanLabeler", "BertTokenClassifier", "Encoder", "ModernBertEncoder",
+           "BertSpanLabeler", "BertTokenClassifier", "ElectraPretrainer", "Encoder",
+           "ModernBertEncoder",
            "SentencePooling", "build_encoder", "extend_position_embeddings"]

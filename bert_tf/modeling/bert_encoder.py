@@ -42,6 +42,9 @@ class BertEncoder(Encoder):
     Args:
       config: a `BertConfig` (architecture "bert") or a dict of bert_config.json fields.
       dtype: optional dtype policy for every layer (default: the global policy).
+      embedding_layer: another BertEncoder's `embedding_layer` to share (ELECTRA's generator
+        shares its discriminator's word, position and type tables and their LayerNorm); its
+        width is the config's embedding width. Not serialized (see `Encoder`).
       **kwargs: `name`, `trainable`.
 
     Examples:
@@ -58,9 +61,11 @@ class BertEncoder(Encoder):
     architecture = "bert"
 
     @staticmethod
-    def _build_graph(config, inputs, dtype):
+    def _build_graph(config, inputs, dtype, embedding_layer=None):
         """BERT's graph (post-LN blocks, tanh pooler): (outputs dict, embeddings layer)."""
-        embedding_layer = BertEmbeddings(
+        if embedding_layer is not None:
+            _check_shared_embeddings(embedding_layer, config)
+        embedding_layer = embedding_layer or BertEmbeddings(
             vocab_size=config.vocab_size, type_vocab_size=config.type_vocab_size,
             max_position_embeddings=config.max_position_embeddings,
             hidden_size=config.embedding_width, initializer_range=config.initializer_range,
@@ -134,3 +139,18 @@ class BertEncoder(Encoder):
         if as_config(config["config"], cls.__name__).architecture == "modernbert":
             return release_0_1.BertEncoder.from_config(config)
         return super().from_config(config)
+
+
+def _check_shared_embeddings(embedding_layer, config):
+    """Shared embeddings must be BERT's, as wide as `config`'s tables, over its vocabulary."""
+    if not isinstance(embedding_layer, BertEmbeddings):
+        raise TypeError(f"BertEncoder: embedding_layer must be a BertEmbeddings, got "
+                        f"{type(embedding_layer).__name__}")
+    shape = (embedding_layer.vocab_size, embedding_layer.hidden_size,
+             embedding_layer.max_position_embeddings, embedding_layer.type_vocab_size)
+    wanted = (config.vocab_size, config.embedding_width, config.max_position_embeddings,
+              config.type_vocab_size)
+    if shape != wanted:
+        raise ValueError(f"BertEncoder: the shared embeddings (vocab_size, width, "
+                         f"max_position_embeddings, type_vocab_size) = {shape} differ from the "
+                         f"config's {wanted}")

@@ -45,13 +45,21 @@ class Encoder(keras.Model):
       pooled_output: float [B, H], the pooler's vector.
       encoder_outputs: list of L float [B, S, H], one per block.
 
-    Subclasses set `architecture` and implement `_build_graph(config, inputs, dtype)` ->
-    (outputs, embedding layer) and `_packed_outputs(...)`.
+    Args:
+      config: a BertConfig or a dict of bert_config.json fields.
+      dtype: optional dtype policy for every layer (default: the global policy).
+      embedding_layer: another encoder's embedding layer to use instead of new tables (ELECTRA's
+        generator shares its discriminator's); None builds the encoder's own. Not serialized:
+        the model that owns both passes it again on load.
+      **kwargs: `name`, `trainable`.
+
+    Subclasses set `architecture` and implement `_build_graph(config, inputs, dtype,
+    embedding_layer)` -> (outputs, embedding layer) and `_packed_outputs(...)`.
     """
 
     architecture = None
 
-    def __init__(self, config, dtype=None, **kwargs):
+    def __init__(self, config, dtype=None, embedding_layer=None, **kwargs):
         owner = type(self).__name__
         config = as_config(config, owner)
         if config.architecture != self.architecture:
@@ -61,7 +69,7 @@ class Encoder(keras.Model):
         kwargs.setdefault("name", "bert_encoder")
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
                   for name in ENCODER_INPUTS}
-        outputs, embedding_layer = self._build_graph(config, inputs, dtype)
+        outputs, embedding_layer = self._build_graph(config, inputs, dtype, embedding_layer)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.config = config
         self._dtype_argument = dtype

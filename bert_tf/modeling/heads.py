@@ -1,5 +1,5 @@
-"""The pre-training heads on top of the encoder: masked-LM (also over factorized embeddings)
-and SpanBERT's span-boundary head."""
+"""The pre-training heads on top of the encoder: masked-LM (also over factorized embeddings),
+SpanBERT's span-boundary head and ELECTRA's replaced-token head."""
 
 import keras
 from keras import ops
@@ -196,6 +196,53 @@ class SpanBoundaryHead(keras.layers.Layer):
                       layer_norm_eps=self.layer_norm_eps)
         return config
 
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class ReplacedTokenHead(keras.layers.Layer):
+    """ELECTRA's discriminator head: one logit per token that the token was replaced.
+
+    `dense` (H -> H with the config's activation) then `dense_prediction` (H -> 1), the two
+    layers of ELECTRA's `discriminator_predictions` (transformers' ElectraForPreTraining keeps
+    the names).
+
+    Args:
+      hidden_size: H, the width of the encoder's sequence_output.
+      hidden_act: bert_config activation name of the first layer.
+      initializer_range: stddev of the truncated-normal kernel initializer.
+    """
+
+    def __init__(self, hidden_size, hidden_act="gelu", initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        policy = self.dtype_policy
+        self.dense = keras.layers.Dense(
+            hidden_size, activation=get_activation(hidden_act),
+            kernel_initializer=truncated_normal(initializer_range), dtype=policy, name="dense")
+        self.dense_prediction = keras.layers.Dense(
+            1, kernel_initializer=truncated_normal(initializer_range), dtype=policy,
+            name="dense_prediction")
+
+    def build(self, input_shape=None):
+        self.dense.build((None, self.hidden_size))
+        self.dense_prediction.build((None, self.hidden_size))
+        self.built = True
+
+    def call(self, sequence_output):
+        """Args: sequence_output float [B, S, H]. Returns: float32 logits [B, S]."""
+        logits_bs1 = self.dense_prediction(self.dense(sequence_output))
+        return ops.cast(logits_bs1[..., 0], "float32")
+
+    def compute_output_spec(self, sequence_output):
+        return keras.KerasTensor(sequence_output.shape[:-1], "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, hidden_act=self.hidden_act,
+                      initializer_range=self.initializer_range)
+        return config
 
 def _vocabulary_logits(x_ne, table_ve, output_bias_v, compute_dtype, shape):
     """Scores against the tied word-embedding table plus a per-token bias: float32 logits.

@@ -78,12 +78,20 @@ def pretraining_metrics(sums, count, sentence_order_prediction=False):
             for name, part, divisor in terms}
 
 
+def from_config_with_encoder(cls, config):
+    """`from_config` of the models built on an encoder: `cls(**config)`, the serialized
+    `encoder` deserialized first."""
+    config = dict(config)
+    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+    return cls(**config)
+
+
 def _tracker_attribute(part):
     # mlm_loss -> mlm_loss_tracker, mlm_correct -> mlm_accuracy_tracker, ...
     return part.replace("_correct", "_accuracy") + "_tracker"
 
 
-def _masked_token_loss(logits_bpv, ids_bp, weights_bp, weight_sum):
+def masked_token_loss(logits_bpv, ids_bp, weights_bp, weight_sum):
     """The original masked-LM loss sum(w * CE) / (sum(w) + 1e-5) and the weighted hit count.
 
     Args:
@@ -98,16 +106,16 @@ def _masked_token_loss(logits_bpv, ids_bp, weights_bp, weight_sum):
     logits_bpv = ops.cast(logits_bpv, "float32")
     ce_bp = ops.sparse_categorical_crossentropy(ids_bp, logits_bpv, from_logits=True)
     loss = ops.sum(weights_bp * ce_bp) / (weight_sum + _MLM_WEIGHT_EPSILON)
-    return loss, ops.sum(weights_bp * _hits(logits_bpv, ids_bp))
+    return loss, ops.sum(weights_bp * hits(logits_bpv, ids_bp))
 
 
-def _hits(logits_nc, labels_n):
+def hits(logits_nc, labels_n):
     """1.0 where the arg-max class is the label. Args: float [..., C], int32 [...]."""
     predicted = ops.cast(ops.argmax(logits_nc, axis=-1), "int32")
     return ops.cast(ops.equal(predicted, labels_n), "float32")
 
 
-class _UnusedPoolerNotTrained:
+class UnusedPoolerNotTrained:
     """Leaves the encoder's pooler out of the trained variables when the heads do not use it.
 
     A head on sequence_output alone (MLM without NSP, span and token models) gives the pooler
@@ -139,8 +147,53 @@ class _UnusedPoolerNotTrained:
         return [v for v in self.weights if not v.trainable or id(v) in untrained]
 
 
+class PretrainingLossTrackers:
+    """`fit` / `evaluate` for a pre-trainer whose `compute_pretraining_losses(features, outputs)`
+    returns summed parts: `compute_loss` trains on parts["loss"] and keeps a Keras tracker per
+    reported metric. Mixed into keras.Model subclasses, which call `_create_trackers(terms)`
+    (the [(metric name, part, divisor)] of e.g. `pretraining_metric_terms`) in __init__.
+    """
+
+    def _tracker_attribute(self, name, part):
+        return _tracker_attribute(part)
+
+    def _create_trackers(self, terms):
+        # Keras' own tracker reports `loss`; the others are Means whose sample weight is the
+        # divisor, so they accumulate the same ratios of sums as the custom loop's metrics.
+        self._metric_terms = [term for term in terms if term[0] != "loss"]
+        for name, part, _ in self._metric_terms:
+            setattr(self, self._tracker_attribute(name, part), keras.metrics.Mean(name=name))
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Keras hook used by fit/evaluate: `x` is the feature dict; `y` is unused.
+
+        Also updates the pre-training metrics. Returns the per-replica loss scaled by
+        1/num_replicas, as Keras' own losses are, so gradients sum to the global mean.
+        """
+        del y, sample_weight, training
+        parts = self.compute_pretraining_losses(x, y_pred)
+        loss = parts["loss"]
+        if self.losses:
+            loss = loss + sum(ops.cast(extra, "float32") for extra in self.losses)
+
+        for name, part, divisor in self._metric_terms:
+            tracker = getattr(self, self._tracker_attribute(name, part))
+            if divisor is None:
+                tracker.update_state(parts[part])
+            else:
+                # Mean with weight = divisor accumulates sum(part) / sum(divisor) over batches.
+                weight = parts[divisor]
+                tracker.update_state(parts[part] / ops.maximum(weight, 1e-12),
+                                     sample_weight=weight)
+
+        num_replicas = kernels.replicas_in_sync()
+        if num_replicas > 1:
+            loss = loss * (1.0 / num_replicas)
+        return loss
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
+class BertPretrainer(PretrainingLossTrackers, UnusedPoolerNotTrained, keras.Model):
     """BERT pre-training: a masked-LM head (tied to the word embeddings) and an NSP head.
 
     `call(features)` takes the pre-training feature dict (extra keys such as `masked_lm_ids`
@@ -244,15 +297,9 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         # Every weight exists now, so a .keras file loads without a symbolic build.
         self.built = True
 
-        # Keras' own tracker reports `loss`; the others are Means whose sample weight is the
-        # divisor, so they accumulate the same ratios of sums as `pretraining_metrics`.
-        self._metric_terms = [
-            term for term in pretraining_metric_terms(
-                sentence_order_prediction, pair_head=use_next_sentence_label,
-                span_boundary=span_boundary_objective)
-            if term[0] != "loss"]
-        for name, part, _ in self._metric_terms:
-            setattr(self, _tracker_attribute(part), keras.metrics.Mean(name=name))
+        self._create_trackers(pretraining_metric_terms(
+            sentence_order_prediction, pair_head=use_next_sentence_label,
+            span_boundary=span_boundary_objective))
 
     def _uses_pooler(self):
         return self.next_sentence is not None
@@ -319,7 +366,7 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         ids_bp = ops.cast(features["masked_lm_ids"], "int32")
         weights_bp = ops.cast(features["masked_lm_weights"], "float32")
         mlm_weight_sum = ops.sum(weights_bp)
-        mlm_loss, mlm_correct = _masked_token_loss(outputs["mlm_logits"], ids_bp, weights_bp,
+        mlm_loss, mlm_correct = masked_token_loss(outputs["mlm_logits"], ids_bp, weights_bp,
                                                    mlm_weight_sum)
 
         zero = ops.convert_to_tensor(0.0, "float32")
@@ -328,7 +375,7 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
             logits_n2 = ops.reshape(ops.cast(outputs["nsp_logits"], "float32"), [-1, 2])
             labels_n = ops.reshape(ops.cast(features["next_sentence_labels"], "int32"), [-1])
             ce_n = ops.sparse_categorical_crossentropy(labels_n, logits_n2, from_logits=True)
-            hits_n = _hits(logits_n2, labels_n)
+            hits_n = hits(logits_n2, labels_n)
             if len(outputs["nsp_logits"].shape) == 3:  # packed: N = B*I instance slots
                 if _PAIR_WEIGHTS not in features:
                     raise KeyError(f"BertPretrainer: packed features (with {_PAIR_POSITIONS}) "
@@ -349,38 +396,11 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
                 missing = [k for k in _SPAN_BOUNDARY_FEATURES if k not in features]
                 raise KeyError(f"BertPretrainer: the span-boundary objective needs "
                                f"{', '.join(missing)} in the features (span-masked input)")
-            sbo_loss, sbo_correct = _masked_token_loss(outputs["sbo_logits"], ids_bp, weights_bp,
+            sbo_loss, sbo_correct = masked_token_loss(outputs["sbo_logits"], ids_bp, weights_bp,
                                                        mlm_weight_sum)
             parts.update(loss=parts["loss"] + sbo_loss, sbo_loss=sbo_loss,
                          sbo_correct=sbo_correct)
         return parts
-
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """Keras hook used by fit/evaluate: `x` is the feature dict; `y` is unused.
-
-        Also updates the pre-training metrics. Returns the per-replica loss scaled by
-        1/num_replicas, as Keras' own losses are, so gradients sum to the global mean.
-        """
-        del y, sample_weight, training
-        parts = self.compute_pretraining_losses(x, y_pred)
-        loss = parts["loss"]
-        if self.losses:
-            loss = loss + sum(ops.cast(extra, "float32") for extra in self.losses)
-
-        for _, part, divisor in self._metric_terms:
-            tracker = getattr(self, _tracker_attribute(part))
-            if divisor is None:
-                tracker.update_state(parts[part])
-            else:
-                # Mean with weight = divisor accumulates sum(part) / sum(divisor) over batches.
-                weight = parts[divisor]
-                tracker.update_state(parts[part] / ops.maximum(weight, 1e-12),
-                                     sample_weight=weight)
-
-        num_replicas = kernels.replicas_in_sync()
-        if num_replicas > 1:
-            loss = loss * (1.0 / num_replicas)
-        return loss
 
     def get_config(self):
         config = super().get_config()
@@ -393,14 +413,10 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
             config.update(span_boundary_objective=True, max_span_pieces=self.max_span_pieces)
         return config
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+    from_config = classmethod(from_config_with_encoder)
 
 
-class EncoderTaskModel(_UnusedPoolerNotTrained, keras.Model):
+class EncoderTaskModel(UnusedPoolerNotTrained, keras.Model):
     """Shared plumbing of the fine-tuning models: a functional graph over the encoder inputs.
 
     Subclasses build `outputs` from the encoder's outputs in `_head`; the model takes the
@@ -448,11 +464,7 @@ class EncoderTaskModel(_UnusedPoolerNotTrained, keras.Model):
                 "encoder": keras.saving.serialize_keras_object(self.encoder),
                 "dropout_rate": self.dropout_rate}
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+    from_config = classmethod(from_config_with_encoder)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -262,7 +262,10 @@ class ModernBertEncoder(Encoder):
     architecture = "modernbert"
 
     @staticmethod
-    def _build_graph(config, inputs, dtype):
+    def _build_graph(config, inputs, dtype, embedding_layer=None):
+        if embedding_layer is not None:
+            raise ValueError("ModernBertEncoder: embedding_layer is not supported (only "
+                             "BertEncoder shares another encoder's embeddings)")
         return build_graph(config, inputs, dtype)
 
     def _pooler_transform(self, pooled_xh):

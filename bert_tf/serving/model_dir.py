@@ -2,7 +2,8 @@
 
 A run directory (bert_tf.run_directory) exports its fine-tuned model.keras with the settings
 of its task_info.json (bert_tf.serving.task_info), else the pre-training pretrainer.keras
-(fill-mask) with the casing and sequence length of its run record. A .keras file exports that
+(fill-mask; an ELECTRA run's discriminator encoder: embeddings) with the casing and sequence
+length of its run record. A .keras file exports that
 model (e.g. RUN/encoder.keras for embeddings), with the settings found beside it.
 """
 
@@ -11,8 +12,9 @@ import os
 
 import keras
 
-import bert_tf.modeling  # noqa: F401  Registers the model classes that .keras files name.
 from bert_tf import fileio, model_directory, run_directory, saving
+# Importing bert_tf.modeling registers the model classes that .keras files name.
+from bert_tf.modeling import ElectraPretrainer
 from bert_tf.serving import task_signatures
 from bert_tf.serving.task_info import read_task_info
 from bert_tf.text import tokenizer_files
@@ -68,6 +70,9 @@ def load_model_dir(model_dir):
     model_file = run_directory.model_file(model_dir, flag="--model_dir")
     directory = os.path.dirname(fileio.abspath(model_file))
     model = saving.load_keras_file(model_file)
+    if isinstance(model, ElectraPretrainer):
+        # An ELECTRA run's pretrainer.keras: what it trained to serve is its discriminator.
+        model = model.encoder
     task_signatures.task_name_of(model)  # Raises TypeError for other models.
     source = ExportSource(model=model, model_file=model_file)
     source.vocab_file = tokenizer_files.model_tokenizer_file(directory)

@@ -838,12 +838,16 @@ RECIPES["docs/packing.md"] = Page(links=("corpus", "vocab.txt", ("bert_config.js
                    "30522 of the default"),
 }, setup="mkdir -p out", check="ls run/results.json")
 
-RECIPES["docs/pretraining.md"] = Page(links=("corpus",), recipes={
+RECIPES["docs/pretraining.md"] = Page(links=("corpus", "my_data"), recipes={
     "python -m bert_tf.run_classifier --init_checkpoint=/tmp/bert_tf_demo/run \\": Recipe(
         same_as="README.md"),
     "bert-tf-build-vocab --input_file='corpus/*.txt' --vocab_size=30522 \\": Recipe(
         append={"pretrain": _TINY}, why="a tiny config instead of bert_base"),
-}, check="ls runs/base/encoder.keras")
+    "python -m bert_tf.run_pretraining --objective=electra --use_next_sentence_label=false \\":
+        Recipe(append={"pretrain": _TINY}, why="a tiny config instead of bert_small"),
+}, check="ls runs/base/encoder.keras runs/electra/pretrainer.keras runs/electra_cls/model.keras "
+         "runs/electra_hf/model.safetensors > /dev/null && "
+         "grep -q '\"ElectraForPreTraining\"' runs/electra_hf/config.json")
 
 RECIPES["docs/python-api.md"] = Page(after=(("README.md", (_TOUR_MAIN_JOB,)),), recipes={
     "import bert_tf": Recipe(

@@ -190,8 +190,8 @@ def test_other_model_type(tmp_path):
     with pytest.raises(InteropError) as error:
         load_huggingface(str(directory))
     assert str(error.value) == (f"{directory / 'config.json'}: model_type='roberta' is not a "
-                                "model type bert_tf reads from Hugging Face; expected 'bert' or "
-                                "'modernbert'")
+                                "model type bert_tf reads from Hugging Face; expected 'bert', "
+                                "'electra' or 'modernbert'")
 
 
 def test_missing_tensor_named_in_hugging_face_terms(tmp_path):

@@ -17,7 +17,8 @@ from keras import ops
 
 from bert_tf.config import BertConfig
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSentenceEmbedder,
-                              BertSpanLabeler, BertTokenClassifier, build_encoder)
+                              BertSpanLabeler, BertTokenClassifier, ElectraPretrainer,
+                              build_encoder)
 
 VOCAB = 96
 
@@ -96,12 +97,15 @@ CASES = {
     "bert_embedder_32": (lambda: BertSentenceEmbedder(build_encoder(_bert()),
                                                       pooling=("mean", "cls")),
                          lambda: pretraining_features(3, 32, 11), "task"),
+    # ELECTRA with factorized embeddings (E=16) and the generator projecting them to its 8.
+    "electra_24": (lambda: ElectraPretrainer(build_encoder(_bert(embedding_size=16))),
+                   lambda: _with_replacements(pretraining_features(3, 24, 12)), "electra"),
 }
 # Cases also run through the fused attention function (padded rows, local windows).
 FUSED_CASES = ("bert_128", "modern_tagger_300")
 # Cases whose one training step's gradients are compared.
 GRADIENT_CASES = ("bert_128", "bert_16_packed", "albert_shared_64", "sinusoidal_spans_96",
-                  "modern_512_packed")
+                  "modern_512_packed", "electra_24")
 
 
 def _with_spans(features):
@@ -111,9 +115,33 @@ def _with_spans(features):
     return features
 
 
+def _with_replacements(features):
+    """Fixed tokens for ELECTRA's masked positions (the backends' samplers draw differently):
+    some equal to the original, so not every masked position is replaced."""
+    rng = np.random.default_rng(13)
+    replacements = rng.integers(5, VOCAB, size=features["masked_lm_ids"].shape)
+    keep = rng.random(replacements.shape) < 0.3
+    features["replacement_ids"] = np.where(keep, features["masked_lm_ids"],
+                                           replacements).astype("int32")
+    return features
+
+
+def _electra_outputs(model, features, training=False):
+    """ElectraPretrainer's outputs with the features' replacement_ids instead of samples."""
+    result = dict(model.detect_replacements(features, features["replacement_ids"],
+                                            training=training))
+    result["mlm_logits"] = model.generate(features, training=training)
+    return result
+
+
 def _outputs(model, features, kind):
     """name -> tensor: every output of the model (and the encoder's and the losses, for
     pre-trainers)."""
+    if kind == "electra":
+        result = _electra_outputs(model, features)
+        parts = model.compute_pretraining_losses(features, result)
+        result.update({f"part_{k}": v for k, v in parts.items()})
+        return result
     if kind == "pretrainer":
         result = dict(model(features))
         encoder_features = encoder_inputs(features)
@@ -146,15 +174,26 @@ def outputs(model, features, kind):
     return {k: np.asarray(v) for k, v in result.items()}
 
 
+def _training_loss(model, features):
+    if isinstance(model, ElectraPretrainer):
+        out = _electra_outputs(model, features, training=True)
+    else:
+        out = model(features, training=True)
+    return model.compute_pretraining_losses(features, out)["loss"]
+
+
 def gradients(model, features):
-    """path -> gradient of the pre-training loss of one step (training=True)."""
+    """index:path -> gradient of the pre-training loss of one step (training=True); the
+    index tells apart ELECTRA's two encoders, whose layers have the same paths."""
     variables = model.trainable_variables
     if keras.backend.backend() == "jax":
         import jax
 
         def loss_of(trainable, non_trainable):
-            out, _ = model.stateless_call(trainable, non_trainable, features, training=True)
-            return model.compute_pretraining_losses(features, out)["loss"]
+            mapping = (list(zip(variables, trainable))
+                       + list(zip(model.non_trainable_variables, non_trainable)))
+            with keras.StatelessScope(state_mapping=mapping):
+                return _training_loss(model, features)
 
         grads = jax.jit(jax.grad(loss_of))([v.value for v in variables],
                                            [v.value for v in model.non_trainable_variables])
@@ -162,9 +201,10 @@ def gradients(model, features):
         import tensorflow as tf
 
         with tf.GradientTape() as tape:
-            loss = model.compute_pretraining_losses(features, model(features, training=True))
-        grads = tape.gradient(loss["loss"], variables)
-    return {v.path: ops.convert_to_numpy(g) for v, g in zip(variables, grads)}
+            loss = _training_loss(model, features)
+        grads = tape.gradient(loss, variables)
+    return {f"{i}:{v.path}": ops.convert_to_numpy(g)
+            for i, (v, g) in enumerate(zip(variables, grads))}
 
 
 OPTIMIZERS = ("adamw", "lamb", "stable_adamw")
