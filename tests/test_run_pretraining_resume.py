@@ -183,10 +183,12 @@ def _checkpoint_steps(directory):
 
 
 def _read_checkpoint(prefix):
-    """Every tensor but the object graph and the count of saves; fails on a truncated one."""
+    """Every tensor but the object graph, the count of saves and the wall-clock seconds the run
+    spent; fails on a truncated one."""
     reader = tf.train.load_checkpoint(prefix)
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("save_counter")}
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith(
+                ("save_counter", "run_state/seconds_spent"))}
 
 
 def _temp_steps(directory):

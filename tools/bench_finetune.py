@@ -161,8 +161,13 @@ def worker_bert_tf(args):
             _emit({"error": f"run_classifier {phase} exited {proc.returncode}: "
                    + " | ".join(proc.stderr.strip().splitlines()[-4:])})
             return
-        with open(os.path.join(out, "results.json")) as f:
-            runs[phase] = json.load(f)
+        if phase == "train":
+            with open(os.path.join(out, "results.json")) as f:
+                runs[phase] = json.load(f)
+        else:
+            # A run that does not train adds a line to eval_only_results.jsonl instead.
+            with open(os.path.join(out, "eval_only_results.jsonl")) as f:
+                runs[phase] = json.loads(f.read().splitlines()[-1])
     train, evaluation = runs["train"], runs["eval"]
     num_dev = evaluation["num_examples"]["dev"]
     _emit({"train_s": round(train["train"]["wall_time_seconds"], 2),

@@ -139,8 +139,10 @@ config = bert_tf.BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1,
                             max_position_embeddings=16)
 model = bert_tf.BertClassifier(bert_tf.BertEncoder(config), num_classes=2)
 rng = np.random.default_rng(0)
-ids = rng.integers(5, 40, (256, 12)).astype("int32")
-labels = (ids[:, 3] % 2).astype("int32")  # the parity of one token's id
+labels = rng.integers(0, 2, 256).astype("int32")
+# Each class draws its words from half of the vocabulary: a topic a sentence classifier learns.
+ids = np.where(labels[:, None] == 1, rng.integers(5, 22, (256, 12)),
+               rng.integers(22, 40, (256, 12))).astype("int32")
 features = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
             "input_type_ids": np.zeros_like(ids)}
 model.compile(optimizer=create_optimizer(3e-3, 160, 16),
