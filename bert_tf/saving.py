@@ -1,31 +1,121 @@
-"""Loading saved bert_tf models: a .keras file, or the output directory of a bert_tf run."""
+"""bert_tf.load_model: the Keras model of a .keras file, a run directory, or any model directory
+--init_checkpoint reads (original TF1, Hugging Face, sentence-transformers, keras-hub).
 
-import keras
+The models come without their tokenizer; bert_tf.tasks.load_task gives a fine-tuned run's
+model with its tokenizer and label names, answering raw text.
+"""
 
-# Both register the Keras classes .keras files name: the models and layers, and the optimizers
-# a compiled model saves.
-import bert_tf.modeling  # noqa: F401
-import bert_tf.training.optimization  # noqa: F401
-from bert_tf import run_directory
+from bert_tf import fileio, keras_setup, model_directory, run_directory
+
+# What load_model reads, for its refusals.
+READS = ("a .keras file, a bert_tf run directory, an original TF1 checkpoint (a prefix or its "
+         "directory, bert_config.json beside), a Hugging Face directory (config.json + "
+         "model.safetensors), a sentence-transformers directory (modules.json) or a keras-hub "
+         "preset")
+# Where a model directory bert_tf does not load as a Keras model is read instead.
+_READ_ELSEWHERE = {
+    model_directory.SAVED_MODEL: "load it with tf.saved_model.load() or serve it with TF "
+                                 "Serving (docs/serving.md)",
+    model_directory.LITERT: "answer texts with bert_tf.serving.LiteRTModel() (docs/serving.md)",
+}
+
+# A Keras backend the models do not run on is refused before Keras loads; then the classes
+# .keras files name (models, layers, bert_tf's optimizers) enter Keras' registry.
+keras_setup.check_backend()
+keras_setup.register()
 
 
 def load_model(path, compile=False):  # noqa: A002  (Keras' own argument name)
-    """Loads a bert_tf model from a .keras file or a run's output directory.
-
-    A run directory gives its fine-tuned `model.keras`, else pre-training's `pretrainer.keras`,
-    else `encoder.keras` (load `RUN/encoder.keras` by name for the encoder of a pre-training run).
+    """Loads a bert_tf model from any file or directory `--init_checkpoint` reads.
 
     Args:
-      path: a .keras file or a run directory (local or any tf.io.gfile filesystem).
-      compile: restore the training configuration saved with the model (default: inference only).
+      path: one of
+        - a .keras file of a bert_tf model;
+        - a run's output directory: its fine-tuned `model.keras`, else pre-training's
+          `pretrainer.keras`, else `encoder.keras` (name `RUN/encoder.keras` for the encoder of
+          a pre-training run), else (a run that has not finished) its newest training
+          checkpoint, as a BertPretrainer or BertEncoder;
+        - a bert_tf or original TF1 checkpoint prefix, or a directory holding one (with
+          bert_config.json beside it): a BertPretrainer;
+        - a Hugging Face BERT or ModernBERT directory: a BertPretrainer when it holds the
+          masked-LM head, else the encoder;
+        - a sentence-transformers directory: a BertSentenceEmbedder;
+        - a keras-hub BERT preset: the encoder (a BertPretrainer with a BertMaskedLM's head).
+        Local paths or any tf.io.gfile filesystem.
+      compile: restore the training configuration saved in a .keras file (default: inference
+        only).
 
     Returns:
-      The Keras model (a `BertEncoder`, `BertPretrainer`, `BertClassifier`, ...).
+      The Keras model (a `BertEncoder`, `BertPretrainer`, `BertClassifier`, ...). It takes
+      token ids; `bert_tf.load_task(path)` gives a fine-tuned run's model that takes text.
+
+    Raises:
+      FileNotFoundError: nothing at `path`, or a run directory without a model yet.
+      ValueError: a directory or file of another kind, naming what it holds and what reads it
+        (a SavedModel or LiteRT export, a folder without a model).
+      bert_tf.interop.InteropError: a checkpoint that does not load (naming the tensor).
 
     Examples:
 
     >>> model = bert_tf.load_model("/tmp/my_classifier")          # doctest: +SKIP
     >>> encoder = bert_tf.load_model("/tmp/run/encoder.keras")    # doctest: +SKIP
+    >>> model = bert_tf.load_model("bert-base-uncased/")          # doctest: +SKIP
     """
-    # Keras copies a remote (gs://, ram://, ...) .keras archive to a local temp file itself.
-    return keras.saving.load_model(run_directory.model_file(path), compile=compile)
+    path = str(path)
+    model = _load(path, compile)
+    # The text refusal of the models (bert_tf.modeling's `predict` given strings) names it.
+    model._bert_tf_source = path
+    return model
+
+
+def _load(path, compile):
+    import keras
+
+    if path.endswith(".keras"):
+        # Keras copies a remote (gs://, ram://, ...) .keras archive to a local temp file.
+        return keras.saving.load_model(run_directory.model_file(path), compile=compile)
+    if fileio.isfile(path):
+        if path.endswith(".weights.h5"):
+            return _interop().load_checkpoint(path)
+        raise ValueError(f"{path}: not a model file bert_tf reads; bert_tf.load_model reads "
+                         f"{READS}")
+    found = model_directory.recognise(path)
+    kind = found.kind if found is not None else None
+    if kind in (model_directory.RUN, model_directory.BERT_TF_MODEL):
+        try:
+            return keras.saving.load_model(run_directory.model_file(path), compile=compile)
+        except FileNotFoundError:
+            if not run_directory.has_checkpoint(path):
+                raise
+            # A run that has not written its models yet: its newest training checkpoint.
+            return _interop().load_checkpoint(path)
+    if kind == model_directory.HUGGINGFACE:
+        return _interop().load_huggingface(path)[0]
+    if kind == model_directory.SENTENCE_TRANSFORMERS:
+        return _interop().load_sentence_transformers(path).model
+    if kind == model_directory.KERAS_HUB:
+        interop = _interop()
+        backbone, masked_lm, _, _ = interop.load_keras_hub(path)
+        return interop.from_keras_hub(backbone, masked_lm)
+    if kind == model_directory.TF1_CHECKPOINT:
+        return _interop().load_checkpoint(path)
+    if kind in _READ_ELSEWHERE:
+        raise ValueError(f"{path} is {found}: bert_tf.load_model reads models to fine-tune or "
+                         f"run in Keras; {_READ_ELSEWHERE[kind]}")
+    if fileio.isdir(path):
+        names = sorted(name.rstrip("/") for name in fileio.listdir(path))
+        held = (f"it holds {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
+                if names else "it is empty")
+        raise FileNotFoundError(f"{path}: no model bert_tf reads ({held}); bert_tf.load_model "
+                                f"reads {READS}")
+    if fileio.exists(path + model_directory.CHECKPOINT_INDEX_SUFFIX):
+        return _interop().load_checkpoint(path)
+    raise FileNotFoundError(f"{path}: no such file, directory or checkpoint prefix; "
+                            f"bert_tf.load_model reads {READS}")
+
+
+def _interop():
+    # TensorFlow reads the checkpoints; a .keras file on JAX needs none of it.
+    from bert_tf import interop
+
+    return interop

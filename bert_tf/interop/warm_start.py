@@ -177,6 +177,29 @@ def load_bert_tf(path, config=None):
     return _load_bert_tf(resolved, config, None)[0]
 
 
+def load_checkpoint(path):
+    """The model a checkpoint holds (bert_tf.load_model's reader of checkpoints).
+
+    Args:
+      path: a bert_tf training checkpoint (a prefix, or a run directory: the newest one) or
+        .weights.h5 file, read as `load_bert_tf` reads it; or an original TF1 BERT checkpoint
+        (a prefix, or the directory holding one), read by `tf1.load_tf1_checkpoint`. The
+        bert_config.json beside it gives the model.
+
+    Returns:
+      A BertPretrainer (a TF1 checkpoint, or a pre-training run's) or a BertEncoder.
+
+    Raises:
+      InteropError: naming the path and what is missing.
+    """
+    resolved = _resolve(str(path))
+    if not resolved.endswith((".keras", ".weights.h5")):
+        _check_prefix(path, resolved)
+        if _OBJECT_GRAPH_KEY not in dict(fileio.list_checkpoint_variables(resolved)):
+            return tf1.load_tf1_checkpoint(resolved)
+    return load_bert_tf(resolved)
+
+
 def _check_object_based(given, prefix):
     """bert_tf writes object-based (TF2) checkpoints; a name-based one is another format."""
     names = {name for name, _ in tf.train.list_variables(prefix)}

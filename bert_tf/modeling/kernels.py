@@ -25,19 +25,8 @@ import os
 import keras
 from keras import ops
 
-SUPPORTED_BACKENDS = ("tensorflow", "jax")
-
-
-class UnsupportedBackendError(ImportError):
-    """KERAS_BACKEND names a backend the models do not run on."""
-
-
+# bert_tf.modeling (this package) refused any other backend before Keras was imported.
 BACKEND = keras.backend.backend()
-if BACKEND not in SUPPORTED_BACKENDS:
-    raise UnsupportedBackendError(
-        f"KERAS_BACKEND={os.environ.get('KERAS_BACKEND', BACKEND)}: bert_tf's models run on "
-        f"the Keras backends {' and '.join(SUPPORTED_BACKENDS)}; set KERAS_BACKEND=tensorflow "
-        "(the default) or KERAS_BACKEND=jax")
 
 if BACKEND == "tensorflow":
     from bert_tf.modeling import tf_kernels as _tf_kernels

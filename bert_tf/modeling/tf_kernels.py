@@ -9,6 +9,8 @@ import math
 
 import tensorflow as tf
 
+from bert_tf import quiet_logs
+
 # Up to this many rows (batch x tokens), inference attention runs on TensorFlow's own kernels
 # instead of oneDNN's. A oneDNN call hands its work to every intra-op thread; on a few KB of
 # scores that hand-off costs more than the arithmetic (2-core VM, batch 1, 8 heads of 64: the
@@ -105,8 +107,10 @@ def _transpose_bits(x, perm):
     """tf.transpose of a float32 x through an int32 view of its bits.
 
     Same values; TensorFlow's int32 transpose is its own kernel (run on the calling thread for
-    small tensors), not oneDNN's float one.
+    small tensors), not oneDNN's float one. (Its graph's first run would log oneDNN's type
+    notice, spent beforehand by quiet_logs.)
     """
+    quiet_logs.absorb_onednn_type_notice()
     return tf.bitcast(tf.transpose(tf.bitcast(x, tf.int32), perm), tf.float32)
 
 
