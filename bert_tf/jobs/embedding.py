@@ -21,11 +21,10 @@ import os
 import shutil
 import tempfile
 
-import keras
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio, run_directory
+from bert_tf import fileio, progress, run_directory
 from bert_tf.data.tasks import length_buckets
 from bert_tf.data.tasks.pairs import read_pairs, read_scored_pairs
 from bert_tf.data.tasks.task_errors import DataError
@@ -144,7 +143,7 @@ def encode(options):
                           loaded.max_seq_length, batch_size=options.batch_size,
                           buckets=_buckets(options, loaded.max_seq_length,
                                            config.max_position_embeddings, coarse=False))
-    bar = keras.utils.Progbar(len(texts), unit_name="text")
+    bar = progress.progress_bar(len(texts), "text")
     vectors = encoder.encode(texts, progress=bar.update)
     if extension == ".npy":
         buffer = io.BytesIO()

@@ -14,6 +14,7 @@ from bert_tf.modeling import kernels
 from bert_tf.modeling.encoder_base import INSTANCE_IDS, Encoder
 from bert_tf.modeling.heads import MaskedLMHead, SpanBoundaryHead
 from bert_tf.modeling.initializers import truncated_normal
+from bert_tf.modeling.token_ids import TakesTokenIds
 
 # Added to the weight sum in the masked-LM loss denominator, as the original does, so a batch
 # without predictions gives a loss of 0 rather than NaN.
@@ -140,7 +141,7 @@ class _UnusedPoolerNotTrained:
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
+class BertPretrainer(TakesTokenIds, _UnusedPoolerNotTrained, keras.Model):
     """BERT pre-training: a masked-LM head (tied to the word embeddings) and an NSP head.
 
     `call(features)` takes the pre-training feature dict (extra keys such as `masked_lm_ids`
@@ -201,6 +202,8 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
     >>> model.compile(optimizer=keras.optimizers.AdamW(1e-4))
     >>> # model.fit(bert_tf.data.pretraining_dataset(...), epochs=1)
     """
+
+    text_task = "FillMask"
 
     def __init__(self, encoder, use_next_sentence_label=True, sentence_order_prediction=False,
                  span_boundary_objective=False, max_span_pieces=32, **kwargs):
@@ -400,7 +403,7 @@ class BertPretrainer(_UnusedPoolerNotTrained, keras.Model):
         return cls(**config)
 
 
-class EncoderTaskModel(_UnusedPoolerNotTrained, keras.Model):
+class EncoderTaskModel(TakesTokenIds, _UnusedPoolerNotTrained, keras.Model):
     """Shared plumbing of the fine-tuning models: a functional graph over the encoder inputs.
 
     Subclasses build `outputs` from the encoder's outputs in `_head`; the model takes the
@@ -485,6 +488,8 @@ class BertClassifier(EncoderTaskModel):
     (2, 3)
     """
 
+    text_task = "TextClassifier"
+
     def __init__(self, encoder, num_classes, dropout_rate=None, **kwargs):
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"BertClassifier: num_classes={num_classes!r} must be an int >= 1")
@@ -530,6 +535,8 @@ class BertSpanLabeler(EncoderTaskModel):
       dropout_rate: dropout before the dense layer (default 0: the original adds none).
       **kwargs: `name`, `trainable`.
     """
+
+    text_task = "QuestionAnswerer"
 
     def __init__(self, encoder, dropout_rate=0.0, **kwargs):
         kwargs.setdefault("name", "bert_span_labeler")
@@ -587,6 +594,8 @@ class BertTokenClassifier(EncoderTaskModel):
       dropout_rate: dropout before the dense layer (default: the config's hidden_dropout_prob).
       **kwargs: `name`, `trainable`.
     """
+
+    text_task = "TokenTagger"
 
     def __init__(self, encoder, num_classes, dropout_rate=None, **kwargs):
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:

@@ -6,7 +6,8 @@ The fine-tuning CLIs (run_classifier, run_squad, run_tagging) write it with `wri
 Schema (a JSON object):
 
   task               "classification" | "regression" | "squad" | "tagging" |
-                     "sentence_embedding" (bert-tf-embed)                        (required)
+                     "sentence_embedding" (bert-tf-embed) | "fill_mask" (a
+                     pre-trained model saved by bert_tf.tasks.FillMask)          (required)
   do_lower_case      bool, the tokenizer's casing                                (required)
   max_seq_length     int >= 3, the sequence length the model was trained with   (required)
   labels             list of distinct non-empty str, the class (tagging: tag) names in
@@ -31,7 +32,7 @@ from bert_tf import fileio, run_directory
 from bert_tf.fileio import write_text_atomic
 
 TASK_INFO_FILE = run_directory.TASK_INFO_FILE
-TASKS = ("classification", "regression", "squad", "tagging", "sentence_embedding")
+TASKS = ("classification", "regression", "squad", "tagging", "sentence_embedding", "fill_mask")
 _LABELED_TASKS = ("classification", "tagging")
 _OPTIONAL_BOOLS = {"text_pair": ("classification", "regression"),
                    "version_2_with_negative": ("squad",)}
