@@ -16,6 +16,7 @@ _LAZY = {name: "bert_tf.modeling" for name in (
     "BertEncoder", "ModernBertEncoder", "build_encoder", "BertPretrainer", "BertClassifier",
     "BertSpanLabeler", "BertTokenClassifier", "BertSentenceEmbedder")}
 _LAZY["load_model"] = "bert_tf.saving"
+_LAZY["load_task"] = "bert_tf.tasks"
 
 
 __getattr__ = lazy_names.module_getattr(__name__, _LAZY)

@@ -1,0 +1,118 @@
+"""What a task starts from on disk: a model, the tokenizer beside it, and their settings.
+
+`saved_model_dir(path)`: the model of a run directory (or a directory a task saved, or a .keras
+file) with its tokenizer file, task_info.json and recorded casing and sequence length, for
+bert_tf.load_task. `pretrained_encoder(path)`: the encoder and tokenizer of any model source
+bert_tf.load_model reads, for the tasks' `from_pretrained`. A bert_tf run or .keras file is
+read without TensorFlow (JAX alone will do); the other formats' readers (bert_tf.interop) use it.
+"""
+
+import dataclasses
+import os
+
+from bert_tf import fileio, model_directory, run_directory, saving
+from bert_tf.serving.task_info import read_task_info
+from bert_tf.tasks.base import TaskError
+from bert_tf.text import tokenizer_files
+
+
+@dataclasses.dataclass
+class SavedModelDir:
+    """A loaded model and what its directory records (None where it does not say).
+
+    Attributes:
+      model: the Keras model.
+      model_file: the .keras file it came from.
+      tokenizer_file: vocab.txt (or tokenizer.json) beside it, else None.
+      task_info: the TaskInfo of task_info.json, else None.
+      do_lower_case, max_seq_length: from task_info.json, else the run record.
+    """
+
+    model: object
+    model_file: str
+    tokenizer_file: str = None
+    task_info: object = None
+    do_lower_case: bool = None
+    max_seq_length: int = None
+
+
+def saved_model_dir(path, flag=None):
+    """Loads the model of a run directory or .keras file with the settings recorded beside it.
+
+    Args:
+      path: a run's output directory, a directory a task saved, or a .keras file.
+      flag: the flag `path` came from, for messages.
+
+    Raises:
+      FileNotFoundError: no model in it.
+      ValueError: a task_info.json or run record that cannot be read (naming the file).
+    """
+    model_file = run_directory.model_file(path, flag=flag)
+    directory = os.path.dirname(fileio.abspath(model_file))
+    model = saving.load_model(model_file)
+    model._bert_tf_source = str(path)
+    source = SavedModelDir(model=model, model_file=model_file,
+                           tokenizer_file=tokenizer_files.model_tokenizer_file(directory))
+    info_path = run_directory.path(directory, run_directory.TASK_INFO_FILE)
+    if fileio.isfile(info_path):
+        source.task_info = read_task_info(info_path)
+        source.do_lower_case = source.task_info.do_lower_case
+        source.max_seq_length = source.task_info.max_seq_length
+        return source
+    try:
+        record = run_directory.read_record(directory)
+    except run_directory.RunDirectoryError as e:
+        raise ValueError(str(e)) from None
+    if record is not None:
+        source.do_lower_case = record.do_lower_case
+        source.max_seq_length = record.settings.get("max_seq_length")
+    return source
+
+
+def _directory_of(path):
+    path = str(path)
+    if fileio.isdir(path):
+        return path
+    return os.path.dirname(fileio.abspath(path))
+
+
+def _casing(path, directory, do_lower_case):
+    """The casing a vocab.txt beside `path` tokenizes with: `do_lower_case`, else what the
+    source records (a bert_tf run's record; a Hugging Face or keras-hub tokenizer config, a
+    TF1 checkpoint's directory name), else None (the tokenizer's default, lower case)."""
+    if do_lower_case is not None:
+        return bool(do_lower_case)
+    found = model_directory.recognise(directory)
+    if found is not None and found.kind in (model_directory.RUN, model_directory.BERT_TF_MODEL):
+        return run_directory.recorded_casing(directory)[0]
+    from bert_tf import interop
+
+    return interop.checkpoint_casing(path)[0]
+
+
+def pretrained_encoder(path, tokenizer=None, do_lower_case=None):
+    """(encoder, tokenizer) of any model source bert_tf.load_model reads.
+
+    Args:
+      path: a run directory, .keras file, checkpoint, Hugging Face, sentence-transformers or
+        keras-hub directory.
+      tokenizer: a Tokenizer or tokenizer file to use; default the vocab.txt / tokenizer.json
+        beside the model.
+      do_lower_case: a vocab.txt's casing, where the source does not record it.
+
+    Raises:
+      TaskError: no tokenizer beside the model and none given.
+    """
+    model = saving.load_model(path)
+    encoder = getattr(model, "encoder", model)
+    if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
+        directory = _directory_of(path)
+        tokenizer_file = (tokenizer_files.find_tokenizer_file(tokenizer) if tokenizer
+                          else tokenizer_files.model_tokenizer_file(directory))
+        if tokenizer_file is None:
+            raise TaskError(f"{path}: no vocab.txt or tokenizer.json beside the model; pass "
+                            "tokenizer= (a vocab.txt or tokenizer.json)")
+        casing = (None if tokenizer_files.is_tokenizer_json(tokenizer_file)
+                  and do_lower_case is None else _casing(path, directory, do_lower_case))
+        tokenizer = tokenizer_files.load_tokenizer(tokenizer_file, casing)
+    return encoder, tokenizer
