@@ -2,7 +2,7 @@
 
 `run_without_tensorflow(script, *args, backend="jax")` runs `script` in a fresh Python whose
 `import tensorflow` (tensorflow_text, tf_keras) raises ModuleNotFoundError, with KERAS_BACKEND
-set and the repository and the script's folder on the path.
+set and the repository, the script's folder (and `extra_path`) on the path.
 """
 
 import os
@@ -26,10 +26,11 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def run_without_tensorflow(script, *args, backend="jax", timeout=900):
-    """subprocess.CompletedProcess (text) of `python script *args` without TensorFlow."""
+def run_without_tensorflow(script, *args, backend="jax", timeout=900, extra_path=()):
+    """subprocess.CompletedProcess (text) of `python script *args` without TensorFlow;
+    extra_path: more folders for its imports."""
     folder = os.path.dirname(os.path.abspath(script))
-    env = dict(os.environ, KERAS_BACKEND=backend,
-               PYTHONPATH=os.pathsep.join([REPO, folder, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=os.pathsep.join(
+        [REPO, folder, *extra_path, os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-c", _HIDE_TENSORFLOW, str(script), *args],
                           env=env, capture_output=True, text=True, timeout=timeout)

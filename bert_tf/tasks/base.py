@@ -11,6 +11,7 @@ TensorFlow must be installed to train, also on JAX). `save(directory)` writes wh
 bert_tf.load_task, bert-tf-export and --init_checkpoint read back.
 """
 
+import functools
 import os
 
 import keras
@@ -71,6 +72,10 @@ def softmax(logits):
     logits = np.asarray(logits, np.float32)
     exps = np.exp(logits - logits.max(axis=-1, keepdims=True))
     return exps / exps.sum(axis=-1, keepdims=True)
+
+
+def _run_model(model, inputs):
+    return model(inputs, training=False)
 
 
 class TextTask:
@@ -207,9 +212,11 @@ class TextTask:
             if function is None:
                 import tensorflow as tf
 
-                # One trace for every batch and bucket length.
+                # One trace for every batch and bucket length. A partial (not a lambda):
+                # TensorFlow counts the traces of one code object together, and each task
+                # traces once.
                 function = tf.function(
-                    lambda inputs: self.model(inputs, training=False), autograph=False,
+                    functools.partial(_run_model, self.model), autograph=False,
                     input_signature=[{name: tf.TensorSpec([None, None], tf.int32)
                                       for name in key}])
                 self._forward_functions[key] = function
