@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 
+import bert_tf
 from command_batch import run_commands
 from finetuning_helpers import (FILLER, POSITIVE, encoder_weights, pretrained_encoder_weights,
                                 sentiment_sentence, write_sst2)
@@ -97,6 +98,13 @@ def test_glue_sst2_train_eval_predict(sst2_run, pretrained_dir):
         assert json.load(f) == {"task": "classification", "labels": ["0", "1"],
                                 "do_lower_case": True, "max_seq_length": 16,
                                 "text_pair": False}
+    # In Python the run is a classifier of raw text, answering as the run predicted.
+    with open(out.parent / "SST-2" / "test.tsv") as f:
+        test_texts = [row["sentence"] for row in csv.DictReader(f, delimiter="\t")]
+    answers = bert_tf.load_task(out).predict(test_texts)
+    np.testing.assert_allclose([[a["scores"]["0"], a["scores"]["1"]] for a in answers],
+                               probabilities, atol=1e-5)
+    assert [a["label"] for a in answers] == [r[1] for r in rows[1:]]
     assert {"bert_config.json", "vocab.txt", "model.keras"} <= set(os.listdir(out))
     # The SavedModel reads raw text and agrees with model.keras.
     import tensorflow as tf
@@ -239,8 +247,13 @@ def test_own_csv_regression(pretrained_runs):
     assert rows[0] == ["index", "prediction"] and len(rows) == 9
     scores = [float(r[1]) for r in rows[1:]]
     with open(directory / "test.csv") as f:
-        gold = [float(r["score"]) for r in csv.DictReader(f)]
+        test = list(csv.DictReader(f))
+    gold = [float(r["score"]) for r in test]
     assert np.corrcoef(scores, gold)[0, 1] > 0.7, (scores, gold)
+    # In Python: a regression on raw text, scoring as the run did.
+    answers = bert_tf.load_task(out).predict([r["sentence"] for r in test])
+    np.testing.assert_allclose([a["score"] for a in answers],
+                               np.loadtxt(out / "test_results.tsv"), atol=1e-5)
 
 
 @pytest.mark.slow
