@@ -232,8 +232,10 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
         _check_required(required)
-        user_errors = tuple(errors() if callable(errors) else errors)
+        user_errors = ()
         try:
+            # Importing the error classes imports Keras: a backend it cannot load is refused.
+            user_errors = tuple(errors() if callable(errors) else errors)
             return main(argv)
         except (*user_errors, RunDirectoryError, BackendError, UnsupportedBackendError) as e:
             print(f"{program or _program_name(sys.argv[0])}: error: {e}", file=sys.stderr)
