@@ -2,13 +2,12 @@
 
 Keras' progress bar writes ANSI colour codes and backspaces whatever the output is, which a
 redirected log keeps as noise. `interactive()` tells a terminal or a notebook from a file or a
-pipe; `progress_bar` and `keras_verbose` choose by it.
+pipe; `progress_bar` and `keras_verbose` choose by it (the bert_tf Keras models' fit, evaluate
+and predict take their default verbosity from it). Standard library only at import.
 """
 
 import sys
 import time
-
-from absl import logging
 
 # Seconds between two progress lines in a log.
 LOG_INTERVAL = 10.0
@@ -44,6 +43,8 @@ class _LoggedProgress:
         elapsed = max(now - self.start, 1e-9)
         rate = done / elapsed
         eta = f", {(self.total - done) / rate:.0f} s left" if done < self.total and rate else ""
+        from absl import logging
+
         logging.info("%d/%d %ss (%.1f/s%s)", done, self.total, self.unit_name, rate, eta)
 
 

@@ -355,7 +355,8 @@ _flag(flags.DEFINE_string, "train_file", None,
 _flag(flags.DEFINE_string, "dev_file", None,
       "Evaluation file (default: the dev file in --data_dir).")
 _flag(flags.DEFINE_string, "test_file", None,
-      "File to predict (default: the test file in --data_dir).")
+      "File to predict (default: the test file in --data_dir). Classification also reads a "
+      ".txt file of texts, one per line.")
 _flag(flags.DEFINE_list, "labels", None,
       "The label (tag) names in logit order; other labels in the data are an error. Default: "
       "those of the training data, sorted (export: task_info.json's, else 0,1,...).")
@@ -406,7 +407,8 @@ _flag(flags.DEFINE_integer, "top_k", 5, "Fill-mask: predictions per [MASK].")
 _flag(flags.DEFINE_bool, "overwrite", False,
       "Replace an earlier output of the same kind: bert-tf-export's --export_dir (an export of "
       "the same --format), bert-tf-convert-checkpoint's --output_dir (a conversion to the same "
-      "--to). Nothing else is ever replaced.")
+      "--to), bert-tf-classify's predictions in --output_dir (else kept: new ones are written "
+      "as predictions-2.tsv, test_results-2.tsv, ...). Nothing else is ever replaced.")
 _flag(flags.DEFINE_enum, "format", "saved_model", "saved_model: a TF Serving version directory; "
       "litert: --export_dir/model.tflite (LiteRT, signatures serving_default and serve_text).",
       enum_values=["saved_model", "litert"])
@@ -493,7 +495,7 @@ FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoin
               "length_buckets", "export_dir")
 LABELED_DATA = ("data_dir", "train_file", "dev_file", "test_file", "labels")
 CLASSIFICATION = ("task_name", "tfds_data_dir", "text_a_column", "text_b_column",
-                  "label_column", "regression")
+                  "label_column", "regression", "overwrite")
 TAGGING = ("token_column", "tag_column")
 SQUAD_ANSWERS = ("max_query_length", "max_answer_length", "doc_stride",
                  "version_2_with_negative", "null_score_diff_threshold")

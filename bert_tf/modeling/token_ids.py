@@ -4,10 +4,13 @@ The models take the encoder's int32 inputs; raw strings reach Keras' data adapte
 with "Unrecognized data type". `TakesTokenIds`, first among a model's bases, refuses text in
 `predict`, `fit`, `evaluate` and `__call__` in one line naming what answers text: a fine-tuned
 run loaded with bert_tf.load_task (its tokenizer and labels come with it), or a task of
-bert_tf.tasks built around the model.
+bert_tf.tasks built around the model. It also keeps Keras' live progress bar to terminals and
+notebooks.
 """
 
 import numpy as np
+
+from bert_tf import progress
 
 ENCODER_INPUT_NAMES = "input_word_ids, input_mask, input_type_ids"
 
@@ -38,9 +41,19 @@ def text_refusal(model, method):
                      f"not text; {hint}")
 
 
+def _plain_unless_interactive(args, kwargs, position):
+    """Keras' default progress bar writes colour codes and backspaces into a log: without a
+    terminal or a notebook, "auto" means one plain line per epoch (bert_tf.progress).
+    `position`: where `verbose` stands among the arguments after x."""
+    if len(args) <= position and kwargs.get("verbose", "auto") == "auto":
+        kwargs["verbose"] = progress.keras_verbose()
+    return kwargs
+
+
 class TakesTokenIds:
     """Mixed into the bert_tf Keras models (first among the bases): text is refused (see the
-    module docstring). Subclasses name their text task in `text_task`."""
+    module docstring), and fit / evaluate / predict print plain progress lines where the output
+    is no terminal. Subclasses name their text task in `text_task`."""
 
     text_task = "TextEmbedder"
 
@@ -52,14 +65,14 @@ class TakesTokenIds:
     def predict(self, x, *args, **kwargs):
         if is_text(x):
             raise text_refusal(self, "predict")
-        return super().predict(x, *args, **kwargs)
+        return super().predict(x, *args, **_plain_unless_interactive(args, kwargs, 1))
 
     def fit(self, x=None, *args, **kwargs):
         if is_text(x):
             raise text_refusal(self, "fit")
-        return super().fit(x, *args, **kwargs)
+        return super().fit(x, *args, **_plain_unless_interactive(args, kwargs, 3))
 
     def evaluate(self, x=None, *args, **kwargs):
         if is_text(x):
             raise text_refusal(self, "evaluate")
-        return super().evaluate(x, *args, **kwargs)
+        return super().evaluate(x, *args, **_plain_unless_interactive(args, kwargs, 2))

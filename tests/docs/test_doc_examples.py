@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from quiet_check import noisy_lines
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 THIS = "tests/docs/test_doc_examples.py"
 PAGES = ["README.md"] + sorted(os.path.relpath(p, REPO)
@@ -626,6 +628,11 @@ def test_page_examples_run(page, part, fixtures, fork_server, tmp_path):
     assert proc.returncode == 0, (
         f"{page}: an example failed (script {work / '_page.sh'}); the last step begun is the "
         f"last '>>>' line:\n{log[-8000:]}")
+    # Every command and script of the docs, as a user runs them: nothing they cannot act on.
+    noisy = noisy_lines(proc.stdout)
+    assert not noisy, (f"{page}: TensorFlow lines or terminal codes in the output (see "
+                       f"tests/quiet_check.py; log {work / '_page.log'}):\n"
+                       + "\n".join(noisy[:20]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -664,7 +671,9 @@ RECIPES["README.md"] = Page(recipes={
                    "process without bert_tf (tensorflow and tensorflow_text), as the model "
                    "server would run it"),
     "import bert_tf": Recipe(after="""
-assert classifier.name and classifier.count_params() > 0
+answers = classifier.predict(["The cat sat on the mat.", "A float is an approximate number."])
+assert classifier.labels == ("statement", "type")
+assert [a["label"] in classifier.labels for a in answers] == [True, True]
 assert sorted(i.name for i in encoder.inputs) == ["input_mask", "input_type_ids",
                                                   "input_word_ids"]
 """),

@@ -1,0 +1,22 @@
+"""Lines of output a user cannot act on: TensorFlow's C++ log lines (start-up, oneDNN, XLA,
+CUDA probing), its Python warnings, and terminal control codes in a log. The tests of the
+commands, the docs' examples and the notebooks fail on them (bert_tf.quiet_logs keeps them
+away: `import bert_tf` first, as every command does)."""
+
+import re
+
+_NOISE = re.compile(
+    r"^[IWEF]\d{4} \d\d:\d\d:[\d.]+\s+\d+ \S+:\d+\] "  # absl's C++ log line format
+    r"|^WARNING: All log messages before absl::InitializeLog"
+    r"|^To enable the following instructions: "  # cpu_feature_guard's second line
+    r"|oneDNN (custom operations|supports DT_)"
+    r"|Compiled cluster using XLA"
+    r"|cuInit|cudart_stub|Could not find cuda drivers"
+    r"|unsaved custom gradients"
+    r"|^WARNING:tensorflow:"
+    r"|\x1b\[")  # ANSI colour and cursor codes
+
+
+def noisy_lines(text):
+    """The lines of `text` (str) that match the patterns above, in order."""
+    return [line for line in text.splitlines() if _NOISE.search(line)]
