@@ -366,10 +366,17 @@ _flag(flags.DEFINE_string, "task_name", None,
       "A GLUE task (cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli) or any name "
       "for your own data (used in messages and results).")
 _flag(flags.DEFINE_string, "text_a_column", None,
-      "Your own data: the column (JSONL key) of the first text.")
+      "Your own data: the column (JSONL key) of the first text (bert-tf-embed: the anchor, "
+      "default anchor/query/sentence1/text1; the text of a CSV, TSV or JSONL --input_file).")
 _flag(flags.DEFINE_string, "text_b_column", None,
-      "Your own data: the column of the second text, for sentence pairs.")
-_flag(flags.DEFINE_string, "label_column", None, "Your own data: the label column.")
+      "Your own data: the column of the second text, for sentence pairs (bert-tf-embed: the "
+      "positive, default positive/passage/document/sentence2/text2).")
+_flag(flags.DEFINE_string, "label_column", None,
+      "Your own data: the label column (bert-tf-embed: the score of --dev_scored_file, "
+      "default score/label/similarity).")
+_flag(flags.DEFINE_string, "negative_column", None,
+      "bert-tf-embed: the column of a hard negative (default negative/hard_negative, when "
+      "the file has one).")
 _flag(flags.DEFINE_bool, "regression", False,
       "Your own data: the label is a number to predict (one output, squared error) rather "
       "than a class.")
@@ -520,7 +527,8 @@ EMBED = ("init_checkpoint", "vocab_file", "do_lower_case", "max_seq_length", "po
          "train_file", "dev_file", "dev_scored_file", "output_dir", "sentence_transformers_dir",
          "train_batch_size", "num_train_epochs", "learning_rate", "warmup_proportion",
          "weight_decay_rate", "scale", "symmetric_loss", "save_checkpoints_steps",
-         "length_buckets", "input_file", "output_file", "batch_size")
+         "length_buckets", "input_file", "output_file", "batch_size", "text_a_column",
+         "text_b_column", "label_column", "negative_column")
 CONVERT_CHECKPOINT = ("from", "to", "checkpoint", "bert_config_file", "vocab_file",
                       "do_lower_case", "allow_pickle", "output_dir", "max_position_embeddings",
                       "position_extension", "overwrite")
