@@ -1,11 +1,17 @@
 """bert_tf.load_model: the Keras model of a .keras file, a run directory, or any model directory
 --init_checkpoint reads (original TF1, Hugging Face, sentence-transformers, keras-hub).
 
-The models come without their tokenizer; bert_tf.tasks.load_task gives a fine-tuned run's
-model with its tokenizer and label names, answering raw text.
+The models come without their tokenizer; `load_model_dir` gives a run's model with what its
+directory records (tokenizer file, task_info.json, casing, sequence length), which
+bert_tf.load_task (the model answering raw text) and bert-tf-export read.
 """
 
+import dataclasses
+import os
+
 from bert_tf import fileio, keras_setup, model_directory, run_directory
+from bert_tf.serving.task_info import read_task_info
+from bert_tf.text import tokenizer_files
 
 # What load_model reads, for its refusals.
 READS = ("a .keras file, a bert_tf run directory, an original TF1 checkpoint (a prefix or its "
@@ -119,3 +125,64 @@ def _interop():
     from bert_tf import interop
 
     return interop
+
+
+@dataclasses.dataclass
+class SavedModelDir:
+    """A loaded model and what its run recorded; None where the run did not say.
+
+    Attributes:
+      model: the Keras model.
+      model_file: the .keras file it came from.
+      vocab_file: vocab.txt beside it, else tokenizer.json (a byte-level BPE run, e.g. a
+        fine-tuned ModernBERT), else None.
+      task_info: the `TaskInfo` of task_info.json beside it, or None.
+      do_lower_case, max_seq_length: from task_info.json, else the run record
+        (bert_tf.run_directory.read_record: a bert_tf 0.1 run's run_pretraining.flags too).
+    """
+
+    model: object
+    model_file: str
+    vocab_file: str = None
+    task_info: object = None
+    do_lower_case: bool = None
+    max_seq_length: int = None
+
+
+def load_model_dir(path, flag=None):
+    """Loads the model of a run directory or .keras file and the settings recorded beside it.
+
+    Args:
+      path: a run's output directory (or a directory a task of bert_tf.tasks saved), or a
+        .keras file.
+      flag: the flag `path` came from (e.g. "--model_dir"), named in errors.
+
+    Returns:
+      `SavedModelDir`.
+
+    Raises:
+      FileNotFoundError: no model at `path`.
+      ValueError: a malformed task_info.json or run record (naming the file).
+    """
+    import keras
+
+    model_file = run_directory.model_file(path, flag=flag)
+    directory = os.path.dirname(fileio.abspath(model_file))
+    model = keras.saving.load_model(model_file, compile=False)
+    model._bert_tf_source = str(path)
+    source = SavedModelDir(model=model, model_file=model_file,
+                           vocab_file=tokenizer_files.model_tokenizer_file(directory))
+    info_path = run_directory.path(directory, run_directory.TASK_INFO_FILE)
+    if fileio.isfile(info_path):
+        source.task_info = read_task_info(info_path)
+        source.do_lower_case = source.task_info.do_lower_case
+        source.max_seq_length = source.task_info.max_seq_length
+        return source
+    try:
+        record = run_directory.read_record(directory)
+    except run_directory.RunDirectoryError as e:
+        raise ValueError(str(e)) from None
+    if record is not None:
+        source.do_lower_case = record.do_lower_case
+        source.max_seq_length = record.settings.get("max_seq_length")
+    return source

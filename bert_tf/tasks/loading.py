@@ -1,9 +1,8 @@
 """bert_tf.load_task: the task of a fine-tuned run (or a saved task), answering raw text."""
 
-from bert_tf import model_directory
+from bert_tf import model_directory, saving
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSentenceEmbedder,
                               BertSpanLabeler, BertTokenClassifier, Encoder)
-from bert_tf.tasks import sources
 from bert_tf.tasks.base import TaskError
 from bert_tf.tasks.fill_mask import FillMask
 from bert_tf.tasks.question_answerer import QuestionAnswerer
@@ -55,16 +54,16 @@ def load_task(path, batch_size=32):
     found_dir = model_directory.recognise(path)
     if found_dir is not None and found_dir.kind == model_directory.SENTENCE_TRANSFORMERS:
         return TextEmbedder.from_pretrained(path, batch_size=batch_size)
-    found = sources.saved_model_dir(path)
+    found = saving.load_model_dir(path)
     model = found.model
-    if found.tokenizer_file is None:
+    if found.vocab_file is None:
         raise TaskError(f"{path}: no vocab.txt or tokenizer.json beside {found.model_file}; "
                         "build the task with its tokenizer: bert_tf.tasks."
                         f"{model.text_task}(model, tokenizer, ...)")
     info = found.task_info
     labels = list(info.labels) if info is not None and info.labels else None
     common = dict(do_lower_case=found.do_lower_case, batch_size=batch_size)
-    tokenizer = found.tokenizer_file
+    tokenizer = found.vocab_file
     if isinstance(model, BertClassifier):
         return TextClassifier(model, tokenizer, labels if model.num_classes > 1 else None,
                               **_options(found, text_pair=False), **common)

@@ -1,72 +1,16 @@
 """What a task starts from on disk: a model, the tokenizer beside it, and their settings.
 
-`saved_model_dir(path)`: the model of a run directory (or a directory a task saved, or a .keras
-file) with its tokenizer file, task_info.json and recorded casing and sequence length, for
-bert_tf.load_task. `pretrained_encoder(path)`: the encoder and tokenizer of any model source
+A run directory's model with what it records is bert_tf.saving.load_model_dir's (bert_tf.load_task
+reads it). `pretrained_encoder(path)`: the encoder and tokenizer of any model source
 bert_tf.load_model reads, for the tasks' `from_pretrained`. A bert_tf run or .keras file is
 read without TensorFlow (JAX alone will do); the other formats' readers (bert_tf.interop) use it.
 """
 
-import dataclasses
 import os
 
 from bert_tf import fileio, model_directory, run_directory, saving
-from bert_tf.serving.task_info import read_task_info
 from bert_tf.tasks.base import TaskError
 from bert_tf.text import tokenizer_files
-
-
-@dataclasses.dataclass
-class SavedModelDir:
-    """A loaded model and what its directory records (None where it does not say).
-
-    Attributes:
-      model: the Keras model.
-      model_file: the .keras file it came from.
-      tokenizer_file: vocab.txt (or tokenizer.json) beside it, else None.
-      task_info: the TaskInfo of task_info.json, else None.
-      do_lower_case, max_seq_length: from task_info.json, else the run record.
-    """
-
-    model: object
-    model_file: str
-    tokenizer_file: str = None
-    task_info: object = None
-    do_lower_case: bool = None
-    max_seq_length: int = None
-
-
-def saved_model_dir(path, flag=None):
-    """Loads the model of a run directory or .keras file with the settings recorded beside it.
-
-    Args:
-      path: a run's output directory, a directory a task saved, or a .keras file.
-      flag: the flag `path` came from, for messages.
-
-    Raises:
-      FileNotFoundError: no model in it.
-      ValueError: a task_info.json or run record that cannot be read (naming the file).
-    """
-    model_file = run_directory.model_file(path, flag=flag)
-    directory = os.path.dirname(fileio.abspath(model_file))
-    model = saving.load_model(model_file)
-    model._bert_tf_source = str(path)
-    source = SavedModelDir(model=model, model_file=model_file,
-                           tokenizer_file=tokenizer_files.model_tokenizer_file(directory))
-    info_path = run_directory.path(directory, run_directory.TASK_INFO_FILE)
-    if fileio.isfile(info_path):
-        source.task_info = read_task_info(info_path)
-        source.do_lower_case = source.task_info.do_lower_case
-        source.max_seq_length = source.task_info.max_seq_length
-        return source
-    try:
-        record = run_directory.read_record(directory)
-    except run_directory.RunDirectoryError as e:
-        raise ValueError(str(e)) from None
-    if record is not None:
-        source.do_lower_case = record.do_lower_case
-        source.max_seq_length = record.settings.get("max_seq_length")
-    return source
 
 
 def _directory_of(path):

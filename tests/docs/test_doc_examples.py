@@ -818,6 +818,7 @@ python -m bert_tf.run_classifier --task_name=mrpc --tfds_data_dir=$HOME/tensorfl
 grep -q "tfds_data_dir" tfds.log || (cat tfds.log; exit 1)""",
                why="tfds build downloads GLUE: without network the run must stop at the missing "
                    "TFDS data with an error naming --tfds_data_dir"),
+    "printf 'The plot was dull.\\nA superb film.\\n' > lines.txt": Recipe(),
     "python -m bert_tf.run_tagging \\": Recipe(),
     "bert-tf-extract-features --input_file=input.txt --output_file=out.jsonl \\": Recipe(
         append={"extract": "--layers=-1,-2"}, why="the tiny checkpoint has 2 layers"),
@@ -828,8 +829,9 @@ assert len(model.history.history["loss"]) == 3
     # Independent examples: GLUE (files, then TFDS) and CSV classifiers (one anchor);
     # tagging, features and the Keras fit.
     (("python -m bert_tf.run_classifier \\",
-      "tfds build glue/mrpc --data_dir=$HOME/tensorflow_datasets   # on a machine with network"),
-     ""),
+      "tfds build glue/mrpc --data_dir=$HOME/tensorflow_datasets   # on a machine with network",
+      "printf 'The plot was dull.\\nA superb film.\\n' > lines.txt"),
+     "head -n 3 /tmp/reviews_predictions/predictions.tsv | grep -q 'A superb film.'"),
     (("python -m bert_tf.run_tagging \\", "import keras",
       "bert-tf-extract-features --input_file=input.txt --output_file=out.jsonl \\"),
      """python - <<'PYEOF'
@@ -854,7 +856,19 @@ RECIPES["docs/pretraining.md"] = Page(links=("corpus",), recipes={
         append={"pretrain": _TINY}, why="a tiny config instead of bert_base"),
 }, check="ls runs/base/encoder.keras")
 
-RECIPES["docs/python-api.md"] = Page(after=(("README.md", (_TOUR_MAIN_JOB,)),), recipes={
+RECIPES["docs/python-api.md"] = Page(after=_TOUR, recipes={
+    "from bert_tf import load_task": Recipe(after="""
+assert [a["label"] in ("statement", "type") for a in answers] == [True, True]
+assert classifier.labels == ("statement", "type") and classifier.max_seq_length == 128
+assert type(fill).__name__ == "FillMask" and len(fill.predict("The [MASK] is.")[0]) == 5
+"""),
+    "import csv": Recipe(after="""
+import bert_tf
+assert len(history.history["loss"]) == 3
+assert bert_tf.load_task("my_python_classifier").labels == ("statement", "type")
+"""),
+    "KERAS_BACKEND=jax python -c \"import bert_tf; print(bert_tf.load_task('/tmp/my_classifier')"
+    ".predict('Assignments to __debug__ are illegal.')['label'])\"": Recipe(),
     "import bert_tf": Recipe(
         subs=[("batch_size=32", "batch_size=2"),
               ("steps_per_epoch=100, epochs=10", "steps_per_epoch=2, epochs=1")],
