@@ -76,6 +76,18 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def label_names_problem(labels):
+    """What is wrong with a list of label names (each a non-empty str, none repeated), or None:
+    the one rule of task_info.json's labels and of bert_tf.tasks' label lists."""
+    bad = [label for label in labels if not isinstance(label, str) or not label]
+    if bad:
+        return f"labels must be non-empty strings, got {bad[0]!r}"
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        return f"labels repeat {', '.join(repeated)}"
+    return None
+
+
 def _validated(values, source):
     """Checks a dict of task_info fields and returns the TaskInfo; errors name `source`."""
     if not isinstance(values, dict):
@@ -100,12 +112,9 @@ def _validated(values, source):
         if len(labels) < 2:
             raise TaskInfoError(f"{source}: task={task!r} needs labels, a list of at least 2 "
                                 f"names in logit order; got {list(labels)!r}")
-        bad = [l for l in labels if not isinstance(l, str) or not l]
-        if bad:
-            raise TaskInfoError(f"{source}: labels must be non-empty strings, got {bad[0]!r}")
-        repeated = sorted({l for l in labels if labels.count(l) > 1})
-        if repeated:
-            raise TaskInfoError(f"{source}: labels repeat {', '.join(repeated)}")
+        problem = label_names_problem(labels)
+        if problem:
+            raise TaskInfoError(f"{source}: {problem}")
     elif labels:
         raise TaskInfoError(f"{source}: task={task!r} has no labels, got {list(labels)!r}")
     optional = {}

@@ -20,7 +20,7 @@ from absl import logging
 
 from bert_tf import fileio, progress, run_directory
 from bert_tf.config import ENCODER_INPUTS
-from bert_tf.serving.task_info import write_task_info
+from bert_tf.serving.task_info import label_names_problem, write_task_info
 from bert_tf.text import tokenizer_files
 from bert_tf.text.input_packing import bucket_lengths, length_sorted_batches, pack_inputs
 
@@ -58,12 +58,9 @@ def check_labels(labels, num_classes, what):
     if len(labels) != num_classes:
         raise TaskError(f"{what}: {len(labels)} label names for a head of {num_classes} "
                         "classes; give one name per class, in the order of its logits")
-    bad = [label for label in labels if not isinstance(label, str) or not label]
-    if bad:
-        raise TaskError(f"{what}: label names must be non-empty strings, got {bad[0]!r}")
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
-    if repeated:
-        raise TaskError(f"{what}: label names repeat {', '.join(repeated)}")
+    problem = label_names_problem(labels)
+    if problem:
+        raise TaskError(f"{what}: {problem}")
     return labels
 
 
