@@ -29,6 +29,10 @@ import time  # noqa: E402
 
 import pytest  # noqa: E402
 
+# Before any test module imports TensorFlow: its start-up lines stay out of the output, as
+# `import bert_tf` keeps them out of a user's (bert_tf.quiet_logs).
+import bert_tf  # noqa: E402,F401
+
 TESTS = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(TESTS)
 for _folder in ("data", "finetuning", "interop", "serving", "text"):
