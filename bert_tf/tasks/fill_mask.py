@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from bert_tf import run_directory, saving
+from bert_tf import run_directory
 from bert_tf.modeling import BertPretrainer
 from bert_tf.tasks import sources
 from bert_tf.tasks.base import TaskError, TextTask, as_texts, softmax
@@ -49,12 +49,11 @@ class FillMask(TextTask):
         """The masked-LM head of any model bert_tf.load_model reads that has one (a
         pre-training run, an original TF1 checkpoint, a Hugging Face BertForPreTraining or
         ...ForMaskedLM directory); **options: the class's settings."""
-        model = saving.load_model(path)
+        model, tokenizer = sources.pretrained(path, tokenizer, do_lower_case)
         if not isinstance(model, BertPretrainer):
             raise TaskError(f"{path} holds a {type(model).__name__}, not a pre-trained model "
                             "with a masked-LM head (a pre-training run's pretrainer.keras, a TF1 "
                             "checkpoint, a Hugging Face ...ForMaskedLM directory)")
-        _, tokenizer = sources.pretrained_encoder(path, tokenizer, do_lower_case)
         return cls(model, tokenizer, **options)
 
     def _encode(self, text):

@@ -1,9 +1,10 @@
 """What a task starts from on disk: a model, the tokenizer beside it, and their settings.
 
-A run directory's model with what it records is bert_tf.saving.load_model_dir's (bert_tf.load_task
-reads it). `pretrained_encoder(path)`: the encoder and tokenizer of any model source
-bert_tf.load_model reads, for the tasks' `from_pretrained`. A bert_tf run or .keras file is
-read without TensorFlow (JAX alone will do); the other formats' readers (bert_tf.interop) use it.
+A run directory's model with what it records is bert_tf.saving.load_model_dir's
+(bert_tf.load_task reads it). `pretrained(path)` / `pretrained_encoder(path)`: the model (or
+its encoder) and tokenizer of any model source bert_tf.load_model reads, for the tasks'
+`from_pretrained`. A bert_tf run or .keras file is read without TensorFlow (JAX alone will
+do); the other formats' readers (bert_tf.interop) use it.
 """
 
 import os
@@ -34,8 +35,8 @@ def _casing(path, directory, do_lower_case):
     return interop.checkpoint_casing(path)[0]
 
 
-def pretrained_encoder(path, tokenizer=None, do_lower_case=None):
-    """(encoder, tokenizer) of any model source bert_tf.load_model reads.
+def pretrained(path, tokenizer=None, do_lower_case=None):
+    """(model, tokenizer) of any model source bert_tf.load_model reads.
 
     Args:
       path: a run directory, .keras file, checkpoint, Hugging Face, sentence-transformers or
@@ -44,11 +45,14 @@ def pretrained_encoder(path, tokenizer=None, do_lower_case=None):
         beside the model.
       do_lower_case: a vocab.txt's casing, where the source does not record it.
 
+    Returns:
+      The Keras model bert_tf.load_model gives (its `.encoder` for a new head) and the
+      tokenizer.
+
     Raises:
       TaskError: no tokenizer beside the model and none given.
     """
     model = saving.load_model(path)
-    encoder = getattr(model, "encoder", model)
     if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
         directory = _directory_of(path)
         tokenizer_file = (tokenizer_files.find_tokenizer_file(tokenizer) if tokenizer
@@ -59,4 +63,10 @@ def pretrained_encoder(path, tokenizer=None, do_lower_case=None):
         casing = (None if tokenizer_files.is_tokenizer_json(tokenizer_file)
                   and do_lower_case is None else _casing(path, directory, do_lower_case))
         tokenizer = tokenizer_files.load_tokenizer(tokenizer_file, casing)
-    return encoder, tokenizer
+    return model, tokenizer
+
+
+def pretrained_encoder(path, tokenizer=None, do_lower_case=None):
+    """(encoder, tokenizer) of any model source bert_tf.load_model reads (see `pretrained`)."""
+    model, tokenizer = pretrained(path, tokenizer, do_lower_case)
+    return getattr(model, "encoder", model), tokenizer

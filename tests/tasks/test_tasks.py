@@ -187,3 +187,17 @@ def test_a_classifier_from_a_pretrained_run_learns_from_texts(pretrained_dir, tm
     assert classifier.tokenizer.do_lower_case and classifier.tokenizer.vocab_size > 10
     with pytest.raises(tasks.TaskError, match="give labels, the class names"):
         tasks.TextClassifier.from_pretrained(pretrained_dir)
+
+
+def test_tasks_build_from_a_hugging_face_directory_and_a_label_list():
+    hf = os.path.join(HERE, "..", "interop", "fixtures", "hf_bert_gelu")
+    classifier = tasks.TextClassifier.from_pretrained(hf, labels=["no", "yes"], max_seq_length=32)
+    # The directory's encoder, vocab.txt and the casing its tokenizer_config.json records.
+    encoder = bert_tf.load_model(hf).encoder
+    for built, loaded in zip(classifier.encoder.weights, encoder.weights):
+        np.testing.assert_array_equal(built.numpy(), loaded.numpy())
+    assert classifier.tokenizer.vocab_size == 100 and classifier.do_lower_case
+    answers = classifier.predict(["some words", ""])
+    assert [a["label"] in ("no", "yes") for a in answers] == [True, True]
+    # Its masked-LM head answers masks as it is.
+    assert len(tasks.FillMask.from_pretrained(hf, max_seq_length=32).predict("[MASK]")) == 1
