@@ -6,7 +6,8 @@ away: `import bert_tf` first, as every command does)."""
 import re
 
 _NOISE = re.compile(
-    r"^[IWEF]\d{4} \d\d:\d\d:[\d.]+\s+\d+ \S+:\d+\] "  # absl's C++ log line format
+    # absl's log line format from C++ sources (bert_tf's own Python lines share the format).
+    r"^[IWEF]\d{4} \d\d:\d\d:[\d.]+\s+\d+ \S+\.(cc|h|cpp):\d+\] "
     r"|^WARNING: All log messages before absl::InitializeLog"
     r"|^To enable the following instructions: "  # cpu_feature_guard's second line
     r"|oneDNN (custom operations|supports DT_)"

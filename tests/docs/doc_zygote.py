@@ -171,6 +171,9 @@ def _child(conn, request, fds, client):
 
 
 def serve(socket_path, bin_dir):
+    # First, as in every command: TensorFlow's start-up (and CUDA probing) happens here, inside
+    # bert_tf.quiet_logs' filter, once for all the children.
+    import bert_tf  # noqa: F401
     import keras  # noqa: F401
     import numpy  # noqa: F401
     import tensorflow  # noqa: F401

@@ -1005,9 +1005,9 @@ PYEOF""", why="nothing is downloaded here: a tiny BERT (TINY_CONFIG) saved as a 
         subs=[("bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo",
                "python -c \"from bert_tf.data.pretraining import demo_corpus; "
                "demo_corpus.write_embedding_data('/tmp/bert_tf_demo/embed')\"")],
-        then="cd /tmp/bert_tf_demo/embed && head -n 7 pairs.tsv > p && mv p pairs.tsv && "
+        then="(cd /tmp/bert_tf_demo/embed && head -n 7 pairs.tsv > p && mv p pairs.tsv && "
              "head -n 5 dev_pairs.tsv > p && mv p dev_pairs.tsv && head -n 4 corpus.txt > p && "
-             "mv p corpus.txt",
+             "mv p corpus.txt)",
         why="the page reads only embed/, written by the function the command calls "
             "(demo_corpus.write_embedding_data; the README runs the whole command); cut to 6 "
             "training pairs, 4 dev pairs and their passages for the tiny runs"),
