@@ -137,12 +137,13 @@ def absorb_onednn_type_notice():
     The oneDNN graph pass logs "oneDNN supports DT_INT32 only on platforms with AVX-512" (an
     ERROR line, whatever the CPU) the first time a graph holds a transpose of a non-float type
     (DT_INT64 the same), once per process; the encoder's few-row inference attention transposes
-    an int32 view of its floats (bert_tf.modeling.tf_kernels), the raw-text pre-training
-    pipeline int64 ids (bert_tf.data.pretraining.text_dataset). Called where such a graph is
-    made: the first call runs a one-op graph of that kind eagerly (tf.init_scope) with file
+    an int32 view of its floats (bert_tf.modeling.tf_kernels), the modern encoder and the
+    raw-text pre-training pipeline int64 indices. Called before such graphs are made (every
+    model graph's LayerNorm in bert_tf.modeling.kernels; bert_tf.data.pretraining.text_dataset):
+    the first call runs a one-op graph of that kind eagerly (tf.init_scope) with file
     descriptor 2 captured and writes back what TF_CPP_MIN_LOG_LEVEL lets through, the notice
-    counting as INFO. The runtime is running by then (a model or a distribution strategy
-    exists), so no device setting is fixed early.
+    counting as INFO. The runtime is running by then (a model's variables or a distribution
+    strategy exist), so no device setting is fixed early.
     """
     global _type_notice_absorbed
     if _type_notice_absorbed:

@@ -90,6 +90,10 @@ def layer_norm(x, gamma, beta, epsilon, compute_dtype):
     Args: x float [..., H]; gamma, beta float [H] (beta may be None: no shift).
     Returns: [..., H] in compute_dtype; the statistics in float32 (as Keras computes them).
     """
+    if _tf_kernels is not None:
+        # Every model graph holds a LayerNorm: before the first one runs, TensorFlow's one-time
+        # oneDNN type notice (which its int transposes would print) goes where nobody sees it.
+        _tf_kernels.before_first_graph()
     if _fused_gradients():
         if beta is None:
             beta = ops.zeros_like(gamma)

@@ -99,6 +99,13 @@ def _layer_norm_grad(dy, x, gamma, epsilon):
             tf.reduce_sum(dy32, axis=rows))
 
 
+def before_first_graph():
+    """Spends TensorFlow's one-time oneDNN type notice, which the first graph holding a
+    transpose of a non-float type would print (this module's int32 views, the modern encoder's
+    int64 index transposes): bert_tf.quiet_logs.absorb_onednn_type_notice."""
+    quiet_logs.absorb_onednn_type_notice()
+
+
 def matmul_transposed(a_nk, b_mk):
     return tf.matmul(a_nk, b_mk, transpose_b=True)
 
@@ -107,10 +114,8 @@ def _transpose_bits(x, perm):
     """tf.transpose of a float32 x through an int32 view of its bits.
 
     Same values; TensorFlow's int32 transpose is its own kernel (run on the calling thread for
-    small tensors), not oneDNN's float one. (Its graph's first run would log oneDNN's type
-    notice, spent beforehand by quiet_logs.)
+    small tensors), not oneDNN's float one.
     """
-    quiet_logs.absorb_onednn_type_notice()
     return tf.bitcast(tf.transpose(tf.bitcast(x, tf.int32), perm), tf.float32)
 
 
