@@ -13,20 +13,23 @@ before its logging has read TF_CPP_MIN_LOG_LEVEL, so the variable does not hide 
 descriptor 2 captured, lists the physical devices inside that window (the cuInit call), then
 writes back every captured line that TF_CPP_MIN_LOG_LEVEL lets through, with TensorFlow's
 meaning of the levels: 1 hides INFO, 2 also WARNING, 3 also ERROR. From level 1 on, TensorFlow's
-Python logger is set to WARNING as well. The failed cuInit of a
-machine without a CUDA driver (after "Could not find cuda drivers") counts as INFO: there is
-nothing to act on. Other output (a Python warning, a traceback) is written back unchanged.
-The commands install it (bert_tf.cli); a notebook or script calls it before it first imports
-TensorFlow (or Keras).
+Python logger is set to WARNING as well. The failed cuInit of a machine without a CUDA driver
+(after "Could not find cuda drivers") counts as INFO: there is nothing to act on, and so does
+oneDNN's one-time type notice (`absorb_onednn_type_notice`). Other output (a Python warning, a
+traceback) is written back unchanged.
+
+`import bert_tf` calls `quiet_tensorflow()` (the level 2 unless TF_CPP_MIN_LOG_LEVEL is set,
+and the filter), so commands, notebooks and scripts that import bert_tf before TensorFlow or
+Keras print none of these lines; `TF_CPP_MIN_LOG_LEVEL=0` shows them all.
 """
 
-import importlib.abc
-import importlib.util
 import logging
 import os
 import re
 import sys
 import tempfile
+
+from bert_tf import import_hooks
 
 # An absl log line: severity letter, date (0000 before logging is set up), time (then seconds
 # since the epoch), thread id, file:line].
@@ -36,6 +39,8 @@ _BANNER = b"WARNING: All log messages before absl::InitializeLog() is called are
 _CONTINUATION = b"To enable the following instructions:"
 _NO_DRIVER = b"Could not find cuda drivers"
 _CUINIT = b"failed call to cuInit"
+# oneDNN's type check, logged as an ERROR once per process (see absorb_onednn_type_notice).
+_ONEDNN_TYPE_NOTICE = re.compile(rb"oneDNN supports DT_\w+ only on platforms with AVX-512")
 _LEVEL_OF = {b"I": 0, b"W": 1, b"E": 2, b"F": 3}
 
 
@@ -56,7 +61,7 @@ def filter_startup_lines(text, min_level):
             level = _LEVEL_OF[match.group(1)]
             if _NO_DRIVER in line:
                 no_driver = True
-            if _CUINIT in line and no_driver:
+            if (_CUINIT in line and no_driver) or _ONEDNN_TYPE_NOTICE.search(line):
                 level = 0
             dropped_previous = level < min_level
         elif line.rstrip(b"\n") == _BANNER:
@@ -92,52 +97,62 @@ def _captured_stderr(run):
                 os.write(2, text)
 
 
-class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Runs the first `import tensorflow` (and its device listing) inside _captured_stderr."""
+def _quiet_import(load):
+    """The first `import tensorflow`, and its device listing, inside _captured_stderr."""
 
-    def __init__(self):
-        self._searching = False
-        self._loader = None
+    def load_and_list_devices():
+        load()
+        module = sys.modules["tensorflow"]
+        # The CUDA platform's cuInit runs when devices are first listed; listing the physical
+        # ones leaves the runtime unconfigured (set_visible_devices still works).
+        module.config.list_physical_devices()
+        if min_log_level() >= 1:
+            # Its Python logger too: in a notebook TensorFlow sets it to INFO ("Assets written
+            # to: ..." at every SavedModel save).
+            logging.getLogger("tensorflow").setLevel(logging.WARNING)
 
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "tensorflow" or self._searching:
-            return None
-        self._searching = True
-        try:
-            spec = importlib.util.find_spec("tensorflow")
-        finally:
-            self._searching = False
-        if spec is None or spec.loader is None:
-            return spec
-        self._loader = spec.loader
-        spec.loader = self
-        return spec
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        module.__spec__.loader = module.__loader__ = self._loader
-
-        def load():
-            self._loader.exec_module(module)
-            # The CUDA platform's cuInit runs when devices are first listed; listing the
-            # physical ones leaves the runtime unconfigured (set_visible_devices still works).
-            module.config.list_physical_devices()
-            if min_log_level() >= 1:
-                # Its Python logger too: in a notebook TensorFlow sets it to INFO ("Assets
-                # written to: ..." at every SavedModel save).
-                logging.getLogger("tensorflow").setLevel(logging.WARNING)
-
-        _captured_stderr(load)
+    _captured_stderr(load_and_list_devices)
 
 
 def quiet_tensorflow_startup():
     """Filters TensorFlow's start-up lines (see the module docstring) from the process's first
     `import tensorflow`; nothing to do once TensorFlow is imported."""
-    if "tensorflow" in sys.modules:
+    import_hooks.around_first_import("tensorflow", _quiet_import)
+
+
+def quiet_tensorflow():
+    """What `import bert_tf` (and so every command) does before TensorFlow loads:
+    TF_CPP_MIN_LOG_LEVEL=2 unless set (TensorFlow's INFO and WARNING lines: device probing,
+    XLA service and cluster notices, tf.data notices), and `quiet_tensorflow_startup()`."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    quiet_tensorflow_startup()
+
+
+_type_notice_absorbed = False
+
+
+def absorb_onednn_type_notice():
+    """Spends TensorFlow's one-time oneDNN type notice where nobody sees it.
+
+    The oneDNN graph pass logs "oneDNN supports DT_INT32 only on platforms with AVX-512" (an
+    ERROR line, whatever the CPU) the first time a graph holds a transpose of a non-float type
+    (DT_INT64 the same), once per process; the encoder's few-row inference attention transposes
+    an int32 view of its floats (bert_tf.modeling.tf_kernels), the modern encoder and the
+    raw-text pre-training pipeline int64 indices. Called before such graphs are made (every
+    model graph's LayerNorm in bert_tf.modeling.kernels; bert_tf.data.pretraining.text_dataset):
+    the first call runs a one-op graph of that kind eagerly (tf.init_scope) with file
+    descriptor 2 captured and writes back what TF_CPP_MIN_LOG_LEVEL lets through, the notice
+    counting as INFO. The runtime is running by then (a model's variables or a distribution
+    strategy exist), so no device setting is fixed early.
+    """
+    global _type_notice_absorbed
+    if _type_notice_absorbed:
         return
-    if not any(isinstance(finder, _QuietTensorFlowImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _QuietTensorFlowImport())
+    _type_notice_absorbed = True
+    import tensorflow as tf
+
+    def run():
+        with tf.init_scope():
+            tf.function(lambda x: tf.transpose(x))(tf.zeros([1, 2], tf.int32))
+
+    _captured_stderr(run)

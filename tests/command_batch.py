@@ -44,6 +44,8 @@ for program, args in json.loads(sys.argv[1]):
             if isinstance(e.code, str):  # sys.exit("message") prints it and exits 1
                 print(e.code, file=sys.stderr)
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except KeyboardInterrupt:
+            raise  # Ctrl-C stops the batch (and the test run), not just this command
         except BaseException:
             traceback.print_exc()
             code = 1

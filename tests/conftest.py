@@ -23,9 +23,15 @@ if _WORKERS > 1:
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import tempfile  # noqa: E402
+import time  # noqa: E402
 
 import pytest  # noqa: E402
+
+# Before any test module imports TensorFlow: its start-up lines stay out of the output, as
+# `import bert_tf` keeps them out of a user's (bert_tf.quiet_logs).
+import bert_tf  # noqa: E402,F401
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(TESTS)
@@ -44,6 +50,7 @@ def pytest_configure(config):
     TensorFlow's autograph files, Beam's and TFDS's temporaries, what the commands it runs
     write there, ~445 MB a run) goes to one directory of this run, removed when the run
     passes. A failed run keeps it, for its tmp_path folders, and says where."""
+    _PROGRESS["config"] = config
     if os.environ.get(SESSION_TMP_VARIABLE):  # an xdist worker, or a suite run by a test
         return
     root = tempfile.mkdtemp(prefix="bert_tf_tests_")
@@ -61,6 +68,82 @@ def pytest_sessionfinish(session, exitstatus):
     else:
         print(f"\nThe run's temporary files (tmp_path folders included) are kept in {root}",
               file=sys.stderr)
+
+
+# --- Progress and Ctrl-C ---------------------------------------------------------------------
+# The suite runs ~20 minutes; -q prints a dot per test, a line of dots every few minutes. The
+# controller (xdist's, or the only process) writes a line every PROGRESS_SECONDS instead.
+PROGRESS_SECONDS = 60
+_PROGRESS = {"total": None, "done": 0, "start": None, "last": None}
+
+
+def _is_worker():
+    return bool(os.environ.get("PYTEST_XDIST_WORKER"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    _PROGRESS["total"] = len(ids)
+
+
+def pytest_collection_finish(session):
+    if not _is_worker():
+        _PROGRESS["total"] = _PROGRESS["total"] or len(session.items)
+
+
+def pytest_runtest_logreport(report):
+    if _is_worker() or report.when != "teardown":
+        return
+    now = time.monotonic()
+    if _PROGRESS["start"] is None:
+        _PROGRESS["start"] = _PROGRESS["last"] = now
+    _PROGRESS["done"] += 1
+    if now - _PROGRESS["last"] < PROGRESS_SECONDS:
+        return
+    _PROGRESS["last"] = now
+    done, total, elapsed = _PROGRESS["done"], _PROGRESS["total"], now - _PROGRESS["start"]
+    left = (f", about {elapsed / done * (total - done) / 60:.0f} min left"
+            if total and done < total else "")
+    reporter = _terminal_reporter()
+    if reporter is not None:
+        reporter.write_line(f"[{done}/{total or '?'} tests, {elapsed / 60:.0f} min{left}]")
+
+
+def _terminal_reporter():
+    config = _PROGRESS.get("config")
+    return config.pluginmanager.get_plugin("terminalreporter") if config else None
+
+
+def _descendants(pid):
+    """The processes below `pid` (Linux /proc; none elsewhere), deepest last."""
+    children = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(0), ()):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def pytest_keyboard_interrupt(excinfo):
+    """One Ctrl-C stops the run: xdist waits 10 s for its workers to leave, and a worker whose
+    test is inside TensorFlow (or waits on a command the test runs) may not, so every process
+    below this one is killed now (the run's temporary files are kept, as for a failure)."""
+    if _is_worker():
+        return
+    for pid in _descendants(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 @pytest.fixture

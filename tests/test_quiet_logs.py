@@ -84,3 +84,41 @@ def test_tensorflow_python_info_records_are_dropped_and_warnings_kept(monkeypatc
                                               logging.INFO))
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
     assert cli._TENSORFLOW_INFO.filter(record(tf_file, logging.INFO))
+
+
+# A user's script: `import bert_tf` first, then Keras' fit (XLA clusters), a task's predict
+# (inference attention on TensorFlow's own kernels: oneDNN's one-time type notice) and Keras'
+# predict, with output redirected to a file as in a log.
+_SCRIPT = """
+import bert_tf
+import numpy as np
+from bert_tf import tasks
+from bert_tf.config import BertConfig
+from bert_tf.text import WordpieceTokenizer
+
+vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "."]
+model = bert_tf.BertClassifier(bert_tf.BertEncoder(BertConfig.from_preset(
+    "bert_tiny", vocab_size=len(vocab))), num_classes=2)
+classifier = tasks.TextClassifier(model, WordpieceTokenizer(vocab), ["neg", "pos"],
+                                  max_seq_length=16)
+texts = ["good film .", "bad plot .", "good plot .", "bad film ."]
+classifier.fit(texts, ["pos", "neg", "pos", "neg"], epochs=1, batch_size=4)
+print([answer["label"] for answer in classifier.predict(texts)])
+ids = np.array([[2, 5, 7, 3]], np.int32)
+model.predict({"input_word_ids": ids, "input_mask": np.ones_like(ids),
+               "input_type_ids": np.zeros_like(ids)})
+"""
+
+
+def test_an_import_bert_tf_script_prints_nothing_a_user_cannot_act_on(tmp_path):
+    from quiet_check import noisy_lines
+
+    env = dict(os.environ, PYTHONPATH=REPO)
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as in a user's shell
+    (tmp_path / "script.py").write_text(_SCRIPT)
+    proc = subprocess.run([sys.executable, str(tmp_path / "script.py")], capture_output=True,
+                          text=True, env=env, timeout=600, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert noisy_lines(proc.stderr) == [] and noisy_lines(proc.stdout) == []
+    # Keras' progress without a terminal: one plain line per epoch.
+    assert "1/1 - " in proc.stdout and "\b" not in proc.stdout

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
+import bert_tf
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.cli import squad as squad_cli
@@ -155,6 +156,11 @@ def test_squad_v1_learns_keeps_the_best_and_predicts_again(trained):
     nbest = json.loads((out / "nbest_predictions.json").read_text())
     assert nbest[capitalised[0]][0]["text"] == golds[capitalised[0]]
     assert not (out / "null_odds.json").exists()
+    # In Python the run answers raw questions as it answered dev-v1.json, with the spans.
+    answers = bert_tf.load_task(out).predict([p["qas"][0]["question"] for p in dev],
+                                             [p["context"] for p in dev])
+    assert [a["answer"] for a in answers] == [predictions[p["qas"][0]["id"]] for p in dev]
+    assert all(p["context"][a["start"]:a["end"]] == a["answer"] for a, p in zip(answers, dev))
     assert json.loads((out / "task_info.json").read_text()) == {
         "task": "squad", "do_lower_case": True, "max_seq_length": SEQ, "doc_stride": STRIDE,
         "max_query_length": QUERY, "max_answer_length": 30, "version_2_with_negative": False}
@@ -219,6 +225,13 @@ def test_squad_v2_learns_answers_and_no_answers(trained):
     assert set(odds) == set(predictions)
     # The default threshold 0: "" exactly where the null score beats the best span.
     assert all((predictions[q] == "") == (odds[q] > 0.0) for q in odds)
+    # In Python too (task_info.json records version_2_with_negative).
+    dev = [qa | {"context": p["context"]}
+           for article in json.loads((files / "dev-v2.json").read_text())["data"]
+           for p in article["paragraphs"] for qa in p["qas"]]
+    answers = bert_tf.load_task(out).predict([qa["question"] for qa in dev],
+                                             [qa["context"] for qa in dev])
+    assert [a["answer"] for a in answers] == [predictions[qa["id"]] for qa in dev]
 
 
 @pytest.mark.parametrize("overrides, message", [

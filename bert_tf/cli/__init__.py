@@ -22,7 +22,7 @@ below it imports it.
 
 A command module imports its driver (and so TensorFlow) when it runs, not when it is imported:
 `--help` answers without loading TensorFlow, and this module installs the filter of TensorFlow's
-start-up lines (bert_tf.quiet_logs) before any command loads it.
+start-up lines (bert_tf.quiet_logs, installed by `import bert_tf`) before any command loads it.
 
 This module imports no TensorFlow: the data tools stay TF-free."""
 
@@ -37,15 +37,15 @@ from absl import app
 
 from bert_tf import quiet_logs
 from bert_tf.model_directory import ModelFileError
+from bert_tf.keras_setup import UnsupportedBackendError
 from bert_tf.run_directory import RunDirectoryError
 
 FLAGS = absl.flags.FLAGS
 
 # The commands log their own progress; TensorFlow's INFO and WARNING lines (CUDA probing, XLA
-# service start, tf.data notices) are not for their users unless TF_CPP_MIN_LOG_LEVEL says so.
-# Read by TensorFlow once, when it loads: set here, before any command imports it.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-quiet_logs.quiet_tensorflow_startup()
+# service start, tf.data notices) are not for their users unless TF_CPP_MIN_LOG_LEVEL says so:
+# `import bert_tf`, which runs before this module, set it and the start-up filter
+# (bert_tf.quiet_logs.quiet_tensorflow), before any command imports TensorFlow.
 
 # absl's names of its help flags (--help, -?, --helpshort, --helpfull, --helpxml).
 _HELP_FLAGS = ("help", "?", "helpshort", "helpfull", "helpxml")
@@ -236,9 +236,9 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         "<program>: error: <message>" with exit status 1 instead of a traceback; or a function
         returning them, called once the flags are parsed (so that a command imports its
         driver's modules only when it runs). Files that cannot be read or written (OSError,
-        TensorFlow's file-system errors), model files that cannot be read as models and run
-        directories that cannot be used (in use, another run's checkpoints) are reported the
-        same way by every command.
+        TensorFlow's file-system errors), model files that cannot be read as models, run
+        directories that cannot be used (in use, another run's checkpoints) and a KERAS_BACKEND
+        the models do not run on are reported the same way by every command.
       required: flags that must be given.
       define_flags: the command's `define_flags()` (bert_tf.cli.flags groups), called before
         parsing; nothing is defined at import, so any commands share one process.
@@ -248,10 +248,13 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
         _check_required(required)
-        user_errors = tuple(errors() if callable(errors) else errors)
+        user_errors = ()
         try:
+            # Importing the error classes imports Keras: a backend it cannot load is refused.
+            user_errors = tuple(errors() if callable(errors) else errors)
             return main(argv)
-        except (*user_errors, RunDirectoryError, ModelFileError, BackendError) as e:
+        except (*user_errors, RunDirectoryError, ModelFileError, BackendError,
+                UnsupportedBackendError) as e:
             print(f"{program or _program_name(sys.argv[0])}: error: {e}", file=sys.stderr)
             sys.exit(1)
         except Exception as e:  # noqa: BLE001 - only file errors are reported in one line

@@ -36,11 +36,9 @@ import sys
 
 from absl import flags
 
-from bert_tf import cli, interop
+from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
-from bert_tf.config import ConfigError
-from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
 
 FLAGS = flags.FLAGS
 
@@ -53,12 +51,19 @@ def define_flags(flag_values=FLAGS):
 def convert_checkpoint_config(flag_values=FLAGS):
     """The ConvertCheckpointConfig of the parsed flags (--from and --to, Python keywords, as
     from_format and to_format)."""
+    from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig
+
     return cli_flags.to_config(ConvertCheckpointConfig, flag_values,
                                from_format=flag_values["from"].value,
                                to_format=flag_values["to"].value)
 
 
 def main(argv):
+    # The driver (and TensorFlow) load when the command runs: --help answers without them.
+    from bert_tf import interop
+    from bert_tf.config import ConfigError
+    from bert_tf.jobs.convert_checkpoint import convert_checkpoint
+
     del argv
     config = convert_checkpoint_config()
     try:

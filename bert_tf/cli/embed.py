@@ -40,11 +40,6 @@ from absl import flags
 from bert_tf import cli, fileio, run_directory
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
-from bert_tf.data.tasks.task_errors import DataError
-from bert_tf.interop.weights import InteropError
-from bert_tf.jobs import embedding
-from bert_tf.jobs.run_setup import FlagValueError
-from bert_tf.training.checkpointing import CheckpointError
 
 FLAGS = flags.FLAGS
 PROGRAM = "embed"
@@ -58,6 +53,8 @@ def define_flags(flag_values=FLAGS):
 def embedding_config(flag_values=FLAGS):
     """The EmbeddingConfig of the parsed flags; --pooling and --normalize left unset are None
     (the model's own, or mean and true for an encoder checkpoint)."""
+    from bert_tf.jobs import embedding
+
     return cli_flags.to_config(embedding.EmbeddingConfig, flag_values,
                                unset=("pooling", "normalize"),
                                backend=cli.requested_backend(flag_values))
@@ -73,6 +70,8 @@ def check_outputs(options):
     Raises:
       FlagValueError naming the flags.
     """
+    from bert_tf.jobs.run_setup import FlagValueError
+
     model_inputs = {"--init_checkpoint": options.init_checkpoint,
                     "--vocab_file": options.vocab_file}
     try:
@@ -119,7 +118,10 @@ def check_sentence_transformers_dir(st_dir, output_dir, inputs):
 
 def main(argv):
     del argv
+    # Before the job's import: Keras fixes its backend when it is first imported.
     cli.use_keras_backend(cli.requested_backend(), "bert_tf.cli.embed")
+    from bert_tf.jobs import embedding
+
     options = embedding_config()
     embedding.check_mode(options)
     check_outputs(options)
@@ -131,10 +133,21 @@ def main(argv):
         print(f"Wrote {count} vectors to {options.output_file}", file=sys.stderr)
 
 
+def errors():
+    """What the command reports in one line; imported when it runs (they load TensorFlow), so
+    --help answers without them."""
+    from bert_tf.data.tasks.task_errors import DataError
+    from bert_tf.interop.weights import InteropError
+    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.training.checkpointing import CheckpointError
+
+    return (FlagValueError, DataError, InteropError, CheckpointError, OSError)
+
+
 def run():
     """Console-script entry point (bert-tf-embed)."""
     cli.run(main, program=PROGRAM, define_flags=define_flags, required=["init_checkpoint"],
-            errors=(FlagValueError, DataError, InteropError, CheckpointError, OSError))
+            errors=errors)
 
 
 if __name__ == "__main__":

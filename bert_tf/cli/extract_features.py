@@ -31,10 +31,6 @@ from absl import flags, logging
 from bert_tf import cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
-from bert_tf.config import ConfigError
-from bert_tf.jobs.extract_features import ExtractFeaturesConfig, extract_features
-from bert_tf.jobs.run_setup import FlagValueError
-from bert_tf.training.checkpointing import CheckpointError
 
 FLAGS = flags.FLAGS
 
@@ -45,6 +41,12 @@ def define_flags(flag_values=FLAGS):
 
 
 def main(argv):
+    # The driver (and TensorFlow) load when the command runs: --help answers without them.
+    from bert_tf.config import ConfigError
+    from bert_tf.jobs.extract_features import ExtractFeaturesConfig, extract_features
+    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.training.checkpointing import CheckpointError
+
     del argv
     config = cli_flags.to_config(ExtractFeaturesConfig)
     try:

@@ -239,7 +239,7 @@ _flag(flags.DEFINE_enum, "backend", None,
       "The Keras backend to train on (default: KERAS_BACKEND, else tensorflow). jax: the JAX "
       "loop (every local GPU/TPU/CPU device, several hosts through --coordinator_address); "
       "the input pipelines stay TensorFlow's.",
-      enum_values=_Constant("bert_tf.modeling.kernels", "SUPPORTED_BACKENDS"))
+      enum_values=_Constant("bert_tf.keras_setup", "SUPPORTED_BACKENDS"))
 _flag(flags.DEFINE_string, "coordinator_address", None,
       "--backend=jax on several hosts: HOST:PORT of process 0 (jax.distributed); default: "
       "JAX_COORDINATOR_ADDRESS, or found by JAX on Cloud TPU and Slurm.")
@@ -384,7 +384,8 @@ _flag(flags.DEFINE_string, "train_file", None,
 _flag(flags.DEFINE_string, "dev_file", None,
       "Evaluation file (default: the dev file in --data_dir).")
 _flag(flags.DEFINE_string, "test_file", None,
-      "File to predict (default: the test file in --data_dir).")
+      "File to predict (default: the test file in --data_dir). Classification also reads a "
+      ".txt file of texts, one per line.")
 _flag(flags.DEFINE_list, "labels", None,
       "The label (tag) names in logit order; other labels in the data are an error. Default: "
       "those of the training data, sorted (export: task_info.json's, else 0,1,...).")
@@ -394,10 +395,17 @@ _flag(flags.DEFINE_string, "task_name", None,
       "A GLUE task (cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli) or any name "
       "for your own data (used in messages and results).")
 _flag(flags.DEFINE_string, "text_a_column", None,
-      "Your own data: the column (JSONL key) of the first text.")
+      "Your own data: the column (JSONL key) of the first text (bert-tf-embed: the anchor, "
+      "default anchor/query/sentence1/text1; the text of a CSV, TSV or JSONL --input_file).")
 _flag(flags.DEFINE_string, "text_b_column", None,
-      "Your own data: the column of the second text, for sentence pairs.")
-_flag(flags.DEFINE_string, "label_column", None, "Your own data: the label column.")
+      "Your own data: the column of the second text, for sentence pairs (bert-tf-embed: the "
+      "positive, default positive/passage/document/sentence2/text2).")
+_flag(flags.DEFINE_string, "label_column", None,
+      "Your own data: the label column (bert-tf-embed: the score of --dev_scored_file, "
+      "default score/label/similarity).")
+_flag(flags.DEFINE_string, "negative_column", None,
+      "bert-tf-embed: the column of a hard negative (default negative/hard_negative, when "
+      "the file has one).")
 _flag(flags.DEFINE_bool, "regression", False,
       "Your own data: the label is a number to predict (one output, squared error) rather "
       "than a class.")
@@ -435,7 +443,8 @@ _flag(flags.DEFINE_integer, "top_k", 5, "Fill-mask: predictions per [MASK].")
 _flag(flags.DEFINE_bool, "overwrite", False,
       "Replace an earlier output of the same kind: bert-tf-export's --export_dir (an export of "
       "the same --format), bert-tf-convert-checkpoint's --output_dir (a conversion to the same "
-      "--to). Nothing else is ever replaced.")
+      "--to), bert-tf-classify's predictions in --output_dir (else kept: new ones are written "
+      "as predictions-2.tsv, test_results-2.tsv, ...). Nothing else is ever replaced.")
 _flag(flags.DEFINE_enum, "format", "saved_model", "saved_model: a TF Serving version directory; "
       "litert: --export_dir/model.tflite (LiteRT, signatures serving_default and serve_text).",
       enum_values=["saved_model", "litert"])
@@ -527,7 +536,7 @@ FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoin
               "length_buckets", "export_dir")
 LABELED_DATA = ("data_dir", "train_file", "dev_file", "test_file", "labels")
 CLASSIFICATION = ("task_name", "tfds_data_dir", "text_a_column", "text_b_column",
-                  "label_column", "regression")
+                  "label_column", "regression", "overwrite")
 TAGGING = ("token_column", "tag_column")
 SQUAD_ANSWERS = ("max_query_length", "max_answer_length", "doc_stride",
                  "version_2_with_negative", "null_score_diff_threshold")
@@ -552,7 +561,8 @@ EMBED = ("init_checkpoint", "vocab_file", "do_lower_case", "max_seq_length", "po
          "train_file", "dev_file", "dev_scored_file", "output_dir", "sentence_transformers_dir",
          "train_batch_size", "num_train_epochs", "learning_rate", "warmup_proportion",
          "weight_decay_rate", "scale", "symmetric_loss", "save_checkpoints_steps",
-         "length_buckets", "input_file", "output_file", "batch_size")
+         "length_buckets", "input_file", "output_file", "batch_size", "text_a_column",
+         "text_b_column", "label_column", "negative_column")
 CONVERT_CHECKPOINT = ("from", "to", "checkpoint", "bert_config_file", "vocab_file",
                       "do_lower_case", "allow_pickle", "output_dir", "max_position_embeddings",
                       "position_extension", "overwrite")

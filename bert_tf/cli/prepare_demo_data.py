@@ -9,7 +9,9 @@ the original format) to --output_dir, for official_configs/pretraining/demo_tiny
 
 and classify/{train,dev,test}.csv (columns text,label): sentences of the manual labelled
 "statement" or "type" by the kind of topic they come from, to fine-tune the demo encoder on
-(bert-tf-classify --data_dir=/tmp/bert_tf_demo/classify).
+(bert-tf-classify --data_dir=/tmp/bert_tf_demo/classify); and embed/pairs.tsv, dev_pairs.tsv
+(columns query,passage: a sentence of a paragraph and the rest of it) and corpus.txt (the dev
+passages), for sentence embeddings (bert-tf-embed --train_file=/tmp/bert_tf_demo/embed/pairs.tsv).
 """
 
 import json

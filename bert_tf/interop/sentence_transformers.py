@@ -325,7 +325,7 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
     Raises:
       InteropError / FileNotFoundError / ValueError naming the source and what is missing.
     """
-    from bert_tf import saving
+    from bert_tf import keras_files
     from bert_tf.interop.warm_start import (casing_of, check_weights_readable,
                                             checkpoint_config, warm_start)
     from bert_tf.modeling import build_encoder
@@ -341,7 +341,7 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
             model_file = run_directory.model_file(init_checkpoint)
         except (FileNotFoundError, ValueError):
             pass
-        model = (saving.load_keras_file(model_file, f"--init_checkpoint={model_file}")
+        model = (keras_files.load_keras_file(model_file, f"--init_checkpoint={model_file}")
                  if model_file else None)
         if isinstance(model, BertSentenceEmbedder):
             _check_own_pooling(model, pooling, normalize, init_checkpoint,

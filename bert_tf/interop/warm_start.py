@@ -24,7 +24,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf import fileio, model_directory, run_directory, saving
+from bert_tf import fileio, keras_files, model_directory, run_directory
 from bert_tf.config import BertConfig
 from bert_tf.interop import huggingface, kerashub, tf1, weights
 from bert_tf.interop.weights import InteropError
@@ -229,6 +229,29 @@ def load_bert_tf(path, config=None):
     return _load_bert_tf(resolved, config, None)[0]
 
 
+def load_checkpoint(path):
+    """The model a checkpoint holds (bert_tf.load_model's reader of checkpoints).
+
+    Args:
+      path: a bert_tf training checkpoint (a prefix, or a run directory: the newest one) or
+        .weights.h5 file, read as `load_bert_tf` reads it; or an original TF1 BERT checkpoint
+        (a prefix, or the directory holding one), read by `tf1.load_tf1_checkpoint`. The
+        bert_config.json beside it gives the model.
+
+    Returns:
+      A BertPretrainer (a TF1 checkpoint, or a pre-training run's) or a BertEncoder.
+
+    Raises:
+      InteropError: naming the path and what is missing.
+    """
+    resolved = _resolve(str(path))
+    if not resolved.endswith((".keras", ".weights.h5")):
+        _check_prefix(path, resolved)
+        if _OBJECT_GRAPH_KEY not in dict(fileio.list_checkpoint_variables(resolved)):
+            return tf1.load_tf1_checkpoint(resolved)
+    return load_bert_tf(resolved)
+
+
 def _check_object_based(given, prefix):
     """bert_tf writes object-based (TF2) checkpoints; a name-based one is another format."""
     names = {name for name, _ in tf.train.list_variables(prefix)}
@@ -266,7 +289,7 @@ def _load_bert_tf(path, config, template):
     """
     if path.endswith(".keras"):
         _keras_file_module(path)
-        return saving.load_keras_file(path, f"--init_checkpoint={path}"), [], "keras"
+        return keras_files.load_keras_file(path, f"--init_checkpoint={path}"), [], "keras"
     if path.endswith(".weights.h5"):
         return _load_weights_file(path, config, template), [], "weights_h5"
     if keras.backend.backend() != "tensorflow":
@@ -425,13 +448,13 @@ def _keras_file_module(path):
     """
     if not tf.io.gfile.exists(path):
         raise InteropError(f"--init_checkpoint={path}: no such file")
-    return saving.read_keras_config(path, f"--init_checkpoint={path}").get("module", "")
+    return keras_files.read_keras_config(path, f"--init_checkpoint={path}").get("module", "")
 
 
 def _keras_file_config(path):
     if str(_keras_file_module(path)).startswith("keras_hub"):
         return kerashub.config_from_backbone(kerashub.load_keras_hub(path)[0])
-    return weights.encoder_of(saving.load_keras_file(path, f"--init_checkpoint={path}")).config
+    return weights.encoder_of(keras_files.load_keras_file(path, f"--init_checkpoint={path}")).config
 
 
 def checkpoint_casing(init_checkpoint):

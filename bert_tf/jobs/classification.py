@@ -17,7 +17,7 @@ import time
 import numpy as np
 from absl import logging
 
-from bert_tf import run_directory
+from bert_tf import fileio, run_directory
 from bert_tf.data.tasks import classifier_data, feature_records, glue
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
@@ -44,9 +44,14 @@ class ClassificationConfig(FinetuningConfig):
     text_b_column: str | None = None
     label_column: str | None = None
     regression: bool = False
+    overwrite: bool = False
 
 
 _USER_FILE_EXTENSIONS = (".tsv", ".csv", ".jsonl", ".json")
+PREDICTIONS_FILE = "predictions.tsv"
+PROBABILITIES_FILE = "test_results.tsv"
+# Test data may also be texts alone, one per line.
+_TEST_FILE_EXTENSIONS = _USER_FILE_EXTENSIONS + (classifier_data.TEXT_LINES_EXTENSION,)
 
 
 class ClassifierData:
@@ -55,7 +60,11 @@ class ClassifierData:
     def __init__(self, options):
         self.options = options
         self.task = glue.glue_task(options.task_name) if options.task_name else None
-        self.user_files = options.text_a_column is not None
+        # Texts to predict, one per line, have no columns to name (a prediction-only run).
+        text_lines_only = (options.do_predict and not (options.do_train or options.do_eval)
+                           and classifier_data.is_text_lines(options.test_file))
+        self.user_files = options.text_a_column is not None or (
+            self.task is None and text_lines_only)
         if self.task is None and not self.user_files:
             known = ", ".join(glue.GLUE_TASKS)
             if options.task_name:
@@ -83,23 +92,35 @@ class ClassifierData:
             return explicit
         if not self.options.data_dir:
             raise FlagValueError(f"no {split} data: give --{split}_file or --data_dir")
-        path = classifier_data.split_file(self.options.data_dir, split, _USER_FILE_EXTENSIONS)
+        extensions = _TEST_FILE_EXTENSIONS if split == "test" else _USER_FILE_EXTENSIONS
+        path = classifier_data.split_file(self.options.data_dir, split, extensions)
         if path:
             return path
         raise FlagValueError(f"no {split} file in --data_dir={self.options.data_dir}: expected "
-                             f"{split} with one of {', '.join(_USER_FILE_EXTENSIONS)}, or "
-                             f"--{split}_file")
+                             f"{split} with one of {', '.join(extensions)}, or --{split}_file")
 
     def read(self, split):
         """InputExamples of "train", "dev" or "test"."""
         options = self.options
+        # A GLUE task reads its own files, but predicts texts given one per line too.
+        path = self._user_file(split) if self.user_files or (
+            split == "test" and classifier_data.is_text_lines(options.test_file)) else None
+        if classifier_data.is_text_lines(path):
+            if split != "test":
+                raise FlagValueError(f"--{split}_file={path}: a .txt file holds texts without "
+                                     "labels, one per line; give it as --test_file to predict")
+            if self.text_pair:
+                raise FlagValueError(f"--test_file={path}: a .txt file holds one text per "
+                                     "line; this task reads sentence pairs: give a .tsv, .csv "
+                                     "or .jsonl with both columns")
+            return classifier_data.read_text_lines(path)
         if not self.user_files:
             if options.tfds_data_dir:
                 return glue.read_glue_tfds(self.task, options.tfds_data_dir, split)
             return glue.read_glue_tsv(self.task, options.data_dir, split)
         is_test = split == "test"
         return classifier_data.read_table_examples(
-            self._user_file(split), text_a_column=options.text_a_column,
+            path, text_a_column=options.text_a_column,
             text_b_column=options.text_b_column, label_column=options.label_column,
             is_regression=self.is_regression, require_labels=not is_test, keep_empty=is_test)
 
@@ -115,8 +136,15 @@ class ClassifierData:
         return classification_metrics(label_ids, predictions,
                                       self.task.name if self.task else None)
 
+    @property
+    def glue_test(self):
+        """The test data is a GLUE task's own test split (its predictions: a submission
+        file)."""
+        return (self.task is not None and not self.user_files
+                and not classifier_data.is_text_lines(self.options.test_file))
+
     def predictions_file(self):
-        return f"{self.task.submission_name}.tsv" if self.task else "predictions.tsv"
+        return f"{self.task.submission_name}.tsv" if self.glue_test else PREDICTIONS_FILE
 
 
 def _labels(options, data, train_examples):
@@ -271,10 +299,11 @@ class ClassificationTask(finetuning.Task):
             outputs = self._outputs("test", options.predict_batch_size)
             seconds = time.time() - predict_start
             test = self.examples["test"]
-            _write_predictions(context, options, self.data, test, outputs, self.labels)
+            written = _write_predictions(context, options, self.data, test, outputs,
+                                         self.labels)
             results["predict"] = {"num_examples": len(test),
                                   "examples_per_second": len(test) / seconds,
-                                  "predictions_file": self.data.predictions_file()}
+                                  "predictions_file": written}
         return eval_metrics
 
     def run_files(self):
@@ -292,19 +321,45 @@ def run_classifier(options, flags_text=None):
     return finetuning.run_task(ClassificationTask(options), options, flags_text)
 
 
+def _free_names(directory, names, overwrite):
+    """`names` in `directory`, or (an earlier prediction's files being there and kept) the
+    first `<stem>-<n><ext>` of each that none of them takes yet."""
+    if overwrite or not any(fileio.exists(os.path.join(directory, n)) for n in names):
+        return names
+    number = 2
+    while True:
+        numbered = [f"{stem}-{number}{ext}" for stem, ext in map(os.path.splitext, names)]
+        if not any(fileio.exists(os.path.join(directory, n)) for n in numbered):
+            return numbered
+        number += 1
+
+
 def _write_predictions(context, options, data, examples, outputs, labels):
-    """test_results.tsv (probabilities, or scores) and the submission-format predictions."""
+    """test_results.tsv (probabilities, or scores) and the predictions: a GLUE task's
+    submission file, or predictions.tsv (each example's text beside its label and score).
+    Earlier predictions in --output_dir are kept (the new ones take the next free numbered
+    names) unless --overwrite. Returns the predictions file's name."""
+    predictions_name, probabilities_name = _free_names(
+        options.output_dir, [data.predictions_file(), PROBABILITIES_FILE], options.overwrite)
     if not context.chief:
-        return
+        return predictions_name
+    scores = None
     if labels is None:
-        scores = outputs[:, 0]
-        probability_lines = [f"{s:.6f}" for s in scores]
-        predictions = [f"{s:.3f}" for s in scores]
+        values = outputs[:, 0]
+        probability_lines = [f"{s:.6f}" for s in values]
+        predictions = [f"{s:.3f}" for s in values]
     else:
         probabilities = finetuning.softmax(outputs)
         probability_lines = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]
         predictions = [labels[i] for i in probabilities.argmax(-1)]
-    write_text_atomic(os.path.join(options.output_dir, "test_results.tsv"),
-                      "\n".join(probability_lines) + "\n")
-    write_text_atomic(os.path.join(options.output_dir, data.predictions_file()),
-                      glue.submission_text(examples, predictions))
+        scores = probabilities.max(-1)
+    probabilities_path = os.path.join(options.output_dir, probabilities_name)
+    write_text_atomic(probabilities_path, "\n".join(probability_lines) + "\n")
+    predictions_path = os.path.join(options.output_dir, predictions_name)
+    write_text_atomic(predictions_path, glue.submission_text(examples, predictions)
+                      if data.glue_test else
+                      classifier_data.predictions_text(examples, predictions, scores))
+    logging.info("Wrote the predictions of %d examples to %s (%s: %s)", len(examples),
+                 predictions_path, "scores" if labels is None else "class probabilities",
+                 probabilities_path)
+    return predictions_name

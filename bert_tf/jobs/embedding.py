@@ -19,12 +19,11 @@ import io
 import json
 import os
 
-import keras
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio, run_directory
-from bert_tf.data.tasks import length_buckets
+from bert_tf import fileio, progress, run_directory
+from bert_tf.data.tasks import classifier_data, length_buckets
 from bert_tf.data.tasks.pairs import read_pairs, read_scored_pairs
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
@@ -75,6 +74,11 @@ class EmbeddingConfig(RuntimeConfig):
     input_file: str | None = None
     output_file: str | None = None
     batch_size: int = 64
+    # The files' columns (None: the names bert_tf.data.tasks.pairs knows).
+    text_a_column: str | None = None
+    text_b_column: str | None = None
+    label_column: str | None = None
+    negative_column: str | None = None
 
 
 def _check_file(flag, path):
@@ -108,6 +112,25 @@ def _load(options):
                          max_seq_length=options.max_seq_length)
 
 
+def _pair_columns(options):
+    """The pair files' columns the flags name (None: the usual names)."""
+    return dict(anchor=options.text_a_column, positive=options.text_b_column,
+                negative=options.negative_column)
+
+
+def _read_texts(options):
+    """The texts of --input_file: one per line, or the --text_a_column of a CSV, TSV or JSONL
+    file."""
+    path = options.input_file
+    if os.path.splitext(path)[1].lower() not in classifier_data.FILE_FORMATS:
+        return _read_lines(path)
+    if not options.text_a_column:
+        raise FlagValueError(f"--input_file={path}: give --text_a_column, the column (JSONL "
+                             "key) of the texts (a .txt file holds one text per line)")
+    return [example.text_a for example in classifier_data.read_table_examples(
+        path, text_a_column=options.text_a_column, require_labels=False, keep_empty=True)]
+
+
 def _read_lines(path):
     try:
         text = fileio.read_utf8(path)
@@ -120,8 +143,9 @@ def _read_lines(path):
 
 
 def encode(options):
-    """Encode mode: one text per line of --input_file -> float32 [N, D] vectors in input
-    order in --output_file (.npy or .jsonl). Returns the number of texts.
+    """Encode mode: the texts of --input_file (one per line, or the --text_a_column of a CSV,
+    TSV or JSONL file) -> float32 [N, D] vectors in input order in --output_file (.npy or
+    .jsonl). Returns the number of texts.
 
     The command checks --output_file against the output rule first (bert_tf.cli.outputs).
     """
@@ -136,14 +160,14 @@ def encode(options):
     _check_file("input_file", options.input_file)
     _check_pooling(options)
     expected = fileio.state(options.output_file)
-    texts = _read_lines(options.input_file)
+    texts = _read_texts(options)
     loaded = _load(options)
     config = loaded.model.encoder.config
     encoder = TextEncoder(loaded.model, loaded.tokenizer, loaded.do_lower_case,
                           loaded.max_seq_length, batch_size=options.batch_size,
                           buckets=_buckets(options, loaded.max_seq_length,
                                            config.max_position_embeddings, coarse=False))
-    bar = keras.utils.Progbar(len(texts), unit_name="text")
+    bar = progress.progress_bar(len(texts), "text")
     vectors = encoder.encode(texts, progress=bar.update)
     if extension == ".npy":
         buffer = io.BytesIO()
@@ -222,13 +246,16 @@ def train(options):
       checkpoints --output_dir holds; DirectoryInUseError while another run holds it.
     """
     _check_training_options(options)
-    train_pairs = read_pairs(options.train_file)
+    train_pairs = read_pairs(options.train_file, columns=_pair_columns(options))
     if len(train_pairs) < options.train_batch_size:
         raise FlagValueError(f"--train_batch_size={options.train_batch_size} exceeds the "
                              f"{len(train_pairs)} pairs of --train_file={options.train_file}")
-    retrieval = (contrastive.RetrievalSet.from_pairs(read_pairs(options.dev_file))
-                 if options.dev_file else None)
-    scored = read_scored_pairs(options.dev_scored_file) if options.dev_scored_file else None
+    retrieval = (contrastive.RetrievalSet.from_pairs(
+        read_pairs(options.dev_file, columns=_pair_columns(options)))
+        if options.dev_file else None)
+    scored = (read_scored_pairs(options.dev_scored_file, columns=dict(
+        anchor=options.text_a_column, positive=options.text_b_column,
+        score=options.label_column)) if options.dev_scored_file else None)
     run_directory.check_writable(options.output_dir)
     st_dir = _sentence_transformers_dir(options)
     # An explicit directory outside the run is published only if it stays as checked.

@@ -2,9 +2,12 @@
 
 Importing this package registers every model and layer class with Keras, so `.keras` files
 bert_tf writes load with keras.saving.load_model (bert_tf.load_model and every command import
-it). It needs Keras and one backend: TensorFlow or JAX (kernels.SUPPORTED_BACKENDS).
+it). It needs Keras and one backend: TensorFlow or JAX (bert_tf.keras_setup.SUPPORTED_BACKENDS);
+another KERAS_BACKEND is refused before Keras is imported, in one line naming it.
 """
 
+# First: a backend the models do not run on is refused before Keras loads.
+from bert_tf.modeling import backend_check  # noqa: F401
 from bert_tf.modeling.bert_encoder import BertEncoder
 from bert_tf.modeling.electra import ElectraPretrainer
 from bert_tf.modeling.encoder import build_encoder

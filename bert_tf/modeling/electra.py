@@ -11,8 +11,13 @@ from bert_tf.config import ENCODER_INPUTS
 from bert_tf.modeling.bert_encoder import BertEncoder
 from bert_tf.modeling.encoder_base import INSTANCE_IDS
 from bert_tf.modeling.heads import MaskedLMHead, ReplacedTokenHead
-from bert_tf.modeling.models import (PretrainingLossTrackers, UnusedPoolerNotTrained,
-                                     from_config_with_encoder, masked_token_loss)
+from bert_tf.modeling.models import (
+    PretrainingLossTrackers,
+    UnusedPoolerNotTrained,
+    from_config_with_encoder,
+    masked_token_loss,
+)
+from bert_tf.modeling.token_ids import TakesTokenIds
 
 # The paper's weight of the discriminator loss against the generator's (lambda = 50).
 DEFAULT_DISCRIMINATOR_WEIGHT = 50.0
@@ -101,7 +106,8 @@ def _encoder_inputs(features):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class ElectraPretrainer(PretrainingLossTrackers, UnusedPoolerNotTrained, keras.Model):
+class ElectraPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrained,
+                        keras.Model):
     """ELECTRA pre-training: replaced-token detection with a small masked-LM generator.
 
     `call(features, training)` takes the masked-LM pre-training features (those BertPretrainer

@@ -10,6 +10,7 @@ from keras import ops
 from bert_tf.config import ENCODER_INPUTS, BertConfig, ConfigError
 from bert_tf.modeling import kernels, packing_checks
 from bert_tf.modeling.indexing import gather_positions
+from bert_tf.modeling.token_ids import TakesTokenIds
 
 # The optional fourth input of a packed row (see packing_checks).
 INSTANCE_IDS = packing_checks.FEATURE
@@ -25,7 +26,7 @@ def as_config(config, owner):
     return config
 
 
-class Encoder(keras.Model):
+class Encoder(TakesTokenIds, keras.Model):
     """A transformer encoder as a functional Keras model (base of BertEncoder and
     ModernBertEncoder; build one with `bert_tf.modeling.build_encoder`).
 

@@ -25,19 +25,8 @@ import os
 import keras
 from keras import ops
 
-SUPPORTED_BACKENDS = ("tensorflow", "jax")
-
-
-class UnsupportedBackendError(ImportError):
-    """KERAS_BACKEND names a backend the models do not run on."""
-
-
+# bert_tf.modeling (this package) refused any other backend before Keras was imported.
 BACKEND = keras.backend.backend()
-if BACKEND not in SUPPORTED_BACKENDS:
-    raise UnsupportedBackendError(
-        f"KERAS_BACKEND={os.environ.get('KERAS_BACKEND', BACKEND)}: bert_tf's models run on "
-        f"the Keras backends {' and '.join(SUPPORTED_BACKENDS)}; set KERAS_BACKEND=tensorflow "
-        "(the default) or KERAS_BACKEND=jax")
 
 if BACKEND == "tensorflow":
     from bert_tf.modeling import tf_kernels as _tf_kernels
@@ -101,6 +90,10 @@ def layer_norm(x, gamma, beta, epsilon, compute_dtype):
     Args: x float [..., H]; gamma, beta float [H] (beta may be None: no shift).
     Returns: [..., H] in compute_dtype; the statistics in float32 (as Keras computes them).
     """
+    if _tf_kernels is not None:
+        # Every model graph holds a LayerNorm: before the first one runs, TensorFlow's one-time
+        # oneDNN type notice (which its int transposes would print) goes where nobody sees it.
+        _tf_kernels.before_first_graph()
     if _fused_gradients():
         if beta is None:
             beta = ops.zeros_like(gamma)

@@ -14,6 +14,7 @@ from bert_tf.modeling import kernels
 from bert_tf.modeling.encoder_base import INSTANCE_IDS, Encoder
 from bert_tf.modeling.heads import MaskedLMHead, SpanBoundaryHead
 from bert_tf.modeling.initializers import truncated_normal
+from bert_tf.modeling.token_ids import TakesTokenIds
 
 # Added to the weight sum in the masked-LM loss denominator, as the original does, so a batch
 # without predictions gives a loss of 0 rather than NaN.
@@ -193,7 +194,7 @@ class PretrainingLossTrackers:
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertPretrainer(PretrainingLossTrackers, UnusedPoolerNotTrained, keras.Model):
+class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrained, keras.Model):
     """BERT pre-training: a masked-LM head (tied to the word embeddings) and an NSP head.
 
     `call(features)` takes the pre-training feature dict (extra keys such as `masked_lm_ids`
@@ -254,6 +255,8 @@ class BertPretrainer(PretrainingLossTrackers, UnusedPoolerNotTrained, keras.Mode
     >>> model.compile(optimizer=keras.optimizers.AdamW(1e-4))
     >>> # model.fit(bert_tf.data.pretraining_dataset(...), epochs=1)
     """
+
+    text_task = "FillMask"
 
     def __init__(self, encoder, use_next_sentence_label=True, sentence_order_prediction=False,
                  span_boundary_objective=False, max_span_pieces=32, **kwargs):
@@ -416,7 +419,7 @@ class BertPretrainer(PretrainingLossTrackers, UnusedPoolerNotTrained, keras.Mode
     from_config = classmethod(from_config_with_encoder)
 
 
-class EncoderTaskModel(UnusedPoolerNotTrained, keras.Model):
+class EncoderTaskModel(TakesTokenIds, UnusedPoolerNotTrained, keras.Model):
     """Shared plumbing of the fine-tuning models: a functional graph over the encoder inputs.
 
     Subclasses build `outputs` from the encoder's outputs in `_head`; the model takes the
@@ -497,6 +500,8 @@ class BertClassifier(EncoderTaskModel):
     (2, 3)
     """
 
+    text_task = "TextClassifier"
+
     def __init__(self, encoder, num_classes, dropout_rate=None, **kwargs):
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"BertClassifier: num_classes={num_classes!r} must be an int >= 1")
@@ -542,6 +547,8 @@ class BertSpanLabeler(EncoderTaskModel):
       dropout_rate: dropout before the dense layer (default 0: the original adds none).
       **kwargs: `name`, `trainable`.
     """
+
+    text_task = "QuestionAnswerer"
 
     def __init__(self, encoder, dropout_rate=0.0, **kwargs):
         kwargs.setdefault("name", "bert_span_labeler")
@@ -599,6 +606,8 @@ class BertTokenClassifier(EncoderTaskModel):
       dropout_rate: dropout before the dense layer (default: the config's hidden_dropout_prob).
       **kwargs: `name`, `trainable`.
     """
+
+    text_task = "TokenTagger"
 
     def __init__(self, encoder, num_classes, dropout_rate=None, **kwargs):
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:

@@ -9,6 +9,8 @@ import math
 
 import tensorflow as tf
 
+from bert_tf import quiet_logs
+
 # Up to this many rows (batch x tokens), inference attention runs on TensorFlow's own kernels
 # instead of oneDNN's. A oneDNN call hands its work to every intra-op thread; on a few KB of
 # scores that hand-off costs more than the arithmetic (2-core VM, batch 1, 8 heads of 64: the
@@ -95,6 +97,13 @@ def _layer_norm_grad(dy, x, gamma, epsilon):
     rows = list(range(len(x.shape) - 1))
     return (tf.cast(dx, x.dtype), tf.reduce_sum(dy32 * xhat, axis=rows),
             tf.reduce_sum(dy32, axis=rows))
+
+
+def before_first_graph():
+    """Spends TensorFlow's one-time oneDNN type notice, which the first graph holding a
+    transpose of a non-float type would print (this module's int32 views, the modern encoder's
+    int64 index transposes): bert_tf.quiet_logs.absorb_onednn_type_notice."""
+    quiet_logs.absorb_onednn_type_notice()
 
 
 def matmul_transposed(a_nk, b_mk):

@@ -6,7 +6,8 @@ The fine-tuning CLIs (run_classifier, run_squad, run_tagging) write it with `wri
 Schema (a JSON object):
 
   task               "classification" | "regression" | "squad" | "tagging" |
-                     "sentence_embedding" (bert-tf-embed)                        (required)
+                     "sentence_embedding" (bert-tf-embed) | "fill_mask" (a
+                     pre-trained model saved by bert_tf.tasks.FillMask)          (required)
   do_lower_case      bool, the tokenizer's casing                                (required)
   max_seq_length     int >= 3, the sequence length the model was trained with   (required)
   labels             list of distinct non-empty str, the class (tagging: tag) names in
@@ -31,7 +32,7 @@ from bert_tf import fileio, run_directory
 from bert_tf.fileio import write_text_atomic
 
 TASK_INFO_FILE = run_directory.TASK_INFO_FILE
-TASKS = ("classification", "regression", "squad", "tagging", "sentence_embedding")
+TASKS = ("classification", "regression", "squad", "tagging", "sentence_embedding", "fill_mask")
 _LABELED_TASKS = ("classification", "tagging")
 _OPTIONAL_BOOLS = {"text_pair": ("classification", "regression"),
                    "version_2_with_negative": ("squad",)}
@@ -75,6 +76,18 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def label_names_problem(labels):
+    """What is wrong with a list of label names (each a non-empty str, none repeated), or None:
+    the one rule of task_info.json's labels and of bert_tf.tasks' label lists."""
+    bad = [label for label in labels if not isinstance(label, str) or not label]
+    if bad:
+        return f"labels must be non-empty strings, got {bad[0]!r}"
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        return f"labels repeat {', '.join(repeated)}"
+    return None
+
+
 def _validated(values, source):
     """Checks a dict of task_info fields and returns the TaskInfo; errors name `source`."""
     if not isinstance(values, dict):
@@ -99,12 +112,9 @@ def _validated(values, source):
         if len(labels) < 2:
             raise TaskInfoError(f"{source}: task={task!r} needs labels, a list of at least 2 "
                                 f"names in logit order; got {list(labels)!r}")
-        bad = [l for l in labels if not isinstance(l, str) or not l]
-        if bad:
-            raise TaskInfoError(f"{source}: labels must be non-empty strings, got {bad[0]!r}")
-        repeated = sorted({l for l in labels if labels.count(l) > 1})
-        if repeated:
-            raise TaskInfoError(f"{source}: labels repeat {', '.join(repeated)}")
+        problem = label_names_problem(labels)
+        if problem:
+            raise TaskInfoError(f"{source}: {problem}")
     elif labels:
         raise TaskInfoError(f"{source}: task={task!r} has no labels, got {list(labels)!r}")
     optional = {}

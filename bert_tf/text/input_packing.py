@@ -1,5 +1,8 @@
 """Packing token ids into BERT's [CLS] A [SEP] (B [SEP]) inputs, in Python and in-graph.
 
+The Python half (pack_inputs, the length buckets, length_sorted_batches) imports no TensorFlow,
+so JAX processes without it pack and bucket text too; the in-graph layer imports it when used.
+
 Both faces truncate exactly as the original `_truncate_seq_pair`: while the pair is too long,
 drop the last token of the longer segment, and of segment B when both are equally long. A
 segment B that is empty, or left empty by truncation (only possible when `max_seq_length` <= 4),
@@ -7,7 +10,6 @@ is treated as absent: no second [SEP], as the original's `if tokens_b:` after tr
 """
 
 import keras
-import tensorflow as tf
 
 
 # Length buckets: the lengths packed inputs are cut to (padding only) so short text runs at a
@@ -99,6 +101,8 @@ def truncated_lengths(len_a, len_b, max_length):
             return len_a, len_b
         kept_a = min(len_a, max(max_length - len_b, (max_length + 1) // 2))
         return kept_a, max_length - kept_a
+    import tensorflow as tf
+
     fits = len_a + len_b <= max_length
     kept_a = tf.minimum(len_a, tf.maximum(max_length - len_b, (max_length + 1) // 2))
     return (tf.where(fits, len_a, kept_a), tf.where(fits, len_b, max_length - kept_a))
@@ -151,6 +155,8 @@ def pack_inputs(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, pad_id=0):
 
 def _as_ragged_rows(segment, name):
     """Returns `segment` as an int32 RaggedTensor [B, (T)] and whether it was one unbatched row."""
+    import tensorflow as tf
+
     if not isinstance(segment, tf.RaggedTensor):
         segment = tf.convert_to_tensor(segment)
         if segment.shape.rank == 1:
@@ -169,6 +175,8 @@ def _as_ragged_rows(segment, name):
 
 def _keep_prefix(rt, keep):
     """The first keep[i] tokens of each row i of rt: RaggedTensor [B, (keep)]."""
+    import tensorflow as tf
+
     rowids = rt.value_rowids()
     position = tf.range(tf.size(rt.flat_values, out_type=tf.int64)) - tf.gather(
         rt.row_starts(), rowids)
@@ -180,6 +188,8 @@ def _keep_prefix(rt, keep):
 
 def _filled_rows(lengths, value):
     """A RaggedTensor [B, (lengths)] filled with `value` (int32)."""
+    import tensorflow as tf
+
     lengths = tf.cast(lengths, tf.int64)
     return tf.RaggedTensor.from_row_lengths(
         tf.fill([tf.reduce_sum(lengths)], tf.constant(value, tf.int32)), lengths)
@@ -244,6 +254,8 @@ class BertPackInputs(keras.layers.Layer):
         """[CLS] A [SEP] B [SEP] of int32 RaggedTensors [B, (T)] -> three int32 [B, S];
         truncated longest-first; a row whose B is empty (or truncated away) gets no second
         [SEP]."""
+        import tensorflow as tf
+
         len_a = tf.cast(seg_a.row_lengths(), tf.int32)
         len_b = tf.cast(seg_b.row_lengths(), tf.int32)
         budget = self.seq_length - 2 - tf.cast(len_b > 0, tf.int32)
@@ -275,6 +287,8 @@ class BertPackInputs(keras.layers.Layer):
         The same outputs as `_pack_pair` given an empty B, in a third of its graph ops
         (no ragged concatenation): a served one-text request spends ~0.15 ms less here.
         """
+        import tensorflow as tf
+
         budget = self.seq_length - 2
         body = seg_a.to_tensor(default_value=self.pad_id, shape=[None, budget])  # Cut to fit.
         kept = tf.minimum(tf.cast(seg_a.row_lengths(), tf.int32), budget)  # [B]

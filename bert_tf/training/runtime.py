@@ -13,7 +13,7 @@ which backend is in use.
 Importing this module loads neither TensorFlow nor JAX: `create` imports the backend's module.
 """
 
-from bert_tf.modeling.kernels import SUPPORTED_BACKENDS
+from bert_tf.keras_setup import SUPPORTED_BACKENDS
 # What every backend's runtime offers (defined beside the step runner's contract).
 from bert_tf.training.step_runner import Runtime  # noqa: F401
 

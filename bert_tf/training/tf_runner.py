@@ -374,8 +374,13 @@ def _build_train_steps(model, optimizer, loss_fn, strategy, iterator, accumulati
 def _wait_for_all_workers(strategy):
     """Under MultiWorkerMirroredStrategy, returns once every worker has got here."""
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        strategy.reduce(tf.distribute.ReduceOp.SUM,
-                        strategy.run(lambda: tf.constant(1.0)), axis=None)
+        # Traced: the strategy run eagerly logs a warning of its overhead on every worker.
+        @tf.function
+        def all_reduce_one():
+            return strategy.reduce(tf.distribute.ReduceOp.SUM,
+                                   strategy.run(lambda: tf.constant(1.0)), axis=None)
+
+        all_reduce_one()
 
 
 def _make_grad_fn(model, loss_fn, num_terms, jit_compile, loss_scale_optimizer=None):

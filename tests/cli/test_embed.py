@@ -95,6 +95,11 @@ def test_encode_run_and_st_directory_give_the_best_model_in_input_order(trained)
     vectors = np.array([r["embedding"] for r in rows], np.float32)
     assert vectors.dtype == np.float32 and vectors.shape == (4, 32)
     np.testing.assert_allclose(vectors, expected, atol=1e-5)
+    # In Python the run and its sentence-transformers directory are embedders of raw text.
+    import bert_tf
+
+    for path in (run, run / "sentence_transformers"):
+        np.testing.assert_allclose(bert_tf.load_task(path).predict(TEXTS), expected, atol=1e-5)
 
 
 _BAD_INPUT_SCRIPT = r"""

@@ -115,12 +115,14 @@ def test_export_check_of_a_missing_directory_is_one_line(tmp_path):
         "no saved_model.pb; expected a SavedModel version directory such as EXPORT/1")
 
 
-# The commands whose modules import their library when they run: --help loads no TensorFlow.
-# (convert_checkpoint, extract_features and embed import the library at the top.)
+# Every command's module imports its library when it runs: --help loads no TensorFlow (it
+# took 20-30 s where one imported its driver at the top).
 _HELP_WITHOUT_TENSORFLOW = ["bert_tf.run_pretraining", "bert_tf.run_classifier",
                             "bert_tf.run_tagging", "bert_tf.run_squad",
                             "bert_tf.cli.export_saved_model", "bert_tf.cli.build_vocab",
-                            "bert_tf.cli.create_pretraining_data", "bert_tf.cli.prepare_demo_data"]
+                            "bert_tf.cli.create_pretraining_data", "bert_tf.cli.prepare_demo_data",
+                            "bert_tf.cli.convert_checkpoint", "bert_tf.cli.extract_features",
+                            "bert_tf.cli.embed"]
 _HELP_PROBE = """
 import runpy, sys
 sys.argv = [sys.argv[1], "--help"]
@@ -147,3 +149,21 @@ def test_only_help_flags_exit_0():
     assert cli._asks_for_help(["--helpfull"]) and cli._asks_for_help(["-?"])
     assert cli._asks_for_help(["--x=1", "--help=true"])
     assert not cli._asks_for_help(["--helper=1", "--", "--help"])
+
+
+@pytest.mark.parametrize("module, program", [("bert_tf.run_classifier", "run_classifier"),
+                                             ("bert_tf.cli.extract_features",
+                                              "extract_features")])
+def test_an_unsupported_keras_backend_is_one_line(module, program, tmp_path):
+    args = {"bert_tf.run_classifier": ["--task_name=sst-2", f"--data_dir={tmp_path}",
+                                       f"--output_dir={tmp_path / 'out'}", "--do_train"],
+            "bert_tf.cli.extract_features": [f"--input_file={tmp_path / 'in.txt'}",
+                                             f"--output_file={tmp_path / 'out.jsonl'}",
+                                             f"--init_checkpoint={tmp_path}"]}[module]
+    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
+                          text=True, cwd=str(tmp_path), env=dict(ENV, KERAS_BACKEND="torch"),
+                          timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"{program}: error: KERAS_BACKEND=torch: bert_tf's models run on the Keras backends "
+        "tensorflow and jax; set KERAS_BACKEND=tensorflow (the default) or KERAS_BACKEND=jax"]

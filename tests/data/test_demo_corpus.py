@@ -74,3 +74,20 @@ def test_long_sentences_are_cut_between_words_at_the_piece_budget():
     # word over the budget stays as it is (create_pretraining_data truncates it).
     assert demo_corpus.cut_long_sentences(sentences, tokenizer, 4) == [
         "a b .", "a longer b", "a longer b", ".", "longerlonger"]
+
+
+def test_embedding_data_pairs_a_sentence_with_the_rest_of_its_paragraph(tmp_path):
+    from bert_tf.data.tasks.pairs import read_pairs
+
+    counts = demo_corpus.write_embedding_data(str(tmp_path))
+    assert counts["pairs.tsv"] > 600 and counts["dev_pairs.tsv"] == counts["corpus.txt"] > 60
+    train = read_pairs(str(tmp_path / "pairs.tsv"))
+    dev = read_pairs(str(tmp_path / "dev_pairs.tsv"))
+    assert (len(train), len(dev)) == (counts["pairs.tsv"], counts["dev_pairs.tsv"])
+    corpus = (tmp_path / "corpus.txt").read_text(encoding="utf-8").splitlines()
+    assert corpus == dev.positives
+    # The query is one sentence of the paragraph, the passage the others: never inside it.
+    documents = {" ".join(d) for d in demo_corpus.short_documents(2, 5)}
+    assert all(query not in passage for query, passage in zip(train.anchors, train.positives))
+    assert sum(any(train.anchors[i] in d and train.positives[i].split(". ")[0] in d
+                   for d in documents) for i in range(50)) >= 45

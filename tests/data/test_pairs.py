@@ -54,3 +54,22 @@ def test_bad_score_is_named(tmp_path):
                                         r"finite number$"):
         read_scored_pairs(_write(tmp_path / "s.tsv", "sentence1\tsentence2\tscore\n"
                                                      "a\tb\t1\nc\td\thigh\n"))
+
+
+def test_columns_named_by_the_caller(tmp_path):
+    """bert-tf-embed's --text_a_column, --text_b_column, --negative_column, --label_column."""
+    path = _write(tmp_path / "qa.csv", "question,answer,wrong\nwho,alice,bob\nwhere,rome,oslo\n")
+    columns = {"anchor": "question", "positive": "answer", "negative": "wrong"}
+    triplets = read_pairs(path, columns=columns)
+    assert (triplets.anchors, triplets.positives, triplets.negatives) == (
+        ["who", "where"], ["alice", "rome"], ["bob", "oslo"])
+    # Without the negative column named, the file's pairs alone (its third column unknown).
+    assert read_pairs(path, columns=dict(columns, negative=None)).negatives is None
+    rows = [{"q": "a", "p": "b", "sim": 1}, {"q": "c", "p": "d", "sim": 2}]
+    scored = read_scored_pairs(
+        _write(tmp_path / "s.jsonl", "".join(json.dumps(row) + "\n" for row in rows)),
+        columns={"anchor": "q", "positive": "p", "score": "sim"})
+    assert scored.texts_a == ["a", "c"] and scored.scores == [1.0, 2.0]
+    with pytest.raises(DataError, match=r"qa.csv: no column 'query' \(the anchor\); the columns "
+                                        r"are question, answer, wrong$"):
+        read_pairs(path, columns={"anchor": "query"})

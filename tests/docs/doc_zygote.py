@@ -173,7 +173,12 @@ def _child(conn, request, fds, client):
 def serve(socket_path, bin_dir):
     import keras  # noqa: F401
     import numpy  # noqa: F401
-    import tensorflow  # noqa: F401
+    import tensorflow
+
+    # The CUDA probing (its "failed call to cuInit" where there is no GPU) happens here, once
+    # for all the children, as a fresh process does it inside bert_tf.quiet_logs' filter. (No
+    # bert_tf here: the scripts of the export clients run without it.)
+    tensorflow.config.list_physical_devices()
 
     server = socket.socket(socket.AF_UNIX)
     server.bind(socket_path)

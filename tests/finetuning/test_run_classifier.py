@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 
+import bert_tf
 from command_batch import run_commands
 from finetuning_helpers import (FILLER, POSITIVE, encoder_weights, pretrained_encoder_weights,
                                 sentiment_sentence, write_sst2)
@@ -99,6 +100,13 @@ def test_glue_sst2_train_eval_predict(sst2_run, pretrained_dir):
         assert json.load(f) == {"task": "classification", "labels": ["0", "1"],
                                 "do_lower_case": True, "max_seq_length": 16,
                                 "text_pair": False}
+    # In Python the run is a classifier of raw text, answering as the run predicted.
+    with open(out.parent / "SST-2" / "test.tsv") as f:
+        test_texts = [row["sentence"] for row in csv.DictReader(f, delimiter="\t")]
+    answers = bert_tf.load_task(out).predict(test_texts)
+    np.testing.assert_allclose([[a["scores"]["0"], a["scores"]["1"]] for a in answers],
+                               probabilities, atol=1e-5)
+    assert [a["label"] for a in answers] == [r[1] for r in rows[1:]]
     assert {"bert_config.json", "vocab.txt", "model.keras"} <= set(os.listdir(out))
     # The SavedModel reads raw text and agrees with model.keras.
     import tensorflow as tf
@@ -115,6 +123,8 @@ def test_glue_sst2_train_eval_predict(sst2_run, pretrained_dir):
 
 
 LABEL_NAMES = ["negative", "positive", "neutral"]
+# A text file to predict: one text per line, an empty one, a tab and a quote among them.
+LINES = ["a superb film .", "", "the plot was dull\tand \"slow\" .", "a great movie"]
 
 
 def _write_reviews_jsonl(path, count, rng):
@@ -159,6 +169,13 @@ def finetuned_runs(tmp_path_factory, sst2_run):
     runs["bad_buckets"] = ["--task_name=sst-2", f"--data_dir={data_dir}", "--max_seq_length=16",
                            "--do_eval", f"--output_dir={root / 'bad_buckets'}",
                            "--length_buckets=16,8", f"--init_checkpoint={trained}"]
+    # Texts to predict, one per line, three times into one directory: the second run keeps
+    # the first's predictions, the third (--overwrite) replaces them.
+    (root / "lines.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    lines_run = ["--do_predict", f"--test_file={root / 'lines.txt'}", "--max_seq_length=16",
+                 f"--init_checkpoint={trained}", f"--output_dir={root / 'lines'}"]
+    runs.update(lines=lines_run, lines_again=lines_run, lines_overwrite=lines_run + [
+        "--overwrite"])
     results = run_commands([("bert_tf.run_classifier", args) for args in runs.values()])
     return {name: (root / name, result) for name, result in zip(runs, results)}
 
@@ -185,13 +202,17 @@ def test_own_jsonl_data_with_a_frozen_encoder(sst2_run, finetuned_runs):
         info = json.load(f)
     assert info["labels"] == ["negative", "neutral", "positive"]
     assert info["text_pair"] is False
-    # Predictions of your own data: row index and label name.
+    # Predictions of your own data: row index, the text, the label name and its probability.
     with open(out / "predictions.tsv") as f:
         rows = list(csv.reader(f, delimiter="\t"))
-    assert rows[0] == ["index", "prediction"]
+    assert rows[0] == ["index", "text", "prediction", "score"]
     assert [r[0] for r in rows[1:]] == [str(i) for i in range(9)]
-    assert {r[1] for r in rows[1:]} <= set(LABEL_NAMES)
-    assert sum(r[1] == LABEL_NAMES[i % 3] for i, r in enumerate(rows[1:])) >= 5
+    with open(directory / "test.jsonl") as f:
+        assert [r[1] for r in rows[1:]] == [json.loads(line)["review"] for line in f]
+    assert {r[2] for r in rows[1:]} <= set(LABEL_NAMES)
+    assert sum(r[2] == LABEL_NAMES[i % 3] for i, r in enumerate(rows[1:])) >= 5
+    probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    np.testing.assert_allclose([float(r[3]) for r in rows[1:]], probabilities.max(1), atol=2e-6)
     # ... and the encoder is exactly the one it started from.
     model = keras.saving.load_model(out / "model.keras")
     assert model.get_layer("classifier").kernel.shape == (32, 3)
@@ -237,11 +258,16 @@ def test_own_csv_regression(pretrained_runs):
         assert json.load(f)["task"] == "regression"
     with open(out / "predictions.tsv") as f:
         rows = list(csv.reader(f, delimiter="\t"))
-    assert rows[0] == ["index", "prediction"] and len(rows) == 9
-    scores = [float(r[1]) for r in rows[1:]]
+    assert rows[0] == ["index", "text", "prediction"] and len(rows) == 9
+    scores = [float(r[2]) for r in rows[1:]]
     with open(directory / "test.csv") as f:
-        gold = [float(r["score"]) for r in csv.DictReader(f)]
+        test = list(csv.DictReader(f))
+    gold = [float(r["score"]) for r in test]
     assert np.corrcoef(scores, gold)[0, 1] > 0.7, (scores, gold)
+    # In Python: a regression on raw text, scoring as the run did.
+    answers = bert_tf.load_task(out).predict([r["sentence"] for r in test])
+    np.testing.assert_allclose([a["score"] for a in answers],
+                               np.loadtxt(out / "test_results.tsv"), atol=1e-5)
 
 
 @pytest.mark.slow
@@ -282,3 +308,30 @@ def test_length_buckets_keep_metrics_and_predictions(sst2_run, finetuned_runs):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "run_classifier: error: --length_buckets=16,8 is not strictly increasing (8 after 16)")
+
+
+@pytest.mark.slow
+def test_predictions_of_a_text_file_keep_the_text_and_earlier_predictions(finetuned_runs):
+    out, first = finetuned_runs["lines"]
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert (f"Wrote the predictions of 4 examples to {out / 'predictions.tsv'} (class "
+            f"probabilities: {out / 'test_results.tsv'})") in first.stderr
+    with open(out / "predictions.tsv", encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t"))
+    assert rows[0] == ["index", "text", "prediction", "score"]
+    assert [(r[0], r[1]) for r in rows[1:]] == [(str(i), t) for i, t in enumerate(LINES)]
+    # Each text's likeliest label and its probability, as test_results.tsv has them.
+    probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    assert [r[2] for r in rows[1:]] == [str(i) for i in probabilities.argmax(1)]
+    np.testing.assert_allclose([float(r[3]) for r in rows[1:]], probabilities.max(1), atol=2e-6)
+    # Predicting again keeps them: the new ones take the next names, logged; --overwrite
+    # replaces them.
+    _, again = finetuned_runs["lines_again"]
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"to {out / 'predictions-2.tsv'} (class probabilities: " in again.stderr
+    assert (out / "predictions-2.tsv").read_text() == (out / "predictions.tsv").read_text()
+    assert (out / "test_results-2.tsv").exists()
+    _, overwrite = finetuned_runs["lines_overwrite"]
+    assert overwrite.returncode == 0, overwrite.stderr[-3000:]
+    assert f"to {out / 'predictions.tsv'} (class " in overwrite.stderr
+    assert not (out / "predictions-3.tsv").exists()

@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import pytest
 
+import bert_tf
 from command_batch import run_commands
 from finetuning_helpers import encoder_weights, pretrained_encoder_weights, write_conll
 
@@ -69,6 +70,16 @@ def test_ner_train_eval_predict(runs):
         source = [line.split() for line in f.read().split("\n")[2:]]
     assert [r[:2] for r in rows if r] == [[s[0], s[3]] for s in source if s]
     assert sum(r[1] == r[2] for r in rows if r) / sum(1 for r in rows if r) >= 0.95
+    # In Python the run tags raw text (long sentences in windows) as it tagged test.txt.
+    sentences = [[]]
+    for row in rows:
+        if row:
+            sentences[-1].append(row)
+        elif sentences[-1]:
+            sentences.append([])
+    sentences = [sentence for sentence in sentences if sentence]
+    answers = bert_tf.load_task(out).predict([" ".join(r[0] for r in s) for s in sentences])
+    assert [[w["tag"] for w in a] for a in answers] == [[r[2] for r in s] for s in sentences]
     assert os.path.exists(out / "dev_predictions.txt")
     with open(out / "task_info.json") as f:
         assert json.load(f) == {"task": "tagging", "labels": ["O", "B-LOC", "B-PER", "I-LOC"],

@@ -6,43 +6,18 @@ Keras fixes its backend at import, so the JAX side runs in one subprocess
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 
 import backend_cases
+from no_tensorflow import run_without_tensorflow
 
 # One worker runs the module: its JAX subprocesses (the module fixture) are built once.
 pytestmark = pytest.mark.xdist_group("jax_parity")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-
-# Makes `import tensorflow` fail in the child, as on a machine with JAX and Keras only.
-_HIDE_TENSORFLOW = """
-import importlib.abc, runpy, sys
-
-class _NoTensorFlow(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("tensorflow", "tensorflow_text", "tf_keras"):
-            raise ModuleNotFoundError(f"No module named {name!r}")
-        return None
-
-sys.meta_path.insert(0, _NoTensorFlow())
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
-def run_without_tensorflow(*args, backend="jax"):
-    env = dict(os.environ, KERAS_BACKEND=backend,
-               PYTHONPATH=os.pathsep.join([REPO, HERE, os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-c", _HIDE_TENSORFLOW, *args], env=env,
-                          capture_output=True, text=True, timeout=900)
-
 
 @pytest.fixture(scope="module")
 def jax_results(tmp_path_factory):
@@ -157,6 +132,6 @@ def test_an_unsupported_backend_is_one_line_naming_the_variable(tmp_path):
     done = run_without_tensorflow(str(script), backend="numpy")
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        "bert_tf.modeling.kernels.UnsupportedBackendError: KERAS_BACKEND=numpy: bert_tf's "
+        "bert_tf.keras_setup.UnsupportedBackendError: KERAS_BACKEND=numpy: bert_tf's "
         "models run on the Keras backends tensorflow and jax; set KERAS_BACKEND=tensorflow "
         "(the default) or KERAS_BACKEND=jax")

@@ -48,7 +48,7 @@ def test_reader_keeps_unknown_fields_and_reads_what_run_squad_writes(tmp_path):
     ({"do_lower_case": True, "max_seq_length": 8}, "missing field(s) task"),
     ({"task": "ner", "do_lower_case": True, "max_seq_length": 8},
      "task='ner' is not one of classification, regression, squad, tagging, "
-     "sentence_embedding"),
+     "sentence_embedding, fill_mask"),
     ({"task": "regression", "do_lower_case": "yes", "max_seq_length": 8},
      "do_lower_case='yes' must be true or false"),
     ({"task": "regression", "do_lower_case": True, "max_seq_length": 2},

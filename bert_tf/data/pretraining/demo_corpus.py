@@ -10,6 +10,7 @@ import csv
 import dataclasses
 import io
 import os
+import random
 import re
 
 from bert_tf import fileio
@@ -153,6 +154,35 @@ def write_classification_data(directory):
     return {name: len(rows) for name, rows in splits.items()}
 
 
+def retrieval_pairs(seed=0):
+    """(query, passage) pairs for sentence embeddings, the inverse cloze task: of each short
+    document (`short_documents`) one sentence drawn at random is the query and the document's
+    other sentences, joined, its passage. About 740 pairs."""
+    rng = random.Random(seed)
+    pairs = []
+    for document in short_documents(min_sentences=2, max_sentences=5):
+        i = rng.randrange(len(document))
+        pairs.append((document[i], " ".join(document[:i] + document[i + 1:])))
+    return pairs
+
+
+def write_embedding_data(directory):
+    """Writes pairs.tsv and dev_pairs.tsv (columns query, passage; every tenth pair to dev) of
+    retrieval_pairs, and corpus.txt (the dev passages, one per line: a corpus to search) to
+    `directory`, for bert-tf-embed. Returns {file name: number of rows}."""
+    pairs = [tuple(" ".join(text.split()) for text in pair) for pair in retrieval_pairs()]
+    splits = {"pairs.tsv": [p for i, p in enumerate(pairs) if i % 10],
+              "dev_pairs.tsv": [p for i, p in enumerate(pairs) if not i % 10]}
+    fileio.makedirs(directory)
+    for name, rows in splits.items():
+        write_text_atomic(os.path.join(directory, name), "query\tpassage\n" + "".join(
+            f"{query}\t{passage}\n" for query, passage in rows))
+    write_text_atomic(os.path.join(directory, "corpus.txt"),
+                      "".join(f"{passage}\n" for _, passage in splits["dev_pairs.tsv"]))
+    return dict({name: len(rows) for name, rows in splits.items()},
+                **{"corpus.txt": len(splits["dev_pairs.tsv"])})
+
+
 def cut_long_sentences(sentences, tokenizer, max_pieces):
     """`sentences` with each one longer than `max_pieces` WordPiece tokens cut, between words,
     into consecutive parts of at most that many (a single longer word stays whole)."""
@@ -215,9 +245,10 @@ def prepare_demo_data(config):
 
     Writes to config.output_dir (which must exist or be creatable): corpus_train.txt,
     corpus_eval.txt, vocab.txt (WordPiece learned on the training corpus), train.tfrecord and
-    eval.tfrecord (pre-training records in the original format), and classify/{train,dev,test}.csv,
-    a small labelled set for fine-tuning (write_classification_data). Returns a dict of the paths
-    and counts.
+    eval.tfrecord (pre-training records in the original format), classify/{train,dev,test}.csv,
+    a small labelled set for fine-tuning (write_classification_data), and embed/ (pairs.tsv,
+    dev_pairs.tsv, corpus.txt: sentence-embedding pairs, write_embedding_data). Returns a dict
+    of the paths and counts.
     """
     output_dir, do_lower_case = config.output_dir, config.do_lower_case
     # Imported here: these pull in TensorFlow, which the corpus functions above do not need.
@@ -252,7 +283,9 @@ def prepare_demo_data(config):
         do_lower_case=do_lower_case, options=options, num_workers=config.num_workers)
     paths["classify"] = os.path.join(output_dir, "classify")
     classification_rows = write_classification_data(paths["classify"])
+    paths["embed"] = os.path.join(output_dir, "embed")
+    embedding_rows = write_embedding_data(paths["embed"])
     return dict(paths, vocab_size=len(vocab), train_documents=num_train_docs,
-                classification_rows=classification_rows,
+                classification_rows=classification_rows, embedding_rows=embedding_rows,
                 eval_documents=num_eval_docs, train_instances=train_stats.instances,
                 eval_instances=eval_stats.instances)

@@ -42,7 +42,7 @@ from absl import logging
 
 import tensorflow as tf
 
-from bert_tf import optional
+from bert_tf import optional, quiet_logs
 from bert_tf.data.pretraining.masking import split_seed, mask_batch, span_mask_batch
 from bert_tf.data.pretraining.record_dataset import expand_input_patterns
 from bert_tf.data.pretraining.row_packing_tf import pack_instance_features
@@ -587,6 +587,9 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         with tf.errors.InvalidArgumentError when _MAX_EMPTY_BLOCKS blocks in a row make no
         sequence (e.g. text without any token), rather than spinning forever.
     """
+    # The masking and packing graphs transpose int64 ids: oneDNN's one-time notice goes where
+    # nobody sees it (bert_tf.quiet_logs).
+    quiet_logs.absorb_onednn_type_notice()
     max_seq_length, max_predictions_per_seq = recipe.max_seq_length, recipe.max_predictions_per_seq
     masked_lm_prob, short_seq_prob = recipe.masked_lm_prob, recipe.short_seq_prob
     sentence_order_prediction, do_span_mask = recipe.sentence_order_prediction, recipe.do_span_mask

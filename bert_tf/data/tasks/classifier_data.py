@@ -15,6 +15,7 @@ row needs a prediction), and counted in the log.
 import csv
 import dataclasses
 import hashlib
+import io
 import json
 import os
 
@@ -25,6 +26,8 @@ from bert_tf.data.tasks.task_errors import DataError, decoded_lines, next_row, w
 from bert_tf.text import pack_inputs
 
 FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+# Texts to predict, one per line (no columns, no labels).
+TEXT_LINES_EXTENSION = ".txt"
 # Log the location of this many skipped rows before summarising the rest as a count.
 _LOGGED_SKIPS = 5
 
@@ -233,6 +236,46 @@ def _label_value(value, is_regression, path, number, column):
         raise DataError(f"{where(path, number, column)}: regression label {value!r} is not "
                         "a finite number")
     return score
+
+
+def is_text_lines(path):
+    """True for a file of texts to predict, one per line (a .txt file)."""
+    return bool(path) and os.path.splitext(str(path))[1].lower() == TEXT_LINES_EXTENSION
+
+
+def read_text_lines(path):
+    """Examples to predict from a text file: one text per line (an empty line is an empty
+    text: every line gets a prediction), guid = the line's 0-based index.
+
+    Raises:
+      DataError: a line that is not UTF-8, naming it; a path that is not a file.
+    """
+    examples = []
+    with _open_text(path) as binary:
+        for number, line in enumerate(decoded_lines(binary, path), start=1):
+            examples.append(InputExample(str(number - 1), line.rstrip("\r\n"),
+                                         source=where(path, number)))
+    return examples
+
+
+def predictions_text(examples, predictions, scores=None):
+    """predictions.tsv of your own data: a header, then per example its index, its text (and
+    second text), the prediction (a label name, or a score for regression) and, for classes,
+    the predicted label's probability. Tab-separated; a field holding a tab, newline or quote
+    is quoted as CSV quotes it."""
+    pair = any(e.text_b is not None for e in examples)
+    header = ["index", "text", *(["text_pair"] if pair else []), "prediction",
+              *(["score"] if scores is not None else [])]
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter="\t", lineterminator="\n")
+    writer.writerow(header)
+    for i, (example, prediction) in enumerate(zip(examples, predictions)):
+        row = [example.guid, example.text_a, *([example.text_b or ""] if pair else []),
+               prediction]
+        if scores is not None:
+            row.append(f"{scores[i]:.6f}")
+        writer.writerow(row)
+    return out.getvalue()
 
 
 def infer_labels(examples):

@@ -228,39 +228,47 @@ def without_autotuning(dataset):
     return dataset.with_options(options)
 
 
-def keras_dataset(features, labels, *, batch_size, buckets, shuffle=False, seed=None):
+def keras_dataset(features, labels, *, batch_size, buckets, shuffle=False, seed=None,
+                  sample_weights=None):
     """(features, labels) batches of in-memory arrays for Keras `fit` / `evaluate`, by bucket.
 
     Args:
       features: dict of NumPy arrays, the [N, S] inputs (input_word_ids, input_mask,
         input_type_ids) and any others.
-      labels: array [N] (or [N, S] for tagging: then cut like the inputs).
+      labels: array [N] (or [N, S] for tagging: then cut like the inputs), or a dict of such
+        arrays (a model with several outputs: SQuAD's start_logits and end_logits).
       batch_size: examples per batch (a bucket's last batch may be smaller; Keras takes it).
       buckets: increasing bucket lengths ending with S (parse_buckets / auto_buckets).
       shuffle: reshuffle the examples every epoch (training).
       seed: shuffle seed.
+      sample_weights: optional array [N] or [N, S] (tagging's weights on first pieces, cut
+        like the inputs): the batches are then (features, labels, weights).
 
     Returns:
-      Dataset of (dict of [b, bucket] features, labels) in the order the buckets fill: for
-      metrics, not for predictions that must line up with the input. Its length (batches per
-      epoch) is known, so Keras shows progress from the first epoch; it shuffles itself, so
-      pass `fit(..., shuffle=False)` (Keras warns that it ignores shuffle=True for a Dataset).
+      Dataset of (dict of [b, bucket] features, labels[, weights]) in the order the buckets
+      fill: for metrics, not for predictions that must line up with the input. Its length
+      (batches per epoch) is known, so Keras shows progress from the first epoch; it shuffles
+      itself, so pass `fit(..., shuffle=False)` (Keras warns that it ignores shuffle=True for
+      a Dataset).
     """
     width_s = int(features["input_word_ids"].shape[1])
     names = frozenset(n for n, v in features.items() if tuple(v.shape[1:]) == (width_s,))
-    cut_labels = tuple(labels.shape[1:]) == (width_s,)
     buckets_t = tf.constant(buckets, tf.int32)
-    dataset = tf.data.Dataset.from_tensor_slices((dict(features), labels))
+    targets = (labels,) if sample_weights is None else (labels, sample_weights)
+    dataset = tf.data.Dataset.from_tensor_slices((dict(features), *targets))
     if shuffle:
-        dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
+        dataset = dataset.shuffle(len(features["input_word_ids"]), seed=seed,
+                                  reshuffle_each_iteration=True)
 
-    def key(x, _):
+    def key(x, *_):
         length = tf.reduce_sum(tf.cast(x["input_mask"], tf.int32))
         return tf.cast(_bucket_of(length, buckets_t)[0], tf.int64)
 
-    def cut(x, y):
+    def cut(x, *ys):
         width = _width_of_batch(x, buckets_t)
-        return _cut(x, width, names), (y[:, :width] if cut_labels else y)
+        ys = tf.nest.map_structure(
+            lambda y: y[:, :width] if tuple(y.shape[1:]) == (width_s,) else y, ys)
+        return (_cut(x, width, names), *ys)
 
     dataset = dataset.group_by_window(key, lambda _, window: window.batch(batch_size),
                                       window_size=batch_size)

@@ -24,13 +24,15 @@ Reproduces the original google-research/bert run_squad.py data path:
    `start_positions`, `end_positions` (int32 [B]) for training or `example_weights`
    (float32 [B], 0 on padding rows) for prediction; every batch has the static shape
    [batch_size, max_seq_length].
+
+Steps 1 and 2 import no TensorFlow (bert_tf.tasks answers questions with them on JAX alone);
+the file reader and the pipeline import it when called.
 """
 
 import dataclasses
 import json
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
@@ -125,6 +127,8 @@ def load_squad_json(input_file):
     Raises:
       SquadFormatError: the file is missing, is not JSON, or has no `data` list.
     """
+    import tensorflow as tf
+
     problem = fileio.not_a_file(input_file)
     if problem:
         raise SquadFormatError(problem)
@@ -471,6 +475,8 @@ def num_rows(arrays):
 
 def _expand_lengths(batch):
     """num_tokens / segment_a_length [B] -> input_mask / input_type_ids int32 [B, S]."""
+    import tensorflow as tf
+
     batch = dict(batch)
     seq_length = tf.shape(batch["input_word_ids"])[1]
     positions_1s = tf.range(seq_length)[tf.newaxis, :]
@@ -483,6 +489,8 @@ def _expand_lengths(batch):
 
 def _expand_example(example):
     """_expand_lengths of one example ([S] features)."""
+    import tensorflow as tf
+
     batch = _expand_lengths(tf.nest.map_structure(lambda t: t[tf.newaxis], example))
     return tf.nest.map_structure(lambda t: t[0], batch)
 
@@ -508,6 +516,8 @@ def squad_dataset(arrays, *, batch_size, is_training, seed=None, input_context=N
       tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S] plus
       start_positions, end_positions int32 [B] (training) or example_weights float32 [B].
     """
+    import tensorflow as tf
+
     count = num_rows(arrays)
     if count == 0:
         raise ValueError("no SQuAD features to read")
@@ -533,6 +543,8 @@ def squad_dataset(arrays, *, batch_size, is_training, seed=None, input_context=N
 
 
 def _bucketed_squad_dataset(arrays, batch_size, is_training, seed, input_context, buckets):
+    import tensorflow as tf
+
     from bert_tf.data.tasks import length_buckets
 
     count = num_rows(arrays)

@@ -73,23 +73,30 @@ def get_final_text(pred_text, orig_text, do_lower_case):
     Returns:
       The substring of `orig_text` matching `pred_text` (or `orig_text`).
     """
+    start, end = final_text_span(pred_text, orig_text, do_lower_case)
+    return orig_text[start:end]
+
+
+def final_text_span(pred_text, orig_text, do_lower_case):
+    """(start, end): where get_final_text's answer lies in `orig_text` (end exclusive)."""
     tok_text = " ".join(basic_tokenize(orig_text, do_lower_case))
     start = tok_text.find(pred_text)
+    whole = (0, len(orig_text))
     if start == -1:
         logging.debug("Unable to find %r in %r", pred_text, orig_text)
-        return orig_text
+        return whole
     end = start + len(pred_text) - 1
 
     orig_ns, orig_ns_to_s = _strip_spaces(orig_text)
     tok_ns, tok_ns_to_s = _strip_spaces(tok_text)
     if len(orig_ns) != len(tok_ns):
         logging.debug("Lengths differ without spaces: %r vs %r", orig_ns, tok_ns)
-        return orig_text
+        return whole
     tok_s_to_ns = {s: ns for ns, s in enumerate(tok_ns_to_s)}
     if start not in tok_s_to_ns or end not in tok_s_to_ns:
         logging.debug("Could not map %r back into %r", pred_text, orig_text)
-        return orig_text
-    return orig_text[orig_ns_to_s[tok_s_to_ns[start]]:orig_ns_to_s[tok_s_to_ns[end]] + 1]
+        return whole
+    return orig_ns_to_s[tok_s_to_ns[start]], orig_ns_to_s[tok_s_to_ns[end]] + 1
 
 
 def _best_indexes(logits, n_best_size):
@@ -105,7 +112,8 @@ def _softmax(scores):
 
 
 def _span_text(feature, example, start, end, do_lower_case, whole_words=False):
-    """The answer text of pieces [start, end] of a window, in the original's spelling.
+    """The answer text of pieces [start, end] of a window, in the original's spelling, and
+    where it lies: (text, first word, offset of the text in the words joined by spaces).
 
     whole_words (byte-level BPE): the original words the pieces belong to, joined by single
     spaces, punctuation attached to them included ("Broncos." where WordPiece can give
@@ -115,10 +123,11 @@ def _span_text(feature, example, start, end, do_lower_case, whole_words=False):
     first, last = feature.token_to_orig_map[start], feature.token_to_orig_map[end]
     orig_text = " ".join(example.doc_tokens[first:last + 1])
     if whole_words:
-        return orig_text
+        return orig_text, first, 0
     pieces = " ".join(feature.tokens[start:end + 1])
     pred_text = " ".join(pieces.replace(" ##", "").replace("##", "").split())
-    return get_final_text(pred_text, orig_text, do_lower_case)
+    begin, finish = final_text_span(pred_text, orig_text, do_lower_case)
+    return orig_text[begin:finish], first, begin
 
 
 def _candidates(features, start_logits, end_logits, n_best_size, max_answer_length):
@@ -142,7 +151,7 @@ def _candidates(features, start_logits, end_logits, n_best_size, max_answer_leng
 
 def predict_example(example, features, start_logits, end_logits, *, n_best_size,
                     max_answer_length, do_lower_case, version_2_with_negative,
-                    null_score_diff_threshold=0.0, whole_words=False):
+                    null_score_diff_threshold=0.0, whole_words=False, spans=False):
     """Answer, n-best list and no-answer odds of one example from its windows' logits.
 
     Args:
@@ -156,6 +165,9 @@ def predict_example(example, features, start_logits, end_logits, *, n_best_size,
       null_score_diff_threshold: v2.0 answers "" when null - best span score exceeds it.
       whole_words: answers are the whole context words a span covers (byte-level BPE
         features), not the WordPiece projection of get_final_text.
+      spans: each n-best entry also says where its text lies: "word" (its first context
+        word, -1 for "") and "offset" (where the text starts in the context words from
+        "word" on, joined by single spaces).
 
     Returns:
       (answer text, n-best list of dicts, null odds or None for v1.1).
@@ -174,21 +186,25 @@ def predict_example(example, features, start_logits, end_logits, *, n_best_size,
     for start_logit, end_logit, feature, start, end in prelim:
         if len(nbest) >= n_best_size:
             break
-        text = (_span_text(feature, example, start, end, do_lower_case, whole_words)
-                if start > 0 else "")
+        text, word, offset = (_span_text(feature, example, start, end, do_lower_case,
+                                         whole_words) if start > 0 else ("", -1, 0))
         if text in seen:
             continue
         seen.add(text)
-        nbest.append({"text": text, "start_logit": start_logit, "end_logit": end_logit})
+        nbest.append({"text": text, "start_logit": start_logit, "end_logit": end_logit,
+                      "word": word, "offset": offset})
     if null is not None and "" not in seen:
-        nbest.append({"text": "", "start_logit": null[0], "end_logit": null[1]})
+        nbest.append({"text": "", "start_logit": null[0], "end_logit": null[1], "word": -1,
+                      "offset": 0})
     if not nbest:
         # No window, or no valid span: the original's placeholder answer.
         nbest.append({"text": "" if version_2_with_negative else "empty",
-                      "start_logit": 0.0, "end_logit": 0.0})
+                      "start_logit": 0.0, "end_logit": 0.0, "word": -1, "offset": 0})
     probabilities = _softmax([e["start_logit"] + e["end_logit"] for e in nbest])
-    nbest = [{"text": e["text"], "probability": p, "start_logit": e["start_logit"],
-              "end_logit": e["end_logit"]} for e, p in zip(nbest, probabilities)]
+    keys = ("word", "offset") if spans else ()
+    nbest = [dict({"text": e["text"], "probability": p, "start_logit": e["start_logit"],
+                   "end_logit": e["end_logit"]}, **{k: e[k] for k in keys})
+             for e, p in zip(nbest, probabilities)]
 
     if not version_2_with_negative:
         return nbest[0]["text"], nbest, None

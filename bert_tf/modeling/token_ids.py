@@ -1,0 +1,78 @@
+"""What every bert_tf Keras model says when given text: it takes token ids, and what to load.
+
+The models take the encoder's int32 inputs; raw strings reach Keras' data adapters, which fail
+with "Unrecognized data type". `TakesTokenIds`, first among a model's bases, refuses text in
+`predict`, `fit`, `evaluate` and `__call__` in one line naming what answers text: a fine-tuned
+run loaded with bert_tf.load_task (its tokenizer and labels come with it), or a task of
+bert_tf.tasks built around the model. It also keeps Keras' live progress bar to terminals and
+notebooks.
+"""
+
+import numpy as np
+
+from bert_tf import progress
+
+ENCODER_INPUT_NAMES = "input_word_ids, input_mask, input_type_ids"
+
+
+def is_text(x):
+    """True for a str or bytes, or a list, tuple or array whose first item is one."""
+    if isinstance(x, (str, bytes)):
+        return True
+    if isinstance(x, np.ndarray):
+        return x.dtype.kind in "USO" and x.size > 0 and isinstance(x.flat[0], (str, bytes))
+    if isinstance(x, (list, tuple)) and x:
+        return isinstance(x[0], (str, bytes))
+    return False
+
+
+def text_refusal(model, method):
+    """The one-line TypeError for text given to `model.method`."""
+    name = type(model).__name__
+    source = getattr(model, "_bert_tf_source", None)
+    task = model.text_task
+    if source is not None:
+        hint = (f"bert_tf.load_task({source!r}) loads it with its tokenizer, or "
+                f"bert_tf.tasks.{task}.from_pretrained({source!r}, ...) builds a task on it")
+    else:
+        hint = (f"bert_tf.load_task(RUN_DIR) loads a fine-tuned run with its tokenizer, or "
+                f"bert_tf.tasks.{task}(model, tokenizer, ...) wraps this model")
+    return TypeError(f"{name}.{method} takes token ids (a dict of {ENCODER_INPUT_NAMES}), "
+                     f"not text; {hint}")
+
+
+def _plain_unless_interactive(args, kwargs, position):
+    """Keras' default progress bar writes colour codes and backspaces into a log: without a
+    terminal or a notebook, "auto" means one plain line per epoch (bert_tf.progress).
+    `position`: where `verbose` stands among the arguments after x."""
+    if len(args) <= position and kwargs.get("verbose", "auto") == "auto":
+        kwargs["verbose"] = progress.keras_verbose()
+    return kwargs
+
+
+class TakesTokenIds:
+    """Mixed into the bert_tf Keras models (first among the bases): text is refused (see the
+    module docstring), and fit / evaluate / predict print plain progress lines where the output
+    is no terminal. Subclasses name their text task in `text_task`."""
+
+    text_task = "TextEmbedder"
+
+    def __call__(self, *args, **kwargs):
+        if args and is_text(args[0]):
+            raise text_refusal(self, "__call__")
+        return super().__call__(*args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        if is_text(x):
+            raise text_refusal(self, "predict")
+        return super().predict(x, *args, **_plain_unless_interactive(args, kwargs, 1))
+
+    def fit(self, x=None, *args, **kwargs):
+        if is_text(x):
+            raise text_refusal(self, "fit")
+        return super().fit(x, *args, **_plain_unless_interactive(args, kwargs, 3))
+
+    def evaluate(self, x=None, *args, **kwargs):
+        if is_text(x):
+            raise text_refusal(self, "evaluate")
+        return super().evaluate(x, *args, **_plain_unless_interactive(args, kwargs, 2))

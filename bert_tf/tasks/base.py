@@ -1,0 +1,296 @@
+"""TextTask: what every task of bert_tf.tasks shares, a Keras model with its tokenizer.
+
+A task holds `model` (the Keras model a run saves: BertClassifier, BertSpanLabeler, ...),
+`tokenizer` (a bert_tf.text Tokenizer: WordPiece or byte-level BPE, in Python, so it runs on
+JAX without TensorFlow) and `max_seq_length`. Its `predict` tokenizes raw text in Python, packs
+it as the commands do, and runs the model on length-sorted batches cut to the smallest length
+bucket that holds each batch (bert_tf.text.input_packing: only padding is cut, so an answer
+does not depend on its batch). `fit` trains the model on text with Keras' fit, in batches of
+one length bucket each (bert_tf.data.tasks.length_buckets.keras_dataset, a tf.data pipeline:
+TensorFlow must be installed to train, also on JAX). `save(directory)` writes what
+bert_tf.load_task, bert-tf-export and --init_checkpoint read back.
+"""
+
+import functools
+import os
+
+import keras
+import numpy as np
+from absl import logging
+
+from bert_tf import fileio, progress, run_directory
+from bert_tf.config import ENCODER_INPUTS
+from bert_tf.serving.task_info import label_names_problem, write_task_info
+from bert_tf.text import tokenizer_files
+from bert_tf.text.input_packing import bucket_lengths, length_sorted_batches, pack_inputs
+
+
+class TaskError(ValueError):
+    """Bad input to a task: text that is not text, labels that do not fit the model."""
+
+
+def as_texts(texts, name="texts"):
+    """(list of str, one): `texts` as strings, and whether a single text was given.
+
+    A str is one text; bytes are decoded as UTF-8 with undecodable bytes replaced by U+FFFD (as
+    the exported text signatures read them). Anything else is refused naming its position.
+    """
+    one = isinstance(texts, (str, bytes))
+    items = [texts] if one else texts
+    if isinstance(items, np.ndarray):
+        items = items.tolist()
+    if not isinstance(items, (list, tuple)):
+        raise TaskError(f"{name} must be a str or a list of str, got {type(texts).__name__}")
+    result = []
+    for i, item in enumerate(items):
+        if isinstance(item, bytes):
+            item = item.decode("utf-8", "replace")
+        elif not isinstance(item, str):
+            raise TaskError(f"{name}[{i}] is {type(item).__name__}, not text (str or UTF-8 "
+                            "bytes)")
+        result.append(item)
+    return result, one
+
+
+def check_labels(labels, num_classes, what):
+    """The label names as a tuple; refused when they do not fit a head of num_classes."""
+    labels = tuple(labels)
+    if len(labels) != num_classes:
+        raise TaskError(f"{what}: {len(labels)} label names for a head of {num_classes} "
+                        "classes; give one name per class, in the order of its logits")
+    problem = label_names_problem(labels)
+    if problem:
+        raise TaskError(f"{what}: {problem}")
+    return labels
+
+
+def softmax(logits):
+    """Softmax over the last axis, float32."""
+    logits = np.asarray(logits, np.float32)
+    exps = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return exps / exps.sum(axis=-1, keepdims=True)
+
+
+def _run_model(model, inputs):
+    return model(inputs, training=False)
+
+
+class TextTask:
+    """A Keras model, its tokenizer and sequence length: the base of the text tasks.
+
+    Args:
+      model: the Keras model (the class each task names in `model_class`).
+      tokenizer: a bert_tf.text Tokenizer (`load_tokenizer`), or the path of a vocab.txt or
+        tokenizer.json (or a directory holding one).
+      max_seq_length: S, the longest packed input ([CLS] and [SEP] included); longer texts are
+        truncated as the commands truncate them.
+      do_lower_case: a vocab.txt's casing when `tokenizer` is a path (default True; a
+        tokenizer.json records its own).
+      batch_size: texts per forward pass in `predict`.
+
+    Raises:
+      TypeError: a model of another class.
+      TaskError: a tokenizer without [CLS]/[SEP]/[PAD], with more tokens than the model's
+        vocabulary, or max_seq_length outside [3, max_position_embeddings].
+    """
+
+    model_class = None
+    # task_info.json's task of a saved task.
+    task_name = None
+    # The model file a saved task holds.
+    model_file = run_directory.MODEL_FILE
+
+    def __init__(self, model, tokenizer, max_seq_length=128, do_lower_case=None, batch_size=32):
+        owner = type(self).__name__
+        if not isinstance(model, self.model_class):
+            raise TypeError(f"{owner}: model must be a {self.model_class.__name__}, got "
+                            f"{type(model).__name__}")
+        self.model = model
+        self.tokenizer_file = None
+        if isinstance(tokenizer, (str, os.PathLike)):
+            self.tokenizer_file = tokenizer_files.find_tokenizer_file(tokenizer)
+            tokenizer = tokenizer_files.load_tokenizer(self.tokenizer_file, do_lower_case)
+        missing = tokenizer_files.missing_roles(tokenizer)
+        if missing:
+            raise TaskError(f"{owner}: the tokenizer has no {'/'.join(missing)} token (texts "
+                            "are packed as [CLS] text [SEP] and padded)")
+        self.tokenizer = tokenizer
+        config = self.encoder.config
+        if tokenizer.vocab_size > config.vocab_size:
+            raise TaskError(f"{owner}: the tokenizer has {tokenizer.vocab_size} tokens but the "
+                            f"model's vocab_size is {config.vocab_size}")
+        if not 3 <= int(max_seq_length) <= config.max_position_embeddings:
+            raise TaskError(f"{owner}: max_seq_length={max_seq_length} must be in [3, "
+                            f"max_position_embeddings={config.max_position_embeddings}]")
+        self.max_seq_length = int(max_seq_length)
+        if batch_size < 1:
+            raise TaskError(f"{owner}: batch_size={batch_size} must be >= 1")
+        self.batch_size = int(batch_size)
+        # Fine steps where a new length costs nothing (TensorFlow without XLA); coarse ones on
+        # JAX, where each length is one more compiled program.
+        self.buckets = bucket_lengths(self.max_seq_length,
+                                      coarse=keras.backend.backend() == "jax")
+        self._forward_functions = {}
+
+    @property
+    def encoder(self):
+        """The model's encoder (a BertEncoder or ModernBertEncoder)."""
+        return self.model.encoder
+
+    @property
+    def do_lower_case(self):
+        return self.tokenizer.do_lower_case
+
+    def __repr__(self):
+        return (f"{type(self).__name__}({type(self.model).__name__}, "
+                f"{self.tokenizer.kind} tokenizer, max_seq_length={self.max_seq_length})")
+
+    # -- prediction -------------------------------------------------------------------------
+
+    def pack(self, ids_a, ids_b=None):
+        """One row's encoder inputs, unpadded: dict of int lists ([CLS] A [SEP] (B [SEP]))
+        truncated longest-first to max_seq_length, and whether anything was cut."""
+        tokenizer = self.tokenizer
+        room = self.max_seq_length - (3 if ids_b else 2)
+        truncated = len(ids_a) + len(ids_b or ()) > room
+        features = pack_inputs(ids_a, ids_b, max_seq_length=self.max_seq_length,
+                               cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                               pad_id=tokenizer.pad_id)
+        length = sum(features["input_mask"])
+        return {name: features[name][:length] for name in ENCODER_INPUTS}, truncated
+
+    def run(self, rows, batch_size=None):
+        """The model's outputs of each row, run in length-sorted, bucket-cut batches.
+
+        Args:
+          rows: list of dicts of int lists, one per input: input_word_ids and input_type_ids
+            (unpadded; input_mask is made here) and any other per-row list (the pre-trainer's
+            masked_lm_positions), padded with 0 to the batch's longest (at least 1).
+          batch_size: rows per forward pass (default the task's).
+
+        Returns:
+          list (per row) of the model's outputs for that row: NumPy float32 arrays (or a dict
+          of them), sequence axes as long as the row's batch (read the row's own positions).
+        """
+        batch_size = batch_size or self.batch_size
+        lengths = [len(row["input_word_ids"]) for row in rows]
+        results = [None] * len(rows)
+        bar = progress.progress_bar(len(rows), "row") if len(rows) > 50 * batch_size else None
+        done = 0
+        for positions, width in length_sorted_batches(lengths, self.buckets, batch_size):
+            features = {}
+            for name in rows[positions[0]]:
+                if name == "input_mask":
+                    continue
+                size = width if name in ENCODER_INPUTS else max(
+                    1, max(len(rows[i][name]) for i in positions))
+                pad = self.tokenizer.pad_id if name == "input_word_ids" else 0
+                array = np.full((len(positions), size), pad, np.int32)
+                for j, i in enumerate(positions):
+                    array[j, :len(rows[i][name])] = rows[i][name]
+                features[name] = array
+            mask = np.zeros((len(positions), width), np.int32)
+            for j, i in enumerate(positions):
+                mask[j, :lengths[i]] = 1
+            features["input_mask"] = mask
+            outputs = self._forward(features)
+            for j, i in enumerate(positions):
+                results[i] = keras.tree.map_structure(lambda array, j=j: array[j], outputs)
+            done += len(positions)
+            if bar is not None:
+                bar.update(done)
+        return results
+
+    def _forward(self, features):
+        """The model on a batch of int32 [b, L] arrays: its outputs as float32 NumPy."""
+        if keras.backend.backend() == "tensorflow":
+            key = tuple(sorted(features))
+            function = self._forward_functions.get(key)
+            if function is None:
+                import tensorflow as tf
+
+                # One trace for every batch and bucket length. A partial (not a lambda):
+                # TensorFlow counts the traces of one code object together, and each task
+                # traces once.
+                function = tf.function(
+                    functools.partial(_run_model, self.model), autograph=False,
+                    input_signature=[{name: tf.TensorSpec([None, None], tf.int32)
+                                      for name in key}])
+                self._forward_functions[key] = function
+            outputs = function(features)
+        else:  # Keras' compiled predict step (jax.jit), one program per bucket length.
+            outputs = self.model.predict_on_batch(features)
+        return keras.tree.map_structure(
+            lambda t: np.asarray(keras.ops.convert_to_numpy(t), np.float32), outputs)
+
+    @staticmethod
+    def log_truncated(count, total, what="texts"):
+        if count:
+            logging.warning("%d of %d %s were longer than max_seq_length allows and were "
+                            "truncated", count, total, what)
+
+    # -- training ---------------------------------------------------------------------------
+
+    def compile_and_fit(self, dataset, validation, *, epochs, optimizer, learning_rate,
+                        warmup_proportion, verbose, **fit_kwargs):
+        """Compiles the model (its default loss and metrics; `optimizer`, else BERT's AdamW
+        with a linear warmup and decay over this fit's steps) and runs Keras' fit."""
+        if optimizer is None:
+            from bert_tf.training.optimization import create_optimizer
+
+            steps = max(1, int(dataset.cardinality()) * epochs)
+            optimizer = create_optimizer(learning_rate, num_train_steps=steps,
+                                         num_warmup_steps=int(steps * warmup_proportion))
+        self.model.compile(optimizer=optimizer)
+        return self.model.fit(dataset, validation_data=validation, epochs=epochs,
+                              shuffle=False,
+                              verbose=progress.keras_verbose() if verbose == "auto" else verbose,
+                              **fit_kwargs)
+
+    def keras_batches(self, features, labels, batch_size, shuffle, sample_weights=None):
+        """bert_tf.data.tasks.length_buckets.keras_dataset of rows (dicts of unpadded int lists
+        input_word_ids and input_type_ids, as `run` takes them; padded here to
+        max_seq_length), in coarse buckets as the commands train."""
+        from bert_tf.data.tasks import length_buckets
+
+        arrays = {name: np.zeros((len(features), self.max_seq_length), np.int32)
+                  for name in ENCODER_INPUTS}
+        arrays["input_word_ids"][:] = self.tokenizer.pad_id
+        for i, row in enumerate(features):
+            length = len(row["input_word_ids"])
+            arrays["input_word_ids"][i, :length] = row["input_word_ids"]
+            arrays["input_type_ids"][i, :length] = row["input_type_ids"]
+            arrays["input_mask"][i, :length] = 1
+        return length_buckets.keras_dataset(
+            arrays, labels, batch_size=batch_size, shuffle=shuffle,
+            buckets=bucket_lengths(self.max_seq_length, coarse=True),
+            sample_weights=sample_weights)
+
+    # -- saving -----------------------------------------------------------------------------
+
+    def task_info(self):
+        """The task_info.json fields of this task: dict (task, labels, options)."""
+        return {"task": self.task_name}
+
+    def save(self, directory):
+        """Writes the task to `directory` (made if missing): the model (model.keras, or
+        pretrainer.keras for fill-mask), its tokenizer file, bert_config.json and
+        task_info.json. bert_tf.load_task reads it back; bert-tf-export --model_dir exports
+        it (text signatures included); --init_checkpoint warm-starts from it.
+
+        Returns:
+          The directory.
+        """
+        directory = str(directory)
+        fileio.makedirs(directory)
+        self.model.save(run_directory.path(directory, self.model_file))
+        source = self.tokenizer_file or getattr(self.tokenizer, "vocab_file", None)
+        if source is None:  # a tokenizer built in memory: write what it holds
+            source = "tokenizer.json"
+        tokenizer_files.write_tokenizer_file(directory, self.tokenizer, source)
+        self.encoder.config.to_json_file(run_directory.path(directory,
+                                                            run_directory.CONFIG_FILE))
+        info = self.task_info()
+        write_task_info(directory, info.pop("task"), do_lower_case=self.do_lower_case,
+                        max_seq_length=self.max_seq_length, **info)
+        return directory

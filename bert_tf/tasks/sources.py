@@ -1,0 +1,72 @@
+"""What a task starts from on disk: a model, the tokenizer beside it, and their settings.
+
+A run directory's model with what it records is bert_tf.saving.load_model_dir's
+(bert_tf.load_task reads it). `pretrained(path)` / `pretrained_encoder(path)`: the model (or
+its encoder) and tokenizer of any model source bert_tf.load_model reads, for the tasks'
+`from_pretrained`. A bert_tf run or .keras file is read without TensorFlow (JAX alone will
+do); the other formats' readers (bert_tf.interop) use it.
+"""
+
+import os
+
+from bert_tf import fileio, model_directory, run_directory, saving
+from bert_tf.tasks.base import TaskError
+from bert_tf.text import tokenizer_files
+
+
+def _directory_of(path):
+    path = str(path)
+    if fileio.isdir(path):
+        return path
+    return os.path.dirname(fileio.abspath(path))
+
+
+def _casing(path, directory, do_lower_case):
+    """The casing a vocab.txt beside `path` tokenizes with: `do_lower_case`, else what the
+    source records (a bert_tf run's record; a Hugging Face or keras-hub tokenizer config, a
+    TF1 checkpoint's directory name), else None (the tokenizer's default, lower case)."""
+    if do_lower_case is not None:
+        return bool(do_lower_case)
+    found = model_directory.recognise(directory)
+    if found is not None and found.kind in (model_directory.RUN, model_directory.BERT_TF_MODEL):
+        return run_directory.recorded_casing(directory)[0]
+    from bert_tf import interop
+
+    return interop.checkpoint_casing(path)[0]
+
+
+def pretrained(path, tokenizer=None, do_lower_case=None):
+    """(model, tokenizer) of any model source bert_tf.load_model reads.
+
+    Args:
+      path: a run directory, .keras file, checkpoint, Hugging Face, sentence-transformers or
+        keras-hub directory.
+      tokenizer: a Tokenizer or tokenizer file to use; default the vocab.txt / tokenizer.json
+        beside the model.
+      do_lower_case: a vocab.txt's casing, where the source does not record it.
+
+    Returns:
+      The Keras model bert_tf.load_model gives (its `.encoder` for a new head) and the
+      tokenizer.
+
+    Raises:
+      TaskError: no tokenizer beside the model and none given.
+    """
+    model = saving.load_model(path)
+    if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
+        directory = _directory_of(path)
+        tokenizer_file = (tokenizer_files.find_tokenizer_file(tokenizer) if tokenizer
+                          else tokenizer_files.model_tokenizer_file(directory))
+        if tokenizer_file is None:
+            raise TaskError(f"{path}: no vocab.txt or tokenizer.json beside the model; pass "
+                            "tokenizer= (a vocab.txt or tokenizer.json)")
+        casing = (None if tokenizer_files.is_tokenizer_json(tokenizer_file)
+                  and do_lower_case is None else _casing(path, directory, do_lower_case))
+        tokenizer = tokenizer_files.load_tokenizer(tokenizer_file, casing)
+    return model, tokenizer
+
+
+def pretrained_encoder(path, tokenizer=None, do_lower_case=None):
+    """(encoder, tokenizer) of any model source bert_tf.load_model reads (see `pretrained`)."""
+    model, tokenizer = pretrained(path, tokenizer, do_lower_case)
+    return getattr(model, "encoder", model), tokenizer
