@@ -91,6 +91,7 @@ class PretrainingConfig(MaskingSettings, RuntimeConfig):
     lr_schedule: str = "linear"
     decay_proportion: float = 0.1
     weight_decay_rate: float = 0.01
+    adam_bias_correction: bool = False
 
 
 # Flags of the tf.distribute loop, which a JAX run refuses naming them (a JAX run uses every
@@ -532,7 +533,8 @@ def _pretrain(options, config, strategy, dataset_fns, record, flags_text, start)
                                      options.num_warmup_steps, optimizer_type=options.optimizer,
                                      weight_decay_rate=options.weight_decay_rate,
                                      lr_schedule=options.lr_schedule,
-                                     decay_proportion=options.decay_proportion)
+                                     decay_proportion=options.decay_proportion,
+                                     bias_correction=options.adam_bias_correction)
 
     chief = run_setup.is_chief_process(strategy)
     output = functools.partial(run_directory.path, options.output_dir)
