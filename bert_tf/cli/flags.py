@@ -159,11 +159,12 @@ _flag(flags.DEFINE_string, "tpu_name", None, "TPU name or address (with --use_tp
 _flag(flags.DEFINE_enum, "dtype", "float32",
       "Compute dtype policy. mixed_bfloat16 (TPUs, recent CPUs and GPUs) and mixed_float16 "
       "(GPUs; adds dynamic loss scaling) keep variables, LayerNorm, softmax and the losses in "
-      "float32. auto: mixed_bfloat16 on TPUs, GPUs and CPUs with AVX512_BF16/AMX, else float32.",
+      "float32. auto: mixed_bfloat16 on TPUs and GPUs; on CPUs the fastest measured for the CPU's "
+      "type (mixed_bfloat16 with AVX512_BF16/AMX, else float32; docs/benchmarks.md).",
       enum_values=_Constant("bert_tf.training.precision", "DTYPE_CHOICES"))
 _flag(_define_jit_compile, "jit_compile", "auto",
-      "XLA-compile the forward and backward pass: true, false or auto (on for TPUs and GPUs, "
-      "off on CPUs, where it measured slower).")
+      "XLA-compile the forward and backward pass: true, false or auto (on for TPUs and GPUs; on "
+      "CPUs only for the CPU types and dtypes where it measured faster, docs/benchmarks.md).")
 _flag(flags.DEFINE_integer, "gradient_accumulation_steps", 1,
       "Batches (of the batch-size flag) per optimizer step, their gradients averaged: the "
       "effective batch is N x the batch size.")
