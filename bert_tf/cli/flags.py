@@ -169,11 +169,12 @@ _flag(flags.DEFINE_string, "tpu_name", None, "TPU name or address (with --use_tp
 _flag(flags.DEFINE_enum, "dtype", "float32",
       "Compute dtype policy. mixed_bfloat16 (TPUs, recent CPUs and GPUs) and mixed_float16 "
       "(GPUs; adds dynamic loss scaling) keep variables, LayerNorm, softmax and the losses in "
-      "float32. auto: mixed_bfloat16 on TPUs, GPUs and CPUs with AVX512_BF16/AMX, else float32.",
+      "float32. auto: mixed_bfloat16 on TPUs and GPUs; on CPUs the fastest measured for the CPU's "
+      "type (mixed_bfloat16 with AVX512_BF16/AMX, else float32; docs/benchmarks.md).",
       enum_values=_Constant("bert_tf.training.precision", "DTYPE_CHOICES"))
 _flag(_define_jit_compile, "jit_compile", "auto",
-      "XLA-compile the forward and backward pass: true, false or auto (on for TPUs and GPUs, "
-      "off on CPUs, where it measured slower).")
+      "XLA-compile the forward and backward pass: true, false or auto (on for TPUs and GPUs; on "
+      "CPUs only for the CPU types and dtypes where it measured faster, docs/benchmarks.md).")
 _flag(flags.DEFINE_integer, "gradient_accumulation_steps", 1,
       "Batches (of the batch-size flag) per optimizer step, their gradients averaged: the "
       "effective batch is N x the batch size.")
@@ -208,6 +209,10 @@ _flag(flags.DEFINE_enum, "lr_schedule", "linear",
 _flag(flags.DEFINE_float, "decay_proportion", 0.1,
       "--lr_schedule=wsd: fraction of the training steps the final decay takes.")
 _flag(flags.DEFINE_float, "weight_decay_rate", 0.01, "Weight decay of kernels and embeddings.")
+_flag(flags.DEFINE_bool, "adam_bias_correction", False,
+      "--optimizer=adamw: Adam's bias correction, as Keras, PyTorch and Hugging Face apply it "
+      "(the first steps smaller: 1/3 to 1/6 of the original's in a 100-step run). Default off, "
+      "the original BERT rule; lamb and stable_adamw always correct.")
 
 # Pre-training: input.
 _flag(flags.DEFINE_string, "input_file", None,
@@ -522,7 +527,7 @@ PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoi
                "eval_input_text_file", "train_batch_size", "eval_batch_size", "learning_rate",
                "num_train_steps", "num_warmup_steps", "save_checkpoints_steps",
                "max_eval_steps", "optimizer", "lr_schedule", "decay_proportion",
-               "weight_decay_rate", "use_next_sentence_label",
+               "weight_decay_rate", "adam_bias_correction", "use_next_sentence_label",
                "input_text_file", "input_tfds", "tfds_data_dir", "tfds_split",
                "eval_tfds_split", "tfds_text_key", "span_boundary_objective", "full_sentences",
                "tf_data_service", "time_budget", "warmup_proportion", "objective",
@@ -532,7 +537,8 @@ FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoin
               "allow_untrained_head",
               "train_batch_size", "eval_batch_size", "predict_batch_size", "learning_rate",
               "num_train_epochs", "warmup_proportion", "save_checkpoints_steps", "optimizer",
-              "lr_schedule", "decay_proportion", "weight_decay_rate", "trainable_encoder",
+              "lr_schedule", "decay_proportion", "weight_decay_rate", "adam_bias_correction",
+              "trainable_encoder",
               "length_buckets", "export_dir")
 LABELED_DATA = ("data_dir", "train_file", "dev_file", "test_file", "labels")
 CLASSIFICATION = ("task_name", "tfds_data_dir", "text_a_column", "text_b_column",

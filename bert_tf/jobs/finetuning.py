@@ -84,6 +84,7 @@ class FinetuningConfig(RuntimeConfig):
     lr_schedule: str = "linear"
     decay_proportion: float = 0.1
     weight_decay_rate: float = 0.01
+    adam_bias_correction: bool = False
     trainable_encoder: bool = True
     length_buckets: str = "auto"
     export_dir: str | None = None
@@ -273,7 +274,8 @@ def build_model(context, options, make_model, num_train_steps=None):
                 options.learning_rate, num_train_steps,
                 task_loop.num_warmup_steps(num_train_steps, options.warmup_proportion),
                 optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
-                lr_schedule=options.lr_schedule, decay_proportion=options.decay_proportion)
+                lr_schedule=options.lr_schedule, decay_proportion=options.decay_proportion,
+                bias_correction=options.adam_bias_correction)
     return model, optimizer
 
 

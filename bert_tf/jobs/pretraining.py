@@ -96,6 +96,7 @@ class PretrainingConfig(MaskingSettings, RuntimeConfig):
     lr_schedule: str = "linear"
     decay_proportion: float = 0.1
     weight_decay_rate: float = 0.01
+    adam_bias_correction: bool = False
 
 
 # What --objective trains: the masked LM (and the heads the other flags add), or ELECTRA's
@@ -755,7 +756,8 @@ def _build_model(options, config, job_runtime, budget=None):
             options.learning_rate, options.num_train_steps, options.num_warmup_steps,
             optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
             lr_schedule=options.lr_schedule, decay_proportion=options.decay_proportion,
-            budget_warmup_proportion=budget_warmup_proportion(options) if budget else None)
+            budget_warmup_proportion=budget_warmup_proportion(options) if budget else None,
+            bias_correction=options.adam_bias_correction)
     return encoder, model, optimizer
 
 

@@ -157,7 +157,9 @@ def make_runtime(options, batch_size_flags=(), trains=True):
         raise FlagValueError(str(e)) from None
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
-    job_runtime.set_precision(options.dtype)
+    # Length-bucketed batches (fine-tuning's default) change shape from step to step.
+    job_runtime.set_precision(options.dtype, varying_shapes=getattr(
+        options, "length_buckets", "off") not in ("off", None))
     return job_runtime
 
 

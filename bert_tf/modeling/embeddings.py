@@ -8,6 +8,7 @@ import numpy as np
 from keras import ops
 
 from bert_tf.modeling.initializers import truncated_normal
+from bert_tf.modeling.dropout import FusedDropout
 from bert_tf.modeling.layer_norm import FusedLayerNorm
 
 
@@ -148,7 +149,7 @@ class BertEmbeddings(keras.layers.Layer):
                              "learned, sinusoidal")
         self.layer_norm = FusedLayerNorm(
             epsilon=layer_norm_eps, dtype=policy, name="layer_norm")
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy, name="dropout")
+        self.dropout_layer = FusedDropout(dropout, dtype=policy, name="dropout")
 
     def build(self, input_shape=None):
         self.word_embeddings.build((None, None))

@@ -9,6 +9,7 @@ from keras import ops
 from bert_tf.modeling import attention, rotary
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.initializers import truncated_normal
+from bert_tf.modeling.dropout import FusedDropout
 from bert_tf.modeling.layer_norm import FusedLayerNorm
 
 
@@ -95,9 +96,9 @@ class ModernTransformerBlock(keras.layers.Layer):
         gated = feed_forward_type == "gated"
         self.intermediate = dense((2 if gated else 1) * intermediate_size, "intermediate")
         self.output_dense = dense(hidden_size, "output")
-        self.attention_dropout = keras.layers.Dropout(
+        self.attention_dropout = FusedDropout(
             attention_probs_dropout_prob, dtype=policy, name="attention_probs_dropout")
-        self.hidden_dropout = keras.layers.Dropout(
+        self.hidden_dropout = FusedDropout(
             hidden_dropout_prob, dtype=policy, name="hidden_dropout")
 
     def build(self, input_shape=None):

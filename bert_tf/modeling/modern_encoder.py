@@ -14,6 +14,7 @@ from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.embeddings import PositionEmbedding, SinusoidalPositionEmbedding
 from bert_tf.modeling.encoder_base import Encoder
 from bert_tf.modeling.initializers import truncated_normal
+from bert_tf.modeling.dropout import FusedDropout
 from bert_tf.modeling.layer_norm import FusedLayerNorm
 from bert_tf.modeling.modern_block import ModernTransformerBlock
 from bert_tf.modeling.transformer_block import AttentionBias
@@ -57,8 +58,7 @@ class ModernEmbeddings(keras.layers.Layer):
         self.rotary = c.position_embedding_type == "rotary"
         self.layer_norm = FusedLayerNorm(epsilon=c.layer_norm_eps, center=c.norm_bias,
                                          dtype=policy, name="layer_norm")
-        self.dropout_layer = keras.layers.Dropout(c.hidden_dropout_prob, dtype=policy,
-                                                  name="dropout")
+        self.dropout_layer = FusedDropout(c.hidden_dropout_prob, dtype=policy, name="dropout")
 
     def build(self, input_shape=None):
         self.word_embeddings.build((None, None))

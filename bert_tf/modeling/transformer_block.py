@@ -9,6 +9,7 @@ from keras import ops
 from bert_tf.modeling import attention, kernels
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.initializers import truncated_normal
+from bert_tf.modeling.dropout import FusedDropout
 from bert_tf.modeling.layer_norm import FusedLayerNorm
 
 
@@ -105,9 +106,9 @@ class TransformerBlock(keras.layers.Layer):
             self.intermediate = ffn_from.intermediate
             self.output_dense = ffn_from.output_dense
             self.output_layer_norm = ffn_from.output_layer_norm
-        self.attention_dropout = keras.layers.Dropout(
+        self.attention_dropout = FusedDropout(
             attention_probs_dropout_prob, dtype=policy, name="attention_probs_dropout")
-        self.hidden_dropout = keras.layers.Dropout(
+        self.hidden_dropout = FusedDropout(
             hidden_dropout_prob, dtype=policy, name="hidden_dropout")
 
     def build(self, input_shape=None):

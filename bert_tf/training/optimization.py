@@ -326,21 +326,32 @@ class _DecayingOptimizer(keras.optimizers.Optimizer):
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class AdamWeightDecay(_DecayingOptimizer):
-    """Adam with decoupled weight decay exactly as the original BERT (no bias correction).
+    """Adam with decoupled weight decay exactly as the original BERT: by default without bias
+    correction.
 
-    Per variable w with gradient g (after global-norm clipping of all gradients):
+    Per variable w with gradient g (after global-norm clipping of all gradients), at step t
+    (1-based):
         m = beta_1 * m + (1 - beta_1) * g
         v = beta_2 * v + (1 - beta_2) * g^2
-        update = m / (sqrt(v) + epsilon) + weight_decay_rate * w   (decay term only if w decays)
-        w = w - lr * update
+        w = w * (1 - lr * weight_decay_rate)                 (only if w decays)
+        w = w - lr * m / (sqrt(v) + epsilon)                 (bias_correction=False)
+        w = w - lr * c_t * m / (sqrt(v) + epsilon),          (bias_correction=True)
+            c_t = sqrt(1 - beta_2^t) / (1 - beta_1^t)
+
+    bias_correction=True is Keras' and TensorFlow's Adam step ("epsilon hat": epsilon added to
+    sqrt(v), not to sqrt(v_hat) as PyTorch does). Without it the first steps are larger:
+    c_t is 1/3.2 at t=1, 1/6.5 at t=10 and 1/3.4 at t=93, so a short fine-tuning run takes
+    3-6x the bias-corrected step at the same learning rate (see docs/fine-tuning.md).
 
     Args:
       learning_rate: float or a LearningRateSchedule (e.g. WarmupLinearDecay).
-      weight_decay_rate: decay coefficient added to the update of decaying variables.
+      weight_decay_rate: decay coefficient of decaying variables.
       beta_1, beta_2, epsilon: Adam constants (original: 0.9, 0.999, 1e-6).
       clip_norm: clip the all-reduced gradients to this global norm; None disables.
       exclude_from_weight_decay: regex patterns matched against variable paths; biases and
         LayerNorm gamma/beta are excluded by their short names regardless.
+      bias_correction: scale the step by c_t (Adam's bias correction), as Keras, PyTorch and
+        Hugging Face do; False (the original's rule) by default.
       name: optimizer name.
 
     Examples:
@@ -353,9 +364,10 @@ class AdamWeightDecay(_DecayingOptimizer):
     def __init__(self, learning_rate=1e-4, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-6, clip_norm=1.0,
                  exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
-                 name="adam_weight_decay", **kwargs):
+                 bias_correction=False, name="adam_weight_decay", **kwargs):
         super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, clip_norm,
                          exclude_from_weight_decay, name, **kwargs)
+        self.bias_correction = bool(bias_correction)
 
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
@@ -366,13 +378,23 @@ class AdamWeightDecay(_DecayingOptimizer):
             # Adam step, whose term does not depend on w.
             self.assign(variable, variable * (1.0 - lr * ops.cast(self.weight_decay_rate, dtype)))
         index = self._get_variable_index(variable)
+        # beta^t, or 0 (no correction: c_t = 1) as the original.
+        if self.bias_correction:
+            t = ops.cast(self.iterations + 1, dtype)
+            beta_1_power, beta_2_power = ops.power(self.beta_1, t), ops.power(self.beta_2, t)
+        else:
+            beta_1_power = beta_2_power = ops.zeros((), dtype)
         if _tf is not None:
-            _tf.apply_adam_without_bias_correction(
-                variable, self._momentums[index], self._velocities[index], gradient, lr,
-                self.beta_1, self.beta_2, self.epsilon)
+            _tf.apply_adam(variable, self._momentums[index], self._velocities[index], gradient,
+                           lr, self.beta_1, self.beta_2, self.epsilon, beta_1_power,
+                           beta_2_power)
             return
         m, v = self._moments(gradient, variable)
-        self.assign_sub(variable, lr * m / (ops.sqrt(v) + self.epsilon))
+        step = lr * ops.sqrt(1.0 - beta_2_power) / (1.0 - beta_1_power)
+        self.assign_sub(variable, step * m / (ops.sqrt(v) + self.epsilon))
+
+    def get_config(self):
+        return dict(super().get_config(), bias_correction=self.bias_correction)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -459,7 +481,7 @@ class StableAdamW(_DecayingOptimizer):
 def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, optimizer_type="adamw",
                      weight_decay_rate=0.01, beta_1=0.9, beta_2=None, epsilon=1e-6,
                      clip_norm=1.0, lr_schedule="linear", decay_proportion=0.1,
-                     budget_warmup_proportion=None):
+                     budget_warmup_proportion=None, bias_correction=False):
     """BERT's optimizer (WarmupLinearDecay + AdamWeightDecay or Lamb) or ModernBERT's
     (WarmupStableDecay + StableAdamW), in any combination.
 
@@ -475,6 +497,8 @@ def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, optimizer
       budget_warmup_proportion: None for a schedule on steps; for a run to a time budget, the
         share of the training time spent warming up: the schedule is then a BudgetSchedule of
         the same shape and num_train_steps / num_warmup_steps are not used.
+      bias_correction: adamw: Adam's bias correction (see AdamWeightDecay); lamb and
+        stable_adamw always correct.
 
     Returns:
       A keras.optimizers.Optimizer whose learning_rate is the schedule.
@@ -503,7 +527,7 @@ def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, optimizer
     kwargs = dict(weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2,
                   epsilon=epsilon, clip_norm=clip_norm)
     if optimizer_type == "adamw":
-        return AdamWeightDecay(schedule, **kwargs)
+        return AdamWeightDecay(schedule, bias_correction=bias_correction, **kwargs)
     if optimizer_type == "lamb":
         return Lamb(schedule, **kwargs)
     if optimizer_type == "stable_adamw":

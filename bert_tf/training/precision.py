@@ -7,17 +7,18 @@ dynamic scale before the backward pass and the gradients divided by it before th
 (`DynamicLossScaleOptimizer`); a step whose gradients overflow is skipped and the scale halved.
 """
 
+import re
+
 import keras
 import tensorflow as tf
+from absl import logging
+
+from bert_tf.cpu import CPU_TYPES, cpu_info
 
 # Accepted by the --dtype flag (a literal: bert_tf.cli.flags reads it without importing this
 # module); "auto" picks one of DTYPES for the devices (resolve_dtype).
 DTYPE_CHOICES = ("float32", "mixed_bfloat16", "mixed_float16", "auto")
 DTYPES = DTYPE_CHOICES[:-1]
-# CPU features with native bfloat16 matmuls (oneDNN); without them bfloat16 is emulated.
-_CPU_BF16_FEATURES = ("avx512_bf16", "amx_bf16")
-
-
 class DynamicLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     """Keras' dynamic loss scaling, made to keep step with a distributed step-counting loop.
 
@@ -100,17 +101,23 @@ def parse_jit_compile(value):
     raise ValueError(f"--jit_compile={value!r}; expected one of true, false, auto")
 
 
-def resolve_jit_compile(jit_compile, strategy):
-    """Whether to XLA-compile the training step: "auto" is on for TPUs and GPUs, off on CPUs.
+def resolve_jit_compile(jit_compile, strategy, dtype=None, cpuinfo_path="/proc/cpuinfo",
+                        varying_shapes=False):
+    """Whether to XLA-compile the training step: "auto" is on for TPUs and GPUs, and on CPUs
+    where the CPU type's measurements say so for the dtype (CPU_TYPES[...].xla_dtypes).
 
-    On CPUs XLA made bert_tf's pre-training step slower in every measured case (2-core
-    AVX512_BF16 machine, benchmarks/results: BERT-small float32 1.27x and mixed_bfloat16 2x
-    slower than without XLA), while oneDNN's bfloat16 kernels run without it. On GPUs XLA fuses
-    the element-wise work around the matmuls; on TPUs every step is XLA-compiled anyway.
+    On most CPUs XLA made the step slower (2-core AMD EPYC Zen 5, BERT-small: 1.5x the CPU
+    time in float32, 2.2x in mixed_bfloat16), while oneDNN's kernels run without it; on an
+    Intel Xeon with AVX512_BF16 and no AMX, mixed_bfloat16 ran fastest with XLA. On GPUs XLA
+    fuses the element-wise work around the matmuls; on TPUs every step is XLA-compiled anyway.
 
     Args:
       jit_compile: True, False, "auto", or a flag string (see parse_jit_compile).
       strategy: the tf.distribute.Strategy whose devices decide "auto".
+      dtype: the dtype policy of the step; None: Keras' global policy.
+      cpuinfo_path: where the CPU is read (tests point it at a fixture).
+      varying_shapes: the batches change shape (length buckets): "auto" leaves XLA off on
+        CPUs, where it would compile the step once per shape.
 
     Returns:
       bool.
@@ -118,7 +125,13 @@ def resolve_jit_compile(jit_compile, strategy):
     jit_compile = parse_jit_compile(jit_compile)
     if jit_compile != "auto":
         return jit_compile
-    return _on_accelerator(strategy)
+    if _on_accelerator(strategy):
+        return True
+    if varying_shapes:
+        return False
+    if dtype is None:
+        dtype = keras.mixed_precision.global_policy().name
+    return dtype in CPU_TYPES[cpu_info(cpuinfo_path).kind].xla_dtypes
 
 
 def _on_accelerator(strategy):
@@ -132,36 +145,70 @@ def cpu_has_native_bfloat16(cpuinfo_path="/proc/cpuinfo"):
 
     Unreadable (not Linux) counts as no: float32 is then the safe choice.
     """
-    try:
-        with open(cpuinfo_path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    present = set(line.split(":", 1)[1].split())
-                    return any(flag in present for flag in _CPU_BF16_FEATURES)
-    except OSError:
-        pass
-    return False
+    return cpu_info(cpuinfo_path).native_bfloat16
 
 
-def resolve_dtype(dtype, strategy, cpuinfo_path="/proc/cpuinfo"):
+_warned_emulated = []
+
+
+def resolve_dtype(dtype, strategy, cpuinfo_path="/proc/cpuinfo", varying_shapes=False):
     """The dtype policy for --dtype: "auto" picks the fastest one that trains safely.
 
-    "auto" is mixed_bfloat16 on TPUs and GPUs, and on CPUs with native bfloat16 matmuls
-    (AVX512_BF16 / AMX: measured 1.5-2x float32 for BERT there); float32 on other CPUs, where
-    bfloat16 is emulated and was measured slower than float32 (2-core AVX2 machine: BERT-tiny
-    step 918 vs 614 ms). mixed_float16 is never picked: it needs loss scaling and suits only
-    GPUs older than bfloat16 support, which users choose explicitly.
+    "auto" is mixed_bfloat16 on TPUs and GPUs; on CPUs what CPU_TYPES records as fastest for
+    the CPU's type: mixed_bfloat16 where the CPU computes bfloat16 natively and it paid
+    (AVX512_BF16 / AMX: 1.5-2x float32 for BERT), float32 where bfloat16 is emulated (2-core
+    AVX2 machine: BERT-tiny step 918 vs 614 ms). mixed_float16 is never picked: it needs loss
+    scaling and suits only GPUs older than bfloat16 support, which users choose explicitly.
+
+    An explicit mixed_bfloat16 on a CPU without native bfloat16 is kept, and logged once as
+    slower than float32 there.
 
     Args:
       dtype: one of DTYPE_CHOICES.
       strategy: the tf.distribute.Strategy whose devices decide "auto".
-      cpuinfo_path: where the CPU flags are read (tests point it at a fixture).
+      cpuinfo_path: where the CPU is read (tests point it at a fixture).
+      varying_shapes: the batches change shape (length buckets): some CPU types then pick
+        another dtype (CpuType.varying_shapes_dtype), as XLA would compile every shape.
 
     Returns:
       One of DTYPES.
     """
+    on_cpu = not _on_accelerator(strategy)
     if dtype != "auto":
+        info = cpu_info(cpuinfo_path)
+        if dtype == "mixed_bfloat16" and on_cpu and not info.native_bfloat16 \
+                and not _warned_emulated:
+            _warned_emulated.append(True)
+            logging.warning("--dtype=mixed_bfloat16 on a CPU without native bfloat16 (%s: no "
+                            "AVX512_BF16 or AMX): bfloat16 is emulated and slower than float32 "
+                            "here; --dtype=auto picks float32", info.model_name or "unknown")
         return dtype
-    if _on_accelerator(strategy):
+    if not on_cpu:
         return "mixed_bfloat16"
-    return "mixed_bfloat16" if cpu_has_native_bfloat16(cpuinfo_path) else "float32"
+    cpu_type = CPU_TYPES[cpu_info(cpuinfo_path).kind]
+    return cpu_type.varying_shapes_dtype if varying_shapes else cpu_type.dtype
+
+
+_XLA_UNSUPPORTED = re.compile(
+    r"Detected unsupported operations when trying to compile graph .*? on (XLA_\w+_JIT): "
+    r"(\w+)(?:.*?\{\{node ([^}]+)\}\})?", re.DOTALL)
+
+
+def unsupported_xla_op(error):
+    """(op type, node name or None, XLA device) of the op an XLA compilation error names,
+    or None when `error` is no such error (tf.errors.InvalidArgumentError on the first call
+    of a jit-compiled function)."""
+    match = _XLA_UNSUPPORTED.search(str(error))
+    return (match.group(2), match.group(3), match.group(1)) if match else None
+
+
+def xla_fallback_message(error):
+    """The one line a run logs when --jit_compile=true meets a model XLA cannot compile and it
+    continues without XLA (docs/errors.md); None when `error` is not that failure."""
+    found = unsupported_xla_op(error)
+    if found is None:
+        return None
+    op, node, device = found
+    where = f" (node {node})" if node and node != op else ""
+    return (f"--jit_compile=true: XLA cannot compile op {op}{where} on {device}; training "
+            "continues without XLA")

@@ -145,10 +145,15 @@ class Runtime:
                              f"replicas ({self.devices()}); use a multiple of "
                              f"{self.num_replicas}")
 
-    def set_precision(self, dtype):
+    def set_precision(self, dtype, varying_shapes=False):
         """Sets the global Keras dtype policy for `dtype` ("auto" resolved for the devices by
-        training.precision's rule); returns the policy set."""
+        training.precision's rule; `varying_shapes`: the batches change shape, as length
+        buckets make them); returns the policy set."""
         raise NotImplementedError
+
+    # Whether the training batches change shape (set_precision's varying_shapes): some CPU
+    # types then leave XLA off, which would compile once per shape.
+    varying_shapes = False
 
     # Whether every new input shape costs a compilation (jit): evaluation then takes the
     # coarse length buckets of training batches rather than the fine ones.

@@ -32,6 +32,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.cpu import CPU_TYPES, cpu_info
 from bert_tf.training import checkpointing, precision, preemption
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.step_runner import Runtime, RUN_STATE_KEYS, Restored, StepRunner, StepsResult
@@ -73,10 +74,14 @@ class TensorFlowRuntime(Runtime):
     def scope(self):
         return self.strategy.scope()
 
-    def set_precision(self, dtype):
-        resolved = precision.resolve_dtype(dtype, self.strategy)
+    def set_precision(self, dtype, varying_shapes=False):
+        resolved = precision.resolve_dtype(dtype, self.strategy, varying_shapes=varying_shapes)
+        self.varying_shapes = varying_shapes
         if dtype == "auto":
-            logging.info("--dtype=auto: %s on %s", resolved, self.devices())
+            info = cpu_info()
+            logging.info("--dtype=auto: %s on %s (CPU: %s, %s%s)", resolved, self.devices(),
+                         info.model_name or "unknown", CPU_TYPES[info.kind].name,
+                         ", length-bucketed batches" if varying_shapes else "")
         import keras
 
         keras.mixed_precision.set_global_policy(resolved)
@@ -180,7 +185,8 @@ class TensorFlowStepRunner(StepRunner):
         self._init_target = init_checkpoint_target or model
         self._handle_sigterm = handle_sigterm
         checkpointing.check_writable_dir(output_dir)
-        self._jit = precision.resolve_jit_compile(loop_config.jit_compile, strategy)
+        self._jit = precision.resolve_jit_compile(loop_config.jit_compile, strategy,
+                                                 varying_shapes=runtime.varying_shapes)
         logging.info("XLA compilation of the training step: %s (jit_compile=%s)",
                      "on" if self._jit else "off", loop_config.jit_compile)
         with strategy.scope():
@@ -229,21 +235,40 @@ class TensorFlowStepRunner(StepRunner):
         return Restored(restored, int(optimizer.iterations.numpy()), run_state)
 
     def start(self, skip_steps):
-        strategy, accumulation = self._strategy, self._config.gradient_accumulation_steps
-        iterator = _resumed_iterator(strategy, self._dataset_fn, skip_steps, accumulation)
-        self._sigterm = preemption.SigtermWatcher(strategy) if self._handle_sigterm else None
-        self._train_steps = _build_train_steps(self._model, self._optimizer, self._loss_fn,
-                                               strategy, iterator, accumulation, self._jit,
-                                               self._sigterm)
+        self._sigterm = (preemption.SigtermWatcher(self._strategy) if self._handle_sigterm
+                         else None)
+        self._skip_steps, self._steps_done = skip_steps, 0
+        self._build_steps()
         if self._sigterm:
             self._sigterm.start()
 
+    def _build_steps(self):
+        strategy, accumulation = self._strategy, self._config.gradient_accumulation_steps
+        iterator = _resumed_iterator(strategy, self._dataset_fn, self._skip_steps, accumulation)
+        self._train_steps = _build_train_steps(self._model, self._optimizer, self._loss_fn,
+                                               strategy, iterator, accumulation, self._jit,
+                                               self._sigterm)
+
     def run_steps(self, num_steps):
+        first_step = int(self._optimizer.iterations.numpy()) if not self._steps_done else None
         try:
             sums, steps_run, stop, nonfinite = self._train_steps(tf.constant(num_steps))
         except tf.errors.OutOfRangeError:
             raise RuntimeError("the training input ended; dataset_fn must return a repeating "
                                "dataset") from None
+        except tf.errors.InvalidArgumentError as e:
+            message = precision.xla_fallback_message(e) if self._jit else None
+            if message is None or self._steps_done:
+                raise
+            # XLA refuses the graph before any weight changes (only the optimizer's step count
+            # has moved on): the same steps run again without it, from the same step on an
+            # input restarted where this call began, so the run stays exact.
+            logging.warning("%s", message)
+            self._optimizer.iterations.assign(first_step)
+            self._jit = False
+            self._build_steps()
+            return self.run_steps(num_steps)
+        self._steps_done += int(steps_run)
         return StepsResult({k: float(v) for k, v in sums.items()}, int(steps_run), bool(stop),
                            bool(nonfinite))
 

@@ -163,6 +163,52 @@ def test_gelu_variants_differ():
     assert gap > 1e-5
 
 
+@pytest.mark.parametrize("approximate", [True, False])
+def test_gelu_kernel_forward_and_gradient_match_tf_nn_gelu(approximate):
+    # The fused XLA forward and gradient (training graphs on TensorFlow) against tf.nn.gelu
+    # and its autodiff, in float32 and, for bfloat16 inputs, within bfloat16's rounding.
+    from bert_tf.modeling import kernels
+
+    x = tf.constant(np.linspace(-6, 6, 301).reshape(7, 43), tf.float32)
+    for dtype, tolerance in ((tf.float32, 1e-5), (tf.bfloat16, 1e-2)):
+        inputs = tf.cast(x, dtype)
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(inputs)
+            ours = kernels.gelu(inputs, approximate)
+            reference = tf.nn.gelu(tf.cast(inputs, tf.float32), approximate=approximate)
+        assert ours.dtype == dtype
+        np.testing.assert_allclose(tf.cast(ours, tf.float32), reference, atol=tolerance,
+                                   rtol=tolerance)
+        np.testing.assert_allclose(tf.cast(tape.gradient(ours, inputs), tf.float32),
+                                   tf.cast(tape.gradient(reference, inputs), tf.float32),
+                                   atol=tolerance, rtol=tolerance)
+
+
+def test_fused_dropout_keeps_its_rate_and_one_mask_forward_and_backward():
+    from bert_tf.modeling.dropout import FusedDropout
+
+    layer = FusedDropout(0.1, seed=3)
+    x = tf.ones([64, 301], tf.float32)  # an odd size: two draws per 32-bit word, one left over
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x, training=True)
+        upstream = tf.random.stateless_normal(y.shape, [1, 2])
+        loss = tf.reduce_sum(y * upstream)
+    dropped = (y.numpy() == 0)
+    assert 0.08 < dropped.mean() < 0.12
+    np.testing.assert_allclose(y.numpy()[~dropped], 1 / 0.9, rtol=1e-6)
+    # The gradient is upstream * mask / (1 - rate): the forward's mask, recomputed from its bits.
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(),
+                               np.where(dropped, 0.0, upstream.numpy() / 0.9), rtol=1e-6)
+    assert not np.array_equal(layer(x, training=True).numpy() == 0, dropped)  # a new draw
+    assert layer(x, training=False) is x
+    # The same seed draws the same masks; bfloat16 inputs keep their dtype.
+    again = FusedDropout(0.1, seed=3)
+    np.testing.assert_array_equal(again(x, training=True).numpy(), y.numpy())
+    assert FusedDropout(0.5, dtype="bfloat16")(tf.ones([4, 4], tf.bfloat16),
+                                               training=True).dtype == tf.bfloat16
+
+
 def test_unknown_activation_names_the_field():
     with pytest.raises(ValueError, match=r"^hidden_act='gelu2' is not one of gelu, gelu_new, "
                                          r"gelu_exact, relu, tanh, swish, silu$"):

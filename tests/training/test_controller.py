@@ -339,3 +339,36 @@ def test_a_constant_keras_learning_rate_under_a_mirrored_strategy(tmp_path):
     results = _train(model, optimizer, strategy, tmp_path, 4, steps_per_loop=2,
                      save_checkpoints_steps=4, log_steps=2)
     assert results["step"] == 4 and np.isfinite(results["loss"])
+
+
+def _loss_with_a_string_op(model, batch, training):
+    parts = _loss_fn(model, batch, training)
+    # AsString has no XLA kernel: a model XLA cannot compile (its value adds nothing).
+    digits = tf.strings.length(tf.strings.as_string(parts["loss"]))
+    parts["loss"] += 0.0 * tf.cast(digits, tf.float32)
+    return parts
+
+
+def test_jit_compile_true_on_a_graph_xla_cannot_compile_trains_without_it(tmp_path, caplog):
+    """One warning naming the op, then the same steps without XLA: the weights equal a run
+    with jit_compile=False."""
+    strategy = get_strategy("one_device")
+    finals = []
+    for jit_compile, out in ((True, tmp_path / "xla"), (False, tmp_path / "plain")):
+        model, optimizer = _build(strategy, dropout=0.2)
+        caplog.clear()
+        results = train(model=model, optimizer=optimizer, loss_fn=_loss_with_a_string_op,
+                        dataset_fn=_dataset_fn, runtime=on_tensorflow(strategy),
+                        output_dir=str(out), metrics_fn=_metrics,
+                        loop_config=TrainLoopConfig(20, steps_per_loop=10,
+                                                    save_checkpoints_steps=20,
+                                                    global_batch_size=16,
+                                                    jit_compile=jit_compile))
+        assert results["step"] == 20
+        fallback = [r.getMessage() for r in caplog.records if "XLA cannot" in r.getMessage()]
+        assert fallback == ([
+            "--jit_compile=true: XLA cannot compile op AsString on XLA_CPU_JIT; training "
+            "continues without XLA"] if jit_compile else []), fallback
+        finals.append([v.numpy() for v in model.weights])
+    for got, want in zip(*finals):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -29,16 +29,18 @@ def _clip(grads, clip_norm):
 
 
 def _numpy_adamw(params, grads_per_step, lrs, decays, wd=0.01, b1=0.9, b2=0.999, eps=1e-6,
-                 clip_norm=1.0):
-    """The original AdamWeightDecayOptimizer: no bias correction, decay inside the update."""
+                 clip_norm=1.0, bias_correction=False):
+    """The original AdamWeightDecayOptimizer: no bias correction, decay inside the update.
+    bias_correction: the step times sqrt(1 - b2^t) / (1 - b1^t), as Keras' Adam."""
     params = [p.astype(np.float64) for p in params]
     m = [np.zeros_like(p) for p in params]
     v = [np.zeros_like(p) for p in params]
-    for grads, lr in zip(grads_per_step, lrs):
-        for i, g in enumerate(_clip(grads, clip_norm)):
+    for t, (grads, lr) in enumerate(zip(grads_per_step, lrs), start=1):
+        correction = np.sqrt(1 - b2 ** t) / (1 - b1 ** t) if bias_correction else 1.0
+        for i, g in enumerate(_clip(grads, clip_norm) if clip_norm else grads):
             m[i] = b1 * m[i] + (1 - b1) * g
             v[i] = b2 * v[i] + (1 - b2) * g * g
-            update = m[i] / (np.sqrt(v[i]) + eps)
+            update = correction * m[i] / (np.sqrt(v[i]) + eps)
             if decays[i]:
                 update += wd * params[i]
             params[i] = params[i] - lr * update
@@ -212,6 +214,51 @@ def test_adamw_has_no_bias_correction():
     np.testing.assert_allclose(var.numpy(), [expected], rtol=1e-5)
 
 
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_adamw_steps_match_the_formula_with_and_without_bias_correction(bias_correction):
+    # Three steps from warmup into decay, decaying and excluded variables, the clip acting on
+    # the first step only: w after each step as _numpy_adamw's formula gives it.
+    model = _small_model()
+    initial = [v.numpy() for v in model.trainable_variables]
+    optimizer = create_optimizer(0.05, num_train_steps=10, num_warmup_steps=1,
+                                 weight_decay_rate=0.1, bias_correction=bias_correction)
+    grads_per_step = [_grads(model, 7, scale=2.0), _grads(model, 8, scale=0.05),
+                      _grads(model, 9, scale=0.05)]
+    lrs = [float(WarmupLinearDecay(0.05, 10, 1)(s)) for s in range(3)]
+    for grads in grads_per_step:
+        optimizer.apply([tf.constant(g) for g in grads], model.trainable_variables)
+    decays = [optimizer.decays(v) for v in model.trainable_variables]
+    reference = _numpy_adamw(initial, grads_per_step, lrs, decays, wd=0.1,
+                             bias_correction=bias_correction)
+    for v, want in zip(model.trainable_variables, reference):
+        np.testing.assert_allclose(v.numpy(), want, rtol=1e-5, atol=1e-6, err_msg=v.path)
+    other = _numpy_adamw(initial, grads_per_step, lrs, decays, wd=0.1,
+                         bias_correction=not bias_correction)
+    assert not np.allclose(model.trainable_variables[-1].numpy(), other[-1], atol=1e-4)
+
+
+def test_adamw_with_bias_correction_is_keras_adam_without_decay():
+    # No decay and no clip: the same weights as keras.optimizers.Adam (bias-corrected, epsilon
+    # added to sqrt(v)) after 5 steps, while the original's rule moved further.
+    var_ours = keras.Variable(np.linspace(-1, 1, 6).astype("float32"), name="kernel")
+    var_keras = keras.Variable(var_ours.numpy(), name="kernel")
+    var_original = keras.Variable(var_ours.numpy(), name="kernel")
+    ours = AdamWeightDecay(1e-2, weight_decay_rate=0.0, clip_norm=None, bias_correction=True)
+    reference = keras.optimizers.Adam(1e-2, epsilon=1e-6)
+    original = AdamWeightDecay(1e-2, weight_decay_rate=0.0, clip_norm=None)
+    rng = np.random.RandomState(0)
+    for _ in range(5):
+        # One sign throughout, so each rule's steps add up.
+        grad = tf.constant(0.1 * np.abs(rng.randn(6)).astype("float32") + 0.01)
+        ours.apply([grad], [var_ours])
+        reference.apply([grad], [var_keras])
+        original.apply([grad], [var_original])
+    start = np.linspace(-1, 1, 6)
+    np.testing.assert_allclose(var_ours.numpy(), var_keras.numpy(), rtol=1e-5, atol=1e-7)
+    moved, moved_original = np.abs(var_ours.numpy() - start), np.abs(var_original.numpy() - start)
+    assert np.all(moved_original > 2.5 * moved), (moved_original, moved)
+
+
 def test_lamb_trust_ratio_scales_decaying_update_to_weight_norm():
     kernel = keras.Variable(np.full((2, 2), 3.0, "float32"), name="kernel")
     optimizer = Lamb(0.1, weight_decay_rate=0.0, clip_norm=None)
@@ -238,6 +285,9 @@ def test_optimizer_config_round_trip():
     assert restored.weight_decay_rate == 0.02
     assert restored.get_config()["learning_rate"]["config"] == {
         "peak_learning_rate": 1e-4, "num_train_steps": 100, "num_warmup_steps": 10}
+    adamw = keras.optimizers.deserialize(keras.optimizers.serialize(
+        create_optimizer(1e-4, 100, 10, bias_correction=True)))
+    assert isinstance(adamw, AdamWeightDecay) and adamw.bias_correction
 
 
 def test_decay_set_on_real_bert_pretrainer_matches_original():

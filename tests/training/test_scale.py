@@ -137,9 +137,79 @@ def test_float16_models_get_a_loss_scale_in_their_checkpoints(tmp_path, float16_
         _train(model, keras_lso, strategy, tmp_path / "keras_lso", 10)
 
 
+def _cpuinfo(tmp_path, vendor, flags, name="Some CPU"):
+    path = tmp_path / f"cpuinfo-{vendor}-{len(flags)}"
+    path.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: 26\n"
+                    f"model name\t: {name}\nflags\t\t: {flags}\n\nprocessor\t: 1\n"
+                    "vendor_id\t: other\n")
+    return str(path)
+
+
+# The CPU types of docs/benchmarks.md, each with what "auto" picks: dtype for fixed-shape
+# batches, dtype for length buckets, XLA under that dtype.
+@pytest.mark.parametrize("vendor, flags, kind, dtype, varying_dtype, xla", [
+    ("AuthenticAMD", "avx2 avx512f avx512_bf16 avx512_vnni", "amd_avx512_bf16",
+     "mixed_bfloat16", "mixed_bfloat16", False),
+    ("GenuineIntel", "avx2 avx512f avx512_bf16", "intel_avx512_bf16", "mixed_bfloat16",
+     "float32", True),
+    ("GenuineIntel", "avx2 avx512f avx512_bf16 amx_bf16 amx_tile", "amx", "mixed_bfloat16",
+     "mixed_bfloat16", False),
+    ("AuthenticAMD", "avx2 fma", "avx2", "float32", "float32", False),
+    ("GenuineIntel", "avx2 avx512f avx512bw", "avx512", "float32", "float32", False),
+])
+def test_auto_choices_follow_the_cpu_type(tmp_path, vendor, flags, kind, dtype, varying_dtype,
+                                          xla):
+    strategy = get_strategy("one_device")
+    path = _cpuinfo(tmp_path, vendor, flags)
+    info = precision.cpu_info(path)
+    assert (info.kind, info.vendor, info.family, info.model_name) == (kind, vendor, 26,
+                                                                      "Some CPU")
+    assert precision.resolve_dtype("auto", strategy, path) == dtype
+    assert precision.resolve_dtype("auto", strategy, path, varying_shapes=True) == varying_dtype
+    assert precision.resolve_jit_compile("auto", strategy, dtype, path) is xla
+    # Length buckets never get XLA from "auto"; float32 gets it on no CPU type measured.
+    assert precision.resolve_jit_compile("auto", strategy, dtype, path,
+                                         varying_shapes=True) is False
+    assert precision.resolve_jit_compile("auto", strategy, "float32", path) is False
+    assert precision.resolve_jit_compile("true", strategy, "float32", path) is True
+
+
+def test_emulated_bfloat16_is_kept_and_logged_once(tmp_path, monkeypatch):
+    from absl import logging
+
+    strategy = get_strategy("one_device")
+    path = _cpuinfo(tmp_path, "AuthenticAMD", "avx2 fma", name="AMD EPYC 7B13")
+    warnings = []
+    monkeypatch.setattr(logging, "warning", lambda *args: warnings.append(args[0] % args[1:]))
+    monkeypatch.setattr(precision, "_warned_emulated", [])
+    for _ in range(2):
+        assert precision.resolve_dtype("mixed_bfloat16", strategy, path) == "mixed_bfloat16"
+    assert warnings == ["--dtype=mixed_bfloat16 on a CPU without native bfloat16 (AMD EPYC "
+                        "7B13: no AVX512_BF16 or AMX): bfloat16 is emulated and slower than "
+                        "float32 here; --dtype=auto picks float32"]
+    native = _cpuinfo(tmp_path, "AuthenticAMD", "avx512f avx512_bf16")
+    monkeypatch.setattr(precision, "_warned_emulated", [])
+    assert precision.resolve_dtype("mixed_bfloat16", strategy, native) == "mixed_bfloat16"
+    assert len(warnings) == 1
+
+
+def test_xla_failure_names_the_op_in_one_line():
+    @tf.function(jit_compile=True)
+    def step(x):
+        return tf.strings.length(tf.strings.as_string(x))
+
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        step(tf.constant([1.0]))
+    assert precision.unsupported_xla_op(raised.value)[::2] == ("AsString", "XLA_CPU_JIT")
+    assert precision.xla_fallback_message(raised.value) == (
+        "--jit_compile=true: XLA cannot compile op AsString on XLA_CPU_JIT; training continues "
+        "without XLA")
+    assert precision.xla_fallback_message(ValueError("shapes differ")) is None
+
+
 def test_jit_compile_values():
     strategy = get_strategy("one_device")
-    assert precision.resolve_jit_compile("auto", strategy) is False  # CPU
+    assert precision.resolve_jit_compile("auto", strategy, "float32") is False  # CPU
     assert precision.resolve_jit_compile("true", strategy) is True
     assert precision.resolve_jit_compile(False, strategy) is False
     assert precision.parse_jit_compile("Auto") == "auto"
