@@ -30,13 +30,18 @@ class TextEmbedder(TextTask):
     task_name = "sentence_embedding"
 
     @classmethod
-    def from_pretrained(cls, path, *, pooling="mean", normalize=True, tokenizer=None,
+    def from_pretrained(cls, path, *, pooling=None, normalize=None, tokenizer=None,
                         do_lower_case=None, max_seq_length=None, batch_size=32):
         """The embedder of any model source: a sentence-transformers directory or an
         embedding run (their pooling), or any encoder bert_tf.load_model reads, pooled by
-        `pooling` and `normalize` (bert_tf.interop.sentence_transformers.load_embedder, as
-        bert-tf-embed --init_checkpoint reads it; TensorFlow reads the checkpoints)."""
+        `pooling` ("mean", "cls", "max" or a list of them; None: mean) and `normalize`
+        (None: true) (bert_tf.interop.sentence_transformers.load_embedder, as bert-tf-embed
+        --init_checkpoint reads it; TensorFlow reads the checkpoints). A model with its own
+        pooling refuses another one, naming both."""
         from bert_tf.interop.sentence_transformers import load_embedder
+
+        if isinstance(pooling, str):
+            pooling = [pooling]
 
         given_file = isinstance(tokenizer, (str, os.PathLike))
         loaded = load_embedder(str(path), pooling=pooling, normalize=normalize,

@@ -24,6 +24,7 @@ kept.
 import io
 import re
 import shutil
+import sys
 import zipfile
 
 import keras
@@ -191,8 +192,28 @@ def _read(path, keyed):
             return _read_npz(path, keyed)
         return _read_orbax(path, keyed)
     except _READ_ERRORS as e:
+        _drop_stray_read_tracebacks()
         reason = str(e).splitlines()[0][:200] if str(e) else ""
         return None, None, f"not a readable checkpoint: {type(e).__name__}: {reason}"
+
+
+def _drop_stray_read_tracebacks():
+    """After a failed Orbax read, TensorStore finishes the reads still in flight on its own
+    threads and posts each result to the event loop Orbax has already closed: every one prints
+    a traceback of `RuntimeError: Event loop is closed`, after the run's own error line, that
+    says nothing about the checkpoint. Those tracebacks, and only those, are dropped."""
+    previous = sys.unraisablehook
+    if getattr(previous, "_drops_closed_loop_errors", False):
+        return
+
+    def unraisablehook(unraisable):
+        if unraisable.exc_type is RuntimeError and str(unraisable.exc_value) == (
+                "Event loop is closed"):
+            return
+        previous(unraisable)
+
+    unraisablehook._drops_closed_loop_errors = True
+    sys.unraisablehook = unraisablehook
 
 
 def _checkpointer():

@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import fileio, quiet_logs
 from bert_tf.cpu import CPU_TYPES, cpu_info
 from bert_tf.training import checkpointing, precision, preemption
 from bert_tf.training.distribute import is_chief
@@ -235,6 +235,9 @@ class TensorFlowStepRunner(StepRunner):
         return Restored(restored, int(optimizer.iterations.numpy()), run_state)
 
     def start(self, skip_steps):
+        # The input pipeline's graphs may run before any model graph (whose LayerNorm spends
+        # oneDNN's one-time type notice) and hold an int64 transpose: spend it here first.
+        quiet_logs.absorb_onednn_type_notice()
         self._sigterm = (preemption.SigtermWatcher(self._strategy) if self._handle_sigterm
                          else None)
         self._skip_steps, self._steps_done = skip_steps, 0

