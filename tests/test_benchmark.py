@@ -51,11 +51,17 @@ def _check_machine_line_and_the_same_rows_written(quick_run):
         flags_line = next(line for line in f if line.startswith("flags"))
     assert lines[0]["cpu_flags"] == {
         f: f in flags_line.split(":", 1)[1].split()
-        for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")}
+        for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16",
+                  "amx_tile")}
+    assert lines[0]["cpu_type"] and lines[0]["cpu_kind"] in (
+        "amx", "intel_avx512_bf16", "amd_avx512_bf16", "avx512", "avx2", "other")
     assert len(lines[0]["load_avg_start"]) == 3
     assert document["quick"] is True
     assert document["cases"] == ["pretrain", "tokenizer", "serving"]
-    assert document["results"] == [r for r in lines[1:]]
+    # Every figure written says which CPU made it: model name, type and family.
+    label = f"{lines[0]['cpu'] or 'unknown CPU'} ({lines[0]['cpu_type']}"
+    assert all(r["cpu"].startswith(label) for r in document["results"])
+    assert [{k: v for k, v in r.items() if k != "cpu"} for r in document["results"]] == lines[1:]
     assert "errors" not in document and not [r for r in document["results"] if "error" in r]
 
 
@@ -290,7 +296,17 @@ def test_finetune_case_rows_and_ratios(tmp_path):
     assert set(runs) == {"bert_tf", "keras_hub"}, runs
     for run in runs.values():
         assert run["train_s"] > 0 and run["predict_s"] > 0 and run["train_steps"] == 6
-        assert 0.0 <= run["dev_accuracy"] <= 1.0
+        assert 0.0 <= run["dev_accuracy"] <= 1.0 and run["seed"] == 1
+    # --quick: one seed, so each summary is that run's numbers with no spread.
+    summaries = {r["impl"]: r for r in _rows(rows, "finetune", "summary")}
+    for impl, summary in summaries.items():
+        assert summary["seeds"] == 1 and summary["dev_accuracy_std"] == 0.0
+        assert summary["dev_accuracy_mean"] == runs[impl]["dev_accuracy"]
+        assert summary["train_s"] == runs[impl]["train_s"]
+    [accuracy] = _rows(rows, "finetune", "accuracy")
+    assert accuracy["versus"] == "keras_hub" and accuracy["target_accuracy_diff"] == -0.005
+    assert accuracy["accuracy_diff"] == pytest.approx(
+        runs["bert_tf"]["dev_accuracy"] - runs["keras_hub"]["dev_accuracy"], abs=1e-4)
     [ratio] = _rows(rows, "finetune", "ratio")
     ours, theirs = runs["bert_tf"], runs["keras_hub"]
     assert ratio["versus"] == "keras_hub" and ratio["target_train_speedup"] == 3.0
@@ -344,6 +360,68 @@ def test_modernbert_finetune_builds_one_start_for_both_sides(tmp_path):
     report = warm_start(directory, classifier)
     assert report.newly_initialized == [] and report.unused == []
     assert len(report.loaded) == len(classifier.weights)
+
+
+def _bench_finetune():
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    try:
+        import bench_finetune
+    finally:
+        sys.path.remove(os.path.join(REPO, "tools"))
+    return bench_finetune
+
+
+def test_finetune_hard_phrases_follow_their_label_rules():
+    """Each phrase's label is decided by its sentiment words: one word of the label's polarity,
+    a negation before a word of the other, or two in contrast whose second decides."""
+    case = _bench_finetune()
+    phrases = case.make_phrases(400, 0, hard=True)
+    positive, negative = set(case.MORE_POSITIVE), set(case.MORE_NEGATIVE)
+    kinds = {"plain": 0, "negated": 0, "contrast": 0}
+    for text, label in phrases:
+        words = text.split()
+        same, other = (positive, negative) if label else (negative, positive)
+        found = [(i, w) for i, w in enumerate(words) if w in positive | negative]
+        if "but" in words and any(w in same for _, w in found) and any(w in other
+                                                                        for _, w in found):
+            kinds["contrast"] += 1
+        elif any(w in other for _, w in found):
+            i = next(i for i, w in found if w in other)
+            assert " ".join(words[max(0, i - 3):i]).endswith(case.NEGATIONS), text
+            kinds["negated"] += 1
+        else:
+            assert any(w in same for _, w in found), text
+            kinds["plain"] += 1
+    assert 60 < kinds["negated"] < 140 and 60 < kinds["contrast"] < 140, kinds
+    # Without `hard` the phrases are those recorded before (one word of 14 per polarity).
+    assert case.make_phrases(1, 0)[0][1] in (0, 1)
+    assert all(any(w in case.POSITIVE + case.NEGATIVE for w in t.split())
+               for t, _ in case.make_phrases(50, 0))
+
+
+def test_finetune_summary_and_accuracy_rows_over_three_seeds():
+    case = _bench_finetune()
+
+    def run(accuracy, train_s):
+        return {"dev_accuracy": accuracy, "train_s": train_s, "predict_s": train_s / 10}
+
+    summaries = {
+        "bert_tf": case.summary_row("bert_tf", [run(0.98, 30.0), run(0.97, 32.0),
+                                                run(0.99, 31.0)]),
+        "keras_hub": case.summary_row("keras_hub", [run(0.96, 150.0), run(0.95, 160.0),
+                                                    {"error": "x"}]),
+        "hf_torch": case.summary_row("hf_torch", [run(0.97, 40.0), run(0.98, 38.0),
+                                                  run(0.96, 39.0)])}
+    assert summaries["bert_tf"]["dev_accuracy_mean"] == 0.98
+    assert summaries["bert_tf"]["dev_accuracy_std"] == pytest.approx(0.0082, abs=1e-4)
+    assert (summaries["bert_tf"]["train_s"], summaries["keras_hub"]["seeds"]) == (31.0, 2)
+    assert case.summary_row("x", [{"error": "y"}]) is None
+    rows = case.ratio_rows(summaries)
+    [accuracy] = [r for r in rows if r["kind"] == "accuracy"]
+    assert (accuracy["versus"], accuracy["accuracy_diff"]) == ("hf_torch", 0.01)
+    [versus_hf] = [r for r in rows if r.get("versus") == "hf_torch" and r["kind"] == "ratio"]
+    assert versus_hf["train_speedup"] == pytest.approx(39.0 / 31.0, abs=1e-3)
+    assert "means of 3 seed(s): +0.0100" in case.format_lines(accuracy)[0]
 
 
 def test_modernbert_finetune_ratio_row():

@@ -21,8 +21,6 @@ REPO = os.path.dirname(TOOLS)
 # The scripts the cases run in their own interpreters (a launcher, peers' reference runs).
 SCRIPTS = os.path.join(TOOLS, "bench_scripts")
 MODELS = {"tiny": "bert_tiny", "small": "bert_small", "base": "bert_base"}
-# /proc/cpuinfo flags that decide which matmul kernels oneDNN and PyTorch can use.
-SPEED_CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
 def median_rate(fn, units, warmup, repeats):
@@ -142,16 +140,10 @@ WORKERS = {"setup": worker_setup}
 
 
 def machine_info():
-    model_name, cpu_flags = "", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and not model_name:
-                    model_name = line.split(":", 1)[1].strip()
-                elif line.startswith("flags") and not cpu_flags:
-                    cpu_flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
+    """The machine line: the CPU (bert_tf.cpu.describe: model name, vendor, family, type and
+    the flags that decide the kernels), core count, platform, versions, load."""
+    from bert_tf import cpu
+
     import importlib.metadata as md
     versions = {}
     for pkg in ("tensorflow", "keras", "keras-hub", "tensorflow-text", "jax", "jaxlib", "torch",
@@ -160,11 +152,16 @@ def machine_info():
             versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             versions[pkg] = None
-    return {"cpu": model_name, "cpus": os.cpu_count(),
-            "cpu_flags": {f: f in cpu_flags for f in SPEED_CPU_FLAGS},
-            "platform": platform.platform(),
+    return {**cpu.describe(), "cpus": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version(), "versions": versions,
             "load_avg_start": list(os.getloadavg())}
+
+
+def cpu_label(info):
+    """The CPU a figure was measured on, as every result row records it: model name and
+    type, e.g. "AMD EPYC (AMD EPYC with AVX512_BF16 (Zen 4, Zen 5), family 26)"."""
+    family = f", family {info['cpu_family']}" if info.get("cpu_family") is not None else ""
+    return f"{info['cpu'] or 'unknown CPU'} ({info['cpu_type']}{family})"
 
 
 def format_table(rows, format_lines):

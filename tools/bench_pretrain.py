@@ -16,6 +16,7 @@ define its flags twice): benchmark.py registers WORKERS and passes the flag valu
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -126,20 +127,12 @@ def _keras_hub_step_fn(config, jit_compile):
     return model, optimizer, (tf.function(grad_fn, jit_compile=True) if jit_compile else grad_fn)
 
 
-def worker_pretrain(args):
-    """Train-step throughput of one (implementation, model, dtype, XLA) configuration."""
-    import keras
-    import tensorflow as tf
-    from bert_tf.config import BertConfig
-
-    keras.mixed_precision.set_global_policy(args["dtype"])
-    config = BertConfig.from_preset(MODELS[args["model"]], vocab_size=30522)
-    batch_size, seq, preds = args["batch"], args["seq"], args["preds"]
-    features = _random_batch(tf, batch_size, seq, preds, config.vocab_size)
-    make = _bert_tf_step_fn if args["impl"] == "bert_tf" else _keras_hub_step_fn
-    model, optimizer, grad_fn = make(config, args["xla"])
-    build_start = time.perf_counter()
-    if args["impl"] == "bert_tf":
+def _train_steps_fn(tf, impl, config, xla, features):
+    """(train_steps(num_steps) -> last loss, trainable variables) of one implementation, traced
+    (and with XLA compiled) by a first call."""
+    make = _bert_tf_step_fn if impl == "bert_tf" else _keras_hub_step_fn
+    model, optimizer, grad_fn = make(config, xla)
+    if impl == "bert_tf":
         model(features)  # Builds every variable before the step is traced.
     variables = model.trainable_variables
     optimizer.build(variables)
@@ -154,7 +147,22 @@ def worker_pretrain(args):
             loss = parts["loss"]
         return loss
 
-    train_steps(tf.constant(1)).numpy()  # Traces (and with XLA, compiles) the step.
+    train_steps(tf.constant(1)).numpy()
+    return train_steps, variables
+
+
+def worker_pretrain(args):
+    """Train-step throughput of one (implementation, model, dtype, XLA) configuration."""
+    import keras
+    import tensorflow as tf
+    from bert_tf.config import BertConfig
+
+    keras.mixed_precision.set_global_policy(args["dtype"])
+    config = BertConfig.from_preset(MODELS[args["model"]], vocab_size=30522)
+    batch_size, seq, preds = args["batch"], args["seq"], args["preds"]
+    features = _random_batch(tf, batch_size, seq, preds, config.vocab_size)
+    build_start = time.perf_counter()
+    train_steps, variables = _train_steps_fn(tf, args["impl"], config, args["xla"], features)
     compile_seconds = time.perf_counter() - build_start
     steps = args["steps"]
     seconds, _ = median_rate(lambda: train_steps(tf.constant(steps)).numpy(), 1,
@@ -170,6 +178,43 @@ def worker_pretrain(args):
            "achieved_gflops": round(flops / step_seconds / 1e9, 2),
            "compile_s": round(compile_seconds, 1), "final_loss_finite": loss == loss,
            "params": int(sum(int(tf.size(v)) for v in variables)), "load_avg": load()})
+
+
+def worker_pretrain_interleaved(args):
+    """Several (implementation, XLA) configurations of one dtype in one process, timed in
+    alternating rounds (the order reversed every other round), so that a shared machine's
+    changing load reaches them alike: the median wall and CPU seconds (user + system of the
+    process, which other jobs' load does not inflate) per step of each.
+
+    args: dtype, model, batch, seq, preds, steps (per timed call), rounds, configs (list of
+    [impl, xla]). Run as `benchmark.py --worker=pretrain_interleaved --worker_args='{...}'`.
+    """
+    import keras
+    import tensorflow as tf
+    from bert_tf.config import BertConfig
+
+    keras.mixed_precision.set_global_policy(args["dtype"])
+    config = BertConfig.from_preset(MODELS[args["model"]], vocab_size=30522)
+    features = _random_batch(tf, args["batch"], args["seq"], args["preds"], config.vocab_size)
+    names = [f"{impl}:{'xla' if xla else 'no_xla'}" for impl, xla in args["configs"]]
+    steps_fns = {name: _train_steps_fn(tf, impl, config, xla, features)[0]
+                 for name, (impl, xla) in zip(names, args["configs"])}
+    wall, cpu = {n: [] for n in names}, {n: [] for n in names}
+    steps = tf.constant(args["steps"])
+    for round_index in range(args["rounds"]):
+        for name in names if round_index % 2 == 0 else names[::-1]:
+            start, cpu_start = time.perf_counter(), time.process_time()
+            steps_fns[name](steps).numpy()
+            wall[name].append((time.perf_counter() - start) / args["steps"])
+            cpu[name].append((time.process_time() - cpu_start) / args["steps"])
+    tokens = args["batch"] * args["seq"]
+    emit({"dtype": args["dtype"], "model": args["model"], "rounds": args["rounds"],
+          "load_avg": load(), "configs": {
+              n: {"wall_ms_per_step": round(1000 * statistics.median(wall[n]), 1),
+                  "cpu_ms_per_step": round(1000 * statistics.median(cpu[n]), 1),
+                  "tokens_per_s": round(tokens / statistics.median(wall[n]), 1),
+                  "tokens_per_cpu_s": round(tokens / statistics.median(cpu[n]), 1),
+                  "wall_ms_rounds": [round(1000 * t) for t in wall[n]]} for n in names}})
 
 
 def worker_pretrain_jax(args):
@@ -227,6 +272,7 @@ def worker_pretrain_jax(args):
 
 
 WORKERS = {"matmul_peak": worker_matmul_peak, "pretrain": worker_pretrain,
+           "pretrain_interleaved": worker_pretrain_interleaved,
            "pretrain_jax": worker_pretrain_jax}
 
 

@@ -226,6 +226,8 @@ def main(argv):
             else:
                 new = bench_input_pipeline.case_input_pipeline(setup, FLAGS.quick, rows)
             for row in new:
+                # Every figure says which CPU made it (the tables are kept per CPU type).
+                row.setdefault("cpu", bench_common.cpu_label(info))
                 if case not in ("pretrain", "create_data", "modernbert", "accelerator"):
                     bench_common.print_row(row)
             rows.extend(new)

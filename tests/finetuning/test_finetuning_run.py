@@ -1,5 +1,6 @@
 """The fine-tuning driver (bert_tf.jobs.finetuning): setting checks, the restore rule."""
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -83,6 +84,11 @@ def test_hugging_face_directory_alone_gives_config_vocab_and_weights(tmp_path):
     assert (context.config.hidden_size, context.config.num_hidden_layers) == (32, 2)
     assert context.config.hidden_act == "gelu_exact"
     model, _ = build_model(context, options, lambda encoder: BertClassifier(encoder, 3))
+    # --adam_bias_correction reaches the optimizer (the original's rule without it).
+    for correction in (False, True):
+        _, optimizer = build_model(context, dataclasses.replace(
+            options, adam_bias_correction=correction), lambda e: BertClassifier(e, 3), 10)
+        assert optimizer.bias_correction is correction
     report = warm_start_fn(options)(hf_dir, model)
     assert sorted(report.newly_initialized) == ["classifier/bias", "classifier/kernel"], report
     reference, _, _ = load_huggingface(hf_dir)
