@@ -31,8 +31,8 @@ Scores (score()):
   diagnostics               of the mean-pooled and [CLS] vectors of the dev texts: the mean
                             cosine similarity of pairs of different texts, the effective rank
                             (exp of the entropy of the normalised singular values of the
-                            centred vectors) and, for the pooler's tanh output, the fraction of
-                            saturated units (|x| > 0.99).
+                            centred vectors), of the pooler's tanh output too, and the fraction
+                            of its saturated units (|x| > 0.99).
 
     python tools/bench_scoring.py --data_dir=DIR MODEL_DIR [MODEL_DIR ...]
 
@@ -413,8 +413,7 @@ def score(model_dir, data_dir, workdir, finetune=True, probe=True, by_layer=Fals
         for name in probed:
             result[f"probe_{name}"] = round(float(probe_accuracy(
                 train[name], labels[0], dev[name], labels[1])), 4)
-        result["diagnostics"] = {
-            name: representation_stats(dev[name]) for name in dev if name != "pooled"}
+        result["diagnostics"] = {name: representation_stats(dev[name]) for name in dev}
         result["diagnostics"]["pooler_saturated"] = round(
             float((np.abs(dev["pooled"]) > 0.99).mean()), 4)
     if finetune:
