@@ -362,13 +362,19 @@ def test_modernbert_finetune_builds_one_start_for_both_sides(tmp_path):
     assert len(report.loaded) == len(classifier.weights)
 
 
-def _bench_finetune():
+def _tool_module(name):
+    """A module of tools/ (bench_finetune, bench_litert...), imported as the driver does."""
+    import importlib
+
     sys.path.insert(0, os.path.join(REPO, "tools"))
     try:
-        import bench_finetune
+        return importlib.import_module(name)
     finally:
         sys.path.remove(os.path.join(REPO, "tools"))
-    return bench_finetune
+
+
+def _bench_finetune():
+    return _tool_module("bench_finetune")
 
 
 def test_finetune_hard_phrases_follow_their_label_rules():
@@ -442,12 +448,7 @@ def test_modernbert_finetune_ratio_row():
 
 
 def _bench_litert():
-    sys.path.insert(0, os.path.join(REPO, "tools"))
-    try:
-        import bench_litert
-    finally:
-        sys.path.remove(os.path.join(REPO, "tools"))
-    return bench_litert
+    return _tool_module("bench_litert")
 
 
 def test_dense_chain_worker_computes_the_numpy_chain_with_its_variant_environment():

@@ -34,7 +34,8 @@ from jax.sharding import PartitionSpec as P
 from bert_tf import fileio, optional
 from bert_tf.training import jax_checkpoints
 from bert_tf.training.optimization import budget_schedule
-from bert_tf.training.step_runner import Runtime, Restored, StepRunner, StepsResult
+from bert_tf.training.step_runner import (Restored, Runtime, StepRunner, StepsResult,
+                                          eval_results)
 from bert_tf.training.stops import TrainingPreempted
 
 # "No step was non-finite" in the int32 JAX keeps steps in.
@@ -181,12 +182,7 @@ class JaxRuntime(Runtime):
             parts = {k: float(v) for k, v in eval_step(values, batch).items()}
             sums = parts if sums is None else {k: sums[k] + parts[k] for k in sums}
             steps += 1
-        if sums is None:
-            raise ValueError("evaluation input is empty: the eval dataset yielded no batch")
-        metrics_fn = metrics_fn or (lambda s, n: {k: v / n for k, v in s.items()})
-        results = {k: float(v) for k, v in metrics_fn(sums, steps).items()}
-        results["eval_steps"] = steps
-        return results
+        return eval_results(sums, steps, steps, metrics_fn)
 
     def restore_latest(self, output_dir, model, optimizer=None):
         if optimizer is not None:

@@ -201,3 +201,14 @@ class Runtime:
     def barrier(self, name):
         """Returns once every process has reached it."""
         raise NotImplementedError
+
+
+def eval_results(sums, steps, count, metrics_fn):
+    """A runtime's evaluate() results: metrics_fn (default: means over `count`) of the summed
+    parts of `steps` batches, plus eval_steps."""
+    if sums is None:
+        raise ValueError("evaluation input is empty: the eval dataset yielded no batch")
+    metrics_fn = metrics_fn or (lambda s, n: {k: v / n for k, v in s.items()})
+    results = {k: float(v) for k, v in metrics_fn(sums, count).items()}
+    results["eval_steps"] = steps
+    return results

@@ -35,7 +35,8 @@ from bert_tf import fileio, quiet_logs
 from bert_tf.cpu import CPU_TYPES, cpu_info
 from bert_tf.training import checkpointing, precision, preemption
 from bert_tf.training.distribute import is_chief
-from bert_tf.training.step_runner import Runtime, RUN_STATE_KEYS, Restored, StepRunner, StepsResult
+from bert_tf.training.step_runner import (RUN_STATE_KEYS, Restored, Runtime, StepRunner,
+                                          StepsResult, eval_results)
 from bert_tf.training.stops import TrainingPreempted
 
 _RUN_STATE = "run_state"
@@ -111,7 +112,7 @@ class TensorFlowRuntime(Runtime):
             part = {k: float(v) for k, v in eval_step(batch).items()}
             sums = part if sums is None else {k: sums[k] + part[k] for k in sums}
             steps += 1
-        return _eval_results(sums, steps, steps * self.num_replicas, metrics_fn)
+        return eval_results(sums, steps, steps * self.num_replicas, metrics_fn)
 
     def restore_latest(self, output_dir, model, optimizer=None):
         checkpoint = tf.train.Checkpoint(model=model, **(
@@ -152,14 +153,6 @@ class TensorFlowRuntime(Runtime):
         return isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
-def _eval_results(sums, steps, count, metrics_fn):
-    """evaluate()'s metrics: metrics_fn (default means) of the summed parts, plus eval_steps."""
-    if sums is None:
-        raise ValueError("evaluation input is empty: the eval dataset yielded no batch")
-    metrics_fn = metrics_fn or (lambda s, n: {k: v / n for k, v in s.items()})
-    results = {k: float(v) for k, v in metrics_fn(sums, count).items()}
-    results["eval_steps"] = steps
-    return results
 
 
 class TensorFlowStepRunner(StepRunner):
