@@ -882,8 +882,8 @@ RECIPES["docs/pretraining.md"] = Page(links=("corpus", "my_data"), recipes={
     "python -m bert_tf.run_pretraining --objective=electra --use_next_sentence_label=false \\":
         Recipe(append={"pretrain": _TINY}, why="a tiny config instead of bert_small"),
     "bert-tf-pretrain --flagfile=official_configs/pretraining/time_budget_mini.flags \\": Recipe(
-        subs=[("--time_budget=5m", "--time_budget=25s")], append={"pretrain": _TINY},
-        why="a tiny config for 25 seconds instead of BERT-mini for 5 minutes"),
+        subs=[("--time_budget=5m", "--time_budget=15s")], append={"pretrain": _TINY},
+        why="a tiny config for 15 seconds instead of BERT-mini for 5 minutes"),
 }, check="ls runs/budget_mini/encoder.keras runs/base/encoder.keras runs/electra/pretrainer.keras "
          "runs/electra_cls/model.keras runs/electra_hf/model.safetensors > /dev/null && "
          "grep -q '\"ElectraForPreTraining\"' runs/electra_hf/config.json")
