@@ -263,7 +263,8 @@ def train(options):
                    else fileio.state(st_dir))
 
     run_setup.check_backend(options)
-    job_runtime = run_setup.make_runtime(options, ("train_batch_size",))
+    job_runtime = run_setup.make_runtime(
+        options, ("train_batch_size",), varying_shapes=options.length_buckets not in ("off", None))
     with job_runtime.scope():
         loaded = _load(options)
     record = run_record(options, loaded)

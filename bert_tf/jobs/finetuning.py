@@ -184,8 +184,9 @@ def prepare(options):
     run_directory.check_writable(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.
-    job_runtime = run_setup.make_runtime(options, ("train_batch_size",),
-                                         trains=options.do_train)
+    job_runtime = run_setup.make_runtime(
+        options, ("train_batch_size",), trains=options.do_train,
+        varying_shapes=options.length_buckets not in ("off", None))
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"vocab_size={config.vocab_size} in {config_file} is smaller than "
                              f"the {tokenizer.vocab_size} tokens of {vocab_file}")

@@ -137,12 +137,13 @@ def check_backend(options, tensorflow_only=()):
                     "find each other through TF_CONFIG (docs/scaling.md)")
 
 
-def make_runtime(options, batch_size_flags=(), trains=True):
+def make_runtime(options, batch_size_flags=(), trains=True, varying_shapes=False):
     """The job's Runtime (training.runtime): the tf.distribute strategy the flags ask for
     (make_strategy), or JAX over every device of the run's processes; then the seed and the
     dtype policy. Call before any other TensorFlow work (multi-worker collectives configure
     at start-up). A JAX job that `trains` needs Orbax (its checkpoints), refused in one line
-    naming the extra to install when it is missing.
+    naming the extra to install when it is missing. `varying_shapes`: the training batches
+    change shape from step to step (length buckets), which the dtype and XLA choices weigh.
 
     Raises:
       FlagValueError: a global batch that does not divide over the replicas or devices.
@@ -157,9 +158,7 @@ def make_runtime(options, batch_size_flags=(), trains=True):
         raise FlagValueError(str(e)) from None
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
-    # Length-bucketed batches (fine-tuning's default) change shape from step to step.
-    job_runtime.set_precision(options.dtype, varying_shapes=getattr(
-        options, "length_buckets", "off") not in ("off", None))
+    job_runtime.set_precision(options.dtype, varying_shapes=varying_shapes)
     return job_runtime
 
 
