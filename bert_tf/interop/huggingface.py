@@ -578,7 +578,8 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
     Writes config.json (Hugging Face BertConfig fields, model_type "bert", `architectures`
     naming the matching transformers class), model.safetensors (float32, the MLM decoder tied
     to the word embeddings and so not stored), and vocab.txt and tokenizer_config.json when
-    given. Every file is written atomically.
+    given (for the modern encoder too: a ModernBERT directory with a WordPiece vocabulary).
+    Every file is written atomically.
 
     Args:
       model: BertEncoder (BertModel), BertPretrainer (BertForPreTraining, or BertForMaskedLM
@@ -597,7 +598,9 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
     from safetensors.numpy import save
 
     if weights.encoder_of(model).config.architecture == "modernbert":
-        return _save_modernbert(model, output_dir, save)
+        _save_modernbert(model, output_dir, save)
+        _write_vocabulary(output_dir, vocab_file, do_lower_case)
+        return output_dir
     electra = isinstance(model, ElectraPretrainer)
     weights.require_plain_bert(model, "Hugging Face ELECTRA" if electra else "Hugging Face BERT",
                                factorized_embeddings=electra)
@@ -618,11 +621,17 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
     values = hf_config_from_bert(config, architecture, **extras)
     write_text_atomic(os.path.join(output_dir, CONFIG_FILE),
                       json.dumps(values, indent=2, sort_keys=True) + "\n")
+    _write_vocabulary(output_dir, vocab_file, do_lower_case)
+    return output_dir
+
+
+def _write_vocabulary(output_dir, vocab_file, do_lower_case):
+    """vocab.txt (a copy of vocab_file) and tokenizer_config.json, each when given: a modern
+    encoder trained on a WordPiece vocabulary needs them as much as BERT does."""
     if vocab_file:
         copy_vocab(vocab_file, os.path.join(output_dir, VOCAB_FILE))
     if do_lower_case is not None:
         write_tokenizer_config(output_dir, do_lower_case)
-    return output_dir
 
 
 def write_tokenizer_config(output_dir, do_lower_case):

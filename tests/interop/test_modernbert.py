@@ -114,6 +114,22 @@ def test_save_huggingface_round_trip(masked_lm, classifier, tmp_path):
         assert np.array_equal(value, original[key]), key
 
 
+def test_a_modern_encoder_on_a_wordpiece_vocabulary_keeps_it(masked_lm, tmp_path):
+    """A modern encoder trained with a vocab.txt (not ModernBERT's tokenizer.json) is written
+    with that vocabulary and its casing, as a BERT directory is, and reads back with it."""
+    model, _, _ = masked_lm
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat"]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    out = tmp_path / "out"
+    save_huggingface(model, str(out), vocab_file=str(vocab), do_lower_case=True)
+    assert (out / "vocab.txt").read_text().split() == words
+    assert json.loads((out / "tokenizer_config.json").read_text())["do_lower_case"] is True
+    assert huggingface.do_lower_case_of(str(out)) is True
+    _, _, vocab_file = load_huggingface(str(out))
+    assert vocab_file == str(out / "vocab.txt")
+
+
 @peers.needs("PyTorch and transformers")
 def test_written_directory_loads_in_transformers(masked_lm, tmp_path):
     model, _, _ = masked_lm
