@@ -27,6 +27,7 @@ import contextlib
 import os
 import shutil
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -278,12 +279,12 @@ class TensorFlowStepRunner(StepRunner):
         return saved
 
     def learning_rate(self, step):
+        rate = self._optimizer._learning_rate
+        if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+            return float(rate(step))
         # A constant rate is a Keras variable, distributed under a strategy's scope, and
         # float() of a mirrored variable fails; reading it as a tensor works for every kind.
-        del step  # the optimizer's own step is the global step
-        rate = self._optimizer.learning_rate
-        rate = getattr(rate, "value", rate)
-        return float(tf.convert_to_tensor(rate))
+        return float(tf.convert_to_tensor(getattr(rate, "value", rate)))
 
     def last_good_checkpoint(self):
         return self._last_good

@@ -12,20 +12,16 @@ import signal
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from bert_tf.training import runtime as runtime_module
-from bert_tf.training.controller import TrainingPreempted, train
-from bert_tf.training.loop_config import TrainLoopConfig
+from bert_tf.training.controller import TrainingPreempted
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.step_runner import CheckpointError
 from bert_tf.training.stops import NonFiniteLossError
+import toy_problem as toy
 
 BACKEND = keras.backend.backend()
-_RNG = np.random.RandomState(0)
-_X = _RNG.randn(96, 6).astype("float32")
-_Y = (_X[:, 0] * _X[:, 1] > 0).astype("int32")  # not linearly separable: needs the hidden layer
 
 
 @pytest.fixture(scope="module")
@@ -36,66 +32,20 @@ def runtime():
     return runtime_module.create(Settings())
 
 
-def _build(runtime, num_train_steps=200, seed=0, dropout=0.0, budget=None):
-    keras.utils.set_random_seed(seed)
-    with runtime.scope():
-        inputs = keras.Input((6,))
-        hidden = keras.layers.Dense(32, activation="tanh", name="hidden")(inputs)
-        if dropout:
-            hidden = keras.layers.Dropout(dropout, name="dropout")(hidden)
-        hidden = keras.layers.LayerNormalization(name="layer_norm")(hidden)
-        model = keras.Model(inputs, keras.layers.Dense(2, name="logits")(hidden))
-        optimizer = create_optimizer(1e-2, num_train_steps, 10,
-                                     budget_warmup_proportion=0.1 if budget else None)
-    # The input's shuffle reads TensorFlow's global seed: the same whatever `seed` initialised.
-    tf.random.set_seed(0)
-    return model, optimizer
+def _build(runtime, **settings):
+    return toy.build(runtime.scope(), **settings)
 
 
-def _dataset_fn(input_context):
-    batch = input_context.get_per_replica_batch_size(16)
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    dataset = tf.data.Dataset.from_tensor_slices({"x": _X, "y": _Y})
-    dataset = dataset.shuffle(96, seed=3).repeat().batch(batch, drop_remainder=True)
-    return dataset.with_options(options)
-
-
-def _loss_fn(model, batch, training):
-    logits = ops.cast(model(batch["x"], training=training), "float32")
-    labels = ops.cast(batch["y"], "int32")
-    nll = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-    correct = ops.cast(ops.equal(ops.cast(ops.argmax(logits, -1), "int32"), labels), "float32")
-    return {"loss": ops.mean(nll), "correct": ops.sum(correct),
-            "count": ops.cast(ops.shape(labels)[0], "float32")}
-
-
-def _metrics(sums, count):
-    return {"loss": sums["loss"] / count, "accuracy": sums["correct"] / sums["count"]}
-
-
-_LOOP_FIELDS = set(TrainLoopConfig.__annotations__)
-
-
-def _train(runtime, model, optimizer, output_dir, num_train_steps, **settings):
-    loop = dict(steps_per_loop=20, save_checkpoints_steps=50, global_batch_size=16)
-    loop.update({k: settings.pop(k) for k in list(settings) if k in _LOOP_FIELDS})
-    return train(runtime=runtime, model=model, optimizer=optimizer, loss_fn=_loss_fn,
-                 dataset_fn=_dataset_fn, output_dir=str(output_dir), metrics_fn=_metrics,
-                 loop_config=TrainLoopConfig(num_train_steps, **loop), **settings)
-
-
-def _weights(model):
-    return [ops.convert_to_numpy(v) for v in model.weights]
+_train = toy.train
+_weights = toy.weights
 
 
 def test_fits_a_small_problem_and_evaluates(runtime, tmp_path):
     model, optimizer = _build(runtime)
     results = _train(runtime, model, optimizer, tmp_path, 200)
     assert results["step"] == 200 and results["accuracy"] > 0.9, results
-    evaluation = runtime.evaluate(
-        model=model, loss_fn=_loss_fn, metrics_fn=_metrics,
-        dataset_fn=lambda ctx: tf.data.Dataset.from_tensor_slices({"x": _X, "y": _Y}).batch(32))
+    evaluation = runtime.evaluate(model=model, loss_fn=toy.loss_fn, metrics_fn=toy.metrics,
+                                  dataset_fn=toy.eval_dataset_fn)
     assert evaluation["eval_steps"] == 3 and evaluation["accuracy"] > 0.9
 
 
@@ -123,14 +73,13 @@ def test_a_nan_loss_stops_before_any_save_naming_the_last_good_checkpoint(runtim
     _train(runtime, model, optimizer, tmp_path, 40, save_checkpoints_steps=20)
 
     def poisoned(model, batch, training):
-        parts = _loss_fn(model, batch, training)
+        parts = toy.loss_fn(model, batch, training)
         return dict(parts, loss=parts["loss"] * np.float32("nan"))
 
     model, optimizer = _build(runtime)
     with pytest.raises(NonFiniteLossError) as error:
-        train(runtime=runtime, model=model, optimizer=optimizer, loss_fn=poisoned,
-              dataset_fn=_dataset_fn, output_dir=str(tmp_path),
-              loop_config=TrainLoopConfig(80, steps_per_loop=20, save_checkpoints_steps=20))
+        _train(runtime, model, optimizer, tmp_path, 80, save_checkpoints_steps=20,
+               loss_fn=poisoned)
     checkpoint = {"tensorflow": "ckpt-40", "jax": "ckpt-40.orbax"}[BACKEND]
     assert str(error.value) == (f"loss became NaN at step 41; training stopped without saving. "
                                 f"Last good checkpoint: {tmp_path}/{checkpoint}")

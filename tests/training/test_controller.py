@@ -1,7 +1,6 @@
 """The run controller over the TensorFlow step runner: over-fitting, exact resume, NaN stop,
 checkpoint fallback, warm start."""
 
-import dataclasses
 import os
 import subprocess
 
@@ -12,65 +11,21 @@ import tensorflow as tf
 
 from bert_tf.training import checkpointing
 from bert_tf.training.distribute import get_strategy
-from bert_tf.training.controller import train
-from bert_tf.training.loop_config import TrainLoopConfig
 from bert_tf.training.runtime import on_tensorflow
 from bert_tf.training.stops import NonFiniteLossError
 from bert_tf.training.optimization import create_optimizer
-
-_RNG = np.random.RandomState(0)
-_X = _RNG.randn(96, 6).astype("float32")
-_Y = (_X[:, 0] * _X[:, 1] > 0).astype("int32")  # not linearly separable: needs the hidden layer
+import toy_problem as toy
 
 
-def _build(strategy, num_train_steps=300, learning_rate=1e-2, seed=0, dropout=0.0):
-    keras.utils.set_random_seed(seed)
-    with strategy.scope():
-        inputs = keras.Input((6,))
-        hidden = keras.layers.Dense(32, activation="tanh", name="hidden")(inputs)
-        if dropout:
-            hidden = keras.layers.Dropout(dropout, name="dropout")(hidden)
-        hidden = keras.layers.LayerNormalization(name="layer_norm")(hidden)
-        logits = keras.layers.Dense(2, name="logits")(hidden)
-        model = keras.Model(inputs, logits)
-        optimizer = create_optimizer(learning_rate, num_train_steps, 10)
-    # The input shuffle depends on the global seed; keep it fixed whatever `seed` initialised.
-    tf.random.set_seed(0)
-    return model, optimizer
+
+def _build(strategy, num_train_steps=300, **settings):
+    return toy.build(strategy.scope(), num_train_steps=num_train_steps, **settings)
 
 
-def _dataset_fn(input_context):
-    batch = input_context.get_per_replica_batch_size(16)
-    dataset = tf.data.Dataset.from_tensor_slices({"x": _X, "y": _Y})
-    # Each finished run's iterator lingers until interpreter exit, where tearing down its
-    # autotuning threads takes seconds; without autotuning the suite exits promptly.
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    dataset = dataset.shuffle(96, seed=3).repeat().batch(batch, drop_remainder=True)
-    return dataset.with_options(options)
-
-
-def _loss_fn(model, batch, training):
-    logits = model(batch["x"], training=training)
-    nll = keras.losses.sparse_categorical_crossentropy(batch["y"], logits, from_logits=True)
-    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), batch["y"]), tf.float32)
-    return {"loss": tf.reduce_mean(nll), "correct": tf.reduce_sum(correct),
-            "count": tf.cast(tf.size(correct), tf.float32)}
-
-
-def _metrics(sums, count):
-    return {"loss": sums["loss"] / count, "accuracy": sums["correct"] / sums["count"]}
-
-
-LOOP_FIELDS = {f.name for f in dataclasses.fields(TrainLoopConfig)}
-
-def _train(model, optimizer, strategy, output_dir, num_train_steps, **kwargs):
-    settings = dict(steps_per_loop=25, save_checkpoints_steps=50, global_batch_size=16)
-    settings.update({k: kwargs.pop(k) for k in list(kwargs) if k in LOOP_FIELDS})
-    return train(model=model, optimizer=optimizer, loss_fn=_loss_fn, dataset_fn=_dataset_fn,
-                 runtime=on_tensorflow(strategy), output_dir=str(output_dir),
-                 loop_config=TrainLoopConfig(num_train_steps, **settings),
-                 metrics_fn=_metrics, **kwargs)
+def _train(model, optimizer, strategy, output_dir, num_train_steps, steps_per_loop=25,
+           **settings):
+    return toy.train(on_tensorflow(strategy), model, optimizer, output_dir, num_train_steps,
+                     steps_per_loop=steps_per_loop, **settings)
 
 
 def test_overfits_a_small_problem_and_writes_outputs(tmp_path):
@@ -90,8 +45,7 @@ def test_overfits_a_small_problem_and_writes_outputs(tmp_path):
         tags.update(v.tag for v in event.summary.value)
     assert {"loss", "accuracy", "learning_rate", "examples_per_second"} <= tags
     evaluation = on_tensorflow(strategy).evaluate(
-        model=model, loss_fn=_loss_fn, metrics_fn=_metrics,
-        dataset_fn=lambda ctx: tf.data.Dataset.from_tensor_slices({"x": _X, "y": _Y}).batch(32))
+        model=model, loss_fn=toy.loss_fn, metrics_fn=toy.metrics, dataset_fn=toy.eval_dataset_fn)
     assert evaluation["eval_steps"] == 3 and evaluation["accuracy"] > 0.95
 
 
@@ -163,7 +117,7 @@ def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path):
     calls = tf.Variable(0)
 
     def poisoned_loss_fn(model, batch, training):
-        parts = _loss_fn(model, batch, training)
+        parts = toy.loss_fn(model, batch, training)
         calls.assign_add(1)
         # The 37th step's loss is NaN.
         bad = tf.where(calls == 37, tf.constant(np.nan, tf.float32), 0.0)
@@ -171,9 +125,8 @@ def test_nan_loss_stops_with_step_and_keeps_last_good_checkpoint(tmp_path):
         return parts
 
     with pytest.raises(NonFiniteLossError) as error:
-        train(model=model, optimizer=optimizer, loss_fn=poisoned_loss_fn, dataset_fn=_dataset_fn,
-              runtime=on_tensorflow(strategy), output_dir=str(tmp_path),
-              loop_config=TrainLoopConfig(100, steps_per_loop=10, save_checkpoints_steps=20))
+        _train(model, optimizer, strategy, tmp_path, 100, steps_per_loop=10,
+               save_checkpoints_steps=20, loss_fn=poisoned_loss_fn)
     assert str(error.value) == (
         f"loss became NaN at step 37; training stopped without saving. "
         f"Last good checkpoint: {tmp_path}/ckpt-20")
@@ -342,7 +295,7 @@ def test_a_constant_keras_learning_rate_under_a_mirrored_strategy(tmp_path):
 
 
 def _loss_with_a_string_op(model, batch, training):
-    parts = _loss_fn(model, batch, training)
+    parts = toy.loss_fn(model, batch, training)
     # AsString has no XLA kernel: a model XLA cannot compile (its value adds nothing).
     digits = tf.strings.length(tf.strings.as_string(parts["loss"]))
     parts["loss"] += 0.0 * tf.cast(digits, tf.float32)
@@ -357,13 +310,9 @@ def test_jit_compile_true_on_a_graph_xla_cannot_compile_trains_without_it(tmp_pa
     for jit_compile, out in ((True, tmp_path / "xla"), (False, tmp_path / "plain")):
         model, optimizer = _build(strategy, dropout=0.2)
         caplog.clear()
-        results = train(model=model, optimizer=optimizer, loss_fn=_loss_with_a_string_op,
-                        dataset_fn=_dataset_fn, runtime=on_tensorflow(strategy),
-                        output_dir=str(out), metrics_fn=_metrics,
-                        loop_config=TrainLoopConfig(20, steps_per_loop=10,
-                                                    save_checkpoints_steps=20,
-                                                    global_batch_size=16,
-                                                    jit_compile=jit_compile))
+        results = _train(model, optimizer, strategy, out, 20, steps_per_loop=10,
+                         save_checkpoints_steps=20, jit_compile=jit_compile,
+                         loss_fn=_loss_with_a_string_op)
         assert results["step"] == 20
         fallback = [r.getMessage() for r in caplog.records if "XLA cannot" in r.getMessage()]
         assert fallback == ([
