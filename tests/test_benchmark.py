@@ -587,3 +587,43 @@ def test_time_to_quality_quick_trains_scores_and_plots_every_stack(tmp_path):
     with open(plot["path"], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert "time_to_quality bert_tf vs keras_hub" in proc.stdout
+
+
+def test_every_ablation_arm_is_a_run_the_pretraining_command_accepts(tmp_path):
+    """Each arm of the ablations case is the recipe's flagfile plus its changes and a model
+    config: bert-tf-pretrain's flags parse and its checks before training pass for every arm
+    (and the modern block keeps BERT-mini's shape and feed-forward parameter count)."""
+    from absl import flags
+
+    from bert_tf.cli import flags as cli_flags
+    from bert_tf.cli import pretrain
+    from bert_tf.config import BertConfig
+    from bert_tf.jobs.pretraining import validate_options
+
+    case = _tool_module("bench_ablations")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a b a.\nb a b.\n")
+    with open(os.path.join(REPO, "official_configs", "models", "bert_mini.json")) as f:
+        mini = json.load(f)
+    names = [arm[0] for arm in case.ARMS]
+    assert names[0] == "recipe" and len(set(names)) == len(names)
+    for arm in case.ARMS:
+        config_file = case.arm_config(arm, mini, str(tmp_path))
+        values = flags.FlagValues()
+        cli_flags.define_pretraining_flags(values)
+        values(["bench", f"--output_dir={tmp_path / arm[0]}", "--time_budget=150s",
+                *case.arm_flags(arm, config_file, str(vocab), str(corpus), quick=False)])
+        options = pretrain.pretraining_config(values)
+        config = BertConfig.from_json_file(config_file)
+        validate_options(options, config)
+        assert options.time_budget is not None and options.do_train
+        if arm[0] == "modern_block":
+            assert config.architecture == "modernbert"
+            assert (config.hidden_size, config.num_hidden_layers) == (256, 4)
+            assert abs(3 * config.intermediate_size - 2 * mini["intermediate_size"]) <= 16
+        elif arm[0] == "no_dropout":
+            assert config.hidden_dropout_prob == config.attention_probs_dropout_prob == 0
+        else:
+            assert config.to_dict() == BertConfig.from_dict(mini).to_dict()

@@ -325,7 +325,8 @@ def to_huggingface(checkpoint, output_dir, args):
 
 def worker_score(args):
     """Scores the checkpoints of args["runs"] ({name: [checkpoint entries]}): held-out loss of
-    each, every score of each run's last (of every one with score_every_checkpoint). An entry
+    each, every score of each run's last (of every one with score_every_checkpoint; no
+    fine-tune with "finetune": False). An entry
     {"random_init": True} is an untrained model (worker_random_init's), the reference."""
     import keras
 
@@ -345,7 +346,8 @@ def worker_score(args):
             last = i == len(checkpoints) - 1 or args.get("score_every_checkpoint", False)
             scores[name].append(dict(checkpoint, **bench_scoring.score(
                 model_dir, args["data_dir"], os.path.join(args["workdir"], f"{name}-{i}"),
-                finetune=last, probe=last, finetune_seeds=args.get("finetune_seeds", (1,)))))
+                finetune=last and args.get("finetune", True), probe=last,
+                finetune_seeds=args.get("finetune_seeds", (1,)))))
     _emit({"scores": scores})
 
 

@@ -60,6 +60,11 @@ Cases (--cases, comma list):
                   model scored by tools/bench_scoring.py (held-out masked-LM loss on fixed
                   masks, a linear probe, a short fine-tune); a PNG of held-out loss against
                   wall-clock beside --output_file; see tools/bench_time_to_quality.py.
+  ablations       each lever of the CPU budget recipe (time_budget_mini.flags) changed alone
+                  (NSP, packing, masking rate, learning rate, schedule, bias correction,
+                  dropout, sequence length, the modern block, ELECTRA), every arm trained for
+                  --ablation_budget seconds (default 150) and scored as in time_to_quality;
+                  see tools/bench_ablations.py.
   modernbert_finetune
                   a small ModernBERT built at random (hidden 256, 6 layers, byte-level BPE
                   tokenizer.json trained on pydoc prose) fine-tuned on the finetune case's
@@ -99,6 +104,7 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The cases, one module each beside this file.
+import bench_ablations  # noqa: E402
 import bench_accelerator  # noqa: E402
 import bench_common  # noqa: E402
 import bench_create_data  # noqa: E402
@@ -118,7 +124,7 @@ FLAGS = flags.FLAGS
 
 CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing",
          "finetune", "embed", "litert", "modernbert", "modernbert_finetune", "accelerator",
-         "time_to_quality")
+         "time_to_quality", "ablations")
 # Cases that run where TensorFlow is not installed (a GPU rental with JAX and PyTorch).
 WITHOUT_TENSORFLOW = ("accelerator",)
 _REPO = bench_common.REPO
@@ -151,6 +157,10 @@ flags.DEFINE_bool("embed_side_by_side", False,
 flags.DEFINE_integer("time_to_quality_budget", bench_time_to_quality.PEER_BUDGET_S,
                      "time_to_quality: the peers' wall-clock budget in seconds; bert_tf gets "
                      "half of it.")
+flags.DEFINE_integer("ablation_budget", bench_ablations.ABLATION_BUDGET_S,
+                     "ablations: each arm's wall-clock budget in seconds.")
+flags.DEFINE_list("ablation_arms", None, "ablations: the arms to run (default all: "
+                  + ", ".join(arm[0] for arm in bench_ablations.ARMS) + ").")
 flags.DEFINE_string("worker", None, "Internal: run one measurement and print its JSON result.")
 flags.DEFINE_string("worker_args", "{}", "Internal: JSON arguments of --worker.")
 
@@ -173,7 +183,8 @@ def format_table(rows):
         "litert": bench_litert.format_lines, "modernbert": bench_modernbert.format_lines,
         "modernbert_finetune": bench_modernbert_finetune.format_lines,
         "accelerator": bench_accelerator.format_lines,
-        "time_to_quality": bench_time_to_quality.format_lines})
+        "time_to_quality": bench_time_to_quality.format_lines,
+        "ablations": bench_ablations.format_lines})
 
 
 def main(argv):
@@ -240,6 +251,9 @@ def main(argv):
                              if FLAGS.output_file else None)
                 new = bench_time_to_quality.case_time_to_quality(
                     workdir, FLAGS.quick, torch_python, FLAGS.time_to_quality_budget, plot_file)
+            elif case == "ablations":
+                new = bench_ablations.case_ablations(workdir, FLAGS.quick,
+                                                     FLAGS.ablation_budget, FLAGS.ablation_arms)
             elif case == "embed":
                 new = bench_embed.case_embed(workdir, FLAGS.quick, torch_python,
                                              FLAGS.embed_side_by_side)
