@@ -16,10 +16,10 @@ from typing import Protocol
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.file_names import TOKENIZER_FILE, VOCAB_FILE
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.text import bpe, tokenization
 
-VOCAB_TXT = tokenization.VOCAB_TXT
 # A keras-hub preset's WordPiece vocabulary.
 KERAS_HUB_VOCAB = os.path.join("assets", "tokenizer", "vocabulary.txt")
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
@@ -113,15 +113,15 @@ def find_tokenizer_file(path):
     """
     path = str(path)
     if fileio.isdir(path):
-        for name in (bpe.TOKENIZER_JSON, VOCAB_TXT):
+        for name in (TOKENIZER_FILE, VOCAB_FILE):
             candidate = os.path.join(path, name)
             if fileio.isfile(candidate):
                 return candidate
         raise FileNotFoundError(f"tokenizer directory '{path}' holds neither "
-                                f"{bpe.TOKENIZER_JSON} nor {VOCAB_TXT}.")
+                                f"{TOKENIZER_FILE} nor {VOCAB_FILE}.")
     if not fileio.exists(path) and not os.path.islink(path):
         raise FileNotFoundError(f"tokenizer file '{path}' does not exist (expected a vocab.txt, "
-                                f"a {bpe.TOKENIZER_JSON} or a directory holding one).")
+                                f"a {TOKENIZER_FILE} or a directory holding one).")
     problem = fileio.not_a_file(path, f"tokenizer file '{path}'")
     if problem:  # a symbolic link that loops or is broken
         raise FileNotFoundError(problem)
@@ -139,11 +139,11 @@ def model_tokenizer_file(directory):
     (find_tokenizer_file, for a directory named as the tokenizer itself, prefers the json.)
     """
     found = [os.path.join(directory, name)
-             for name in (VOCAB_TXT, KERAS_HUB_VOCAB, bpe.TOKENIZER_JSON)]
+             for name in (VOCAB_FILE, KERAS_HUB_VOCAB, TOKENIZER_FILE)]
     found = [path for path in found if fileio.isfile(path)]
     if not found:
         return None
-    if found[-1].endswith(bpe.TOKENIZER_JSON) and len(found) > 1 and _is_bpe_file(found[-1]):
+    if found[-1].endswith(TOKENIZER_FILE) and len(found) > 1 and _is_bpe_file(found[-1]):
         logging.warning("Tokenizing with the byte-level BPE %s, not %s beside it", found[-1],
                         found[0])
         return found[-1]
@@ -249,13 +249,13 @@ def write_tokenizer_file(output_dir, tokenizer, source_file):
         tokenizer = load_tokenizer(source_file)
     if isinstance(tokenizer, bpe.BpeTokenizer):
         spec = tokenizer.spec
-        path = os.path.join(output_dir, bpe.TOKENIZER_JSON)
+        path = os.path.join(output_dir, TOKENIZER_FILE)
         write_text_atomic(path, json.dumps(spec.data, ensure_ascii=False) + "\n")
         if spec.roles:
             write_text_atomic(os.path.join(output_dir, SPECIAL_TOKENS_MAP), json.dumps(
                 {f"{role}_token": token for role, token in sorted(spec.roles.items())}) + "\n")
         return path
-    path = os.path.join(output_dir, VOCAB_TXT)
+    path = os.path.join(output_dir, VOCAB_FILE)
     if is_tokenizer_json(source_file):
         write_text_atomic(path, "".join(token + "\n" for token in tokenizer.inv_vocab))
     elif fileio.abspath(source_file) != fileio.abspath(path):
