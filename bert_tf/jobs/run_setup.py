@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio, model_directory, optional, run_directory
+from bert_tf import file_names, fileio, model_directory, optional
 from bert_tf.config import BertConfig
 from bert_tf.text import tokenizer_files
 from bert_tf.training import runtime
@@ -257,7 +257,7 @@ def resolve_model_files(options):
     if source:
         directory = source if fileio.isdir(source) else os.path.dirname(source)
     if not options.bert_config_file and directory:
-        candidate = run_directory.path(directory, run_directory.CONFIG_FILE)
+        candidate = file_names.path(directory, file_names.CONFIG_FILE)
         if tf.io.gfile.exists(candidate):
             config_file = candidate
     if vocab_file and fileio.isdir(vocab_file):
@@ -470,5 +470,5 @@ def copy_model_files(output_dir, job_runtime, config, vocab_file, tokenizer=None
     """
     if not job_runtime.chief:
         return
-    config.to_json_file(run_directory.path(output_dir, run_directory.CONFIG_FILE))
+    config.to_json_file(file_names.path(output_dir, file_names.CONFIG_FILE))
     tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)
