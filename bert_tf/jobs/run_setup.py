@@ -337,11 +337,10 @@ def load_tokenizer(vocab_file, options):
     Raises:
       FlagValueError naming --vocab_file (and --do_lower_case when they disagree).
     """
-    records_casing = tokenizer_files.is_tokenizer_json(vocab_file)
     try:
         # A tokenizer.json is read as it is, its casing compared below to name both flags.
-        tokenizer = tokenizer_files.load_tokenizer(
-            vocab_file, None if records_casing else options.do_lower_case)
+        tokenizer = tokenizer_files.load_tokenizer(vocab_file, tokenizer_files.casing_to_load(
+            vocab_file, vocab_txt_casing=options.do_lower_case))
     except (OSError, ValueError) as e:
         raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
     casing = tokenizer.do_lower_case
@@ -349,8 +348,8 @@ def load_tokenizer(vocab_file, options):
     if missing:
         raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
                              "(inputs are packed as [CLS] text [SEP] and padded)")
-    if records_casing and options.do_lower_case is not None and (
-            bool(options.do_lower_case) != casing):
+    # A vocab.txt tokenizes as --do_lower_case says: only a tokenizer.json can disagree.
+    if options.do_lower_case is not None and bool(options.do_lower_case) != casing:
         raise FlagValueError(
             f"--do_lower_case={bool(options.do_lower_case)} contradicts --vocab_file="
             f"{vocab_file}, which {'lower-cases' if casing else 'keeps case'} (a tokenizer.json "

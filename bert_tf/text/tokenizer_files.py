@@ -6,7 +6,9 @@ Callers ask the tokenizer (its casing, digest, how a word or a corpus line encod
 pieces map back to characters) instead of testing its type or its file's name;
 `load_tokenizer` builds either from a file and `tokenizer_layer` gives its in-graph layer (whose
 methods answer the same way inside the graph). This module is the one place that tells the
-kinds apart: a tokenizer.json by its name (`is_tokenizer_json`), BPE by its model type.
+kinds apart: a tokenizer.json by its name (`is_tokenizer_json`), BPE by its model type; callers
+ask what follows from the kind (`casing_to_load`: whose casing a file tokenizes with;
+`write_tokenizer_file`: which file a model directory carries).
 """
 
 import json
@@ -100,6 +102,30 @@ def is_tokenizer_json(path):
     """True for a tokenizer.json (it records its casing and may be byte-level BPE), False for
     a vocab.txt: every command tells them apart by the name's ".json"."""
     return str(path).endswith(".json")
+
+
+def casing_to_load(path, do_lower_case=None, vocab_txt_casing=None):
+    """The do_lower_case to load the tokenizer file at `path` with (load_tokenizer).
+
+    A tokenizer.json records its casing: `do_lower_case` as given (None takes the file's; a
+    value that contradicts the file is load_tokenizer's error). A vocab.txt tokenizes as it is
+    told: `do_lower_case`, else `vocab_txt_casing` (None: load_tokenizer's default, lower
+    case).
+
+    Args:
+      path: a vocab.txt or tokenizer.json.
+      do_lower_case: the casing asked for (None: not asked).
+      vocab_txt_casing: a vocab.txt's casing when none is asked for: a value, or a function
+        of no arguments called only then (a lookup or a warning that is needed only then).
+
+    Returns:
+      True, False or None.
+    """
+    if do_lower_case is not None:
+        return bool(do_lower_case)
+    if is_tokenizer_json(path):
+        return None
+    return vocab_txt_casing() if callable(vocab_txt_casing) else vocab_txt_casing
 
 
 def find_tokenizer_file(path):
