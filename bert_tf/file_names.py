@@ -64,7 +64,6 @@ RUN_MARKERS = (CHECKPOINT_STATE_FILE, LOCK_FILE, RECORD_FILE, LEGACY_FINETUNING_
                PRETRAINING_FLAGS_FILE, *(flags_file(command) for command in FINETUNING_COMMANDS))
 
 
-
 def path(directory, name, *names):
     """The path of `name` (a file name of this module) in a run directory."""
     return os.path.join(str(directory), name, *names)
@@ -92,7 +91,6 @@ def checkpoint_step(checkpoint):
         if name.endswith(suffix):
             name = name[:-len(suffix)]
     return int(name.rsplit("-", 1)[-1])
-
 
 
 def is_checkpoint_file(name):
