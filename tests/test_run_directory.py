@@ -407,7 +407,7 @@ def test_lock_on_a_remote_file_system_refuses_and_takes_over_stale_records():
         taken.release()
     # A live run on another host with a fresh heartbeat keeps it.
     _write_remote(path, {"host": "elsewhere", "pid": 1, "start_time": "x",
-                         "heartbeat": run_directory._now()})
+                         "heartbeat": run_directory.lock._now()})
     with pytest.raises(run_directory.DirectoryInUseError,
                        match="host elsewhere, pid 1, started x"):
         run_directory.RunDirectoryLock(directory).acquire()

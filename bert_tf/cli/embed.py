@@ -37,7 +37,7 @@ import sys
 
 from absl import flags
 
-from bert_tf import cli, fileio, run_directory
+from bert_tf import cli, file_names, fileio
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import outputs
 
@@ -86,7 +86,7 @@ def check_outputs(options):
             outputs.check_training_output_dir(
                 options.output_dir, "embedding training",
                 outputs.other_commands_records(options.output_dir,
-                                               run_directory.EMBEDDING_COMMAND))
+                                               file_names.EMBEDDING_COMMAND))
             st_dir = options.sentence_transformers_dir
             if st_dir and st_dir != "-":
                 check_sentence_transformers_dir(st_dir, options.output_dir, inputs)

@@ -26,7 +26,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import run_directory
+from bert_tf import file_names
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import tf1, weights
@@ -119,7 +119,7 @@ def _config_for(ckpt_prefix, config):
         return config
     if config is None:
         directory = os.path.dirname(ckpt_prefix)
-        for name in (ALBERT_CONFIG_FILE, run_directory.CONFIG_FILE):
+        for name in (ALBERT_CONFIG_FILE, file_names.CONFIG_FILE):
             if tf.io.gfile.exists(os.path.join(directory, name)):
                 config = os.path.join(directory, name)
                 break

@@ -243,8 +243,9 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
     if not isinstance(model, BertSentenceEmbedder):
         raise InteropError(f"cannot write a {type(model).__name__} as a sentence-transformers "
                            "model: expected a BertSentenceEmbedder")
+    # A tokenizer.json is read with its own casing (which do_lower_case repeats).
     tokenizer = _read_tokenizer(
-        vocab_file, None if tokenizer_files.is_tokenizer_json(vocab_file) else do_lower_case,
+        vocab_file, tokenizer_files.casing_to_load(vocab_file, vocab_txt_casing=do_lower_case),
         vocab_file)
     fileio.makedirs(output_dir)
     written = tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)
@@ -386,10 +387,10 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
                            "tokenizer.json beside it; give --vocab_file")
     # A tokenizer.json records its casing: unset do_lower_case takes it, a contradicting one
     # is an error; a vocab.txt tokenizes as do_lower_case (else the source) says.
-    records_casing = tokenizer_files.is_tokenizer_json(loaded.vocab_file)
     loaded.tokenizer = _read_tokenizer(
-        loaded.vocab_file, do_lower_case if records_casing or do_lower_case is not None
-        else loaded.do_lower_case, f"--vocab_file={loaded.vocab_file}")
+        loaded.vocab_file,
+        tokenizer_files.casing_to_load(loaded.vocab_file, do_lower_case, loaded.do_lower_case),
+        f"--vocab_file={loaded.vocab_file}")
     loaded.do_lower_case = loaded.tokenizer.do_lower_case
     vocab_size = loaded.model.encoder.config.vocab_size
     if loaded.tokenizer.vocab_size > vocab_size:

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, run_directory
+from bert_tf import file_names, fileio
 from bert_tf.config import BertConfig
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import weights
@@ -53,7 +53,7 @@ def read_tf1_checkpoint(ckpt_prefix):
         tensors[name] = weights.SourceTensor(
             name=name, shape=tuple(shapes[name]), transpose=False,
             read=lambda n=name: reader.get_tensor(n))
-    config_file = run_directory.path(os.path.dirname(ckpt_prefix), run_directory.CONFIG_FILE)
+    config_file = file_names.path(os.path.dirname(ckpt_prefix), file_names.CONFIG_FILE)
     config = BertConfig.from_json_file(config_file) if tf.io.gfile.exists(config_file) else None
     return weights.WeightSource(description=ckpt_prefix, format="tf1", tensors=tensors,
                                 unused=unused, config=config)
@@ -63,7 +63,7 @@ def _resolve_config(config, ckpt_prefix):
     if isinstance(config, BertConfig):
         return config
     if config is None:
-        config = run_directory.path(os.path.dirname(ckpt_prefix), run_directory.CONFIG_FILE)
+        config = file_names.path(os.path.dirname(ckpt_prefix), file_names.CONFIG_FILE)
         if not tf.io.gfile.exists(config):
             raise InteropError(f"{ckpt_prefix}: no config given and no bert_config.json beside "
                                "the checkpoint")
@@ -134,9 +134,9 @@ def save_tf1_checkpoint(model, ckpt_prefix, vocab_file=None):
     tf.io.gfile.rename(tmp_prefix + data_suffix, ckpt_prefix + data_suffix, overwrite=True)
     tf.io.gfile.rename(tmp_prefix + ".index", ckpt_prefix + ".index", overwrite=True)
     weights.encoder_of(model).config.to_json_file(
-        run_directory.path(directory, run_directory.CONFIG_FILE))
+        file_names.path(directory, file_names.CONFIG_FILE))
     if vocab_file:
-        copy_vocab(vocab_file, run_directory.path(directory, run_directory.VOCAB_FILE))
+        copy_vocab(vocab_file, file_names.path(directory, file_names.VOCAB_FILE))
     return ckpt_prefix
 
 

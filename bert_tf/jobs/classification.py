@@ -17,7 +17,7 @@ import time
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio, run_directory
+from bert_tf import file_names, fileio
 from bert_tf.data.tasks import classifier_data, feature_records, glue
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
@@ -222,7 +222,7 @@ class ClassificationTask(finetuning.Task):
 
     def prepare_inputs(self, context):
         options, labels = self.options, self.labels
-        cache_dir = run_directory.path(options.output_dir, run_directory.FEATURES_DIR)
+        cache_dir = file_names.path(options.output_dir, file_names.FEATURES_DIR)
         for split in self.splits:
             if split not in self.examples:
                 self.examples[split] = _read_split(self.data, split)

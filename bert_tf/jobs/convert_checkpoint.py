@@ -11,7 +11,7 @@ import os
 
 from absl import logging
 
-from bert_tf import fileio, interop, run_directory
+from bert_tf import file_names, fileio, interop
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
 from bert_tf.jobs import run_setup
@@ -45,10 +45,10 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
     if source_format == "tf1":
         config = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
         model = interop.load_tf1_checkpoint(path, config)
-        return model, _existing(run_directory.path(directory, run_directory.VOCAB_FILE)), None
+        return model, _existing(file_names.path(directory, file_names.VOCAB_FILE)), None
     if source_format == "albert":
         model = albert.load_albert_checkpoint(path, bert_config_file)
-        return model, _existing(run_directory.path(directory, run_directory.VOCAB_FILE)), None
+        return model, _existing(file_names.path(directory, file_names.VOCAB_FILE)), None
     if source_format == "huggingface":
         model, _, vocab_file = interop.load_huggingface(path, allow_pickle=allow_pickle)
         return model, vocab_file, huggingface.do_lower_case_of(path)
@@ -57,7 +57,7 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
         return interop.from_keras_hub(backbone, masked_lm), vocab_file, do_lower_case
     config = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
     model = interop.load_bert_tf(path, config)
-    return (model, _existing(run_directory.path(directory, run_directory.VOCAB_FILE)),
+    return (model, _existing(file_names.path(directory, file_names.VOCAB_FILE)),
             interop.checkpoint_casing(path)[0])
 
 
@@ -81,11 +81,11 @@ def write_bert_tf(model, output_dir, vocab_file, do_lower_case):
     tokenizer_config.json (when the casing is known)."""
     encoder = weights.encoder_of(model)
     if isinstance(model, BertPretrainer):
-        save_keras_model(model, run_directory.path(output_dir, run_directory.PRETRAINER_FILE))
-    save_keras_model(encoder, run_directory.path(output_dir, run_directory.ENCODER_FILE))
-    encoder.config.to_json_file(run_directory.path(output_dir, run_directory.CONFIG_FILE))
+        save_keras_model(model, file_names.path(output_dir, file_names.PRETRAINER_FILE))
+    save_keras_model(encoder, file_names.path(output_dir, file_names.ENCODER_FILE))
+    encoder.config.to_json_file(file_names.path(output_dir, file_names.CONFIG_FILE))
     if vocab_file:
-        tf1.copy_vocab(vocab_file, run_directory.path(output_dir, run_directory.VOCAB_FILE))
+        tf1.copy_vocab(vocab_file, file_names.path(output_dir, file_names.VOCAB_FILE))
     if do_lower_case is not None:
         huggingface.write_tokenizer_config(output_dir, do_lower_case)
 

@@ -198,14 +198,16 @@ def _tokenizer(vocab_file, do_lower_case):
     A tokenizer.json records its casing: the run's (or --do_lower_case) must agree with it; a
     vocab.txt without a recorded casing tokenizes lower-cased, with a warning.
     """
-    from bert_tf.text import is_tokenizer_json, load_tokenizer
+    from bert_tf.text import casing_to_load, load_tokenizer
 
-    if do_lower_case is None and not is_tokenizer_json(vocab_file):
-        do_lower_case = True
+    def lower_case_with_a_warning():
         logging.warning("The run does not record its casing; tokenizing with "
                         "--do_lower_case=true. Pass --do_lower_case to be sure.")
+        return True
+
     try:
-        tokenizer = load_tokenizer(vocab_file, do_lower_case)
+        tokenizer = load_tokenizer(
+            vocab_file, casing_to_load(vocab_file, do_lower_case, lower_case_with_a_warning))
     except (OSError, ValueError) as e:
         raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
     return tokenizer, tokenizer.do_lower_case

@@ -673,13 +673,9 @@ def _pretrain(options, config, job_runtime, dataset_fns, record, flags_text, sta
         if flags_text:
             write_text_atomic(output(run_directory.PRETRAINING_FLAGS_FILE), flags_text)
         run_directory.write_record(options.output_dir, record)
-        if options.vocab_file and tokenizer_files.is_tokenizer_json(options.vocab_file):
+        if options.vocab_file:
             # vocab.txt for a WordPiece file, tokenizer.json for byte-level BPE.
-            tokenizer_files.write_tokenizer_file(options.output_dir, _tokenizer_json(options),
-                                                 options.vocab_file)
-        elif options.vocab_file:
-            with tf.io.gfile.GFile(options.vocab_file) as f:
-                write_text_atomic(output(run_directory.VOCAB_FILE), f.read())
+            tokenizer_files.write_tokenizer_file(options.output_dir, None, options.vocab_file)
 
     results = {"num_train_steps": options.num_train_steps}
     if budget:

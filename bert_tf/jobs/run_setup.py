@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio, model_directory, optional, run_directory
+from bert_tf import file_names, fileio, model_directory, optional
 from bert_tf.config import BertConfig
 from bert_tf.text import tokenizer_files
 from bert_tf.training import runtime
@@ -257,7 +257,7 @@ def resolve_model_files(options):
     if source:
         directory = source if fileio.isdir(source) else os.path.dirname(source)
     if not options.bert_config_file and directory:
-        candidate = run_directory.path(directory, run_directory.CONFIG_FILE)
+        candidate = file_names.path(directory, file_names.CONFIG_FILE)
         if tf.io.gfile.exists(candidate):
             config_file = candidate
     if vocab_file and fileio.isdir(vocab_file):
@@ -337,11 +337,10 @@ def load_tokenizer(vocab_file, options):
     Raises:
       FlagValueError naming --vocab_file (and --do_lower_case when they disagree).
     """
-    records_casing = tokenizer_files.is_tokenizer_json(vocab_file)
     try:
         # A tokenizer.json is read as it is, its casing compared below to name both flags.
-        tokenizer = tokenizer_files.load_tokenizer(
-            vocab_file, None if records_casing else options.do_lower_case)
+        tokenizer = tokenizer_files.load_tokenizer(vocab_file, tokenizer_files.casing_to_load(
+            vocab_file, vocab_txt_casing=options.do_lower_case))
     except (OSError, ValueError) as e:
         raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
     casing = tokenizer.do_lower_case
@@ -349,8 +348,8 @@ def load_tokenizer(vocab_file, options):
     if missing:
         raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
                              "(inputs are packed as [CLS] text [SEP] and padded)")
-    if records_casing and options.do_lower_case is not None and (
-            bool(options.do_lower_case) != casing):
+    # A vocab.txt tokenizes as --do_lower_case says: only a tokenizer.json can disagree.
+    if options.do_lower_case is not None and bool(options.do_lower_case) != casing:
         raise FlagValueError(
             f"--do_lower_case={bool(options.do_lower_case)} contradicts --vocab_file="
             f"{vocab_file}, which {'lower-cases' if casing else 'keeps case'} (a tokenizer.json "
@@ -470,5 +469,5 @@ def copy_model_files(output_dir, job_runtime, config, vocab_file, tokenizer=None
     """
     if not job_runtime.chief:
         return
-    config.to_json_file(run_directory.path(output_dir, run_directory.CONFIG_FILE))
+    config.to_json_file(file_names.path(output_dir, file_names.CONFIG_FILE))
     tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)

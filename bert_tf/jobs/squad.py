@@ -14,7 +14,7 @@ import time
 
 from absl import logging
 
-from bert_tf import run_directory
+from bert_tf import file_names
 from bert_tf.data.tasks import squad, squad_postprocess
 from bert_tf.jobs import finetuning
 from bert_tf.jobs.finetuning import FinetuningConfig
@@ -255,8 +255,8 @@ class SquadTask(finetuning.Task):
                 logging.info("Eval of the weights of step %d: %s", weights_step, " ".join(
                     f"{k}={v:.4g}" for k, v in results["eval"].items()))
                 if context.chief and not options.do_train:
-                    write_summaries(run_directory.path(options.output_dir,
-                                                       run_directory.SUMMARIES_DIR, "eval"),
+                    write_summaries(file_names.path(options.output_dir,
+                                                    file_names.SUMMARIES_DIR, "eval"),
                                     weights_step, results["eval"])
         # No eval_results.txt (the original run_squad.py writes none): the metrics are in
         # results.json.

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import run_directory
+from bert_tf import file_names
 from bert_tf.data.tasks import feature_records, tagging_data
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
@@ -138,7 +138,7 @@ class TaggingTask(finetuning.Task):
 
     def prepare_inputs(self, context):
         options, labels = self.options, self.labels
-        cache_dir = run_directory.path(options.output_dir, run_directory.FEATURES_DIR)
+        cache_dir = file_names.path(options.output_dir, file_names.FEATURES_DIR)
         for split in self.splits:
             if split not in self.sentences:
                 self.sentences[split] = _read_split(options, split)

@@ -9,7 +9,7 @@ model (e.g. RUN/encoder.keras for embeddings), with the settings found beside it
 
 import os
 
-from bert_tf import fileio, run_directory, saving
+from bert_tf import file_names, fileio, saving
 # Importing bert_tf.modeling registers the model classes that .keras files name.
 from bert_tf.modeling import ElectraPretrainer
 from bert_tf.serving import task_signatures
@@ -21,8 +21,8 @@ ExportSource = saving.SavedModelDir
 def _check_task_matches(task_info, model, model_file):
     expected = task_signatures.task_name_of(model)
     if task_info.task != expected:
-        info_path = run_directory.path(os.path.dirname(fileio.abspath(model_file)),
-                                       run_directory.TASK_INFO_FILE)
+        info_path = file_names.path(os.path.dirname(fileio.abspath(model_file)),
+                                    file_names.TASK_INFO_FILE)
         raise ValueError(f"{info_path}: task={task_info.task!r}, but {model_file} holds a "
                          f"{type(model).__name__} (a {expected} model)")
 

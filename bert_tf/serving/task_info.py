@@ -28,10 +28,10 @@ import dataclasses
 import json
 import os
 
-from bert_tf import fileio, run_directory
+from bert_tf import file_names, fileio
 from bert_tf.fileio import write_text_atomic
 
-TASK_INFO_FILE = run_directory.TASK_INFO_FILE
+TASK_INFO_FILE = file_names.TASK_INFO_FILE
 TASKS = ("classification", "regression", "squad", "tagging", "sentence_embedding", "fill_mask")
 _LABELED_TASKS = ("classification", "tagging")
 _OPTIONAL_BOOLS = {"text_pair": ("classification", "regression"),

@@ -18,7 +18,7 @@ import keras
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio, progress, run_directory
+from bert_tf import file_names, fileio, progress
 from bert_tf.config import ENCODER_INPUTS
 from bert_tf.serving.task_info import label_names_problem, write_task_info
 from bert_tf.text import tokenizer_files
@@ -98,7 +98,7 @@ class TextTask:
     # task_info.json's task of a saved task.
     task_name = None
     # The model file a saved task holds.
-    model_file = run_directory.MODEL_FILE
+    model_file = file_names.MODEL_FILE
 
     def __init__(self, model, tokenizer, max_seq_length=128, do_lower_case=None, batch_size=32):
         owner = type(self).__name__
@@ -283,13 +283,12 @@ class TextTask:
         """
         directory = str(directory)
         fileio.makedirs(directory)
-        self.model.save(run_directory.path(directory, self.model_file))
+        self.model.save(file_names.path(directory, self.model_file))
         source = self.tokenizer_file or getattr(self.tokenizer, "vocab_file", None)
         if source is None:  # a tokenizer built in memory: write what it holds
-            source = "tokenizer.json"
+            source = file_names.TOKENIZER_FILE
         tokenizer_files.write_tokenizer_file(directory, self.tokenizer, source)
-        self.encoder.config.to_json_file(run_directory.path(directory,
-                                                            run_directory.CONFIG_FILE))
+        self.encoder.config.to_json_file(file_names.path(directory, file_names.CONFIG_FILE))
         info = self.task_info()
         write_task_info(directory, info.pop("task"), do_lower_case=self.do_lower_case,
                         max_seq_length=self.max_seq_length, **info)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from bert_tf import run_directory
+from bert_tf import file_names
 from bert_tf.modeling import BertPretrainer
 from bert_tf.tasks import sources
 from bert_tf.tasks.base import TaskError, TextTask, as_texts, softmax
@@ -31,7 +31,7 @@ class FillMask(TextTask):
 
     model_class = BertPretrainer
     task_name = "fill_mask"
-    model_file = run_directory.PRETRAINER_FILE
+    model_file = file_names.PRETRAINER_FILE
 
     def __init__(self, model, tokenizer, *, max_seq_length=128, top_k=5, do_lower_case=None,
                  batch_size=32):

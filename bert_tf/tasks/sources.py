@@ -21,12 +21,10 @@ def _directory_of(path):
     return os.path.dirname(fileio.abspath(path))
 
 
-def _casing(path, directory, do_lower_case):
-    """The casing a vocab.txt beside `path` tokenizes with: `do_lower_case`, else what the
-    source records (a bert_tf run's record; a Hugging Face or keras-hub tokenizer config, a
-    TF1 checkpoint's directory name), else None (the tokenizer's default, lower case)."""
-    if do_lower_case is not None:
-        return bool(do_lower_case)
+def _recorded_casing(path, directory):
+    """The casing a vocab.txt beside `path` tokenizes with when none is given: what the source
+    records (a bert_tf run's record; a Hugging Face or keras-hub tokenizer config, a TF1
+    checkpoint's directory name), else None (the tokenizer's default, lower case)."""
     found = model_directory.recognise(directory)
     if found is not None and found.kind in (model_directory.RUN, model_directory.BERT_TF_MODEL):
         return run_directory.recorded_casing(directory)[0]
@@ -60,8 +58,8 @@ def pretrained(path, tokenizer=None, do_lower_case=None):
         if tokenizer_file is None:
             raise TaskError(f"{path}: no vocab.txt or tokenizer.json beside the model; pass "
                             "tokenizer= (a vocab.txt or tokenizer.json)")
-        casing = (None if tokenizer_files.is_tokenizer_json(tokenizer_file)
-                  and do_lower_case is None else _casing(path, directory, do_lower_case))
+        casing = tokenizer_files.casing_to_load(
+            tokenizer_file, do_lower_case, lambda: _recorded_casing(path, directory))
         tokenizer = tokenizer_files.load_tokenizer(tokenizer_file, casing)
     return model, tokenizer
 

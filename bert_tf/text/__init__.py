@@ -9,8 +9,8 @@ vocabulary builder import TensorFlow when first used.
 from bert_tf import lazy_names
 
 from bert_tf.text.bpe import BpeTokenizer
-from bert_tf.text.tokenizer_files import (Tokenizer, is_tokenizer_json, load_tokenizer,
-                                          tokenizer_layer)
+from bert_tf.text.tokenizer_files import (Tokenizer, casing_to_load, is_tokenizer_json,
+                                          load_tokenizer, tokenizer_layer)
 from bert_tf.text.tokenization import (
     SPECIAL_TOKENS,
     WordpieceTokenizer,
@@ -38,6 +38,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "BpeTokenizer",
     "Tokenizer",
+    "casing_to_load",
     "is_tokenizer_json",
     "load_tokenizer",
     "tokenizer_layer",

@@ -30,9 +30,9 @@ import re
 import unicodedata
 
 from bert_tf import fileio
+from bert_tf.file_names import TOKENIZER_FILE
 from bert_tf.text import tokenization
 
-TOKENIZER_JSON = "tokenizer.json"
 _MAX_UNICODE = 0x110000
 # The Unicode White_Space property: what `\s` means to the Rust regex and Oniguruma engines
 # `tokenizers` uses (str.isspace() differs: it includes U+001C..U+001F).
@@ -339,7 +339,7 @@ def read_tokenizer_json(path_or_dict, roles=None):
         part it uses is not supported; the message names the file and the field.
     """
     if isinstance(path_or_dict, dict):
-        data, source = path_or_dict, "tokenizer.json"
+        data, source = path_or_dict, TOKENIZER_FILE
     else:
         source = f"tokenizer file '{path_or_dict}'"
         problem = fileio.not_a_file(path_or_dict, source)

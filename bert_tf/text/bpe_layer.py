@@ -40,6 +40,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf.file_names import TOKENIZER_FILE
 from bert_tf.text import bpe
 from bert_tf.text.layers import valid_utf8
 
@@ -612,11 +613,11 @@ class BpeTokenizerLayer(keras.layers.Layer):
 
     def asset(self):
         """(file name, text) of the tokenizer file an export carries in its assets/."""
-        return bpe.TOKENIZER_JSON, json.dumps(self.tokenizer_json, ensure_ascii=False)
+        return TOKENIZER_FILE, json.dumps(self.tokenizer_json, ensure_ascii=False)
 
     def export_info(self):
         """What bert_tf_export.json records of this tokenizer."""
-        return {"tokenizer": f"byte-level BPE (assets/{bpe.TOKENIZER_JSON})"}
+        return {"tokenizer": f"byte-level BPE (assets/{TOKENIZER_FILE})"}
 
     def call(self, inputs):
         text = tf.convert_to_tensor(inputs, dtype=tf.string)

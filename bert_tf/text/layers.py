@@ -45,6 +45,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf.file_names import VOCAB_FILE
 from bert_tf.text import tokenization, unicode_data
 
 _BLOCK_SIZE = 256
@@ -503,7 +504,7 @@ class BertTokenizerLayer(keras.layers.Layer):
 
     def asset(self):
         """(file name, text) of the vocabulary an export carries in its assets/."""
-        return tokenization.VOCAB_TXT, "".join(token + "\n" for token in self.vocabulary)
+        return VOCAB_FILE, "".join(token + "\n" for token in self.vocabulary)
 
     def export_info(self):
         """What bert_tf_export.json records of this tokenizer."""

@@ -30,9 +30,6 @@ import numpy as np
 
 from bert_tf import fileio
 
-# A WordPiece vocabulary file's name in model directories and exports.
-VOCAB_TXT = "vocab.txt"
-
 # Tokens every BERT vocabulary must contain. Their ids are always looked up, never assumed:
 # Google's vocabularies have [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, while
 # vocabularies made by `bert_tf.text.build_vocab` put them at 0..4 in this order.

@@ -6,7 +6,9 @@ Callers ask the tokenizer (its casing, digest, how a word or a corpus line encod
 pieces map back to characters) instead of testing its type or its file's name;
 `load_tokenizer` builds either from a file and `tokenizer_layer` gives its in-graph layer (whose
 methods answer the same way inside the graph). This module is the one place that tells the
-kinds apart: a tokenizer.json by its name (`is_tokenizer_json`), BPE by its model type.
+kinds apart: a tokenizer.json by its name (`is_tokenizer_json`), BPE by its model type; callers
+ask what follows from the kind (`casing_to_load`: whose casing a file tokenizes with;
+`write_tokenizer_file`: which file a model directory carries).
 """
 
 import json
@@ -16,10 +18,10 @@ from typing import Protocol
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.file_names import TOKENIZER_FILE, VOCAB_FILE
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.text import bpe, tokenization
 
-VOCAB_TXT = tokenization.VOCAB_TXT
 # A keras-hub preset's WordPiece vocabulary.
 KERAS_HUB_VOCAB = os.path.join("assets", "tokenizer", "vocabulary.txt")
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
@@ -102,6 +104,30 @@ def is_tokenizer_json(path):
     return str(path).endswith(".json")
 
 
+def casing_to_load(path, do_lower_case=None, vocab_txt_casing=None):
+    """The do_lower_case to load the tokenizer file at `path` with (load_tokenizer).
+
+    A tokenizer.json records its casing: `do_lower_case` as given (None takes the file's; a
+    value that contradicts the file is load_tokenizer's error). A vocab.txt tokenizes as it is
+    told: `do_lower_case`, else `vocab_txt_casing` (None: load_tokenizer's default, lower
+    case).
+
+    Args:
+      path: a vocab.txt or tokenizer.json.
+      do_lower_case: the casing asked for (None: not asked).
+      vocab_txt_casing: a vocab.txt's casing when none is asked for: a value, or a function
+        of no arguments called only then (a lookup or a warning that is needed only then).
+
+    Returns:
+      True, False or None.
+    """
+    if do_lower_case is not None:
+        return bool(do_lower_case)
+    if is_tokenizer_json(path):
+        return None
+    return vocab_txt_casing() if callable(vocab_txt_casing) else vocab_txt_casing
+
+
 def find_tokenizer_file(path):
     """The tokenizer file `path` names: itself, or the tokenizer.json / vocab.txt inside it.
 
@@ -113,15 +139,15 @@ def find_tokenizer_file(path):
     """
     path = str(path)
     if fileio.isdir(path):
-        for name in (bpe.TOKENIZER_JSON, VOCAB_TXT):
+        for name in (TOKENIZER_FILE, VOCAB_FILE):
             candidate = os.path.join(path, name)
             if fileio.isfile(candidate):
                 return candidate
         raise FileNotFoundError(f"tokenizer directory '{path}' holds neither "
-                                f"{bpe.TOKENIZER_JSON} nor {VOCAB_TXT}.")
+                                f"{TOKENIZER_FILE} nor {VOCAB_FILE}.")
     if not fileio.exists(path) and not os.path.islink(path):
         raise FileNotFoundError(f"tokenizer file '{path}' does not exist (expected a vocab.txt, "
-                                f"a {bpe.TOKENIZER_JSON} or a directory holding one).")
+                                f"a {TOKENIZER_FILE} or a directory holding one).")
     problem = fileio.not_a_file(path, f"tokenizer file '{path}'")
     if problem:  # a symbolic link that loops or is broken
         raise FileNotFoundError(problem)
@@ -139,11 +165,11 @@ def model_tokenizer_file(directory):
     (find_tokenizer_file, for a directory named as the tokenizer itself, prefers the json.)
     """
     found = [os.path.join(directory, name)
-             for name in (VOCAB_TXT, KERAS_HUB_VOCAB, bpe.TOKENIZER_JSON)]
+             for name in (VOCAB_FILE, KERAS_HUB_VOCAB, TOKENIZER_FILE)]
     found = [path for path in found if fileio.isfile(path)]
     if not found:
         return None
-    if found[-1].endswith(bpe.TOKENIZER_JSON) and len(found) > 1 and _is_bpe_file(found[-1]):
+    if found[-1].endswith(TOKENIZER_FILE) and len(found) > 1 and _is_bpe_file(found[-1]):
         logging.warning("Tokenizing with the byte-level BPE %s, not %s beside it", found[-1],
                         found[0])
         return found[-1]
@@ -249,13 +275,13 @@ def write_tokenizer_file(output_dir, tokenizer, source_file):
         tokenizer = load_tokenizer(source_file)
     if isinstance(tokenizer, bpe.BpeTokenizer):
         spec = tokenizer.spec
-        path = os.path.join(output_dir, bpe.TOKENIZER_JSON)
+        path = os.path.join(output_dir, TOKENIZER_FILE)
         write_text_atomic(path, json.dumps(spec.data, ensure_ascii=False) + "\n")
         if spec.roles:
             write_text_atomic(os.path.join(output_dir, SPECIAL_TOKENS_MAP), json.dumps(
                 {f"{role}_token": token for role, token in sorted(spec.roles.items())}) + "\n")
         return path
-    path = os.path.join(output_dir, VOCAB_TXT)
+    path = os.path.join(output_dir, VOCAB_FILE)
     if is_tokenizer_json(source_file):
         write_text_atomic(path, "".join(token + "\n" for token in tokenizer.inv_vocab))
     elif fileio.abspath(source_file) != fileio.abspath(path):

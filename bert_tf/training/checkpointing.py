@@ -17,7 +17,8 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio, run_directory
+from bert_tf import file_names, fileio
+from bert_tf.run_directory import checkpoints as run_checkpoints
 # Raised by every checkpoint reader, on either backend (defined where JAX runs find it).
 from bert_tf.training.step_runner import CheckpointError, none_restored  # noqa: F401
 
@@ -88,7 +89,7 @@ def save(manager, step):
     try:
         return manager.save(checkpoint_number=step)
     except (tf.errors.OpError, OSError) as e:
-        prefix = os.path.join(manager.directory, f"ckpt-{step}")
+        prefix = os.path.join(manager.directory, file_names.checkpoint_name(step))
         for path in tf.io.gfile.glob(prefix + "_temp") + tf.io.gfile.glob(prefix + ".*"):
             try:
                 if tf.io.gfile.isdir(path):
@@ -127,7 +128,7 @@ def restore_latest(manager, checkpoint, without_rng=None, validate=None):
     """
     candidates = list(manager.checkpoints)
     if not candidates:
-        candidates = run_directory.checkpoint_prefixes(manager.directory)
+        candidates = run_checkpoints.checkpoint_prefixes(manager.directory)
         if candidates:
             logging.warning("The `checkpoint` state file in %s is missing or unreadable; "
                             "resuming from the checkpoint files found there (%s).",

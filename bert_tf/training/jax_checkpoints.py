@@ -31,7 +31,8 @@ import keras
 import numpy as np
 from absl import logging
 
-from bert_tf import fileio, optional, run_directory
+from bert_tf import file_names, fileio, optional
+from bert_tf.run_directory import checkpoints as run_checkpoints
 from bert_tf.training.step_runner import RUN_STATE_KEYS, none_restored
 
 _RUN_STATE_PREFIX = "run_state/"
@@ -91,10 +92,10 @@ class Checkpointer:
         """
         if self.writer:
             self._remove_unfinished()
-        steps = run_directory.jax_checkpoint_steps(self.directory)
+        steps = run_checkpoints.jax_checkpoint_steps(self.directory)
         keyed = _keyed(model, optimizer)
         for step in reversed(steps):
-            path = run_directory.jax_checkpoint_file(self.directory, step)
+            path = run_checkpoints.jax_checkpoint_file(self.directory, step)
             arrays, run_state, problem = _read(path, keyed)
             if problem is None:
                 problem = _nonfinite(arrays, keyed)
@@ -110,7 +111,7 @@ class Checkpointer:
             self._lineage = {s for s in steps if s <= step}
             return path, run_state
         if steps:
-            raise none_restored(self.directory, [run_directory.jax_checkpoint_file(
+            raise none_restored(self.directory, [run_checkpoints.jax_checkpoint_file(
                 self.directory, step) for step in steps])
         return None, {}
 
@@ -126,8 +127,8 @@ class Checkpointer:
             variables' own (the compiled loop's state on the devices); None: the variables'.
         """
         ocp = _ocp()
-        path = run_directory.path(self.directory, f"{run_directory.CHECKPOINT_PREFIX}-{step}"
-                                                  f"{run_directory.JAX_CHECKPOINT_SUFFIX}")
+        path = file_names.path(self.directory,
+                               file_names.checkpoint_name(step, file_names.JAX_CHECKPOINT_SUFFIX))
         if step in self._skipped and fileio.exists(path):
             if self.writer:
                 aside = path + ".unreadable"
@@ -160,16 +161,16 @@ class Checkpointer:
         ckpt-<step>.orbax.orbax-checkpoint-tmp-<n> and renames it when done)."""
         if not fileio.isdir(self.directory):
             return
-        prefix = run_directory.CHECKPOINT_PREFIX + "-"
+        prefix = file_names.CHECKPOINT_PREFIX + "-"
         for name in fileio.listdir(self.directory):
             name = name.rstrip("/")
             if name.startswith(prefix) and _UNFINISHED in name:
                 logging.info("Removing the unfinished checkpoint %s (a save that was "
                              "interrupted)", name)
-                _remove_tree(run_directory.path(self.directory, name))
+                _remove_tree(file_names.path(self.directory, name))
 
     def _remove(self, step):
-        path = run_directory.jax_checkpoint_file(self.directory, step)
+        path = run_checkpoints.jax_checkpoint_file(self.directory, step)
         if fileio.isdir(path):
             _remove_tree(path)
         elif fileio.exists(path):
@@ -188,7 +189,7 @@ def _read(path, keyed):
     """(arrays in `keyed` order, run state, None), or (None, None, the reason in a few words)
     when `path` cannot be read or does not hold these variables."""
     try:
-        if path.endswith(run_directory.JAX_NPZ_CHECKPOINT_SUFFIX):
+        if path.endswith(file_names.JAX_NPZ_CHECKPOINT_SUFFIX):
             return _read_npz(path, keyed)
         return _read_orbax(path, keyed)
     except _READ_ERRORS as e:
@@ -315,10 +316,10 @@ def _nonfinite(arrays, keyed):
 def newest_run_state(directory):
     """The run state (RUN_STATE_KEYS) of the newest readable checkpoint in `directory`; {}
     when none can be read or it holds none. Reads only the small part that holds it."""
-    for step in reversed(run_directory.jax_checkpoint_steps(directory)):
-        path = run_directory.jax_checkpoint_file(directory, step)
+    for step in reversed(run_checkpoints.jax_checkpoint_steps(directory)):
+        path = run_checkpoints.jax_checkpoint_file(directory, step)
         try:
-            if path.endswith(run_directory.JAX_NPZ_CHECKPOINT_SUFFIX):
+            if path.endswith(file_names.JAX_NPZ_CHECKPOINT_SUFFIX):
                 with fileio.open_file(path, "rb") as f, np.load(io.BytesIO(f.read())) as data:
                     return {key: float(data[_RUN_STATE_PREFIX + key]) for key in RUN_STATE_KEYS
                             if _RUN_STATE_PREFIX + key in data.files}
@@ -336,7 +337,7 @@ def load_arrays(path):
     Raises:
       ValueError (or OSError): `path` is not a readable checkpoint.
     """
-    if path.endswith(run_directory.JAX_NPZ_CHECKPOINT_SUFFIX):
+    if path.endswith(file_names.JAX_NPZ_CHECKPOINT_SUFFIX):
         with fileio.open_file(path, "rb") as f, np.load(io.BytesIO(f.read())) as data:
             return {key: data[key] for key in data.files if not key.startswith(_RUN_STATE_PREFIX)}
     ocp = _ocp()

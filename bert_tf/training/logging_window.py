@@ -7,7 +7,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
-from bert_tf import run_directory
+from bert_tf import file_names
 from bert_tf.training.budget import format_duration
 
 
@@ -34,7 +34,7 @@ class LoggingWindow:
     def __init__(self, output_dir, chief, metrics_fn, num_train_steps, terms_per_step,
                  examples_per_step, first_step, budget=None):
         self._writer = (tf.summary.create_file_writer(
-            run_directory.path(output_dir, run_directory.SUMMARIES_DIR, "train")) if chief
+            file_names.path(output_dir, file_names.SUMMARIES_DIR, "train")) if chief
             else tf.summary.create_noop_writer())
         self._metrics_fn = metrics_fn
         self._num_train_steps = num_train_steps

@@ -27,7 +27,7 @@ import tensorflow as tf
 from absl import logging
 from keras import ops
 
-from bert_tf import fileio, run_directory
+from bert_tf import file_names, fileio
 from bert_tf.fileio import write_text_atomic
 from bert_tf.training import controller
 from bert_tf.training.logging_window import format_metrics, write_scalars
@@ -261,7 +261,7 @@ class BestModelKeeper:
     def __init__(self, model, output_dir, metric, higher_is_better=True, write=True,
                  worker_dir=None):
         self.model = model
-        self.directory = run_directory.path(output_dir, run_directory.BEST_DIR)
+        self.directory = file_names.path(output_dir, file_names.BEST_DIR)
         self.metric = metric
         self.higher_is_better = higher_is_better
         self.write = write
@@ -272,7 +272,7 @@ class BestModelKeeper:
     def _read_previous(self):
         # A resumed run must not forget the best of its earlier part.
         try:
-            with fileio.open_file(os.path.join(self.directory, run_directory.BEST_METRICS_FILE),
+            with fileio.open_file(os.path.join(self.directory, file_names.BEST_METRICS_FILE),
                                   encoding="utf-8") as f:
                 return json.load(f)
         except (OSError, ValueError):
@@ -304,7 +304,7 @@ class BestModelKeeper:
             tmp = f"{directory}.tmp-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
             _write_weights(self.model, os.path.join(tmp, f"model-{step}"))
-            write_text_atomic(os.path.join(tmp, run_directory.BEST_METRICS_FILE),
+            write_text_atomic(os.path.join(tmp, file_names.BEST_METRICS_FILE),
                               json.dumps(self.best, indent=2, sort_keys=True) + "\n")
             old = f"{directory}.old-{os.getpid()}"
             if os.path.exists(directory):
@@ -321,7 +321,7 @@ class BestModelKeeper:
         weights are deleted. A crash at any point leaves metrics.json naming complete weights."""
         directory = self._copy_dir
         _write_weights(self.model, os.path.join(directory, f"model-{step}"))
-        write_text_atomic(os.path.join(directory, run_directory.BEST_METRICS_FILE),
+        write_text_atomic(os.path.join(directory, file_names.BEST_METRICS_FILE),
                           json.dumps(self.best, indent=2, sort_keys=True) + "\n")
         for name in tf.io.gfile.listdir(directory):
             if name.startswith("model-") and not name.startswith(f"model-{step}."):
@@ -408,13 +408,13 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, runtime, output_di
     if evaluate_fn is not None and not best_metric:
         raise ValueError("fine_tune: evaluate_fn needs best_metric")
     chief = runtime.chief
-    worker_dir = runtime.private_dir(output_dir, run_directory.BEST_DIR)
+    worker_dir = runtime.private_dir(output_dir, file_names.BEST_DIR)
     keeper = (BestModelKeeper(model, output_dir, best_metric, higher_is_better, write=chief,
                               worker_dir=worker_dir)
               if evaluate_fn is not None else None)
     evaluations = []
     eval_writer = (tf.summary.create_file_writer(
-        run_directory.path(output_dir, run_directory.SUMMARIES_DIR, "eval")) if chief else None)
+        file_names.path(output_dir, file_names.SUMMARIES_DIR, "eval")) if chief else None)
 
     def on_checkpoint(step):
         if evaluate_fn is None:

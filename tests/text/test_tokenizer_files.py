@@ -6,7 +6,8 @@ import shutil
 import pytest
 
 from bert_tf.data.tasks.classifier_data import InputExample, classifier_features
-from bert_tf.text import BpeTokenizer, WordpieceTokenizer, load_tokenizer, tokenizer_layer
+from bert_tf.text import (BpeTokenizer, WordpieceTokenizer, casing_to_load, load_tokenizer,
+                          tokenizer_layer)
 from bert_tf.text.input_packing import pack_inputs
 
 from bpe_fixtures import BPE_TOKENIZER_JSON, bpe_reference
@@ -45,6 +46,24 @@ def test_missing_files_and_contradicting_case_are_clear_errors(bpe_dir, tmp_path
                                          r"'.*tokenizer.json', which keeps case"):
         load_tokenizer(str(bpe_dir), do_lower_case=True)
     assert isinstance(load_tokenizer(str(bpe_dir), do_lower_case=False), BpeTokenizer)
+
+
+def test_casing_to_load_asks_a_vocab_txt_only(bpe_dir):
+    json_file, vocab_txt = str(bpe_dir / "tokenizer.json"), str(bpe_dir / "vocab.txt")
+    asked = []
+
+    def recorded():
+        asked.append(True)
+        return False
+
+    # A tokenizer.json records its casing: nothing asked takes the file's, nothing looked up.
+    assert casing_to_load(json_file, None, recorded) is None and asked == []
+    assert casing_to_load(json_file, 1) is True
+    # A vocab.txt: the casing asked for, else the one looked up (or given), else the default.
+    assert casing_to_load(vocab_txt, 0, recorded) is False and asked == []
+    assert casing_to_load(vocab_txt, None, recorded) is False and asked == [True]
+    assert casing_to_load(vocab_txt, None, True) is True
+    assert casing_to_load(vocab_txt) is None
 
 
 def test_roles_from_tokenizer_config(bpe_dir):

@@ -1,0 +1,13 @@
+"""The errors of a run directory that cannot be used as asked."""
+
+class RunDirectoryError(ValueError):
+    """A run directory that cannot be used as asked: in use, another run's, unreadable."""
+
+
+class DirectoryInUseError(RunDirectoryError):
+    """Another live run owns the directory."""
+
+
+class ResumeMismatchError(RunDirectoryError):
+    """A run would resume checkpoints written with other settings."""
+
