@@ -35,7 +35,7 @@ from bert_tf.interop import InteropError
 from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
 from bert_tf.modeling import BertPretrainer, ElectraPretrainer, build_encoder
 from bert_tf.modeling.electra import DEFAULT_DISCRIMINATOR_WEIGHT, electra_metrics, generator_config
-from bert_tf.modeling.models import pretraining_metrics
+from bert_tf.modeling.pretraining_metrics import pretraining_metrics
 from bert_tf.text import tokenizer_files
 from bert_tf.training import checkpointing, controller, runtime
 from bert_tf.training.budget import format_duration, parse_duration

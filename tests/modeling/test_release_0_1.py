@@ -79,3 +79,13 @@ def test_an_old_style_modern_encoder_config_resolves_through_bert_encoder():
     again = keras.saving.serialize_keras_object(encoder)
     assert again["registered_name"] == "bert_tf>Release01ModernBertEncoder"
     assert type(keras.saving.deserialize_keras_object(again)) is Release01ModernBertEncoder
+
+
+def test_the_former_models_module_still_exports_the_task_models():
+    import bert_tf.modeling
+    import bert_tf.modeling.models as models
+    from bert_tf.modeling.pretraining_metrics import pretraining_metrics
+
+    for name in ("BertClassifier", "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier"):
+        assert getattr(models, name) is getattr(bert_tf.modeling, name)
+    assert models.pretraining_metrics is pretraining_metrics
