@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.jobs import run_setup
+from bert_tf.jobs import flag_checks
 from bert_tf.config import BertConfig
 from bert_tf.cli import pretrain as pretrain_cli
 from bert_tf.jobs.pretraining import FlagValueError, pretrain
@@ -296,5 +296,5 @@ def test_fine_tuning_float_flags_refused(values, message):
     # The fine-tuning CLIs call the same check first in their validation.
     options = types.SimpleNamespace(learning_rate=5e-5, **values)
     with pytest.raises(FlagValueError) as error:
-        run_setup.check_numeric_flags(options)
+        flag_checks.check_numeric_flags(options)
     assert str(error.value) == message

@@ -217,7 +217,7 @@ def training_errors():
     when a command runs: these modules load TensorFlow."""
     from bert_tf.config import ConfigError
     from bert_tf.data.tasks.task_errors import DataError
-    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.jobs.flag_checks import FlagValueError
     from bert_tf.training.checkpointing import CheckpointError
     from bert_tf.training.stops import NonFiniteLossError
 

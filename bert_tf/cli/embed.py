@@ -70,7 +70,7 @@ def check_outputs(options):
     Raises:
       FlagValueError naming the flags.
     """
-    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.jobs.flag_checks import FlagValueError
 
     model_inputs = {"--init_checkpoint": options.init_checkpoint,
                     "--vocab_file": options.vocab_file}
@@ -138,7 +138,7 @@ def errors():
     --help answers without them."""
     from bert_tf.data.tasks.task_errors import DataError
     from bert_tf.interop.weights import InteropError
-    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.jobs.flag_checks import FlagValueError
     from bert_tf.training.checkpointing import CheckpointError
 
     return (FlagValueError, DataError, InteropError, CheckpointError, OSError)

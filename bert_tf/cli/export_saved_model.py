@@ -58,7 +58,7 @@ def check_export_dir(config):
     new, empty, or (with --overwrite) an export of the same format and nothing else; never
     a directory holding --model_dir or --vocab_file, nor a model directory of another kind."""
     from bert_tf import model_directory
-    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.jobs.flag_checks import FlagValueError
 
     export_dir = config.export_dir
     try:
@@ -96,7 +96,7 @@ def main(argv):
 
 def _errors():
     # Imported when the command runs: --help loads no TensorFlow.
-    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.jobs.flag_checks import FlagValueError
 
     return (FlagValueError,)
 

@@ -44,7 +44,7 @@ def main(argv):
     # The driver (and TensorFlow) load when the command runs: --help answers without them.
     from bert_tf.config import ConfigError
     from bert_tf.jobs.extract_features import ExtractFeaturesConfig, extract_features
-    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.jobs.flag_checks import FlagValueError
     from bert_tf.training.checkpointing import CheckpointError
 
     del argv

@@ -598,7 +598,7 @@ def define_pretraining_flags(flag_values=FLAGS):
 def define_finetuning_flags(flag_values=FLAGS, max_seq_length=128):
     """The flags every fine-tuning command shares (the original run_classifier.py's and more)."""
     # --do_lower_case unset (None): the tokenizer file's casing, True for a vocab.txt
-    # (bert_tf.jobs.run_setup.load_tokenizer), so a cased tokenizer.json needs no flag.
+    # (bert_tf.jobs.tokenizer_setup.load_tokenizer), so a cased tokenizer.json needs no flag.
     define(FINETUNING, flag_values, max_seq_length=max_seq_length, do_lower_case=None)
     define_runtime_flags(flag_values)
     return flag_values

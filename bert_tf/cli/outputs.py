@@ -334,7 +334,7 @@ def check_finetuning_dirs(options, command=None):
     Raises:
       FlagValueError naming the flag.
     """
-    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.jobs.flag_checks import FlagValueError
 
     if options.output_dir:
         check_training_output_dir(options.output_dir, command or "fine-tuning",
@@ -369,7 +369,7 @@ def check_training_output_dir(output_dir, job, others):
     Raises:
       FlagValueError naming --output_dir.
     """
-    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.jobs.flag_checks import FlagValueError
 
     if others:
         raise FlagValueError(
@@ -400,7 +400,7 @@ def check_pretraining_output_dir(output_dir):
     Raises:
       FlagValueError naming --output_dir.
     """
-    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.jobs.flag_checks import FlagValueError
 
     found = [name for name in run_directory.markers(output_dir)
              if name in (run_directory.LEGACY_FINETUNING_RECORD, run_directory.TASK_INFO_FILE,

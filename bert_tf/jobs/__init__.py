@@ -7,7 +7,12 @@ commands in bert_tf.cli turn their flags into these configs and call a driver; a
 test builds the same configs without absl. Drivers use the library below (training, data,
 modeling, interop, serving, metrics) and are imported only by bert_tf.cli.
 
-  run_setup        checks, strategy, seed and dtype policy, model files, length buckets
+  flag_checks      FlagValueError and the checks of setting values every job shares
+  runtime_setup    RuntimeConfig, backend check, strategy or JAX devices, seed and dtype
+                   policy, the loop's batch and steps, length buckets
+  model_files      the config and tokenizer files from the flags or --init_checkpoint, the model
+                   config read from them, their copies in the run directory
+  tokenizer_setup  the tokenizer read from its file, --vocab_file checked against a model's own
   pretraining      PretrainingConfig and pretrain()
   finetuning       FinetuningConfig, the fine-tuning driver run_task() and its phases
   classification   the classification / regression task (GLUE, your own CSV/TSV/JSONL)

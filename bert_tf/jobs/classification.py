@@ -23,7 +23,7 @@ from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import finetuning
 from bert_tf.jobs.finetuning import FinetuningConfig
-from bert_tf.jobs.run_setup import FlagValueError
+from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import classification_metrics, regression_metrics
 from bert_tf.modeling import BertClassifier
 from bert_tf.training import task_loop
@@ -87,7 +87,8 @@ class ClassifierData:
         self.name = self.task.name if self.task else (options.task_name or "classifier")
 
     def _user_file(self, split):
-        explicit = getattr(self.options, f"{split}_file")
+        explicit = {"train": self.options.train_file, "dev": self.options.dev_file,
+                    "test": self.options.test_file}[split]
         if explicit:
             return explicit
         if not self.options.data_dir:

@@ -14,7 +14,7 @@ from absl import logging
 from bert_tf import file_names, fileio, interop
 from bert_tf.config import BertConfig, ConfigError
 from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
-from bert_tf.jobs import run_setup
+from bert_tf.jobs import tokenizer_setup
 from bert_tf.modeling import BertPretrainer, extend_position_embeddings
 from bert_tf.text import load_vocab, validate_case_matches_checkpoint
 from bert_tf.training.checkpointing import save_keras_model
@@ -143,11 +143,11 @@ def _convert(options):
         model = extend_position_embeddings(model, options.max_position_embeddings,
                                            options.position_extension)
     if options.vocab_file and source_vocab:
-        run_setup.check_tokenizer_matches(options.vocab_file, options.vocab_file, source_vocab,
-                                          f"--checkpoint={options.checkpoint}")
+        tokenizer_setup.check_tokenizer_matches(options.vocab_file, options.vocab_file,
+                                                source_vocab, f"--checkpoint={options.checkpoint}")
     else:
-        run_setup.check_vocab_file_beside(options.vocab_file, options.checkpoint,
-                                          "--checkpoint")
+        tokenizer_setup.check_vocab_file_beside(options.vocab_file, options.checkpoint,
+                                                "--checkpoint")
     vocab_file = options.vocab_file or source_vocab
     config = weights.encoder_of(model).config
     if vocab_file and len(load_vocab(vocab_file)) > config.vocab_size:

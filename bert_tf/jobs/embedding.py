@@ -28,8 +28,9 @@ from bert_tf.data.tasks.pairs import read_pairs, read_scored_pairs
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop.sentence_transformers import load_embedder, save_sentence_transformers
-from bert_tf.jobs import run_setup
-from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
+from bert_tf.jobs import flag_checks, runtime_setup, tokenizer_setup
+from bert_tf.jobs.flag_checks import FlagValueError
+from bert_tf.jobs.runtime_setup import RuntimeConfig
 from bert_tf.modeling.pooling import check_pooling_modes
 from bert_tf.serving.task_info import write_task_info
 from bert_tf.text import tokenizer_files
@@ -105,7 +106,7 @@ def _buckets(options, max_seq_length, max_positions, coarse):
 
 
 def _load(options):
-    run_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
+    tokenizer_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
     return load_embedder(options.init_checkpoint, pooling=options.pooling,
                          normalize=options.normalize, vocab_file=options.vocab_file,
                          do_lower_case=options.do_lower_case,
@@ -186,15 +187,16 @@ def _check_training_options(options):
     if options.train_batch_size < 2:
         raise FlagValueError(f"--train_batch_size={options.train_batch_size}: in-batch "
                              "negatives need at least 2 rows per batch")
-    run_setup.check_numeric_flags(options)
+    flag_checks.check_numeric_flags(options)
     if not options.scale > 0 or not np.isfinite(options.scale):
         raise FlagValueError(f"--scale={options.scale} must be > 0 and finite")
     if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
         raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
                              "be >= 1")
     _check_pooling(options)
-    for flag in ("train_file", "dev_file", "dev_scored_file"):
-        _check_file(flag, getattr(options, flag))
+    _check_file("train_file", options.train_file)
+    _check_file("dev_file", options.dev_file)
+    _check_file("dev_scored_file", options.dev_scored_file)
 
 
 def contrastive_config(options, train_buckets):
@@ -207,7 +209,7 @@ def contrastive_config(options, train_buckets):
             weight_decay_rate=options.weight_decay_rate, scale=options.scale,
             symmetric_loss=options.symmetric_loss, length_buckets=tuple(train_buckets),
             save_checkpoints_steps=options.save_checkpoints_steps,
-            steps_per_loop=run_setup.steps_per_loop(options), log_steps=options.log_steps,
+            steps_per_loop=runtime_setup.steps_per_loop(options), log_steps=options.log_steps,
             jit_compile=options.jit_compile, seed=options.seed)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
@@ -262,9 +264,10 @@ def train(options):
     st_expected = (fileio.NOT_CHECKED if st_dir is None or _in_run(options, st_dir)
                    else fileio.state(st_dir))
 
-    run_setup.check_backend(options)
-    job_runtime = run_setup.make_runtime(
-        options, ("train_batch_size",), varying_shapes=options.length_buckets not in ("off", None))
+    runtime_setup.check_backend(options)
+    job_runtime = runtime_setup.make_runtime(
+        options, {"train_batch_size": options.train_batch_size},
+        varying_shapes=options.length_buckets not in ("off", None))
     with job_runtime.scope():
         loaded = _load(options)
     record = run_record(options, loaded)

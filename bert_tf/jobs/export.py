@@ -14,7 +14,8 @@ from absl import logging
 
 from bert_tf import fileio, serving
 from bert_tf.data.tasks import length_buckets
-from bert_tf.jobs.run_setup import FlagValueError, check_tokenizer_matches
+from bert_tf.jobs.flag_checks import FlagValueError
+from bert_tf.jobs.tokenizer_setup import check_tokenizer_matches
 
 # What bert-tf-export writes when --signatures is not given; a LiteRT model has no tf.Example
 # signature.

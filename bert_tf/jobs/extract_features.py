@@ -20,8 +20,8 @@ from absl import logging
 from bert_tf import fileio, interop
 from bert_tf.config import ENCODER_INPUTS, BertConfig
 from bert_tf.data.tasks import length_buckets
-from bert_tf.jobs import run_setup
-from bert_tf.jobs.run_setup import FlagValueError
+from bert_tf.jobs import tokenizer_setup
+from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.modeling import build_encoder
 from bert_tf.text import pack_inputs, tokenizer_files, truncated_lengths
 from bert_tf.text.input_packing import length_sorted_batches
@@ -166,7 +166,7 @@ def extract_features(options):
         raise FlagValueError(f"--max_seq_length={options.max_seq_length} exceeds "
                              f"max_position_embeddings={config.max_position_embeddings} of the "
                              "model")
-    run_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
+    tokenizer_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
     vocab_file = _tokenizer_file(options.vocab_file, options.init_checkpoint)
     if vocab_file is None:
         raise FlagValueError(f"--vocab_file is required: no vocab.txt or tokenizer.json beside "
@@ -183,7 +183,7 @@ def extract_features(options):
     # unset is true, the original's default).
     options = dataclasses.replace(options, do_lower_case=interop.casing_of(
         options.do_lower_case, options.init_checkpoint))
-    tokenizer, do_lower_case = run_setup.load_tokenizer(vocab_file, options)
+    tokenizer, do_lower_case = tokenizer_setup.load_tokenizer(vocab_file, options)
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"--vocab_file={vocab_file} has {tokenizer.vocab_size} tokens but "
                              f"vocab_size={config.vocab_size} in the model's config")

@@ -41,8 +41,9 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, run_directory, serving
-from bert_tf.jobs import run_setup
-from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
+from bert_tf.jobs import flag_checks, model_files, runtime_setup, tokenizer_setup
+from bert_tf.jobs.flag_checks import FlagValueError
+from bert_tf.jobs.runtime_setup import RuntimeConfig
 from bert_tf.data.tasks import feature_records
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import InteropError, casing_of, check_weights_readable, warm_start
@@ -90,10 +91,10 @@ class FinetuningConfig(RuntimeConfig):
     export_dir: str | None = None
 
 
-# What a --backend=jax run refuses, and why.
-TENSORFLOW_ONLY_FLAGS = {
-    "export_dir": "a SavedModel is written by TensorFlow: fine-tune on JAX, then export the "
-                  "run's model.keras with bert-tf-export --model_dir=<--output_dir>"}
+# Why a --backend=jax run refuses --export_dir.
+_EXPORT_DIR_NEEDS_TENSORFLOW = ("a SavedModel is written by TensorFlow: fine-tune on JAX, then "
+                                "export the run's model.keras with bert-tf-export "
+                                "--model_dir=<--output_dir>")
 
 
 @dataclasses.dataclass
@@ -106,7 +107,7 @@ class RunContext:
     # or a byte-level BpeTokenizer (bert_tf.text.load_tokenizer).
     vocab_file: str
     tokenizer: object
-    # --length_buckets resolved (run_setup.resolve_length_buckets) for training batches and
+    # --length_buckets resolved (runtime_setup.resolve_length_buckets) for training batches and
     # for evaluation and prediction; None: off.
     length_buckets: list | None = None
     eval_length_buckets: list | None = None
@@ -133,23 +134,23 @@ def prepare(options):
         raise FlagValueError("at least one of --do_train, --do_eval or --do_predict must be set")
     if not options.output_dir:
         raise FlagValueError("--output_dir is required")
-    for name in ("eval_batch_size", "predict_batch_size"):
-        if getattr(options, name) < 1:
-            raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
-    run_setup.check_numeric_flags(options)
-    run_setup.check_backend(options, TENSORFLOW_ONLY_FLAGS)
+    flag_checks.require_positive(eval_batch_size=options.eval_batch_size,
+                                 predict_batch_size=options.predict_batch_size)
+    flag_checks.check_numeric_flags(options)
+    runtime_setup.check_backend(options, {"export_dir": (options.export_dir,
+                                                         _EXPORT_DIR_NEEDS_TENSORFLOW)})
     if options.max_seq_length < 3:
         raise FlagValueError(f"--max_seq_length={options.max_seq_length} must be >= 3 ([CLS], "
                              "at least one token, [SEP])")
     if options.do_train:
         if not options.num_train_epochs > 0:
             raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
-        run_setup.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
+        runtime_setup.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
         if not 0.0 <= options.warmup_proportion <= 1.0:
             raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
                                  "[0, 1]")
-        run_setup.check_lr_schedule(options, warmup_proportion=options.warmup_proportion)
-    run_setup.check_export_dir(options)
+        flag_checks.check_lr_schedule(options, warmup_proportion=options.warmup_proportion)
+    flag_checks.check_export_dir(options)
     if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
         raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
                              "be >= 1")
@@ -172,29 +173,29 @@ def prepare(options):
             check_weights_readable(source)
     except (ValueError, InteropError) as e:
         raise FlagValueError(str(e)) from None
-    config_file, vocab_file = run_setup.resolve_model_files(files_from)
+    config_file, vocab_file = model_files.resolve_model_files(files_from)
     try:
         if source and fileio.exists(_checkpoint_dir(source)):
             options.do_lower_case = casing_of(options.do_lower_case, source)
     except (ValueError, InteropError) as e:
         raise FlagValueError(str(e)) from None
-    tokenizer, options.do_lower_case = run_setup.load_tokenizer(vocab_file, options)
-    config = run_setup.load_config(config_file, options)
-    buckets = run_setup.resolve_length_buckets(options, config)
+    tokenizer, options.do_lower_case = tokenizer_setup.load_tokenizer(vocab_file, options)
+    config = model_files.load_config(config_file, options)
+    buckets = runtime_setup.resolve_length_buckets(options, config)
     run_directory.check_writable(options.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.
-    job_runtime = run_setup.make_runtime(
-        options, ("train_batch_size",), trains=options.do_train,
+    job_runtime = runtime_setup.make_runtime(
+        options, {"train_batch_size": options.train_batch_size}, trains=options.do_train,
         varying_shapes=options.length_buckets not in ("off", None))
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"vocab_size={config.vocab_size} in {config_file} is smaller than "
                              f"the {tokenizer.vocab_size} tokens of {vocab_file}")
     eval_buckets = None
     if buckets is not None:
-        buckets = run_setup.resolve_length_buckets(options, config, job_runtime)
-        eval_buckets = run_setup.resolve_length_buckets(options, config, job_runtime,
-                                                           training=False)
+        buckets = runtime_setup.resolve_length_buckets(options, config, job_runtime)
+        eval_buckets = runtime_setup.resolve_length_buckets(options, config, job_runtime,
+                                                            training=False)
     return RunContext(job_runtime, config, vocab_file, tokenizer, buckets, eval_buckets)
 
 
@@ -228,8 +229,8 @@ def run_record(context, options, cli_name, task, labels):
         do_lower_case=bool(options.do_lower_case), task=task,
         labels=None if labels is None else list(labels),
         settings={"max_seq_length": int(options.max_seq_length),
-                  "trainable_encoder": bool(getattr(options, "trainable_encoder", True)),
-                  "optimizer": getattr(options, "optimizer", None),
+                  "trainable_encoder": bool(options.trainable_encoder),
+                  "optimizer": options.optimizer,
                   "train_batch_size": int(options.train_batch_size),
                   "gradient_accumulation_steps": int(options.gradient_accumulation_steps)},
         init_checkpoint=options.init_checkpoint)
@@ -297,10 +298,10 @@ def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_
     """task_loop.fine_tune with the run's settings; checkpoints once per epoch by default.
 
     num_train_steps and steps_per_epoch count optimizer steps of
-    run_setup.effective_train_batch_size examples (micro-batches x accumulation).
+    runtime_setup.effective_train_batch_size examples (micro-batches x accumulation).
     """
     loop_config = TrainLoopConfig(
-        num_train_steps=num_train_steps, steps_per_loop=run_setup.steps_per_loop(options),
+        num_train_steps=num_train_steps, steps_per_loop=runtime_setup.steps_per_loop(options),
         save_checkpoints_steps=options.save_checkpoints_steps or steps_per_epoch,
         log_steps=options.log_steps, global_batch_size=options.train_batch_size,
         gradient_accumulation_steps=options.gradient_accumulation_steps,
@@ -393,8 +394,8 @@ def write_run_files(context, options, model, task, labels, cli_name, flags_text,
         return
     output_dir = options.output_dir
     if options.do_train:
-        run_setup.copy_model_files(output_dir, context.runtime, context.config,
-                                   context.vocab_file, context.tokenizer)
+        model_files.copy_model_files(output_dir, context.runtime, context.config,
+                                     context.vocab_file, context.tokenizer)
         checkpointing.save_keras_model(model, run_directory.path(output_dir,
                                                                  run_directory.MODEL_FILE))
         serving.write_task_info(output_dir, task, do_lower_case=bool(options.do_lower_case),
@@ -546,7 +547,7 @@ def _run_task(task, options, flags_text, start, context):
         task.prepare_inputs(context)
     else:
         task.prepare_inputs(context)
-        batch = run_setup.effective_train_batch_size(options)
+        batch = runtime_setup.effective_train_batch_size(options)
         num_train_steps = task_loop.num_train_steps(task.num_train_examples, batch,
                                                     options.num_train_epochs)
         model, optimizer = build_model(context, options, task.make_model, num_train_steps)

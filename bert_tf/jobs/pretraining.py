@@ -30,12 +30,13 @@ from bert_tf.data.pretraining.masking_recipe import (DEFAULT_MAX_PREDICTIONS_PER
                                                      MaskingRecipe, MaskingSettings,
                                                      resolve_max_predictions)
 from bert_tf.fileio import write_text_atomic
-from bert_tf.jobs import run_setup
+from bert_tf.jobs import flag_checks, model_files, runtime_setup, tokenizer_setup
 from bert_tf.interop import InteropError
-from bert_tf.jobs.run_setup import FlagValueError, RuntimeConfig
+from bert_tf.jobs.flag_checks import FlagValueError
+from bert_tf.jobs.runtime_setup import RuntimeConfig
 from bert_tf.modeling import BertPretrainer, ElectraPretrainer, build_encoder
 from bert_tf.modeling.electra import DEFAULT_DISCRIMINATOR_WEIGHT, electra_metrics, generator_config
-from bert_tf.modeling.models import pretraining_metrics
+from bert_tf.modeling.pretraining_metrics import pretraining_metrics
 from bert_tf.text import tokenizer_files
 from bert_tf.training import checkpointing, controller, runtime
 from bert_tf.training.budget import format_duration, parse_duration
@@ -102,15 +103,21 @@ class PretrainingConfig(MaskingSettings, RuntimeConfig):
 # What --objective trains: the masked LM (and the heads the other flags add), or ELECTRA's
 # replaced-token detection (bert_tf.modeling.electra).
 OBJECTIVES = ["mlm", "electra"]
-# Flags that set an objective ELECTRA's does not train (what each adds), refused with it.
-_NOT_WITH_ELECTRA = (("sentence_order_prediction", "a sentence-pair head"),
-                     ("span_boundary_objective", "a span-boundary head"),
-                     ("do_span_mask", "span masking for the span-boundary objective"),
-                     ("use_next_sentence_label", "a sentence-pair head"))
-
-# Flags a JAX run refuses naming them (a JAX run uses every local device and joins other
+# Why a JAX run refuses --tf_data_service (a JAX run uses every local device and joins other
 # processes through --coordinator_address).
-TENSORFLOW_ONLY_FLAGS = {"tf_data_service": "it feeds TensorFlow's distributed loop"}
+_TF_DATA_SERVICE_NEEDS_TENSORFLOW = "it feeds TensorFlow's distributed loop"
+
+
+def _not_with_electra(options):
+    """(flag name, value, what it adds) of the flags that set an objective ELECTRA's does not
+    train, refused with --objective=electra when set."""
+    return (("sentence_order_prediction", options.sentence_order_prediction,
+             "a sentence-pair head"),
+            ("span_boundary_objective", options.span_boundary_objective,
+             "a span-boundary head"),
+            ("do_span_mask", options.do_span_mask,
+             "span masking for the span-boundary objective"),
+            ("use_next_sentence_label", options.use_next_sentence_label, "a sentence-pair head"))
 
 
 def _predictions(options):
@@ -131,8 +138,9 @@ def validate_options(options, config):
     """
     if not options.do_train and not options.do_eval:
         raise FlagValueError("at least one of --do_train or --do_eval must be set")
-    run_setup.check_backend(options, TENSORFLOW_ONLY_FLAGS)
-    run_setup.check_numeric_flags(options)
+    runtime_setup.check_backend(options, {"tf_data_service": (
+        options.tf_data_service, _TF_DATA_SERVICE_NEEDS_TENSORFLOW)})
+    flag_checks.check_numeric_flags(options)
     if sum(bool(v) for v in (options.input_file, options.input_text_file,
                              options.input_tfds)) != 1:
         raise FlagValueError("give exactly one of --input_file (TFRecords), --input_text_file "
@@ -140,22 +148,26 @@ def validate_options(options, config):
                              "text dataset, masked on the fly)")
     if options.eval_tfds_split and not options.input_tfds:
         raise FlagValueError("--eval_tfds_split is a split of --input_tfds, which is not set")
-    for name in ("input_text_file", "eval_input_text_file", "input_tfds"):
-        if getattr(options, name) and not options.vocab_file:
+    text_inputs = {"input_text_file": options.input_text_file,
+                   "eval_input_text_file": options.eval_input_text_file,
+                   "input_tfds": options.input_tfds}
+    for name, value in text_inputs.items():
+        if value and not options.vocab_file:
             raise FlagValueError(f"--{name} needs --vocab_file")
     if options.eval_input_file and options.eval_input_text_file:
         raise FlagValueError("give at most one of --eval_input_file or --eval_input_text_file")
     if options.max_seq_length > config.max_position_embeddings:
         raise FlagValueError(
             f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
-            f"{config.max_position_embeddings} in {run_setup.config_source(options)}")
+            f"{config.max_position_embeddings} in {model_files.config_source(options)}")
     if not 0 < _predictions(options) <= options.max_seq_length:
         raise FlagValueError(f"--max_predictions_per_seq={_predictions(options)} must "
                              f"be in [1, --max_seq_length={options.max_seq_length}]")
-    for name in ("train_batch_size", "eval_batch_size", "num_train_steps",
-                 "save_checkpoints_steps", "steps_per_loop", "max_eval_steps"):
-        if getattr(options, name) < 1:
-            raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
+    flag_checks.require_positive(
+        train_batch_size=options.train_batch_size, eval_batch_size=options.eval_batch_size,
+        num_train_steps=options.num_train_steps,
+        save_checkpoints_steps=options.save_checkpoints_steps,
+        steps_per_loop=options.steps_per_loop, max_eval_steps=options.max_eval_steps)
     if options.time_budget is not None:
         _check_time_budget(options)
     else:
@@ -166,18 +178,18 @@ def validate_options(options, config):
         if not 0 <= options.num_warmup_steps <= options.num_train_steps:
             raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
                                  f"[0, --num_train_steps={options.num_train_steps}]")
-        run_setup.check_lr_schedule(options, num_warmup_steps=options.num_warmup_steps,
-                                    num_train_steps=options.num_train_steps)
+        flag_checks.check_lr_schedule(options, num_warmup_steps=options.num_warmup_steps,
+                                      num_train_steps=options.num_train_steps)
     _validate_objective(options, config)
     _validate_family_options(options)
     # type_vocab_size 0 means no segment embeddings (ModernBERT): segment ids are ignored.
     if config.type_vocab_size == 1 and not options.full_sentences:
         raise FlagValueError(
-            f"type_vocab_size={config.type_vocab_size} in {run_setup.config_source(options)}"
+            f"type_vocab_size={config.type_vocab_size} in {model_files.config_source(options)}"
             " has no segment id 1, which the sentence pairs of the pre-training inputs use; set "
             "type_vocab_size >= 2 (or train single sequences: --input_text_file with "
             "--full_sentences)")
-    run_setup.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
+    runtime_setup.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
     service = options.tf_data_service
     if service is not None:
         host, _, port = service[len("grpc://"):].rpartition(":")
@@ -185,7 +197,7 @@ def validate_options(options, config):
             raise FlagValueError(f"--tf_data_service={service} must look like "
                                  "grpc://HOST:PORT (the dispatcher's address)")
     # Warm-started weights are indexed by the vocabulary beside them (tokens appended: fine).
-    run_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
+    tokenizer_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
     if options.init_checkpoint:
         interop.check_weights_readable(options.init_checkpoint)
     if options.vocab_file:
@@ -194,7 +206,7 @@ def validate_options(options, config):
                       else _count_vocab(options.vocab_file))
         if config.vocab_size < vocab_size:
             raise FlagValueError(
-                f"vocab_size={config.vocab_size} in {run_setup.config_source(options)} is "
+                f"vocab_size={config.vocab_size} in {model_files.config_source(options)} is "
                 f"smaller than the {vocab_size} tokens of --vocab_file={options.vocab_file}")
 
 
@@ -228,14 +240,16 @@ def _check_time_budget(options):
 def _validate_objective(options, config):
     """--objective and the ELECTRA flags against the other objectives and the model config."""
     if options.objective != "electra":
-        for name, unset in (("generator_hidden_size", None),
-                            ("discriminator_weight", DEFAULT_DISCRIMINATOR_WEIGHT)):
-            if getattr(options, name) != unset:
+        electra_settings = (
+            ("generator_hidden_size", options.generator_hidden_size, None),
+            ("discriminator_weight", options.discriminator_weight, DEFAULT_DISCRIMINATOR_WEIGHT))
+        for name, value, unset in electra_settings:
+            if value != unset:
                 raise FlagValueError(f"--{name} sets ELECTRA's replaced-token detection: it "
                                      "needs --objective=electra")
         return
-    for name, adds in _NOT_WITH_ELECTRA:
-        if getattr(options, name):
+    for name, value, adds in _not_with_electra(options):
+        if value:
             fix = (f"pass --{name}=false" if name == "use_next_sentence_label"
                    else f"leave --{name} out")
             raise FlagValueError(f"--objective=electra trains replaced-token detection only: "
@@ -243,7 +257,7 @@ def _validate_objective(options, config):
     weight = options.discriminator_weight
     if not (math.isfinite(weight) and weight > 0):
         raise FlagValueError(f"--discriminator_weight={weight} must be > 0 and finite")
-    source = run_setup.config_source(options)
+    source = model_files.config_source(options)
     if config.architecture != "bert":
         raise FlagValueError(f"--objective=electra trains BERT's encoder: {source} declares "
                              f"architecture '{config.architecture}'")
@@ -259,8 +273,9 @@ def _validate_family_options(options):
     if options.sentence_order_prediction and not options.use_next_sentence_label:
         raise FlagValueError("--sentence_order_prediction trains the pair head: it needs "
                              "--use_next_sentence_label=true")
-    for name in ("do_span_mask", "full_sentences"):
-        if getattr(options, name) and not text_input:
+    for name, value in (("do_span_mask", options.do_span_mask),
+                        ("full_sentences", options.full_sentences)):
+        if value and not text_input:
             raise FlagValueError(f"--{name} masks or packs raw text: it needs --input_text_file, "
                                  "--eval_input_text_file or --input_tfds (TFRecords are made "
                                  "that way by "
@@ -302,9 +317,10 @@ def _count_vocab(vocab_file):
 def _input_flags(options, is_training):
     """(flag name, value) of the input a phase reads; eval falls back to the training input."""
     if not is_training:
-        for name in ("eval_input_file", "eval_input_text_file"):
-            if getattr(options, name):
-                return name, getattr(options, name)
+        if options.eval_input_file:
+            return "eval_input_file", options.eval_input_file
+        if options.eval_input_text_file:
+            return "eval_input_text_file", options.eval_input_text_file
         if options.input_tfds and options.eval_tfds_split:
             return "input_tfds", f"{options.input_tfds}:{options.eval_tfds_split}"
     if options.input_file:
@@ -590,7 +606,7 @@ def pretrain(options, flags_text=None):
       the line it adds to output_dir/eval_only_results.jsonl (_evaluate_only).
     """
     start = time.time()
-    config = run_setup.read_model_config(run_setup.config_source(options))
+    config = model_files.read_model_config(model_files.config_source(options))
     options = copy.copy(options)
     validate_options(options, config)
     options.backend = runtime.resolve_backend(options)
@@ -603,8 +619,9 @@ def pretrain(options, flags_text=None):
         _check_evaluation_source(options)
     # The strategy (or JAX's processes and devices) comes before any TensorFlow op:
     # multi-worker collectives must be configured before the runtime starts.
-    job_runtime = run_setup.make_runtime(options, ("train_batch_size", "eval_batch_size"),
-                                         trains=options.do_train)
+    job_runtime = runtime_setup.make_runtime(
+        options, {"train_batch_size": options.train_batch_size,
+                  "eval_batch_size": options.eval_batch_size}, trains=options.do_train)
     if options.do_train and _budget_spent(options, job_runtime):
         return None
     run_directory.check_writable(options.output_dir)
@@ -685,7 +702,8 @@ def _pretrain(options, config, job_runtime, dataset_fns, record, flags_text, sta
                      100 * budget_warmup_proportion(options))
         del results["num_train_steps"]
     loop_config = TrainLoopConfig(
-        num_train_steps=options.num_train_steps, steps_per_loop=run_setup.steps_per_loop(options),
+        num_train_steps=options.num_train_steps,
+        steps_per_loop=runtime_setup.steps_per_loop(options),
         save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
         global_batch_size=options.train_batch_size,
         gradient_accumulation_steps=options.gradient_accumulation_steps,

@@ -16,9 +16,9 @@ from absl import logging
 
 from bert_tf import file_names
 from bert_tf.data.tasks import squad, squad_postprocess
-from bert_tf.jobs import finetuning
+from bert_tf.jobs import finetuning, flag_checks
 from bert_tf.jobs.finetuning import FinetuningConfig
-from bert_tf.jobs.run_setup import FlagValueError
+from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.modeling import BertSpanLabeler
 from bert_tf.training import task_loop
@@ -64,9 +64,8 @@ def validate_options(options):
                                  options.doc_stride)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
-    for name in ("n_best_size", "max_answer_length"):
-        if getattr(options, name) < 1:
-            raise FlagValueError(f"--{name}={getattr(options, name)} must be >= 1")
+    flag_checks.require_positive(n_best_size=options.n_best_size,
+                                 max_answer_length=options.max_answer_length)
 
 
 def _load(path, flag, options, is_training):

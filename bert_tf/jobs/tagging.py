@@ -24,7 +24,7 @@ from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import finetuning
 from bert_tf.jobs.finetuning import FinetuningConfig
-from bert_tf.jobs.run_setup import FlagValueError
+from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import entity_scores
 from bert_tf.modeling import BertTokenClassifier
 from bert_tf.training import task_loop
@@ -48,7 +48,8 @@ _DEFAULT_FILES = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt"),
 
 
 def _data_file(options, split):
-    explicit = getattr(options, f"{split}_file")
+    explicit = {"train": options.train_file, "dev": options.dev_file,
+                "test": options.test_file}[split]
     if explicit:
         return explicit
     if not options.data_dir:

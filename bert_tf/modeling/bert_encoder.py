@@ -137,7 +137,7 @@ class BertEncoder(Encoder):
     def from_config(cls, config):
         # A .keras file of bert_tf 0.1 names BertEncoder for either architecture.
         if as_config(config["config"], cls.__name__).architecture == "modernbert":
-            return release_0_1.BertEncoder.from_config(config)
+            return release_0_1.Release01ModernBertEncoder.from_config(config)
         return super().from_config(config)
 
 

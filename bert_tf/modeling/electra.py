@@ -11,12 +11,8 @@ from bert_tf.config import ENCODER_INPUTS
 from bert_tf.modeling.bert_encoder import BertEncoder
 from bert_tf.modeling.encoder_base import INSTANCE_IDS
 from bert_tf.modeling.heads import MaskedLMHead, ReplacedTokenHead
-from bert_tf.modeling.models import (
-    PretrainingLossTrackers,
-    UnusedPoolerNotTrained,
-    from_config_with_encoder,
-    masked_token_loss,
-)
+from bert_tf.modeling.pretraining_metrics import PretrainingLossTrackers, masked_token_loss
+from bert_tf.modeling.task_model import UnusedPoolerNotTrained, from_config_with_encoder
 from bert_tf.modeling.token_ids import TakesTokenIds
 
 # The paper's weight of the discriminator loss against the generator's (lambda = 50).
@@ -65,8 +61,8 @@ def electra_metric_terms(packed=False):
     Returns:
       [(metric name, summed part, divisor)] over the parts of
       `ElectraPretrainer.compute_pretraining_losses` (plus `instances` and `rows` for packed
-      rows), as `bert_tf.modeling.models.pretraining_metric_terms`: divisor None means a mean
-      over the summed terms, a part name a ratio of sums.
+      rows), as `bert_tf.modeling.pretraining_metrics.pretraining_metric_terms`: divisor None
+      means a mean over the summed terms, a part name a ratio of sums.
     """
     terms = [("loss", "loss", None),
              ("generator_loss", "mlm_loss", None),

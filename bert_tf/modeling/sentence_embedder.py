@@ -4,7 +4,7 @@ import keras
 
 from bert_tf.config import ENCODER_INPUTS
 from bert_tf.modeling.encoder_base import Encoder
-from bert_tf.modeling.models import EncoderTaskModel
+from bert_tf.modeling.task_model import EncoderTaskModel
 from bert_tf.modeling.pooling import SentencePooling, check_pooling_modes
 
 

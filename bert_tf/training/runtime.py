@@ -47,7 +47,7 @@ def create(settings, strategy_factory=None):
     Args:
       settings: the job's runtime section.
       strategy_factory: TensorFlow: `() -> tf.distribute.Strategy` (the jobs pass
-        run_setup's, which turns the flags into a strategy); default one device.
+        jobs.runtime_setup's, which turns the flags into a strategy); default one device.
 
     Raises:
       ValueError: a backend bert_tf does not train on, or one Keras does not run on.

@@ -349,7 +349,7 @@ def test_fine_tuning_export_dir_that_cannot_be_written_fails_before_training(tmp
     checked before."""
     from types import SimpleNamespace
 
-    from bert_tf.jobs.run_setup import FlagValueError
+    from bert_tf.jobs.flag_checks import FlagValueError
 
     directory = _unwritable_dir(tmp_path)
     with pytest.raises(FlagValueError) as error:

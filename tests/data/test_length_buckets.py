@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.jobs import run_setup
+from bert_tf.jobs import flag_checks, runtime_setup
 from bert_tf.config import BertConfig
 from bert_tf.data.tasks import feature_records, length_buckets
 from bert_tf.modeling import BertClassifier, BertEncoder, BertTokenClassifier
@@ -71,8 +71,8 @@ def test_parse_buckets_auto_list_and_off():
 def test_bad_bucket_lists_name_the_flag(value, max_seq_length, message):
     options = types.SimpleNamespace(length_buckets=value, max_seq_length=max_seq_length)
     config = types.SimpleNamespace(max_position_embeddings=512)
-    with pytest.raises(run_setup.FlagValueError) as error:
-        run_setup.resolve_length_buckets(options, config)
+    with pytest.raises(flag_checks.FlagValueError) as error:
+        runtime_setup.resolve_length_buckets(options, config)
     assert str(error.value) == message
 
 

@@ -22,8 +22,8 @@ from bert_tf.cli import squad as squad_cli
 from bert_tf.cli import tag as tag_cli
 from bert_tf.data.tasks import tagging_data
 from bert_tf.jobs.classification import ClassificationConfig, run_classifier
-from bert_tf.jobs import run_setup
-from bert_tf.jobs.run_setup import FlagValueError
+from bert_tf.jobs import model_files
+from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.squad import SquadConfig, run_squad
 from bert_tf.jobs.tagging import TaggingConfig, run_tagging
 from bert_tf.serving import load_model_dir
@@ -253,4 +253,4 @@ def test_a_vocab_file_differing_from_the_tokenizer_json_beside_the_checkpoint_is
     same.parent.mkdir()
     shutil.copy(converted_run / "tokenizer.json", same)
     config = _classify_config(converted_run, tmp_path, f"--vocab_file={same}")
-    assert run_setup.resolve_model_files(config)[1] == str(same)
+    assert model_files.resolve_model_files(config)[1] == str(same)

@@ -12,7 +12,7 @@ from bert_tf.config import BertConfig
 from bert_tf import run_directory
 from bert_tf.jobs.finetuning import (FinetuningConfig, check_resume, owned, prepare,
                                      restore_trained, run_record)
-from bert_tf.jobs.run_setup import FlagValueError
+from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.modeling import BertEncoder, BertSpanLabeler
 from bert_tf.training.runtime import on_tensorflow
 

@@ -158,13 +158,14 @@ def test_docstring_examples_run():
     import doctest
 
     import bert_tf.modeling.bert_encoder
-    import bert_tf.modeling.models
+    import bert_tf.modeling.classifier
     import bert_tf.modeling.modern_encoder
     import bert_tf.modeling.pooling
+    import bert_tf.modeling.pretrainer
     import bert_tf.modeling.sentence_embedder
 
-    for module in (bert_tf.modeling.bert_encoder, bert_tf.modeling.models,
+    for module in (bert_tf.modeling.bert_encoder, bert_tf.modeling.classifier,
                    bert_tf.modeling.modern_encoder, bert_tf.modeling.pooling,
-                   bert_tf.modeling.sentence_embedder):
+                   bert_tf.modeling.pretrainer, bert_tf.modeling.sentence_embedder):
         result = doctest.testmod(module)
         assert result.attempted >= 2 and result.failed == 0, module.__name__

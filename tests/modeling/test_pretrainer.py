@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertEncoder, BertPretrainer
-from bert_tf.modeling.models import pretraining_metrics
+from bert_tf.modeling.pretraining_metrics import pretraining_metrics
 
 
 def np_sparse_ce(logits, labels):

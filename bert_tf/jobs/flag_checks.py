@@ -1,0 +1,110 @@
+"""Checks of setting (flag) values that every job shares, and the error that names the flag.
+
+The functions take a job's config (bert_tf.jobs.pretraining.PretrainingConfig,
+bert_tf.jobs.finetuning.FinetuningConfig, ...); the field names are the command-line flag
+names, so errors name the flag at fault.
+"""
+
+import math
+import os
+
+import tensorflow as tf
+
+
+class FlagValueError(ValueError):
+    """A setting (flag) value that cannot work, with the flag named."""
+
+
+def check_lr_schedule(options, *, warmup_proportion=None, num_warmup_steps=None,
+                      num_train_steps=None):
+    """--lr_schedule=wsd: --decay_proportion in (0, 1], and a warmup that leaves steps to decay:
+    fine-tuning's `warmup_proportion` below 1, pre-training's `num_warmup_steps` below
+    `num_train_steps` (a job passes the warmup it has). Raises FlagValueError."""
+    if options.lr_schedule != "wsd":
+        return
+    proportion = options.decay_proportion
+    if not 0.0 < proportion <= 1.0:
+        raise FlagValueError(f"--decay_proportion={proportion} must be in (0, 1] "
+                             "(the fraction of the training steps the final decay takes)")
+    if warmup_proportion is not None and warmup_proportion >= 1.0:
+        raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --warmup_proportion="
+                             f"{warmup_proportion} leaves it no step")
+    if num_warmup_steps is not None and num_warmup_steps >= num_train_steps:
+        raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --num_warmup_steps="
+                             f"{num_warmup_steps} leaves no step of --num_train_steps="
+                             f"{num_train_steps} for it")
+
+
+def check_export_dir(options):
+    """--export_dir must be a new or empty version directory (checked before any training; the
+    command checks it holds no input and can be written: bert_tf.cli.outputs)."""
+    export_dir = options.export_dir
+    if not export_dir:
+        return
+    # The export comes after training: a file in the way must fail now, not then.
+    path = export_dir.rstrip("/") or export_dir
+    if "://" not in path and os.path.islink(path) and not os.path.exists(path):
+        raise FlagValueError(f"--export_dir={export_dir} is a symbolic link to nothing (a "
+                             f"missing target or a loop: {os.readlink(path)}); expected a new or "
+                             "empty version directory")
+    if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+        raise FlagValueError(f"--export_dir={export_dir} is a file; expected a new or empty "
+                             "version directory, e.g. EXPORT/1")
+    parent = os.path.dirname(path)
+    while "://" not in path and parent and parent != path:
+        if os.path.exists(parent) and not os.path.isdir(parent):
+            raise FlagValueError(f"--export_dir={export_dir} cannot be created: {parent} is a "
+                                 "file")
+        path, parent = parent, os.path.dirname(parent)
+    if tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
+        raise FlagValueError(f"--export_dir={export_dir} exists and is not empty; choose a new "
+                             "version directory")
+
+
+# Float flags and the range each must lie in: (low, high, low inclusive); None is no bound.
+# A NaN or Inf here trained (or poisoned checkpoints) before anything said so.
+_FLOAT_FLAG_RANGES = {
+    "learning_rate": (0.0, None, True),
+    "weight_decay_rate": (0.0, None, True),
+    "masked_lm_prob": (0.0, 1.0, False),
+    "num_train_epochs": (0.0, None, False),
+    "warmup_proportion": (0.0, 1.0, True),
+    "null_score_diff_threshold": (None, None, True),
+}
+
+
+def require_positive(**flags):
+    """Each given integer flag value (batch sizes, step counts) is >= 1.
+
+    Args:
+      **flags: flag name=value, e.g. `train_batch_size=options.train_batch_size`.
+
+    Raises:
+      FlagValueError naming the first flag below 1 and its value.
+    """
+    for name, value in flags.items():
+        if value < 1:
+            raise FlagValueError(f"--{name}={value} must be >= 1")
+
+
+def check_numeric_flags(options):
+    """Refuses a NaN, Inf or out-of-range value of any float flag `options` has (a job's config,
+    or any object with its attribute names).
+
+    Raises:
+      FlagValueError naming the flag, its value and the range expected.
+    """
+    for name, (low, high, low_inclusive) in _FLOAT_FLAG_RANGES.items():
+        # The ranges cover every job's float flags; None: a flag this job does not have, or unset.
+        value = getattr(options, name, None)
+        if value is None:
+            continue
+        below = low is not None and (value < low if low_inclusive else value <= low)
+        if not math.isfinite(value) or below or (high is not None and value > high):
+            if low is None:
+                expected = "a finite number"
+            else:
+                bracket = "[" if low_inclusive else "("
+                expected = (f"in {bracket}{low:g}, {high:g}]" if high is not None
+                            else f"{'>=' if low_inclusive else '>'} {low:g} and finite")
+            raise FlagValueError(f"--{name}={value} must be {expected}")

@@ -1,0 +1,65 @@
+"""BertClassifier: sentence / sentence-pair classification or regression from the pooled
+[CLS] vector."""
+
+import keras
+
+from bert_tf.modeling.task_model import EncoderTaskModel
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertClassifier(EncoderTaskModel):
+    """Sentence / sentence-pair classification (or regression) from the pooled [CLS] vector.
+
+    logits = dense(dropout(pooled_output)): float32 [B, num_classes]. With num_classes=1 the
+    output is a regression score [B, 1] (STS-B). The dense layer is `classifier`
+    (kernel [H, C]; the original run_classifier.py's `output_weights` [C, H] transposed).
+
+    `compile()` without a loss picks the usual one: sparse categorical cross-entropy on logits
+    with accuracy for classes, mean squared error for regression. `fit` takes
+    `(features, labels)` with features the encoder's input dict and int labels [B]
+    (float [B] for regression).
+
+    Args:
+      encoder: a `BertEncoder` (pre-trained or fresh).
+      num_classes: C; 1 for regression.
+      dropout_rate: dropout before the dense layer (default: the config's hidden_dropout_prob).
+      **kwargs: `name`, `trainable`.
+
+    Examples:
+
+    >>> from bert_tf.config import BertConfig
+    >>> from bert_tf.modeling import BertEncoder
+    >>> model = BertClassifier(BertEncoder(BertConfig.from_preset("bert_tiny")), num_classes=3)
+    >>> ids = keras.ops.ones((2, 8), "int32")
+    >>> tuple(model({"input_word_ids": ids, "input_mask": ids,
+    ...              "input_type_ids": keras.ops.zeros_like(ids)}).shape)
+    (2, 3)
+    """
+
+    text_task = "TextClassifier"
+
+    def __init__(self, encoder, num_classes, dropout_rate=None, **kwargs):
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"BertClassifier: num_classes={num_classes!r} must be an int >= 1")
+        self.num_classes = num_classes
+        kwargs.setdefault("name", "bert_classifier")
+        super().__init__(encoder, dropout_rate, **kwargs)
+
+    def _head(self, encoder, encoder_outputs, config, policy):
+        pooled_bh = keras.layers.Dropout(self._head_dropout, dtype=policy, name="dropout")(
+            encoder_outputs["pooled_output"])
+        logits_bc = self._dense(self.num_classes, config, policy, "classifier")(pooled_bh)
+        return keras.layers.Activation("linear", dtype="float32", name="logits")(logits_bc)
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+        if loss is None:
+            if self.num_classes == 1:
+                loss = keras.losses.MeanSquaredError()
+            else:
+                loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+                if metrics is None:
+                    metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def get_config(self):
+        return dict(super().get_config(), num_classes=self.num_classes)
