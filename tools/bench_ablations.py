@@ -6,8 +6,8 @@ data (bench_time_to_quality.write_data: CPython's prose, the 30,522-word uncased
 
 Arms run one after the other, each in a fresh process, scored right after it trains, so every
 arm gets the same idle machine for its budget. ARMS lists them: the recipe, then one change
-each. A lever that changes the model (dropout, the modern block) writes its own model config;
-the modern block keeps BERT-mini's width, depth and feed-forward parameter count.
+each. A lever that changes the model (dropout, BERT's block) writes its own model config; both
+blocks have BERT-mini's width, depth and parameter count.
 """
 
 import json
@@ -20,25 +20,19 @@ import bench_time_to_quality as ttq
 ABLATION_BUDGET_S = 150
 QUICK_STEPS = 3
 
-# The modern encoder's block at BERT-mini's size: pre-LN without biases, a gated (GLU)
-# feed-forward whose intermediate size keeps the parameter count (3 x 256 x 688 ~ 2 x 256 x
-# 1024), rotary positions; no token types (no pair objective in the recipe).
-MODERN_MINI = {
-    "architecture": "modernbert", "attention_probs_dropout_prob": 0.0,
-    "classifier_pooling": "mean", "feed_forward_type": "gated", "final_layer_norm": True,
-    "global_attn_every_n_layers": 1, "hidden_act": "gelu_exact", "hidden_dropout_prob": 0.0,
-    "hidden_size": 256, "initializer_range": 0.02, "intermediate_size": 688,
-    "layer_norm_eps": 1e-05, "local_attention_window": 128, "max_position_embeddings": 512,
-    "norm_bias": False, "norm_placement": "pre", "num_attention_heads": 4,
-    "num_hidden_layers": 4, "pooler_type": "head", "position_embedding_type": "rotary",
-    "type_vocab_size": 0, "use_bias": False, "vocab_size": 30522}
+# The model config of an arm: None (the recipe's own), a dict of changes to it, or BERT_BLOCK
+# (official_configs/models/bert_mini.json whole: post-LN BERT with biases, learned positions and
+# dropout 0.1, BERT-mini's width, depth and parameter count, the recipe's block before the
+# 2026-12-05 ablation).
+BERT_BLOCK = "bert_mini"
 
-# (name, what it changes, extra flags after the recipe's, model config changes or a whole
-# config). "recipe" is the reference every other arm is compared with.
+# (name, what it changes, extra flags after the recipe's, model config). "recipe" is the
+# reference every other arm is compared with.
 ARMS = (
     ("recipe", "time_budget_mini.flags as it is", [], None),
-    ("nsp", "next-sentence prediction on (segment pairs, no full-sentence packing)",
-     ["--use_next_sentence_label=true", "--full_sentences=false"], None),
+    ("nsp", "next-sentence prediction on (segment pairs, no full-sentence packing) on BERT's "
+     "block (ModernBERT's layout has no NSP head)",
+     ["--use_next_sentence_label=true", "--full_sentences=false"], BERT_BLOCK),
     ("no_packing", "no full-sentence packing (one document's segments per row)",
      ["--full_sentences=false"], None),
     ("mask_30", "30% masking", ["--masked_lm_prob=0.3", "--max_predictions_per_seq=39"], None),
@@ -49,25 +43,34 @@ ARMS = (
      ["--lr_schedule=wsd", "--decay_proportion=0.2"], None),
     ("no_bias_correction", "Adam without bias correction (the original BERT optimizer)",
      ["--adam_bias_correction=false"], None),
-    ("no_dropout", "dropout off", [],
-     {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}),
+    ("dropout", "dropout 0.1 (hidden and attention)", [],
+     {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}),
     ("seq_64", "64-token rows, batch 64 (the same tokens per step)",
      ["--max_seq_length=64", "--train_batch_size=64", "--max_predictions_per_seq=10"], None),
-    ("modern_block", "the modern block: pre-LN, no biases, GLU, rotary, no dropout", [],
-     MODERN_MINI),
-    ("electra", "replaced-token detection (--objective=electra)", ["--objective=electra"], None),
+    ("bert_block", "BERT's block (post-LN, biases, learned positions, dropout 0.1)", [],
+     BERT_BLOCK),
+    ("electra", "replaced-token detection (--objective=electra) on BERT's block (ELECTRA "
+     "trains BERT's encoder)", ["--objective=electra"], BERT_BLOCK),
 )
 
 
-def arm_config(arm, base_config, workdir):
-    """The model config file of an arm: base_config (a dict) with the arm's changes, or the
-    arm's whole config (a dict with "architecture"), written under workdir."""
-    name, _, _, changes = arm
-    config = dict(changes) if changes and "architecture" in changes else dict(
-        base_config, **(changes or {}))
+def recipe_config():
+    """The recipe's model config, a dict."""
+    with open(ttq.recipe_config_file()) as f:
+        return json.load(f)
+
+
+def arm_config(arm, workdir, quick=False):
+    """Writes the model config of an arm under workdir (a tiny version when quick); its path."""
+    name, _, _, spec = arm
+    if spec == BERT_BLOCK:
+        with open(ttq.MODEL_CONFIG) as f:
+            config = json.load(f)
+    else:
+        config = dict(recipe_config(), **(spec or {}))
     path = os.path.join(workdir, f"config_{name}.json")
     with open(path, "w") as f:
-        json.dump(config, f, indent=1)
+        json.dump(ttq.shrink(config) if quick else config, f, indent=1)
     return path
 
 
@@ -80,13 +83,6 @@ def arm_flags(arm, config_file, vocab, corpus, quick):
         flags += [f"--num_train_steps={QUICK_STEPS}", "--num_warmup_steps=1",
                   "--steps_per_loop=1"]
     return flags
-
-
-def quick_config(config):
-    """A tiny version of a model config for --quick (width 32, one block)."""
-    return dict(config, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                intermediate_size=64 if config.get("architecture") != "modernbert" else 48,
-                max_position_embeddings=128)
 
 
 def case_ablations(workdir, quick, budget_s=None, arm_names=None):
@@ -107,8 +103,6 @@ def case_ablations(workdir, quick, budget_s=None, arm_names=None):
     data_dir = os.path.join(workdir, "ablations_data")
     sizes = ttq.write_data(data_dir, quick)
     corpus, vocab = (os.path.join(data_dir, n) for n in ("corpus_train.txt", "vocab.txt"))
-    with open(ttq.MODEL_CONFIG) as f:
-        base_config = json.load(f)
     wanted = ["recipe"] + [a for a in (arm_names or [a[0] for a in ARMS]) if a != "recipe"]
     unknown = sorted(set(wanted) - {a[0] for a in ARMS})
     if unknown:
@@ -118,12 +112,7 @@ def case_ablations(workdir, quick, budget_s=None, arm_names=None):
     reference = None
     for arm in (a for name in wanted for a in ARMS if a[0] == name):
         name = arm[0]
-        config_file = arm_config(arm, base_config, workdir)
-        if quick:
-            with open(config_file) as f:
-                small = quick_config(json.load(f))
-            with open(config_file, "w") as f:
-                json.dump(small, f)
+        config_file = arm_config(arm, workdir, quick)
         row = {"case": "ablations", "kind": "arm", "arm": name, "change": arm[1],
                "flags": arm[2], "load_avg_before": bench_common.load()}
         trained = ttq.run_worker("bert_tf", {

@@ -27,6 +27,8 @@ _REPO = bench_common.REPO
 
 HELDOUT_EVERY = 10
 RECIPE = os.path.join(_REPO, "official_configs", "pretraining", "time_budget_mini.flags")
+# The peers' model (their BERT); bert_tf trains the recipe's own (recipe_config_file), of
+# BERT-mini's size too.
 MODEL_CONFIG = os.path.join(_REPO, "official_configs", "models", "bert_mini.json")
 # The peers' budget (seconds of wall-clock, the command's whole run); bert_tf gets OURS_SHARE
 # of it (the issue's target: at least as good in half the peer's time).
@@ -45,6 +47,23 @@ QUICK_MODEL = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_at
 QUICK_BUDGET_S = 6
 # Seconds a peer keeps from its budget for the last checkpoint after training.
 FINAL_SAVE_S = 3.0
+
+
+def recipe_config_file():
+    """The model config the recipe trains (its --bert_config_file), as a path."""
+    with open(RECIPE) as f:
+        for line in f:
+            if line.startswith("--bert_config_file="):
+                return os.path.join(_REPO, line.split("=", 1)[1].strip())
+    raise ValueError(f"{RECIPE} names no --bert_config_file")
+
+
+def shrink(config):
+    """A tiny version of a model config for --quick (width 32, one block), its architecture
+    and vocabulary kept."""
+    return dict(config, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                intermediate_size=48 if config.get("architecture") == "modernbert" else 64,
+                max_position_embeddings=128)
 
 
 def vocab_file():
@@ -428,21 +447,30 @@ def case_time_to_quality(workdir, quick, torch_python=None, peer_budget_s=None, 
     data_dir = os.path.join(workdir, "ttq_data")
     sizes = write_data(data_dir, quick)
     corpus, vocab = (os.path.join(data_dir, n) for n in ("corpus_train.txt", "vocab.txt"))
-    config_file = MODEL_CONFIG
+    # The peers train BERT-mini; bert_tf the recipe's own model (BERT-mini's size).
+    config_file, ours_config_file = MODEL_CONFIG, recipe_config_file()
     if quick:
         config_file = os.path.join(workdir, "ttq_quick_config.json")
         with open(config_file, "w") as f:
             json.dump(QUICK_MODEL, f)
+        with open(ours_config_file) as f:
+            ours = shrink(json.load(f))
+        ours_config_file = os.path.join(workdir, "ttq_quick_recipe_config.json")
+        with open(ours_config_file, "w") as f:
+            json.dump(ours, f)
     peer_budget = QUICK_BUDGET_S if quick else (peer_budget_s or PEER_BUDGET_S)
     budgets = {"bert_tf": peer_budget * OURS_SHARE, "keras_hub": peer_budget,
                "hf_torch": peer_budget}
     with open(config_file) as f:
         config = json.load(f)
+    with open(ours_config_file) as f:
+        ours_config = json.load(f)
     rows = [{"case": "time_to_quality", "kind": "data", **sizes, "model": config,
+             "bert_tf_model": ours_config,
              "recipe": os.path.relpath(RECIPE, _REPO), "budgets_s": budgets,
              "load_avg": bench_common.load()}]
     save_every = peer_budget / PEER["curve_points"]
-    ours_flags = [f"--flagfile={RECIPE}", f"--bert_config_file={config_file}",
+    ours_flags = [f"--flagfile={RECIPE}", f"--bert_config_file={ours_config_file}",
                   f"--vocab_file={vocab}", f"--input_text_file={corpus}",
                   f"--save_checkpoints_steps={2 if quick else 100}"]
     if quick:
