@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from bert_tf.training import runtime as runtime_module
 from bert_tf.training.controller import train as controller_train
 from bert_tf.training.loop_config import TrainLoopConfig
 from bert_tf.training.optimization import create_optimizer
@@ -19,6 +20,14 @@ X = _RNG.randn(96, 6).astype("float32")
 Y = (X[:, 0] * X[:, 1] > 0).astype("int32")
 GLOBAL_BATCH = 16
 LOOP_FIELDS = {f.name for f in dataclasses.fields(TrainLoopConfig)}
+
+
+def make_runtime():
+    """The runtime of the Keras backend this process runs on, one process."""
+    class Settings:
+        backend = keras.backend.backend()
+        coordinator_address = num_processes = process_id = None
+    return runtime_module.create(Settings())
 
 
 def build(scope, num_train_steps=200, learning_rate=1e-2, seed=0, dropout=0.0, budget=False):

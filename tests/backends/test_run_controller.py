@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from keras import ops
 
-from bert_tf.training import runtime as runtime_module
 from bert_tf.training.controller import TrainingPreempted
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.step_runner import CheckpointError
@@ -26,10 +25,7 @@ BACKEND = keras.backend.backend()
 
 @pytest.fixture(scope="module")
 def runtime():
-    class Settings:
-        backend = BACKEND
-        coordinator_address = num_processes = process_id = None
-    return runtime_module.create(Settings())
+    return toy.make_runtime()
 
 
 def _build(runtime, **settings):

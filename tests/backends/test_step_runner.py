@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from keras import ops
 
-from bert_tf.training import runtime as runtime_module
 from bert_tf.training.loop_config import TrainLoopConfig
 from bert_tf.training.step_runner import RUN_STATE_KEYS, Restored, StepsResult
 import toy_problem as toy
@@ -21,10 +20,7 @@ BACKEND = keras.backend.backend()
 
 @pytest.fixture(scope="module")
 def runtime():
-    class Settings:
-        backend = BACKEND
-        coordinator_address = num_processes = process_id = None
-    return runtime_module.create(Settings())
+    return toy.make_runtime()
 
 
 def _runner(runtime, output_dir, num_train_steps=40, seed=0, accumulation=1, loss_fn=None,
