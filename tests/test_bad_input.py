@@ -4,7 +4,6 @@ import bz2
 import gzip
 import os
 import random
-import types
 
 import numpy as np
 import pytest
@@ -294,11 +293,11 @@ def _last_record_offset(records):
 def test_export_dir_that_is_a_file_fails_before_training(tmp_path):
     (tmp_path / "model").write_text("x")
     with pytest.raises(flag_checks.FlagValueError) as error:
-        flag_checks.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / "model")))
+        flag_checks.check_export_dir(str(tmp_path / "model"))
     assert str(error.value) == (f"--export_dir={tmp_path}/model is a file; expected a new or "
                                 "empty version directory, e.g. EXPORT/1")
     with pytest.raises(flag_checks.FlagValueError) as error:
-        flag_checks.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / "model/1")))
+        flag_checks.check_export_dir(str(tmp_path / "model/1"))
     assert str(error.value) == (f"--export_dir={tmp_path}/model/1 cannot be created: "
                                 f"{tmp_path}/model is a file")
 
@@ -385,7 +384,7 @@ def test_export_dir_that_is_a_link_to_nothing_fails_before_training(tmp_path):
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     for name, target in (("gone", tmp_path / "missing"), ("loop", tmp_path / "loop")):
         with pytest.raises(flag_checks.FlagValueError) as error:
-            flag_checks.check_export_dir(types.SimpleNamespace(export_dir=str(tmp_path / name)))
+            flag_checks.check_export_dir(str(tmp_path / name))
         assert str(error.value) == (
             f"--export_dir={tmp_path / name} is a symbolic link to nothing (a missing target or "
             f"a loop: {target}); expected a new or empty version directory")

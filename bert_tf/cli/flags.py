@@ -12,7 +12,6 @@ command's `define_flags()` for the default that command gives it (a few differ: 
 """
 
 import ast
-import dataclasses
 import os
 
 from absl import flags
@@ -71,25 +70,28 @@ def define(names, flag_values=FLAGS, **defaults):
 
 
 def to_config(config_class, flag_values=FLAGS, unset=(), **overrides):
-    """A job's config (a dataclass) with each field from the flag of the same name.
+    """A job's config (a dataclass, or a training job's config of task, trainer and runtime
+    sections: bert_tf.jobs.sections) with each setting from the flag of the same name.
 
     The one place a command's flags become the typed config its driver takes.
 
     Args:
-      config_class: the dataclass; every field not in `overrides` names a flag.
+      config_class: the dataclass; every setting not in `overrides` names a flag.
       flag_values: the parsed flags.
-      unset: fields that are None unless their flag was given: the driver then chooses the
+      unset: settings that are None unless their flag was given: the driver then chooses the
         value (e.g. an unset --max_predictions_per_seq follows packed input).
-      **overrides: field values that come from elsewhere (a flag of another name, e.g. --from).
+      **overrides: setting values that come from elsewhere (a flag of another name, e.g. --from).
     """
+    from bert_tf.jobs.sections import field_names, from_flat
+
     values = {}
-    for field in dataclasses.fields(config_class):
-        if field.name in overrides:
+    for name in field_names(config_class):
+        if name in overrides:
             continue
-        flag = flag_values[field.name]
-        values[field.name] = None if field.name in unset and not flag.present else flag.value
+        flag = flag_values[name]
+        values[name] = None if name in unset and not flag.present else flag.value
     values.update(overrides)
-    return config_class(**values)
+    return from_flat(config_class, **values)
 
 
 def flagfile_text(define_flags, flag_values=FLAGS):

@@ -324,9 +324,10 @@ def check_output_files(outputs, inputs, beside=None):
 # The training commands: their drivers (bert_tf.jobs) raise FlagValueError for every flag at
 # fault, so these do too. Imported when called: this module imports no TensorFlow.
 
-def check_finetuning_dirs(options, command=None):
+def check_finetuning_dirs(output_dir, init_checkpoint=None, export_dir=None, command=None):
     """The output rule for a fine-tuning command (`command`: "run_classifier", ...; None: only
-    a pre-training run is refused): --output_dir resumes or reuses its own run, never a
+    a pre-training run is refused), given its --output_dir, --init_checkpoint and --export_dir
+    (None: not given): --output_dir resumes or reuses its own run, never a
     pre-training run's or another command's (its model.keras and task_info.json would be
     replaced); --export_dir holds neither --output_dir nor --init_checkpoint and can be
     written. Called by the command before the driver reads or writes anything.
@@ -336,19 +337,17 @@ def check_finetuning_dirs(options, command=None):
     """
     from bert_tf.jobs.flag_checks import FlagValueError
 
-    if options.output_dir:
-        check_training_output_dir(options.output_dir, command or "fine-tuning",
-                                  other_commands_records(options.output_dir, command))
-    export_dir = getattr(options, "export_dir", None)
+    if output_dir:
+        check_training_output_dir(output_dir, command or "fine-tuning",
+                                  other_commands_records(output_dir, command))
     if export_dir:
         try:
             check_dir_clear_of_inputs(
                 "--export_dir", export_dir,
-                {"--output_dir": getattr(options, "output_dir", None),
-                 "--init_checkpoint": getattr(options, "init_checkpoint", None)},
+                {"--output_dir": output_dir, "--init_checkpoint": init_checkpoint},
                 role="which this run also uses")
             # Inside the run's own --output_dir is the run's own output.
-            if not (options.output_dir and _is_under(export_dir, options.output_dir)):
+            if not (output_dir and _is_under(export_dir, output_dir)):
                 check_not_inside_a_model_dir("--export_dir", export_dir)
             check_writable_dir("--export_dir", export_dir)
         except OutputError as e:

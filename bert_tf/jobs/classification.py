@@ -22,7 +22,7 @@ from bert_tf.data.tasks import classifier_data, feature_records, glue
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import finetuning
-from bert_tf.jobs.finetuning import FinetuningConfig
+from bert_tf.jobs.finetuning import FinetuningConfig, FinetuningTask
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import classification_metrics, regression_metrics
 from bert_tf.modeling import BertClassifier
@@ -30,8 +30,8 @@ from bert_tf.training import task_loop
 
 
 @dataclasses.dataclass
-class ClassificationConfig(FinetuningConfig):
-    """A classification run: the shared fine-tuning settings, the data files and columns."""
+class ClassificationTask(FinetuningTask):
+    """A classification task: the encoder's files, the data files and their columns."""
 
     task_name: str | None = None
     data_dir: str | None = None
@@ -44,6 +44,14 @@ class ClassificationConfig(FinetuningConfig):
     text_b_column: str | None = None
     label_column: str | None = None
     regression: bool = False
+
+
+@dataclasses.dataclass
+class ClassificationConfig(FinetuningConfig):
+    """A classification run: the fine-tuning sections with a ClassificationTask; overwrite lets
+    a prediction replace its file."""
+
+    task: ClassificationTask = dataclasses.field(default_factory=ClassificationTask)
     overwrite: bool = False
 
 

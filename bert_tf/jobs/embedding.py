@@ -30,7 +30,7 @@ from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop.sentence_transformers import load_embedder, save_sentence_transformers
 from bert_tf.jobs import flag_checks, runtime_setup, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.jobs.runtime_setup import RuntimeConfig
+from bert_tf.jobs.sections import RuntimeConfig, TrainerConfig
 from bert_tf.modeling.pooling import check_pooling_modes
 from bert_tf.serving.task_info import write_task_info
 from bert_tf.text import tokenizer_files
@@ -40,8 +40,8 @@ from bert_tf.training.text_encoder import TextEncoder
 
 
 @dataclasses.dataclass
-class EmbeddingConfig(RuntimeConfig):
-    """What bert-tf-embed is told; field names and defaults are the flags'.
+class EmbeddingTask:
+    """What bert-tf-embed computes: the model, the pairs it trains on, the texts it encodes.
 
     See `bert-tf-embed --help` (bert_tf.cli.flags EMBED group) for each field. The model
     settings left None (do_lower_case, max_seq_length) come from --init_checkpoint; pooling
@@ -56,20 +56,12 @@ class EmbeddingConfig(RuntimeConfig):
     max_seq_length: int | None = None
     pooling: list | None = None
     normalize: bool | None = None
-    # Training.
+    # Training pairs and the loss.
     train_file: str | None = None
     dev_file: str | None = None
     dev_scored_file: str | None = None
-    output_dir: str | None = None
-    sentence_transformers_dir: str | None = None
-    train_batch_size: int = 32
-    num_train_epochs: float = 1.0
-    learning_rate: float = 2e-5
-    warmup_proportion: float = 0.1
-    weight_decay_rate: float = 0.01
     scale: float = 20.0
     symmetric_loss: bool = False
-    save_checkpoints_steps: int | None = None
     length_buckets: str = "auto"
     # Encoding.
     input_file: str | None = None
@@ -80,6 +72,27 @@ class EmbeddingConfig(RuntimeConfig):
     text_b_column: str | None = None
     label_column: str | None = None
     negative_column: str | None = None
+
+
+@dataclasses.dataclass
+class EmbeddingTrainerConfig(TrainerConfig):
+    """How contrastive training runs: epochs over the pairs (bert_tf.training.contrastive)."""
+
+    learning_rate: float = 2e-5
+    num_train_epochs: float = 1.0
+
+
+@dataclasses.dataclass
+class EmbeddingConfig:
+    """What bert-tf-embed is told: its task, trainer and runtime sections
+    (bert_tf.jobs.sections), the run directory and the sentence-transformers directory it
+    writes."""
+
+    task: EmbeddingTask = dataclasses.field(default_factory=EmbeddingTask)
+    trainer: EmbeddingTrainerConfig = dataclasses.field(default_factory=EmbeddingTrainerConfig)
+    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+    output_dir: str | None = None
+    sentence_transformers_dir: str | None = None
 
 
 def _check_file(flag, path):

@@ -183,7 +183,7 @@ def extract_features(options):
     # unset is true, the original's default).
     options = dataclasses.replace(options, do_lower_case=interop.casing_of(
         options.do_lower_case, options.init_checkpoint))
-    tokenizer, do_lower_case = tokenizer_setup.load_tokenizer(vocab_file, options)
+    tokenizer, do_lower_case = tokenizer_setup.load_tokenizer(vocab_file, options.do_lower_case)
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"--vocab_file={vocab_file} has {tokenizer.vocab_size} tokens but "
                              f"vocab_size={config.vocab_size} in the model's config")

@@ -43,7 +43,7 @@ from absl import logging
 from bert_tf import fileio, run_directory, serving
 from bert_tf.jobs import flag_checks, model_files, runtime_setup, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.jobs.runtime_setup import RuntimeConfig
+from bert_tf.jobs.sections import ModelFilesConfig, RuntimeConfig, ScheduledTrainerConfig
 from bert_tf.data.tasks import feature_records
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import InteropError, casing_of, check_weights_readable, warm_start
@@ -55,39 +55,44 @@ from bert_tf.training.optimization import create_optimizer
 
 
 @dataclasses.dataclass
-class FinetuningConfig(RuntimeConfig):
-    """What every fine-tuning run is told; field names and defaults are the flags'.
+class FinetuningTask(ModelFilesConfig):
+    """What every fine-tuning task is given: the encoder's files and how its inputs are cut.
+    A task adds its data in a subclass (ClassificationTask, TaggingTask, SquadTask).
 
-    See `bert-tf-classify --help` (bert_tf.cli.flags FINETUNING group) for each field. A task
-    adds its own fields in a subclass (ClassificationConfig, TaggingConfig, SquadConfig).
+    See `bert-tf-classify --help` (bert_tf.cli.flags FINETUNING group) for each field.
+    do_lower_case None: what --init_checkpoint records, else the tokenizer file's casing (a
+    tokenizer.json records it; a vocab.txt: True).
     """
 
-    bert_config_file: str | None = None
-    vocab_file: str | None = None
-    # None: what --init_checkpoint records, else the tokenizer file's casing (a tokenizer.json
-    # records it; a vocab.txt: True).
-    do_lower_case: bool | None = None
-    init_checkpoint: str | None = None
-    output_dir: str | None = None
     max_seq_length: int = 128
+    allow_untrained_head: bool = False
+    trainable_encoder: bool = True
+    length_buckets: str = "auto"
+
+
+@dataclasses.dataclass
+class FinetuningTrainerConfig(ScheduledTrainerConfig):
+    """How a fine-tuning run trains: epochs over the training set, and prediction batches."""
+
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+
+
+@dataclasses.dataclass
+class FinetuningConfig:
+    """What every fine-tuning run is told: its task, trainer and runtime sections
+    (bert_tf.jobs.sections), the run directory, the modes and the export. A task's config is a
+    subclass with its own task section (ClassificationConfig, TaggingConfig, SquadConfig).
+    """
+
+    task: FinetuningTask = dataclasses.field(default_factory=FinetuningTask)
+    trainer: FinetuningTrainerConfig = dataclasses.field(
+        default_factory=FinetuningTrainerConfig)
+    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+    output_dir: str | None = None
     do_train: bool = False
     do_eval: bool = False
     do_predict: bool = False
-    allow_untrained_head: bool = False
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    save_checkpoints_steps: int | None = None
-    optimizer: str = "adamw"
-    lr_schedule: str = "linear"
-    decay_proportion: float = 0.1
-    weight_decay_rate: float = 0.01
-    adam_bias_correction: bool = False
-    trainable_encoder: bool = True
-    length_buckets: str = "auto"
     export_dir: str | None = None
 
 

@@ -1,10 +1,11 @@
 """Checks of setting (flag) values that every job shares, and the error that names the flag.
 
-The functions take a job's config (bert_tf.jobs.pretraining.PretrainingConfig,
-bert_tf.jobs.finetuning.FinetuningConfig, ...); the field names are the command-line flag
-names, so errors name the flag at fault.
+The functions take the values they check, or the section of a job's config that holds them
+(bert_tf.jobs.sections); the field names are the command-line flag names, so errors name the
+flag at fault.
 """
 
+import dataclasses
 import math
 import os
 
@@ -15,14 +16,15 @@ class FlagValueError(ValueError):
     """A setting (flag) value that cannot work, with the flag named."""
 
 
-def check_lr_schedule(options, *, warmup_proportion=None, num_warmup_steps=None,
+def check_lr_schedule(trainer, *, warmup_proportion=None, num_warmup_steps=None,
                       num_train_steps=None):
-    """--lr_schedule=wsd: --decay_proportion in (0, 1], and a warmup that leaves steps to decay:
-    fine-tuning's `warmup_proportion` below 1, pre-training's `num_warmup_steps` below
-    `num_train_steps` (a job passes the warmup it has). Raises FlagValueError."""
-    if options.lr_schedule != "wsd":
+    """--lr_schedule=wsd of the job's trainer section (a ScheduledTrainerConfig):
+    --decay_proportion in (0, 1], and a warmup that leaves steps to decay: fine-tuning's
+    `warmup_proportion` below 1, pre-training's `num_warmup_steps` below `num_train_steps` (a
+    job passes the warmup it has). Raises FlagValueError."""
+    if trainer.lr_schedule != "wsd":
         return
-    proportion = options.decay_proportion
+    proportion = trainer.decay_proportion
     if not 0.0 < proportion <= 1.0:
         raise FlagValueError(f"--decay_proportion={proportion} must be in (0, 1] "
                              "(the fraction of the training steps the final decay takes)")
@@ -35,10 +37,10 @@ def check_lr_schedule(options, *, warmup_proportion=None, num_warmup_steps=None,
                              f"{num_train_steps} for it")
 
 
-def check_export_dir(options):
-    """--export_dir must be a new or empty version directory (checked before any training; the
-    command checks it holds no input and can be written: bert_tf.cli.outputs)."""
-    export_dir = options.export_dir
+def check_export_dir(export_dir):
+    """--export_dir (None: not given) must be a new or empty version directory (checked before
+    any training; the command checks it holds no input and can be written: bert_tf.cli.outputs).
+    """
     if not export_dir:
         return
     # The export comes after training: a file in the way must fail now, not then.
@@ -77,7 +79,7 @@ def require_positive(**flags):
     """Each given integer flag value (batch sizes, step counts) is >= 1.
 
     Args:
-      **flags: flag name=value, e.g. `train_batch_size=options.train_batch_size`.
+      **flags: flag name=value, e.g. `train_batch_size=job.trainer.train_batch_size`.
 
     Raises:
       FlagValueError naming the first flag below 1 and its value.
@@ -87,16 +89,18 @@ def require_positive(**flags):
             raise FlagValueError(f"--{name}={value} must be >= 1")
 
 
-def check_numeric_flags(options):
-    """Refuses a NaN, Inf or out-of-range value of any float flag `options` has (a job's config,
-    or any object with its attribute names).
+def check_numeric_flags(*sections):
+    """Refuses a NaN, Inf or out-of-range value of any float flag the given sections of a job's
+    config (dataclasses: bert_tf.jobs.sections) hold.
 
     Raises:
       FlagValueError naming the flag, its value and the range expected.
     """
+    values = {field.name: getattr(section, field.name)
+              for section in sections for field in dataclasses.fields(section)}
     for name, (low, high, low_inclusive) in _FLOAT_FLAG_RANGES.items():
-        # The ranges cover every job's float flags; None: a flag this job does not have, or unset.
-        value = getattr(options, name, None)
+        # The ranges cover every job's float flags; None: unset.
+        value = values.get(name)
         if value is None:
             continue
         below = low is not None and (value < low if low_inclusive else value <= low)

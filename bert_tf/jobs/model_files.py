@@ -14,8 +14,11 @@ from bert_tf.jobs.tokenizer_setup import check_tokenizer_matches
 from bert_tf.text import tokenizer_files
 
 
-def resolve_model_files(options):
+def resolve_model_files(files):
     """(config source, tokenizer file) from the flags, else from --init_checkpoint.
+
+    `files`: the job's model files (a task section built on
+    bert_tf.jobs.sections.ModelFilesConfig).
 
     A bert_tf run directory (run_pretraining or convert_checkpoint output) and a Hugging Face
     directory carry their vocabulary (vocab.txt, or a tokenizer.json: ModernBERT's byte-level
@@ -29,20 +32,20 @@ def resolve_model_files(options):
     Raises:
       FlagValueError when a needed file is neither given nor found.
     """
-    source = options.init_checkpoint
+    source = files.init_checkpoint
     check_init_checkpoint_exists(source)
-    config_file, vocab_file = config_source(options), options.vocab_file
+    config_file, vocab_file = config_source(files), files.vocab_file
     directory = None
     if source:
         directory = source if fileio.isdir(source) else os.path.dirname(source)
-    if not options.bert_config_file and directory:
+    if not files.bert_config_file and directory:
         candidate = run_directory.path(directory, run_directory.CONFIG_FILE)
         if tf.io.gfile.exists(candidate):
             config_file = candidate
     if vocab_file and fileio.isdir(vocab_file):
         vocab_file = tokenizer_files.model_tokenizer_file(vocab_file)
         if not vocab_file:
-            raise FlagValueError(f"--vocab_file={options.vocab_file} is a directory holding "
+            raise FlagValueError(f"--vocab_file={files.vocab_file} is a directory holding "
                                  "neither vocab.txt nor tokenizer.json")
     # Looked up once: the lookup logs which file it picked.
     checkpoint_vocab = tokenizer_files.model_tokenizer_file(directory) if directory else None
@@ -50,8 +53,8 @@ def resolve_model_files(options):
     if not vocab_file:
         raise FlagValueError(f"--vocab_file is required (no vocab.txt or tokenizer.json beside "
                              f"--init_checkpoint={source})")
-    if options.vocab_file and checkpoint_vocab:
-        check_tokenizer_matches(options.vocab_file, vocab_file, checkpoint_vocab,
+    if files.vocab_file and checkpoint_vocab:
+        check_tokenizer_matches(files.vocab_file, vocab_file, checkpoint_vocab,
                                 f"--init_checkpoint={source}")
     return config_file, vocab_file
 
@@ -70,21 +73,21 @@ def check_init_checkpoint_exists(path):
                              "file, or a Hugging Face or keras-hub directory)")
 
 
-def config_source(options):
+def config_source(files):
     """--bert_config_file, else the --init_checkpoint whose configuration to use.
 
     Raises:
       FlagValueError when neither is given.
     """
-    if options.bert_config_file:
-        problem = fileio.not_a_file(options.bert_config_file,
-                                    f"--bert_config_file={options.bert_config_file}")
+    if files.bert_config_file:
+        problem = fileio.not_a_file(files.bert_config_file,
+                                    f"--bert_config_file={files.bert_config_file}")
         if problem:
             raise FlagValueError(problem + (" (a model directory goes to --init_checkpoint)"
-                                            if fileio.isdir(options.bert_config_file) else ""))
-        return options.bert_config_file
-    if options.init_checkpoint:
-        return options.init_checkpoint
+                                            if fileio.isdir(files.bert_config_file) else ""))
+        return files.bert_config_file
+    if files.init_checkpoint:
+        return files.init_checkpoint
     raise FlagValueError("--bert_config_file is required (or an --init_checkpoint that records "
                          "its configuration)")
 
@@ -115,12 +118,12 @@ def read_model_config(source):
     return config
 
 
-def load_config(config_file, options):
+def load_config(config_file, max_seq_length):
     """Reads the config (see read_model_config) and checks --max_seq_length against it."""
     config = read_model_config(config_file)
-    if options.max_seq_length > config.max_position_embeddings:
+    if max_seq_length > config.max_position_embeddings:
         raise FlagValueError(
-            f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
+            f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
             f"{config.max_position_embeddings} in {config_file}")
     return config
 

@@ -33,7 +33,7 @@ from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import flag_checks, model_files, runtime_setup, tokenizer_setup
 from bert_tf.interop import InteropError
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.jobs.runtime_setup import RuntimeConfig
+from bert_tf.jobs.sections import ModelFilesConfig, RuntimeConfig, ScheduledTrainerConfig
 from bert_tf.modeling import BertPretrainer, ElectraPretrainer, build_encoder
 from bert_tf.modeling.electra import DEFAULT_DISCRIMINATOR_WEIGHT, electra_metrics, generator_config
 from bert_tf.modeling.pretraining_metrics import pretraining_metrics
@@ -45,25 +45,16 @@ from bert_tf.training.loop_config import TrainLoopConfig
 from bert_tf.training.optimization import create_optimizer
 
 @dataclasses.dataclass
-class PretrainingConfig(MaskingSettings, RuntimeConfig):
-    """Everything a pre-training run is told; field names and defaults are the flags'.
+class PretrainingTask(MaskingSettings, ModelFilesConfig):
+    """What a pre-training run trains on and for: the encoder's files, the input (TFRecords,
+    raw text or a TFDS text dataset), the masking recipe (MaskingSettings') and the objectives.
 
-    See `bert-tf-pretrain --help` (bert_tf.cli.flags) for each field; the masking recipe's are
-    MaskingSettings'. max_predictions_per_seq None means "not given": 20, or for packed input
-    the records' own P / the packed-text default. do_lower_case None means "not given": see
-    resolve_casing.
+    See `bert-tf-pretrain --help` (bert_tf.cli.flags) for each field. max_predictions_per_seq
+    None means "not given": 20, or for packed input the records' own P / the packed-text
+    default. do_lower_case None means "not given": see resolve_casing.
     """
 
-    # Model and files.
-    bert_config_file: str | None = None
-    vocab_file: str | None = None
-    do_lower_case: bool | None = None
-    init_checkpoint: str | None = None
-    output_dir: str | None = None
-    # What to do.
-    do_train: bool = False
-    do_eval: bool = False
-    # Input: TFRecords, raw text or a TFDS text dataset.
+    # Input.
     input_file: str | None = None
     eval_input_file: str | None = None
     input_text_file: str | None = None
@@ -81,23 +72,36 @@ class PretrainingConfig(MaskingSettings, RuntimeConfig):
     objective: str = "mlm"
     generator_hidden_size: int | None = None
     discriminator_weight: float = DEFAULT_DISCRIMINATOR_WEIGHT
-    # Schedule.
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_steps: int = 100000
-    num_warmup_steps: int = 10000
-    # A wall-clock budget ("45m") that replaces num_train_steps; warmup_proportion is then the
-    # warmup's share of it (None: 0.1).
-    time_budget: str | None = None
+
+
+@dataclasses.dataclass
+class PretrainingTrainerConfig(ScheduledTrainerConfig):
+    """How a pre-training run trains: to a step count or a wall-clock budget.
+
+    time_budget: a duration ("45m") that replaces num_train_steps; warmup_proportion is then
+    the warmup's share of it (None: 0.1).
+    """
+
     warmup_proportion: float | None = None
     save_checkpoints_steps: int = 1000
+    num_train_steps: int = 100000
+    num_warmup_steps: int = 10000
+    time_budget: str | None = None
     max_eval_steps: int = 100
-    optimizer: str = "adamw"
-    lr_schedule: str = "linear"
-    decay_proportion: float = 0.1
-    weight_decay_rate: float = 0.01
-    adam_bias_correction: bool = False
+
+
+@dataclasses.dataclass
+class PretrainingConfig:
+    """Everything a pre-training run is told: its task, trainer and runtime sections
+    (bert_tf.jobs.sections), the run directory and the modes."""
+
+    task: PretrainingTask = dataclasses.field(default_factory=PretrainingTask)
+    trainer: PretrainingTrainerConfig = dataclasses.field(
+        default_factory=PretrainingTrainerConfig)
+    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+    output_dir: str | None = None
+    do_train: bool = False
+    do_eval: bool = False
 
 
 # What --objective trains: the masked LM (and the heads the other flags add), or ELECTRA's

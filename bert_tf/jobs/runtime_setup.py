@@ -10,55 +10,29 @@ from absl import logging
 
 from bert_tf import optional
 from bert_tf.jobs.flag_checks import FlagValueError
+from bert_tf.jobs.sections import RuntimeConfig
 from bert_tf.training import runtime
 from bert_tf.training.distribute import StrategyError, get_strategy
 from bert_tf.training.loop_config import check_gradient_accumulation_steps
 
-@dataclasses.dataclass
-class RuntimeConfig:
-    """Devices, distribution, precision, compilation and the loop: what every training job has.
-
-    Field names and defaults are the flags' (bert_tf.cli.flags RUNTIME group).
-    """
-
-    distribution_strategy: str = "one_device"
-    num_gpus: int = 0
-    tpu: str | None = None
-    use_tpu: bool = False
-    tpu_name: str | None = None
-    dtype: str = "float32"
-    jit_compile: bool | str = "auto"
-    gradient_accumulation_steps: int = 1
-    seed: int | None = None
-    steps_per_loop: int = 100
-    iterations_per_loop: int | None = None
-    log_steps: int | None = None
-    # The Keras backend the job runs on (None: the one Keras runs on), and a JAX run's
-    # processes (jax.distributed).
-    backend: str | None = None
-    coordinator_address: str | None = None
-    num_processes: int | None = None
-    process_id: int | None = None
-
-
-def check_backend(options, tensorflow_only=None):
+def check_backend(settings, tensorflow_only=None):
     """--backend is one bert_tf runs on, the one Keras runs on, and no flag of the other
     backend is set; raises FlagValueError naming it.
 
     Args:
-      options: a RuntimeConfig (or a job config built on it).
+      settings: the job's runtime section (bert_tf.jobs.sections.RuntimeConfig).
       tensorflow_only: {flag name: (value, why it needs TensorFlow)} of the job's own flags
         that a JAX run cannot honour; a set (truthy) value is refused.
     """
     try:
-        backend = runtime.resolve_backend(options)
+        backend = runtime.resolve_backend(settings)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
     if backend == "jax":
         # tf.distribute's settings: a JAX run uses every device of its processes instead.
-        strategy_settings = {"distribution_strategy": options.distribution_strategy,
-                             "num_gpus": options.num_gpus, "tpu": options.tpu,
-                             "use_tpu": options.use_tpu, "tpu_name": options.tpu_name}
+        strategy_settings = {"distribution_strategy": settings.distribution_strategy,
+                             "num_gpus": settings.num_gpus, "tpu": settings.tpu,
+                             "use_tpu": settings.use_tpu, "tpu_name": settings.tpu_name}
         defaults = {field.name: field.default for field in dataclasses.fields(RuntimeConfig)}
         for name, value in strategy_settings.items():
             if value != defaults[name]:
@@ -69,13 +43,13 @@ def check_backend(options, tensorflow_only=None):
         for name, (value, why) in (tensorflow_only or {}).items():
             if value:
                 raise FlagValueError(f"--{name} has no meaning with --backend=jax ({why})")
-        if options.dtype == "mixed_float16":
+        if settings.dtype == "mixed_float16":
             raise FlagValueError("--dtype=mixed_float16 needs loss scaling, which the JAX "
                                  "runner does not do: use --dtype=mixed_bfloat16 (or auto)")
     else:
-        jax_process_settings = {"coordinator_address": options.coordinator_address,
-                                "num_processes": options.num_processes,
-                                "process_id": options.process_id}
+        jax_process_settings = {"coordinator_address": settings.coordinator_address,
+                                "num_processes": settings.num_processes,
+                                "process_id": settings.process_id}
         for name, value in jax_process_settings.items():
             if value is not None:
                 raise FlagValueError(
@@ -83,7 +57,7 @@ def check_backend(options, tensorflow_only=None):
                     "find each other through TF_CONFIG (docs/scaling.md)")
 
 
-def make_runtime(options, batch_sizes=None, trains=True, varying_shapes=False):
+def make_runtime(settings, batch_sizes=None, trains=True, varying_shapes=False):
     """The job's Runtime (training.runtime): the tf.distribute strategy the flags ask for
     (make_strategy), or JAX over every device of the run's processes; then the seed and the
     dtype policy. Call before any other TensorFlow work (multi-worker collectives configure
@@ -97,30 +71,30 @@ def make_runtime(options, batch_sizes=None, trains=True, varying_shapes=False):
       FlagValueError: a global batch that does not divide over the replicas or devices.
     """
     try:
-        if trains and runtime.resolve_backend(options) == "jax":
+        if trains and runtime.resolve_backend(settings) == "jax":
             optional.require("orbax.checkpoint")
         batch_sizes = batch_sizes or {}
-        job_runtime = runtime.create(options, lambda: make_strategy(options, batch_sizes))
+        job_runtime = runtime.create(settings, lambda: make_strategy(settings, batch_sizes))
         for name, value in batch_sizes.items():
             job_runtime.check_global_batch(value, f"--{name}")
     except (ValueError, ImportError) as e:
         raise FlagValueError(str(e)) from None
-    if options.seed is not None:
-        keras.utils.set_random_seed(options.seed)
-    job_runtime.set_precision(options.dtype, varying_shapes=varying_shapes)
+    if settings.seed is not None:
+        keras.utils.set_random_seed(settings.seed)
+    job_runtime.set_precision(settings.dtype, varying_shapes=varying_shapes)
     return job_runtime
 
 
-def make_strategy(options, batch_sizes=None):
+def make_strategy(settings, batch_sizes=None):
     """The strategy the flags ask for; checks that the global batch sizes ({flag name:
     value}) split over its replicas.
 
     Call before any other TensorFlow work (multi-worker collectives configure at start-up).
     """
-    distribution = "tpu" if options.use_tpu else options.distribution_strategy
+    distribution = "tpu" if settings.use_tpu else settings.distribution_strategy
     try:
-        strategy = get_strategy(distribution, num_gpus=options.num_gpus,
-                                tpu=options.tpu or options.tpu_name)
+        strategy = get_strategy(distribution, num_gpus=settings.num_gpus,
+                                tpu=settings.tpu or settings.tpu_name)
     except StrategyError as e:
         raise FlagValueError(str(e)) from None
     replicas = strategy.num_replicas_in_sync
@@ -133,25 +107,29 @@ def make_strategy(options, batch_sizes=None):
     return strategy
 
 
-def effective_train_batch_size(options):
-    """Examples per optimizer step: --train_batch_size x --gradient_accumulation_steps.
+def effective_train_batch_size(trainer):
+    """Examples per optimizer step: --train_batch_size x --gradient_accumulation_steps of the
+    job's trainer section (bert_tf.jobs.sections.TrainerConfig).
 
     Training steps, warmup and epochs count optimizer steps, so the fine-tuning CLIs derive
     them from this rather than from --train_batch_size.
     """
     try:
-        check_gradient_accumulation_steps(options.gradient_accumulation_steps)
+        check_gradient_accumulation_steps(trainer.gradient_accumulation_steps)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
-    return options.train_batch_size * options.gradient_accumulation_steps
+    return trainer.train_batch_size * trainer.gradient_accumulation_steps
 
 
-def steps_per_loop(options):
-    return options.iterations_per_loop or options.steps_per_loop
+def steps_per_loop(trainer):
+    """Optimizer steps per host round trip: --iterations_per_loop (the original's name) when
+    set, else --steps_per_loop."""
+    return trainer.iterations_per_loop or trainer.steps_per_loop
 
 
-def resolve_length_buckets(options, config, job_runtime=None, training=True):
-    """The bucket lengths of --length_buckets for --max_seq_length and the model; None: off.
+def resolve_length_buckets(value, max_seq_length, config, job_runtime=None, training=True):
+    """The bucket lengths of --length_buckets=`value` for --max_seq_length and the model (a
+    BertConfig); None: off.
 
     "auto" gives coarse buckets for training batches (16, 32, 48, 64, 96, ...: a batch holds
     one bucket, and a wide bucket keeps texts of different lengths mixed) and fine ones for
@@ -166,7 +144,6 @@ def resolve_length_buckets(options, config, job_runtime=None, training=True):
     """
     from bert_tf.data.tasks import length_buckets
 
-    value = options.length_buckets
     if (job_runtime is not None and isinstance(value, str) and value.strip().lower() == "auto"
             and job_runtime.needs_static_shapes()):
         logging.info("--length_buckets=auto is off on TPUs (one static shape per program)")
@@ -174,7 +151,7 @@ def resolve_length_buckets(options, config, job_runtime=None, training=True):
     # Where each length compiles anew (JAX), evaluation takes training's few lengths too.
     coarse = training or bool(job_runtime is not None and job_runtime.compiles_each_shape)
     try:
-        buckets = length_buckets.parse_buckets(value, options.max_seq_length,
+        buckets = length_buckets.parse_buckets(value, max_seq_length,
                                                config.max_position_embeddings, coarse=coarse)
     except length_buckets.BucketError as e:
         raise FlagValueError(str(e)) from None

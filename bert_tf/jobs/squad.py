@@ -17,7 +17,7 @@ from absl import logging
 from bert_tf import file_names
 from bert_tf.data.tasks import squad, squad_postprocess
 from bert_tf.jobs import finetuning, flag_checks
-from bert_tf.jobs.finetuning import FinetuningConfig
+from bert_tf.jobs.finetuning import FinetuningConfig, FinetuningTask
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.modeling import BertSpanLabeler
@@ -26,8 +26,8 @@ from bert_tf.training.logging_window import write_summaries
 
 
 @dataclasses.dataclass
-class SquadConfig(FinetuningConfig):
-    """A SQuAD run: the shared fine-tuning settings (384 tokens) and the original's flags."""
+class SquadTask(FinetuningTask):
+    """The SQuAD task: the encoder's files (384 tokens) and the original's flags."""
 
     max_seq_length: int = 384
     train_file: str | None = None
@@ -39,6 +39,13 @@ class SquadConfig(FinetuningConfig):
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
     verbose_logging: bool = False
+
+
+@dataclasses.dataclass
+class SquadConfig(FinetuningConfig):
+    """A SQuAD run: the fine-tuning sections with a SquadTask."""
+
+    task: SquadTask = dataclasses.field(default_factory=SquadTask)
 
 
 TASK = "squad"

@@ -23,7 +23,7 @@ from bert_tf.data.tasks import feature_records, tagging_data
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import finetuning
-from bert_tf.jobs.finetuning import FinetuningConfig
+from bert_tf.jobs.finetuning import FinetuningConfig, FinetuningTask
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import entity_scores
 from bert_tf.modeling import BertTokenClassifier
@@ -31,8 +31,8 @@ from bert_tf.training import task_loop
 
 
 @dataclasses.dataclass
-class TaggingConfig(FinetuningConfig):
-    """A tagging run: the shared fine-tuning settings, the CoNLL files and their columns."""
+class TaggingTask(FinetuningTask):
+    """A tagging task: the encoder's files, the CoNLL files and their columns."""
 
     data_dir: str | None = None
     train_file: str | None = None
@@ -41,6 +41,13 @@ class TaggingConfig(FinetuningConfig):
     labels: list | None = None
     token_column: int = 0
     tag_column: int = -1
+
+
+@dataclasses.dataclass
+class TaggingConfig(FinetuningConfig):
+    """A tagging run: the fine-tuning sections with a TaggingTask."""
+
+    task: TaggingTask = dataclasses.field(default_factory=TaggingTask)
 
 
 _DEFAULT_FILES = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt"),

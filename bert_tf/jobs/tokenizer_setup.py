@@ -57,11 +57,12 @@ def check_vocab_file_beside(vocab_file, model, model_flag="--init_checkpoint"):
         check_tokenizer_matches(vocab_file, resolved, model_vocab, f"{model_flag}={model}")
 
 
-def load_tokenizer(vocab_file, options):
+def load_tokenizer(vocab_file, do_lower_case):
     """The tokenizer of a resolved tokenizer file, with --do_lower_case checked against it.
 
-    A vocab.txt tokenizes as --do_lower_case says (unset: True, the original's default). A
-    tokenizer.json records its own casing: unset takes it, a contradicting value is an error.
+    A vocab.txt tokenizes as --do_lower_case (`do_lower_case`) says (None, unset: True, the
+    original's default). A tokenizer.json records its own casing: unset takes it, a
+    contradicting value is an error.
 
     Returns:
       (WordpieceTokenizer or BpeTokenizer, the casing in force: bool).
@@ -73,7 +74,7 @@ def load_tokenizer(vocab_file, options):
     try:
         # A tokenizer.json is read as it is, its casing compared below to name both flags.
         tokenizer = tokenizer_files.load_tokenizer(
-            vocab_file, None if records_casing else options.do_lower_case)
+            vocab_file, None if records_casing else do_lower_case)
     except (OSError, ValueError) as e:
         raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
     casing = tokenizer.do_lower_case
@@ -81,10 +82,9 @@ def load_tokenizer(vocab_file, options):
     if missing:
         raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
                              "(inputs are packed as [CLS] text [SEP] and padded)")
-    if records_casing and options.do_lower_case is not None and (
-            bool(options.do_lower_case) != casing):
+    if records_casing and do_lower_case is not None and bool(do_lower_case) != casing:
         raise FlagValueError(
-            f"--do_lower_case={bool(options.do_lower_case)} contradicts --vocab_file="
+            f"--do_lower_case={bool(do_lower_case)} contradicts --vocab_file="
             f"{vocab_file}, which {'lower-cases' if casing else 'keeps case'} (a tokenizer.json "
             "records its casing); leave --do_lower_case out to use the file's")
     return tokenizer, bool(casing)

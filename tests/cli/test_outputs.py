@@ -347,12 +347,9 @@ def test_prepare_demo_data_never_writes_into_a_run(pretrained_dir, tmp_path):
 def test_fine_tuning_export_dir_that_cannot_be_written_fails_before_training(tmp_path):
     """Case 12 for the fine-tuning CLIs: the export comes after training, its location is
     checked before."""
-    from types import SimpleNamespace
-
     from bert_tf.jobs.flag_checks import FlagValueError
 
     directory = _unwritable_dir(tmp_path)
     with pytest.raises(FlagValueError) as error:
-        outputs.check_finetuning_dirs(SimpleNamespace(export_dir=f"{directory}/export/1",
-                                                      output_dir=str(tmp_path / "out")))
+        outputs.check_finetuning_dirs(str(tmp_path / "out"), export_dir=f"{directory}/export/1")
     assert str(error.value).startswith(f"--export_dir: cannot write in {directory} (")

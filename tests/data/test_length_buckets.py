@@ -69,10 +69,9 @@ def test_parse_buckets_auto_list_and_off():
                   "integers like 16,32,64,128"),
 ])
 def test_bad_bucket_lists_name_the_flag(value, max_seq_length, message):
-    options = types.SimpleNamespace(length_buckets=value, max_seq_length=max_seq_length)
     config = types.SimpleNamespace(max_position_embeddings=512)
     with pytest.raises(flag_checks.FlagValueError) as error:
-        runtime_setup.resolve_length_buckets(options, config)
+        runtime_setup.resolve_length_buckets(value, max_seq_length, config)
     assert str(error.value) == message
 
 
