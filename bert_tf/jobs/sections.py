@@ -160,6 +160,19 @@ def from_flat(config_class, **values):
                                   for section, given in by_section.items()})
 
 
+def flat_values(job):
+    """{setting name: value} of a job's config, its sections' settings included: what
+    from_flat takes back."""
+    classes = section_classes(type(job))
+    values = {field.name: getattr(job, field.name) for field in dataclasses.fields(job)
+              if field.name not in classes}
+    for section in classes:
+        part = getattr(job, section)
+        values.update({field.name: getattr(part, field.name)
+                       for field in dataclasses.fields(part)})
+    return values
+
+
 def sections_of(job):
     """The section objects of a job's config, in SECTIONS order."""
     return [getattr(job, name) for name in section_classes(type(job))]

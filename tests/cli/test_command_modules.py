@@ -152,16 +152,17 @@ def test_each_command_config_is_its_flags(command, config):
     # The config a driver takes has one field per flag of the command, with the flag's default
     # (pre-training: an unset --max_predictions_per_seq is None, the packed input decides P; an
     # unset --do_lower_case is None, the driver resolves it).
-    import dataclasses
     import importlib
+
+    from bert_tf.jobs import sections
 
     module, _, name = config.rpartition(".")
     config_class = getattr(importlib.import_module(module), name)
     flag_values = importlib.import_module(f"bert_tf.cli.{command}").define_flags(
         flags.FlagValues())
-    fields = {_RENAMED_FIELDS.get(f.name, f.name): f.default if f.default_factory is
-              dataclasses.MISSING else f.default_factory()
-              for f in dataclasses.fields(config_class)}
+    # A training job's settings are in its task, trainer and runtime sections.
+    defaults = sections.flat_values(config_class())
+    fields = {_RENAMED_FIELDS.get(name, name): value for name, value in defaults.items()}
     assert set(fields) == set(flag_values)
     differing = {n: (flag_values[n].default, d) for n, d in fields.items()
                  if flag_values[n].default != d}
