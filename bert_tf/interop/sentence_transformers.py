@@ -181,19 +181,17 @@ def load_sentence_transformers(model_dir, allow_pickle=False):
             or not 3 <= max_seq_length <= config.max_position_embeddings):
         raise InteropError(f"{settings_path}: max_seq_length={max_seq_length!r}; expected an "
                            f"int in [3, max_position_embeddings={config.max_position_embeddings}]")
-    tokenizer = None
-    if tokenizer_files.is_tokenizer_json(vocab_file):
-        tokenizer = _read_tokenizer(vocab_file, None, vocab_file)
-        do_lower_case = tokenizer.do_lower_case
-        if settings.get("do_lower_case") and not do_lower_case:
-            # Lower-casing before a tokenizer.json that keeps case is not what its
-            # normalizer does, and bert_tf's in-graph tokenizer follows the normalizer only.
-            raise InteropError(f"{settings_path}: do_lower_case is true but {vocab_file} keeps "
-                               "case; bert_tf lower-cases only as the tokenizer.json says")
-    else:
-        # The module's do_lower_case lower-cases before the tokenizer, which may lower-case.
-        do_lower_case = bool(settings.get("do_lower_case")) or bool(
-            huggingface.do_lower_case_of(transformer_dir))
+    # A tokenizer.json records its casing. A vocab.txt is lower-cased when the module says so
+    # (its do_lower_case lower-cases before the tokenizer) or the transformer folder does.
+    tokenizer = _read_tokenizer(vocab_file, tokenizer_files.casing_to_load(
+        vocab_file, vocab_txt_casing=lambda: bool(settings.get("do_lower_case")) or bool(
+            huggingface.do_lower_case_of(transformer_dir))), vocab_file)
+    do_lower_case = tokenizer.do_lower_case
+    if settings.get("do_lower_case") and not do_lower_case:
+        # Lower-casing before a tokenizer.json that keeps case is not what its normalizer
+        # does, and bert_tf's in-graph tokenizer follows the normalizer only.
+        raise InteropError(f"{settings_path}: do_lower_case is true but {vocab_file} keeps "
+                           "case; bert_tf lower-cases only as the tokenizer.json says")
     model = BertSentenceEmbedder(encoder, pooling=modes,
                                  normalize=modules[-1][0] == _NORMALIZE)
     return SentenceTransformer(model=model, vocab_file=vocab_file, do_lower_case=do_lower_case,

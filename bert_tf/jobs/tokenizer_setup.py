@@ -70,21 +70,18 @@ def load_tokenizer(vocab_file, do_lower_case):
     Raises:
       FlagValueError naming --vocab_file (and --do_lower_case when they disagree).
     """
-    records_casing = tokenizer_files.is_tokenizer_json(vocab_file)
     try:
-        # A tokenizer.json is read as it is, its casing compared below to name both flags.
-        tokenizer = tokenizer_files.load_tokenizer(
-            vocab_file, None if records_casing else do_lower_case)
+        tokenizer = tokenizer_files.load_tokenizer(vocab_file, do_lower_case)
+    except tokenizer_files.CasingMismatch as e:
+        raise FlagValueError(
+            f"--do_lower_case={bool(do_lower_case)} contradicts --vocab_file="
+            f"{vocab_file}, which {'lower-cases' if e.file_casing else 'keeps case'} (a "
+            "tokenizer.json records its casing); leave --do_lower_case out to use the "
+            "file's") from None
     except (OSError, ValueError) as e:
         raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
-    casing = tokenizer.do_lower_case
     missing = tokenizer_files.missing_roles(tokenizer)
     if missing:
         raise FlagValueError(f"--vocab_file={vocab_file} has no {'/'.join(missing)} token "
                              "(inputs are packed as [CLS] text [SEP] and padded)")
-    if records_casing and do_lower_case is not None and bool(do_lower_case) != casing:
-        raise FlagValueError(
-            f"--do_lower_case={bool(do_lower_case)} contradicts --vocab_file="
-            f"{vocab_file}, which {'lower-cases' if casing else 'keeps case'} (a tokenizer.json "
-            "records its casing); leave --do_lower_case out to use the file's")
-    return tokenizer, bool(casing)
+    return tokenizer, bool(tokenizer.do_lower_case)

@@ -98,6 +98,18 @@ def missing_roles(tokenizer, roles=("cls", "sep", "pad")):
     return [role for role in roles if getattr(tokenizer, f"{role}_id") is None]
 
 
+class CasingMismatch(ValueError):
+    """A do_lower_case that contradicts the casing a tokenizer.json records.
+
+    Attributes:
+      file_casing: the file's casing (True: it lower-cases).
+    """
+
+    def __init__(self, message, file_casing):
+        super().__init__(message)
+        self.file_casing = file_casing
+
+
 def is_tokenizer_json(path):
     """True for a tokenizer.json (it records its casing and may be byte-level BPE), False for
     a vocab.txt: every command tells them apart by the name's ".json"."""
@@ -201,7 +213,8 @@ def load_tokenizer(path, do_lower_case=None):
 
     Raises:
       FileNotFoundError: nothing at `path`.
-      ValueError: a bad file (naming it and the field), or a contradicting do_lower_case.
+      CasingMismatch (a ValueError): a do_lower_case the tokenizer.json contradicts.
+      ValueError: a bad file (naming it and the field).
     """
     path = find_tokenizer_file(path)
     if not is_tokenizer_json(path):
@@ -212,9 +225,10 @@ def load_tokenizer(path, do_lower_case=None):
         return tokenizer
     file_lowercase = tokenizer.do_lower_case
     if bool(do_lower_case) != file_lowercase:
-        raise ValueError(f"do_lower_case={bool(do_lower_case)} contradicts tokenizer file "
-                         f"'{path}', which {'lower-cases' if file_lowercase else 'keeps case'}"
-                         "; leave do_lower_case unset to use the file's.")
+        raise CasingMismatch(
+            f"do_lower_case={bool(do_lower_case)} contradicts tokenizer file '{path}', which "
+            f"{'lower-cases' if file_lowercase else 'keeps case'}; leave do_lower_case unset to "
+            "use the file's.", file_lowercase)
     return tokenizer
 
 
