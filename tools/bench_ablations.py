@@ -14,6 +14,7 @@ import json
 import os
 
 import bench_common
+import bench_scoring
 import bench_time_to_quality as ttq
 
 # Seconds of wall-clock each arm trains for (the whole command, as --time_budget counts it).
@@ -137,7 +138,7 @@ def case_ablations(workdir, quick, budget_s=None, arm_names=None):
         elif reference:
             row["diff_vs_recipe"] = {
                 key: round(final[key] - reference[key], 4)
-                for key in ("mlm_loss", "probe_mean", "probe_cls", "finetune_accuracy")
+                for key in bench_scoring.SCORES
                 if final.get(key) is not None and reference.get(key) is not None}
         rows.append(row)
     return rows
@@ -153,8 +154,7 @@ def format_lines(row):
     if "error" in row:
         return [f"{'ablations':14} {row['arm']:18} error: {row['error'][:200]}"]
     final = row["final"]
-    scores = "  ".join(f"{k} {final[k]}" for k in ("mlm_loss", "probe_mean", "probe_cls",
-                                                     "finetune_accuracy") if k in final)
+    scores = "  ".join(f"{k} {final[k]}" for k in bench_scoring.SCORES if k in final)
     diffs = "  ".join(f"{k} {v:+.4f}" for k, v in row.get("diff_vs_recipe", {}).items())
     return [f"{'ablations':14} {row['arm']:18} {row['steps']:5} steps  {scores}"
             + (f"  (vs recipe: {diffs})" if diffs else "")]

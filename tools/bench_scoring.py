@@ -77,6 +77,8 @@ TOPIC_MODULES = {
 }
 LABELS = tuple(TOPIC_MODULES)
 MASKED_LM_PROB = 0.15
+# What a model is scored on, in the order tables show them (loss: lower is better).
+SCORES = ("mlm_loss", "probe_mean", "probe_cls", "finetune_accuracy")
 # The fine-tune every model gets (bert-tf-classify flags): short texts, a few epochs.
 FINETUNE = dict(max_seq_length=64, train_batch_size=32, learning_rate=1e-4,
                 num_train_epochs=3.0, seed=1)

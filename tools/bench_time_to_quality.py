@@ -390,7 +390,7 @@ def versus_rows(finals, budgets):
         row = {"case": "time_to_quality", "kind": "versus", "ours": "bert_tf", "versus": peer,
                "time_share": (round(budgets["bert_tf"] / budgets[peer], 3)
                               if budgets.get(peer) else None)}
-        for key in ("mlm_loss", "finetune_accuracy", "probe_mean", "probe_cls"):
+        for key in bench_scoring.SCORES:
             if ours.get(key) is not None and theirs.get(key) is not None:
                 row[f"{key}_diff"] = round(ours[key] - theirs[key], 4)
         row["target_met"] = (row.get("mlm_loss_diff", 1) < 0
@@ -527,8 +527,7 @@ def format_lines(row):
                 f"{row['budgets_s']}"]
     if kind == "run":
         f = row["final"]
-        scores = "  ".join(f"{k} {f[k]}" for k in ("mlm_loss", "probe_mean", "probe_cls",
-                                                     "finetune_accuracy") if k in f)
+        scores = "  ".join(f"{k} {f[k]}" for k in bench_scoring.SCORES if k in f)
         return [f"{name:14} {row['impl']:12} {row['budget_s']:6.0f} s  {scores}"]
     if kind == "versus":
         diffs = "  ".join(f"{k} {v:+.4f}" for k, v in row.items() if k.endswith("_diff"))

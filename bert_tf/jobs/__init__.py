@@ -1,11 +1,12 @@
 """One driver per job: pre-training, fine-tuning (classification, tagging, SQuAD), records,
 vocabularies, feature extraction, checkpoint conversion and export.
 
-A driver takes a typed config (dataclasses whose field names are the command-line flag names;
-a training job's in task, trainer and runtime sections: `sections`) and runs the whole job: checks, run directory, data, model, training, evaluation, outputs. The
-commands in bert_tf.cli turn their flags into these configs and call a driver; a notebook or a
-test builds the same configs without absl. Drivers use the library below (training, data,
-modeling, interop, serving, metrics) and are imported only by bert_tf.cli.
+A driver takes a typed config (dataclasses whose field names are the command-line flag names; a
+training job's in task, trainer and runtime sections: `sections`) and runs the whole job:
+checks, run directory, data, model, training, evaluation, outputs. The commands in bert_tf.cli
+turn their flags into these configs and call a driver; a notebook or a test builds the same
+configs without absl. Drivers use the library below (training, data, modeling, interop,
+serving, metrics) and are imported only by bert_tf.cli.
 
   sections         the training jobs' config sections (RuntimeConfig, TrainerConfig,
                    ModelFilesConfig) and from_flat, which routes a flag name to its section

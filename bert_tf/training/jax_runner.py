@@ -33,7 +33,7 @@ from jax.sharding import PartitionSpec as P
 
 from bert_tf import fileio, optional
 from bert_tf.training import jax_checkpoints
-from bert_tf.training.optimization import budget_schedule
+from bert_tf.training.optimization import budget_schedule, learning_rate_at
 from bert_tf.training.step_runner import (Restored, Runtime, StepRunner, StepsResult,
                                           eval_results)
 from bert_tf.training.stops import TrainingPreempted
@@ -291,10 +291,7 @@ class JaxStepRunner(StepRunner):
         _put_state(self._model, self._optimizer, self._state)
 
     def learning_rate(self, step):
-        rate = self._optimizer._learning_rate
-        if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
-            return float(rate(step))
-        return float(np.asarray(getattr(rate, "value", rate)))
+        return learning_rate_at(self._optimizer, step, lambda value: float(np.asarray(value)))
 
     def last_good_checkpoint(self):
         return self._checkpoints.last_good

@@ -235,6 +235,16 @@ def budget_schedule(optimizer):
     return rate if isinstance(rate, BudgetSchedule) else None
 
 
+def learning_rate_at(optimizer, step, read):
+    """The learning rate `optimizer` uses at optimizer step `step`: its schedule evaluated
+    there, or its constant rate read by `read` (the backend's way of reading a variable's
+    value as a float)."""
+    rate = optimizer._learning_rate
+    if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+        return float(rate(step))
+    return read(getattr(rate, "value", rate))
+
+
 def clip_by_global_norm(grads, clip_norm):
     """grads * clip_norm / max(global norm, clip_norm), as tf.clip_by_global_norm; None
     gradients stay None."""

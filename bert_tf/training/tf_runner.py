@@ -27,7 +27,6 @@ import contextlib
 import os
 import shutil
 
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -36,6 +35,7 @@ from bert_tf import fileio, quiet_logs
 from bert_tf.cpu import CPU_TYPES, cpu_info
 from bert_tf.training import checkpointing, precision, preemption
 from bert_tf.training.distribute import is_chief
+from bert_tf.training.optimization import learning_rate_at
 from bert_tf.training.step_runner import (RUN_STATE_KEYS, Restored, Runtime, StepRunner,
                                           StepsResult, eval_results)
 from bert_tf.training.stops import TrainingPreempted
@@ -279,12 +279,10 @@ class TensorFlowStepRunner(StepRunner):
         return saved
 
     def learning_rate(self, step):
-        rate = self._optimizer._learning_rate
-        if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
-            return float(rate(step))
         # A constant rate is a Keras variable, distributed under a strategy's scope, and
         # float() of a mirrored variable fails; reading it as a tensor works for every kind.
-        return float(tf.convert_to_tensor(getattr(rate, "value", rate)))
+        return learning_rate_at(self._optimizer, step,
+                                lambda value: float(tf.convert_to_tensor(value)))
 
     def last_good_checkpoint(self):
         return self._last_good
