@@ -149,19 +149,25 @@ _RENAMED_FIELDS = {"from_format": "from", "to_format": "to"}
     ("prepare_demo_data", "bert_tf.data.pretraining.demo_corpus.DemoDataConfig"),
 ])
 def test_each_command_config_is_its_flags(command, config):
-    # The config a driver takes has one field per flag of the command, with the flag's default
+    # The config a driver takes has one field per flag of the command (a training job's, over
+    # its sections: bert_tf.jobs.sections), with the flag's default
     # (pre-training: an unset --max_predictions_per_seq is None, the packed input decides P; an
     # unset --do_lower_case is None, the driver resolves it).
     import dataclasses
     import importlib
 
+    from bert_tf.jobs.sections import section_classes
+
     module, _, name = config.rpartition(".")
     config_class = getattr(importlib.import_module(module), name)
     flag_values = importlib.import_module(f"bert_tf.cli.{command}").define_flags(
         flags.FlagValues())
+    # A training job's config: its own fields and its task, trainer and runtime sections'.
+    sections = section_classes(config_class)
     fields = {_RENAMED_FIELDS.get(f.name, f.name): f.default if f.default_factory is
               dataclasses.MISSING else f.default_factory()
-              for f in dataclasses.fields(config_class)}
+              for cls in (config_class, *sections.values()) for f in dataclasses.fields(cls)
+              if cls is not config_class or f.name not in sections}
     assert set(fields) == set(flag_values)
     differing = {n: (flag_values[n].default, d) for n, d in fields.items()
                  if flag_values[n].default != d}
