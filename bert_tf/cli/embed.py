@@ -51,8 +51,9 @@ def define_flags(flag_values=FLAGS):
 
 
 def embedding_config(flag_values=FLAGS):
-    """The EmbeddingConfig of the parsed flags; --pooling and --normalize left unset are None
-    (the model's own, or mean and true for an encoder checkpoint)."""
+    """The EmbeddingConfig (task, trainer and runtime sections) of the parsed flags;
+    --pooling and --normalize left unset are None (the model's own, or mean and true for an
+    encoder checkpoint)."""
     from bert_tf.jobs import embedding
 
     return cli_flags.to_config(embedding.EmbeddingConfig, flag_values,
@@ -60,36 +61,38 @@ def embedding_config(flag_values=FLAGS):
                                backend=cli.requested_backend(flag_values))
 
 
-def check_outputs(options):
-    """The output rule (bert_tf.cli.outputs): --output_file is none of the inputs (nor a file
-    read beside --init_checkpoint) and not inside a model directory; a training --output_dir
-    is this command's own run or new, never another command's run, another kind of model
-    directory, nor a directory holding this run's inputs; --sentence_transformers_dir is new
-    or empty (or inside --output_dir, the run's own), never an input nor a model directory.
+def check_outputs(job):
+    """The output rule (bert_tf.cli.outputs) of an EmbeddingConfig: --output_file is none of
+    the inputs (nor a file read beside --init_checkpoint) and not inside a model directory; a
+    training --output_dir is this command's own run or new, never another command's run,
+    another kind of model directory, nor a directory holding this run's inputs;
+    --sentence_transformers_dir is new or empty (or inside --output_dir, the run's own), never
+    an input nor a model directory.
 
     Raises:
       FlagValueError naming the flags.
     """
     from bert_tf.jobs.flag_checks import FlagValueError
 
-    model_inputs = {"--init_checkpoint": options.init_checkpoint,
-                    "--vocab_file": options.vocab_file}
+    task = job.task
+    model_inputs = {"--init_checkpoint": task.init_checkpoint,
+                    "--vocab_file": task.vocab_file}
     try:
-        if options.input_file and options.output_file:
-            outputs.check_output_files({"--output_file": options.output_file},
-                                       {"--input_file": options.input_file, **model_inputs},
-                                       beside={"--init_checkpoint": options.init_checkpoint})
-        if options.train_file and options.output_dir:
-            inputs = {**model_inputs, **{f"--{flag}": getattr(options, flag) for flag in
-                                         ("train_file", "dev_file", "dev_scored_file")}}
-            outputs.check_dir_clear_of_inputs("--output_dir", options.output_dir, inputs)
+        if task.input_file and task.output_file:
+            outputs.check_output_files({"--output_file": task.output_file},
+                                       {"--input_file": task.input_file, **model_inputs},
+                                       beside={"--init_checkpoint": task.init_checkpoint})
+        if task.train_file and job.output_dir:
+            inputs = {**model_inputs, "--train_file": task.train_file,
+                      "--dev_file": task.dev_file, "--dev_scored_file": task.dev_scored_file}
+            outputs.check_dir_clear_of_inputs("--output_dir", job.output_dir, inputs)
             outputs.check_training_output_dir(
-                options.output_dir, "embedding training",
-                outputs.other_commands_records(options.output_dir,
+                job.output_dir, "embedding training",
+                outputs.other_commands_records(job.output_dir,
                                                file_names.EMBEDDING_COMMAND))
-            st_dir = options.sentence_transformers_dir
+            st_dir = job.sentence_transformers_dir
             if st_dir and st_dir != "-":
-                check_sentence_transformers_dir(st_dir, options.output_dir, inputs)
+                check_sentence_transformers_dir(st_dir, job.output_dir, inputs)
     except outputs.OutputError as e:
         raise FlagValueError(str(e)) from None
 
@@ -122,15 +125,15 @@ def main(argv):
     cli.use_keras_backend(cli.requested_backend(), "bert_tf.cli.embed")
     from bert_tf.jobs import embedding
 
-    options = embedding_config()
-    embedding.check_mode(options)
-    check_outputs(options)
-    if options.train_file:
-        embedding.train(options)
-        print(f"Wrote {options.output_dir}", file=sys.stderr)
+    job = embedding_config()
+    embedding.check_mode(job.task)
+    check_outputs(job)
+    if job.task.train_file:
+        embedding.train(job)
+        print(f"Wrote {job.output_dir}", file=sys.stderr)
     else:
-        count = embedding.encode(options)
-        print(f"Wrote {count} vectors to {options.output_file}", file=sys.stderr)
+        count = embedding.encode(job)
+        print(f"Wrote {count} vectors to {job.task.output_file}", file=sys.stderr)
 
 
 def errors():

@@ -2,8 +2,17 @@
 
 `train(EmbeddingConfig(...))` is what `bert-tf-embed --train_file` (bert_tf.cli.embed) runs,
 `encode(EmbeddingConfig(...))` what `bert-tf-embed --input_file` runs; the command's module
-doc describes both. The config's field names are the flag names, so every error names the
-flag.
+doc describes both. An EmbeddingConfig holds a task section (EmbeddingTask: the model, the
+pairs and the loss, the texts to encode), a trainer section (EmbeddingTrainerConfig) and a
+runtime section (bert_tf.jobs.sections), with --output_dir and --sentence_transformers_dir
+beside them; every field's name is its flag's, so every error names the flag:
+
+    job = EmbeddingConfig(
+        task=EmbeddingTask(init_checkpoint="all-MiniLM-L6-v2", train_file="pairs.tsv"),
+        trainer=EmbeddingTrainerConfig(num_train_epochs=2), output_dir="runs/search")
+
+or, from the flags' flat names, `bert_tf.jobs.sections.from_flat(EmbeddingConfig,
+init_checkpoint=..., train_file=..., num_train_epochs=2, output_dir=...)`.
 
 A training run's --output_dir is a bert_tf.run_directory: the run holds its lock while it
 trains, and a rerun resumes its checkpoints only with the model, tokenizer, casing, pooling,
@@ -101,48 +110,50 @@ def _check_file(flag, path):
         raise FlagValueError(problem)
 
 
-def _check_pooling(options):
-    if options.pooling is None:
+def _check_pooling(task):
+    if task.pooling is None:
         return
     try:
-        check_pooling_modes(options.pooling, "--pooling")
+        check_pooling_modes(task.pooling, "--pooling")
     except ValueError as e:
         raise FlagValueError(str(e)) from None
 
 
-def _buckets(options, max_seq_length, max_positions, coarse):
+def _buckets(value, max_seq_length, max_positions, coarse):
+    """The bucket lengths of --length_buckets=`value` (off: one, max_seq_length)."""
     try:
-        return length_buckets.parse_buckets(options.length_buckets, max_seq_length,
-                                            max_positions, coarse=coarse) or [max_seq_length]
+        return length_buckets.parse_buckets(value, max_seq_length, max_positions,
+                                            coarse=coarse) or [max_seq_length]
     except length_buckets.BucketError as e:
         raise FlagValueError(str(e)) from None
 
 
-def _load(options):
-    tokenizer_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
-    return load_embedder(options.init_checkpoint, pooling=options.pooling,
-                         normalize=options.normalize, vocab_file=options.vocab_file,
-                         do_lower_case=options.do_lower_case,
-                         max_seq_length=options.max_seq_length)
+def _load(task):
+    """The embedder of the task's --init_checkpoint with its model settings."""
+    tokenizer_setup.check_vocab_file_beside(task.vocab_file, task.init_checkpoint)
+    return load_embedder(task.init_checkpoint, pooling=task.pooling,
+                         normalize=task.normalize, vocab_file=task.vocab_file,
+                         do_lower_case=task.do_lower_case,
+                         max_seq_length=task.max_seq_length)
 
 
-def _pair_columns(options):
+def _pair_columns(task):
     """The pair files' columns the flags name (None: the usual names)."""
-    return dict(anchor=options.text_a_column, positive=options.text_b_column,
-                negative=options.negative_column)
+    return dict(anchor=task.text_a_column, positive=task.text_b_column,
+                negative=task.negative_column)
 
 
-def _read_texts(options):
+def _read_texts(task):
     """The texts of --input_file: one per line, or the --text_a_column of a CSV, TSV or JSONL
     file."""
-    path = options.input_file
+    path = task.input_file
     if os.path.splitext(path)[1].lower() not in classifier_data.FILE_FORMATS:
         return _read_lines(path)
-    if not options.text_a_column:
+    if not task.text_a_column:
         raise FlagValueError(f"--input_file={path}: give --text_a_column, the column (JSONL "
                              "key) of the texts (a .txt file holds one text per line)")
     return [example.text_a for example in classifier_data.read_table_examples(
-        path, text_a_column=options.text_a_column, require_labels=False, keep_empty=True)]
+        path, text_a_column=task.text_a_column, require_labels=False, keep_empty=True)]
 
 
 def _read_lines(path):
@@ -156,82 +167,90 @@ def _read_lines(path):
     return [line.rstrip("\r") for line in lines]
 
 
-def encode(options):
+def encode(job):
     """Encode mode: the texts of --input_file (one per line, or the --text_a_column of a CSV,
     TSV or JSONL file) -> float32 [N, D] vectors in input order in --output_file (.npy or
     .jsonl). Returns the number of texts.
 
-    The command checks --output_file against the output rule first (bert_tf.cli.outputs).
+    Reads the job's task section (an EmbeddingConfig's). The command checks --output_file
+    against the output rule first (bert_tf.cli.outputs).
     """
-    if not options.output_file:
+    task = job.task
+    if not task.output_file:
         raise FlagValueError("--output_file is required with --input_file")
-    extension = os.path.splitext(options.output_file)[1].lower()
+    extension = os.path.splitext(task.output_file)[1].lower()
     if extension not in (".npy", ".jsonl"):
-        raise FlagValueError(f"--output_file={options.output_file}: expected a .npy or .jsonl "
+        raise FlagValueError(f"--output_file={task.output_file}: expected a .npy or .jsonl "
                              "file")
-    if options.batch_size < 1:
-        raise FlagValueError(f"--batch_size={options.batch_size} must be >= 1")
-    _check_file("input_file", options.input_file)
-    _check_pooling(options)
-    expected = fileio.state(options.output_file)
-    texts = _read_texts(options)
-    loaded = _load(options)
+    if task.batch_size < 1:
+        raise FlagValueError(f"--batch_size={task.batch_size} must be >= 1")
+    _check_file("input_file", task.input_file)
+    _check_pooling(task)
+    expected = fileio.state(task.output_file)
+    texts = _read_texts(task)
+    loaded = _load(task)
     config = loaded.model.encoder.config
     encoder = TextEncoder(loaded.model, loaded.tokenizer, loaded.do_lower_case,
-                          loaded.max_seq_length, batch_size=options.batch_size,
-                          buckets=_buckets(options, loaded.max_seq_length,
+                          loaded.max_seq_length, batch_size=task.batch_size,
+                          buckets=_buckets(task.length_buckets, loaded.max_seq_length,
                                            config.max_position_embeddings, coarse=False))
     bar = progress.progress_bar(len(texts), "text")
     vectors = encoder.encode(texts, progress=bar.update)
     if extension == ".npy":
         buffer = io.BytesIO()
         np.save(buffer, vectors)
-        write_bytes_atomic(options.output_file, buffer.getvalue(), expected)
+        write_bytes_atomic(task.output_file, buffer.getvalue(), expected)
     else:
-        write_text_atomic(options.output_file, "".join(
+        write_text_atomic(task.output_file, "".join(
             json.dumps({"index": i, "embedding": [float(x) for x in v]}) + "\n"
             for i, v in enumerate(vectors)), expected)
     return len(texts)
 
 
-def _check_training_options(options):
-    if not options.output_dir:
+def _check_training(job):
+    """The training settings of the job's sections and --output_dir; raises FlagValueError."""
+    task, trainer = job.task, job.trainer
+    if not job.output_dir:
         raise FlagValueError("--output_dir is required with --train_file")
-    if options.train_batch_size < 2:
-        raise FlagValueError(f"--train_batch_size={options.train_batch_size}: in-batch "
+    if trainer.train_batch_size < 2:
+        raise FlagValueError(f"--train_batch_size={trainer.train_batch_size}: in-batch "
                              "negatives need at least 2 rows per batch")
-    flag_checks.check_numeric_flags(options)
-    if not options.scale > 0 or not np.isfinite(options.scale):
-        raise FlagValueError(f"--scale={options.scale} must be > 0 and finite")
-    if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
-        raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
+    flag_checks.check_numeric_flags(task, trainer)
+    if not task.scale > 0 or not np.isfinite(task.scale):
+        raise FlagValueError(f"--scale={task.scale} must be > 0 and finite")
+    if trainer.save_checkpoints_steps is not None and trainer.save_checkpoints_steps < 1:
+        raise FlagValueError(f"--save_checkpoints_steps={trainer.save_checkpoints_steps} must "
                              "be >= 1")
-    _check_pooling(options)
-    _check_file("train_file", options.train_file)
-    _check_file("dev_file", options.dev_file)
-    _check_file("dev_scored_file", options.dev_scored_file)
+    _check_pooling(task)
+    _check_file("train_file", task.train_file)
+    _check_file("dev_file", task.dev_file)
+    _check_file("dev_scored_file", task.dev_scored_file)
 
 
-def contrastive_config(options, train_buckets):
-    """The ContrastiveConfig of the training settings."""
+def contrastive_config(job, train_buckets):
+    """The ContrastiveConfig (bert_tf.training.contrastive) of the job: its trainer section's
+    batch, schedule and cadence, its task's loss, its runtime's compilation and seed, and
+    --output_dir; `train_buckets` are the lengths a batch side is padded to."""
+    task, trainer, job_runtime = job.task, job.trainer, job.runtime
     try:
         return contrastive.ContrastiveConfig(
-            output_dir=options.output_dir, train_batch_size=options.train_batch_size,
-            num_train_epochs=options.num_train_epochs, learning_rate=options.learning_rate,
-            warmup_proportion=options.warmup_proportion,
-            weight_decay_rate=options.weight_decay_rate, scale=options.scale,
-            symmetric_loss=options.symmetric_loss, length_buckets=tuple(train_buckets),
-            save_checkpoints_steps=options.save_checkpoints_steps,
-            steps_per_loop=runtime_setup.steps_per_loop(options), log_steps=options.log_steps,
-            jit_compile=options.jit_compile, seed=options.seed)
+            output_dir=job.output_dir, train_batch_size=trainer.train_batch_size,
+            num_train_epochs=trainer.num_train_epochs, learning_rate=trainer.learning_rate,
+            warmup_proportion=trainer.warmup_proportion,
+            weight_decay_rate=trainer.weight_decay_rate, scale=task.scale,
+            symmetric_loss=task.symmetric_loss, length_buckets=tuple(train_buckets),
+            save_checkpoints_steps=trainer.save_checkpoints_steps,
+            steps_per_loop=runtime_setup.steps_per_loop(trainer), log_steps=trainer.log_steps,
+            jit_compile=job_runtime.jit_compile, seed=job_runtime.seed)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
 
 
-def run_record(options, loaded):
+def run_record(job, loaded):
     """The RunRecord of a training run (bert_tf.run_directory): what a resume of --output_dir
     must share with it, read from the loaded model (a sentence-transformers directory brings
-    its own pooling and normalisation)."""
+    its own pooling and normalisation), the trainer's batch size and the task's
+    --init_checkpoint."""
     return run_directory.RunRecord(
         job="embedding", command=run_directory.EMBEDDING_COMMAND,
         model_config=loaded.model.encoder.config.to_dict(),
@@ -240,17 +259,20 @@ def run_record(options, loaded):
         settings={"max_seq_length": int(loaded.max_seq_length),
                   "pooling": list(loaded.model.pooling),
                   "normalize": bool(loaded.model.normalize),
-                  "train_batch_size": options.train_batch_size},
-        init_checkpoint=options.init_checkpoint)
+                  "train_batch_size": job.trainer.train_batch_size},
+        init_checkpoint=job.task.init_checkpoint)
 
 
-def train(options):
+def train(job):
     """Training mode: contrastive fine-tuning of --init_checkpoint on --train_file.
 
     Every check that can refuse the run (settings, data, the model, a resume of
     --output_dir's checkpoints) runs before --output_dir is taken: a refused run leaves
     nothing behind. The command checks --output_dir against the output rule first
     (bert_tf.cli.outputs).
+
+    Args:
+      job: an EmbeddingConfig.
 
     Returns:
       the run's results (also written to eval_results.json).
@@ -260,49 +282,50 @@ def train(options):
       bert_tf.run_directory.ResumeMismatchError naming every difference from the run whose
       checkpoints --output_dir holds; DirectoryInUseError while another run holds it.
     """
-    _check_training_options(options)
-    train_pairs = read_pairs(options.train_file, columns=_pair_columns(options))
-    if len(train_pairs) < options.train_batch_size:
-        raise FlagValueError(f"--train_batch_size={options.train_batch_size} exceeds the "
-                             f"{len(train_pairs)} pairs of --train_file={options.train_file}")
+    task, trainer = job.task, job.trainer
+    _check_training(job)
+    train_pairs = read_pairs(task.train_file, columns=_pair_columns(task))
+    if len(train_pairs) < trainer.train_batch_size:
+        raise FlagValueError(f"--train_batch_size={trainer.train_batch_size} exceeds the "
+                             f"{len(train_pairs)} pairs of --train_file={task.train_file}")
     retrieval = (contrastive.RetrievalSet.from_pairs(
-        read_pairs(options.dev_file, columns=_pair_columns(options)))
-        if options.dev_file else None)
-    scored = (read_scored_pairs(options.dev_scored_file, columns=dict(
-        anchor=options.text_a_column, positive=options.text_b_column,
-        score=options.label_column)) if options.dev_scored_file else None)
-    run_directory.check_writable(options.output_dir)
-    st_dir = _sentence_transformers_dir(options)
+        read_pairs(task.dev_file, columns=_pair_columns(task)))
+        if task.dev_file else None)
+    scored = (read_scored_pairs(task.dev_scored_file, columns=dict(
+        anchor=task.text_a_column, positive=task.text_b_column,
+        score=task.label_column)) if task.dev_scored_file else None)
+    run_directory.check_writable(job.output_dir)
+    st_dir = _sentence_transformers_dir(job.sentence_transformers_dir, job.output_dir)
     # An explicit directory outside the run is published only if it stays as checked.
-    st_expected = (fileio.NOT_CHECKED if st_dir is None or _in_run(options, st_dir)
+    st_expected = (fileio.NOT_CHECKED if st_dir is None or _in_run(job.output_dir, st_dir)
                    else fileio.state(st_dir))
 
-    runtime_setup.check_backend(options)
+    runtime_setup.check_backend(job.runtime)
     job_runtime = runtime_setup.make_runtime(
-        options, {"train_batch_size": options.train_batch_size},
-        varying_shapes=options.length_buckets not in ("off", None))
+        job.runtime, {"train_batch_size": trainer.train_batch_size},
+        varying_shapes=task.length_buckets not in ("off", None))
     with job_runtime.scope():
-        loaded = _load(options)
-    record = run_record(options, loaded)
-    run_directory.check_resume(options.output_dir, record, loaded.vocab_file)
+        loaded = _load(task)
+    record = run_record(job, loaded)
+    run_directory.check_resume(job.output_dir, record, loaded.vocab_file)
     config = loaded.model.encoder.config
     text_encoder = TextEncoder(loaded.model, loaded.tokenizer, loaded.do_lower_case,
                                loaded.max_seq_length,
-                               buckets=_buckets(options, loaded.max_seq_length,
+                               buckets=_buckets(task.length_buckets, loaded.max_seq_length,
                                                 config.max_position_embeddings, coarse=False))
-    train_buckets = _buckets(options, loaded.max_seq_length, config.max_position_embeddings,
-                             coarse=True)
-    settings = contrastive_config(options, train_buckets)
+    train_buckets = _buckets(task.length_buckets, loaded.max_seq_length,
+                             config.max_position_embeddings, coarse=True)
+    settings = contrastive_config(job, train_buckets)
     chief = job_runtime.chief
-    with run_directory.owned(options.output_dir, chief):
+    with run_directory.owned(job.output_dir, chief):
         # Again, now that no other run can change the record meanwhile.
-        run_directory.check_resume(options.output_dir, record, loaded.vocab_file)
+        run_directory.check_resume(job.output_dir, record, loaded.vocab_file)
         if chief:
-            run_directory.write_record(options.output_dir, record)
+            run_directory.write_record(job.output_dir, record)
         summary = contrastive.train_embedder(settings, loaded.model, text_encoder, train_pairs,
                                              job_runtime, retrieval=retrieval, scored=scored)
         if chief:
-            _write_run(options, loaded, summary, st_dir, st_expected)
+            _write_run(job.output_dir, loaded, summary, st_dir, st_expected)
     best = summary["best"]
     if best:
         logging.info("Best %s=%.4f at step %d", best["metric"], best["metrics"][best["metric"]],
@@ -310,29 +333,30 @@ def train(options):
     return summary
 
 
-def _sentence_transformers_dir(options):
+def _sentence_transformers_dir(sentence_transformers_dir, output_dir):
     """Where the sentence-transformers directory goes: --sentence_transformers_dir, else
     output_dir/sentence_transformers; None for "-" (none)."""
-    if options.sentence_transformers_dir == "-":
+    if sentence_transformers_dir == "-":
         return None
-    return options.sentence_transformers_dir or run_directory.path(
-        options.output_dir, run_directory.SENTENCE_TRANSFORMERS_DIR)
+    return sentence_transformers_dir or run_directory.path(
+        output_dir, run_directory.SENTENCE_TRANSFORMERS_DIR)
 
 
-def _in_run(options, path):
-    root = os.path.realpath(options.output_dir).rstrip("/") + "/"
+def _in_run(output_dir, path):
+    root = os.path.realpath(output_dir).rstrip("/") + "/"
     return not fileio.is_remote(path) and os.path.realpath(path).startswith(root)
 
 
-def _write_run(options, loaded, summary, st_dir, st_expected):
+def _write_run(output_dir, loaded, summary, st_dir, st_expected):
     """model.keras, the tokenizer file (vocab.txt, or tokenizer.json for byte-level BPE),
     task_info.json, eval_results.json and the sentence-transformers directory of the final
-    (best) model, each written atomically; the sentence-transformers directory is made beside
-    its place and moved there whole (fileio.publish_dir, compared with `st_expected`)."""
-    output = functools.partial(run_directory.path, options.output_dir)
+    (best) model, each written atomically into `output_dir`; the sentence-transformers
+    directory is made beside its place and moved there whole (fileio.publish_dir, compared
+    with `st_expected`)."""
+    output = functools.partial(run_directory.path, output_dir)
     save_keras_model(loaded.model, output(run_directory.MODEL_FILE))
-    tokenizer_files.write_tokenizer_file(options.output_dir, loaded.tokenizer, loaded.vocab_file)
-    write_task_info(options.output_dir, run_directory.EMBEDDING_TASK,
+    tokenizer_files.write_tokenizer_file(output_dir, loaded.tokenizer, loaded.vocab_file)
+    write_task_info(output_dir, run_directory.EMBEDDING_TASK,
                     do_lower_case=bool(loaded.do_lower_case),
                     max_seq_length=int(loaded.max_seq_length))
     write_text_atomic(output(run_directory.EVAL_RESULTS_JSON_FILE),
@@ -346,11 +370,10 @@ def _write_run(options, loaded, summary, st_dir, st_expected):
         fileio.publish_dir(staging, st_dir, st_expected, prefix=".tmp_old_sentence_transformers_")
 
 
-def check_mode(options):
-    """Exactly one of --train_file (fine-tune) and --input_file (encode); raises
-    FlagValueError."""
-    if options.train_file and options.input_file:
+def check_mode(task):
+    """Exactly one of --train_file (fine-tune) and --input_file (encode) in the job's task
+    section; raises FlagValueError."""
+    if task.train_file and task.input_file:
         raise FlagValueError("give --train_file (fine-tune) or --input_file (encode), not both")
-    if not (options.train_file or options.input_file):
+    if not (task.train_file or task.input_file):
         raise FlagValueError("give --train_file (fine-tune) or --input_file (encode)")
-

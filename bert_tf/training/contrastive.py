@@ -201,7 +201,9 @@ def _unit(vectors):
 
 @dataclasses.dataclass
 class ContrastiveConfig:
-    """Settings of a contrastive fine-tuning run (bert-tf-embed's training flags).
+    """Settings of a contrastive fine-tuning run (bert-tf-embed's training flags:
+    bert_tf.jobs.embedding.contrastive_config builds it from an EmbeddingConfig's trainer,
+    task and runtime sections).
 
     Attributes:
       output_dir: checkpoints, summaries, best/.
