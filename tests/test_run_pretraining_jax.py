@@ -367,10 +367,10 @@ def test_evaluation_and_model_reading_across_backends_never_touch_the_run(inputs
     assert not (jax_run / "ckpt-12.orbax").exists()
     unfinished = (
         f"holds only training checkpoints of the JAX loop (ckpt-5.orbax, ckpt-10.orbax), which "
-        f"only "
-        f"that run reads, to resume (bert-tf-pretrain --backend=jax --output_dir="
-        f"{only_checkpoints}); a model starts from the pretrainer.keras or encoder.keras that a "
-        "pre-training run writes when it ends, and this run has not ended: finish it, then give "
+        f"only that run reads, to resume (bert-tf-pretrain --backend=jax --output_dir="
+        f"{only_checkpoints}); a model starts from the model.keras, pretrainer.keras or "
+        "encoder.keras that a run writes when it ends, and this run has not ended: finish it, "
+        "then give "
         "{flag}=" + str(only_checkpoints))
     for result, program, flag in ((on_tensorflow[2], "embed", "--init_checkpoint"),
                                   (on_tensorflow[3], "convert_checkpoint", "--checkpoint"),

@@ -136,13 +136,17 @@ def _resolve(path):
     if len(indexes) == 1:
         return indexes[0][:-len(".index")]
     if run_directory.checkpoint_backend(path) == "jax":
+        # A finished JAX fine-tuning or embedding run: the task model it saved when it ended.
+        model_file = os.path.join(path, run_directory.MODEL_FILE)
+        if fileio.exists(model_file):
+            return model_file
         raise InteropError(
             f"--init_checkpoint={path} holds only training checkpoints of the JAX loop "
             f"({', '.join(run_directory.checkpoint_names(path))}), which only that run reads, "
             f"to resume (bert-tf-pretrain --backend=jax --output_dir={path}); a model starts "
-            f"from the {' or '.join(_KERAS_MODEL_FILES)} that a pre-training run writes when "
-            f"it ends, and this run has not ended: finish it, then give --init_checkpoint="
-            f"{path}")
+            f"from the {', '.join(run_directory.MODEL_FILES[:-1])} or "
+            f"{run_directory.MODEL_FILES[-1]} that a run writes when it ends, "
+            f"and this run has not ended: finish it, then give --init_checkpoint={path}")
     raise InteropError(
         f"--init_checkpoint={path}: the directory holds no checkpoint: expected a Hugging Face "
         f"model (config.json + model.safetensors), a keras-hub preset, a `checkpoint` state "

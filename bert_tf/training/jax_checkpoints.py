@@ -22,6 +22,7 @@ kept.
 """
 
 import io
+import os
 import re
 import shutil
 import sys
@@ -145,7 +146,7 @@ class Checkpointer:
                 "variables": [[group, v.path, list(v.shape),
                                keras.backend.standardize_dtype(v.dtype)] for group, _, v in keyed]}
         with _checkpointer() as checkpointer:
-            checkpointer.save(path, args=ocp.args.Composite(
+            checkpointer.save(_orbax_path(path), args=ocp.args.Composite(
                 state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
         self._lineage.add(step)
         if self.writer:
@@ -217,6 +218,12 @@ def _drop_stray_read_tracebacks():
     sys.unraisablehook = unraisablehook
 
 
+def _orbax_path(path):
+    """`path` as Orbax takes it: a local path made absolute (Orbax refuses a relative one, as a
+    relative --output_dir gives)."""
+    return path if "://" in path else os.path.abspath(path)
+
+
 def _checkpointer():
     """An Orbax checkpointer of the two items (state, meta); close it after use."""
     ocp = _ocp()
@@ -225,7 +232,8 @@ def _checkpointer():
 
 def _read_meta(checkpointer, path):
     ocp = _ocp()
-    return checkpointer.restore(path, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+    return checkpointer.restore(_orbax_path(path),
+                                args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
 
 
 def _read_orbax(path, keyed):
@@ -247,7 +255,7 @@ def _read_orbax(path, keyed):
             # Read on the host and dropped: Orbax restores the tree it was given whole.
             target["optimizer"] = [np.zeros(shape, dtype) for group, _, shape, dtype
                                    in meta["variables"] if group == "optimizer"]
-        state = checkpointer.restore(path, args=ocp.args.Composite(
+        state = checkpointer.restore(_orbax_path(path), args=ocp.args.Composite(
             state=ocp.args.StandardRestore(target))).state
     arrays = list(state["model"]) + ([] if model_only else list(state["optimizer"]))
     return arrays, dict(meta.get("run_state") or {}), None
@@ -346,7 +354,7 @@ def load_arrays(path):
         # NumPy targets: read on this host whatever devices wrote it.
         target = {group: [np.zeros(shape, dtype) for g, _, shape, dtype in variables
                           if g == group] for group in ("model", "optimizer")}
-        state = checkpointer.restore(path, args=ocp.args.Composite(
+        state = checkpointer.restore(_orbax_path(path), args=ocp.args.Composite(
             state=ocp.args.StandardRestore(target))).state
     arrays, index = {}, {"model": 0, "optimizer": 0}
     for group, variable_path, *_ in variables:

@@ -388,3 +388,28 @@ def test_embedding_training_owns_its_run_and_resumes_only_the_same_run(tmp_path)
         f"settings to resume it, or choose a new --output_dir (--init_checkpoint={run} starts "
         "from its weights)")
     assert digests() == before
+
+
+def test_embedding_trains_and_encodes_on_jax(tmp_path):
+    """bert-tf-embed --backend=jax: training into a relative --output_dir (Orbax takes absolute
+    paths only), then encoding from the finished run (its model.keras beside the Orbax
+    checkpoints), equal to TensorFlow's vectors of the same model.keras."""
+    make_st_dir(tmp_path / "st")
+    write_pairs(tmp_path / "pairs.tsv", 32)
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    encode = ["--init_checkpoint=run", "--input_file=texts.txt", "--batch_size=3"]
+    train, on_jax = run_commands([
+        (TOOL, ["--backend=jax", "--init_checkpoint=st", "--train_file=pairs.tsv",
+                "--output_dir=run", "--train_batch_size=8", "--save_checkpoints_steps=2",
+                "--seed=1"]),
+        (TOOL, encode + ["--output_file=jax.npy"])],
+        env=dict(os.environ, KERAS_BACKEND="jax"), cwd=tmp_path)
+    assert train.returncode == 0, train.stderr[-3000:]
+    assert on_jax.returncode == 0, on_jax.stderr[-3000:]
+    names = os.listdir(tmp_path / "run")
+    assert {"model.keras", "ckpt-4.orbax", "bert_tf_run.json"} <= set(names), names
+    on_tensorflow, = run_commands([(TOOL, encode + ["--output_file=tf.npy"])], cwd=tmp_path)
+    assert on_tensorflow.returncode == 0, on_tensorflow.stderr[-3000:]
+    vectors = np.load(tmp_path / "jax.npy")
+    assert vectors.shape[0] == len(TEXTS)
+    np.testing.assert_allclose(vectors, np.load(tmp_path / "tf.npy"), rtol=0, atol=1e-5)
