@@ -89,7 +89,7 @@ def main(argv):
         print(report.format())
         return 0 if report.ok else 1
     config.validate()
-    check_export_dir(config.export_dir)
+    check_export_dir(config)
     print(export.export(config))
     return 0
 
