@@ -96,7 +96,8 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     from absl import flags
 
     from bert_tf.cli import classify, pretrain as pretrain_cli
-    from bert_tf.jobs.classification import run_classifier
+    from bert_tf.cli import flags as cli_flags
+    from bert_tf.jobs.classification import ClassificationConfig, run_classifier
     from bert_tf.jobs.pretraining import pretrain
 
     run_dir = f"{root}/pretrain"
@@ -139,9 +140,10 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     # Fine-tuning from the ram:// run, with data, output and export on ram://.
     _write_sst2(f"{root}/SST-2")
     out, export_dir = f"{root}/classifier", f"{root}/export/1"
-    results = run_classifier(_options(
-        classify.define_flags(flags.FlagValues()), task_name="sst-2", data_dir=f"{root}/SST-2",
-        init_checkpoint=run_dir, bert_config_file=None, vocab_file=None, output_dir=out,
+    results = run_classifier(cli_flags.to_config(
+        ClassificationConfig, classify.define_flags(flags.FlagValues()), task_name="sst-2",
+        data_dir=f"{root}/SST-2", init_checkpoint=run_dir, bert_config_file=None,
+        vocab_file=None, output_dir=out,
         export_dir=export_dir, max_seq_length=S, train_batch_size=8, learning_rate=3e-3,
         num_train_epochs=2, save_checkpoints_steps=8, seed=1, do_train=True, do_eval=True,
         do_predict=True), flags_text="--task_name=sst-2\n")

@@ -9,7 +9,6 @@ the question is unanswerable.
 import json
 import os
 import random
-import types
 
 import pytest
 import tensorflow as tf
@@ -18,8 +17,9 @@ from absl import flags
 import bert_tf
 from bert_tf.config import BertConfig
 from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import squad as squad_cli
-from bert_tf.jobs.squad import FlagValueError, run_squad
+from bert_tf.jobs.squad import FlagValueError, SquadConfig, run_squad
 from command_batch import run_commands
 
 FLAGS = squad_cli.define_flags(flags.FlagValues())
@@ -112,16 +112,15 @@ def trained(tmp_path_factory):
     return files, dict(zip(runs, results))
 
 
-def _options(files, **overrides):
-    """Flag values as run_squad() reads them: defaults plus a small valid v1.1 run."""
-    values = {name: FLAGS[name].default for name in FLAGS}
-    values.update(train_file=f"{files}/train-v1.json", predict_file=f"{files}/dev-v1.json",
+def _job(files, **overrides):
+    """The SquadConfig run_squad() takes: the flags' defaults plus a small valid v1.1 run."""
+    values = dict(train_file=f"{files}/train-v1.json", predict_file=f"{files}/dev-v1.json",
                   vocab_file=f"{files}/vocab.txt", bert_config_file=f"{files}/bert_config.json",
                   output_dir=str(files / "out"), do_train=True, do_predict=True, do_eval=False,
                   max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
                   version_2_with_negative=False, init_checkpoint=None, do_lower_case=True)
     values.update(overrides)
-    return types.SimpleNamespace(**values)
+    return cli_flags.to_config(SquadConfig, FLAGS, **values)
 
 
 @pytest.mark.slow
@@ -200,7 +199,7 @@ def test_squad_v1_learns_keeps_the_best_and_predicts_again(trained):
         STRIDE, QUERY, 30)
 
     # Predicting again without training uses the kept best weights: the same answers.
-    again = run_squad(_options(files, do_train=False, output_dir=str(out)))
+    again = run_squad(_job(files, do_train=False, output_dir=str(out)))
     assert again["predict_step"] == best["step"]
     assert again["eval"] == pytest.approx(results["eval"])
     assert json.loads((out / "predictions.json").read_text()) == predictions
@@ -267,7 +266,7 @@ def test_bad_inputs_fail_with_named_flag(files, overrides, message):
     overrides = {k: v.format(files=files) if isinstance(v, str) else v
                  for k, v in overrides.items()}
     with pytest.raises(FlagValueError) as error:
-        run_squad(_options(files, **overrides))
+        run_squad(_job(files, **overrides))
     assert message.format(files=files) in str(error.value)
 
 
@@ -284,7 +283,7 @@ def test_a_failure_writing_predictions_keeps_the_trained_model(files, monkeypatc
     monkeypatch.setattr(squad_job.squad_postprocess, "write_predictions", fail)
     out = files / "out"
     with pytest.raises(OSError, match="No space left on device"):
-        run_squad(_options(files, num_train_epochs=0.2, train_batch_size=32,
+        run_squad(_job(files, num_train_epochs=0.2, train_batch_size=32,
                            predict_batch_size=32))
     assert {"model.keras", "task_info.json", "bert_config.json", "vocab.txt"} <= set(
         os.listdir(out))

@@ -379,12 +379,13 @@ def finetune_accuracy(model_dir, data_dir, output_dir, seed=FINETUNE["seed"]):
     """Dev accuracy of bert-tf-classify's job fine-tuned from `model_dir` (FINETUNE settings),
     run in this process."""
     from bert_tf.jobs.classification import ClassificationConfig, run_classifier
+    from bert_tf.jobs.sections import from_flat
 
-    results = run_classifier(ClassificationConfig(
-        init_checkpoint=model_dir, data_dir=data_dir, text_a_column="text",
-        label_column="label", labels=list(LABELS), output_dir=output_dir, do_train=True,
-        do_eval=True, do_lower_case=True, eval_batch_size=64,
-        save_checkpoints_steps=100000, **dict(FINETUNE, seed=seed)))
+    results = run_classifier(from_flat(
+        ClassificationConfig, init_checkpoint=model_dir, data_dir=data_dir,
+        text_a_column="text", label_column="label", labels=list(LABELS),
+        output_dir=output_dir, do_train=True, do_eval=True, do_lower_case=True,
+        eval_batch_size=64, save_checkpoints_steps=100000, **dict(FINETUNE, seed=seed)))
     return results["eval"]["accuracy"]
 
 

@@ -42,9 +42,10 @@ def main(argv):
     from bert_tf.jobs.classification import ClassificationConfig, run_classifier
 
     del argv
-    config = cli_flags.to_config(ClassificationConfig, backend=cli.requested_backend())
-    outputs.check_finetuning_dirs(config, "run_classifier")
-    run_classifier(config, flags_text=cli_flags.flagfile_text(define_flags))
+    job = cli_flags.to_config(ClassificationConfig, backend=cli.requested_backend())
+    outputs.check_finetuning_dirs(job.output_dir, job.task.init_checkpoint, job.export_dir,
+                                  "run_classifier")
+    run_classifier(job, flags_text=cli_flags.flagfile_text(define_flags))
 
 
 def run():

@@ -38,11 +38,12 @@ def main(argv):
     from bert_tf.jobs.squad import SquadConfig, run_squad
 
     del argv
-    config = cli_flags.to_config(SquadConfig, backend=cli.requested_backend())
-    if config.verbose_logging:
+    job = cli_flags.to_config(SquadConfig, backend=cli.requested_backend())
+    if job.task.verbose_logging:
         logging.set_verbosity(logging.DEBUG)
-    outputs.check_finetuning_dirs(config, "run_squad")
-    run_squad(config, flags_text=cli_flags.flagfile_text(define_flags))
+    outputs.check_finetuning_dirs(job.output_dir, job.task.init_checkpoint, job.export_dir,
+                                  "run_squad")
+    run_squad(job, flags_text=cli_flags.flagfile_text(define_flags))
 
 
 def run():

@@ -34,9 +34,10 @@ def main(argv):
     from bert_tf.jobs.tagging import TaggingConfig, run_tagging
 
     del argv
-    config = cli_flags.to_config(TaggingConfig, backend=cli.requested_backend())
-    outputs.check_finetuning_dirs(config, "run_tagging")
-    run_tagging(config, flags_text=cli_flags.flagfile_text(define_flags))
+    job = cli_flags.to_config(TaggingConfig, backend=cli.requested_backend())
+    outputs.check_finetuning_dirs(job.output_dir, job.task.init_checkpoint, job.export_dir,
+                                  "run_tagging")
+    run_tagging(job, flags_text=cli_flags.flagfile_text(define_flags))
 
 
 def run():

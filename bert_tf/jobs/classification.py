@@ -63,57 +63,61 @@ _TEST_FILE_EXTENSIONS = _USER_FILE_EXTENSIONS + (classifier_data.TEXT_LINES_EXTE
 
 
 class ClassifierData:
-    """Reads the splits of the task the flags name: GLUE TSV, TFDS glue/*, or user files."""
+    """Reads the splits of the task the flags name: GLUE TSV, TFDS glue/*, or user files.
 
-    def __init__(self, options):
-        self.options = options
-        self.task = glue.glue_task(options.task_name) if options.task_name else None
+    Args:
+      settings: the run's ClassificationTask section (its files and columns).
+      predict_only: the run only predicts (--do_predict without --do_train or --do_eval).
+    """
+
+    def __init__(self, settings, predict_only=False):
+        self.settings = settings
+        self.task = glue.glue_task(settings.task_name) if settings.task_name else None
         # Texts to predict, one per line, have no columns to name (a prediction-only run).
-        text_lines_only = (options.do_predict and not (options.do_train or options.do_eval)
-                           and classifier_data.is_text_lines(options.test_file))
-        self.user_files = options.text_a_column is not None or (
+        text_lines_only = predict_only and classifier_data.is_text_lines(settings.test_file)
+        self.user_files = settings.text_a_column is not None or (
             self.task is None and text_lines_only)
         if self.task is None and not self.user_files:
             known = ", ".join(glue.GLUE_TASKS)
-            if options.task_name:
+            if settings.task_name:
                 raise FlagValueError(
-                    f"--task_name={options.task_name} is not a GLUE task ({known}); for your own "
+                    f"--task_name={settings.task_name} is not a GLUE task ({known}); for your own "
                     "data give --text_a_column (and --label_column, --text_b_column)")
             raise FlagValueError(f"give --task_name (one of {known}) or, for your own data, "
                                  "--text_a_column and --label_column")
-        if self.user_files and options.tfds_data_dir:
+        if self.user_files and settings.tfds_data_dir:
             raise FlagValueError("--tfds_data_dir reads GLUE tasks; it does not go with "
                                  "--text_a_column")
-        if (self.task is not None and not self.user_files and not options.tfds_data_dir
-                and not options.data_dir):
-            raise FlagValueError(f"--task_name={options.task_name} needs --data_dir (the GLUE "
+        if (self.task is not None and not self.user_files and not settings.tfds_data_dir
+                and not settings.data_dir):
+            raise FlagValueError(f"--task_name={settings.task_name} needs --data_dir (the GLUE "
                                  "TSV files) or --tfds_data_dir (TFDS glue/*)")
-        if self.task is not None and options.regression and not self.task.is_regression:
+        if self.task is not None and settings.regression and not self.task.is_regression:
             raise FlagValueError(f"--regression: GLUE {self.task.name} is a classification "
                                  "task")
-        self.is_regression = self.task.is_regression if self.task else options.regression
-        self.name = self.task.name if self.task else (options.task_name or "classifier")
+        self.is_regression = self.task.is_regression if self.task else settings.regression
+        self.name = self.task.name if self.task else (settings.task_name or "classifier")
 
     def _user_file(self, split):
-        explicit = {"train": self.options.train_file, "dev": self.options.dev_file,
-                    "test": self.options.test_file}[split]
+        explicit = {"train": self.settings.train_file, "dev": self.settings.dev_file,
+                    "test": self.settings.test_file}[split]
         if explicit:
             return explicit
-        if not self.options.data_dir:
+        if not self.settings.data_dir:
             raise FlagValueError(f"no {split} data: give --{split}_file or --data_dir")
         extensions = _TEST_FILE_EXTENSIONS if split == "test" else _USER_FILE_EXTENSIONS
-        path = classifier_data.split_file(self.options.data_dir, split, extensions)
+        path = classifier_data.split_file(self.settings.data_dir, split, extensions)
         if path:
             return path
-        raise FlagValueError(f"no {split} file in --data_dir={self.options.data_dir}: expected "
+        raise FlagValueError(f"no {split} file in --data_dir={self.settings.data_dir}: expected "
                              f"{split} with one of {', '.join(extensions)}, or --{split}_file")
 
     def read(self, split):
         """InputExamples of "train", "dev" or "test"."""
-        options = self.options
+        settings = self.settings
         # A GLUE task reads its own files, but predicts texts given one per line too.
         path = self._user_file(split) if self.user_files or (
-            split == "test" and classifier_data.is_text_lines(options.test_file)) else None
+            split == "test" and classifier_data.is_text_lines(settings.test_file)) else None
         if classifier_data.is_text_lines(path):
             if split != "test":
                 raise FlagValueError(f"--{split}_file={path}: a .txt file holds texts without "
@@ -124,19 +128,19 @@ class ClassifierData:
                                      "or .jsonl with both columns")
             return classifier_data.read_text_lines(path)
         if not self.user_files:
-            if options.tfds_data_dir:
-                return glue.read_glue_tfds(self.task, options.tfds_data_dir, split)
-            return glue.read_glue_tsv(self.task, options.data_dir, split)
+            if settings.tfds_data_dir:
+                return glue.read_glue_tfds(self.task, settings.tfds_data_dir, split)
+            return glue.read_glue_tsv(self.task, settings.data_dir, split)
         is_test = split == "test"
         return classifier_data.read_table_examples(
-            path, text_a_column=options.text_a_column,
-            text_b_column=options.text_b_column, label_column=options.label_column,
+            path, text_a_column=settings.text_a_column,
+            text_b_column=settings.text_b_column, label_column=settings.label_column,
             is_regression=self.is_regression, require_labels=not is_test, keep_empty=is_test)
 
     @property
     def text_pair(self):
         if self.user_files:
-            return self.options.text_b_column is not None
+            return self.settings.text_b_column is not None
         return self.task.labelled.text_b is not None
 
     def metrics(self, label_ids, predictions):
@@ -150,31 +154,34 @@ class ClassifierData:
         """The test data is a GLUE task's own test split (its predictions: a submission
         file)."""
         return (self.task is not None and not self.user_files
-                and not classifier_data.is_text_lines(self.options.test_file))
+                and not classifier_data.is_text_lines(self.settings.test_file))
 
     def predictions_file(self):
         return f"{self.task.submission_name}.tsv" if self.glue_test else PREDICTIONS_FILE
 
 
-def _labels(options, data, train_examples):
-    """The label names in logit order (None for regression)."""
+def _labels(task, output_dir, data, train_examples):
+    """The label names in logit order (None for regression): --labels of the ClassificationTask
+    section `task`, else the training examples', else those of a task_info.json in
+    `output_dir` (--output_dir) or beside --init_checkpoint."""
+    labels = task.labels
     if data.is_regression:
-        if options.labels:
+        if labels:
             raise FlagValueError("--labels does not go with a regression task")
         return None
     if data.task is not None:
-        if options.labels and list(options.labels) != list(data.task.labels):
-            raise FlagValueError(f"--labels={','.join(options.labels)} differs from GLUE "
+        if labels and list(labels) != list(data.task.labels):
+            raise FlagValueError(f"--labels={','.join(labels)} differs from GLUE "
                                  f"{data.task.name}'s labels {','.join(data.task.labels)}")
         return list(data.task.labels)
-    if options.labels:
-        if len(set(options.labels)) != len(options.labels):
-            raise FlagValueError(f"--labels={','.join(options.labels)} repeats a label")
-        labels = list(options.labels)
+    if labels:
+        if len(set(labels)) != len(labels):
+            raise FlagValueError(f"--labels={','.join(labels)} repeats a label")
+        labels = list(labels)
     elif train_examples is not None:
         labels = classifier_data.infer_labels(train_examples)
     else:
-        info = finetuning.read_task_info(options)
+        info = finetuning.read_task_info(output_dir, task.init_checkpoint)
         if not info or not info.get("labels"):
             raise FlagValueError("without --do_train the labels come from --labels or a "
                                  "task_info.json in --output_dir or beside --init_checkpoint; "
@@ -202,22 +209,24 @@ def _eval_loss(outputs, label_ids, is_regression):
     return float(-np.mean(log_probs[np.arange(len(label_ids)), label_ids.astype(np.int64)]))
 
 
-class ClassificationTask(finetuning.Task):
+class ClassificationRunner(finetuning.TaskRunner):
     """Sentence (pair) classification or regression with a BertClassifier."""
 
     cli_name = "run_classifier"
     best_metric = "score"
     loss_fn = staticmethod(task_loop.classification_loss_fn)
 
-    def __init__(self, options):
-        super().__init__(options)
-        self.data = ClassifierData(options)
+    def __init__(self, job):
+        super().__init__(job)
+        self.data = ClassifierData(job.task, predict_only=job.do_predict and not (
+            job.do_train or job.do_eval))
         self.examples, self.records = {}, {}
 
     def read_training_data(self, context):
-        if self.options.do_train:
+        if self.job.do_train:
             self.examples["train"] = _read_split(self.data, "train")
-        self.labels = _labels(self.options, self.data, self.examples.get("train"))
+        self.labels = _labels(self.job.task, self.job.output_dir, self.data,
+                              self.examples.get("train"))
 
     @property
     def resume_name(self):
@@ -225,25 +234,26 @@ class ClassificationTask(finetuning.Task):
 
     @property
     def splits(self):
-        options = self.options
-        return [s for s, wanted in (("train", options.do_train), ("dev", options.do_eval),
-                                    ("test", options.do_predict)) if wanted]
+        job = self.job
+        return [s for s, wanted in (("train", job.do_train), ("dev", job.do_eval),
+                                    ("test", job.do_predict)) if wanted]
 
     def prepare_inputs(self, context):
-        options, labels = self.options, self.labels
-        cache_dir = file_names.path(options.output_dir, file_names.FEATURES_DIR)
+        job, labels = self.job, self.labels
+        max_seq_length = job.task.max_seq_length
+        cache_dir = file_names.path(job.output_dir, file_names.FEATURES_DIR)
         for split in self.splits:
             if split not in self.examples:
                 self.examples[split] = _read_split(self.data, split)
             if labels is not None:
                 classifier_data.check_labels(self.examples[split], labels, split)
             self.records[split] = classifier_data.classifier_records(
-                cache_dir, split, self.examples[split], context.tokenizer,
-                options.max_seq_length, labels)
-        self.spec = classifier_data.classifier_spec(options.max_seq_length, labels is None)
-        if options.do_train:
+                cache_dir, split, self.examples[split], context.tokenizer, max_seq_length,
+                labels)
+        self.spec = classifier_data.classifier_spec(max_seq_length, labels is None)
+        if job.do_train:
             self.num_train_examples = self.records["train"][1]["num_examples"]
-        if options.do_eval:
+        if job.do_eval:
             self.dev_labels = np.array(
                 [e.label if labels is None else labels.index(e.label)
                  for e in self.examples["dev"]], np.float64 if labels is None else np.int64)
@@ -257,7 +267,7 @@ class ClassificationTask(finetuning.Task):
 
         @finetuning.timed
         def evaluate():
-            outputs = self._outputs("dev", self.options.eval_batch_size)
+            outputs = self._outputs("dev", self.job.trainer.eval_batch_size)
             predictions = outputs[:, 0] if self.labels is None else outputs.argmax(-1)
             metrics = self.data.metrics(self.dev_labels, predictions)
             metrics["eval_loss"] = _eval_loss(outputs, self.dev_labels, self.labels is None)
@@ -275,24 +285,26 @@ class ClassificationTask(finetuning.Task):
 
     def results(self):
         splits, records = self.splits, self.records
-        return {"task": self.data.name, "max_seq_length": self.options.max_seq_length,
-                "trainable_encoder": bool(self.options.trainable_encoder),
+        task = self.job.task
+        return {"task": self.data.name, "max_seq_length": task.max_seq_length,
+                "trainable_encoder": bool(task.trainable_encoder),
                 "num_examples": {s: records[s][1]["num_examples"] for s in splits},
                 "truncated_examples": {s: records[s][1]["truncated"] for s in splits}}
 
     def train_dataset_fn(self, context):
         return finetuning.records_train_dataset_fn(
-            self.records["train"][0], self.spec, self.options, context.length_buckets)
+            self.records["train"][0], self.spec, self.job.trainer.train_batch_size,
+            self.job.runtime.seed, context.length_buckets)
 
     def evaluate_fn(self):
-        return self.evaluate if self.options.do_eval else None
+        return self.evaluate if self.job.do_eval else None
 
     def evaluate_and_predict(self, context, results, outcome):
-        options = self.options
+        job = self.job
         eval_metrics = None
         if outcome is not None and outcome["best"] is not None:
             eval_metrics = outcome["best"]["metrics"]
-        if options.do_eval:
+        if job.do_eval:
             if eval_metrics is None or not self.evaluate.seconds:
                 # No evaluation ran in this process (an eval-only run, or a finished run
                 # resumed).
@@ -303,13 +315,13 @@ class ClassificationTask(finetuning.Task):
             logging.info("Eval results (step %d): %s", results.get("best_step",
                                                                   results["global_step"]),
                          " ".join(f"{k}={v:.4g}" for k, v in sorted(eval_metrics.items())))
-        if options.do_predict:
+        if job.do_predict:
             predict_start = time.time()
-            outputs = self._outputs("test", options.predict_batch_size)
+            outputs = self._outputs("test", job.trainer.predict_batch_size)
             seconds = time.time() - predict_start
             test = self.examples["test"]
-            written = _write_predictions(context, options, self.data, test, outputs,
-                                         self.labels)
+            written = _write_predictions(context, job.output_dir, job.overwrite, self.data,
+                                         test, outputs, self.labels)
             results["predict"] = {"num_examples": len(test),
                                   "examples_per_second": len(test) / seconds,
                                   "predictions_file": written}
@@ -320,14 +332,14 @@ class ClassificationTask(finetuning.Task):
         return kind, None, {"text_pair": self.data.text_pair}
 
 
-def run_classifier(options, flags_text=None):
+def run_classifier(job, flags_text=None):
     """Trains, evaluates and predicts as the config says; returns the results dict.
 
     Args:
-      options: a ClassificationConfig (or any object with its attribute names).
+      job: a ClassificationConfig.
       flags_text: the command line as a flagfile, saved to output_dir/run_classifier.flags.
     """
-    return finetuning.run_task(ClassificationTask(options), options, flags_text)
+    return finetuning.run_task(ClassificationRunner(job), job, flags_text)
 
 
 def _free_names(directory, names, overwrite):
@@ -343,13 +355,14 @@ def _free_names(directory, names, overwrite):
         number += 1
 
 
-def _write_predictions(context, options, data, examples, outputs, labels):
+def _write_predictions(context, output_dir, overwrite, data, examples, outputs, labels):
     """test_results.tsv (probabilities, or scores) and the predictions: a GLUE task's
     submission file, or predictions.tsv (each example's text beside its label and score).
-    Earlier predictions in --output_dir are kept (the new ones take the next free numbered
-    names) unless --overwrite. Returns the predictions file's name."""
+    Earlier predictions in `output_dir` (--output_dir) are kept (the new ones take the next
+    free numbered names) unless `overwrite` (--overwrite). Returns the predictions file's
+    name."""
     predictions_name, probabilities_name = _free_names(
-        options.output_dir, [data.predictions_file(), PROBABILITIES_FILE], options.overwrite)
+        output_dir, [data.predictions_file(), PROBABILITIES_FILE], overwrite)
     if not context.chief:
         return predictions_name
     scores = None
@@ -362,9 +375,9 @@ def _write_predictions(context, options, data, examples, outputs, labels):
         probability_lines = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]
         predictions = [labels[i] for i in probabilities.argmax(-1)]
         scores = probabilities.max(-1)
-    probabilities_path = os.path.join(options.output_dir, probabilities_name)
+    probabilities_path = os.path.join(output_dir, probabilities_name)
     write_text_atomic(probabilities_path, "\n".join(probability_lines) + "\n")
-    predictions_path = os.path.join(options.output_dir, predictions_name)
+    predictions_path = os.path.join(output_dir, predictions_name)
     write_text_atomic(predictions_path, glue.submission_text(examples, predictions)
                       if data.glue_test else
                       classifier_data.predictions_text(examples, predictions, scores))

@@ -1,11 +1,11 @@
 """The fine-tuning driver: one run script for every task (classification, tagging, SQuAD).
 
-`run_task(task, config)` checks the settings, finds the model files, starts the runtime, owns
+`run_task(runner, job)` checks the settings, finds the model files, starts the runtime, owns
 --output_dir, then runs the task through the same phases: read the training data (its labels)
 -> check that a resumed run is the same run -> read and convert the other splits -> build the
 model -> train (evaluating at every checkpoint, keeping the best weights) or restore -> evaluate
 and predict -> write the run files. A task (bert_tf.jobs.classification, tagging, squad) is a
-small `Task` subclass that says what is task-specific: its data, model, loss, metrics and
+small `TaskRunner` subclass that says what is task-specific: its data, model, loss, metrics and
 predictions. Every run leaves the same kind of directory (bert_tf.run_directory names its files):
 
   ckpt-<step>, checkpoint       training checkpoints (step-exact resume)
@@ -27,9 +27,10 @@ predictions. Every run leaves the same kind of directory (bert_tf.run_directory 
                                 (such a run writes its predictions and this line, never the
                                 files above)
 
-The functions take the run's config (FinetuningConfig or a task's subclass of it, or any
-object with the same attribute names); the field names are the flag names, so errors name the
-flag at fault. Nothing here reads flags.
+The functions take the run's config (`job`: FinetuningConfig or a task's subclass of it, whose
+task, trainer and runtime sections are bert_tf.jobs.sections'), or the one section or the few
+values they read; the field names are the flag names, so errors name the flag at fault. Nothing
+here reads flags.
 """
 import dataclasses
 import json
@@ -123,54 +124,54 @@ class RunContext:
 
 
 
-def prepare(options):
+def prepare(job):
     """Checks the shared flags, finds the model files, starts the runtime; returns a context.
 
     The command checks --output_dir and --export_dir against the output rule first
     (bert_tf.cli.outputs.check_finetuning_dirs: never another command's run, never an input).
-    An unset options.do_lower_case (None) is set to the casing in force (what --init_checkpoint
-    records, else the tokenizer file's; True for a vocab.txt), so every later phase reads one
-    value.
+    An unset job.task.do_lower_case (None) is set to the casing in force (what
+    --init_checkpoint records, else the tokenizer file's; True for a vocab.txt), so every later
+    phase reads one value.
 
     Raises:
       FlagValueError naming the flag at fault.
     """
-    if not (options.do_train or options.do_eval or options.do_predict):
+    task, trainer = job.task, job.trainer
+    if not (job.do_train or job.do_eval or job.do_predict):
         raise FlagValueError("at least one of --do_train, --do_eval or --do_predict must be set")
-    if not options.output_dir:
+    if not job.output_dir:
         raise FlagValueError("--output_dir is required")
-    flag_checks.require_positive(eval_batch_size=options.eval_batch_size,
-                                 predict_batch_size=options.predict_batch_size)
-    flag_checks.check_numeric_flags(options)
-    runtime_setup.check_backend(options, {"export_dir": (options.export_dir,
-                                                         _EXPORT_DIR_NEEDS_TENSORFLOW)})
-    if options.max_seq_length < 3:
-        raise FlagValueError(f"--max_seq_length={options.max_seq_length} must be >= 3 ([CLS], "
+    flag_checks.require_positive(eval_batch_size=trainer.eval_batch_size,
+                                 predict_batch_size=trainer.predict_batch_size)
+    flag_checks.check_numeric_flags(task, trainer)
+    runtime_setup.check_backend(job.runtime, {"export_dir": (job.export_dir,
+                                                             _EXPORT_DIR_NEEDS_TENSORFLOW)})
+    if task.max_seq_length < 3:
+        raise FlagValueError(f"--max_seq_length={task.max_seq_length} must be >= 3 ([CLS], "
                              "at least one token, [SEP])")
-    if options.do_train:
-        if not options.num_train_epochs > 0:
-            raise FlagValueError(f"--num_train_epochs={options.num_train_epochs} must be > 0")
-        runtime_setup.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
-        if not 0.0 <= options.warmup_proportion <= 1.0:
-            raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} must be in "
+    if job.do_train:
+        if not trainer.num_train_epochs > 0:
+            raise FlagValueError(f"--num_train_epochs={trainer.num_train_epochs} must be > 0")
+        runtime_setup.effective_train_batch_size(trainer)  # checks --gradient_accumulation_steps
+        if not 0.0 <= trainer.warmup_proportion <= 1.0:
+            raise FlagValueError(f"--warmup_proportion={trainer.warmup_proportion} must be in "
                                  "[0, 1]")
-        flag_checks.check_lr_schedule(options, warmup_proportion=options.warmup_proportion)
-    flag_checks.check_export_dir(options)
-    if options.save_checkpoints_steps is not None and options.save_checkpoints_steps < 1:
-        raise FlagValueError(f"--save_checkpoints_steps={options.save_checkpoints_steps} must "
+        flag_checks.check_lr_schedule(trainer, warmup_proportion=trainer.warmup_proportion)
+    flag_checks.check_export_dir(job.export_dir)
+    if trainer.save_checkpoints_steps is not None and trainer.save_checkpoints_steps < 1:
+        raise FlagValueError(f"--save_checkpoints_steps={trainer.save_checkpoints_steps} must "
                              "be >= 1")
     try:
         # Released checkpoints are named for their casing; all are WordPiece (unset: True).
         validate_case_matches_checkpoint(
-            True if options.do_lower_case is None else options.do_lower_case,
-            options.init_checkpoint)
+            True if task.do_lower_case is None else task.do_lower_case, task.init_checkpoint)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
-    files_from = options
-    if not (options.do_train or options.init_checkpoint or options.bert_config_file) and (
-            fileio.isfile(run_directory.path(options.output_dir, run_directory.CONFIG_FILE))):
+    files_from = task
+    if not (job.do_train or task.init_checkpoint or task.bert_config_file) and (
+            fileio.isfile(run_directory.path(job.output_dir, run_directory.CONFIG_FILE))):
         # Evaluating or predicting with a run's own weights: its config, tokenizer and casing.
-        files_from = dataclasses.replace(options, init_checkpoint=options.output_dir)
+        files_from = dataclasses.replace(task, init_checkpoint=job.output_dir)
     source = files_from.init_checkpoint
     try:
         # What the model starts from, before any file is looked up beside it.
@@ -181,26 +182,29 @@ def prepare(options):
     config_file, vocab_file = model_files.resolve_model_files(files_from)
     try:
         if source and fileio.exists(_checkpoint_dir(source)):
-            options.do_lower_case = casing_of(options.do_lower_case, source)
+            task.do_lower_case = casing_of(task.do_lower_case, source)
     except (ValueError, InteropError) as e:
         raise FlagValueError(str(e)) from None
-    tokenizer, options.do_lower_case = tokenizer_setup.load_tokenizer(vocab_file, options)
-    config = model_files.load_config(config_file, options)
-    buckets = runtime_setup.resolve_length_buckets(options, config)
-    run_directory.check_writable(options.output_dir)
+    tokenizer, task.do_lower_case = tokenizer_setup.load_tokenizer(vocab_file,
+                                                                   task.do_lower_case)
+    config = model_files.load_config(config_file, task.max_seq_length)
+    buckets = runtime_setup.resolve_length_buckets(task.length_buckets, task.max_seq_length,
+                                                   config)
+    run_directory.check_writable(job.output_dir)
     # The strategy comes before any TensorFlow op: multi-worker collectives must be configured
     # before the runtime starts.
     job_runtime = runtime_setup.make_runtime(
-        options, {"train_batch_size": options.train_batch_size}, trains=options.do_train,
-        varying_shapes=options.length_buckets not in ("off", None))
+        job.runtime, {"train_batch_size": trainer.train_batch_size}, trains=job.do_train,
+        varying_shapes=task.length_buckets not in ("off", None))
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"vocab_size={config.vocab_size} in {config_file} is smaller than "
                              f"the {tokenizer.vocab_size} tokens of {vocab_file}")
     eval_buckets = None
     if buckets is not None:
-        buckets = runtime_setup.resolve_length_buckets(options, config, job_runtime)
-        eval_buckets = runtime_setup.resolve_length_buckets(options, config, job_runtime,
-                                                            training=False)
+        buckets = runtime_setup.resolve_length_buckets(
+            task.length_buckets, task.max_seq_length, config, job_runtime)
+        eval_buckets = runtime_setup.resolve_length_buckets(
+            task.length_buckets, task.max_seq_length, config, job_runtime, training=False)
     return RunContext(job_runtime, config, vocab_file, tokenizer, buckets, eval_buckets)
 
 
@@ -208,16 +212,16 @@ def _checkpoint_dir(path):
     return path if fileio.isdir(path) else os.path.dirname(path) or "."
 
 
-def owned(context, options):
+def owned(context, output_dir):
     """Holds --output_dir's lock (`run_directory.owned`, taken by the chief) for the body.
 
     A second run on the same --output_dir fails with DirectoryInUseError naming the run that
     holds it, before it reads or writes anything there; a killed run's lock is taken over.
     """
-    return run_directory.owned(options.output_dir, context.chief)
+    return run_directory.owned(output_dir, context.chief)
 
 
-def run_record(context, options, cli_name, task, labels):
+def run_record(context, job, cli_name, task_name, labels):
     """The RunRecord of this fine-tuning run (bert_tf.run_directory): what a resume of
     --output_dir must share with it: the command, the task, the labels (the head's outputs),
     the model config, the tokenizer (its tokens' digest: a CRLF copy is the same), the casing,
@@ -226,41 +230,43 @@ def run_record(context, options, cli_name, task, labels):
     resume).
 
     Args:
-      task: the task name (e.g. "sst-2", "tagging", "squad"); labels: list of str or None.
+      task_name: the task as the record names it (e.g. "sst-2", "tagging", "squad");
+      labels: list of str or None.
     """
+    task, trainer = job.task, job.trainer
     return run_directory.RunRecord(
         job="finetuning", command=cli_name, model_config=context.config.to_dict(),
         tokenizer_sha256=context.tokenizer.digest(),
-        do_lower_case=bool(options.do_lower_case), task=task,
+        do_lower_case=bool(task.do_lower_case), task=task_name,
         labels=None if labels is None else list(labels),
-        settings={"max_seq_length": int(options.max_seq_length),
-                  "trainable_encoder": bool(options.trainable_encoder),
-                  "optimizer": options.optimizer,
-                  "train_batch_size": int(options.train_batch_size),
-                  "gradient_accumulation_steps": int(options.gradient_accumulation_steps)},
-        init_checkpoint=options.init_checkpoint)
+        settings={"max_seq_length": int(task.max_seq_length),
+                  "trainable_encoder": bool(task.trainable_encoder),
+                  "optimizer": trainer.optimizer,
+                  "train_batch_size": int(trainer.train_batch_size),
+                  "gradient_accumulation_steps": int(trainer.gradient_accumulation_steps)},
+        init_checkpoint=task.init_checkpoint)
 
 
-def check_resume(context, options, record):
+def check_resume(context, output_dir, record):
     """Before training: a run resuming --output_dir's checkpoints must be the run that wrote
     them (bert_tf.run_directory.check_resume against `record`, this run's run_record). Reads
-    only.
+    only; a run that does not train has nothing to check.
 
     Raises:
       ResumeMismatchError naming every difference with both values.
     """
-    if options.do_train:
-        run_directory.check_resume(options.output_dir, record, context.vocab_file,
-                                   backend=context.runtime.backend)
+    run_directory.check_resume(output_dir, record, context.vocab_file,
+                               backend=context.runtime.backend)
 
 
-def build_model(context, options, make_model, num_train_steps=None):
+def build_model(context, job, make_model, num_train_steps=None):
     """The task model (and its optimizer when training) under the runtime's scope.
 
     Args:
       context: the RunContext.
-      options: flag values (trainable_encoder, learning_rate, warmup_proportion, optimizer,
-        weight_decay_rate).
+      job: the run's config: job.task.trainable_encoder, and the optimizer's settings in
+        job.trainer (learning_rate, warmup_proportion, optimizer, weight_decay_rate,
+        lr_schedule, decay_proportion, adam_bias_correction).
       make_model: `(encoder) -> task model`.
       num_train_steps: steps of the learning-rate schedule; None: no optimizer.
 
@@ -268,56 +274,60 @@ def build_model(context, options, make_model, num_train_steps=None):
       (model, optimizer or None). With --trainable_encoder=false the encoder is frozen, so
       only the head is in model.trainable_variables and only it is trained.
     """
+    trainer = job.trainer
     with context.runtime.scope():
         encoder = build_encoder(context.config)
         model = make_model(encoder)
-        if not options.trainable_encoder:
+        if not job.task.trainable_encoder:
             encoder.trainable = False
             logging.info("--trainable_encoder=false: training only the %d head variable(s)",
                          len(model.trainable_variables))
         optimizer = None
         if num_train_steps:
             optimizer = create_optimizer(
-                options.learning_rate, num_train_steps,
-                task_loop.num_warmup_steps(num_train_steps, options.warmup_proportion),
-                optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
-                lr_schedule=options.lr_schedule, decay_proportion=options.decay_proportion,
-                bias_correction=options.adam_bias_correction)
+                trainer.learning_rate, num_train_steps,
+                task_loop.num_warmup_steps(num_train_steps, trainer.warmup_proportion),
+                optimizer_type=trainer.optimizer, weight_decay_rate=trainer.weight_decay_rate,
+                lr_schedule=trainer.lr_schedule, decay_proportion=trainer.decay_proportion,
+                bias_correction=trainer.adam_bias_correction)
     return model, optimizer
 
 
-def warm_start_fn(options):
-    """`(init_checkpoint, model) -> report`: bert_tf.interop.warm_start with the flags' casing.
+def warm_start_fn(do_lower_case):
+    """`(init_checkpoint, model) -> report`: bert_tf.interop.warm_start with the run's casing
+    (--do_lower_case as prepare resolved it).
 
     Reads every format --init_checkpoint may name (bert_tf run directories, checkpoints and
     .keras files, original TF1 checkpoints, Hugging Face and keras-hub directories); the encoder
     must load completely, a task head loads only from a checkpoint with the same kind of head.
     """
     def load(init_checkpoint, model):
-        return warm_start(init_checkpoint, model, do_lower_case=options.do_lower_case)
+        return warm_start(init_checkpoint, model, do_lower_case=do_lower_case)
     return load
 
 
-def train(context, options, *, model, optimizer, loss_fn, dataset_fn, num_train_steps,
+def train(context, job, *, model, optimizer, loss_fn, dataset_fn, num_train_steps,
           steps_per_epoch, evaluate_fn=None, best_metric=None):
     """task_loop.fine_tune with the run's settings; checkpoints once per epoch by default.
 
     num_train_steps and steps_per_epoch count optimizer steps of
     runtime_setup.effective_train_batch_size examples (micro-batches x accumulation).
     """
+    task, trainer = job.task, job.trainer
     loop_config = TrainLoopConfig(
-        num_train_steps=num_train_steps, steps_per_loop=runtime_setup.steps_per_loop(options),
-        save_checkpoints_steps=options.save_checkpoints_steps or steps_per_epoch,
-        log_steps=options.log_steps, global_batch_size=options.train_batch_size,
-        gradient_accumulation_steps=options.gradient_accumulation_steps,
-        jit_compile=options.jit_compile, init_checkpoint=options.init_checkpoint)
+        num_train_steps=num_train_steps, steps_per_loop=runtime_setup.steps_per_loop(trainer),
+        save_checkpoints_steps=trainer.save_checkpoints_steps or steps_per_epoch,
+        log_steps=trainer.log_steps, global_batch_size=trainer.train_batch_size,
+        gradient_accumulation_steps=trainer.gradient_accumulation_steps,
+        jit_compile=job.runtime.jit_compile, init_checkpoint=task.init_checkpoint)
     return task_loop.fine_tune(
         model=model, optimizer=optimizer, loss_fn=loss_fn, train_dataset_fn=dataset_fn,
-        runtime=context.runtime, output_dir=options.output_dir, loop_config=loop_config,
-        evaluate_fn=evaluate_fn, best_metric=best_metric, warm_start_fn=warm_start_fn(options))
+        runtime=context.runtime, output_dir=job.output_dir, loop_config=loop_config,
+        evaluate_fn=evaluate_fn, best_metric=best_metric,
+        warm_start_fn=warm_start_fn(task.do_lower_case))
 
 
-def restore_trained(options, model, best_metric, job_runtime):
+def restore_trained(job, model, best_metric, job_runtime):
     """Weights for a run without --do_train: --output_dir's best, else its newest readable
     checkpoint, else --init_checkpoint, which must hold the task's head unless
     --allow_untrained_head. Returns the step.
@@ -325,42 +335,42 @@ def restore_trained(options, model, best_metric, job_runtime):
     A checkpoint that cannot be read (truncated, corrupt) is skipped with a warning naming it,
     in favour of the one before it (the runtime's restore_latest).
     """
-    best = task_loop.BestModelKeeper(model, options.output_dir, best_metric,
-                                    write=False).restore()
-    latest = None if best is not None else job_runtime.restore_latest(options.output_dir, model)
+    task, output_dir = job.task, job.output_dir
+    best = task_loop.BestModelKeeper(model, output_dir, best_metric, write=False).restore()
+    latest = None if best is not None else job_runtime.restore_latest(output_dir, model)
     if best is not None or latest:
-        if options.init_checkpoint:
+        if task.init_checkpoint:
             logging.warning("--init_checkpoint=%s is not read: --output_dir=%s holds the run's "
-                            "own fine-tuned weights, which are used", options.init_checkpoint,
-                            options.output_dir)
+                            "own fine-tuned weights, which are used", task.init_checkpoint,
+                            output_dir)
         if best is not None:
             return best["step"]
         logging.info("Restored %s", latest)
         return run_directory.checkpoint_step(latest)
-    if options.init_checkpoint:
+    if task.init_checkpoint:
         logging.warning("No fine-tuned weights in --output_dir=%s: using --init_checkpoint=%s",
-                        options.output_dir, options.init_checkpoint)
-        report = warm_start_fn(options)(options.init_checkpoint, model)
-        if report.newly_initialized and not options.allow_untrained_head:
+                        output_dir, task.init_checkpoint)
+        report = warm_start_fn(task.do_lower_case)(task.init_checkpoint, model)
+        if report.newly_initialized and not task.allow_untrained_head:
             raise FlagValueError(
-                f"--do_eval/--do_predict without --do_train: --output_dir={options.output_dir} "
-                f"holds no fine-tuned weights and --init_checkpoint={options.init_checkpoint} "
+                f"--do_eval/--do_predict without --do_train: --output_dir={output_dir} "
+                f"holds no fine-tuned weights and --init_checkpoint={task.init_checkpoint} "
                 f"has no {type(model).__name__} head ({len(report.newly_initialized)} head "
                 "variables would be random, e.g. "
                 f"{report.newly_initialized[0]}); fine-tune first (--do_train), point "
                 "--init_checkpoint at a fine-tuned run, or pass --allow_untrained_head")
         return 0
     raise FlagValueError(f"--do_eval/--do_predict without --do_train need fine-tuned weights in "
-                         f"--output_dir={options.output_dir} or an --init_checkpoint")
+                         f"--output_dir={output_dir} or an --init_checkpoint")
 
 
-def read_task_info(options):
+def read_task_info(output_dir, init_checkpoint=None):
     """The task_info.json of --output_dir or, failing that, of the --init_checkpoint directory
     (for prediction runs that need the label list of an earlier training run); None if none."""
-    candidates = [options.output_dir]
-    if options.init_checkpoint:
-        source = options.init_checkpoint
-        candidates.append(source if fileio.isdir(source) else os.path.dirname(source))
+    candidates = [output_dir]
+    if init_checkpoint:
+        candidates.append(init_checkpoint if fileio.isdir(init_checkpoint)
+                          else os.path.dirname(init_checkpoint))
     for directory in candidates:
         path = run_directory.path(directory, run_directory.TASK_INFO_FILE)
         if tf.io.gfile.exists(path):
@@ -388,41 +398,41 @@ def softmax(logits):
     return exp / exp.sum(axis=-1, keepdims=True)
 
 
-def write_run_files(context, options, model, task, labels, cli_name, flags_text,
+def write_run_files(context, job, model, kind, labels, cli_name, flags_text,
                     export_fields=None, **task_info):
     """The chief of a run that trained writes model.keras, bert_config.json, vocab.txt,
-    task_info.json (task, labels and the extra `task_info` fields, e.g. text_pair) and the
-    flags; of every run, the --export_dir SavedModel (given `export_fields` as serving.export
-    arguments; default: `task_info`). A run that did not train writes none of the run's
-    files: they are the training run's."""
+    task_info.json (the task `kind`, labels and the extra `task_info` fields, e.g. text_pair)
+    and the flags; of every run, the --export_dir SavedModel (given `export_fields` as
+    serving.export arguments; default: `task_info`). A run that did not train writes none of
+    the run's files: they are the training run's."""
     if not context.chief:
         return
-    output_dir = options.output_dir
-    if options.do_train:
+    output_dir, task = job.output_dir, job.task
+    if job.do_train:
         model_files.copy_model_files(output_dir, context.runtime, context.config,
                                      context.vocab_file, context.tokenizer)
         checkpointing.save_keras_model(model, run_directory.path(output_dir,
                                                                  run_directory.MODEL_FILE))
-        serving.write_task_info(output_dir, task, do_lower_case=bool(options.do_lower_case),
-                                max_seq_length=options.max_seq_length, labels=labels,
+        serving.write_task_info(output_dir, kind, do_lower_case=bool(task.do_lower_case),
+                                max_seq_length=task.max_seq_length, labels=labels,
                                 **task_info)
         if flags_text:
             write_text_atomic(run_directory.path(output_dir, run_directory.flags_file(cli_name)),
                               flags_text)
-    if options.export_dir:
+    if job.export_dir:
         export_fields = dict(task_info if export_fields is None else export_fields)
-        serving.export(model, options.export_dir, tokenizer=context.tokenizer,
-                       max_seq_length=options.max_seq_length, labels=labels, **export_fields)
-        logging.info("Exported the model as a SavedModel to %s", options.export_dir)
+        serving.export(model, job.export_dir, tokenizer=context.tokenizer,
+                       max_seq_length=task.max_seq_length, labels=labels, **export_fields)
+        logging.info("Exported the model as a SavedModel to %s", job.export_dir)
 
 
-def write_results(context, options, results, eval_metrics):
-    """results.json, and eval_results.txt ('name = value' lines as the original writes); of a
-    run that did not train, a line of eval_only_results.jsonl instead, beside them."""
+def write_results(context, output_dir, trained, results, eval_metrics):
+    """results.json, and eval_results.txt ('name = value' lines as the original writes), in
+    --output_dir; of a run that did not train (`trained` false), a line of
+    eval_only_results.jsonl instead, beside them."""
     if not context.chief:
         return
-    output_dir = options.output_dir
-    if not options.do_train:
+    if not trained:
         run_directory.append_eval_only_results(output_dir, results)
         return
     write_text_atomic(run_directory.path(output_dir, run_directory.RESULTS_FILE),
@@ -435,18 +445,18 @@ def write_results(context, options, results, eval_metrics):
                           "\n".join(lines) + "\n")
 
 
-def records_train_dataset_fn(path, spec, options, length_buckets):
+def records_train_dataset_fn(path, spec, batch_size, seed, length_buckets):
     """The training `dataset_fn(input_context=None)` over cached feature records at `path`
-    (feature_records.records_dataset: shuffled, repeating, batched per replica by
-    --train_batch_size, in `length_buckets`)."""
+    (feature_records.records_dataset: shuffled with `seed` (--seed), repeating, the global
+    `batch_size` (--train_batch_size) batched per replica, in `length_buckets`)."""
     def dataset_fn(input_context=None):
         return feature_records.records_dataset(
-            path, spec, batch_size=options.train_batch_size, is_training=True,
-            seed=options.seed, input_context=input_context, length_buckets=length_buckets)
+            path, spec, batch_size=batch_size, is_training=True, seed=seed,
+            input_context=input_context, length_buckets=length_buckets)
     return dataset_fn
 
 
-class Task:
+class TaskRunner:
     """A fine-tuning task as run_task runs it: what differs between tasks, phase by phase.
 
     A subclass sets `cli_name` (names <cli_name>.flags and the command of the run record),
@@ -463,9 +473,10 @@ class Task:
     # depends on the data (classification or regression).
     run_kind = None
 
-    def __init__(self, options):
-        """Checks the task's own settings before any work; raises FlagValueError."""
-        self.options = options
+    def __init__(self, job):
+        """Checks the task's own settings (of `job`, the run's config) before any work;
+        raises FlagValueError."""
+        self.job = job
         self.labels = None
         self.num_train_examples = None
 
@@ -518,64 +529,66 @@ class Task:
         raise NotImplementedError
 
 
-def run_task(task, options, flags_text=None):
+def run_task(runner, job, flags_text=None):
     """Runs a fine-tuning task as its config says; returns the results dict (results.json).
 
     Args:
-      task: a Task made with `options` (it has checked its own settings).
-      options: the task's config (a FinetuningConfig subclass, or any object with its
-        attribute names).
+      runner: the task's TaskRunner made with `job` (it has checked its own settings).
+      job: the run's config (a FinetuningConfig subclass with the task's section).
       flags_text: the command line as a flagfile, saved to output_dir/<cli_name>.flags.
     """
     start = time.time()
-    context = prepare(options)
+    context = prepare(job)
     # What can refuse the run is read before the directory is taken: a refused run leaves
     # nothing behind.
-    task.read_training_data(context)
-    record = run_record(context, options, task.cli_name, task.resume_name, task.labels)
-    check_resume(context, options, record)
-    with owned(context, options):
-        # Again, now that no other run can change the record meanwhile.
-        check_resume(context, options, record)
-        if options.do_train and context.chief:
-            run_directory.write_record(options.output_dir, record)
-        return _run_task(task, options, flags_text, start, context)
+    runner.read_training_data(context)
+    record = run_record(context, job, runner.cli_name, runner.resume_name, runner.labels)
+    if job.do_train:
+        check_resume(context, job.output_dir, record)
+    with owned(context, job.output_dir):
+        if job.do_train:
+            # Again, now that no other run can change the record meanwhile.
+            check_resume(context, job.output_dir, record)
+            if context.chief:
+                run_directory.write_record(job.output_dir, record)
+        return _run_task(runner, job, flags_text, start, context)
 
 
-def _run_task(task, options, flags_text, start, context):
+def _run_task(runner, job, flags_text, start, context):
     """run_task once --output_dir is owned and the run recorded."""
-    if not options.do_train:
+    if not job.do_train:
         # The weights first: a run that cannot have them is refused before it writes anything
         # (the feature records of its inputs included).
-        model, _ = build_model(context, options, task.make_model)
-        step = restore_trained(options, model, task.best_metric, context.runtime)
-        task.prepare_inputs(context)
+        model, _ = build_model(context, job, runner.make_model)
+        step = restore_trained(job, model, runner.best_metric, context.runtime)
+        runner.prepare_inputs(context)
     else:
-        task.prepare_inputs(context)
-        batch = runtime_setup.effective_train_batch_size(options)
-        num_train_steps = task_loop.num_train_steps(task.num_train_examples, batch,
-                                                    options.num_train_epochs)
-        model, optimizer = build_model(context, options, task.make_model, num_train_steps)
-    task.attach(model, context)
-    results = task.results()
+        runner.prepare_inputs(context)
+        batch = runtime_setup.effective_train_batch_size(job.trainer)
+        num_train_steps = task_loop.num_train_steps(runner.num_train_examples, batch,
+                                                    job.trainer.num_train_epochs)
+        model, optimizer = build_model(context, job, runner.make_model, num_train_steps)
+    runner.attach(model, context)
+    results = runner.results()
     outcome = None
-    if options.do_train:
-        evaluate_fn = task.evaluate_fn()
-        outcome = train(context, options, model=model, optimizer=optimizer,
-                        loss_fn=task.loss_fn, dataset_fn=task.train_dataset_fn(context),
+    if job.do_train:
+        evaluate_fn = runner.evaluate_fn()
+        outcome = train(context, job, model=model, optimizer=optimizer,
+                        loss_fn=runner.loss_fn, dataset_fn=runner.train_dataset_fn(context),
                         num_train_steps=num_train_steps,
-                        steps_per_epoch=task_loop.steps_per_epoch(task.num_train_examples, batch),
+                        steps_per_epoch=task_loop.steps_per_epoch(runner.num_train_examples,
+                                                                  batch),
                         evaluate_fn=evaluate_fn,
-                        best_metric=task.best_metric if evaluate_fn else None)
-        task.record_training(results, outcome, num_train_steps)
+                        best_metric=runner.best_metric if evaluate_fn else None)
+        runner.record_training(results, outcome, num_train_steps)
     else:
         results["global_step"] = step
     # The trained model is saved before the predictions are written: nothing after can lose
     # it (a prediction file that cannot be written, e.g. a full disk).
-    kind, export_fields, task_info = task.run_files()
-    write_run_files(context, options, model, kind, task.labels, task.cli_name, flags_text,
+    kind, export_fields, task_info = runner.run_files()
+    write_run_files(context, job, model, kind, runner.labels, runner.cli_name, flags_text,
                     export_fields=export_fields, **task_info)
-    eval_metrics = task.evaluate_and_predict(context, results, outcome)
+    eval_metrics = runner.evaluate_and_predict(context, results, outcome)
     results["wall_time_seconds"] = time.time() - start
-    write_results(context, options, results, eval_metrics)
+    write_results(context, job.output_dir, job.do_train, results, eval_metrics)
     return results

@@ -52,37 +52,38 @@ TASK = "squad"
 BEST_METRIC = "f1"
 
 
-def validate_options(options):
-    """Checks the SQuAD flags; finetuning.prepare checks the shared ones after these.
+def validate_job(job):
+    """Checks the SQuAD flags of a SquadConfig; finetuning.prepare checks the shared ones after
+    these.
 
     Raises:
       FlagValueError naming the flag, the value and what was expected.
     """
-    if not (options.do_train or options.do_predict or options.do_eval):
+    task = job.task
+    if not (job.do_train or job.do_predict or job.do_eval):
         raise FlagValueError("at least one of --do_train, --do_predict or --do_eval must be set")
-    if options.do_train and not options.train_file:
+    if job.do_train and not task.train_file:
         raise FlagValueError("--do_train needs --train_file")
-    if (options.do_predict or options.do_eval) and not options.predict_file:
+    if (job.do_predict or job.do_eval) and not task.predict_file:
         raise FlagValueError("--do_predict and --do_eval need --predict_file")
-    if not options.output_dir:
+    if not job.output_dir:
         raise FlagValueError("--output_dir is required")
     try:
-        squad.check_window_sizes(options.max_seq_length, options.max_query_length,
-                                 options.doc_stride)
+        squad.check_window_sizes(task.max_seq_length, task.max_query_length, task.doc_stride)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
-    flag_checks.require_positive(n_best_size=options.n_best_size,
-                                 max_answer_length=options.max_answer_length)
+    flag_checks.require_positive(n_best_size=task.n_best_size,
+                                 max_answer_length=task.max_answer_length)
 
 
-def _load(path, flag, options, is_training):
+def _load(path, flag, version_2_with_negative, is_training):
     """(data list, examples, skipped, has_gold) of a SQuAD file; errors name the flag."""
     try:
         data = squad.load_squad_json(path)
-        has_gold = squad.check_squad_data(data, path, options.version_2_with_negative)
+        has_gold = squad.check_squad_data(data, path, version_2_with_negative)
         examples, skipped = squad.read_squad_examples(
             data, path, is_training=is_training,
-            version_2_with_negative=options.version_2_with_negative)
+            version_2_with_negative=version_2_with_negative)
     except squad.SquadFormatError as e:
         raise FlagValueError(f"--{flag}: {e}") from None
     if not examples:
@@ -90,66 +91,69 @@ def _load(path, flag, options, is_training):
     return data, examples, skipped, has_gold
 
 
-def _convert(examples, tokenizer, options, is_training):
+def _convert(examples, tokenizer, task, is_training):
+    """The windows of `examples` as the SquadTask section `task` cuts them."""
     return squad.convert_examples_to_features(
-        examples, tokenizer, max_seq_length=options.max_seq_length,
-        doc_stride=options.doc_stride, max_query_length=options.max_query_length,
+        examples, tokenizer, max_seq_length=task.max_seq_length,
+        doc_stride=task.doc_stride, max_query_length=task.max_query_length,
         is_training=is_training)
 
 
-def _serving_settings(options):
-    """What an exported model needs besides the vocabulary to prepare inputs and answer."""
-    return dict(do_lower_case=bool(options.do_lower_case),
-                max_seq_length=options.max_seq_length,
-                max_query_length=options.max_query_length,
-                max_answer_length=options.max_answer_length,
-                doc_stride=options.doc_stride,
-                version_2_with_negative=bool(options.version_2_with_negative))
+def _serving_settings(task):
+    """What an exported model needs besides the vocabulary to prepare inputs and answer (of
+    the SquadTask section `task`)."""
+    return dict(do_lower_case=bool(task.do_lower_case),
+                max_seq_length=task.max_seq_length,
+                max_query_length=task.max_query_length,
+                max_answer_length=task.max_answer_length,
+                doc_stride=task.doc_stride,
+                version_2_with_negative=bool(task.version_2_with_negative))
 
 
 class _Predictor:
-    """Answers the --predict_file questions with the current weights of the model."""
+    """Answers the --predict_file questions with the current weights of the model, as the
+    SquadTask section `task` says, in batches of `batch_size` (--predict_batch_size)."""
 
-    def __init__(self, model, options, data, examples, features, has_gold,
+    def __init__(self, model, task, batch_size, data, examples, features, has_gold,
                  length_buckets=None, whole_words=False):
-        self.model, self.options, self.data = model, options, data
+        self.model, self.task, self.batch_size, self.data = model, task, batch_size, data
         self.examples, self.features, self.has_gold = examples, features, has_gold
         # Byte-level BPE: answers are whole context words (squad_postprocess).
         self.whole_words = whole_words
-        self.arrays = squad.features_to_arrays(features, options.max_seq_length,
+        self.arrays = squad.features_to_arrays(features, task.max_seq_length,
                                                is_training=False)
         self.seconds = 0.0
         self.length_buckets = length_buckets
 
     def answer(self):
         """SquadPredictions of every question (timed into self.seconds)."""
-        start = time.time()
-        dataset = squad.squad_dataset(self.arrays, batch_size=self.options.predict_batch_size,
+        start, task = time.time(), self.task
+        dataset = squad.squad_dataset(self.arrays, batch_size=self.batch_size,
                                       is_training=False, length_buckets=self.length_buckets)
         logits = task_loop.predict(self.model, dataset, ["start_logits", "end_logits"],
-                                  sequence_length=self.options.max_seq_length)
+                                  sequence_length=task.max_seq_length)
         count = len(self.features)
         result = squad_postprocess.compute_predictions(
             self.examples, self.features, logits["start_logits"][:count],
-            logits["end_logits"][:count], n_best_size=self.options.n_best_size,
-            max_answer_length=self.options.max_answer_length,
-            do_lower_case=self.options.do_lower_case,
-            version_2_with_negative=self.options.version_2_with_negative,
-            null_score_diff_threshold=self.options.null_score_diff_threshold,
+            logits["end_logits"][:count], n_best_size=task.n_best_size,
+            max_answer_length=task.max_answer_length,
+            do_lower_case=task.do_lower_case,
+            version_2_with_negative=task.version_2_with_negative,
+            null_score_diff_threshold=task.null_score_diff_threshold,
             whole_words=self.whole_words)
         self.seconds = time.time() - start
         return result
 
     def metrics(self, result):
         return squad_metrics.evaluate(self.data, result.predictions,
-                                      self.options.version_2_with_negative, result.null_odds)
+                                      self.task.version_2_with_negative, result.null_odds)
 
     def evaluate(self):
         """Official metrics of the current weights (evaluate_fn of fine_tune)."""
         return self.metrics(self.answer())
 
 
-class SquadTask(finetuning.Task):
+class SquadRunner(finetuning.TaskRunner):
     """Span question answering with a BertSpanLabeler, scored by the official EM/F1."""
 
     cli_name = "run_squad"
@@ -158,27 +162,27 @@ class SquadTask(finetuning.Task):
 
     run_kind = TASK
 
-    def __init__(self, options):
-        super().__init__(options)
-        validate_options(options)
+    def __init__(self, job):
+        super().__init__(job)
+        validate_job(job)
         self.predictor = None
 
     @property
     def resume_name(self):
-        return f"{TASK} (version_2_with_negative={bool(self.options.version_2_with_negative)})"
+        return f"{TASK} (version_2_with_negative={bool(self.job.task.version_2_with_negative)})"
 
     def prepare_inputs(self, context):
-        options, tokenizer = self.options, context.tokenizer
-        self.info = {"task": TASK,
-                     "version_2_with_negative": bool(options.version_2_with_negative)}
-        if options.do_train:
-            _, train_examples, skipped, _ = _load(options.train_file, "train_file", options,
+        job, task, tokenizer = self.job, self.job.task, context.tokenizer
+        version_2 = task.version_2_with_negative
+        self.info = {"task": TASK, "version_2_with_negative": bool(version_2)}
+        if job.do_train:
+            _, train_examples, skipped, _ = _load(task.train_file, "train_file", version_2,
                                                   True)
             self.train_arrays = squad.features_to_arrays(
-                _convert(train_examples, tokenizer, options, True), options.max_seq_length,
+                _convert(train_examples, tokenizer, task, True), task.max_seq_length,
                 is_training=True)
             if not squad.num_rows(self.train_arrays):
-                raise FlagValueError(f"--train_file={options.train_file}: no context has any "
+                raise FlagValueError(f"--train_file={task.train_file}: no context has any "
                                      f"{context.tokenizer.kind} token")
             self.info.update(num_train_examples=len(train_examples),
                              num_train_features=squad.num_rows(self.train_arrays),
@@ -189,15 +193,15 @@ class SquadTask(finetuning.Task):
             # As the original: steps from the number of questions, not of windows.
             self.num_train_examples = len(train_examples)
         self.predict_input = None
-        if options.do_predict or options.do_eval:
-            data, examples, _, has_gold = _load(options.predict_file, "predict_file", options,
+        if job.do_predict or job.do_eval:
+            data, examples, _, has_gold = _load(task.predict_file, "predict_file", version_2,
                                                 False)
-            if options.do_eval and not has_gold:
-                raise FlagValueError(f"--do_eval: --predict_file={options.predict_file} has "
+            if job.do_eval and not has_gold:
+                raise FlagValueError(f"--do_eval: --predict_file={task.predict_file} has "
                                      "questions without gold answers")
-            features = list(_convert(examples, tokenizer, options, False))
+            features = list(_convert(examples, tokenizer, task, False))
             if not features:
-                raise FlagValueError(f"--predict_file={options.predict_file}: no context has "
+                raise FlagValueError(f"--predict_file={task.predict_file}: no context has "
                                      f"any {context.tokenizer.kind} token")
             self.predict_input = (data, examples, features, has_gold)
             self.info.update(num_predict_examples=len(examples),
@@ -211,7 +215,8 @@ class SquadTask(finetuning.Task):
     def attach(self, model, context):
         super().attach(model, context)
         if self.predict_input:
-            self.predictor = _Predictor(model, self.options, *self.predict_input,
+            self.predictor = _Predictor(model, self.job.task,
+                                        self.job.trainer.predict_batch_size, *self.predict_input,
                                         length_buckets=context.eval_length_buckets,
                                         whole_words=not context.tokenizer.subword_offsets)
 
@@ -219,14 +224,14 @@ class SquadTask(finetuning.Task):
         return dict(self.info)
 
     def train_dataset_fn(self, context):
-        options, arrays = self.options, self.train_arrays
-        global_batch, buckets = options.train_batch_size, context.length_buckets
+        arrays, seed = self.train_arrays, self.job.runtime.seed
+        global_batch, buckets = self.job.trainer.train_batch_size, context.length_buckets
 
         def dataset_fn(input_context=None):
             batch = (input_context.get_per_replica_batch_size(global_batch) if input_context
                      else global_batch)
             return squad.squad_dataset(arrays, batch_size=batch, is_training=True,
-                                       seed=options.seed, input_context=input_context,
+                                       seed=seed, input_context=input_context,
                                        length_buckets=buckets)
         return dataset_fn
 
@@ -237,12 +242,12 @@ class SquadTask(finetuning.Task):
     def record_training(self, results, outcome, num_train_steps):
         results.update(global_step=outcome["step"], num_train_steps=num_train_steps,
                        num_warmup_steps=task_loop.num_warmup_steps(
-                           num_train_steps, self.options.warmup_proportion),
+                           num_train_steps, self.job.trainer.warmup_proportion),
                        train=outcome["train"], evaluations=outcome["evaluations"],
                        best=outcome["best"])
 
     def evaluate_and_predict(self, context, results, outcome):
-        options, predictor = self.options, self.predictor
+        job, predictor = self.job, self.predictor
         # fine_tune leaves the best weights (by F1) in the model when it evaluated.
         weights_step = results["global_step"]
         if outcome is not None:
@@ -254,14 +259,14 @@ class SquadTask(finetuning.Task):
                 len(predictor.examples) / predictor.seconds if predictor.seconds > 0 else 0.0)
             if context.chief:
                 results["prediction_files"] = squad_postprocess.write_predictions(
-                    answers, options.output_dir)
+                    answers, job.output_dir)
             results["predict_step"] = weights_step
             if predictor.has_gold:
                 results["eval"] = predictor.metrics(answers)
                 logging.info("Eval of the weights of step %d: %s", weights_step, " ".join(
                     f"{k}={v:.4g}" for k, v in results["eval"].items()))
-                if context.chief and not options.do_train:
-                    write_summaries(file_names.path(options.output_dir,
+                if context.chief and not job.do_train:
+                    write_summaries(file_names.path(job.output_dir,
                                                     file_names.SUMMARIES_DIR, "eval"),
                                     weights_step, results["eval"])
         # No eval_results.txt (the original run_squad.py writes none): the metrics are in
@@ -269,19 +274,20 @@ class SquadTask(finetuning.Task):
         return None
 
     def run_files(self):
-        settings = _serving_settings(self.options)
+        settings = _serving_settings(self.job.task)
         del settings["do_lower_case"], settings["max_seq_length"]  # write_run_files adds them
         # The threshold goes to the --export_dir SavedModel; task_info.json has no field for it
         # (bert-tf-export takes --null_score_diff_threshold).
-        export = dict(settings, null_score_diff_threshold=self.options.null_score_diff_threshold)
+        export = dict(settings,
+                      null_score_diff_threshold=self.job.task.null_score_diff_threshold)
         return TASK, export, settings
 
 
-def run_squad(options, flags_text=None):
+def run_squad(job, flags_text=None):
     """Trains and/or predicts as the config says; returns the results dict (results.json).
 
     Args:
-      options: a SquadConfig (or any object with its attribute names).
+      job: a SquadConfig.
       flags_text: the command line as a flagfile, saved to output_dir/run_squad.flags.
     """
-    return finetuning.run_task(SquadTask(options), options, flags_text)
+    return finetuning.run_task(SquadRunner(job), job, flags_text)

@@ -54,25 +54,25 @@ _DEFAULT_FILES = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt"),
                   "test": ("test.txt",)}
 
 
-def _data_file(options, split):
-    explicit = {"train": options.train_file, "dev": options.dev_file,
-                "test": options.test_file}[split]
+def _data_file(task, split):
+    """The file of a split ("train", "dev", "test") of the TaggingTask section `task`."""
+    explicit = {"train": task.train_file, "dev": task.dev_file, "test": task.test_file}[split]
     if explicit:
         return explicit
-    if not options.data_dir:
+    if not task.data_dir:
         raise FlagValueError(f"no {split} data: give --{split}_file or --data_dir")
     for name in _DEFAULT_FILES[split]:
-        path = os.path.join(options.data_dir, name)
+        path = os.path.join(task.data_dir, name)
         if tf.io.gfile.exists(path):
             return path
-    raise FlagValueError(f"no {split} file in --data_dir={options.data_dir}: expected "
+    raise FlagValueError(f"no {split} file in --data_dir={task.data_dir}: expected "
                          f"{' or '.join(_DEFAULT_FILES[split])}, or --{split}_file")
 
 
-def _read_split(options, split):
-    path = _data_file(options, split)
-    sentences = tagging_data.read_conll(path, token_column=options.token_column,
-                                        tag_column=options.tag_column,
+def _read_split(task, split):
+    path = _data_file(task, split)
+    sentences = tagging_data.read_conll(path, token_column=task.token_column,
+                                        tag_column=task.tag_column,
                                         require_tags=split != "test")
     if not sentences:
         raise DataError(f"{path}: no sentences")
@@ -81,15 +81,18 @@ def _read_split(options, split):
     return sentences
 
 
-def _labels(options, train_sentences):
-    if options.labels:
-        if len(set(options.labels)) != len(options.labels):
-            raise FlagValueError(f"--labels={','.join(options.labels)} repeats a tag")
-        labels = list(options.labels)
+def _labels(task, output_dir, train_sentences):
+    """The tags in logit order: --labels of the TaggingTask section `task`, else the training
+    sentences', else those of a task_info.json in `output_dir` (--output_dir) or beside
+    --init_checkpoint."""
+    if task.labels:
+        if len(set(task.labels)) != len(task.labels):
+            raise FlagValueError(f"--labels={','.join(task.labels)} repeats a tag")
+        labels = list(task.labels)
     elif train_sentences is not None:
         labels = tagging_data.infer_tags(train_sentences)
     else:
-        info = finetuning.read_task_info(options)
+        info = finetuning.read_task_info(output_dir, task.init_checkpoint)
         if not info or not info.get("labels"):
             raise FlagValueError("without --do_train the tags come from --labels or a "
                                  "task_info.json in --output_dir or beside --init_checkpoint; "
@@ -115,7 +118,7 @@ def _weighted_loss(logits_nsc, label_ids_ns, weights_ns):
     return float(-(picked * weights_ns).sum() / max(weights_ns.sum(), 1.0))
 
 
-class TaggingTask(finetuning.Task):
+class TaggingRunner(finetuning.TaskRunner):
     """Token tagging with a BertTokenClassifier, scored by entity F1."""
 
     cli_name = "run_tagging"
@@ -123,45 +126,47 @@ class TaggingTask(finetuning.Task):
     best_metric = "f1"
     loss_fn = staticmethod(task_loop.tagging_loss_fn)
 
-    def __init__(self, options):
-        super().__init__(options)
-        self.splits = [s for s, wanted in (("train", options.do_train),
-                                           ("dev", options.do_eval),
-                                           ("test", options.do_predict)) if wanted]
+    def __init__(self, job):
+        super().__init__(job)
+        self.splits = [s for s, wanted in (("train", job.do_train),
+                                           ("dev", job.do_eval),
+                                           ("test", job.do_predict)) if wanted]
         for split in self.splits:
-            _data_file(options, split)
+            _data_file(job.task, split)
         self.sentences, self.data = {}, {}
 
     def read_training_data(self, context):
-        if self.options.max_seq_length < 3:
-            raise FlagValueError(f"--max_seq_length={self.options.max_seq_length} leaves no "
+        task = self.job.task
+        if task.max_seq_length < 3:
+            raise FlagValueError(f"--max_seq_length={task.max_seq_length} leaves no "
                                  "room for a token between [CLS] and [SEP]")
-        if self.options.do_train:
-            self.sentences["train"] = _read_split(self.options, "train")
-        self.labels = _labels(self.options, self.sentences.get("train"))
+        if self.job.do_train:
+            self.sentences["train"] = _read_split(task, "train")
+        self.labels = _labels(task, self.job.output_dir, self.sentences.get("train"))
 
     @property
     def resume_name(self):
         return "tagging"
 
     def prepare_inputs(self, context):
-        options, labels = self.options, self.labels
-        cache_dir = file_names.path(options.output_dir, file_names.FEATURES_DIR)
+        job, labels = self.job, self.labels
+        max_seq_length = job.task.max_seq_length
+        cache_dir = file_names.path(job.output_dir, file_names.FEATURES_DIR)
         for split in self.splits:
             if split not in self.sentences:
-                self.sentences[split] = _read_split(options, split)
+                self.sentences[split] = _read_split(job.task, split)
             tagging_data.check_tags(self.sentences[split], labels, split)
             self.data[split] = tagging_data.tagging_records(
-                cache_dir, split, self.sentences[split], context.tokenizer,
-                options.max_seq_length, labels)
-        self.spec = tagging_data.tagging_spec(options.max_seq_length)
-        if options.do_train:
+                cache_dir, split, self.sentences[split], context.tokenizer, max_seq_length,
+                labels)
+        self.spec = tagging_data.tagging_spec(max_seq_length)
+        if job.do_train:
             self.num_train_examples = self.data["train"][2]["num_examples"]
-        if options.do_eval:
+        if job.do_eval:
             self.dev_gold = [list(s.tags) for s in self.sentences["dev"]]
             features = list(tagging_data.tagging_features(
-                self.data["dev"][0], self.sentences["dev"], context.tokenizer,
-                options.max_seq_length, labels))
+                self.data["dev"][0], self.sentences["dev"], context.tokenizer, max_seq_length,
+                labels))
             self.dev_targets = (np.array([f["label_ids"] for f in features], np.int64),
                                 np.array([f["label_weights"] for f in features], np.float64))
 
@@ -179,7 +184,7 @@ class TaggingTask(finetuning.Task):
                                                   num_examples=meta["num_examples"],
                                                   length_buckets=self.eval_length_buckets)
         return task_loop.predict(self.model, dataset,
-                                sequence_length=self.options.max_seq_length)[:len(windows)]
+                                sequence_length=self.job.task.max_seq_length)[:len(windows)]
 
     def _word_tags(self, split, logits):
         return tagging_data.word_predictions(self.data[split][0], self.sentences[split],
@@ -187,48 +192,49 @@ class TaggingTask(finetuning.Task):
 
     def _dev_pass(self):
         """(flat metrics, entity_scores, predicted tags) of the current weights on dev."""
-        logits = self._window_logits("dev", self.options.eval_batch_size)
+        logits = self._window_logits("dev", self.job.trainer.eval_batch_size)
         predicted = self._word_tags("dev", logits)
         scores = entity_scores(self.dev_gold, predicted)
         metrics = dict(flat_scores(scores), eval_loss=_weighted_loss(logits, *self.dev_targets))
         return metrics, scores, predicted
 
     def results(self):
-        splits, sentences, data = self.splits, self.sentences, self.data
+        splits, sentences, data, task = self.splits, self.sentences, self.data, self.job.task
         return {"task": "tagging", "labels": self.labels,
-                "max_seq_length": self.options.max_seq_length,
-                "trainable_encoder": bool(self.options.trainable_encoder),
+                "max_seq_length": task.max_seq_length,
+                "trainable_encoder": bool(task.trainable_encoder),
                 "num_sentences": {s: len(sentences[s]) for s in splits},
                 "num_windows": {s: data[s][2]["num_examples"] for s in splits},
                 "split_sentences": {s: data[s][2]["split_sentences"] for s in splits}}
 
     def train_dataset_fn(self, context):
-        return finetuning.records_train_dataset_fn(self.data["train"][1], self.spec, self.options,
-                                                   context.length_buckets)
+        return finetuning.records_train_dataset_fn(
+            self.data["train"][1], self.spec, self.job.trainer.train_batch_size,
+            self.job.runtime.seed, context.length_buckets)
 
     def evaluate_fn(self):
-        return (lambda: self._dev_pass()[0]) if self.options.do_eval else None
+        return (lambda: self._dev_pass()[0]) if self.job.do_eval else None
 
     def evaluate_and_predict(self, context, results, outcome):
-        options, sentences = self.options, self.sentences
+        job, sentences = self.job, self.sentences
         step = results.get("best_step", results["global_step"])
         eval_metrics = None
-        if options.do_eval:
+        if job.do_eval:
             eval_start = time.time()
             eval_metrics, results["eval"], predicted = self._dev_pass()
             results["eval_sentences_per_second"] = (len(self.dev_gold)
                                                     / (time.time() - eval_start))
-            _write_predictions(context, options, "dev", sentences["dev"], predicted)
+            _write_predictions(context, job.output_dir, "dev", sentences["dev"], predicted)
             logging.info("dev entity F1 %.4f (precision %.4f, recall %.4f) at step %d",
                          eval_metrics["f1"], eval_metrics["precision"],
                          eval_metrics["recall"], step)
-        if options.do_predict:
+        if job.do_predict:
             predict_start = time.time()
             predicted = self._word_tags("test", self._window_logits(
-                "test", options.predict_batch_size))
+                "test", job.trainer.predict_batch_size))
             results["predict_sentences_per_second"] = (len(sentences["test"])
                                                        / (time.time() - predict_start))
-            _write_predictions(context, options, "test", sentences["test"], predicted)
+            _write_predictions(context, job.output_dir, "test", sentences["test"], predicted)
             if all(s.tags is not None for s in sentences["test"]):
                 results["test"] = entity_scores([list(s.tags) for s in sentences["test"]],
                                                 predicted)
@@ -239,17 +245,17 @@ class TaggingTask(finetuning.Task):
         return self.run_kind, None, {}
 
 
-def run_tagging(options, flags_text=None):
+def run_tagging(job, flags_text=None):
     """Trains, evaluates and predicts as the config says; returns the results dict.
 
     Args:
-      options: a TaggingConfig (or any object with its attribute names).
+      job: a TaggingConfig.
       flags_text: the command line as a flagfile, saved to output_dir/run_tagging.flags.
     """
-    return finetuning.run_task(TaggingTask(options), options, flags_text)
+    return finetuning.run_task(TaggingRunner(job), job, flags_text)
 
 
-def _write_predictions(context, options, split, sentences, predicted):
+def _write_predictions(context, output_dir, split, sentences, predicted):
     if context.chief:
-        write_text_atomic(os.path.join(options.output_dir, f"{split}_predictions.txt"),
+        write_text_atomic(os.path.join(output_dir, f"{split}_predictions.txt"),
                           tagging_data.conll_text(sentences, predicted))

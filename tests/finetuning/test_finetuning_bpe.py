@@ -71,7 +71,7 @@ def test_classify_a_converted_modernbert_run_and_serve_raw_text(converted_run, t
     tokenizes in the graph exactly as the Python tokenizer."""
     config = _classify_config(converted_run, tmp_path, "--do_train",
                               f"--export_dir={tmp_path / 'export' / '1'}")
-    assert config.do_lower_case is None and config.vocab_file is None
+    assert config.task.do_lower_case is None and config.task.vocab_file is None
     results = run_classifier(config)
     assert results["global_step"] == results["num_train_steps"] == 2
     out = tmp_path / "out"
@@ -253,4 +253,4 @@ def test_a_vocab_file_differing_from_the_tokenizer_json_beside_the_checkpoint_is
     same.parent.mkdir()
     shutil.copy(converted_run / "tokenizer.json", same)
     config = _classify_config(converted_run, tmp_path, f"--vocab_file={same}")
-    assert model_files.resolve_model_files(config)[1] == str(same)
+    assert model_files.resolve_model_files(config.task)[1] == str(same)

@@ -13,11 +13,12 @@ from bert_tf import run_directory
 from bert_tf.jobs.finetuning import (FinetuningConfig, check_resume, owned, prepare,
                                      restore_trained, run_record)
 from bert_tf.jobs.flag_checks import FlagValueError
+from bert_tf.jobs.sections import from_flat
 from bert_tf.modeling import BertEncoder, BertSpanLabeler
 from bert_tf.training.runtime import on_tensorflow
 
 
-def _options(pretrained_dir, tmp_path, **overrides):
+def _job(pretrained_dir, tmp_path, **overrides):
     values = dict(do_train=True, do_eval=False, do_predict=False, output_dir=str(tmp_path),
                   eval_batch_size=8, predict_batch_size=8, num_train_epochs=3.0,
                   warmup_proportion=0.1, save_checkpoints_steps=None, do_lower_case=True,
@@ -25,7 +26,12 @@ def _options(pretrained_dir, tmp_path, **overrides):
                   max_seq_length=16, export_dir=None, train_batch_size=16,
                   gradient_accumulation_steps=1)
     values.update(overrides)
-    return FinetuningConfig(**values)
+    return from_flat(FinetuningConfig, **values)
+
+
+def _check_dirs(job, command=None):
+    """check_finetuning_dirs as the commands call it, with the job's values."""
+    check_finetuning_dirs(job.output_dir, job.task.init_checkpoint, job.export_dir, command)
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -57,7 +63,7 @@ def _options(pretrained_dir, tmp_path, **overrides):
 ])
 def test_bad_flags_are_named(tmp_path, pretrained_dir, overrides, message):
     with pytest.raises(FlagValueError, match=message):
-        prepare(_options(pretrained_dir, tmp_path, **overrides))
+        prepare(_job(pretrained_dir, tmp_path, **overrides))
 
 
 def test_hugging_face_directory_alone_gives_config_vocab_and_weights(tmp_path):
@@ -74,22 +80,21 @@ def test_hugging_face_directory_alone_gives_config_vocab_and_weights(tmp_path):
 
     hf_dir = os.path.join(os.path.dirname(os.path.dirname(__file__)), "interop", "fixtures",
                           "hf_bert_gelu")
-    options = _options(hf_dir, tmp_path, trainable_encoder=True, learning_rate=1e-4,
-                       optimizer="adamw", weight_decay_rate=0.01,
-                       distribution_strategy="one_device",
-                       num_gpus=0, tpu=None, use_tpu=False, tpu_name=None, dtype="float32",
-                       seed=None)
-    context = prepare(options)
+    job = _job(hf_dir, tmp_path, trainable_encoder=True, learning_rate=1e-4,
+               optimizer="adamw", weight_decay_rate=0.01, distribution_strategy="one_device",
+               num_gpus=0, tpu=None, use_tpu=False, tpu_name=None, dtype="float32", seed=None)
+    context = prepare(job)
     assert context.vocab_file == os.path.join(hf_dir, "vocab.txt")
     assert (context.config.hidden_size, context.config.num_hidden_layers) == (32, 2)
     assert context.config.hidden_act == "gelu_exact"
-    model, _ = build_model(context, options, lambda encoder: BertClassifier(encoder, 3))
+    model, _ = build_model(context, job, lambda encoder: BertClassifier(encoder, 3))
     # --adam_bias_correction reaches the optimizer (the original's rule without it).
     for correction in (False, True):
-        _, optimizer = build_model(context, dataclasses.replace(
-            options, adam_bias_correction=correction), lambda e: BertClassifier(e, 3), 10)
+        trainer = dataclasses.replace(job.trainer, adam_bias_correction=correction)
+        _, optimizer = build_model(context, dataclasses.replace(job, trainer=trainer),
+                                   lambda e: BertClassifier(e, 3), 10)
         assert optimizer.bias_correction is correction
-    report = warm_start_fn(options)(hf_dir, model)
+    report = warm_start_fn(job.task.do_lower_case)(hf_dir, model)
     assert sorted(report.newly_initialized) == ["classifier/bias", "classifier/kernel"], report
     reference, _, _ = load_huggingface(hf_dir)
     encoder = reference.encoder if hasattr(reference, "encoder") else reference
@@ -117,10 +122,10 @@ def test_restore_skips_a_corrupt_newest_checkpoint_with_a_warning(tmp_path, capl
     data_file.write_bytes(data_file.read_bytes()[:40])  # truncated, as by a full disk
 
     fresh = BertSpanLabeler(BertEncoder(config))
-    options = FinetuningConfig(output_dir=str(tmp_path), init_checkpoint=None,
-                               do_lower_case=True)
+    job = from_flat(FinetuningConfig, output_dir=str(tmp_path), init_checkpoint=None,
+                        do_lower_case=True)
     with caplog.at_level(logging.WARNING):
-        step = restore_trained(options, fresh, "f1", on_tensorflow())
+        step = restore_trained(job, fresh, "f1", on_tensorflow())
     assert step == 10
     for expected, variable in zip(want, fresh.weights, strict=True):
         np.testing.assert_array_equal(variable.numpy(), expected, err_msg=variable.path)
@@ -129,29 +134,29 @@ def test_restore_skips_a_corrupt_newest_checkpoint_with_a_warning(tmp_path, capl
                for r in caplog.records)
 
 
-def _training_options(pretrained_dir, tmp_path, **overrides):
-    return _options(pretrained_dir, tmp_path, trainable_encoder=True, optimizer="adamw",
-                    distribution_strategy="one_device", num_gpus=0, tpu=None, use_tpu=False,
-                    tpu_name=None, dtype="float32", seed=None, **overrides)
+def _training_job(pretrained_dir, tmp_path, **overrides):
+    return _job(pretrained_dir, tmp_path, trainable_encoder=True, optimizer="adamw",
+                distribution_strategy="one_device", num_gpus=0, tpu=None, use_tpu=False,
+                tpu_name=None, dtype="float32", seed=None, **overrides)
 
 
 def test_resuming_with_other_settings_is_refused_naming_them(tmp_path, pretrained_dir):
     """A run resuming --output_dir's checkpoints must have the labels, length, casing, model
     and vocabulary of the run that wrote them; the refusal changes nothing there."""
-    options = _training_options(pretrained_dir, tmp_path)
-    context = prepare(options)
-    record = run_record(context, options, "run_classifier", "sst-2", ["0", "1"])
-    check_resume(context, options, record)  # No checkpoint yet: nothing to compare.
+    job = _training_job(pretrained_dir, tmp_path)
+    context = prepare(job)
+    record = run_record(context, job, "run_classifier", "sst-2", ["0", "1"])
+    check_resume(context, job.output_dir, record)  # No checkpoint yet: nothing to compare.
     run_directory.write_record(tmp_path, record)
     written = (tmp_path / run_directory.RECORD_FILE).read_text()
     assert '"labels": [\n    "0",\n    "1"\n  ]' in written
     tf.train.Checkpoint(step=tf.Variable(1)).save(str(tmp_path / "ckpt"))  # ckpt-1
-    check_resume(context, options, record)  # The same run.
+    check_resume(context, job.output_dir, record)  # The same run.
 
-    changed = _training_options(pretrained_dir, tmp_path, max_seq_length=32)
+    changed = _training_job(pretrained_dir, tmp_path, max_seq_length=32)
     context = prepare(changed)
     with pytest.raises(run_directory.ResumeMismatchError) as e:
-        check_resume(context, changed,
+        check_resume(context, changed.output_dir,
                      run_record(context, changed, "run_classifier", "sst-2", ["0", "1", "2"]))
     assert str(e.value) == (
         f"--output_dir={tmp_path} holds checkpoints of a run with other settings "
@@ -174,8 +179,8 @@ def test_a_second_run_on_an_owned_output_dir_is_refused(tmp_path, pretrained_dir
 
     write_sst2(tmp_path / "data", num_train=32, num_dev=8, num_test=4)
     out = tmp_path / "out"
-    options = _training_options(pretrained_dir, out)
-    with owned(prepare(options), options):
+    job = _training_job(pretrained_dir, out)
+    with owned(prepare(job), job.output_dir):
         result = subprocess.run(
             [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=sst-2",
              f"--data_dir={tmp_path / 'data'}", f"--init_checkpoint={pretrained_dir}",
@@ -189,7 +194,7 @@ def test_a_second_run_on_an_owned_output_dir_is_refused(tmp_path, pretrained_dir
         f"{socket.gethostname()}, pid {os.getpid()}, started ")
     # The owner wrote nothing either: giving the directory up leaves nothing behind.
     assert not out.exists()
-    with owned(prepare(options), options):  # Released: the next run takes it.
+    with owned(prepare(job), job.output_dir):  # Released: the next run takes it.
         pass
 
 
@@ -199,18 +204,18 @@ def test_predict_only_from_a_pretraining_run_is_refused_unless_asked(tmp_path, p
     from bert_tf.modeling import BertClassifier
 
     config = BertConfig.from_json_file(str(pretrained_dir / "bert_config.json"))
-    options = FinetuningConfig(output_dir=str(tmp_path), do_lower_case=True,
-                               init_checkpoint=str(pretrained_dir))
+    job = from_flat(FinetuningConfig, output_dir=str(tmp_path), do_lower_case=True,
+                        init_checkpoint=str(pretrained_dir))
     with pytest.raises(FlagValueError) as e:
-        restore_trained(options, BertClassifier(BertEncoder(config), 2), "score",
+        restore_trained(job, BertClassifier(BertEncoder(config), 2), "score",
                         on_tensorflow())
     assert str(e.value).startswith(
         f"--do_eval/--do_predict without --do_train: --output_dir={tmp_path} holds no "
         f"fine-tuned weights and --init_checkpoint={pretrained_dir} has no BertClassifier head "
         "(2 head variables would be random, e.g. ")
     assert str(e.value).endswith("or pass --allow_untrained_head")
-    options.allow_untrained_head = True
-    assert restore_trained(options, BertClassifier(BertEncoder(config), 2), "score",
+    job.task.allow_untrained_head = True
+    assert restore_trained(job, BertClassifier(BertEncoder(config), 2), "score",
                            on_tensorflow()) == 0
 
 
@@ -219,20 +224,20 @@ def test_export_dir_equal_to_output_dir_is_refused_before_training(tmp_path, pre
     out = tmp_path / "out"
     for export_dir in (f"{out}/.", str(tmp_path)):
         with pytest.raises(FlagValueError) as e:
-            check_finetuning_dirs(_options(pretrained_dir, out, export_dir=export_dir))
+            _check_dirs(_job(pretrained_dir, out, export_dir=export_dir))
         assert str(e.value) == (
             f"--export_dir={export_dir} holds --output_dir={out}, which this run also uses; "
             "writing there would replace it: choose a new directory")
-    options = _training_options(pretrained_dir, out, export_dir=str(out / "export" / "1"))
-    check_finetuning_dirs(options)
-    prepare(options)
+    job = _training_job(pretrained_dir, out, export_dir=str(out / "export" / "1"))
+    _check_dirs(job)
+    prepare(job)
 
 
 def test_too_short_max_seq_length_is_refused_before_training(tmp_path, pretrained_dir):
     """Case 10: --max_seq_length=2 trained on [CLS] [SEP] alone, then failed at the end."""
     with pytest.raises(FlagValueError, match=r"^--max_seq_length=2 must be >= 3 \(\[CLS\], at "
                                              r"least one token, \[SEP\]\)$"):
-        prepare(_options(pretrained_dir, tmp_path / "out", max_seq_length=2))
+        prepare(_job(pretrained_dir, tmp_path / "out", max_seq_length=2))
     assert not (tmp_path / "out").exists()
 
 
@@ -247,7 +252,7 @@ def test_a_pretraining_run_is_not_a_fine_tuning_output_dir(tmp_path, pretrained_
     with pytest.raises(FlagValueError, match=r"holds a run of another command \("
                                              r"run_pretraining\.flags\); run_classifier there "
                                              r"would replace its model and files"):
-        check_finetuning_dirs(_options(pretrained_dir, run), "run_classifier")
+        _check_dirs(_job(pretrained_dir, run), "run_classifier")
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()} == before
 
 
@@ -263,19 +268,19 @@ def test_casing_recorded_by_a_bert_tf_pretraining_run_is_checked(tmp_path, pretr
                        "--input_file=train.tfrecord\n--do_lower_case=false\n"):
         (run / "run_pretraining.flags").write_text(flags_text + "--max_seq_length=16\n")
         with pytest.raises(FlagValueError) as e:
-            prepare(_options(run, tmp_path / "out"))  # --do_lower_case=true given
+            prepare(_job(run, tmp_path / "out"))  # --do_lower_case=true given
         assert str(e.value) == (
             f"--do_lower_case=True contradicts --init_checkpoint={run}: its "
             "run_pretraining.flags --do_lower_case is False, so pass --do_lower_case=False to "
             "tokenize as the model was trained (or leave it unset to use it)")
         assert not (tmp_path / "out").exists()
-        options = _training_options(run, tmp_path / "out", do_lower_case=None)
-        prepare(options)
-        assert options.do_lower_case is False  # unset: the run's casing
+        job = _training_job(run, tmp_path / "out", do_lower_case=None)
+        prepare(job)
+        assert job.task.do_lower_case is False  # unset: the run's casing
     # From records, the default (true) does not say how create_pretraining_data tokenized.
     (run / "run_pretraining.flags").write_text("--input_file=train.tfrecord\n--do_lower_case\n")
     assert run_directory.recorded_casing(run) == (None, None)
-    prepare(_training_options(run, tmp_path / "out2", do_lower_case=False))
+    prepare(_training_job(run, tmp_path / "out2", do_lower_case=False))
 
 
 def test_a_damaged_best_checkpoint_falls_back_to_the_newest(tmp_path, caplog):
@@ -296,10 +301,10 @@ def test_a_damaged_best_checkpoint_falls_back_to_the_newest(tmp_path, caplog):
     data_file.write_bytes(data_file.read_bytes()[:40])
 
     fresh = BertSpanLabeler(BertEncoder(config))
-    options = FinetuningConfig(output_dir=str(tmp_path), init_checkpoint=None,
-                               do_lower_case=True)
+    job = from_flat(FinetuningConfig, output_dir=str(tmp_path), init_checkpoint=None,
+                        do_lower_case=True)
     with caplog.at_level(logging.WARNING):
-        assert restore_trained(options, fresh, "f1", on_tensorflow()) == 20
+        assert restore_trained(job, fresh, "f1", on_tensorflow()) == 20
     for expected, variable in zip(want, fresh.weights, strict=True):
         np.testing.assert_array_equal(variable.numpy(), expected, err_msg=variable.path)
     assert any(f"The best weights {tmp_path}/best/model-10 cannot be restored" in r.getMessage()
@@ -319,28 +324,28 @@ def test_resume_checks_batch_size_but_not_vocabulary_line_endings(tmp_path, pret
     crlf.write_bytes((pretrained_dir / "vocab.txt").read_bytes().replace(b"\n", b"\r\n"))
     out = tmp_path / "out"
 
-    def record_of(options):
-        context = prepare(options)
-        return context, run_record(context, options, "run_classifier", "sst-2", ["0", "1"])
+    def record_of(job):
+        context = prepare(job)
+        return context, run_record(context, job, "run_classifier", "sst-2", ["0", "1"])
 
-    options = _training_options(pretrained_dir, out)
+    job = _training_job(pretrained_dir, out)
     out.mkdir()
-    run_directory.write_record(out, record_of(options)[1])
+    run_directory.write_record(out, record_of(job)[1])
     tf.train.Checkpoint(step=tf.Variable(1)).save(str(out / "ckpt"))
-    same = _training_options(pretrained_dir, out, vocab_file=str(crlf))
+    same = _training_job(pretrained_dir, out, vocab_file=str(crlf))
     context, record = record_of(same)
-    check_resume(context, same, record)
+    check_resume(context, same.output_dir, record)
     # Another batch, or another accumulation, changes what a step is (and which examples the
     # resume skips).
     for change, difference in ((dict(train_batch_size=8), "--train_batch_size=16 then, 8 now"),
                                (dict(gradient_accumulation_steps=2),
                                 "--gradient_accumulation_steps=1 then, 2 now")):
-        other = _training_options(pretrained_dir, out, **change)
+        other = _training_job(pretrained_dir, out, **change)
         context, record = record_of(other)
         with pytest.raises(run_directory.ResumeMismatchError,
                            match=f"resuming would mix them: {difference}\\. Rerun with the "
                                  "run's settings"):
-            check_resume(context, other, record)
+            check_resume(context, other.output_dir, record)
 
 
 def test_a_vocab_file_other_than_the_checkpoints_is_refused(tmp_path, pretrained_dir):
@@ -350,7 +355,7 @@ def test_a_vocab_file_other_than_the_checkpoints_is_refused(tmp_path, pretrained
     shuffled = tmp_path / "other_vocab.txt"
     shuffled.write_text("\n".join(tokens[:5] + tokens[6:7] + tokens[5:6] + tokens[7:]))
     with pytest.raises(FlagValueError) as e:
-        prepare(_options(pretrained_dir, tmp_path / "out", vocab_file=str(shuffled)))
+        prepare(_job(pretrained_dir, tmp_path / "out", vocab_file=str(shuffled)))
     assert str(e.value) == (
         f"--vocab_file={shuffled} differs from {pretrained_dir}/vocab.txt beside "
         f"--init_checkpoint={pretrained_dir}: id 5 is {tokens[6]!r}, not {tokens[5]!r}; the "
@@ -358,7 +363,7 @@ def test_a_vocab_file_other_than_the_checkpoints_is_refused(tmp_path, pretrained
     # A copy of the same tokens (CRLF) is the same vocabulary.
     crlf = tmp_path / "crlf.txt"
     crlf.write_bytes((pretrained_dir / "vocab.txt").read_bytes().replace(b"\n", b"\r\n"))
-    prepare(_training_options(pretrained_dir, tmp_path / "out", vocab_file=str(crlf)))
+    prepare(_training_job(pretrained_dir, tmp_path / "out", vocab_file=str(crlf)))
 
 
 def test_another_commands_fine_tuning_run_is_not_this_ones_output_dir(tmp_path, pretrained_dir):
@@ -373,13 +378,13 @@ def test_another_commands_fine_tuning_run_is_not_this_ones_output_dir(tmp_path, 
     (run / "model.keras").write_bytes(b"weights")
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()}
     with pytest.raises(FlagValueError) as e:
-        check_finetuning_dirs(_options(pretrained_dir, run, do_train=False, do_predict=True),
-                              "run_tagging")
+        _check_dirs(_job(pretrained_dir, run, do_train=False, do_predict=True),
+                    "run_tagging")
     assert str(e.value) == (
         f"--output_dir={run} holds a run of another command (run_classifier.flags, "
         "finetuning_run.json: cli='run_classifier'); run_tagging there would replace its model and "
         "files: choose a new --output_dir (--init_checkpoint may name this one)")
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()} == before
-    options = _training_options(pretrained_dir, run)
-    check_finetuning_dirs(options, "run_classifier")
-    prepare(options)
+    job = _training_job(pretrained_dir, run)
+    _check_dirs(job, "run_classifier")
+    prepare(job)
