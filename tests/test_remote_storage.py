@@ -32,6 +32,16 @@ def _options(flag_values, **values):
     return types.SimpleNamespace(**options)
 
 
+def _job(config_class, flag_values, **values):
+    """A job's config (sectioned: bert_tf.jobs.sections) of the command's flag defaults, then
+    `values`."""
+    from bert_tf.jobs.sections import from_flat
+
+    settings = {name: flag_values[name].default for name in flag_values}
+    settings.update(values)
+    return from_flat(config_class, **settings)
+
+
 def _int_feature(values):
     return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
@@ -97,7 +107,7 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
 
     from bert_tf.cli import classify, pretrain as pretrain_cli
     from bert_tf.jobs.classification import run_classifier
-    from bert_tf.jobs.pretraining import pretrain
+    from bert_tf.jobs.pretraining import PretrainingConfig, pretrain
 
     run_dir = f"{root}/pretrain"
     pretraining = dict(
@@ -107,7 +117,7 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
         save_checkpoints_steps=2, steps_per_loop=2, seed=1, do_train=True)
     # Each command's flags in a FlagValues of their own: their defaults, as the command has them.
     pretraining_flags = pretrain_cli.define_flags(flags.FlagValues())
-    results = pretrain(_options(pretraining_flags, num_train_steps=4, **pretraining),
+    results = pretrain(_job(PretrainingConfig, pretraining_flags, num_train_steps=4, **pretraining),
                        flags_text="--num_train_steps=4\n")
     assert results["global_step"] == 4
     assert {"bert_config.json", "vocab.txt", "run_pretraining.flags", "results.json",
@@ -117,7 +127,8 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     assert tf.train.latest_checkpoint(run_dir) == f"{run_dir}/ckpt-4"
 
     # Resumed: continues from ckpt-4 (2 more steps, not 6), and the .keras file is readable.
-    results = pretrain(_options(pretraining_flags, num_train_steps=6, **pretraining))
+    results = pretrain(_job(PretrainingConfig, pretraining_flags, num_train_steps=6,
+                            **pretraining))
     assert results["global_step"] == 6 and results["train"]["steps_this_run"] == 2
     assert tf.train.latest_checkpoint(run_dir) == f"{run_dir}/ckpt-6"
     import keras

@@ -155,13 +155,18 @@ def test_each_command_config_is_its_flags(command, config):
     import dataclasses
     import importlib
 
+    from bert_tf.jobs.sections import section_classes
+
     module, _, name = config.rpartition(".")
     config_class = getattr(importlib.import_module(module), name)
     flag_values = importlib.import_module(f"bert_tf.cli.{command}").define_flags(
         flags.FlagValues())
+    # A training job's settings are its own fields and its sections' (bert_tf.jobs.sections).
+    sections = section_classes(config_class)
     fields = {_RENAMED_FIELDS.get(f.name, f.name): f.default if f.default_factory is
               dataclasses.MISSING else f.default_factory()
-              for f in dataclasses.fields(config_class)}
+              for cls in (config_class, *sections.values()) for f in dataclasses.fields(cls)
+              if not (cls is config_class and f.name in sections)}
     assert set(fields) == set(flag_values)
     differing = {n: (flag_values[n].default, d) for n, d in fields.items()
                  if flag_values[n].default != d}
