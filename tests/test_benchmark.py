@@ -617,10 +617,10 @@ def test_every_ablation_arm_is_a_run_the_pretraining_command_accepts(tmp_path):
         cli_flags.define_pretraining_flags(values)
         values(["bench", f"--output_dir={tmp_path / arm[0]}", "--time_budget=150s",
                 *case.arm_flags(arm, config_file, str(vocab), str(corpus), quick=False)])
-        options = pretrain.pretraining_config(values)
+        job = pretrain.pretraining_config(values)
         configs[arm[0]] = config = BertConfig.from_json_file(config_file)
-        validate_options(options, config)
-        assert options.time_budget is not None and options.do_train
+        validate_options(job, config)
+        assert job.trainer.time_budget is not None and job.do_train
     recipe, bert = configs["recipe"], configs["bert_block"]
     assert (recipe.architecture, bert.architecture) == ("modernbert", "bert")
     assert configs["electra"] == configs["nsp"] == bert and configs["mask_30"] == recipe

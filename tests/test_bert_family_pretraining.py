@@ -6,7 +6,6 @@ import glob
 import json
 import os
 import re
-import types
 
 import keras
 import numpy as np
@@ -14,7 +13,8 @@ import pytest
 from absl import flags
 
 from bert_tf.cli import pretrain as pretrain_cli
-from bert_tf.jobs.pretraining import FlagValueError, pretrain
+from bert_tf.jobs.pretraining import FlagValueError, PretrainingConfig, pretrain
+from bert_tf.jobs.sections import from_flat
 from bert_tf.config import BertConfig
 from bert_tf.data.pretraining import create_pretraining_data as cpd
 from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documents
@@ -39,12 +39,13 @@ def flagfile_values(path):
     return values
 
 
-def options_from(flagfile, **overrides):
+def job_from(flagfile, **overrides):
+    """The PretrainingConfig of a flagfile of official_configs/pretraining plus overrides."""
     values = {name: FLAGS[name].default for name in FLAGS}
     values.update(flagfile_values(os.path.join(REPO, "official_configs", "pretraining",
                                                flagfile)))
     values.update(overrides)
-    return types.SimpleNamespace(**values)
+    return from_flat(PretrainingConfig, **values)
 
 
 @pytest.fixture(scope="module")
@@ -113,11 +114,11 @@ def test_albert_style_run_on_sentence_order_records_with_span_boundaries(corpus,
     config_file = tiny_config(tmp_path / "albert.json", corpus["vocab_size"], embedding_size=16,
                               share_parameters="all")
     out = tmp_path / "albert_run"
-    options = options_from("albert_style_demo_tiny.flags", bert_config_file=config_file,
-                           vocab_file=corpus["vocab"], input_file=records,
-                           input_text_file=None, eval_input_text_file=None,
-                           output_dir=str(out), span_boundary_objective=True, **SHORT_RUN)
-    results = pretrain(options)
+    job = job_from("albert_style_demo_tiny.flags", bert_config_file=config_file,
+                   vocab_file=corpus["vocab"], input_file=records,
+                   input_text_file=None, eval_input_text_file=None,
+                   output_dir=str(out), span_boundary_objective=True, **SHORT_RUN)
+    results = pretrain(job)
     train = results["train"]
     assert results["global_step"] == 4
     assert {"sop_loss", "sentence_order_accuracy", "sbo_loss",
@@ -140,11 +141,11 @@ def test_spanbert_and_roberta_style_run_on_raw_text(corpus, tmp_path):
     config_file = tiny_config(tmp_path / "sinusoidal.json", corpus["vocab_size"],
                               position_embedding_type="sinusoidal")
     out = tmp_path / "span_run"
-    options = options_from("spanbert_style_demo_tiny.flags", bert_config_file=config_file,
-                           vocab_file=corpus["vocab"], input_text_file=corpus["text"],
-                           eval_input_text_file=None, output_dir=str(out),
-                           full_sentences=True, gradient_accumulation_steps=2, **SHORT_RUN)
-    results = pretrain(options)
+    job = job_from("spanbert_style_demo_tiny.flags", bert_config_file=config_file,
+                   vocab_file=corpus["vocab"], input_text_file=corpus["text"],
+                   eval_input_text_file=None, output_dir=str(out),
+                   full_sentences=True, gradient_accumulation_steps=2, **SHORT_RUN)
+    results = pretrain(job)
     train = results["train"]
     assert results["global_step"] == 4
     assert {"sbo_loss", "span_boundary_accuracy"} <= set(train)
@@ -169,9 +170,9 @@ def test_family_flag_conflicts_are_named(corpus, tmp_path, overrides, message):
     values = dict(SHORT_RUN, bert_config_file=config_file, vocab_file=corpus["vocab"],
                   input_text_file=corpus["text"], eval_input_text_file=None,
                   output_dir=str(tmp_path / "out"))
-    options = options_from("spanbert_style_demo_tiny.flags", **dict(values, **overrides))
+    job = job_from("spanbert_style_demo_tiny.flags", **dict(values, **overrides))
     with pytest.raises(FlagValueError) as error:
-        pretrain(options)
+        pretrain(job)
     assert message in str(error.value)
 
 
@@ -180,14 +181,13 @@ def test_span_boundary_objective_on_records_without_spans_is_named(corpus, tmp_p
     cpd.create_pretraining_data(corpus["text"], [records], corpus["vocab"],
                                 options=cpd.PretrainingDataOptions(
                                     max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1))
-    options = options_from("spanbert_style_demo_tiny.flags",
-                           bert_config_file=tiny_config(tmp_path / "c.json",
-                                                        corpus["vocab_size"]),
-                           vocab_file=corpus["vocab"], input_file=records, input_text_file=None,
-                           eval_input_text_file=None, do_span_mask=False,
-                           output_dir=str(tmp_path / "out"), **SHORT_RUN)
+    job = job_from("spanbert_style_demo_tiny.flags",
+                   bert_config_file=tiny_config(tmp_path / "c.json", corpus["vocab_size"]),
+                   vocab_file=corpus["vocab"], input_file=records, input_text_file=None,
+                   eval_input_text_file=None, do_span_mask=False,
+                   output_dir=str(tmp_path / "out"), **SHORT_RUN)
     with pytest.raises(FlagValueError) as error:
-        pretrain(options)
+        pretrain(job)
     assert str(error.value) == (
         f'--input_file={records}: {records}: the first record has no feature '
         '"span_left_boundaries" (expected int64_list of length 5 (max_predictions_per_seq)); '

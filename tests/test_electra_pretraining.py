@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-import types
 
 import keras
 import numpy as np
@@ -20,7 +19,8 @@ from bert_tf import interop, run_directory
 from bert_tf.config import BertConfig
 from bert_tf.interop import weights
 from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
-from bert_tf.jobs.pretraining import FlagValueError, pretrain
+from bert_tf.jobs.pretraining import FlagValueError, PretrainingConfig, pretrain
+from bert_tf.jobs.sections import from_flat
 from bert_tf.modeling import BertClassifier, BertEncoder, ElectraPretrainer
 from command_batch import run_commands
 from test_run_pretraining import FLAGS, P, S, VOCAB, write_dropout_inputs
@@ -49,8 +49,8 @@ def _args(inputs, output_dir, *extra):
             "--nouse_next_sentence_label", "--dtype=float32", "--nodo_lower_case", *extra]
 
 
-def _options(inputs, output_dir, **overrides):
-    """The config pretrain() reads for _args' command line."""
+def _job(inputs, output_dir, **overrides):
+    """The PretrainingConfig of _args' command line."""
     values = {name: FLAGS[name].default for name in FLAGS}
     values.update(bert_config_file=str(inputs / "bert_config.json"),
                   input_file=str(inputs / "train-0.tfrecord"), vocab_file=str(inputs / "vocab.txt"),
@@ -60,7 +60,7 @@ def _options(inputs, output_dir, **overrides):
                   log_steps=15, learning_rate=2e-3, seed=3, objective="electra",
                   use_next_sentence_label=False, dtype="float32", do_lower_case=False)
     values.update(overrides)
-    return types.SimpleNamespace(**values)
+    return from_flat(PretrainingConfig, **values)
 
 
 def _check_learned(train):
@@ -93,7 +93,7 @@ def tensorflow_runs(inputs, tmp_path_factory):
                                  *_args(inputs, killed)], env=env, stdout=subprocess.DEVNULL,
                                 stderr=log)
         try:
-            straight = pretrain(_options(inputs, root / "straight"))
+            straight = pretrain(_job(inputs, root / "straight"))
             deadline = time.time() + 600
             while not (killed / f"ckpt-{SAVE}.index").exists():
                 assert proc.poll() is None, (root / "killed.log").read_text()[-3000:]
@@ -110,7 +110,7 @@ def tensorflow_runs(inputs, tmp_path_factory):
             if name.startswith(f"ckpt-{STEPS}."):
                 os.remove(killed / name)
         tf.compat.v1.train.update_checkpoint_state(str(killed), str(killed / f"ckpt-{SAVE}"))
-    resumed = pretrain(_options(inputs, killed))
+    resumed = pretrain(_job(inputs, killed))
     return root, straight, resumed
 
 
@@ -214,11 +214,9 @@ _REFUSALS = [
 @pytest.mark.parametrize("overrides, message", _REFUSALS)
 def test_what_electra_cannot_train_is_refused_naming_both_flags(inputs, tmp_path, overrides,
                                                                message):
-    options = _options(inputs, tmp_path / "out", use_next_sentence_label=True)
-    for name, value in overrides.items():
-        setattr(options, name, value)
+    job = _job(inputs, tmp_path / "out", **{"use_next_sentence_label": True, **overrides})
     with pytest.raises(FlagValueError) as error:
-        pretrain(options)
+        pretrain(job)
     assert str(error.value) == message.format(config=inputs / "bert_config.json")
     assert not (tmp_path / "out").exists()
 
@@ -228,7 +226,7 @@ def test_a_modern_encoder_is_refused(inputs, tmp_path):
     BertConfig.from_preset("modernbert_tiny", vocab_size=VOCAB,
                            max_position_embeddings=32).to_json_file(str(config))
     with pytest.raises(FlagValueError) as error:
-        pretrain(_options(inputs, tmp_path / "out", bert_config_file=str(config)))
+        pretrain(_job(inputs, tmp_path / "out", bert_config_file=str(config)))
     assert str(error.value) == (f"--objective=electra trains BERT's encoder: {config} declares "
                                 "architecture 'modernbert'")
 

@@ -8,7 +8,6 @@ Nothing touches the local disk: a path that bypassed tf.io.gfile would fail or l
 import json
 import os
 import random
-import types
 import uuid
 
 import numpy as np
@@ -25,11 +24,14 @@ WORDS = ["the", "a", "movie", "film", "was", "is", "plot", "story", "and", "very
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
 
 
-def _options(flag_values, **values):
-    """Flag values as the CLI functions read them: the flags' defaults, then `values`."""
-    options = {name: flag_values[name].default for name in flag_values}
-    options.update(values)
-    return types.SimpleNamespace(**options)
+def _job(config_class, flag_values, **values):
+    """A job's config (sectioned: bert_tf.jobs.sections) of the command's flag defaults, then
+    `values`."""
+    from bert_tf.jobs.sections import from_flat
+
+    settings = {name: flag_values[name].default for name in flag_values}
+    settings.update(values)
+    return from_flat(config_class, **settings)
 
 
 def _int_feature(values):
@@ -96,9 +98,8 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     from absl import flags
 
     from bert_tf.cli import classify, pretrain as pretrain_cli
-    from bert_tf.cli import flags as cli_flags
     from bert_tf.jobs.classification import ClassificationConfig, run_classifier
-    from bert_tf.jobs.pretraining import pretrain
+    from bert_tf.jobs.pretraining import PretrainingConfig, pretrain
 
     run_dir = f"{root}/pretrain"
     pretraining = dict(
@@ -108,7 +109,7 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
         save_checkpoints_steps=2, steps_per_loop=2, seed=1, do_train=True)
     # Each command's flags in a FlagValues of their own: their defaults, as the command has them.
     pretraining_flags = pretrain_cli.define_flags(flags.FlagValues())
-    results = pretrain(_options(pretraining_flags, num_train_steps=4, **pretraining),
+    results = pretrain(_job(PretrainingConfig, pretraining_flags, num_train_steps=4, **pretraining),
                        flags_text="--num_train_steps=4\n")
     assert results["global_step"] == 4
     assert {"bert_config.json", "vocab.txt", "run_pretraining.flags", "results.json",
@@ -118,7 +119,8 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     assert tf.train.latest_checkpoint(run_dir) == f"{run_dir}/ckpt-4"
 
     # Resumed: continues from ckpt-4 (2 more steps, not 6), and the .keras file is readable.
-    results = pretrain(_options(pretraining_flags, num_train_steps=6, **pretraining))
+    results = pretrain(_job(PretrainingConfig, pretraining_flags, num_train_steps=6,
+                            **pretraining))
     assert results["global_step"] == 6 and results["train"]["steps_this_run"] == 2
     assert tf.train.latest_checkpoint(run_dir) == f"{run_dir}/ckpt-6"
     import keras
@@ -140,7 +142,7 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     # Fine-tuning from the ram:// run, with data, output and export on ram://.
     _write_sst2(f"{root}/SST-2")
     out, export_dir = f"{root}/classifier", f"{root}/export/1"
-    results = run_classifier(cli_flags.to_config(
+    results = run_classifier(_job(
         ClassificationConfig, classify.define_flags(flags.FlagValues()), task_name="sst-2",
         data_dir=f"{root}/SST-2", init_checkpoint=run_dir, bert_config_file=None,
         vocab_file=None, output_dir=out,

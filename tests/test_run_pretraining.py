@@ -3,7 +3,6 @@
 import copy
 import json
 import os
-import types
 
 import numpy as np
 import pytest
@@ -14,7 +13,8 @@ from absl import flags
 from bert_tf.cli import outputs
 from bert_tf.cli import pretrain as pretrain_cli
 from bert_tf.jobs import pretraining
-from bert_tf.jobs.pretraining import FlagValueError, pretrain
+from bert_tf.jobs.pretraining import FlagValueError, PretrainingConfig, PretrainingTask, pretrain
+from bert_tf.jobs.sections import from_flat
 from bert_tf.config import BertConfig
 from bert_tf.run_directory import RunDirectoryError
 from command_batch import run_commands
@@ -150,7 +150,7 @@ def test_end_to_end_train_eval_resume(cli_runs):
     assert "step 60/60" in proc.stderr and "examples/s=" in proc.stderr and "ETA" in proc.stderr
 
     # A rerun (in this process, same flags) with a larger --num_train_steps continues at 60.
-    results = pretrain(_options(tmp_path, config_path, output_dir=str(out), num_train_steps=70,
+    results = pretrain(_job(tmp_path, config_path, output_dir=str(out), num_train_steps=70,
                                 num_warmup_steps=5, learning_rate=5e-3, steps_per_loop=10,
                                 save_checkpoints_steps=30, eval_batch_size=16))
     assert results["global_step"] == 70 and results["train"]["steps_this_run"] == 10
@@ -159,7 +159,7 @@ def test_end_to_end_train_eval_resume(cli_runs):
 
     # Warm starts (weights only) from the saved .keras model and from the checkpoint directory.
     for name, init in (("from_keras", out / "pretrainer.keras"), ("from_ckpt", out)):
-        warm = pretrain(_options(tmp_path, config_path, output_dir=str(tmp_path / name),
+        warm = pretrain(_job(tmp_path, config_path, output_dir=str(tmp_path / name),
                                  init_checkpoint=str(init), do_train=False, do_eval=True,
                                  eval_batch_size=16, max_eval_steps=2))
         assert warm["global_step"] == 0
@@ -174,14 +174,14 @@ def test_max_seq_length_exceeding_position_embeddings(cli_runs):
             f"in {config_path}") in proc.stderr
 
 
-def _options(tmp_path, config_path, **overrides):
-    """Flag values as pretrain() reads them: the defaults plus the test's base flags."""
+def _job(tmp_path, config_path, **overrides):
+    """The PretrainingConfig of the command's flag defaults plus the test's base flags."""
     values = {name: FLAGS[name].default for name in FLAGS}
     values.update(bert_config_file=str(config_path), input_file=f"{tmp_path}/train-*.tfrecord",
                   output_dir=str(tmp_path / "out"), max_seq_length=S, max_predictions_per_seq=P,
                   train_batch_size=16, do_train=True, seed=1)
     values.update(overrides)
-    return types.SimpleNamespace(**values)
+    return from_flat(PretrainingConfig, **values)
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -229,7 +229,7 @@ def _options(tmp_path, config_path, **overrides):
 def test_bad_inputs_fail_with_named_flag(setup, overrides, message):
     tmp_path, config_path, _ = setup
     with pytest.raises(FlagValueError) as error:
-        pretrain(_options(tmp_path, config_path, **overrides))
+        pretrain(_job(tmp_path, config_path, **overrides))
     assert message in str(error.value)
 
 
@@ -237,7 +237,7 @@ def test_vocab_larger_than_config(setup):
     tmp_path, config_path, vocab = setup
     vocab.write_text(vocab.read_text() + "extra1\nextra2\n")
     with pytest.raises(FlagValueError) as error:
-        pretrain(_options(tmp_path, config_path, vocab_file=str(vocab)))
+        pretrain(_job(tmp_path, config_path, vocab_file=str(vocab)))
     assert str(error.value) == (f"vocab_size=40 in {config_path} is smaller than the 42 tokens "
                                 f"of --vocab_file={vocab}")
 
@@ -249,7 +249,7 @@ def test_record_ids_beyond_vocab_size(setup):
     small_path = tmp_path / "small_config.json"
     small.to_json_file(str(small_path))
     with pytest.raises(FlagValueError) as error:
-        pretrain(_options(tmp_path, small_path))
+        pretrain(_job(tmp_path, small_path))
     assert str(error.value).startswith(f"--input_file={tmp_path}/train-*.tfrecord: ")
     assert "vocab_size" in str(error.value) and "12" in str(error.value)
 
@@ -258,7 +258,7 @@ def test_unwritable_output_dir(setup):
     tmp_path, config_path, _ = setup
     (tmp_path / "blocker").write_text("a file")
     with pytest.raises(RunDirectoryError) as error:
-        pretrain(_options(tmp_path, config_path, output_dir=str(tmp_path / "blocker" / "out")))
+        pretrain(_job(tmp_path, config_path, output_dir=str(tmp_path / "blocker" / "out")))
     assert str(error.value) == (f"--output_dir={tmp_path}/blocker/out cannot be created: "
                                 f"{tmp_path}/blocker is a file")
 
@@ -300,7 +300,7 @@ def test_raw_text_training_in_bfloat16_then_eval_only(tmp_path):
                   steps_per_loop=10, save_checkpoints_steps=10, seed=3, do_train=True,
                   dtype="mixed_bfloat16")
     try:
-        results = pretrain(types.SimpleNamespace(**values))
+        results = pretrain(from_flat(PretrainingConfig, **values))
         encoder_policy = keras.saving.load_model(str(tmp_path / "out" / "encoder.keras")) \
             .dtype_policy.name
     finally:
@@ -311,7 +311,7 @@ def test_raw_text_training_in_bfloat16_then_eval_only(tmp_path):
     assert (tmp_path / "out" / "vocab.txt").read_text() == vocab.read_text()
 
     values.update(do_train=False, do_eval=True, max_eval_steps=3, dtype="float32")
-    results = pretrain(types.SimpleNamespace(**values))
+    results = pretrain(from_flat(PretrainingConfig, **values))
     assert results["global_step"] == 20 and "train" not in results
     assert results["eval"]["eval_steps"] == 3
     assert 0.0 <= results["eval"]["masked_lm_accuracy"] <= 1.0
@@ -359,21 +359,21 @@ def test_prepared_tfds_text_dataset_trains_and_evaluates(tmp_path):
                   train_batch_size=8, eval_batch_size=4, num_train_steps=10, num_warmup_steps=2,
                   learning_rate=1e-3, steps_per_loop=10, save_checkpoints_steps=10, seed=3,
                   do_train=True, do_eval=True, max_eval_steps=100)
-    results = pretrain(types.SimpleNamespace(**values))
+    results = pretrain(from_flat(PretrainingConfig, **values))
     assert results["global_step"] == 10
     assert np.isfinite(results["train"]["loss"]) and results["train"]["mlm_loss"] > 0
     # One ordered pass over the 20 held-out documents of 3 sentences: a few batches of 4.
     assert 1 <= results["eval"]["eval_steps"] < 100
     with pytest.raises(FlagValueError, match='--input_tfds=tiny_manual_docs:test: .*split'):
-        pretrain(types.SimpleNamespace(**dict(values, tfds_split="test",
-                                              output_dir=str(tmp_path / "out2"))))
+        pretrain(from_flat(PretrainingConfig, **dict(values, tfds_split="test",
+                                                     output_dir=str(tmp_path / "out2"))))
 
 
 def test_eval_reads_eval_input_file_not_the_training_input(setup):
     tmp_path, config_path, _ = setup
     # 8 held-out records make exactly 2 eval batches of 4 (the training input has 128).
     _write_records(tmp_path / "held_out.tfrecord", 8, seed=7)
-    results = pretrain(_options(
+    results = pretrain(_job(
         tmp_path, config_path, do_train=True, do_eval=True, num_train_steps=10,
         num_warmup_steps=0, steps_per_loop=10, save_checkpoints_steps=10, eval_batch_size=4,
         max_eval_steps=100, eval_input_file=str(tmp_path / "held_out.tfrecord"),
@@ -388,7 +388,7 @@ def test_float16_training_scales_the_loss(setup):
     import keras
     tmp_path, config_path, _ = setup
     try:
-        results = pretrain(_options(tmp_path, config_path, output_dir=str(tmp_path / "fp16"),
+        results = pretrain(_job(tmp_path, config_path, output_dir=str(tmp_path / "fp16"),
                                     dtype="mixed_float16", num_train_steps=30,
                                     num_warmup_steps=5, learning_rate=5e-3, steps_per_loop=10,
                                     save_checkpoints_steps=30))
@@ -403,10 +403,10 @@ def test_float16_training_scales_the_loss(setup):
 def _official_recipe(phase, *overrides):
     """The config of official_configs/pretraining/bert_base_<phase>.flags plus overrides."""
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    options = copy.deepcopy(FLAGS)
-    options(["run_pretraining", f"--flagfile={repo_root}/official_configs/pretraining/"
-             f"bert_base_{phase}.flags", *overrides])
-    return pretrain_cli.pretraining_config(options)
+    flag_values = copy.deepcopy(FLAGS)
+    flag_values(["run_pretraining", f"--flagfile={repo_root}/official_configs/pretraining/"
+                 f"bert_base_{phase}.flags", *overrides])
+    return pretrain_cli.pretraining_config(flag_values)
 
 
 def test_two_phase_recipe_continues_phase_1_weights_with_a_fresh_optimizer(setup):
@@ -414,11 +414,12 @@ def test_two_phase_recipe_continues_phase_1_weights_with_a_fresh_optimizer(setup
     phase1, phase2 = _official_recipe("phase1"), _official_recipe("phase2")
     # The paper's split: 90% of the steps at 128 tokens, the rest at 512 with 80 predictions,
     # phase 2 starting from phase 1's output directory.
-    assert (phase1.max_seq_length, phase1.max_predictions_per_seq) == (128, 20)
-    assert (phase2.max_seq_length, phase2.max_predictions_per_seq) == (512, 80)
-    assert phase1.num_train_steps == 9 * phase2.num_train_steps
-    assert phase2.init_checkpoint == phase1.output_dir != phase2.output_dir
-    assert BertConfig.from_json_file(phase1.bert_config_file).max_position_embeddings == 512
+    assert (phase1.task.max_seq_length, phase1.task.max_predictions_per_seq) == (128, 20)
+    assert (phase2.task.max_seq_length, phase2.task.max_predictions_per_seq) == (512, 80)
+    assert phase1.trainer.num_train_steps == 9 * phase2.trainer.num_train_steps
+    assert phase2.task.init_checkpoint == phase1.output_dir != phase2.output_dir
+    assert BertConfig.from_json_file(
+        phase1.task.bert_config_file).max_position_embeddings == 512
 
     # The same recipe shrunk by overrides: 32 tokens, then 64 (all 64 positions exist from the
     # start, as bert_base.json's 512 do).
@@ -471,7 +472,7 @@ def test_training_input_through_tf_data_service(tmp_path):
                   steps_per_loop=5, save_checkpoints_steps=5, do_train=True,
                   tf_data_service=f"grpc://127.0.0.1:{port}")
     try:
-        results = pretrain(types.SimpleNamespace(**values))
+        results = pretrain(from_flat(PretrainingConfig, **values))
         # The worker (the only one) runs the run's job; a private API, as TF's own tests use.
         assert worker._num_tasks() == 1
     finally:
@@ -481,11 +482,11 @@ def test_training_input_through_tf_data_service(tmp_path):
     assert results["train"]["masked_lm_accuracy"] > 0.0
 
     # A restart of the run re-attaches to the same job; a run with other input gets a new one.
-    job = pretraining._data_service_job_name(types.SimpleNamespace(**values))
+    job = pretraining._data_service_job_name(from_flat(PretrainingConfig, **values))
     values.update(num_train_steps=20)
-    assert pretraining._data_service_job_name(types.SimpleNamespace(**values)) == job
+    assert pretraining._data_service_job_name(from_flat(PretrainingConfig, **values)) == job
     values.update(max_predictions_per_seq=6)
-    assert pretraining._data_service_job_name(types.SimpleNamespace(**values)) != job
+    assert pretraining._data_service_job_name(from_flat(PretrainingConfig, **values)) != job
 
 
 @pytest.fixture(scope="module")
@@ -513,16 +514,16 @@ def packed_setup(tmp_path_factory):
     return root
 
 
-def _packed_options(root, **overrides):
+def _packed_job(root, **overrides):
     values = dict(input_file=str(root / "packed.tfrecord"), max_seq_length=128,
                   max_predictions_per_seq=24, train_batch_size=4)
     values.update(overrides)
-    return _options(root, root / "bert_config.json", **values)
+    return _job(root, root / "bert_config.json", **values)
 
 
 @pytest.mark.slow
 def test_trains_on_packed_records_and_counts_instances(packed_setup, tmp_path):
-    results = pretrain(_packed_options(packed_setup, output_dir=str(tmp_path / "out"),
+    results = pretrain(_packed_job(packed_setup, output_dir=str(tmp_path / "out"),
                                        num_train_steps=6, num_warmup_steps=1, steps_per_loop=3,
                                        save_checkpoints_steps=6, learning_rate=1e-3))
     train = results["train"]
@@ -557,7 +558,7 @@ def test_packed_records_against_the_flags(packed_setup, overrides, message):
         overrides["input_file"] = ",".join(str(root / f)
                                            for f in overrides["input_file"].split(","))
     with pytest.raises(FlagValueError) as error:
-        pretrain(_packed_options(root, output_dir=str(root / "bad"), **overrides))
+        pretrain(_packed_job(root, output_dir=str(root / "bad"), **overrides))
     assert str(error.value) == message.format(root=root)
 
 
@@ -570,8 +571,8 @@ def test_the_checked_input_pipeline_is_handed_to_the_training_loop():
         built.append(input_context)
         return tf.data.Dataset.range(3)
 
-    options = types.SimpleNamespace(input_file="data/*.tfrecord")
-    checked = pretraining._check_input(dataset_fn, options, is_training=True)
+    task = PretrainingTask(input_file="data/*.tfrecord")
+    checked = pretraining._check_input(dataset_fn, task, is_training=True)
     single = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                         num_replicas_in_sync=1)
     first = checked(single)
@@ -587,9 +588,9 @@ def test_a_bad_input_fails_the_check_naming_the_flag():
     def dataset_fn(input_context=None):
         raise ValueError("no file matches")
 
-    options = types.SimpleNamespace(input_file="data/*.tfrecord")
+    task = PretrainingTask(input_file="data/*.tfrecord")
     with pytest.raises(pretraining.FlagValueError) as raised:
-        pretraining._check_input(dataset_fn, options, is_training=True)
+        pretraining._check_input(dataset_fn, task, is_training=True)
     assert str(raised.value) == "--input_file=data/*.tfrecord: no file matches"
 
 
@@ -601,7 +602,7 @@ def test_type_vocab_size_1_with_sentence_pairs_is_refused(setup):
                intermediate_size=64, max_position_embeddings=32,
                type_vocab_size=1).to_json_file(str(one_type))
     with pytest.raises(FlagValueError) as error:
-        pretrain(_options(tmp_path, one_type))
+        pretrain(_job(tmp_path, one_type))
     assert str(error.value) == (
         f"type_vocab_size=1 in {one_type} has no segment id 1, which the sentence pairs of the "
         "pre-training inputs use; set type_vocab_size >= 2 (or train single sequences: "
@@ -617,7 +618,7 @@ def test_a_fine_tuning_run_is_not_a_pretraining_output_dir(setup):
     (run / "model.keras").write_bytes(b"weights")
     with pytest.raises(FlagValueError) as error:
         # The command's output rule (bert_tf.cli.pretrain runs it before pretrain).
-        outputs.check_pretraining_output_dir(_options(tmp_path, config_path,
+        outputs.check_pretraining_output_dir(_job(tmp_path, config_path,
                                                       output_dir=str(run)).output_dir)
     assert str(error.value) == (
         f"--output_dir={run} holds a fine-tuning run (finetuning_run.json, model.keras); choose "

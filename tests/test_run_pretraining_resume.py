@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import types
 
 import numpy as np
 import pytest
@@ -21,9 +20,10 @@ from bert_tf.jobs import flag_checks
 from bert_tf.config import BertConfig
 from bert_tf.cli import pretrain as pretrain_cli
 from bert_tf.jobs.pretraining import FlagValueError, pretrain
+from bert_tf.jobs.sections import from_flat, sections_of
 from bert_tf import run_directory
 from file_digests import digest
-from test_run_pretraining import FLAGS, P, S, _options, write_dropout_inputs
+from test_run_pretraining import FLAGS, P, S, _job, write_dropout_inputs
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -37,9 +37,9 @@ def setup(tmp_path):
 def _flag_values(*args):
     """The config of parsed run_pretraining flags (a private copy of FLAGS), and their
     flagfile text."""
-    options = copy.deepcopy(FLAGS)
-    options(["run_pretraining", *args])
-    return pretrain_cli.pretraining_config(options), options.flags_into_string()
+    flag_values = copy.deepcopy(FLAGS)
+    flag_values(["run_pretraining", *args])
+    return pretrain_cli.pretraining_config(flag_values), flag_values.flags_into_string()
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -54,7 +54,7 @@ def _flag_values(*args):
 def test_non_finite_and_negative_numeric_flags_refused_up_front(setup, overrides, message):
     tmp_path, config_path, _ = setup
     with pytest.raises(FlagValueError) as error:
-        pretrain(_options(tmp_path, config_path, output_dir=str(tmp_path / "out"), **overrides))
+        pretrain(_job(tmp_path, config_path, output_dir=str(tmp_path / "out"), **overrides))
     assert str(error.value) == message
     assert not (tmp_path / "out").exists()
 
@@ -293,8 +293,11 @@ def test_killed_runs_with_dropout_on_two_replicas_end_with_the_uninterrupted_wei
      "--null_score_diff_threshold=-inf must be a finite number"),
 ])
 def test_fine_tuning_float_flags_refused(values, message):
-    # The fine-tuning CLIs call the same check first in their validation.
-    options = types.SimpleNamespace(learning_rate=5e-5, **values)
+    # The fine-tuning CLIs call the same check, on their config's sections, first in their
+    # validation.
+    from bert_tf.jobs.squad import SquadConfig
+
+    job = from_flat(SquadConfig, learning_rate=5e-5, **values)
     with pytest.raises(FlagValueError) as error:
-        flag_checks.check_numeric_flags(options)
+        flag_checks.check_numeric_flags(*sections_of(job))
     assert str(error.value) == message

@@ -67,9 +67,9 @@ def define_flags(flag_values=FLAGS):
 
 
 def pretraining_config(flag_values=FLAGS):
-    """The PretrainingConfig of the parsed flags; --max_predictions_per_seq left unset is None
-    (the packed input's own or derived P, else 20), --do_lower_case left unset None (the
-    driver's resolve_casing)."""
+    """The PretrainingConfig of the parsed flags, each in its section (task, trainer, runtime);
+    --max_predictions_per_seq left unset is None (the packed input's own or derived P, else
+    20), --do_lower_case left unset None (the driver's resolve_casing)."""
     from bert_tf.jobs.pretraining import PretrainingConfig
 
     return cli_flags.to_config(PretrainingConfig, flag_values,
@@ -83,13 +83,13 @@ def main(argv):
     cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_pretraining")
     from bert_tf.jobs.pretraining import pretrain, resolve_casing
 
-    config = pretraining_config()
-    outputs.check_pretraining_output_dir(config.output_dir)
-    casing = resolve_casing(config)
+    job = pretraining_config()
+    outputs.check_pretraining_output_dir(job.output_dir)
+    casing = resolve_casing(job)
     if casing is not None:
         # run_pretraining.flags then records the casing the run tokenizes with.
         FLAGS.do_lower_case = casing
-    pretrain(config, flags_text=cli_flags.flagfile_text(define_flags))
+    pretrain(job, flags_text=cli_flags.flagfile_text(define_flags))
 
 
 def run():

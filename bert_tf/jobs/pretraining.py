@@ -2,7 +2,13 @@
 
 `pretrain(PretrainingConfig(...))` is what `bert-tf-pretrain` (bert_tf.cli.pretrain) runs; its
 module doc describes the inputs, the BERT-family objectives, packed rows and the tf.data service.
-The config's field names are the command-line flag names, so every error names the flag.
+The config holds a task, a trainer and a runtime section (bert_tf.jobs.sections), each function
+is handed the section it reads, and every field is named as its command-line flag, so every
+error names the flag:
+
+    job = from_flat(PretrainingConfig, bert_config_file=..., input_file=..., output_dir=...,
+                    do_train=True, num_train_steps=1000)
+    job.task.input_file, job.trainer.num_train_steps, job.runtime.dtype
 
 --output_dir (a bert_tf.run_directory) receives: ckpt-<step> checkpoints, summaries/
 (TensorBoard), bert_config.json, vocab.txt (when vocab_file is given), run_pretraining.flags
@@ -13,7 +19,6 @@ without --do_train evaluates the run's own checkpoints (else --init_checkpoint's
 writes only what it found: a line of eval_only_results.jsonl and scalars under summaries/eval.
 """
 
-import copy
 import dataclasses
 import functools
 import hashlib
@@ -28,6 +33,7 @@ from keras import ops
 from bert_tf import fileio, interop, run_directory
 from bert_tf.data.pretraining.masking_recipe import (DEFAULT_MAX_PREDICTIONS_PER_SEQ,
                                                      MaskingRecipe, MaskingSettings,
+                                                     resolve_instances_per_row,
                                                      resolve_max_predictions)
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import flag_checks, model_files, runtime_setup, tokenizer_setup
@@ -112,202 +118,203 @@ OBJECTIVES = ["mlm", "electra"]
 _TF_DATA_SERVICE_NEEDS_TENSORFLOW = "it feeds TensorFlow's distributed loop"
 
 
-def _not_with_electra(options):
-    """(flag name, value, what it adds) of the flags that set an objective ELECTRA's does not
-    train, refused with --objective=electra when set."""
-    return (("sentence_order_prediction", options.sentence_order_prediction,
+def _not_with_electra(task):
+    """(flag name, value, what it adds) of the task's flags that set an objective ELECTRA's
+    does not train, refused with --objective=electra when set."""
+    return (("sentence_order_prediction", task.sentence_order_prediction,
              "a sentence-pair head"),
-            ("span_boundary_objective", options.span_boundary_objective,
+            ("span_boundary_objective", task.span_boundary_objective,
              "a span-boundary head"),
-            ("do_span_mask", options.do_span_mask,
+            ("do_span_mask", task.do_span_mask,
              "span masking for the span-boundary objective"),
-            ("use_next_sentence_label", options.use_next_sentence_label, "a sentence-pair head"))
+            ("use_next_sentence_label", task.use_next_sentence_label, "a sentence-pair head"))
 
 
-def _predictions(options):
+def _predictions(task):
     """P of unpacked input: max_predictions_per_seq, or its default when not given."""
-    value = options.max_predictions_per_seq
+    value = task.max_predictions_per_seq
     return DEFAULT_MAX_PREDICTIONS_PER_SEQ if value is None else value
 
 
-def validate_options(options, config):
+def validate_options(job, config):
     """Checks the settings against each other and the model config, before any work starts.
 
     Args:
-      options: the PretrainingConfig (or any object with its attribute names).
-      config: the BertConfig read from options.bert_config_file.
+      job: the PretrainingConfig.
+      config: the BertConfig read from --bert_config_file (or --init_checkpoint's).
 
     Raises:
       FlagValueError naming the flag, the value and what was expected.
     """
-    if not options.do_train and not options.do_eval:
+    task, trainer = job.task, job.trainer
+    if not job.do_train and not job.do_eval:
         raise FlagValueError("at least one of --do_train or --do_eval must be set")
-    runtime_setup.check_backend(options, {"tf_data_service": (
-        options.tf_data_service, _TF_DATA_SERVICE_NEEDS_TENSORFLOW)})
-    flag_checks.check_numeric_flags(options)
-    if sum(bool(v) for v in (options.input_file, options.input_text_file,
-                             options.input_tfds)) != 1:
+    runtime_setup.check_backend(job.runtime, {"tf_data_service": (
+        task.tf_data_service, _TF_DATA_SERVICE_NEEDS_TENSORFLOW)})
+    flag_checks.check_numeric_flags(task, trainer)
+    if sum(bool(v) for v in (task.input_file, task.input_text_file, task.input_tfds)) != 1:
         raise FlagValueError("give exactly one of --input_file (TFRecords), --input_text_file "
                              "(raw text masked on the fly) or --input_tfds (a prepared TFDS "
                              "text dataset, masked on the fly)")
-    if options.eval_tfds_split and not options.input_tfds:
+    if task.eval_tfds_split and not task.input_tfds:
         raise FlagValueError("--eval_tfds_split is a split of --input_tfds, which is not set")
-    text_inputs = {"input_text_file": options.input_text_file,
-                   "eval_input_text_file": options.eval_input_text_file,
-                   "input_tfds": options.input_tfds}
+    text_inputs = {"input_text_file": task.input_text_file,
+                   "eval_input_text_file": task.eval_input_text_file,
+                   "input_tfds": task.input_tfds}
     for name, value in text_inputs.items():
-        if value and not options.vocab_file:
+        if value and not task.vocab_file:
             raise FlagValueError(f"--{name} needs --vocab_file")
-    if options.eval_input_file and options.eval_input_text_file:
+    if task.eval_input_file and task.eval_input_text_file:
         raise FlagValueError("give at most one of --eval_input_file or --eval_input_text_file")
-    if options.max_seq_length > config.max_position_embeddings:
+    if task.max_seq_length > config.max_position_embeddings:
         raise FlagValueError(
-            f"--max_seq_length={options.max_seq_length} exceeds max_position_embeddings="
-            f"{config.max_position_embeddings} in {model_files.config_source(options)}")
-    if not 0 < _predictions(options) <= options.max_seq_length:
-        raise FlagValueError(f"--max_predictions_per_seq={_predictions(options)} must "
-                             f"be in [1, --max_seq_length={options.max_seq_length}]")
+            f"--max_seq_length={task.max_seq_length} exceeds max_position_embeddings="
+            f"{config.max_position_embeddings} in {model_files.config_source(task)}")
+    if not 0 < _predictions(task) <= task.max_seq_length:
+        raise FlagValueError(f"--max_predictions_per_seq={_predictions(task)} must "
+                             f"be in [1, --max_seq_length={task.max_seq_length}]")
     flag_checks.require_positive(
-        train_batch_size=options.train_batch_size, eval_batch_size=options.eval_batch_size,
-        num_train_steps=options.num_train_steps,
-        save_checkpoints_steps=options.save_checkpoints_steps,
-        steps_per_loop=options.steps_per_loop, max_eval_steps=options.max_eval_steps)
-    if options.time_budget is not None:
-        _check_time_budget(options)
+        train_batch_size=trainer.train_batch_size, eval_batch_size=trainer.eval_batch_size,
+        num_train_steps=trainer.num_train_steps,
+        save_checkpoints_steps=trainer.save_checkpoints_steps,
+        steps_per_loop=trainer.steps_per_loop, max_eval_steps=trainer.max_eval_steps)
+    if trainer.time_budget is not None:
+        _check_time_budget(trainer)
     else:
-        if options.warmup_proportion is not None:
-            raise FlagValueError(f"--warmup_proportion={options.warmup_proportion} is the "
+        if trainer.warmup_proportion is not None:
+            raise FlagValueError(f"--warmup_proportion={trainer.warmup_proportion} is the "
                                  "warmup's share of --time_budget; a run of --num_train_steps "
                                  "warms up for --num_warmup_steps")
-        if not 0 <= options.num_warmup_steps <= options.num_train_steps:
-            raise FlagValueError(f"--num_warmup_steps={options.num_warmup_steps} must be in "
-                                 f"[0, --num_train_steps={options.num_train_steps}]")
-        flag_checks.check_lr_schedule(options, num_warmup_steps=options.num_warmup_steps,
-                                      num_train_steps=options.num_train_steps)
-    _validate_objective(options, config)
-    _validate_family_options(options)
+        if not 0 <= trainer.num_warmup_steps <= trainer.num_train_steps:
+            raise FlagValueError(f"--num_warmup_steps={trainer.num_warmup_steps} must be in "
+                                 f"[0, --num_train_steps={trainer.num_train_steps}]")
+        flag_checks.check_lr_schedule(trainer, num_warmup_steps=trainer.num_warmup_steps,
+                                      num_train_steps=trainer.num_train_steps)
+    _validate_objective(task, config)
+    _validate_family_options(task)
     # type_vocab_size 0 means no segment embeddings (ModernBERT): segment ids are ignored.
-    if config.type_vocab_size == 1 and not options.full_sentences:
+    if config.type_vocab_size == 1 and not task.full_sentences:
         raise FlagValueError(
-            f"type_vocab_size={config.type_vocab_size} in {model_files.config_source(options)}"
+            f"type_vocab_size={config.type_vocab_size} in {model_files.config_source(task)}"
             " has no segment id 1, which the sentence pairs of the pre-training inputs use; set "
             "type_vocab_size >= 2 (or train single sequences: --input_text_file with "
             "--full_sentences)")
-    runtime_setup.effective_train_batch_size(options)  # checks --gradient_accumulation_steps
-    service = options.tf_data_service
+    runtime_setup.effective_train_batch_size(trainer)  # checks --gradient_accumulation_steps
+    service = task.tf_data_service
     if service is not None:
         host, _, port = service[len("grpc://"):].rpartition(":")
         if not service.startswith("grpc://") or not host or not port.isdigit():
             raise FlagValueError(f"--tf_data_service={service} must look like "
                                  "grpc://HOST:PORT (the dispatcher's address)")
     # Warm-started weights are indexed by the vocabulary beside them (tokens appended: fine).
-    tokenizer_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
-    if options.init_checkpoint:
-        interop.check_weights_readable(options.init_checkpoint)
-    if options.vocab_file:
-        vocab_size = (_tokenizer_json(options).vocab_size
-                      if tokenizer_files.is_tokenizer_json(options.vocab_file)
-                      else _count_vocab(options.vocab_file))
+    tokenizer_setup.check_vocab_file_beside(task.vocab_file, task.init_checkpoint)
+    if task.init_checkpoint:
+        interop.check_weights_readable(task.init_checkpoint)
+    if task.vocab_file:
+        vocab_size = (_tokenizer_json(task.vocab_file).vocab_size
+                      if tokenizer_files.is_tokenizer_json(task.vocab_file)
+                      else _count_vocab(task.vocab_file))
         if config.vocab_size < vocab_size:
             raise FlagValueError(
-                f"vocab_size={config.vocab_size} in {model_files.config_source(options)} is "
-                f"smaller than the {vocab_size} tokens of --vocab_file={options.vocab_file}")
+                f"vocab_size={config.vocab_size} in {model_files.config_source(task)} is "
+                f"smaller than the {vocab_size} tokens of --vocab_file={task.vocab_file}")
 
 
-def time_budget_seconds(options):
-    """--time_budget in seconds, or None for a run of --num_train_steps."""
-    if options.time_budget is None:
+def time_budget_seconds(trainer):
+    """--time_budget of the trainer section in seconds, or None for a run of
+    --num_train_steps."""
+    if trainer.time_budget is None:
         return None
     try:
-        return parse_duration(options.time_budget)
+        return parse_duration(trainer.time_budget)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
 
 
-def budget_warmup_proportion(options):
+def budget_warmup_proportion(trainer):
     """The warmup's share of --time_budget: --warmup_proportion, 0.1 when not given."""
-    return 0.1 if options.warmup_proportion is None else options.warmup_proportion
+    return 0.1 if trainer.warmup_proportion is None else trainer.warmup_proportion
 
 
-def _check_time_budget(options):
-    time_budget_seconds(options)
-    warmup = budget_warmup_proportion(options)
+def _check_time_budget(trainer):
+    time_budget_seconds(trainer)
+    warmup = budget_warmup_proportion(trainer)
     if not 0.0 <= warmup < 1.0:
         raise FlagValueError(f"--warmup_proportion={warmup} must be in [0, 1) (the warmup's "
                              "share of --time_budget)")
-    if options.lr_schedule == "wsd" and not 0.0 < options.decay_proportion <= 1.0 - warmup:
-        raise FlagValueError(f"--decay_proportion={options.decay_proportion} must be in (0, "
+    if trainer.lr_schedule == "wsd" and not 0.0 < trainer.decay_proportion <= 1.0 - warmup:
+        raise FlagValueError(f"--decay_proportion={trainer.decay_proportion} must be in (0, "
                              f"{1.0 - warmup:g}] (the final decay's share of --time_budget, "
                              f"after --warmup_proportion={warmup})")
 
 
-def _validate_objective(options, config):
+def _validate_objective(task, config):
     """--objective and the ELECTRA flags against the other objectives and the model config."""
-    if options.objective != "electra":
+    if task.objective != "electra":
         electra_settings = (
-            ("generator_hidden_size", options.generator_hidden_size, None),
-            ("discriminator_weight", options.discriminator_weight, DEFAULT_DISCRIMINATOR_WEIGHT))
+            ("generator_hidden_size", task.generator_hidden_size, None),
+            ("discriminator_weight", task.discriminator_weight, DEFAULT_DISCRIMINATOR_WEIGHT))
         for name, value, unset in electra_settings:
             if value != unset:
                 raise FlagValueError(f"--{name} sets ELECTRA's replaced-token detection: it "
                                      "needs --objective=electra")
         return
-    for name, value, adds in _not_with_electra(options):
+    for name, value, adds in _not_with_electra(task):
         if value:
             fix = (f"pass --{name}=false" if name == "use_next_sentence_label"
                    else f"leave --{name} out")
             raise FlagValueError(f"--objective=electra trains replaced-token detection only: "
                                  f"--{name} adds {adds}; {fix}")
-    weight = options.discriminator_weight
+    weight = task.discriminator_weight
     if not (math.isfinite(weight) and weight > 0):
         raise FlagValueError(f"--discriminator_weight={weight} must be > 0 and finite")
-    source = model_files.config_source(options)
+    source = model_files.config_source(task)
     if config.architecture != "bert":
         raise FlagValueError(f"--objective=electra trains BERT's encoder: {source} declares "
                              f"architecture '{config.architecture}'")
     try:
-        generator_config(config, options.generator_hidden_size, source=f" in {source}")
+        generator_config(config, task.generator_hidden_size, source=f" in {source}")
     except ValueError as e:
         raise FlagValueError(f"--{e}") from None
 
 
-def _validate_family_options(options):
+def _validate_family_options(task):
     """The BERT-family flags against the input and each other."""
-    text_input = options.input_text_file or options.eval_input_text_file or options.input_tfds
-    if options.sentence_order_prediction and not options.use_next_sentence_label:
+    text_input = _reads_text(task)
+    if task.sentence_order_prediction and not task.use_next_sentence_label:
         raise FlagValueError("--sentence_order_prediction trains the pair head: it needs "
                              "--use_next_sentence_label=true")
-    for name, value in (("do_span_mask", options.do_span_mask),
-                        ("full_sentences", options.full_sentences)):
+    for name, value in (("do_span_mask", task.do_span_mask),
+                        ("full_sentences", task.full_sentences)):
         if value and not text_input:
             raise FlagValueError(f"--{name} masks or packs raw text: it needs --input_text_file, "
                                  "--eval_input_text_file or --input_tfds (TFRecords are made "
                                  "that way by "
                                  "create_pretraining_data)")
-    if options.full_sentences and options.use_next_sentence_label:
+    if task.full_sentences and task.use_next_sentence_label:
         raise FlagValueError("--full_sentences packs single sequences: it needs "
                              "--use_next_sentence_label=false")
-    pack, instances = options.pack_sequences, options.max_instances_per_row
+    pack, instances = task.pack_sequences, task.max_instances_per_row
     if instances and not pack:
         raise FlagValueError("--max_instances_per_row sets packed rows of raw text: it needs "
                              "--pack_sequences")
-    if pack and options.full_sentences:
+    if pack and task.full_sentences:
         raise FlagValueError("--pack_sequences packs sentence-pair instances: it cannot be "
                              "combined with --full_sentences (already full rows)")
     if instances < 0:
         raise FlagValueError(f"--max_instances_per_row={instances} must "
                              "be >= 0 (0 = the default)")
-    if options.span_boundary_objective and text_input and not options.do_span_mask:
+    if task.span_boundary_objective and text_input and not task.do_span_mask:
         raise FlagValueError("--span_boundary_objective needs span boundaries: add "
                              "--do_span_mask for raw text input")
 
 
-def _tokenizer_json(options, do_lower_case=None):
+def _tokenizer_json(vocab_file, do_lower_case=None):
     """The tokenizer of a --vocab_file tokenizer.json, checked against `do_lower_case`."""
     try:
-        return tokenizer_files.load_tokenizer(options.vocab_file, do_lower_case)
+        return tokenizer_files.load_tokenizer(vocab_file, do_lower_case)
     except (OSError, ValueError) as e:
-        raise FlagValueError(f"--vocab_file={options.vocab_file}: {e}") from None
+        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
 
 
 def _count_vocab(vocab_file):
@@ -318,23 +325,23 @@ def _count_vocab(vocab_file):
         raise FlagValueError(f"--vocab_file={vocab_file}: no such file") from None
 
 
-def _input_flags(options, is_training):
+def _input_flags(task, is_training):
     """(flag name, value) of the input a phase reads; eval falls back to the training input."""
     if not is_training:
-        if options.eval_input_file:
-            return "eval_input_file", options.eval_input_file
-        if options.eval_input_text_file:
-            return "eval_input_text_file", options.eval_input_text_file
-        if options.input_tfds and options.eval_tfds_split:
-            return "input_tfds", f"{options.input_tfds}:{options.eval_tfds_split}"
-    if options.input_file:
-        return "input_file", options.input_file
-    if options.input_tfds:
-        return "input_tfds", f"{options.input_tfds}:{options.tfds_split}"
-    return "input_text_file", options.input_text_file
+        if task.eval_input_file:
+            return "eval_input_file", task.eval_input_file
+        if task.eval_input_text_file:
+            return "eval_input_text_file", task.eval_input_text_file
+        if task.input_tfds and task.eval_tfds_split:
+            return "input_tfds", f"{task.input_tfds}:{task.eval_tfds_split}"
+    if task.input_file:
+        return "input_file", task.input_file
+    if task.input_tfds:
+        return "input_tfds", f"{task.input_tfds}:{task.tfds_split}"
+    return "input_text_file", task.input_text_file
 
 
-def _packed_layout(options, name, patterns):
+def _packed_layout(task, name, patterns):
     """(P, I) of the packed records of --<name>, or None for unpacked records.
 
     Packed records are recognized by the feature instance_ids in the first record of the first
@@ -349,73 +356,69 @@ def _packed_layout(options, name, patterns):
     except ValueError as e:
         raise FlagValueError(f"--{name}={patterns}: {e}") from None
     if layout is None:
-        if options.pack_sequences:
+        if task.pack_sequences:
             raise FlagValueError(
                 f"--pack_sequences: the records of --{name} are not packed (no feature "
                 f'"instance_ids" in {first}); make them with create_pretraining_data '
                 "--pack_sequences, or drop --pack_sequences")
         return None
     seq_length, predictions, instances = layout
-    if options.max_predictions_per_seq not in (None, predictions):
+    if task.max_predictions_per_seq not in (None, predictions):
         raise FlagValueError(
-            f"--max_predictions_per_seq={options.max_predictions_per_seq} does not match the "
+            f"--max_predictions_per_seq={task.max_predictions_per_seq} does not match the "
             f"packed records of --{name}: {first} holds {predictions} masked positions per "
             f"row; pass --max_predictions_per_seq={predictions} or leave it unset")
-    if seq_length != options.max_seq_length:
+    if seq_length != task.max_seq_length:
         raise FlagValueError(
-            f"--max_seq_length={options.max_seq_length} does not match the packed records of "
+            f"--max_seq_length={task.max_seq_length} does not match the packed records of "
             f"--{name}: {first} holds rows of {seq_length} tokens")
     logging.info("--%s holds packed rows: S=%d, P=%d masked positions and I=%d instances per "
                  "row", name, seq_length, predictions, instances)
     return predictions, instances
 
 
-def text_packing(options):
-    """(P, I) of packed raw text (--pack_sequences), or (--max_predictions_per_seq, None)."""
-    from bert_tf.data.pretraining import row_packing
-
-    if not options.pack_sequences:
-        return _predictions(options), None
-    predictions = resolve_max_predictions(
-        options.max_predictions_per_seq, max_seq_length=options.max_seq_length,
-        masked_lm_prob=options.masked_lm_prob, pack_sequences=True,
-        max_instances_per_row=options.max_instances_per_row)
-    return predictions, (options.max_instances_per_row
-                         or row_packing.default_max_instances_per_row(options.max_seq_length))
+def text_packing(task):
+    """(P, I) of packed raw text (--pack_sequences), or (--max_predictions_per_seq, None), of
+    the task section's masking settings."""
+    if not task.pack_sequences:
+        return _predictions(task), None
+    return resolve_max_predictions(task), resolve_instances_per_row(task)
 
 
-def masking_recipe(options):
-    """The MaskingRecipe raw text is masked with: the config's, P and I resolved for packing."""
-    predictions, instances = text_packing(options)
+def masking_recipe(task):
+    """The MaskingRecipe raw text is masked with: the task section's masking settings, P and I
+    resolved for packing."""
+    predictions, instances = text_packing(task)
     return MaskingRecipe(
-        max_seq_length=options.max_seq_length, max_predictions_per_seq=predictions,
-        masked_lm_prob=options.masked_lm_prob, do_whole_word_mask=options.do_whole_word_mask,
-        sentence_order_prediction=options.sentence_order_prediction,
-        do_span_mask=options.do_span_mask, pack_sequences=instances is not None,
+        max_seq_length=task.max_seq_length, max_predictions_per_seq=predictions,
+        masked_lm_prob=task.masked_lm_prob, do_whole_word_mask=task.do_whole_word_mask,
+        sentence_order_prediction=task.sentence_order_prediction,
+        do_span_mask=task.do_span_mask, pack_sequences=instances is not None,
         max_instances_per_row=instances or 0)
 
 
-def _make_dataset_fn(options, config, *, is_training, batch_size):
+def _make_dataset_fn(job, config, *, is_training, batch_size):
     """(InputContext) -> tf.data.Dataset of the pre-training feature dict."""
-    name, patterns = _input_flags(options, is_training)
-    seed = options.seed
-    if seed is None and is_training and options.tf_data_service:
+    task = job.task
+    name, patterns = _input_flags(task, is_training)
+    seed = job.runtime.seed
+    if seed is None and is_training and task.tf_data_service:
         # Every trainer of the shared service job must build the same pipeline graph.
-        seed = int(_data_service_job_name(options)[-8:], 16) % 2**31
+        seed = int(_data_service_job_name(job)[-8:], 16) % 2**31
     if name.endswith("input_file"):
         from bert_tf.data import pretraining_dataset
 
-        layout = _packed_layout(options, name, patterns)
-        predictions, instances = layout or (_predictions(options), None)
+        layout = _packed_layout(task, name, patterns)
+        predictions, instances = layout or (_predictions(task), None)
 
         def dataset_fn(input_context=None):
             return pretraining_dataset(
                 patterns, batch_size=batch_size,
-                max_seq_length=options.max_seq_length,
+                max_seq_length=task.max_seq_length,
                 max_predictions_per_seq=predictions,
                 is_training=is_training, seed=seed, input_context=input_context,
-                use_next_sentence_label=options.use_next_sentence_label,
-                vocab_size=config.vocab_size, span_boundaries=options.span_boundary_objective,
+                use_next_sentence_label=task.use_next_sentence_label,
+                vocab_size=config.vocab_size, span_boundaries=task.span_boundary_objective,
                 max_instances_per_row=instances)
         return dataset_fn
 
@@ -424,50 +427,52 @@ def _make_dataset_fn(options, config, *, is_training, batch_size):
     tfds_args = {}
     if name == "input_tfds":
         tfds_name, _, split = patterns.rpartition(":")
-        tfds_args = dict(tfds_name=tfds_name, tfds_data_dir=options.tfds_data_dir,
-                         tfds_split=split, tfds_text_key=options.tfds_text_key)
+        tfds_args = dict(tfds_name=tfds_name, tfds_data_dir=task.tfds_data_dir,
+                         tfds_split=split, tfds_text_key=task.tfds_text_key)
         patterns = None
 
-    recipe = masking_recipe(options)
+    recipe = masking_recipe(task)
 
     def text_dataset_fn(input_context=None):
         return text_pretraining_dataset(
-            patterns, **tfds_args, vocab_file=options.vocab_file,
-            do_lower_case=options.do_lower_case, batch_size=batch_size, recipe=recipe,
-            use_next_sentence_label=options.use_next_sentence_label, seed=seed,
+            patterns, **tfds_args, vocab_file=task.vocab_file,
+            do_lower_case=task.do_lower_case, batch_size=batch_size, recipe=recipe,
+            use_next_sentence_label=task.use_next_sentence_label, seed=seed,
             is_training=is_training, input_context=input_context,
-            full_sentences=options.full_sentences)
+            full_sentences=task.full_sentences)
     return text_dataset_fn
 
 
-def _data_service_job_name(options):
-    """The tf.data service job of a run: its output dir and everything that shapes its input.
+def _data_service_job_name(job):
+    """The tf.data service job of a run (a PretrainingConfig): its output dir and everything
+    that shapes its input.
 
     Trainers of one run (workers, or a restart) share the job; a run whose input changed gets
     a new one (the dispatcher refuses a job name with a different pipeline).
     """
-    shape = [fileio.abspath(options.output_dir), options.input_file, options.input_text_file,
-             options.input_tfds, options.tfds_split, options.tfds_data_dir,
-             options.max_seq_length, _predictions(options), options.train_batch_size,
-             options.seed, options.masked_lm_prob, options.do_whole_word_mask,
-             options.use_next_sentence_label, options.do_lower_case,
-             options.sentence_order_prediction, options.do_span_mask, options.full_sentences]
+    task = job.task
+    shape = [fileio.abspath(job.output_dir), task.input_file, task.input_text_file,
+             task.input_tfds, task.tfds_split, task.tfds_data_dir,
+             task.max_seq_length, _predictions(task), job.trainer.train_batch_size,
+             job.runtime.seed, task.masked_lm_prob, task.do_whole_word_mask,
+             task.use_next_sentence_label, task.do_lower_case,
+             task.sentence_order_prediction, task.do_span_mask, task.full_sentences]
     # Packing joins the name only when packing: an unpacked run's name is the one every release
     # gives it, so a trainer restarted under a newer bert_tf re-attaches to its job.
-    if options.pack_sequences:
-        shape += [True, options.max_instances_per_row]
+    if task.pack_sequences:
+        shape += [True, task.max_instances_per_row]
     return "bert_tf_pretraining_" + hashlib.sha1(json.dumps(shape).encode()).hexdigest()[:16]
 
 
-def _through_data_service(dataset_fn, options):
+def _through_data_service(dataset_fn, job):
     """Wraps a training dataset_fn so its pipeline runs on the tf.data service.
 
     Every trainer registers the same, unsharded pipeline (one input pipeline, this replica's
     batch size): the service, not the file shard, splits the input between trainers.
     """
-    job_name = _data_service_job_name(options)
-    logging.info("Training input from the tf.data service at %s, job %s",
-                 options.tf_data_service, job_name)
+    job_name = _data_service_job_name(job)
+    service = job.task.tf_data_service
+    logging.info("Training input from the tf.data service at %s, job %s", service, job_name)
 
     def service_dataset_fn(input_context):
         whole = tf.distribute.InputContext(
@@ -475,18 +480,18 @@ def _through_data_service(dataset_fn, options):
             num_replicas_in_sync=input_context.num_replicas_in_sync)
         return dataset_fn(whole).apply(tf.data.experimental.service.distribute(
             processing_mode=tf.data.experimental.service.ShardingPolicy.DYNAMIC,
-            service=options.tf_data_service, job_name=job_name))
+            service=service, job_name=job_name))
     return service_dataset_fn
 
 
-def _check_input(dataset_fn, options, is_training):
+def _check_input(dataset_fn, task, is_training):
     """Builds the pipeline once up front so a bad glob or record fails before training.
 
     Returns a dataset_fn that hands this pipeline to its first caller with a single input
     pipeline and replica (the same pipeline: nothing to shard, the per-replica batch is the
     global one) instead of building it again; a raw-text pipeline takes seconds to build.
     """
-    name, patterns = _input_flags(options, is_training)
+    name, patterns = _input_flags(task, is_training)
     try:
         unused = [dataset_fn(None)]
     except ValueError as e:
@@ -501,11 +506,11 @@ def _check_input(dataset_fn, options, is_training):
     return reusing_dataset_fn
 
 
-def _reads_text(options):
-    return bool(options.input_text_file or options.eval_input_text_file or options.input_tfds)
+def _reads_text(task):
+    return bool(task.input_text_file or task.eval_input_text_file or task.input_tfds)
 
 
-def resolve_casing(options):
+def resolve_casing(job):
     """The casing the run tokenizes with: --do_lower_case when given, else the casing
     --output_dir's run recorded (a resume), else --init_checkpoint's, else a tokenizer.json
     --vocab_file's, else True for raw text and None (not known) for TFRecords, which
@@ -515,73 +520,75 @@ def resolve_casing(options):
       FlagValueError: a given --do_lower_case contradicts --init_checkpoint's or the
         tokenizer.json's recorded casing (naming both).
     """
-    casing = options.do_lower_case
-    if casing is None and run_directory.has_checkpoint(options.output_dir or ""):
-        casing, where = run_directory.recorded_casing(options.output_dir)
+    task = job.task
+    casing = task.do_lower_case
+    if casing is None and run_directory.has_checkpoint(job.output_dir or ""):
+        casing, where = run_directory.recorded_casing(job.output_dir)
         if casing is not None:
             logging.info("--do_lower_case unset: %s, as --output_dir=%s records (its %s)",
-                         casing, options.output_dir, where)
+                         casing, job.output_dir, where)
     try:
-        casing = interop.casing_of(casing, options.init_checkpoint)
+        casing = interop.casing_of(casing, task.init_checkpoint)
     except InteropError as e:
         raise FlagValueError(str(e)) from None
-    if options.vocab_file and tokenizer_files.is_tokenizer_json(options.vocab_file):
-        casing = _tokenizer_json(options, casing).do_lower_case
-    if casing is None and _reads_text(options):
+    if task.vocab_file and tokenizer_files.is_tokenizer_json(task.vocab_file):
+        casing = _tokenizer_json(task.vocab_file, casing).do_lower_case
+    if casing is None and _reads_text(task):
         casing = True
     return casing
 
 
-def run_record(options, config):
+def run_record(job, config):
     """The RunRecord of this run (bert_tf.run_directory): what a resume of --output_dir must
-    share with it. Takes the resolved casing (resolve_casing)."""
+    share with it. Takes the resolved casing (resolve_casing) and backend."""
+    task, trainer = job.task, job.trainer
     return run_directory.RunRecord(
         job="pretraining", command=run_directory.PRETRAINING_COMMAND,
         model_config=config.to_dict(),
-        tokenizer_sha256=(run_directory.tokenizer_digest(options.vocab_file)
-                          if options.vocab_file else None),
-        do_lower_case=options.do_lower_case,
-        settings={"max_seq_length": options.max_seq_length,
-                  "max_predictions_per_seq": _predictions(options),
-                  "train_batch_size": options.train_batch_size,
-                  "gradient_accumulation_steps": options.gradient_accumulation_steps,
-                  "use_next_sentence_label": options.use_next_sentence_label,
-                  "sentence_order_prediction": options.sentence_order_prediction,
-                  "span_boundary_objective": options.span_boundary_objective,
-                  "full_sentences": options.full_sentences,
-                  "pack_sequences": options.pack_sequences, "optimizer": options.optimizer,
-                  "backend": options.backend, "objective": options.objective,
-                  **_electra_settings(options, config),
+        tokenizer_sha256=(run_directory.tokenizer_digest(task.vocab_file)
+                          if task.vocab_file else None),
+        do_lower_case=task.do_lower_case,
+        settings={"max_seq_length": task.max_seq_length,
+                  "max_predictions_per_seq": _predictions(task),
+                  "train_batch_size": trainer.train_batch_size,
+                  "gradient_accumulation_steps": trainer.gradient_accumulation_steps,
+                  "use_next_sentence_label": task.use_next_sentence_label,
+                  "sentence_order_prediction": task.sentence_order_prediction,
+                  "span_boundary_objective": task.span_boundary_objective,
+                  "full_sentences": task.full_sentences,
+                  "pack_sequences": task.pack_sequences, "optimizer": trainer.optimizer,
+                  "backend": job.runtime.backend, "objective": task.objective,
+                  **_electra_settings(task, config),
                   # Seconds; a schedule on steps and one on time cannot continue each other.
-                  "time_budget": time_budget_seconds(options) or "none"},
-        init_checkpoint=options.init_checkpoint)
+                  "time_budget": time_budget_seconds(trainer) or "none"},
+        init_checkpoint=task.init_checkpoint)
 
 
-def _electra_settings(options, config):
+def _electra_settings(task, config):
     """The generator's width and the loss weight an ELECTRA run records (none for MLM)."""
-    if options.objective != "electra":
+    if task.objective != "electra":
         return {}
-    width = generator_config(config, options.generator_hidden_size).hidden_size
+    width = generator_config(config, task.generator_hidden_size).hidden_size
     return {"generator_hidden_size": width,
-            "discriminator_weight": options.discriminator_weight}
+            "discriminator_weight": task.discriminator_weight}
 
 
-def _build_pretrainer(options, encoder):
+def _build_pretrainer(task, encoder):
     """The model --objective trains on `encoder`."""
-    if options.objective == "electra":
-        return ElectraPretrainer(encoder, generator_hidden_size=options.generator_hidden_size,
-                                 discriminator_weight=options.discriminator_weight)
-    return BertPretrainer(encoder, use_next_sentence_label=options.use_next_sentence_label,
-                          sentence_order_prediction=options.sentence_order_prediction,
-                          span_boundary_objective=options.span_boundary_objective)
+    if task.objective == "electra":
+        return ElectraPretrainer(encoder, generator_hidden_size=task.generator_hidden_size,
+                                 discriminator_weight=task.discriminator_weight)
+    return BertPretrainer(encoder, use_next_sentence_label=task.use_next_sentence_label,
+                          sentence_order_prediction=task.sentence_order_prediction,
+                          span_boundary_objective=task.span_boundary_objective)
 
 
-def _metrics_fn(options):
+def _metrics_fn(task):
     """metrics_fn(sums, count) of the training loop for --objective."""
-    if options.objective == "electra":
+    if task.objective == "electra":
         return electra_metrics
     return functools.partial(pretraining_metrics,
-                             sentence_order_prediction=options.sentence_order_prediction)
+                             sentence_order_prediction=task.sentence_order_prediction)
 
 
 def _pretraining_loss_fn(model, batch, training):
@@ -597,11 +604,12 @@ def _pretraining_loss_fn(model, batch, training):
     return parts
 
 
-def pretrain(options, flags_text=None):
+def pretrain(job, flags_text=None):
     """Runs pre-training and/or evaluation as the flags say; returns the results dict.
 
     Args:
-      options: the PretrainingConfig (or any object with its attribute names).
+      job: the PretrainingConfig (not changed: the run resolves its backend and casing in a
+        copy).
       flags_text: the command line as a flagfile, saved to output_dir/run_pretraining.flags
         so the run's every setting is on record next to its checkpoints.
 
@@ -610,47 +618,49 @@ def pretrain(options, flags_text=None):
       the line it adds to output_dir/eval_only_results.jsonl (_evaluate_only).
     """
     start = time.time()
-    config = model_files.read_model_config(model_files.config_source(options))
-    options = copy.copy(options)
-    validate_options(options, config)
-    options.backend = runtime.resolve_backend(options)
-    options.do_lower_case = resolve_casing(options)
-    record = run_record(options, config)
-    if options.do_train:
-        run_directory.check_resume(options.output_dir, record, options.vocab_file,
-                                   backend=options.backend)
+    config = model_files.read_model_config(model_files.config_source(job.task))
+    validate_options(job, config)
+    # A copy with the backend and casing resolved, in the sections that hold them.
+    job = dataclasses.replace(
+        job, runtime=dataclasses.replace(job.runtime,
+                                         backend=runtime.resolve_backend(job.runtime)),
+        task=dataclasses.replace(job.task, do_lower_case=resolve_casing(job)))
+    task, trainer = job.task, job.trainer
+    record = run_record(job, config)
+    if job.do_train:
+        run_directory.check_resume(job.output_dir, record, task.vocab_file,
+                                   backend=job.runtime.backend)
     else:
-        _check_evaluation_source(options)
+        _check_evaluation_source(job)
     # The strategy (or JAX's processes and devices) comes before any TensorFlow op:
     # multi-worker collectives must be configured before the runtime starts.
     job_runtime = runtime_setup.make_runtime(
-        options, {"train_batch_size": options.train_batch_size,
-                  "eval_batch_size": options.eval_batch_size}, trains=options.do_train)
-    if options.do_train and _budget_spent(options, job_runtime):
+        job.runtime, {"train_batch_size": trainer.train_batch_size,
+                      "eval_batch_size": trainer.eval_batch_size}, trains=job.do_train)
+    if job.do_train and _budget_spent(job, job_runtime):
         return None
-    run_directory.check_writable(options.output_dir)
+    run_directory.check_writable(job.output_dir)
     # Every input is built (and so checked) before the directory is taken: a refused run
     # leaves nothing behind.
-    phases = [(True, options.train_batch_size)] if options.do_train else []
-    phases += [(False, options.eval_batch_size)] if options.do_eval else []
+    phases = [(True, trainer.train_batch_size)] if job.do_train else []
+    phases += [(False, trainer.eval_batch_size)] if job.do_eval else []
     dataset_fns = {}
     for is_training, batch_size in phases:
         dataset_fns[is_training] = _check_input(
-            _make_dataset_fn(options, config, is_training=is_training, batch_size=batch_size),
-            options, is_training)
-    if options.do_train and options.tf_data_service:
-        dataset_fns[True] = _through_data_service(dataset_fns[True], options)
+            _make_dataset_fn(job, config, is_training=is_training, batch_size=batch_size),
+            task, is_training)
+    if job.do_train and task.tf_data_service:
+        dataset_fns[True] = _through_data_service(dataset_fns[True], job)
     # The chief owns the directory for the run; workers share its ownership.
-    with run_directory.owned(options.output_dir, job_runtime.chief):
-        if options.do_train:
+    with run_directory.owned(job.output_dir, job_runtime.chief):
+        if job.do_train:
             # Again, now that no other run can change the record meanwhile.
-            run_directory.check_resume(options.output_dir, record, options.vocab_file,
-                                       backend=options.backend)
+            run_directory.check_resume(job.output_dir, record, task.vocab_file,
+                                       backend=job.runtime.backend)
         try:
-            if not options.do_train:
-                return _evaluate_only(options, config, job_runtime, dataset_fns[False], start)
-            return _pretrain(options, config, job_runtime, dataset_fns, record, flags_text,
-                             start)
+            if not job.do_train:
+                return _evaluate_only(job, config, job_runtime, dataset_fns[False], start)
+            return _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start)
         except tf.errors.InvalidArgumentError as e:
             from bert_tf.data.pretraining import record_dataset
 
@@ -660,31 +670,32 @@ def pretrain(options, flags_text=None):
             raise FlagValueError(f"--input_file: {problem}") from None
 
 
-def _budget_spent(options, job_runtime):
+def _budget_spent(job, job_runtime):
     """True (after saying so) when --output_dir's run already spent its --time_budget: the
     resume has nothing left to train and writes nothing."""
-    budget = time_budget_seconds(options)
+    budget = time_budget_seconds(job.trainer)
     if budget is None:
         return False
-    state = job_runtime.saved_run_state(options.output_dir)
+    state = job_runtime.saved_run_state(job.output_dir)
     spent = state.get("seconds_spent", 0.0)
     if spent < budget and state.get("schedule_fraction", 0.0) < 1.0:
         return False
     logging.info("--output_dir=%s already spent its --time_budget=%s (%s): nothing is left to "
                  "train; nothing was written. To train more, start a new run with "
-                 "--init_checkpoint=%s", options.output_dir, options.time_budget,
-                 format_duration(spent), options.output_dir)
+                 "--init_checkpoint=%s", job.output_dir, job.trainer.time_budget,
+                 format_duration(spent), job.output_dir)
     return True
 
 
-def _pretrain(options, config, job_runtime, dataset_fns, record, flags_text, start):
+def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start):
     """pretrain() of a run that trains, once the flags and inputs are checked and the directory
     is owned."""
-    budget = time_budget_seconds(options)
-    encoder, model, optimizer = _build_model(options, config, job_runtime, budget)
+    task, trainer = job.task, job.trainer
+    budget = time_budget_seconds(trainer)
+    encoder, model, optimizer = _build_model(job, config, job_runtime, budget)
 
     chief = job_runtime.chief
-    output = functools.partial(run_directory.path, options.output_dir)
+    output = functools.partial(run_directory.path, job.output_dir)
 
     def write_run_files():
         # Once the run's checkpoint is restored: a resume refused for it writes nothing.
@@ -693,33 +704,33 @@ def _pretrain(options, config, job_runtime, dataset_fns, record, flags_text, sta
         config.to_json_file(output(run_directory.CONFIG_FILE))
         if flags_text:
             write_text_atomic(output(run_directory.PRETRAINING_FLAGS_FILE), flags_text)
-        run_directory.write_record(options.output_dir, record)
-        if options.vocab_file:
+        run_directory.write_record(job.output_dir, record)
+        if task.vocab_file:
             # vocab.txt for a WordPiece file, tokenizer.json for byte-level BPE.
-            tokenizer_files.write_tokenizer_file(options.output_dir, None, options.vocab_file)
+            tokenizer_files.write_tokenizer_file(job.output_dir, None, task.vocab_file)
 
-    results = {"num_train_steps": options.num_train_steps}
+    results = {"num_train_steps": trainer.num_train_steps}
     if budget:
         logging.info("--time_budget=%s: training stops when it is spent and the learning rate "
                      "follows it (warmup %.0f%% of it); --num_train_steps and "
-                     "--num_warmup_steps are not used", options.time_budget,
-                     100 * budget_warmup_proportion(options))
+                     "--num_warmup_steps are not used", trainer.time_budget,
+                     100 * budget_warmup_proportion(trainer))
         del results["num_train_steps"]
     loop_config = TrainLoopConfig(
-        num_train_steps=options.num_train_steps,
-        steps_per_loop=runtime_setup.steps_per_loop(options),
-        save_checkpoints_steps=options.save_checkpoints_steps, log_steps=options.log_steps,
-        global_batch_size=options.train_batch_size,
-        gradient_accumulation_steps=options.gradient_accumulation_steps,
-        jit_compile=options.jit_compile, init_checkpoint=options.init_checkpoint,
+        num_train_steps=trainer.num_train_steps,
+        steps_per_loop=runtime_setup.steps_per_loop(trainer),
+        save_checkpoints_steps=trainer.save_checkpoints_steps, log_steps=trainer.log_steps,
+        global_batch_size=trainer.train_batch_size,
+        gradient_accumulation_steps=trainer.gradient_accumulation_steps,
+        jit_compile=job.runtime.jit_compile, init_checkpoint=task.init_checkpoint,
         time_budget_seconds=budget)
     train_results = controller.train(
         runtime=job_runtime, model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
-        dataset_fn=dataset_fns[True], output_dir=options.output_dir, loop_config=loop_config,
-        metrics_fn=_metrics_fn(options),
-        warm_start_fn=functools.partial(_warm_start, options.do_lower_case),
-        skip_consumed_input=not options.tf_data_service, start_time=start,
-        budget_reserve_fn=functools.partial(_seconds_after_training, options),
+        dataset_fn=dataset_fns[True], output_dir=job.output_dir, loop_config=loop_config,
+        metrics_fn=_metrics_fn(task),
+        warm_start_fn=functools.partial(_warm_start, task.do_lower_case),
+        skip_consumed_input=not task.tf_data_service, start_time=start,
+        budget_reserve_fn=functools.partial(_seconds_after_training, job),
         on_restored=write_run_files)
     results["global_step"] = train_results.pop("step")
     if "instances_per_row" in train_results and "examples_per_second" in train_results:
@@ -728,12 +739,12 @@ def _pretrain(options, config, job_runtime, dataset_fns, record, flags_text, sta
         logging.info("Packed rows: %.2f instances per row, %.1f instances/s",
                      train_results["instances_per_row"], train_results["instances_per_second"])
     results["train"] = train_results
-    results["tokens"] = (results["global_step"] * options.train_batch_size
-                         * options.gradient_accumulation_steps * options.max_seq_length)
+    results["tokens"] = (results["global_step"] * trainer.train_batch_size
+                         * trainer.gradient_accumulation_steps * task.max_seq_length)
     seconds_before = train_results["seconds_spent"] - train_results["wall_time_seconds"]
 
-    if options.do_eval:
-        results["eval"] = _evaluate(options, model, job_runtime, dataset_fns[False],
+    if job.do_eval:
+        results["eval"] = _evaluate(job, model, job_runtime, dataset_fns[False],
                                     results["global_step"])
 
     if chief:
@@ -749,13 +760,14 @@ def _pretrain(options, config, job_runtime, dataset_fns, record, flags_text, sta
     return results
 
 
-def _seconds_after_training(options, seconds_per_step, compile_seconds):
+def _seconds_after_training(job, seconds_per_step, compile_seconds):
     """What a budgeted run needs after its last step, estimated from the training step's
     speed and compilation: the evaluation (forward passes only: about a third of a training
     step per batch of the same size, and half the compilation) and the two model files."""
     seconds = 2.0
-    if options.do_eval:
-        batches = options.max_eval_steps * options.eval_batch_size / options.train_batch_size
+    if job.do_eval:
+        trainer = job.trainer
+        batches = trainer.max_eval_steps * trainer.eval_batch_size / trainer.train_batch_size
         seconds += compile_seconds / 2 + batches * seconds_per_step / 3
     return seconds
 
@@ -764,35 +776,36 @@ def _warm_start(do_lower_case, path, target):
     return interop.warm_start(path, target, do_lower_case=do_lower_case)
 
 
-def _build_model(options, config, job_runtime, budget=None):
+def _build_model(job, config, job_runtime, budget=None):
     """(encoder, pretrainer, optimizer) of the run, in the runtime's scope; the learning
     rate follows `budget` (seconds) when given."""
+    trainer = job.trainer
     with job_runtime.scope():
         encoder = build_encoder(config)
-        model = _build_pretrainer(options, encoder)
+        model = _build_pretrainer(job.task, encoder)
         optimizer = create_optimizer(
-            options.learning_rate, options.num_train_steps, options.num_warmup_steps,
-            optimizer_type=options.optimizer, weight_decay_rate=options.weight_decay_rate,
-            lr_schedule=options.lr_schedule, decay_proportion=options.decay_proportion,
-            budget_warmup_proportion=budget_warmup_proportion(options) if budget else None,
-            bias_correction=options.adam_bias_correction)
+            trainer.learning_rate, trainer.num_train_steps, trainer.num_warmup_steps,
+            optimizer_type=trainer.optimizer, weight_decay_rate=trainer.weight_decay_rate,
+            lr_schedule=trainer.lr_schedule, decay_proportion=trainer.decay_proportion,
+            budget_warmup_proportion=budget_warmup_proportion(trainer) if budget else None,
+            bias_correction=trainer.adam_bias_correction)
     return encoder, model, optimizer
 
 
-def _evaluate(options, model, job_runtime, dataset_fn, step):
+def _evaluate(job, model, job_runtime, dataset_fn, step):
     """The evaluation metrics of `model` at `step`, logged and (by the chief) written as
     TensorBoard scalars under summaries/eval."""
     metrics = job_runtime.evaluate(
         model=model, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fn,
-        max_steps=options.max_eval_steps, metrics_fn=_metrics_fn(options))
+        max_steps=job.trainer.max_eval_steps, metrics_fn=_metrics_fn(job.task))
     logging.info("Eval at step %d: %s", step, format_metrics(metrics))
     if job_runtime.chief:
-        write_summaries(run_directory.path(options.output_dir, run_directory.SUMMARIES_DIR,
+        write_summaries(run_directory.path(job.output_dir, run_directory.SUMMARIES_DIR,
                                            "eval"), step, metrics)
     return metrics
 
 
-def _check_evaluation_source(options):
+def _check_evaluation_source(job):
     """Before anything is written: an evaluation-only run (--do_eval without --do_train)
     evaluates --output_dir's own checkpoints, which must be this backend's loop's, else the
     weights of --init_checkpoint.
@@ -801,14 +814,14 @@ def _check_evaluation_source(options):
       run_directory.ResumeMismatchError naming both backends; FlagValueError when there is
       nothing to evaluate.
     """
-    run_directory.check_checkpoints_backend(options.output_dir, options.backend,
+    run_directory.check_checkpoints_backend(job.output_dir, job.runtime.backend,
                                             evaluating=True)
-    if not (options.init_checkpoint or run_directory.has_checkpoint(options.output_dir)):
+    if not (job.task.init_checkpoint or run_directory.has_checkpoint(job.output_dir)):
         raise FlagValueError(f"--do_eval without --do_train needs a checkpoint in "
-                             f"--output_dir={options.output_dir} or --init_checkpoint")
+                             f"--output_dir={job.output_dir} or --init_checkpoint")
 
 
-def _evaluate_only(options, config, job_runtime, dataset_fn, start):
+def _evaluate_only(job, config, job_runtime, dataset_fn, start):
     """--do_eval without --do_train, once the directory is owned: evaluates --output_dir's
     newest readable checkpoint (else --init_checkpoint's weights) and writes only what it
     found, beside the run's own results: a line of eval_only_results.jsonl and TensorBoard
@@ -819,25 +832,25 @@ def _evaluate_only(options, config, job_runtime, dataset_fn, start):
       The results: evaluated (the checkpoint or --init_checkpoint), global_step, eval_input,
       eval (the metrics) and wall_time_seconds.
     """
-    _, model, optimizer = _build_model(options, config, job_runtime)
-    evaluated, step = _restore_for_eval(options, model, optimizer, job_runtime)
-    name, patterns = _input_flags(options, is_training=False)
+    _, model, optimizer = _build_model(job, config, job_runtime)
+    evaluated, step = _restore_for_eval(job, model, optimizer, job_runtime)
+    name, patterns = _input_flags(job.task, is_training=False)
     results = {"evaluated": evaluated, "global_step": step, "eval_input": f"--{name}={patterns}",
-               "eval": _evaluate(options, model, job_runtime, dataset_fn, step)}
+               "eval": _evaluate(job, model, job_runtime, dataset_fn, step)}
     results["wall_time_seconds"] = time.time() - start
     if job_runtime.chief:
-        run_directory.append_eval_only_results(options.output_dir, results)
+        run_directory.append_eval_only_results(job.output_dir, results)
     return results
 
 
-def _restore_for_eval(options, model, optimizer, job_runtime):
+def _restore_for_eval(job, model, optimizer, job_runtime):
     """(what was restored, its step): the newest readable checkpoint of --output_dir (the
     run's own are evaluated whatever --init_checkpoint says), else --init_checkpoint at step 0.
 
     Raises:
       CheckpointError: --output_dir holds checkpoints and none of them can be read.
     """
-    output_dir = options.output_dir
+    output_dir, init_checkpoint = job.output_dir, job.task.init_checkpoint
     if run_directory.has_checkpoint(output_dir):
         latest = job_runtime.restore_latest(output_dir, model, optimizer)
         if latest is None:
@@ -845,11 +858,10 @@ def _restore_for_eval(options, model, optimizer, job_runtime):
                 f"none of the checkpoints in --output_dir={output_dir} could be read "
                 f"({', '.join(run_directory.checkpoint_names(output_dir))}; the warnings above "
                 "say why): nothing was evaluated")
-        if options.init_checkpoint:
+        if init_checkpoint:
             logging.warning("--init_checkpoint=%s is not read: --output_dir=%s holds the run's "
-                            "own checkpoints, which are evaluated", options.init_checkpoint,
-                            output_dir)
+                            "own checkpoints, which are evaluated", init_checkpoint, output_dir)
         logging.info("Evaluating %s", latest)
         return latest, int(ops.convert_to_numpy(optimizer.iterations))
-    interop.warm_start(options.init_checkpoint, model, do_lower_case=options.do_lower_case)
-    return options.init_checkpoint, 0
+    interop.warm_start(init_checkpoint, model, do_lower_case=job.task.do_lower_case)
+    return init_checkpoint, 0

@@ -63,10 +63,7 @@ class PretrainingDataConfig(MaskingSettings):
 
     def instance_options(self):
         """The cpd.PretrainingDataOptions of the config, P resolved for packed rows."""
-        max_predictions = resolve_max_predictions(
-            self.max_predictions_per_seq, max_seq_length=self.max_seq_length,
-            masked_lm_prob=self.masked_lm_prob, pack_sequences=self.pack_sequences,
-            max_instances_per_row=self.max_instances_per_row)
+        max_predictions = resolve_max_predictions(self)
         if self.pack_sequences and self.max_predictions_per_seq is None:
             logging.info("--pack_sequences: %d masked positions per row "
                          "(--max_predictions_per_seq).", max_predictions)

@@ -14,18 +14,23 @@ from bert_tf.data.pretraining import row_packing
 DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
 
 
-def resolve_max_predictions(max_predictions_per_seq, *, max_seq_length, masked_lm_prob,
-                            pack_sequences, max_instances_per_row):
-    """P of a recipe whose max_predictions_per_seq may be unset (None): the value given, else
-    20 for instances and, for packed rows, row_packing.default_max_predictions_per_row with
-    I = max_instances_per_row or its default."""
-    if max_predictions_per_seq is not None:
-        return max_predictions_per_seq
-    if not pack_sequences:
+def resolve_max_predictions(settings):
+    """P of masking settings (a MaskingSettings) whose max_predictions_per_seq may be unset
+    (None): the value given, else 20 for instances and, for packed rows,
+    row_packing.default_max_predictions_per_row with I = resolve_instances_per_row."""
+    if settings.max_predictions_per_seq is not None:
+        return settings.max_predictions_per_seq
+    if not settings.pack_sequences:
         return DEFAULT_MAX_PREDICTIONS_PER_SEQ
     return row_packing.default_max_predictions_per_row(
-        max_seq_length, masked_lm_prob,
-        max_instances_per_row or row_packing.default_max_instances_per_row(max_seq_length))
+        settings.max_seq_length, settings.masked_lm_prob, resolve_instances_per_row(settings))
+
+
+def resolve_instances_per_row(settings):
+    """I of packed rows of masking settings (a MaskingSettings): max_instances_per_row, or its
+    default max(2, S // 16) when 0."""
+    return (settings.max_instances_per_row
+            or row_packing.default_max_instances_per_row(settings.max_seq_length))
 
 
 @dataclasses.dataclass
