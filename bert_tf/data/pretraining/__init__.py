@@ -3,7 +3,7 @@
 Records (no TensorFlow): create_pretraining_data.py runs the job (workers, progress, shuffling,
 writing); corpus_reading.py reads documents in chunks; instances.py makes the instances of a
 chunk (the original's algorithm, vectorised); row_packing.py packs several instances into one
-row; tfrecord_io.py and instance_encoder.py serialize them; beam_pipeline.py runs the same on
+row; tfrecord_io.py and instance_serializer.py serialize them; beam_pipeline.py runs the same on
 Apache Beam. masking_recipe.MaskingRecipe holds the settings records and raw text share.
 
 In tf.data: record_dataset.py reads the records (bert_tf.data.pretraining_dataset);

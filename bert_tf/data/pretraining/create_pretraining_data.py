@@ -77,7 +77,7 @@ What differs from the original, and why:
     80/10/10 replacement drawn per position. Whole-word and span masking choose words per
     instance in Python with a lazy shuffle that stops once enough are chosen. The whole local
     path imports no TensorFlow (records and TFRecord framing are encoded by
-    tfrecord_io and instance_encoder), which is most of its speed and
+    tfrecord_io and instance_serializer), which is most of its speed and
     memory.
   * With do_whole_word_mask a "##" piece right after [SEP] starts its own word instead of
     joining the last word of segment A.

@@ -1,6 +1,6 @@
 """The protobuf wire format of tf.train.Example, written by hand (no TensorFlow, no protobuf).
 
-What tfrecord_io.serialize_instance and instance_encoder.InstanceEncoder build records from;
+What tfrecord_io.serialize_instance and instance_serializer.InstanceSerializer build records from;
 both give the bytes TensorFlow's own serializer gives (tests compare them).
 """
 

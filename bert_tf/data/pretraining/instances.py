@@ -18,7 +18,7 @@ import numpy as np
 
 from bert_tf.data.pretraining import row_packing
 from bert_tf.data.pretraining import tfrecord_io
-from bert_tf.data.pretraining.instance_encoder import InstanceEncoder
+from bert_tf.data.pretraining.instance_serializer import InstanceSerializer
 from bert_tf.text.tokenization import is_whitespace_char
 
 
@@ -196,8 +196,8 @@ class InstanceMaker:
     tokenized in one call into a flat id array; each (document, dupe) draws its instances'
     layout (target length, split point, random next segment) with its own random.Random, as
     (start, length) ranges of that array; then, per dupe, numpy truncates all pairs, gathers the
-    token matrix, masks it (default masking) and encodes the records (InstanceEncoder
-    .encode_batch), with a numpy Generator seeded per (chunk, dupe). Whole-word and span
+    token matrix, masks it (default masking) and serializes the records (InstanceSerializer
+    .serialize_batch), with a numpy Generator seeded per (chunk, dupe). Whole-word and span
     masking choose words per instance in Python, with a random.Random seeded per (chunk, dupe).
 
     Args:
@@ -221,8 +221,9 @@ class InstanceMaker:
         self._span_length_cdf = list(itertools.accumulate(
             options.span_geometric_p * q ** (length - 1)
             for length in range(1, options.max_span_length + 1)))
-        self._encoder = InstanceEncoder(options.max_seq_length, options.max_predictions_per_seq,
-                                        options.feature_names, self.vocab_size)
+        self._serializer = InstanceSerializer(
+            options.max_seq_length, options.max_predictions_per_seq, options.feature_names,
+            self.vocab_size)
         self._word_ids = _WordIds(tokenizer)
 
     def _tokenize_chunk(self, chunk, stats):
@@ -441,7 +442,7 @@ class InstanceMaker:
                 if as_instances:
                     out.append(instance)
                 else:
-                    out.append(self._encoder.encode(
+                    out.append(self._serializer.serialize(
                         instance.input_ids, la + 2, instance.masked_lm_positions,
                         instance.masked_lm_ids, label, instance.span_left_boundaries,
                         instance.span_right_boundaries))
@@ -473,8 +474,8 @@ class InstanceMaker:
         if stats is not None:
             stats.predictions += int(num_to_predict.sum())
         if not as_instances:
-            return self._encoder.encode_batch(ids, num_tokens, len_a + 2, positions, masked_ids,
-                                              num_to_predict, labels)
+            return self._serializer.serialize_batch(ids, num_tokens, len_a + 2, positions,
+                                                    masked_ids, num_to_predict, labels)
         return [Instance(ids[r, :t].tolist(), [0] * (la + 2) + [1] * (t - la - 2),
                          positions[r, :k].tolist(), masked_ids[r, :k].tolist(), label)
                 for r, (t, la, k, label) in enumerate(zip(

@@ -1,4 +1,4 @@
-"""InstanceEncoder gives the bytes of tfrecord_io.serialize_instance, which TensorFlow parses."""
+"""InstanceSerializer gives the bytes of tfrecord_io.serialize_instance, which TensorFlow parses."""
 
 import random
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bert_tf.data.pretraining import tfrecord_io
-from bert_tf.data.pretraining.instance_encoder import InstanceEncoder
+from bert_tf.data.pretraining.instance_serializer import InstanceSerializer
 
 
 def random_instance(rng, seq_length, max_predictions, vocab_size, spans):
@@ -29,9 +29,9 @@ def random_instance(rng, seq_length, max_predictions, vocab_size, spans):
     (512, 80, 120_000, "v1", True),
     (200, 30, 250, "v2", True),
 ])
-def test_encoder_bytes_equal_serialize_instance(seq_length, max_predictions, vocab_size,
+def test_serializer_bytes_equal_serialize_instance(seq_length, max_predictions, vocab_size,
                                                 feature_names, spans):
-    encoder = InstanceEncoder(seq_length, max_predictions, feature_names, vocab_size)
+    serializer = InstanceSerializer(seq_length, max_predictions, feature_names, vocab_size)
     rng = random.Random(seq_length)
     for _ in range(200):
         input_ids, segment_ids, positions, ids, label, lefts, rights = random_instance(
@@ -41,7 +41,7 @@ def test_encoder_bytes_equal_serialize_instance(seq_length, max_predictions, voc
             max_predictions_per_seq=max_predictions, feature_names=feature_names,
             span_left_boundaries=lefts, span_right_boundaries=rights)
         first_segment = segment_ids.count(0)
-        assert encoder.encode(input_ids, first_segment, positions, ids, label, lefts,
+        assert serializer.serialize(input_ids, first_segment, positions, ids, label, lefts,
                               rights) == expected
 
 
@@ -53,7 +53,7 @@ def test_encoder_bytes_equal_serialize_instance(seq_length, max_predictions, voc
 ])
 def test_batch_encoding_equals_encoding_each_instance(seq_length, max_predictions, vocab_size,
                                                       feature_names):
-    encoder = InstanceEncoder(seq_length, max_predictions, feature_names, vocab_size)
+    serializer = InstanceSerializer(seq_length, max_predictions, feature_names, vocab_size)
     rng = random.Random(vocab_size)
     instances = [random_instance(rng, seq_length, max_predictions, vocab_size, False)
                  for _ in range(150)]
@@ -64,19 +64,19 @@ def test_batch_encoding_equals_encoding_each_instance(seq_length, max_prediction
         ids[row, :len(input_ids)] = input_ids
         positions[row, :len(pos)] = pos
         masked_ids[row, :len(m_ids)] = m_ids
-    records = encoder.encode_batch(
+    records = serializer.serialize_batch(
         ids, np.array([len(x[0]) for x in instances]),
         np.array([x[1].count(0) for x in instances]), positions, masked_ids,
         np.array([len(x[2]) for x in instances]), np.array([x[4] for x in instances]))
     assert len(records) == len(instances)
     for record, (input_ids, segment_ids, pos, m_ids, label, _, _) in zip(records, instances):
-        assert record == encoder.encode(input_ids, segment_ids.count(0), pos, m_ids, label)
+        assert record == serializer.serialize(input_ids, segment_ids.count(0), pos, m_ids, label)
 
 
-def test_encoder_parses_with_tensorflow_to_the_instance():
+def test_serializer_parses_with_tensorflow_to_the_instance():
     tf = pytest.importorskip("tensorflow")
-    encoder = InstanceEncoder(16, 4, "v1", 40_000)
-    record = encoder.encode([2, 39_999, 17, 3, 200, 3], 4, [1, 4], [5, 6], 1)
+    serializer = InstanceSerializer(16, 4, "v1", 40_000)
+    record = serializer.serialize([2, 39_999, 17, 3, 200, 3], 4, [1, 4], [5, 6], 1)
     parsed = tf.io.parse_single_example(record, tfrecord_io.parse_spec(16, 4))
     assert parsed["input_ids"].numpy().tolist() == [2, 39_999, 17, 3, 200, 3] + [0] * 10
     assert parsed["segment_ids"].numpy().tolist() == [0] * 4 + [1] * 2 + [0] * 10
@@ -87,10 +87,10 @@ def test_encoder_parses_with_tensorflow_to_the_instance():
     assert parsed["next_sentence_labels"].numpy().tolist() == [1]
 
 
-def test_encoder_rejects_oversized_instances():
-    encoder = InstanceEncoder(8, 2, "v1", 100)
+def test_serializer_rejects_oversized_instances():
+    serializer = InstanceSerializer(8, 2, "v1", 100)
     with pytest.raises(ValueError, match="An instance of 9 tokens and 0 predictions exceeds "
                                          "max_seq_length=8 or max_predictions_per_seq=2."):
-        encoder.encode([1] * 9, 3, [], [], 0)
+        serializer.serialize([1] * 9, 3, [], [], 0)
     with pytest.raises(ValueError, match='feature_names must be "v1" or "v2", got \'v3\'.'):
-        InstanceEncoder(8, 2, "v3", 100)
+        InstanceSerializer(8, 2, "v3", 100)

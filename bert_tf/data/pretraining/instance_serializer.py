@@ -1,4 +1,4 @@
-"""A per-run encoder of pre-training instances into tf.train.Example bytes, for corpus scale.
+"""A per-run serializer of pre-training instances into tf.train.Example bytes, for corpus scale.
 
 Gives exactly the bytes of tfrecord_io.serialize_instance (tests compare them),
 about twice as fast, by knowing what a run of create_pretraining_data fixes up front:
@@ -9,7 +9,7 @@ about twice as fast, by knowing what a run of create_pretraining_data fixes up f
     only on (len(A) + 2, number of tokens) and is built once per distinct pair;
   * masked positions are below S, so for S <= 128 each position is its own one-byte varint;
   * next_sentence_labels is 0 or 1: two entries, built once.
-`encode_batch` encodes a whole batch of padded id matrices at once: the varints of every id
+`serialize_batch` serializes a whole batch of padded id matrices at once: the varints of every id
 are made by numpy, and each record is then a join of cached entry prefixes and byte slices.
 No TensorFlow, as tfrecord_io.
 """
@@ -19,13 +19,13 @@ import functools
 import numpy as np
 
 from bert_tf.data.pretraining import example_proto, tfrecord_io
-# The encoder builds records from example_proto's wire-format pieces, as tfrecord_io does, so
+# The serializer builds records from example_proto's wire-format pieces, as tfrecord_io does, so
 # both write the same format by construction.
 from bert_tf.data.pretraining.example_proto import (TAG_3_LEN, int64_feature, map_entry,
                                                     ones_entry, packed_varints,
                                                     serialized_feature, varint_of_length)
 
-class InstanceEncoder:
+class InstanceSerializer:
     """Serializes instances of one run (fixed S, P, feature names, vocabulary size).
 
     Args:
@@ -55,7 +55,7 @@ class InstanceEncoder:
         self._order_with_spans = list(tfrecord_io.SORTED_NAMES_WITH_SPANS[feature_names])
         self._prefixes = {}  # (name, longest payload) -> _prefix_table
         self._vocab_size = vocab_size
-        self._varints = None  # encode_batch's lookup tables, made on first use
+        self._varints = None  # serialize_batch's lookup tables, made on first use
 
     @functools.lru_cache(maxsize=None)
     def _segment_entry(self, first_segment_length, num_tokens):
@@ -68,7 +68,7 @@ class InstanceEncoder:
             return bytes(positions)
         return packed_varints(positions)
 
-    def encode(self, input_ids, first_segment_length, masked_lm_positions, masked_lm_ids,
+    def serialize(self, input_ids, first_segment_length, masked_lm_positions, masked_lm_ids,
                next_sentence_label, span_left_boundaries=None, span_right_boundaries=None):
         """One instance -> serialized tf.train.Example bytes.
 
@@ -139,7 +139,7 @@ class InstanceEncoder:
         return self._prefixes[key]
 
     def _constant(self, entry, num_rows):
-        """A piece (see encode_batch) of the same bytes in every row."""
+        """A piece (see serialize_batch) of the same bytes in every row."""
         row = np.frombuffer(entry, dtype=np.uint8)
         return np.broadcast_to(row, (num_rows, len(row))), None, len(row)
 
@@ -166,9 +166,9 @@ class InstanceEncoder:
         prefix_mask = np.arange(table.shape[1]) < lengths[:, None]
         return [(table[payload_lengths], prefix_mask, lengths), payload]
 
-    def encode_batch(self, input_ids, num_tokens, first_segment_lengths, masked_lm_positions,
+    def serialize_batch(self, input_ids, num_tokens, first_segment_lengths, masked_lm_positions,
                      masked_lm_ids, num_predictions, next_sentence_labels):
-        """N instances -> N serialized tf.train.Example bytes (spans unsupported: use encode).
+        """N instances -> N serialized tf.train.Example bytes (spans unsupported: use serialize).
 
         Every record is assembled by numpy: each part of a record (a map entry's prefix, a
         packed payload) is a piece, a [N, width] byte matrix with a mask of the bytes that
@@ -185,12 +185,12 @@ class InstanceEncoder:
           next_sentence_labels: int array [N] of 0 or 1.
 
         Returns:
-          list of N bytes, each equal to `encode` of the row.
+          list of N bytes, each equal to `serialize` of the row.
         """
         seq_length, max_predictions = self.max_seq_length, self.max_predictions_per_seq
         if input_ids.shape[1:] != (seq_length,) or masked_lm_ids.shape[1:] != (max_predictions,):
-            raise ValueError(f"encode_batch expects input_ids [N, {seq_length}] and masked_lm_ids "
-                             f"[N, {max_predictions}], got {input_ids.shape} and "
+            raise ValueError(f"serialize_batch expects input_ids [N, {seq_length}] and "
+                             f"masked_lm_ids [N, {max_predictions}], got {input_ids.shape} and "
                              f"{masked_lm_ids.shape}.")
         num_rows = len(num_tokens)
         if num_rows == 0:
@@ -258,7 +258,7 @@ def _varint_table(size):
       lengths int8 [size], the varint's length in bytes.
     """
     if size > 1 << 21:
-        raise ValueError(f"encode_batch supports values below 2**21, not {size}.")
+        raise ValueError(f"serialize_batch supports values below 2**21, not {size}.")
     v = np.arange(size, dtype=np.uint32)
     two, three = (v >= 0x80).astype(np.uint32), (v >= 0x4000).astype(np.uint32)
     pieces = (((v & 0x7F) | (two << 7)) | ((((v >> 7) & 0x7F) | (three << 7)) << 8)
