@@ -39,6 +39,7 @@ from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop import modernbert, weights
 from bert_tf.interop.tf1 import copy_vocab
 from bert_tf.interop.weights import InteropError
+from bert_tf.text import bpe, tokenization
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
                               BertTokenClassifier, ElectraPretrainer, Encoder, build_encoder)
 
@@ -599,7 +600,7 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
 
     if weights.encoder_of(model).config.architecture == "modernbert":
         _save_modernbert(model, output_dir, save)
-        _write_vocabulary(output_dir, vocab_file, do_lower_case)
+        _write_vocabulary(output_dir, vocab_file, do_lower_case, tokenizer_json=True)
         return output_dir
     electra = isinstance(model, ElectraPretrainer)
     weights.require_plain_bert(model, "Hugging Face ELECTRA" if electra else "Hugging Face BERT",
@@ -625,20 +626,33 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
     return output_dir
 
 
-def _write_vocabulary(output_dir, vocab_file, do_lower_case):
+def _write_vocabulary(output_dir, vocab_file, do_lower_case, tokenizer_json=False):
     """vocab.txt (a copy of vocab_file) and tokenizer_config.json, each when given: a modern
-    encoder trained on a WordPiece vocabulary needs them as much as BERT does."""
+    encoder trained on a WordPiece vocabulary needs them as much as BERT does, and (with
+    `tokenizer_json`) the same WordPiece as tokenizer.json, the one file transformers'
+    AutoTokenizer reads for a ModernBERT directory."""
     if vocab_file:
         copy_vocab(vocab_file, os.path.join(output_dir, VOCAB_FILE))
+    roles = None
+    if vocab_file and tokenizer_json:
+        tokenizer = tokenization.WordpieceTokenizer(
+            vocab_file, do_lower_case=True if do_lower_case is None else do_lower_case)
+        write_text_atomic(os.path.join(output_dir, TOKENIZER_JSON_FILE), json.dumps(
+            bpe.wordpiece_tokenizer_json(tokenizer), ensure_ascii=False, indent=2) + "\n")
+        roles = {role: tokenizer.inv_vocab[getattr(tokenizer, f"{role}_id")]
+                 for role in ("cls", "sep", "pad", "mask", "unk")}
     if do_lower_case is not None:
-        write_tokenizer_config(output_dir, do_lower_case)
+        write_tokenizer_config(output_dir, do_lower_case, roles)
 
 
-def write_tokenizer_config(output_dir, do_lower_case):
-    """Writes tokenizer_config.json recording the vocabulary's casing (as transformers reads it)."""
-    write_text_atomic(os.path.join(output_dir, TOKENIZER_CONFIG_FILE), json.dumps(
-        {"do_lower_case": bool(do_lower_case), "tokenizer_class": "BertTokenizer"},
-        indent=2, sort_keys=True) + "\n")
+def write_tokenizer_config(output_dir, do_lower_case, roles=None):
+    """Writes tokenizer_config.json recording the vocabulary's casing (as transformers reads it)
+    and, given `roles` ({"cls": "[CLS]", ...}), its special tokens (transformers reads the
+    padding token of a tokenizer.json-only tokenizer from there)."""
+    values = {"do_lower_case": bool(do_lower_case), "tokenizer_class": "BertTokenizer"}
+    values.update({f"{role}_token": token for role, token in (roles or {}).items()})
+    write_text_atomic(os.path.join(output_dir, TOKENIZER_CONFIG_FILE),
+                      json.dumps(values, indent=2, sort_keys=True) + "\n")
 
 
 def _save_modernbert(model, output_dir, save):

@@ -755,6 +755,49 @@ def _roles_from_config(directory):
     return roles
 
 
+def wordpiece_tokenizer_json(tokenizer):
+    """The Hugging Face tokenizer.json of a `WordpieceTokenizer`: BERT's normalizer and
+    pre-tokenizer, the WordPiece model over its vocabulary, [CLS] A [SEP] (B [SEP]) and its
+    special tokens, as transformers' BertTokenizerFast writes one (dict, for json.dump).
+    wordpiece_from_tokenizer_json reads it back to the same tokenizer; transformers loads it
+    for models whose tokenizer class reads only tokenizer.json (ModernBERT's)."""
+    tokens = tokenizer.inv_vocab
+    cls, sep = tokens[tokenizer.cls_id], tokens[tokenizer.sep_id]
+
+    def special(token, type_id):
+        return {"SpecialToken": {"id": token, "type_id": type_id}}
+
+    def sequence(name, type_id):
+        return {"Sequence": {"id": name, "type_id": type_id}}
+
+    special_ids = sorted({tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id,
+                          tokenizer.mask_id})
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": tokens[i], "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}
+                         for i in special_ids],
+        # strip_accents null: accents go with lower-casing, as in BERT.
+        "normalizer": {"type": "BertNormalizer", "clean_text": True,
+                       "handle_chinese_chars": True, "strip_accents": None,
+                       "lowercase": tokenizer.do_lower_case},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [special(cls, 0), sequence("A", 0), special(sep, 0)],
+            "pair": [special(cls, 0), sequence("A", 0), special(sep, 0), sequence("B", 1),
+                     special(sep, 1)],
+            "special_tokens": {token: {"id": token, "ids": [index], "tokens": [token]}
+                               for token, index in ((cls, tokenizer.cls_id),
+                                                    (sep, tokenizer.sep_id))}},
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordPiece", "unk_token": tokenizer.unk_token,
+                  "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": tokenizer.max_input_chars_per_word,
+                  "vocab": {token: index for index, token in enumerate(tokens)}},
+    }
+
+
 def wordpiece_from_tokenizer_json(data, source):
     """A `WordpieceTokenizer` for a WordPiece tokenizer.json (BERT's BertNormalizer rules)."""
     model = data["model"]

@@ -14,6 +14,7 @@ from safetensors.numpy import load_file
 from bert_tf.interop import huggingface, load_huggingface, save_huggingface, warm_start, weights
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertClassifier, BertPretrainer, ModernBertEncoder
+from bert_tf.text import load_tokenizer
 import peers
 from command_batch import run_commands
 
@@ -124,10 +125,38 @@ def test_a_modern_encoder_on_a_wordpiece_vocabulary_keeps_it(masked_lm, tmp_path
     out = tmp_path / "out"
     save_huggingface(model, str(out), vocab_file=str(vocab), do_lower_case=True)
     assert (out / "vocab.txt").read_text().split() == words
-    assert json.loads((out / "tokenizer_config.json").read_text())["do_lower_case"] is True
+    settings = json.loads((out / "tokenizer_config.json").read_text())
+    assert settings["do_lower_case"] is True
+    assert {settings[f"{role}_token"] for role in ("cls", "sep", "pad", "mask", "unk")} == set(
+        words[:5])
     assert huggingface.do_lower_case_of(str(out)) is True
+    # The same WordPiece as tokenizer.json, which AutoTokenizer reads for a ModernBERT directory
+    # (it has no tokenizer class that reads vocab.txt); bert_tf reads it to the same ids.
     _, _, vocab_file = load_huggingface(str(out))
     assert vocab_file == str(out / "vocab.txt")
+    from_json = load_tokenizer(str(out / "tokenizer.json"))
+    from_txt = load_tokenizer(vocab_file, True)
+    assert from_json.do_lower_case is True
+    assert from_json.encode("The CAT, the cat") == from_txt.encode("The CAT, the cat") == [
+        5, 6, 1, 5, 6]
+
+
+@peers.needs("transformers")
+def test_autotokenizer_reads_a_modern_encoders_wordpiece(masked_lm, tmp_path):
+    model, _, _ = masked_lm
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", ","]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    save_huggingface(model, str(tmp_path / "out"), vocab_file=str(vocab), do_lower_case=True)
+    script = ("import sys, transformers\n"
+              "t = transformers.AutoTokenizer.from_pretrained(sys.argv[1])\n"
+              "print(t(['The CATS, the cat', 'cat'], padding=True)['input_ids'])\n")
+    proc = subprocess.run([peers.python(), "-c", script, str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ours = load_tokenizer(str(vocab), True)
+    expected = [[2] + ours.encode("The CATS, the cat") + [3], [2, 6, 3, 0, 0, 0, 0, 0]]
+    assert proc.stdout.strip().splitlines()[-1] == str(expected)
 
 
 @peers.needs("PyTorch and transformers")

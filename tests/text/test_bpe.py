@@ -1,6 +1,8 @@
 """Tests for bert_tf.text.bpe: byte-level BPE from tokenizer.json, equal to `tokenizers`."""
 
+import importlib.util
 import json
+import os
 import unicodedata
 
 import pytest
@@ -8,7 +10,7 @@ import pytest
 from bert_tf.text import bpe
 from bert_tf.text.tokenization import WordpieceTokenizer
 
-from bpe_fixtures import BPE_TOKENIZER_JSON, bpe_reference, without_specials
+from bpe_fixtures import BPE_TOKENIZER_JSON, FIXTURES, bpe_reference, without_specials
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +113,38 @@ def test_wordpiece_tokenizer_json_maps_to_wordpiece(tmp_path):
                                       max_input_chars_per_word=100)
         assert tok.encode("Hello, unaffable!") == expected.encode("Hello, unaffable!")
         assert tok.do_lower_case == lowercase
+
+
+def _wordpiece_vocabulary():
+    """The vocabulary transformers' BertTokenizer wrote the WordPiece fixtures from
+    (tools/make_wordpiece_reference.py, which imports transformers only when it runs)."""
+    path = os.path.join(os.path.dirname(FIXTURES), "..", "..", "tools",
+                        "make_wordpiece_reference.py")
+    spec = importlib.util.spec_from_file_location("make_wordpiece_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.VOCABULARY
+
+
+@pytest.mark.parametrize("casing, lowercase", [("uncased", True), ("cased", False)])
+def test_a_wordpiece_tokenizer_json_is_written_as_transformers_writes_it(casing, lowercase,
+                                                                        tmp_path):
+    # max_input_chars_per_word 100 is transformers' default; bert_tf writes the tokenizer's own
+    # (200, the original BERT's, by default), so the file tokenizes as bert_tf does.
+    tokenizer = WordpieceTokenizer(_wordpiece_vocabulary(), do_lower_case=lowercase,
+                                   max_input_chars_per_word=100)
+    written = bpe.wordpiece_tokenizer_json(tokenizer)
+    with open(os.path.join(FIXTURES, f"wordpiece_{casing}_tokenizer.json"),
+              encoding="utf-8") as f:
+        assert written == json.load(f)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(written, ensure_ascii=False), encoding="utf-8")
+    read = bpe.load_tokenizer_json(str(path))
+    text = "The cats sat on Paris' mat, unable to go! Café 東京"
+    assert read.do_lower_case == lowercase
+    assert read.encode(text) == tokenizer.encode(text)
+    assert (read.max_input_chars_per_word, read.fingerprint()) == (
+        100, tokenizer.fingerprint())
 
 
 def test_live_tokenizers_when_installed(tokenizer):
