@@ -39,7 +39,7 @@ from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop.sentence_transformers import load_embedder, save_sentence_transformers
 from bert_tf.jobs import flag_checks, runtime_setup, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.jobs.sections import RuntimeConfig, TrainerConfig
+from bert_tf.jobs.sections import Job, TrainerConfig
 from bert_tf.modeling.pooling import check_pooling_modes
 from bert_tf.serving.task_info import write_task_info
 from bert_tf.text import tokenizer_files
@@ -92,15 +92,13 @@ class EmbeddingTrainerConfig(TrainerConfig):
 
 
 @dataclasses.dataclass
-class EmbeddingConfig:
+class EmbeddingConfig(Job):
     """What bert-tf-embed is told: its task, trainer and runtime sections
     (bert_tf.jobs.sections), the run directory and the sentence-transformers directory it
     writes."""
 
     task: EmbeddingTask = dataclasses.field(default_factory=EmbeddingTask)
     trainer: EmbeddingTrainerConfig = dataclasses.field(default_factory=EmbeddingTrainerConfig)
-    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
-    output_dir: str | None = None
     sentence_transformers_dir: str | None = None
 
 

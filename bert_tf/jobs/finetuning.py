@@ -44,7 +44,7 @@ from absl import logging
 from bert_tf import fileio, run_directory, serving
 from bert_tf.jobs import flag_checks, model_files, runtime_setup, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.jobs.sections import ModelFilesConfig, RuntimeConfig, ScheduledTrainerConfig
+from bert_tf.jobs.sections import Job, ModelFilesConfig, ScheduledTrainerConfig
 from bert_tf.data.tasks import feature_records
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import InteropError, casing_of, check_weights_readable, warm_start
@@ -80,7 +80,7 @@ class FinetuningTrainerConfig(ScheduledTrainerConfig):
 
 
 @dataclasses.dataclass
-class FinetuningConfig:
+class FinetuningConfig(Job):
     """What every fine-tuning run is told: its task, trainer and runtime sections
     (bert_tf.jobs.sections), the run directory, the modes and the export. A task's config is a
     subclass with its own task section (ClassificationConfig, TaggingConfig, SquadConfig).
@@ -89,8 +89,6 @@ class FinetuningConfig:
     task: FinetuningTask = dataclasses.field(default_factory=FinetuningTask)
     trainer: FinetuningTrainerConfig = dataclasses.field(
         default_factory=FinetuningTrainerConfig)
-    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
-    output_dir: str | None = None
     do_train: bool = False
     do_eval: bool = False
     do_predict: bool = False

@@ -39,7 +39,7 @@ from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import flag_checks, model_files, runtime_setup, tokenizer_setup
 from bert_tf.interop import InteropError
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.jobs.sections import ModelFilesConfig, RuntimeConfig, ScheduledTrainerConfig
+from bert_tf.jobs.sections import Job, ModelFilesConfig, ScheduledTrainerConfig
 from bert_tf.modeling import BertPretrainer, ElectraPretrainer, build_encoder
 from bert_tf.modeling.electra import DEFAULT_DISCRIMINATOR_WEIGHT, electra_metrics, generator_config
 from bert_tf.modeling.pretraining_metrics import pretraining_metrics
@@ -97,15 +97,13 @@ class PretrainingTrainerConfig(ScheduledTrainerConfig):
 
 
 @dataclasses.dataclass
-class PretrainingConfig:
+class PretrainingConfig(Job):
     """Everything a pre-training run is told: its task, trainer and runtime sections
     (bert_tf.jobs.sections), the run directory and the modes."""
 
     task: PretrainingTask = dataclasses.field(default_factory=PretrainingTask)
     trainer: PretrainingTrainerConfig = dataclasses.field(
         default_factory=PretrainingTrainerConfig)
-    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
-    output_dir: str | None = None
     do_train: bool = False
     do_eval: bool = False
 

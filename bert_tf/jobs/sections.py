@@ -108,7 +108,8 @@ class ScheduledTrainerConfig(TrainerConfig):
 
 @dataclasses.dataclass
 class Job:
-    """The shape every training job's config has (each job declares its own sections' types)."""
+    """What every training job's config has: its sections and its run directory. A job's
+    config subclasses it, declaring its own task and trainer types (and its modes)."""
 
     task: object = None
     trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)

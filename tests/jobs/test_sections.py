@@ -27,6 +27,7 @@ def _config_class(module, name):
 def test_every_training_job_has_the_three_sections_and_unique_setting_names(command, module,
                                                                            name):
     config_class = _config_class(module, name)
+    assert issubclass(config_class, sections.Job)
     classes = sections.section_classes(config_class)
     assert list(classes) == ["task", "trainer", "runtime"]
     assert classes["runtime"] is sections.RuntimeConfig
