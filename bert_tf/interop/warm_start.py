@@ -137,8 +137,8 @@ def _resolve(path):
         return indexes[0][:-len(".index")]
     if run_directory.checkpoint_backend(path) == "jax":
         # A finished JAX fine-tuning or embedding run: the task model it saved when it ended.
-        model_file = os.path.join(path, run_directory.MODEL_FILE)
-        if fileio.exists(model_file):
+        model_file = _saved_model_file(path)
+        if model_file:
             return model_file
         raise InteropError(
             f"--init_checkpoint={path} holds only training checkpoints of the JAX loop "
@@ -165,16 +165,24 @@ def _check_one_model(directory):
             "--model_dir of bert-tf-export)")
 
 
+def _saved_model_file(directory):
+    """The .keras model a run saved in `directory` when it ended (run_directory.model_file),
+    or None."""
+    try:
+        return run_directory.model_file(directory)
+    except FileNotFoundError:
+        return None
+
+
 def _model_file_of_run(directory):
     """The .keras model of a run whose training checkpoints are TensorFlow's, for a Keras on
     another backend, which cannot restore them."""
-    for name in run_directory.MODEL_FILES:
-        candidate = os.path.join(directory, name)
-        if fileio.exists(candidate):
-            logging.info("--init_checkpoint=%s: reading %s, the model its run saved when it "
-                         "ended (its TensorFlow training checkpoints are read on the TensorFlow "
-                         "backend only)", directory, name)
-            return candidate
+    candidate = _saved_model_file(directory)
+    if candidate:
+        logging.info("--init_checkpoint=%s: reading %s, the model its run saved when it "
+                     "ended (its TensorFlow training checkpoints are read on the TensorFlow "
+                     "backend only)", directory, os.path.basename(candidate))
+        return candidate
     raise InteropError(
         f"--init_checkpoint={directory} holds only TensorFlow training checkpoints "
         f"({', '.join(run_directory.checkpoint_names(directory))}), which Keras on "
