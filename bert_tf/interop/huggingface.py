@@ -39,7 +39,7 @@ from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop import modernbert, weights
 from bert_tf.interop.tf1 import copy_vocab
 from bert_tf.interop.weights import InteropError
-from bert_tf.text import bpe, tokenization
+from bert_tf.text import bpe, tokenization, tokenizer_files
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
                               BertTokenClassifier, ElectraPretrainer, Encoder, build_encoder)
 
@@ -639,8 +639,7 @@ def _write_vocabulary(output_dir, vocab_file, do_lower_case, tokenizer_json=Fals
             vocab_file, do_lower_case=True if do_lower_case is None else do_lower_case)
         write_text_atomic(os.path.join(output_dir, TOKENIZER_JSON_FILE), json.dumps(
             bpe.wordpiece_tokenizer_json(tokenizer), ensure_ascii=False, indent=2) + "\n")
-        roles = {role: tokenizer.inv_vocab[getattr(tokenizer, f"{role}_id")]
-                 for role in ("cls", "sep", "pad", "mask", "unk")}
+        roles = tokenizer_files.special_tokens(tokenizer)
     if do_lower_case is not None:
         write_tokenizer_config(output_dir, do_lower_case, roles)
 

@@ -255,10 +255,7 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
     if records_casing:
         # transformers reads a tokenizer.json's special tokens (padding needs pad_token)
         # from tokenizer_config.json; bert_tf's BpeTokenizer reads the same roles.
-        roles = {role: tokenizer.inv_vocab[index] for role, index in
-                 (("cls", tokenizer.cls_id), ("sep", tokenizer.sep_id),
-                  ("pad", tokenizer.pad_id), ("mask", tokenizer.mask_id),
-                  ("unk", tokenizer.unk_id)) if index is not None}
+        roles = tokenizer_files.special_tokens(tokenizer)
         write_text_atomic(os.path.join(output_dir, huggingface.TOKENIZER_CONFIG_FILE),
                           json.dumps(dict({f"{role}_token": token for role, token
                                            in roles.items()},

@@ -110,6 +110,14 @@ class CasingMismatch(ValueError):
         self.file_casing = file_casing
 
 
+def special_tokens(tokenizer):
+    """{role: token} of the special roles ("cls", "sep", "pad", "mask", "unk") a tokenizer has
+    a token for: what a tokenizer_config.json names as <role>_token."""
+    return {role: tokenizer.inv_vocab[index] for role, index in
+            (("cls", tokenizer.cls_id), ("sep", tokenizer.sep_id), ("pad", tokenizer.pad_id),
+             ("mask", tokenizer.mask_id), ("unk", tokenizer.unk_id)) if index is not None}
+
+
 def is_tokenizer_json(path):
     """True for a tokenizer.json (it records its casing and may be byte-level BPE), False for
     a vocab.txt: every command tells them apart by the name's ".json"."""
