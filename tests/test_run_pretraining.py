@@ -222,6 +222,15 @@ def _job(tmp_path, config_path, **overrides):
     (dict(bert_config_file=None, init_checkpoint="/ckpts/uncased_L-2_H-128_A-2/bert_model.ckpt"),
      "--bert_config_file is required: --init_checkpoint=/ckpts/uncased_L-2_H-128_A-2/"
      "bert_model.ckpt has no bert_config.json beside it"),
+    (dict(masked_lm_prob_end=1.5), "--masked_lm_prob_end=1.5 must be in (0, 1]"),
+    (dict(masked_lm_prob_end=0.05),
+     "--masked_lm_prob_end=0.05 schedules the masking of raw text (--input_text_file, "
+     "--input_tfds); --input_file="),
+    (dict(input_file=None, input_text_file="corpus.txt", vocab_file="vocab.txt",
+          masked_lm_prob_end=0.05,
+          tf_data_service="grpc://localhost:5050"),
+     "--masked_lm_prob_end=0.05 needs the input masked in the training process, which sets "
+     "the rate as it trains; --tf_data_service=grpc://localhost:5050 masks it elsewhere"),
     (dict(tf_data_service="localhost:5050"),
      "--tf_data_service=localhost:5050 must look like grpc://HOST:PORT (the dispatcher's "
      "address)"),
@@ -298,7 +307,7 @@ def test_raw_text_training_in_bfloat16_then_eval_only(tmp_path):
                   max_predictions_per_seq=5, train_batch_size=8, eval_batch_size=8,
                   num_train_steps=20, num_warmup_steps=2, learning_rate=1e-3,
                   steps_per_loop=10, save_checkpoints_steps=10, seed=3, do_train=True,
-                  dtype="mixed_bfloat16")
+                  dtype="mixed_bfloat16", masked_lm_prob=0.3, masked_lm_prob_end=0.1)
     try:
         results = pretrain(from_flat(PretrainingConfig, **values))
         encoder_policy = keras.saving.load_model(str(tmp_path / "out" / "encoder.keras")) \
@@ -309,6 +318,8 @@ def test_raw_text_training_in_bfloat16_then_eval_only(tmp_path):
     assert np.isfinite(results["train"]["loss"]) and results["train"]["mlm_loss"] > 0
     assert encoder_policy == "mixed_bfloat16"
     assert (tmp_path / "out" / "vocab.txt").read_text() == vocab.read_text()
+    # The falling rate: the last call of the steps started at step 10 of 20.
+    assert results["masking_rate"] == {"first": 0.3, "last": pytest.approx(0.2)}
 
     values.update(do_train=False, do_eval=True, max_eval_steps=3, dtype="float32")
     results = pretrain(from_flat(PretrainingConfig, **values))

@@ -291,6 +291,12 @@ _flag(flags.DEFINE_integer, "max_predictions_per_seq", 20,
       "capped by it too), default then floor(max_seq_length * masked_lm_prob) + "
       "ceil(max_instances_per_row / 2) + 1 for text, the records' own for packed TFRecords.")
 _flag(flags.DEFINE_float, "masked_lm_prob", 0.15, "Fraction of tokens to mask.")
+_flag(flags.DEFINE_float, "masked_lm_prob_end", None,
+      "A falling (or rising) masking rate: raw text is masked at --masked_lm_prob at the start "
+      "of training and at this rate at its end, linearly in between (the share of "
+      "--num_train_steps done, or of --time_budget); unset: a constant rate. Size "
+      "--max_predictions_per_seq for the larger rate. Raw-text input only (TFRecords hold "
+      "their masks); evaluation masks at --masked_lm_prob.")
 _flag(flags.DEFINE_bool, "do_whole_word_mask", False,
       "Mask all WordPiece pieces of a word together instead of pieces independently.")
 _flag(flags.DEFINE_bool, "sentence_order_prediction", False,
@@ -533,7 +539,7 @@ PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoi
                "input_text_file", "input_tfds", "tfds_data_dir", "tfds_split",
                "eval_tfds_split", "tfds_text_key", "span_boundary_objective", "full_sentences",
                "tf_data_service", "time_budget", "warmup_proportion", "objective",
-               "generator_hidden_size", "discriminator_weight")
+               "generator_hidden_size", "discriminator_weight", "masked_lm_prob_end")
 FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoint",
               "output_dir", "max_seq_length", "do_train", "do_eval", "do_predict",
               "allow_untrained_head",

@@ -78,6 +78,8 @@ class PretrainingTask(MaskingSettings, ModelFilesConfig):
     objective: str = "mlm"
     generator_hidden_size: int | None = None
     discriminator_weight: float = DEFAULT_DISCRIMINATOR_WEIGHT
+    # The masking rate's end (a schedule from masked_lm_prob); raw text only.
+    masked_lm_prob_end: float | None = None
 
 
 @dataclasses.dataclass
@@ -128,6 +130,23 @@ def _not_with_electra(task):
             ("use_next_sentence_label", task.use_next_sentence_label, "a sentence-pair head"))
 
 
+def _check_masking_schedule(task):
+    """--masked_lm_prob_end: a rate, and input masked on the fly in this process."""
+    end = task.masked_lm_prob_end
+    if end is None:
+        return
+    if not 0.0 < end <= 1.0:
+        raise FlagValueError(f"--masked_lm_prob_end={end} must be in (0, 1]")
+    if task.input_file:
+        raise FlagValueError(f"--masked_lm_prob_end={end} schedules the masking of raw text "
+                             f"(--input_text_file, --input_tfds); --input_file={task.input_file}"
+                             " holds records masked when they were made")
+    if task.tf_data_service:
+        raise FlagValueError(f"--masked_lm_prob_end={end} needs the input masked in the "
+                             "training process, which sets the rate as it trains; "
+                             f"--tf_data_service={task.tf_data_service} masks it elsewhere")
+
+
 def _predictions(task):
     """P of unpacked input: max_predictions_per_seq, or its default when not given."""
     value = task.max_predictions_per_seq
@@ -168,6 +187,7 @@ def validate_options(job, config):
         raise FlagValueError(
             f"--max_seq_length={task.max_seq_length} exceeds max_position_embeddings="
             f"{config.max_position_embeddings} in {model_files.config_source(task)}")
+    _check_masking_schedule(task)
     if not 0 < _predictions(task) <= task.max_seq_length:
         raise FlagValueError(f"--max_predictions_per_seq={_predictions(task)} must "
                              f"be in [1, --max_seq_length={task.max_seq_length}]")
@@ -380,7 +400,8 @@ def text_packing(task):
     the task section's masking settings."""
     if not task.pack_sequences:
         return _predictions(task), None
-    return resolve_max_predictions(task), resolve_instances_per_row(task)
+    highest = max(task.masked_lm_prob, task.masked_lm_prob_end or 0.0)
+    return resolve_max_predictions(task, highest), resolve_instances_per_row(task)
 
 
 def masking_recipe(task):
@@ -389,14 +410,16 @@ def masking_recipe(task):
     predictions, instances = text_packing(task)
     return MaskingRecipe(
         max_seq_length=task.max_seq_length, max_predictions_per_seq=predictions,
-        masked_lm_prob=task.masked_lm_prob, do_whole_word_mask=task.do_whole_word_mask,
+        masked_lm_prob=task.masked_lm_prob, masked_lm_prob_end=task.masked_lm_prob_end,
+        do_whole_word_mask=task.do_whole_word_mask,
         sentence_order_prediction=task.sentence_order_prediction,
         do_span_mask=task.do_span_mask, pack_sequences=instances is not None,
         max_instances_per_row=instances or 0)
 
 
-def _make_dataset_fn(job, config, *, is_training, batch_size):
-    """(InputContext) -> tf.data.Dataset of the pre-training feature dict."""
+def _make_dataset_fn(job, config, *, is_training, batch_size, masking_progress=None):
+    """(InputContext) -> tf.data.Dataset of the pre-training feature dict; raw text masked at
+    the rate `masking_progress` (a tf.Variable, with --masked_lm_prob_end) says."""
     task = job.task
     name, patterns = _input_flags(task, is_training)
     seed = job.runtime.seed
@@ -437,7 +460,7 @@ def _make_dataset_fn(job, config, *, is_training, batch_size):
             do_lower_case=task.do_lower_case, batch_size=batch_size, recipe=recipe,
             use_next_sentence_label=task.use_next_sentence_label, seed=seed,
             is_training=is_training, input_context=input_context,
-            full_sentences=task.full_sentences)
+            full_sentences=task.full_sentences, masking_progress=masking_progress)
     return text_dataset_fn
 
 
@@ -643,9 +666,11 @@ def pretrain(job, flags_text=None):
     phases = [(True, trainer.train_batch_size)] if job.do_train else []
     phases += [(False, trainer.eval_batch_size)] if job.do_eval else []
     dataset_fns = {}
+    masking_progress = _masking_progress(task)
     for is_training, batch_size in phases:
         dataset_fns[is_training] = _check_input(
-            _make_dataset_fn(job, config, is_training=is_training, batch_size=batch_size),
+            _make_dataset_fn(job, config, is_training=is_training, batch_size=batch_size,
+                             masking_progress=masking_progress),
             task, is_training)
     if job.do_train and task.tf_data_service:
         dataset_fns[True] = _through_data_service(dataset_fns[True], job)
@@ -658,7 +683,8 @@ def pretrain(job, flags_text=None):
         try:
             if not job.do_train:
                 return _evaluate_only(job, config, job_runtime, dataset_fns[False], start)
-            return _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start)
+            return _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start,
+                             masking_progress)
         except tf.errors.InvalidArgumentError as e:
             from bert_tf.data.pretraining import record_dataset
 
@@ -666,6 +692,18 @@ def pretrain(job, flags_text=None):
             if problem is None:
                 raise
             raise FlagValueError(f"--input_file: {problem}") from None
+
+
+def _masking_progress(task):
+    """The share of training done that a masking schedule (--masked_lm_prob_end) reads, a
+    float32 scalar on the host the input pipeline runs on; None without a schedule."""
+    if task.masked_lm_prob_end is None:
+        return None
+    logging.info("--masked_lm_prob_end=%g: raw text is masked at %g%% at the start of training "
+                 "and %g%% at its end", task.masked_lm_prob_end, 100 * task.masked_lm_prob,
+                 100 * task.masked_lm_prob_end)
+    with tf.device("/cpu:0"):
+        return tf.Variable(0.0, trainable=False, dtype=tf.float32, name="masking_progress")
 
 
 def _budget_spent(job, job_runtime):
@@ -685,9 +723,10 @@ def _budget_spent(job, job_runtime):
     return True
 
 
-def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start):
+def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start,
+              masking_progress=None):
     """pretrain() of a run that trains, once the flags and inputs are checked and the directory
-    is owned."""
+    is owned; `masking_progress` (a tf.Variable or None) is what the masking schedule reads."""
     task, trainer = job.task, job.trainer
     budget = time_budget_seconds(trainer)
     encoder, model, optimizer = _build_model(job, config, job_runtime, budget)
@@ -729,7 +768,8 @@ def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start):
         warm_start_fn=functools.partial(_warm_start, task.do_lower_case),
         skip_consumed_input=not task.tf_data_service, start_time=start,
         budget_reserve_fn=functools.partial(_seconds_after_training, job),
-        on_restored=write_run_files)
+        on_restored=write_run_files,
+        on_progress=None if masking_progress is None else masking_progress.assign)
     results["global_step"] = train_results.pop("step")
     if "instances_per_row" in train_results and "examples_per_second" in train_results:
         train_results["instances_per_second"] = (train_results["examples_per_second"]
@@ -737,6 +777,12 @@ def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start):
         logging.info("Packed rows: %.2f instances per row, %.1f instances/s",
                      train_results["instances_per_row"], train_results["instances_per_second"])
     results["train"] = train_results
+    if masking_progress is not None:
+        # The rate of the last batches made: the schedule's end only when training ran to it.
+        done = min(1.0, max(0.0, float(masking_progress.numpy())))
+        results["masking_rate"] = {
+            "first": task.masked_lm_prob,
+            "last": task.masked_lm_prob + (task.masked_lm_prob_end - task.masked_lm_prob) * done}
     results["tokens"] = (results["global_step"] * trainer.train_batch_size
                          * trainer.gradient_accumulation_steps * task.max_seq_length)
     seconds_before = train_results["seconds_spent"] - train_results["wall_time_seconds"]

@@ -55,7 +55,7 @@ def mean_metrics(sums, count):
 def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_config,
           metrics_fn=None, on_checkpoint=None, warm_start_fn=None, init_checkpoint_target=None,
           skip_consumed_input=True, max_checkpoints_to_keep=5, handle_sigterm=True,
-          start_time=None, budget_reserve_fn=None, on_restored=None):
+          start_time=None, budget_reserve_fn=None, on_restored=None, on_progress=None):
     """Trains `model` to `loop_config.num_train_steps` optimizer steps (or for
     `loop_config.time_budget_seconds`), resuming from output_dir's checkpoint.
 
@@ -91,6 +91,11 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
       on_restored: optional `() -> None` called once the run's checkpoint is restored (or the
         warm start done), before the first step: a job writes its run files there, so a
         resume refused for its checkpoints writes nothing.
+      on_progress: optional `(fraction) -> None`, called before each call of the compiled
+        steps with the share of training done, in [0, 1]: steps done / num_train_steps, or
+        the time budget's fraction (what the learning rate follows). A schedule outside the
+        optimizer follows it (the masking rate of raw text: text_pretraining_dataset's
+        masking_progress).
 
     Returns:
       dict: the metrics of the last logging window plus "step", "steps_this_run",
@@ -152,6 +157,9 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
                 num_steps = min(config.steps_per_loop, config.num_train_steps - step,
                                 _to_next_multiple(step, config.save_checkpoints_steps),
                                 _to_next_multiple(step, log_steps))
+                fraction = step / config.num_train_steps
+            if on_progress is not None:
+                on_progress(fraction)
             call_start = time.time()
             result = runner.run_steps(num_steps)
             call_seconds = time.time() - call_start

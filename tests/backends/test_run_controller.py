@@ -38,8 +38,13 @@ _weights = toy.weights
 
 def test_fits_a_small_problem_and_evaluates(runtime, tmp_path):
     model, optimizer = _build(runtime)
-    results = _train(runtime, model, optimizer, tmp_path, 200)
+    progress = []
+    results = _train(runtime, model, optimizer, tmp_path, 200, on_progress=progress.append)
     assert results["step"] == 200 and results["accuracy"] > 0.9, results
+    # Before each call of the steps: the share done, at the loop starts (every 20 steps, and
+    # after the saves every 50).
+    starts = [0, 20, 40, 50, 60, 80, 100, 120, 140, 150, 160, 180]
+    np.testing.assert_allclose(progress, [s / 200 for s in starts])
     evaluation = runtime.evaluate(model=model, loss_fn=toy.loss_fn, metrics_fn=toy.metrics,
                                   dataset_fn=toy.eval_dataset_fn)
     assert evaluation["eval_steps"] == 3 and evaluation["accuracy"] > 0.9
@@ -146,8 +151,13 @@ def test_a_time_budget_ends_training_with_the_learning_rate_at_zero(runtime, tmp
     timed.called = False
     monkeypatch.setattr(runner_class, "run_steps", timed)
     model, optimizer = _build(runtime, budget=True)
+    progress = []
     results = _train(runtime, model, optimizer, tmp_path, 1, time_budget_seconds=6.0,
-                     start_time=now[0])
+                     start_time=now[0], on_progress=progress.append)
+    # The budget's share, what the learning rate follows: from 0, rising, nearly 1 at the end
+    # (it steps back a little when the first measured save is quicker than guessed).
+    assert progress[0] == 0.0 and 0.9 < progress[-1] < 1.0
+    assert all(b > a - 0.01 for a, b in zip(progress, progress[1:])), progress
     # 6 s: 1 s compiling, then 10 ms a step up to the reserve kept for the final save.
     assert 400 < results["step"] < 500 and 5.4 < results["seconds_spent"] <= 6.0, results
     rate = optimizer._learning_rate(results["step"])

@@ -465,3 +465,30 @@ def test_a_single_sentence_with_next_sentence_prediction_is_an_error_when_built(
     two = tmp_path / "two.txt"
     two.write_text("the first sentence .\nthe second one .\n", encoding="utf-8")
     make(corpus, text_patterns=str(two), use_next_sentence_label=True)
+
+
+def test_a_falling_masking_rate_follows_the_progress_variable(corpus):
+    """Each batch is masked at masked_lm_prob -> masked_lm_prob_end for the share of training
+    done that it reads when it is made; evaluation keeps masked_lm_prob."""
+    progress = tf.Variable(0.0, trainable=False)
+    # P = 12 holds 0.18 of a full row's 62 candidates.
+    kwargs = dict(use_next_sentence_label=False, masked_lm_prob=0.18, masked_lm_prob_end=0.06)
+    ds = make(corpus, is_training=True, masking_progress=progress, **kwargs)
+    for done, rate in ((0.0, 0.18), (1.0, 0.06), (0.5, 0.12), (7.0, 0.06)):
+        progress.assign(done)
+        got = collect(ds, num_batches=4)  # a new iterator: no batch made before the assign
+        check_invariants(got, corpus["tokens"])
+        candidates = ((got["input_mask"] == 1)
+                      & ~np.isin(unmask(got), [CLS, SEP])).sum(axis=1)
+        want = np.maximum(1, np.round(np.float32(rate) * candidates))
+        np.testing.assert_allclose(got["masked_lm_weights"].sum(axis=1), want, atol=1)
+        assert abs(got["masked_lm_weights"].sum() / candidates.sum() - rate) < 0.01, done
+    evaluation = collect(make(corpus, is_training=False, **kwargs), num_batches=4)
+    candidates = ((evaluation["input_mask"] == 1)
+                  & ~np.isin(unmask(evaluation), [CLS, SEP])).sum()
+    assert abs(evaluation["masked_lm_weights"].sum() / candidates - 0.18) < 0.01
+    with pytest.raises(ValueError, match="masked_lm_prob_end needs masking_progress"):
+        make(corpus, is_training=True, **kwargs)
+    with pytest.raises(ValueError, match=r"masked_lm_prob_end=1.5 must be in \(0, 1\]"):
+        make(corpus, is_training=True, masking_progress=progress,
+             **dict(kwargs, masked_lm_prob_end=1.5))

@@ -31,7 +31,7 @@ def mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id, max_predi
       cls_id, sep_id: ids never chosen for prediction (nor is padding).
       mask_id: the [MASK] id.
       max_predictions_per_seq: P.
-      masked_lm_prob: fraction of tokens to predict.
+      masked_lm_prob: fraction of tokens to predict (a float, or a float32 scalar tensor).
       is_continuation: optional bool [V], True for pieces that continue a word (whole-word mask).
 
     Returns:
@@ -139,7 +139,7 @@ def span_mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id,
       mask_id: the [MASK] id.
       max_predictions_per_seq: P.
       is_continuation: bool [V], True for "##" pieces (they join the word before them).
-      masked_lm_prob: fraction of tokens to predict.
+      masked_lm_prob: fraction of tokens to predict (a float, or a float32 scalar tensor).
       span_geometric_p: p of the span-length distribution, in (0, 1].
       max_span_length: M, the longest span in words.
 

@@ -14,16 +14,19 @@ from bert_tf.data.pretraining import row_packing
 DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
 
 
-def resolve_max_predictions(settings):
+def resolve_max_predictions(settings, highest_masked_lm_prob=None):
     """P of masking settings (a MaskingSettings) whose max_predictions_per_seq may be unset
     (None): the value given, else 20 for instances and, for packed rows,
-    row_packing.default_max_predictions_per_row with I = resolve_instances_per_row."""
+    row_packing.default_max_predictions_per_row with I = resolve_instances_per_row and the
+    highest rate the run masks at (default settings.masked_lm_prob; a masking schedule's
+    largest)."""
     if settings.max_predictions_per_seq is not None:
         return settings.max_predictions_per_seq
     if not settings.pack_sequences:
         return DEFAULT_MAX_PREDICTIONS_PER_SEQ
     return row_packing.default_max_predictions_per_row(
-        settings.max_seq_length, settings.masked_lm_prob, resolve_instances_per_row(settings))
+        settings.max_seq_length, highest_masked_lm_prob or settings.masked_lm_prob,
+        resolve_instances_per_row(settings))
 
 
 def resolve_instances_per_row(settings):
@@ -57,7 +60,12 @@ class MaskingRecipe:
       max_seq_length: S, tokens per instance (a packed row) including [CLS] and [SEP]s (>= 5).
       max_predictions_per_seq: P, the cap on masked positions per instance (per row when
         packed, capping each instance too).
-      masked_lm_prob: fraction of the real, non-special tokens to mask.
+      masked_lm_prob: fraction of the real, non-special tokens to mask (in training with
+        masked_lm_prob_end, the rate at the start).
+      masked_lm_prob_end: None (the rate is constant), or the rate at the end of training:
+        raw text masked on the fly then masks at masked_lm_prob + (masked_lm_prob_end -
+        masked_lm_prob) * p, p the share of training done (text_pretraining_dataset's
+        masking_progress); evaluation masks at masked_lm_prob.
       short_seq_prob: probability of a shorter random target length (as the original).
       do_whole_word_mask: mask all WordPiece pieces of a word together.
       sentence_order_prediction: ALBERT's sentence-order pairs (label 1 = swapped) instead of
@@ -73,6 +81,7 @@ class MaskingRecipe:
     max_seq_length: int = 128
     max_predictions_per_seq: int = DEFAULT_MAX_PREDICTIONS_PER_SEQ
     masked_lm_prob: float = 0.15
+    masked_lm_prob_end: float | None = None
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
     sentence_order_prediction: bool = False
@@ -81,6 +90,11 @@ class MaskingRecipe:
     max_span_length: int = 10
     pack_sequences: bool = False
     max_instances_per_row: int = 0
+
+    @property
+    def highest_masked_lm_prob(self):
+        """The largest rate training masks at: what P must hold."""
+        return max(self.masked_lm_prob, self.masked_lm_prob_end or 0.0)
 
     @property
     def instances_per_row(self):

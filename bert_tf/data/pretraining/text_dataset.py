@@ -147,6 +147,26 @@ def _check_some_text(files, pairs=False):
                      "(--use_next_sentence_label=false).")
 
 
+def _masking_rate(recipe, progress, is_training):
+    """() -> the rate a batch is masked at: recipe.masked_lm_prob, or in training with
+    recipe.masked_lm_prob_end, a float32 scalar read from `progress` when the batch is made
+    (linear from masked_lm_prob at 0 to masked_lm_prob_end at 1)."""
+    end = recipe.masked_lm_prob_end
+    if end is not None and not 0.0 < end <= 1.0:
+        raise ValueError(f"masked_lm_prob_end={end} must be in (0, 1].")
+    if end is None or not is_training:
+        return lambda: recipe.masked_lm_prob
+    if not isinstance(progress, tf.Variable):
+        raise ValueError("recipe.masked_lm_prob_end needs masking_progress, a tf.Variable the "
+                         f"run sets to the share of training done; got {progress!r}.")
+    start = recipe.masked_lm_prob
+
+    def rate():
+        done = tf.clip_by_value(progress.read_value(), 0.0, 1.0)
+        return start + (end - start) * done
+    return rate
+
+
 def _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_lm_prob):
     """Warns when max_predictions_per_seq is below what masked_lm_prob asks for at full length."""
     wanted = int(round(max_seq_length * masked_lm_prob))
@@ -528,7 +548,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
                              tfds_data_dir=None, tfds_split="train", tfds_text_key="text",
                              block_lines=_DEFAULT_BLOCK_LINES,
                              shuffle_buffer_size=_DEFAULT_SHUFFLE_BUFFER,
-                             pack_buffer_size=_DEFAULT_PACK_BUFFER):
+                             pack_buffer_size=_DEFAULT_PACK_BUFFER, masking_progress=None):
     """Pre-training batches made from raw text on the fly, masked afresh every epoch.
 
     Yields exactly what `pretraining_dataset` yields (same names, dtypes and static shapes), so
@@ -573,6 +593,12 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         whole sentences in order, across document ends with an extra [SEP] between
         documents, each sequence as full as whole sentences allow; short_seq_prob is not used.
       pack_buffer_size: instances packed together (>= 1); more fill rows better.
+      masking_progress: with recipe.masked_lm_prob_end in training, a float32 scalar
+        tf.Variable: the share of training done, in [0, 1], that the run sets as it trains
+        (controller.train's on_progress); each batch (each packing group) is masked at the
+        recipe's rate for the value it reads when it is made, so batches prefetched ahead of
+        the step keep the rate of when they were made. Not used in evaluation, which masks at
+        masked_lm_prob.
 
     Returns:
       tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [B, S];
@@ -597,6 +623,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
     pack_sequences = recipe.pack_sequences
     _check_args(batch_size, max_seq_length, max_predictions_per_seq, masked_lm_prob,
                 short_seq_prob, text_patterns, tfds_name)
+    masking_rate = _masking_rate(recipe, masking_progress, is_training)
     if use_next_sentence_label and block_lines < 2:
         raise ValueError(f"block_lines={block_lines} must be >= 2 with next-sentence "
                          "prediction (a block of one line can make no sentence pair).")
@@ -620,7 +647,9 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
             raise ValueError(f"max_instances_per_row={max_instances_per_row} and "
                              f"pack_buffer_size={pack_buffer_size} must be >= 1.")
     else:
-        _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_lm_prob)
+        _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq,
+                                    recipe.highest_masked_lm_prob if is_training
+                                    else masked_lm_prob)
     python_tokenizer = load_tokenizer(vocab_file, do_lower_case)
     vocab = _Vocab(python_tokenizer)
     tokenizer = tokenizer_layer(python_tokenizer)
@@ -687,13 +716,13 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
                 features, tf.random.experimental.stateless_fold_in(mask_seed, batch_index),
                 vocab_size=vocab.size, cls_id=vocab.cls_id, sep_id=vocab.sep_id,
                 mask_id=vocab.mask_id, max_predictions_per_seq=max_predictions_per_seq,
-                is_continuation=vocab.is_continuation, masked_lm_prob=masked_lm_prob,
+                is_continuation=vocab.is_continuation, masked_lm_prob=masking_rate(),
                 span_geometric_p=span_geometric_p, max_span_length=max_span_length)
         return mask_batch(
             features, tf.random.experimental.stateless_fold_in(mask_seed, batch_index),
             vocab_size=vocab.size, cls_id=vocab.cls_id, sep_id=vocab.sep_id,
             mask_id=vocab.mask_id, max_predictions_per_seq=max_predictions_per_seq,
-            masked_lm_prob=masked_lm_prob,
+            masked_lm_prob=masking_rate(),
             is_continuation=vocab.is_continuation if recipe.do_whole_word_mask else None)
 
     def guard(empty_run, sequences):
