@@ -26,7 +26,7 @@ by bert_tf.metrics.retrieval from the vectors each side wrote.
   --embed_side_by_side runs the bert_tf and sentence-transformers workers at the same time
   (training, then encoding): on a shared machine both then see the same load.
   encode: 10,000 sentences at batch 64 (max_seq_length 256, the model's): bert_tf's
-  TextEncoder vs SentenceTransformer.encode; one timed pass after a warm-up on 1,000.
+  BulkEmbedder vs SentenceTransformer.encode; one timed pass after a warm-up on 1,000.
 
 Nothing here imports TensorFlow at module level: the sentence-transformers workers run in
 --torch_python, which has no TensorFlow (`python bench_embed.py <worker> <json args>`).
@@ -207,26 +207,26 @@ def worker_bert_tf(args):
     from bert_tf.interop import load_sentence_transformers
     from bert_tf.text.input_packing import bucket_lengths
     from bert_tf.training import contrastive
-    from bert_tf.training.text_encoder import TextEncoder
+    from bert_tf.training.bulk_embedder import BulkEmbedder
 
     keras.utils.set_random_seed(1)
     keras.mixed_precision.set_global_policy(args.get("dtype", "float32"))
     os.makedirs(args["out_dir"], exist_ok=True)
     st = load_sentence_transformers(args["model_dir"])
     length = args["max_seq_length"]
-    encoder = TextEncoder(st.model, st.vocab_file, st.do_lower_case, length, batch_size=64)
+    embedder = BulkEmbedder(st.model, st.vocab_file, st.do_lower_case, length, batch_size=64)
     if args.get("before"):
-        _save_heldout(encoder.encode, args, "before")
+        _save_heldout(embedder.embed, args, "before")
     pairs = read_pairs(os.path.join(args["data_dir"], "train.tsv"))
     config = contrastive.ContrastiveConfig(
         output_dir=os.path.join(args["out_dir"], "run"), train_batch_size=args["batch_size"],
         num_train_epochs=args["epochs"], learning_rate=args["learning_rate"],
         length_buckets=bucket_lengths(length, coarse=True), seed=1)
     start = time.perf_counter()
-    summary = contrastive.train_embedder(config, st.model, encoder, pairs,
+    summary = contrastive.train_embedder(config, st.model, embedder, pairs,
                                          tf.distribute.get_strategy())
     train_s = time.perf_counter() - start
-    _save_heldout(encoder.encode, args, "after")
+    _save_heldout(embedder.embed, args, "after")
     _emit({"train_s": round(train_s, 2), "train_steps": summary["step"],
            "final_loss": round(float(summary["train"]["loss"]), 4), "load_avg": _load()})
 
@@ -299,16 +299,16 @@ def _timed_passes(fn, repeats):
 
 
 def worker_bert_tf_encode(args):
-    """TextEncoder on the sentences: median seconds of `repeats` passes after a warm-up."""
+    """BulkEmbedder on the sentences: median seconds of `repeats` passes after a warm-up."""
     from bert_tf.interop import load_sentence_transformers
-    from bert_tf.training.text_encoder import TextEncoder
+    from bert_tf.training.bulk_embedder import BulkEmbedder
 
     st = load_sentence_transformers(args["model_dir"])
     sentences = read_lines(os.path.join(args["data_dir"], "sentences.txt"))
-    encoder = TextEncoder(st.model, st.vocab_file, st.do_lower_case, st.max_seq_length,
-                          batch_size=args["encode_batch_size"])
-    encoder.encode(sentences[:1000])  # Warm-up: traces the tokenizer and the forward pass.
-    seconds = _timed_passes(lambda: encoder.encode(sentences), args["repeats"])
+    embedder = BulkEmbedder(st.model, st.vocab_file, st.do_lower_case, st.max_seq_length,
+                            batch_size=args["encode_batch_size"])
+    embedder.embed(sentences[:1000])  # Warm-up: traces the tokenizer and the forward pass.
+    seconds = _timed_passes(lambda: embedder.embed(sentences), args["repeats"])
     _emit({"encode_s": round(seconds, 3), "sentences": len(sentences), "load_avg": _load()})
 
 

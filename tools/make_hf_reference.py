@@ -1,10 +1,10 @@
 r"""Writes the Hugging Face fixtures of tests/interop: small random BERTs and their outputs.
 
-Runs with PyTorch and transformers, which bert_tf and its CI do not install; use a separate venv:
+Runs with PyTorch and transformers, which bert_tf and its CI do not install; use a separate
+venv (`pip install torch==2.13.0 transformers safetensors numpy`), whose python
+BERT_TF_PEERS_PYTHON names (as for the tests, docs/design.md):
 
-    python -m venv /tmp/hfvenv
-    /tmp/hfvenv/bin/pip install torch==2.13.0 transformers safetensors numpy
-    /tmp/hfvenv/bin/python tools/make_hf_reference.py --output_dir=tests/interop/fixtures
+    "$BERT_TF_PEERS_PYTHON" tools/make_hf_reference.py --output_dir=tests/interop/fixtures
 
 For each of two models (hidden_act "gelu" = exact erf, and "gelu_new" = tanh approximation
 with layer_norm_eps 1e-3, so both the activation and the epsilon mapping are exercised), writes

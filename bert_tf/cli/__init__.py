@@ -21,8 +21,9 @@ defines nothing and they all import into one process. Only this package reads fl
 below it imports it.
 
 A command module imports its driver (and so TensorFlow) when it runs, not when it is imported:
-`--help` answers without loading TensorFlow, and this module installs the filter of TensorFlow's
-start-up lines (bert_tf.quiet_logs, installed by `import bert_tf`) before any command loads it.
+`--help` answers without loading TensorFlow. This module installs no import hook and sets no
+environment: the filter of TensorFlow's start-up lines (bert_tf.quiet_logs) is in place before
+any command loads TensorFlow because `import bert_tf`, which runs first, installs it.
 
 This module imports no TensorFlow: the data tools stay TF-free."""
 

@@ -33,7 +33,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, model_directory
+from bert_tf import file_names, fileio, model_directory
 from bert_tf.config import REQUIRED_FILE_FIELDS, BertConfig, ConfigError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop import modernbert, weights
@@ -49,9 +49,10 @@ SAFETENSORS_FILE = model_directory.SAFETENSORS_FILE
 SAFETENSORS_INDEX_FILE = model_directory.SAFETENSORS_INDEX_FILE
 PICKLE_FILE = model_directory.PICKLE_FILE
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-VOCAB_FILE = "vocab.txt"
+# A Hugging Face directory's tokenizer files carry the names bert_tf's model directories use.
+VOCAB_FILE = file_names.VOCAB_FILE
 # A byte-level BPE vocabulary (ModernBERT); its reader is bert_tf.text's BPE tokenizer.
-TOKENIZER_JSON_FILE = "tokenizer.json"
+TOKENIZER_JSON_FILE = file_names.TOKENIZER_FILE
 
 # Hugging Face hidden_act -> bert_tf hidden_act.
 _ACTIVATIONS_FROM_HF = {

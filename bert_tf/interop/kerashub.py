@@ -27,6 +27,9 @@ from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertEncoder, BertPretrainer
 
 _VOCAB_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
+# A preset's tokenizer as keras-hub serialises it (its config: lowercase, ...), not a Hugging
+# Face tokenizer.json.
+_TOKENIZER_CONFIG = "tokenizer.json"
 
 
 def _keras_hub():
@@ -195,7 +198,7 @@ def load_keras_hub(path):
 
 def preset_lowercase(path):
     """The tokenizer's `lowercase` from a preset's tokenizer.json, or None."""
-    tokenizer_file = os.path.join(path, "tokenizer.json")
+    tokenizer_file = os.path.join(path, _TOKENIZER_CONFIG)
     if not tf.io.gfile.exists(tokenizer_file):
         return None
     with tf.io.gfile.GFile(tokenizer_file) as f:

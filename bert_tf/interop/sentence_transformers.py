@@ -249,7 +249,7 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
     written = tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)
     # A tokenizer.json (byte-level BPE) records its casing; a vocab.txt needs
     # tokenizer_config.json to say it.
-    records_casing = tokenizer_files.is_tokenizer_json(written)
+    records_casing = tokenizer_files.records_casing(written)
     huggingface.save_huggingface(model.encoder, output_dir, do_lower_case=None if records_casing
                                  else do_lower_case)
     if records_casing:

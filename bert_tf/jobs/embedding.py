@@ -45,7 +45,7 @@ from bert_tf.serving.task_info import write_task_info
 from bert_tf.text import tokenizer_files
 from bert_tf.training import contrastive
 from bert_tf.training.checkpointing import save_keras_model
-from bert_tf.training.text_encoder import TextEncoder
+from bert_tf.training.bulk_embedder import BulkEmbedder
 
 
 @dataclasses.dataclass
@@ -188,12 +188,12 @@ def encode(job):
     texts = _read_texts(task)
     loaded = _load(task)
     config = loaded.model.encoder.config
-    encoder = TextEncoder(loaded.model, loaded.tokenizer, loaded.do_lower_case,
-                          loaded.max_seq_length, batch_size=task.batch_size,
-                          buckets=_buckets(task.length_buckets, loaded.max_seq_length,
-                                           config.max_position_embeddings, coarse=False))
+    embedder = BulkEmbedder(loaded.model, loaded.tokenizer, loaded.do_lower_case,
+                            loaded.max_seq_length, batch_size=task.batch_size,
+                            buckets=_buckets(task.length_buckets, loaded.max_seq_length,
+                                             config.max_position_embeddings, coarse=False))
     bar = progress.progress_bar(len(texts), "text")
-    vectors = encoder.encode(texts, progress=bar.update)
+    vectors = embedder.embed(texts, progress=bar.update)
     if extension == ".npy":
         buffer = io.BytesIO()
         np.save(buffer, vectors)
@@ -307,10 +307,10 @@ def train(job):
     record = run_record(job, loaded)
     run_directory.check_resume(job.output_dir, record, loaded.vocab_file)
     config = loaded.model.encoder.config
-    text_encoder = TextEncoder(loaded.model, loaded.tokenizer, loaded.do_lower_case,
-                               loaded.max_seq_length,
-                               buckets=_buckets(task.length_buckets, loaded.max_seq_length,
-                                                config.max_position_embeddings, coarse=False))
+    embedder = BulkEmbedder(loaded.model, loaded.tokenizer, loaded.do_lower_case,
+                            loaded.max_seq_length,
+                            buckets=_buckets(task.length_buckets, loaded.max_seq_length,
+                                             config.max_position_embeddings, coarse=False))
     train_buckets = _buckets(task.length_buckets, loaded.max_seq_length,
                              config.max_position_embeddings, coarse=True)
     settings = contrastive_config(job, train_buckets)
@@ -320,7 +320,7 @@ def train(job):
         run_directory.check_resume(job.output_dir, record, loaded.vocab_file)
         if chief:
             run_directory.write_record(job.output_dir, record)
-        summary = contrastive.train_embedder(settings, loaded.model, text_encoder, train_pairs,
+        summary = contrastive.train_embedder(settings, loaded.model, embedder, train_pairs,
                                              job_runtime, retrieval=retrieval, scored=scored)
         if chief:
             _write_run(job.output_dir, loaded, summary, st_dir, st_expected)

@@ -72,8 +72,8 @@ class ExportConfig:
                 quantization.check_mode(self.quantize)
             except ValueError as e:
                 raise FlagValueError(str(e)) from None
-            for flag in ("calibration_file", "eval_file"):
-                path = getattr(self, flag)
+            for flag, path in (("calibration_file", self.calibration_file),
+                               ("eval_file", self.eval_file)):
                 problem = fileio.not_a_file(path, f"--{flag}={path}") if path else None
                 if problem:
                     raise FlagValueError(problem)

@@ -229,9 +229,11 @@ def validate_options(job, config):
     if task.init_checkpoint:
         interop.check_weights_readable(task.init_checkpoint)
     if task.vocab_file:
-        vocab_size = (_tokenizer_json(task.vocab_file).vocab_size
-                      if tokenizer_files.is_tokenizer_json(task.vocab_file)
-                      else _count_vocab(task.vocab_file))
+        try:
+            vocab_size = tokenizer_files.vocab_size(task.vocab_file,
+                                                    f"--vocab_file={task.vocab_file}")
+        except ValueError as e:
+            raise FlagValueError(str(e)) from None
         if config.vocab_size < vocab_size:
             raise FlagValueError(
                 f"vocab_size={config.vocab_size} in {model_files.config_source(task)} is "
@@ -325,22 +327,6 @@ def _validate_family_options(task):
     if task.span_boundary_objective and text_input and not task.do_span_mask:
         raise FlagValueError("--span_boundary_objective needs span boundaries: add "
                              "--do_span_mask for raw text input")
-
-
-def _tokenizer_json(vocab_file, do_lower_case=None):
-    """The tokenizer of a --vocab_file tokenizer.json, checked against `do_lower_case`."""
-    try:
-        return tokenizer_files.load_tokenizer(vocab_file, do_lower_case)
-    except (OSError, ValueError) as e:
-        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
-
-
-def _count_vocab(vocab_file):
-    try:
-        with tf.io.gfile.GFile(vocab_file) as f:
-            return sum(1 for line in f if line.strip())
-    except tf.errors.NotFoundError:
-        raise FlagValueError(f"--vocab_file={vocab_file}: no such file") from None
 
 
 def _input_flags(task, is_training):
@@ -552,8 +538,14 @@ def resolve_casing(job):
         casing = interop.casing_of(casing, task.init_checkpoint)
     except InteropError as e:
         raise FlagValueError(str(e)) from None
-    if task.vocab_file and tokenizer_files.is_tokenizer_json(task.vocab_file):
-        casing = _tokenizer_json(task.vocab_file, casing).do_lower_case
+    if task.vocab_file:
+        try:
+            recorded = tokenizer_files.file_casing(task.vocab_file, casing,
+                                                   f"--vocab_file={task.vocab_file}")
+        except ValueError as e:
+            raise FlagValueError(str(e)) from None
+        if recorded is not None:
+            casing = recorded
     if casing is None and _reads_text(task):
         casing = True
     return casing

@@ -12,11 +12,7 @@ import os
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.text import bpe_trainer, is_tokenizer_json, vocab_builder
-
-# The options only one learner takes.
-_WORDPIECE_OPTIONS = ("max_input_chars_per_word", "max_unique_chars")
-_BPE_OPTIONS = ("min_frequency",)
+from bert_tf.text import bpe_trainer, tokenizer_files, vocab_builder
 
 
 @dataclasses.dataclass
@@ -39,6 +35,14 @@ class VocabularyConfig:
     def bpe(self):
         return self.tokenizer == "bpe"
 
+    def learner_options(self, bpe):
+        """{name: value} of the options only one learner takes (byte-level BPE's when `bpe`,
+        WordPiece's otherwise) that are given; the learner's defaults stand for the rest."""
+        options = ({"min_frequency": self.min_frequency} if bpe else
+                   {"max_input_chars_per_word": self.max_input_chars_per_word,
+                    "max_unique_chars": self.max_unique_chars})
+        return {name: value for name, value in options.items() if value is not None}
+
     def validate(self):
         """Raises ValueError naming the flag: a size below 1, an output directory that does
         not exist, an option of the other learner, an output name of the other kind."""
@@ -50,26 +54,17 @@ class VocabularyConfig:
             raise ValueError(f"--output_file={self.output_file}: directory '{output_dir}' does "
                              "not exist.")
         # A learner's option given to the other learner would be ignored: say so instead.
-        other = _WORDPIECE_OPTIONS if self.bpe else _BPE_OPTIONS
-        given = [f"--{name}" for name in other if getattr(self, name) is not None]
+        given = [f"--{name}" for name in self.learner_options(not self.bpe)]
         if given:
             raise ValueError(f"{', '.join(given)} only applies to --tokenizer="
                              f"{'wordpiece' if self.bpe else 'bpe'}, not --tokenizer="
                              f"{self.tokenizer}.")
-        if self.bpe != is_tokenizer_json(self.output_file):
-            expected = ("a .json name (e.g. tokenizer.json)" if self.bpe
-                        else "a name not ending in .json")
+        problem = tokenizer_files.output_name_problem(self.output_file, self.bpe)
+        if problem:
             raise ValueError(f"--output_file={self.output_file}: --tokenizer={self.tokenizer} "
-                             f"writes {'a tokenizer.json' if self.bpe else 'a vocab.txt'}; "
-                             f"expected {expected}, which is how the other commands tell them "
-                             "apart.")
+                             f"{problem}, which is how the other commands tell them apart.")
         if self.bpe and self.min_frequency is not None and self.min_frequency < 1:
             raise ValueError(f"--min_frequency={self.min_frequency} must be positive.")
-
-
-def _given(config, names):
-    """The learner options of `names` the config sets (the learner's defaults for the rest)."""
-    return {name: getattr(config, name) for name in names if getattr(config, name) is not None}
 
 
 def build_vocabulary(config, expected=fileio.NOT_CHECKED):
@@ -90,12 +85,12 @@ def build_vocabulary(config, expected=fileio.NOT_CHECKED):
     if config.bpe:
         data = bpe_trainer.build_bpe_tokenizer(
             config.input_file, config.vocab_size, do_lower_case,
-            reserved_tokens=config.reserved_tokens, **_given(config, _BPE_OPTIONS))
+            reserved_tokens=config.reserved_tokens, **config.learner_options(bpe=True))
         size = len(data["model"]["vocab"])
     else:
         tokens = vocab_builder.build_vocab(
             config.input_file, config.vocab_size, do_lower_case,
-            reserved_tokens=config.reserved_tokens, **_given(config, _WORDPIECE_OPTIONS))
+            reserved_tokens=config.reserved_tokens, **config.learner_options(bpe=False))
         size = len(tokens)
     try:
         if config.bpe:

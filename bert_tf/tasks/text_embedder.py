@@ -11,8 +11,9 @@ from bert_tf.tasks.base import TextTask, as_texts
 class TextEmbedder(TextTask):
     """A BertSentenceEmbedder with its tokenizer: texts in, vectors out.
 
-    What bert-tf-embed trains and encodes with; its vectors are the command's (the same
-    tokens, the same pooling and normalisation).
+    What bert-tf-embed trains and embeds with; its vectors are the command's (the same
+    tokens, the same pooling and normalisation; the command tokenises in the TensorFlow graph,
+    bert_tf.training.bulk_embedder, this task in Python).
 
     Args:
       model: a BertSentenceEmbedder.

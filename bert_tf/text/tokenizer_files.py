@@ -8,6 +8,8 @@ pieces map back to characters) instead of testing its type or its file's name;
 methods answer the same way inside the graph). This module is the one place that tells the
 kinds apart: a tokenizer.json by its name (`is_tokenizer_json`), BPE by its model type; callers
 ask what follows from the kind (`casing_to_load`: whose casing a file tokenizes with;
+`records_casing` and `file_casing`: whether and how a file records its casing; `vocab_size`:
+its tokens; `output_name_problem`: the name a learner's file must have;
 `write_tokenizer_file`: which file a model directory carries).
 """
 
@@ -124,6 +126,72 @@ def is_tokenizer_json(path):
     return str(path).endswith(".json")
 
 
+def records_casing(path):
+    """True when the tokenizer file at `path` records its casing (a tokenizer.json), False
+    when whoever reads it must be told (a vocab.txt: a model directory says it beside it)."""
+    return is_tokenizer_json(path)
+
+
+def output_name_problem(path, bpe):
+    """None when `path` is a name for the file a vocabulary learner writes: a tokenizer.json
+    for byte-level BPE (`bpe`), a vocab.txt for WordPiece, told apart by the name as every
+    command reads them; else what the learner writes and what name is expected (str)."""
+    if bpe == is_tokenizer_json(path):
+        return None
+    if bpe:
+        return "writes a tokenizer.json; expected a .json name (e.g. tokenizer.json)"
+    return "writes a vocab.txt; expected a name not ending in .json"
+
+
+def vocab_size(path, named=None):
+    """The number of tokens of the tokenizer file at `path`, whatever its kind: a vocab.txt's
+    non-blank lines (counted, not checked), a tokenizer.json's vocabulary (loaded, with
+    load_tokenizer's checks).
+
+    Args:
+      path: a vocab.txt or tokenizer.json.
+      named: how an error names the file (e.g. "--vocab_file=v.txt"; default the path).
+
+    Raises:
+      ValueError: starting with `named`: no such file, or a tokenizer.json that cannot be read.
+    """
+    named = named or str(path)
+    if is_tokenizer_json(path):
+        try:
+            return load_tokenizer(path).vocab_size
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{named}: {e}") from None
+    problem = fileio.not_a_file(path, named)
+    if problem:
+        raise ValueError(problem)
+    with fileio.open_file(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def file_casing(path, do_lower_case=None, named=None):
+    """The casing the tokenizer file at `path` records, checked against `do_lower_case`: a
+    tokenizer.json's (read); None for a vocab.txt, which records none (not read).
+
+    Args:
+      path: a vocab.txt or tokenizer.json.
+      do_lower_case: the casing asked for (None: not asked).
+      named: how an error names the file (e.g. "--vocab_file=t.json"; default the path).
+
+    Raises:
+      CasingMismatch: starting with `named`: a do_lower_case the tokenizer.json contradicts.
+      ValueError: starting with `named`: a tokenizer.json that cannot be read.
+    """
+    if not records_casing(path):
+        return None
+    named = named or str(path)
+    try:
+        return load_tokenizer(path, do_lower_case).do_lower_case
+    except CasingMismatch as e:
+        raise CasingMismatch(f"{named}: {e}", e.file_casing) from None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{named}: {e}") from None
+
+
 def casing_to_load(path, do_lower_case=None, vocab_txt_casing=None):
     """The do_lower_case to load the tokenizer file at `path` with (load_tokenizer).
 
@@ -143,7 +211,7 @@ def casing_to_load(path, do_lower_case=None, vocab_txt_casing=None):
     """
     if do_lower_case is not None:
         return bool(do_lower_case)
-    if is_tokenizer_json(path):
+    if records_casing(path):
         return None
     return vocab_txt_casing() if callable(vocab_txt_casing) else vocab_txt_casing
 

@@ -170,12 +170,12 @@ class RetrievalSet:
                    relevant=[relevant_of[q] for q in queries])
 
 
-def evaluate_embeddings(text_encoder, retrieval=None, scored=None):
+def evaluate_embeddings(embedder, retrieval=None, scored=None):
     """Retrieval metrics on `retrieval` and Spearman on `scored`, with the model's current
     weights.
 
     Args:
-      text_encoder: a bert_tf.training.text_encoder.TextEncoder.
+      embedder: a bert_tf.training.bulk_embedder.BulkEmbedder.
       retrieval: a RetrievalSet, or None.
       scored: a bert_tf.data.tasks.pairs.ScoredPairs, or None.
 
@@ -185,12 +185,12 @@ def evaluate_embeddings(text_encoder, retrieval=None, scored=None):
     """
     metrics = {}
     if retrieval is not None:
-        queries = _unit(text_encoder.encode(retrieval.queries))
-        corpus = _unit(text_encoder.encode(retrieval.corpus))
+        queries = _unit(embedder.embed(retrieval.queries))
+        corpus = _unit(embedder.embed(retrieval.corpus))
         metrics.update(retrieval_metrics(queries @ corpus.T, retrieval.relevant))
     if scored is not None:
-        a = _unit(text_encoder.encode(scored.texts_a))
-        b = _unit(text_encoder.encode(scored.texts_b))
+        a = _unit(embedder.embed(scored.texts_a))
+        b = _unit(embedder.embed(scored.texts_b))
         metrics["spearman"] = spearman((a * b).sum(1), scored.scores)
     return metrics
 
@@ -239,7 +239,7 @@ class ContrastiveConfig:
                              "need at least 2 rows per batch")
 
 
-def train_embedder(config, model, text_encoder, train_pairs, runtime, retrieval=None,
+def train_embedder(config, model, embedder, train_pairs, runtime, retrieval=None,
                    scored=None):
     """Fine-tunes `model` contrastively; leaves the best weights (by nDCG@10 on `retrieval`,
     else Spearman on `scored`, else the last ones) in it.
@@ -247,7 +247,7 @@ def train_embedder(config, model, text_encoder, train_pairs, runtime, retrieval=
     Args:
       config: a ContrastiveConfig.
       model: the BertSentenceEmbedder, built under `runtime.scope()`.
-      text_encoder: a TextEncoder of `model` (tokenises the rows and evaluates).
+      embedder: a BulkEmbedder of `model` (tokenises the rows and evaluates).
       train_pairs: bert_tf.data.tasks.pairs.TextPairs (pairs or triplets).
       runtime: the training.runtime.Runtime.
       retrieval, scored: optional dev sets (RetrievalSet, ScoredPairs).
@@ -260,13 +260,13 @@ def train_embedder(config, model, text_encoder, train_pairs, runtime, retrieval=
         raise ValueError(f"--train_batch_size={config.train_batch_size} exceeds the "
                          f"{len(train_pairs)} pairs of {train_pairs.path}")
     start = time.time()
-    side_ids = {"anchor": text_encoder.token_ids(train_pairs.anchors),
-                "positive": text_encoder.token_ids(train_pairs.positives)}
+    side_ids = {"anchor": embedder.token_ids(train_pairs.anchors),
+                "positive": embedder.token_ids(train_pairs.positives)}
     if train_pairs.negatives is not None:
-        side_ids["negative"] = text_encoder.token_ids(train_pairs.negatives)
+        side_ids["negative"] = embedder.token_ids(train_pairs.negatives)
     tokenize_seconds = time.time() - start
     logging.info("Tokenised %d training rows in %.1f s", len(train_pairs), tokenize_seconds)
-    tokenizer = text_encoder.tokenizer
+    tokenizer = embedder.tokenizer
     batch_size = config.train_batch_size // runtime.num_replicas
 
     def dataset_fn(input_context):
@@ -286,7 +286,7 @@ def train_embedder(config, model, text_encoder, train_pairs, runtime, retrieval=
         best_metric = "ndcg@10" if retrieval is not None else "spearman"
 
         def evaluate_fn():
-            return evaluate_embeddings(text_encoder, retrieval, scored)
+            return evaluate_embeddings(embedder, retrieval, scored)
 
         before = evaluate_fn()
         logging.info("Before training: %s",

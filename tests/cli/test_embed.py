@@ -77,13 +77,13 @@ def test_encode_run_and_st_directory_give_the_best_model_in_input_order(trained)
     import keras
 
     from bert_tf.interop import load_sentence_transformers
-    from bert_tf.training.text_encoder import TextEncoder
+    from bert_tf.training.bulk_embedder import BulkEmbedder
 
     directory, run, results = trained
     model = keras.models.load_model(run / "model.keras")
-    expected = TextEncoder(model, str(run / "vocab.txt"), True, 32).encode(TEXTS)
+    expected = BulkEmbedder(model, str(run / "vocab.txt"), True, 32).embed(TEXTS)
     st = load_sentence_transformers(str(run / "sentence_transformers"))
-    np.testing.assert_allclose(TextEncoder(st.model, st.vocab_file, True, 32).encode(TEXTS),
+    np.testing.assert_allclose(BulkEmbedder(st.model, st.vocab_file, True, 32).embed(TEXTS),
                                expected, atol=1e-6)
     # tools/embed.py on the run's sentence_transformers/ directory, writing JSON lines (the
     # .npy output is run by docs/embeddings.md's recipe).
@@ -312,7 +312,7 @@ def test_train_from_a_modernbert_run_carries_its_tokenizer_json_into_run_and_exp
     from bert_tf.jobs import embedding
     from bert_tf.interop.sentence_transformers import load_embedder
     from bert_tf.text import load_tokenizer
-    from bert_tf.training.text_encoder import TextEncoder
+    from bert_tf.training.bulk_embedder import BulkEmbedder
 
     base = make_converted_modernbert_run(str(tmp_path / "modernbert"))
     write_pairs(tmp_path / "pairs.tsv", 16)
@@ -327,10 +327,10 @@ def test_train_from_a_modernbert_run_carries_its_tokenizer_json_into_run_and_exp
         os.path.join(base, "tokenizer.json")).fingerprint()
     texts = ["Hello world", "the film about alice", ""]
     loaded = load_embedder(str(run))
-    vectors = TextEncoder(loaded.model, loaded.tokenizer, None, 24).encode(texts)
+    vectors = BulkEmbedder(loaded.model, loaded.tokenizer, None, 24).embed(texts)
     st = load_embedder(str(run / "sentence_transformers"))
     assert (st.do_lower_case, st.max_seq_length) == (False, 24)
-    np.testing.assert_allclose(TextEncoder(st.model, st.tokenizer, None, 24).encode(texts),
+    np.testing.assert_allclose(BulkEmbedder(st.model, st.tokenizer, None, 24).embed(texts),
                                vectors, rtol=0, atol=1e-6)
 
     source = serving.load_model_dir(str(run))

@@ -28,7 +28,7 @@ assert keras.backend.backend() == "jax"
 from bert_tf.interop import (from_keras_hub, load_huggingface, load_sentence_transformers,
                              load_tf1_checkpoint)
 from bert_tf.config import BertConfig
-from bert_tf.training.text_encoder import TextEncoder
+from bert_tf.training.bulk_embedder import BulkEmbedder
 from embedding_helpers import minilm_dir
 from interop_reference import (bert_reference, make_inputs, original_arrays,
                                write_tf1_checkpoint)
@@ -107,8 +107,8 @@ directory = minilm_dir()
 if directory is not None:
     ref = np.load(os.path.join(fixtures, "st_minilm_reference.npz"))
     st = load_sentence_transformers(directory)
-    vectors = TextEncoder(st.model, st.vocab_file, st.do_lower_case, st.max_seq_length,
-                          batch_size=32).encode([str(s) for s in ref["sentences"][:32]])
+    vectors = BulkEmbedder(st.model, st.vocab_file, st.do_lower_case, st.max_seq_length,
+                            batch_size=32).embed([str(s) for s in ref["sentences"][:32]])
     gaps["sentence_transformers.embeddings"] = gap(vectors, ref["embeddings"][:32])
 print(json.dumps(gaps))
 """

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bert_tf.interop import InteropError, load_sentence_transformers
-from bert_tf.training.text_encoder import TextEncoder
+from bert_tf.training.bulk_embedder import BulkEmbedder
 import peers
 from embedding_helpers import make_st_dir, minilm_dir, write_json
 
@@ -31,9 +31,9 @@ def test_all_minilm_l6_v2_matches_sentence_transformers():
     st = load_sentence_transformers(model_dir)
     assert (st.max_seq_length, st.do_lower_case, st.model.pooling, st.model.normalize) == (
         256, True, ("mean",), True)
-    encoder = TextEncoder(st.model, st.vocab_file, st.do_lower_case, st.max_seq_length,
-                          batch_size=64)
-    vectors = encoder.encode([str(s) for s in reference["sentences"]])
+    embedder = BulkEmbedder(st.model, st.vocab_file, st.do_lower_case, st.max_seq_length,
+                            batch_size=64)
+    vectors = embedder.embed([str(s) for s in reference["sentences"]])
     expected = reference["embeddings"]
     assert vectors.shape == expected.shape == (1000, 384)
     assert np.abs(vectors - expected).max() <= 1e-5
@@ -50,8 +50,8 @@ def test_round_trip_keeps_pooling_and_vectors(tmp_path, pooling, normalize):
     assert st.model.pooling == model.pooling and st.model.normalize == normalize
     assert (st.max_seq_length, st.do_lower_case) == (32, True)
     texts = ["alice was in paris", "the new film", "a story of rome and oslo and lima"]
-    got = TextEncoder(st.model, st.vocab_file, True, 32).encode(texts)
-    want = TextEncoder(model, st.vocab_file, True, 32).encode(texts)
+    got = BulkEmbedder(st.model, st.vocab_file, True, 32).embed(texts)
+    want = BulkEmbedder(model, st.vocab_file, True, 32).embed(texts)
     np.testing.assert_array_equal(got, want)
     modules = json.load(open(tmp_path / "st" / "modules.json"))
     assert [m["type"].rsplit(".", 1)[1] for m in modules] == (
@@ -63,7 +63,7 @@ def test_written_directory_loads_in_sentence_transformers(tmp_path):
     model = make_st_dir(tmp_path / "st", pooling="mean", normalize=True)
     st = load_sentence_transformers(str(tmp_path / "st"))
     texts = ["alice was in paris", "the new film", "a story of rome"]
-    ours = TextEncoder(model, st.vocab_file, True, 32).encode(texts)
+    ours = BulkEmbedder(model, st.vocab_file, True, 32).embed(texts)
     script = ("import sys, json; from sentence_transformers import SentenceTransformer; "
               "m = SentenceTransformer(sys.argv[1], device='cpu'); "
               "print(json.dumps(m.encode(json.loads(sys.argv[2])).tolist()))")

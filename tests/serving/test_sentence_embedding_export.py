@@ -16,7 +16,7 @@ CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_clien
 def test_text_and_id_signatures_match_the_keras_model(tmp_path):
     from bert_tf import serving
     from bert_tf.interop import load_sentence_transformers
-    from bert_tf.training.text_encoder import TextEncoder
+    from bert_tf.training.bulk_embedder import BulkEmbedder
 
     make_st_dir(tmp_path / "st")
     st = load_sentence_transformers(str(tmp_path / "st"))
@@ -28,9 +28,9 @@ def test_text_and_id_signatures_match_the_keras_model(tmp_path):
 
     long_text = " ".join(["alice went to paris and rome with bob"] * 8)  # truncated at 32
     texts = ["Alice was in Paris.", "the new film", "", long_text]
-    encoder = TextEncoder(st.model, st.vocab_file, True, 32)
-    expected = encoder.encode(texts)
-    ids = encoder.pack(encoder.token_ids(texts))
+    embedder = BulkEmbedder(st.model, st.vocab_file, True, 32)
+    expected = embedder.embed(texts)
+    ids = embedder.pack(embedder.token_ids(texts))
     calls = [{"key": "text", "export_dir": export_dir, "signature": "serve_text",
               "inputs": {"text": {"dtype": "string", "value": texts}}},
              {"key": "short", "export_dir": export_dir, "signature": "serve_text",

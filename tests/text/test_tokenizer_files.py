@@ -66,6 +66,39 @@ def test_casing_to_load_asks_a_vocab_txt_only(bpe_dir):
     assert casing_to_load(vocab_txt) is None
 
 
+def test_a_files_size_casing_and_name_whatever_its_kind(bpe_dir, write_vocab_file):
+    from bert_tf.text import tokenizer_files
+
+    json_file = str(bpe_dir / "tokenizer.json")
+    vocab = write_vocab_file(SPECIALS + ["hello", "world"])
+    bpe = load_tokenizer(json_file)
+    assert tokenizer_files.vocab_size(json_file) == bpe.vocab_size > 7
+    assert tokenizer_files.vocab_size(vocab) == 7
+    # A tokenizer.json records its casing (checked against one asked for); a vocab.txt none.
+    assert tokenizer_files.records_casing(json_file) and not tokenizer_files.records_casing(vocab)
+    assert tokenizer_files.file_casing(json_file) is bpe.do_lower_case is False
+    assert tokenizer_files.file_casing(vocab, True) is None
+    with pytest.raises(tokenizer_files.CasingMismatch) as error:
+        tokenizer_files.file_casing(json_file, True, "--vocab_file=t.json")
+    assert str(error.value) == (f"--vocab_file=t.json: do_lower_case=True contradicts tokenizer "
+                                f"file '{json_file}', which keeps case; leave do_lower_case "
+                                "unset to use the file's.")
+    assert error.value.file_casing is False
+    missing = str(bpe_dir / "missing.txt")
+    with pytest.raises(ValueError) as error:
+        tokenizer_files.vocab_size(missing, f"--vocab_file={missing}")
+    assert str(error.value) == f"--vocab_file={missing}: no such file"
+    with pytest.raises(ValueError, match=r"^--v=x.json: tokenizer file '.*x.json' does not "):
+        tokenizer_files.vocab_size(str(bpe_dir / "x.json"), "--v=x.json")
+    # What a vocabulary learner writes is told apart by its name.
+    assert tokenizer_files.output_name_problem("out/tokenizer.json", bpe=True) is None
+    assert tokenizer_files.output_name_problem("out/vocab.txt", bpe=False) is None
+    assert tokenizer_files.output_name_problem("out/vocab.txt", bpe=True) == (
+        "writes a tokenizer.json; expected a .json name (e.g. tokenizer.json)")
+    assert tokenizer_files.output_name_problem("out/t.json", bpe=False) == (
+        "writes a vocab.txt; expected a name not ending in .json")
+
+
 def test_roles_from_tokenizer_config(bpe_dir):
     (bpe_dir / "tokenizer_config.json").write_text(json.dumps(
         {"pad_token": "<|padding|>", "mask_token": {"content": "[MASK]"}}))

@@ -14,6 +14,7 @@ import random
 import re
 
 from bert_tf import fileio
+from bert_tf.file_names import VOCAB_FILE
 from bert_tf.fileio import write_text_atomic
 
 # A heading is a line followed by a line of only *, = or - characters.
@@ -258,14 +259,14 @@ def prepare_demo_data(config):
 
     fileio.makedirs(output_dir)
     paths = {name: os.path.join(output_dir, name) for name in (
-        "corpus_train.txt", "corpus_eval.txt", "vocab.txt", "train.tfrecord", "eval.tfrecord")}
+        "corpus_train.txt", "corpus_eval.txt", VOCAB_FILE, "train.tfrecord", "eval.tfrecord")}
     num_train_docs, num_eval_docs = write_demo_corpus(paths["corpus_train.txt"],
                                                       paths["corpus_eval.txt"])
     vocab = build_vocab(paths["corpus_train.txt"], config.vocab_size, do_lower_case)
-    write_vocab(vocab, paths["vocab.txt"])
+    write_vocab(vocab, paths[VOCAB_FILE])
     # The manual quotes grammar rules and listings as one "sentence" of hundreds of pieces;
     # cut those at the record length instead of truncating them (and warning about it).
-    tokenizer = WordpieceTokenizer(paths["vocab.txt"], do_lower_case=do_lower_case)
+    tokenizer = WordpieceTokenizer(paths[VOCAB_FILE], do_lower_case=do_lower_case)
     for name in ("corpus_train.txt", "corpus_eval.txt"):
         with fileio.open_file(paths[name], encoding="utf-8") as f:
             documents = [doc.split("\n") for doc in f.read().strip("\n").split("\n\n")]
@@ -276,10 +277,10 @@ def prepare_demo_data(config):
         max_predictions_per_seq=config.max_predictions_per_seq,
         dupe_factor=config.dupe_factor, random_seed=config.random_seed)
     train_stats = create_pretraining_data(
-        paths["corpus_train.txt"], [paths["train.tfrecord"]], paths["vocab.txt"],
+        paths["corpus_train.txt"], [paths["train.tfrecord"]], paths[VOCAB_FILE],
         do_lower_case=do_lower_case, options=options, num_workers=config.num_workers)
     eval_stats = create_pretraining_data(
-        paths["corpus_eval.txt"], [paths["eval.tfrecord"]], paths["vocab.txt"],
+        paths["corpus_eval.txt"], [paths["eval.tfrecord"]], paths[VOCAB_FILE],
         do_lower_case=do_lower_case, options=options, num_workers=config.num_workers)
     paths["classify"] = os.path.join(output_dir, "classify")
     classification_rows = write_classification_data(paths["classify"])

@@ -1,13 +1,19 @@
-"""Encoding texts with a BertSentenceEmbedder: tokenised in-graph, length-sorted, bucketed.
+"""Sentence vectors of many texts, tokenised in the TensorFlow graph: the embedding job's.
 
-`TextEncoder(model, vocab_file, do_lower_case, max_seq_length).encode(texts)` returns float32
-[N, D] in the order of `texts`. Texts are tokenised in the graph by the layer of the model's
-tokenizer file (bert_tf.text.tokenizer_layer: WordPiece ids equal to the original
-FullTokenizer's, byte-level BPE ids equal to Hugging Face `tokenizers`'), truncated to
-max_seq_length - 2 pieces, sorted by length so a batch holds texts of nearly one length,
-and each batch is cut to the smallest length bucket that holds its longest text: the encoder
-does the work of the real tokens, not of max_seq_length. Padding is masked, so a text's
-vector does not depend on its batch.
+`BulkEmbedder(model, vocab_file, do_lower_case, max_seq_length).embed(texts)` returns float32
+[N, D] in the order of `texts`. bert-tf-embed embeds its --input_file with it, and contrastive
+training (bert_tf.training.contrastive) tokenises its pairs and evaluates with it. Texts are
+tokenised in the graph by the layer of the model's tokenizer file
+(bert_tf.text.tokenizer_layer: WordPiece ids equal to the original FullTokenizer's, byte-level
+BPE ids equal to Hugging Face `tokenizers'), thousands per call, truncated to
+max_seq_length - 2 pieces, sorted by length so a batch holds texts of nearly one length, and
+each batch is cut to the smallest length bucket that holds its longest text: the model does
+the work of the real tokens, not of max_seq_length. Padding is masked, so a text's vector
+does not depend on its batch.
+
+bert_tf.tasks.TextEmbedder computes the same vectors with the Python tokenizer, so that it
+predicts on JAX without TensorFlow (tests/cli/test_embed.py checks that the two agree); this
+one needs TensorFlow.
 """
 
 import keras
@@ -22,8 +28,8 @@ from bert_tf.text.input_packing import bucket_lengths, bucket_of, length_sorted_
 _TOKENIZE_CHUNK = 4096
 
 
-class TextEncoder:
-    """Sentence vectors of raw texts.
+class BulkEmbedder:
+    """Sentence vectors of raw texts, tokenised in the TensorFlow graph.
 
     Args:
       model: a BertSentenceEmbedder.
@@ -41,17 +47,17 @@ class TextEncoder:
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, batch_size=64,
                  buckets=None):
         if not isinstance(model, BertSentenceEmbedder):
-            raise TypeError(f"TextEncoder: model must be a BertSentenceEmbedder, got "
+            raise TypeError(f"BulkEmbedder: model must be a BertSentenceEmbedder, got "
                             f"{type(model).__name__}")
         if batch_size < 1:
-            raise ValueError(f"TextEncoder: batch_size={batch_size} must be >= 1")
+            raise ValueError(f"BulkEmbedder: batch_size={batch_size} must be >= 1")
         self.model = model
         if isinstance(vocab_file, str) or hasattr(vocab_file, "__fspath__"):
             vocab_file = tokenizer_files.load_tokenizer(vocab_file, do_lower_case)
         self.tokenizer = tokenizer_files.tokenizer_layer(vocab_file)
         missing = tokenizer_files.missing_roles(self.tokenizer)
         if missing:
-            raise ValueError(f"TextEncoder: the tokenizer has no {'/'.join(missing)} token "
+            raise ValueError(f"BulkEmbedder: the tokenizer has no {'/'.join(missing)} token "
                              "(texts are packed as [CLS] text [SEP] and padded)")
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
@@ -99,7 +105,7 @@ class TextEncoder:
         return {"input_word_ids": word_ids, "input_mask": mask,
                 "input_type_ids": np.zeros_like(mask)}
 
-    def encode(self, texts, progress=None):
+    def embed(self, texts, progress=None):
         """float32 [N, D] vectors of `texts` (a list of str), in their order.
 
         Args:
