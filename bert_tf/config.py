@@ -73,8 +73,7 @@ _FAMILY_FIELDS = ("architecture", *BERT_ONLY_FIELDS, "position_embedding_type", 
 _OMITTED_DEFAULTS = {
     "architecture": "bert",
     "layer_norm_eps": _DEFAULT_LAYER_NORM_EPS,
-    "embedding_size": None,
-    "share_parameters": "none",
+    **BERT_ONLY_FIELDS,
     "position_embedding_type": "learned",
     **MODERN_FIELDS,
 }

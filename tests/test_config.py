@@ -372,3 +372,10 @@ def test_an_option_of_the_other_architecture_is_a_type_error_when_constructed():
         EncoderConfig(vocab_size=100)
     # type_vocab_size 0 (no segment embeddings) is the modern encoder's only.
     assert ModernBertConfig(vocab_size=100, type_vocab_size=0).type_vocab_size == 0
+
+
+def test_every_option_defaults_to_the_value_a_file_leaves_out():
+    """What makes a file round-trip: a class's default for each option is the value to_dict
+    omits, so a default config writes the original fields only (and its architecture)."""
+    assert set(BertConfig().to_dict()) == set(ORIGINAL_BASE)
+    assert set(ModernBertConfig().to_dict()) == set(ORIGINAL_BASE) | {"architecture"}
