@@ -175,8 +175,8 @@ def _check_choice(source, name, value, allowed):
 
 
 def _check_common_fields(source, values, segments_optional):
-    """Checks EncoderConfig's fields in `values` (name -> value), before the architecture's
-    options, so a file's errors come in the same order whatever its architecture."""
+    """Checks EncoderConfig's fields in `values` (name -> value). A reader calls it before
+    the architecture and its options, the order in which a file's errors have always come."""
     for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                  "intermediate_size", "max_position_embeddings", "type_vocab_size"):
         value = values[name]
