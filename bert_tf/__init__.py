@@ -1,7 +1,7 @@
 """bert_tf: BERT pre-training (MLM + NSP) and fine-tuning with TensorFlow 2 and Keras 3."""
 
 from bert_tf import keras_setup, lazy_names, quiet_logs
-from bert_tf.config import BertConfig, ConfigError
+from bert_tf.config import BertConfig, ConfigError, EncoderConfig, ModernBertConfig
 
 __version__ = "0.1.0"
 
@@ -22,4 +22,4 @@ _LAZY["load_task"] = "bert_tf.tasks"
 __getattr__ = lazy_names.module_getattr(__name__, _LAZY)
 
 
-__all__ = ["BertConfig", "ConfigError", "__version__", *_LAZY]
+__all__ = ["BertConfig", "ConfigError", "EncoderConfig", "ModernBertConfig", "__version__", *_LAZY]

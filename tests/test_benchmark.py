@@ -522,7 +522,7 @@ def test_accelerator_model_flops_and_peaks():
         import bench_accelerator as case
     finally:
         sys.path.remove(os.path.join(REPO, "tools"))
-    from bert_tf.config import BertConfig
+    from bert_tf.config import BertConfig, ModernBertConfig
 
     base = BertConfig.from_preset("bert_base").to_dict()
     # Per layer: 4 H^2 (q, k, v, output) + 2 H I; attention 12 H S per token; the MLM head at
@@ -531,7 +531,7 @@ def test_accelerator_model_flops_and_peaks():
     expected = (6 * 256 * 128 * 12 * per_layer + 12 * 256 * 128 * 12 * 768 * 128
                 + 6 * 256 * 20 * (768 ** 2 + 768 * 30522) + 6 * 256 * 768 ** 2)
     assert case.model_flops(base, 256, 128, 20) == expected
-    modern = BertConfig.from_preset("modernbert_base").to_dict()
+    modern = ModernBertConfig.from_preset("modernbert_base").to_dict()
     flops = case.model_flops(modern, 1, 1024, 0)
     # 22 layers, every third global (1,024 keys), the rest a 128-token window (129 keys).
     attention = 12 * 1024 * 768 * (8 * 1024 + 14 * 129)

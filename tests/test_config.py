@@ -1,11 +1,20 @@
 """Tests of bert_tf.config: the original bert_config.json format, presets and validation."""
 
+import copy
+import dataclasses
 import json
 import os
 
 import pytest
 
-from bert_tf.config import BertConfig, ConfigError
+from bert_tf.config import (
+    BERT_ONLY_FIELDS,
+    MODERN_FIELDS,
+    BertConfig,
+    ConfigError,
+    EncoderConfig,
+    ModernBertConfig,
+)
 
 ORIGINAL_BASE = {  # google-research/bert's uncased_L-12_H-768_A-12/bert_config.json
     "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
@@ -233,11 +242,21 @@ def test_a_bert_config_refuses_modern_options_naming_the_field(field, value, mea
     assert str(info.value) == (f"preset bert_tiny: {field}={value!r} is an option of "
                                f"architecture 'modernbert'; this config's architecture is "
                                f"'bert' ({meaning})")
-    with pytest.raises(ConfigError, match=f"^BertConfig: {field}="):
-        BertConfig(**{field: value})
-    with pytest.raises(ConfigError, match="^BertConfig: architecture='albert' is not one of "
-                                          "bert, modernbert$"):
-        BertConfig(architecture="albert")
+    if field == "position_embedding_type":  # a BertConfig field, whose "rotary" is refused
+        with pytest.raises(ConfigError) as info:
+            BertConfig(**{field: value})
+        assert str(info.value) == (f"BertConfig: {field}={value!r} is an option of "
+                                   f"architecture 'modernbert'; this config's architecture is "
+                                   f"'bert' ({meaning})")
+    else:  # not a BertConfig field at all
+        with pytest.raises(TypeError) as info:
+            BertConfig(**{field: value})
+        assert str(info.value) == (f"BertConfig: {field} is an option of architecture "
+                                   f"'modernbert' (ModernBertConfig); a BertConfig has "
+                                   f"{field}={MODERN_FIELDS[field]!r}")
+    with pytest.raises(ConfigError) as info:
+        EncoderConfig.from_dict({"architecture": "albert"}, source="x.json")
+    assert str(info.value) == "x.json: architecture='albert' is not one of bert, modernbert"
 
 
 def test_architecture_is_written_for_modern_configs_and_read_back(tmp_path):
@@ -262,3 +281,101 @@ def test_a_release_0_1_modern_file_without_architecture_reads_as_modern(caplog):
     assert message.startswith(f'{path}: no "architecture" field; read as "modernbert" from its '
                               "modern encoder options (norm_placement, feed_forward_type, ")
     assert message.endswith('Add "architecture": "modernbert" to the file to silence this.')
+
+
+MODERN_TINY_FILE = {  # official_configs/models/modernbert_tiny.json, field for field
+    "architecture": "modernbert", "attention_probs_dropout_prob": 0.0,
+    "classifier_pooling": "mean", "feed_forward_type": "gated", "final_layer_norm": True,
+    "global_attn_every_n_layers": 3, "hidden_act": "gelu_exact", "hidden_dropout_prob": 0.0,
+    "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 96,
+    "layer_norm_eps": 1e-05, "local_attention_window": 16, "max_position_embeddings": 1024,
+    "norm_bias": False, "norm_placement": "pre", "num_attention_heads": 2,
+    "num_hidden_layers": 3, "pooler_type": "head", "position_embedding_type": "rotary",
+    "type_vocab_size": 0, "use_bias": False, "vocab_size": 512,
+}
+
+
+def test_a_bert_file_gives_a_bert_config_without_the_modern_fields(tmp_path):
+    config = EncoderConfig.from_json_file(write_json(tmp_path / "bert_config.json",
+                                                     ORIGINAL_BASE))
+    assert type(config) is BertConfig and config.architecture == "bert"
+    fields = {f.name for f in dataclasses.fields(config)}
+    assert not fields & set(MODERN_FIELDS)
+    assert fields >= set(BERT_ONLY_FIELDS) | {"position_embedding_type"}
+    # The modern options read as BERT's values, on the class and on the instance, read-only.
+    assert {name: getattr(config, name) for name in MODERN_FIELDS} == MODERN_FIELDS
+    assert (BertConfig.use_bias, BertConfig.final_layer_norm) == (True, False)
+    assert [config.layer_is_global(i) for i in range(3)] == [True] * 3
+    with pytest.raises(AttributeError, match="^BertConfig.use_bias is True: use_bias is an "
+                                             "option of architecture 'modernbert'$"):
+        config.use_bias = False
+
+
+def test_a_modern_file_gives_a_modern_config_from_every_reader(tmp_path):
+    path = write_json(tmp_path / "bert_config.json", MODERN_TINY_FILE)
+    for reader in (EncoderConfig, BertConfig, ModernBertConfig):
+        config = reader.from_json_file(path)
+        assert type(config) is ModernBertConfig, reader
+    fields = {f.name for f in dataclasses.fields(config)}
+    assert not fields & set(BERT_ONLY_FIELDS)
+    assert fields >= set(MODERN_FIELDS)
+    assert (config.embedding_size, config.share_parameters) == (None, "none")
+    assert (ModernBertConfig.embedding_size, config.embedding_width) == (None, 64)
+    assert config == ModernBertConfig.from_preset("modernbert_tiny")
+    assert config != BertConfig.from_preset("bert_tiny")
+
+
+@pytest.mark.parametrize("values", [ORIGINAL_BASE, MODERN_TINY_FILE])
+def test_both_architectures_write_back_the_identical_flat_file(tmp_path, values):
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n")
+    config = EncoderConfig.from_json_file(str(source))
+    out = tmp_path / "out.json"
+    config.to_json_file(str(out))
+    assert out.read_text() == source.read_text()
+    assert config.to_dict() == values
+    copied = copy.deepcopy(config)
+    assert copied == config and type(copied) is type(config)
+    assert dataclasses.replace(config, vocab_size=7).to_dict() == dict(values, vocab_size=7)
+
+
+def test_a_bert_only_option_on_a_modern_dict_is_refused_naming_it():
+    with pytest.raises(ConfigError) as info:
+        EncoderConfig.from_dict(dict(MODERN_TINY_FILE, embedding_size=32), source="m.json")
+    assert str(info.value) == (
+        "m.json: embedding_size=32 is an option of architecture 'bert' (ALBERT's factorized "
+        "embeddings); the modern encoder (architecture 'modernbert') has none")
+    # BERT's own value is no option at all: accepted, as a file that spells it out.
+    explicit = EncoderConfig.from_dict(dict(MODERN_TINY_FILE, share_parameters="none",
+                                            embedding_size=None))
+    assert explicit == ModernBertConfig.from_preset("modernbert_tiny")
+    with pytest.raises(ConfigError) as info:
+        ModernBertConfig.from_dict(ORIGINAL_BASE | {"architecture": "bert"}, source="b.json")
+    assert str(info.value) == ("b.json: architecture 'bert' is a BertConfig, not a "
+                               "ModernBertConfig (EncoderConfig's readers read either)")
+    # ModernBertConfig's reader takes a dict without the field as its own architecture.
+    assert ModernBertConfig.from_dict(ORIGINAL_BASE).to_dict() == dict(
+        ORIGINAL_BASE, architecture="modernbert")
+
+
+def test_an_option_of_the_other_architecture_is_a_type_error_when_constructed():
+    with pytest.raises(TypeError) as info:
+        ModernBertConfig(vocab_size=100, share_parameters="all")
+    assert str(info.value) == ("ModernBertConfig: share_parameters is an option of "
+                               "architecture 'bert' (BertConfig); a ModernBertConfig has "
+                               "share_parameters='none'")
+    with pytest.raises(TypeError, match="^BertConfig: final_layer_norm is an option of "):
+        dataclasses.replace(BertConfig(), final_layer_norm=True)
+    with pytest.raises(TypeError, match=r"^BertConfig: the architecture is the class \('bert'\)"):
+        BertConfig(architecture="modernbert")
+    with pytest.raises(TypeError, match="^EncoderConfig holds what every architecture shares"):
+        EncoderConfig(vocab_size=100)
+    # type_vocab_size 0 (no segment embeddings) is the modern encoder's only.
+    assert ModernBertConfig(vocab_size=100, type_vocab_size=0).type_vocab_size == 0
+
+
+def test_every_option_defaults_to_the_value_a_file_leaves_out():
+    """What makes a file round-trip: a class's default for each option is the value to_dict
+    omits, so a default config writes the original fields only (and its architecture)."""
+    assert set(BertConfig().to_dict()) == set(ORIGINAL_BASE)
+    assert set(ModernBertConfig().to_dict()) == set(ORIGINAL_BASE) | {"architecture"}

@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import interop, run_directory
-from bert_tf.config import BertConfig
+from bert_tf.config import ModernBertConfig
 from bert_tf.interop import weights
 from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
 from bert_tf.jobs.pretraining import FlagValueError, PretrainingConfig, pretrain
@@ -223,7 +223,7 @@ def test_what_electra_cannot_train_is_refused_naming_both_flags(inputs, tmp_path
 
 def test_a_modern_encoder_is_refused(inputs, tmp_path):
     config = tmp_path / "modern.json"
-    BertConfig.from_preset("modernbert_tiny", vocab_size=VOCAB,
+    ModernBertConfig.from_preset("modernbert_tiny", vocab_size=VOCAB,
                            max_position_embeddings=32).to_json_file(str(config))
     with pytest.raises(FlagValueError) as error:
         pretrain(_job(inputs, tmp_path / "out", bert_config_file=str(config)))

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 
 import keras
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 
 import bert_tf
 from bert_tf import interop
-from bert_tf.config import BertConfig
+from bert_tf.config import BertConfig, ModernBertConfig
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSentenceEmbedder,
                               BertSpanLabeler, BertTokenClassifier, build_encoder)
 from bert_tf.training.optimization import create_optimizer
@@ -73,7 +74,7 @@ def saved_models(tmp_path_factory):
     schedule) and the outputs they give here."""
     directory = tmp_path_factory.mktemp("saved")
     encoder = _tiny_encoder()
-    modern = build_encoder(BertConfig.from_preset("modernbert_tiny", **TINY))
+    modern = build_encoder(ModernBertConfig.from_preset("modernbert_tiny", **TINY))
     classifier = BertClassifier(encoder, num_classes=3)
     classifier.compile(optimizer=create_optimizer(1e-4, num_train_steps=10, num_warmup_steps=1))
     classifier.fit(_inputs(), np.array([1]), verbose=0)  # the optimizer's slots exist
@@ -126,6 +127,21 @@ def test_keras_loads_every_saved_class_after_import_bert_tf_on_tensorflow(saved_
     # Quiet: `import bert_tf` before Keras keeps TensorFlow's start-up lines off stderr.
     assert proc.stderr == ""
     _check_loaded(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_a_saved_model_of_each_architecture_loads_with_its_config_class(saved_models):
+    """The .keras file holds the flat bert_config.json dict; loading reads it into the class
+    of its architecture."""
+    expected = {"encoder": BertConfig.from_preset("bert_tiny", **TINY),
+                "pretrainer": BertConfig.from_preset("bert_tiny", **TINY),
+                "modern_encoder": ModernBertConfig.from_preset("modernbert_tiny", **TINY)}
+    for name, config in expected.items():
+        model = keras.saving.load_model(saved_models / f"{name}.keras", compile=False)
+        loaded = (model if name != "pretrainer" else model.encoder).config
+        assert type(loaded) is type(config) and loaded == config, name
+    stored = json.loads(zipfile.ZipFile(saved_models / "modern_encoder.keras").read(
+        "config.json"))["config"]["config"]
+    assert stored == config.to_dict()
 
 
 def test_load_model_picks_the_fine_tuned_model_of_a_run_directory(tmp_path):

@@ -92,7 +92,7 @@ def worker_accelerator_jax(args):
     import jax
     import keras
 
-    from bert_tf.config import BertConfig
+    from bert_tf.config import EncoderConfig
     from bert_tf.modeling import BertPretrainer, build_encoder
     from bert_tf.training import jax_runner
     from bert_tf.training.optimization import create_optimizer
@@ -101,7 +101,7 @@ def worker_accelerator_jax(args):
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)
     jax_runner.data_parallel()
-    config = BertConfig.from_preset(spec["preset"], **spec.get("overrides", {}))
+    config = EncoderConfig.from_preset(spec["preset"], **spec.get("overrides", {}))
     modern = config.architecture == "modernbert"
     model = BertPretrainer(build_encoder(config), use_next_sentence_label=spec["nsp"])
     optimizer = create_optimizer(1e-4, num_train_steps=10_000, num_warmup_steps=100,
@@ -218,9 +218,9 @@ def case_accelerator(quick, torch_python, run_worker, models=None):
 
 def run_hf(torch_python, model, spec, steps, warmup):
     """Hugging Face's side in --torch_python (bench_scripts/hf_accelerator.py)."""
-    from bert_tf.config import BertConfig
+    from bert_tf.config import EncoderConfig
 
-    config = BertConfig.from_preset(spec["preset"], **spec.get("overrides", {}))
+    config = EncoderConfig.from_preset(spec["preset"], **spec.get("overrides", {}))
     args = {"model": model, "config": config.to_dict() | {"architecture": config.architecture,
                                                           "layer_norm_eps":
                                                               config.layer_norm_eps},

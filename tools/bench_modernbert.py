@@ -30,8 +30,8 @@ def _peak_mb():
 
 
 def _config(model, seq):
-    from bert_tf.config import BertConfig
-    return BertConfig.from_preset(_PRESET[model], max_position_embeddings=max(seq, 8192))
+    from bert_tf.config import ModernBertConfig
+    return ModernBertConfig.from_preset(_PRESET[model], max_position_embeddings=max(seq, 8192))
 
 
 def _hf_config(config):

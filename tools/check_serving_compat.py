@@ -127,15 +127,15 @@ def _tokenizer_file(name, directory):
 
 def _model(kind, tokenizer_name):
     import bert_tf
-    from bert_tf.config import BertConfig
+    from bert_tf.config import BertConfig, ModernBertConfig
 
     if tokenizer_name == "bpe":
-        config = BertConfig.from_preset("modernbert_tiny", vocab_size=512)
+        config = ModernBertConfig.from_preset("modernbert_tiny", vocab_size=512)
     else:
         config = BertConfig(vocab_size=640, hidden_size=32, num_hidden_layers=2,
                             num_attention_heads=2, intermediate_size=64,
                             max_position_embeddings=64)
-    encoder = bert_tf.BertEncoder(config)
+    encoder = bert_tf.build_encoder(config)
     if kind in ("classifier", "pair_classifier"):
         return bert_tf.BertClassifier(encoder, num_classes=3)
     if kind == "tagging":
@@ -143,7 +143,8 @@ def _model(kind, tokenizer_name):
     if kind == "squad":
         return bert_tf.BertSpanLabeler(encoder)
     if kind == "fill_mask":
-        return bert_tf.BertPretrainer(encoder, use_next_sentence_label=not config.is_modern)
+        return bert_tf.BertPretrainer(encoder,
+                                      use_next_sentence_label=config.architecture == "bert")
     if kind == "sentence_embedding":
         return bert_tf.BertSentenceEmbedder(encoder)
     return encoder

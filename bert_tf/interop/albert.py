@@ -27,7 +27,7 @@ import os
 import tensorflow as tf
 
 from bert_tf import file_names
-from bert_tf.config import BertConfig, ConfigError
+from bert_tf.config import BertConfig, ConfigError, EncoderConfig
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import tf1, weights
 from bert_tf.interop.weights import InteropError
@@ -115,7 +115,7 @@ def read_albert_config(path):
 
 
 def _config_for(ckpt_prefix, config):
-    if isinstance(config, BertConfig):
+    if isinstance(config, EncoderConfig):
         return config
     if config is None:
         directory = os.path.dirname(ckpt_prefix)

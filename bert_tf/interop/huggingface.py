@@ -296,7 +296,8 @@ def hf_config_from_bert(config, architecture, num_labels=None, regression=False)
 
 
 def read_config(model_dir):
-    """(BertConfig, raw config.json dict) of a Hugging Face model directory."""
+    """(BertConfig or ModernBertConfig, raw config.json dict) of a Hugging Face model
+    directory."""
     path = os.path.join(model_dir, CONFIG_FILE)
     try:
         with tf.io.gfile.GFile(path) as f:
@@ -425,7 +426,8 @@ def read_huggingface(model_dir, allow_pickle=False):
       allow_pickle: read a pytorch_model.bin with torch.load(weights_only=True).
 
     Returns:
-      WeightSource with `config` (a BertConfig) and `head_kind` (from `architectures`).
+      WeightSource with `config` (a BertConfig or ModernBertConfig) and `head_kind` (from
+      `architectures`).
 
     Raises:
       InteropError: no weights file, a refused pickle, a config bert_tf cannot express, or an
@@ -523,7 +525,7 @@ def load_huggingface(model_dir, allow_pickle=False):
       (model, config, vocab_file): a BertPretrainer when the checkpoint has the MLM head
       (cls.predictions.*; with NSP when it has cls.seq_relationship.*), else an encoder
       (BertEncoder or ModernBertEncoder; an ELECTRA discriminator's encoder, whose head
-      `read_huggingface` gives too); the BertConfig; the path of vocab.txt, or None when
+      `read_huggingface` gives too); its config; the path of vocab.txt, or None when
       the directory has none. A checkpoint without a pooler (BertForMaskedLM) leaves the
       pooler newly initialised.
 

@@ -1,6 +1,6 @@
 """Hugging Face ModernBERT checkpoints (config.json + model.safetensors), in and out.
 
-A ModernBERT directory loads into the modern BertEncoder (BertConfig with the modern options;
+A ModernBERT directory loads into the modern encoder (ModernBertEncoder of a ModernBertConfig;
 see bert_tf.config) under the BERT-scheme names of `weights.model_variables`:
 
   [model.]embeddings.tok_embeddings.weight   bert/embeddings/word_embeddings
@@ -25,7 +25,7 @@ has attention_bias / mlp_bias / norm_bias.
 
 import re
 
-from bert_tf.config import BertConfig, ConfigError
+from bert_tf.config import ConfigError, ModernBertConfig
 from bert_tf.interop import weights
 from bert_tf.interop.weights import InteropError
 
@@ -101,7 +101,7 @@ def _rope_theta(values, kind, old_name, default):
 
 
 def config_from_hf(values, source="config.json"):
-    """A BertConfig with the modern options from a ModernBERT config.json dict.
+    """The ModernBertConfig of a ModernBERT config.json dict.
 
     Raises:
       InteropError: options bert_tf does not express (a layer pattern that is not "global
@@ -140,7 +140,6 @@ def config_from_hf(values, source="config.json"):
     fields = dict(
         vocab_size=values.get("vocab_size", 50368),
         hidden_size=values.get("hidden_size", 768),
-        architecture="modernbert",
         num_hidden_layers=layers,
         num_attention_heads=values.get("num_attention_heads", 12),
         intermediate_size=values.get("intermediate_size", 1152),
@@ -166,7 +165,7 @@ def config_from_hf(values, source="config.json"):
         classifier_pooling=values.get("classifier_pooling", "cls"),
     )
     try:
-        return BertConfig.from_dict(fields, source=source)
+        return ModernBertConfig.from_dict(fields, source=source)
     except ConfigError as e:
         raise InteropError(str(e)) from None
 
@@ -180,7 +179,7 @@ def hf_config_from_bert(config, architecture, num_labels=None):
     """
     expected = dict(position_embedding_type="rotary", norm_placement="pre",
                     feed_forward_type="gated", final_layer_norm=True, pooler_type="head",
-                    type_vocab_size=0, share_parameters="none", embedding_size=None)
+                    type_vocab_size=0)
     for field, value in expected.items():
         if getattr(config, field) != value:
             raise InteropError(f"the model's config has {field}={getattr(config, field)!r}; "
@@ -222,7 +221,7 @@ def hf_config_from_bert(config, architecture, num_labels=None):
                                   "rope_theta": config.local_rope_theta}},
         "tie_word_embeddings": True,
     }
-    # The published tokenizer's special ids where the vocabulary holds them (BertConfig does
+    # The published tokenizer's special ids where the vocabulary holds them (the config does
     # not record them; they only set torch's padding_idx and generation defaults).
     for name, token_id in _PUBLISHED_TOKEN_IDS.items():
         values[name] = token_id if token_id < config.vocab_size else None

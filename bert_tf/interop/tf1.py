@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import file_names, fileio
-from bert_tf.config import BertConfig
+from bert_tf.config import EncoderConfig
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import weights
 from bert_tf.interop.weights import InteropError
@@ -54,20 +54,20 @@ def read_tf1_checkpoint(ckpt_prefix):
             name=name, shape=tuple(shapes[name]), transpose=False,
             read=lambda n=name: reader.get_tensor(n))
     config_file = file_names.path(os.path.dirname(ckpt_prefix), file_names.CONFIG_FILE)
-    config = BertConfig.from_json_file(config_file) if tf.io.gfile.exists(config_file) else None
+    config = EncoderConfig.from_json_file(config_file) if tf.io.gfile.exists(config_file) else None
     return weights.WeightSource(description=ckpt_prefix, format="tf1", tensors=tensors,
                                 unused=unused, config=config)
 
 
 def _resolve_config(config, ckpt_prefix):
-    if isinstance(config, BertConfig):
+    if isinstance(config, EncoderConfig):
         return config
     if config is None:
         config = file_names.path(os.path.dirname(ckpt_prefix), file_names.CONFIG_FILE)
         if not tf.io.gfile.exists(config):
             raise InteropError(f"{ckpt_prefix}: no config given and no bert_config.json beside "
                                "the checkpoint")
-    return BertConfig.from_json_file(config)
+    return EncoderConfig.from_json_file(config)
 
 
 def load_tf1_checkpoint(ckpt_prefix, config=None):

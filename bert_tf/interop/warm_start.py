@@ -25,7 +25,7 @@ from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import fileio, keras_files, model_directory, run_directory
-from bert_tf.config import BertConfig
+from bert_tf.config import EncoderConfig
 from bert_tf.interop import huggingface, kerashub, tf1, weights
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertPretrainer, ElectraPretrainer, Encoder, build_encoder
@@ -78,7 +78,8 @@ def warm_start(init_checkpoint, model, do_lower_case=None, allow_pickle=False):
 
 
 def checkpoint_config(init_checkpoint):
-    """The BertConfig a checkpoint was written with, or None when the checkpoint does not say.
+    """The config a checkpoint was written with (a BertConfig or ModernBertConfig), or None
+    when the checkpoint does not say.
 
     Reads bert_config.json beside a TF1 or bert_tf checkpoint, a Hugging Face config.json, a
     keras-hub preset's config, or the config stored in a `.keras` file; so a CLI can build the
@@ -93,7 +94,7 @@ def checkpoint_config(init_checkpoint):
         return huggingface.read_config(path)[0]
     config_file = os.path.join(os.path.dirname(path), _BERT_CONFIG_FILE)
     if tf.io.gfile.exists(config_file):
-        return BertConfig.from_json_file(config_file)
+        return EncoderConfig.from_json_file(config_file)
     return None
 
 
@@ -222,8 +223,8 @@ def load_bert_tf(path, config=None):
       path: a `.keras` file (any bert_tf model), a `.weights.h5` file (a BertPretrainer or
         BertEncoder), a tf.train.Checkpoint(model=...) prefix, or a directory holding one of
         them (the newest checkpoint first, then pretrainer.keras, encoder.keras).
-      config: the BertConfig for files that hold no config (default: the bert_config.json
-        beside them).
+      config: the config (BertConfig or ModernBertConfig) for files that hold no config
+        (default: the bert_config.json beside them).
 
     Returns:
       The model: of the saved class for .keras files; a BertPretrainer or BertEncoder for
@@ -289,7 +290,7 @@ def _check_prefix(given, prefix):
 def _config_beside(path):
     config_file = os.path.join(os.path.dirname(path), _BERT_CONFIG_FILE)
     if tf.io.gfile.exists(config_file):
-        return BertConfig.from_json_file(config_file)
+        return EncoderConfig.from_json_file(config_file)
     return None
 
 

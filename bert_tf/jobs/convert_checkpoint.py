@@ -12,7 +12,7 @@ import os
 from absl import logging
 
 from bert_tf import file_names, fileio, interop
-from bert_tf.config import BertConfig, ConfigError
+from bert_tf.config import ConfigError, EncoderConfig
 from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
 from bert_tf.jobs import tokenizer_setup
 from bert_tf.modeling import BertPretrainer, extend_position_embeddings
@@ -43,7 +43,7 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
     """Loads --checkpoint; returns (model, vocab_file or None, do_lower_case or None)."""
     directory = path if fileio.isdir(path) else os.path.dirname(path)
     if source_format == "tf1":
-        config = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
+        config = EncoderConfig.from_json_file(bert_config_file) if bert_config_file else None
         model = interop.load_tf1_checkpoint(path, config)
         return model, _existing(file_names.path(directory, file_names.VOCAB_FILE)), None
     if source_format == "albert":
@@ -55,7 +55,7 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
     if source_format == "keras_hub":
         backbone, masked_lm, vocab_file, do_lower_case = kerashub.load_keras_hub(path)
         return interop.from_keras_hub(backbone, masked_lm), vocab_file, do_lower_case
-    config = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
+    config = EncoderConfig.from_json_file(bert_config_file) if bert_config_file else None
     model = interop.load_bert_tf(path, config)
     return (model, _existing(file_names.path(directory, file_names.VOCAB_FILE)),
             interop.checkpoint_casing(path)[0])

@@ -18,7 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, interop
-from bert_tf.config import ENCODER_INPUTS, BertConfig
+from bert_tf.config import ENCODER_INPUTS, EncoderConfig
 from bert_tf.data.tasks import length_buckets
 from bert_tf.jobs import tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
@@ -156,7 +156,7 @@ def extract_features(options):
     options.validate()
     expected = fileio.state(options.output_file)
     if options.bert_config_file:
-        config = BertConfig.from_json_file(options.bert_config_file)
+        config = EncoderConfig.from_json_file(options.bert_config_file)
     else:
         config = interop.checkpoint_config(options.init_checkpoint)
         if config is None:

@@ -8,7 +8,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, model_directory, run_directory
-from bert_tf.config import BertConfig
+from bert_tf.config import EncoderConfig
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.tokenizer_setup import check_tokenizer_matches
 from bert_tf.text import tokenizer_files
@@ -93,7 +93,8 @@ def config_source(files):
 
 
 def read_model_config(source):
-    """The BertConfig of a bert_config.json, or of a checkpoint that records one.
+    """The config (BertConfig or ModernBertConfig) of a bert_config.json, or of a checkpoint
+    that records one.
 
     Args:
       source: a bert_config.json, or an --init_checkpoint (Hugging Face directory, keras-hub
@@ -108,7 +109,7 @@ def read_model_config(source):
                       and os.path.basename(source) not in model_directory.HF_WEIGHT_FILES)
     if (extension == ".json" and os.path.basename(source) not in model_directory.HF_WEIGHT_FILES
             or is_config_file):
-        return BertConfig.from_json_file(source)
+        return EncoderConfig.from_json_file(source)
     from bert_tf import interop  # Checkpoint formats are only needed on this path.
     config = interop.checkpoint_config(source)
     if config is None:

@@ -158,7 +158,7 @@ def validate_options(job, config):
 
     Args:
       job: the PretrainingConfig.
-      config: the BertConfig read from --bert_config_file (or --init_checkpoint's).
+      config: the encoder config read from --bert_config_file (or --init_checkpoint's).
 
     Raises:
       FlagValueError naming the flag, the value and what was expected.

@@ -128,8 +128,8 @@ def steps_per_loop(trainer):
 
 
 def resolve_length_buckets(value, max_seq_length, config, job_runtime=None, training=True):
-    """The bucket lengths of --length_buckets=`value` for --max_seq_length and the model (a
-    BertConfig); None: off.
+    """The bucket lengths of --length_buckets=`value` for --max_seq_length and the model (an
+    EncoderConfig); None: off.
 
     "auto" gives coarse buckets for training batches (16, 32, 48, 64, 96, ...: a batch holds
     one bucket, and a wide bucket keeps texts of different lengths mixed) and fine ones for

@@ -40,7 +40,7 @@ class BertEncoder(Encoder):
       position_embedding_type         "sinusoidal": fixed, no position variables
 
     Args:
-      config: a `BertConfig` (architecture "bert") or a dict of bert_config.json fields.
+      config: a `BertConfig` or a dict of bert_config.json fields (architecture "bert").
       dtype: optional dtype policy for every layer (default: the global policy).
       embedding_layer: another BertEncoder's `embedding_layer` to share (ELECTRA's generator
         shares its discriminator's word, position and type tables and their LayerNorm); its

@@ -12,7 +12,7 @@ def build_encoder(config, dtype=None, **kwargs):
     ("modernbert").
 
     Args:
-      config: a BertConfig or a dict of bert_config.json fields.
+      config: a BertConfig or ModernBertConfig, or a dict of bert_config.json fields.
       dtype: optional dtype policy for every layer.
       **kwargs: `name`, `trainable`.
 

@@ -7,7 +7,7 @@ Each architecture is its own class (bert_encoder.BertEncoder, modern_encoder.Mod
 import keras
 from keras import ops
 
-from bert_tf.config import ENCODER_INPUTS, BertConfig, ConfigError
+from bert_tf.config import ENCODER_INPUTS, ConfigError, EncoderConfig
 from bert_tf.modeling import kernels, packing_checks
 from bert_tf.modeling.indexing import gather_positions
 from bert_tf.modeling.token_ids import TakesTokenIds
@@ -17,12 +17,13 @@ INSTANCE_IDS = packing_checks.FEATURE
 
 
 def as_config(config, owner):
-    """`config` (a BertConfig or a dict of bert_config.json fields) as a BertConfig."""
+    """`config` (an EncoderConfig: BertConfig or ModernBertConfig, or a dict of
+    bert_config.json fields) as an EncoderConfig of its architecture."""
     if isinstance(config, dict):
-        return BertConfig.from_dict(config, source=owner, warn_legacy=False)
-    if not isinstance(config, BertConfig):
-        raise TypeError(f"{owner}: config must be a BertConfig or a dict of bert_config.json "
-                        f"fields, got {type(config).__name__}")
+        return EncoderConfig.from_dict(config, source=owner, warn_legacy=False)
+    if not isinstance(config, EncoderConfig):
+        raise TypeError(f"{owner}: config must be a BertConfig, a ModernBertConfig or a dict of "
+                        f"bert_config.json fields, got {type(config).__name__}")
     return config
 
 
@@ -47,7 +48,8 @@ class Encoder(TakesTokenIds, keras.Model):
       encoder_outputs: list of L float [B, S, H], one per block.
 
     Args:
-      config: a BertConfig or a dict of bert_config.json fields.
+      config: a BertConfig or ModernBertConfig (the subclass's architecture), or a dict of
+        bert_config.json fields.
       dtype: optional dtype policy for every layer (default: the global policy).
       embedding_layer: another encoder's embedding layer to use instead of new tables (ELECTRA's
         generator shares its discriminator's); None builds the encoder's own. Not serialized:

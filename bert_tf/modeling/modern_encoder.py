@@ -8,7 +8,7 @@ their own masks, blockwise for long inputs (see attention.py).
 import keras
 from keras import ops
 
-from bert_tf.config import BertConfig
+from bert_tf.config import ModernBertConfig
 from bert_tf.modeling import attention
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.embeddings import PositionEmbedding, SinusoidalPositionEmbedding
@@ -29,14 +29,14 @@ class ModernEmbeddings(keras.layers.Layer):
     `position_embeddings` (learned or sinusoidal positions), `layer_norm`.
 
     Args:
-      config: the BertConfig (type_vocab_size, position_embedding_type, norm_bias, ...), as
+      config: the ModernBertConfig (type_vocab_size, position_embedding_type, norm_bias, ...), as
         a dict of its fields.
     """
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
         self.config = dict(config)
-        c = BertConfig.from_dict(self.config, source="ModernEmbeddings", warn_legacy=False)
+        c = ModernBertConfig.from_dict(self.config, source="ModernEmbeddings", warn_legacy=False)
         self.hidden_size = c.hidden_size
         self.max_position_embeddings = c.max_position_embeddings
         policy = self.dtype_policy
@@ -107,7 +107,7 @@ class ModernPooler(keras.layers.Layer):
 
     Args:
       hidden_size, hidden_act, initializer_range, layer_norm_eps, use_bias, norm_bias: as in
-        BertConfig.
+        ModernBertConfig.
       pooler_type: "tanh" or "head".
       classifier_pooling: "cls" or "mean".
     """
@@ -239,19 +239,20 @@ class ModernBertEncoder(Encoder):
     dense + activation + LayerNorm, or BERT's dense + tanh).
 
     Layers: embeddings (ModernEmbeddings: word table, LayerNorm), transformer_layer_{i}
-    (ModernTransformerBlock, global or local by BertConfig.layer_is_global),
+    (ModernTransformerBlock, global or local by ModernBertConfig.layer_is_global),
     final_layer_norm, pooler (ModernPooler). Their names map ModernBERT's checkpoints in
     bert_tf.interop.modernbert.
 
     Args:
-      config: a `BertConfig` (architecture "modernbert") or a dict of bert_config.json fields.
+      config: a `ModernBertConfig` or a dict of bert_config.json fields (architecture
+        "modernbert").
       dtype: optional dtype policy for every layer (default: the global policy).
       **kwargs: `name`, `trainable`.
 
     Examples:
 
-    >>> from bert_tf.config import BertConfig
-    >>> encoder = ModernBertEncoder(BertConfig.from_preset("modernbert_tiny"))
+    >>> from bert_tf.config import ModernBertConfig
+    >>> encoder = ModernBertEncoder(ModernBertConfig.from_preset("modernbert_tiny"))
     >>> ids = keras.ops.ones((2, 40), "int32")
     >>> out = encoder({"input_word_ids": ids, "input_mask": ids,
     ...                "input_type_ids": keras.ops.zeros_like(ids)})

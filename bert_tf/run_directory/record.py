@@ -11,7 +11,7 @@ import json
 import os
 
 from bert_tf import fileio
-from bert_tf.config import BertConfig, ConfigError
+from bert_tf.config import ConfigError, EncoderConfig
 from bert_tf.file_names import (CONFIG_FILE, EMBEDDING_COMMAND, EMBEDDING_TASK,
                                 LEGACY_FINETUNING_RECORD, PRETRAINING_COMMAND,
                                 PRETRAINING_FLAGS_FILE, RECORD_FILE, TASK_INFO_FILE, path)
@@ -29,7 +29,7 @@ class RunRecord:
       job: "pretraining", "finetuning" or "embedding".
       command: the command that trains it ("run_pretraining", "run_classifier", "run_squad",
         "run_tagging", "bert-tf-embed"); None when a legacy file does not say.
-      model_config: the model config (BertConfig.to_dict()).
+      model_config: the model config (EncoderConfig.to_dict(): the bert_config.json fields).
       tokenizer_sha256: hex SHA-256 of what the tokenizer's ids depend on
         (the Tokenizer's digest()).
       do_lower_case: the casing the run tokenized with; None: not known (pre-training records
@@ -225,7 +225,7 @@ def _read_pretraining_flags(directory, flagfile):
     model_config = None
     if fileio.isfile(config_path):
         try:
-            model_config = BertConfig.from_json_file(config_path).to_dict()
+            model_config = EncoderConfig.from_json_file(config_path).to_dict()
         except ConfigError as e:
             raise RunDirectoryError(str(e)) from None
     from bert_tf.text import tokenizer_files

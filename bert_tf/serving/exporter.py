@@ -134,7 +134,8 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
 
 
 def encoder_config(model):
-    """The BertConfig of a model's encoder (the model itself when it is one)."""
+    """The config (BertConfig or ModernBertConfig) of a model's encoder (the model itself
+    when it is one)."""
     return (model if isinstance(model, task_signatures.Encoder) else model.encoder).config
 
 

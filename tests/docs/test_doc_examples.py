@@ -734,9 +734,9 @@ RECIPES["docs/bert-family.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_b
 
 RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert"),
                                             ("my_docs", "my_data")), recipes={
-    "from bert_tf.config import BertConfig": Recipe(
-        subs=[('BertConfig.from_preset("modernbert_base")',
-               'BertConfig.from_preset("modernbert_tiny")')],
+    "from bert_tf.config import ModernBertConfig": Recipe(
+        subs=[('ModernBertConfig.from_preset("modernbert_base")',
+               'ModernBertConfig.from_preset("modernbert_tiny")')],
         why="modernbert_tiny instead of modernbert_base: building 149M weights only costs time",
         after="assert classifier.count_params() > 0 and pretrainer.next_sentence is None"),
     "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo": Recipe(),
@@ -889,6 +889,12 @@ RECIPES["docs/pretraining.md"] = Page(links=("corpus", "my_data"), recipes={
          "grep -q '\"ElectraForPreTraining\"' runs/electra_hf/config.json")
 
 RECIPES["docs/python-api.md"] = Page(after=_TOUR, recipes={
+    "from bert_tf import EncoderConfig": Recipe(after="""
+from bert_tf import BertConfig, ModernBertConfig
+assert type(bert) is BertConfig and type(modern) is ModernBertConfig
+assert modern.to_dict()["architecture"] == "modernbert" and "architecture" not in bert.to_dict()
+assert (bert.use_bias, modern.use_bias, modern.share_parameters) == (True, False, "none")
+"""),
     "from bert_tf import load_task": Recipe(after="""
 assert [a["label"] in ("statement", "type") for a in answers] == [True, True]
 assert classifier.labels == ("statement", "type") and classifier.max_seq_length == 128

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
+from bert_tf.config import BertConfig, ModernBertConfig
 from bert_tf.interop import (InteropError, checkpoint_config, save_huggingface,
                              save_tf1_checkpoint, warm_start)
 from bert_tf.interop.weights import model_arrays
@@ -237,7 +237,7 @@ def test_a_tagging_head_is_not_loaded_as_a_classifier_head(tmp_path, config):
 
 def test_a_checkpoint_of_the_other_architecture_is_refused_naming_both(tmp_path, pretrainer):
     pretrainer.save(str(tmp_path / "bert.keras"))
-    modern = BertConfig.from_preset("modernbert_tiny", vocab_size=TINY["vocab_size"])
+    modern = ModernBertConfig.from_preset("modernbert_tiny", vocab_size=TINY["vocab_size"])
     with pytest.raises(InteropError) as error:
         warm_start(str(tmp_path / "bert.keras"), build_encoder(modern))
     assert str(error.value).endswith(

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from bert_tf.config import BertConfig
+from bert_tf.config import BertConfig, ModernBertConfig
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSentenceEmbedder,
                               BertSpanLabeler, BertTokenClassifier, ElectraPretrainer,
                               build_encoder)
@@ -35,7 +35,7 @@ def _bert(**overrides):
 def _modern(**overrides):
     values = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48,
                   max_position_embeddings=2048, local_attention_window=16)
-    return BertConfig.from_preset("modernbert_tiny", **dict(values, **overrides))
+    return ModernBertConfig.from_preset("modernbert_tiny", **dict(values, **overrides))
 
 
 def pretraining_features(batch, length, seed, packed=False, predictions=6):

@@ -116,8 +116,9 @@ def test_models_import_and_run_without_tensorflow(tmp_path):
         "import sys\n"
         "import numpy as np\n"
         "import bert_tf.config, bert_tf.modeling\n"
-        "from bert_tf.config import BertConfig\n"
-        "encoder = bert_tf.modeling.build_encoder(BertConfig.from_preset('modernbert_tiny'))\n"
+        "from bert_tf.config import ModernBertConfig\n"
+        "config = ModernBertConfig.from_preset('modernbert_tiny')\n"
+        "encoder = bert_tf.modeling.build_encoder(config)\n"
         "ids = np.ones((2, 40), 'int32')\n"
         "out = encoder({'input_word_ids': ids, 'input_mask': ids, 'input_type_ids': 0 * ids})\n"
         "print(tuple(out['sequence_output'].shape), 'tensorflow' in sys.modules)\n")

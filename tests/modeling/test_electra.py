@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
+from bert_tf.config import ModernBertConfig
 from bert_tf.modeling import BertEncoder, ElectraPretrainer, build_encoder
 from bert_tf.modeling.electra import electra_metrics, generator_config
 from bert_tf.training import checkpointing
@@ -59,7 +59,7 @@ def test_a_generator_wider_than_the_discriminator_is_refused(small_config):
         "generator_hidden_size=64 is larger than hidden_size=32: ELECTRA's generator must be no "
         "larger than the discriminator (default hidden_size / 4)")
     with pytest.raises(TypeError, match="encoder must be a BertEncoder"):
-        ElectraPretrainer(build_encoder(BertConfig.from_preset("modernbert_tiny")))
+        ElectraPretrainer(build_encoder(ModernBertConfig.from_preset("modernbert_tiny")))
     with pytest.raises(ValueError, match="discriminator_weight=0 must be a finite number > 0"):
         ElectraPretrainer(BertEncoder(small_config), discriminator_weight=0)
 

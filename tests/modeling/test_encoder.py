@@ -119,7 +119,8 @@ def test_keras_save_and_load_give_identical_outputs(small_config, features, tmp_
 
 
 def test_rejects_bad_config():
-    with pytest.raises(TypeError, match="config must be a BertConfig or a dict"):
+    with pytest.raises(TypeError, match="config must be a BertConfig, a ModernBertConfig or a "
+                                        "dict"):
         BertEncoder("bert_config.json")
 
 

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
+from bert_tf.config import ModernBertConfig
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
                               BertTokenClassifier, ModernBertEncoder)
 
 
 def tiny(**overrides):
     """modernbert_tiny: 3 layers (global, local, local), window 16, vocabulary 512."""
-    return BertConfig.from_preset("modernbert_tiny", **overrides)
+    return ModernBertConfig.from_preset("modernbert_tiny", **overrides)
 
 
 def features(batch, length, seed=0, real=None):
@@ -137,11 +137,10 @@ def test_longer_than_max_position_embeddings_is_an_error():
 
 def test_post_norm_dense_variant_with_learned_positions():
     """The options combine: BERT's post-norm dense blocks with local attention and rotary."""
-    config = BertConfig(architecture="modernbert", vocab_size=100, hidden_size=32,
-                        num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64,
-                        position_embedding_type="rotary", local_attention_window=8,
-                        global_attn_every_n_layers=2)
+    config = ModernBertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                              num_attention_heads=2, intermediate_size=64,
+                              position_embedding_type="rotary", local_attention_window=8,
+                              global_attn_every_n_layers=2)
     encoder = ModernBertEncoder(config)
     x = features(2, 20)
     x["input_word_ids"] %= 100

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf.config import ENCODER_INPUTS, BertConfig
+from bert_tf.config import ENCODER_INPUTS, BertConfig, ModernBertConfig
 from bert_tf.modeling import BertEncoder, ModernBertEncoder
 from bert_tf.modeling.release_0_1 import Release01ModernBertEncoder
 
@@ -39,7 +39,7 @@ def test_bert_files_load_with_their_outputs(reference):
     np.testing.assert_allclose(out["nsp_logits"], reference["bert_pretrainer_nsp_logits"],
                                atol=1e-5)
     encoder = load("bert_encoder")
-    assert type(encoder) is BertEncoder
+    assert type(encoder) is BertEncoder and type(encoder.config) is BertConfig
     np.testing.assert_allclose(encoder(inputs(reference))["sequence_output"],
                                reference["bert_encoder_sequence_output"], atol=1e-5)
     np.testing.assert_allclose(load("albert_classifier")(inputs(reference)),
@@ -51,6 +51,7 @@ def test_a_modern_encoder_saved_as_bert_encoder_loads_as_the_compatibility_class
     labeler = load("modern_span_labeler")
     assert type(labeler.encoder) is Release01ModernBertEncoder
     assert isinstance(labeler.encoder, ModernBertEncoder)
+    assert type(labeler.encoder.config) is ModernBertConfig
     out = labeler(inputs(reference))
     np.testing.assert_allclose(out["start_logits"], reference["modern_span_start_logits"],
                                atol=1e-5)
@@ -67,7 +68,7 @@ def test_a_modern_encoder_saved_as_bert_encoder_loads_as_the_compatibility_class
 
 
 def test_an_old_style_modern_encoder_config_resolves_through_bert_encoder():
-    config = BertConfig.from_preset("modernbert_tiny", vocab_size=64)
+    config = ModernBertConfig.from_preset("modernbert_tiny", vocab_size=64)
     serialized = keras.saving.serialize_keras_object(ModernBertEncoder(config))
     # What bert_tf 0.1 wrote: the modern encoder under BertEncoder's registered name.
     serialized.update(module="bert_tf.modeling.encoder", class_name="BertEncoder",

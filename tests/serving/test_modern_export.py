@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from bert_tf.config import BertConfig
+from bert_tf.config import ModernBertConfig
 from bert_tf.modeling import BertClassifier, ModernBertEncoder
 from bert_tf.serving import exporter
 
@@ -31,7 +31,7 @@ print(json.dumps(out))
 
 
 def test_modern_classifier_serves_its_keras_outputs(tmp_path):
-    config = BertConfig.from_preset("modernbert_tiny")
+    config = ModernBertConfig.from_preset("modernbert_tiny")
     model = BertClassifier(ModernBertEncoder(config), num_classes=3)
     ids = np.random.default_rng(0).integers(5, config.vocab_size, (2, 100)).astype("int32")
     np.save(tmp_path / "ids.npy", ids)
@@ -56,7 +56,7 @@ def test_modern_classifier_converts_to_litert_with_its_keras_outputs(tmp_path):
     from bert_tf.serving import litert_export
     from bert_tf.serving.litert_model import LiteRTModel
 
-    config = BertConfig.from_preset("modernbert_tiny")
+    config = ModernBertConfig.from_preset("modernbert_tiny")
     model = BertClassifier(ModernBertEncoder(config), num_classes=3)
     result = litert_export.export_litert(model, str(tmp_path / "litert"), signatures=("ids",),
                                          max_seq_length=128)
