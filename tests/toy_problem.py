@@ -49,6 +49,18 @@ def build(scope, num_train_steps=200, learning_rate=1e-2, seed=0, dropout=0.0, b
     return model, optimizer
 
 
+def tf_build(strategy, num_train_steps=300, **settings):
+    """build() under a tf.distribute strategy's scope (the TensorFlow runner's tests)."""
+    return build(strategy.scope(), num_train_steps=num_train_steps, **settings)
+
+
+def tf_train(model, optimizer, strategy, output_dir, num_train_steps, steps_per_loop=25,
+             **settings):
+    """train() on the TensorFlow runtime of `strategy`."""
+    return train(runtime_module.on_tensorflow(strategy), model, optimizer, output_dir,
+                 num_train_steps, steps_per_loop=steps_per_loop, **settings)
+
+
 def dataset_fn(input_context):
     """The training input: shuffled, repeated batches of GLOBAL_BATCH split over replicas."""
     batch = input_context.get_per_replica_batch_size(GLOBAL_BATCH)

@@ -766,7 +766,7 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
          "Prices rose ||| It rained.\\n' > corpus.txt",
     parts=(
     # The demo pre-training run, and the long-document classifier fine-tuned from it.
-    (("from bert_tf.config import BertConfig",
+    (("from bert_tf.config import ModernBertConfig",
       "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo",
       "python -m bert_tf.run_classifier \\"),
      "ls tmp/long_docs/model.keras tmp/long_docs_export/1/saved_model.pb > /dev/null"),
