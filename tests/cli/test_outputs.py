@@ -13,6 +13,7 @@ from file_digests import digest
 
 from bert_tf import run_directory
 from bert_tf.cli import outputs
+from command_batch import run_commands
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
@@ -94,28 +95,31 @@ def test_export_overwrite_never_replaces_a_run_directory(classifier_run, tmp_pat
     run_b = tmp_path / "run_b"
     shutil.copytree(classifier_run, run_b)
     before_a, before_b = digest(classifier_run), digest(run_b)
-    for export_dir in (run_b, classifier_run):
-        result = tool("export_saved_model", f"--model_dir={classifier_run}",
-                      f"--export_dir={export_dir}", "--signatures=ids", "--overwrite")
+    export = os.path.join(REPO, "tools", "export_saved_model.py")
+    common = ["--signatures=ids", "--overwrite"]
+    export_dir = tmp_path / "EXPORT" / "1"
+    # One process (tests/command_batch.py): the refusals, then an export made and replaced.
+    into_b, into_a, into_input, first, second = run_commands([
+        (export, [f"--model_dir={classifier_run}", f"--export_dir={run_b}", *common]),
+        (export, [f"--model_dir={classifier_run}", f"--export_dir={classifier_run}", *common]),
+        (export, [f"--model_dir={classifier_run}/./model.keras",
+                  f"--export_dir={classifier_run}", *common]),
+        (export, [f"--model_dir={classifier_run}", f"--export_dir={export_dir}", *common]),
+        (export, [f"--model_dir={classifier_run}", f"--export_dir={export_dir}", *common]),
+    ])
+    for result in (into_b, into_a, into_input):
         assert result.returncode != 0
         assert "Traceback" not in result.stderr
     assert digest(run_b) == before_b and digest(classifier_run) == before_a
     # The message names the flag and the run's files (RUN_A itself: it is the input).
-    result = tool("export_saved_model", f"--model_dir={classifier_run}",
-                  f"--export_dir={run_b}", "--signatures=ids", "--overwrite")
     assert (f"--export_dir={run_b} holds a training run (checkpoint, model.keras, "
             "results.json); a command never writes into a model directory that is not its own "
-            "earlier output: choose a new directory") in result.stderr
-    result = tool("export_saved_model", f"--model_dir={classifier_run}/./model.keras",
-                  f"--export_dir={classifier_run}", "--signatures=ids", "--overwrite")
+            "earlier output: choose a new directory") in into_b.stderr
     assert (f"--export_dir={classifier_run} holds --model_dir={classifier_run}/./model.keras, "
-            "an input of this command") in result.stderr
+            "an input of this command") in into_input.stderr
 
     # An earlier export is replaced with --overwrite, as before.
-    export_dir = tmp_path / "EXPORT" / "1"
-    for _ in range(2):
-        result = tool("export_saved_model", f"--model_dir={classifier_run}",
-                      f"--export_dir={export_dir}", "--signatures=ids", "--overwrite")
+    for result in (first, second):
         assert result.returncode == 0, result.stderr[-2000:]
     assert "saved_model.pb" in os.listdir(export_dir)
     assert os.listdir(tmp_path / "EXPORT") == ["1"]
