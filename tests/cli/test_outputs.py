@@ -32,11 +32,47 @@ def last_line(result):
     return lines[-1] if lines else ""
 
 
+def _write_corpus(directory):
+    (directory / "corpus.txt").write_text(CORPUS)
+    (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    return directory
+
+
 @pytest.fixture
 def corpus(tmp_path):
-    (tmp_path / "corpus.txt").write_text(CORPUS)
-    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    return tmp_path
+    return _write_corpus(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory, pretrained_dir):
+    """The refusals of the commands that import TensorFlow (seconds each to start), run in one
+    process (tests/command_batch.py): (corpus, run, {name: digest before}, {case: result});
+    a corpus directory and a copy of the tiny pre-trained run."""
+    root = tmp_path_factory.mktemp("refused")
+    (root / "corpus").mkdir()
+    corpus = _write_corpus(root / "corpus")
+    (corpus / "lines.txt").write_text("the cat sat\nthe dog ran\n")
+    (corpus / "empty.txt").write_text("")
+    run = root / "run"
+    shutil.copytree(pretrained_dir, run)
+    before = {"corpus": digest(corpus), "run": digest(run)}
+    extract = ["--max_seq_length=16", "--layers=-1", f"--init_checkpoint={pretrained_dir}"]
+    cases = {
+        "extract_into_input": ("extract_features", [
+            f"--input_file={corpus / 'lines.txt'}", f"--output_file={corpus}/./lines.txt",
+            *extract]),
+        "extract_empty": ("extract_features", [
+            f"--input_file={corpus / 'empty.txt'}", f"--output_file={corpus / 'out.jsonl'}",
+            *extract]),
+        "convert_into_own_run": ("convert_checkpoint", [
+            "--from=bert_tf", "--to=bert_tf", f"--checkpoint={run}", f"--output_dir={run}/"]),
+        "unknown_scheme": ("convert_checkpoint", [
+            "--from=bert_tf", "--to=tf1", "--checkpoint=unknownfs://bucket/run",
+            f"--output_dir={root / 'out'}"]),
+    }
+    results = run_commands([(os.path.join(REPO, "tools", f"{name}.py"), args)
+                            for name, args in cases.values()])
+    return corpus, run, before, dict(zip(cases, results))
 
 
 # --- The rule itself --------------------------------------------------------------------------
@@ -168,19 +204,16 @@ def test_create_pretraining_data_output_equal_to_an_input_is_refused(corpus):
     assert digest(corpus) == before
 
 
-def test_extract_features_output_equal_to_input_is_refused(corpus, pretrained_dir):
+def test_extract_features_output_equal_to_input_is_refused(refused):
     # Through the command: its flags are defined on import (see bert_tf.cli.extract_features).
-    (corpus / "lines.txt").write_text("the cat sat\nthe dog ran\n")
-    before = digest(corpus)
-    result = tool("extract_features", f"--input_file={corpus / 'lines.txt'}",
-                  f"--output_file={corpus}/./lines.txt", f"--init_checkpoint={pretrained_dir}",
-                  "--max_seq_length=16", "--layers=-1")
+    corpus, _, before, results = refused
+    result = results["extract_into_input"]
     assert result.returncode == 1
     assert last_line(result) == (
         f"extract_features: error: --output_file={corpus}/./lines.txt is also --input_file="
         f"{corpus / 'lines.txt'} ({corpus / 'lines.txt'}): a command never writes over its own "
         "input; choose another output")
-    assert digest(corpus) == before
+    assert digest(corpus) == before["corpus"]
 
 
 # --- Case 11: one output file named twice ----------------------------------------------------
@@ -235,17 +268,14 @@ def test_build_vocab_read_only_output_fails_before_learning(corpus, tmp_path):
 
 # --- Case 3: convert_checkpoint never writes into a run or over its source -------------------
 
-def test_convert_checkpoint_into_its_own_run_directory_is_refused(pretrained_dir, tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(pretrained_dir, run)
-    before = digest(run)
-    result = tool("convert_checkpoint", "--from=bert_tf", "--to=bert_tf", f"--checkpoint={run}",
-                  f"--output_dir={run}/")
+def test_convert_checkpoint_into_its_own_run_directory_is_refused(refused):
+    _, run, before, results = refused
+    result = results["convert_into_own_run"]
     assert result.returncode == 1
     assert last_line(result) == (
         f"convert_checkpoint: error: --output_dir={run}/ holds --checkpoint={run}, an input of "
         "this command; writing there would replace it: choose a new directory")
-    assert digest(run) == before
+    assert digest(run) == before["run"]
 
 
 def test_convert_checkpoint_into_another_run_or_foreign_directory_is_refused(pretrained_dir,
@@ -299,9 +329,8 @@ def test_a_missing_flagfile_is_one_line(tmp_path):
         f"directory: '{tmp_path}/missing.flags'")
 
 
-def test_an_unsupported_file_system_scheme_is_one_line(tmp_path):
-    result = tool("convert_checkpoint", "--from=bert_tf", "--to=tf1",
-                  "--checkpoint=unknownfs://bucket/run", f"--output_dir={tmp_path / 'out'}")
+def test_an_unsupported_file_system_scheme_is_one_line(refused):
+    result = refused[3]["unknown_scheme"]
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert last_line(result).startswith("convert_checkpoint: error: File system scheme "
@@ -324,11 +353,9 @@ def test_disk_full_while_writing_is_one_line():
         "run_classifier: error: [Errno 28] No space left on device: '/runs/out/model.keras'")
 
 
-def test_extract_features_empty_input_is_one_line(corpus, pretrained_dir):
-    (corpus / "empty.txt").write_text("")
-    result = tool("extract_features", f"--input_file={corpus / 'empty.txt'}",
-                  f"--output_file={corpus / 'out.jsonl'}", f"--init_checkpoint={pretrained_dir}",
-                  "--max_seq_length=16", "--layers=-1")
+def test_extract_features_empty_input_is_one_line(refused):
+    corpus, _, _, results = refused
+    result = results["extract_empty"]
     assert result.returncode == 1
     assert last_line(result) == (f"extract_features: error: --input_file={corpus / 'empty.txt'} "
                                  "is empty; expected one input per line")
