@@ -3,8 +3,9 @@
 The test process (TensorFlow) builds each case's model, saves it as .keras with its inputs and
 its outputs; `python backend_cases.py DIR` under KERAS_BACKEND=jax loads every model, computes
 the same outputs (and gradients of one training step) and writes them beside, then builds one
-model of its own and saves it with its outputs for the TensorFlow side to load. Only numpy,
-keras and bert_tf.modeling here: the worker runs with TensorFlow hidden.
+model of its own and saves it with its outputs for the TensorFlow side to load, and runs a
+preset's encoder (no_tensorflow.json). Only numpy, keras and bert_tf.modeling here: the worker
+runs with TensorFlow hidden.
 """
 
 import json
@@ -282,6 +283,14 @@ def main(directory):
     features = dict(np.load(os.path.join(directory, f"{own_name}.inputs.npz")))
     np.savez(os.path.join(directory, f"own.{keras.backend.backend()}.npz"),
              **outputs(model, features, "task"))
+    # A preset's encoder from bert_tf.config and bert_tf.modeling alone; whether anything
+    # imported so far pulled in TensorFlow (the worker runs where `import tensorflow` fails).
+    ids = np.ones((2, 40), "int32")
+    out = outputs(build_encoder(ModernBertConfig.from_preset("modernbert_tiny")),
+                  {"input_word_ids": ids, "input_mask": ids, "input_type_ids": 0 * ids}, "task")
+    with open(os.path.join(directory, "no_tensorflow.json"), "w") as f:
+        json.dump({"sequence_output": list(out["sequence_output"].shape),
+                   "tensorflow_imported": "tensorflow" in sys.modules}, f)
 
 
 if __name__ == "__main__":
