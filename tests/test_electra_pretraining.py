@@ -25,6 +25,9 @@ from bert_tf.modeling import BertClassifier, BertEncoder, ElectraPretrainer
 from command_batch import run_commands
 from test_run_pretraining import FLAGS, P, S, VOCAB, write_dropout_inputs
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("electra_pretraining")
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS, SAVE = 30, 15
 

@@ -20,6 +20,9 @@ from bert_tf.run_directory import RunDirectoryError
 from command_batch import run_commands
 from file_digests import digest
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("run_pretraining")
+
 FIXTURE_RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "runs_v0_1")
 
 S, P, VOCAB = 16, 4, 40

@@ -11,6 +11,9 @@ import pytest
 from command_batch import REPO_ROOT, run_commands
 from embedding_helpers import make_st_dir, write_json, write_pairs
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("embed")
+
 TOOL = os.path.join(REPO_ROOT, "tools", "embed.py")
 TEXTS = ["alice was in paris", "the new film", "", "a story of rome and oslo and lima"]
 

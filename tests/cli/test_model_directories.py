@@ -15,6 +15,9 @@ from command_batch import REPO_ROOT, run_commands
 from file_digests import digest
 from embedding_helpers import make_st_dir, write_pairs
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("model_directories")
+
 FIXTURE_RUN = os.path.join(REPO_ROOT, "tests", "fixtures", "runs_v0_1", "pretrain_text")
 NEVER = ("a command never writes into a model directory that is not its own earlier output: "
          "choose a new directory")

@@ -17,6 +17,9 @@ from bpe_fixtures import BPE_TOKENIZER_JSON, make_modernbert_dir
 from command_batch import REPO_ROOT, run_commands
 from embedding_helpers import make_st_dir, write_pairs
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("poor_inputs")
+
 FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures", "runs_v0_1")
 HF_BERT = os.path.join(REPO_ROOT, "tests", "interop", "fixtures", "hf_bert_gelu")
 FIELD_LIMIT = 131072  # the csv module's default field size limit

@@ -15,6 +15,9 @@ from command_batch import run_commands
 from finetuning_helpers import (FILLER, POSITIVE, encoder_weights, pretrained_encoder_weights,
                                 sentiment_sentence, write_sst2)
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("run_classifier")
+
 
 @pytest.fixture(scope="module")
 def pretrained_runs(tmp_path_factory, pretrained_dir):

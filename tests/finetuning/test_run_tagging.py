@@ -11,6 +11,9 @@ import bert_tf
 from command_batch import run_commands
 from finetuning_helpers import encoder_weights, pretrained_encoder_weights, write_conll
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("run_tagging")
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, pretrained_dir):

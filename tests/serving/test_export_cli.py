@@ -17,6 +17,9 @@ from bert_tf.serving import load_model_dir, write_task_info
 import serving_cases as cases
 from command_batch import run_commands
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("export_cli")
+
 TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "tools", "export_saved_model.py")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")

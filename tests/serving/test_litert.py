@@ -28,6 +28,9 @@ from bert_tf.text.layers import BertTokenizerLayer
 import serving_cases as cases
 from command_batch import run_commands
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("litert")
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
            PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))

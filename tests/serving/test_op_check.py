@@ -12,6 +12,9 @@ from bert_tf.serving import check_ops, list_ops, server_op_allowlist
 
 import serving_cases as cases
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("op_check")
+
 TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "tools", "export_saved_model.py")
 PLANTED = "BertTfPlantedOp"
