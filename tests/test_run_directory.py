@@ -22,6 +22,9 @@ from bert_tf.config import BertConfig
 from bert_tf.run_directory import RunRecord
 from command_batch import run_commands
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("run_directory")
+
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "runs_v0_1")
 
 

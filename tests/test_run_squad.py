@@ -22,6 +22,9 @@ from bert_tf.cli import squad as squad_cli
 from bert_tf.jobs.squad import FlagValueError, SquadConfig, run_squad
 from command_batch import run_commands
 
+# One worker runs the module: its module fixtures run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("run_squad")
+
 FLAGS = squad_cli.define_flags(flags.FlagValues())
 FILLER = ("river stone cloud green table window paper music light garden city road winter "
           "summer horse bread silver market story bridge forest lamp chair glass train field "
