@@ -122,7 +122,8 @@ for args in json.loads(sys.argv[1]):
 """
 
 
-def test_bad_input_is_refused_before_training(tmp_path, repo_root):
+def _bad_input_cases(tmp_path):
+    """Files with bad input in `tmp_path`: [(args, the error printed)]."""
     make_st_dir(tmp_path / "st")
     write_pairs(tmp_path / "pairs.tsv", 20)
     (tmp_path / "empty_side.tsv").write_text("anchor\tpositive\nalice\tparis\nbob\t\n")
@@ -159,15 +160,60 @@ def test_bad_input_is_refused_before_training(tmp_path, repo_root):
          "pooling modes ['median']; expected one or more distinct of cls, max, mean, "
          "mean_sqrt_len_tokens"),
     ]
-    arg_lists = [[f"--init_checkpoint={tmp_path / st}", f"--train_file={tmp_path / data}",
-                  f"--output_dir={out}", "--train_batch_size=4", *extra]
-                 for st, data, extra, _ in cases]
+    return [([f"--init_checkpoint={tmp_path / st}", f"--train_file={tmp_path / data}",
+              f"--output_dir={out}", "--train_batch_size=4", *extra], message)
+            for st, data, extra, message in cases]
+
+
+def _output_cases(tmp_path):
+    """An encode output that is its input (through ./) and a training --output_dir holding a
+    pre-training run: (args lists, the two inputs' files before)."""
+    make_st_dir(tmp_path / "st")
+    write_pairs(tmp_path / "pairs.tsv", 20)
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("first text\nsecond text\n")
+    run = tmp_path / "pretraining_run"
+    run.mkdir()
+    (run / "run_pretraining.flags").write_text("--max_seq_length=32\n")
+    (run / "ckpt-1.index").write_bytes(b"weights")
+    arg_lists = [
+        [f"--init_checkpoint={tmp_path / 'st'}", f"--input_file={texts}",
+         f"--output_file={tmp_path / '.' / 'texts.jsonl'}"],
+        [f"--init_checkpoint={tmp_path / 'st'}", f"--train_file={tmp_path / 'pairs.tsv'}",
+         f"--output_dir={run}", "--train_batch_size=4"],
+    ]
+    return arg_lists, _input_files(tmp_path)
+
+
+def _input_files(tmp_path):
+    texts, run = tmp_path / "texts.jsonl", tmp_path / "pretraining_run"
+    return {p.name: p.read_bytes() for p in [texts, *run.iterdir()]}
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory):
+    """The refusals of the two tests below, one process (_BAD_INPUT_SCRIPT, seconds to start):
+    {"bad_input" / "outputs": (its directory, what it needs, the lines printed)}."""
+    root = tmp_path_factory.mktemp("embed_refused")
+    bad, outputs = root / "bad_input", root / "outputs"
+    bad.mkdir()
+    outputs.mkdir()
+    bad_cases = _bad_input_cases(bad)
+    output_args, before = _output_cases(outputs)
+    arg_lists = [args for args, _ in bad_cases] + output_args
     result = subprocess.run([sys.executable, "-c", _BAD_INPUT_SCRIPT, json.dumps(arg_lists)],
                             capture_output=True, text=True, env=dict(os.environ,
-                                                                     PYTHONPATH=repo_root))
+                                                                     PYTHONPATH=REPO_ROOT))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines() == [message for *_, message in cases]
-    assert not os.path.exists(out)  # refused before anything was written
+    lines = result.stdout.strip().splitlines()
+    return {"bad_input": (bad, bad_cases, lines[:len(bad_cases)]),
+            "outputs": (outputs, before, lines[len(bad_cases):])}
+
+
+def test_bad_input_is_refused_before_training(refused):
+    tmp_path, cases, lines = refused["bad_input"]
+    assert lines == [message for _, message in cases]
+    assert not os.path.exists(tmp_path / "out")  # refused before anything was written
 
 
 def test_pooling_given_for_a_model_with_its_own_is_refused_unless_the_same(trained):
@@ -208,37 +254,20 @@ def test_cli_prints_one_line_error(trained):
         f"embed: error: --output_file={directory / 'v.csv'}: expected a .npy or .jsonl file")
 
 
-def test_outputs_never_replace_an_input_or_another_run(tmp_path, repo_root):
+def test_outputs_never_replace_an_input_or_another_run(refused):
     """The output rule (bert_tf.cli.outputs) in bert-tf-embed: an encode output that is its
     input (through ./) and a training --output_dir holding a pre-training run are refused
     before anything is written; both are byte-for-byte unchanged."""
-    make_st_dir(tmp_path / "st")
-    write_pairs(tmp_path / "pairs.tsv", 20)
-    texts = tmp_path / "texts.jsonl"
-    texts.write_text("first text\nsecond text\n")
-    run = tmp_path / "pretraining_run"
-    run.mkdir()
-    (run / "run_pretraining.flags").write_text("--max_seq_length=32\n")
-    (run / "ckpt-1.index").write_bytes(b"weights")
-    before = {p.name: p.read_bytes() for p in [texts, *run.iterdir()]}
-    arg_lists = [
-        [f"--init_checkpoint={tmp_path / 'st'}", f"--input_file={texts}",
-         f"--output_file={tmp_path / '.' / 'texts.jsonl'}"],
-        [f"--init_checkpoint={tmp_path / 'st'}", f"--train_file={tmp_path / 'pairs.tsv'}",
-         f"--output_dir={run}", "--train_batch_size=4"],
-    ]
-    result = subprocess.run([sys.executable, "-c", _BAD_INPUT_SCRIPT, json.dumps(arg_lists)],
-                            capture_output=True, text=True, env=dict(os.environ,
-                                                                     PYTHONPATH=repo_root))
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.strip().splitlines()
+    tmp_path, before, lines = refused["outputs"]
+    texts, run = tmp_path / "texts.jsonl", tmp_path / "pretraining_run"
+    assert len(lines) == 2, lines
     assert lines[0].startswith(f"FlagValueError: --output_file={tmp_path / '.' / 'texts.jsonl'} "
                                f"is also --input_file={texts}"), lines[0]
     assert lines[1] == (
         f"FlagValueError: --output_dir={run} holds a run of another command "
         "(run_pretraining.flags); embedding training there would replace its model and files: "
         "choose a new --output_dir (--init_checkpoint may name this one)")
-    assert {p.name: p.read_bytes() for p in [texts, *run.iterdir()]} == before
+    assert _input_files(tmp_path) == before
 
 
 def _embed_config(*argv):
