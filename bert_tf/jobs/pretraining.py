@@ -33,6 +33,7 @@ from keras import ops
 from bert_tf import fileio, interop, run_directory
 from bert_tf.data.pretraining.masking_recipe import (DEFAULT_MAX_PREDICTIONS_PER_SEQ,
                                                      MaskingRecipe, MaskingSettings,
+                                                     highest_masked_lm_prob,
                                                      resolve_instances_per_row,
                                                      resolve_max_predictions)
 from bert_tf.fileio import write_text_atomic
@@ -386,7 +387,7 @@ def text_packing(task):
     the task section's masking settings."""
     if not task.pack_sequences:
         return _predictions(task), None
-    highest = max(task.masked_lm_prob, task.masked_lm_prob_end or 0.0)
+    highest = highest_masked_lm_prob(task.masked_lm_prob, task.masked_lm_prob_end)
     return resolve_max_predictions(task, highest), resolve_instances_per_row(task)
 
 
@@ -772,9 +773,8 @@ def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start,
     if masking_progress is not None:
         # The rate of the last batches made: the schedule's end only when training ran to it.
         done = min(1.0, max(0.0, float(masking_progress.numpy())))
-        results["masking_rate"] = {
-            "first": task.masked_lm_prob,
-            "last": task.masked_lm_prob + (task.masked_lm_prob_end - task.masked_lm_prob) * done}
+        results["masking_rate"] = {"first": task.masked_lm_prob,
+                                   "last": masking_recipe(task).masked_lm_prob_at(done)}
     results["tokens"] = (results["global_step"] * trainer.train_batch_size
                          * trainer.gradient_accumulation_steps * task.max_seq_length)
     seconds_before = train_results["seconds_spent"] - train_results["wall_time_seconds"]

@@ -19,6 +19,14 @@ import toy_problem as toy
 _build, _train = toy.tf_build, toy.tf_train
 
 
+def _resume_with_another_seed(strategy, output_dir, num_train_steps, caplog):
+    """Resumes output_dir's run to num_train_steps in a model built from another seed (its
+    weights must come from a checkpoint): (the results, the messages logged)."""
+    model, optimizer = _build(strategy, seed=5)
+    results = _train(model, optimizer, strategy, output_dir, num_train_steps, steps_per_loop=10)
+    return results, [r.getMessage() for r in caplog.records]
+
+
 def test_checkpoint_without_random_state_still_resumes(tmp_path, caplog):
     # Checkpoints written before the dropout state was saved hold model and optimizer only.
     strategy = get_strategy("one_device")
@@ -41,12 +49,10 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, caplog):
     data_file = tmp_path / "ckpt-100.data-00000-of-00001"
     data_file.write_bytes(data_file.read_bytes()[:40])  # truncated, as by a full disk
 
-    model, optimizer = _build(strategy, seed=5)
-    results = _train(model, optimizer, strategy, tmp_path, 120, steps_per_loop=10)
+    results, messages = _resume_with_another_seed(strategy, tmp_path, 120, caplog)
     # Restored step 50, so this run trained 70 steps.
     assert results["steps_this_run"] == 70
-    assert any("ckpt-100 cannot be restored" in r.getMessage() and "falling back" in r.getMessage()
-               for r in caplog.records)
+    assert any("ckpt-100 cannot be restored" in m and "falling back" in m for m in messages)
 
 
 def test_warm_start_from_keras_and_tf_checkpoints(tmp_path):
@@ -100,11 +106,9 @@ def test_corrupt_state_file_resumes_from_checkpoint_files(tmp_path, caplog):
     model, optimizer = _build(strategy)
     _train(model, optimizer, strategy, tmp_path, 50)
     (tmp_path / "checkpoint").write_text("not a CheckpointState {{{")
-    model, optimizer = _build(strategy, seed=5)
-    results = _train(model, optimizer, strategy, tmp_path, 60, steps_per_loop=10)
+    results, messages = _resume_with_another_seed(strategy, tmp_path, 60, caplog)
     assert results["steps_this_run"] == 10
-    assert any("state file" in r.getMessage() and "missing or unreadable" in r.getMessage()
-               for r in caplog.records)
+    assert any("state file" in m and "missing or unreadable" in m for m in messages)
 
 
 def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):

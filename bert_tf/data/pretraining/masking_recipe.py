@@ -29,6 +29,11 @@ def resolve_max_predictions(settings, highest_masked_lm_prob=None):
         resolve_instances_per_row(settings))
 
 
+def highest_masked_lm_prob(masked_lm_prob, masked_lm_prob_end=None):
+    """The largest rate training masks at (a schedule's start or end): what P must hold."""
+    return max(masked_lm_prob, masked_lm_prob_end or 0.0)
+
+
 def resolve_instances_per_row(settings):
     """I of packed rows of masking settings (a MaskingSettings): max_instances_per_row, or its
     default max(2, S // 16) when 0."""
@@ -94,7 +99,15 @@ class MaskingRecipe:
     @property
     def highest_masked_lm_prob(self):
         """The largest rate training masks at: what P must hold."""
-        return max(self.masked_lm_prob, self.masked_lm_prob_end or 0.0)
+        return highest_masked_lm_prob(self.masked_lm_prob, self.masked_lm_prob_end)
+
+    def masked_lm_prob_at(self, done):
+        """The rate training masks at when `done` (a float, or a float32 scalar tensor, in
+        [0, 1]) of it is done: masked_lm_prob moving linearly to masked_lm_prob_end, or
+        masked_lm_prob throughout without a schedule."""
+        if self.masked_lm_prob_end is None:
+            return self.masked_lm_prob
+        return self.masked_lm_prob + (self.masked_lm_prob_end - self.masked_lm_prob) * done
 
     @property
     def instances_per_row(self):

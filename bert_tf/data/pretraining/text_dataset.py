@@ -159,12 +159,7 @@ def _masking_rate(recipe, progress, is_training):
     if not isinstance(progress, tf.Variable):
         raise ValueError("recipe.masked_lm_prob_end needs masking_progress, a tf.Variable the "
                          f"run sets to the share of training done; got {progress!r}.")
-    start = recipe.masked_lm_prob
-
-    def rate():
-        done = tf.clip_by_value(progress.read_value(), 0.0, 1.0)
-        return start + (end - start) * done
-    return rate
+    return lambda: recipe.masked_lm_prob_at(tf.clip_by_value(progress.read_value(), 0.0, 1.0))
 
 
 def _warn_if_predictions_capped(max_seq_length, max_predictions_per_seq, masked_lm_prob):
