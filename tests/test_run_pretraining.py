@@ -234,6 +234,12 @@ def _job(tmp_path, config_path, **overrides):
           tf_data_service="grpc://localhost:5050"),
      "--masked_lm_prob_end=0.05 needs the input masked in the training process, which sets "
      "the rate as it trains; --tf_data_service=grpc://localhost:5050 masks it elsewhere"),
+    (dict(batch_size_ramp=0.5),
+     "--batch_size_ramp=0.5 grows the batch from --train_batch_size to --train_batch_size x "
+     "--gradient_accumulation_steps: set --gradient_accumulation_steps >= 2 (it is 1)"),
+    (dict(batch_size_ramp=2.0, gradient_accumulation_steps=2),
+     "--batch_size_ramp=2.0 must be in (0, 1]: the share of training over which the batch "
+     "grows"),
     (dict(tf_data_service="localhost:5050"),
      "--tf_data_service=localhost:5050 must look like grpc://HOST:PORT (the dispatcher's "
      "address)"),
@@ -310,7 +316,8 @@ def test_raw_text_training_in_bfloat16_then_eval_only(tmp_path):
                   max_predictions_per_seq=5, train_batch_size=8, eval_batch_size=8,
                   num_train_steps=20, num_warmup_steps=2, learning_rate=1e-3,
                   steps_per_loop=10, save_checkpoints_steps=10, seed=3, do_train=True,
-                  dtype="mixed_bfloat16", masked_lm_prob=0.3, masked_lm_prob_end=0.1)
+                  dtype="mixed_bfloat16", masked_lm_prob=0.3, masked_lm_prob_end=0.1,
+                  gradient_accumulation_steps=2, batch_size_ramp=0.5)
     try:
         results = pretrain(from_flat(PretrainingConfig, **values))
         encoder_policy = keras.saving.load_model(str(tmp_path / "out" / "encoder.keras")) \
@@ -323,6 +330,9 @@ def test_raw_text_training_in_bfloat16_then_eval_only(tmp_path):
     assert (tmp_path / "out" / "vocab.txt").read_text() == vocab.read_text()
     # The falling rate: the last call of the steps started at step 10 of 20.
     assert results["masking_rate"] == {"first": 0.3, "last": pytest.approx(0.2)}
+    # The growing batch: steps 0-9 of 1 batch of 8, steps 10-19 of 2 (half-way: the ramp's end).
+    assert results["train"]["micro_batches"] == 10 + 20
+    assert results["tokens"] == 30 * 8 * 32
 
     values.update(do_train=False, do_eval=True, max_eval_steps=3, dtype="float32")
     results = pretrain(from_flat(PretrainingConfig, **values))

@@ -43,6 +43,12 @@ ARMS = (
     ("mask_falling_5", "masking 30% falling to 5% over the budget (mmBERT's 30 -> 5)",
      ["--masked_lm_prob=0.3", "--masked_lm_prob_end=0.05", "--max_predictions_per_seq=39"],
      None),
+    ("batch_ramp", "batch 16 growing to 32 over the first half (Cramming's batch-size ramp: "
+     "accumulation 1 -> 2)",
+     ["--train_batch_size=16", "--gradient_accumulation_steps=2", "--batch_size_ramp=0.5"],
+     None),
+    ("batch_ramp_128", "batch 32 growing to 128 over the first 75% (accumulation 1 -> 4)",
+     ["--gradient_accumulation_steps=4", "--batch_size_ramp=0.75"], None),
     ("lr_5e-4", "peak learning rate 5e-4", ["--learning_rate=5e-4"], None),
     ("lr_2e-3", "peak learning rate 2e-3", ["--learning_rate=2e-3"], None),
     ("wsd", "warmup-stable-decay schedule (decay over the last 20%)",

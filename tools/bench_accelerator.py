@@ -115,7 +115,7 @@ def worker_accelerator_jax(args):
         return model.compute_pretraining_losses(features, model(features, training=training))
 
     mesh = jax_runner.device_mesh()
-    step, state = jax_runner.compile_train_step(model, optimizer, loss_fn, 1, mesh)
+    step, state = jax_runner.compile_train_step(model, optimizer, loss_fn, mesh)
     micro = jax_runner.shard_micro_batches({k: v[None] for k, v in batch.items()}, mesh)
     start = time.perf_counter()
     state, parts, _ = step(state, micro)

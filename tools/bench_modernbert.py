@@ -76,7 +76,7 @@ def worker_modernbert(args):
             return model.compute_pretraining_losses(
                 batch_features, model(batch_features, training=training))
 
-        grad_fn = tf_runner._make_grad_fn(model, loss_fn, 1, False)
+        grad_fn = tf_runner._make_grad_fn(model, loss_fn, False)
         model(features)
         variables = model.trainable_variables
         optimizer.build(variables)

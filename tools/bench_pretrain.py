@@ -94,7 +94,7 @@ def _bert_tf_step_fn(config, jit_compile):
     def loss_fn(model, batch, training):
         return model.compute_pretraining_losses(batch, model(batch, training=training))
 
-    return model, optimizer, tf_runner._make_grad_fn(model, loss_fn, 1, jit_compile)
+    return model, optimizer, tf_runner._make_grad_fn(model, loss_fn, jit_compile)
 
 
 def _keras_hub_step_fn(config, jit_compile):
@@ -243,7 +243,7 @@ def worker_pretrain_jax(args):
     batch = synthetic_batch(config.vocab_size, batch_size, seq, preds, nsp=True)
     micro = jax_runner.shard_micro_batches({k: v[None] for k, v in batch.items()}, mesh)
     build_start = time.perf_counter()
-    step, state = jax_runner.compile_train_step(model, optimizer, loss_fn, 1, mesh)
+    step, state = jax_runner.compile_train_step(model, optimizer, loss_fn, mesh)
     state, parts, _ = step(state, micro)
     float(parts["loss"])
     compile_seconds = time.perf_counter() - build_start

@@ -263,6 +263,10 @@ _flag(flags.DEFINE_string, "time_budget", None,
       "the learning-rate schedule follows the time spent and ends when it is up; the budget "
       "covers the whole command (evaluation and the model files included) and continues "
       "across a resume.")
+_flag(flags.DEFINE_float, "batch_size_ramp", None,
+      "Grow the batch during training (a batch-size ramp): 1 batch per optimizer step at the "
+      "start, rising linearly to --gradient_accumulation_steps (>= 2) when this share (0, 1] of "
+      "--num_train_steps or of --time_budget is done.")
 _flag(flags.DEFINE_integer, "max_eval_steps", 100, "Maximum evaluation batches.")
 _flag(flags.DEFINE_bool, "use_next_sentence_label", True, "Train the NSP head (False: MLM only).")
 _flag(flags.DEFINE_bool, "span_boundary_objective", False,
@@ -539,7 +543,8 @@ PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoi
                "input_text_file", "input_tfds", "tfds_data_dir", "tfds_split",
                "eval_tfds_split", "tfds_text_key", "span_boundary_objective", "full_sentences",
                "tf_data_service", "time_budget", "warmup_proportion", "objective",
-               "generator_hidden_size", "discriminator_weight", "masked_lm_prob_end")
+               "generator_hidden_size", "discriminator_weight", "masked_lm_prob_end",
+               "batch_size_ramp")
 FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoint",
               "output_dir", "max_seq_length", "do_train", "do_eval", "do_predict",
               "allow_untrained_head",

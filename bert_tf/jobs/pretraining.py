@@ -48,7 +48,7 @@ from bert_tf.text import tokenizer_files
 from bert_tf.training import checkpointing, controller, runtime
 from bert_tf.training.budget import format_duration, parse_duration
 from bert_tf.training.logging_window import format_metrics, write_summaries
-from bert_tf.training.loop_config import TrainLoopConfig
+from bert_tf.training.loop_config import TrainLoopConfig, check_batch_size_ramp
 from bert_tf.training.optimization import create_optimizer
 
 @dataclasses.dataclass
@@ -89,6 +89,8 @@ class PretrainingTrainerConfig(ScheduledTrainerConfig):
 
     time_budget: a duration ("45m") that replaces num_train_steps; warmup_proportion is then
     the warmup's share of it (None: 0.1).
+    batch_size_ramp: the share of training over which the batch grows from train_batch_size
+    to gradient_accumulation_steps x train_batch_size (TrainLoopConfig.batch_size_ramp).
     """
 
     warmup_proportion: float | None = None
@@ -97,6 +99,7 @@ class PretrainingTrainerConfig(ScheduledTrainerConfig):
     num_warmup_steps: int = 10000
     time_budget: str | None = None
     max_eval_steps: int = 100
+    batch_size_ramp: float | None = None
 
 
 @dataclasses.dataclass
@@ -219,6 +222,11 @@ def validate_options(job, config):
             "type_vocab_size >= 2 (or train single sequences: --input_text_file with "
             "--full_sentences)")
     runtime_setup.effective_train_batch_size(trainer)  # checks --gradient_accumulation_steps
+    if trainer.batch_size_ramp is not None:
+        try:
+            check_batch_size_ramp(trainer.batch_size_ramp, trainer.gradient_accumulation_steps)
+        except ValueError as e:
+            raise FlagValueError(str(e)) from None
     service = task.tf_data_service
     if service is not None:
         host, _, port = service[len("grpc://"):].rpartition(":")
@@ -566,6 +574,8 @@ def run_record(job, config):
                   "max_predictions_per_seq": _predictions(task),
                   "train_batch_size": trainer.train_batch_size,
                   "gradient_accumulation_steps": trainer.gradient_accumulation_steps,
+                  # What each step trains on: a resume continues the run's ramp.
+                  "batch_size_ramp": trainer.batch_size_ramp or "none",
                   "use_next_sentence_label": task.use_next_sentence_label,
                   "sentence_order_prediction": task.sentence_order_prediction,
                   "span_boundary_objective": task.span_boundary_objective,
@@ -753,7 +763,7 @@ def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start,
         global_batch_size=trainer.train_batch_size,
         gradient_accumulation_steps=trainer.gradient_accumulation_steps,
         jit_compile=job.runtime.jit_compile, init_checkpoint=task.init_checkpoint,
-        time_budget_seconds=budget)
+        time_budget_seconds=budget, batch_size_ramp=trainer.batch_size_ramp)
     train_results = controller.train(
         runtime=job_runtime, model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
         dataset_fn=dataset_fns[True], output_dir=job.output_dir, loop_config=loop_config,
@@ -775,8 +785,8 @@ def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start,
         done = min(1.0, max(0.0, float(masking_progress.numpy())))
         results["masking_rate"] = {"first": task.masked_lm_prob,
                                    "last": masking_recipe(task).masked_lm_prob_at(done)}
-    results["tokens"] = (results["global_step"] * trainer.train_batch_size
-                         * trainer.gradient_accumulation_steps * task.max_seq_length)
+    results["tokens"] = (train_results["micro_batches"] * trainer.train_batch_size
+                         * task.max_seq_length)
     seconds_before = train_results["seconds_spent"] - train_results["wall_time_seconds"]
 
     if job.do_eval:
@@ -796,7 +806,7 @@ def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start,
     return results
 
 
-def _seconds_after_training(job, seconds_per_step, compile_seconds):
+def _seconds_after_training(job, seconds_per_batch, compile_seconds):
     """What a budgeted run needs after its last step, estimated from the training step's
     speed and compilation: the evaluation (forward passes only: about a third of a training
     step per batch of the same size, and half the compilation) and the two model files."""
@@ -804,7 +814,7 @@ def _seconds_after_training(job, seconds_per_step, compile_seconds):
     if job.do_eval:
         trainer = job.trainer
         batches = trainer.max_eval_steps * trainer.eval_batch_size / trainer.train_batch_size
-        seconds += compile_seconds / 2 + batches * seconds_per_step / 3
+        seconds += compile_seconds / 2 + batches * seconds_per_batch / 3
     return seconds
 
 

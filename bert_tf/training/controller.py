@@ -16,9 +16,13 @@ sums into reported metrics (`count` = the number of (micro-batch, replica) terms
 default `sums[k] / count` for every k.
 
 Resume is step-exact: a checkpoint holds the model, the optimizer (whose iteration count is the
-global step), the states of the model's random generators (dropout) and the run's clock; the
-input continues by skipping the batches the restored steps consumed, so with a deterministic
-pipeline a resumed run takes exactly the steps an uninterrupted one takes.
+global step), the states of the model's random generators (dropout) and the run's clock with
+the count of micro-batches consumed; the input continues by skipping those, so with a
+deterministic pipeline a resumed run takes exactly the steps an uninterrupted one takes.
+
+Batch-size ramp (`loop_config.batch_size_ramp`): each call of the compiled steps accumulates
+`loop_config.accumulation_at(fraction)` micro-batches a step, the fraction being the share of
+training done that on_progress gets; the step runner compiles each count once.
 
 Non-finite values: a NaN/Inf loss or weight stops training before any later save, so every
 checkpoint holds finite weights; the error names the first bad step and the last good
@@ -85,9 +89,10 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
       handle_sigterm: save and raise TrainingPreempted on SIGTERM (the main thread only).
       start_time: `time.time()` when the job started (default now): a time budget counts the
         job's set-up too.
-      budget_reserve_fn: `(seconds_per_step, compile_seconds) -> seconds` the job needs after
-        training (evaluation, model files), from the measured speed of a step and the time
-        compiling the step took, kept free of the budget; None: the final checkpoint only.
+      budget_reserve_fn: `(seconds_per_batch, compile_seconds) -> seconds` the job needs after
+        training (evaluation, model files), from the measured time of one micro-batch's
+        training step and the time compiling the step took, kept free of the budget; None:
+        the final checkpoint only.
       on_restored: optional `() -> None` called once the run's checkpoint is restored (or the
         warm start done), before the first step: a job writes its run files there, so a
         resume refused for its checkpoints writes nothing.
@@ -99,6 +104,7 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
 
     Returns:
       dict: the metrics of the last logging window plus "step", "steps_this_run",
+      "micro_batches" (global micro-batches trained on, every part of the run),
       "first_log" (this run's first logging window with its step, None if none),
       "examples_per_second" (this run), "wall_time_seconds" (this run) and "seconds_spent"
       (every part of the run, from its checkpoints); with a budget also "time_budget_seconds".
@@ -121,6 +127,9 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
     if on_restored is not None:
         on_restored()
     step = first_step = restored.step
+    # Checkpoints without the count were written by runs whose every step took the full count.
+    micro_batches = first_batches = int(restored.run_state.get("micro_batches")
+                                        or step * config.gradient_accumulation_steps)
     budget = config.time_budget_seconds
     clock = BudgetClock(budget or math.inf, start_time,
                         spent_before=restored.run_state.get("seconds_spent", 0.0),
@@ -133,9 +142,10 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
     log_steps = config.log_steps or config.steps_per_loop
     window = _window(runtime, runner, output_dir, metrics_fn or mean_metrics, config,
                      first_step, clock if budget else None)
-    runner.start(step if skip_consumed_input else 0)
+    runner.start(micro_batches if skip_consumed_input else 0)
     _log_start(step, config, clock if budget else None)
-    seconds_per_step = compile_seconds = None
+    seconds_per_batch = seconds_per_step = compile_seconds = None
+    compiled = set()
     preempted = None
     clock.start_training()
     try:
@@ -143,8 +153,11 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
             if budget:
                 left, fraction, rate = runtime.mean(
                     [clock.training_left(), clock.fraction(), clock.fraction_per_second()])
-                if seconds_per_step is not None and budget_reserve_fn is not None:
-                    clock.set_reserve(budget_reserve_fn(seconds_per_step, compile_seconds))
+                accumulation = config.accumulation_at(fraction)
+                if seconds_per_batch is not None:
+                    seconds_per_step = seconds_per_batch * accumulation
+                    if budget_reserve_fn is not None:
+                        clock.set_reserve(budget_reserve_fn(seconds_per_batch, compile_seconds))
                 if left <= (seconds_per_step or 0.0) or fraction >= 1.0:
                     break
                 fit = 1 if seconds_per_step is None else max(1, int(left / seconds_per_step))
@@ -158,29 +171,35 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
                                 _to_next_multiple(step, config.save_checkpoints_steps),
                                 _to_next_multiple(step, log_steps))
                 fraction = step / config.num_train_steps
+                accumulation = config.accumulation_at(fraction)
             if on_progress is not None:
                 on_progress(fraction)
             call_start = time.time()
-            result = runner.run_steps(num_steps)
+            result = runner.run_steps(num_steps, accumulation)
             call_seconds = time.time() - call_start
-            if step == first_step:
-                # The first call compiles: its time says nothing of the speed, but with the
-                # next call's it tells what compiling took.
-                first_call = (call_seconds, result.steps_run)
-            elif result.steps_run:
-                seconds_per_step = call_seconds / result.steps_run
-                compile_seconds = max(0.0, first_call[0] - first_call[1] * seconds_per_step)
+            batches_run = result.steps_run * accumulation
+            if accumulation not in compiled:
+                # A call at a new count compiles: its time says nothing of the speed, but the
+                # run's first call with a later call's tells what compiling took.
+                compiled.add(accumulation)
+                if step == first_step:
+                    first_call = (call_seconds, batches_run)
+            elif batches_run:
+                seconds_per_batch = call_seconds / batches_run
+                seconds_per_step = seconds_per_batch * accumulation
+                compile_seconds = max(0.0, first_call[0] - first_call[1] * seconds_per_batch)
             if result.nonfinite:
                 raise NonFiniteLossError(_nonfinite_message(result, step, runner))
             step += result.steps_run
-            window.add(result.sums, result.steps_run)
+            micro_batches += batches_run
+            window.add(result.sums, result.steps_run, batches_run)
             last = (not budget and step >= config.num_train_steps) or (
                 budget and _budget_spent(runtime, clock, seconds_per_step))
             if step % log_steps == 0 or last or result.stop:
                 window.log(step, runner.learning_rate(step))
             if step % config.save_checkpoints_steps == 0 or last or result.stop:
                 save_start = time.time()
-                saved = runner.save(step, _run_state(clock, budget, finished=last))
+                saved = runner.save(step, _run_state(clock, budget, last, micro_batches))
                 clock.note_save(time.time() - save_start)
                 if result.stop:
                     preempted = runner.preempted(step, saved)
@@ -194,7 +213,9 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
         runner.finish()
     finally:
         runner.close(stop_handled=preempted is not None)
-    results = _final_results(window, step, first_step, start_time, clock)
+    results = _final_results(window, step, first_step, micro_batches - first_batches,
+                             start_time, clock)
+    results["micro_batches"] = micro_batches
     if budget:
         results["time_budget_seconds"] = budget
     return results
@@ -213,10 +234,10 @@ def _budget_spent(runtime, clock, seconds_per_step):
     return left <= (seconds_per_step or 0.0)
 
 
-def _run_state(clock, budget, finished):
-    """What a checkpoint keeps of the run's clock; a budgeted run's last checkpoint records its
-    schedule as done (a resume then has nothing left to train)."""
-    state = clock.state()
+def _run_state(clock, budget, finished, micro_batches):
+    """What a checkpoint keeps of the run's clock and input; a budgeted run's last checkpoint
+    records its schedule as done (a resume then has nothing left to train)."""
+    state = dict(clock.state(), micro_batches=float(micro_batches))
     if not budget:
         state["schedule_fraction"] = 0.0
     elif finished:
@@ -248,25 +269,23 @@ def _nonfinite_message(result, step, runner):
 def _window(runtime, runner, output_dir, metrics_fn, config, first_step, clock):
     from bert_tf.training.logging_window import LoggingWindow
 
-    accumulation = config.gradient_accumulation_steps
     return LoggingWindow(output_dir, runtime.chief, metrics_fn,
                          None if clock is not None else config.num_train_steps,
-                         runner.terms_per_step,
-                         config.global_batch_size * accumulation if config.global_batch_size
-                         else None, first_step, budget=clock)
+                         runner.terms_per_batch, config.global_batch_size, first_step,
+                         budget=clock)
 
 
-def _final_results(window, step, first_step, start_time, clock):
+def _final_results(window, step, first_step, batches_this_run, start_time, clock):
     """train()'s return value: the last window's metrics plus the run's totals."""
     train_time = time.time() - window.run_start
-    steps_this_run = step - first_step
     results = dict(window.results)
-    results.update(step=step, steps_this_run=steps_this_run,
+    results.update(step=step, steps_this_run=step - first_step,
                    wall_time_seconds=time.time() - start_time, first_log=window.first_log,
                    seconds_spent=clock.spent())
-    if window.examples_per_step:
-        results["examples_per_second"] = (steps_this_run * window.examples_per_step / train_time
-                                          if train_time > 0 and steps_this_run else 0.0)
+    if window.examples_per_batch:
+        results["examples_per_second"] = (batches_this_run * window.examples_per_batch
+                                          / train_time
+                                          if train_time > 0 and batches_this_run else 0.0)
     return results
 
 

@@ -5,14 +5,15 @@
   array split along its batch axis, so the loss is the global batch's mean and XLA adds the
   all-reduce of the gradients: N devices take the step one device takes with the same global
   batch.
-- The step: the forward and backward pass of every micro-batch (a lax.scan over
-  gradient_accumulation_steps), the optimizer's stateless update and the finiteness check, in
-  one compiled program. The dropout generators' states are non-trainable variables threaded
-  through it, so they are part of every checkpoint; a time budget's schedule anchor
-  (optimization.BudgetSchedule) is an input of every call.
+- The step: the forward and backward pass of every micro-batch (a lax.scan over the step's
+  micro-batches), the optimizer's stateless update and the finiteness check, in one compiled
+  program (compiled again for each accumulation count a batch-size ramp reaches). The dropout
+  generators' states are non-trainable variables threaded through it, so they are part of
+  every checkpoint; a time budget's schedule anchor (optimization.BudgetSchedule) is an input
+  of every call.
 - Checkpoints: training.jax_checkpoints (Orbax: the loop's state as it lies on the devices,
   every process taking part, plus the run's clock). The input continues after a restore by
-  skipping the batches the restored steps consumed.
+  skipping the micro-batches the restored steps consumed.
 - Non-finite values: a NaN/Inf loss or weight is noted on the device with its step and read at
   the end of every run_steps call (before any save), so no checkpoint holds one.
 - SIGTERM: a flag the controller reads after every call; every process stops at the same step.
@@ -235,7 +236,7 @@ class JaxStepRunner(StepRunner):
         self._state = self._step = self._batches = self._sigterm = None
         self._host_variables = []
         # Each micro-batch is one global array: its loss parts are one term of the sums.
-        self.terms_per_step = loop_config.gradient_accumulation_steps
+        self.terms_per_batch = 1
 
     def restore(self):
         model, optimizer = self._model, self._optimizer
@@ -245,25 +246,23 @@ class JaxStepRunner(StepRunner):
             self._warm_start_fn(self._config.init_checkpoint, self._init_target)
         return Restored(restored, int(np.asarray(optimizer.iterations.value)), run_state)
 
-    def start(self, skip_steps):
+    def start(self, skip_batches):
         mesh = device_mesh()
-        accumulation = self._config.gradient_accumulation_steps
         host_variables = [self._schedule.anchor] if self._schedule is not None else []
         self._step, self._state = compile_train_step(self._model, self._optimizer,
-                                                     self._loss_fn, accumulation, mesh,
-                                                     host_variables)
+                                                     self._loss_fn, mesh, host_variables)
         self._host_variables = host_variables
-        self._batches = _micro_batches(self._dataset_fn, skip_steps * accumulation,
-                                       accumulation, mesh)
+        self._batches = _MicroBatches(self._dataset_fn, skip_batches, mesh)
         self._sigterm = _SigtermFlag() if self._handle_sigterm else None
 
-    def run_steps(self, num_steps):
+    def run_steps(self, num_steps, accumulation):
         host_values = [np.asarray(v.value) for v in self._host_variables]
         # One process stops at a SIGTERM at once; several stop together after the call.
         alone = jax.process_count() == 1
         sums, first_bad, steps_run = None, None, 0
         for _ in range(num_steps):
-            self._state, parts, finite = self._step(self._state, next(self._batches),
+            self._state, parts, finite = self._step(self._state,
+                                                    self._batches.take(accumulation),
                                                     host_values)
             steps_run += 1
             sums = parts if sums is None else {k: sums[k] + parts[k] for k in sums}
@@ -325,21 +324,21 @@ def _put_state(model, optimizer, state):
             variable.assign(jax.numpy.copy(value))
 
 
-def compile_train_step(model, optimizer, loss_fn, accumulation, mesh, host_variables=()):
+def compile_train_step(model, optimizer, loss_fn, mesh, host_variables=()):
     """The compiled train step and its first state.
 
     Args:
       model, optimizer (built), loss_fn: as controller.train.
-      accumulation: micro-batches per step (the leading axis of the step's batches).
       mesh: the device mesh (device_mesh()).
       host_variables: Keras variables the host sets between calls (a BudgetSchedule's
         anchor), read inside the step from the call's `host_values`.
 
     Returns:
       (step, state): `step(state, micro_batches, host_values) -> (state, parts, finite)`,
-      micro_batches a dict of [A, B, ...] global arrays (shard_micro_batches), host_values the
-      host variables' values, parts loss_fn's float32 sums over the micro-batches, finite a
-      bool scalar; it donates its state. state: the trainable, non-trainable and optimizer
+      micro_batches a dict of [A, B, ...] global arrays (shard_micro_batches: A micro-batches
+      accumulated, one compilation per A), host_values the host variables' values, parts
+      loss_fn's float32 sums over the micro-batches, finite a bool scalar; it donates its
+      state. state: the trainable, non-trainable and optimizer
       values, replicated over the mesh (copies: the variables' own buffers stay valid).
     """
     replicated = NamedSharding(mesh, P())
@@ -349,7 +348,7 @@ def compile_train_step(model, optimizer, loss_fn, accumulation, mesh, host_varia
     optimizer_variables = optimizer.variables
     host_variables = list(host_variables)
 
-    def loss_and_parts(trainable, non_trainable, batch):
+    def loss_and_parts(trainable, non_trainable, batch, accumulation):
         mapping = (list(zip(trainable_variables, trainable))
                    + list(zip(non_trainable_variables, non_trainable)))
         with keras.StatelessScope(state_mapping=mapping) as scope:
@@ -373,16 +372,20 @@ def compile_train_step(model, optimizer, loss_fn, accumulation, mesh, host_varia
 
     def step(state, micro_batches, host_values=()):
         trainable, non_trainable, optimizer_values = state
+        # Static when traced: each count is a compilation of its own.
+        accumulation = jax.tree.leaves(micro_batches)[0].shape[0]
 
         def one(carry, batch):
             grads, non_trainable, sums = carry
-            (_, (parts, non_trainable)), step_grads = grad_fn(trainable, non_trainable, batch)
+            (_, (parts, non_trainable)), step_grads = grad_fn(trainable, non_trainable, batch,
+                                                              accumulation)
             grads = jax.tree.map(lambda a, b: a + b, grads, step_grads)
             sums = jax.tree.map(lambda a, b: a + b, sums, parts)
             return (grads, non_trainable, sums), None
 
         first = jax.tree.map(lambda x: x[0], micro_batches)
-        (_, (sums, non_trainable)), grads = grad_fn(trainable, non_trainable, first)
+        (_, (sums, non_trainable)), grads = grad_fn(trainable, non_trainable, first,
+                                                    accumulation)
         if accumulation > 1:
             rest = jax.tree.map(lambda x: x[1:], micro_batches)
             (grads, non_trainable, sums), _ = jax.lax.scan(
@@ -405,20 +408,25 @@ def shard_micro_batches(local, mesh):
     return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), local)
 
 
-def _micro_batches(dataset_fn, skip, accumulation, mesh):
-    """Yields [A, B, ...] global arrays: A micro-batches of this process's pipeline stacked,
-    split along the batch axis over every device; the first `skip` batches are passed over."""
-    dataset = dataset_fn(InputContext())
-    if skip:
-        dataset = dataset.skip(skip)
-    iterator = dataset.as_numpy_iterator()
-    while True:
+class _MicroBatches:
+    """This process's input pipeline, past its first `skip` batches, as the steps take it."""
+
+    def __init__(self, dataset_fn, skip, mesh):
+        dataset = dataset_fn(InputContext())
+        if skip:
+            dataset = dataset.skip(skip)
+        self._iterator = dataset.as_numpy_iterator()
+        self._mesh = mesh
+
+    def take(self, accumulation):
+        """The next `accumulation` batches stacked ([A, B, ...] global arrays, split along the
+        batch axis over every device)."""
         try:
-            local = [next(iterator) for _ in range(accumulation)]
+            local = [next(self._iterator) for _ in range(accumulation)]
         except StopIteration:
             raise RuntimeError("the training input ended; dataset_fn must return a repeating "
                                "dataset") from None
-        yield shard_micro_batches(jax.tree.map(_stack_padded, *local), mesh)
+        return shard_micro_batches(jax.tree.map(_stack_padded, *local), self._mesh)
 
 
 def _stack_padded(*arrays):

@@ -24,34 +24,37 @@ class LoggingWindow:
       chief: whether this worker writes summaries (others get a no-op writer).
       metrics_fn: `(sums, count) -> dict` of reported metrics (see loop.train).
       num_train_steps: the step training stops at, for the progress line and the ETA.
-      terms_per_step: (micro-batch, replica) terms one step sums (replicas x accumulation).
-      examples_per_step: examples one optimizer step trains on, or None to skip examples/s.
+      terms_per_batch: (micro-batch, replica) terms each micro-batch adds to the sums (the
+        step runner's).
+      examples_per_batch: examples in one global micro-batch, or None to skip examples/s.
       first_step: the global step this run started at (for the ETA).
       budget: a training.budget.BudgetClock when the run trains to a time budget (the progress
         line then shows the time spent of it; num_train_steps is None).
     """
 
-    def __init__(self, output_dir, chief, metrics_fn, num_train_steps, terms_per_step,
-                 examples_per_step, first_step, budget=None):
+    def __init__(self, output_dir, chief, metrics_fn, num_train_steps, terms_per_batch,
+                 examples_per_batch, first_step, budget=None):
         self._writer = (tf.summary.create_file_writer(
             file_names.path(output_dir, file_names.SUMMARIES_DIR, "train")) if chief
             else tf.summary.create_noop_writer())
         self._metrics_fn = metrics_fn
         self._num_train_steps = num_train_steps
-        self._terms_per_step = terms_per_step
-        self.examples_per_step = examples_per_step
+        self._terms_per_batch = terms_per_batch
+        self.examples_per_batch = examples_per_batch
         self._first_step = first_step
         self._budget = budget
-        self._sums, self._count, self._steps = None, 0, 0
+        self._sums, self._count, self._steps, self._batches = None, 0, 0, 0
         self._start = self.run_start = time.time()
         self.results, self.first_log = {}, None
 
-    def add(self, sums, steps_run):
-        """Adds the parts summed over `steps_run` steps (a dict of floats)."""
+    def add(self, sums, steps_run, batches_run):
+        """Adds the parts summed over `steps_run` steps of `batches_run` global micro-batches
+        in all (a dict of floats)."""
         self._sums = sums if self._sums is None else {
             k: self._sums[k] + sums[k] for k in sums}
-        self._count += steps_run * self._terms_per_step
+        self._count += batches_run * self._terms_per_batch
         self._steps += steps_run
+        self._batches += batches_run
 
     def log(self, step, learning_rate):
         """Computes the window's metrics (kept in `results`), logs them with rates and ETA,
@@ -61,16 +64,17 @@ class LoggingWindow:
         if self.first_log is None:
             self.first_log = dict(self.results, step=step)
         _log_progress(step, self._num_train_steps, dict(self.results, learning_rate=learning_rate),
-                      self._steps, elapsed, self.examples_per_step,
+                      self._steps, self._batches, elapsed, self.examples_per_batch,
                       time.time() - self.run_start, step - self._first_step, self._budget)
         with self._writer.as_default(step=step):
             for name, value in self.results.items():
                 write_scalar(name, value)
             write_scalar("learning_rate", learning_rate)
-            if self.examples_per_step and elapsed > 0:
-                write_scalar("examples_per_second", self._steps * self.examples_per_step / elapsed)
+            if self.examples_per_batch and elapsed > 0:
+                write_scalar("examples_per_second",
+                             self._batches * self.examples_per_batch / elapsed)
         self._writer.flush()
-        self._sums, self._count, self._steps = None, 0, 0
+        self._sums, self._count, self._steps, self._batches = None, 0, 0, 0
         self._start = time.time()
 
 
@@ -101,8 +105,8 @@ def format_metrics(metrics):
     return " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
 
 
-def _log_progress(step, num_train_steps, metrics, window_steps, elapsed, global_batch_size,
-                  run_elapsed, run_steps, budget=None):
+def _log_progress(step, num_train_steps, metrics, window_steps, window_batches, elapsed,
+                  global_batch_size, run_elapsed, run_steps, budget=None):
     if budget is not None:
         head = (f"step {step} ({format_duration(budget.spent())} of "
                 f"{format_duration(budget.budget_seconds)})")
@@ -112,7 +116,7 @@ def _log_progress(step, num_train_steps, metrics, window_steps, elapsed, global_
     if elapsed > 0:
         parts.append(f"steps/s={window_steps / elapsed:.2f}")
         if global_batch_size:
-            parts.append(f"examples/s={window_steps * global_batch_size / elapsed:.1f}")
+            parts.append(f"examples/s={window_batches * global_batch_size / elapsed:.1f}")
     if budget is not None:
         parts.append(f"ETA {format_duration(budget.left())}")
     elif run_steps and run_elapsed > 0:

@@ -10,6 +10,18 @@ def check_gradient_accumulation_steps(steps):
         raise ValueError(f"--gradient_accumulation_steps={steps} must be >= 1")
 
 
+def check_batch_size_ramp(ramp, accumulation_steps):
+    """Raises ValueError naming --batch_size_ramp unless it is a share of training in (0, 1]
+    and there is a larger batch to grow to (--gradient_accumulation_steps >= 2)."""
+    if not 0 < ramp <= 1:
+        raise ValueError(f"--batch_size_ramp={ramp} must be in (0, 1]: the share of training "
+                         "over which the batch grows")
+    if accumulation_steps < 2:
+        raise ValueError(f"--batch_size_ramp={ramp} grows the batch from --train_batch_size to "
+                         "--train_batch_size x --gradient_accumulation_steps: set "
+                         f"--gradient_accumulation_steps >= 2 (it is {accumulation_steps})")
+
+
 @dataclasses.dataclass
 class TrainLoopConfig:
     """How long and how a training run goes: the trainer section the run controller
@@ -23,7 +35,7 @@ class TrainLoopConfig:
       log_steps: log and write summaries every this many steps (default: steps_per_loop).
       global_batch_size: examples per micro-batch over all replicas (the batch-size flag), for
         examples/s; each step trains on gradient_accumulation_steps of them. None skips it.
-      gradient_accumulation_steps: micro-batches per optimizer step.
+      gradient_accumulation_steps: micro-batches per optimizer step (at the end of a ramp).
       jit_compile: XLA-compile the forward and backward pass (not the optimizer update):
         True, False or "auto" (on for TPUs and GPUs, off on CPUs; see
         precision.resolve_jit_compile). JAX always compiles the whole step.
@@ -32,6 +44,11 @@ class TrainLoopConfig:
       time_budget_seconds: train until this much wall-clock time is spent (training.budget)
         instead of to num_train_steps; the optimizer's learning rate must then be a
         BudgetSchedule.
+      batch_size_ramp: a batch that grows (Cramming's batch-size ramp): one micro-batch per
+        step at the start, rising linearly to gradient_accumulation_steps when this share of
+        training (of num_train_steps, or of the time budget) is done; None: always
+        gradient_accumulation_steps. Early steps are then many small updates, late ones few
+        large ones.
     """
 
     num_train_steps: int
@@ -43,8 +60,19 @@ class TrainLoopConfig:
     jit_compile: bool | str = False
     init_checkpoint: str | None = None
     time_budget_seconds: float | None = None
+    batch_size_ramp: float | None = None
 
     def __post_init__(self):
         check_gradient_accumulation_steps(self.gradient_accumulation_steps)
+        if self.batch_size_ramp is not None:
+            check_batch_size_ramp(self.batch_size_ramp, self.gradient_accumulation_steps)
         if self.time_budget_seconds is not None and not self.time_budget_seconds > 0:
             raise ValueError(f"time_budget_seconds={self.time_budget_seconds} must be > 0")
+
+    def accumulation_at(self, fraction):
+        """Micro-batches per optimizer step when `fraction` (in [0, 1]) of training is done."""
+        steps = self.gradient_accumulation_steps
+        if self.batch_size_ramp is None:
+            return steps
+        # Rounded down, so the full batch arrives exactly at the ramp's end.
+        return min(steps, 1 + int((steps - 1) * fraction / self.batch_size_ramp + 1e-9))

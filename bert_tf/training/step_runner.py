@@ -20,8 +20,9 @@ def none_restored(directory, candidates):
 
 
 # Checkpoint entries of the run's clock (training.budget): seconds spent by every part of the
-# run, and a time-budget schedule's progress.
-RUN_STATE_KEYS = ("seconds_spent", "schedule_fraction")
+# run, a time-budget schedule's progress, and the global micro-batches the steps consumed
+# (what a resume skips: with a batch-size ramp steps differ in size).
+RUN_STATE_KEYS = ("seconds_spent", "schedule_fraction", "micro_batches")
 
 
 @dataclasses.dataclass
@@ -52,11 +53,11 @@ class StepRunner:
     and close in any case.
 
     Attributes:
-      terms_per_step: how many (micro-batch, replica) terms one step's sums add (what
-        metrics_fn's `count` counts).
+      terms_per_batch: how many (micro-batch, replica) terms each micro-batch of a step adds
+        to the sums (what metrics_fn's `count` counts): the replicas on TensorFlow, 1 on JAX.
     """
 
-    terms_per_step = 1
+    terms_per_batch = 1
 
     def restore(self):
         """Restores the newest readable checkpoint of the run's directory into the model and
@@ -66,13 +67,14 @@ class StepRunner:
         none can be read, a CheckpointError says so and what to do."""
         raise NotImplementedError
 
-    def start(self, skip_steps):
-        """Prepares the compiled steps and the input, past the batches `skip_steps` steps
-        consumed; starts watching for SIGTERM."""
+    def start(self, skip_batches):
+        """Prepares the compiled steps and the input, past the first `skip_batches` global
+        micro-batches (those the restored steps consumed); starts watching for SIGTERM."""
         raise NotImplementedError
 
-    def run_steps(self, num_steps):
-        """Runs up to `num_steps` optimizer steps; returns a StepsResult."""
+    def run_steps(self, num_steps, accumulation):
+        """Runs up to `num_steps` optimizer steps of `accumulation` micro-batches each (one
+        compiled program per count, made on its first use); returns a StepsResult."""
         raise NotImplementedError
 
     def save(self, step, run_state):

@@ -6,13 +6,14 @@ Keras `fit` fails under MultiWorkerMirroredStrategy (docs/design.md), so trainin
 many); models stay plain Keras models and still work with `fit` elsewhere.
 
 tf.distribute input iterators cannot be checkpointed (DistributedIterator is not trackable in
-TF 2.21), so a resumed run continues the input by skipping, in every input pipeline, the batches
-the restored steps consumed. The checkpoints hold the model, the optimizer, the state of every
-Keras random generator in the model (dropout: a resumed step draws the masks the uninterrupted
-run drew) and the run's clock (`run_state`).
+TF 2.21), so a resumed run continues the input by skipping, in every input pipeline, the
+micro-batches the restored steps consumed (the run state counts them). The checkpoints hold
+the model, the optimizer, the state of every Keras random generator in the model (dropout: a
+resumed step draws the masks the uninterrupted run drew) and the run's clock (`run_state`).
 
-Gradient accumulation: with `gradient_accumulation_steps=N` one optimizer step takes N
-micro-batches from the input on every replica and applies the mean of their gradients, so the
+Gradient accumulation: with N accumulated micro-batches (the controller's count for each call:
+loop_config.accumulation_at) one optimizer step takes N micro-batches from the input on every
+replica and applies the mean of their gradients, so the
 effective batch is N x the global batch (the same update as one N-times larger batch when the
 loss is a mean over equally sized batches; the MLM loss averages over masked positions, so
 there it is a mean of micro-batch means, the approximation every multi-replica step makes).
@@ -191,10 +192,10 @@ class TensorFlowStepRunner(StepRunner):
             self._run_state = {key: tf.Variable(0.0, dtype=tf.float64, trainable=False,
                                                 name=key) for key in RUN_STATE_KEYS}
         self._manager = self._worker_dir = self._last_good = self._sigterm = None
-        self._train_steps = None
+        self._train_steps = {}
+        self._iterator = self._grad_fn = self._part_names = None
         # The sums add every replica's parts of every micro-batch.
-        self.terms_per_step = (strategy.num_replicas_in_sync
-                               * loop_config.gradient_accumulation_steps)
+        self.terms_per_batch = strategy.num_replicas_in_sync
 
     def restore(self):
         model, optimizer, strategy = self._model, self._optimizer, self._strategy
@@ -228,28 +229,41 @@ class TensorFlowStepRunner(StepRunner):
         self._last_good = restored
         return Restored(restored, int(optimizer.iterations.numpy()), run_state)
 
-    def start(self, skip_steps):
+    def start(self, skip_batches):
         # The input pipeline's graphs may run before any model graph (whose LayerNorm spends
         # oneDNN's one-time type notice) and hold an int64 transpose: spend it here first.
         quiet_logs.absorb_onednn_type_notice()
         self._sigterm = (preemption.SigtermWatcher(self._strategy) if self._handle_sigterm
                          else None)
-        self._skip_steps, self._steps_done = skip_steps, 0
-        self._build_steps()
+        self._skip_batches, self._steps_done = skip_batches, 0
+        self._start_input()
         if self._sigterm:
             self._sigterm.start()
 
-    def _build_steps(self):
-        strategy, accumulation = self._strategy, self._config.gradient_accumulation_steps
-        iterator = _resumed_iterator(strategy, self._dataset_fn, self._skip_steps, accumulation)
-        self._train_steps = _build_train_steps(self._model, self._optimizer, self._loss_fn,
-                                               strategy, iterator, accumulation, self._jit,
-                                               self._sigterm)
+    def _start_input(self):
+        """The input iterator past the skipped micro-batches; the compiled steps are made
+        anew, for each accumulation count on its first use."""
+        strategy = self._strategy
+        self._iterator = _resumed_iterator(strategy, self._dataset_fn, self._skip_batches)
+        # On TPUs the whole step is XLA-compiled already.
+        self._grad_fn = _make_grad_fn(
+            self._model, self._loss_fn, self._jit and not _is_tpu(strategy),
+            self._optimizer if isinstance(self._optimizer, precision.DynamicLossScaleOptimizer)
+            else None)
+        # The loop's sums need the names of loss_fn's parts up front: a trace (not a run) of
+        # the forward pass gives them.
+        self._part_names = _part_names(strategy, self._model, self._loss_fn, self._iterator)
+        self._train_steps = {}
 
-    def run_steps(self, num_steps):
+    def run_steps(self, num_steps, accumulation):
         first_step = int(self._optimizer.iterations.numpy()) if not self._steps_done else None
+        if accumulation not in self._train_steps:
+            self._train_steps[accumulation] = _build_train_steps(
+                self._model, self._optimizer, self._strategy, self._iterator, self._grad_fn,
+                self._part_names, accumulation, self._sigterm)
         try:
-            sums, steps_run, stop, nonfinite = self._train_steps(tf.constant(num_steps))
+            sums, steps_run, stop, nonfinite = self._train_steps[accumulation](
+                tf.constant(num_steps))
         except tf.errors.OutOfRangeError:
             raise RuntimeError("the training input ended; dataset_fn must return a repeating "
                                "dataset") from None
@@ -263,8 +277,8 @@ class TensorFlowStepRunner(StepRunner):
             logging.warning("%s", message)
             self._optimizer.iterations.assign(first_step)
             self._jit = False
-            self._build_steps()
-            return self.run_steps(num_steps)
+            self._start_input()
+            return self.run_steps(num_steps, accumulation)
         self._steps_done += int(steps_run)
         return StepsResult({k: float(v) for k, v in sums.items()}, int(steps_run), bool(stop),
                            bool(nonfinite))
@@ -326,31 +340,29 @@ def _nonfinite_weights(model):
     return None
 
 
-def _resumed_iterator(strategy, dataset_fn, skip_steps, accumulation):
-    """The distributed input iterator, past the batches `skip_steps` steps consumed."""
+def _resumed_iterator(strategy, dataset_fn, skip_batches):
+    """The distributed input iterator, past the first `skip_batches` global micro-batches."""
     def resumed_dataset_fn(input_context):
         dataset = dataset_fn(input_context)
-        if skip_steps:
-            # Each step takes `accumulation` batches per replica this pipeline feeds.
+        if skip_batches:
+            # Each global micro-batch takes one batch per replica this pipeline feeds.
             per_pipeline = (input_context.num_replicas_in_sync
                             // input_context.num_input_pipelines)
-            dataset = dataset.skip(skip_steps * per_pipeline * accumulation)
+            dataset = dataset.skip(skip_batches * per_pipeline)
         return dataset
 
     return iter(strategy.distribute_datasets_from_function(resumed_dataset_fn))
 
 
-def _build_train_steps(model, optimizer, loss_fn, strategy, iterator, accumulation, jit, sigterm):
+def _build_train_steps(model, optimizer, strategy, iterator, grad_fn, part_names, accumulation,
+                       sigterm):
     """The tf.function `(num_steps) -> (sums, steps_run, stop, nonfinite)` that runs up to
-    num_steps optimizer steps, stopping early at a non-finite step or a stop request."""
-    # On TPUs the whole step is XLA-compiled already.
-    grad_fn = _make_grad_fn(model, loss_fn, strategy.num_replicas_in_sync * accumulation,
-                            jit and not _is_tpu(strategy),
-                            optimizer if isinstance(optimizer, precision.DynamicLossScaleOptimizer)
-                            else None)
+    num_steps optimizer steps of `accumulation` micro-batches (grad_fn's terms: replicas x
+    accumulation), stopping early at a non-finite step or a stop request."""
+    num_terms = tf.constant(float(strategy.num_replicas_in_sync * accumulation))
 
     def replica_step(micro_batches):
-        parts, grads = _accumulate(grad_fn, micro_batches)
+        parts, grads = _accumulate(lambda batch: grad_fn(batch, num_terms), micro_batches)
         optimizer.apply(grads, model.trainable_variables)
         # One all-finite reduction over the loss and the updated weights: a NaN/Inf update
         # (from the gradients or from the learning rate) stops training before any save.
@@ -366,10 +378,7 @@ def _build_train_steps(model, optimizer, loss_fn, strategy, iterator, accumulati
 
     # Every step runs as the same loop body, whatever the number of steps per call: a step
     # compiled outside the loop can round differently, and a resumed run (whose calls start
-    # and end at other steps) would then drift from an uninterrupted one. The loop's sums need
-    # the names of loss_fn's parts up front: a trace (not a run) of the forward pass gives them.
-    part_names = _part_names(strategy, model, loss_fn, iterator)
-
+    # and end at other steps) would then drift from an uninterrupted one.
     @tf.function
     def train_steps(num_steps):
         # Stops early at the first non-finite loss or weights so the step that produced them
@@ -403,14 +412,15 @@ def _wait_for_all_workers(strategy):
         all_reduce_one()
 
 
-def _make_grad_fn(model, loss_fn, num_terms, jit_compile, loss_scale_optimizer=None):
-    """(batch) -> (parts dict, gradients) on one replica.
+def _make_grad_fn(model, loss_fn, jit_compile, loss_scale_optimizer=None):
+    """(batch, num_terms=1) -> (parts dict, gradients) on one replica.
 
-    The loss is divided by `num_terms` (replicas x accumulated micro-batches) so the summed
+    The loss is divided by `num_terms` (a float32 scalar: replicas x accumulated micro-batches,
+    an input so that every accumulation count shares one compiled pass) so the summed
     gradients are those of the mean over all of them; with a loss-scale optimizer it is also
     multiplied by the current loss scale (which the optimizer divides out again).
     """
-    def grad_fn(batch):
+    def grad_fn(batch, num_terms=1.0):
         with tf.GradientTape() as tape:
             parts = loss_fn(model, batch, True)
             loss = tf.cast(parts["loss"], tf.float32) / num_terms

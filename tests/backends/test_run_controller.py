@@ -69,6 +69,49 @@ def test_resume_with_dropout_and_accumulation_ends_where_an_uninterrupted_run_en
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
+def test_a_batch_size_ramp_grows_the_steps_and_resumes_after_sigterm_exactly(runtime, tmp_path,
+                                                                          monkeypatch):
+    runner_class = _runner_class()
+    run_steps = runner_class.run_steps
+    calls = []
+
+    def recorded(runner, num_steps, accumulation):
+        if recorded.sigterm_at_call == len(calls):
+            os.kill(os.getpid(), signal.SIGTERM)  # the call's first step sees it
+        result = run_steps(runner, num_steps, accumulation)
+        calls.append((result.steps_run, accumulation))
+        return result
+
+    monkeypatch.setattr(runner_class, "run_steps", recorded)
+    ramp = dict(gradient_accumulation_steps=3, batch_size_ramp=0.5)
+    recorded.sigterm_at_call = None
+    model, optimizer = _build(runtime, num_train_steps=60, dropout=0.1)
+    straight = _train(runtime, model, optimizer, tmp_path / "straight", 60, **ramp)
+    want = _weights(model)
+    # Calls start at steps 0, 20, 40 and 50 (a save): 1 micro-batch a step, then 1 + 2 x the
+    # share done / 0.5, rounded down, up to 3 from half-way on.
+    assert calls == [(20, 1), (20, 2), (10, 3), (10, 3)]
+    assert straight["micro_batches"] == 20 + 40 + 30 + 30
+    # Each term is one micro-batch's mean loss: the window's mean stays a per-batch loss.
+    assert 0 < straight["loss"] < 0.7 and straight["accuracy"] > 0.6, straight
+
+    calls.clear()
+    recorded.sigterm_at_call = 1
+    model, optimizer = _build(runtime, num_train_steps=60, dropout=0.1)
+    with pytest.raises(TrainingPreempted) as preempted:
+        _train(runtime, model, optimizer, tmp_path / "resumed", 60, **ramp)
+    assert preempted.value.step == 21 and calls == [(20, 1), (1, 2)]
+    assert runtime.saved_run_state(str(tmp_path / "resumed"))["micro_batches"] == 22
+    calls.clear()
+    recorded.sigterm_at_call = None
+    model, optimizer = _build(runtime, num_train_steps=60, seed=99, dropout=0.1)
+    resumed = _train(runtime, model, optimizer, tmp_path / "resumed", 60, **ramp)
+    assert calls == [(19, 2), (10, 3), (10, 3)]
+    assert resumed["steps_this_run"] == 39 and resumed["micro_batches"] == 120
+    for got, expected in zip(_weights(model), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
 def test_a_nan_loss_stops_before_any_save_naming_the_last_good_checkpoint(runtime, tmp_path):
     model, optimizer = _build(runtime)
     _train(runtime, model, optimizer, tmp_path, 40, save_checkpoints_steps=20)
@@ -114,11 +157,11 @@ def test_sigterm_saves_the_step_reached_and_exits_143(runtime, tmp_path, monkeyp
     runner_class = _runner_class()
     run_steps = runner_class.run_steps
 
-    def signalled(runner, num_steps):
+    def signalled(runner, num_steps, accumulation):
         if not signalled.sent:
             signalled.sent = True
             os.kill(os.getpid(), signal.SIGTERM)
-        return run_steps(runner, num_steps)
+        return run_steps(runner, num_steps, accumulation)
 
     signalled.sent = False
     monkeypatch.setattr(runner_class, "run_steps", signalled)
@@ -142,8 +185,8 @@ def test_a_time_budget_ends_training_with_the_learning_rate_at_zero(runtime, tmp
     runner_class = _runner_class()
     run_steps = runner_class.run_steps
 
-    def timed(runner, num_steps):
-        result = run_steps(runner, num_steps)
+    def timed(runner, num_steps, accumulation):
+        result = run_steps(runner, num_steps, accumulation)
         now[0] += 0.01 * result.steps_run + (1.0 if not timed.called else 0.0)
         timed.called = True
         return result

@@ -37,11 +37,11 @@ def _runner(runtime, output_dir, num_train_steps=40, seed=0, accumulation=1, los
     return runner, model, optimizer
 
 
-def _steps(runner, counts):
+def _steps(runner, counts, accumulation=1):
     """Runs run_steps once per count; the StepsResults."""
     results = []
     for count in counts:
-        results.append(runner.run_steps(count))
+        results.append(runner.run_steps(count, accumulation))
     runner.sync_model()
     return results
 
@@ -52,20 +52,20 @@ def test_steps_sum_every_part_and_the_trained_weights_reach_the_model(runtime, t
         assert runner.restore() == Restored(None, 0, {})
         before = toy.weights(model)
         runner.start(0)
-        first, second = _steps(runner, (10, 20))
+        first, second = _steps(runner, (10, 20), accumulation=2)
     finally:
         runner.close(stop_handled=False)
     assert isinstance(first, StepsResult)
     assert (first.steps_run, second.steps_run, first.stop, first.nonfinite) == (10, 20, False,
                                                                                 False)
-    # Two accumulated micro-batches a step: each step adds two (micro-batch, replica) terms.
-    assert runner.terms_per_step == 2 * runtime.num_replicas
+    # Each micro-batch adds a term per replica on TensorFlow, one global term on JAX.
+    assert runner.terms_per_batch == (1 if BACKEND == "jax" else runtime.num_replicas)
     for result, steps in ((first, 10), (second, 20)):
         # A step trains accumulation x the global batch.
         assert result.sums["count"] == steps * 2 * toy.GLOBAL_BATCH
         assert 0 <= result.sums["correct"] <= result.sums["count"]
         # Each term's mean loss is summed: divided by the terms, the mean loss of the steps.
-        assert 0 < result.sums["loss"] / (steps * runner.terms_per_step) < 1.0
+        assert 0 < result.sums["loss"] / (steps * 2 * runner.terms_per_batch) < 1.0
     # Trained: the weights moved, and the later steps fit better than the first ones.
     assert second.sums["loss"] / 20 < first.sums["loss"] / 10
     assert any(not np.array_equal(a, b) for a, b in zip(before, toy.weights(model)))
@@ -90,7 +90,7 @@ def test_a_saved_step_restores_into_a_model_built_from_another_seed(runtime, tmp
         runner.restore()
         runner.start(0)
         _steps(runner, (10,))
-        run_state = {"seconds_spent": 12.5, "schedule_fraction": 0.25}
+        run_state = {"seconds_spent": 12.5, "schedule_fraction": 0.25, "micro_batches": 10.0}
         assert set(run_state) == set(RUN_STATE_KEYS)
         path = runner.save(10, run_state)
         runner.finish()

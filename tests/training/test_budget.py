@@ -157,8 +157,8 @@ class _FakeTime:
         run_steps = tf_runner.TensorFlowStepRunner.run_steps
         restore = tf_runner.TensorFlowStepRunner.restore
 
-        def timed_run_steps(runner, num_steps):
-            result = run_steps(runner, num_steps)
+        def timed_run_steps(runner, num_steps, accumulation):
+            result = run_steps(runner, num_steps, accumulation)
             self.now += result.steps_run * self.step + (self.compile if runner.first else 0.0)
             runner.first = False
             return result
@@ -191,7 +191,8 @@ def test_training_stops_when_the_budget_is_spent_with_the_rate_at_zero(tmp_path,
     # The rate fell to 0 with the budget, and the run's last checkpoint says so.
     assert float(tf.convert_to_tensor(optimizer.learning_rate)) < 0.01 * 1e-2
     state = tf_runner._read_run_state(tf.train.latest_checkpoint(str(tmp_path)))
-    assert state == {"seconds_spent": results["seconds_spent"], "schedule_fraction": 1.0}
+    assert state == {"seconds_spent": results["seconds_spent"], "schedule_fraction": 1.0,
+                     "micro_batches": results["step"]}
 
     # The run's budget is spent: resuming it trains nothing.
     model, optimizer = _build(strategy, seed=1)
@@ -206,8 +207,8 @@ def test_the_rate_warms_up_and_decays_over_the_budget(tmp_path, monkeypatch):
     rates = []
     run_steps = tf_runner.TensorFlowStepRunner.run_steps
 
-    def recording(runner, num_steps):
-        result = run_steps(runner, num_steps)
+    def recording(runner, num_steps, accumulation):
+        result = run_steps(runner, num_steps, accumulation)
         rates.append(float(tf.convert_to_tensor(optimizer.learning_rate)))
         return result
 
@@ -228,12 +229,12 @@ def test_a_preempted_budget_run_resumes_the_same_budget(tmp_path, monkeypatch):
     model, optimizer = _build(strategy)
     run_steps = tf_runner.TensorFlowStepRunner.run_steps
 
-    def sigterm_at_3s(runner, num_steps):
-        result = run_steps(runner, num_steps)
+    def sigterm_at_3s(runner, num_steps, accumulation):
+        result = run_steps(runner, num_steps, accumulation)
         if clock.now >= 1e9 + 3.0 and not sigterm_at_3s.sent:
             sigterm_at_3s.sent = True
             os.kill(os.getpid(), signal.SIGTERM)
-            result = run_steps(runner, 1)  # the step in flight sees it
+            result = run_steps(runner, 1, accumulation)  # the step in flight sees it
         return result
 
     sigterm_at_3s.sent = False

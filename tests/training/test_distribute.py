@@ -45,7 +45,7 @@ _COMMON = textwrap.dedent("""
         nll = keras.losses.sparse_categorical_crossentropy(b["y"], logits, from_logits=True)
         return {"loss": tf.reduce_mean(nll)}
 
-    def run(strategy, output_dir, accumulation=1, preempt=False):
+    def run(strategy, output_dir, accumulation=1, preempt=False, ramp=None):
         keras.utils.set_random_seed(0)
         with strategy.scope():
             inputs = keras.Input((6,))
@@ -65,7 +65,8 @@ _COMMON = textwrap.dedent("""
                          runtime=on_tensorflow(strategy), output_dir=output_dir,
                          loop_config=TrainLoopConfig(
                              stop, steps_per_loop=10, save_checkpoints_steps=10,
-                             gradient_accumulation_steps=accumulation),
+                             gradient_accumulation_steps=accumulation,
+                             batch_size_ramp=ramp),
                          on_checkpoint=on_checkpoint)
 
         losses, preempted_at = [], None
@@ -92,7 +93,12 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
     strategy = get_strategy("mirrored")
     out = {"one_device": run(get_strategy("one_device"), sys.argv[1] + "/one_device"),
            "mirrored": run(strategy, sys.argv[1] + "/mirrored"),
-           "mirrored_accumulated": run(strategy, sys.argv[1] + "/accumulated", accumulation=2)}
+           "mirrored_accumulated": run(strategy, sys.argv[1] + "/accumulated", accumulation=2),
+           # A batch growing from 8 to 16 rows (the ramp's end at half of each stop), and the
+           # same run stopped by SIGTERM at step 11 and resumed.
+           "mirrored_ramp": run(strategy, sys.argv[1] + "/ramp", accumulation=2, ramp=0.5),
+           "mirrored_ramp_preempted": run(strategy, sys.argv[1] + "/ramp_preempted",
+                                          accumulation=2, ramp=0.5, preempt=True)}
 
     # float16 loss scaling when only replica 1's gradient overflows: both replicas skip.
     from bert_tf.training.precision import DynamicLossScaleOptimizer
@@ -196,6 +202,13 @@ def test_mirrored_two_cpus_matches_one_device(tmp_path, repo_root):
     _assert_same_trajectory(result["one_device"], result["mirrored"])
     # 2 replicas x 2 accumulated micro-batches of 4 rows: the same updates as 16 rows at once.
     _assert_same_trajectory(result["one_device"], result["mirrored_accumulated"])
+    # A resume over two replicas skips the micro-batches the ramp's steps consumed.
+    ramp, preempted = result["mirrored_ramp"], result["mirrored_ramp_preempted"]
+    assert preempted["preempted_at"] == 11 and ramp["preempted_at"] is None
+    np.testing.assert_allclose(preempted["kernel"], ramp["kernel"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(preempted["losses"][-1], ramp["losses"][-1], rtol=1e-5)
+    # Half the early steps train on 8 rows: another trajectory than the constant 16.
+    assert not np.allclose(ramp["kernel"], result["mirrored_accumulated"]["kernel"])
     # The skipped float16 step left the weights alone, halved the scale and still counted.
     assert result["overflow"] == {"weights": [1.0, 1.0, 1.0], "iterations": 1, "scale": 2.0}
 

@@ -57,7 +57,7 @@ def test_restores_the_newest_checkpoint_and_its_run_state(tmp_path):
     path, state = Checkpointer(str(tmp_path)).restore(model, optimizer)
     assert path == _file(tmp_path, 20)
     np.testing.assert_array_equal(_kernel(model), kernels[20])
-    assert state == {"seconds_spent": 20.0, "schedule_fraction": 0.0}
+    assert state == {"seconds_spent": 20.0, "schedule_fraction": 0.0, "micro_batches": 0.0}
     assert newest_run_state(str(tmp_path))["seconds_spent"] == 20.0
 
 

@@ -95,6 +95,31 @@ def test_accumulation_steps_must_be_positive(tmp_path):
         _train(model, optimizer, strategy, tmp_path, 10, gradient_accumulation_steps=0)
 
 
+def test_a_batch_size_ramp_rises_to_the_accumulation_count_at_its_share_of_training():
+    config = TrainLoopConfig(100, gradient_accumulation_steps=4, batch_size_ramp=0.6)
+    # 1 + 3 x fraction / 0.6, rounded down: the full 4 exactly at 60% of training.
+    assert [config.accumulation_at(f) for f in (0.0, 0.19, 0.2, 0.45, 0.59, 0.6, 0.9, 1.0)] \
+        == [1, 1, 2, 3, 3, 4, 4, 4]
+    assert TrainLoopConfig(100, gradient_accumulation_steps=4).accumulation_at(0.0) == 4
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(gradient_accumulation_steps=4, batch_size_ramp=0.0),
+     "--batch_size_ramp=0.0 must be in (0, 1]: the share of training over which the batch "
+     "grows"),
+    (dict(gradient_accumulation_steps=4, batch_size_ramp=1.5),
+     "--batch_size_ramp=1.5 must be in (0, 1]: the share of training over which the batch "
+     "grows"),
+    (dict(batch_size_ramp=0.5),
+     "--batch_size_ramp=0.5 grows the batch from --train_batch_size to --train_batch_size x "
+     "--gradient_accumulation_steps: set --gradient_accumulation_steps >= 2 (it is 1)"),
+])
+def test_a_batch_size_ramp_needs_a_share_and_a_larger_batch(settings, message):
+    with pytest.raises(ValueError) as raised:
+        TrainLoopConfig(100, **settings)
+    assert str(raised.value) == message
+
+
 @pytest.fixture
 def float16_policy():
     keras.mixed_precision.set_global_policy("mixed_float16")
