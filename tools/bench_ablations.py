@@ -47,6 +47,8 @@ ARMS = (
      "accumulation 1 -> 2)",
      ["--train_batch_size=16", "--gradient_accumulation_steps=2", "--batch_size_ramp=0.5"],
      None),
+    ("batch_16", "batch 16 throughout (the ramp's first batch, without the ramp)",
+     ["--train_batch_size=16"], None),
     ("batch_ramp_128", "batch 32 growing to 128 over the first 75% (accumulation 1 -> 4)",
      ["--gradient_accumulation_steps=4", "--batch_size_ramp=0.75"], None),
     ("lr_5e-4", "peak learning rate 5e-4", ["--learning_rate=5e-4"], None),

@@ -36,7 +36,7 @@ from bert_tf import fileio, optional
 from bert_tf.training import jax_checkpoints
 from bert_tf.training.optimization import budget_schedule, learning_rate_at
 from bert_tf.training.step_runner import (Restored, Runtime, StepRunner, StepsResult,
-                                          eval_results)
+                                          eval_results, without_autotuning)
 from bert_tf.training.stops import TrainingPreempted
 
 # "No step was non-finite" in the int32 JAX keeps steps in.
@@ -175,7 +175,7 @@ class JaxRuntime(Runtime):
 
         sharding = NamedSharding(mesh, P("batch"))
         sums, steps = None, 0
-        for local in dataset_fn(InputContext()).as_numpy_iterator():
+        for local in without_autotuning(dataset_fn(InputContext())).as_numpy_iterator():
             if max_steps is not None and steps >= max_steps:
                 break
             batch = jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x),
@@ -415,7 +415,7 @@ class _MicroBatches:
         dataset = dataset_fn(InputContext())
         if skip:
             dataset = dataset.skip(skip)
-        self._iterator = dataset.as_numpy_iterator()
+        self._iterator = without_autotuning(dataset).as_numpy_iterator()
         self._mesh = mesh
 
     def take(self, accumulation):

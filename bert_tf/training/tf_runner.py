@@ -38,7 +38,7 @@ from bert_tf.training import checkpointing, precision, preemption
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.optimization import learning_rate_at
 from bert_tf.training.step_runner import (RUN_STATE_KEYS, Restored, Runtime, StepRunner,
-                                          StepsResult, eval_results)
+                                          StepsResult, eval_results, without_autotuning)
 from bert_tf.training.stops import TrainingPreempted
 
 _RUN_STATE = "run_state"
@@ -99,7 +99,6 @@ class TensorFlowRuntime(Runtime):
 
     def evaluate(self, *, model, loss_fn, dataset_fn, max_steps=None, metrics_fn=None):
         strategy = self.strategy
-        dataset = strategy.distribute_datasets_from_function(dataset_fn)
 
         @tf.function
         def eval_step(batch):
@@ -108,7 +107,7 @@ class TensorFlowRuntime(Runtime):
                     for k, v in parts.items()}
 
         sums, steps = None, 0
-        for batch in dataset:
+        for batch in _input_iterator(strategy, dataset_fn):
             if max_steps is not None and steps >= max_steps:
                 break
             part = {k: float(v) for k, v in eval_step(batch).items()}
@@ -244,7 +243,7 @@ class TensorFlowStepRunner(StepRunner):
         """The input iterator past the skipped micro-batches; the compiled steps are made
         anew, for each accumulation count on its first use."""
         strategy = self._strategy
-        self._iterator = _resumed_iterator(strategy, self._dataset_fn, self._skip_batches)
+        self._iterator = _input_iterator(strategy, self._dataset_fn, self._skip_batches)
         # On TPUs the whole step is XLA-compiled already.
         self._grad_fn = _make_grad_fn(
             self._model, self._loss_fn, self._jit and not _is_tpu(strategy),
@@ -340,18 +339,36 @@ def _nonfinite_weights(model):
     return None
 
 
-def _resumed_iterator(strategy, dataset_fn, skip_batches):
-    """The distributed input iterator, past the first `skip_batches` global micro-batches."""
-    def resumed_dataset_fn(input_context):
-        dataset = dataset_fn(input_context)
-        if skip_batches:
-            # Each global micro-batch takes one batch per replica this pipeline feeds.
-            per_pipeline = (input_context.num_replicas_in_sync
-                            // input_context.num_input_pipelines)
-            dataset = dataset.skip(skip_batches * per_pipeline)
-        return dataset
+def _input_iterator(strategy, dataset_fn, skip_batches=0):
+    """The input iterator, past the first `skip_batches` global micro-batches: a plain one on
+    a single CPU, else a distributed one."""
+    # The pipelines run without autotuning (step_runner.without_autotuning: tearing an
+    # iterator down waits for its autotuning threads); on one CPU a plain iterator replaces
+    # the distributed one, whose multi-device buffers autotune on their own.
+    if _single_cpu(strategy):
+        context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                             num_replicas_in_sync=1)
+        return iter(input_pipeline(dataset_fn, context, skip_batches))
+    return iter(strategy.distribute_datasets_from_function(
+        lambda input_context: input_pipeline(dataset_fn, input_context, skip_batches)))
 
-    return iter(strategy.distribute_datasets_from_function(resumed_dataset_fn))
+
+def input_pipeline(dataset_fn, input_context, skip_batches=0):
+    """One input pipeline's dataset: dataset_fn's, past the first `skip_batches` global
+    micro-batches, without tf.data's autotuning."""
+    dataset = dataset_fn(input_context)
+    if skip_batches:
+        # Each global micro-batch takes one batch per replica this pipeline feeds.
+        per_pipeline = input_context.num_replicas_in_sync // input_context.num_input_pipelines
+        dataset = dataset.skip(skip_batches * per_pipeline)
+    return without_autotuning(dataset)
+
+
+def _single_cpu(strategy):
+    """Whether `strategy` places everything on one CPU device (OneDeviceStrategy on a CPU)."""
+    devices = strategy.extended.worker_devices
+    return (isinstance(strategy, tf.distribute.OneDeviceStrategy) and len(devices) == 1
+            and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU")
 
 
 def _build_train_steps(model, optimizer, strategy, iterator, grad_fn, part_names, accumulation,

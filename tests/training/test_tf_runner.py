@@ -1,8 +1,9 @@
-"""The TensorFlow step runner under the run controller (training.tf_runner): over-fitting with
-its summaries, bitwise resume with the dropout generators' state, the NaN and non-finite update
-stops, XLA against the plain graph and XLA's fallback, a Keras optimizer under a mirrored
-strategy. Its checkpointer: tests/training/test_checkpointing.py; the contract every backend's
-runner keeps: tests/backends."""
+"""The TensorFlow step runner under the run controller (training.tf_runner): its input (resumed,
+no autotuning, on one CPU a plain iterator), over-fitting with its summaries, bitwise resume
+with the dropout generators' state, the NaN and non-finite update stops, XLA against the plain
+graph and XLA's fallback, a Keras optimizer under a mirrored strategy. Its checkpointer:
+tests/training/test_checkpointing.py; the contract every backend's runner keeps:
+tests/backends."""
 
 import os
 
@@ -160,3 +161,19 @@ def test_jit_compile_true_on_a_graph_xla_cannot_compile_trains_without_it(tmp_pa
         finals.append([v.numpy() for v in model.weights])
     for got, want in zip(*finals):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_one_cpu_trains_from_a_plain_iterator_without_autotuning_past_what_was_consumed():
+    from bert_tf.training import tf_runner
+
+    # The pipeline feeding 2 of its replicas: a global micro-batch is 2 of its batches.
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                         num_replicas_in_sync=2)
+    dataset = tf_runner.input_pipeline(lambda ctx: tf.data.Dataset.range(100), context, 3)
+    assert list(dataset.take(2).as_numpy_iterator()) == [6, 7]
+    # Tearing an iterator down waited for tf.data's autotuning threads (up to a minute after a
+    # long run): no autotuning, and on one CPU no distributed iterator with buffers of its own.
+    assert dataset.options().autotune.enabled is False
+    iterator = tf_runner._input_iterator(get_strategy("one_device"),
+                                         lambda ctx: tf.data.Dataset.range(100), 5)
+    assert isinstance(iterator, tf.data.Iterator) and int(next(iterator)) == 5
