@@ -366,9 +366,10 @@ def input_pipeline(dataset_fn, input_context, skip_batches=0):
 
 def _single_cpu(strategy):
     """Whether `strategy` places everything on one CPU device (OneDeviceStrategy on a CPU)."""
+    if not isinstance(strategy, tf.distribute.OneDeviceStrategy):
+        return False  # the default strategy has no worker_devices
     devices = strategy.extended.worker_devices
-    return (isinstance(strategy, tf.distribute.OneDeviceStrategy) and len(devices) == 1
-            and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU")
+    return len(devices) == 1 and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU"
 
 
 def _build_train_steps(model, optimizer, strategy, iterator, grad_fn, part_names, accumulation,
