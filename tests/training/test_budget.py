@@ -132,10 +132,8 @@ def _build(strategy, seed=0):
 
 
 def _dataset_fn(input_context):
-    options = tf.data.Options()
-    options.autotune.enabled = False
     dataset = tf.data.Dataset.from_tensor_slices({"x": _X, "y": _Y}).repeat()
-    return dataset.batch(16, drop_remainder=True).with_options(options)
+    return dataset.batch(16, drop_remainder=True)
 
 
 def _loss_fn(model, batch, training):

@@ -39,10 +39,8 @@ def _build(strategy, num_train_steps=40, seed=0):
 def _dataset_fn(batch_size):
     """Rows in a fixed order: micro-batches of 4 concatenate to the batches of 16."""
     def dataset_fn(input_context):
-        options = tf.data.Options()
-        options.autotune.enabled = False
         dataset = tf.data.Dataset.from_tensor_slices({"x": _X, "y": _Y}).repeat()
-        return dataset.batch(batch_size, drop_remainder=True).with_options(options)
+        return dataset.batch(batch_size, drop_remainder=True)
     return dataset_fn
 
 
