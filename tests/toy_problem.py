@@ -64,7 +64,7 @@ def tf_train(model, optimizer, strategy, output_dir, num_train_steps, steps_per_
 def dataset_fn(input_context):
     """The training input: shuffled, repeated batches of GLOBAL_BATCH split over replicas."""
     batch = input_context.get_per_replica_batch_size(GLOBAL_BATCH)
-    # The runners iterate it without autotuning (step_runner.without_autotuning).
+    # The runners iterate it without autotuning (bert_tf.tf_data_options.without_autotuning).
     dataset = tf.data.Dataset.from_tensor_slices({"x": X, "y": Y})
     return dataset.shuffle(96, seed=3).repeat().batch(batch, drop_remainder=True)
 

@@ -205,21 +205,6 @@ class Runtime:
         raise NotImplementedError
 
 
-def without_autotuning(dataset):
-    """`dataset` (tf.data) without tf.data's autotuning, as every runner iterates its input.
-
-    Tearing an iterator down waits for the autotuning threads, which sleep up to a minute
-    between their runs: a finished run took up to 60 s more to exit (measured 42-59 s after
-    100-150 s of training, in a third to half of the runs; docs/pretraining.md). AUTOTUNE
-    stages then run as many calls as there are cores; prefetch buffers still size themselves.
-    """
-    import tensorflow as tf
-
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return dataset.with_options(options)
-
-
 def eval_results(sums, steps, count, metrics_fn):
     """A runtime's evaluate() results: metrics_fn (default: means over `count`) of the summed
     parts of `steps` batches, plus eval_steps."""

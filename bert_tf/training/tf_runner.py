@@ -34,11 +34,12 @@ from absl import logging
 
 from bert_tf import fileio, quiet_logs
 from bert_tf.cpu import CPU_TYPES, cpu_info
+from bert_tf.tf_data_options import without_autotuning
 from bert_tf.training import checkpointing, precision, preemption
 from bert_tf.training.distribute import is_chief
 from bert_tf.training.optimization import learning_rate_at
 from bert_tf.training.step_runner import (RUN_STATE_KEYS, Restored, Runtime, StepRunner,
-                                          StepsResult, eval_results, without_autotuning)
+                                          StepsResult, eval_results)
 from bert_tf.training.stops import TrainingPreempted
 
 _RUN_STATE = "run_state"
@@ -342,7 +343,7 @@ def _nonfinite_weights(model):
 def _input_iterator(strategy, dataset_fn, skip_batches=0):
     """The input iterator, past the first `skip_batches` global micro-batches: a plain one on
     a single CPU, else a distributed one."""
-    # The pipelines run without autotuning (step_runner.without_autotuning: tearing an
+    # The pipelines run without autotuning (tf_data_options.without_autotuning: tearing an
     # iterator down waits for its autotuning threads); on one CPU a plain iterator replaces
     # the distributed one, whose multi-device buffers autotune on their own.
     if _single_cpu(strategy):

@@ -20,6 +20,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.fileio import write_text_atomic
+from bert_tf.tf_data_options import without_autotuning
 
 # Bump when the conversion of examples to features changes, so that stale caches are not reused.
 CONVERSION_VERSION = 1
@@ -174,7 +175,7 @@ def records_dataset(path, spec, *, batch_size, is_training, num_examples=None, s
     if length_buckets is not None:
         dataset = buckets_lib.evaluation_batches(dataset, length_buckets, per_replica,
                                                  sequence_names)
-        return buckets_lib.without_autotuning(dataset.prefetch(1))
+        return without_autotuning(dataset.prefetch(1))
     padding = -num_examples % per_replica
     if padding:
         zeros = {name: tf.zeros(shape, tf.float32 if dtype == "float32" else tf.int32)

@@ -216,18 +216,6 @@ def evaluation_batches(dataset, buckets, batch_size, sequence_names,
     return dataset.map(finish)
 
 
-def without_autotuning(dataset):
-    """`dataset` with tf.data's autotuning off.
-
-    An evaluation pass reads little; autotuning's background work then competes with the
-    model for the cores: predicting 1,000 short phrases took 2.67 s with it and 1.89 s without
-    (all-MiniLM-L6-v2, 2-core Xeon, 1.75 s on pre-made batches).
-    """
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return dataset.with_options(options)
-
-
 def keras_dataset(features, labels, *, batch_size, buckets, shuffle=False, seed=None,
                   sample_weights=None):
     """(features, labels) batches of in-memory arrays for Keras `fit` / `evaluate`, by bucket.

@@ -36,6 +36,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.tf_data_options import without_autotuning
 
 
 class SquadFormatError(ValueError):
@@ -561,5 +562,5 @@ def _bucketed_squad_dataset(arrays, batch_size, is_training, seed, input_context
         dataset = dataset.map(lambda example: dict(_expand_example(example),
                                                    example_weights=tf.constant(1.0)))
         dataset = length_buckets.evaluation_batches(dataset, buckets, batch_size, names)
-        return length_buckets.without_autotuning(dataset.prefetch(1))
+        return without_autotuning(dataset.prefetch(1))
     return dataset.prefetch(tf.data.AUTOTUNE)
