@@ -137,20 +137,27 @@ def test_albert_style_run_on_sentence_order_records_with_span_boundaries(corpus,
     assert report.newly_initialized == ["classifier/kernel", "classifier/bias"]
 
 
-def test_spanbert_and_roberta_style_run_on_raw_text(corpus, tmp_path):
+def test_spanbert_and_roberta_style_run_on_raw_text_with_the_cls_bag_of_words(corpus,
+                                                                             tmp_path):
     config_file = tiny_config(tmp_path / "sinusoidal.json", corpus["vocab_size"],
                               position_embedding_type="sinusoidal")
     out = tmp_path / "span_run"
     job = job_from("spanbert_style_demo_tiny.flags", bert_config_file=config_file,
                    vocab_file=corpus["vocab"], input_text_file=corpus["text"],
                    eval_input_text_file=None, output_dir=str(out),
-                   full_sentences=True, gradient_accumulation_steps=2, **SHORT_RUN)
+                   full_sentences=True, gradient_accumulation_steps=2, bag_of_words_weight=0.5,
+                   **SHORT_RUN)
     results = pretrain(job)
     train = results["train"]
     assert results["global_step"] == 4
-    assert {"sbo_loss", "span_boundary_accuracy"} <= set(train)
+    assert {"sbo_loss", "span_boundary_accuracy", "bow_loss"} <= set(train)
     assert not {"nsp_loss", "sop_loss"} & set(train)
-    np.testing.assert_allclose(train["loss"], train["mlm_loss"] + train["sbo_loss"], rtol=1e-4)
+    # A row's words under one distribution: about log(vocabulary) untrained, less once trained.
+    assert 1.0 < train["bow_loss"] < np.log(corpus["vocab_size"]) + 0.5
+    np.testing.assert_allclose(train["loss"], train["mlm_loss"] + train["sbo_loss"]
+                               + 0.5 * train["bow_loss"], rtol=1e-4)
+    record = json.loads((out / "bert_tf_run.json").read_text())
+    assert record["settings"]["bag_of_words_weight"] == 0.5
     encoder = keras.saving.load_model(str(out / "encoder.keras"))
     assert encoder.config.position_embedding_type == "sinusoidal"
 
@@ -162,6 +169,12 @@ def test_spanbert_and_roberta_style_run_on_raw_text(corpus, tmp_path):
      "--full_sentences packs single sequences: it needs --use_next_sentence_label=false"),
     (dict(span_boundary_objective=True, do_span_mask=False),
      "--span_boundary_objective needs span boundaries: add --do_span_mask for raw text input"),
+    (dict(bag_of_words_weight=-0.5),
+     "--bag_of_words_weight=-0.5 must be >= 0 and finite (0: off)"),
+    (dict(bag_of_words_weight=1.0, span_boundary_objective=False, do_span_mask=False,
+          pack_sequences=True),
+     "--bag_of_words_weight trains one [CLS] per row: it cannot be combined with "
+     "--pack_sequences (several instances per row)"),
     (dict(do_span_mask=True, input_text_file=None, input_file="records.tfrecord"),
      "--do_span_mask masks or packs raw text: it needs --input_text_file"),
 ])

@@ -198,6 +198,9 @@ _REFUSALS = [
     (dict(use_next_sentence_label=False, do_span_mask=True),
      "--objective=electra trains replaced-token detection only: --do_span_mask adds span "
      "masking for the span-boundary objective; leave --do_span_mask out"),
+    (dict(use_next_sentence_label=False, bag_of_words_weight=0.5),
+     "--objective=electra trains replaced-token detection only: --bag_of_words_weight "
+     "adds a [CLS] bag-of-words loss; leave --bag_of_words_weight out"),
     (dict(use_next_sentence_label=False, generator_hidden_size=64),
      "--generator_hidden_size=64 is larger than hidden_size=32 in {config}: ELECTRA's "
      "generator must be no larger than the discriminator (default hidden_size / 4)"),

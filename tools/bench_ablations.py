@@ -51,6 +51,10 @@ ARMS = (
      ["--train_batch_size=16"], None),
     ("batch_ramp_128", "batch 32 growing to 128 over the first 75% (accumulation 1 -> 4)",
      ["--gradient_accumulation_steps=4", "--batch_size_ramp=0.75"], None),
+    ("no_cls_bow", "no [CLS] bag-of-words loss (the masked LM alone)",
+     ["--bag_of_words_weight=0"], None),
+    ("cls_bow_0.3", "the [CLS] bag-of-words loss at weight 0.3 (the recipe's is 1)",
+     ["--bag_of_words_weight=0.3"], None),
     ("lr_5e-4", "peak learning rate 5e-4", ["--learning_rate=5e-4"], None),
     ("lr_2e-3", "peak learning rate 2e-3", ["--learning_rate=2e-3"], None),
     ("wsd", "warmup-stable-decay schedule (decay over the last 20%)",
@@ -64,7 +68,8 @@ ARMS = (
     ("bert_block", "BERT's block (post-LN, biases, learned positions, dropout 0.1)", [],
      BERT_BLOCK),
     ("electra", "replaced-token detection (--objective=electra) on BERT's block (ELECTRA "
-     "trains BERT's encoder)", ["--objective=electra"], BERT_BLOCK),
+     "trains BERT's encoder and no [CLS] bag of words)",
+     ["--objective=electra", "--bag_of_words_weight=0"], BERT_BLOCK),
 )
 
 

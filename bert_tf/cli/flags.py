@@ -273,6 +273,11 @@ _flag(flags.DEFINE_bool, "span_boundary_objective", False,
       "SpanBERT's span-boundary objective, its loss added to the masked-LM loss. The input "
       "must carry span boundaries: --do_span_mask with raw text, or records made by "
       "create_pretraining_data --do_span_mask.")
+_flag(flags.DEFINE_float, "bag_of_words_weight", 0.0,
+      "Add a [CLS] bag-of-words loss with this weight (0: off): the masked-LM head, read at "
+      "[CLS], predicts the words of its row, so the last layer's [CLS] vector summarises the "
+      "text (a masked LM alone trains nothing into it). No new weights; not with "
+      "--pack_sequences or --objective=electra.")
 _flag(flags.DEFINE_bool, "full_sentences", False,
       "RoBERTa's FULL-SENTENCES packing of raw text: whole sentences across document ends, an "
       "extra [SEP] between documents (--input_text_file, --use_next_sentence_label=false).")
@@ -544,7 +549,7 @@ PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoi
                "eval_tfds_split", "tfds_text_key", "span_boundary_objective", "full_sentences",
                "tf_data_service", "time_budget", "warmup_proportion", "objective",
                "generator_hidden_size", "discriminator_weight", "masked_lm_prob_end",
-               "batch_size_ramp")
+               "batch_size_ramp", "bag_of_words_weight")
 FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoint",
               "output_dir", "max_seq_length", "do_train", "do_eval", "do_predict",
               "allow_untrained_head",

@@ -15,7 +15,8 @@ The BERT family from the same flags: any bert_config.json variant (ALBERT's embe
 share_parameters, sinusoidal positions), --sentence_order_prediction (ALBERT),
 --span_boundary_objective with --do_span_mask (SpanBERT), --full_sentences without
 --use_next_sentence_label (RoBERTa); official_configs/pretraining/{roberta,albert,spanbert}_
-style_*.flags hold the recipes.
+style_*.flags hold the recipes. --bag_of_words_weight adds a [CLS] bag-of-words loss (the
+masked-LM head at [CLS] predicts its row's words), so the [CLS] vector summarises the text.
 
 --objective=electra (with --use_next_sentence_label=false) trains ELECTRA's replaced-token
 detection instead: a generator a quarter as wide (--generator_hidden_size) shares the

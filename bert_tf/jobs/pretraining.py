@@ -75,6 +75,8 @@ class PretrainingTask(MaskingSettings, ModelFilesConfig):
     # Objectives.
     use_next_sentence_label: bool = True
     span_boundary_objective: bool = False
+    # The [CLS] bag-of-words loss's weight (BertPretrainer.bag_of_words_weight); 0: off.
+    bag_of_words_weight: float = 0.0
     full_sentences: bool = False
     objective: str = "mlm"
     generator_hidden_size: int | None = None
@@ -131,7 +133,8 @@ def _not_with_electra(task):
              "a span-boundary head"),
             ("do_span_mask", task.do_span_mask,
              "span masking for the span-boundary objective"),
-            ("use_next_sentence_label", task.use_next_sentence_label, "a sentence-pair head"))
+            ("use_next_sentence_label", task.use_next_sentence_label, "a sentence-pair head"),
+            ("bag_of_words_weight", task.bag_of_words_weight, "a [CLS] bag-of-words loss"))
 
 
 def _check_masking_schedule(task):
@@ -336,6 +339,13 @@ def _validate_family_options(task):
     if task.span_boundary_objective and text_input and not task.do_span_mask:
         raise FlagValueError("--span_boundary_objective needs span boundaries: add "
                              "--do_span_mask for raw text input")
+    weight = task.bag_of_words_weight
+    if not (math.isfinite(weight) and weight >= 0):
+        raise FlagValueError(f"--bag_of_words_weight={weight} must be >= 0 and finite "
+                             "(0: off)")
+    if weight and pack:
+        raise FlagValueError("--bag_of_words_weight trains one [CLS] per row: it cannot be "
+                             "combined with --pack_sequences (several instances per row)")
 
 
 def _input_flags(task, is_training):
@@ -579,6 +589,7 @@ def run_record(job, config):
                   "use_next_sentence_label": task.use_next_sentence_label,
                   "sentence_order_prediction": task.sentence_order_prediction,
                   "span_boundary_objective": task.span_boundary_objective,
+                  "bag_of_words_weight": task.bag_of_words_weight,
                   "full_sentences": task.full_sentences,
                   "pack_sequences": task.pack_sequences, "optimizer": trainer.optimizer,
                   "backend": job.runtime.backend, "objective": task.objective,
@@ -604,7 +615,8 @@ def _build_pretrainer(task, encoder):
                                  discriminator_weight=task.discriminator_weight)
     return BertPretrainer(encoder, use_next_sentence_label=task.use_next_sentence_label,
                           sentence_order_prediction=task.sentence_order_prediction,
-                          span_boundary_objective=task.span_boundary_objective)
+                          span_boundary_objective=task.span_boundary_objective,
+                          bag_of_words_weight=task.bag_of_words_weight)
 
 
 def _metrics_fn(task):

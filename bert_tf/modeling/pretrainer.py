@@ -11,8 +11,10 @@ from bert_tf.modeling.heads import MaskedLMHead, SpanBoundaryHead
 from bert_tf.modeling.initializers import truncated_normal
 from bert_tf.modeling.pretraining_metrics import (
     PretrainingLossTrackers,
+    bag_of_words_loss,
     hits,
     masked_token_loss,
+    original_word_ids,
     pretraining_metric_terms,
 )
 from bert_tf.modeling.task_model import UnusedPoolerNotTrained, from_config_with_encoder
@@ -36,6 +38,8 @@ class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrai
         [B, I, 2] for packed rows, one per instance (see below).
       sbo_logits: [B, P, V] from the span boundaries (only with span_boundary_objective, when
         the features hold them: inference such as fill-mask needs only the masked-LM head).
+      bow_logits: [B, 1, V] from the [CLS] vector (only with bag_of_words_weight > 0, when the
+        features hold masked_lm_ids, as training and evaluation batches do).
 
     The losses are the original's: masked-LM = sum(w * CE) / (sum(w) + 1e-5) over the P slots
     with `masked_lm_weights` w; NSP = mean CE over the batch; loss = masked-LM + NSP. They are
@@ -54,6 +58,12 @@ class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrai
         (the masked-LM formula on `sbo_logits`) is added: loss = masked-LM + SBO (+ NSP/SOP),
         logged as `sbo_loss` and `span_boundary_accuracy`.
       * masked LM alone (RoBERTa, SpanBERT): use_next_sentence_label=False.
+      * [CLS] bag of words (bag_of_words_weight > 0): the masked-LM head, read at position 0,
+        predicts the row's words (their frequencies: `bag_of_words_loss`, over every real
+        token after [CLS], masked ones by their original id); loss += weight x bow_loss,
+        logged as `bow_loss`. A masked LM alone trains nothing into the last layer's [CLS]
+        vector (no loss reads it), which sentence-level uses of the encoder start from; this
+        makes it summarise its row. No new variables.
 
     Packed rows (several instances per row, Krell et al. 2021): with `input_instance_ids` in
     the features the encoder keeps instances apart (see BertEncoder); masked_lm_positions and
@@ -76,6 +86,8 @@ class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrai
         rather than next-sentence prediction; needs use_next_sentence_label.
       span_boundary_objective: add SpanBERT's span-boundary head and loss.
       max_span_pieces: rows of the SBO head's relative-position table.
+      bag_of_words_weight: the weight of the [CLS] bag-of-words loss (0: off); not with
+        packed rows (input_instance_ids), whose [CLS] vectors each see one instance.
       **kwargs: `name`, `trainable`. The heads take the encoder's dtype policy.
 
     Examples:
@@ -91,13 +103,17 @@ class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrai
     text_task = "FillMask"
 
     def __init__(self, encoder, use_next_sentence_label=True, sentence_order_prediction=False,
-                 span_boundary_objective=False, max_span_pieces=32, **kwargs):
+                 span_boundary_objective=False, max_span_pieces=32, bag_of_words_weight=0.0,
+                 **kwargs):
         if not isinstance(encoder, Encoder):
             raise TypeError(f"BertPretrainer: encoder must be a BertEncoder or "
                             f"ModernBertEncoder, got {type(encoder).__name__}")
         if sentence_order_prediction and not use_next_sentence_label:
             raise ValueError("BertPretrainer: sentence_order_prediction=True needs "
                              "use_next_sentence_label=True (SOP trains the pair head)")
+        if not bag_of_words_weight >= 0:
+            raise ValueError(f"BertPretrainer: bag_of_words_weight must be >= 0, got "
+                             f"{bag_of_words_weight}")
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
         self.encoder = encoder
@@ -105,6 +121,7 @@ class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrai
         self.sentence_order_prediction = sentence_order_prediction
         self.span_boundary_objective = span_boundary_objective
         self.max_span_pieces = max_span_pieces
+        self.bag_of_words_weight = float(bag_of_words_weight)
         config = encoder.config
         policy = encoder.dtype_policy
 
@@ -134,7 +151,7 @@ class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrai
 
         self._create_trackers(pretraining_metric_terms(
             sentence_order_prediction, pair_head=use_next_sentence_label,
-            span_boundary=span_boundary_objective))
+            span_boundary=span_boundary_objective, bag_of_words=self.bag_of_words_weight > 0))
 
     def _uses_pooler(self):
         return self.next_sentence is not None
@@ -152,13 +169,17 @@ class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrai
         Returns:
           dict: mlm_logits float32 [B, P, V]; nsp_logits float32 [B, 2] when the pair head is
           on ([B, I, 2] with next_sentence_positions); sbo_logits float32 [B, P, V] with SBO
-          when the span boundaries are given.
+          when the span boundaries are given; bow_logits float32 [B, 1, V] with the
+          bag-of-words objective, when masked_lm_ids are given.
         """
         missing = [k for k in ENCODER_INPUTS + ("masked_lm_positions",) if k not in features]
         if (self.next_sentence is not None and INSTANCE_IDS in features
                 and _PAIR_POSITIONS not in features):
             # Without it the pair head would silently read only the row's first instance.
             missing.append(_PAIR_POSITIONS)
+        if self.bag_of_words_weight and INSTANCE_IDS in features:
+            raise ValueError(f"BertPretrainer: the [CLS] bag-of-words objective reads one row "
+                             f"per [CLS]; packed rows ({INSTANCE_IDS}) hold several instances")
         if missing:
             raise KeyError(f"BertPretrainer: features lack {', '.join(missing)}; got "
                            f"{', '.join(sorted(features))}")
@@ -178,6 +199,10 @@ class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrai
             outputs["sbo_logits"] = self.span_boundary(
                 encoder_outputs["sequence_output"], features["masked_lm_positions"],
                 *(features[k] for k in _SPAN_BOUNDARY_FEATURES))
+        if self.bag_of_words_weight and "masked_lm_ids" in features:
+            # Only where a loss is computed: fill-mask needs the masked-LM head alone.
+            cls_positions_b1 = ops.zeros_like(features["masked_lm_positions"][:, :1])
+            outputs["bow_logits"] = self.masked_lm(sequence_bsh, cls_positions_b1)
         return outputs
 
     def compute_pretraining_losses(self, features, outputs):
@@ -196,7 +221,8 @@ class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrai
           without it), and sums that aggregate exactly across batches and replicas:
           `mlm_correct` (weighted count of correct masked predictions), `mlm_weight_sum`,
           `nsp_correct`, `nsp_count` (rows, or packed: real instances). With SBO also `sbo_loss` and
-          `sbo_correct` (its weight sum is mlm_weight_sum).
+          `sbo_correct` (its weight sum is mlm_weight_sum). With the bag-of-words objective
+          also `bow_loss` (added to `loss` times bag_of_words_weight).
         """
         ids_bp = ops.cast(features["masked_lm_ids"], "int32")
         weights_bp = ops.cast(features["masked_lm_weights"], "float32")
@@ -235,6 +261,15 @@ class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrai
                                                        mlm_weight_sum)
             parts.update(loss=parts["loss"] + sbo_loss, sbo_loss=sbo_loss,
                          sbo_correct=sbo_correct)
+        if self.bag_of_words_weight:
+            word_ids_bs = original_word_ids(features["input_word_ids"],
+                                            features["masked_lm_positions"], ids_bp, weights_bp)
+            # Every real token but [CLS] itself (position 0).
+            mask_bs = ops.cast(features["input_mask"], "float32")
+            mask_bs = mask_bs * ops.cast(ops.arange(ops.shape(mask_bs)[1]) > 0, "float32")
+            bow_loss = bag_of_words_loss(outputs["bow_logits"][:, 0], word_ids_bs, mask_bs)
+            parts.update(loss=parts["loss"] + self.bag_of_words_weight * bow_loss,
+                         bow_loss=bow_loss)
         return parts
 
     def get_config(self):
@@ -246,6 +281,8 @@ class BertPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotTrai
             config["sentence_order_prediction"] = True
         if self.span_boundary_objective:
             config.update(span_boundary_objective=True, max_span_pieces=self.max_span_pieces)
+        if self.bag_of_words_weight:
+            config["bag_of_words_weight"] = self.bag_of_words_weight
         return config
 
     from_config = classmethod(from_config_with_encoder)

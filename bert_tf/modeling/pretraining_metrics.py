@@ -25,7 +25,7 @@ def pair_metric_names(sentence_order_prediction):
 
 
 def pretraining_metric_terms(sentence_order_prediction=False, pair_head=True,
-                             span_boundary=False, packed=False):
+                             span_boundary=False, packed=False, bag_of_words=False):
     """The one definition of the reported pre-training metrics.
 
     Returns:
@@ -46,6 +46,8 @@ def pretraining_metric_terms(sentence_order_prediction=False, pair_head=True,
     if span_boundary:
         terms += [("sbo_loss", "sbo_loss", None),
                   ("span_boundary_accuracy", "sbo_correct", "mlm_weight_sum")]
+    if bag_of_words:
+        terms.append(("bow_loss", "bow_loss", None))
     return terms
 
 
@@ -62,10 +64,12 @@ def pretraining_metrics(sums, count, sentence_order_prediction=False):
     Returns:
       name -> float, as `pretraining_metric_terms` defines them; the pair head's metrics only
       when it predicted something (nsp_count > 0), sbo_loss / span_boundary_accuracy with the
-      span-boundary objective, instances_per_row for packed rows.
+      span-boundary objective, bow_loss with the [CLS] bag-of-words objective,
+      instances_per_row for packed rows.
     """
     terms = pretraining_metric_terms(sentence_order_prediction, pair_head=sums["nsp_count"] > 0,
-                                     span_boundary="sbo_loss" in sums, packed="instances" in sums)
+                                     span_boundary="sbo_loss" in sums, packed="instances" in sums,
+                                     bag_of_words="bow_loss" in sums)
     return {name: sums[part] / (count if divisor is None else max(sums[divisor], 1e-12))
             for name, part, divisor in terms}
 
@@ -91,6 +95,45 @@ def masked_token_loss(logits_bpv, ids_bp, weights_bp, weight_sum):
     ce_bp = ops.sparse_categorical_crossentropy(ids_bp, logits_bpv, from_logits=True)
     loss = ops.sum(weights_bp * ce_bp) / (weight_sum + _MLM_WEIGHT_EPSILON)
     return loss, ops.sum(weights_bp * hits(logits_bpv, ids_bp))
+
+
+def original_word_ids(word_ids_bs, positions_bp, ids_bp, weights_bp):
+    """The rows' tokens before masking: int32 [B, S].
+
+    Args:
+      word_ids_bs: int [B, S] the masked input.
+      positions_bp, ids_bp: int [B, P] the masked positions and their original ids.
+      weights_bp: float32 [B, P], 1 on real predictions (padding slots point at position 0).
+    """
+    word_ids_bs = ops.cast(word_ids_bs, "int32")
+    # [B, P, S] is small (P ~ 0.15 S); ids stay exact in float32 (< 2**24). The max, not the
+    # sum, over P: a position named twice (never by bert_tf's masking) stays one valid id.
+    slots_bps = (ops.one_hot(ops.cast(positions_bp, "int32"), ops.shape(word_ids_bs)[1])
+                 * ops.expand_dims(ops.cast(weights_bp > 0, "float32"), -1))
+    masked_bs = ops.max(slots_bps, axis=1)
+    restored_bs = ops.max(slots_bps * ops.expand_dims(ops.cast(ids_bp, "float32"), -1), axis=1)
+    return ops.where(masked_bs > 0, ops.cast(ops.round(restored_bs), "int32"), word_ids_bs)
+
+
+def bag_of_words_loss(logits_bv, word_ids_bs, mask_bs):
+    """Cross-entropy of each row's words under one distribution predicted for the row.
+
+    The mean over rows of -sum_s m_s log p(w_s) / sum_s m_s: the prediction that minimises it
+    is the row's word frequencies, so one vector per row learns what the row is about.
+
+    Args:
+      logits_bv: float [B, V] one prediction per row.
+      word_ids_bs: int32 [B, S] the row's words.
+      mask_bs: float32 [B, S], 1 on the words to predict.
+
+    Returns:
+      float32 scalar.
+    """
+    log_probs_bv = ops.log_softmax(ops.cast(logits_bv, "float32"), axis=-1)
+    log_probs_bs = ops.take_along_axis(log_probs_bv, word_ids_bs, axis=1)
+    per_row_b = -ops.sum(mask_bs * log_probs_bs, axis=1) / ops.maximum(ops.sum(mask_bs, axis=1),
+                                                                      1.0)
+    return ops.mean(per_row_b)
 
 
 def hits(logits_nc, labels_n):

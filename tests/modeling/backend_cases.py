@@ -83,7 +83,9 @@ CASES = {
     "sinusoidal_spans_96": (lambda: BertPretrainer(build_encoder(
         _bert(position_embedding_type="sinusoidal")), span_boundary_objective=True),
         lambda: _with_spans(pretraining_features(2, 96, 4)), "pretrainer"),
-    "modern_20": (lambda: BertPretrainer(build_encoder(_modern()), use_next_sentence_label=False),
+    # The budget recipe's model: the modern block, masked LM and the [CLS] bag of words.
+    "modern_20": (lambda: BertPretrainer(build_encoder(_modern()), use_next_sentence_label=False,
+                                         bag_of_words_weight=0.5),
                   lambda: pretraining_features(2, 20, 5), "pretrainer"),
     "modern_512_packed": (lambda: BertPretrainer(build_encoder(_modern())),
                           lambda: pretraining_features(2, 512, 6, packed=True), "pretrainer"),
@@ -106,7 +108,7 @@ CASES = {
 FUSED_CASES = ("bert_128", "modern_tagger_300")
 # Cases whose one training step's gradients are compared.
 GRADIENT_CASES = ("bert_128", "bert_16_packed", "albert_shared_64", "sinusoidal_spans_96",
-                  "modern_512_packed", "electra_24")
+                  "modern_20", "modern_512_packed", "electra_24")
 
 
 def _with_spans(features):

@@ -237,6 +237,78 @@ def test_sbo_loss_decreases_on_a_tiny_overfit(make_batch):
     assert float(parts["sbo_correct"]) / float(parts["mlm_weight_sum"]) > 0.8
 
 
+def test_cls_bag_of_words_matches_numpy_and_is_added_to_the_loss(features):
+    model = BertPretrainer(BertEncoder(tiny()), use_next_sentence_label=False,
+                           bag_of_words_weight=0.5)
+    features = dict(features)
+    features["input_mask"] = features["input_mask"].copy()
+    features["input_mask"][1, 9:] = 0  # a shorter row: its padding is not a word
+    out = model(features)
+    assert set(out) == {"mlm_logits", "bow_logits"}
+    assert tuple(out["bow_logits"].shape) == (4, 1, 100)
+    # The masked-LM head read at [CLS]: the same logits as a masked prediction at position 0.
+    seq = model.encoder(features)["sequence_output"]
+    np.testing.assert_allclose(out["bow_logits"],
+                               model.masked_lm(seq, np.zeros((4, 1), "int32")), atol=1e-6)
+    # The words are the rows before masking: the masked slots' original ids put back.
+    words = features["input_word_ids"].copy()
+    for b in range(4):
+        for position, word, weight in zip(features["masked_lm_positions"][b],
+                                          features["masked_lm_ids"][b],
+                                          features["masked_lm_weights"][b]):
+            if weight:
+                words[b, position] = word
+    assert (words != features["input_word_ids"]).any()
+    logits = out["bow_logits"].numpy()[:, 0].astype("float64")
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    real = features["input_mask"].astype("float64")
+    real[:, 0] = 0  # not [CLS] itself
+    expected = np.mean([-(real[b] * log_probs[b, words[b]]).sum() / real[b].sum()
+                        for b in range(4)])
+    parts = model.compute_pretraining_losses(features, out)
+    np.testing.assert_allclose(parts["bow_loss"], expected, rtol=1e-5)
+    np.testing.assert_allclose(parts["loss"], parts["mlm_loss"] + 0.5 * parts["bow_loss"],
+                               rtol=1e-6)
+    # Fill-mask (no masked_lm_ids) reads the masked-LM head alone.
+    inference = {k: v for k, v in features.items() if k != "masked_lm_ids"}
+    assert set(model(inference)) == {"mlm_logits"}
+    # No new weights: a bag-of-words pretrainer's checkpoints are the masked LM's.
+    plain = BertPretrainer(BertEncoder(tiny()), use_next_sentence_label=False)
+    assert [v.path for v in model.weights] == [v.path for v in plain.weights]
+    assert model.get_config()["bag_of_words_weight"] == 0.5
+    assert "bag_of_words_weight" not in plain.get_config()
+    assert BertPretrainer.from_config(model.get_config()).bag_of_words_weight == 0.5
+
+
+def test_cls_bag_of_words_trains_the_cls_vector_and_is_refused_where_it_cannot(make_batch):
+    keras.utils.set_random_seed(0)
+    model = BertPretrainer(BertEncoder(tiny(num_hidden_layers=1, hidden_dropout_prob=0.0,
+                                            attention_probs_dropout_prob=0.0)),
+                           use_next_sentence_label=False, bag_of_words_weight=1.0)
+    features = {k: tf.constant(v) for k, v in make_batch(batch=8, seed=3).items()}
+    optimizer = keras.optimizers.Adam(2e-2)
+    bow_losses = []
+    for _ in range(10):
+        with tf.GradientTape() as tape:
+            parts = model.compute_pretraining_losses(features, model(features, training=True))
+        grads = tape.gradient(parts["loss"], model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        bow_losses.append(float(parts["bow_loss"]))
+    assert bow_losses[0] > 4.0  # about log(100) at the start
+    # A uniform-ish row of 15 distinct-ish words can only be fit down to its entropy.
+    assert bow_losses[-1] < 0.8 * bow_losses[0], bow_losses
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), run_eagerly=True)
+    history = model.fit(tf.data.Dataset.from_tensors(make_batch()).repeat(2), verbose=0)
+    assert set(history.history) == {"loss", "mlm_loss", "masked_lm_accuracy", "bow_loss"}
+
+    with pytest.raises(ValueError, match="bag_of_words_weight must be >= 0, got -1"):
+        BertPretrainer(BertEncoder(tiny()), bag_of_words_weight=-1)
+    packed = dict(make_batch(), input_instance_ids=np.ones((4, 16), "int32"))
+    with pytest.raises(ValueError, match=r"the \[CLS\] bag-of-words objective reads one row "
+                                         r"per \[CLS\]; packed rows \(input_instance_ids\)"):
+        model(packed)
+
+
 @pytest.mark.parametrize("overrides", [
     dict(embedding_size=16, share_parameters="all"),
     dict(share_parameters="attention", position_embedding_type="sinusoidal"),
