@@ -34,6 +34,21 @@ def with_spans(features):
     return features
 
 
+def overfit(model, features, part, steps=10):
+    """Trains `model` on one batch for `steps` eager steps (tracing a train step costs more
+    than these); returns ([parts[part] of each step], the last step's parts)."""
+    features = {k: tf.constant(v) for k, v in features.items()}
+    optimizer = keras.optimizers.Adam(2e-2)
+    values = []
+    for _ in range(steps):
+        with tf.GradientTape() as tape:
+            parts = model.compute_pretraining_losses(features, model(features, training=True))
+        grads = tape.gradient(parts["loss"], model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        values.append(float(parts[part]))
+    return values, parts
+
+
 def test_parameter_counts_match_the_published_formulas():
     # BERT-base, H=768, L=12, V=30522: unchanged, 110M.
     bert = BertEncoder(BertConfig.from_preset("bert_base"))
@@ -222,16 +237,7 @@ def test_sbo_loss_decreases_on_a_tiny_overfit(make_batch):
     model = BertPretrainer(BertEncoder(tiny(num_hidden_layers=1, hidden_dropout_prob=0.0,
                                             attention_probs_dropout_prob=0.0)),
                            use_next_sentence_label=False, span_boundary_objective=True)
-    features = {k: tf.constant(v) for k, v in with_spans(make_batch(batch=8, seed=3)).items()}
-    optimizer = keras.optimizers.Adam(2e-2)
-    # Eager steps: tracing a train step costs more than these ten.
-    sbo_losses = []
-    for _ in range(10):
-        with tf.GradientTape() as tape:
-            parts = model.compute_pretraining_losses(features, model(features, training=True))
-        grads = tape.gradient(parts["loss"], model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        sbo_losses.append(float(parts["sbo_loss"]))
+    sbo_losses, parts = overfit(model, with_spans(make_batch(batch=8, seed=3)), "sbo_loss")
     assert sbo_losses[0] > 4.0  # about log(100) at the start
     assert sbo_losses[-1] < 0.3 * sbo_losses[0], sbo_losses
     assert float(parts["sbo_correct"]) / float(parts["mlm_weight_sum"]) > 0.8
@@ -285,15 +291,7 @@ def test_cls_bag_of_words_trains_the_cls_vector_and_is_refused_where_it_cannot(m
     model = BertPretrainer(BertEncoder(tiny(num_hidden_layers=1, hidden_dropout_prob=0.0,
                                             attention_probs_dropout_prob=0.0)),
                            use_next_sentence_label=False, bag_of_words_weight=1.0)
-    features = {k: tf.constant(v) for k, v in make_batch(batch=8, seed=3).items()}
-    optimizer = keras.optimizers.Adam(2e-2)
-    bow_losses = []
-    for _ in range(10):
-        with tf.GradientTape() as tape:
-            parts = model.compute_pretraining_losses(features, model(features, training=True))
-        grads = tape.gradient(parts["loss"], model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        bow_losses.append(float(parts["bow_loss"]))
+    bow_losses, _ = overfit(model, make_batch(batch=8, seed=3), "bow_loss")
     assert bow_losses[0] > 4.0  # about log(100) at the start
     # A uniform-ish row of 15 distinct-ish words can only be fit down to its entropy.
     assert bow_losses[-1] < 0.8 * bow_losses[0], bow_losses
