@@ -33,9 +33,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from bert_tf import fileio, optional
+from bert_tf.tf_data_options import without_autotuning
 from bert_tf.training import jax_checkpoints
 from bert_tf.training.optimization import budget_schedule, learning_rate_at
-from bert_tf.tf_data_options import without_autotuning
 from bert_tf.training.step_runner import (Restored, Runtime, StepRunner, StepsResult,
                                           eval_results)
 from bert_tf.training.stops import TrainingPreempted
