@@ -56,6 +56,13 @@ def pytest_configure(config):
     root = tempfile.mkdtemp(prefix="bert_tf_tests_")
     os.environ[SESSION_TMP_VARIABLE] = os.environ["TMPDIR"] = root
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    # The JAX runs of the suite (resumes, second processes, the same tiny models in several
+    # tests) compile the same programs again and again: one persistent compilation cache for the
+    # whole run, every program in it, serves the repeats (tests/test_run_pretraining_jax.py
+    # alone: 103 s -> 95 s from an empty cache).
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(root, "jax_cache"))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
     config.stash[_SESSION_TMP] = root
 
 
