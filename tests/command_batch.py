@@ -1,10 +1,11 @@
-"""Several runs of bert_tf commands in one fresh Python process: one TensorFlow start-up.
+"""Several runs of bert_tf commands in one Python process, forked from a server that imported
+TensorFlow and Keras already (tests/zygote.py): no TensorFlow start-up per run.
 
 A test that runs a command more than once (say a run, then the same with other flags, then a
-refused flag) pays the interpreter's and TensorFlow's start-up once instead of per run. The
-commands define their flags when they run and start again from their own defaults on a second
-run in a process (bert_tf.cli.run), so each run sees what `python -m <module> <args>` would. Use
-a real process per run instead where the claim is about a fresh process.
+refused flag) pays no start-up per run. The commands define their flags when they run and start
+again from their own defaults on a second run in a process (bert_tf.cli.run), so each run sees
+what `python -m <module> <args>` would. Use a real process per run instead where the claim is
+about a fresh process.
 """
 
 import json
@@ -12,6 +13,8 @@ import os
 import subprocess
 import sys
 import types
+
+import zygote
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RESULTS = "@@command_batch results@@ "
@@ -65,8 +68,11 @@ def run_commands(runs, env=None, timeout=900, cwd=REPO_ROOT, preexec_fn=None):
     Returns one namespace per run with returncode, stdout and stderr, like subprocess.run's.
     """
     env = dict(os.environ if env is None else env, TF_CPP_MIN_LOG_LEVEL="2")
+    # Forked from this process's fork server (tests/zygote.py), which spares the process its
+    # imports; one with other import-time settings (another KERAS_BACKEND) starts afresh.
+    python = sys.executable if preexec_fn else zygote.shared_python()
     env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT,
+    proc = subprocess.run([python, "-c", _SCRIPT,
                            json.dumps([[module, list(args)] for module, args in runs])],
                           capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd,
                           preexec_fn=preexec_fn)

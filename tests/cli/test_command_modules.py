@@ -4,13 +4,14 @@ import json
 import os
 import re
 import subprocess
-import sys
 import textwrap
 
 import pytest
 from absl import flags
 
 from bert_tf.cli import flags as cli_flags
+
+import zygote
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COMMAND_MODULES = [
@@ -71,7 +72,7 @@ def test_all_command_modules_import_in_both_orders_and_two_commands_run(order, t
     corpus = tmp_path / "corpus.txt"
     _corpus(corpus)
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(modules), str(corpus),
+    proc = subprocess.run([zygote.shared_python(), "-c", _SCRIPT, json.dumps(modules), str(corpus),
                            str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     state = json.loads(proc.stdout.strip().splitlines()[-1])

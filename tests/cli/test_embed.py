@@ -3,13 +3,13 @@
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from command_batch import REPO_ROOT, run_commands
 from embedding_helpers import make_st_dir, write_json, write_pairs
+import zygote
 
 # One worker runs the module: its module fixtures run once, not once per worker.
 pytestmark = pytest.mark.xdist_group("embed")
@@ -201,9 +201,10 @@ def refused(tmp_path_factory):
     bad_cases = _bad_input_cases(bad)
     output_args, before = _output_cases(outputs)
     arg_lists = [args for args, _ in bad_cases] + output_args
-    result = subprocess.run([sys.executable, "-c", _BAD_INPUT_SCRIPT, json.dumps(arg_lists)],
-                            capture_output=True, text=True, env=dict(os.environ,
-                                                                     PYTHONPATH=REPO_ROOT))
+    result = subprocess.run([zygote.shared_python(), "-c", _BAD_INPUT_SCRIPT,
+                             json.dumps(arg_lists)], capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONPATH=REPO_ROOT,
+                                     TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
     return {"bad_input": (bad, bad_cases, lines[:len(bad_cases)]),

@@ -6,7 +6,6 @@ location is checked writable before the work. Directories are hashed before and 
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 from file_digests import digest
@@ -14,6 +13,7 @@ from file_digests import digest
 from bert_tf import run_directory
 from bert_tf.cli import outputs
 from command_batch import run_commands
+import zygote
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
@@ -23,8 +23,8 @@ CORPUS = "the cat sat on the mat .\nthe dog ran .\n\na cat ran on a mat .\nthe d
 
 
 def tool(name, *flags):
-    return subprocess.run([sys.executable, os.path.join(REPO, "tools", f"{name}.py"), *flags],
-                          capture_output=True, text=True, timeout=300, env=ENV)
+    return subprocess.run([zygote.shared_python(), os.path.join(REPO, "tools", f"{name}.py"),
+                           *flags], capture_output=True, text=True, timeout=300, env=ENV)
 
 
 def last_line(result):
@@ -346,7 +346,7 @@ def test_disk_full_while_writing_is_one_line():
         "    raise OSError(errno.ENOSPC, 'No space left on device', '/runs/out/model.keras')\n"
         "sys.argv = ['run_classifier']\n"
         "cli.run(main, 'run_classifier')\n")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+    result = subprocess.run([zygote.shared_python(), "-c", script], capture_output=True, text=True,
                             timeout=120, env=ENV)
     assert result.returncode == 1
     assert result.stderr.strip() == (

@@ -13,7 +13,7 @@ pre-training), with only the recipe's declared changes:
   equivalent, said in the recipe's `why`.
 Python blocks run as scripts (`before` defines what the snippet leaves to the reader, `after`
 checks the snippet's claims). `python` and the bert-tf-* commands on the scripts' PATH fork from
-a server that imported TensorFlow once (doc_zygote.py): the commands run as written, without
+a server that imported TensorFlow once (tests/zygote.py): the commands run as written, without
 paying ~4 s of imports each.
 """
 
@@ -24,7 +24,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -531,25 +530,15 @@ def fixtures(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def fork_server(tmp_path_factory):
-    """The PATH entry whose `python` and bert-tf-* commands run in doc_zygote's server."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    import doc_zygote
-    sys.path.remove(here)
+    """The PATH entry whose `python` and bert-tf-* commands run in a fork server (zygote.py)."""
+    import zygote
 
-    root = str(tmp_path_factory.mktemp("zygote"))
-    socket_path = os.path.join(root, "sock")
     setup_py = open(os.path.join(REPO, "setup.py"), encoding="utf-8").read()
     scripts = dict(re.findall(r'"([\w-]+)=([\w.]+:\w+)"', setup_py))
     assert "bert-tf-export" in scripts, "setup.py's console_scripts moved"
-    doc_zygote.write_clients(os.path.join(root, "bin"), socket_path, scripts)
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    server = subprocess.Popen([sys.executable, doc_zygote.__file__, "serve", socket_path,
-                               os.path.join(root, "bin")],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                              text=True)
-    assert server.stdout.readline().strip() == "ready"
-    yield os.path.join(root, "bin")
+    bin_dir, server = zygote.start(str(tmp_path_factory.mktemp("zygote")), scripts, env)
+    yield bin_dir
     server.terminate()
     server.wait(timeout=60)
 

@@ -17,6 +17,8 @@ from bert_tf.jobs.sections import from_flat
 from bert_tf.modeling import BertEncoder, BertSpanLabeler
 from bert_tf.training.runtime import on_tensorflow
 
+import zygote
+
 
 def _job(pretrained_dir, tmp_path, **overrides):
     values = dict(do_train=True, do_eval=False, do_predict=False, output_dir=str(tmp_path),
@@ -173,7 +175,6 @@ def test_a_second_run_on_an_owned_output_dir_is_refused(tmp_path, pretrained_dir
     import os
     import socket
     import subprocess
-    import sys
 
     from finetuning_helpers import write_sst2
 
@@ -182,7 +183,7 @@ def test_a_second_run_on_an_owned_output_dir_is_refused(tmp_path, pretrained_dir
     job = _training_job(pretrained_dir, out)
     with owned(prepare(job), job.output_dir):
         result = subprocess.run(
-            [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=sst-2",
+            [zygote.shared_python(), "-m", "bert_tf.run_classifier", "--task_name=sst-2",
              f"--data_dir={tmp_path / 'data'}", f"--init_checkpoint={pretrained_dir}",
              "--max_seq_length=16", "--do_train", f"--output_dir={out}"],
             capture_output=True, text=True, timeout=300,

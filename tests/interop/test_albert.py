@@ -16,6 +16,7 @@ from bert_tf.interop.tf1 import read_tf1_checkpoint
 from bert_tf.modeling import BertClassifier, BertEncoder, BertPretrainer
 from interop_reference import (_layer_norm, _softmax, gelu_tanh, log_softmax, make_inputs,
                                write_tf1_checkpoint)
+import zygote
 
 # google-research/albert's albert_config.json fields, tiny.
 ALBERT_CONFIG = {
@@ -221,7 +222,6 @@ def test_fine_tuning_warm_starts_from_albert_and_bert_tf_family_checkpoints(chec
 def test_convert_checkpoint_cli_albert_to_bert_tf_with_longer_positions(checkpoint, tmp_path):
     import os
     import subprocess
-    import sys
 
     import keras
 
@@ -229,8 +229,8 @@ def test_convert_checkpoint_cli_albert_to_bert_tf_with_longer_positions(checkpoi
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = tmp_path / "albert_long"
     proc = subprocess.run(
-        [sys.executable, os.path.join(repo, "tools", "convert_checkpoint.py"), "--from=albert",
-         "--to=bert_tf", f"--checkpoint={prefix}", f"--output_dir={out}",
+        [zygote.shared_python(), os.path.join(repo, "tools", "convert_checkpoint.py"),
+         "--from=albert", "--to=bert_tf", f"--checkpoint={prefix}", f"--output_dir={out}",
          "--max_position_embeddings=40", "--position_extension=interpolate"],
         capture_output=True, text=True, timeout=300,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))

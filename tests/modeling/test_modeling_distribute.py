@@ -6,10 +6,11 @@ Runs in a fresh process: logical devices must be configured before TensorFlow in
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import pytest
+
+import zygote
 
 SCRIPT = textwrap.dedent('''
     import json, os, sys
@@ -63,8 +64,9 @@ SCRIPT = textwrap.dedent('''
 def test_mirrored_fit_step_equals_single_device_step(tmp_path, repo_root):
     script = tmp_path / "mirrored.py"
     script.write_text(SCRIPT)
-    env = dict(os.environ, PYTHONPATH=repo_root, KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+    env = dict(os.environ, PYTHONPATH=repo_root, KERAS_BACKEND="tensorflow",
+               TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([zygote.shared_python(), str(script)], capture_output=True, text=True,
                           env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

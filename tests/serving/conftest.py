@@ -31,6 +31,7 @@ from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertS
 from bert_tf.text.layers import BertTokenizerLayer
 
 import serving_cases as cases
+import zygote
 
 CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_client.py")
 TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -205,7 +206,7 @@ def _build(root):
     # The fill-mask export is the command-line tool's, from the pre-training run directory
     # (casing and length from its flagfile); it runs while the others export here.
     tool = subprocess.Popen(
-        [sys.executable, TOOL, f"--model_dir={pretraining_run}",
+        [zygote.shared_python(), TOOL, f"--model_dir={pretraining_run}",
          f"--export_dir={written['fill_mask']}", f"--top_k={cases.TOP_K}",
          f"--length_buckets={cases.TOOL_LENGTH_BUCKETS}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

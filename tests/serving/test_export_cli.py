@@ -4,7 +4,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import types
 
 import numpy as np
@@ -15,6 +14,7 @@ from bert_tf.modeling import BertEncoder, BertPretrainer, BertTokenClassifier
 from bert_tf.serving import load_model_dir, write_task_info
 
 import serving_cases as cases
+import zygote
 from command_batch import run_commands
 
 # One worker runs the module: its module fixtures run once, not once per worker.
@@ -178,7 +178,7 @@ def test_cli_id_export_runs_in_saved_model_cli(tool_runs, serving_run, python_to
 def test_saved_model_cli_with_tf_text_ops_on_a_full_export(serving_run, python_tok, tmp_path):
     # The graph of a text-signature export names tf-text ops, which saved_model_cli only knows
     # once tensorflow_text is imported (the README's command).
-    command = [sys.executable, "-c", "import tensorflow_text; from tensorflow.python.tools "
+    command = [zygote.shared_python(), "-c", "import tensorflow_text; from tensorflow.python.tools "
                "import saved_model_cli; saved_model_cli.main()"]
     features = cases.ids_inputs(python_tok, "classifier")
     got = _saved_model_cli_run(command, serving_run.export_dirs["classifier"], features,

@@ -8,7 +8,6 @@ one is made by the command-line test.
 import json
 import os
 import subprocess
-import sys
 import threading
 import types
 import unicodedata
@@ -26,6 +25,7 @@ from bert_tf.text import tokenization
 from bert_tf.text.layers import BertTokenizerLayer
 
 import serving_cases as cases
+import zygote
 from command_batch import run_commands
 
 # One worker runs the module: its module fixtures run once, not once per worker.
@@ -273,7 +273,7 @@ def test_quantization_modes_and_calibration_files(tmp_path):
 
 
 def _export_command(*flags):
-    return subprocess.run([sys.executable, "-m", "bert_tf.cli.export_saved_model", *flags],
+    return subprocess.run([zygote.shared_python(), "-m", "bert_tf.cli.export_saved_model", *flags],
                           capture_output=True, text=True, env=ENV, cwd=REPO)
 
 

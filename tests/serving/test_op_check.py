@@ -2,7 +2,6 @@
 
 import os
 import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -11,6 +10,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from bert_tf.serving import check_ops, list_ops, server_op_allowlist
 
 import serving_cases as cases
+import zygote
 
 # One worker runs the module: its module fixtures run once, not once per worker.
 pytestmark = pytest.mark.xdist_group("op_check")
@@ -96,7 +96,7 @@ def test_missing_saved_model_is_named(tmp_path):
 @pytest.mark.slow
 def test_cli_check_fails_on_a_planted_op(serving_run, tmp_path):
     bad = _plant_op(serving_run.export_dirs["squad"], str(tmp_path / "1"))
-    failed = subprocess.run([sys.executable, TOOL, "--check", bad], capture_output=True,
+    failed = subprocess.run([zygote.shared_python(), TOOL, "--check", bad], capture_output=True,
                             text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert failed.returncode == 1, failed.stderr[-3000:]
     lines = failed.stdout.splitlines()

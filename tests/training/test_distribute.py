@@ -5,7 +5,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -13,6 +12,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.training.distribute import StrategyError, get_strategy, is_chief
+
+import zygote
 
 # The model, data and loss every distributed run shares. Replica r of n gets rows
 # [r*16/n, (r+1)*16/n) of each global batch of 16: together the batches of one device. With
@@ -194,9 +195,9 @@ def test_bad_tf_config(monkeypatch, raw, message):
 
 @pytest.mark.slow
 def test_mirrored_two_cpus_matches_one_device(tmp_path, repo_root):
-    env = dict(os.environ, PYTHONPATH=repo_root)
-    proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, PYTHONPATH=repo_root, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([zygote.shared_python(), "-c", _MIRRORED_SCRIPT, str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=300)
     result = _result(proc)
     assert result["one_device"]["replicas"] == 1 and result["mirrored"]["replicas"] == 2
     _assert_same_trajectory(result["one_device"], result["mirrored"])
@@ -229,9 +230,10 @@ def test_multi_worker_two_processes_match_one_device(tmp_path, repo_root):
     procs = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = dict(os.environ, PYTHONPATH=repo_root, TF_CONFIG=json.dumps(tf_config))
+        env = dict(os.environ, PYTHONPATH=repo_root, TF_CONFIG=json.dumps(tf_config),
+                   TF_CPP_MIN_LOG_LEVEL="2")
         procs.append(subprocess.Popen(
-            [sys.executable, "-c", _WORKER_SCRIPT, str(tmp_path / "out")], env=env,
+            [zygote.shared_python(), "-c", _WORKER_SCRIPT, str(tmp_path / "out")], env=env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     finished = []
     for proc in procs:
