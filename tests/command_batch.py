@@ -70,7 +70,7 @@ def run_commands(runs, env=None, timeout=900, cwd=REPO_ROOT, preexec_fn=None):
     env = dict(os.environ if env is None else env, TF_CPP_MIN_LOG_LEVEL="2")
     # Forked from this process's fork server (tests/zygote.py), which spares the process its
     # imports; one with other import-time settings (another KERAS_BACKEND) starts afresh.
-    python = sys.executable if preexec_fn else zygote.shared_python()
+    python = sys.executable if preexec_fn else zygote.shared_python(env)
     env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([python, "-c", _SCRIPT,
                            json.dumps([[module, list(args)] for module, args in runs])],

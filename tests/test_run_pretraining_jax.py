@@ -11,7 +11,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -19,6 +18,7 @@ import pytest
 
 from command_batch import run_commands
 from test_run_pretraining import P, S, VOCAB, write_dropout_inputs
+import zygote
 
 # One worker runs the module: its JAX subprocesses (the module fixture) are built once.
 pytestmark = pytest.mark.xdist_group("jax_pretraining")
@@ -54,8 +54,11 @@ def _env(devices=1):
 
 
 def _pretrain(args, env, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "bert_tf.run_pretraining", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    # A JAX process, forked from a server that imported JAX, Keras and TensorFlow under env
+    # (tests/zygote.py): killed, signalled and exiting as the real process would.
+    return subprocess.Popen([zygote.shared_python(env), "-m", "bert_tf.run_pretraining", *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **kwargs)
 
 
 def _finish(proc, timeout=600):

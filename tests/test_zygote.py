@@ -10,6 +10,13 @@ import time
 import zygote
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def _client():
+    """The shared server's client (asked for twice: the first ask may get sys.executable)."""
+    zygote.shared_python(ENV)
+    return zygote.shared_python(ENV)
+
 _PROBE = (
     "import json, os, sys\n"
     "print(json.dumps({'argv': sys.argv, 'cwd': os.getcwd(), 'stdin': sys.stdin.read(),\n"
@@ -23,7 +30,7 @@ _PROBE = (
 def _probe(tmp_path, **env):
     import json
 
-    proc = subprocess.run([zygote.shared_python(), "-c", _PROBE, "a b", "--flag"],
+    proc = subprocess.run([_client(), "-c", _PROBE, "a b", "--flag"],
                           input="from stdin", capture_output=True, text=True, timeout=120,
                           cwd=tmp_path, env=dict(ENV, ZYGOTE_TEST_VAR="x", **env))
     assert proc.returncode == 3, proc.stderr[-2000:]
@@ -36,7 +43,7 @@ def test_a_command_runs_as_python_would_in_a_forked_child(tmp_path):
                     "stdin": "from stdin", "var": "x",
                     # A fresh interpreter's path: '' (the directory) first, then PYTHONPATH.
                     "path": [str(tmp_path), str(tmp_path / "lib"), seen["path"][2]],
-                    "main": True, "preloaded": True, "executable": zygote.shared_python()}
+                    "main": True, "preloaded": True, "executable": _client()}
 
 
 def test_another_import_time_environment_gets_a_fresh_interpreter(tmp_path):
@@ -49,7 +56,7 @@ def test_another_import_time_environment_gets_a_fresh_interpreter(tmp_path):
 def test_killing_the_client_kills_the_command(tmp_path):
     pid_file = tmp_path / "pid"
     proc = subprocess.Popen(
-        [zygote.shared_python(), "-c",
+        [_client(), "-c",
          f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
          "time.sleep(300)"], env=ENV)
     deadline = time.time() + 60

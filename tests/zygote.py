@@ -13,9 +13,9 @@ pytest) and every command whose import-time environment (KERAS_BACKEND, TF_*, XL
   python zygote.py serve SOCKET BIN_DIR    # prints "ready" when it accepts commands
 
 In a command, sys.executable is BIN_DIR/python (the client), so the Python processes it starts
-(tools/benchmark.py's workers) fork from the server too. `shared_python()` is the client of this
-process's own server (started on first use); the doc-example test starts one with the console
-scripts.
+(tools/benchmark.py's workers) fork from the server too. `shared_python(env)` is the client of
+this process's own server for env (TensorFlow's or JAX's settings); the doc-example test starts
+one with the console scripts.
 """
 
 import array
@@ -123,24 +123,33 @@ def start(root, console_scripts=None, env=None):
     return bin_dir, server
 
 
-_SHARED = {}
+_SHARED = {}  # {import-time settings: the client's path, or how often they were asked for}
 
 
-def shared_python():
-    """The `python` client of this process's own server, whose environment is this process's
-    with TF_CPP_MIN_LOG_LEVEL=2 (as the tests' commands run); it starts on first use and stops
-    when this process exits."""
-    if "python" not in _SHARED:
-        root = tempfile.mkdtemp(prefix="zygote_")
-        bin_dir, server = start(root, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+def shared_python(env=None):
+    """A `python` for a command run with environment env (this process's with
+    TF_CPP_MIN_LOG_LEVEL=2 by default, as the tests' commands run): the client of this
+    process's server for env's import-time settings (see `pinned`), started when they are
+    asked for a second time (a server costs one interpreter's start-up) and stopped when this
+    process exits; the real interpreter before that."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2") if env is None else dict(env)
+    key = tuple(sorted(pinned(env).items()))
+    found = _SHARED.get(key, 0)
+    if isinstance(found, str):
+        return found
+    if found == 0:
+        _SHARED[key] = 1
+        return sys.executable
+    root = tempfile.mkdtemp(prefix="zygote_")
+    bin_dir, server = start(root, env=env)
 
-        def stop():
-            server.terminate()
-            server.wait(timeout=60)
-            shutil.rmtree(root, ignore_errors=True)
-        atexit.register(stop)
-        _SHARED["python"] = os.path.join(bin_dir, "python")
-    return _SHARED["python"]
+    def stop():
+        server.terminate()
+        server.wait(timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+    atexit.register(stop)
+    _SHARED[key] = os.path.join(bin_dir, "python")
+    return _SHARED[key]
 
 
 def _recv_request(conn):
