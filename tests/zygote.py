@@ -211,10 +211,10 @@ def _run(request):
 
 
 def _log_cpu():
-    """Appends this command's CPU seconds (with its own children) to $DOC_ZYGOTE_CPU_LOG: the
+    """Appends this command's CPU seconds (with its own children) to $ZYGOTE_CPU_LOG: the
     server's children are reaped by no one who would count them."""
     import resource
-    path = os.environ.get("DOC_ZYGOTE_CPU_LOG")
+    path = os.environ.get("ZYGOTE_CPU_LOG")
     if path:
         usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
                                                       resource.RUSAGE_CHILDREN)]
@@ -223,8 +223,6 @@ def _log_cpu():
 
 
 def _exec_as_child(path, args):
-    import subprocess
-
     sys.stdout.flush()
     sys.stderr.flush()
     raise SystemExit(subprocess.call(list(args), executable=path))
