@@ -1,5 +1,6 @@
 """tests/zygote.py, the fork server the tests' commands run in: a command runs as `python ARGS`
-would, one that needs another interpreter gets a fresh one, and killing the client kills it."""
+would, one that needs another interpreter (or whose server is gone) gets a fresh one, and
+killing the client kills it."""
 
 import os
 import signal
@@ -75,3 +76,13 @@ def test_killing_the_client_kills_the_command(tmp_path):
             break
         assert time.time() < deadline, f"the command {child} outlived its killed client"
         time.sleep(0.05)
+
+
+def test_a_client_whose_server_is_gone_runs_the_command_afresh(tmp_path):
+    bin_dir, server = zygote.start(str(tmp_path / "zygote"), env=ENV)
+    server.terminate()
+    server.wait(timeout=60)
+    proc = subprocess.run([os.path.join(bin_dir, "python"), "-c",
+                           "import sys; print('tensorflow' in sys.modules)"],
+                          capture_output=True, text=True, timeout=120, env=ENV)
+    assert (proc.returncode, proc.stdout) == (0, "False\n"), proc.stderr[-2000:]
