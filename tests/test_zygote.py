@@ -2,6 +2,7 @@
 would, one that needs another interpreter (or whose server is gone) gets a fresh one, and
 killing the client kills it."""
 
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ def _client():
     zygote.shared_python(ENV)
     return zygote.shared_python(ENV)
 
+
 _PROBE = (
     "import json, os, sys\n"
     "print(json.dumps({'argv': sys.argv, 'cwd': os.getcwd(), 'stdin': sys.stdin.read(),\n"
@@ -29,8 +31,6 @@ _PROBE = (
 
 
 def _probe(tmp_path, **env):
-    import json
-
     proc = subprocess.run([_client(), "-c", _PROBE, "a b", "--flag"],
                           input="from stdin", capture_output=True, text=True, timeout=120,
                           cwd=tmp_path, env=dict(ENV, ZYGOTE_TEST_VAR="x", **env))

@@ -20,6 +20,7 @@ one with the console scripts.
 
 import array
 import atexit
+import inspect
 import json
 import os
 import shutil
@@ -52,16 +53,12 @@ def pinned(env):
 _CLIENT = r'''#!{python} -S
 import array, json, os, signal, socket, sys
 ENTRY = {entry!r}
-PINNED = {pinned!r}
-PREFIXES, RUN_TIME = {prefixes!r}, {run_time!r}
+_PINNED_PREFIXES, _RUN_TIME = {prefixes!r}, {run_time!r}
+{pinned_source}
 args = sys.argv[1:]
-env = {{k: v for k, v in os.environ.items()
-       if k.startswith(PREFIXES) and k not in RUN_TIME
-       and not k.startswith("KERAS_DISTRIBUTION_")}}
-env.setdefault("KERAS_BACKEND", "tensorflow")
 # The server imported TensorFlow, Keras and JAX with its own settings; other settings (another
 # backend, TF_* or XLA_* flags) need their own interpreter, as does what is not Python code.
-if (env != PINNED
+if (pinned(os.environ) != {pinned!r}
         or ENTRY is None and not (args and (args[0] in ("-", "-c") or args[0].endswith(".py")
                                             or (args[0] == "-m" and len(args) > 1
                                                 and args[1].startswith("bert_tf"))))):
@@ -101,9 +98,11 @@ def write_clients(bin_dir, socket_path, console_scripts, server_env):
     for name, entry in [("python", None), *console_scripts.items()]:
         path = os.path.join(bin_dir, name)
         with open(path, "w") as f:
+            # The client compares with this module's `pinned`, its source copied in: the
+            # client runs without importing anything it need not.
             f.write(_CLIENT.format(python=sys.executable, entry=entry, socket_path=socket_path,
                                    pinned=pinned(server_env), prefixes=_PINNED_PREFIXES,
-                                   run_time=_RUN_TIME))
+                                   run_time=_RUN_TIME, pinned_source=inspect.getsource(pinned)))
         os.chmod(path, 0o755)
 
 
