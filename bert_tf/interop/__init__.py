@@ -14,15 +14,24 @@ Every format is mapped through the original TF1 variable names (bert_tf.interop.
 the outputs of a converted model equal the original's.
 """
 
-from bert_tf.interop.huggingface import load_huggingface, read_huggingface, save_huggingface
-from bert_tf.interop.kerashub import from_keras_hub, load_keras_hub
-from bert_tf.interop.sentence_transformers import (load_sentence_transformers,
-                                                   save_sentence_transformers)
-from bert_tf.interop.tf1 import load_tf1_checkpoint, read_tf1_checkpoint, save_tf1_checkpoint
-from bert_tf.interop.warm_start import (casing_of, check_weights_readable, checkpoint_casing,
-                                       checkpoint_config, load_bert_tf, load_checkpoint,
-                                       warm_start)
-from bert_tf.interop.weights import InteropError, WarmStartReport, model_variables
+from bert_tf.lazy_names import module_getattr
+
+# Resolved on first use: the Hugging Face format needs no TensorFlow (a JAX-only machine writes
+# and reads it), the TF1 checkpoint and keras-hub formats do. No module is named like a name
+# here: importing it would bind the module over the name.
+_NAMES = {
+    "load_huggingface": "huggingface", "read_huggingface": "huggingface",
+    "save_huggingface": "huggingface", "from_keras_hub": "kerashub",
+    "load_keras_hub": "kerashub", "load_sentence_transformers": "sentence_transformers",
+    "save_sentence_transformers": "sentence_transformers", "load_tf1_checkpoint": "tf1",
+    "read_tf1_checkpoint": "tf1", "save_tf1_checkpoint": "tf1", "casing_of": "warm_starting",
+    "check_weights_readable": "warm_starting", "checkpoint_casing": "warm_starting",
+    "checkpoint_config": "warm_starting", "load_bert_tf": "warm_starting",
+    "load_checkpoint": "warm_starting", "warm_start": "warm_starting", "InteropError": "weights",
+    "WarmStartReport": "weights", "model_variables": "weights",
+}
+__getattr__ = module_getattr(__name__, {name: f"{__name__}.{module}"
+                                        for name, module in _NAMES.items()})
 
 __all__ = ["InteropError", "WarmStartReport", "casing_of", "check_weights_readable",
            "checkpoint_casing",

@@ -31,15 +31,14 @@ import shutil
 import tempfile
 
 import numpy as np
-import tensorflow as tf
 
 from bert_tf import file_names, fileio, model_directory
 from bert_tf.config import REQUIRED_FILE_FIELDS, BertConfig, ConfigError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop import modernbert, weights
-from bert_tf.interop.tf1 import copy_vocab
 from bert_tf.interop.weights import InteropError
 from bert_tf.text import bpe, tokenization, tokenizer_files
+from bert_tf.text.tokenizer_files import copy_vocab
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
                               BertTokenClassifier, ElectraPretrainer, Encoder, build_encoder)
 
@@ -300,9 +299,9 @@ def read_config(model_dir):
     directory."""
     path = os.path.join(model_dir, CONFIG_FILE)
     try:
-        with tf.io.gfile.GFile(path) as f:
+        with fileio.open_file(path) as f:
             values = json.load(f)
-    except tf.errors.NotFoundError:
+    except FileNotFoundError:
         raise InteropError(f"{model_dir}: no {CONFIG_FILE} (expected a Hugging Face model "
                            "directory)") from None
     except json.JSONDecodeError as e:
@@ -315,9 +314,9 @@ def read_config(model_dir):
 def do_lower_case_of(model_dir):
     """The tokenizer's `do_lower_case` from tokenizer_config.json, or None when it is not said."""
     path = os.path.join(model_dir, TOKENIZER_CONFIG_FILE)
-    if not tf.io.gfile.exists(path):
+    if not fileio.exists(path):
         return None
-    with tf.io.gfile.GFile(path) as f:
+    with fileio.open_file(path) as f:
         value = json.load(f).get("do_lower_case")
     return value if isinstance(value, bool) else None
 
@@ -325,15 +324,15 @@ def do_lower_case_of(model_dir):
 def _weight_files(model_dir, allow_pickle):
     """[(path, kind)] of the weight files, kind "safetensors" or "pickle"."""
     single = os.path.join(model_dir, SAFETENSORS_FILE)
-    if tf.io.gfile.exists(single):
+    if fileio.exists(single):
         return [(single, "safetensors")]
     index = os.path.join(model_dir, SAFETENSORS_INDEX_FILE)
-    if tf.io.gfile.exists(index):
-        with tf.io.gfile.GFile(index) as f:
+    if fileio.exists(index):
+        with fileio.open_file(index) as f:
             shards = sorted(set(json.load(f)["weight_map"].values()))
         return [(os.path.join(model_dir, shard), "safetensors") for shard in shards]
     pickle = os.path.join(model_dir, PICKLE_FILE)
-    if tf.io.gfile.exists(pickle):
+    if fileio.exists(pickle):
         if not allow_pickle:
             raise InteropError(
                 f"{pickle}: a PyTorch pickle; loading a pickle can run arbitrary code, so "
@@ -359,7 +358,7 @@ def _local_copy(path):
     directory = tempfile.mkdtemp(prefix="bert_tf_safetensors_")
     atexit.register(shutil.rmtree, directory, ignore_errors=True)
     local = os.path.join(directory, os.path.basename(path))
-    tf.io.gfile.copy(path, local)
+    fileio.gfile().copy(path, local)
     return local
 
 
@@ -550,7 +549,7 @@ def load_huggingface(model_dir, allow_pickle=False):
         model = encoder
     weights.transfer(source, model, strict=True, optional_scopes=(weights.POOLER_SCOPE,))
     vocab_file = os.path.join(model_dir, VOCAB_FILE)
-    return model, config, vocab_file if tf.io.gfile.exists(vocab_file) else None
+    return model, config, vocab_file if fileio.exists(vocab_file) else None
 
 
 def _layout(model):
@@ -618,7 +617,7 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
             continue
         key, transposed = electra_hf_name(name, prefix) if electra else hf_name(name, prefix)
         tensors[key] = np.ascontiguousarray(value.T if transposed else value)
-    tf.io.gfile.makedirs(output_dir)
+    fileio.makedirs(output_dir)
     write_bytes_atomic(os.path.join(output_dir, SAFETENSORS_FILE),
                        save(tensors, metadata={"format": "pt"}))
     config = weights.encoder_of(model).config
@@ -682,7 +681,7 @@ def _save_modernbert(model, output_dir, save):
         tensors[key] = np.ascontiguousarray(value.T if transposed else value)
     # decoder.weight is tied to the word embeddings (tie_word_embeddings): not stored, as
     # transformers' save_pretrained leaves it out.
-    tf.io.gfile.makedirs(output_dir)
+    fileio.makedirs(output_dir)
     write_bytes_atomic(os.path.join(output_dir, SAFETENSORS_FILE),
                        save(tensors, metadata={"format": "pt"}))
     write_text_atomic(os.path.join(output_dir, CONFIG_FILE),

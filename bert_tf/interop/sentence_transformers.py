@@ -322,7 +322,7 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
       InteropError / FileNotFoundError / ValueError naming the source and what is missing.
     """
     from bert_tf import keras_files
-    from bert_tf.interop.warm_start import (casing_of, check_weights_readable,
+    from bert_tf.interop.warm_starting import (casing_of, check_weights_readable,
                                             checkpoint_config, warm_start)
     from bert_tf.modeling import build_encoder
 

@@ -14,10 +14,10 @@ import tensorflow as tf
 
 from bert_tf import file_names, fileio
 from bert_tf.config import EncoderConfig
-from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import weights
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertEncoder, BertPretrainer
+from bert_tf.text.tokenizer_files import copy_vocab
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -138,11 +138,3 @@ def save_tf1_checkpoint(model, ckpt_prefix, vocab_file=None):
     if vocab_file:
         copy_vocab(vocab_file, file_names.path(directory, file_names.VOCAB_FILE))
     return ckpt_prefix
-
-
-def copy_vocab(vocab_file, destination):
-    """Copies a vocabulary file atomically (skipped when it is the same file)."""
-    if fileio.abspath(vocab_file) == fileio.abspath(destination):
-        return
-    with tf.io.gfile.GFile(vocab_file) as f:
-        write_text_atomic(destination, f.read())

@@ -27,7 +27,7 @@ from absl import logging
 
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
                               BertTokenClassifier, ElectraPretrainer, Encoder)
-from bert_tf.training.checkpointing import CheckpointError
+from bert_tf.training.step_runner import CheckpointError
 
 ENCODER_SCOPE = "bert/"
 POOLER_SCOPE = "bert/pooler/"

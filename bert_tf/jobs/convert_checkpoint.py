@@ -16,7 +16,7 @@ from bert_tf.config import ConfigError, EncoderConfig
 from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
 from bert_tf.jobs import tokenizer_setup
 from bert_tf.modeling import BertPretrainer, extend_position_embeddings
-from bert_tf.text import load_vocab, validate_case_matches_checkpoint
+from bert_tf.text import load_vocab, tokenizer_files, validate_case_matches_checkpoint
 from bert_tf.training.checkpointing import save_keras_model
 
 
@@ -85,7 +85,7 @@ def write_bert_tf(model, output_dir, vocab_file, do_lower_case):
     save_keras_model(encoder, file_names.path(output_dir, file_names.ENCODER_FILE))
     encoder.config.to_json_file(file_names.path(output_dir, file_names.CONFIG_FILE))
     if vocab_file:
-        tf1.copy_vocab(vocab_file, file_names.path(output_dir, file_names.VOCAB_FILE))
+        tokenizer_files.copy_vocab(vocab_file, file_names.path(output_dir, file_names.VOCAB_FILE))
     if do_lower_case is not None:
         huggingface.write_tokenizer_config(output_dir, do_lower_case)
 
@@ -96,7 +96,8 @@ def copy_tokenizer_json(checkpoint, output_dir, target_format):
     directory = checkpoint if fileio.isdir(checkpoint) else os.path.dirname(checkpoint)
     source = os.path.join(directory, huggingface.TOKENIZER_JSON_FILE)
     if target_format in ("bert_tf", "huggingface") and fileio.exists(source):
-        tf1.copy_vocab(source, os.path.join(output_dir, huggingface.TOKENIZER_JSON_FILE))
+        tokenizer_files.copy_vocab(source,
+                                   os.path.join(output_dir, huggingface.TOKENIZER_JSON_FILE))
 
 
 # The loaders are shared with the training CLIs, whose flag for a checkpoint is --init_checkpoint

@@ -93,6 +93,15 @@ class Tokenizer(Protocol):
         """Hex SHA-256 of everything the ids depend on, casing included (cache keys)."""
 
 
+def copy_vocab(vocab_file, destination):
+    """Copies a vocabulary (or tokenizer) file byte for byte, atomically; nothing happens when
+    both name the same file."""
+    if fileio.abspath(vocab_file) == fileio.abspath(destination):
+        return
+    with fileio.open_file(vocab_file, "rb") as f:
+        write_bytes_atomic(destination, f.read())
+
+
 def missing_roles(tokenizer, roles=("cls", "sep", "pad")):
     """The special roles of `roles` ("cls", "sep", "pad", "mask", "unk") a tokenizer (or its
     layer) has no token for: list of str. A tokenizer.json may lack any; by default the roles

@@ -263,6 +263,29 @@ def compute(directory, name, model):
     np.savez(os.path.join(directory, f"{name}.{keras.backend.backend()}.npz"), **result)
 
 
+# Cases written as Hugging Face directories by the JAX worker: BertForPreTraining and a
+# ModernBertForMaskedLM (its [CLS] bag-of-words head has no Hugging Face counterpart).
+HUGGINGFACE_CASES = ("bert_128", "modern_20")
+# The outputs a Hugging Face directory keeps.
+HUGGINGFACE_OUTPUTS = ("mlm_logits", "sequence_output")
+
+
+def write_huggingface(directory):
+    """Each HUGGINGFACE_CASES model (as the TensorFlow side saved it) written with
+    save_huggingface under JAX, read back with load_huggingface, and its outputs
+    (hf_<name>.jax.npz): the Hugging Face format needs no TensorFlow."""
+    from bert_tf.interop import load_huggingface, save_huggingface
+
+    for name in HUGGINGFACE_CASES:
+        target = os.path.join(directory, f"hf_{name}")
+        save_huggingface(load(os.path.join(directory, f"{name}.keras")), target)
+        model, _, _ = load_huggingface(target)
+        features = dict(np.load(os.path.join(directory, f"{name}.inputs.npz")))
+        result = outputs(model, features, "pretrainer")
+        np.savez(os.path.join(directory, f"hf_{name}.jax.npz"),
+                 **{k: result[k] for k in HUGGINGFACE_OUTPUTS})
+
+
 def main(directory):
     """Under the backend to check: every saved case, then one model of its own."""
     with open(os.path.join(directory, "cases.json")) as f:
@@ -290,6 +313,7 @@ def main(directory):
     ids = np.ones((2, 40), "int32")
     out = outputs(build_encoder(ModernBertConfig.from_preset("modernbert_tiny")),
                   {"input_word_ids": ids, "input_mask": ids, "input_type_ids": 0 * ids}, "task")
+    write_huggingface(directory)
     with open(os.path.join(directory, "no_tensorflow.json"), "w") as f:
         json.dump({"sequence_output": list(out["sequence_output"].shape),
                    "tensorflow_imported": "tensorflow" in sys.modules}, f)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import backend_cases
+from bert_tf import interop
 from no_tensorflow import run_without_tensorflow
 
 # One worker runs the module: its JAX subprocesses (the module fixture) are built once.
@@ -116,6 +117,21 @@ def test_models_import_and_run_without_tensorflow(jax_results):
     nothing it imported (the models, keras, the optimizers) put TensorFlow in sys.modules."""
     ran = json.loads((jax_results / "no_tensorflow.json").read_text())
     assert ran == {"sequence_output": [2, 40, 64], "tensorflow_imported": False}
+
+
+@pytest.mark.parametrize("name", backend_cases.HUGGINGFACE_CASES)
+def test_huggingface_directories_are_written_and_read_without_tensorflow(jax_results, name):
+    """The JAX worker (TensorFlow hidden) wrote the TensorFlow side's model with
+    save_huggingface and read it back: the same outputs under JAX, and loaded here under
+    TensorFlow too."""
+    expected = np.load(jax_results / f"{name}.tensorflow.npz")
+    read_under_jax = np.load(jax_results / f"hf_{name}.jax.npz")
+    model, _, _ = interop.load_huggingface(str(jax_results / f"hf_{name}"))
+    features = dict(np.load(jax_results / f"{name}.inputs.npz"))
+    read_here = backend_cases.outputs(model, features, "pretrainer")
+    for key in backend_cases.HUGGINGFACE_OUTPUTS:
+        np.testing.assert_allclose(read_under_jax[key], expected[key], atol=1e-4, rtol=1e-4)
+        np.testing.assert_allclose(read_here[key], expected[key], atol=1e-5, rtol=1e-5)
 
 
 def test_an_unsupported_backend_is_one_line_naming_the_variable(tmp_path):
