@@ -11,16 +11,38 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-_HIDE_TENSORFLOW = """
-import importlib.abc, runpy, sys
+# What a machine without TensorFlow looks like to Python: `import tensorflow` (tensorflow_text,
+# tf_keras) fails, and importlib.util.find_spec says it is not there (etils, which Orbax uses,
+# asks that before it picks a file system). A sitecustomize.py of this text hides them from a
+# whole tree of processes.
+HIDE_TENSORFLOW = """import importlib.abc, importlib.util, sys
+
+_HIDDEN = ("tensorflow", "tensorflow_text", "tf_keras")
+
 
 class _NoTensorFlow(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("tensorflow", "tensorflow_text", "tf_keras"):
+        if name.split(".")[0] in _HIDDEN:
             raise ModuleNotFoundError(f"No module named {name!r}")
         return None
 
+
+_find_spec = importlib.util.find_spec
+
+
+def _hidden_find_spec(name, package=None):
+    if name.split(".")[0] in _HIDDEN:
+        return None
+    return _find_spec(name, package)
+
+
+importlib.util.find_spec = _hidden_find_spec
 sys.meta_path.insert(0, _NoTensorFlow())
+"""
+
+_RUN_HIDDEN = HIDE_TENSORFLOW + """
+import runpy
+
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
@@ -32,5 +54,5 @@ def run_without_tensorflow(script, *args, backend="jax", timeout=900, extra_path
     folder = os.path.dirname(os.path.abspath(script))
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=os.pathsep.join(
         [REPO, folder, *extra_path, os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-c", _HIDE_TENSORFLOW, str(script), *args],
+    return subprocess.run([sys.executable, "-c", _RUN_HIDDEN, str(script), *args],
                           env=env, capture_output=True, text=True, timeout=timeout)

@@ -97,8 +97,9 @@ def train(runtime, model, optimizer, output_dir, num_train_steps, steps_per_loop
                 global_batch_size=GLOBAL_BATCH)
     loop.update({k: settings.pop(k) for k in list(settings) if k in LOOP_FIELDS})
     settings.setdefault("loss_fn", loss_fn)
+    settings.setdefault("dataset_fn", dataset_fn)
     return controller_train(
-        runtime=runtime, model=model, optimizer=optimizer, dataset_fn=dataset_fn,
+        runtime=runtime, model=model, optimizer=optimizer,
         output_dir=str(output_dir), metrics_fn=metrics,
         loop_config=TrainLoopConfig(num_train_steps, **loop), **settings)
 

@@ -73,7 +73,9 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
       loss_fn: `(model, batch, training) -> dict` of float32 scalars with "loss" (module doc).
       dataset_fn: `(input_context) -> tf.data.Dataset` of this input pipeline's batches
         (tf.distribute.InputContext, or jax_runner.InputContext with the same attributes); it
-        must repeat (training stops with an error if it ends).
+        must repeat (training stops with an error if it ends). On JAX it may return any
+        iterable of dicts of numpy arrays instead (jax_runner.numpy_batches): no TensorFlow
+        is then needed.
       output_dir: checkpoints (ckpt-<step>), summaries/train.
       loop_config: a TrainLoopConfig (steps or time budget, checkpoint and log cadence, batch
         size, gradient accumulation, XLA, the warm-start checkpoint).

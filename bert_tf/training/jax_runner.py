@@ -19,6 +19,7 @@
 - SIGTERM: a flag the controller reads after every call; every process stops at the same step.
 """
 
+import itertools
 import logging as python_logging
 import os
 import signal
@@ -176,7 +177,7 @@ class JaxRuntime(Runtime):
 
         sharding = NamedSharding(mesh, P("batch"))
         sums, steps = None, 0
-        for local in without_autotuning(dataset_fn(InputContext())).as_numpy_iterator():
+        for local in numpy_batches(dataset_fn(InputContext())):
             if max_steps is not None and steps >= max_steps:
                 break
             batch = jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x),
@@ -409,14 +410,28 @@ def shard_micro_batches(local, mesh):
     return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), local)
 
 
+def numpy_batches(dataset, skip=0):
+    """An iterator over `dataset`'s batches (dicts of numpy arrays) past its first `skip`.
+
+    `dataset` is what a dataset_fn returns: a tf.data.Dataset, or any iterable of such dicts
+    (a generator, a grain or PyTorch loader), which is how a machine without TensorFlow feeds
+    the JAX loop.
+    """
+    if hasattr(dataset, "as_numpy_iterator"):
+        if skip:
+            dataset = dataset.skip(skip)
+        return without_autotuning(dataset).as_numpy_iterator()
+    iterator = iter(dataset)
+    for _ in itertools.islice(iterator, skip):
+        pass
+    return iterator
+
+
 class _MicroBatches:
     """This process's input pipeline, past its first `skip` batches, as the steps take it."""
 
     def __init__(self, dataset_fn, skip, mesh):
-        dataset = dataset_fn(InputContext())
-        if skip:
-            dataset = dataset.skip(skip)
-        self._iterator = without_autotuning(dataset).as_numpy_iterator()
+        self._iterator = numpy_batches(dataset_fn(InputContext()), skip)
         self._mesh = mesh
 
     def take(self, accumulation):

@@ -1,19 +1,32 @@
 """The training loop's logging window: metric sums over the steps since the last log, rates,
-ETA, absl progress lines and TensorBoard summaries (written without the tensorboard package)."""
+ETA, absl progress lines and TensorBoard summaries (written by TensorFlow, without the
+tensorboard package; on a machine without TensorFlow, a JAX run's, the log lines alone)."""
 
+import functools
 import time
 
-import tensorflow as tf
 from absl import logging
-from tensorflow.core.framework import summary_pb2
 
 from bert_tf import file_names
 from bert_tf.training.budget import format_duration
 
 
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(
-    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
-).SerializeToString()
+def _tensorflow():
+    """The tensorflow module, or None where it is not installed."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return None
+    return tf
+
+
+@functools.cache
+def _scalar_metadata():
+    from tensorflow.core.framework import summary_pb2
+
+    return summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+    ).SerializeToString()
 
 
 class LoggingWindow:
@@ -34,9 +47,15 @@ class LoggingWindow:
 
     def __init__(self, output_dir, chief, metrics_fn, num_train_steps, terms_per_batch,
                  examples_per_batch, first_step, budget=None):
-        self._writer = (tf.summary.create_file_writer(
-            file_names.path(output_dir, file_names.SUMMARIES_DIR, "train")) if chief
-            else tf.summary.create_noop_writer())
+        tf = _tensorflow()
+        self._writer = None
+        if tf is None:
+            if chief:
+                logging.info("TensorFlow is not installed: no TensorBoard summaries are "
+                             "written; the log lines carry the metrics")
+        elif chief:
+            self._writer = tf.summary.create_file_writer(
+                file_names.path(output_dir, file_names.SUMMARIES_DIR, "train"))
         self._metrics_fn = metrics_fn
         self._num_train_steps = num_train_steps
         self._terms_per_batch = terms_per_batch
@@ -66,20 +85,23 @@ class LoggingWindow:
         _log_progress(step, self._num_train_steps, dict(self.results, learning_rate=learning_rate),
                       self._steps, self._batches, elapsed, self.examples_per_batch,
                       time.time() - self.run_start, step - self._first_step, self._budget)
-        with self._writer.as_default(step=step):
-            for name, value in self.results.items():
-                write_scalar(name, value)
-            write_scalar("learning_rate", learning_rate)
-            if self.examples_per_batch and elapsed > 0:
-                write_scalar("examples_per_second",
-                             self._batches * self.examples_per_batch / elapsed)
-        self._writer.flush()
+        if self._writer is not None:
+            with self._writer.as_default(step=step):
+                for name, value in self.results.items():
+                    write_scalar(name, value)
+                write_scalar("learning_rate", learning_rate)
+                if self.examples_per_batch and elapsed > 0:
+                    write_scalar("examples_per_second",
+                                 self._batches * self.examples_per_batch / elapsed)
+            self._writer.flush()
         self._sums, self._count, self._steps, self._batches = None, 0, 0, 0
         self._start = time.time()
 
 
 def write_summaries(logdir, step, metrics):
     """Writes a dict of scalar metrics as TensorBoard summaries at `step` under `logdir`."""
+    import tensorflow as tf
+
     writer = tf.summary.create_file_writer(logdir)
     write_scalars(writer, step, metrics)
     writer.close()
@@ -96,7 +118,9 @@ def write_scalars(writer, step, metrics):
 def write_scalar(name, value):
     """Writes a TensorBoard scalar without importing the tensorboard package (not a TF
     dependency): a float32 summary tagged for TensorBoard's "scalars" plugin."""
-    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
+    import tensorflow as tf
+
+    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_scalar_metadata())
 
 
 def format_metrics(metrics):

@@ -6,6 +6,7 @@ once per backend: the same model, loss and input through the controller and each
 runner and checkpointer.
 """
 
+import itertools
 import os
 import signal
 
@@ -64,6 +65,34 @@ def test_resume_with_dropout_and_accumulation_ends_where_an_uninterrupted_run_en
     model, optimizer = _build(runtime, num_train_steps=60, seed=99, dropout=0.1)
     second = _train(runtime, model, optimizer, tmp_path / "resumed", 60,
                     gradient_accumulation_steps=2)
+    assert second["steps_this_run"] == 30
+    for got, expected in zip(_weights(model), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="TensorFlow's runner reads tf.data; .ci/run's "
+                    "JAX matrix runs this")
+def test_on_jax_a_generator_of_numpy_batches_feeds_the_loop_and_a_resume_skips_what_it_used(
+        runtime, tmp_path):
+    """No tf.data: the input a machine without TensorFlow gives (jax_runner.numpy_batches)."""
+    def numpy_batches(_):
+        for step in itertools.count():
+            index = np.random.default_rng(step).permutation(96)[:toy.GLOBAL_BATCH]
+            yield {"x": toy.X[index], "y": toy.Y[index]}
+
+    model, optimizer = _build(runtime, num_train_steps=60, dropout=0.1)
+    straight = _train(runtime, model, optimizer, tmp_path / "straight", 60,
+                      gradient_accumulation_steps=2, dataset_fn=numpy_batches)
+    assert straight["accuracy"] > 0.75, straight
+    want = _weights(model)
+    model, optimizer = _build(runtime, num_train_steps=60, dropout=0.1)
+    _train(runtime, model, optimizer, tmp_path / "resumed", 30, gradient_accumulation_steps=2,
+           dataset_fn=numpy_batches)
+    model, optimizer = _build(runtime, num_train_steps=60, seed=99, dropout=0.1)
+    second = _train(runtime, model, optimizer, tmp_path / "resumed", 60,
+                    gradient_accumulation_steps=2, dataset_fn=numpy_batches)
+    # The resumed run skipped the 60 micro-batches the first 30 steps used: it ends where the
+    # uninterrupted run ends.
     assert second["steps_this_run"] == 30
     for got, expected in zip(_weights(model), want):
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
