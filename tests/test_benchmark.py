@@ -16,6 +16,7 @@ import traceback
 import pytest
 
 import peers
+from no_tensorflow import HIDE_TENSORFLOW
 import zygote
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -484,28 +485,20 @@ def test_dense_chain_onnx_graph_computes_the_numpy_chain():
     assert result["relative_diff_vs_numpy"] < 1e-5
 
 
-_HIDE_TENSORFLOW = """import importlib.abc, sys
-
-
-class _NoTensorFlow(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("tensorflow", "tensorflow_text", "tf_keras"):
-            raise ModuleNotFoundError(f"No module named {name!r}")
-
-
-sys.meta_path.insert(0, _NoTensorFlow())
-"""
-
-
-def test_accelerator_case_runs_quick_without_tensorflow(tmp_path):
-    """--quick trains the three models' tiny versions on CPU JAX with TensorFlow hidden from
-    every process (a sitecustomize on PYTHONPATH), as on a GPU rental without it."""
+def test_accelerator_cases_run_quick_without_tensorflow(tmp_path):
+    """--quick runs both accelerator cases on CPU JAX with TensorFlow hidden from every process
+    (a sitecustomize on PYTHONPATH), as on a GPU rental without it: the throughput case trains
+    the three models' tiny versions; accelerator_quality builds its corpus, trains the budget
+    recipe's tiny model through the run controller on numpy batches, writes it as a Hugging
+    Face directory and scores it (and Hugging Face's, given the peers' Python) on JAX."""
     (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text(_HIDE_TENSORFLOW)
+    (tmp_path / "site" / "sitecustomize.py").write_text(HIDE_TENSORFLOW)
     output = tmp_path / "accelerator.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), REPO]))
+    torch_python = [f"--torch_python={peers.python()}"] if peers.python() else []
     done = subprocess.run([sys.executable, os.path.join(REPO, "tools", "benchmark.py"),
-                           "--quick", "--cases=accelerator", f"--output={output}"],
+                           "--quick", "--cases=accelerator,accelerator_quality",
+                           f"--output={output}", *torch_python],
                           env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(output.read_text())["results"]
@@ -516,7 +509,29 @@ def test_accelerator_case_runs_quick_without_tensorflow(tmp_path):
         assert "error" not in row, row
         assert row["tokens_per_second"] > 0 and 0 < row["loss"] < 20, row
         assert row["device"] == "cpu" and row["mfu"] is None, row
-    assert any(r.get("kind") == "note" for r in rows)
+    quality = [r for r in rows if r["case"] == "accelerator_quality"]
+    data = _rows(quality, "accelerator_quality", "data")[0]
+    assert data["train_tokens"] > 50_000 and data["heldout_predictions"] > 100, data
+    assert data["classify_train"] > 0 and data["classify_dev"] > 0, data
+    runs = {r["impl"]: r for r in _rows(quality, "accelerator_quality", "run")}
+    assert set(runs) == {"bert_tf", "random_init"} | ({"hf_torch"} if torch_python else set())
+    bert_tf, untrained = runs["bert_tf"], runs["random_init"]["final"]
+    assert "error" not in bert_tf, bert_tf
+    assert bert_tf["steps"] == 60 and bert_tf["tensorflow_imported"] is False, bert_tf
+    assert bert_tf["device"] == bert_tf["score_device"] == "cpu", bert_tf
+    for run in runs.values():
+        final = run["final"]
+        assert all(0 <= final[k] <= 1 for k in ("probe_mean", "probe_cls",
+                                                "finetune_accuracy")), run
+    # Sixty steps of the recipe's tiny model already beat its untrained self on held-out text.
+    assert bert_tf["final"]["mlm_loss"] < untrained["mlm_loss"] - 0.2, runs
+    if torch_python:
+        assert runs["hf_torch"]["steps"] == 60, runs["hf_torch"]
+        assert runs["hf_torch"]["final"]["mlm_loss"] < untrained["mlm_loss"] - 0.2, runs
+    else:
+        assert any("hf_torch skipped" in r.get("note", "") for r in quality), quality
+    assert {r["versus"] for r in _rows(quality, "accelerator_quality", "versus")} >= {
+        "random_init"}
 
 
 def test_accelerator_model_flops_and_peaks():
@@ -635,3 +650,111 @@ def test_every_ablation_arm_is_a_run_the_pretraining_command_accepts(tmp_path):
     keras.backend.clear_session()
     # At most BERT-mini's parameter count (the issue's bound); no position table: 1.1% fewer.
     assert 0.98 * sizes[1] < sizes[0] <= sizes[1], sizes
+
+
+def _quality_case():
+    return _tool_module("bench_accelerator_quality")
+
+
+def test_full_sentence_rows_pack_whole_sentences_across_documents():
+    import numpy as np
+
+    case = _quality_case()
+    # Documents of sentences (ids 10+): [[3 ids, 2 ids], [4 ids], [7 ids]]; rows of 8 tokens.
+    sentences = [[10, 11, 12], [13, 14], [20, 21, 22, 23], [30, 31, 32, 33, 34, 35, 36]]
+    rows, lengths = case.full_sentence_rows(
+        np.array([i for s in sentences for i in s], np.uint16),
+        np.array([len(s) for s in sentences]), np.array([2, 1, 1]), 8, cls_id=2, sep_id=3)
+    expected = [[2, 10, 11, 12, 13, 14, 3, 0],  # document 1 whole, its [SEP] closes the row
+                [2, 20, 21, 22, 23, 3, 0, 0],  # document 2; document 3 does not fit after it
+                [2, 30, 31, 32, 33, 34, 35, 3]]  # a sentence longer than a row is cut
+    np.testing.assert_array_equal(rows, expected)
+    np.testing.assert_array_equal(lengths, [7, 6, 8])
+    assert rows.dtype == np.int32
+
+
+def test_mask_rows_draws_the_recipe_masks_among_ordinary_tokens():
+    import numpy as np
+
+    case = _quality_case()
+    rng = np.random.default_rng(0)
+    rows = rng.integers(5, 1000, (4000, 128)).astype(np.int32)
+    lengths = rng.integers(4, 129, 4000).astype(np.int32)
+    rows[:, 0] = 2
+    rows[np.arange(4000), lengths - 1] = 3
+    rows[np.arange(128)[None] >= lengths[:, None]] = 0
+    got = case.mask_rows(rows, lengths, np.random.default_rng(1), max_predictions=20,
+                         masked_lm_prob=0.15, vocab_size=1000, mask_id=4,
+                         special_ids=[0, 2, 3])
+    assert got["masked_lm_positions"].shape == (4000, 20)
+    weights = got["masked_lm_weights"].astype(bool)
+    ordinary = lengths - 2
+    np.testing.assert_array_equal(weights.sum(1), np.minimum(
+        20, np.maximum(1, np.round(ordinary * 0.15))))
+    positions = got["masked_lm_positions"]
+    # Distinct ordinary positions in order; the unused slots are 0 with id 0.
+    assert ((positions >= 1) & (positions <= (lengths - 2)[:, None]))[weights].all()
+    assert (np.diff(np.where(weights, positions, 10 ** 6), axis=1)[weights[:, 1:]] > 0).all()
+    assert (positions[~weights] == 0).all() and (got["masked_lm_ids"][~weights] == 0).all()
+    originals = np.take_along_axis(rows, positions, 1)
+    np.testing.assert_array_equal(got["masked_lm_ids"][weights], originals[weights])
+    placed = np.take_along_axis(got["input_word_ids"], positions, 1)[weights]
+    assert abs((placed == 4).mean() - 0.8) < 0.01
+    assert abs((placed == originals[weights]).mean() - 0.1) < 0.01
+    # Nothing but the chosen positions changed; the mask covers the real tokens.
+    changed = got["input_word_ids"] != rows
+    assert changed.sum() <= weights.sum()
+    np.testing.assert_array_equal(got["input_mask"], rows != 0)
+
+
+def test_pretraining_batches_repeat_with_fresh_masks():
+    import numpy as np
+
+    case = _quality_case()
+    rows = np.tile(np.array([[2, 10, 11, 12, 13, 14, 3, 0]], np.int32), (3, 1))
+    masking = dict(max_predictions=2, masked_lm_prob=0.5, vocab_size=100, mask_id=4,
+                   special_ids=[0, 2, 3])
+    stream = case.pretraining_batches(rows, np.full(3, 7, np.int32), 2, seed=0, **masking)
+    batches = [next(stream) for _ in range(40)]
+    assert all(b["input_word_ids"].shape == (2, 8) for b in batches)
+    assert len({b["masked_lm_positions"].tobytes() for b in batches}) > 10
+
+
+@pytest.mark.parametrize("name", ["time_budget_mini.flags", "time_budget_base.flags"])
+def test_budget_recipes_use_real_flags(name):
+    from absl import flags as absl_flags
+
+    from bert_tf.cli import pretrain
+
+    defined = pretrain.define_flags(absl_flags.FlagValues())
+    with open(os.path.join(REPO, "official_configs", "pretraining", name)) as f:
+        for line in f:
+            if line.strip() and not line.startswith("#"):
+                flag, _, value = line.strip()[2:].partition("=")
+                assert flag in defined, f"{name}: --{flag} is not a bert-tf-pretrain flag"
+                defined[flag].parser.parse(value)
+
+
+def test_the_base_recipe_is_bert_base_sized_and_the_harness_follows_all_of_it(tmp_path):
+    from bert_tf.config import EncoderConfig
+    from bert_tf.modeling import build_encoder
+
+    case = _quality_case()
+    recipe = case.read_recipe()
+    assert (recipe["train_batch_size"], recipe["max_seq_length"], recipe["warmup_proportion"],
+            recipe["bag_of_words_weight"], recipe["adam_bias_correction"]) == (256, 128, 0.1,
+                                                                                1.0, True)
+    ours = build_encoder(EncoderConfig.from_json_file(recipe["bert_config_file"]))
+    bert_base = build_encoder(EncoderConfig.from_json_file(case.PEER_MODEL))
+    assert ours.config.architecture == "modernbert"
+    assert abs(ours.count_params() / bert_base.count_params() - 1) < 0.01
+    flagfile = tmp_path / "recipe.flags"
+    flagfile.write_text("# a comment\n--learning_rate=1e-3\n--pack_sequences=true\n")
+    with pytest.raises(ValueError) as raised:
+        case.read_recipe(str(flagfile))
+    assert str(raised.value).startswith(f"{flagfile}:3: --pack_sequences is not followed by "
+                                        "the accelerator_quality harness (expected one of ")
+    flagfile.write_text("--use_next_sentence_label=true\n--full_sentences=true\n")
+    with pytest.raises(ValueError, match="expected --use_next_sentence_label=false and "
+                                         "--full_sentences=true"):
+        case.read_recipe(str(flagfile))

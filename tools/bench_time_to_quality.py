@@ -73,40 +73,53 @@ def vocab_file():
     return os.path.join(directory, "vocab.txt") if directory else None
 
 
-def docstring_documents(exclude, limit=None):
-    """Documents (lists of sentences) of the docstrings in the standard library's source files
-    (modules, classes and functions, private ones and the tests' included), read with `ast`
-    (nothing is imported): each docstring of at least 8 words whose first paragraph is not in
-    `exclude` is one document, its paragraphs split into sentences. At most `limit`."""
-    import ast
+def stdlib_sources():
+    """The standard library's .py files (its tests' included, site-packages left out), sorted."""
     import glob
     import sysconfig
 
+    root = sysconfig.get_paths()["stdlib"]
+    return [path for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True))
+            if "site-packages" not in os.path.relpath(path, root).split(os.sep)]
+
+
+def file_docstrings(path):
+    """The docstrings (modules, classes and functions) of one Python source file of at least
+    8 words, read with `ast` (nothing is imported); [] for a file that does not parse."""
+    import ast
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return []  # the tests' deliberately broken files
+    docs = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node)
+            if doc and len(doc.split()) >= 8:
+                docs.append(doc)
+    return docs
+
+
+def docstring_documents(exclude, limit=None, docstrings=None):
+    """Documents (lists of sentences) of docstrings (default: file_docstrings of every
+    stdlib_sources file, private ones and the tests' included): each docstring not seen
+    before whose first paragraph is not in `exclude` is one document, its paragraphs split
+    into sentences. At most `limit`."""
     from bert_tf.data.pretraining.demo_corpus import split_sentences
 
-    root = sysconfig.get_paths()["stdlib"]
+    if docstrings is None:
+        docstrings = (doc for path in stdlib_sources() for doc in file_docstrings(path))
     documents, seen = [], set()
-    for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
-        if "site-packages" in os.path.relpath(path, root).split(os.sep):
+    for doc in docstrings:
+        if doc in seen or bench_scoring.first_paragraph(doc) in exclude:
             continue
-        try:
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read())
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            continue  # the tests' deliberately broken files
-        for node in ast.walk(tree):
-            if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                     ast.AsyncFunctionDef)):
-                continue
-            doc = ast.get_docstring(node)
-            if (not doc or len(doc.split()) < 8 or doc in seen
-                    or bench_scoring.first_paragraph(doc) in exclude):
-                continue
-            seen.add(doc)
-            documents.append([s for paragraph in doc.split("\n\n")
-                              for s in split_sentences(" ".join(paragraph.split()))])
-            if limit and len(documents) >= limit:
-                return documents
+        seen.add(doc)
+        documents.append([s for paragraph in doc.split("\n\n")
+                          for s in split_sentences(" ".join(paragraph.split()))])
+        if limit and len(documents) >= limit:
+            break
     return documents
 
 

