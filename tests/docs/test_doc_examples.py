@@ -701,12 +701,13 @@ RECIPES["docs/benchmarks.md"] = Page(recipes={
               ("tools/benchmark.py", "$REPO/tools/benchmark.py")],
         why="neither the original scripts nor PyTorch is installed here: bert_tf's side only; "
             "every run is --quick on the tokenizer case (TINY_FLAGS)"),
-    'pip install "jax[cuda12]" keras namex optree absl-py numpy torch transformers': Recipe(
-        subs=[('pip install "jax[cuda12]" keras namex optree absl-py numpy torch transformers\n',
-               ""), ("tools/benchmark.py", "$REPO/tools/benchmark.py")],
+    'pip install "jax[cuda12]" keras namex optree orbax-checkpoint scipy absl-py numpy torch '
+    'transformers': Recipe(
+        subs=[('pip install "jax[cuda12]" keras namex optree orbax-checkpoint scipy absl-py numpy '
+               'torch transformers\n', ""), ("tools/benchmark.py", "$REPO/tools/benchmark.py")],
         why="no package index or GPU here: the install line is dropped and the run is --quick on "
             "the tokenizer case (TINY_FLAGS); tests/test_benchmark.py runs the accelerator "
-            "case's --quick version with TensorFlow hidden"),
+            "cases' --quick versions with TensorFlow hidden"),
 }, setup="mkdir -p benchmarks/results",
     check="ls benchmarks/results/*-cpu2.json benchmarks/results/*-h100.json")
 

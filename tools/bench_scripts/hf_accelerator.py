@@ -35,7 +35,9 @@ if config.get("architecture") == "modernbert":
         hidden_activation=_ACTIVATIONS[config["hidden_act"]], norm_eps=config["layer_norm_eps"],
         local_attention=window or config["max_position_embeddings"] * 2,
         global_attn_every_n_layers=config.get("global_attn_every_n_layers", 1),
-        sparse_prediction=True, reference_compile=False, attn_implementation="sdpa")
+        sparse_prediction=True, reference_compile=False, attn_implementation="sdpa",
+        # Inside any vocabulary (--quick's 512 ids too); the batches hold no padding.
+        pad_token_id=0)
     model = transformers.ModernBertForMaskedLM(hf_config)
 else:
     hf_config = transformers.BertConfig(
