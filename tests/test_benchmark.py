@@ -338,7 +338,7 @@ def test_modernbert_finetune_builds_one_start_for_both_sides(tmp_path):
         sys.path.remove(os.path.join(REPO, "tools"))
     from tokenizers import Tokenizer
 
-    from bert_tf.interop.warm_start import checkpoint_config, warm_start
+    from bert_tf.interop import checkpoint_config, warm_start
     from bert_tf.modeling import BertClassifier, ModernBertEncoder
     from bert_tf.text import BpeTokenizer, load_tokenizer
 

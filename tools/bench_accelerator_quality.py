@@ -131,21 +131,22 @@ def read_recipe(path=RECIPE):
 # ----------------------------------------------------------------------------- data
 
 def source_files(stdlib_only=False):
-    """The .py files of the interpreter's standard library and (unless stdlib_only) its
-    site-packages, each once, in a fixed order."""
+    """The .py files of the interpreter's standard library (bench_time_to_quality's) and,
+    unless stdlib_only, of its site-packages, each once, in a fixed order."""
     import glob
     import sysconfig
 
+    files = bench_time_to_quality.stdlib_sources()
+    if stdlib_only:
+        return files
+    seen = {os.path.realpath(path) for path in files}
     paths = sysconfig.get_paths()
-    roots = [paths["stdlib"]] + ([] if stdlib_only else [paths["purelib"], paths["platlib"]])
-    files, seen = [], set()
-    for root in roots:
+    for root in dict.fromkeys([paths["purelib"], paths["platlib"]]):
         for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
             real = os.path.realpath(path)
-            if real in seen or (stdlib_only and "site-packages" in path.split(os.sep)):
-                continue
-            seen.add(real)
-            files.append(path)
+            if real not in seen:
+                seen.add(real)
+                files.append(path)
     return files
 
 
@@ -399,6 +400,7 @@ def worker_aq_bert_tf(args):
                                 * recipe["max_seq_length"], 1),
           "rows": int(len(rows)), "dtype": dtype, "device": _device_name(),
           "final_train_loss": round(float(results.get("loss", float("nan"))), 4),
+          "final_train_mlm_loss": round(float(results.get("mlm_loss", float("nan"))), 4),
           "tensorflow_imported": "tensorflow" in sys.modules,
           "load_avg": bench_common.load()})
 

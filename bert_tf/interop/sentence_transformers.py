@@ -323,7 +323,7 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
     """
     from bert_tf import keras_files
     from bert_tf.interop.warm_starting import (casing_of, check_weights_readable,
-                                            checkpoint_config, warm_start)
+                                               checkpoint_config, warm_start)
     from bert_tf.modeling import build_encoder
 
     check_weights_readable(init_checkpoint)

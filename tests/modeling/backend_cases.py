@@ -263,16 +263,17 @@ def compute(directory, name, model):
     np.savez(os.path.join(directory, f"{name}.{keras.backend.backend()}.npz"), **result)
 
 
-# Cases written as Hugging Face directories by the JAX worker: BertForPreTraining and a
-# ModernBertForMaskedLM (its [CLS] bag-of-words head has no Hugging Face counterpart).
-HUGGINGFACE_CASES = ("bert_128", "modern_20")
-# The outputs a Hugging Face directory keeps.
+# Cases written as Hugging Face directories by the JAX worker -> the weights the directory
+# leaves out: BertForPreTraining holds all; ModernBertForMaskedLM has no pooler (its [CLS]
+# bag-of-words head is the masked-LM head's, and so is kept).
+HUGGINGFACE_CASES = {"bert_128": (), "modern_20": ("pooler/",)}
+# The outputs a Hugging Face directory keeps (the [CLS] bag-of-words and NSP heads' aside).
 HUGGINGFACE_OUTPUTS = ("mlm_logits", "sequence_output")
 
 
 def write_huggingface(directory):
     """Each HUGGINGFACE_CASES model (as the TensorFlow side saved it) written with
-    save_huggingface under JAX, read back with load_huggingface, and its outputs
+    save_huggingface under JAX and read back with load_huggingface, its weights by path
     (hf_<name>.jax.npz): the Hugging Face format needs no TensorFlow."""
     from bert_tf.interop import load_huggingface, save_huggingface
 
@@ -280,10 +281,8 @@ def write_huggingface(directory):
         target = os.path.join(directory, f"hf_{name}")
         save_huggingface(load(os.path.join(directory, f"{name}.keras")), target)
         model, _, _ = load_huggingface(target)
-        features = dict(np.load(os.path.join(directory, f"{name}.inputs.npz")))
-        result = outputs(model, features, "pretrainer")
         np.savez(os.path.join(directory, f"hf_{name}.jax.npz"),
-                 **{k: result[k] for k in HUGGINGFACE_OUTPUTS})
+                 **{v.path: ops.convert_to_numpy(v) for v in model.weights})
 
 
 def main(directory):
