@@ -45,7 +45,7 @@ from bert_tf.modeling import BertPretrainer, ElectraPretrainer, build_encoder
 from bert_tf.modeling.electra import DEFAULT_DISCRIMINATOR_WEIGHT, electra_metrics, generator_config
 from bert_tf.modeling.pretraining_metrics import pretraining_metrics
 from bert_tf.text import tokenizer_files
-from bert_tf.training import checkpointing, controller, runtime
+from bert_tf.training import checkpointing, controller, losses, runtime
 from bert_tf.training.budget import format_duration, parse_duration
 from bert_tf.training.logging_window import format_metrics, write_summaries
 from bert_tf.training.loop_config import TrainLoopConfig, check_batch_size_ramp
@@ -627,19 +627,6 @@ def _metrics_fn(task):
                              sentence_order_prediction=task.sentence_order_prediction)
 
 
-def _pretraining_loss_fn(model, batch, training):
-    outputs = model(batch, training=training)
-    parts = model.compute_pretraining_losses(batch, outputs)
-    if "input_instance_ids" in batch:
-        # Packed rows: count instances (the highest instance id of a row) as well as rows, so
-        # throughput and NSP accuracy are reported per instance.
-        instance_ids = batch["input_instance_ids"]
-        parts = dict(parts,
-                     instances=ops.sum(ops.cast(ops.max(instance_ids, axis=1), "float32")),
-                     rows=ops.cast(ops.shape(instance_ids)[0], "float32"))
-    return parts
-
-
 def pretrain(job, flags_text=None):
     """Runs pre-training and/or evaluation as the flags say; returns the results dict.
 
@@ -777,7 +764,7 @@ def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start,
         jit_compile=job.runtime.jit_compile, init_checkpoint=task.init_checkpoint,
         time_budget_seconds=budget, batch_size_ramp=trainer.batch_size_ramp)
     train_results = controller.train(
-        runtime=job_runtime, model=model, optimizer=optimizer, loss_fn=_pretraining_loss_fn,
+        runtime=job_runtime, model=model, optimizer=optimizer, loss_fn=losses.pretraining_loss_fn,
         dataset_fn=dataset_fns[True], output_dir=job.output_dir, loop_config=loop_config,
         metrics_fn=_metrics_fn(task),
         warm_start_fn=functools.partial(_warm_start, task.do_lower_case),
@@ -854,7 +841,7 @@ def _evaluate(job, model, job_runtime, dataset_fn, step):
     """The evaluation metrics of `model` at `step`, logged and (by the chief) written as
     TensorBoard scalars under summaries/eval."""
     metrics = job_runtime.evaluate(
-        model=model, loss_fn=_pretraining_loss_fn, dataset_fn=dataset_fn,
+        model=model, loss_fn=losses.pretraining_loss_fn, dataset_fn=dataset_fn,
         max_steps=job.trainer.max_eval_steps, metrics_fn=_metrics_fn(job.task))
     logging.info("Eval at step %d: %s", step, format_metrics(metrics))
     if job_runtime.chief:

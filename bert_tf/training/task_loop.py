@@ -1,4 +1,5 @@
-"""Fine-tuning on top of the training loop: task losses, prediction, best-model keeping.
+"""Fine-tuning on top of the training loop: prediction, best-model keeping (the task losses:
+training.losses).
 
 The run_classifier / run_squad / run_tagging drivers share this module: each supplies its
 model, a dataset of feature dicts and an `evaluate_fn` that computes the task's official metric
@@ -6,7 +7,7 @@ in Python, and `fine_tune` trains with the run controller (controller.train: ste
 resume), evaluates at every checkpoint, keeps the best weights by the task's metric and leaves
 them in the model at the end.
 
-Feature-dict contract of the loss functions (per-replica batches, static shapes):
+Feature-dict contract of the task loss functions (per-replica batches, static shapes):
   every task: input_word_ids, input_mask, input_type_ids  int32 [B, S]
   classification: label_ids int32 [B] (float32 [B] for regression, num_classes == 1)
   span QA: start_positions, end_positions int32 [B]
@@ -31,6 +32,9 @@ from bert_tf import file_names, fileio
 from bert_tf.fileio import write_text_atomic
 from bert_tf.training import controller
 from bert_tf.training.logging_window import format_metrics, write_scalars
+# The task losses are losses.py's (no TensorFlow there); the job drivers take them from here.
+from bert_tf.training.losses import (classification_loss_fn, span_loss_fn,  # noqa: F401
+                                    tagging_loss_fn, training_metrics)
 from bert_tf.training.tf_runner import remove_worker_dir
 
 
@@ -52,89 +56,6 @@ def num_warmup_steps(train_steps, warmup_proportion):
     if not 0.0 <= warmup_proportion <= 1.0:
         raise ValueError(f"--warmup_proportion={warmup_proportion} must be in [0, 1]")
     return int(train_steps * warmup_proportion)
-
-
-def _example_weights(batch, labels):
-    weights = batch.get("example_weights")
-    if weights is None:
-        return ops.ones(ops.shape(labels)[:1], "float32")
-    return ops.cast(weights, "float32")
-
-
-def _weighted_mean(values, weights):
-    return ops.sum(values * weights) / ops.maximum(ops.sum(weights), 1.0)
-
-
-def _cross_entropy(labels, logits):
-    """Per-position softmax cross-entropy of int labels; logits [..., C]."""
-    return ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-
-
-def _hits(labels, logits):
-    """float32 1 where the argmax of logits [..., C] is the int label."""
-    return ops.cast(ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), labels),
-                    "float32")
-
-
-# The losses are written in keras.ops: they run in TensorFlow's and JAX's compiled steps.
-def classification_loss_fn(model, batch, training):
-    """Cross-entropy (or squared error when the model has one output) on `label_ids`.
-
-    Returns loss (mean over the batch's real examples) plus summable parts: `correct`
-    (or `squared_error`) and `count`.
-    """
-    logits_bc = ops.cast(model(batch, training=training), "float32")
-    weights_b = _example_weights(batch, batch["label_ids"])
-    parts = {"count": ops.sum(weights_b)}
-    if logits_bc.shape[-1] == 1:
-        labels_b = ops.cast(batch["label_ids"], "float32")
-        squared_b = ops.square(logits_bc[:, 0] - labels_b)
-        parts["loss"] = _weighted_mean(squared_b, weights_b)
-        parts["squared_error"] = ops.sum(squared_b * weights_b)
-        return parts
-    labels_b = ops.cast(batch["label_ids"], "int32")
-    parts["loss"] = _weighted_mean(_cross_entropy(labels_b, logits_bc), weights_b)
-    parts["correct"] = ops.sum(_hits(labels_b, logits_bc) * weights_b)
-    return parts
-
-
-def span_loss_fn(model, batch, training):
-    """The original run_squad loss: the mean of the start and end cross-entropies."""
-    outputs = model(batch, training=training)
-    weights_b = _example_weights(batch, batch["start_positions"])
-    parts = {"count": ops.sum(weights_b)}
-    total = 0.0
-    for name in ("start", "end"):
-        logits_bs = ops.cast(outputs[f"{name}_logits"], "float32")
-        labels_b = ops.cast(batch[f"{name}_positions"], "int32")
-        total += 0.5 * _weighted_mean(_cross_entropy(labels_b, logits_bs), weights_b)
-        parts[f"{name}_correct"] = ops.sum(_hits(labels_b, logits_bs) * weights_b)
-    parts["loss"] = total
-    return parts
-
-
-def tagging_loss_fn(model, batch, training):
-    """Token cross-entropy weighted by `label_weights` (first pieces of words, no padding)."""
-    logits_bsc = ops.cast(model(batch, training=training), "float32")
-    labels_bs = ops.cast(batch["label_ids"], "int32")
-    weights_bs = ops.cast(batch["label_weights"], "float32")
-    return {"loss": _weighted_mean(_cross_entropy(labels_bs, logits_bsc), weights_bs),
-            "correct": ops.sum(_hits(labels_bs, logits_bsc) * weights_bs),
-            "count": ops.sum(weights_bs)}
-
-
-def training_metrics(sums, count):
-    """metrics_fn for the task losses: mean loss, and accuracy / MSE from the summed parts."""
-    metrics = {"loss": sums["loss"] / count}
-    examples = max(sums["count"], 1e-12)
-    if "correct" in sums:
-        metrics["accuracy"] = sums["correct"] / examples
-    if "squared_error" in sums:
-        metrics["mse"] = sums["squared_error"] / examples
-    for name in ("start", "end"):
-        if f"{name}_correct" in sums:
-            metrics[f"{name}_accuracy"] = sums[f"{name}_correct"] / examples
-    return metrics
 
 
 # model -> {(input signature, output keys): traced step}. Evaluation after every epoch and the
