@@ -720,21 +720,6 @@ def test_pretraining_batches_repeat_with_fresh_masks():
     assert len({b["masked_lm_positions"].tobytes() for b in batches}) > 10
 
 
-@pytest.mark.parametrize("name", ["time_budget_mini.flags", "time_budget_base.flags"])
-def test_budget_recipes_use_real_flags(name):
-    from absl import flags as absl_flags
-
-    from bert_tf.cli import pretrain
-
-    defined = pretrain.define_flags(absl_flags.FlagValues())
-    with open(os.path.join(REPO, "official_configs", "pretraining", name)) as f:
-        for line in f:
-            if line.strip() and not line.startswith("#"):
-                flag, _, value = line.strip()[2:].partition("=")
-                assert flag in defined, f"{name}: --{flag} is not a bert-tf-pretrain flag"
-                defined[flag].parser.parse(value)
-
-
 def test_the_base_recipe_is_bert_base_sized_and_the_harness_follows_all_of_it(tmp_path):
     from bert_tf.config import EncoderConfig
     from bert_tf.modeling import build_encoder

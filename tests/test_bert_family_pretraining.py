@@ -15,7 +15,7 @@ from absl import flags
 from bert_tf.cli import pretrain as pretrain_cli
 from bert_tf.jobs.pretraining import FlagValueError, PretrainingConfig, pretrain
 from bert_tf.jobs.sections import from_flat
-from bert_tf.config import BertConfig
+from bert_tf.config import BertConfig, EncoderConfig
 from bert_tf.data.pretraining import create_pretraining_data as cpd
 from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documents
 from bert_tf.interop import warm_start
@@ -95,6 +95,17 @@ def test_family_flagfiles_use_real_flags_and_configs(path):
     else:
         assert values["do_span_mask"] and values["span_boundary_objective"]
         assert not values["use_next_sentence_label"]
+    assert values["max_seq_length"] <= config.max_position_embeddings
+
+
+@pytest.mark.parametrize("name", ["time_budget_mini.flags", "time_budget_base.flags"])
+def test_budget_recipes_use_real_flags_and_configs(name):
+    values = flagfile_values(os.path.join(REPO, "official_configs", "pretraining", name))
+    config = EncoderConfig.from_json_file(os.path.join(REPO, values["bert_config_file"]))
+    # The levers that won the equal-time ablations (docs/pretraining.md).
+    assert not values["use_next_sentence_label"] and values["full_sentences"]
+    assert values["bag_of_words_weight"] == 1 and values["adam_bias_correction"]
+    assert config.architecture == "modernbert" and config.hidden_dropout_prob == 0
     assert values["max_seq_length"] <= config.max_position_embeddings
 
 

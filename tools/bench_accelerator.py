@@ -133,8 +133,17 @@ def worker_accelerator_jax(args):
     stats = device.memory_stats() or {}
     emit(result_row("bert_tf_jax", args["model"], config.to_dict() | {
         "architecture": config.architecture}, spec, seconds, compile_seconds,
-        getattr(device, "device_kind", device.platform), stats.get("peak_bytes_in_use"),
+        device_name(), stats.get("peak_bytes_in_use"),
         loss, attention=_attention_kind(config, device)))
+
+
+def device_name():
+    """The kind of JAX's first device ("NVIDIA H100 80GB HBM3", "TPU v5 lite"), or its
+    platform ("cpu")."""
+    import jax
+
+    device = jax.devices()[0]
+    return getattr(device, "device_kind", device.platform)
 
 
 def _attention_kind(config, device):

@@ -49,6 +49,7 @@ import shutil
 import sys
 import time
 
+import bench_accelerator
 import bench_common
 import bench_scoring
 import bench_time_to_quality
@@ -331,17 +332,6 @@ def worker_aq_data(args):
     emit(write_data(args["data_dir"], args["vocab_file"], args["quick"]))
 
 
-def _pretraining_loss(model, batch, training):
-    return model.compute_pretraining_losses(batch, model(batch, training=training))
-
-
-def _device_name():
-    import jax
-
-    device = jax.devices()[0]
-    return getattr(device, "device_kind", device.platform)
-
-
 def worker_aq_bert_tf(args):
     """The recipe trained by the run controller on JAX to args["budget_s"] seconds counted from
     args["launched_at"] (None: to the recipe's num_train_steps); writes args["output_dir"]/hf
@@ -354,7 +344,7 @@ def worker_aq_bert_tf(args):
     from bert_tf.modeling import BertPretrainer, build_encoder
     from bert_tf.modeling.pretraining_metrics import pretraining_metrics
     from bert_tf.text import WordpieceTokenizer
-    from bert_tf.training import controller, jax_runner
+    from bert_tf.training import controller, jax_runner, losses
     from bert_tf.training.loop_config import TrainLoopConfig
     from bert_tf.training.optimization import create_optimizer
 
@@ -385,7 +375,8 @@ def worker_aq_bert_tf(args):
         bias_correction=recipe["adam_bias_correction"])
     run_dir = os.path.join(args["output_dir"], "run")
     results = controller.train(
-        runtime=runtime, model=model, optimizer=optimizer, loss_fn=_pretraining_loss,
+        runtime=runtime, model=model, optimizer=optimizer,
+        loss_fn=losses.pretraining_loss_fn,
         dataset_fn=lambda _: pretraining_batches(rows, lengths, batch, recipe["seed"],
                                                  **masking),
         output_dir=run_dir, metrics_fn=functools.partial(pretraining_metrics,
@@ -401,33 +392,11 @@ def worker_aq_bert_tf(args):
     emit({"dir": hf_dir, "steps": results["step"], "process_s": round(process_s, 2),
           "tokens_per_s": round(results.get("examples_per_second", 0.0)
                                 * recipe["max_seq_length"], 1),
-          "rows": int(len(rows)), "dtype": dtype, "device": _device_name(),
+          "rows": int(len(rows)), "dtype": dtype, "device": bench_accelerator.device_name(),
           "final_train_loss": round(float(results.get("loss", float("nan"))), 4),
           "final_train_mlm_loss": round(float(results.get("mlm_loss", float("nan"))), 4),
           "tensorflow_imported": "tensorflow" in sys.modules,
           "load_avg": bench_common.load()})
-
-
-def _encode(tokenizer, texts, max_seq_length):
-    """int32 [N, L] ids ([CLS] text [SEP], padded) and their mask."""
-    import numpy as np
-
-    ids = np.zeros((len(texts), max_seq_length), np.int32)
-    for i, text in enumerate(texts):
-        row = [tokenizer.cls_id] + tokenizer.encode(text)[:max_seq_length - 2] + [
-            tokenizer.sep_id]
-        ids[i, :len(row)] = row
-    return ids, (ids != tokenizer.pad_id).astype(np.int32)
-
-
-def _classification_loss(model, batch, training):
-    from keras import ops
-
-    logits = ops.cast(model(batch, training=training), "float32")
-    labels = ops.cast(batch["label_ids"], "int32")
-    loss = ops.mean(ops.sparse_categorical_crossentropy(labels, logits, from_logits=True))
-    hits = ops.cast(ops.equal(ops.cast(ops.argmax(logits, -1), "int32"), labels), "float32")
-    return {"loss": loss, "correct": ops.sum(hits)}
 
 
 def finetune_accuracy(runtime, model_dir, data_dir, output_dir, settings=None):
@@ -440,7 +409,7 @@ def finetune_accuracy(runtime, model_dir, data_dir, output_dir, settings=None):
 
     from bert_tf.modeling import BertClassifier
     from bert_tf.text import WordpieceTokenizer
-    from bert_tf.training import controller
+    from bert_tf.training import controller, losses
     from bert_tf.training.loop_config import TrainLoopConfig
     from bert_tf.training.optimization import create_optimizer
 
@@ -449,9 +418,11 @@ def finetune_accuracy(runtime, model_dir, data_dir, output_dir, settings=None):
     splits = {}
     for name in ("train", "dev"):
         rows = bench_scoring.read_csv(os.path.join(data_dir, "classify", f"{name}.csv"))
-        ids, mask = _encode(tokenizer, [t for t, _ in rows], settings["max_seq_length"])
+        ids = bench_scoring.token_ids(tokenizer, [t for t, _ in rows],
+                                      settings["max_seq_length"])
         labels = np.array([bench_scoring.LABELS.index(label) for _, label in rows], np.int32)
-        splits[name] = {"input_word_ids": ids, "input_mask": mask,
+        splits[name] = {"input_word_ids": ids, "input_mask": (ids != tokenizer.pad_id
+                                                              ).astype(np.int32),
                         "input_type_ids": np.zeros_like(ids), "label_ids": labels}
     keras.utils.set_random_seed(settings["seed"])
     _, encoder = bench_scoring._load(model_dir)
@@ -469,7 +440,8 @@ def finetune_accuracy(runtime, model_dir, data_dir, output_dir, settings=None):
                 yield {k: v[order[start:start + batch]] for k, v in train.items()}
 
     controller.train(runtime=runtime, model=classifier, optimizer=optimizer,
-                     loss_fn=_classification_loss, dataset_fn=batches, output_dir=output_dir,
+                     loss_fn=losses.classification_loss_fn, dataset_fn=batches,
+                     metrics_fn=losses.training_metrics, output_dir=output_dir,
                      loop_config=TrainLoopConfig(num_train_steps=steps, steps_per_loop=steps,
                                                  save_checkpoints_steps=steps,
                                                  global_batch_size=batch),
@@ -515,7 +487,7 @@ def worker_aq_score(args):
             args.get("finetune")), 4)
         result["finetune_s"] = round(time.perf_counter() - start, 1)
         scores[name] = result
-    emit({"scores": scores, "device": _device_name(),
+    emit({"scores": scores, "device": bench_accelerator.device_name(),
           "tensorflow_imported": "tensorflow" in sys.modules})
 
 
@@ -637,9 +609,7 @@ def format_lines(row):
                 f"({row['train_documents']:,} documents of {row['source_files']:,} files), "
                 f"{row['heldout_predictions']:,} held-out predictions"]
     if row.get("kind") == "versus":
-        diffs = "  ".join(f"{k} {v:+.4f}" for k, v in row.items() if k.endswith("_diff"))
-        return [f"accelerator_quality bert_tf vs {row['versus']:12} time x{row['time_share']}  "
-                f"{diffs}  target met: {row['target_met']}"]
+        return [bench_time_to_quality.versus_line(row, "accelerator_quality")]
     if "error" in row:
         return [f"accelerator_quality {row['impl']:12} ERROR {row['error']}"]
     final = row["final"]

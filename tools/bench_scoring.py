@@ -277,18 +277,26 @@ def masked_lm_scores(pretrainer, masks, batch_size=32):
     return total / count, correct / count
 
 
+def token_ids(tokenizer, texts, max_seq_length, num_rows=None):
+    """int32 [num_rows (default len(texts)), max_seq_length]: [CLS] text [SEP] a row, cut to
+    the length, the rest (and rows past the texts) the pad id."""
+    import numpy as np
+
+    ids = np.full((num_rows or len(texts), max_seq_length), tokenizer.pad_id, np.int32)
+    for i, text in enumerate(texts):
+        row = [tokenizer.cls_id] + tokenizer.encode(text)[:max_seq_length - 2] + [
+            tokenizer.sep_id]
+        ids[i, :len(row)] = row
+    return ids
+
+
 def encode_texts(encoder, tokenizer, texts, max_seq_length=64, batch_size=64):
     """Vectors of `texts`: a dict of float64 [N, H] arrays: "mean" and "cls" (the last layer's
     mean over real tokens and [CLS] vector), "pooled" (the pooler's tanh output) and
     "mean_<l>", the mean of block l's output (1-based; the last is "mean")."""
     import numpy as np
 
-    rows = [[tokenizer.cls_id] + tokenizer.encode(t)[:max_seq_length - 2] + [tokenizer.sep_id]
-            for t in texts]
-    ids = np.full((-(-len(rows) // batch_size) * batch_size, max_seq_length), tokenizer.pad_id,
-                  np.int32)
-    for i, row in enumerate(rows):
-        ids[i, :len(row)] = row
+    ids = token_ids(tokenizer, texts, max_seq_length, -(-len(texts) // batch_size) * batch_size)
     mask = (ids != tokenizer.pad_id).astype(np.int32)
     parts = {}
     for start in range(0, len(ids), batch_size):
@@ -304,7 +312,7 @@ def encode_texts(encoder, tokenizer, texts, max_seq_length=64, batch_size=64):
         found["mean"] = found[f"mean_{layer}"]
         for name, value in found.items():
             parts.setdefault(name, []).append(np.asarray(value, np.float64))
-    return {name: np.concatenate(value)[:len(rows)] for name, value in parts.items()}
+    return {name: np.concatenate(value)[:len(texts)] for name, value in parts.items()}
 
 
 def representation_stats(vectors):

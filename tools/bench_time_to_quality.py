@@ -530,6 +530,13 @@ def case_time_to_quality(workdir, quick, torch_python=None, peer_budget_s=None, 
     return rows
 
 
+def versus_line(row, name):
+    """The table line of a versus_rows row, starting with `name`."""
+    diffs = "  ".join(f"{k} {v:+.4f}" for k, v in row.items() if k.endswith("_diff"))
+    return (f"{name} bert_tf vs {row['versus']:12} time x{row['time_share']}  {diffs}  "
+            f"target met: {row['target_met']}")
+
+
 def format_lines(row):
     """Table lines of one time_to_quality row (see benchmark.format_table)."""
     kind, name = row.get("kind"), "time_to_quality"
@@ -543,9 +550,7 @@ def format_lines(row):
         scores = "  ".join(f"{k} {f[k]}" for k in bench_scoring.SCORES if k in f)
         return [f"{name:14} {row['impl']:12} {row['budget_s']:6.0f} s  {scores}"]
     if kind == "versus":
-        diffs = "  ".join(f"{k} {v:+.4f}" for k, v in row.items() if k.endswith("_diff"))
-        return [f"{name:14} bert_tf vs {row['versus']:12} time x{row['time_share']}  {diffs}  "
-                f"target met: {row['target_met']}"]
+        return [versus_line(row, f"{name:14}")]
     if kind == "plot":
         return [f"{name:14} plot: {row['path']}"]
     return []
