@@ -23,6 +23,7 @@ from bert_tf.jobs.pretraining import FlagValueError, pretrain
 from bert_tf.jobs.sections import from_flat, sections_of
 from bert_tf import run_directory
 from file_digests import digest
+import zygote
 from test_run_pretraining import FLAGS, P, S, _job, write_dropout_inputs
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -168,7 +169,10 @@ def test_second_run_on_a_directory_refused_and_killed_owner_taken_over(setup, ca
 # run_pretraining's CLI in a process with 2 logical CPUs: --distribution_strategy=mirrored
 # then trains on 2 replicas.
 _TWO_REPLICA_CLI = textwrap.dedent("""
+    import os
     import sys
+    with open(sys.argv.pop(1), "w") as f:  # the pid a kill -9 goes to
+        f.write(str(os.getpid()))
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -205,7 +209,12 @@ def test_killed_runs_with_dropout_on_two_replicas_end_with_the_uninterrupted_wei
     dropout masks: nothing may round differently, so the tolerance is 0)."""
     tmp_path, config_path, _ = setup
     total = 24
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    # Forked from the worker's server that imported TensorFlow (tests/zygote.py); the kills go
+    # to the forked process itself (its pid file), which dies at once as a process of its own.
+    python = zygote.shared_python(env)
+    if python == sys.executable:
+        python = zygote.shared_python(env)
 
     def command(output_dir, steps_per_loop, save_checkpoints_steps):
         flagfile = tmp_path / f"{output_dir.name}.flags"
@@ -217,7 +226,8 @@ def test_killed_runs_with_dropout_on_two_replicas_end_with_the_uninterrupted_wei
             "--gradient_accumulation_steps=2", "--distribution_strategy=mirrored",
             "--dtype=float32", f"--steps_per_loop={steps_per_loop}",
             f"--save_checkpoints_steps={save_checkpoints_steps}"]) + "\n")
-        return [sys.executable, "-c", _TWO_REPLICA_CLI, f"--flagfile={flagfile}"]
+        return [python, "-c", _TWO_REPLICA_CLI, str(tmp_path / f"{output_dir.name}.pid"),
+                f"--flagfile={flagfile}"]
 
     straight = tmp_path / "straight"
     # The uninterrupted run goes alongside the interrupted ones.
@@ -251,6 +261,7 @@ def test_killed_runs_with_dropout_on_two_replicas_end_with_the_uninterrupted_wei
                             time.sleep(0.005)
                     if not mid_save:
                         time.sleep(rng.uniform(0.0, 0.02))
+                    os.kill(int((tmp_path / "interrupted.pid").read_text()), signal.SIGKILL)
                     proc.send_signal(signal.SIGKILL)
                     proc.wait(timeout=120)
                 finally:
