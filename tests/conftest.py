@@ -21,6 +21,11 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
 if _WORKERS > 1:
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+# The suite run again on JAX (`.ci/run`'s backend matrix) compiles as the tests' JAX processes do.
+if os.environ.get("KERAS_BACKEND") == "jax":
+    from no_tensorflow import jax_env  # noqa: E402
+
+    os.environ.update(jax_env())
 
 import shutil  # noqa: E402
 import signal  # noqa: E402

@@ -2,7 +2,8 @@
 
 `run_without_tensorflow(script, *args, backend="jax")` runs `script` in a fresh Python whose
 `import tensorflow` (tensorflow_text, tf_keras) raises ModuleNotFoundError, with KERAS_BACKEND
-set and the repository, the script's folder (and `extra_path`) on the path.
+set and the repository, the script's folder (and `extra_path`) on the path. `jax_env()` is the
+environment of every JAX process the tests start.
 """
 
 import os
@@ -10,6 +11,25 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# XLA's CPU compiler spends most of its time in LLVM's optimisation of the machine code, and the
+# tests' JAX programs are tiny models run for a few steps. Level 0 keeps the program as it is
+# (its HLO, fusions and the matmuls' library calls) and compiles it sooner: the JAX worker of
+# tests/modeling/test_backend_parity.py 57 s -> 37 s, four JAX test files 256 s -> 195 s
+# (2-core Xeon with AMX). JAX processes only: TensorFlow's XLA-compiled steps, which run for
+# hundreds of steps in some tests, ran slower at level 0 (five files 82 s -> 145 s).
+JAX_XLA_FLAGS = "--xla_backend_optimization_level=0"
+
+
+def jax_env(env=None, **more):
+    """`env` (this process's by default) with `more`, for a JAX process of the tests:
+    KERAS_BACKEND=jax and JAX_XLA_FLAGS before the XLA_FLAGS it has."""
+    env = dict(os.environ if env is None else env, **more)
+    env["KERAS_BACKEND"] = "jax"
+    flags = env.get("XLA_FLAGS", "")
+    if JAX_XLA_FLAGS not in flags.split():
+        env["XLA_FLAGS"] = " ".join([JAX_XLA_FLAGS, flags]).strip()
+    return env
 
 # What a machine without TensorFlow looks like to Python: `import tensorflow` (tensorflow_text,
 # tf_keras) fails, and importlib.util.find_spec says it is not there (etils, which Orbax uses,
@@ -54,5 +74,7 @@ def run_without_tensorflow(script, *args, backend="jax", timeout=900, extra_path
     folder = os.path.dirname(os.path.abspath(script))
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=os.pathsep.join(
         [REPO, folder, *extra_path, os.environ.get("PYTHONPATH", "")]))
+    if backend == "jax":
+        env = jax_env(env)
     return subprocess.run([sys.executable, "-c", _RUN_HIDDEN, str(script), *args],
                           env=env, capture_output=True, text=True, timeout=timeout)

@@ -16,7 +16,7 @@ import traceback
 import pytest
 
 import peers
-from no_tensorflow import HIDE_TENSORFLOW
+from no_tensorflow import HIDE_TENSORFLOW, JAX_XLA_FLAGS
 import zygote
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -494,7 +494,8 @@ def test_accelerator_cases_run_quick_without_tensorflow(tmp_path):
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(HIDE_TENSORFLOW)
     output = tmp_path / "accelerator.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), REPO]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), REPO]),
+               XLA_FLAGS=JAX_XLA_FLAGS)
     torch_python = [f"--torch_python={peers.python()}"] if peers.python() else []
     done = subprocess.run([sys.executable, os.path.join(REPO, "tools", "benchmark.py"),
                            "--quick", "--cases=accelerator,accelerator_quality",

@@ -13,6 +13,8 @@ import time
 import keras
 import numpy as np
 import pytest
+
+from no_tensorflow import jax_env
 import tensorflow as tf
 
 from bert_tf import interop, run_directory
@@ -246,7 +248,7 @@ def test_jax_trains_and_tensorflow_reads_its_run(inputs, tmp_path):
 
     run = tmp_path / "jax"
     runs = run_commands([("bert_tf.run_pretraining", _args(inputs, run))],
-                        env=dict(os.environ, KERAS_BACKEND="jax"))
+                        env=jax_env())
     assert runs[0].returncode == 0, runs[0].stderr[-3000:]
     assert "discriminator_loss=" in runs[0].stderr
     _check_learned(json.loads((run / "results.json").read_text())["train"])

@@ -19,6 +19,7 @@ import pytest
 from command_batch import run_commands
 from test_run_pretraining import P, S, VOCAB, write_dropout_inputs
 import zygote
+from no_tensorflow import jax_env
 
 # One worker runs the module: its JAX subprocesses (the module fixture) are built once.
 pytestmark = pytest.mark.xdist_group("jax_pretraining")
@@ -47,10 +48,9 @@ def _args(inputs, output_dir, *extra, steps=STEPS):
 
 
 def _env(devices=1):
-    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    return env
+    return jax_env(TF_CPP_MIN_LOG_LEVEL="2",
+                   PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                   XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
 
 
 def _pretrain(args, env, **kwargs):

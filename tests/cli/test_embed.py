@@ -10,6 +10,7 @@ import pytest
 from command_batch import REPO_ROOT, run_commands
 from embedding_helpers import make_st_dir, write_json, write_pairs
 import zygote
+from no_tensorflow import jax_env
 
 # One worker runs the module: its module fixtures run once, not once per worker.
 pytestmark = pytest.mark.xdist_group("embed")
@@ -436,7 +437,7 @@ def test_embedding_trains_and_encodes_on_jax(tmp_path):
                 "--output_dir=run", "--train_batch_size=8", "--save_checkpoints_steps=2",
                 "--seed=1"]),
         (TOOL, encode + ["--output_file=jax.npy"])],
-        env=dict(os.environ, KERAS_BACKEND="jax"), cwd=tmp_path)
+        env=jax_env(), cwd=tmp_path)
     assert train.returncode == 0, train.stderr[-3000:]
     assert on_jax.returncode == 0, on_jax.stderr[-3000:]
     names = os.listdir(tmp_path / "run")

@@ -8,6 +8,8 @@ import os
 import numpy as np
 import pytest
 
+from no_tensorflow import jax_env
+
 from command_batch import run_commands
 from finetuning_helpers import make_pretrained_dir, write_conll, write_sst2
 from test_run_squad import _flags as squad_flags
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.xdist_group("jax_finetuning")
 
 
 def _jax_env():
-    return dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
+    return jax_env(TF_CPP_MIN_LOG_LEVEL="2")
 
 
 def _classify_args(pretrained, data, output_dir):

@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from no_tensorflow import jax_env
+
 # One worker runs the module: its JAX subprocesses (the module fixture) are built once.
 pytestmark = pytest.mark.xdist_group("jax_importers")
 
@@ -120,7 +122,7 @@ def gaps(tmp_path_factory):
     script = work / "importers.py"
     script.write_text(_SCRIPT)
     helpers = [REPO, HERE, os.path.join(os.path.dirname(HERE), "finetuning")]
-    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2",
+    env = jax_env(TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=os.pathsep.join(helpers + [os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, str(script), os.path.join(HERE, "fixtures"),
                            str(work)], env=env, capture_output=True, text=True, timeout=900)
