@@ -41,8 +41,10 @@ Hugging Face's (bench_time_to_quality.versus_rows).
 budget, on CPU JAX (the test suite runs it with TensorFlow hidden).
 """
 
+import contextlib
 import functools
 import json
+import multiprocessing
 import math
 import os
 import shutil
@@ -178,11 +180,23 @@ def prepared_sizes(directory):
         return None
 
 
+@contextlib.contextmanager
+def _mapper(workers, initializer=None, initargs=()):
+    """The imap of a pool of `workers` forked processes (they need only the tokenizer, and
+    nothing is threaded yet); in a process that imported JAX already (a test's), whose threads
+    a fork would copy in whatever state they are, an imap run here."""
+    if "jax" in sys.modules:
+        if initializer is not None:
+            initializer(*initargs)
+        yield lambda function, items, chunksize=1: map(function, items)
+        return
+    with multiprocessing.get_context("fork").Pool(workers, initializer, initargs) as pool:
+        yield pool.imap
+
+
 def write_data(directory, vocab_file, quick=False, workers=None):
     """Writes vocab.txt, train_ids.npz, corpus_heldout.txt and bench_scoring's data under
     `directory` (see the module doc), then sizes.json; returns the sizes."""
-    import multiprocessing
-
     import numpy as np
 
     from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documents
@@ -194,10 +208,8 @@ def write_data(directory, vocab_file, quick=False, workers=None):
     rows = bench_scoring.topic_texts()
     classification = bench_scoring.split_classification(rows, limit=100 if quick else None)
     files = source_files(stdlib_only=quick)
-    # fork: the workers need nothing but the tokenizer (no JAX, nothing threaded yet).
-    context = multiprocessing.get_context("fork")
-    with context.Pool(workers) as pool:
-        docstrings = pool.imap(bench_time_to_quality.file_docstrings, files, chunksize=32)
+    with _mapper(workers) as imap:
+        docstrings = imap(bench_time_to_quality.file_docstrings, files, chunksize=32)
         documents = pydoc_documents()[:QUICK_DOCUMENTS if quick else None] + \
             bench_time_to_quality.docstring_documents(
                 {text for text, _ in rows}, QUICK_DOCUMENTS if quick else None,
@@ -208,9 +220,9 @@ def write_data(directory, vocab_file, quick=False, workers=None):
     heldout_path = os.path.join(directory, "corpus_heldout.txt")
     with open(heldout_path, "w", encoding="utf-8") as f:
         f.write(format_documents(heldout))
-    with context.Pool(workers, _start_tokenizer, (vocab,)) as pool:
+    with _mapper(workers, _start_tokenizer, (vocab,)) as imap:
         chunks = [train[i:i + 256] for i in range(0, len(train), 256)]
-        tokenized = [doc for chunk in pool.imap(_tokenize_documents, chunks) for doc in chunk]
+        tokenized = [doc for chunk in imap(_tokenize_documents, chunks) for doc in chunk]
     sentences = [ids for doc in tokenized for ids in doc if ids]
     counts = [sum(1 for ids in doc if ids) for doc in tokenized]
     with open(vocab, encoding="utf-8") as f:
