@@ -15,7 +15,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # XLA's CPU compiler spends most of its time in LLVM's optimisation of the machine code, and the
 # tests' JAX programs are tiny models run for a few steps. Level 0 keeps the program as it is
 # (its HLO, fusions and the matmuls' library calls) and compiles it sooner: the JAX worker of
-# tests/modeling/test_backend_parity.py 57 s -> 37 s, four JAX test files 256 s -> 195 s
+# tests/modeling/test_backend_parity.py 51 s -> 38 s, four JAX test files 256 s -> 195 s
 # (2-core Xeon with AMX). JAX processes only: TensorFlow's XLA-compiled steps, which run for
 # hundreds of steps in some tests, ran slower at level 0 (five files 82 s -> 145 s).
 JAX_XLA_FLAGS = "--xla_backend_optimization_level=0"
