@@ -44,8 +44,8 @@ budget, on CPU JAX (the test suite runs it with TensorFlow hidden).
 import contextlib
 import functools
 import json
-import multiprocessing
 import math
+import multiprocessing
 import os
 import shutil
 import sys
