@@ -200,7 +200,7 @@ def extract_features(options):
     logging.info(interop.warm_start(options.init_checkpoint, encoder,
                                     do_lower_case=do_lower_case).summary())
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def forward(features):
         outputs = encoder(features, training=False)
         stacked_lbsh = tf.stack([outputs["encoder_outputs"][i] for i in layers])

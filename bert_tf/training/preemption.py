@@ -38,6 +38,7 @@ class SigtermWatcher:
         self._active = False
         self._pending = False
 
+    @tf.autograph.experimental.do_not_convert
     def requested(self):
         """bool scalar tensor: has a SIGTERM arrived (on any worker)? Call inside tf.function."""
         flag = self._flag.read_value()

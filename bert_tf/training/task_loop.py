@@ -88,7 +88,7 @@ def _prediction_step(model, spec, output_keys):
         if cache_key in steps:
             return steps[cache_key]
 
-    @tf.function(input_signature=signature, reduce_retracing=True)
+    @tf.function(input_signature=signature, reduce_retracing=True, autograph=False)
     def step(features):
         outputs = model_ref()(features, training=False)
         if isinstance(outputs, dict) and keys is not None:
