@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from no_tensorflow import JAX_XLA_FLAGS
 from quiet_check import noisy_lines
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -536,11 +537,18 @@ def fork_server(tmp_path_factory):
     setup_py = open(os.path.join(REPO, "setup.py"), encoding="utf-8").read()
     scripts = dict(re.findall(r'"([\w-]+)=([\w.]+:\w+)"', setup_py))
     assert "bert-tf-export" in scripts, "setup.py's console_scripts moved"
-    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
+               **_XLA_FLAGS)
     bin_dir, server = zygote.start(str(tmp_path_factory.mktemp("zygote")), scripts, env)
     yield bin_dir
     server.terminate()
     server.wait(timeout=60)
+
+
+# The pages' JAX steps (scaling.md's --backend=jax run, python-api.md's KERAS_BACKEND=jax
+# examples) compile tiny programs, as the JAX tests' processes do (docs/design.md, "Tests"); the
+# server and the pages get the same flags, or every command would run outside the fork server.
+_XLA_FLAGS = {"XLA_FLAGS": " ".join([JAX_XLA_FLAGS, os.environ.get("XLA_FLAGS", "")]).strip()}
 
 
 def free_ports(*names):
@@ -605,7 +613,7 @@ def test_page_examples_run(page, part, fixtures, fork_server, tmp_path):
     (work / "_page.sh").write_text(script)
     env = dict(os.environ, **fixtures, **free_ports("WORKER_PORT", "DISPATCHER_PORT"),
                REPO=REPO, PYTHONPATH=REPO, PATH=fork_server + os.pathsep + os.environ["PATH"],
-               TF_CPP_MIN_LOG_LEVEL="2",
+               TF_CPP_MIN_LOG_LEVEL="2", **_XLA_FLAGS,
                PYTHONUNBUFFERED="1")
     proc = subprocess.run(["bash", str(work / "_page.sh")], cwd=work, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
