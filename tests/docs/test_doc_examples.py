@@ -224,25 +224,38 @@ def recipe_of(block):
     return recipe
 
 
-def page_script(page, blocks, work, part=None):
+def _script_head(work):
+    return ["set -euo pipefail", f"cd {shlex.quote(str(work))}",
+            # A server example still running when a later step fails must not outlive us.
+            "SERVER_PID=",
+            """trap '[ -z "$SERVER_PID" ] || kill $SERVER_PID 2>/dev/null || true' EXIT"""]
+
+
+def after_steps(after, work):
+    """The script lines that run the blocks of Page.after (another page's, with their recipes)."""
+    steps = []
+    for earlier_page, earlier_anchors in after:
+        earlier_blocks = extract_blocks(earlier_page)
+        for block in earlier_blocks:
+            if block.lang in ("bash", "python") and block.anchor in earlier_anchors:
+                steps += block_steps(block, recipe_of(block), work, earlier_blocks)
+    return steps
+
+
+def page_script(page, blocks, work, part=None, with_after=True):
     """The bash script that runs a page's bash and python blocks in order (only those of
-    RECIPES[page].parts[part] when a part is given)."""
+    RECIPES[page].parts[part] when a part is given), after Page.after's blocks (unless
+    with_after is False: `work` holds their outputs already)."""
     spec = RECIPES[page]
     anchors, check = spec.parts[part] if part is not None else (None, spec.check)
-    parts = ["set -euo pipefail", f"cd {shlex.quote(str(work))}",
-             # A server example still running when a later step fails must not outlive us.
-             "SERVER_PID=",
-             """trap '[ -z "$SERVER_PID" ] || kill $SERVER_PID 2>/dev/null || true' EXIT"""]
+    parts = _script_head(work)
     for link in spec.links:
         name, source = link if isinstance(link, tuple) else (link, link)
         parts.append(f"cp -r \"$FIXTURES/{source}\" {shlex.quote(name)}")
     if spec.setup:
         parts.append(spec.setup.replace("/tmp/", f"{work}/tmp/"))
-    for earlier_page, earlier_anchors in spec.after:
-        earlier_blocks = extract_blocks(earlier_page)
-        for block in earlier_blocks:
-            if block.lang in ("bash", "python") and block.anchor in earlier_anchors:
-                parts += block_steps(block, recipe_of(block), work, earlier_blocks)
+    if with_after:
+        parts += after_steps(spec.after, work)
     for block in blocks:
         if block.lang not in ("bash", "python") or (anchors and block.anchor not in anchors):
             continue
@@ -573,14 +586,45 @@ def _copy_official_configs(work):
 
 
 def _page_items():
-    """(page, part) for every page with an example to run; part None: the whole page."""
+    """(page, part) for every page with an example to run; part None: the whole page. The pages
+    that continue the README's tour run on one worker, which runs the tour once for them."""
     items = []
     for page in PAGES:
         if any(b.lang in ("bash", "python") for b in extract_blocks(page)):
-            parts = RECIPES[page].parts if page in RECIPES else ()
-            items += [pytest.param(page, i, id=f"{page}#{i + 1}") for i in range(len(parts))]
-            items += [] if parts else [pytest.param(page, None, id=page)]
+            spec = RECIPES.get(page)
+            parts = spec.parts if spec else ()
+            marks = [pytest.mark.xdist_group("readme_tour")] if spec and spec.after else []
+            items += [pytest.param(page, i, id=f"{page}#{i + 1}", marks=marks)
+                      for i in range(len(parts))]
+            items += [] if parts else [pytest.param(page, None, id=page, marks=marks)]
     return items
+
+
+@pytest.fixture(scope="session")
+def tour_start(fixtures, fork_server, tmp_path_factory):
+    """start(after) -> the directory a page continuing another page's examples (Page.after)
+    runs in, holding their outputs. The earlier examples run once per worker; each page then
+    starts from a copy of their directory at the same path, since what they wrote (run
+    records, flagfiles, checkpoints) names absolute paths."""
+    root = tmp_path_factory.mktemp("tour")
+    work, snapshots = root / "work", {}
+
+    def start(after):
+        if work.exists():
+            shutil.rmtree(work)
+        if after in snapshots:
+            shutil.copytree(snapshots[after], work, symlinks=True)
+            return work
+        (work / "tmp").mkdir(parents=True)
+        _copy_official_configs(str(work))
+        script = "\n".join(_script_head(work) + after_steps(after, work)) + "\n"
+        _run_page_script(f"the examples {after} continue", work, script, "_after", fixtures,
+                         fork_server)
+        snapshots[after] = root / f"start_{len(snapshots)}"
+        shutil.copytree(work, snapshots[after], symlinks=True)
+        return work
+
+    return start
 
 
 def test_page_parts_hold_every_example_once():
@@ -601,34 +645,51 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.mark.slow
-def test_page_examples_run(page, part, fixtures, fork_server, tmp_path):
+def test_page_examples_run(page, part, fixtures, fork_server, tmp_path, request):
     blocks = extract_blocks(page)
     for block in blocks:
         if block.lang in ("bash", "python"):
             recipe_of(block)
-    work = tmp_path / "work"
-    (work / "tmp").mkdir(parents=True)
-    _copy_official_configs(str(work))
-    script = page_script(page, blocks, work, part)
-    (work / "_page.sh").write_text(script)
+    after = RECIPES[page].after
+    if after:
+        work = request.getfixturevalue("tour_start")(after)
+    else:
+        work = tmp_path / "work"
+        (work / "tmp").mkdir(parents=True)
+        _copy_official_configs(str(work))
+    script = page_script(page, blocks, work, part, with_after=not after)
+    try:
+        _run_page_script(page, work, script, "_page", fixtures, fork_server,
+                         kept_in=tmp_path / "work")
+    finally:
+        if after:  # the next page starts afresh there; this one's files stay with its test
+            shutil.move(work, tmp_path / "work")
+
+
+def _run_page_script(name, work, script, stem, fixtures, fork_server, kept_in=None):
+    """Runs `script` (bash) in `work` for `name` (a page): it must succeed and print nothing a
+    user cannot act on. The script and its output are <stem>.sh and <stem>.log in `work`
+    (moved to `kept_in` after the test, when given)."""
+    kept_in = kept_in or work
+    (work / f"{stem}.sh").write_text(script)
     env = dict(os.environ, **fixtures, **free_ports("WORKER_PORT", "DISPATCHER_PORT"),
                REPO=REPO, PYTHONPATH=REPO, PATH=fork_server + os.pathsep + os.environ["PATH"],
                TF_CPP_MIN_LOG_LEVEL="2", **_XLA_FLAGS,
                PYTHONUNBUFFERED="1")
-    proc = subprocess.run(["bash", str(work / "_page.sh")], cwd=work, env=env,
+    proc = subprocess.run(["bash", str(work / f"{stem}.sh")], cwd=work, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=900)
-    (work / "_page.log").write_text(proc.stdout)
+    (work / f"{stem}.log").write_text(proc.stdout)
     # TensorFlow's start-up chatter (before absl logging is set up) hides the error.
     log = "\n".join(line for line in proc.stdout.split("\n")
                     if not re.match(r"(I0000|W0000|E0000|WARNING: All log messages)", line))
     assert proc.returncode == 0, (
-        f"{page}: an example failed (script {work / '_page.sh'}); the last step begun is the "
-        f"last '>>>' line:\n{log[-8000:]}")
+        f"{name}: an example failed (script {kept_in / (stem + '.sh')}); the last step begun "
+        f"is the last '>>>' line:\n{log[-8000:]}")
     # Every command and script of the docs, as a user runs them: nothing they cannot act on.
     noisy = _noisy_output(proc.stdout)
-    assert not noisy, (f"{page}: TensorFlow lines or terminal codes in the output (see "
-                       f"tests/quiet_check.py; log {work / '_page.log'}):\n"
+    assert not noisy, (f"{name}: TensorFlow lines or terminal codes in the output (see "
+                       f"tests/quiet_check.py; log {kept_in / (stem + '.log')}):\n"
                        + "\n".join(noisy[:20]))
 
 
