@@ -242,10 +242,10 @@ def after_steps(after, work):
     return steps
 
 
-def page_script(page, blocks, work, part=None, with_after=True):
+def page_script(page, blocks, work, part=None):
     """The bash script that runs a page's bash and python blocks in order (only those of
-    RECIPES[page].parts[part] when a part is given), after Page.after's blocks (unless
-    with_after is False: `work` holds their outputs already)."""
+    RECIPES[page].parts[part] when a part is given). Page.after's blocks are not in it: they
+    ran before, in `work` (the tour_start fixture)."""
     spec = RECIPES[page]
     anchors, check = spec.parts[part] if part is not None else (None, spec.check)
     parts = _script_head(work)
@@ -254,8 +254,6 @@ def page_script(page, blocks, work, part=None, with_after=True):
         parts.append(f"cp -r \"$FIXTURES/{source}\" {shlex.quote(name)}")
     if spec.setup:
         parts.append(spec.setup.replace("/tmp/", f"{work}/tmp/"))
-    if with_after:
-        parts += after_steps(spec.after, work)
     for block in blocks:
         if block.lang not in ("bash", "python") or (anchors and block.anchor not in anchors):
             continue
@@ -618,8 +616,8 @@ def tour_start(fixtures, fork_server, tmp_path_factory):
         (work / "tmp").mkdir(parents=True)
         _copy_official_configs(str(work))
         script = "\n".join(_script_head(work) + after_steps(after, work)) + "\n"
-        _run_page_script(f"the examples {after} continue", work, script, "_after", fixtures,
-                         fork_server)
+        name = " and ".join(f"{page}'s examples that other pages continue" for page, _ in after)
+        _run_page_script(name, work, script, "_after", fixtures, fork_server)
         snapshots[after] = root / f"start_{len(snapshots)}"
         shutil.copytree(work, snapshots[after], symlinks=True)
         return work
@@ -657,7 +655,7 @@ def test_page_examples_run(page, part, fixtures, fork_server, tmp_path, request)
         work = tmp_path / "work"
         (work / "tmp").mkdir(parents=True)
         _copy_official_configs(str(work))
-    script = page_script(page, blocks, work, part, with_after=not after)
+    script = page_script(page, blocks, work, part)
     try:
         _run_page_script(page, work, script, "_page", fixtures, fork_server,
                          kept_in=tmp_path / "work")
