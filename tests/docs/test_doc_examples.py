@@ -540,6 +540,12 @@ def fixtures(tmp_path_factory):
     return make_fixtures(str(tmp_path_factory.mktemp("doc_fixtures")))
 
 
+# The pages' JAX steps (scaling.md's --backend=jax run, python-api.md's KERAS_BACKEND=jax
+# examples) compile tiny programs, as the JAX tests' processes do (docs/design.md, "Tests"); the
+# server and the pages get the same flags, or every command would run outside the fork server.
+_XLA_FLAGS = {"XLA_FLAGS": " ".join([JAX_XLA_FLAGS, os.environ.get("XLA_FLAGS", "")]).strip()}
+
+
 @pytest.fixture(scope="session")
 def fork_server(tmp_path_factory):
     """The PATH entry whose `python` and bert-tf-* commands run in a fork server (zygote.py)."""
@@ -554,12 +560,6 @@ def fork_server(tmp_path_factory):
     yield bin_dir
     server.terminate()
     server.wait(timeout=60)
-
-
-# The pages' JAX steps (scaling.md's --backend=jax run, python-api.md's KERAS_BACKEND=jax
-# examples) compile tiny programs, as the JAX tests' processes do (docs/design.md, "Tests"); the
-# server and the pages get the same flags, or every command would run outside the fork server.
-_XLA_FLAGS = {"XLA_FLAGS": " ".join([JAX_XLA_FLAGS, os.environ.get("XLA_FLAGS", "")]).strip()}
 
 
 def free_ports(*names):
