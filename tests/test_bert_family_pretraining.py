@@ -1,5 +1,6 @@
 """run_pretraining with the BERT-family recipes: the official flagfiles, an ALBERT-style run on
-sentence-order records and a SpanBERT + RoBERTa-style run on raw text, tiny and short."""
+sentence-order records, a SpanBERT + RoBERTa-style run on raw text and the RoBERTa base recipe
+on a byte-level BPE, tiny and short."""
 
 import collections
 import glob
@@ -20,6 +21,10 @@ from bert_tf.data.pretraining import create_pretraining_data as cpd
 from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documents
 from bert_tf.interop import warm_start
 from bert_tf.modeling import BertClassifier, BertEncoder
+from bert_tf.text import load_tokenizer
+from bert_tf.training.optimization import create_optimizer
+
+import bpe_fixtures
 
 FLAGS = pretrain_cli.define_flags(flags.FlagValues())  # the command's flags, on their own
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,6 +89,10 @@ def test_family_flagfiles_use_real_flags_and_configs(path):
     if recipe == "roberta":
         assert not values["use_next_sentence_label"] and values["full_sentences"]
         assert values["gradient_accumulation_steps"] > 1
+        if "base" in path:  # the paper's optimizer and vocabulary (table 9)
+            assert (values["adam_bias_correction"], values["adam_beta2"],
+                    values["adam_epsilon"], values["clip_norm"]) == (True, 0.98, 1e-6, 0)
+            assert values["vocab_file"].endswith("tokenizer.json")
     elif recipe == "albert":
         assert values["sentence_order_prediction"]
         assert config.share_parameters == "all" and config.embedding_size < config.hidden_size
@@ -171,6 +180,29 @@ def test_spanbert_and_roberta_style_run_on_raw_text_with_the_cls_bag_of_words(co
     assert record["settings"]["bag_of_words_weight"] == 0.5
     encoder = keras.saving.load_model(str(out / "encoder.keras"))
     assert encoder.config.position_embedding_type == "sinusoidal"
+
+
+def test_roberta_base_recipe_trains_on_raw_text_with_a_byte_level_bpe(corpus, tmp_path):
+    """roberta_style_base.flags as written but for the model's size and the run's length: a
+    cased byte-level BPE tokenizer.json, raw text packed as full sentences, accumulated
+    micro-batches and RoBERTa's Adam (bias-corrected, beta2 0.98, epsilon 1e-6, no clipping)."""
+    bpe = bpe_fixtures.BPE_TOKENIZER_JSON
+    config_file = tiny_config(tmp_path / "c.json", load_tokenizer(bpe).vocab_size)
+    out = tmp_path / "roberta_run"
+    job = job_from("roberta_style_base.flags", bert_config_file=config_file, vocab_file=bpe,
+                   input_text_file=corpus["text"], output_dir=str(out),
+                   **dict(SHORT_RUN, gradient_accumulation_steps=2))
+    # The optimizer the run builds (jobs.pretraining passes these to create_optimizer).
+    optimizer = create_optimizer(1e-3, 4, 1, **job.trainer.optimizer_options())
+    assert (optimizer.bias_correction, optimizer.beta_1, optimizer.beta_2, optimizer.epsilon,
+            optimizer.clip_norm) == (True, 0.9, 0.98, 1e-6, None)
+    results = pretrain(job)
+    assert results["global_step"] == 4
+    assert not {"nsp_loss", "sop_loss"} & set(results["train"])
+    # Untrained: about log(vocabulary size) = 8.1 nats per masked token.
+    assert 6.0 < results["train"]["mlm_loss"] < 10.0, results["train"]
+    assert sorted(n for n in os.listdir(out) if n.startswith(("tokenizer", "vocab"))) == [
+        "tokenizer.json"]
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -51,6 +51,11 @@ def _flag_values(*args):
      "--weight_decay_rate=nan must be >= 0 and finite"),
     (dict(masked_lm_prob=1.5), "--masked_lm_prob=1.5 must be in (0, 1]"),
     (dict(masked_lm_prob=0.0), "--masked_lm_prob=0.0 must be in (0, 1]"),
+    # A decay of 1 never moves its moment; the corrected step would divide by 1 - 1^t = 0.
+    (dict(adam_beta2=1.0), "--adam_beta2=1.0 must be in [0, 1)"),
+    (dict(adam_beta1=-0.1), "--adam_beta1=-0.1 must be in [0, 1)"),
+    (dict(adam_epsilon=0.0), "--adam_epsilon=0.0 must be > 0 and finite"),
+    (dict(clip_norm=float("inf")), "--clip_norm=inf must be >= 0 and finite"),
 ])
 def test_non_finite_and_negative_numeric_flags_refused_up_front(setup, overrides, message):
     tmp_path, config_path, _ = setup

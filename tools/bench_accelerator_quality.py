@@ -96,13 +96,15 @@ RECIPE_FLAGS = {
     "num_train_steps": int, "num_warmup_steps": int, "save_checkpoints_steps": int,
     "steps_per_loop": int, "dtype": _text, "seed": int, "warmup_proportion": float,
     "optimizer": _text, "lr_schedule": _text, "decay_proportion": float,
-    "weight_decay_rate": float,
+    "weight_decay_rate": float, "adam_beta1": float, "adam_beta2": float, "adam_epsilon": float,
+    "clip_norm": float,
 }
 # bert-tf-pretrain's defaults (jobs.sections, jobs.pretraining) for what a recipe leaves out.
 RECIPE_DEFAULTS = dict(masked_lm_prob=0.15, warmup_proportion=0.1, optimizer="adamw",
                        lr_schedule="linear", decay_proportion=0.1, weight_decay_rate=0.01,
-                       adam_bias_correction=False, bag_of_words_weight=0.0, dtype="auto",
-                       seed=12345, steps_per_loop=100)
+                       adam_bias_correction=False, adam_beta1=0.9, adam_beta2=None,
+                       adam_epsilon=1e-6, clip_norm=1.0, bag_of_words_weight=0.0,
+                       dtype="auto", seed=12345, steps_per_loop=100)
 
 
 def read_recipe(path=RECIPE):
@@ -384,7 +386,9 @@ def worker_aq_bert_tf(args):
         optimizer_type=recipe["optimizer"], weight_decay_rate=recipe["weight_decay_rate"],
         lr_schedule=recipe["lr_schedule"], decay_proportion=recipe["decay_proportion"],
         budget_warmup_proportion=recipe["warmup_proportion"] if budget else None,
-        bias_correction=recipe["adam_bias_correction"])
+        bias_correction=recipe["adam_bias_correction"], beta_1=recipe["adam_beta1"],
+        beta_2=recipe["adam_beta2"], epsilon=recipe["adam_epsilon"],
+        clip_norm=recipe["clip_norm"] or None)
     run_dir = os.path.join(args["output_dir"], "run")
     results = controller.train(
         runtime=runtime, model=model, optimizer=optimizer,

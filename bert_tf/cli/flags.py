@@ -215,6 +215,15 @@ _flag(flags.DEFINE_bool, "adam_bias_correction", False,
       "--optimizer=adamw: Adam's bias correction, as Keras, PyTorch and Hugging Face apply it "
       "(the first steps smaller: 1/3 to 1/6 of the original's in a 100-step run). Default off, "
       "the original BERT rule; lamb and stable_adamw always correct.")
+_flag(flags.DEFINE_float, "adam_beta1", 0.9,
+      "Decay of the optimizer's first moment (Adam's beta_1; all three optimizers).")
+_flag(flags.DEFINE_float, "adam_beta2", None,
+      "Decay of the optimizer's second moment (Adam's beta_2). Default: 0.999, the original's "
+      "(0.98 for stable_adamw, ModernBERT's); RoBERTa and Cramming train with 0.98.")
+_flag(flags.DEFINE_float, "adam_epsilon", 1e-6,
+      "The optimizer's epsilon, added to the root of the second moment (the original's 1e-6).")
+_flag(flags.DEFINE_float, "clip_norm", 1.0,
+      "Clip the all-reduced gradients to this global norm (the original's 1.0); 0: no clipping.")
 
 # Pre-training: input.
 _flag(flags.DEFINE_string, "input_file", None,
@@ -544,7 +553,8 @@ PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoi
                "eval_input_text_file", "train_batch_size", "eval_batch_size", "learning_rate",
                "num_train_steps", "num_warmup_steps", "save_checkpoints_steps",
                "max_eval_steps", "optimizer", "lr_schedule", "decay_proportion",
-               "weight_decay_rate", "adam_bias_correction", "use_next_sentence_label",
+               "weight_decay_rate", "adam_bias_correction", "adam_beta1", "adam_beta2",
+               "adam_epsilon", "clip_norm", "use_next_sentence_label",
                "input_text_file", "input_tfds", "tfds_data_dir", "tfds_split",
                "eval_tfds_split", "tfds_text_key", "span_boundary_objective", "full_sentences",
                "tf_data_service", "time_budget", "warmup_proportion", "objective",
@@ -556,7 +566,7 @@ FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoin
               "train_batch_size", "eval_batch_size", "predict_batch_size", "learning_rate",
               "num_train_epochs", "warmup_proportion", "save_checkpoints_steps", "optimizer",
               "lr_schedule", "decay_proportion", "weight_decay_rate", "adam_bias_correction",
-              "trainable_encoder",
+              "adam_beta1", "adam_beta2", "adam_epsilon", "clip_norm", "trainable_encoder",
               "length_buckets", "export_dir")
 LABELED_DATA = ("data_dir", "train_file", "dev_file", "test_file", "labels")
 CLASSIFICATION = ("task_name", "tfds_data_dir", "text_a_column", "text_b_column",

@@ -263,8 +263,7 @@ def build_model(context, job, make_model, num_train_steps=None):
     Args:
       context: the RunContext.
       job: the run's config: job.task.trainable_encoder, and the optimizer's settings in
-        job.trainer (learning_rate, warmup_proportion, optimizer, weight_decay_rate,
-        lr_schedule, decay_proportion, adam_bias_correction).
+        job.trainer (learning_rate, warmup_proportion and its optimizer_options()).
       make_model: `(encoder) -> task model`.
       num_train_steps: steps of the learning-rate schedule; None: no optimizer.
 
@@ -285,9 +284,7 @@ def build_model(context, job, make_model, num_train_steps=None):
             optimizer = create_optimizer(
                 trainer.learning_rate, num_train_steps,
                 task_loop.num_warmup_steps(num_train_steps, trainer.warmup_proportion),
-                optimizer_type=trainer.optimizer, weight_decay_rate=trainer.weight_decay_rate,
-                lr_schedule=trainer.lr_schedule, decay_proportion=trainer.decay_proportion,
-                bias_correction=trainer.adam_bias_correction)
+                **trainer.optimizer_options())
     return model, optimizer
 
 

@@ -63,15 +63,20 @@ def check_export_dir(export_dir):
                              "version directory")
 
 
-# Float flags and the range each must lie in: (low, high, low inclusive); None is no bound.
-# A NaN or Inf here trained (or poisoned checkpoints) before anything said so.
+# Float flags and the range each must lie in: (low, high, low inclusive, high inclusive);
+# None is no bound. A NaN or Inf here trained (or poisoned checkpoints) before anything said so.
 _FLOAT_FLAG_RANGES = {
-    "learning_rate": (0.0, None, True),
-    "weight_decay_rate": (0.0, None, True),
-    "masked_lm_prob": (0.0, 1.0, False),
-    "num_train_epochs": (0.0, None, False),
-    "warmup_proportion": (0.0, 1.0, True),
-    "null_score_diff_threshold": (None, None, True),
+    "learning_rate": (0.0, None, True, True),
+    "weight_decay_rate": (0.0, None, True, True),
+    "masked_lm_prob": (0.0, 1.0, False, True),
+    "num_train_epochs": (0.0, None, False, True),
+    "warmup_proportion": (0.0, 1.0, True, True),
+    "null_score_diff_threshold": (None, None, True, True),
+    # A decay of 1 never updates its moment: the bias-corrected step divides by 1 - 1^t = 0.
+    "adam_beta1": (0.0, 1.0, True, False),
+    "adam_beta2": (0.0, 1.0, True, False),
+    "adam_epsilon": (0.0, None, False, True),
+    "clip_norm": (0.0, None, True, True),
 }
 
 
@@ -98,17 +103,19 @@ def check_numeric_flags(*sections):
     """
     values = {field.name: getattr(section, field.name)
               for section in sections for field in dataclasses.fields(section)}
-    for name, (low, high, low_inclusive) in _FLOAT_FLAG_RANGES.items():
+    for name, (low, high, low_inclusive, high_inclusive) in _FLOAT_FLAG_RANGES.items():
         # The ranges cover every job's float flags; None: unset.
         value = values.get(name)
         if value is None:
             continue
         below = low is not None and (value < low if low_inclusive else value <= low)
-        if not math.isfinite(value) or below or (high is not None and value > high):
+        above = high is not None and (value > high if high_inclusive else value >= high)
+        if not math.isfinite(value) or below or above:
             if low is None:
                 expected = "a finite number"
             else:
                 bracket = "[" if low_inclusive else "("
-                expected = (f"in {bracket}{low:g}, {high:g}]" if high is not None
+                expected = (f"in {bracket}{low:g}, {high:g}{']' if high_inclusive else ')'}"
+                            if high is not None
                             else f"{'>=' if low_inclusive else '>'} {low:g} and finite")
             raise FlagValueError(f"--{name}={value} must be {expected}")

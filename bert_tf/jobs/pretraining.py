@@ -830,10 +830,8 @@ def _build_model(job, config, job_runtime, budget=None):
         model = _build_pretrainer(job.task, encoder)
         optimizer = create_optimizer(
             trainer.learning_rate, trainer.num_train_steps, trainer.num_warmup_steps,
-            optimizer_type=trainer.optimizer, weight_decay_rate=trainer.weight_decay_rate,
-            lr_schedule=trainer.lr_schedule, decay_proportion=trainer.decay_proportion,
             budget_warmup_proportion=budget_warmup_proportion(trainer) if budget else None,
-            bias_correction=trainer.adam_bias_correction)
+            **trainer.optimizer_options())
     return encoder, model, optimizer
 
 

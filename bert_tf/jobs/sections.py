@@ -97,13 +97,32 @@ class TrainerConfig:
 @dataclasses.dataclass
 class ScheduledTrainerConfig(TrainerConfig):
     """A trainer whose optimizer and schedule shape are chosen by flag, with evaluation batches
-    (pre-training and fine-tuning; bert_tf.training.optimization.create_optimizer)."""
+    (pre-training and fine-tuning; bert_tf.training.optimization.create_optimizer).
+
+    Args:
+      adam_beta1, adam_beta2, adam_epsilon: the optimizer's moment decays and epsilon;
+        adam_beta2 None: the optimizer's own (0.999; stable_adamw 0.98).
+      clip_norm: the global norm the all-reduced gradients are clipped to; 0: no clipping.
+    """
 
     eval_batch_size: int = 8
     optimizer: str = "adamw"
     lr_schedule: str = "linear"
     decay_proportion: float = 0.1
     adam_bias_correction: bool = False
+    adam_beta1: float = 0.9
+    adam_beta2: float | None = None
+    adam_epsilon: float = 1e-6
+    clip_norm: float = 1.0
+
+    def optimizer_options(self):
+        """The create_optimizer keyword arguments this trainer sets (all but the rate, the
+        steps and a time budget's warmup share)."""
+        return dict(optimizer_type=self.optimizer, weight_decay_rate=self.weight_decay_rate,
+                    lr_schedule=self.lr_schedule, decay_proportion=self.decay_proportion,
+                    bias_correction=self.adam_bias_correction, beta_1=self.adam_beta1,
+                    beta_2=self.adam_beta2, epsilon=self.adam_epsilon,
+                    clip_norm=self.clip_norm or None)
 
 
 @dataclasses.dataclass

@@ -90,12 +90,18 @@ def test_hugging_face_directory_alone_gives_config_vocab_and_weights(tmp_path):
     assert (context.config.hidden_size, context.config.num_hidden_layers) == (32, 2)
     assert context.config.hidden_act == "gelu_exact"
     model, _ = build_model(context, job, lambda encoder: BertClassifier(encoder, 3))
-    # --adam_bias_correction reaches the optimizer (the original's rule without it).
-    for correction in (False, True):
-        trainer = dataclasses.replace(job.trainer, adam_bias_correction=correction)
+    # --adam_bias_correction and the Adam constants reach the optimizer (the original's rule,
+    # 0.9 / 0.999 / 1e-6 and a clip at 1.0 without them; --clip_norm=0: no clipping).
+    for correction, betas, epsilon, clip in ((False, (0.9, None), 1e-6, 1.0),
+                                             (True, (0.8, 0.98), 1e-8, 0.0)):
+        trainer = dataclasses.replace(job.trainer, adam_bias_correction=correction,
+                                      adam_beta1=betas[0], adam_beta2=betas[1],
+                                      adam_epsilon=epsilon, clip_norm=clip)
         _, optimizer = build_model(context, dataclasses.replace(job, trainer=trainer),
                                    lambda e: BertClassifier(e, 3), 10)
         assert optimizer.bias_correction is correction
+        assert (optimizer.beta_1, optimizer.beta_2) == (betas[0], betas[1] or 0.999)
+        assert (optimizer.epsilon, optimizer.clip_norm) == (epsilon, clip or None)
     report = warm_start_fn(job.task.do_lower_case)(hf_dir, model)
     assert sorted(report.newly_initialized) == ["classifier/bias", "classifier/kernel"], report
     reference, _, _ = load_huggingface(hf_dir)
