@@ -14,7 +14,8 @@ import pytest
 from absl import flags
 
 from bert_tf.cli import pretrain as pretrain_cli
-from bert_tf.jobs.pretraining import FlagValueError, PretrainingConfig, pretrain
+from bert_tf.jobs.pretraining import (FlagValueError, PretrainingConfig, masking_recipe,
+                                      pretrain)
 from bert_tf.jobs.sections import from_flat
 from bert_tf.config import BertConfig, EncoderConfig
 from bert_tf.data.pretraining import create_pretraining_data as cpd
@@ -96,6 +97,12 @@ def test_family_flagfiles_use_real_flags_and_configs(path):
     elif recipe == "albert":
         assert values["sentence_order_prediction"]
         assert config.share_parameters == "all" and config.embedding_size < config.hidden_size
+        if "demo" in path:  # raw text masked on the fly with ALBERT's n-grams
+            job = job_from(os.path.basename(path))
+            assert masking_recipe(job.task).ngram_mask == 3
+            assert masking_recipe(job.task).span_length_weights() == [1.0, 0.5, 1 / 3]
+        else:  # records, made with the n-grams (the command in its comment)
+            assert "--ngram_mask=3" in open(path).read()
     elif recipe == "modernbert":
         assert not values["use_next_sentence_label"] and values["pack_sequences"]
         assert values["masked_lm_prob"] == 0.3
@@ -136,7 +143,7 @@ def test_albert_style_run_on_sentence_order_records_with_span_boundaries(corpus,
     out = tmp_path / "albert_run"
     job = job_from("albert_style_demo_tiny.flags", bert_config_file=config_file,
                    vocab_file=corpus["vocab"], input_file=records,
-                   input_text_file=None, eval_input_text_file=None,
+                   input_text_file=None, eval_input_text_file=None, ngram_mask=0,
                    output_dir=str(out), span_boundary_objective=True, **SHORT_RUN)
     results = pretrain(job)
     train = results["train"]
@@ -220,6 +227,12 @@ def test_roberta_base_recipe_trains_on_raw_text_with_a_byte_level_bpe(corpus, tm
      "--pack_sequences (several instances per row)"),
     (dict(do_span_mask=True, input_text_file=None, input_file="records.tfrecord"),
      "--do_span_mask masks or packs raw text: it needs --input_text_file"),
+    (dict(ngram_mask=3),
+     "--ngram_mask and --do_span_mask are two span-length distributions (ALBERT's and "
+     "SpanBERT's): pass one of them"),
+    (dict(ngram_mask=3, do_span_mask=False, span_boundary_objective=False, input_text_file=None,
+          input_file="records.tfrecord"),
+     "--ngram_mask masks or packs raw text: it needs --input_text_file"),
 ])
 def test_family_flag_conflicts_are_named(corpus, tmp_path, overrides, message):
     config_file = tiny_config(tmp_path / "c.json", corpus["vocab_size"])

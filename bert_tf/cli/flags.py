@@ -324,6 +324,9 @@ _flag(flags.DEFINE_bool, "sentence_order_prediction", False,
 _flag(flags.DEFINE_bool, "do_span_mask", False,
       "SpanBERT's span masking: mask spans of whole words with geometric lengths; records gain "
       "span_left_boundaries / span_right_boundaries for the span-boundary objective.")
+_flag(flags.DEFINE_integer, "ngram_mask", 0,
+      "ALBERT's n-gram masking (ALBERT: 3): mask n-grams of n = 1..N whole words, n drawn with "
+      "probability proportional to 1/n; 0: off. Records stay plain (no span boundaries).")
 _flag(flags.DEFINE_bool, "pack_sequences", False,
       "Packed rows: several whole instances (each still [CLS] A [SEP] B [SEP]) per row of "
       "--max_seq_length (docs/packing.md). Raw text is packed on the fly; pre-training "
@@ -546,7 +549,7 @@ RUNTIME = ("distribution_strategy", "num_gpus", "tpu", "use_tpu", "tpu_name", "d
            "iterations_per_loop", "log_steps", "backend", "coordinator_address",
            "num_processes", "process_id")
 MASKING = ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "do_whole_word_mask",
-           "sentence_order_prediction", "do_span_mask", "pack_sequences",
+           "sentence_order_prediction", "do_span_mask", "ngram_mask", "pack_sequences",
            "max_instances_per_row")
 PRETRAINING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoint",
                "output_dir", "input_file", "do_train", "do_eval", "eval_input_file",

@@ -34,6 +34,7 @@ from bert_tf import fileio, interop, run_directory
 from bert_tf.data.pretraining.masking_recipe import (DEFAULT_MAX_PREDICTIONS_PER_SEQ,
                                                      MaskingRecipe, MaskingSettings,
                                                      highest_masked_lm_prob,
+                                                     ngram_mask_problem,
                                                      resolve_instances_per_row,
                                                      resolve_max_predictions)
 from bert_tf.fileio import write_text_atomic
@@ -316,7 +317,10 @@ def _validate_family_options(task):
     if task.sentence_order_prediction and not task.use_next_sentence_label:
         raise FlagValueError("--sentence_order_prediction trains the pair head: it needs "
                              "--use_next_sentence_label=true")
-    for name, value in (("do_span_mask", task.do_span_mask),
+    problem = ngram_mask_problem(task.ngram_mask, task.do_span_mask)
+    if problem:
+        raise FlagValueError(problem)
+    for name, value in (("do_span_mask", task.do_span_mask), ("ngram_mask", task.ngram_mask),
                         ("full_sentences", task.full_sentences)):
         if value and not text_input:
             raise FlagValueError(f"--{name} masks or packs raw text: it needs --input_text_file, "
@@ -418,7 +422,8 @@ def masking_recipe(task):
         masked_lm_prob=task.masked_lm_prob, masked_lm_prob_end=task.masked_lm_prob_end,
         do_whole_word_mask=task.do_whole_word_mask,
         sentence_order_prediction=task.sentence_order_prediction,
-        do_span_mask=task.do_span_mask, pack_sequences=instances is not None,
+        do_span_mask=task.do_span_mask, ngram_mask=task.ngram_mask,
+        pack_sequences=instances is not None,
         max_instances_per_row=instances or 0)
 
 

@@ -79,6 +79,7 @@ class PretrainingDataConfig(MaskingSettings):
             documents_per_chunk=self.documents_per_chunk,
             sentence_order_prediction=self.sentence_order_prediction,
             do_span_mask=self.do_span_mask,
+            ngram_mask=self.ngram_mask,
             span_geometric_p=self.span_geometric_p,
             max_span_length=self.max_span_length,
             pack_sequences=self.pack_sequences,

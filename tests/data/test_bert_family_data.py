@@ -1,5 +1,6 @@
-"""BERT-family data: sentence-order pairs, SpanBERT span masks and RoBERTa full-sentence packing,
-offline (create_pretraining_data, local and Beam) and in tf.data (dynamic masking)."""
+"""BERT-family data: sentence-order pairs, SpanBERT span masks, ALBERT n-gram masks and RoBERTa
+full-sentence packing, offline (create_pretraining_data, local and Beam) and in tf.data (dynamic
+masking)."""
 
 import collections
 import re
@@ -14,6 +15,7 @@ from bert_tf.data.pretraining import tfrecord_io
 from bert_tf.data import text_pretraining_dataset
 from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documents
 from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
+from bert_tf.jobs.pretraining_data import PretrainingDataConfig
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
@@ -135,6 +137,33 @@ def check_spans(got, is_piece):
     return np.array(words_per_span), masked / candidates
 
 
+def ngram_words(got, is_piece):
+    """Words per n-gram of n-gram-masked rows (no boundaries recorded: n-grams never touch, so
+    each run of consecutive masked positions is one); checks each is whole words inside one
+    segment. Returns the words per n-gram and the masked fraction of real non-special
+    tokens."""
+    original = unmask(got)
+    words_per_ngram, masked, candidates = [], 0, 0
+    for i in range(len(original)):
+        k = int(got["masked_lm_weights"][i].sum())
+        positions = got["masked_lm_positions"][i, :k]
+        length = got["input_mask"][i].sum()
+        row = original[i]
+        candidates += int(((row[:length] != CLS) & (row[:length] != SEP)).sum())
+        masked += k
+        for run in np.split(positions, np.flatnonzero(np.diff(positions) != 1) + 1):
+            first, last = run[0], run[-1]
+            assert row[first - 1] in (CLS, SEP) or not is_piece[row[first]], (i, run)
+            assert not is_piece[row[last + 1]], (i, run)  # ends at a word end
+            assert not np.isin(row[first:last + 1], [CLS, SEP]).any()
+            words_per_ngram.append(int((~is_piece[row[first:last + 1]]).sum()))
+    return np.array(words_per_ngram), masked / candidates
+
+
+# ALBERT's n-gram lengths with N = 3: p(n) = (1/n) / (1 + 1/2 + 1/3), mean 18/11 words.
+NGRAM_SHARES = np.array([6, 3, 2]) / 11
+
+
 def options(**overrides):
     values = dict(max_seq_length=64, max_predictions_per_seq=12, dupe_factor=2,
                   random_seed=5, documents_per_chunk=20)
@@ -205,6 +234,45 @@ def test_span_masks_offline_are_whole_word_spans_of_mean_3_8_words(prose, tmp_pa
     assert np.mean(mixed) < 0.01
 
 
+def test_ngram_masks_offline_are_whole_word_ngrams_of_albert_lengths(prose, tmp_path):
+    """--ngram_mask=3 with sentence-order pairs (ALBERT's recipe): whole-word n-grams of 1-3
+    words in ALBERT's shares, the usual budget, plain records (no span boundaries)."""
+    out = str(tmp_path / "ngrams.tfrecord")
+    # The options as bert-tf-create-pretraining-data makes them from its flags.
+    config = PretrainingDataConfig(max_seq_length=256, max_predictions_per_seq=40,
+                                   dupe_factor=2, short_seq_prob=0.0, random_seed=5,
+                                   documents_per_chunk=20, sentence_order_prediction=True,
+                                   ngram_mask=3)
+    stats = cpd.create_pretraining_data(prose["text"], [out], prose["vocab"],
+                                        options=config.instance_options())
+    first = next(iter(tf.data.TFRecordDataset(out))).numpy()
+    assert set(tf.train.Example.FromString(first).features.feature) == set(
+        tfrecord_io.parse_spec(256, 40))
+    got = read([out], 256, 40)
+    words, fraction = ngram_words(got, prose["is_piece"])
+    assert stats.predictions / stats.tokens == pytest.approx(0.15, abs=0.005)
+    assert len(words) > 1000 and words.max() == 3
+    shares = np.bincount(words, minlength=4)[1:] / len(words)
+    # The budget cuts each instance's last n-gram short, which adds a few 1- and 2-grams.
+    np.testing.assert_allclose(shares, NGRAM_SHARES, atol=0.04)
+    assert abs(fraction - 0.15) < 0.01
+
+
+def test_ngram_mask_refusals_name_the_flags(prose, tmp_path):
+    for overrides, message in [
+            (dict(ngram_mask=3, do_span_mask=True),
+             "--ngram_mask and --do_span_mask are two span-length distributions (ALBERT's "
+             "and SpanBERT's): pass one of them."),
+            (dict(ngram_mask=1),
+             "--ngram_mask=1 must be 0 (off) or at least 2 (n-grams of 1 to N whole words; "
+             "one word alone is --do_whole_word_mask).")]:
+        with pytest.raises(ValueError) as error:
+            cpd.create_pretraining_data(prose["text"], [str(tmp_path / "x.tfrecord")],
+                                        prose["vocab"], options=options(**overrides))
+        assert str(error.value) == message
+        assert not (tmp_path / "x.tfrecord").exists()
+
+
 def test_sop_with_spans_is_byte_identical_across_workers_and_on_beam(numbered, tmp_path):
     opts = options(sentence_order_prediction=True, do_span_mask=True, documents_per_chunk=8)
     outputs = {}
@@ -267,6 +335,20 @@ def test_span_masks_in_the_dynamic_pipeline(prose):
                   for left in set(got["span_left_boundaries"][i, :k])]
     as_mask = np.mean([all(t == MASK for t in span) for span in kinds])
     assert abs(as_mask - 0.8) < 0.1, as_mask
+
+
+def test_ngram_masks_in_the_dynamic_pipeline(prose):
+    ds = text_pretraining_dataset(
+        prose["text"], vocab_file=prose["vocab"], do_lower_case=True, batch_size=16,
+        recipe=MaskingRecipe(max_seq_length=256, max_predictions_per_seq=40, ngram_mask=3),
+        seed=11, is_training=True, use_next_sentence_label=False)
+    assert "span_left_boundaries" not in ds.element_spec
+    got = collect(ds, num_batches=6)
+    words, fraction = ngram_words(got, prose["is_piece"])
+    assert fraction == pytest.approx(0.15, abs=0.005)
+    assert len(words) > 1000 and words.max() == 3
+    shares = np.bincount(words, minlength=4)[1:] / len(words)
+    np.testing.assert_allclose(shares, NGRAM_SHARES, atol=0.04)
 
 
 def test_full_sentences_pack_whole_sentences_across_documents(numbered):

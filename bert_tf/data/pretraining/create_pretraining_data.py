@@ -40,6 +40,10 @@ algorithm above):
     80/10/10 replacement is decided once per span, as SpanBERT does. Records gain
     span_left_boundaries and span_right_boundaries (see tfrecord_io) for the span-boundary
     objective.
+  * ngram_mask = N (ALBERT's n-gram masking): spans of n = 1..N whole words with p(n)
+    proportional to 1 / n (ALBERT's --ngram=3 and favor_shorter_ngram), placed and replaced
+    as do_span_mask's spans are; the records are plain (no span boundaries). ALBERT's own
+    code lets two n-grams touch and draws the 80/10/10 replacement per token.
 
 Packing (pack_sequences, off by default; docs/packing.md): the same instances are made, then
 all instances of a chunk (every dupe) are packed whole, best-fit decreasing, into rows of
@@ -109,7 +113,7 @@ from bert_tf.data.pretraining import tfrecord_io
 from bert_tf.data.pretraining.corpus_reading import (file_size, iter_document_chunks,
                                                      nonempty_input_files)
 from bert_tf.data.pretraining.instances import CreationStats, InstanceMaker, document_seed
-from bert_tf.data.pretraining.masking_recipe import MaskingRecipe
+from bert_tf.data.pretraining.masking_recipe import MaskingRecipe, ngram_mask_problem
 from bert_tf.text import load_tokenizer
 from bert_tf.text.tokenizer_files import missing_roles
 
@@ -122,7 +126,7 @@ class PretrainingDataOptions(MaskingRecipe):
 
     Field names are the command-line flag names. The recipe's fields (max_seq_length,
     max_predictions_per_seq, masked_lm_prob, short_seq_prob, do_whole_word_mask,
-    sentence_order_prediction, do_span_mask, span_geometric_p, max_span_length,
+    sentence_order_prediction, do_span_mask, span_geometric_p, max_span_length, ngram_mask,
     pack_sequences, max_instances_per_row) are documented in masking_recipe.MaskingRecipe;
     with pack_sequences, max_predictions_per_seq is P per row (see
     row_packing.default_max_predictions_per_row).
@@ -165,6 +169,9 @@ class PretrainingDataOptions(MaskingRecipe):
             raise ValueError(f"--span_geometric_p={self.span_geometric_p} must be in (0, 1].")
         if self.max_span_length < 1:
             raise ValueError(f"--max_span_length={self.max_span_length} must be at least 1.")
+        problem = ngram_mask_problem(self.ngram_mask, self.do_span_mask)
+        if problem:
+            raise ValueError(problem + ".")
         if self.max_instances_per_row < 0:
             raise ValueError(f"--max_instances_per_row={self.max_instances_per_row} must be at "
                              "least 1 (or 0 for the default, max(2, max_seq_length // 16)).")

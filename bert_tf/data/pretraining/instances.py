@@ -216,11 +216,8 @@ class InstanceMaker:
         self.cls_id, self.sep_id, self.mask_id = (tokenizer.cls_id, tokenizer.sep_id,
                                                   tokenizer.mask_id)
         self._continuation_ids = tokenizer.continuation_ids()
-        # Cumulative weights of span lengths 1..max_span_length: p (1 - p)^(l - 1), truncated.
-        q = 1.0 - options.span_geometric_p
-        self._span_length_cdf = list(itertools.accumulate(
-            options.span_geometric_p * q ** (length - 1)
-            for length in range(1, options.max_span_length + 1)))
+        # Cumulative weights of span lengths 1..M (SpanBERT's geometric or ALBERT's n-grams).
+        self._span_length_cdf = list(itertools.accumulate(options.span_length_weights()))
         self._serializer = InstanceSerializer(
             options.max_seq_length, options.max_predictions_per_seq, options.feature_names,
             self.vocab_size)
@@ -428,7 +425,7 @@ class InstanceMaker:
             stats.capped_instances += int(capped.sum())
             stats.capped_predictions += int((uncapped - num_to_predict)[capped].sum())
 
-        if options.do_whole_word_mask or options.do_span_mask:
+        if options.do_whole_word_mask or options.masks_spans:
             # Words are found and chosen per instance in Python.
             py_rng = random.Random(int(np_rng.integers(1 << 63)))
             out = []
@@ -526,9 +523,11 @@ class InstanceMaker:
                 candidates.append([index])
         original = list(input_ids)
         left_boundaries = right_boundaries = None
-        if options.do_span_mask:
+        if options.masks_spans:
             positions, left_boundaries, right_boundaries = self._span_mask(
                 input_ids, candidates, num_to_predict, rng)
+            if not options.do_span_mask:  # n-grams: no span-boundary objective to feed
+                left_boundaries = right_boundaries = None
         else:
             positions = []
             for word in _iter_shuffled(candidates, rng):
@@ -599,7 +598,8 @@ class InstanceMaker:
         return records
 
     def _span_mask(self, input_ids, words, num_to_predict, rng):
-        """Masks SpanBERT spans of whole words in place (see the module docstring).
+        """Masks spans of whole words in place (SpanBERT's, or ALBERT's n-grams; see
+        create_pretraining_data's module docstring).
 
         Args:
           input_ids: list of int, the instance; masked ids are written into it.

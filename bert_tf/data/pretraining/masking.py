@@ -7,6 +7,7 @@ with the same outputs as pre-training TFRecords.
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -119,8 +120,9 @@ def _shift_left(x, offset, fill):
 
 def span_mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id,
                     max_predictions_per_seq, is_continuation, masked_lm_prob=0.15,
-                    span_geometric_p=0.2, max_span_length=10):
-    """SpanBERT's span masking of a packed batch, with stateless random ops.
+                    span_geometric_p=0.2, max_span_length=10, span_length_weights=None):
+    """SpanBERT's span masking of a packed batch (or ALBERT's n-gram masking, given the
+    n-grams' span_length_weights), with stateless random ops.
 
     The budget is mask_batch's: n = min(P, max(1, round(masked_lm_prob * c))) of a sequence's c
     real non-special tokens. Spans of whole words are chosen one at a time, in parallel over
@@ -142,6 +144,9 @@ def span_mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id,
       masked_lm_prob: fraction of tokens to predict (a float, or a float32 scalar tensor).
       span_geometric_p: p of the span-length distribution, in (0, 1].
       max_span_length: M, the longest span in words.
+      span_length_weights: None (the geometric distribution above), or the relative weights
+        of lengths 1..M (list of M positive floats; M replaces max_span_length), e.g.
+        MaskingRecipe.span_length_weights() of ALBERT's n-grams.
 
     Returns:
       `features` with input_word_ids masked, masked_lm_positions, masked_lm_ids int32 [B, P],
@@ -182,15 +187,24 @@ def span_mask_batch(features, seed, *, vocab_size, cls_id, sep_id, mask_id,
     touch_prev = tf.pad(touch_next[:, :-1], [[0, 0], [1, 0]])
     word_index = tf.range(num_words)[tf.newaxis, :]
 
-    # Inverse CDF of the truncated geometric distribution over 1..M.
+    # Inverse CDF of the truncated geometric distribution over 1..M, or of the weights given.
     q = 1.0 - span_geometric_p
     tail = q ** max_span_length
+    if span_length_weights is not None:
+        max_span_length = len(span_length_weights)
+        cumulative = np.cumsum(np.asarray(span_length_weights, np.float64))
+        cdf = tf.constant((cumulative / cumulative[-1])[:-1][np.newaxis, :])  # [1, M - 1]
 
     def draw_lengths(step):
-        if q == 0.0:
+        if span_length_weights is None and q == 0.0:
             return tf.ones([batch], tf.int32)
         u = tf.random.stateless_uniform(
             [batch], tf.random.experimental.stateless_fold_in(s_length, step), dtype=tf.float64)
+        if span_length_weights is not None:
+            # 1 + the number of cumulative shares at or below u.
+            rows = tf.broadcast_to(cdf, [batch, max_span_length - 1])
+            return 1 + tf.reshape(tf.searchsorted(rows, u[:, tf.newaxis], side="right",
+                                                  out_type=tf.int32), [batch])
         length = 1 + tf.floor(tf.math.log(1.0 - u * (1.0 - tail)) / math.log(q))
         return tf.clip_by_value(tf.cast(length, tf.int32), 1, max_span_length)
 

@@ -53,8 +53,20 @@ class MaskingSettings:
     do_whole_word_mask: bool = False
     sentence_order_prediction: bool = False
     do_span_mask: bool = False
+    ngram_mask: int = 0
     pack_sequences: bool = False
     max_instances_per_row: int = 0
+
+
+def ngram_mask_problem(ngram_mask, do_span_mask):
+    """None, or why --ngram_mask cannot be used as given (a sentence naming the flags)."""
+    if ngram_mask and do_span_mask:
+        return ("--ngram_mask and --do_span_mask are two span-length distributions (ALBERT's "
+                "and SpanBERT's): pass one of them")
+    if ngram_mask < 0 or ngram_mask == 1:
+        return (f"--ngram_mask={ngram_mask} must be 0 (off) or at least 2 (n-grams of 1 to N "
+                "whole words; one word alone is --do_whole_word_mask)")
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +91,9 @@ class MaskingRecipe:
         spans' boundaries in the output.
       span_geometric_p: p of the geometric span-length distribution (do_span_mask).
       max_span_length: longest span in words (do_span_mask).
+      ngram_mask: N >= 2 for ALBERT's n-gram masking: spans of n = 1..N whole words with
+        p(n) proportional to 1 / n, placed as do_span_mask places its spans, without span
+        boundaries in the output; 0: off.
       pack_sequences: several whole instances per row of S tokens.
       max_instances_per_row: I, instances per packed row; 0 = max(2, S // 16).
     """
@@ -93,8 +108,23 @@ class MaskingRecipe:
     do_span_mask: bool = False
     span_geometric_p: float = 0.2
     max_span_length: int = 10
+    ngram_mask: int = 0
     pack_sequences: bool = False
     max_instances_per_row: int = 0
+
+    @property
+    def masks_spans(self):
+        """Whether words are masked in spans of several (do_span_mask or ngram_mask)."""
+        return self.do_span_mask or self.ngram_mask > 0
+
+    def span_length_weights(self):
+        """Relative weights of span lengths 1..M in words (list of M floats): n-grams' 1 / n
+        up to ngram_mask, else the geometric p (1 - p)^(l - 1) truncated at max_span_length."""
+        if self.ngram_mask:
+            return [1.0 / n for n in range(1, self.ngram_mask + 1)]
+        q = 1.0 - self.span_geometric_p
+        return [self.span_geometric_p * q ** (length - 1)
+                for length in range(1, self.max_span_length + 1)]
 
     @property
     def highest_masked_lm_prob(self):

@@ -20,7 +20,8 @@ Stages, with N = examples in a block, B = batch, S = max_seq_length, P = max_pre
   3. sequences are unbatched, shuffled (training), batched with drop_remainder, and
   4. each batch [B, S] is masked with stateless random ops seeded by (seed, batch index): a given
      seed reproduces the stream; each epoch's batches have new indices and so new masks
-     (do_span_mask: SpanBERT's spans of whole words, with their boundaries).
+     (do_span_mask: SpanBERT's spans of whole words, with their boundaries; ngram_mask:
+     ALBERT's n-grams of whole words).
 
 With pack_sequences (docs/packing.md), stage 3 batches `pack_buffer_size` shuffled instances,
 masks each as in 4 (P caps each instance), and packs them whole, first-fit decreasing, into rows
@@ -44,6 +45,7 @@ import tensorflow as tf
 
 from bert_tf import optional, quiet_logs
 from bert_tf.data.pretraining.masking import split_seed, mask_batch, span_mask_batch
+from bert_tf.data.pretraining.masking_recipe import ngram_mask_problem
 from bert_tf.data.pretraining.record_dataset import expand_input_patterns
 from bert_tf.data.pretraining.row_packing_tf import pack_instance_features
 from bert_tf.text import corpus_files, load_tokenizer, tokenizer_layer
@@ -567,8 +569,10 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         one-sentence chunk is split at a random token; needs use_next_sentence_label),
         do_span_mask (SpanBERT's span masking, see span_mask_batch, always whole words; adds
         span_left_boundaries and span_right_boundaries to the features) with
-        span_geometric_p and max_span_length, pack_sequences (pack whole instances into
-        rows, see the module doc) with max_instances_per_row (I; 0 = max(2, S // 16)).
+        span_geometric_p and max_span_length, ngram_mask (ALBERT's n-grams of whole words,
+        placed as spans, without boundaries in the features), pack_sequences (pack whole
+        instances into rows, see the module doc) with max_instances_per_row (I; 0 =
+        max(2, S // 16)).
       use_next_sentence_label: True: sentence pairs with 50% random B (label 1); False: full
         sequences packed across sentence and document boundaries, labels all 0 (by default
         windows of the token stream cut anywhere; see full_sentences).
@@ -633,6 +637,9 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
     if do_span_mask and not (0.0 < span_geometric_p <= 1.0 and max_span_length >= 1):
         raise ValueError(f"span_geometric_p={span_geometric_p} must be in (0, 1] and "
                          f"max_span_length={max_span_length} >= 1.")
+    problem = ngram_mask_problem(recipe.ngram_mask, do_span_mask)
+    if problem:
+        raise ValueError(problem)
     if pack_sequences:
         if full_sentences:
             raise ValueError("pack_sequences=True packs instances whole; full_sentences=True "
@@ -706,13 +713,19 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         return packed
 
     def mask(batch_index, features):
-        if do_span_mask:
-            return span_mask_batch(
+        if recipe.masks_spans:
+            masked = span_mask_batch(
                 features, tf.random.experimental.stateless_fold_in(mask_seed, batch_index),
                 vocab_size=vocab.size, cls_id=vocab.cls_id, sep_id=vocab.sep_id,
                 mask_id=vocab.mask_id, max_predictions_per_seq=max_predictions_per_seq,
                 is_continuation=vocab.is_continuation, masked_lm_prob=masking_rate(),
-                span_geometric_p=span_geometric_p, max_span_length=max_span_length)
+                span_geometric_p=span_geometric_p, max_span_length=max_span_length,
+                span_length_weights=(recipe.span_length_weights() if recipe.ngram_mask
+                                     else None))
+            if not do_span_mask:  # n-grams: no span-boundary objective to feed
+                for name in ("span_left_boundaries", "span_right_boundaries"):
+                    masked.pop(name)
+            return masked
         return mask_batch(
             features, tf.random.experimental.stateless_fold_in(mask_seed, batch_index),
             vocab_size=vocab.size, cls_id=vocab.cls_id, sep_id=vocab.sep_id,
