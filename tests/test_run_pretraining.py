@@ -509,8 +509,12 @@ def test_training_input_through_tf_data_service(tmp_path):
     job = pretraining._data_service_job_name(from_flat(PretrainingConfig, **values))
     values.update(num_train_steps=20)
     assert pretraining._data_service_job_name(from_flat(PretrainingConfig, **values)) == job
+    values.update(ngram_mask=3)
+    ngrams = pretraining._data_service_job_name(from_flat(PretrainingConfig, **values))
+    assert ngrams != job
     values.update(max_predictions_per_seq=6)
-    assert pretraining._data_service_job_name(from_flat(PretrainingConfig, **values)) != job
+    assert pretraining._data_service_job_name(from_flat(PretrainingConfig, **values)) not in (
+        job, ngrams)
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,9 @@ Local (streaming, multi-process; output identical for any --num_workers):
     --output_file=out/train-0.tfrecord,out/train-1.tfrecord --vocab_file=vocab.txt \
     --do_lower_case --max_seq_length=128 --max_predictions_per_seq=20 --num_workers=8
 
-ALBERT's sentence-order prediction, SpanBERT's span masking (records gain span boundaries):
-  bert-tf-create-pretraining-data --sentence_order_prediction ...
+ALBERT's sentence-order prediction and n-gram masking, SpanBERT's span masking (records gain
+span boundaries):
+  bert-tf-create-pretraining-data --sentence_order_prediction --ngram_mask=3 ...
   bert-tf-create-pretraining-data --do_span_mask ...
 
 Packed rows (several whole instances per row, much less padding; docs/packing.md):

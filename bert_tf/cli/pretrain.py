@@ -12,7 +12,7 @@ vocab.txt (when --vocab_file is given), run_pretraining.flags (the flags used),
 pretrainer.keras, encoder.keras and results.json.
 
 The BERT family from the same flags: any bert_config.json variant (ALBERT's embedding_size and
-share_parameters, sinusoidal positions), --sentence_order_prediction (ALBERT),
+share_parameters, sinusoidal positions), --sentence_order_prediction and --ngram_mask (ALBERT),
 --span_boundary_objective with --do_span_mask (SpanBERT), --full_sentences without
 --use_next_sentence_label (RoBERTa); official_configs/pretraining/{roberta,albert,spanbert}_
 style_*.flags hold the recipes. --bag_of_words_weight adds a [CLS] bag-of-words loss (the

@@ -488,10 +488,12 @@ def _data_service_job_name(job):
              job.runtime.seed, task.masked_lm_prob, task.do_whole_word_mask,
              task.use_next_sentence_label, task.do_lower_case,
              task.sentence_order_prediction, task.do_span_mask, task.full_sentences]
-    # Packing joins the name only when packing: an unpacked run's name is the one every release
-    # gives it, so a trainer restarted under a newer bert_tf re-attaches to its job.
+    # Packing and n-grams join the name only when used: a run without them keeps the name every
+    # release gives it, so a trainer restarted under a newer bert_tf re-attaches to its job.
     if task.pack_sequences:
         shape += [True, task.max_instances_per_row]
+    if task.ngram_mask:
+        shape += ["ngram_mask", task.ngram_mask]
     return "bert_tf_pretraining_" + hashlib.sha1(json.dumps(shape).encode()).hexdigest()[:16]
 
 

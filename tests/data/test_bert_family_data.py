@@ -337,7 +337,7 @@ def test_span_masks_in_the_dynamic_pipeline(prose):
     assert abs(as_mask - 0.8) < 0.1, as_mask
 
 
-def test_ngram_masks_in_the_dynamic_pipeline(prose):
+def test_ngram_masks_in_the_dynamic_pipeline(prose, numbered):
     ds = text_pretraining_dataset(
         prose["text"], vocab_file=prose["vocab"], do_lower_case=True, batch_size=16,
         recipe=MaskingRecipe(max_seq_length=256, max_predictions_per_seq=40, ngram_mask=3),
@@ -349,6 +349,16 @@ def test_ngram_masks_in_the_dynamic_pipeline(prose):
     assert len(words) > 1000 and words.max() == 3
     shares = np.bincount(words, minlength=4)[1:] / len(words)
     np.testing.assert_allclose(shares, NGRAM_SHARES, atol=0.04)
+    # Packed rows (short documents: several instances per row): each instance is masked with
+    # its n-grams, then packed whole.
+    packed = collect(text_pretraining_dataset(
+        numbered["text"], vocab_file=numbered["vocab"], do_lower_case=True, batch_size=8,
+        recipe=MaskingRecipe(max_seq_length=128, max_predictions_per_seq=40, ngram_mask=3,
+                             pack_sequences=True),
+        seed=11, is_training=False, use_next_sentence_label=True), num_batches=4)
+    assert "span_left_boundaries" not in packed and packed["input_instance_ids"].max() > 1
+    words, fraction = ngram_words(packed, np.zeros(numbered["num_words"] + 5, bool))
+    assert words.max() == 3 and abs(fraction - 0.15) < 0.02
 
 
 def test_full_sentences_pack_whole_sentences_across_documents(numbered):
