@@ -42,6 +42,7 @@ budget, on CPU JAX (the test suite runs it with TensorFlow hidden).
 """
 
 import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -355,6 +356,7 @@ def worker_aq_bert_tf(args):
 
     from bert_tf.config import EncoderConfig
     from bert_tf.interop import save_huggingface
+    from bert_tf.jobs.sections import ScheduledTrainerConfig
     from bert_tf.modeling import BertPretrainer, build_encoder
     from bert_tf.modeling.pretraining_metrics import pretraining_metrics
     from bert_tf.text import WordpieceTokenizer
@@ -381,14 +383,14 @@ def worker_aq_bert_tf(args):
     model = BertPretrainer(build_encoder(config), use_next_sentence_label=False,
                            bag_of_words_weight=recipe["bag_of_words_weight"])
     model(mask_rows(rows[:2], lengths[:2], np.random.default_rng(0), **masking))
+    # The recipe's optimizer settings as bert-tf-pretrain turns them into create_optimizer's.
+    trainer = ScheduledTrainerConfig(**{field.name: recipe[field.name] for field in
+                                        dataclasses.fields(ScheduledTrainerConfig)
+                                        if field.name in recipe})
     optimizer = create_optimizer(
         recipe["learning_rate"], recipe["num_train_steps"], recipe["num_warmup_steps"],
-        optimizer_type=recipe["optimizer"], weight_decay_rate=recipe["weight_decay_rate"],
-        lr_schedule=recipe["lr_schedule"], decay_proportion=recipe["decay_proportion"],
         budget_warmup_proportion=recipe["warmup_proportion"] if budget else None,
-        bias_correction=recipe["adam_bias_correction"], beta_1=recipe["adam_beta1"],
-        beta_2=recipe["adam_beta2"], epsilon=recipe["adam_epsilon"],
-        clip_norm=recipe["clip_norm"] or None)
+        **trainer.optimizer_options())
     run_dir = os.path.join(args["output_dir"], "run")
     results = controller.train(
         runtime=runtime, model=model, optimizer=optimizer,
