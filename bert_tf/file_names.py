@@ -2,10 +2,11 @@
 
 The one owner of every name a run directory (a training job's --output_dir) holds (the layout is
 described in bert_tf.run_directory) and of the names of a model directory's config and
-tokenizer files (vocab.txt | tokenizer.json, the names of the original BERT release's files and
-of Hugging Face's tokenizer.json). A leaf: it imports nothing of bert_tf, so every layer that
-names such a file (text/ for the tokenizer files, training/ for checkpoints, run_directory and
-everything above) imports it without importing what sits above it.
+tokenizer files (vocab.txt | tokenizer.json | spiece.model, the names of the original BERT
+release's files and of Hugging Face's tokenizer.json). A leaf: it imports nothing of bert_tf,
+so every layer that names such a file (text/ for the tokenizer files, training/ for
+checkpoints, run_directory and everything above) imports it without importing what sits above
+it.
 """
 
 import os
@@ -17,6 +18,9 @@ LOCK_FILE = ".bert_tf_run.lock"
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
+# A SentencePiece model: Hugging Face's name for it, and the original ALBERT release's.
+SENTENCEPIECE_FILE = "spiece.model"
+ALBERT_SENTENCEPIECE_FILE = "30k-clean.model"
 # Models saved at the end of a run.
 PRETRAINER_FILE = "pretrainer.keras"
 ENCODER_FILE = "encoder.keras"

@@ -25,7 +25,7 @@ them without a word refuses it instead. Imports no TensorFlow for local paths.
 import dataclasses
 import os
 
-from bert_tf import fileio, run_directory
+from bert_tf import file_names, fileio, run_directory
 
 RUN = "a training run"
 SENTENCE_TRANSFORMERS = "a sentence-transformers model"
@@ -57,6 +57,7 @@ EXPORT_ENTRIES = {SAVED_MODEL: frozenset((SAVED_MODEL_FILE, "variables", "assets
 # directory): its config, tokenizer and the format's own description.
 COMPANION_FILES = (run_directory.CONFIG_FILE, "albert_config.json", HF_CONFIG_FILE,
                    run_directory.VOCAB_FILE, run_directory.TOKENIZER_FILE,
+                   file_names.SENTENCEPIECE_FILE, file_names.ALBERT_SENTENCEPIECE_FILE,
                    "tokenizer_config.json", "special_tokens_map.json", MODULES_FILE,
                    "sentence_bert_config.json", run_directory.TASK_INFO_FILE,
                    run_directory.RECORD_FILE)

@@ -11,6 +11,7 @@ import re
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from absl import flags
 
 from bert_tf.cli import pretrain as pretrain_cli
@@ -24,6 +25,7 @@ from bert_tf.data.pretraining.demo_corpus import format_documents, pydoc_documen
 from bert_tf.interop import warm_start
 from bert_tf.modeling import BertClassifier, BertEncoder
 from bert_tf.text import load_tokenizer
+from bert_tf.text.sentencepiece_trainer import build_sentencepiece_model
 from bert_tf.training.optimization import create_optimizer
 
 import bpe_fixtures
@@ -97,6 +99,8 @@ def test_family_flagfiles_use_real_flags_and_configs(path):
             assert values["vocab_file"].endswith("tokenizer.json")
     elif recipe == "albert":
         assert values["sentence_order_prediction"]
+        if "base" in path:  # ALBERT's own kind of vocabulary
+            assert values["vocab_file"].endswith(".model") and values["do_lower_case"]
         assert config.share_parameters == "all" and config.embedding_size < config.hidden_size
         if "demo" in path:  # raw text masked on the fly with ALBERT's n-grams
             job = job_from(os.path.basename(path))
@@ -218,6 +222,71 @@ def test_roberta_base_recipe_trains_on_raw_text_with_a_byte_level_bpe(corpus, tm
     assert 6.0 < results["train"]["mlm_loss"] < 10.0, results["train"]
     assert sorted(n for n in os.listdir(out) if n.startswith(("tokenizer", "vocab"))) == [
         "tokenizer.json"]
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_model(corpus):
+    """A SentencePiece model of the corpus, as `bert-tf-build-vocab --tokenizer=sentencepiece`
+    learns it (ALBERT's layout: <pad> <unk> [CLS] [SEP] [MASK])."""
+    path = corpus["root"] / "30k-clean.model"
+    path.write_bytes(build_sentencepiece_model(corpus["text"], 400))
+    return str(path)
+
+
+def test_albert_base_recipe_trains_on_sentencepiece_ngram_records(corpus, sentencepiece_model,
+                                                                   tmp_path):
+    """albert_style_base.flags as written but for the model's size and the run's length: a
+    SentencePiece vocabulary, sentence-order records with n-gram masks made by
+    create_pretraining_data from it, accumulated micro-batches, LAMB."""
+    tokenizer = load_tokenizer(sentencepiece_model)
+    records = str(tmp_path / "sop.tfrecord")
+    cpd.create_pretraining_data(corpus["text"], [records], sentencepiece_model,
+                                options=cpd.PretrainingDataOptions(
+                                    max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
+                                    sentence_order_prediction=True, ngram_mask=3))
+    first = next(iter(tf.data.TFRecordDataset(records)))
+    example = tf.train.Example.FromString(first.numpy()).features.feature
+    ids = list(example["input_ids"].int64_list.value)
+    assert ids[0] == tokenizer.cls_id == 2 and ids.count(tokenizer.sep_id) == 2
+    masked = [i for i in example["masked_lm_positions"].int64_list.value if i]
+    assert masked and all(ids[i] != tokenizer.pad_id for i in masked)
+    config_file = tiny_config(tmp_path / "albert.json", tokenizer.vocab_size, embedding_size=16,
+                              share_parameters="all")
+    out = tmp_path / "albert_run"
+    job = job_from("albert_style_base.flags", bert_config_file=config_file,
+                   vocab_file=sentencepiece_model, input_file=records, output_dir=str(out),
+                   **dict(SHORT_RUN, gradient_accumulation_steps=2))
+    assert job.task.do_lower_case
+    results = pretrain(job)
+    train = results["train"]
+    assert results["global_step"] == 4
+    assert {"mlm_loss", "sop_loss"} <= set(train) and "nsp_loss" not in train
+    # Untrained: about log(400) = 6.0 nats per masked token.
+    assert 4.5 < train["mlm_loss"] < 8.0, train
+    # The run directory keeps the model as spiece.model and records its fingerprint.
+    assert sorted(n for n in os.listdir(out)
+                  if n.startswith(("tokenizer", "vocab", "spiece"))) == ["spiece.model"]
+    assert (out / "spiece.model").read_bytes() == open(sentencepiece_model, "rb").read()
+    record = json.loads((out / "bert_tf_run.json").read_text())
+    assert record["do_lower_case"] is True
+    assert record["tokenizer_sha256"] == tokenizer.digest()
+
+
+def test_albert_demo_recipe_masks_sentencepiece_ngrams_of_raw_text_on_the_fly(
+        corpus, sentencepiece_model, tmp_path):
+    """albert_style_demo_tiny.flags with a SentencePiece model: raw text tokenized in the graph
+    and n-grams of whole words (a word: a piece with the word start and the pieces after it)."""
+    tokenizer = load_tokenizer(sentencepiece_model)
+    config_file = tiny_config(tmp_path / "albert.json", tokenizer.vocab_size, embedding_size=16,
+                              share_parameters="all")
+    out = tmp_path / "albert_demo"
+    job = job_from("albert_style_demo_tiny.flags", bert_config_file=config_file,
+                   vocab_file=sentencepiece_model, input_text_file=corpus["text"],
+                   eval_input_text_file=None, output_dir=str(out), **SHORT_RUN)
+    results = pretrain(job)
+    assert results["global_step"] == 4 and "sop_loss" in results["train"]
+    assert 4.5 < results["train"]["mlm_loss"] < 8.0, results["train"]
+    assert "spiece.model" in os.listdir(out) and "vocab.txt" not in os.listdir(out)
 
 
 @pytest.mark.parametrize("overrides, message", [

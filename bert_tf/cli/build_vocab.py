@@ -1,13 +1,17 @@
-"""Learns a WordPiece vocab.txt or a byte-level BPE tokenizer.json from plain-text files.
+"""Learns a WordPiece vocab.txt, a byte-level BPE tokenizer.json or a SentencePiece model from
+plain-text files.
 
 Examples:
   bert-tf-build-vocab --input_file='corpus/*.txt' --vocab_size=30522 \
       --do_lower_case=true --output_file=vocab.txt
   bert-tf-build-vocab --tokenizer=bpe --input_file='corpus/*.txt' --vocab_size=50368 \
       --output_file=tokenizer.json
+  bert-tf-build-vocab --tokenizer=sentencepiece --input_file='corpus/*.txt' \
+      --vocab_size=30000 --output_file=spiece.model
 
-The words are split exactly as the tokenizer splits them (see bert_tf.text.vocab_builder and
-bert_tf.text.bpe_trainer), and [PAD] [UNK] [CLS] [SEP] [MASK] get ids 0..4.
+The words are split exactly as the tokenizer splits them (see bert_tf.text.vocab_builder,
+bert_tf.text.bpe_trainer and bert_tf.text.sentencepiece_trainer), and [PAD] [UNK] [CLS] [SEP]
+[MASK] get ids 0..4 (<pad> <unk> [CLS] [SEP] [MASK] in a SentencePiece model, as ALBERT's).
 """
 
 from absl import flags

@@ -338,8 +338,8 @@ _flag(flags.DEFINE_integer, "max_instances_per_row", 0,
 # Making pre-training records (bert-tf-create-pretraining-data, bert-tf-prepare-demo-data).
 _flag(flags.DEFINE_string, "output_file", None,
       "File to write: TFRecords, comma-separated (records go round-robin; with Beam, one shard "
-      "prefix), vocab.txt or tokenizer.json (build-vocab; its directory must exist) or JSON "
-      "lines.")
+      "prefix), vocab.txt, tokenizer.json or a SentencePiece .model (build-vocab; its "
+      "directory must exist) or JSON lines.")
 _flag(flags.DEFINE_integer, "random_seed", 12345, "Seed of every random choice.")
 _flag(flags.DEFINE_integer, "dupe_factor", 10,
       "Times each document is used, with different masks each time.")
@@ -381,8 +381,9 @@ _flag(flags.DEFINE_integer, "max_unique_chars", 1000,
       "Alphabet size cap of the WordPiece learner.")
 _flag(flags.DEFINE_enum, "tokenizer", "wordpiece",
       "What to learn: wordpiece = a BERT vocab.txt; bpe = a byte-level BPE tokenizer.json "
-      "(ModernBERT / RoBERTa style: 256 byte characters, then merges).",
-      enum_values=["wordpiece", "bpe"])
+      "(ModernBERT / RoBERTa style: 256 byte characters, then merges); sentencepiece = a "
+      "unigram SentencePiece model (ALBERT style; name it *.model).",
+      enum_values=["wordpiece", "bpe", "sentencepiece"])
 _flag(flags.DEFINE_integer, "min_frequency", 2,
       "--tokenizer=bpe: pairs seen fewer times than this are not merged.")
 

@@ -25,7 +25,7 @@ TensorFlow is imported for local paths (the data tools stay TF-free). Each raise
 import glob
 import os
 
-from bert_tf import fileio, model_directory, run_directory
+from bert_tf import file_names, fileio, model_directory, run_directory
 
 
 class OutputError(ValueError):
@@ -223,16 +223,18 @@ def check_replaceable(flag, directory, kind, overwrite):
 # What bert-tf-convert-checkpoint writes, by --to: (the model_directory kind, the names and
 # name prefixes of its files). A directory of only these is an earlier conversion's.
 _TOKENIZER_FILES = (run_directory.VOCAB_FILE, run_directory.TOKENIZER_FILE,
-                    "tokenizer_config.json", "special_tokens_map.json")
+                    file_names.SENTENCEPIECE_FILE, "tokenizer_config.json",
+                    "special_tokens_map.json")
 CONVERSION_OUTPUTS = {
     "bert_tf": (model_directory.BERT_TF_MODEL,
                 (run_directory.PRETRAINER_FILE, run_directory.ENCODER_FILE,
                  run_directory.CONFIG_FILE, *_TOKENIZER_FILES)),
     "tf1": (model_directory.TF1_CHECKPOINT,
-            ("bert_model.ckpt.", run_directory.CONFIG_FILE, run_directory.VOCAB_FILE)),
+            ("bert_model.ckpt.", run_directory.CONFIG_FILE, run_directory.VOCAB_FILE,
+             file_names.SENTENCEPIECE_FILE)),
     "albert": (model_directory.TF1_CHECKPOINT,
                ("model.ckpt.", "albert_config.json", run_directory.CONFIG_FILE,
-                run_directory.VOCAB_FILE)),
+                run_directory.VOCAB_FILE, file_names.ALBERT_SENTENCEPIECE_FILE)),
     "huggingface": (model_directory.HUGGINGFACE,
                     (model_directory.HF_CONFIG_FILE, model_directory.SAFETENSORS_FILE,
                      *_TOKENIZER_FILES)),

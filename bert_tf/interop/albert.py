@@ -169,21 +169,23 @@ def save_albert_checkpoint(model, ckpt_prefix, vocab_file=None):
     """Writes an ALBERT-layout bert_tf model as an original ALBERT TF1 checkpoint.
 
     Writes `<prefix>.index`, `<prefix>.data-00000-of-00001` (every weight under its ALBERT
-    name), albert_config.json and bert_config.json beside it (and vocab.txt when given). A
+    name), albert_config.json and bert_config.json beside it (and the vocabulary when given:
+    vocab.txt, or 30k-clean.model as the ALBERT release names its SentencePiece model). A
     span-boundary head has no ALBERT name and is refused.
 
     Args:
       model: a BertEncoder, BertPretrainer or task model whose config has
         share_parameters="all" and learned position embeddings.
       ckpt_prefix: e.g. `out/model.ckpt`.
-      vocab_file: copied to vocab.txt beside the checkpoint.
+      vocab_file: copied beside the checkpoint (vocab.txt or 30k-clean.model).
 
     Returns:
       ckpt_prefix.
     """
     config = weights.encoder_of(model).config
     values = albert_config_from_bert(config)
-    tf1.save_tf1_checkpoint(model, ckpt_prefix, vocab_file=vocab_file)
+    tf1.save_tf1_checkpoint(model, ckpt_prefix, vocab_file=vocab_file,
+                            sentencepiece_name=file_names.ALBERT_SENTENCEPIECE_FILE)
     write_text_atomic(os.path.join(os.path.dirname(ckpt_prefix) or ".", ALBERT_CONFIG_FILE),
                       json.dumps(values, indent=2, sort_keys=True) + "\n")
     return ckpt_prefix

@@ -548,8 +548,10 @@ def load_huggingface(model_dir, allow_pickle=False):
     else:
         model = encoder
     weights.transfer(source, model, strict=True, optional_scopes=(weights.POOLER_SCOPE,))
-    vocab_file = os.path.join(model_dir, VOCAB_FILE)
-    return model, config, vocab_file if fileio.exists(vocab_file) else None
+    vocab_file = next((path for path in (os.path.join(model_dir, VOCAB_FILE),
+                                         os.path.join(model_dir, file_names.SENTENCEPIECE_FILE))
+                       if fileio.exists(path)), None)
+    return model, config, vocab_file
 
 
 def _layout(model):
@@ -632,7 +634,19 @@ def _write_vocabulary(output_dir, vocab_file, do_lower_case, tokenizer_json=Fals
     """vocab.txt (a copy of vocab_file) and tokenizer_config.json, each when given: a modern
     encoder trained on a WordPiece vocabulary needs them as much as BERT does, and (with
     `tokenizer_json`) the same WordPiece as tokenizer.json, the one file transformers'
-    AutoTokenizer reads for a ModernBERT directory."""
+    AutoTokenizer reads for a ModernBERT directory. A SentencePiece vocabulary is written as
+    spiece.model with a tokenizer_config.json naming AlbertTokenizer, which prepares text and
+    segments it as bert_tf's SentencePieceTokenizer does."""
+    if vocab_file and tokenizer_files.is_sentencepiece_model(vocab_file):
+        tokenizer = tokenizer_files.load_tokenizer(vocab_file, do_lower_case)
+        tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)
+        values = {"do_lower_case": tokenizer.do_lower_case, "keep_accents": False,
+                  "remove_space": True, "tokenizer_class": "AlbertTokenizer"}
+        values.update({f"{role}_token": token for role, token
+                       in tokenizer_files.special_tokens(tokenizer).items()})
+        write_text_atomic(os.path.join(output_dir, TOKENIZER_CONFIG_FILE),
+                          json.dumps(values, indent=2, sort_keys=True) + "\n")
+        return
     if vocab_file:
         copy_vocab(vocab_file, os.path.join(output_dir, VOCAB_FILE))
     roles = None

@@ -17,7 +17,7 @@ from bert_tf.config import EncoderConfig
 from bert_tf.interop import weights
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertEncoder, BertPretrainer
-from bert_tf.text.tokenizer_files import copy_vocab
+from bert_tf.text.tokenizer_files import copy_vocab, is_sentencepiece_model
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -103,7 +103,8 @@ def load_tf1_checkpoint(ckpt_prefix, config=None):
     return model
 
 
-def save_tf1_checkpoint(model, ckpt_prefix, vocab_file=None):
+def save_tf1_checkpoint(model, ckpt_prefix, vocab_file=None,
+                        sentencepiece_name=file_names.SENTENCEPIECE_FILE):
     """Writes a bert_tf model as an original-layout TF1 checkpoint, with bert_config.json beside it.
 
     The checkpoint holds every weight under its original name (a task model's head under the
@@ -116,7 +117,9 @@ def save_tf1_checkpoint(model, ckpt_prefix, vocab_file=None):
         BertTokenClassifier.
       ckpt_prefix: e.g. `out/bert_model.ckpt`; writes `<prefix>.index` and
         `<prefix>.data-00000-of-00001`, plus `bert_config.json` in the same directory.
-      vocab_file: copied to `vocab.txt` beside the checkpoint when given.
+      vocab_file: copied to `vocab.txt` beside the checkpoint when given (a SentencePiece
+        model to `sentencepiece_name`).
+      sentencepiece_name: the name a SentencePiece vocabulary gets.
 
     Returns:
       ckpt_prefix.
@@ -136,5 +139,7 @@ def save_tf1_checkpoint(model, ckpt_prefix, vocab_file=None):
     weights.encoder_of(model).config.to_json_file(
         file_names.path(directory, file_names.CONFIG_FILE))
     if vocab_file:
-        copy_vocab(vocab_file, file_names.path(directory, file_names.VOCAB_FILE))
+        name = (sentencepiece_name if is_sentencepiece_model(vocab_file)
+                else file_names.VOCAB_FILE)
+        copy_vocab(vocab_file, file_names.path(directory, name))
     return ckpt_prefix

@@ -26,7 +26,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import fileio, keras_files, model_directory, run_directory
 from bert_tf.config import EncoderConfig
-from bert_tf.interop import huggingface, kerashub, tf1, weights
+from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertPretrainer, ElectraPretrainer, Encoder, build_encoder
 from bert_tf.text import validate_case_matches_checkpoint
@@ -81,9 +81,10 @@ def checkpoint_config(init_checkpoint):
     """The config a checkpoint was written with (a BertConfig or ModernBertConfig), or None
     when the checkpoint does not say.
 
-    Reads bert_config.json beside a TF1 or bert_tf checkpoint, a Hugging Face config.json, a
-    keras-hub preset's config, or the config stored in a `.keras` file; so a CLI can build the
-    model for `warm_start` when no --bert_config_file is given.
+    Reads bert_config.json beside a TF1 or bert_tf checkpoint (or the albert_config.json of an
+    original ALBERT release), a Hugging Face config.json, a keras-hub preset's config, or the
+    config stored in a `.keras` file; so a CLI can build the model for `warm_start` when no
+    --bert_config_file is given.
     """
     path = _resolve(str(init_checkpoint))
     if path.endswith(".keras"):
@@ -95,6 +96,9 @@ def checkpoint_config(init_checkpoint):
     config_file = os.path.join(os.path.dirname(path), _BERT_CONFIG_FILE)
     if tf.io.gfile.exists(config_file):
         return EncoderConfig.from_json_file(config_file)
+    albert_config = os.path.join(os.path.dirname(path), albert.ALBERT_CONFIG_FILE)
+    if tf.io.gfile.exists(albert_config):
+        return albert.read_albert_config(albert_config)
     return None
 
 

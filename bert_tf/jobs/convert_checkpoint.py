@@ -16,7 +16,7 @@ from bert_tf.config import ConfigError, EncoderConfig
 from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
 from bert_tf.jobs import tokenizer_setup
 from bert_tf.modeling import BertPretrainer, extend_position_embeddings
-from bert_tf.text import load_vocab, tokenizer_files, validate_case_matches_checkpoint
+from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
 from bert_tf.training.checkpointing import save_keras_model
 
 
@@ -48,7 +48,8 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
         return model, _existing(file_names.path(directory, file_names.VOCAB_FILE)), None
     if source_format == "albert":
         model = albert.load_albert_checkpoint(path, bert_config_file)
-        return model, _existing(file_names.path(directory, file_names.VOCAB_FILE)), None
+        # The ALBERT release ships its SentencePiece model (30k-clean.model), not a vocab.txt.
+        return model, tokenizer_files.model_tokenizer_file(directory), None
     if source_format == "huggingface":
         model, _, vocab_file = interop.load_huggingface(path, allow_pickle=allow_pickle)
         return model, vocab_file, huggingface.do_lower_case_of(path)
@@ -77,15 +78,16 @@ def resolve_casing(flag_value, source_value, checkpoint):
 
 
 def write_bert_tf(model, output_dir, vocab_file, do_lower_case):
-    """pretrainer.keras (if a pretrainer), encoder.keras, bert_config.json, vocab.txt and
-    tokenizer_config.json (when the casing is known)."""
+    """pretrainer.keras (if a pretrainer), encoder.keras, bert_config.json, the vocabulary
+    (vocab.txt, or spiece.model for a SentencePiece one) and tokenizer_config.json (when the
+    casing is known)."""
     encoder = weights.encoder_of(model)
     if isinstance(model, BertPretrainer):
         save_keras_model(model, file_names.path(output_dir, file_names.PRETRAINER_FILE))
     save_keras_model(encoder, file_names.path(output_dir, file_names.ENCODER_FILE))
     encoder.config.to_json_file(file_names.path(output_dir, file_names.CONFIG_FILE))
     if vocab_file:
-        tokenizer_files.copy_vocab(vocab_file, file_names.path(output_dir, file_names.VOCAB_FILE))
+        tokenizer_files.write_tokenizer_file(output_dir, None, vocab_file)
     if do_lower_case is not None:
         huggingface.write_tokenizer_config(output_dir, do_lower_case)
 
@@ -151,7 +153,7 @@ def _convert(options):
                                                 "--checkpoint")
     vocab_file = options.vocab_file or source_vocab
     config = weights.encoder_of(model).config
-    if vocab_file and len(load_vocab(vocab_file)) > config.vocab_size:
+    if vocab_file and tokenizer_files.vocab_size(vocab_file) > config.vocab_size:
         raise ValueError(f"--vocab_file={vocab_file} has more tokens than vocab_size="
                          f"{config.vocab_size} of the checkpoint's config")
     do_lower_case = resolve_casing(options.do_lower_case, source_casing, options.checkpoint)

@@ -1,9 +1,10 @@
-"""The job that learns a tokenizer file from text: a WordPiece vocab.txt or a byte-level BPE
-tokenizer.json.
+"""The job that learns a tokenizer file from text: a WordPiece vocab.txt, a byte-level BPE
+tokenizer.json or a SentencePiece model.
 
 `build_vocabulary(VocabularyConfig(input_file=..., vocab_size=..., output_file=...))` is what
 `bert-tf-build-vocab` (bert_tf.cli.build_vocab) runs; the learners are
-bert_tf.text.vocab_builder and bert_tf.text.bpe_trainer. Imports no TensorFlow.
+bert_tf.text.vocab_builder, bert_tf.text.bpe_trainer and bert_tf.text.sentencepiece_trainer.
+Imports no TensorFlow.
 """
 
 import dataclasses
@@ -12,14 +13,19 @@ import os
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.text import bpe_trainer, tokenizer_files, vocab_builder
+from bert_tf.text import bpe_trainer, sentencepiece_trainer, tokenizer_files, vocab_builder
+
+# The options only one learner takes, by --tokenizer.
+LEARNER_OPTIONS = {"wordpiece": ("max_input_chars_per_word", "max_unique_chars"),
+                   "bpe": ("min_frequency",), "sentencepiece": ()}
 
 
 @dataclasses.dataclass
 class VocabularyConfig:
     """What a vocabulary run is told; field names are the flags' (`bert-tf-build-vocab
     --help`). None means "not given": do_lower_case then is true for WordPiece (uncased BERT)
-    and false for byte-level BPE; a learner's option takes the learner's default."""
+    and SentencePiece (ALBERT's models are uncased) and false for byte-level BPE; a learner's
+    option takes the learner's default."""
 
     input_file: str | None = None
     vocab_size: int | None = None
@@ -35,13 +41,11 @@ class VocabularyConfig:
     def bpe(self):
         return self.tokenizer == "bpe"
 
-    def learner_options(self, bpe):
-        """{name: value} of the options only one learner takes (byte-level BPE's when `bpe`,
-        WordPiece's otherwise) that are given; the learner's defaults stand for the rest."""
-        options = ({"min_frequency": self.min_frequency} if bpe else
-                   {"max_input_chars_per_word": self.max_input_chars_per_word,
-                    "max_unique_chars": self.max_unique_chars})
-        return {name: value for name, value in options.items() if value is not None}
+    def learner_options(self, tokenizer):
+        """{name: value} of the options only the learner `tokenizer` takes that are given; the
+        learner's defaults stand for the rest."""
+        return {name: getattr(self, name) for name in LEARNER_OPTIONS[tokenizer]
+                if getattr(self, name) is not None}
 
     def validate(self):
         """Raises ValueError naming the flag: a size below 1, an output directory that does
@@ -53,13 +57,16 @@ class VocabularyConfig:
         if not fileio.is_remote(output_dir) and not os.path.isdir(output_dir):
             raise ValueError(f"--output_file={self.output_file}: directory '{output_dir}' does "
                              "not exist.")
-        # A learner's option given to the other learner would be ignored: say so instead.
-        given = [f"--{name}" for name in self.learner_options(not self.bpe)]
-        if given:
-            raise ValueError(f"{', '.join(given)} only applies to --tokenizer="
-                             f"{'wordpiece' if self.bpe else 'bpe'}, not --tokenizer="
-                             f"{self.tokenizer}.")
-        problem = tokenizer_files.output_name_problem(self.output_file, self.bpe)
+        if self.tokenizer not in LEARNER_OPTIONS:
+            raise ValueError(f"--tokenizer={self.tokenizer}: expected one of "
+                             f"{', '.join(LEARNER_OPTIONS)}.")
+        # A learner's option given to another learner would be ignored: say so instead.
+        for other in LEARNER_OPTIONS:
+            given = [f"--{name}" for name in self.learner_options(other)]
+            if other != self.tokenizer and given:
+                raise ValueError(f"{', '.join(given)} only applies to --tokenizer={other}, not "
+                                 f"--tokenizer={self.tokenizer}.")
+        problem = tokenizer_files.output_name_problem(self.output_file, self.tokenizer)
         if problem:
             raise ValueError(f"--output_file={self.output_file}: --tokenizer={self.tokenizer} "
                              f"{problem}, which is how the other commands tell them apart.")
@@ -82,19 +89,27 @@ def build_vocabulary(config, expected=fileio.NOT_CHECKED):
     config.validate()
     # Unset: BERT's WordPiece vocabularies are usually uncased, byte-level BPE ones cased.
     do_lower_case = config.do_lower_case if config.do_lower_case is not None else not config.bpe
-    if config.bpe:
+    options = config.learner_options(config.tokenizer)
+    if config.tokenizer == "bpe":
         data = bpe_trainer.build_bpe_tokenizer(
             config.input_file, config.vocab_size, do_lower_case,
-            reserved_tokens=config.reserved_tokens, **config.learner_options(bpe=True))
+            reserved_tokens=config.reserved_tokens, **options)
         size = len(data["model"]["vocab"])
+    elif config.tokenizer == "sentencepiece":
+        data = sentencepiece_trainer.build_sentencepiece_model(
+            config.input_file, config.vocab_size, do_lower_case,
+            reserved_tokens=config.reserved_tokens)
+        size = config.vocab_size
     else:
         tokens = vocab_builder.build_vocab(
             config.input_file, config.vocab_size, do_lower_case,
-            reserved_tokens=config.reserved_tokens, **config.learner_options(bpe=False))
+            reserved_tokens=config.reserved_tokens, **options)
         size = len(tokens)
     try:
-        if config.bpe:
+        if config.tokenizer == "bpe":
             bpe_trainer.write_tokenizer_json(data, config.output_file, expected)
+        elif config.tokenizer == "sentencepiece":
+            sentencepiece_trainer.write_model(data, config.output_file, expected)
         else:
             vocab_builder.write_vocab(tokens, config.output_file, expected)
     except fileio.TargetChangedError:

@@ -23,7 +23,7 @@ import re
 import tensorflow as tf
 
 from bert_tf import fileio, model_directory
-from bert_tf.fileio import write_text_atomic
+from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.modeling import kernels
 from bert_tf.serving import task_signatures
 from bert_tf.text.layers import BertTokenizerLayer
@@ -293,9 +293,13 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
         try:
             vocab_path = None
             if task.tokenizer is not None:
-                name, text = task.tokenizer.asset()
+                name, content = task.tokenizer.asset()
                 vocab_path = os.path.join(staging, name)
-                write_text_atomic(vocab_path, text)
+                # A SentencePiece model is bytes; a vocab.txt or tokenizer.json is text.
+                if isinstance(content, bytes):
+                    write_bytes_atomic(vocab_path, content)
+                else:
+                    write_text_atomic(vocab_path, content)
             module = _ServingModule(task, vocab_path)
             functions = {"ids": module.serve_ids}
             if task.tokenizer is not None:

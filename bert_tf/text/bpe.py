@@ -360,8 +360,11 @@ def read_tokenizer_json(path_or_dict, roles=None):
     if kind == "WordPiece":
         return "wordpiece", data
     if kind != "BPE":
+        # A Unigram file (ALBERT's, T5's) comes with the SentencePiece model it was made from.
+        hint = (" (for a SentencePiece tokenizer pass its .model file, e.g. spiece.model)"
+                if kind == "Unigram" else "")
         raise _error(source, f"model type '{kind}' is not supported; expected byte-level BPE "
-                             "or WordPiece.")
+                             f"or WordPiece{hint}.")
     for option in ("continuing_subword_prefix", "end_of_word_suffix"):
         if model.get(option):
             raise _error(source, f"model.{option}={model[option]!r} is not supported by the "

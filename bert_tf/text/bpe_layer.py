@@ -33,7 +33,6 @@ whitespace. Invalid UTF-8 input is replaced by U+FFFD per bad byte before tokeni
 """
 
 import json
-import re
 
 import keras
 import numpy as np
@@ -41,18 +40,16 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.file_names import TOKENIZER_FILE
-from bert_tf.text import bpe
+from bert_tf.text import bpe, word_offsets
 from bert_tf.text.layers import valid_utf8
 
 _HASH_BUCKETS = 2**63 - 1
-# SQuAD's word separators (bert_tf.data.tasks.squad.is_whitespace), for context words.
 # Python's str.isspace() characters, as an RE2 class: create_pretraining_data splits a line into
 # words with str.split() (BpeTokenizer.encode_line); corpus_lines puts them back together with
 # single spaces the same way (tests/data/test_bpe_pretraining_data.py checks the list against
 # Python).
 PYTHON_WHITESPACE = ("[\\x{9}-\\x{d}\\x{1c}-\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}"
                      "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]")
-_SQUAD_WHITESPACE = "[ \\t\\r\\n\\x{202f}]+"
 _NO_RANK = np.iinfo(np.int32).max
 # Words up to this many bytes go through the merge loop together, longer ones apart.
 _SHORT_WORD_BYTES = 16
@@ -475,10 +472,9 @@ class BpeTokenizerLayer(keras.layers.Layer):
 
         Args:
           inputs: tf.string [B].
-          words: "pieces": the GPT-2 pattern's words without their leading space, whitespace
-            left out (so "York." is "York" and ".", "it's" is "it" and "'s"; as CoNLL files
-            give words); "whitespace": runs of characters other than SQuAD's whitespace
-            (space, tab, CR, LF, U+202F), as `squad.whitespace_split` finds them.
+          words: "pieces" (the GPT-2 pattern's words without their leading space, as CoNLL
+            files give words) or "whitespace" (SQuAD's words): see
+            `bert_tf.text.word_offsets.tokenize_with_offsets`.
           texts: optional tf.string [T] tokenized whole in the same call (a SQuAD question:
             one call keeps one copy of the tables in a graph).
 
@@ -489,70 +485,11 @@ class BpeTokenizerLayer(keras.layers.Layer):
           (`text[start:end]` is the word: answers and tags cover whole words). With `texts`,
           a fourth: their ids, int32 RaggedTensor [T, (tokens)], as `call` gives them.
         """
-        text = tf.convert_to_tensor(inputs, dtype=tf.string)
-        if text.shape.rank != 1:
-            raise ValueError(f"BpeTokenizerLayer.tokenize_with_offsets expects a tf.string "
-                             f"tensor of shape [batch], got shape {text.shape}.")
-        text = valid_utf8(text)
-        if words == "pieces":
-            letters, numbers, space = bpe.character_classes()
-            # Marks join their letters: an NFD word ("nai\u0308ve") is one word, as it is
-            # after the NFC normalizer of the text (words are split before normalizing, so the
-            # offsets are the input's).
-            letters += bpe.mark_class()
-            pattern = "|".join([re.escape(c) for c in bpe.CONTRACTIONS] + [
-                f"[{letters}]+", f"[{numbers}]+", f"[^{space}{letters}{numbers}]+"])
-            found, begin, end = tf_text.regex_split_with_offsets(text, pattern, pattern)
-            # Between the words lies whitespace, which comes back as pieces of its own.
-            keep = ~tf.strings.regex_full_match(found.flat_values, f"[{space}]+")
-        elif words == "whitespace":
-            found, begin, end = tf_text.regex_split_with_offsets(text, _SQUAD_WHITESPACE)
-            keep = tf.ones_like(found.flat_values, dtype=tf.bool)
-        else:
-            raise ValueError(f"words={words!r}: expected 'pieces' or 'whitespace'.")
-        row = tf.boolean_mask(found.value_rowids(), keep)  # [N]
-        flat = tf.boolean_mask(found.flat_values, keep)  # [N]
-        begin = tf.boolean_mask(begin.flat_values, keep)
-        nrows = tf.size(text, out_type=tf.int64)
-        word_rows = tf.RaggedTensor.from_value_rowids(flat, row, nrows=nrows, validate=False)
-        first = tf.equal(tf.range(tf.size(flat, out_type=tf.int64)),
-                         tf.gather(word_rows.row_starts(), row))
-        strings = tf.where(first, flat, tf.strings.join([" ", flat]))  # [N]
-        if texts is not None:
-            texts = tf.convert_to_tensor(texts, dtype=tf.string)
-            both = self(tf.concat([texts, strings], axis=0))
-            text_ids, pieces = both[:tf.size(texts)], both[tf.size(texts):]  # [T, (.)], [N, (P)]
-        else:
-            pieces = self(strings)  # [N, (P)]
-        if self._bytes_missing:
-            # A vocabulary without every byte can leave a word no piece: it gets [UNK] (as
-            # the tagging and SQuAD data give it), or without one it is left out.
-            empty = tf.equal(pieces.row_lengths(), 0)
-            if self.unk_id is not None:
-                # Each row gets an [UNK] after its pieces; only an empty row keeps it.
-                lengths = pieces.row_lengths()
-                unk = tf.fill([tf.size(lengths), 1], tf.constant(self.unk_id, pieces.dtype))
-                padded = tf.concat([pieces, tf.RaggedTensor.from_tensor(unk)], axis=1)
-                pieces = tf.ragged.boolean_mask(
-                    padded, tf.ragged.range(lengths + 1) < tf.maximum(lengths, 1)[:, None])
-            else:
-                row, flat, begin, pieces = (tf.boolean_mask(row, ~empty),
-                                            tf.boolean_mask(flat, ~empty),
-                                            tf.boolean_mask(begin, ~empty),
-                                            tf.ragged.boolean_mask(pieces, ~empty))
-                word_rows = tf.RaggedTensor.from_value_rowids(flat, row, nrows=nrows,
-                                                              validate=False)
-        # Byte offsets -> code points: the characters before the word, and in it.
-        start = tf.cast(tf.strings.length(tf.strings.substr(tf.gather(text, row),
-                                                            tf.zeros_like(begin), begin),
-                                          unit="UTF8_CHAR"), tf.int64)
-        stop = start + tf.cast(tf.strings.length(flat, unit="UTF8_CHAR"), tf.int64)
-        per_piece = pieces.row_lengths()
-        outputs = (pieces, pieces.with_flat_values(tf.repeat(start, per_piece)),
-                   pieces.with_flat_values(tf.repeat(stop, per_piece)))
-        outputs = tuple(tf.RaggedTensor.from_row_splits(o, word_rows.row_splits, validate=False)
-                        for o in outputs)
-        return outputs if texts is None else outputs + (text_ids,)
+        # A vocabulary without every byte can leave a word no piece: it gets [UNK] (as the
+        # tagging and SQuAD data give it), or without one it is left out.
+        return word_offsets.tokenize_with_offsets(
+            self, inputs, words, texts, space_before=True,
+            may_leave_words_empty=self._bytes_missing)
 
     @property
     def do_lower_case(self):

@@ -1,12 +1,14 @@
 """The tokenizer interface and the one entry point for a model's tokenizer file.
 
 `Tokenizer` is what every Python tokenizer of bert_tf implements: `WordpieceTokenizer` (a
-vocab.txt, or a WordPiece tokenizer.json) and `BpeTokenizer` (a byte-level BPE tokenizer.json).
+vocab.txt, or a WordPiece tokenizer.json), `BpeTokenizer` (a byte-level BPE tokenizer.json) and
+`SentencePieceTokenizer` (a SentencePiece model, `*.model`, as ALBERT tokenizes with it).
 Callers ask the tokenizer (its casing, digest, how a word or a corpus line encodes, whether
 pieces map back to characters) instead of testing its type or its file's name;
 `load_tokenizer` builds either from a file and `tokenizer_layer` gives its in-graph layer (whose
 methods answer the same way inside the graph). This module is the one place that tells the
-kinds apart: a tokenizer.json by its name (`is_tokenizer_json`), BPE by its model type; callers
+kinds apart: a tokenizer.json by its name (`is_tokenizer_json`), BPE by its model type, a
+SentencePiece model by its name (`is_sentencepiece_model`); callers
 ask what follows from the kind (`casing_to_load`: whose casing a file tokenizes with;
 `records_casing` and `file_casing`: whether and how a file records its casing; `vocab_size`:
 its tokens; `output_name_problem`: the name a learner's file must have;
@@ -20,9 +22,11 @@ from typing import Protocol
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.file_names import TOKENIZER_FILE, VOCAB_FILE
+from bert_tf.file_names import (ALBERT_SENTENCEPIECE_FILE, SENTENCEPIECE_FILE, TOKENIZER_FILE,
+                                VOCAB_FILE)
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
-from bert_tf.text import bpe, tokenization
+from bert_tf.text import bpe, sentencepiece, tokenization
+from bert_tf.text.sentencepiece import is_sentencepiece_model
 
 # A keras-hub preset's WordPiece vocabulary.
 KERAS_HUB_VOCAB = os.path.join("assets", "tokenizer", "vocabulary.txt")
@@ -30,18 +34,20 @@ SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 
 
 class Tokenizer(Protocol):
-    """A Python tokenizer from `load_tokenizer`: WordpieceTokenizer or BpeTokenizer.
+    """A Python tokenizer from `load_tokenizer`: WordpieceTokenizer, BpeTokenizer or
+    SentencePieceTokenizer.
 
     Attributes:
-      kind: "WordPiece" or "byte-level BPE" (for messages).
+      kind: "WordPiece", "byte-level BPE" or "SentencePiece" (for messages).
       vocab_size, vocab (token -> id), inv_vocab (id -> token): the vocabulary.
       cls_id, sep_id, pad_id, mask_id, unk_id: ids of the special roles, None where a
         tokenizer.json has no such token.
-      do_lower_case: whether the input is lower-cased (a vocab.txt as loaded; a tokenizer.json
-        records it).
+      do_lower_case: whether the input is lower-cased (a vocab.txt or SentencePiece model as
+        loaded; a tokenizer.json records it).
       subword_offsets: True when a piece maps back to characters inside its word (WordPiece:
         answers are cut from the text at piece offsets); False when it maps back only to the
-        whitespace word it came from (byte-level BPE: answers and tags are whole words).
+        whitespace word it came from (byte-level BPE, SentencePiece: answers and tags are
+        whole words).
     """
 
     kind: str
@@ -141,31 +147,42 @@ def records_casing(path):
     return is_tokenizer_json(path)
 
 
-def output_name_problem(path, bpe):
-    """None when `path` is a name for the file a vocabulary learner writes: a tokenizer.json
-    for byte-level BPE (`bpe`), a vocab.txt for WordPiece, told apart by the name as every
-    command reads them; else what the learner writes and what name is expected (str)."""
-    if bpe == is_tokenizer_json(path):
+def output_name_problem(path, tokenizer):
+    """None when `path` is a name for the file a vocabulary learner writes, as every command
+    tells the kinds apart by the name: a tokenizer.json for byte-level BPE, a `.model` for
+    SentencePiece, a vocab.txt (any other name) for WordPiece; else what the learner writes
+    and what name is expected (str).
+
+    Args:
+      path: the output file.
+      tokenizer: "wordpiece", "bpe" or "sentencepiece" (bert-tf-build-vocab --tokenizer).
+    """
+    kind = ("bpe" if is_tokenizer_json(path) else
+            "sentencepiece" if is_sentencepiece_model(path) else "wordpiece")
+    if kind == tokenizer:
         return None
-    if bpe:
+    if tokenizer == "bpe":
         return "writes a tokenizer.json; expected a .json name (e.g. tokenizer.json)"
-    return "writes a vocab.txt; expected a name not ending in .json"
+    if tokenizer == "sentencepiece":
+        return "writes a SentencePiece model; expected a .model name (e.g. spiece.model)"
+    return "writes a vocab.txt; expected a name ending neither in .json nor in .model"
 
 
 def vocab_size(path, named=None):
     """The number of tokens of the tokenizer file at `path`, whatever its kind: a vocab.txt's
-    non-blank lines (counted, not checked), a tokenizer.json's vocabulary (loaded, with
-    load_tokenizer's checks).
+    non-blank lines (counted, not checked), a tokenizer.json's or SentencePiece model's
+    vocabulary (loaded, with load_tokenizer's checks).
 
     Args:
-      path: a vocab.txt or tokenizer.json.
+      path: a vocab.txt, tokenizer.json or SentencePiece model.
       named: how an error names the file (e.g. "--vocab_file=v.txt"; default the path).
 
     Raises:
-      ValueError: starting with `named`: no such file, or a tokenizer.json that cannot be read.
+      ValueError: starting with `named`: no such file, or a tokenizer.json or SentencePiece
+        model that cannot be read.
     """
     named = named or str(path)
-    if is_tokenizer_json(path):
+    if is_tokenizer_json(path) or is_sentencepiece_model(path):
         try:
             return load_tokenizer(path).vocab_size
         except (OSError, ValueError) as e:
@@ -205,12 +222,12 @@ def casing_to_load(path, do_lower_case=None, vocab_txt_casing=None):
     """The do_lower_case to load the tokenizer file at `path` with (load_tokenizer).
 
     A tokenizer.json records its casing: `do_lower_case` as given (None takes the file's; a
-    value that contradicts the file is load_tokenizer's error). A vocab.txt tokenizes as it is
-    told: `do_lower_case`, else `vocab_txt_casing` (None: load_tokenizer's default, lower
-    case).
+    value that contradicts the file is load_tokenizer's error). A vocab.txt (or a SentencePiece
+    model, which records none either) tokenizes as it is told: `do_lower_case`, else
+    `vocab_txt_casing` (None: load_tokenizer's default, lower case).
 
     Args:
-      path: a vocab.txt or tokenizer.json.
+      path: a vocab.txt, tokenizer.json or SentencePiece model.
       do_lower_case: the casing asked for (None: not asked).
       vocab_txt_casing: a vocab.txt's casing when none is asked for: a value, or a function
         of no arguments called only then (a lookup or a warning that is needed only then).
@@ -226,25 +243,29 @@ def casing_to_load(path, do_lower_case=None, vocab_txt_casing=None):
 
 
 def find_tokenizer_file(path):
-    """The tokenizer file `path` names: itself, or the tokenizer.json / vocab.txt inside it.
+    """The tokenizer file `path` names: itself, or the spiece.model / tokenizer.json /
+    vocab.txt inside it.
 
-    A directory holding both (Hugging Face BERT directories do) gives tokenizer.json, which
-    also records the casing.
+    A directory holding a tokenizer.json and a vocab.txt (Hugging Face BERT directories do)
+    gives tokenizer.json, which also records the casing; one with a SentencePiece model
+    (Hugging Face ALBERT directories, whose tokenizer.json is a Unigram model bert_tf does not
+    read) gives the model.
 
     Raises:
       FileNotFoundError: naming `path` and what was looked for.
     """
     path = str(path)
     if fileio.isdir(path):
-        for name in (TOKENIZER_FILE, VOCAB_FILE):
+        for name in (SENTENCEPIECE_FILE, ALBERT_SENTENCEPIECE_FILE, TOKENIZER_FILE, VOCAB_FILE):
             candidate = os.path.join(path, name)
             if fileio.isfile(candidate):
                 return candidate
-        raise FileNotFoundError(f"tokenizer directory '{path}' holds neither "
-                                f"{TOKENIZER_FILE} nor {VOCAB_FILE}.")
+        raise FileNotFoundError(f"tokenizer directory '{path}' holds none of {VOCAB_FILE}, "
+                                f"{TOKENIZER_FILE} or {SENTENCEPIECE_FILE}.")
     if not fileio.exists(path) and not os.path.islink(path):
         raise FileNotFoundError(f"tokenizer file '{path}' does not exist (expected a vocab.txt, "
-                                f"a {TOKENIZER_FILE} or a directory holding one).")
+                                f"a {TOKENIZER_FILE}, a SentencePiece .model or a directory "
+                                "holding one).")
     problem = fileio.not_a_file(path, f"tokenizer file '{path}'")
     if problem:  # a symbolic link that loops or is broken
         raise FileNotFoundError(problem)
@@ -260,7 +281,16 @@ def model_tokenizer_file(directory):
     tokenizer.json beside a vocab.txt (Hugging Face BERT directories hold both) leaves the
     vocab.txt in charge, so a model directory tokenizes as the original BERT code would.
     (find_tokenizer_file, for a directory named as the tokenizer itself, prefers the json.)
+    A SentencePiece model (spiece.model, or the original ALBERT release's 30k-clean.model) is
+    the directory's tokenizer when there is no vocab.txt: Hugging Face ALBERT directories
+    hold one beside a Unigram tokenizer.json that only it describes to bert_tf.
     """
+    found = [os.path.join(directory, name)
+             for name in (VOCAB_FILE, KERAS_HUB_VOCAB, SENTENCEPIECE_FILE,
+                          ALBERT_SENTENCEPIECE_FILE)]
+    found = [path for path in found if fileio.isfile(path)]
+    if found and is_sentencepiece_model(found[0]):
+        return found[0]
     found = [os.path.join(directory, name)
              for name in (VOCAB_FILE, KERAS_HUB_VOCAB, TOKENIZER_FILE)]
     found = [path for path in found if fileio.isfile(path)]
@@ -288,13 +318,15 @@ def load_tokenizer(path, do_lower_case=None):
 
     Args:
       path: a WordPiece vocab.txt; a Hugging Face tokenizer.json (byte-level BPE as GPT-2,
-        RoBERTa and ModernBERT use, or WordPiece as BERT's); or a directory with either.
-      do_lower_case: for a vocab.txt, the casing (default True, as --do_lower_case). For a
+        RoBERTa and ModernBERT use, or WordPiece as BERT's); a SentencePiece model (`*.model`:
+        ALBERT's); or a directory with one.
+      do_lower_case: for a vocab.txt or SentencePiece model, the casing (default True, as
+        --do_lower_case). For a
         tokenizer.json, which records its own casing, a value that contradicts the file is an
         error; None accepts the file's.
 
     Returns:
-      a `WordpieceTokenizer` or a `BpeTokenizer`.
+      a `WordpieceTokenizer`, `BpeTokenizer` or `SentencePieceTokenizer`.
 
     Raises:
       FileNotFoundError: nothing at `path`.
@@ -302,6 +334,9 @@ def load_tokenizer(path, do_lower_case=None):
       ValueError: a bad file (naming it and the field).
     """
     path = find_tokenizer_file(path)
+    if is_sentencepiece_model(path):
+        return sentencepiece.SentencePieceTokenizer(
+            path, do_lower_case=True if do_lower_case is None else do_lower_case)
     if not is_tokenizer_json(path):
         return tokenization.WordpieceTokenizer(
             path, do_lower_case=True if do_lower_case is None else do_lower_case)
@@ -323,17 +358,23 @@ def tokenizer_difference(base_file, tokenizer_file):
     Two vocab.txt files: tokenization.vocab_difference (tokens appended after the base's are
     fine). Otherwise the tokenizers are compared: a byte-level BPE against a WordPiece
     vocabulary differs in kind; two BPE files by BpeTokenizer.fingerprint (vocabulary,
-    merges, added tokens, settings); WordPiece ones by their tokens in order. Casing is not
-    compared here (a vocab.txt does not record it).
+    merges, added tokens, settings); SentencePiece models by their bytes; WordPiece ones by
+    their tokens in order. Casing is not compared here (a vocab.txt does not record it).
 
     Raises:
       FileNotFoundError / ValueError: a file that cannot be read as a tokenizer.
     """
-    if not is_tokenizer_json(base_file) and not is_tokenizer_json(tokenizer_file):
+    plain = [not is_tokenizer_json(f) and not is_sentencepiece_model(f)
+             for f in (base_file, tokenizer_file)]
+    if all(plain):
         return tokenization.vocab_difference(base_file, tokenizer_file)
     base, given = load_tokenizer(base_file), load_tokenizer(tokenizer_file)
     if base.kind != given.kind:
         return f"it is a {given.kind} tokenizer, the model's is a {base.kind} one"
+    if isinstance(base, sentencepiece.SentencePieceTokenizer):
+        if base.digest() == given.digest():
+            return None
+        return "another SentencePiece model (its bytes differ: pieces, scores or normaliser)"
     if isinstance(base, bpe.BpeTokenizer):
         if base.fingerprint() == given.fingerprint():
             return None
@@ -362,16 +403,22 @@ def write_tokenizer_file(output_dir, tokenizer, source_file):
     The file keeps its kind: vocab.txt for WordPiece (a WordPiece tokenizer.json is written as
     the vocab.txt it amounts to, so the directory reads like any BERT model's), tokenizer.json
     for byte-level BPE (as `tokenizer` parsed it), with special_tokens_map.json beside it when
-    its special-token roles came from a tokenizer_config.json beside the source.
+    its special-token roles came from a tokenizer_config.json beside the source; spiece.model
+    for SentencePiece (the model's bytes).
 
     Args:
       output_dir: the directory (exists).
-      tokenizer: the WordpieceTokenizer or BpeTokenizer of `source_file` (None for a
-        vocab.txt, copied byte for byte; a tokenizer.json is then read here).
-      source_file: the vocab.txt or tokenizer.json it was read from.
+      tokenizer: the tokenizer of `source_file` (None for a vocab.txt, copied byte for byte;
+        a tokenizer.json or SentencePiece model is then read here).
+      source_file: the vocab.txt, tokenizer.json or SentencePiece model it was read from.
     """
-    if tokenizer is None and is_tokenizer_json(source_file):
+    if tokenizer is None and (is_tokenizer_json(source_file)
+                              or is_sentencepiece_model(source_file)):
         tokenizer = load_tokenizer(source_file)
+    if isinstance(tokenizer, sentencepiece.SentencePieceTokenizer):
+        path = os.path.join(output_dir, SENTENCEPIECE_FILE)
+        write_bytes_atomic(path, tokenizer.model_proto)
+        return path
     if isinstance(tokenizer, bpe.BpeTokenizer):
         spec = tokenizer.spec
         path = os.path.join(output_dir, TOKENIZER_FILE)
@@ -394,17 +441,22 @@ def tokenizer_layer(tokenizer):
 
     Returns:
       a `BertTokenizerLayer` for a `WordpieceTokenizer`, a `BpeTokenizerLayer` for a
-      `BpeTokenizer` (a layer given is returned as it is); both map tf.string [B] to int32
-      RaggedTensor [B, (tokens)] and carry cls_id, sep_id, pad_id and mask_id.
+      `BpeTokenizer`, a `SentencePieceTokenizerLayer` for a `SentencePieceTokenizer` (a layer
+      given is returned as it is); each maps tf.string [B] to int32 RaggedTensor
+      [B, (tokens)] and carries cls_id, sep_id, pad_id and mask_id.
 
     Raises:
       TypeError: anything else.
     """
     from bert_tf.text.bpe_layer import BpeTokenizerLayer
     from bert_tf.text.layers import BertTokenizerLayer
+    from bert_tf.text.sentencepiece_layer import SentencePieceTokenizerLayer
 
-    if isinstance(tokenizer, (BertTokenizerLayer, BpeTokenizerLayer)):
+    if isinstance(tokenizer, (BertTokenizerLayer, BpeTokenizerLayer, SentencePieceTokenizerLayer)):
         return tokenizer
+    if isinstance(tokenizer, sentencepiece.SentencePieceTokenizer):
+        return SentencePieceTokenizerLayer(tokenizer.model_proto,
+                                           do_lower_case=tokenizer.do_lower_case)
     if isinstance(tokenizer, bpe.BpeTokenizer):
         return BpeTokenizerLayer(tokenizer.spec.data, roles=tokenizer.spec.roles)
     if isinstance(tokenizer, tokenization.WordpieceTokenizer):
@@ -412,5 +464,5 @@ def tokenizer_layer(tokenizer):
             tokenizer.inv_vocab, do_lower_case=tokenizer.do_lower_case,
             max_input_chars_per_word=tokenizer.max_input_chars_per_word,
             unk_token=tokenizer.unk_token)
-    raise TypeError(f"tokenizer_layer: expected a WordpieceTokenizer or BpeTokenizer (or its "
-                    f"layer), got {type(tokenizer).__name__}.")
+    raise TypeError(f"tokenizer_layer: expected a WordpieceTokenizer, BpeTokenizer or "
+                    f"SentencePieceTokenizer (or its layer), got {type(tokenizer).__name__}.")

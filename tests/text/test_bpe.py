@@ -76,7 +76,9 @@ def test_other_model_type_is_a_clear_error(tmp_path, spec_dict):
     path.write_text(json.dumps({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}}))
     with pytest.raises(ValueError, match=r"tokenizer file '.*tokenizer.json': model type "
                                          r"'Unigram' is not supported; expected byte-level "
-                                         r"BPE or WordPiece\."):
+                                         r"BPE or WordPiece \(for a SentencePiece "
+                                         r"tokenizer pass its \.model file, e\.g\. "
+                                         r"spiece\.model\)\.$"):
         bpe.load_tokenizer_json(str(path))
     spec_dict = dict(spec_dict, pre_tokenizer={"type": "Metaspace"})
     path.write_text(json.dumps(spec_dict))

@@ -37,8 +37,8 @@ def test_directory_file_and_vocab_txt(bpe_dir, tmp_path_factory, write_vocab_fil
 
 def test_missing_files_and_contradicting_case_are_clear_errors(bpe_dir, tmp_path_factory):
     empty = tmp_path_factory.mktemp("empty")
-    with pytest.raises(FileNotFoundError, match=r"tokenizer directory '.*' holds neither "
-                                                r"tokenizer.json nor vocab.txt\."):
+    with pytest.raises(FileNotFoundError, match=r"tokenizer directory '.*' holds none of "
+                                                r"vocab.txt, tokenizer.json or spiece.model\.$"):
         load_tokenizer(str(empty))
     with pytest.raises(FileNotFoundError, match=r"tokenizer file '.*nope.json' does not exist"):
         load_tokenizer(str(empty / "nope.json"))
@@ -91,12 +91,17 @@ def test_a_files_size_casing_and_name_whatever_its_kind(bpe_dir, write_vocab_fil
     with pytest.raises(ValueError, match=r"^--v=x.json: tokenizer file '.*x.json' does not "):
         tokenizer_files.vocab_size(str(bpe_dir / "x.json"), "--v=x.json")
     # What a vocabulary learner writes is told apart by its name.
-    assert tokenizer_files.output_name_problem("out/tokenizer.json", bpe=True) is None
-    assert tokenizer_files.output_name_problem("out/vocab.txt", bpe=False) is None
-    assert tokenizer_files.output_name_problem("out/vocab.txt", bpe=True) == (
+    assert tokenizer_files.output_name_problem("out/tokenizer.json", "bpe") is None
+    assert tokenizer_files.output_name_problem("out/vocab.txt", "wordpiece") is None
+    assert tokenizer_files.output_name_problem("out/spiece.model", "sentencepiece") is None
+    assert tokenizer_files.output_name_problem("out/vocab.txt", "bpe") == (
         "writes a tokenizer.json; expected a .json name (e.g. tokenizer.json)")
-    assert tokenizer_files.output_name_problem("out/t.json", bpe=False) == (
-        "writes a vocab.txt; expected a name not ending in .json")
+    assert tokenizer_files.output_name_problem("out/t.json", "wordpiece") == (
+        "writes a vocab.txt; expected a name ending neither in .json nor in .model")
+    assert tokenizer_files.output_name_problem("out/t.model", "bpe") == (
+        "writes a tokenizer.json; expected a .json name (e.g. tokenizer.json)")
+    assert tokenizer_files.output_name_problem("out/vocab.txt", "sentencepiece") == (
+        "writes a SentencePiece model; expected a .model name (e.g. spiece.model)")
 
 
 def test_roles_from_tokenizer_config(bpe_dir):
@@ -153,5 +158,6 @@ def test_tokenizer_layer_matches_the_python_tokenizer(bpe_dir):
     assert layer(tf.constant(["It's  [MASK] 北京"])).to_list() == [
         tokenizer.encode("It's  [MASK] 北京")]
     assert (layer.kind, layer.do_lower_case) == (tokenizer.kind, tokenizer.do_lower_case)
-    with pytest.raises(TypeError, match="expected a WordpieceTokenizer or BpeTokenizer"):
+    with pytest.raises(TypeError, match="expected a WordpieceTokenizer, BpeTokenizer or "
+                                        "SentencePieceTokenizer"):
         tokenizer_layer(object())
