@@ -49,6 +49,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf import quiet_logs
 from bert_tf.file_names import SENTENCEPIECE_FILE
 from bert_tf.text import word_offsets
 from bert_tf.text.bpe_layer import PYTHON_WHITESPACE, _re2_literal, _regex_pieces
@@ -294,6 +295,8 @@ class SentencePieceTokenizerLayer(keras.layers.Layer):
     # -- the layer --------------------------------------------------------------------------
 
     def call(self, inputs):
+        # The ragged splicing's int64 transposes would print oneDNN's one-time type notice.
+        quiet_logs.absorb_onednn_type_notice()
         text = tf.convert_to_tensor(inputs, dtype=tf.string)
         scalar = text.shape.rank == 0
         if scalar:

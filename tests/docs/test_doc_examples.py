@@ -510,6 +510,7 @@ def make_fixtures(root):
     # A byte-level BPE tokenizer.json laid out like ModernBERT's (tests/text/fixtures).
     shutil.copy(j(REPO, "tests", "text", "fixtures", "bpe_tokenizer.json"),
                 j(root, "bpe_tokenizer.json"))
+    shutil.copy(j(REPO, "tests", "text", "fixtures", "spiece.model"), j(root, "spiece.model"))
     # A Hugging Face checkpoint (the interop tests' tiny one).
     shutil.copytree(j(REPO, "tests", "interop", "fixtures", "hf_bert_gelu"), j(root, "hf_bert"))
     # A Hugging Face ModernBERT: the interop tests' random ModernBertForMaskedLM cut to its
@@ -994,7 +995,15 @@ assert results is not None and os.path.exists("runs/x/checkpoint"), results
         why="the printed class name is asserted"),
 }, check="test -f pretrainer_jax.keras")
 
-RECIPES["docs/tokenizers.md"] = Page(links=(("tokenizer.json", "bpe_tokenizer.json"),), recipes={
+RECIPES["docs/tokenizers.md"] = Page(links=(("tokenizer.json", "bpe_tokenizer.json"),
+                                            ("30k-clean.model", "spiece.model")), recipes={
+    "from bert_tf.text import load_tokenizer, tokenizer_layer": Recipe(after="""
+assert tokenizer.tokenize("The Café in 1990, [MASK]!") == [
+    "\u2581the", "\u2581c", "a", "f", "e", "\u2581in", "\u258119", "9", "0", ",", "[MASK]",
+    "\u2581", "!"]
+assert tokenizer_layer(tokenizer)(["The Café in 1990, [MASK]!"]).to_list()[0] == ids
+assert tokenizer.decode(ids) == "the cafe in 1990, [MASK] !"
+"""),
     "from bert_tf.text import load_tokenizer, pack_inputs": Recipe(after="""
 assert tokenizer.tokenize("It's 2024!") == ["It", "'", "s", "\u01202", "0", "2", "4", "!"]
 assert features["input_word_ids"][:len(ids_a) + 1] == [tokenizer.cls_id] + ids_a

@@ -12,18 +12,23 @@ from absl import flags
 
 from bert_tf.cli import classify as classify_cli
 from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import squad as squad_cli
+from bert_tf.cli import tag as tag_cli
 from bert_tf.config import BertConfig
 from bert_tf.interop import save_huggingface
 from bert_tf.interop.albert import config_from_albert, save_albert_checkpoint
 from bert_tf.jobs.classification import ClassificationConfig, run_classifier
 from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
+from bert_tf.jobs.squad import SquadConfig, run_squad
+from bert_tf.jobs.tagging import TaggingConfig, run_tagging
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.serving import load_model_dir
 from bert_tf.text import load_tokenizer, tokenizer_files
 from bert_tf.text.input_packing import pack_inputs
 
-from finetuning_helpers import write_sst2
+from finetuning_helpers import write_conll, write_sst2
 from sentencepiece_fixtures import sentencepiece_model_file
+from test_finetuning_bpe import _config, _tiny_squad
 
 SEQ = 24
 
@@ -142,3 +147,50 @@ def test_conversions_carry_the_sentencepiece_model(albert_release, tmp_path):
     # Commands given the directory tokenize with the model.
     assert tokenizer_files.model_tokenizer_file(str(tmp_path / "hf")) == str(
         tmp_path / "hf" / "spiece.model")
+
+
+@pytest.mark.slow
+def test_squad_and_tagging_from_an_albert_release_answer_and_tag_whole_words(albert_release,
+                                                                             tmp_path):
+    """bert-tf-squad and bert-tf-tag from the release: windows of SentencePiece pieces, answers
+    and tags of whole words, as written in the text (case and accents kept), in
+    predictions.json and from the exports' serve_text."""
+    train, dev = _tiny_squad(16, 1), _tiny_squad(6, 2)
+    (tmp_path / "train.json").write_text(json.dumps(train))
+    (tmp_path / "dev.json").write_text(json.dumps(dev))
+    checkpoint = f"--init_checkpoint={albert_release / 'model.ckpt-best'}"
+    config = _config(squad_cli.define_flags, SquadConfig, [
+        f"--train_file={tmp_path / 'train.json'}", f"--predict_file={tmp_path / 'dev.json'}",
+        checkpoint, "--do_train", "--do_predict", "--max_seq_length=32", "--doc_stride=8",
+        "--max_query_length=10", "--train_batch_size=8", "--predict_batch_size=4",
+        "--num_train_epochs=1", "--seed=1", f"--output_dir={tmp_path / 'squad'}",
+        f"--export_dir={tmp_path / 'squad_export' / '1'}"])
+    results = run_squad(config)
+    assert results["global_step"] == 2 and results["num_skipped_train_examples"] == 0
+    assert results["num_predict_features"] > results["num_predict_examples"] == 6
+    predictions = json.loads((tmp_path / "squad" / "predictions.json").read_text())
+    contexts = {qa["id"]: p["context"] for p in dev["data"][0]["paragraphs"]
+                for qa in p["qas"]}
+    served = tf.saved_model.load(str(tmp_path / "squad_export" / "1"))
+    qids = sorted(contexts)
+    got = served.signatures["serve_text"](
+        question=tf.constant(["What comes after the key?"] * len(qids)),
+        context=tf.constant([contexts[q] for q in qids]))
+    for b, qid in enumerate(qids):
+        words = contexts[qid].split()
+        for text in (predictions[qid], got["answer_text"][b].numpy().decode()):
+            count = len(text.split())
+            assert count and any(" ".join(words[i:i + count]) == text
+                                 for i in range(len(words))), text
+    assert "spiece.model" in os.listdir(tmp_path / "squad")
+
+    write_conll(str(tmp_path / "conll"), num_train=16, num_dev=4, num_test=2)
+    config = _config(tag_cli.define_flags, TaggingConfig, [
+        f"--data_dir={tmp_path / 'conll'}", checkpoint, f"--max_seq_length={SEQ}",
+        "--train_batch_size=8", "--num_train_epochs=1", "--seed=1", "--do_train",
+        f"--output_dir={tmp_path / 'tag'}", f"--export_dir={tmp_path / 'tag_export' / '1'}"])
+    assert run_tagging(config)["global_step"] == 2
+    served = tf.saved_model.load(str(tmp_path / "tag_export" / "1"))
+    got = served.signatures["serve_text"](text=tf.constant(["Alice flew from Paris, 1990."]))
+    assert [t.decode() for t in got["tokens"][0].numpy()] == [
+        "Alice", "flew", "from", "Paris", ",", "1990", "."]
