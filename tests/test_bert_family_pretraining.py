@@ -244,12 +244,30 @@ def test_albert_base_recipe_trains_on_sentencepiece_ngram_records(corpus, senten
                                 options=cpd.PretrainingDataOptions(
                                     max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
                                     sentence_order_prediction=True, ngram_mask=3))
-    first = next(iter(tf.data.TFRecordDataset(records)))
-    example = tf.train.Example.FromString(first.numpy()).features.feature
-    ids = list(example["input_ids"].int64_list.value)
-    assert ids[0] == tokenizer.cls_id == 2 and ids.count(tokenizer.sep_id) == 2
-    masked = [i for i in example["masked_lm_positions"].int64_list.value if i]
-    assert masked and all(ids[i] != tokenizer.pad_id for i in masked)
+    # Masks cover whole words by ALBERT's rule for SentencePiece pieces: a masked piece that
+    # continues a word has the piece before it masked, and the piece after a masked run does
+    # not continue the run's last word.
+    continuation = tokenizer.continuation_ids()
+    specials = {tokenizer.cls_id, tokenizer.sep_id}
+    joined = 0
+    for record in tf.data.TFRecordDataset(records).take(100):
+        example = tf.train.Example.FromString(record.numpy()).features.feature
+        ids = list(example["input_ids"].int64_list.value)
+        assert ids[0] == tokenizer.cls_id == 2 and ids.count(tokenizer.sep_id) == 2
+        positions = [p for p in example["masked_lm_positions"].int64_list.value if p]
+        for p, original in zip(positions, example["masked_lm_ids"].int64_list.value):
+            ids[p] = original
+        masked = set(positions)
+        assert masked and all(ids[p] != tokenizer.pad_id for p in masked)
+        for p in masked:
+            if ids[p] in continuation:
+                # (A segment cut at its front may begin inside a word.)
+                assert p - 1 in masked or ids[p - 1] in specials, (
+                    p, tokenizer.convert_ids_to_tokens(ids))
+                joined += 1
+            if p + 1 not in masked and p + 1 < len(ids):
+                assert ids[p + 1] not in continuation, (p, tokenizer.convert_ids_to_tokens(ids))
+    assert joined > 50  # words of several pieces were masked whole
     config_file = tiny_config(tmp_path / "albert.json", tokenizer.vocab_size, embedding_size=16,
                               share_parameters="all")
     out = tmp_path / "albert_run"

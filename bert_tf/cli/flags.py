@@ -151,10 +151,12 @@ _flag(flags.DEFINE_string, "vocab_file", None,
       "WordPiece vocabulary (vocab.txt); where a model is read, default: the one beside it. "
       "The fine-tuning commands, bert-tf-embed, bert-tf-extract-features, "
       "bert-tf-create-pretraining-data and bert-tf-pretrain also take a tokenizer.json "
-      "(byte-level BPE, e.g. ModernBERT's).")
+      "(byte-level BPE, e.g. ModernBERT's) or a SentencePiece .model (e.g. ALBERT's "
+      "30k-clean.model).")
 _flag(flags.DEFINE_bool, "do_lower_case", True,
       "Lower-case the input and strip accents (True for uncased models, False for cased ones). "
-      "Unset with a tokenizer.json: the file's own casing (a vocab.txt: True).")
+      "Unset with a tokenizer.json: the file's own casing (a vocab.txt or SentencePiece "
+      ".model: True).")
 _flag(flags.DEFINE_string, "init_checkpoint", None,
       "Pre-trained weights: a bert_tf checkpoint or run directory, a .keras or .weights.h5 "
       "file, an original TF1 checkpoint prefix, or a Hugging Face or keras-hub directory.")

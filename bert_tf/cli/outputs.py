@@ -384,7 +384,7 @@ def check_training_output_dir(output_dir, job, others):
     if fileio.isdir(output_dir) and not run_directory.markers(output_dir):
         # Not a run: a config or tokenizer there is the user's, which a run writes over.
         found = [name for name in (run_directory.CONFIG_FILE, run_directory.VOCAB_FILE,
-                                   run_directory.TOKENIZER_FILE)
+                                   run_directory.TOKENIZER_FILE, file_names.SENTENCEPIECE_FILE)
                  if fileio.exists(run_directory.path(output_dir, name))]
         if found:
             raise FlagValueError(

@@ -640,12 +640,8 @@ def _write_vocabulary(output_dir, vocab_file, do_lower_case, tokenizer_json=Fals
     if vocab_file and tokenizer_files.is_sentencepiece_model(vocab_file):
         tokenizer = tokenizer_files.load_tokenizer(vocab_file, do_lower_case)
         tokenizer_files.write_tokenizer_file(output_dir, tokenizer, vocab_file)
-        values = {"do_lower_case": tokenizer.do_lower_case, "keep_accents": False,
-                  "remove_space": True, "tokenizer_class": "AlbertTokenizer"}
-        values.update({f"{role}_token": token for role, token
-                       in tokenizer_files.special_tokens(tokenizer).items()})
-        write_text_atomic(os.path.join(output_dir, TOKENIZER_CONFIG_FILE),
-                          json.dumps(values, indent=2, sort_keys=True) + "\n")
+        write_tokenizer_config(output_dir, tokenizer.do_lower_case,
+                               tokenizer_files.special_tokens(tokenizer), sentencepiece=True)
         return
     if vocab_file:
         copy_vocab(vocab_file, os.path.join(output_dir, VOCAB_FILE))
@@ -660,11 +656,17 @@ def _write_vocabulary(output_dir, vocab_file, do_lower_case, tokenizer_json=Fals
         write_tokenizer_config(output_dir, do_lower_case, roles)
 
 
-def write_tokenizer_config(output_dir, do_lower_case, roles=None):
+def write_tokenizer_config(output_dir, do_lower_case, roles=None, sentencepiece=False):
     """Writes tokenizer_config.json recording the vocabulary's casing (as transformers reads it)
     and, given `roles` ({"cls": "[CLS]", ...}), its special tokens (transformers reads the
-    padding token of a tokenizer.json-only tokenizer from there)."""
+    padding token of a tokenizer.json-only tokenizer from there). For a SentencePiece model
+    (`sentencepiece`) it names AlbertTokenizer with ALBERT's text preparation, which is how
+    bert_tf's SentencePieceTokenizer prepares text (tools/make_sentencepiece_reference.py
+    loads its reference ids through the same file)."""
     values = {"do_lower_case": bool(do_lower_case), "tokenizer_class": "BertTokenizer"}
+    if sentencepiece:
+        values.update({"keep_accents": False, "remove_space": True,
+                       "tokenizer_class": "AlbertTokenizer"})
     values.update({f"{role}_token": token for role, token in (roles or {}).items()})
     write_text_atomic(os.path.join(output_dir, TOKENIZER_CONFIG_FILE),
                       json.dumps(values, indent=2, sort_keys=True) + "\n")

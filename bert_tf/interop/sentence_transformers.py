@@ -250,8 +250,11 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
     # A tokenizer.json (byte-level BPE) records its casing; a vocab.txt needs
     # tokenizer_config.json to say it.
     records_casing = tokenizer_files.records_casing(written)
-    huggingface.save_huggingface(model.encoder, output_dir, do_lower_case=None if records_casing
-                                 else do_lower_case)
+    # A SentencePiece model (already written) gets the tokenizer_config.json naming its class.
+    huggingface.save_huggingface(
+        model.encoder, output_dir,
+        vocab_file=written if tokenizer_files.is_sentencepiece_model(written) else None,
+        do_lower_case=None if records_casing else do_lower_case)
     if records_casing:
         # transformers reads a tokenizer.json's special tokens (padding needs pad_token)
         # from tokenizer_config.json; bert_tf's BpeTokenizer reads the same roles.

@@ -17,7 +17,7 @@ from bert_tf.config import EncoderConfig
 from bert_tf.interop import weights
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertEncoder, BertPretrainer
-from bert_tf.text.tokenizer_files import copy_vocab, is_sentencepiece_model
+from bert_tf.text.tokenizer_files import write_tokenizer_file
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -139,7 +139,5 @@ def save_tf1_checkpoint(model, ckpt_prefix, vocab_file=None,
     weights.encoder_of(model).config.to_json_file(
         file_names.path(directory, file_names.CONFIG_FILE))
     if vocab_file:
-        name = (sentencepiece_name if is_sentencepiece_model(vocab_file)
-                else file_names.VOCAB_FILE)
-        copy_vocab(vocab_file, file_names.path(directory, name))
+        write_tokenizer_file(directory, None, vocab_file, sentencepiece_name=sentencepiece_name)
     return ckpt_prefix

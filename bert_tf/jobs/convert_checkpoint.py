@@ -45,7 +45,7 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
     if source_format == "tf1":
         config = EncoderConfig.from_json_file(bert_config_file) if bert_config_file else None
         model = interop.load_tf1_checkpoint(path, config)
-        return model, _existing(file_names.path(directory, file_names.VOCAB_FILE)), None
+        return model, _vocabulary_beside(directory), None
     if source_format == "albert":
         model = albert.load_albert_checkpoint(path, bert_config_file)
         # The ALBERT release ships its SentencePiece model (30k-clean.model), not a vocab.txt.
@@ -58,12 +58,16 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
         return interop.from_keras_hub(backbone, masked_lm), vocab_file, do_lower_case
     config = EncoderConfig.from_json_file(bert_config_file) if bert_config_file else None
     model = interop.load_bert_tf(path, config)
-    return (model, _existing(file_names.path(directory, file_names.VOCAB_FILE)),
-            interop.checkpoint_casing(path)[0])
+    return model, _vocabulary_beside(directory), interop.checkpoint_casing(path)[0]
 
 
-def _existing(path):
-    return path if fileio.exists(path) else None
+def _vocabulary_beside(directory):
+    """The vocab.txt beside a TF1 or bert_tf checkpoint, else its SentencePiece model, else
+    None (a byte-level BPE tokenizer.json travels apart: copy_tokenizer_json)."""
+    for name in (file_names.VOCAB_FILE, file_names.SENTENCEPIECE_FILE):
+        if fileio.exists(file_names.path(directory, name)):
+            return file_names.path(directory, name)
+    return None
 
 
 def resolve_casing(flag_value, source_value, checkpoint):
@@ -89,7 +93,9 @@ def write_bert_tf(model, output_dir, vocab_file, do_lower_case):
     if vocab_file:
         tokenizer_files.write_tokenizer_file(output_dir, None, vocab_file)
     if do_lower_case is not None:
-        huggingface.write_tokenizer_config(output_dir, do_lower_case)
+        huggingface.write_tokenizer_config(
+            output_dir, do_lower_case,
+            sentencepiece=bool(vocab_file) and tokenizer_files.is_sentencepiece_model(vocab_file))
 
 
 def copy_tokenizer_json(checkpoint, output_dir, target_format):

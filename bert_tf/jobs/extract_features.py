@@ -169,8 +169,8 @@ def extract_features(options):
     tokenizer_setup.check_vocab_file_beside(options.vocab_file, options.init_checkpoint)
     vocab_file = _tokenizer_file(options.vocab_file, options.init_checkpoint)
     if vocab_file is None:
-        raise FlagValueError(f"--vocab_file is required: no vocab.txt or tokenizer.json beside "
-                             f"--init_checkpoint={options.init_checkpoint}")
+        raise FlagValueError(f"--vocab_file is required: no vocab.txt, tokenizer.json or "
+                             f"spiece.model beside --init_checkpoint={options.init_checkpoint}")
     layers = parse_layers(options.layers, config.num_hidden_layers)
     try:
         buckets = length_buckets.parse_buckets(options.length_buckets,

@@ -51,8 +51,8 @@ def resolve_model_files(files):
     checkpoint_vocab = tokenizer_files.model_tokenizer_file(directory) if directory else None
     vocab_file = vocab_file or checkpoint_vocab
     if not vocab_file:
-        raise FlagValueError(f"--vocab_file is required (no vocab.txt or tokenizer.json beside "
-                             f"--init_checkpoint={source})")
+        raise FlagValueError(f"--vocab_file is required (no vocab.txt, tokenizer.json or "
+                             f"spiece.model beside --init_checkpoint={source})")
     if files.vocab_file and checkpoint_vocab:
         check_tokenizer_matches(files.vocab_file, vocab_file, checkpoint_vocab,
                                 f"--init_checkpoint={source}")

@@ -27,6 +27,7 @@ from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.modeling import kernels
 from bert_tf.serving import task_signatures
 from bert_tf.text.layers import BertTokenizerLayer
+from bert_tf.text import tokenizer_files
 from bert_tf.text.tokenizer_files import tokenizer_layer
 
 SIGNATURE_KEYS = {"ids": "serving_default", "text": "serve_text", "examples": "serve_examples"}
@@ -61,11 +62,16 @@ def export_tokenizer_layer(tokenizer, vocab_file, do_lower_case):
         try:
             return tokenizer_layer(tokenizer)
         except TypeError:
-            raise TypeError(f"export: tokenizer must be a BertTokenizerLayer, BpeTokenizerLayer, "
-                            f"WordpieceTokenizer or BpeTokenizer, got "
+            raise TypeError(f"export: tokenizer must be a bert_tf.text tokenizer (WordPiece, "
+                            f"byte-level BPE or SentencePiece) or its layer, got "
                             f"{type(tokenizer).__name__}.") from None
     if vocab_file is None:
         return None
+    if isinstance(vocab_file, (str, os.PathLike)) and (
+            tokenizer_files.is_tokenizer_json(vocab_file)
+            or tokenizer_files.is_sentencepiece_model(vocab_file)):
+        return tokenizer_layer(tokenizer_files.load_tokenizer(
+            vocab_file, tokenizer_files.casing_to_load(vocab_file, do_lower_case)))
     return BertTokenizerLayer(vocab_file, do_lower_case=do_lower_case)
 
 

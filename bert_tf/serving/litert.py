@@ -354,7 +354,7 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
     if wants_text and not tokenizer.litert_kernels:
         raise LiteRTUnsupportedError(
             f"--format=litert: serve_text with a {type(tokenizer).__name__} cannot be expressed "
-            "in LiteRT (TensorFlow Text has LiteRT kernels for WordPiece only); export "
+            "in LiteRT (its in-graph tokenizer's ops have no LiteRT kernels); export "
             "--signatures=ids for LiteRT, or --format=saved_model for serve_text.")
     config = encoder_config(model)
     if wants_text and not 3 <= max_seq_length <= config.max_position_embeddings:

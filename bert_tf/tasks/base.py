@@ -284,9 +284,8 @@ class TextTask:
         directory = str(directory)
         fileio.makedirs(directory)
         self.model.save(file_names.path(directory, self.model_file))
+        # None: a tokenizer built in memory, written as what it holds.
         source = self.tokenizer_file or getattr(self.tokenizer, "vocab_file", None)
-        if source is None:  # a tokenizer built in memory: write what it holds
-            source = file_names.TOKENIZER_FILE
         tokenizer_files.write_tokenizer_file(directory, self.tokenizer, source)
         self.encoder.config.to_json_file(file_names.path(directory, file_names.CONFIG_FILE))
         info = self.task_info()

@@ -57,7 +57,8 @@ def load_task(path, batch_size=32):
     found = saving.load_model_dir(path)
     model = found.model
     if found.vocab_file is None:
-        raise TaskError(f"{path}: no vocab.txt or tokenizer.json beside {found.model_file}; "
+        raise TaskError(f"{path}: no vocab.txt, tokenizer.json or spiece.model beside "
+                        f"{found.model_file}; "
                         "build the task with its tokenizer: bert_tf.tasks."
                         f"{model.text_task}(model, tokenizer, ...)")
     info = found.task_info

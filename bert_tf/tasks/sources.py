@@ -56,8 +56,9 @@ def pretrained(path, tokenizer=None, do_lower_case=None):
         tokenizer_file = (tokenizer_files.find_tokenizer_file(tokenizer) if tokenizer
                           else tokenizer_files.model_tokenizer_file(directory))
         if tokenizer_file is None:
-            raise TaskError(f"{path}: no vocab.txt or tokenizer.json beside the model; pass "
-                            "tokenizer= (a vocab.txt or tokenizer.json)")
+            raise TaskError(f"{path}: no vocab.txt, tokenizer.json or spiece.model beside the "
+                            "model; pass "
+                            "tokenizer= (a vocab.txt, tokenizer.json or SentencePiece .model)")
         casing = tokenizer_files.casing_to_load(
             tokenizer_file, do_lower_case, lambda: _recorded_casing(path, directory))
         tokenizer = tokenizer_files.load_tokenizer(tokenizer_file, casing)

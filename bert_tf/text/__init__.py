@@ -10,9 +10,9 @@ when first used.
 from bert_tf import lazy_names
 
 from bert_tf.text.bpe import BpeTokenizer
-from bert_tf.text.sentencepiece import SentencePieceTokenizer, is_sentencepiece_model
-from bert_tf.text.tokenizer_files import (Tokenizer, casing_to_load, is_tokenizer_json,
-                                          load_tokenizer, tokenizer_layer)
+from bert_tf.text.sentencepiece import SentencePieceTokenizer
+from bert_tf.text.tokenizer_files import (Tokenizer, casing_to_load, is_sentencepiece_model,
+                                          is_tokenizer_json, load_tokenizer, tokenizer_layer)
 from bert_tf.text.tokenization import (
     SPECIAL_TOKENS,
     WordpieceTokenizer,

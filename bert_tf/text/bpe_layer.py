@@ -60,7 +60,7 @@ def _alternation(tokens, contents, space):
     order = sorted(range(len(tokens)), key=lambda i: -len(contents[i].encode("utf-8")))
     parts = []
     for i in order:
-        part = _re2_literal(contents[i])
+        part = re2_literal(contents[i])
         if tokens[i].lstrip:
             part = f"[{space}]*" + part
         if tokens[i].rstrip:
@@ -69,12 +69,12 @@ def _alternation(tokens, contents, space):
     return "|".join(parts)
 
 
-def _re2_literal(text):
+def re2_literal(text):
     """`text` as an RE2 literal: every non-alphanumeric character as \\x{...}."""
     return "".join(c if c.isascii() and c.isalnum() else "\\x{%x}" % ord(c) for c in text)
 
 
-def _regex_pieces(text, pattern):
+def regex_pieces(text, pattern):
     """Splits tf.string [K] into the matches of `pattern` and the text between them, in order.
 
     Returns:
@@ -268,7 +268,7 @@ class BpeTokenizerLayer(keras.layers.Layer):
           new entries in order.
         """
         pattern = stage["pattern"]
-        pieces, parent = _regex_pieces(tf.where(fixed >= 0, "", strings), pattern)
+        pieces, parent = regex_pieces(tf.where(fixed >= 0, "", strings), pattern)
         is_token = tf.strings.regex_full_match(pieces, pattern)
         stripped = tf.strings.regex_replace(
             pieces, f"^[{self._space_class}]+|[{self._space_class}]+$", "")
@@ -302,7 +302,7 @@ class BpeTokenizerLayer(keras.layers.Layer):
             keep = tf.strings.length(pieces) > 0
             return (tf.boolean_mask(pieces, keep),
                     tf.boolean_mask(tf.range(tf.size(pieces)), keep))
-        tokens, piece = _regex_pieces(pieces, self._word_pattern)  # [T]
+        tokens, piece = regex_pieces(pieces, self._word_pattern)  # [T]
         is_space = tf.strings.regex_full_match(tokens, f"[{self._space_class}]")
         starts_with_space = tf.equal(tf.strings.substr(tokens, 0, 1), " ")
         same_as_prev = tf.concat([[False], tf.equal(piece[1:], piece[:-1])], axis=0)

@@ -1,7 +1,9 @@
 """SentencePiece models (ALBERT's `30k-clean.model`, Hugging Face's `spiece.model`) in Python.
 
-`SentencePieceTokenizer` reads a SentencePiece model file and tokenizes as ALBERT's own
-tokenizer and Hugging Face's `AlbertTokenizer` do around the SentencePiece library:
+`SentencePieceTokenizer` reads a SentencePiece model file and tokenizes as transformers'
+SentencePiece-based `AlbertTokenizer` does around the SentencePiece library (ALBERT's own
+preprocessing, plus the quotes and the special tokens written in the text), with ALBERT's cut
+of digit-comma pieces:
 
 1. the special tokens written in the text ("[MASK]", "[CLS]", ...: the model's control pieces
    and its unknown piece) are split out first and keep their ids;
@@ -35,19 +37,26 @@ _ROLE_NAMES = {
 }
 
 
-def is_sentencepiece_model(path):
-    """True for a SentencePiece model file: every command tells it by the name's ".model"
-    (ALBERT's 30k-clean.model, Hugging Face's spiece.model)."""
-    return str(path).endswith(".model")
-
-
-def _import_sentencepiece():
+def import_library():
+    """The `sentencepiece` package (a dependency of bert_tf), or ImportError saying so."""
     try:
         import sentencepiece
     except ImportError:
         raise ImportError("SentencePiece models need the sentencepiece package: "
                           "pip install 'sentencepiece>=0.2'") from None
     return sentencepiece
+
+
+# The punctuation ALBERT's whole-word rule lets a word hold (no apostrophe, "<", "=" or ">").
+_WORD_PUNCTUATION = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~') | {"\u20ac", "\u00a3"}
+_WORD_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz") | _WORD_PUNCTUATION
+
+
+def _continues_a_word(piece):
+    """ALBERT's rule (see SentencePieceTokenizer.continuation_ids): bool."""
+    if piece.startswith((WORD_START, "<")) or piece in _WORD_PUNCTUATION:
+        return False
+    return all(c.lower() in _WORD_CHARACTERS for c in piece)
 
 
 def prepare_text(text, do_lower_case):
@@ -105,7 +114,7 @@ class SentencePieceTokenizer:
         self._load()
 
     def _load(self):
-        sentencepiece = _import_sentencepiece()
+        sentencepiece = import_library()
         processor = sentencepiece.SentencePieceProcessor()
         try:
             processor.LoadFromSerializedProto(self.model_proto)
@@ -160,11 +169,13 @@ class SentencePieceTokenizer:
                               ).hexdigest()
 
     def continuation_ids(self):
-        """Ids of the pieces that continue a word (whole-word masking joins them to the piece
-        before): every piece not starting with U+2581 other than the special ones. frozenset
-        of int."""
+        """Ids of the pieces that continue a word (whole-word and n-gram masking join them to
+        the piece before), by ALBERT's rule for SentencePiece: a piece starts a word when it
+        starts with U+2581 or "<", is one punctuation character, or holds any character other
+        than the letters a-z (either case) and that punctuation (a digit, another script: such
+        pieces are words of their own); the others continue one. frozenset of int."""
         return frozenset(i for i, piece in enumerate(self.inv_vocab)
-                         if not piece.startswith(WORD_START) and i not in self.special_token_ids)
+                         if i not in self.special_token_ids and _continues_a_word(piece))
 
     # -- segmenting -------------------------------------------------------------------------
 

@@ -52,10 +52,10 @@ import tensorflow_text as tf_text
 from bert_tf import quiet_logs
 from bert_tf.file_names import SENTENCEPIECE_FILE
 from bert_tf.text import word_offsets
-from bert_tf.text.bpe_layer import PYTHON_WHITESPACE, _re2_literal, _regex_pieces
+from bert_tf.text.bpe_layer import PYTHON_WHITESPACE, re2_literal, regex_pieces
 from bert_tf.text.layers import valid_utf8
 from bert_tf.text.sentencepiece import WORD_START, SentencePieceTokenizer, ends_in_digit_comma
-from bert_tf.text.tokenization import _ranges_to_regex_class
+from bert_tf.text.tokenization import ranges_to_regex_class
 
 _CAPITAL_SIGMA, _FINAL_SIGMA = "\u03a3", "\u03c2"
 
@@ -94,12 +94,12 @@ def _python_unicode():
             cased.append(cp)
         elif ("A" + char + _CAPITAL_SIGMA).lower()[-1] == _FINAL_SIGMA:
             ignorable.append(cp)
-    cased_class, ignorable_class = (_ranges_to_regex_class(cased),
-                                    _ranges_to_regex_class(ignorable))
-    other_class = _ranges_to_regex_class(sorted(cased + ignorable), negate=True)
+    cased_class, ignorable_class = (ranges_to_regex_class(cased),
+                                    ranges_to_regex_class(ignorable))
+    other_class = ranges_to_regex_class(sorted(cased + ignorable), negate=True)
     return {
-        "combining": _ranges_to_regex_class(combining),
-        "unassigned": _ranges_to_regex_class(unassigned),
+        "combining": ranges_to_regex_class(combining),
+        "unassigned": ranges_to_regex_class(unassigned),
         "final_sigma": "(%s)(%s*)\\x{3a3}(%s*)(%s|$)" % (cased_class, ignorable_class,
                                                         ignorable_class, other_class),
         "lower_from": np.array(lower_from, dtype=np.int32),
@@ -208,7 +208,7 @@ class SentencePieceTokenizerLayer(keras.layers.Layer):
         # Step 1: the special pieces' text, longest first, as the Python tokenizer finds them.
         specials = sorted(self._special_ids, key=lambda i: (-len(self._pieces[i]),
                                                             self._pieces[i]))
-        self._special_pattern = "|".join(_re2_literal(self._pieces[i]) for i in specials)
+        self._special_pattern = "|".join(re2_literal(self._pieces[i]) for i in specials)
         self._special_texts = np.array([self._pieces[i].encode("utf-8") for i in specials],
                                        dtype=object)
         self._special_id_array = np.array(specials, dtype=np.int32)
@@ -306,7 +306,7 @@ class SentencePieceTokenizerLayer(keras.layers.Layer):
                              f"[batch] or a scalar, got shape {text.shape}.")
         text = valid_utf8(text)
         # Step 1: chunks of text and special pieces, in order, and the input of each.
-        chunks, row = _regex_pieces(text, self._special_pattern)  # [K], [K]
+        chunks, row = regex_pieces(text, self._special_pattern)  # [K], [K]
         match = tf.equal(chunks[:, tf.newaxis],
                          tf.constant(self._special_texts)[tf.newaxis, :])  # [K, S]
         special = tf.reduce_any(match, axis=1)  # [K]

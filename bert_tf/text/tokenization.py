@@ -232,7 +232,7 @@ def char_normalization_table(do_lower_case):
     return codes, tuple(replacements)
 
 
-def _ranges_to_regex_class(code_points, negate=False):
+def ranges_to_regex_class(code_points, negate=False):
     """Builds an RE2 character class such as [\\x{41}-\\x{5a}\\x{61}] from sorted code points."""
     parts = []
     start = prev = None
@@ -280,9 +280,9 @@ def final_sigma_pattern():
             cased.append(cp)
         elif ("A" + char + _CAPITAL_SIGMA).lower()[-1] == _FINAL_SIGMA or clean_char(char) == "":
             ignorable.append(cp)
-    cased_class = _ranges_to_regex_class(cased)
-    ignorable_class = _ranges_to_regex_class(ignorable)
-    other_class = _ranges_to_regex_class(sorted(cased + ignorable), negate=True)
+    cased_class = ranges_to_regex_class(cased)
+    ignorable_class = ranges_to_regex_class(ignorable)
+    other_class = ranges_to_regex_class(sorted(cased + ignorable), negate=True)
     return "(%s)(%s*)\\x{3a3}(%s*)(%s|$)" % (cased_class, ignorable_class, ignorable_class,
                                               other_class)
 

@@ -26,7 +26,6 @@ from bert_tf.file_names import (ALBERT_SENTENCEPIECE_FILE, SENTENCEPIECE_FILE, T
                                 VOCAB_FILE)
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.text import bpe, sentencepiece, tokenization
-from bert_tf.text.sentencepiece import is_sentencepiece_model
 
 # A keras-hub preset's WordPiece vocabulary.
 KERAS_HUB_VOCAB = os.path.join("assets", "tokenizer", "vocabulary.txt")
@@ -141,6 +140,12 @@ def is_tokenizer_json(path):
     return str(path).endswith(".json")
 
 
+def is_sentencepiece_model(path):
+    """True for a SentencePiece model file: every command tells it by the name's ".model"
+    (ALBERT's 30k-clean.model, Hugging Face's spiece.model)."""
+    return str(path).endswith(".model")
+
+
 def records_casing(path):
     """True when the tokenizer file at `path` records its casing (a tokenizer.json), False
     when whoever reads it must be told (a vocab.txt: a model directory says it beside it)."""
@@ -247,19 +252,22 @@ def find_tokenizer_file(path):
     vocab.txt inside it.
 
     A directory holding a tokenizer.json and a vocab.txt (Hugging Face BERT directories do)
-    gives tokenizer.json, which also records the casing; one with a SentencePiece model
-    (Hugging Face ALBERT directories, whose tokenizer.json is a Unigram model bert_tf does not
-    read) gives the model.
+    gives tokenizer.json, which also records the casing; one with a SentencePiece model and no
+    vocab.txt (Hugging Face ALBERT directories, whose tokenizer.json is a Unigram model bert_tf
+    does not read) gives the model, as `model_tokenizer_file` does.
 
     Raises:
       FileNotFoundError: naming `path` and what was looked for.
     """
     path = str(path)
     if fileio.isdir(path):
-        for name in (SENTENCEPIECE_FILE, ALBERT_SENTENCEPIECE_FILE, TOKENIZER_FILE, VOCAB_FILE):
-            candidate = os.path.join(path, name)
-            if fileio.isfile(candidate):
-                return candidate
+        names = (TOKENIZER_FILE, VOCAB_FILE, SENTENCEPIECE_FILE, ALBERT_SENTENCEPIECE_FILE)
+        found = [os.path.join(path, n) for n in names if fileio.isfile(os.path.join(path, n))]
+        if any(is_sentencepiece_model(f) for f in found) and not any(
+                f.endswith(VOCAB_FILE) for f in found):
+            found = [f for f in found if is_sentencepiece_model(f)]
+        if found:
+            return found[0]
         raise FileNotFoundError(f"tokenizer directory '{path}' holds none of {VOCAB_FILE}, "
                                 f"{TOKENIZER_FILE} or {SENTENCEPIECE_FILE}.")
     if not fileio.exists(path) and not os.path.islink(path):
@@ -397,7 +405,8 @@ def tokenizer_difference(base_file, tokenizer_file):
     return f"id {index} is {got}, not {base.inv_vocab[index]!r}"
 
 
-def write_tokenizer_file(output_dir, tokenizer, source_file):
+def write_tokenizer_file(output_dir, tokenizer, source_file,
+                         sentencepiece_name=SENTENCEPIECE_FILE):
     """Writes the tokenizer file a model directory carries (atomically); returns its path.
 
     The file keeps its kind: vocab.txt for WordPiece (a WordPiece tokenizer.json is written as
@@ -410,13 +419,16 @@ def write_tokenizer_file(output_dir, tokenizer, source_file):
       output_dir: the directory (exists).
       tokenizer: the tokenizer of `source_file` (None for a vocab.txt, copied byte for byte;
         a tokenizer.json or SentencePiece model is then read here).
-      source_file: the vocab.txt, tokenizer.json or SentencePiece model it was read from.
+      source_file: the vocab.txt, tokenizer.json or SentencePiece model it was read from
+        (None for a tokenizer built in memory).
+      sentencepiece_name: the name a SentencePiece model gets (an ALBERT checkpoint's
+        directory: 30k-clean.model).
     """
     if tokenizer is None and (is_tokenizer_json(source_file)
                               or is_sentencepiece_model(source_file)):
         tokenizer = load_tokenizer(source_file)
     if isinstance(tokenizer, sentencepiece.SentencePieceTokenizer):
-        path = os.path.join(output_dir, SENTENCEPIECE_FILE)
+        path = os.path.join(output_dir, sentencepiece_name)
         write_bytes_atomic(path, tokenizer.model_proto)
         return path
     if isinstance(tokenizer, bpe.BpeTokenizer):
@@ -428,7 +440,7 @@ def write_tokenizer_file(output_dir, tokenizer, source_file):
                 {f"{role}_token": token for role, token in sorted(spec.roles.items())}) + "\n")
         return path
     path = os.path.join(output_dir, VOCAB_FILE)
-    if is_tokenizer_json(source_file):
+    if source_file is None or is_tokenizer_json(source_file):
         write_text_atomic(path, "".join(token + "\n" for token in tokenizer.inv_vocab))
     elif fileio.abspath(source_file) != fileio.abspath(path):
         with fileio.open_file(source_file, "rb") as f:

@@ -194,3 +194,36 @@ def test_squad_and_tagging_from_an_albert_release_answer_and_tag_whole_words(alb
     got = served.signatures["serve_text"](text=tf.constant(["Alice flew from Paris, 1990."]))
     assert [t.decode() for t in got["tokens"][0].numpy()] == [
         "Alice", "flew", "from", "Paris", ",", "1990", "."]
+
+
+def test_bert_tf_and_sentence_transformers_directories_keep_the_sentencepiece_model(
+        albert_release, tmp_path):
+    """A bert_tf directory with spiece.model converts to Hugging Face with it; a sentence
+    embedder on a SentencePiece vocabulary writes a sentence-transformers directory whose
+    tokenizer_config.json names AlbertTokenizer, and reads back with the same tokenizer."""
+    from bert_tf.interop.sentence_transformers import (load_sentence_transformers,
+                                                       save_sentence_transformers)
+    from bert_tf.modeling import BertSentenceEmbedder
+
+    model_file = str(albert_release / "30k-clean.model")
+    tokenizer = load_tokenizer(model_file)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    converted = tmp_path / "bert_tf"
+    convert_checkpoint(ConvertCheckpointConfig(
+        from_format="albert", to_format="bert_tf",
+        checkpoint=str(albert_release / "model.ckpt-best"), output_dir=str(converted)))
+    names = convert_checkpoint(ConvertCheckpointConfig(
+        from_format="bert_tf", to_format="albert", checkpoint=str(converted),
+        output_dir=str(tmp_path / "back")))
+    assert "30k-clean.model" in names and "vocab.txt" not in names
+
+    embedder = BertSentenceEmbedder(BertEncoder(config), pooling="mean")
+    out = tmp_path / "st"
+    save_sentence_transformers(embedder, str(out), model_file, True, 32)
+    assert "spiece.model" in os.listdir(out) and "vocab.txt" not in os.listdir(out)
+    settings = json.loads((out / "tokenizer_config.json").read_text())
+    assert (settings["tokenizer_class"], settings["do_lower_case"]) == ("AlbertTokenizer", True)
+    loaded = load_sentence_transformers(str(out))
+    assert loaded.vocab_file == str(out / "spiece.model")
+    assert loaded.tokenizer.fingerprint() == tokenizer.fingerprint()

@@ -40,8 +40,8 @@ def encoder():
     (dict(vocab_file=cases.VOCAB, tokenizer=BertTokenizerLayer(cases.VOCAB)), ValueError,
      "export: pass tokenizer or vocab_file, not both."),
     (dict(tokenizer=cases.VOCAB), TypeError,
-     "export: tokenizer must be a BertTokenizerLayer, BpeTokenizerLayer, WordpieceTokenizer "
-     "or BpeTokenizer, got list."),
+     "export: tokenizer must be a bert_tf.text tokenizer (WordPiece, byte-level BPE or "
+     "SentencePiece) or its layer, got list."),
     # The rule of --length_buckets (bert_tf.data.tasks.length_buckets.parse_buckets).
     (dict(vocab_file=cases.VOCAB, length_buckets=(16, 8)), ValueError,
      "length_buckets=16,8 is not strictly increasing (8 after 16)"),

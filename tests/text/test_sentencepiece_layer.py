@@ -62,7 +62,7 @@ def test_ids_equal_the_python_tokenizer(model_proto, layers, corpus, do_lower_ca
     # and that continue one.
     cut = [p for t in corpus for chunk, special in python.split_special_tokens(t)
            if special is None
-           for p in python._processor.encode_as_pieces(prepare_text(chunk, do_lower_case))
+           for p in python.processor.encode_as_pieces(prepare_text(chunk, do_lower_case))
            if ends_in_digit_comma(p)]
     assert any(p.startswith(WORD_START) for p in cut) and any(
         not p.startswith(WORD_START) for p in cut)
