@@ -1,5 +1,4 @@
-"""Learns a WordPiece vocab.txt, a byte-level BPE tokenizer.json or a SentencePiece model from
-plain-text files.
+"""Learns a vocab.txt, a byte-level BPE tokenizer.json or a SentencePiece model from text.
 
 Examples:
   bert-tf-build-vocab --input_file='corpus/*.txt' --vocab_size=30522 \

@@ -13,20 +13,18 @@ from absl import flags
 from bert_tf.cli import classify as classify_cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import squad as squad_cli
-from bert_tf.cli import tag as tag_cli
 from bert_tf.config import BertConfig
 from bert_tf.interop import save_huggingface
 from bert_tf.interop.albert import config_from_albert, save_albert_checkpoint
 from bert_tf.jobs.classification import ClassificationConfig, run_classifier
 from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
 from bert_tf.jobs.squad import SquadConfig, run_squad
-from bert_tf.jobs.tagging import TaggingConfig, run_tagging
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.serving import load_model_dir
 from bert_tf.text import load_tokenizer, tokenizer_files
 from bert_tf.text.input_packing import pack_inputs
 
-from finetuning_helpers import write_conll, write_sst2
+from finetuning_helpers import write_sst2
 from sentencepiece_fixtures import sentencepiece_model_file
 from test_finetuning_bpe import _config, _tiny_squad
 
@@ -150,11 +148,11 @@ def test_conversions_carry_the_sentencepiece_model(albert_release, tmp_path):
 
 
 @pytest.mark.slow
-def test_squad_and_tagging_from_an_albert_release_answer_and_tag_whole_words(albert_release,
-                                                                             tmp_path):
-    """bert-tf-squad and bert-tf-tag from the release: windows of SentencePiece pieces, answers
-    and tags of whole words, as written in the text (case and accents kept), in
-    predictions.json and from the exports' serve_text."""
+def test_squad_from_an_albert_release_answers_whole_words(albert_release, tmp_path):
+    """bert-tf-squad from the release: windows of SentencePiece pieces, answers of whole words
+    as written in the text, in predictions.json and from the export's serve_text (the tagging
+    data encode words the same way, encode_word; tests/serving/test_export_sentencepiece.py
+    checks the tagging and SQuAD signatures against Python)."""
     train, dev = _tiny_squad(16, 1), _tiny_squad(6, 2)
     (tmp_path / "train.json").write_text(json.dumps(train))
     (tmp_path / "dev.json").write_text(json.dumps(dev))
@@ -183,17 +181,6 @@ def test_squad_and_tagging_from_an_albert_release_answer_and_tag_whole_words(alb
             assert count and any(" ".join(words[i:i + count]) == text
                                  for i in range(len(words))), text
     assert "spiece.model" in os.listdir(tmp_path / "squad")
-
-    write_conll(str(tmp_path / "conll"), num_train=16, num_dev=4, num_test=2)
-    config = _config(tag_cli.define_flags, TaggingConfig, [
-        f"--data_dir={tmp_path / 'conll'}", checkpoint, f"--max_seq_length={SEQ}",
-        "--train_batch_size=8", "--num_train_epochs=1", "--seed=1", "--do_train",
-        f"--output_dir={tmp_path / 'tag'}", f"--export_dir={tmp_path / 'tag_export' / '1'}"])
-    assert run_tagging(config)["global_step"] == 2
-    served = tf.saved_model.load(str(tmp_path / "tag_export" / "1"))
-    got = served.signatures["serve_text"](text=tf.constant(["Alice flew from Paris, 1990."]))
-    assert [t.decode() for t in got["tokens"][0].numpy()] == [
-        "Alice", "flew", "from", "Paris", ",", "1990", "."]
 
 
 def test_bert_tf_and_sentence_transformers_directories_keep_the_sentencepiece_model(

@@ -30,8 +30,17 @@ def spm_model(tmp_path_factory):
 
 
 def test_classifier_text_signature_packs_sentencepiece_ids_like_python(spm_model, tmp_path):
+    """`vocab_file=` a SentencePiece model builds its layer (tests/serving/test_op_check.py
+    checks such an export's ops); LiteRT refuses the text signature by name, before any
+    work."""
+    from bert_tf.serving import export_litert
+    from bert_tf.serving.litert import LiteRTUnsupportedError
+
     model, tokenizer = spm_model
-    export_dir = serving.export(model, str(tmp_path / "1"), tokenizer=tokenizer,
+    model_file = str(tmp_path / "spiece.model")
+    with open(model_file, "wb") as f:
+        f.write(tokenizer.model_proto)
+    export_dir = serving.export(model, str(tmp_path / "1"), vocab_file=model_file,
                                 max_seq_length=cases.SEQ_LENGTH, signatures=("text",),
                                 text_pair=True, labels=cases.CLASS_LABELS)
     with open(os.path.join(export_dir, "assets", "spiece.model"), "rb") as f:
@@ -45,6 +54,14 @@ def test_classifier_text_signature_packs_sentencepiece_ids_like_python(spm_model
     assert (features["input_word_ids"][:, 0] == tokenizer.cls_id).all()
     np.testing.assert_allclose(got["probabilities"].numpy(),
                                cases.softmax(model(features).numpy()), rtol=0, atol=1e-5)
+    with pytest.raises(LiteRTUnsupportedError) as refused:
+        export_litert(model, str(tmp_path / "lite"), vocab_file=model_file,
+                      max_seq_length=cases.SEQ_LENGTH)
+    assert str(refused.value) == (
+        "--format=litert: serve_text with a SentencePieceTokenizerLayer cannot be expressed in "
+        "LiteRT (its in-graph tokenizer's ops have no LiteRT kernels); export --signatures=ids "
+        "for LiteRT, or --format=saved_model for serve_text.")
+    assert not os.path.exists(tmp_path / "lite")
 
 
 TAG_TEXTS = ["John lives in New York.", "", "  Ünï  café,done it's 3.14 北京\t🙂x ",
@@ -142,34 +159,3 @@ def test_fill_mask_text_signature_finds_the_mask_token_like_python(spm_model, tm
     assert [[t.decode("utf-8") for t in row] for row in got["top_k_tokens"].numpy()[0]] == [
         [texts_of[i] if i >= 0 else "" for i in row] for row in top[0]]
 
-
-def test_export_from_the_model_file_passes_the_op_check_and_litert_takes_ids_only(spm_model,
-                                                                                  tmp_path):
-    """`vocab_file=` a SentencePiece model builds its layer; every op of the export is one the
-    TF Serving model server links (core TensorFlow or tensorflow-text); LiteRT refuses the
-    text signature by name before any work."""
-    from bert_tf.serving import check_ops, export_litert, server_op_allowlist
-    from bert_tf.serving.litert import LiteRTUnsupportedError
-
-    model, tokenizer = spm_model
-    model_file = str(tmp_path / "spiece.model")
-    with open(model_file, "wb") as f:
-        f.write(tokenizer.model_proto)
-    export_dir = serving.export(model, str(tmp_path / "1"), vocab_file=model_file,
-                                max_seq_length=cases.SEQ_LENGTH, signatures=("text",))
-    got = tf.saved_model.load(export_dir).signatures["serve_text"](text=tf.constant(TEXTS[:3]))
-    features = cases.pack_batch(tokenizer, [tokenizer.encode(t) for t in TEXTS[:3]])
-    np.testing.assert_allclose(got["probabilities"].numpy(),
-                               cases.softmax(model(features).numpy()), rtol=0, atol=1e-5)
-    report = check_ops(export_dir, server_op_allowlist())
-    assert report.ok, report.missing
-    assert any(report.sources[op] == "tensorflow-text" for op in report.sources
-               if "Sentencepiece" in op)
-    with pytest.raises(LiteRTUnsupportedError) as refused:
-        export_litert(model, str(tmp_path / "lite"), vocab_file=model_file,
-                      max_seq_length=cases.SEQ_LENGTH)
-    assert str(refused.value) == (
-        "--format=litert: serve_text with a SentencePieceTokenizerLayer cannot be expressed in "
-        "LiteRT (its in-graph tokenizer's ops have no LiteRT kernels); export --signatures=ids "
-        "for LiteRT, or --format=saved_model for serve_text.")
-    assert not os.path.exists(tmp_path / "lite")

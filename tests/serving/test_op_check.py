@@ -50,6 +50,29 @@ def test_every_export_passes(serving_run, server_ops):
                                                 "tensorflow-text (tensorflow ")
 
 
+def test_a_sentencepiece_export_passes(server_ops, tmp_path_factory, tmp_path):
+    """An export tokenizing with a SentencePiece model (ALBERT's) uses tensorflow-text's
+    SentencePiece op, which the model server links."""
+    import dataclasses
+
+    from bert_tf import serving
+    from bert_tf.modeling import BertClassifier, BertEncoder
+    from bert_tf.text import load_tokenizer
+
+    from sentencepiece_fixtures import sentencepiece_model_file
+
+    tokenizer = load_tokenizer(sentencepiece_model_file(tmp_path_factory))
+    config = dataclasses.replace(cases.tiny_config(), vocab_size=tokenizer.vocab_size)
+    export_dir = serving.export(BertClassifier(BertEncoder(config), num_classes=2),
+                                str(tmp_path / "1"), tokenizer=tokenizer,
+                                max_seq_length=cases.SEQ_LENGTH, signatures=("text",))
+    report = check_ops(export_dir, server_ops)
+    assert report.ok, report.missing
+    sentencepiece_ops = [op for op in report.sources if "Sentencepiece" in op]
+    assert sentencepiece_ops and {report.sources[op] for op in sentencepiece_ops} == {
+        "tensorflow-text"}
+
+
 def _plant_op(export_dir, target):
     """Copies saved_model.pb with one node of an op no library registers in a function."""
     os.makedirs(target)
