@@ -18,37 +18,21 @@ directory (spiece.model and the tokenizer_config.json bert_tf writes beside it) 
 """
 
 import argparse
-import glob
 import gzip
 import json
 import os
 import random
 import shutil
-import sys
 import tempfile
 
-import pydoc_data.topics
+# The BPE fixtures' corpus: CPython's pydoc topics and CJK sample texts (this folder).
+from make_bpe_reference import corpus_lines
 
 _VOCAB_SIZE = 2000
 _EXTRA = ["The cat [MASK] on the[SEP]mat <unk>", "``Quoted'' and ''closed''", "ΟΔΟΣ ΣΑΣ ΣΑΣ.",
           "İstanbul, Ångström, Łódź", "Crème Brûlée naïve coöperate", "a\tb\u3000c\u00a0d  e",
           "x5, (1,000) 1990, 2,000,000 and 3,", "nai\u0308ve cafe\u0301 e\u0301", "¼ ½ ⅞ ﬁ ﬀ ™",
           "😀 👍🏽 🇩🇪 ❤️", "[MASK][MASK] [CLS]x[SEP]", "", "   ", "UPPER lower MiXeD"]
-
-
-def corpus_lines():
-    """Lines of real text: the pydoc topics and the CJK sample texts (in UTF-8)."""
-    lines = [line for text in pydoc_data.topics.topics.values() for line in text.split("\n")]
-    try:
-        import test
-
-        pattern = os.path.join(os.path.dirname(test.__file__), "cjkencodings", "*-utf8.txt")
-        for path in sorted(glob.glob(pattern)):
-            with open(path, encoding="utf-8", errors="replace") as f:
-                lines.extend(f.read().split("\n"))
-    except ImportError:
-        print("no test package: CJK sample texts left out", file=sys.stderr)
-    return [line for line in lines if line.strip()]
 
 
 def number_lines(count, seed):

@@ -1,8 +1,6 @@
 """Tests for bert_tf.text.bpe_layer.BpeTokenizerLayer: `tokenizers` parity in-graph, export."""
 
 import json
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -14,7 +12,7 @@ from bert_tf.text.bpe_layer import BpeTokenizerLayer
 from bert_tf.text.input_packing import BertPackInputs, pack_inputs
 
 from bpe_fixtures import BPE_TOKENIZER_JSON, bpe_reference, without_specials
-from text_samples import random_texts
+from text_samples import ids_in_a_fresh_process, random_texts, save_ids_module
 
 
 @pytest.fixture(scope="module")
@@ -130,31 +128,9 @@ def test_lowercase_normalizer_in_graph_equals_python_and_tokenizers():
 
 
 def test_saved_model_round_trip_in_a_fresh_process(layer, tmp_path):
-    class Tokenize(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.layer = layer
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def __call__(self, text):
-            ids = self.layer(text)
-            return {"ids": ids.to_tensor(default_value=-1), "lengths": ids.row_lengths()}
-
-    export_dir = str(tmp_path / "bpe_tokenizer")
-    tf.saved_model.save(Tokenize(), export_dir)
+    export_dir = save_ids_module(layer, str(tmp_path / "bpe_tokenizer"))
     reference = bpe_reference()
     picks = [6, 8, 9, 10, 1600, 3100, 3400]  # Whitespace, added tokens, CJK, fuzz.
     texts = [reference["texts"][i] for i in picks]
     expected = [without_specials(reference["ids"][i]) for i in picks]
-    # A fresh process with only TensorFlow and tensorflow_text (as a model server has) runs it.
-    script = ("import json, sys, tensorflow as tf, tensorflow_text\n"
-              f"m = tf.saved_model.load({export_dir!r})\n"
-              "texts = json.loads(sys.stdin.read())\n"
-              "out = m(tf.constant(texts))\n"
-              "ids = [r[:n] for r, n in zip(out['ids'].numpy().tolist(),"
-              " out['lengths'].numpy().tolist())]\n"
-              "print(json.dumps(ids))")
-    result = subprocess.run([sys.executable, "-c", script], input=json.dumps(texts),
-                            capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+    assert ids_in_a_fresh_process(export_dir, texts, tmp_path) == expected

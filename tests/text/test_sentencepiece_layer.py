@@ -14,7 +14,7 @@ from bert_tf.text.sentencepiece_layer import SentencePieceTokenizerLayer
 
 from sentencepiece_fixtures import (cjk_lines, make_sentencepiece_model, number_lines,
                                     python_doc_lines)
-from text_samples import random_texts
+from text_samples import ids_in_a_fresh_process, random_texts, save_ids_module
 
 EDGE_CASES = [
     "1990, 2,000,000 and 3,", "(1,000)", "x1990, 12,345,678, ٣,٤ ²,", "``quoted'' and ''odd``",
@@ -215,27 +215,14 @@ def test_get_config_round_trip(model_proto, layers):
         SentencePieceTokenizerLayer(b"not a model")
 
 
-def test_saved_model_gives_the_same_ids(model_proto, layers, tmp_path):
-    layer = layers[True]
-
-    class Tokenize(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.layer = layer
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def __call__(self, text):
-            ids = self.layer(text)
-            return {"ids": ids.to_tensor(default_value=-1), "lengths": ids.row_lengths()}
-
-    export_dir = str(tmp_path / "sentencepiece_tokenizer")
-    tf.saved_model.save(Tokenize(), export_dir)
+def test_saved_model_gives_the_same_ids_in_a_fresh_process(model_proto, layers, tmp_path):
+    """The SavedModel holds the model's bytes: a process with only TensorFlow and
+    tensorflow_text (as a model server has) gives the Python tokenizer's ids."""
+    export_dir = save_ids_module(layers[True], str(tmp_path / "sentencepiece_tokenizer"))
     texts = EDGE_CASES + number_lines(5, seed=3)
-    out = tf.saved_model.load(export_dir)(tf.constant(texts))
-    got = [row[:n] for row, n in zip(out["ids"].numpy().tolist(),
-                                     out["lengths"].numpy().tolist())]
     python = SentencePieceTokenizer(model_proto)
-    assert got == [python.encode(t) for t in texts]
+    assert ids_in_a_fresh_process(export_dir, texts, tmp_path) == [python.encode(t)
+                                                                   for t in texts]
 
 
 def test_other_model_kinds_use_the_sentencepiece_op():

@@ -11,7 +11,7 @@ import tensorflow as tf
 from bert_tf.text.layers import BertTokenizerLayer
 from bert_tf.text.tokenization import WordpieceTokenizer
 
-from text_samples import random_texts, vocab_for_texts
+from text_samples import random_texts, save_ids_module, vocab_for_texts
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 NUM_TEXTS = 3000
@@ -201,20 +201,7 @@ def test_runs_inside_tf_data_map():
 def test_saved_model_round_trip(tmp_path):
     vocab = SPECIALS + ["the", "cat", "sat", ".", "北", "ς"]
     layer = BertTokenizerLayer(vocab)
-
-    class Tokenize(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.layer = layer
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def __call__(self, text):
-            ids = self.layer(text)
-            return {"ids": ids.to_tensor(default_value=-1), "lengths": ids.row_lengths()}
-
-    export_dir = str(tmp_path / "tokenizer")
-    tf.saved_model.save(Tokenize(), export_dir)
-    loaded = tf.saved_model.load(export_dir)
+    loaded = tf.saved_model.load(save_ids_module(layer, str(tmp_path / "tokenizer")))
     text = tf.constant(["The cat sat. ΣΑΣ", "北京 cat"])
     out = loaded(text)
     expected = layer(text)

@@ -95,3 +95,41 @@ def vocab_for_texts(texts, do_lower_case, seed):
             tokens.append(word)
     seen = set()
     return [t for t in tokens if not (t in seen or seen.add(t))]
+
+
+def save_ids_module(layer, export_dir):
+    """Saves a SavedModel whose call maps tf.string [B] to the layer's ids: {"ids": int32
+    [B, T] padded with -1, "lengths": int64 [B]}. Returns export_dir."""
+    import tensorflow as tf
+
+    class Tokenize(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def __call__(self, text):
+            ids = self.layer(text)
+            return {"ids": ids.to_tensor(default_value=-1), "lengths": ids.row_lengths()}
+
+    tf.saved_model.save(Tokenize(), export_dir)
+    return export_dir
+
+
+def ids_in_a_fresh_process(export_dir, texts, cwd):
+    """The ids a SavedModel of save_ids_module gives for `texts` (list of str) in a fresh
+    Python process that imports only tensorflow and tensorflow_text (as a model server
+    has): list of lists of int."""
+    import json
+    import subprocess
+    import sys
+
+    script = ("import json, sys, tensorflow as tf, tensorflow_text\n"
+              f"m = tf.saved_model.load({str(export_dir)!r})\n"
+              "out = m(tf.constant(json.loads(sys.stdin.read())))\n"
+              "print(json.dumps([r[:n] for r, n in zip(out['ids'].numpy().tolist(),"
+              " out['lengths'].numpy().tolist())]))")
+    result = subprocess.run([sys.executable, "-c", script], input=json.dumps(texts),
+                            capture_output=True, text=True, timeout=300, cwd=str(cwd))
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
