@@ -217,6 +217,20 @@ def _pooling_config(model):
             "include_prompt": True}
 
 
+def layout_problem(model):
+    """None when `model`'s encoder can be written as a sentence-transformers directory (its
+    transformer is Hugging Face BERT or ModernBERT); else why not (str: an ALBERT-style
+    factorized or shared encoder, say)."""
+    config = weights.encoder_of(model).config
+    if config.architecture == "modernbert":
+        return None
+    try:
+        weights.require_plain_bert(model, "sentence-transformers (Hugging Face BERT)")
+    except InteropError as e:
+        return str(e)
+    return None
+
+
 def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max_seq_length):
     """Writes a BertSentenceEmbedder as a sentence-transformers directory.
 

@@ -36,7 +36,8 @@ from bert_tf.data.tasks import classifier_data, length_buckets
 from bert_tf.data.tasks.pairs import read_pairs, read_scored_pairs
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
-from bert_tf.interop.sentence_transformers import load_embedder, save_sentence_transformers
+from bert_tf.interop.sentence_transformers import (layout_problem, load_embedder,
+                                                   save_sentence_transformers)
 from bert_tf.jobs import flag_checks, runtime_setup, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.sections import Job, TrainerConfig
@@ -304,6 +305,14 @@ def train(job):
         varying_shapes=task.length_buckets not in ("off", None))
     with job_runtime.scope():
         loaded = _load(task)
+    problem = st_dir and layout_problem(loaded.model)
+    if problem and job.sentence_transformers_dir:
+        raise FlagValueError(f"--sentence_transformers_dir={job.sentence_transformers_dir}: "
+                             f"cannot hold this model ({problem}); pass "
+                             "--sentence_transformers_dir=- to write none")
+    if problem:  # The default place: the run keeps its model.keras without one.
+        logging.warning("No sentence-transformers directory: %s", problem)
+        st_dir = None
     record = run_record(job, loaded)
     run_directory.check_resume(job.output_dir, record, loaded.vocab_file)
     config = loaded.model.encoder.config

@@ -214,3 +214,46 @@ def test_bert_tf_and_sentence_transformers_directories_keep_the_sentencepiece_mo
     loaded = load_sentence_transformers(str(out))
     assert loaded.vocab_file == str(out / "spiece.model")
     assert loaded.tokenizer.fingerprint() == tokenizer.fingerprint()
+
+
+def test_embedding_training_from_an_albert_release(albert_release, tmp_path):
+    """bert-tf-embed from the release: texts tokenized by its SentencePiece model in the graph
+    (BulkEmbedder) and in Python give the same vectors; a sentence-transformers directory
+    cannot hold ALBERT's factorized, shared encoder: asked for, it is refused before training;
+    by default the run goes without one."""
+    from absl import flags as absl_flags
+
+    from bert_tf.cli import embed
+    from bert_tf.interop.sentence_transformers import load_embedder
+    from bert_tf.jobs import embedding
+    from bert_tf.jobs.flag_checks import FlagValueError
+    from bert_tf.training.bulk_embedder import BulkEmbedder
+
+    from embedding_helpers import write_pairs
+
+    def config(*argv):
+        flag_values = embed.define_flags(absl_flags.FlagValues())
+        flag_values(["embed", f"--init_checkpoint={albert_release / 'model.ckpt-best'}",
+                     f"--train_file={tmp_path / 'pairs.tsv'}", "--train_batch_size=8",
+                     "--max_seq_length=24", "--seed=1", "--pooling=mean", *argv])
+        return embed.embedding_config(flag_values)
+
+    write_pairs(tmp_path / "pairs.tsv", 16)
+    with pytest.raises(FlagValueError) as refused:
+        embedding.train(config(f"--output_dir={tmp_path / 'refused'}",
+                               f"--sentence_transformers_dir={tmp_path / 'st'}"))
+    assert str(refused.value).startswith(
+        f"--sentence_transformers_dir={tmp_path / 'st'}: cannot hold this model (the model's "
+        "config has ")
+    assert not (tmp_path / "refused").exists() and not (tmp_path / "st").exists()
+    run = tmp_path / "run"
+    embedding.train(config(f"--output_dir={run}"))
+    assert "spiece.model" in os.listdir(run) and "sentence_transformers" not in os.listdir(run)
+    loaded = load_embedder(str(run))
+    texts = ["The film about Alice, 1990.", "Ünïcödé café", ""]
+    vectors = BulkEmbedder(loaded.model, loaded.tokenizer, None, 24).embed(texts)
+    rows = [pack_inputs(loaded.tokenizer.encode(t), max_seq_length=24,
+                        cls_id=loaded.tokenizer.cls_id, sep_id=loaded.tokenizer.sep_id,
+                        pad_id=loaded.tokenizer.pad_id) for t in texts]
+    expected = loaded.model({k: np.array([r[k] for r in rows], np.int32) for k in rows[0]})
+    np.testing.assert_allclose(vectors, expected.numpy(), rtol=0, atol=1e-5)
