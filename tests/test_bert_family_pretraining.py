@@ -290,23 +290,6 @@ def test_albert_base_recipe_trains_on_sentencepiece_ngram_records(corpus, senten
     assert record["tokenizer_sha256"] == tokenizer.digest()
 
 
-def test_albert_demo_recipe_masks_sentencepiece_ngrams_of_raw_text_on_the_fly(
-        corpus, sentencepiece_model, tmp_path):
-    """albert_style_demo_tiny.flags with a SentencePiece model: raw text tokenized in the graph
-    and n-grams of whole words (a word: a piece with the word start and the pieces after it)."""
-    tokenizer = load_tokenizer(sentencepiece_model)
-    config_file = tiny_config(tmp_path / "albert.json", tokenizer.vocab_size, embedding_size=16,
-                              share_parameters="all")
-    out = tmp_path / "albert_demo"
-    job = job_from("albert_style_demo_tiny.flags", bert_config_file=config_file,
-                   vocab_file=sentencepiece_model, input_text_file=corpus["text"],
-                   eval_input_text_file=None, output_dir=str(out), **SHORT_RUN)
-    results = pretrain(job)
-    assert results["global_step"] == 4 and "sop_loss" in results["train"]
-    assert 4.5 < results["train"]["mlm_loss"] < 8.0, results["train"]
-    assert "spiece.model" in os.listdir(out) and "vocab.txt" not in os.listdir(out)
-
-
 @pytest.mark.parametrize("overrides, message", [
     (dict(use_next_sentence_label=False, sentence_order_prediction=True),
      "--sentence_order_prediction trains the pair head: it needs --use_next_sentence_label=true"),

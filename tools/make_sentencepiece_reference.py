@@ -29,6 +29,12 @@ import tempfile
 from make_bpe_reference import corpus_lines
 
 _VOCAB_SIZE = 2000
+# What bert_tf writes beside a SentencePiece model in a Hugging Face directory
+# (bert_tf.interop.huggingface.write_tokenizer_config; tests/finetuning checks it is this).
+TOKENIZER_CONFIG = {"do_lower_case": True, "keep_accents": False, "remove_space": True,
+                    "tokenizer_class": "AlbertTokenizer", "cls_token": "[CLS]",
+                    "sep_token": "[SEP]", "pad_token": "<pad>", "mask_token": "[MASK]",
+                    "unk_token": "<unk>"}
 _EXTRA = ["The cat [MASK] on the[SEP]mat <unk>", "``Quoted'' and ''closed''", "ΟΔΟΣ ΣΑΣ ΣΑΣ.",
           "İstanbul, Ångström, Łódź", "Crème Brûlée naïve coöperate", "a\tb\u3000c\u00a0d  e",
           "x5, (1,000) 1990, 2,000,000 and 3,", "nai\u0308ve cafe\u0301 e\u0301", "¼ ½ ⅞ ﬁ ﬀ ™",
@@ -66,12 +72,8 @@ def reference(output_dir):
     from_dir = tempfile.mkdtemp()
     try:
         shutil.copy(os.path.join(output_dir, "spiece.model"), from_dir)
-        # What bert_tf writes beside a SentencePiece model in a Hugging Face directory.
         with open(os.path.join(from_dir, "tokenizer_config.json"), "w") as f:
-            json.dump({"do_lower_case": True, "keep_accents": False, "remove_space": True,
-                       "tokenizer_class": "AlbertTokenizer", "cls_token": "[CLS]",
-                       "sep_token": "[SEP]", "pad_token": "<pad>", "mask_token": "[MASK]",
-                       "unk_token": "<unk>"}, f)
+            json.dump(TOKENIZER_CONFIG, f)
         tokenizer = transformers.AutoTokenizer.from_pretrained(from_dir)
     finally:
         shutil.rmtree(from_dir)

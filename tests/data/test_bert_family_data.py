@@ -361,6 +361,31 @@ def test_ngram_masks_in_the_dynamic_pipeline(prose, numbered):
     assert words.max() == 3 and abs(fraction - 0.15) < 0.02
 
 
+def test_ngram_masks_of_sentencepiece_words_in_the_dynamic_pipeline(prose):
+    """Raw text tokenized in the graph by a SentencePiece model (ALBERT's layout: [CLS] 2,
+    [SEP] 3, as here): the n-grams are whole words by ALBERT's rule for its pieces
+    (SentencePieceTokenizer.continuation_ids), at ALBERT's rate."""
+    import os
+
+    from bert_tf.text import load_tokenizer
+
+    model_file = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                              "text", "fixtures", "spiece.model")
+    tokenizer = load_tokenizer(model_file)
+    is_piece = np.zeros(tokenizer.vocab_size, bool)
+    is_piece[sorted(tokenizer.continuation_ids())] = True
+    got = collect(text_pretraining_dataset(
+        prose["text"], vocab_file=model_file, do_lower_case=True, batch_size=16,
+        recipe=MaskingRecipe(max_seq_length=128, max_predictions_per_seq=20, ngram_mask=3,
+                             sentence_order_prediction=True),
+        seed=11, is_training=True, use_next_sentence_label=True), num_batches=4)
+    words, fraction = ngram_words(got, is_piece)
+    assert words.max() == 3 and len(words) > 300 and abs(fraction - 0.15) < 0.02
+    # Words of several pieces were masked whole.
+    masked_ids = np.take_along_axis(unmask(got), got["masked_lm_positions"], axis=1)
+    assert is_piece[masked_ids[got["masked_lm_weights"] > 0]].sum() > 50
+
+
 def test_full_sentences_pack_whole_sentences_across_documents(numbered):
     got = collect(text_pretraining_dataset(
         numbered["text"], vocab_file=numbered["vocab"], do_lower_case=True, batch_size=8,

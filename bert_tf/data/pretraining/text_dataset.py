@@ -555,9 +555,10 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
       text_patterns: text file glob(s): str (comma-separated allowed) or list; gzip files
         (found by their first bytes) are decompressed; binary or bzip2 files are refused.
         One sentence per line, a blank line between documents.
-      vocab_file: WordPiece vocab (one token per line) or a tokenizer.json (WordPiece, or
+      vocab_file: WordPiece vocab (one token per line), a tokenizer.json (WordPiece, or
         byte-level BPE: each word encoded as it reads after a space, as
-        create_pretraining_data writes records) with [CLS] [SEP] [PAD] and a mask token.
+        create_pretraining_data writes records) or a SentencePiece .model, with [CLS] [SEP]
+        [PAD] and a mask token.
       do_lower_case: must match the vocab / checkpoint (None: a tokenizer.json's own).
       batch_size: global batch size; with `input_context`, the per-replica size is used.
       recipe: the masking_recipe.MaskingRecipe: S (max_seq_length, >= 5), P (the cap on
