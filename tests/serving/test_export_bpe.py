@@ -4,9 +4,7 @@ import dataclasses
 import json
 import os
 
-import numpy as np
 import pytest
-import tensorflow as tf
 
 from bert_tf import serving
 from bert_tf.data.tasks import squad
@@ -39,13 +37,7 @@ def test_classifier_text_signature_packs_bpe_ids_like_python(bpe_model, tmp_path
         assert json.load(f)["model"]["type"] == "BPE"
     with open(os.path.join(export_dir, "assets.extra", "bert_tf_export.json")) as f:
         assert json.load(f)["tokenizer"] == "byte-level BPE (assets/tokenizer.json)"
-    served = tf.saved_model.load(export_dir).signatures["serve_text"]
-    got = served(text=tf.constant(TEXTS), text_pair=tf.constant(PAIRS))
-    features = cases.pack_batch(tokenizer, [tokenizer.encode(t) for t in TEXTS],
-                                [tokenizer.encode(t) for t in PAIRS])
-    assert (features["input_word_ids"][:, 0] == tokenizer.cls_id).all()
-    np.testing.assert_allclose(got["probabilities"].numpy(),
-                               cases.softmax(model(features).numpy()), rtol=0, atol=1e-5)
+    signatures.check_classifier(model, tokenizer, export_dir, TEXTS, PAIRS)
 
 
 TAG_TEXTS = ["John lives in New York.", "", "  Ünï  café,done it's 3.14 北京\t🙂x ",

@@ -4,9 +4,7 @@ import dataclasses
 import json
 import os
 
-import numpy as np
 import pytest
-import tensorflow as tf
 
 from bert_tf import serving
 from bert_tf.modeling import BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler
@@ -47,13 +45,7 @@ def test_classifier_text_signature_packs_sentencepiece_ids_like_python(spm_model
         assert f.read() == tokenizer.model_proto
     with open(os.path.join(export_dir, "assets.extra", "bert_tf_export.json")) as f:
         assert json.load(f)["tokenizer"] == "SentencePiece (assets/spiece.model)"
-    served = tf.saved_model.load(export_dir).signatures["serve_text"]
-    got = served(text=tf.constant(TEXTS), text_pair=tf.constant(PAIRS))
-    features = cases.pack_batch(tokenizer, [tokenizer.encode(t) for t in TEXTS],
-                                [tokenizer.encode(t) for t in PAIRS])
-    assert (features["input_word_ids"][:, 0] == tokenizer.cls_id).all()
-    np.testing.assert_allclose(got["probabilities"].numpy(),
-                               cases.softmax(model(features).numpy()), rtol=0, atol=1e-5)
+    signatures.check_classifier(model, tokenizer, export_dir, TEXTS, PAIRS)
     with pytest.raises(LiteRTUnsupportedError) as refused:
         export_litert(model, str(tmp_path / "lite"), vocab_file=model_file,
                       max_seq_length=cases.SEQ_LENGTH)

@@ -1,6 +1,6 @@
-"""Checks of the tagging, SQuAD and fill-mask text signatures of exports whose tokenizer maps
-pieces back to whole words only (byte-level BPE, SentencePiece), against Python: the words
-found with Python's `re`, each encoded as bert-tf-tag and bert-tf-squad encode words
+"""Checks of the classifier, tagging, SQuAD and fill-mask text signatures of exports whose
+tokenizer maps pieces back to whole words only (byte-level BPE, SentencePiece), against Python:
+the words found with Python's `re`, each encoded as bert-tf-tag and bert-tf-squad encode words
 (`encode_word`), the Keras model on the packed ids."""
 
 import re
@@ -38,6 +38,18 @@ def word_ids(tokenizer, words):
         ids += pieces
         owner += [w] * len(pieces)
     return ids, owner
+
+
+def check_classifier(model, tokenizer, export_dir, texts, pairs):
+    """The classifier's serve_text probabilities for (text, text_pair) are the Keras model's on
+    the pairs Python packs, [CLS] first."""
+    served = tf.saved_model.load(export_dir).signatures["serve_text"]
+    got = served(text=tf.constant(texts), text_pair=tf.constant(pairs))
+    features = cases.pack_batch(tokenizer, [tokenizer.encode(t) for t in texts],
+                                [tokenizer.encode(t) for t in pairs])
+    assert (features["input_word_ids"][:, 0] == tokenizer.cls_id).all()
+    np.testing.assert_allclose(got["probabilities"].numpy(),
+                               cases.softmax(model(features).numpy()), rtol=0, atol=1e-5)
 
 
 def check_tagging(tagger, tokenizer, export_dir, texts, truncated):
