@@ -51,7 +51,7 @@ import tensorflow_text as tf_text
 
 from bert_tf import quiet_logs
 from bert_tf.file_names import SENTENCEPIECE_FILE
-from bert_tf.text import word_offsets
+from bert_tf.text import unicode_data, word_offsets
 from bert_tf.text.bpe_layer import PYTHON_WHITESPACE, re2_literal, regex_pieces
 from bert_tf.text.layers import valid_utf8
 from bert_tf.text.sentencepiece import WORD_START, SentencePieceTokenizer, ends_in_digit_comma
@@ -61,9 +61,15 @@ _CAPITAL_SIGMA, _FINAL_SIGMA = "\u03a3", "\u03c2"
 
 
 @functools.lru_cache(maxsize=1)
-def _python_unicode():
+def _unicode_tables():
+    """`compute_unicode_tables()`, read from the package's unicode_data.npz when it is of this
+    Python's Unicode version."""
+    return unicode_data.sentencepiece_tables() or compute_unicode_tables()
+
+
+def compute_unicode_tables():
     """What the graph needs of Python's Unicode data, from one pass over the code points
-    (a quarter of a second, once per process).
+    (half a second; tools/make_unicode_data.py ships the result).
 
     Returns:
       dict: RE2 classes "combining" (unicodedata.combining != 0) and "unassigned" (category
@@ -213,7 +219,7 @@ class SentencePieceTokenizerLayer(keras.layers.Layer):
                                        dtype=object)
         self._special_id_array = np.array(specials, dtype=np.int32)
         # Step 2.
-        self._unicode = _python_unicode()
+        self._unicode = _unicode_tables()
         # Step 3.
         if _fast_op_fits(tokenizer.processor):
             self._sentencepiece = tf_text.FastSentencepieceTokenizer(self.model_proto)

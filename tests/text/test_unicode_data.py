@@ -4,7 +4,7 @@ import unicodedata
 
 import numpy as np
 
-from bert_tf.text import layers, tokenization, unicode_data
+from bert_tf.text import layers, sentencepiece_layer, tokenization, unicode_data
 
 
 def test_shipped_tables_equal_the_computed_ones():
@@ -20,6 +20,15 @@ def test_shipped_tables_equal_the_computed_ones():
                                    layers.compute_normalization_arrays(casing)):
             np.testing.assert_array_equal(got, want, err_msg=f"{casing} {name}")
     assert unicode_data.final_sigma_pattern() == tokenization.final_sigma_pattern()
+    shipped_sp = unicode_data.sentencepiece_tables()
+    computed_sp = sentencepiece_layer.compute_unicode_tables()
+    assert sorted(shipped_sp) == sorted(computed_sp)
+    for key, want in computed_sp.items():
+        if isinstance(want, str):
+            assert shipped_sp[key] == want, key
+        else:
+            np.testing.assert_array_equal(shipped_sp[key], want, err_msg=key)
+            assert shipped_sp[key].dtype == np.int32, key
 
 
 def test_another_unicode_version_is_not_used(monkeypatch):
@@ -28,5 +37,6 @@ def test_another_unicode_version_is_not_used(monkeypatch):
     try:
         assert unicode_data.normalization_arrays(True) is None
         assert unicode_data.final_sigma_pattern() is None
+        assert unicode_data.sentencepiece_tables() is None
     finally:
         unicode_data._shipped.cache_clear()
