@@ -3,6 +3,7 @@
 
 import keras
 
+from bert_tf.modeling.dropout import FusedDropout
 from bert_tf.modeling.task_model import EncoderTaskModel
 
 
@@ -46,7 +47,7 @@ class BertClassifier(EncoderTaskModel):
         super().__init__(encoder, dropout_rate, **kwargs)
 
     def _head(self, encoder, encoder_outputs, config, policy):
-        pooled_bh = keras.layers.Dropout(self._head_dropout, dtype=policy, name="dropout")(
+        pooled_bh = FusedDropout(self._head_dropout, dtype=policy, name="dropout")(
             encoder_outputs["pooled_output"])
         logits_bc = self._dense(self.num_classes, config, policy, "classifier")(pooled_bh)
         return keras.layers.Activation("linear", dtype="float32", name="logits")(logits_bc)

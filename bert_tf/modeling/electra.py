@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from bert_tf.config import ENCODER_INPUTS
+from bert_tf.modeling import kernels
 from bert_tf.modeling.bert_encoder import BertEncoder
 from bert_tf.modeling.encoder_base import INSTANCE_IDS
 from bert_tf.modeling.heads import MaskedLMHead, ReplacedTokenHead
@@ -233,7 +234,7 @@ class ElectraPretrainer(TakesTokenIds, PretrainingLossTrackers, UnusedPoolerNotT
         logits_npv = ops.stop_gradient(ops.cast(mlm_logits, "float32"))
         batch, predictions = ops.shape(logits_npv)[0], ops.shape(logits_npv)[1]
         logits_nv = ops.reshape(logits_npv, [-1, ops.shape(logits_npv)[2]])  # N = B*P rows
-        drawn_n1 = keras.random.categorical(logits_nv, 1, dtype="int32", seed=self.sampler)
+        drawn_n1 = kernels.categorical(logits_nv, self.sampler)
         return ops.reshape(drawn_n1, [batch, predictions])
 
     def replace_tokens(self, features, replacement_ids):

@@ -128,10 +128,22 @@ def dropout(x, rate, seed_generator):
     element-wise kernels of keras.random.dropout (bfloat16 on Eigen, without native
     arithmetic) cost 2.3x the CPU time (2-core AMD EPYC, BERT-small attention probabilities
     [32, 8, 128, 128], forward and backward: 26 -> 11.5 ms). JAX fuses Keras' own form.
+    Under a TensorFlow distribution strategy each replica folds its id into the drawn seed,
+    so replicas mask their examples independently (one replica: the seed as drawn).
     """
-    if _tf_kernels is not None and rate < _tf_kernels.MAX_DROPOUT_RATE:
+    if _tf_kernels is not None:
         return _tf_kernels.dropout(x, rate, seed_generator.next())
     return keras.random.dropout(x, rate, seed=seed_generator)
+
+
+def categorical(logits_nv, seed_generator):
+    """One index per row drawn from softmax(logits_nv) (float [N, V]) with `seed_generator`:
+    int32 [N, 1]. keras.random.categorical's draw; under a TensorFlow distribution strategy
+    each replica folds its id into the seed, as `dropout` does.
+    """
+    if _tf_kernels is not None:
+        return _tf_kernels.categorical(logits_nv, seed_generator.next())
+    return keras.random.categorical(logits_nv, 1, dtype="int32", seed=seed_generator)
 
 
 def matmul_transposed(a_nk, b_mk):

@@ -2,6 +2,7 @@
 
 import keras
 
+from bert_tf.modeling.dropout import FusedDropout
 from bert_tf.modeling.task_model import EncoderTaskModel
 
 
@@ -36,8 +37,8 @@ class BertSpanLabeler(EncoderTaskModel):
     def _head(self, encoder, encoder_outputs, config, policy):
         sequence_bsh = encoder_outputs["sequence_output"]
         if self._head_dropout:
-            sequence_bsh = keras.layers.Dropout(self._head_dropout, dtype=policy,
-                                                name="dropout")(sequence_bsh)
+            sequence_bsh = FusedDropout(self._head_dropout, dtype=policy,
+                                        name="dropout")(sequence_bsh)
         logits_bs2 = self._dense(2, config, policy, "span_logits")(sequence_bsh)
         logits_bs2 = keras.layers.Activation("linear", dtype="float32", name="cast")(logits_bs2)
         start_bs, end_bs = _SplitLastAxis(name="split")(logits_bs2)

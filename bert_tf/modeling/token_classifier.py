@@ -2,6 +2,7 @@
 
 import keras
 
+from bert_tf.modeling.dropout import FusedDropout
 from bert_tf.modeling.task_model import EncoderTaskModel
 
 
@@ -36,7 +37,7 @@ class BertTokenClassifier(EncoderTaskModel):
         return False
 
     def _head(self, encoder, encoder_outputs, config, policy):
-        sequence_bsh = keras.layers.Dropout(self._head_dropout, dtype=policy, name="dropout")(
+        sequence_bsh = FusedDropout(self._head_dropout, dtype=policy, name="dropout")(
             encoder_outputs["sequence_output"])
         logits_bsc = self._dense(self.num_classes, config, policy, "classifier")(sequence_bsh)
         return keras.layers.Activation("linear", dtype="float32", name="logits")(logits_bsc)

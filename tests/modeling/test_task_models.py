@@ -127,10 +127,12 @@ def _rule_data(make_batch, n=64, seed=0):
 
 def test_classifier_fit_learns_a_rule(small_config, make_batch):
     keras.utils.set_random_seed(1)
-    x, y = _rule_data(make_batch)
+    # 128 examples: with 64 the held-out accuracy of seeds 1-6 spread over 0.77-0.95 (the
+    # dropout masks alone moved it); with 128 over 0.91-0.98.
+    x, y = _rule_data(make_batch, n=128)
     model = BertClassifier(BertEncoder(small_config), num_classes=2)
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
-    history = model.fit(x, y, batch_size=16, epochs=12, verbose=0)
+    history = model.fit(x, y, batch_size=16, epochs=8, verbose=0)
     assert history.history["accuracy"][-1] >= 0.9
     x_test, y_test = _rule_data(make_batch, seed=5)
     predicted = np.argmax(model.predict(x_test, verbose=0), -1)
