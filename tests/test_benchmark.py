@@ -122,7 +122,23 @@ def _check_tokenizer_rows(quick_run):
     (bpe_parity,) = [r for r in bpe if r["kind"] == "parity"]
     assert bpe_parity["corpus_texts"] == 300
     assert bpe_parity["corpus_in_graph_vs_python_mismatched_texts"] == 0
-    rows = [r for r in rows if r.get("vocabulary") != "bpe"]
+    # SentencePiece: transformers' AlbertTokenizer pipeline differs where ALBERT cuts a piece
+    # ending in a digit and a comma (docs/tokenizers.md): a few texts, never the layer.
+    sentencepiece = [r for r in rows if r.get("vocabulary") == "sentencepiece"]
+    (sp_parity,) = [r for r in sentencepiece if r["kind"] == "parity"]
+    assert sp_parity["corpus_texts"] == sp_parity["mixed_texts"] == 300
+    assert sp_parity["corpus_in_graph_vs_python_mismatched_texts"] == 0
+    assert sp_parity["mixed_in_graph_vs_python_mismatched_texts"] == 0
+    assert sp_parity["corpus_python_vs_hf_mismatched_texts"] <= 15, sp_parity
+    assert sp_parity["mixed_python_vs_hf_mismatched_texts"] <= 15, sp_parity
+    assert [r["impl"] for r in sentencepiece if r["kind"] == "throughput"] == [
+        f"{name} [{texts}]" for texts in ("corpus", "mixed") for name in (
+            "bert_tf.SentencePieceTokenizer (Python)",
+            "bert_tf.SentencePieceTokenizerLayer (in-graph, batch 256)",
+            "HF tokenizers Tokenizer.encode_batch")]
+    assert all(r["texts_per_s"] > 0 and r["ratio_vs_hf"] > 0 for r in sentencepiece
+               if r["kind"] == "throughput")
+    rows = [r for r in rows if r.get("vocabulary") not in ("bpe", "sentencepiece")]
     throughput = _rows(rows, "tokenizer", "throughput")
     names = [r["impl"] for r in throughput]
     assert names[:2] == ["bert_tf.WordpieceTokenizer (Python)",

@@ -1,10 +1,14 @@
-"""The `tokenizer` case of tools/benchmark.py: WordPiece and byte-level BPE throughput and parity.
+"""The `tokenizer` case of tools/benchmark.py: WordPiece, byte-level BPE and SentencePiece
+throughput and parity.
 
 texts/s and tokens/s of WordpieceTokenizer (Python) and BertTokenizerLayer (in-graph) against
 the original FullTokenizer (--original_bert_dir), with an id-for-id comparison; HF
 `tokenizers` when installed. Then BpeTokenizer (Python) and BpeTokenizerLayer (in-graph) with
 the byte-level BPE tokenizer.json of tests/text/fixtures, against HF `tokenizers` on the same
-file when installed, on the corpus and on the fixture's mixed texts (CJK, emoji, whitespace).
+file, and SentencePieceTokenizer / SentencePieceTokenizerLayer with the fixtures' spiece.model
+against the `tokenizers` pipeline transformers 5's AlbertTokenizer builds from it
+(albert_tokenizer.json.gz), when installed; each on the corpus and on its fixture's mixed texts
+(CJK, emoji, whitespace; numbers, quotes and accents for SentencePiece).
 
 This module must not import tools/benchmark.py (run as __main__, importing it again would
 define its flags twice): benchmark.py registers WORKERS and passes the flag values in.
@@ -100,60 +104,93 @@ def worker_tokenizer(args):
     emit({"results": results, "parity": parity, "notes": notes, "load_avg": load()})
 
 
-def worker_tokenizer_bpe(args):
-    """Byte-level BPE throughput and id parity: Python, in-graph and HF tokenizers."""
+def worker_tokenizer_subword(args):
+    """Byte-level BPE and SentencePiece (ALBERT's recipe) throughput and id parity: Python,
+    in-graph and HF tokenizers, in one process (one TensorFlow start-up for both)."""
     import gzip
     import json
 
-    import tensorflow as tf
-    from bert_tf.text import BpeTokenizer, BpeTokenizerLayer
+    from bert_tf.text import (BpeTokenizer, BpeTokenizerLayer, SentencePieceTokenizer,
+                              SentencePieceTokenizerLayer)
 
     fixtures = os.path.join(args["repo"], "tests", "text", "fixtures")
-    tokenizer_json = os.path.join(fixtures, "bpe_tokenizer.json")
-    with gzip.open(os.path.join(fixtures, "bpe_reference.json.gz"), "rt", encoding="utf-8") as f:
-        mixed = json.load(f)["texts"]
-    sets = {"corpus": _read_lines(args["corpus"], args["max_texts"]),
-            "mixed": mixed[:args["max_texts"]] if args["max_texts"] else mixed}
     results, parity, notes = [], {}, []
-    layer = BpeTokenizerLayer(tokenizer_json)
-    tokenize = tf.function(layer.call, input_signature=[tf.TensorSpec([None], tf.string)])
     try:
         import tokenizers
-        hf = tokenizers.Tokenizer.from_file(tokenizer_json)
     except ImportError:
-        hf = None
+        tokenizers = None
         notes.append("HF tokenizers: skipped (not installed)")
+    corpus = _read_lines(args["corpus"], args["max_texts"])
+
+    def fixture_texts(name):
+        with gzip.open(os.path.join(fixtures, name), "rt", encoding="utf-8") as f:
+            texts = json.load(f)["texts"]
+        return texts[:args["max_texts"]] if args["max_texts"] else texts
+
+    # BPE: the tokenizer.json itself is the HF pipeline.
+    tokenizer_json = os.path.join(fixtures, "bpe_tokenizer.json")
+    _subword_rows(
+        "bpe", {"corpus": corpus, "mixed": fixture_texts("bpe_reference.json.gz")},
+        lambda: BpeTokenizer(tokenizer_json), BpeTokenizerLayer(tokenizer_json),
+        tokenizers and tokenizers.Tokenizer.from_file(tokenizer_json),
+        "BpeTokenizer", "BpeTokenizerLayer", args, results, parity)
+    # SentencePiece: the fixture model, and the `tokenizers` pipeline transformers' AlbertTokenizer
+    # runs on it (tools/make_sentencepiece_reference.py saved it).
+    model_file = os.path.join(fixtures, "spiece.model")
+    hf = None
+    if tokenizers is not None:
+        with gzip.open(os.path.join(fixtures, "albert_tokenizer.json.gz"), "rt",
+                       encoding="utf-8") as f:
+            hf = tokenizers.Tokenizer.from_str(f.read())
+    _subword_rows(
+        "sentencepiece",
+        {"corpus": corpus, "mixed": fixture_texts("sentencepiece_reference.json.gz")},
+        lambda: SentencePieceTokenizer(model_file),
+        SentencePieceTokenizerLayer(SentencePieceTokenizer(model_file).model_proto),
+        hf, "SentencePieceTokenizer", "SentencePieceTokenizerLayer", args, results, parity)
+    emit({"results": results, "parity": parity, "notes": notes, "load_avg": load()})
+
+
+def _subword_rows(vocabulary, sets, make_python, layer, hf, python_name, layer_name, args,
+                  results, parity):
+    """Throughput rows (`results`) and mismatch counts (`parity`) of one tokenizer kind on each
+    set of texts: its Python tokenizer (`make_python()`, fresh per timing: a cold word cache
+    for the warm-up), its layer in a tf.function, and HF `tokenizers` (None: skipped)."""
+    import tensorflow as tf
+
+    tokenize = tf.function(layer.call, input_signature=[tf.TensorSpec([None], tf.string)])
+    batch = args["batch"]
     for set_name, texts in sets.items():
-        ours = BpeTokenizer(tokenizer_json)
+        ours = make_python()
         our_ids = [ours.encode(t) for t in texts]
         num_tokens = sum(len(ids) for ids in our_ids)
 
         def add(name, fn):
             seconds, texts_per_s = median_rate(fn, len(texts), warmup=1, repeats=args["repeats"])
-            results.append({"impl": f"{name} [{set_name}]", "texts_per_s": round(texts_per_s, 1),
+            results.append({"impl": f"{name} [{set_name}]", "vocabulary": vocabulary,
+                            "texts_per_s": round(texts_per_s, 1),
                             "tokens_per_s": round(num_tokens / seconds, 1),
                             "us_per_text": round(1e6 * seconds / len(texts), 1)})
 
-        timed = BpeTokenizer(tokenizer_json)  # A fresh, cold word cache for the warm-up.
-        add("bert_tf.BpeTokenizer (Python)", lambda: [timed.encode(t) for t in texts])
-        batch = args["batch"]
+        timed = make_python()
+        add(f"bert_tf.{python_name} (Python)", lambda: [timed.encode(t) for t in texts])
         batches = [tf.constant(texts[i:i + batch]) for i in range(0, len(texts), batch)]
         graph_ids = [r for b in batches for r in tokenize(b).to_list()]
-        add(f"bert_tf.BpeTokenizerLayer (in-graph, batch {batch})",
+        add(f"bert_tf.{layer_name} (in-graph, batch {batch})",
             lambda: [tokenize(b).flat_values.numpy() for b in batches])
-        parity[f"{set_name}_texts"] = len(texts)
-        parity[f"{set_name}_in_graph_vs_python_mismatched_texts"] = sum(
+        key = f"{vocabulary}_{set_name}"
+        parity[f"{key}_texts"] = len(texts)
+        parity[f"{key}_in_graph_vs_python_mismatched_texts"] = sum(
             a != b for a, b in zip(graph_ids, our_ids))
         if hf is not None:
             add("HF tokenizers Tokenizer.encode_batch",
                 lambda: hf.encode_batch(texts, add_special_tokens=False))
             hf_ids = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
-            parity[f"{set_name}_python_vs_hf_mismatched_texts"] = sum(
+            parity[f"{key}_python_vs_hf_mismatched_texts"] = sum(
                 a != b for a, b in zip(our_ids, hf_ids))
-    emit({"results": results, "parity": parity, "notes": notes, "load_avg": load()})
 
 
-WORKERS = {"tokenizer": worker_tokenizer, "tokenizer_bpe": worker_tokenizer_bpe}
+WORKERS = {"tokenizer": worker_tokenizer, "tokenizer_subword": worker_tokenizer_subword}
 
 
 def case_tokenizer(setup, quick, original_bert_dir=None):
@@ -174,25 +211,30 @@ def case_tokenizer(setup, quick, original_bert_dir=None):
             r["ratio_vs_original"] = round(r["texts_per_s"] / original[0]["texts_per_s"], 2)
     rows.append({"case": "tokenizer", "kind": "parity", **result["parity"]})
     rows.extend({"case": "tokenizer", "kind": "note", "note": n} for n in result["notes"])
-    rows.extend(_bpe_rows(setup, quick))
+    rows.extend(_subword_rows_of_run(setup, quick))
     return rows
 
 
-def _bpe_rows(setup, quick):
-    result = run_worker("tokenizer_bpe", {
+def _subword_rows_of_run(setup, quick):
+    result = run_worker("tokenizer_subword", {
         "corpus": setup.corpus, "repo": os.path.dirname(os.path.dirname(
             os.path.abspath(__file__))), "max_texts": 300 if quick else 0, "batch": 256,
         "repeats": 2 if quick else 3})
     if "error" in result:
         return [{"case": "tokenizer", "kind": "error", **result}]
-    rows = [{"case": "tokenizer", "kind": "throughput", "vocabulary": "bpe",
-             "load_avg": result["load_avg"], **r} for r in result["results"]]
-    for r in rows:  # Ratios to HF tokenizers on the same texts.
+    rows = [{"case": "tokenizer", "kind": "throughput", "load_avg": result["load_avg"], **r}
+            for r in result["results"]]
+    for r in rows:  # Ratios to HF tokenizers on the same texts, same kind of tokenizer.
         texts = r["impl"].rsplit("[", 1)[-1]
-        hf = [h for h in rows if h["impl"].startswith("HF") and h["impl"].endswith(texts)]
+        hf = [h for h in rows if h["impl"].startswith("HF") and h["impl"].endswith(texts)
+              and h["vocabulary"] == r["vocabulary"]]
         if hf:
             r["ratio_vs_hf"] = round(r["texts_per_s"] / hf[0]["texts_per_s"], 3)
-    rows.append({"case": "tokenizer", "kind": "parity", "vocabulary": "bpe", **result["parity"]})
+    for vocabulary in ("bpe", "sentencepiece"):
+        prefix = vocabulary + "_"
+        rows.append({"case": "tokenizer", "kind": "parity", "vocabulary": vocabulary,
+                     **{k[len(prefix):]: v for k, v in result["parity"].items()
+                        if k.startswith(prefix)}})
     rows.extend({"case": "tokenizer", "kind": "note", "note": n} for n in result["notes"])
     return rows
 
@@ -209,5 +251,6 @@ def format_lines(r):
         counts = ", ".join(f"{k}={v}" for k, v in r.items() if k.endswith("_texts"))
         if "texts" in r:
             return [f"{case:14} parity on {r['texts']} texts: {counts}"]
-        return [f"{case:14} BPE parity: {counts}"]
+        names = {"bpe": "BPE", "sentencepiece": "SentencePiece"}
+        return [f"{case:14} {names[r['vocabulary']]} parity: {counts}"]
     return []

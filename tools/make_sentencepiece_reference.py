@@ -14,7 +14,8 @@ installed) and sentences full of numbers, and writes the texts to tokenize. The 
 Python with transformers and sentencepiece) loads the model as a Hugging Face ALBERT tokenizer
 directory (spiece.model and the tokenizer_config.json bert_tf writes beside it) with
 `AutoTokenizer` and writes `sentencepiece_reference.json.gz`: its version and, per text,
-`encode(text, add_special_tokens=False)`.
+`encode(text, add_special_tokens=False)`; and `albert_tokenizer.json.gz`, the HF `tokenizers`
+pipeline that tokenizer runs (the peer of tools/bench_tokenizer.py's SentencePiece rows).
 """
 
 import argparse
@@ -77,6 +78,7 @@ def reference(output_dir):
         tokenizer = transformers.AutoTokenizer.from_pretrained(from_dir)
     finally:
         shutil.rmtree(from_dir)
+    write_backend_tokenizer(tokenizer, output_dir)
     texts_file = os.path.join(output_dir, "sentencepiece_texts.json")
     with open(texts_file, encoding="utf-8") as f:
         texts = json.load(f)
@@ -87,6 +89,13 @@ def reference(output_dir):
                    encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False)
     os.remove(texts_file)
+
+
+def write_backend_tokenizer(tokenizer, output_dir):
+    """albert_tokenizer.json.gz: the transformers tokenizer's `tokenizers.Tokenizer`."""
+    with gzip.open(os.path.join(output_dir, "albert_tokenizer.json.gz"), "wt",
+                   encoding="utf-8") as f:
+        f.write(tokenizer.backend_tokenizer.to_str())
 
 
 def main():
