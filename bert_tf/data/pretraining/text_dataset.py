@@ -62,6 +62,11 @@ _BLOCK_STREAM, _MASK_STREAM = 0, 1
 # a token-free one reaches it within seconds instead of spinning forever.
 _MAX_EMPTY_BLOCKS = 1000
 
+# The pipeline's functions are traced as written: their loops are tf.while_loop and their
+# branches Python settings. AutoGraph's rewrite of them (tf.data's default) cost about 2 s of
+# every raw-text run's start-up (2-core CPU) and changes nothing in the graph.
+_as_written = tf.autograph.experimental.do_not_convert
+
 
 class _Vocab:
     """The ids and tables the pipeline needs from a Python tokenizer (`load_tokenizer`)."""
@@ -187,6 +192,7 @@ def _text_line_blocks(files, compressions, block_lines, is_training, seed, input
         file_ds = file_ds.shard(num_pipelines, input_context.input_pipeline_id)
     gzip_files = tf.constant(sorted(p for p, c in compressions.items() if c) or [""])
 
+    @_as_written
     def read(path):
         compression = tf.where(tf.reduce_any(tf.equal(gzip_files, path)), "GZIP", "")
         lines = tf.data.TextLineDataset(path, compression_type=compression)
@@ -228,6 +234,7 @@ def _tfds_line_blocks(name, data_dir, split, text_key, block_lines, is_training,
         raise ValueError(f'text_pretraining_dataset: TFDS dataset "{name}" (split "{split}") '
                          f'has no text: every "{text_key}" is empty or blank.')
 
+    @_as_written
     def document_lines(example):
         # Each example is one document; its lines are its sentences (or paragraphs).
         lines = tf.strings.split(example[text_key], "\n")
@@ -679,6 +686,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
     source = (f"TFDS dataset '{tfds_name}'" if tfds_name is not None
               else _describe_files(files))
 
+    @_as_written
     def make_sequences(block_index, lines):
         """lines tf.string [L] -> dict of int32 [N, S] and next_sentence_labels [N]."""
         seed_here = tf.random.experimental.stateless_fold_in(block_seed, block_index)
@@ -713,6 +721,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         packed["next_sentence_labels"] = labels
         return packed
 
+    @_as_written
     def mask(batch_index, features):
         if recipe.masks_spans:
             masked = span_mask_batch(
@@ -734,6 +743,7 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
             masked_lm_prob=masking_rate(),
             is_continuation=vocab.is_continuation if recipe.do_whole_word_mask else None)
 
+    @_as_written
     def guard(empty_run, sequences):
         """Counts consecutive blocks without a sequence; fails past _MAX_EMPTY_BLOCKS."""
         empty_run = tf.where(tf.size(sequences["next_sentence_labels"]) > 0,
@@ -760,9 +770,9 @@ def text_pretraining_dataset(text_patterns=None, *, vocab_file, do_lower_case, b
         # evaluation pass packs its last, partial group too.
         ds = ds.batch(pack_buffer_size).enumerate()
         ds = ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        ds = ds.map(lambda f: pack_instance_features(
+        ds = ds.map(_as_written(lambda f: pack_instance_features(
             f, max_seq_length=max_seq_length, max_instances_per_row=max_instances_per_row,
-            max_predictions_per_row=max_predictions_per_seq),
+            max_predictions_per_row=max_predictions_per_seq)),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         ds = ds.unbatch()
         if is_training:
