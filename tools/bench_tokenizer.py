@@ -131,9 +131,10 @@ def worker_tokenizer_subword(args):
     tokenizer_json = os.path.join(fixtures, "bpe_tokenizer.json")
     _subword_rows(
         "bpe", {"corpus": corpus, "mixed": fixture_texts("bpe_reference.json.gz")},
-        lambda: BpeTokenizer(tokenizer_json), BpeTokenizerLayer(tokenizer_json),
-        tokenizers and tokenizers.Tokenizer.from_file(tokenizer_json),
-        "BpeTokenizer", "BpeTokenizerLayer", args, results, parity)
+        make_python=lambda: BpeTokenizer(tokenizer_json),
+        layer=BpeTokenizerLayer(tokenizer_json),
+        hf=tokenizers and tokenizers.Tokenizer.from_file(tokenizer_json), args=args,
+        results=results, parity=parity)
     # SentencePiece: the fixture model, and the `tokenizers` pipeline transformers' AlbertTokenizer
     # runs on it (tools/make_sentencepiece_reference.py saved it).
     model_file = os.path.join(fixtures, "spiece.model")
@@ -142,20 +143,22 @@ def worker_tokenizer_subword(args):
         with gzip.open(os.path.join(fixtures, "albert_tokenizer.json.gz"), "rt",
                        encoding="utf-8") as f:
             hf = tokenizers.Tokenizer.from_str(f.read())
+    with open(model_file, "rb") as f:
+        model_proto = f.read()
     _subword_rows(
         "sentencepiece",
         {"corpus": corpus, "mixed": fixture_texts("sentencepiece_reference.json.gz")},
-        lambda: SentencePieceTokenizer(model_file),
-        SentencePieceTokenizerLayer(SentencePieceTokenizer(model_file).model_proto),
-        hf, "SentencePieceTokenizer", "SentencePieceTokenizerLayer", args, results, parity)
+        make_python=lambda: SentencePieceTokenizer(model_file),
+        layer=SentencePieceTokenizerLayer(model_proto), hf=hf, args=args, results=results,
+        parity=parity)
     emit({"results": results, "parity": parity, "notes": notes, "load_avg": load()})
 
 
-def _subword_rows(vocabulary, sets, make_python, layer, hf, python_name, layer_name, args,
-                  results, parity):
-    """Throughput rows (`results`) and mismatch counts (`parity`) of one tokenizer kind on each
-    set of texts: its Python tokenizer (`make_python()`, fresh per timing: a cold word cache
-    for the warm-up), its layer in a tf.function, and HF `tokenizers` (None: skipped)."""
+def _subword_rows(vocabulary, sets, *, make_python, layer, hf, args, results, parity):
+    """Appends to `results` the throughput rows, and adds to `parity` the mismatch counts, of
+    one tokenizer kind on each set of texts: its Python tokenizer (`make_python()`, fresh per
+    timing: a cold word cache for the warm-up), its layer in a tf.function, and HF
+    `tokenizers` (None: skipped)."""
     import tensorflow as tf
 
     tokenize = tf.function(layer.call, input_signature=[tf.TensorSpec([None], tf.string)])
@@ -173,10 +176,10 @@ def _subword_rows(vocabulary, sets, make_python, layer, hf, python_name, layer_n
                             "us_per_text": round(1e6 * seconds / len(texts), 1)})
 
         timed = make_python()
-        add(f"bert_tf.{python_name} (Python)", lambda: [timed.encode(t) for t in texts])
+        add(f"bert_tf.{type(timed).__name__} (Python)", lambda: [timed.encode(t) for t in texts])
         batches = [tf.constant(texts[i:i + batch]) for i in range(0, len(texts), batch)]
         graph_ids = [r for b in batches for r in tokenize(b).to_list()]
-        add(f"bert_tf.{layer_name} (in-graph, batch {batch})",
+        add(f"bert_tf.{type(layer).__name__} (in-graph, batch {batch})",
             lambda: [tokenize(b).flat_values.numpy() for b in batches])
         key = f"{vocabulary}_{set_name}"
         parity[f"{key}_texts"] = len(texts)
@@ -211,11 +214,11 @@ def case_tokenizer(setup, quick, original_bert_dir=None):
             r["ratio_vs_original"] = round(r["texts_per_s"] / original[0]["texts_per_s"], 2)
     rows.append({"case": "tokenizer", "kind": "parity", **result["parity"]})
     rows.extend({"case": "tokenizer", "kind": "note", "note": n} for n in result["notes"])
-    rows.extend(_subword_rows_of_run(setup, quick))
+    rows.extend(_subword_case_rows(setup, quick))
     return rows
 
 
-def _subword_rows_of_run(setup, quick):
+def _subword_case_rows(setup, quick):
     result = run_worker("tokenizer_subword", {
         "corpus": setup.corpus, "repo": os.path.dirname(os.path.dirname(
             os.path.abspath(__file__))), "max_texts": 300 if quick else 0, "batch": 256,
@@ -244,7 +247,9 @@ def format_lines(r):
     case, kind = r["case"], r.get("kind")
     if kind == "throughput":
         ratio, hf = r.get("ratio_vs_original"), r.get("ratio_vs_hf")
-        return [f"{case:14} {r['impl']:48} {r['texts_per_s']:9.0f} texts/s "
+        # BPE and SentencePiece rows (HF's have one name) say which tokenizer they measure.
+        impl = f"{r['vocabulary']}: {r['impl']}" if r.get("vocabulary") else r["impl"]
+        return [f"{case:14} {impl:48} {r['texts_per_s']:9.0f} texts/s "
                 f"{r['tokens_per_s']:10.0f} tok/s" + (f"  x{ratio} original" if ratio else "")
                 + (f"  x{hf} HF tokenizers" if hf else "")]
     if kind == "parity":

@@ -121,34 +121,28 @@ MAX_DROPOUT_RATE = 65535.5 / 65536
 
 
 def replica_seed(seed):
-    """A stateless seed (int32 [2]) for this replica: `seed` itself on one replica, else
-    `seed` folded with the replica's id in its sync group. The replicas of a mirrored strategy
-    read the same generator state; with one seed they would drop the same positions of their
-    different examples."""
+    """The int32 [2] stateless seed of this replica from a SeedGenerator's [2] state: the state
+    as Keras casts it on one replica, else that folded with the replica's id in its sync group.
+    The replicas of a mirrored strategy read the same generator state; with one seed they would
+    drop the same positions of their different examples."""
+    if seed.dtype != tf.int32:  # stateless ops under XLA take int32 seeds, as Keras casts
+        seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
     context = tf.distribute.get_replica_context()
     if context is None or context.num_replicas_in_sync == 1:
         return seed
     return tf.random.experimental.stateless_fold_in(seed, context.replica_id_in_sync_group)
 
 
-def _int32_seed(seed):
-    """A SeedGenerator's [2] state as the int32 seed stateless ops take under XLA (Keras'
-    cast)."""
-    if seed.dtype != tf.int32:
-        seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-    return seed
-
-
 def categorical(logits_nv, seed):
     """kernels.categorical on TensorFlow: keras.random.categorical's draw on this replica's
     seed. logits float [N, V]; seed: a SeedGenerator's [2] state. Returns int32 [N, 1]."""
-    drawn = tf.random.stateless_categorical(logits_nv, 1, replica_seed(_int32_seed(seed)))
+    drawn = tf.random.stateless_categorical(logits_nv, 1, replica_seed(seed))
     return tf.cast(drawn, tf.int32)
 
 
 def dropout(x, rate, seed):
     """kernels.dropout on TensorFlow. x float [...]; seed: a SeedGenerator's [2] state."""
-    seed = replica_seed(_int32_seed(seed))
+    seed = replica_seed(seed)
     if rate >= MAX_DROPOUT_RATE:  # Keras' own form, on this replica's seed
         return tf.zeros_like(x) if rate >= 1 else tf.nn.experimental.stateless_dropout(
             x, rate, seed)

@@ -5,11 +5,11 @@ are derived from Python's own `unicodedata` and `str.lower` by looping over all 
 (`tokenization.char_normalization_table`, `tokenization.final_sigma_pattern`): about 1.8 s of
 CPU in every process that builds an uncased layer (each export, fine-tuning run, raw-text
 pre-training run). `SentencePieceTokenizerLayer` reads its own tables, made the same way
-(`sentencepiece_layer.compute_unicode_tables`, half a second).
-`tools/make_unicode_data.py` writes them once into unicode_data.npz, keyed by
-`unicodedata.unidata_version`; a Python with another Unicode version computes them instead, so
-the tables always agree with the interpreter's own rules (tests/text/test_unicode_data.py
-checks the shipped file against the computation).
+(`sentencepiece_layer.compute_unicode_tables`, half a second). `tools/make_unicode_data.py`
+writes them once into unicode_data.npz, keyed by `unicodedata.unidata_version`; a Python with
+another Unicode version computes them instead, so the tables always agree with the
+interpreter's own rules (tests/text/test_unicode_data.py checks the shipped file against the
+computation).
 """
 
 import functools

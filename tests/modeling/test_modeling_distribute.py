@@ -12,6 +12,9 @@ import pytest
 
 import zygote
 
+# One worker runs the module: its two-device process (the module fixture) runs once.
+pytestmark = pytest.mark.xdist_group("modeling_distribute")
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = textwrap.dedent('''
@@ -73,22 +76,26 @@ SCRIPT = textwrap.dedent('''
                                     num_attention_heads=4, intermediate_size=64,
                                     max_position_embeddings=S)
         classifier = BertClassifier(BertEncoder(dropout_config), num_classes=3)
+        # Only its head drops: `config` has no dropout.
+        head_only = BertClassifier(BertEncoder(config), num_classes=3, dropout_rate=0.5)
     rows = {k: features[k][:4] for k in ("input_word_ids", "input_mask", "input_type_ids")}
 
     @tf.function
     def masks_and_logits():
         return mirrored.run(lambda: (layer(ones, training=True),
-                                     classifier(rows, training=True)))
+                                     classifier(rows, training=True),
+                                     head_only(rows, training=True)))
 
     def per_replica():
-        masks, logits = masks_and_logits()
-        return ([m.numpy() > 0 for m in mirrored.experimental_local_results(masks)],
-                [x.numpy() for x in mirrored.experimental_local_results(logits)])
+        masks, logits, head_logits = masks_and_logits()
+        local = mirrored.experimental_local_results
+        return ([m.numpy() > 0 for m in local(masks)], [x.numpy() for x in local(logits)],
+                [x.numpy() for x in local(head_logits)])
 
     state = layer.seed_generator.state.numpy()
-    (mask_a, mask_b), (logits_a, logits_b) = per_replica()
+    (mask_a, mask_b), (logits_a, logits_b), (head_a, head_b) = per_replica()
     layer.seed_generator.state.assign(state)
-    (again_a, again_b), _ = per_replica()
+    (again_a, again_b), _, _ = per_replica()
     inference = mirrored.experimental_local_results(
         mirrored.run(tf.function(lambda: classifier(rows, training=False))))
 
@@ -109,6 +116,7 @@ SCRIPT = textwrap.dedent('''
                       "kept": [float(mask_a.mean()), float(mask_b.mean())],
                       "masks_agree": float((mask_a == mask_b).mean()),
                       "logits_diff": float(np.abs(logits_a - logits_b).max()),
+                      "head_only_logits_diff": float(np.abs(head_a - head_b).max()),
                       "same_state_same_masks": bool((again_a == mask_a).all()
                                                     and (again_b == mask_b).all()),
                       "inference_diff": float(np.abs(inference[0].numpy()
@@ -156,6 +164,7 @@ def test_replicas_draw_their_own_dropout_masks(result):
     assert all(0.45 < kept < 0.55 for kept in result["kept"]), result["kept"]
     assert 0.45 < result["masks_agree"] < 0.55, result["masks_agree"]
     assert result["logits_diff"] > 1e-3 and result["inference_diff"] < 1e-6, result
+    assert result["head_only_logits_diff"] > 1e-3, result
     assert result["same_state_same_masks"] is True
 
 

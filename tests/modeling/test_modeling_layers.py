@@ -207,6 +207,10 @@ def test_fused_dropout_keeps_its_rate_and_one_mask_forward_and_backward():
     np.testing.assert_array_equal(again(x, training=True).numpy(), y.numpy())
     assert FusedDropout(0.5, dtype="bfloat16")(tf.ones([4, 4], tf.bfloat16),
                                                training=True).dtype == tf.bfloat16
+    # Rates whose threshold does not fit 16 bits take TensorFlow's float dropout; 1 drops all.
+    assert not FusedDropout(1.0)(x, training=True).numpy().any()
+    kept = FusedDropout(0.99999, seed=3)(tf.ones([1000, 1000]), training=True).numpy()
+    assert 0 < (kept > 0).sum() < 100 and np.allclose(kept[kept > 0], 1e5, rtol=1e-2)
 
 
 def test_unknown_activation_names_the_field():

@@ -1,4 +1,4 @@
-"""The shipped Unicode tables of the in-graph tokenizer equal what Python's rules compute."""
+"""The shipped Unicode tables of the in-graph tokenizers equal what Python's rules compute."""
 
 import unicodedata
 

@@ -63,8 +63,9 @@ _BLOCK_STREAM, _MASK_STREAM = 0, 1
 _MAX_EMPTY_BLOCKS = 1000
 
 # The pipeline's functions are traced as written: their loops are tf.while_loop and their
-# branches Python settings. AutoGraph's rewrite of them (tf.data's default) cost about 2 s of
-# every raw-text run's start-up (2-core CPU) and changes nothing in the graph.
+# branches Python settings. AutoGraph's rewrite of them (tf.data's default) changes nothing in
+# the graph and cost about 3 s of a raw-text run's start-up (training and evaluation pipelines,
+# 2-core CPU: docs/design.md).
 _as_written = tf.autograph.experimental.do_not_convert
 
 
