@@ -629,10 +629,7 @@ class BpeTokenizer:
 
     def encode(self, text):
         """Ids of `text` (str or UTF-8 bytes): list of int, without [CLS]/[SEP]."""
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "replace")
-        elif not isinstance(text, str):
-            raise TypeError(f"Expected text as str or bytes, got {type(text).__name__}.")
+        text = tokenization.as_text(text, "replace")
         ids = []
         for piece, added_id in self.split_added_tokens(text):
             if added_id is not None:

@@ -41,7 +41,7 @@ import tensorflow_text as tf_text
 
 from bert_tf.file_names import TOKENIZER_FILE
 from bert_tf.text import bpe, word_offsets
-from bert_tf.text.layers import valid_utf8
+from bert_tf.text.layers import batch_of_strings, valid_utf8
 
 _HASH_BUCKETS = 2**63 - 1
 # Python's str.isspace() characters, as an RE2 class: create_pretraining_data splits a line into
@@ -144,7 +144,7 @@ def _check_graph_support(spec):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BpeTokenizerLayer(keras.layers.Layer):
+class BpeTokenizerLayer(word_offsets.WholeWordLayer, keras.layers.Layer):
     """Tokenizes strings into byte-level BPE ids inside the TensorFlow graph.
 
     Output equals `BpeTokenizer(tokenizer_json).encode(text)` (no [CLS]/[SEP]; pack with
@@ -192,10 +192,7 @@ class BpeTokenizerLayer(keras.layers.Layer):
         spec = tokenizer.spec
         _check_graph_support(spec)
         self.spec = spec
-        self.cls_id, self.sep_id = tokenizer.cls_id, tokenizer.sep_id
-        self.pad_id, self.mask_id = tokenizer.pad_id, tokenizer.mask_id
-        self.unk_id = tokenizer.unk_id
-        self.vocab_size = tokenizer.vocab_size
+        self._take_roles(tokenizer)
 
         space = bpe.character_classes()[2]
         self._space_class = space
@@ -496,22 +493,6 @@ class BpeTokenizerLayer(keras.layers.Layer):
         """True when the file's normalizer lower-cases."""
         return "Lowercase" in self.spec.normalizer
 
-    def tokenize_question_and_context(self, questions, contexts):
-        """SQuAD's raw text as bert_tf.data.tasks.squad tokenizes it for BPE: the questions
-        whole, each context word (SQuAD's whitespace) as it reads in the space-joined context.
-        Answers are whole words: every piece spans its word.
-
-        Args:
-          questions, contexts: tf.string [B].
-
-        Returns:
-          (question_ids int32 [B, (Q')], and the contexts' ids, starts, ends [B, (W), (P)] of
-          `tokenize_with_offsets(contexts, words="whitespace")`), from one tokenizer call.
-        """
-        ids, starts, ends, question = self.tokenize_with_offsets(
-            contexts, words="whitespace", texts=questions)
-        return question, ids, starts, ends
-
     def corpus_lines(self, lines):
         """tf.string [L] -> the lines as pre-training tokenizes them (BpeTokenizer.encode_line):
         each line's words (str.split()) joined by single spaces, with one in front, so every
@@ -557,13 +538,7 @@ class BpeTokenizerLayer(keras.layers.Layer):
         return {"tokenizer": f"byte-level BPE (assets/{TOKENIZER_FILE})"}
 
     def call(self, inputs):
-        text = tf.convert_to_tensor(inputs, dtype=tf.string)
-        scalar = text.shape.rank == 0
-        if scalar:
-            text = text[tf.newaxis]
-        if text.shape.rank != 1:
-            raise ValueError(f"BpeTokenizerLayer expects a tf.string tensor of shape [batch] "
-                             f"or a scalar, got shape {text.shape}.")
+        text, scalar = batch_of_strings(inputs, "BpeTokenizerLayer")
         text = valid_utf8(text)
         strings = text
         fixed = -tf.ones_like(text, dtype=tf.int32)

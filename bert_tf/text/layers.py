@@ -113,6 +113,22 @@ def valid_utf8(text):
                                         replacement_char=0xFFFD)
 
 
+def batch_of_strings(inputs, layer_name):
+    """A tokenizer layer's `inputs` as tf.string [B], and whether they were a scalar.
+
+    Raises:
+      ValueError: inputs of another rank, naming `layer_name`.
+    """
+    text = tf.convert_to_tensor(inputs, dtype=tf.string)
+    scalar = text.shape.rank == 0
+    if scalar:
+        text = text[tf.newaxis]
+    if text.shape.rank != 1:
+        raise ValueError(f"{layer_name} expects a tf.string tensor of shape [batch] or a "
+                         f"scalar, got shape {text.shape}.")
+    return text, scalar
+
+
 # A mask written in the text of a fill-mask request.
 MASK_TOKEN = "[MASK]"
 
@@ -353,17 +369,6 @@ class BertTokenizerLayer(keras.layers.Layer):
         normalized = tf.RaggedTensor.from_row_lengths(out_cps, tf.cast(row_lengths, tf.int64))
         return cps, normalized, source
 
-    def _batch_of_strings(self, inputs):
-        """inputs as tf.string [B], and whether they were a scalar."""
-        text = tf.convert_to_tensor(inputs, dtype=tf.string)
-        scalar = text.shape.rank == 0
-        if scalar:
-            text = text[tf.newaxis]
-        if text.shape.rank != 1:
-            raise ValueError(f"BertTokenizerLayer expects a tf.string tensor of shape [batch] or "
-                             f"a scalar, got shape {text.shape}.")
-        return text, scalar
-
     def split_words(self, inputs):
         """Basic tokenization: tf.string [B] -> tf.string RaggedTensor [B, (words)]."""
         text = tf.convert_to_tensor(inputs, dtype=tf.string)
@@ -394,7 +399,7 @@ class BertTokenizerLayer(keras.layers.Layer):
 
     def tokenize_words(self, inputs):
         """tf.string [B] (or scalar) -> int32 RaggedTensor [B, (words), (pieces)] of ids."""
-        text, scalar = self._batch_of_strings(inputs)
+        text, scalar = batch_of_strings(inputs, "BertTokenizerLayer")
         words = self.split_words(text)
         pieces = words.with_flat_values(self._word_pieces(words.flat_values))
         return pieces[0] if scalar else pieces
@@ -418,7 +423,7 @@ class BertTokenizerLayer(keras.layers.Layer):
           (ids, starts, ends): RaggedTensors [B, (words), (pieces)] (or [(words), (pieces)] for
           a scalar): int32 ids, identical to `tokenize_words`, and int64 code-point offsets.
         """
-        text, scalar = self._batch_of_strings(inputs)
+        text, scalar = batch_of_strings(inputs, "BertTokenizerLayer")
         cps, normalized, source = self._normalize(text)
         out_cps = normalized.flat_values  # [M]
         out_rows = normalized.value_rowids()  # [M]

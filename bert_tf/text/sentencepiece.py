@@ -23,6 +23,7 @@ import re
 import unicodedata
 
 from bert_tf import fileio
+from bert_tf.text import tokenization
 
 # SentencePiece's mark of a word start (the space before a word).
 WORD_START = "\u2581"
@@ -219,10 +220,7 @@ class SentencePieceTokenizer:
 
     def tokenize(self, text):
         """Pieces of a text: list of str ("\u2581the")."""
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "replace")
-        elif not isinstance(text, str):
-            raise TypeError(f"Expected text as str or bytes, got {type(text).__name__}.")
+        text = tokenization.as_text(text, "replace")
         out = []
         for chunk, special in self.split_special_tokens(text):
             out.extend([chunk] if special is not None else self.segment(chunk))

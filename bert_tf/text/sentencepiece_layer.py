@@ -53,7 +53,7 @@ from bert_tf import quiet_logs
 from bert_tf.file_names import SENTENCEPIECE_FILE
 from bert_tf.text import unicode_data, word_offsets
 from bert_tf.text.bpe_layer import PYTHON_WHITESPACE, re2_literal, regex_pieces
-from bert_tf.text.layers import valid_utf8
+from bert_tf.text.layers import batch_of_strings, valid_utf8
 from bert_tf.text.sentencepiece import WORD_START, SentencePieceTokenizer, ends_in_digit_comma
 from bert_tf.text.tokenization import ranges_to_regex_class
 
@@ -154,7 +154,7 @@ def _fast_op_fits(processor):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class SentencePieceTokenizerLayer(keras.layers.Layer):
+class SentencePieceTokenizerLayer(word_offsets.WholeWordLayer, keras.layers.Layer):
     """Tokenizes strings into SentencePiece ids inside the TensorFlow graph, as ALBERT does.
 
     Output equals `SentencePieceTokenizer(model_proto, do_lower_case).encode(text)` (no
@@ -204,10 +204,7 @@ class SentencePieceTokenizerLayer(keras.layers.Layer):
         tokenizer = SentencePieceTokenizer(bytes(model_proto), do_lower_case)
         self.model_proto = tokenizer.model_proto
         self.do_lower_case = tokenizer.do_lower_case
-        self.cls_id, self.sep_id = tokenizer.cls_id, tokenizer.sep_id
-        self.pad_id, self.mask_id = tokenizer.pad_id, tokenizer.mask_id
-        self.unk_id = tokenizer.unk_id
-        self.vocab_size = tokenizer.vocab_size
+        self._take_roles(tokenizer)
         self._pieces = tuple(tokenizer.inv_vocab)
         self._special_ids = tokenizer.special_token_ids
 
@@ -303,13 +300,7 @@ class SentencePieceTokenizerLayer(keras.layers.Layer):
     def call(self, inputs):
         # The ragged splicing's int64 transposes would print oneDNN's one-time type notice.
         quiet_logs.absorb_onednn_type_notice()
-        text = tf.convert_to_tensor(inputs, dtype=tf.string)
-        scalar = text.shape.rank == 0
-        if scalar:
-            text = text[tf.newaxis]
-        if text.shape.rank != 1:
-            raise ValueError(f"SentencePieceTokenizerLayer expects a tf.string tensor of shape "
-                             f"[batch] or a scalar, got shape {text.shape}.")
+        text, scalar = batch_of_strings(inputs, "SentencePieceTokenizerLayer")
         text = valid_utf8(text)
         # Step 1: chunks of text and special pieces, in order, and the input of each.
         chunks, row = regex_pieces(text, self._special_pattern)  # [K], [K]
@@ -354,22 +345,6 @@ class SentencePieceTokenizerLayer(keras.layers.Layer):
         # Every word starts with the word start whether a space precedes it or not.
         return word_offsets.tokenize_with_offsets(
             self, inputs, words, texts, space_before=False, may_leave_words_empty=True)
-
-    def tokenize_question_and_context(self, questions, contexts):
-        """SQuAD's raw text as bert_tf.data.tasks.squad tokenizes it for SentencePiece: the
-        questions whole, each context word (SQuAD's whitespace) on its own. Answers are whole
-        words: every piece spans its word.
-
-        Args:
-          questions, contexts: tf.string [B].
-
-        Returns:
-          (question_ids int32 [B, (Q')], and the contexts' ids, starts, ends [B, (W), (P)] of
-          `tokenize_with_offsets(contexts, words="whitespace")`), from one tokenizer call.
-        """
-        ids, starts, ends, question = self.tokenize_with_offsets(
-            contexts, words="whitespace", texts=questions)
-        return question, ids, starts, ends
 
     def corpus_lines(self, lines):
         """tf.string [L] -> the lines as pre-training tokenizes them

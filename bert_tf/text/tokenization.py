@@ -154,6 +154,20 @@ _SPLIT_TABLE_CASED = _LazyTranslation(_split_char_cased)
 _SPLIT_TABLE_LOWER = _LazyTranslation(_punctuation_and_marks_lower)
 
 
+def as_text(text, errors):
+    """A Python tokenizer's input as str: `text` itself, or UTF-8 bytes decoded with
+    `errors` ("ignore", "replace").
+
+    Raises:
+      TypeError: text is neither str nor bytes.
+    """
+    if isinstance(text, bytes):
+        return text.decode("utf-8", errors)
+    if not isinstance(text, str):
+        raise TypeError(f"Expected text as str or bytes, got {type(text).__name__}.")
+    return text
+
+
 def basic_tokenize(text, do_lower_case=True):
     """Splits `text` into words exactly as the original BasicTokenizer does.
 
@@ -164,11 +178,7 @@ def basic_tokenize(text, do_lower_case=True):
     Returns:
       list of str words, before WordPiece.
     """
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "ignore")
-    elif not isinstance(text, str):
-        raise TypeError(f"Expected text as str or bytes, got {type(text).__name__}.")
-    text = text.translate(_CLEAN_TABLE)
+    text = as_text(text, "ignore").translate(_CLEAN_TABLE)
     if do_lower_case:
         # Whole-text lower() equals the original's per-word lower(): words are separated by
         # whitespace, which breaks the final-sigma context exactly as a word boundary does.

@@ -4,7 +4,7 @@ back only to their word (byte-level BPE, SentencePiece).
 Tagging and SQuAD data read a text as words and tokenize each word on its own; this module finds
 those words in raw text, tokenizes them with the layer, and gives every piece the span of its
 whole word in the input. `BpeTokenizerLayer` and `SentencePieceTokenizerLayer` expose it as
-their `tokenize_with_offsets`.
+their `tokenize_with_offsets`, and share what follows from it (`WholeWordLayer`).
 """
 
 import re
@@ -122,3 +122,32 @@ def tokenize_with_offsets(layer, inputs, words="pieces", texts=None, *, space_be
     outputs = tuple(tf.RaggedTensor.from_row_splits(o, word_rows.row_splits, validate=False)
                     for o in outputs)
     return outputs if texts is None else outputs + (text_ids,)
+
+
+class WholeWordLayer:
+    """What the in-graph tokenizers whose pieces map back only to their word share (mixed into
+    `BpeTokenizerLayer` and `SentencePieceTokenizerLayer`, which define
+    `tokenize_with_offsets`)."""
+
+    def _take_roles(self, tokenizer):
+        """The special roles' ids and the vocabulary size of the Python `tokenizer`."""
+        self.cls_id, self.sep_id = tokenizer.cls_id, tokenizer.sep_id
+        self.pad_id, self.mask_id = tokenizer.pad_id, tokenizer.mask_id
+        self.unk_id = tokenizer.unk_id
+        self.vocab_size = tokenizer.vocab_size
+
+    def tokenize_question_and_context(self, questions, contexts):
+        """SQuAD's raw text as bert_tf.data.tasks.squad tokenizes it: the questions whole, each
+        context word (SQuAD's whitespace) as `tokenize_with_offsets` tokenizes words. Answers
+        are whole words: every piece spans its word.
+
+        Args:
+          questions, contexts: tf.string [B].
+
+        Returns:
+          (question_ids int32 [B, (Q')], and the contexts' ids, starts, ends [B, (W), (P)] of
+          `tokenize_with_offsets(contexts, words="whitespace")`), from one tokenizer call.
+        """
+        ids, starts, ends, question = self.tokenize_with_offsets(
+            contexts, words="whitespace", texts=questions)
+        return question, ids, starts, ends
