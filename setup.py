@@ -28,7 +28,7 @@ setuptools.setup(
         # Hugging Face checkpoints are read and written as safetensors (never pickles).
         "safetensors>=0.4",
         # SentencePiece models (ALBERT's vocabularies) in Python; the graph uses TF Text's op.
-        "sentencepiece>=0.2",
+        "sentencepiece>=0.2.2",
     ],
     extras_require={
         # Optional: TFDS input (--input_tfds, --tfds_data_dir) and keras-hub interop; the code

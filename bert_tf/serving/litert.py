@@ -25,6 +25,12 @@ becomes σ rather than ς, and some invisible format characters (U+200B..U+200F,
 U+2060, U+FEFF) and combining marks after a space are kept as separate tokens; the 200-character
 word limit counts UTF-8 bytes. The SavedModel's serve_text has none of these differences.
 
+A SentencePiece model (ALBERT's kind: unigram, no byte pieces) runs on TensorFlow Text's fast
+SentencePiece kernel alone, with a copy of the model whose normaliser also prepares the text as
+the Python `SentencePieceTokenizer` does (bert_tf.text.sentencepiece_prepared, which lists the
+differences: special pieces written in the text are text, a word-final capital sigma becomes
+σ); its digit-comma cut is a table applied with builtin ops.
+
 Span (SQuAD), tagging and fill-mask models export their id signature only: their text outputs
 (answer text, words and character offsets) need string ops LiteRT does not have
 (`LiteRTUnsupportedError` names the alternative).
@@ -51,7 +57,9 @@ from bert_tf.modeling.kernels import inference_only, portable_attention
 from bert_tf.serving import task_signatures
 from bert_tf.serving.exporter import (check_labels, encoder_config, export_tokenizer_layer,
                                      write_failed)
+from bert_tf.text import sentencepiece_prepared
 from bert_tf.text.input_packing import truncated_lengths
+from bert_tf.text.sentencepiece import SentencePieceTokenizer
 
 MODEL_FILE = model_directory.LITERT_MODEL_FILE
 INFO_FILE = model_directory.LITERT_INFO_FILE
@@ -64,7 +72,7 @@ TF_TEXT_CUSTOM_OPS = frozenset({
     "RaggedTensorToTensor", "WhitespaceTokenizeWithOffsetsV2", "NgramsStringJoin",
     "ByteSplitWithOffsets", "ByteSplitByOffsets", "RoundRobinTrim",
     "RoundRobinGenerateMasks", "Utf8Binarize", "SentenceFragmentsV2",
-    "TFSentencepieceTokenizeOp", "TFSentencepieceDetokenizeOp"})
+    "TFText>FastSentencepieceTokenize", "TFText>FastSentencepieceDetokenize"})
 TEXT_TASKS = ("classification", "regression", "embedding")
 
 
@@ -161,6 +169,59 @@ class LiteRTTokenizer(tf.Module):
         return ids.flat_values, splits[:-1], splits[1:] - splits[:-1]
 
 
+class LiteRTSentencePieceTokenizer(tf.Module):
+    """ALBERT's SentencePiece tokenization on TensorFlow Text's fast SentencePiece kernel:
+    tf.string [B] -> ragged ids (the contract of `LiteRTTokenizer`).
+
+    The kernel runs `sentencepiece_prepared.prepared_model_proto` (the Python tokenizer's
+    text preparation folded into the model's normaliser); its digit-comma cut is a table
+    applied with builtin gathers and a cumulative sum.
+
+    Args:
+      tokenizer: the `SentencePieceTokenizerLayer` whose model and casing to use.
+    """
+
+    def __init__(self, tokenizer):
+        super().__init__(name="litert_sentencepiece")
+        python = SentencePieceTokenizer(tokenizer.model_proto, tokenizer.do_lower_case)
+        self.sentencepiece = tf_text.FastSentencepieceTokenizer(
+            sentencepiece_prepared.prepared_model_proto(python))
+        table, counts = sentencepiece_prepared.digit_comma_table(python)
+        self._width = table.shape[1]
+        self._table = tf.constant(table.reshape(-1))  # [V * K]
+        self._counts = tf.constant(counts)  # [V]
+        self._unk_id = python.unk_id
+
+    def __call__(self, texts):
+        """tf.string [B] -> (flat int32 ids [N], int32 row starts [B], int32 row lengths [B])."""
+        pieces = self.sentencepiece.tokenize(texts)  # int32 [B, (P)]
+        # One piece more than the texts hold (no row covers it): LiteRT's SCATTER_ND fails on
+        # an empty shape, which a batch of empty texts would give.
+        flat = tf.concat([pieces.flat_values, [self._unk_id]], axis=0)  # [P + 1]
+        counts = tf.gather(self._counts, flat)  # [P + 1], each >= 1
+        ends = tf.cumsum(counts)
+        starts = ends - counts
+        total = tf.reduce_sum(counts)
+        # Output position j holds part j - starts[q] of piece q, the last piece starting at or
+        # before j.
+        first = tf.scatter_nd(tf.expand_dims(starts, 1), tf.ones_like(starts),
+                              tf.expand_dims(total, 0))
+        source = tf.cumsum(first) - 1  # [N + 1]
+        part = tf.range(total) - tf.gather(starts, source)
+        ids = tf.gather(self._table, tf.gather(flat, source) * self._width + part)
+        splits = tf.gather(tf.concat([[0], ends], axis=0),
+                           tf.cast(pieces.row_splits, tf.int32))  # [B + 1]
+        return ids, splits[:-1], splits[1:] - splits[:-1]
+
+
+def litert_tokenizer(tokenizer):
+    """The LiteRT tokenization of an in-graph tokenizer layer whose `litert_kernels` is True:
+    `LiteRTTokenizer` (WordPiece) or `LiteRTSentencePieceTokenizer`."""
+    if tokenizer.kind == "SentencePiece":
+        return LiteRTSentencePieceTokenizer(tokenizer)
+    return LiteRTTokenizer(tokenizer)
+
+
 def _segment_at(flat_ids, starts, lengths, offset, positions, pad_id):
     """Tokens of a segment placed at `offset`: [B, L] with flat_ids[starts + p - offset] where
     0 <= p - offset < lengths, else pad_id (builtin GATHER/SELECT, no ragged ops).
@@ -183,7 +244,7 @@ def pack_dense(segments, seq_length, length_buckets, cls_id, sep_id, pad_id):
 
     Args:
       segments: one or two (flat ids [N], row starts [B], row lengths [B]) from
-        `LiteRTTokenizer`.
+        `LiteRTTokenizer` or `LiteRTSentencePieceTokenizer`.
       seq_length: S, the longest packed length.
       length_buckets: increasing ints ending with S.
 
@@ -231,7 +292,7 @@ class _LiteRTModule(tf.Module):
         self._task = task
         self._text_pair = text_pair
         self._length_buckets = length_buckets
-        self._tokenizer = LiteRTTokenizer(tokenizer) if tokenizer is not None else None
+        self._tokenizer = litert_tokenizer(tokenizer) if tokenizer is not None else None
         self.serve_ids = tf.function(self._ids, input_signature=[task.ids_signature()],
                                      autograph=False)
         if self._tokenizer is not None:
@@ -352,10 +413,12 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
         raise ValueError("--format=litert: the text signature needs vocab_file (or "
                          "tokenizer); pass signatures=('ids',) to export without one.")
     if wants_text and not tokenizer.litert_kernels:
+        problem = (getattr(tokenizer, "litert_problem", None)
+                   or "its in-graph tokenizer's ops have no LiteRT kernels")
         raise LiteRTUnsupportedError(
             f"--format=litert: serve_text with a {type(tokenizer).__name__} cannot be expressed "
-            "in LiteRT (its in-graph tokenizer's ops have no LiteRT kernels); export "
-            "--signatures=ids for LiteRT, or --format=saved_model for serve_text.")
+            f"in LiteRT ({problem}); export --signatures=ids for LiteRT, or "
+            "--format=saved_model for serve_text.")
     config = encoder_config(model)
     if wants_text and not 3 <= max_seq_length <= config.max_position_embeddings:
         raise ValueError(f"export: max_seq_length={max_seq_length} must be in [3, "

@@ -200,16 +200,22 @@ def _representative_dataset(plan, calibration):
 
 
 def tokenizer_encode(tokenizer_layer, text):
-    """Python WordPiece ids of `text` with the layer's vocabulary and casing (cached tokenizer)."""
+    """Python ids of `text` with the layer's WordPiece vocabulary or SentencePiece model and
+    casing (cached tokenizer)."""
+    from bert_tf.text.sentencepiece import SentencePieceTokenizer
     from bert_tf.text.tokenization import WordpieceTokenizer
 
     python = getattr(tokenizer_layer, "_bert_tf_python_tokenizer", None)
     if python is None:
-        python = WordpieceTokenizer(tokenizer_layer.vocabulary,
-                                    do_lower_case=tokenizer_layer.do_lower_case,
-                                    max_input_chars_per_word=tokenizer_layer
-                                    .max_input_chars_per_word,
-                                    unk_token=tokenizer_layer.unk_token)
+        if tokenizer_layer.kind == "SentencePiece":
+            python = SentencePieceTokenizer(tokenizer_layer.model_proto,
+                                            do_lower_case=tokenizer_layer.do_lower_case)
+        else:
+            python = WordpieceTokenizer(tokenizer_layer.vocabulary,
+                                        do_lower_case=tokenizer_layer.do_lower_case,
+                                        max_input_chars_per_word=tokenizer_layer
+                                        .max_input_chars_per_word,
+                                        unk_token=tokenizer_layer.unk_token)
         tokenizer_layer._bert_tf_python_tokenizer = python
     return python.encode(text)
 

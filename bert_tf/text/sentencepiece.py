@@ -44,7 +44,7 @@ def import_library():
         import sentencepiece
     except ImportError:
         raise ImportError("SentencePiece models need the sentencepiece package: "
-                          "pip install 'sentencepiece>=0.2'") from None
+                          "pip install 'sentencepiece>=0.2.2'") from None
     return sentencepiece
 
 
@@ -62,7 +62,11 @@ def _continues_a_word(piece):
 
 def prepare_text(text, do_lower_case):
     """Step 2 of the module's recipe (str -> str): whitespace, quotes, accents, casing."""
-    text = " ".join(text.split())
+    return prepare_characters(" ".join(text.split()), do_lower_case)
+
+
+def prepare_characters(text, do_lower_case):
+    """Step 2 but for whitespace (str -> str): quotes, accents, casing."""
     text = text.replace("``", '"').replace("''", '"')
     text = "".join(c for c in unicodedata.normalize("NFKD", text)
                    if not unicodedata.combining(c))

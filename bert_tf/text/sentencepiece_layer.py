@@ -51,7 +51,7 @@ import tensorflow_text as tf_text
 
 from bert_tf import quiet_logs
 from bert_tf.file_names import SENTENCEPIECE_FILE
-from bert_tf.text import unicode_data, word_offsets
+from bert_tf.text import sentencepiece_prepared, unicode_data, word_offsets
 from bert_tf.text.bpe_layer import PYTHON_WHITESPACE, re2_literal, regex_pieces
 from bert_tf.text.layers import batch_of_strings, valid_utf8
 from bert_tf.text.sentencepiece import WORD_START, SentencePieceTokenizer, ends_in_digit_comma
@@ -187,9 +187,10 @@ class SentencePieceTokenizerLayer(word_offsets.WholeWordLayer, keras.layers.Laye
 
     # The in-graph side of the bert_tf.text.Tokenizer interface.
     kind = "SentencePiece"
-    # LiteRT has no kernels for its regular expressions (tensorflow_text's fast SentencePiece
-    # op has one).
+    # Whether LiteRT can tokenize as the layer does (bert_tf.serving.litert: the fast
+    # SentencePiece op on sentencepiece_prepared's model), and if not why; set per model.
     litert_kernels = False
+    litert_problem = None
 
     def __init__(self, model_proto, do_lower_case=True, **kwargs):
         kwargs.setdefault("dtype", "int32")
@@ -220,9 +221,15 @@ class SentencePieceTokenizerLayer(word_offsets.WholeWordLayer, keras.layers.Laye
         # Step 3.
         if _fast_op_fits(tokenizer.processor):
             self._sentencepiece = tf_text.FastSentencepieceTokenizer(self.model_proto)
+            if not sentencepiece_prepared.removes_extra_whitespace(self.model_proto):
+                self.litert_problem = ("the model's normaliser keeps runs of whitespace, "
+                                       "which ALBERT's preparation collapses")
         else:
             self._sentencepiece = tf_text.SentencepieceTokenizer(model=self.model_proto,
                                                                  out_type=tf.int32)
+            self.litert_problem = ("LiteRT's SentencePiece kernel takes unigram models "
+                                   "without byte pieces only")
+        self.litert_kernels = self.litert_problem is None
         # Step 4, per id: whether its piece is cut, the text its digits are re-segmented from,
         # whether it continues a word, and what a first digit piece becomes there (-1: none).
         self._cut = np.array([i not in self._special_ids and ends_in_digit_comma(p)

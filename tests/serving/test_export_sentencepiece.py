@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 
+import numpy as np
 import pytest
 
 from bert_tf import serving
@@ -29,11 +30,7 @@ def spm_model(tmp_path_factory):
 
 def test_classifier_text_signature_packs_sentencepiece_ids_like_python(spm_model, tmp_path):
     """`vocab_file=` a SentencePiece model builds its layer (tests/serving/test_op_check.py
-    checks such an export's ops); LiteRT refuses the text signature by name, before any
-    work."""
-    from bert_tf.serving import export_litert
-    from bert_tf.serving.litert import LiteRTUnsupportedError
-
+    checks such an export's ops)."""
     model, tokenizer = spm_model
     model_file = str(tmp_path / "spiece.model")
     with open(model_file, "wb") as f:
@@ -46,13 +43,52 @@ def test_classifier_text_signature_packs_sentencepiece_ids_like_python(spm_model
     with open(os.path.join(export_dir, "assets.extra", "bert_tf_export.json")) as f:
         assert json.load(f)["tokenizer"] == "SentencePiece (assets/spiece.model)"
     signatures.check_classifier(model, tokenizer, export_dir, TEXTS, PAIRS)
+
+
+def test_litert_text_signature_packs_sentencepiece_ids_like_python(spm_model, tmp_path):
+    """LiteRT's serve_text: TensorFlow Text's fast SentencePiece kernel on the prepared model
+    (bert_tf.text.sentencepiece_prepared) and builtin ops give Python's ids, so the Keras
+    model's answers; a special piece written in the text is text there (documented)."""
+    from bert_tf.serving import export_litert
+    from bert_tf.serving.litert_model import LiteRTModel
+
+    model, tokenizer = spm_model
+    result = export_litert(model, str(tmp_path / "lite"), tokenizer=tokenizer,
+                           max_seq_length=cases.SEQ_LENGTH, text_pair=True,
+                           labels=cases.CLASS_LABELS)
+    assert result.census.flex == frozenset()
+    assert result.census.custom == {"TFText>FastSentencepieceTokenize"}
+    texts = [t for t in TEXTS if "[MASK]" not in t] + [
+        "``Quoted'' ﬁne ＦＵＬＬ width, 1990, 2,000,000 and (1,000)", "\u3000 ", "ΟΔΟΣ x"]
+    pairs = PAIRS[:len(texts) - 3] + ["3,", "", "Ünï"]
+    lite = LiteRTModel(result.path)
+    got = lite.predict(texts, pairs)
+    features = cases.pack_batch(tokenizer, [tokenizer.encode(t) for t in texts],
+                                [tokenizer.encode(t) for t in pairs])
+    np.testing.assert_allclose(got["probabilities"], cases.softmax(model(features).numpy()),
+                               rtol=0, atol=1e-5)
+    assert lite.info["do_lower_case"] is True
+    assert tokenizer.encode("[MASK] x") != tokenizer.encode("[mask] x")
+    alone = [lite.predict([t])["probabilities"][0] for t in ["[MASK] x", "[mask] x"]]
+    np.testing.assert_allclose(alone[0], alone[1], rtol=0, atol=1e-6)
+
+
+def test_litert_refuses_a_model_its_kernel_does_not_segment(tmp_path, tmp_path_factory):
+    """A SentencePiece BPE model: the fast op (the one with a LiteRT kernel) does not segment
+    as the library does, so serve_text is refused by name before any work."""
+    from bert_tf.serving import export_litert
+    from bert_tf.serving.litert import LiteRTUnsupportedError
+
+    tokenizer = load_tokenizer(sentencepiece_model_file(tmp_path_factory, model_type="bpe"))
+    config = dataclasses.replace(cases.tiny_config(), vocab_size=tokenizer.vocab_size)
+    model = BertClassifier(BertEncoder(config), num_classes=3)
     with pytest.raises(LiteRTUnsupportedError) as refused:
-        export_litert(model, str(tmp_path / "lite"), vocab_file=model_file,
+        export_litert(model, str(tmp_path / "lite"), tokenizer=tokenizer,
                       max_seq_length=cases.SEQ_LENGTH)
     assert str(refused.value) == (
         "--format=litert: serve_text with a SentencePieceTokenizerLayer cannot be expressed in "
-        "LiteRT (its in-graph tokenizer's ops have no LiteRT kernels); export --signatures=ids "
-        "for LiteRT, or --format=saved_model for serve_text.")
+        "LiteRT (LiteRT's SentencePiece kernel takes unigram models without byte pieces only); "
+        "export --signatures=ids for LiteRT, or --format=saved_model for serve_text.")
     assert not os.path.exists(tmp_path / "lite")
 
 

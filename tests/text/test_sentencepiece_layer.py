@@ -101,7 +101,7 @@ def test_hand_picked_ids(model_proto, layers):
         2, 3, 0, 4, 1)
     assert layer.vocab_size == python.vocab_size == 1000
     assert (layer.kind, layer.litert_kernels, layer.do_lower_case) == (
-        "SentencePiece", False, True)
+        "SentencePiece", True, True)
 
 
 def test_scalars_ragged_shape_and_invalid_utf8(model_proto, layers):
@@ -236,3 +236,12 @@ def test_other_model_kinds_use_the_sentencepiece_op():
     assert layer.mask_id is None
     with pytest.raises(ValueError, match="no mask piece"):
         layer.check_masks_in_text()
+    assert (layer.litert_kernels, layer.litert_problem) == (
+        False, "LiteRT's SentencePiece kernel takes unigram models without byte pieces only")
+    # A unigram model whose normaliser keeps whitespace runs: the fast op, but no LiteRT route
+    # (bert_tf.text.sentencepiece_prepared).
+    layer = SentencePieceTokenizerLayer(make_sentencepiece_model(remove_extra_whitespaces=False))
+    assert type(layer._sentencepiece).__name__ == "FastSentencepieceTokenizer"
+    assert (layer.litert_kernels, layer.litert_problem) == (
+        False, "the model's normaliser keeps runs of whitespace, which ALBERT's preparation "
+        "collapses")

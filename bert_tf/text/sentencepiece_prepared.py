@@ -1,0 +1,191 @@
+"""A SentencePiece model that prepares its text itself: ALBERT's recipe for runtimes that have
+TensorFlow Text's fast SentencePiece kernel and nothing else for strings (LiteRT).
+
+`SentencePieceTokenizer` prepares text in Python (step 2 of its recipe: whitespace, the ``''
+quotes, NFKD without combining marks, lower case) before the model's own normaliser runs. The
+`prepared_model_proto` of a model folds that preparation into the normaliser: its character
+map sends each code point (and each sequence the model's map already rewrites) to what
+preparing and then normalising it gives, plus `` and '' to '"'. SentencePiece applies the
+longest matching rule at each position of the raw text, so one fast SentencePiece op gives the
+Python tokenizer's pieces, except where preparing the whole text differs from preparing each
+character:
+
+- a capital sigma that ends a word lower-cases to "σ", not "ς" (`str.lower` looks at its
+  neighbours);
+- a combining mark between two characters that compose (Hangul jamo) no longer keeps them
+  apart: they compose where the Python tokenizer leaves them apart.
+
+Step 4 (digits before a comma) is a table over the vocabulary (`digit_comma_table`), the
+replacement of each id by itself, which a graph applies with gathers and a cumulative sum.
+Step 1 (special pieces written in the text) has no rule here: such text is segmented as text.
+
+Needs sentencepiece >= 0.2.2 (its normaliser reads and compiles rule maps).
+"""
+
+import functools
+
+import numpy as np
+
+from bert_tf.text.sentencepiece import import_library, prepare_characters
+
+# Fields of SentencePiece's ModelProto and NormalizerSpec (sentencepiece_model.proto).
+_MODEL_NORMALIZER, _MODEL_SELF_TEST = 3, 4
+_NORMALIZER_NAME, _NORMALIZER_CHARSMAP, _NORMALIZER_TSV = 1, 2, 6
+_NORMALIZER_REMOVES_SPACES = 4
+_WIRE_VARINT, _WIRE_64BIT, _WIRE_BYTES, _WIRE_32BIT = 0, 1, 2, 5
+_PREPARED_NAME = b"bert_tf_prepared"
+
+
+def _read_varint(buf, pos):
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
+def _varint(value):
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _fields(buf):
+    """A protobuf message's fields in order: list of (number, value, raw bytes), the value an
+    int (varint) or bytes (length-delimited, fixed)."""
+    out, pos = [], 0
+    while pos < len(buf):
+        start = pos
+        key, pos = _read_varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == _WIRE_VARINT:
+            value, pos = _read_varint(buf, pos)
+        elif wire == _WIRE_BYTES:
+            size, pos = _read_varint(buf, pos)
+            value, pos = bytes(buf[pos:pos + size]), pos + size
+        elif wire in (_WIRE_64BIT, _WIRE_32BIT):
+            size = 8 if wire == _WIRE_64BIT else 4
+            value, pos = bytes(buf[pos:pos + size]), pos + size
+        else:
+            raise ValueError(f"SentencePiece model: unexpected protobuf wire type {wire}.")
+        out.append((number, value, bytes(buf[start:pos])))
+    return out
+
+
+def _bytes_field(number, payload):
+    return _varint(number << 3 | _WIRE_BYTES) + _varint(len(payload)) + payload
+
+
+def _normalizer_spec(model_proto):
+    """The NormalizerSpec's fields: dict number -> value."""
+    spec = next((v for n, v, _ in _fields(model_proto) if n == _MODEL_NORMALIZER), b"")
+    return {n: v for n, v, _ in _fields(spec)}
+
+
+def removes_extra_whitespace(model_proto):
+    """Whether the model's normaliser collapses whitespace runs (SentencePiece's default,
+    ALBERT's and T5's models): the prepared model relies on it for the Python tokenizer's
+    whitespace rule."""
+    return bool(_normalizer_spec(model_proto).get(_NORMALIZER_REMOVES_SPACES, 1))
+
+
+def _with_charsmap(model_proto, charsmap):
+    """The model with its normaliser's character map replaced (and renamed; its rule text and
+    self-test samples, which describe the old map, dropped)."""
+    out = bytearray()
+    for number, value, raw in _fields(model_proto):
+        if number == _MODEL_SELF_TEST:
+            continue
+        if number != _MODEL_NORMALIZER:
+            out += raw
+            continue
+        spec = bytearray(_bytes_field(_NORMALIZER_NAME, _PREPARED_NAME)
+                         + _bytes_field(_NORMALIZER_CHARSMAP, charsmap))
+        for n, _, field in _fields(value):
+            if n not in (_NORMALIZER_NAME, _NORMALIZER_CHARSMAP, _NORMALIZER_TSV):
+                spec += field
+        out += _bytes_field(_MODEL_NORMALIZER, bytes(spec))
+    return bytes(out)
+
+
+@functools.lru_cache(maxsize=4)
+def _prepared(model_proto, do_lower_case):
+    sentencepiece = import_library()
+    if not hasattr(getattr(sentencepiece, "SentencePieceNormalizer", None), "Decompile"):
+        raise ImportError("A SentencePiece model for LiteRT needs sentencepiece >= 0.2.2: "
+                          "pip install 'sentencepiece>=0.2.2'")
+    # Compiling a map logs two INFO lines from C++ (sizes) that a user has no use for.
+    sentencepiece.set_min_log_level(1)
+    # The model's own normalisation of a text, without its whitespace handling (prepared text
+    # has none left to do; the prepared model keeps the model's flags).
+    normalize = sentencepiece.SentencePieceNormalizer(
+        model_proto=model_proto, add_dummy_prefix=False, escape_whitespaces=False,
+        remove_extra_whitespaces=False).Normalize
+    own_rules = [source for source, _ in
+                 sentencepiece.SentencePieceNormalizer(model_proto=model_proto).Decompile()]
+    chars = [chr(c) for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF]
+    spaces = {ord(c): " " for c in chars if c.isspace()}
+
+    def prepare_each(texts):
+        # Whitespace becomes one space (the normaliser then collapses runs and strips the
+        # ends, as the Python tokenizer's preparation does). Prepared in one string: NUL stops
+        # NFKD's reordering and the final-sigma context, so each part is prepared alone.
+        joined = "\x00".join(texts).translate(spaces)
+        return prepare_characters(joined, do_lower_case).split("\x00")
+
+    # A character that preparing leaves alone and the model's map does not rewrite needs no
+    # rule.
+    own_chars = {s for s in own_rules if len(s) == 1}
+    changed = [(c, p) for c, p in zip(chars, prepare_each(chars)) if p != c or c in own_chars]
+    rules = {c: t for (c, _), t in zip(changed, normalize([p for _, p in changed])) if t != c}
+    sequences = [s for s in own_rules if len(s) > 1]
+    rules.update(zip(sequences, normalize(prepare_each(sequences))))
+    rules["``"] = rules["''"] = '"'
+    charsmap = _fields(sentencepiece.SentencePieceNormalizer(
+        norm_map=sorted(rules.items())).serialized_normalizer_spec())
+    charsmap = next(v for n, v, _ in charsmap if n == _NORMALIZER_CHARSMAP)
+    return _with_charsmap(model_proto, charsmap)
+
+
+def prepared_model_proto(tokenizer):
+    """The model of a `SentencePieceTokenizer` with its step 2 inside the normaliser.
+
+    Args:
+      tokenizer: a `bert_tf.text.sentencepiece.SentencePieceTokenizer`.
+
+    Returns:
+      bytes: a SentencePiece model (its pieces and scores unchanged) whose segmentation of raw
+      text is the tokenizer's steps 2 and 3 (see the module docstring for where it differs).
+
+    Raises:
+      ValueError: the model's normaliser keeps whitespace runs (remove_extra_whitespaces off),
+        which the Python tokenizer collapses.
+      ImportError: sentencepiece older than 0.2.2.
+    """
+    if not removes_extra_whitespace(tokenizer.model_proto):
+        raise ValueError(f"{tokenizer.source}: the model's normaliser keeps runs of "
+                         "whitespace (remove_extra_whitespaces is off), which ALBERT's "
+                         "preparation collapses; no prepared model reproduces that.")
+    return _prepared(tokenizer.model_proto, tokenizer.do_lower_case)
+
+
+def digit_comma_table(tokenizer):
+    """Step 4 of a `SentencePieceTokenizer` per id.
+
+    Returns:
+      (table, counts): int32 [V, K], row i the ids piece i becomes (itself, or its digits'
+      pieces and ","), padded with -1; int32 [V], how many of row i are used (>= 1).
+    """
+    rows = [[i] if i in tokenizer.special_token_ids else
+            tokenizer.convert_tokens_to_ids(tokenizer.cut_digit_commas([piece]))
+            for i, piece in enumerate(tokenizer.inv_vocab)]
+    table = np.full([len(rows), max(len(r) for r in rows)], -1, np.int32)
+    for i, row in enumerate(rows):
+        table[i, :len(row)] = row
+    return table, np.array([len(r) for r in rows], np.int32)

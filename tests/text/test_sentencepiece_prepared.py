@@ -1,0 +1,111 @@
+"""Tests for bert_tf.text.sentencepiece_prepared: a SentencePiece model whose normaliser does
+ALBERT's preparation, so TensorFlow Text's fast SentencePiece op alone (what LiteRT has)
+segments raw text as the Python tokenizer segments prepared text."""
+
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from bert_tf.text import sentencepiece_prepared
+from bert_tf.text.sentencepiece import SentencePieceTokenizer, import_library, prepare_text
+
+from sentencepiece_fixtures import cjk_lines, make_sentencepiece_model, python_doc_lines
+
+# Text the preparation changes: whitespace runs and ends, the ``'' quotes, accents (composed
+# and combining), ligatures, full-width and other compatibility forms, ß, dotted capital I,
+# control and format characters, and digits before commas (step 4, not the prepared model's).
+EDGE_CASES = [
+    "  two  spaces\tand a tab\nnewline\r\n\u3000ideographic\u00a0nbsp\u2028end  ",
+    "``quoted'' and ''odd`` ```three'''", "Crème Brûlée naïve nai\u0308ve", "ﬁne ﬂow Ⅸ ½ ㍿",
+    "ＦＵＬＬ ｗｉｄｔｈ ｶﾞ", "Straße İstanbul ǅemal µ", "a\x07b\x1fc\u200bd\ufeffe\u200df",
+    "1990, 2,000,000 and 3,", "x1990, (1,000)", "", " ", "\t\n", "\u0301 marks \u0301\u0308",
+    "😀 👍🏽 🇩🇪 ❤️", "北京大学 東京タワー 서울의 봄",
+]
+
+
+def _code_point_texts(do_lower_case):
+    """"a{c}b" for every code point whose preparation or normalisation could do something
+    (whitespace, compatibility or canonical decompositions, combining marks, case, control
+    and format characters), and every seventh other assigned code point."""
+    texts = []
+    for code in range(1, 0x110000):
+        c = chr(code)
+        category = unicodedata.category(c)
+        if category in ("Cn", "Cs"):
+            continue
+        acts = (c.isspace() or unicodedata.normalize("NFKD", c) != c or unicodedata.combining(c)
+                or category in ("Cc", "Cf", "Mn", "Me") or (do_lower_case and c.lower() != c))
+        if acts or code % 7 == 0:
+            texts.append(f"a{c}b")
+    return texts
+
+
+@pytest.fixture(scope="module")
+def model_proto():
+    return make_sentencepiece_model()
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_fast_op_on_raw_text_gives_the_python_segmentation_of_prepared_text(model_proto,
+                                                                          do_lower_case):
+    python = SentencePieceTokenizer(model_proto, do_lower_case)
+    prepared = sentencepiece_prepared.prepared_model_proto(python)
+    texts = (python_doc_lines()[::4] + cjk_lines() + EDGE_CASES
+             + _code_point_texts(do_lower_case))
+    assert len(texts) > 55_000
+    want = python.processor.encode([prepare_text(t, do_lower_case) for t in texts])
+    got = tf_text.FastSentencepieceTokenizer(prepared).tokenize(tf.constant(texts)).to_list()
+    assert [t for t, w, g in zip(texts, want, got) if w != g] == []
+    # Pieces and scores are the model's: ids mean what they meant.
+    library = import_library()
+    original = library.SentencePieceProcessor(model_proto=model_proto)
+    changed = library.SentencePieceProcessor(model_proto=prepared)
+    assert [(changed.id_to_piece(i), changed.get_score(i)) for i in range(len(python.inv_vocab))
+            ] == [(original.id_to_piece(i), original.get_score(i))
+                  for i in range(len(python.inv_vocab))]
+
+
+def test_documented_differences(model_proto):
+    """A word-final capital sigma lower-cases to σ (str.lower's ς needs the characters around
+    it); special pieces written in the text are text."""
+    python = SentencePieceTokenizer(model_proto, do_lower_case=True)
+    prepared = import_library().SentencePieceProcessor(
+        model_proto=sentencepiece_prepared.prepared_model_proto(python))
+    for text in ["ΟΔΟΣ ΣΑΣ.", "aΣ"]:
+        want = python.tokenize(text)
+        assert "ς" in "".join(want)
+        assert prepared.encode_as_pieces(text) == [p.replace("ς", "σ") for p in want]
+    assert python.tokenize("[MASK] x")[0] == "[MASK]"
+    assert prepared.encode_as_pieces("[MASK] x")[:2] == ["\u2581[", "m"]
+
+
+def test_digit_comma_table_is_the_python_cut_per_id(model_proto):
+    python = SentencePieceTokenizer(model_proto)
+    table, counts = sentencepiece_prepared.digit_comma_table(python)
+    assert table.shape[0] == counts.shape[0] == python.vocab_size
+    assert table.dtype == counts.dtype == np.int32
+    cut = [i for i in range(python.vocab_size) if counts[i] > 1]
+    assert len(cut) > 20
+    for i in range(python.vocab_size):
+        pieces = python.cut_digit_commas([python.inv_vocab[i]])
+        row = table[i, :counts[i]].tolist()
+        assert row == ([i] if i in python.special_token_ids
+                       else python.convert_tokens_to_ids(pieces))
+        assert (table[i, counts[i]:] == -1).all()
+    comma = python.vocab[","]
+    assert all(table[i, counts[i] - 1] == comma for i in cut)
+
+
+def test_a_normaliser_that_keeps_whitespace_runs_is_refused():
+    model = make_sentencepiece_model(remove_extra_whitespaces=False)
+    assert not sentencepiece_prepared.removes_extra_whitespace(model)
+    assert sentencepiece_prepared.removes_extra_whitespace(make_sentencepiece_model())
+    with pytest.raises(ValueError) as refused:
+        sentencepiece_prepared.prepared_model_proto(SentencePieceTokenizer(model))
+    assert str(refused.value) == (
+        "SentencePiece model: the model's normaliser keeps runs of whitespace "
+        "(remove_extra_whitespaces is off), which ALBERT's preparation collapses; no prepared "
+        "model reproduces that.")
