@@ -18,10 +18,12 @@ from bert_tf.config import BertConfig
 from bert_tf.interop import save_huggingface
 from bert_tf.interop.albert import config_from_albert, save_albert_checkpoint
 from bert_tf.jobs.classification import ClassificationConfig, run_classifier
+from bert_tf.jobs import export
 from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
 from bert_tf.jobs.squad import SquadConfig, run_squad
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.serving import load_model_dir
+from bert_tf.serving.litert_model import LiteRTModel
 from bert_tf.text import load_tokenizer, tokenizer_files
 from bert_tf.text.input_packing import pack_inputs
 
@@ -122,6 +124,14 @@ def test_classify_from_an_albert_release_tokenizes_with_its_sentencepiece_model(
     model_dir = load_model_dir(str(out))
     assert model_dir.vocab_file == str(out / "spiece.model")
     assert model_dir.do_lower_case is True
+    # bert-tf-export --format=litert: the text inside, on LiteRT's SentencePiece kernel.
+    written = export.export(export.ExportConfig(model_dir=str(out), export_dir=str(
+        tmp_path / "lite"), format="litert", quantize="int8"))
+    assert "none needing Flex" in written, written
+    lite = LiteRTModel(str(tmp_path / "lite"))
+    assert lite.signatures["serve_text"]["inputs"] == ["text"]
+    assert lite.predict(texts)["predicted_label"].tolist() == got["predicted_label"].numpy(
+        ).tolist()
 
 
 def test_conversions_carry_the_sentencepiece_model(albert_release, tmp_path):
