@@ -27,9 +27,10 @@ word limit counts UTF-8 bytes. The SavedModel's serve_text has none of these dif
 
 A SentencePiece model (ALBERT's kind: unigram, no byte pieces) runs on TensorFlow Text's fast
 SentencePiece kernel alone, with a copy of the model whose normaliser also prepares the text as
-the Python `SentencePieceTokenizer` does (bert_tf.text.sentencepiece_prepared, which lists the
-differences: special pieces written in the text are text, a word-final capital sigma becomes
-σ); its digit-comma cut is a table applied with builtin ops.
+the Python `SentencePieceTokenizer` does and whose control pieces are user-defined
+(bert_tf.text.sentencepiece_prepared, which lists the differences: "<unk>" written in the text
+is text, a word-final capital sigma becomes σ); the lone word start before a control piece is
+dropped and the digit-comma cut applied with builtin ops.
 
 Span (SQuAD), tagging and fill-mask models export their id signature only: their text outputs
 (answer text, words and character offsets) need string ops LiteRT does not have
@@ -174,8 +175,9 @@ class LiteRTSentencePieceTokenizer(tf.Module):
     tf.string [B] -> ragged ids (the contract of `LiteRTTokenizer`).
 
     The kernel runs `sentencepiece_prepared.prepared_model_proto` (the Python tokenizer's
-    text preparation folded into the model's normaliser); its digit-comma cut is a table
-    applied with builtin gathers and a cumulative sum.
+    text preparation folded into the model's normaliser, its control pieces user-defined); the
+    lone word start before a control piece is dropped and the digit-comma cut applied as one
+    table of replacements, with builtin gathers and cumulative sums.
 
     Args:
       tokenizer: the `SentencePieceTokenizerLayer` whose model and casing to use.
@@ -191,6 +193,10 @@ class LiteRTSentencePieceTokenizer(tf.Module):
         self._table = tf.constant(table.reshape(-1))  # [V * K]
         self._counts = tf.constant(counts)  # [V]
         self._unk_id = python.unk_id
+        self._word_start_id = sentencepiece_prepared.word_start_id(python)
+        user_defined = np.zeros([python.vocab_size], np.int32)
+        user_defined[list(sentencepiece_prepared.user_defined_ids(python))] = 1
+        self._user_defined = tf.constant(user_defined)  # [V]
 
     def __call__(self, texts):
         """tf.string [B] -> (flat int32 ids [N], int32 row starts [B], int32 row lengths [B])."""
@@ -199,11 +205,18 @@ class LiteRTSentencePieceTokenizer(tf.Module):
         # an empty shape, which a batch of empty texts would give.
         flat = tf.concat([pieces.flat_values, [self._unk_id]], axis=0)  # [P + 1]
         counts = tf.gather(self._counts, flat)  # [P + 1], each >= 1
+        if self._word_start_id is not None:
+            # A lone word start before a control piece becomes nothing (the Python tokenizer
+            # segments the text before the piece alone, its end stripped). SentencePiece
+            # never ends a text with one, so the next piece is in the same row.
+            following = tf.gather(self._user_defined, tf.concat([flat[1:], [0]], axis=0))
+            counts *= 1 - tf.cast(tf.equal(flat, self._word_start_id), tf.int32) * following
         ends = tf.cumsum(counts)
         starts = ends - counts
         total = tf.reduce_sum(counts)
         # Output position j holds part j - starts[q] of piece q, the last piece starting at or
-        # before j.
+        # before j (a piece of no parts shares its start with the next, and the sum of their
+        # marks skips it; the sentinel, never dropped, keeps every start inside).
         first = tf.scatter_nd(tf.expand_dims(starts, 1), tf.ones_like(starts),
                               tf.expand_dims(total, 0))
         source = tf.cumsum(first) - 1  # [N + 1]

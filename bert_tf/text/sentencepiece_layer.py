@@ -222,13 +222,15 @@ class SentencePieceTokenizerLayer(word_offsets.WholeWordLayer, keras.layers.Laye
         if _fast_op_fits(tokenizer.processor):
             self._sentencepiece = tf_text.FastSentencepieceTokenizer(self.model_proto)
             if not sentencepiece_prepared.removes_extra_whitespace(self.model_proto):
-                self.litert_problem = ("the model's normaliser keeps runs of whitespace, "
+                self.litert_problem = ("the model's normaliser keeps runs of whitespace "
+                                       "(normalizer_spec.remove_extra_whitespaces is off), "
                                        "which ALBERT's preparation collapses")
         else:
             self._sentencepiece = tf_text.SentencepieceTokenizer(model=self.model_proto,
                                                                  out_type=tf.int32)
-            self.litert_problem = ("LiteRT's SentencePiece kernel takes unigram models "
-                                   "without byte pieces only")
+            self.litert_problem = ("LiteRT's SentencePiece kernel takes only unigram "
+                                   "models without byte pieces whose pieces start words "
+                                   "with \u2581")
         self.litert_kernels = self.litert_problem is None
         # Step 4, per id: whether its piece is cut, the text its digits are re-segmented from,
         # whether it continues a word, and what a first digit piece becomes there (-1: none).

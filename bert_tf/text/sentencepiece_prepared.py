@@ -12,24 +12,37 @@ character:
 
 - a capital sigma that ends a word lower-cases to "σ", not "ς" (`str.lower` looks at its
   neighbours);
-- a combining mark between two characters that compose (Hangul jamo) no longer keeps them
-  apart: they compose where the Python tokenizer leaves them apart.
+- a combining mark between two characters that compose (Hangul jamo, the two parts of some
+  Indic vowels) keeps them apart, where the Python tokenizer drops the mark and the model's
+  normaliser composes them;
+- invalid UTF-8 is not replaced by U+FFFD first (the pieces around a bad byte may differ).
+
+Step 1 (special pieces written in the text): the control pieces ([CLS], [SEP], [MASK], <pad>)
+become user-defined pieces, which SentencePiece cuts out of the text whole, and a rule puts a
+space after each, so the text after one starts a word as it does when the Python tokenizer
+segments it alone; the lone word start SentencePiece leaves before one (`word_start_id`) is
+for the graph to drop. The unknown piece written in the text ("<unk>") stays text, and a cased
+text that only normalises to a control piece's text (full-width "［MASK］") becomes that piece.
+Models without a lone word-start piece keep all of step 1 as text.
 
 Step 4 (digits before a comma) is a table over the vocabulary (`digit_comma_table`), the
 replacement of each id by itself, which a graph applies with gathers and a cumulative sum.
-Step 1 (special pieces written in the text) has no rule here: such text is segmented as text.
 
 Needs sentencepiece >= 0.2.2 (its normaliser reads and compiles rule maps).
 """
 
 import functools
+import os
 
 import numpy as np
 
-from bert_tf.text.sentencepiece import import_library, prepare_characters
+from bert_tf import quiet_logs
+from bert_tf.text.sentencepiece import WORD_START, import_library, prepare_characters
 
-# Fields of SentencePiece's ModelProto and NormalizerSpec (sentencepiece_model.proto).
-_MODEL_NORMALIZER, _MODEL_SELF_TEST = 3, 4
+# Fields of SentencePiece's ModelProto, SentencePiece and NormalizerSpec
+# (sentencepiece_model.proto).
+_MODEL_PIECES, _MODEL_NORMALIZER, _MODEL_SELF_TEST = 1, 3, 4
+_PIECE_TYPE, _TYPE_USER_DEFINED = 3, 4
 _NORMALIZER_NAME, _NORMALIZER_CHARSMAP, _NORMALIZER_TSV = 1, 2, 6
 _NORMALIZER_REMOVES_SPACES = 4
 _WIRE_VARINT, _WIRE_64BIT, _WIRE_BYTES, _WIRE_32BIT = 0, 1, 2, 5
@@ -97,9 +110,13 @@ def removes_extra_whitespace(model_proto):
 
 def _with_charsmap(model_proto, charsmap):
     """The model with its normaliser's character map replaced (and renamed; its rule text and
-    self-test samples, which describe the old map, dropped)."""
+    self-test samples, which describe the old map, dropped). A model without a normaliser
+    (SentencePiece's defaults) gets one."""
+    fields = _fields(model_proto)
+    if not any(number == _MODEL_NORMALIZER for number, _, _ in fields):
+        fields.append((_MODEL_NORMALIZER, b"", b""))
     out = bytearray()
-    for number, value, raw in _fields(model_proto):
+    for number, value, raw in fields:
         if number == _MODEL_SELF_TEST:
             continue
         if number != _MODEL_NORMALIZER:
@@ -114,14 +131,40 @@ def _with_charsmap(model_proto, charsmap):
     return bytes(out)
 
 
-@functools.lru_cache(maxsize=4)
-def _prepared(model_proto, do_lower_case):
+def _with_user_defined(model_proto, ids):
+    """The model with the pieces `ids` (ints) made user-defined."""
+    out, index = bytearray(), 0
+    for number, value, raw in _fields(model_proto):
+        if number == _MODEL_PIECES:
+            if index in ids:
+                raw = _bytes_field(_MODEL_PIECES, b"".join(
+                    [field for n, _, field in _fields(value) if n != _PIECE_TYPE]
+                    + [_varint(_PIECE_TYPE << 3 | _WIRE_VARINT), _varint(_TYPE_USER_DEFINED)]))
+            index += 1
+        out += raw
+    return bytes(out)
+
+
+def word_start_id(tokenizer):
+    """The id of the lone word-start piece ("\u2581") when the model has one (then its control
+    pieces are user-defined in the prepared model), else None."""
+    return tokenizer.vocab.get(WORD_START)
+
+
+def user_defined_ids(tokenizer):
+    """The control pieces the prepared model cuts out of the text: frozenset of int."""
+    if word_start_id(tokenizer) is None:
+        return frozenset()
+    return frozenset(i for i in tokenizer.special_token_ids - {tokenizer.unk_id}
+                     if tokenizer.inv_vocab[i].strip())
+
+
+@functools.lru_cache(maxsize=1)
+def _prepared(model_proto, do_lower_case, specials):
     sentencepiece = import_library()
     if not hasattr(getattr(sentencepiece, "SentencePieceNormalizer", None), "Decompile"):
         raise ImportError("A SentencePiece model for LiteRT needs sentencepiece >= 0.2.2: "
                           "pip install 'sentencepiece>=0.2.2'")
-    # Compiling a map logs two INFO lines from C++ (sizes) that a user has no use for.
-    sentencepiece.set_min_log_level(1)
     # The model's own normalisation of a text, without its whitespace handling (prepared text
     # has none left to do; the prepared model keeps the model's flags).
     normalize = sentencepiece.SentencePieceNormalizer(
@@ -146,11 +189,20 @@ def _prepared(model_proto, do_lower_case):
     rules = {c: t for (c, _), t in zip(changed, normalize([p for _, p in changed])) if t != c}
     sequences = [s for s in own_rules if len(s) > 1]
     rules.update(zip(sequences, normalize(prepare_each(sequences))))
-    rules["``"] = rules["''"] = '"'
-    charsmap = _fields(sentencepiece.SentencePieceNormalizer(
-        norm_map=sorted(rules.items())).serialized_normalizer_spec())
-    charsmap = next(v for n, v, _ in charsmap if n == _NORMALIZER_CHARSMAP)
-    return _with_charsmap(model_proto, charsmap)
+    quotes = ["``", "''"]
+    rules.update(zip(quotes, normalize(prepare_each(quotes))))
+    rules.update((text, text + " ") for _, text in specials)
+    # Compiling a map logs two INFO lines (its sizes) that only TF_CPP_MIN_LOG_LEVEL=0 asks for.
+    sentencepiece.set_min_log_level(quiet_logs.min_log_level()
+                                    if "TF_CPP_MIN_LOG_LEVEL" in os.environ else 1)
+    try:
+        spec = sentencepiece.SentencePieceNormalizer(
+            norm_map=sorted(rules.items())).serialized_normalizer_spec()
+    finally:
+        sentencepiece.set_min_log_level(quiet_logs.min_log_level())
+    charsmap = next(v for n, v, _ in _fields(spec) if n == _NORMALIZER_CHARSMAP)
+    return _with_user_defined(_with_charsmap(model_proto, charsmap),
+                              frozenset(i for i, _ in specials))
 
 
 def prepared_model_proto(tokenizer):
@@ -160,8 +212,10 @@ def prepared_model_proto(tokenizer):
       tokenizer: a `bert_tf.text.sentencepiece.SentencePieceTokenizer`.
 
     Returns:
-      bytes: a SentencePiece model (its pieces and scores unchanged) whose segmentation of raw
-      text is the tokenizer's steps 2 and 3 (see the module docstring for where it differs).
+      bytes: a SentencePiece model (its pieces and scores unchanged; its control pieces
+      user-defined when it has a lone word-start piece) whose segmentation of raw text is the
+      tokenizer's steps 1 to 3 once the lone word start before a control piece is dropped (see
+      the module docstring for where it differs).
 
     Raises:
       ValueError: the model's normaliser keeps whitespace runs (remove_extra_whitespaces off),
@@ -172,7 +226,8 @@ def prepared_model_proto(tokenizer):
         raise ValueError(f"{tokenizer.source}: the model's normaliser keeps runs of "
                          "whitespace (remove_extra_whitespaces is off), which ALBERT's "
                          "preparation collapses; no prepared model reproduces that.")
-    return _prepared(tokenizer.model_proto, tokenizer.do_lower_case)
+    specials = tuple(sorted((i, tokenizer.inv_vocab[i]) for i in user_defined_ids(tokenizer)))
+    return _prepared(tokenizer.model_proto, tokenizer.do_lower_case, specials)
 
 
 def digit_comma_table(tokenizer):

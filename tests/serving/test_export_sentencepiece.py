@@ -47,9 +47,9 @@ def test_classifier_text_signature_packs_sentencepiece_ids_like_python(spm_model
 
 def test_litert_text_signature_packs_sentencepiece_ids_like_python(spm_model, tmp_path):
     """LiteRT's serve_text: TensorFlow Text's fast SentencePiece kernel on the prepared model
-    (bert_tf.text.sentencepiece_prepared) and builtin ops give Python's ids, so the Keras
-    model's answers; a special piece written in the text is text there (documented)."""
-    from bert_tf.serving import export_litert
+    (bert_tf.text.sentencepiece_prepared) and builtin ops give Python's ids, [MASK] written in
+    the text included, so the Keras model's answers."""
+    from bert_tf.serving import export_litert, quantization
     from bert_tf.serving.litert_model import LiteRTModel
 
     model, tokenizer = spm_model
@@ -58,9 +58,9 @@ def test_litert_text_signature_packs_sentencepiece_ids_like_python(spm_model, tm
                            labels=cases.CLASS_LABELS)
     assert result.census.flex == frozenset()
     assert result.census.custom == {"TFText>FastSentencepieceTokenize"}
-    texts = [t for t in TEXTS if "[MASK]" not in t] + [
-        "``Quoted'' ﬁne ＦＵＬＬ width, 1990, 2,000,000 and (1,000)", "\u3000 ", "ΟΔΟΣ x"]
-    pairs = PAIRS[:len(texts) - 3] + ["3,", "", "Ünï"]
+    texts = TEXTS + ["``Quoted'' ﬁne ＦＵＬＬ width, 1990, 2,000,000 and (1,000)", "\u3000 ",
+                     "x [SEP]y[CLS]", "[mask] x"]
+    pairs = PAIRS + ["3,", "", "Ünï [MASK]", "[MASK] x"]
     lite = LiteRTModel(result.path)
     got = lite.predict(texts, pairs)
     features = cases.pack_batch(tokenizer, [tokenizer.encode(t) for t in texts],
@@ -69,8 +69,13 @@ def test_litert_text_signature_packs_sentencepiece_ids_like_python(spm_model, tm
                                rtol=0, atol=1e-5)
     assert lite.info["do_lower_case"] is True
     assert tokenizer.encode("[MASK] x") != tokenizer.encode("[mask] x")
-    alone = [lite.predict([t])["probabilities"][0] for t in ["[MASK] x", "[mask] x"]]
-    np.testing.assert_allclose(alone[0], alone[1], rtol=0, atol=1e-6)
+    empty = lite.predict(["", "\u3000 "])["probabilities"]
+    features = cases.pack_batch(tokenizer, [[], []])
+    np.testing.assert_allclose(empty, cases.softmax(model(features).numpy()), rtol=0, atol=1e-5)
+    # full_int8's calibration rows, tokenized in Python with the layer's model.
+    layer = tokenizer_layer(tokenizer)
+    assert [quantization.tokenizer_encode(layer, t) for t in texts] == [
+        tokenizer.encode(t) for t in texts]
 
 
 def test_litert_refuses_a_model_its_kernel_does_not_segment(tmp_path, tmp_path_factory):
@@ -87,8 +92,9 @@ def test_litert_refuses_a_model_its_kernel_does_not_segment(tmp_path, tmp_path_f
                       max_seq_length=cases.SEQ_LENGTH)
     assert str(refused.value) == (
         "--format=litert: serve_text with a SentencePieceTokenizerLayer cannot be expressed in "
-        "LiteRT (LiteRT's SentencePiece kernel takes unigram models without byte pieces only); "
-        "export --signatures=ids for LiteRT, or --format=saved_model for serve_text.")
+        "LiteRT (LiteRT's SentencePiece kernel takes only unigram models without byte pieces "
+        "whose pieces start words with \u2581); export --signatures=ids for LiteRT, or "
+        "--format=saved_model for serve_text.")
     assert not os.path.exists(tmp_path / "lite")
 
 

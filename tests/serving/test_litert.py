@@ -23,9 +23,12 @@ from bert_tf.serving import litert, litert_export, quantization, write_task_info
 from bert_tf.serving.litert_model import LiteRTModel
 from bert_tf.text import tokenization
 from bert_tf.text.layers import BertTokenizerLayer
+from bert_tf.text.sentencepiece import SentencePieceTokenizer
+from bert_tf.text.sentencepiece_layer import SentencePieceTokenizerLayer
 
 import serving_cases as cases
 import zygote
+from sentencepiece_fixtures import make_sentencepiece_model
 from command_batch import run_commands
 
 # One worker runs the module: its module fixtures run once, not once per worker.
@@ -219,6 +222,37 @@ def test_in_model_tokenizer_matches_python_on_real_texts(do_lower_case):
     assert any(tokenization.is_cjk_char(ord(c)) for t in texts for c in t)
     unk = python.vocab["[UNK]"]
     assert 0 < sum(r.tolist().count(unk) for r in rows) < 0.1 * sum(out["lengths"])
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_in_model_sentencepiece_tokenizer_matches_python(do_lower_case):
+    """ALBERT's tokenization in LiteRT (bert_tf.text.sentencepiece_prepared and builtin ops):
+    the Python SentencePieceTokenizer's ids on real texts, control pieces written in the text,
+    digits before commas and empty texts; "<unk>" written in the text is text (documented)."""
+    model_proto = make_sentencepiece_model()
+    python = SentencePieceTokenizer(model_proto, do_lower_case)
+    tokenizer = litert.LiteRTSentencePieceTokenizer(
+        SentencePieceTokenizerLayer(model_proto, do_lower_case=do_lower_case))
+
+    def tokenize(inputs):
+        flat, _, lengths = tokenizer(inputs["text"])
+        return {"ids": flat, "lengths": lengths}
+
+    content, census = litert.convert_functions({"serving_default": tf.function(
+        tokenize, input_signature=[{"text": tf.TensorSpec([None], tf.string, name="text")}])})
+    assert census.custom == {"TFText>FastSentencepieceTokenize"} and not census.flex
+    runner = litert.interpreter(content).get_signature_runner()
+    texts = _real_texts() + [
+        "The cat [MASK] on the[SEP]mat", "[MASK][MASK] [CLS]x[SEP] <pad>", " [MASK] ", "",
+        "In 1990, 2,000,000 (1,000) and 3,[MASK]", "``Quoted'' ﬁne ＦＵＬＬ", "[mask] x"]
+    out = runner(text=np.array([t.encode() for t in texts], dtype=object))
+    rows = np.split(out["ids"][:sum(out["lengths"])], np.cumsum(out["lengths"])[:-1])
+    assert [t for t, row in zip(texts, rows) if row.tolist() != python.encode(t)] == []
+    assert sum(t.count(",") for t in texts) > 1000
+    unk = runner(text=np.array([b"<unk> x"], dtype=object))["ids"].tolist()
+    assert python.encode("<unk> x")[0] == python.unk_id and unk[0] != python.unk_id
+    empty = runner(text=np.array([b"", b" "], dtype=object))
+    assert empty["lengths"].tolist() == [0, 0]
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -237,11 +237,12 @@ def test_other_model_kinds_use_the_sentencepiece_op():
     with pytest.raises(ValueError, match="no mask piece"):
         layer.check_masks_in_text()
     assert (layer.litert_kernels, layer.litert_problem) == (
-        False, "LiteRT's SentencePiece kernel takes unigram models without byte pieces only")
+        False, "LiteRT's SentencePiece kernel takes only unigram models without byte pieces "
+        "whose pieces start words with \u2581")
     # A unigram model whose normaliser keeps whitespace runs: the fast op, but no LiteRT route
     # (bert_tf.text.sentencepiece_prepared).
     layer = SentencePieceTokenizerLayer(make_sentencepiece_model(remove_extra_whitespaces=False))
     assert type(layer._sentencepiece).__name__ == "FastSentencepieceTokenizer"
     assert (layer.litert_kernels, layer.litert_problem) == (
-        False, "the model's normaliser keeps runs of whitespace, which ALBERT's preparation "
-        "collapses")
+        False, "the model's normaliser keeps runs of whitespace (normalizer_spec."
+        "remove_extra_whitespaces is off), which ALBERT's preparation collapses")

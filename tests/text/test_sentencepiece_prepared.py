@@ -10,7 +10,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.text import sentencepiece_prepared
-from bert_tf.text.sentencepiece import SentencePieceTokenizer, import_library, prepare_text
+from bert_tf.text.sentencepiece import (WORD_START, SentencePieceTokenizer, import_library,
+                                        prepare_text)
 
 from sentencepiece_fixtures import cjk_lines, make_sentencepiece_model, python_doc_lines
 
@@ -68,18 +69,44 @@ def test_fast_op_on_raw_text_gives_the_python_segmentation_of_prepared_text(mode
                   for i in range(len(python.inv_vocab))]
 
 
-def test_documented_differences(model_proto):
-    """A word-final capital sigma lower-cases to σ (str.lower's ς needs the characters around
-    it); special pieces written in the text are text."""
+def test_control_pieces_are_cut_out_and_the_documented_differences(model_proto):
+    """TensorFlow Text's fast op on the prepared model: control pieces written in the text come
+    out whole (user-defined), after a lone word start the graph drops; "<unk>" written in the
+    text is text; a word-final capital sigma lower-cases to σ (str.lower's ς needs the
+    characters around it)."""
     python = SentencePieceTokenizer(model_proto, do_lower_case=True)
-    prepared = import_library().SentencePieceProcessor(
-        model_proto=sentencepiece_prepared.prepared_model_proto(python))
+    fast = tf_text.FastSentencepieceTokenizer(
+        sentencepiece_prepared.prepared_model_proto(python))
+    word_start = sentencepiece_prepared.word_start_id(python)
+    controls = sentencepiece_prepared.user_defined_ids(python)
+    assert word_start == python.vocab[WORD_START]
+    assert controls == {python.vocab[t] for t in ("<pad>", "[CLS]", "[SEP]", "[MASK]")}
+
+    def pieces(text):
+        ids = fast.tokenize(tf.constant([text])).to_list()[0]
+        return [python.inv_vocab[i] for k, i in enumerate(ids)
+                if not (i == word_start and ids[k + 1] in controls)]
+
+    for text in ["The cat [MASK] on the[SEP]mat", "[MASK][MASK] [CLS]x[SEP]", " [MASK] ",
+                 "<pad>x", "[mask] x", "x [MASK]"]:
+        assert pieces(text) == [p for chunk, special in python.split_special_tokens(text)
+                                for p in ([chunk] if special is not None else
+                                          python.processor.encode_as_pieces(
+                                              prepare_text(chunk, True)))]
+    assert python.tokenize("<unk> x")[0] == "<unk>"
+    assert pieces("<unk> x")[0] == "\u2581<"
     for text in ["ΟΔΟΣ ΣΑΣ.", "aΣ"]:
-        want = python.tokenize(text)
+        want = python.processor.encode_as_pieces(prepare_text(text, True))
         assert "ς" in "".join(want)
-        assert prepared.encode_as_pieces(text) == [p.replace("ς", "σ") for p in want]
-    assert python.tokenize("[MASK] x")[0] == "[MASK]"
-    assert prepared.encode_as_pieces("[MASK] x")[:2] == ["\u2581[", "m"]
+        assert fast.tokenize(tf.constant([text])).to_list()[0] == python.convert_tokens_to_ids(
+            [p.replace("ς", "σ") for p in want])
+    # A mark between two characters that compose: Python drops it and the model's normaliser
+    # composes them; the prepared model's rules see them apart (the pieces' surfaces show it).
+    library = import_library().SentencePieceProcessor(
+        model_proto=sentencepiece_prepared.prepared_model_proto(python))
+    for text, composed in [("\u1100\u0301\u1161", "\uac00"), ("\u0b47\u0301\u0b3e", "\u0b4b")]:
+        assert python.tokenize(text) == [WORD_START, composed]
+        assert library.encode_as_pieces(text) == [WORD_START, text.replace("\u0301", "")]
 
 
 def test_digit_comma_table_is_the_python_cut_per_id(model_proto):
