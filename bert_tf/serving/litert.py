@@ -28,9 +28,9 @@ word limit counts UTF-8 bytes. The SavedModel's serve_text has none of these dif
 A SentencePiece model (ALBERT's kind: unigram, no byte pieces) runs on TensorFlow Text's fast
 SentencePiece kernel alone, with a copy of the model whose normaliser also prepares the text as
 the Python `SentencePieceTokenizer` does and whose control pieces are user-defined
-(bert_tf.text.sentencepiece_prepared, which lists the differences: "<unk>" written in the text
-is text, a word-final capital sigma becomes σ); the lone word start before a control piece is
-dropped and the digit-comma cut applied with builtin ops.
+(bert_tf.text.sentencepiece_prepared, which lists the differences, such as a word-final
+capital sigma becoming σ); the lone word start before a control piece is dropped and the
+digit-comma cut applied with builtin ops.
 
 Span (SQuAD), tagging and fill-mask models export their id signature only: their text outputs
 (answer text, words and character offsets) need string ops LiteRT does not have
@@ -189,14 +189,20 @@ class LiteRTSentencePieceTokenizer(tf.Module):
         self.sentencepiece = tf_text.FastSentencepieceTokenizer(
             sentencepiece_prepared.prepared_model_proto(python))
         table, counts = sentencepiece_prepared.digit_comma_table(python)
-        self._width = table.shape[1]
-        self._table = tf.constant(table.reshape(-1))  # [V * K]
-        self._counts = tf.constant(counts)  # [V]
-        self._unk_id = python.unk_id
-        self._word_start_id = sentencepiece_prepared.word_start_id(python)
         user_defined = np.zeros([python.vocab_size], np.int32)
         user_defined[list(sentencepiece_prepared.user_defined_ids(python))] = 1
-        self._user_defined = tf.constant(user_defined)  # [V]
+        if sentencepiece_prepared.unknown_standin_id(python) is not None:
+            # One piece past the vocabulary: "<unk>" written in the text, the unknown id.
+            row = np.full([1, table.shape[1]], -1, np.int32)
+            row[0, 0] = python.unk_id
+            table, counts = np.concatenate([table, row]), np.append(counts, np.int32(1))
+            user_defined = np.append(user_defined, np.int32(1))
+        self._width = table.shape[1]
+        self._table = tf.constant(table.reshape(-1))  # [V' * K]
+        self._counts = tf.constant(counts)  # [V']
+        self._unk_id = python.unk_id
+        self._word_start_id = sentencepiece_prepared.word_start_id(python)
+        self._user_defined = tf.constant(user_defined)  # [V']
 
     def __call__(self, texts):
         """tf.string [B] -> (flat int32 ids [N], int32 row starts [B], int32 row lengths [B])."""
@@ -206,7 +212,7 @@ class LiteRTSentencePieceTokenizer(tf.Module):
         flat = tf.concat([pieces.flat_values, [self._unk_id]], axis=0)  # [P + 1]
         counts = tf.gather(self._counts, flat)  # [P + 1], each >= 1
         if self._word_start_id is not None:
-            # A lone word start before a control piece becomes nothing (the Python tokenizer
+            # A lone word start before a user-defined piece becomes nothing (the Python tokenizer
             # segments the text before the piece alone, its end stripped). SentencePiece
             # never ends a text with one, so the next piece is in the same row.
             following = tf.gather(self._user_defined, tf.concat([flat[1:], [0]], axis=0))

@@ -21,9 +21,12 @@ Step 1 (special pieces written in the text): the control pieces ([CLS], [SEP], [
 become user-defined pieces, which SentencePiece cuts out of the text whole, and a rule puts a
 space after each, so the text after one starts a word as it does when the Python tokenizer
 segments it alone; the lone word start SentencePiece leaves before one (`word_start_id`) is
-for the graph to drop. The unknown piece written in the text ("<unk>") stays text, and a cased
-text that only normalises to a control piece's text (full-width "［MASK］") becomes that piece.
-Models without a lone word-start piece keep all of step 1 as text.
+for the graph to drop. The unknown piece written in the text ("<unk>") cannot be user-defined:
+a rule turns it into a stand-in character (UNKNOWN_STANDIN, a private-use code point) that a
+user-defined piece after the vocabulary (`unknown_standin_id`) covers, for the graph to map to
+the unknown id. A cased text that only normalises to a control piece's text (full-width
+"［MASK］") becomes that piece. Models without a lone word-start piece keep all of step 1 as
+text.
 
 Step 4 (digits before a comma) is a table over the vocabulary (`digit_comma_table`), the
 replacement of each id by itself, which a graph applies with gathers and a cumulative sum.
@@ -42,7 +45,11 @@ from bert_tf.text.sentencepiece import WORD_START, import_library, prepare_chara
 # Fields of SentencePiece's ModelProto, SentencePiece and NormalizerSpec
 # (sentencepiece_model.proto).
 _MODEL_PIECES, _MODEL_NORMALIZER, _MODEL_SELF_TEST = 1, 3, 4
-_PIECE_TYPE, _TYPE_USER_DEFINED = 3, 4
+_PIECE_TEXT, _PIECE_TYPE, _TYPE_USER_DEFINED = 1, 3, 4
+# What "<unk>" written in the text becomes in the prepared model, and what the stand-in
+# itself, written in the text, becomes instead (both unknown to any vocabulary that has not
+# the first).
+UNKNOWN_STANDIN, _STANDIN_ELSEWHERE = "\U0010fffd", "\U0010fffc"
 _NORMALIZER_NAME, _NORMALIZER_CHARSMAP, _NORMALIZER_TSV = 1, 2, 6
 _NORMALIZER_REMOVES_SPACES = 4
 _WIRE_VARINT, _WIRE_64BIT, _WIRE_BYTES, _WIRE_32BIT = 0, 1, 2, 5
@@ -131,17 +138,26 @@ def _with_charsmap(model_proto, charsmap):
     return bytes(out)
 
 
-def _with_user_defined(model_proto, ids):
-    """The model with the pieces `ids` (ints) made user-defined."""
+_USER_DEFINED = _varint(_PIECE_TYPE << 3 | _WIRE_VARINT) + _varint(_TYPE_USER_DEFINED)
+
+
+def _with_user_defined(model_proto, ids, new_piece=None):
+    """The model with the pieces `ids` (ints) made user-defined, and a user-defined piece of
+    the text `new_piece` after the others when given."""
+    fields = _fields(model_proto)
+    last = max(k for k, (number, _, _) in enumerate(fields) if number == _MODEL_PIECES)
     out, index = bytearray(), 0
-    for number, value, raw in _fields(model_proto):
+    for k, (number, value, raw) in enumerate(fields):
         if number == _MODEL_PIECES:
             if index in ids:
                 raw = _bytes_field(_MODEL_PIECES, b"".join(
-                    [field for n, _, field in _fields(value) if n != _PIECE_TYPE]
-                    + [_varint(_PIECE_TYPE << 3 | _WIRE_VARINT), _varint(_TYPE_USER_DEFINED)]))
+                    [field for n, _, field in _fields(value) if n != _PIECE_TYPE])
+                    + _USER_DEFINED)
             index += 1
         out += raw
+        if k == last and new_piece is not None:
+            out += _bytes_field(_MODEL_PIECES, _bytes_field(_PIECE_TEXT, new_piece.encode())
+                                + _USER_DEFINED)
     return bytes(out)
 
 
@@ -149,6 +165,14 @@ def word_start_id(tokenizer):
     """The id of the lone word-start piece ("\u2581") when the model has one (then its control
     pieces are user-defined in the prepared model), else None."""
     return tokenizer.vocab.get(WORD_START)
+
+
+def unknown_standin_id(tokenizer):
+    """The id of the prepared model's piece for "<unk>" written in the text (vocab_size: one
+    past the vocabulary), or None when the model keeps step 1 as text."""
+    if word_start_id(tokenizer) is None or UNKNOWN_STANDIN in tokenizer.vocab:
+        return None
+    return tokenizer.vocab_size
 
 
 def user_defined_ids(tokenizer):
@@ -160,7 +184,7 @@ def user_defined_ids(tokenizer):
 
 
 @functools.lru_cache(maxsize=1)
-def _prepared(model_proto, do_lower_case, specials):
+def _prepared(model_proto, do_lower_case, specials, unknown):
     sentencepiece = import_library()
     if not hasattr(getattr(sentencepiece, "SentencePieceNormalizer", None), "Decompile"):
         raise ImportError("A SentencePiece model for LiteRT needs sentencepiece >= 0.2.2: "
@@ -192,6 +216,8 @@ def _prepared(model_proto, do_lower_case, specials):
     quotes = ["``", "''"]
     rules.update(zip(quotes, normalize(prepare_each(quotes))))
     rules.update((text, text + " ") for _, text in specials)
+    if unknown is not None:
+        rules.update({unknown: UNKNOWN_STANDIN + " ", UNKNOWN_STANDIN: _STANDIN_ELSEWHERE})
     # Compiling a map logs two INFO lines (its sizes) that only TF_CPP_MIN_LOG_LEVEL=0 asks for.
     sentencepiece.set_min_log_level(quiet_logs.min_log_level()
                                     if "TF_CPP_MIN_LOG_LEVEL" in os.environ else 1)
@@ -202,7 +228,8 @@ def _prepared(model_proto, do_lower_case, specials):
         sentencepiece.set_min_log_level(quiet_logs.min_log_level())
     charsmap = next(v for n, v, _ in _fields(spec) if n == _NORMALIZER_CHARSMAP)
     return _with_user_defined(_with_charsmap(model_proto, charsmap),
-                              frozenset(i for i, _ in specials))
+                              frozenset(i for i, _ in specials),
+                              UNKNOWN_STANDIN if unknown is not None else None)
 
 
 def prepared_model_proto(tokenizer):
@@ -212,10 +239,11 @@ def prepared_model_proto(tokenizer):
       tokenizer: a `bert_tf.text.sentencepiece.SentencePieceTokenizer`.
 
     Returns:
-      bytes: a SentencePiece model (its pieces and scores unchanged; its control pieces
-      user-defined when it has a lone word-start piece) whose segmentation of raw text is the
-      tokenizer's steps 1 to 3 once the lone word start before a control piece is dropped (see
-      the module docstring for where it differs).
+      bytes: a SentencePiece model (its pieces and scores unchanged; when it has a lone
+      word-start piece, its control pieces user-defined and one more piece,
+      `unknown_standin_id`) whose segmentation of raw text is the tokenizer's steps 1 to 3 once
+      the lone word start before a control piece (or the stand-in) is dropped and the stand-in
+      mapped to the unknown id (see the module docstring for where it differs).
 
     Raises:
       ValueError: the model's normaliser keeps whitespace runs (remove_extra_whitespaces off),
@@ -227,7 +255,9 @@ def prepared_model_proto(tokenizer):
                          "whitespace (remove_extra_whitespaces is off), which ALBERT's "
                          "preparation collapses; no prepared model reproduces that.")
     specials = tuple(sorted((i, tokenizer.inv_vocab[i]) for i in user_defined_ids(tokenizer)))
-    return _prepared(tokenizer.model_proto, tokenizer.do_lower_case, specials)
+    unknown = (tokenizer.inv_vocab[tokenizer.unk_id]
+               if unknown_standin_id(tokenizer) is not None else None)
+    return _prepared(tokenizer.model_proto, tokenizer.do_lower_case, specials, unknown)
 
 
 def digit_comma_table(tokenizer):

@@ -47,8 +47,8 @@ def test_classifier_text_signature_packs_sentencepiece_ids_like_python(spm_model
 
 def test_litert_text_signature_packs_sentencepiece_ids_like_python(spm_model, tmp_path):
     """LiteRT's serve_text: TensorFlow Text's fast SentencePiece kernel on the prepared model
-    (bert_tf.text.sentencepiece_prepared) and builtin ops give Python's ids, [MASK] written in
-    the text included, so the Keras model's answers."""
+    (bert_tf.text.sentencepiece_prepared) and builtin ops give Python's ids, special pieces
+    written in the text included, so the Keras model's answers."""
     from bert_tf.serving import export_litert, quantization
     from bert_tf.serving.litert_model import LiteRTModel
 
@@ -59,7 +59,7 @@ def test_litert_text_signature_packs_sentencepiece_ids_like_python(spm_model, tm
     assert result.census.flex == frozenset()
     assert result.census.custom == {"TFText>FastSentencepieceTokenize"}
     texts = TEXTS + ["``Quoted'' ﬁne ＦＵＬＬ width, 1990, 2,000,000 and (1,000)", "\u3000 ",
-                     "x [SEP]y[CLS]", "[mask] x"]
+                     "x [SEP]y[CLS] <unk>", "[mask] x"]
     pairs = PAIRS + ["3,", "", "Ünï [MASK]", "[MASK] x"]
     lite = LiteRTModel(result.path)
     got = lite.predict(texts, pairs)

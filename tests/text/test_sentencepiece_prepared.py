@@ -69,32 +69,33 @@ def test_fast_op_on_raw_text_gives_the_python_segmentation_of_prepared_text(mode
                   for i in range(len(python.inv_vocab))]
 
 
-def test_control_pieces_are_cut_out_and_the_documented_differences(model_proto):
-    """TensorFlow Text's fast op on the prepared model: control pieces written in the text come
-    out whole (user-defined), after a lone word start the graph drops; "<unk>" written in the
-    text is text; a word-final capital sigma lower-cases to σ (str.lower's ς needs the
-    characters around it)."""
+def test_special_pieces_are_cut_out_and_the_documented_differences(model_proto):
+    """TensorFlow Text's fast op on the prepared model: special pieces written in the text come
+    out whole (control pieces user-defined, "<unk>" as the stand-in piece after the
+    vocabulary), after a lone word start the graph drops; a word-final capital sigma
+    lower-cases to σ (str.lower's ς needs the characters around it)."""
     python = SentencePieceTokenizer(model_proto, do_lower_case=True)
     fast = tf_text.FastSentencepieceTokenizer(
         sentencepiece_prepared.prepared_model_proto(python))
     word_start = sentencepiece_prepared.word_start_id(python)
-    controls = sentencepiece_prepared.user_defined_ids(python)
-    assert word_start == python.vocab[WORD_START]
-    assert controls == {python.vocab[t] for t in ("<pad>", "[CLS]", "[SEP]", "[MASK]")}
+    standin = sentencepiece_prepared.unknown_standin_id(python)
+    cut_out = sentencepiece_prepared.user_defined_ids(python) | {standin}
+    assert word_start == python.vocab[WORD_START] and standin == python.vocab_size
+    assert cut_out == {python.vocab[t] for t in ("<pad>", "[CLS]", "[SEP]", "[MASK]")} | {
+        python.vocab_size}
 
-    def pieces(text):
+    def ids(text):
         ids = fast.tokenize(tf.constant([text])).to_list()[0]
-        return [python.inv_vocab[i] for k, i in enumerate(ids)
-                if not (i == word_start and ids[k + 1] in controls)]
+        return [python.unk_id if i == standin else i
+                for k, i in enumerate(ids) if not (i == word_start and ids[k + 1] in cut_out)]
 
-    for text in ["The cat [MASK] on the[SEP]mat", "[MASK][MASK] [CLS]x[SEP]", " [MASK] ",
-                 "<pad>x", "[mask] x", "x [MASK]"]:
-        assert pieces(text) == [p for chunk, special in python.split_special_tokens(text)
-                                for p in ([chunk] if special is not None else
-                                          python.processor.encode_as_pieces(
-                                              prepare_text(chunk, True)))]
-    assert python.tokenize("<unk> x")[0] == "<unk>"
-    assert pieces("<unk> x")[0] == "\u2581<"
+    for text in ["The cat [MASK] on the[SEP]mat <unk>", "[MASK][MASK] [CLS]x[SEP]", " [MASK] ",
+                 "<pad>x", "[mask] x", "x [MASK]", "a<unk>b <unk> <unk><unk>",
+                 "x\U0010fffdy \U0010fffd"]:
+        assert ids(text) == python.convert_tokens_to_ids(
+            [p for chunk, special in python.split_special_tokens(text)
+             for p in ([chunk] if special is not None else
+                       python.processor.encode_as_pieces(prepare_text(chunk, True)))])
     for text in ["ΟΔΟΣ ΣΑΣ.", "aΣ"]:
         want = python.processor.encode_as_pieces(prepare_text(text, True))
         assert "ς" in "".join(want)
