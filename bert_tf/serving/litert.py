@@ -27,10 +27,10 @@ word limit counts UTF-8 bytes. The SavedModel's serve_text has none of these dif
 
 A SentencePiece model (ALBERT's kind: unigram, no byte pieces) runs on TensorFlow Text's fast
 SentencePiece kernel alone, with a copy of the model whose normaliser also prepares the text as
-the Python `SentencePieceTokenizer` does and whose control pieces are user-defined
+the Python `SentencePieceTokenizer` does and whose special pieces are user-defined stand-ins
 (bert_tf.text.sentencepiece_prepared, which lists the differences, such as a word-final
-capital sigma becoming σ); the lone word start before a control piece is dropped and the
-digit-comma cut applied with builtin ops.
+capital sigma becoming σ); the lone word start before a special piece is dropped, the unknown's
+stand-in mapped to the unknown id and the digit-comma cut applied with builtin ops.
 
 Span (SQuAD), tagging and fill-mask models export their id signature only: their text outputs
 (answer text, words and character offsets) need string ops LiteRT does not have
@@ -175,9 +175,10 @@ class LiteRTSentencePieceTokenizer(tf.Module):
     tf.string [B] -> ragged ids (the contract of `LiteRTTokenizer`).
 
     The kernel runs `sentencepiece_prepared.prepared_model_proto` (the Python tokenizer's
-    text preparation folded into the model's normaliser, its control pieces user-defined); the
-    lone word start before a control piece is dropped and the digit-comma cut applied as one
-    table of replacements, with builtin gathers and cumulative sums.
+    text preparation folded into the model's normaliser, its special pieces user-defined
+    stand-ins); the lone word start before a special piece is dropped, and the unknown's
+    stand-in (one piece past the vocabulary) and the digit-comma cut applied as one table of
+    replacements, with builtin gathers and cumulative sums.
 
     Args:
       tokenizer: the `SentencePieceTokenizerLayer` whose model and casing to use.
@@ -189,14 +190,13 @@ class LiteRTSentencePieceTokenizer(tf.Module):
         self.sentencepiece = tf_text.FastSentencepieceTokenizer(
             sentencepiece_prepared.prepared_model_proto(python))
         table, counts = sentencepiece_prepared.digit_comma_table(python)
-        user_defined = np.zeros([python.vocab_size], np.int32)
-        user_defined[list(sentencepiece_prepared.user_defined_ids(python))] = 1
         if sentencepiece_prepared.unknown_standin_id(python) is not None:
             # One piece past the vocabulary: "<unk>" written in the text, the unknown id.
             row = np.full([1, table.shape[1]], -1, np.int32)
             row[0, 0] = python.unk_id
             table, counts = np.concatenate([table, row]), np.append(counts, np.int32(1))
-            user_defined = np.append(user_defined, np.int32(1))
+        user_defined = np.zeros([len(counts)], np.int32)
+        user_defined[list(sentencepiece_prepared.user_defined_ids(python))] = 1
         self._width = table.shape[1]
         self._table = tf.constant(table.reshape(-1))  # [V' * K]
         self._counts = tf.constant(counts)  # [V']

@@ -17,16 +17,17 @@ character:
   normaliser composes them;
 - invalid UTF-8 is not replaced by U+FFFD first (the pieces around a bad byte may differ).
 
-Step 1 (special pieces written in the text): the control pieces ([CLS], [SEP], [MASK], <pad>)
-become user-defined pieces, which SentencePiece cuts out of the text whole, and a rule puts a
-space after each, so the text after one starts a word as it does when the Python tokenizer
-segments it alone; the lone word start SentencePiece leaves before one (`word_start_id`) is
-for the graph to drop. The unknown piece written in the text ("<unk>") cannot be user-defined:
-a rule turns it into a stand-in character (UNKNOWN_STANDIN, a private-use code point) that a
-user-defined piece after the vocabulary (`unknown_standin_id`) covers, for the graph to map to
-the unknown id. A cased text that only normalises to a control piece's text (full-width
-"［MASK］") becomes that piece. Models without a lone word-start piece keep all of step 1 as
-text.
+Step 1 (special pieces written in the text): SentencePiece cuts user-defined pieces out of its
+normalised text whole, so each special piece gets a stand-in, a private-use code point no text
+normalises to (`standin`): a control piece ([CLS], [SEP], [MASK], <pad>) is renamed to its
+stand-in and made user-defined, keeping its id; the unknown piece, which cannot be, gets a
+user-defined piece of its stand-in after the vocabulary (`unknown_standin_id`), for the graph to
+map to the unknown id. A rule turns a special piece written in the text into its stand-in and a
+space, so the text after one starts a word as it does when the Python tokenizer segments it
+alone; the lone word start SentencePiece leaves before one (`word_start_id`) is for the graph
+to drop. A stand-in written in the text becomes another private-use code point, unknown to the
+model as it is to the Python tokenizer. A model without a lone word-start piece, or with a
+stand-in among its pieces, keeps step 1 as text (`special_ids` is empty).
 
 Step 4 (digits before a comma) is a table over the vocabulary (`digit_comma_table`), the
 replacement of each id by itself, which a graph applies with gathers and a cumulative sum.
@@ -46,10 +47,9 @@ from bert_tf.text.sentencepiece import WORD_START, import_library, prepare_chara
 # (sentencepiece_model.proto).
 _MODEL_PIECES, _MODEL_NORMALIZER, _MODEL_SELF_TEST = 1, 3, 4
 _PIECE_TEXT, _PIECE_TYPE, _TYPE_USER_DEFINED = 1, 3, 4
-# What "<unk>" written in the text becomes in the prepared model, and what the stand-in
-# itself, written in the text, becomes instead (both unknown to any vocabulary that has not
-# the first).
-UNKNOWN_STANDIN, _STANDIN_ELSEWHERE = "\U0010fffd", "\U0010fffc"
+# The special pieces' stand-ins (private-use code points from here on, in id order) and what
+# a stand-in written in the text becomes instead.
+_STANDIN_BASE, _STANDIN_ELSEWHERE = 0x10F000, "\U0010fffd"
 _NORMALIZER_NAME, _NORMALIZER_CHARSMAP, _NORMALIZER_TSV = 1, 2, 6
 _NORMALIZER_REMOVES_SPACES = 4
 _WIRE_VARINT, _WIRE_64BIT, _WIRE_BYTES, _WIRE_32BIT = 0, 1, 2, 5
@@ -141,50 +141,70 @@ def _with_charsmap(model_proto, charsmap):
 _USER_DEFINED = _varint(_PIECE_TYPE << 3 | _WIRE_VARINT) + _varint(_TYPE_USER_DEFINED)
 
 
-def _with_user_defined(model_proto, ids, new_piece=None):
-    """The model with the pieces `ids` (ints) made user-defined, and a user-defined piece of
-    the text `new_piece` after the others when given."""
+def _user_defined_piece(text, fields=()):
+    """A SentencePiece message: `text`, user-defined, with the other `fields` (raw) kept."""
+    return _bytes_field(_MODEL_PIECES, _bytes_field(_PIECE_TEXT, text.encode("utf-8"))
+                        + b"".join(fields) + _USER_DEFINED)
+
+
+def _with_standins(model_proto, renamed, new_piece=None):
+    """The model with the pieces of `renamed` (dict id -> text) renamed and user-defined, and
+    a user-defined piece of the text `new_piece` after the others when given."""
     fields = _fields(model_proto)
     last = max(k for k, (number, _, _) in enumerate(fields) if number == _MODEL_PIECES)
     out, index = bytearray(), 0
     for k, (number, value, raw) in enumerate(fields):
         if number == _MODEL_PIECES:
-            if index in ids:
-                raw = _bytes_field(_MODEL_PIECES, b"".join(
-                    [field for n, _, field in _fields(value) if n != _PIECE_TYPE])
-                    + _USER_DEFINED)
+            if index in renamed:
+                raw = _user_defined_piece(renamed[index], [
+                    field for n, _, field in _fields(value) if n not in (_PIECE_TEXT,
+                                                                          _PIECE_TYPE)])
             index += 1
         out += raw
         if k == last and new_piece is not None:
-            out += _bytes_field(_MODEL_PIECES, _bytes_field(_PIECE_TEXT, new_piece.encode())
-                                + _USER_DEFINED)
+            out += _user_defined_piece(new_piece)
     return bytes(out)
 
 
 def word_start_id(tokenizer):
-    """The id of the lone word-start piece ("\u2581") when the model has one (then its control
-    pieces are user-defined in the prepared model), else None."""
+    """The id of the lone word-start piece ("\u2581"), or None."""
     return tokenizer.vocab.get(WORD_START)
+
+
+def standin(index):
+    """The stand-in of the `index`-th of `special_ids`: str (one private-use code point)."""
+    return chr(_STANDIN_BASE + index)
+
+
+def special_ids(tokenizer):
+    """The special pieces (control pieces and the unknown piece) the prepared model cuts out of
+    the text, in id order: tuple of int; empty when the model keeps step 1 as text (no lone
+    word-start piece, or a stand-in among its pieces)."""
+    ids = tuple(sorted(i for i in tokenizer.special_token_ids if tokenizer.inv_vocab[i].strip()))
+    standins = [standin(k) for k in range(len(ids))] + [_STANDIN_ELSEWHERE]
+    if word_start_id(tokenizer) is None or any(s in tokenizer.vocab for s in standins):
+        return ()
+    return ids
 
 
 def unknown_standin_id(tokenizer):
     """The id of the prepared model's piece for "<unk>" written in the text (vocab_size: one
     past the vocabulary), or None when the model keeps step 1 as text."""
-    if word_start_id(tokenizer) is None or UNKNOWN_STANDIN in tokenizer.vocab:
-        return None
-    return tokenizer.vocab_size
+    return tokenizer.vocab_size if tokenizer.unk_id in special_ids(tokenizer) else None
 
 
 def user_defined_ids(tokenizer):
-    """The control pieces the prepared model cuts out of the text: frozenset of int."""
-    if word_start_id(tokenizer) is None:
-        return frozenset()
-    return frozenset(i for i in tokenizer.special_token_ids - {tokenizer.unk_id}
-                     if tokenizer.inv_vocab[i].strip())
+    """The ids of the prepared model's user-defined pieces, the stand-ins: frozenset of int
+    (the control pieces' ids, and `unknown_standin_id`)."""
+    ids = set(special_ids(tokenizer)) - {tokenizer.unk_id}
+    unknown = unknown_standin_id(tokenizer)
+    return frozenset(ids if unknown is None else ids | {unknown})
 
 
-@functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=2)  # a model cased and uncased
 def _prepared(model_proto, do_lower_case, specials, unknown):
+    """specials: ((id, text), ...) of `special_ids`; unknown: the unknown piece's id, or None
+    when it is not among them."""
     sentencepiece = import_library()
     if not hasattr(getattr(sentencepiece, "SentencePieceNormalizer", None), "Decompile"):
         raise ImportError("A SentencePiece model for LiteRT needs sentencepiece >= 0.2.2: "
@@ -194,8 +214,10 @@ def _prepared(model_proto, do_lower_case, specials, unknown):
     normalize = sentencepiece.SentencePieceNormalizer(
         model_proto=model_proto, add_dummy_prefix=False, escape_whitespaces=False,
         remove_extra_whitespaces=False).Normalize
-    own_rules = [source for source, _ in
-                 sentencepiece.SentencePieceNormalizer(model_proto=model_proto).Decompile()]
+    # Decompile fails on a model without a character map (an identity normaliser).
+    own_rules = ([source for source, _ in
+                  sentencepiece.SentencePieceNormalizer(model_proto=model_proto).Decompile()]
+                 if _normalizer_spec(model_proto).get(_NORMALIZER_CHARSMAP) else [])
     chars = [chr(c) for c in range(1, 0x110000) if not 0xD800 <= c <= 0xDFFF]
     spaces = {ord(c): " " for c in chars if c.isspace()}
 
@@ -215,9 +237,8 @@ def _prepared(model_proto, do_lower_case, specials, unknown):
     rules.update(zip(sequences, normalize(prepare_each(sequences))))
     quotes = ["``", "''"]
     rules.update(zip(quotes, normalize(prepare_each(quotes))))
-    rules.update((text, text + " ") for _, text in specials)
-    if unknown is not None:
-        rules.update({unknown: UNKNOWN_STANDIN + " ", UNKNOWN_STANDIN: _STANDIN_ELSEWHERE})
+    for k, (_, text) in enumerate(specials):
+        rules.update({text: standin(k) + " ", standin(k): _STANDIN_ELSEWHERE})
     # Compiling a map logs two INFO lines (its sizes) that only TF_CPP_MIN_LOG_LEVEL=0 asks for.
     sentencepiece.set_min_log_level(quiet_logs.min_log_level()
                                     if "TF_CPP_MIN_LOG_LEVEL" in os.environ else 1)
@@ -227,9 +248,10 @@ def _prepared(model_proto, do_lower_case, specials, unknown):
     finally:
         sentencepiece.set_min_log_level(quiet_logs.min_log_level())
     charsmap = next(v for n, v, _ in _fields(spec) if n == _NORMALIZER_CHARSMAP)
-    return _with_user_defined(_with_charsmap(model_proto, charsmap),
-                              frozenset(i for i, _ in specials),
-                              UNKNOWN_STANDIN if unknown is not None else None)
+    renamed = {i: standin(k) for k, (i, _) in enumerate(specials) if i != unknown}
+    unknown_piece = next((standin(k) for k, (i, _) in enumerate(specials) if i == unknown),
+                         None)
+    return _with_standins(_with_charsmap(model_proto, charsmap), renamed, unknown_piece)
 
 
 def prepared_model_proto(tokenizer):
@@ -239,11 +261,11 @@ def prepared_model_proto(tokenizer):
       tokenizer: a `bert_tf.text.sentencepiece.SentencePieceTokenizer`.
 
     Returns:
-      bytes: a SentencePiece model (its pieces and scores unchanged; when it has a lone
-      word-start piece, its control pieces user-defined and one more piece,
-      `unknown_standin_id`) whose segmentation of raw text is the tokenizer's steps 1 to 3 once
-      the lone word start before a control piece (or the stand-in) is dropped and the stand-in
-      mapped to the unknown id (see the module docstring for where it differs).
+      bytes: a SentencePiece model (its pieces' ids and scores unchanged, its control pieces
+      renamed to user-defined stand-ins, one more piece at `unknown_standin_id`, when
+      `special_ids` is not empty) whose segmentation of raw text is the tokenizer's steps 1 to
+      3 once the lone word start before a user-defined piece is dropped and the unknown's
+      stand-in mapped to the unknown id (see the module docstring for where it differs).
 
     Raises:
       ValueError: the model's normaliser keeps whitespace runs (remove_extra_whitespaces off),
@@ -254,10 +276,9 @@ def prepared_model_proto(tokenizer):
         raise ValueError(f"{tokenizer.source}: the model's normaliser keeps runs of "
                          "whitespace (remove_extra_whitespaces is off), which ALBERT's "
                          "preparation collapses; no prepared model reproduces that.")
-    specials = tuple(sorted((i, tokenizer.inv_vocab[i]) for i in user_defined_ids(tokenizer)))
-    unknown = (tokenizer.inv_vocab[tokenizer.unk_id]
-               if unknown_standin_id(tokenizer) is not None else None)
-    return _prepared(tokenizer.model_proto, tokenizer.do_lower_case, specials, unknown)
+    specials = tuple((i, tokenizer.inv_vocab[i]) for i in special_ids(tokenizer))
+    return _prepared(tokenizer.model_proto, tokenizer.do_lower_case, specials,
+                     tokenizer.unk_id)
 
 
 def digit_comma_table(tokenizer):

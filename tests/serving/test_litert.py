@@ -245,7 +245,7 @@ def test_in_model_sentencepiece_tokenizer_matches_python(do_lower_case):
     texts = _real_texts() + [
         "The cat [MASK] on the[SEP]mat", "[MASK][MASK] [CLS]x[SEP] <pad>", " [MASK] ", "",
         "In 1990, 2,000,000 (1,000) and 3,[MASK]", "``Quoted'' ﬁne ＦＵＬＬ", "[mask] x",
-        "<unk> x<unk>y <unk><unk>", "x\U0010fffdy \U0010fffd"]
+        "<unk> x<unk>y <unk><unk>", "x\U0010f000y \U0010fffd", "<PAD> x [MÁSK] ＜pad＞"]
     out = runner(text=np.array([t.encode() for t in texts], dtype=object))
     rows = np.split(out["ids"][:sum(out["lengths"])], np.cumsum(out["lengths"])[:-1])
     assert [t for t, row in zip(texts, rows) if row.tolist() != python.encode(t)] == []

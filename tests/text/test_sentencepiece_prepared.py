@@ -60,42 +60,55 @@ def test_fast_op_on_raw_text_gives_the_python_segmentation_of_prepared_text(mode
     want = python.processor.encode([prepare_text(t, do_lower_case) for t in texts])
     got = tf_text.FastSentencepieceTokenizer(prepared).tokenize(tf.constant(texts)).to_list()
     assert [t for t, w, g in zip(texts, want, got) if w != g] == []
-    # Pieces and scores are the model's: ids mean what they meant.
+    # Pieces and scores are the model's, ids mean what they meant; the special pieces are
+    # stand-ins, the unknown's one more piece.
     library = import_library()
     original = library.SentencePieceProcessor(model_proto=model_proto)
     changed = library.SentencePieceProcessor(model_proto=prepared)
-    assert [(changed.id_to_piece(i), changed.get_score(i)) for i in range(len(python.inv_vocab))
-            ] == [(original.id_to_piece(i), original.get_score(i))
-                  for i in range(len(python.inv_vocab))]
+    specials = sentencepiece_prepared.special_ids(python)
+    assert specials == tuple(sorted(python.special_token_ids)) and len(specials) == 5
+    standins = {i: sentencepiece_prepared.standin(k) for k, i in enumerate(specials)}
+    standins[python.vocab_size] = standins.pop(python.unk_id)
+    assert changed.get_piece_size() == python.vocab_size + 1
+    assert [(changed.id_to_piece(i), changed.get_score(i)) for i in range(python.vocab_size + 1)
+            ] == [(standins[i], 0.0) if i in standins else
+                  (original.id_to_piece(i), original.get_score(i))
+                  for i in range(python.vocab_size + 1)]
 
 
-def test_special_pieces_are_cut_out_and_the_documented_differences(model_proto):
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_special_pieces_are_cut_out_and_the_documented_differences(model_proto,
+                                                                   do_lower_case):
     """TensorFlow Text's fast op on the prepared model: special pieces written in the text come
-    out whole (control pieces user-defined, "<unk>" as the stand-in piece after the
-    vocabulary), after a lone word start the graph drops; a word-final capital sigma
+    out whole (as their stand-ins), after a lone word start the graph drops, while text that
+    only normalises to a special piece's text stays text; a word-final capital sigma
     lower-cases to σ (str.lower's ς needs the characters around it)."""
-    python = SentencePieceTokenizer(model_proto, do_lower_case=True)
+    python = SentencePieceTokenizer(model_proto, do_lower_case=do_lower_case)
     fast = tf_text.FastSentencepieceTokenizer(
         sentencepiece_prepared.prepared_model_proto(python))
     word_start = sentencepiece_prepared.word_start_id(python)
-    standin = sentencepiece_prepared.unknown_standin_id(python)
-    cut_out = sentencepiece_prepared.user_defined_ids(python) | {standin}
-    assert word_start == python.vocab[WORD_START] and standin == python.vocab_size
+    unknown = sentencepiece_prepared.unknown_standin_id(python)
+    cut_out = sentencepiece_prepared.user_defined_ids(python)
+    assert word_start == python.vocab[WORD_START] and unknown == python.vocab_size
     assert cut_out == {python.vocab[t] for t in ("<pad>", "[CLS]", "[SEP]", "[MASK]")} | {
-        python.vocab_size}
+        unknown}
 
     def ids(text):
         ids = fast.tokenize(tf.constant([text])).to_list()[0]
-        return [python.unk_id if i == standin else i
+        return [python.unk_id if i == unknown else i
                 for k, i in enumerate(ids) if not (i == word_start and ids[k + 1] in cut_out)]
 
     for text in ["The cat [MASK] on the[SEP]mat <unk>", "[MASK][MASK] [CLS]x[SEP]", " [MASK] ",
                  "<pad>x", "[mask] x", "x [MASK]", "a<unk>b <unk> <unk><unk>",
-                 "x\U0010fffdy \U0010fffd"]:
+                 # Text that normalises to a special piece's text, and the stand-ins.
+                 "<PAD> x <Pad>", "<UNK>", "‹pád> ＜pad＞ x <\u0338pad>", "[MÁSK] x [ÇLS]",
+                 "［MASK］", "\U0010f000 x\U0010f004y \U0010fffd"]:
         assert ids(text) == python.convert_tokens_to_ids(
             [p for chunk, special in python.split_special_tokens(text)
              for p in ([chunk] if special is not None else
-                       python.processor.encode_as_pieces(prepare_text(chunk, True)))])
+                       python.processor.encode_as_pieces(prepare_text(chunk, do_lower_case)))])
+    if not do_lower_case:
+        return
     for text in ["ΟΔΟΣ ΣΑΣ.", "aΣ"]:
         want = python.processor.encode_as_pieces(prepare_text(text, True))
         assert "ς" in "".join(want)
@@ -125,6 +138,20 @@ def test_digit_comma_table_is_the_python_cut_per_id(model_proto):
         assert (table[i, counts[i]:] == -1).all()
     comma = python.vocab[","]
     assert all(table[i, counts[i] - 1] == comma for i in cut)
+
+
+def test_a_model_without_a_character_map():
+    """An identity normaliser (no character map to decompile): the preparation's rules
+    alone."""
+    model = make_sentencepiece_model(normalization_rule_name="identity")
+    for do_lower_case in (True, False):
+        python = SentencePieceTokenizer(model, do_lower_case)
+        fast = tf_text.FastSentencepieceTokenizer(
+            sentencepiece_prepared.prepared_model_proto(python))
+        texts = python_doc_lines()[::40] + EDGE_CASES
+        want = python.processor.encode([prepare_text(t, do_lower_case) for t in texts])
+        got = fast.tokenize(tf.constant(texts)).to_list()
+        assert [t for t, w, g in zip(texts, want, got) if w != g] == []
 
 
 def test_a_normaliser_that_keeps_whitespace_runs_is_refused():
