@@ -766,9 +766,13 @@ RECIPES["docs/benchmarks.md"] = Page(recipes={
     "python tools/benchmark.py --original_bert_dir=/path/to/google-research/bert \\": Recipe(
         subs=[("--original_bert_dir=/path/to/google-research/bert \\\n", ""),
               ("--torch_python=/path/to/venv/bin/python \\\n", ""),
+              ("python tools/benchmark.py --cases=serving\n", ""),
+              ("python tools/benchmark.py --quick --cases=pretrain,tokenizer --models=tiny", ""),
               ("tools/benchmark.py", "$REPO/tools/benchmark.py")],
         why="neither the original scripts nor PyTorch is installed here: bert_tf's side only; "
-            "every run is --quick on the tokenizer case (TINY_FLAGS)"),
+            "every run is --quick on the tokenizer case (TINY_FLAGS), so the one-case and "
+            "smoke-test lines, whose flags TINY_FLAGS sets anyway, would repeat the first run "
+            "and are left out (tests/test_benchmark.py runs the quick cases)"),
     'pip install "jax[cuda12]" keras namex optree orbax-checkpoint scipy absl-py numpy torch '
     'transformers': Recipe(
         subs=[('pip install "jax[cuda12]" keras namex optree orbax-checkpoint scipy absl-py numpy '
