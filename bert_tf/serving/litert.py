@@ -195,27 +195,28 @@ class LiteRTSentencePieceTokenizer(tf.Module):
             row = np.full([1, table.shape[1]], -1, np.int32)
             row[0, 0] = python.unk_id
             table, counts = np.concatenate([table, row]), np.append(counts, np.int32(1))
-        user_defined = np.zeros([len(counts)], np.int32)
-        user_defined[list(sentencepiece_prepared.user_defined_ids(python))] = 1
+        standin = np.zeros([len(counts)], np.int32)
+        standin[list(sentencepiece_prepared.standin_ids(python))] = 1
         self._width = table.shape[1]
         self._table = tf.constant(table.reshape(-1))  # [V' * K]
         self._counts = tf.constant(counts)  # [V']
         self._unk_id = python.unk_id
         self._word_start_id = sentencepiece_prepared.word_start_id(python)
-        self._user_defined = tf.constant(user_defined)  # [V']
+        self._standin = tf.constant(standin)  # [V']
 
     def __call__(self, texts):
-        """tf.string [B] -> (flat int32 ids [N], int32 row starts [B], int32 row lengths [B])."""
+        """tf.string [B] -> (flat int32 ids [N + 1], the last a sentinel no row covers (LiteRT
+        cannot read back an empty tensor); int32 row starts [B]; int32 row lengths [B])."""
         pieces = self.sentencepiece.tokenize(texts)  # int32 [B, (P)]
         # One piece more than the texts hold (no row covers it): LiteRT's SCATTER_ND fails on
         # an empty shape, which a batch of empty texts would give.
         flat = tf.concat([pieces.flat_values, [self._unk_id]], axis=0)  # [P + 1]
         counts = tf.gather(self._counts, flat)  # [P + 1], each >= 1
         if self._word_start_id is not None:
-            # A lone word start before a user-defined piece becomes nothing (the Python tokenizer
+            # A lone word start before a stand-in becomes nothing (the Python tokenizer
             # segments the text before the piece alone, its end stripped). SentencePiece
             # never ends a text with one, so the next piece is in the same row.
-            following = tf.gather(self._user_defined, tf.concat([flat[1:], [0]], axis=0))
+            following = tf.gather(self._standin, tf.concat([flat[1:], [0]], axis=0))
             counts *= 1 - tf.cast(tf.equal(flat, self._word_start_id), tf.int32) * following
         ends = tf.cumsum(counts)
         starts = ends - counts

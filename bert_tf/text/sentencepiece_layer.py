@@ -222,9 +222,7 @@ class SentencePieceTokenizerLayer(word_offsets.WholeWordLayer, keras.layers.Laye
         if _fast_op_fits(tokenizer.processor):
             self._sentencepiece = tf_text.FastSentencepieceTokenizer(self.model_proto)
             if not sentencepiece_prepared.removes_extra_whitespace(self.model_proto):
-                self.litert_problem = ("the model's normaliser keeps runs of whitespace "
-                                       "(normalizer_spec.remove_extra_whitespaces is off), "
-                                       "which ALBERT's preparation collapses")
+                self.litert_problem = sentencepiece_prepared.KEEPS_WHITESPACE
         else:
             self._sentencepiece = tf_text.SentencepieceTokenizer(model=self.model_proto,
                                                                  out_type=tf.int32)

@@ -108,6 +108,11 @@ def _normalizer_spec(model_proto):
     return {n: v for n, v, _ in _fields(spec)}
 
 
+# Why a model whose normaliser keeps whitespace runs has no prepared model.
+KEEPS_WHITESPACE = ("the model's normaliser keeps runs of whitespace (normalizer_spec."
+                    "remove_extra_whitespaces is off), which ALBERT's preparation collapses")
+
+
 def removes_extra_whitespace(model_proto):
     """Whether the model's normaliser collapses whitespace runs (SentencePiece's default,
     ALBERT's and T5's models): the prepared model relies on it for the Python tokenizer's
@@ -193,9 +198,9 @@ def unknown_standin_id(tokenizer):
     return tokenizer.vocab_size if tokenizer.unk_id in special_ids(tokenizer) else None
 
 
-def user_defined_ids(tokenizer):
-    """The ids of the prepared model's user-defined pieces, the stand-ins: frozenset of int
-    (the control pieces' ids, and `unknown_standin_id`)."""
+def standin_ids(tokenizer):
+    """The ids of the prepared model's stand-ins: frozenset of int (the control pieces' ids,
+    and `unknown_standin_id`)."""
     ids = set(special_ids(tokenizer)) - {tokenizer.unk_id}
     unknown = unknown_standin_id(tokenizer)
     return frozenset(ids if unknown is None else ids | {unknown})
@@ -273,9 +278,8 @@ def prepared_model_proto(tokenizer):
       ImportError: sentencepiece older than 0.2.2.
     """
     if not removes_extra_whitespace(tokenizer.model_proto):
-        raise ValueError(f"{tokenizer.source}: the model's normaliser keeps runs of "
-                         "whitespace (remove_extra_whitespaces is off), which ALBERT's "
-                         "preparation collapses; no prepared model reproduces that.")
+        raise ValueError(f"{tokenizer.source}: {KEEPS_WHITESPACE}; no prepared model "
+                         "reproduces that.")
     specials = tuple((i, tokenizer.inv_vocab[i]) for i in special_ids(tokenizer))
     return _prepared(tokenizer.model_proto, tokenizer.do_lower_case, specials,
                      tokenizer.unk_id)

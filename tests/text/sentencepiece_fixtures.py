@@ -47,7 +47,7 @@ def cjk_lines():
 @functools.lru_cache(maxsize=None)
 def make_sentencepiece_model(model_type="unigram", control_symbols=ALBERT_CONTROL_SYMBOLS,
                              vocab_size=1000, remove_extra_whitespaces=True,
-                             normalization_rule_name="nmt_nfkc"):
+                             normalization_rule_name="nmt_nfkc", user_defined_symbols=()):
     """A SentencePiece model's bytes (about 0.5 s to train), trained on CPython's documentation
     and number_lines(500): <pad>=0, <unk>=1, then the control symbols (ALBERT's by default)."""
     import sentencepiece as spm
@@ -58,7 +58,8 @@ def make_sentencepiece_model(model_type="unigram", control_symbols=ALBERT_CONTRO
         vocab_size=vocab_size, model_type=model_type, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
         control_symbols=list(control_symbols), input_sentence_size=20000,
         shuffle_input_sentence=True, remove_extra_whitespaces=remove_extra_whitespaces,
-        normalization_rule_name=normalization_rule_name, minloglevel=2)
+        normalization_rule_name=normalization_rule_name,
+        user_defined_symbols=list(user_defined_symbols), minloglevel=2)
     return buffer.getvalue()
 
 

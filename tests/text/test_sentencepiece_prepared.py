@@ -88,7 +88,7 @@ def test_special_pieces_are_cut_out_and_the_documented_differences(model_proto,
         sentencepiece_prepared.prepared_model_proto(python))
     word_start = sentencepiece_prepared.word_start_id(python)
     unknown = sentencepiece_prepared.unknown_standin_id(python)
-    cut_out = sentencepiece_prepared.user_defined_ids(python)
+    cut_out = sentencepiece_prepared.standin_ids(python)
     assert word_start == python.vocab[WORD_START] and unknown == python.vocab_size
     assert cut_out == {python.vocab[t] for t in ("<pad>", "[CLS]", "[SEP]", "[MASK]")} | {
         unknown}
@@ -144,6 +144,7 @@ def test_a_model_without_a_character_map():
     """An identity normaliser (no character map to decompile): the preparation's rules
     alone."""
     model = make_sentencepiece_model(normalization_rule_name="identity")
+    assert not sentencepiece_prepared._normalizer_spec(model).get(2)  # precompiled_charsmap
     for do_lower_case in (True, False):
         python = SentencePieceTokenizer(model, do_lower_case)
         fast = tf_text.FastSentencepieceTokenizer(
@@ -154,6 +155,18 @@ def test_a_model_without_a_character_map():
         assert [t for t, w, g in zip(texts, want, got) if w != g] == []
 
 
+def test_special_pieces_stay_text_when_a_stand_in_is_a_piece():
+    model = make_sentencepiece_model(user_defined_symbols=("\U0010f000",))
+    python = SentencePieceTokenizer(model)
+    assert sentencepiece_prepared.special_ids(python) == ()
+    assert sentencepiece_prepared.standin_ids(python) == frozenset()
+    assert sentencepiece_prepared.unknown_standin_id(python) is None
+    fast = tf_text.FastSentencepieceTokenizer(sentencepiece_prepared.prepared_model_proto(python))
+    ids = fast.tokenize(tf.constant(["x [MASK]"])).to_list()[0]
+    assert python.vocab["[MASK]"] not in ids and python.encode("x [MASK]")[-1] == python.vocab[
+        "[MASK]"]
+
+
 def test_a_normaliser_that_keeps_whitespace_runs_is_refused():
     model = make_sentencepiece_model(remove_extra_whitespaces=False)
     assert not sentencepiece_prepared.removes_extra_whitespace(model)
@@ -162,5 +175,5 @@ def test_a_normaliser_that_keeps_whitespace_runs_is_refused():
         sentencepiece_prepared.prepared_model_proto(SentencePieceTokenizer(model))
     assert str(refused.value) == (
         "SentencePiece model: the model's normaliser keeps runs of whitespace "
-        "(remove_extra_whitespaces is off), which ALBERT's preparation collapses; no prepared "
-        "model reproduces that.")
+        "(normalizer_spec.remove_extra_whitespaces is off), which ALBERT's preparation "
+        "collapses; no prepared model reproduces that.")
