@@ -189,12 +189,7 @@ class LiteRTSentencePieceTokenizer(tf.Module):
         python = SentencePieceTokenizer(tokenizer.model_proto, tokenizer.do_lower_case)
         self.sentencepiece = tf_text.FastSentencepieceTokenizer(
             sentencepiece_prepared.prepared_model_proto(python))
-        table, counts = sentencepiece_prepared.digit_comma_table(python)
-        if sentencepiece_prepared.unknown_standin_id(python) is not None:
-            # One piece past the vocabulary: "<unk>" written in the text, the unknown id.
-            row = np.full([1, table.shape[1]], -1, np.int32)
-            row[0, 0] = python.unk_id
-            table, counts = np.concatenate([table, row]), np.append(counts, np.int32(1))
+        table, counts = sentencepiece_prepared.id_table(python)
         standin = np.zeros([len(counts)], np.int32)
         standin[list(sentencepiece_prepared.standin_ids(python))] = 1
         self._width = table.shape[1]

@@ -29,8 +29,9 @@ to drop. A stand-in written in the text becomes another private-use code point, 
 model as it is to the Python tokenizer. A model without a lone word-start piece, or with a
 stand-in among its pieces, keeps step 1 as text (`special_ids` is empty).
 
-Step 4 (digits before a comma) is a table over the vocabulary (`digit_comma_table`), the
-replacement of each id by itself, which a graph applies with gathers and a cumulative sum.
+Step 4 (digits before a comma) is a table over the vocabulary (`id_table`, with the unknown's
+stand-in), the replacement of each id by itself, which a graph applies with gathers and a
+cumulative sum.
 
 Needs sentencepiece >= 0.2.2 (its normaliser reads and compiles rule maps).
 """
@@ -208,8 +209,7 @@ def standin_ids(tokenizer):
 
 @functools.lru_cache(maxsize=2)  # a model cased and uncased
 def _prepared(model_proto, do_lower_case, specials, unknown):
-    """specials: ((id, text), ...) of `special_ids`; unknown: the unknown piece's id, or None
-    when it is not among them."""
+    """specials: ((id, text), ...) of `special_ids`; unknown: the unknown piece's id."""
     sentencepiece = import_library()
     if not hasattr(getattr(sentencepiece, "SentencePieceNormalizer", None), "Decompile"):
         raise ImportError("A SentencePiece model for LiteRT needs sentencepiece >= 0.2.2: "
@@ -285,16 +285,20 @@ def prepared_model_proto(tokenizer):
                      tokenizer.unk_id)
 
 
-def digit_comma_table(tokenizer):
-    """Step 4 of a `SentencePieceTokenizer` per id.
+def id_table(tokenizer):
+    """What each id of the prepared model becomes: step 4 of a `SentencePieceTokenizer` per
+    id, and the unknown's stand-in (`unknown_standin_id`, when there is one) the unknown id.
 
     Returns:
-      (table, counts): int32 [V, K], row i the ids piece i becomes (itself, or its digits'
-      pieces and ","), padded with -1; int32 [V], how many of row i are used (>= 1).
+      (table, counts): int32 [V', K], row i the ids piece i becomes (itself, or its digits'
+      pieces and ","), padded with -1; int32 [V'], how many of row i are used (>= 1). V' is
+      the vocabulary's size, plus one with the unknown's stand-in.
     """
     rows = [[i] if i in tokenizer.special_token_ids else
             tokenizer.convert_tokens_to_ids(tokenizer.cut_digit_commas([piece]))
             for i, piece in enumerate(tokenizer.inv_vocab)]
+    if unknown_standin_id(tokenizer) is not None:
+        rows.append([tokenizer.unk_id])
     table = np.full([len(rows), max(len(r) for r in rows)], -1, np.int32)
     for i, row in enumerate(rows):
         table[i, :len(row)] = row

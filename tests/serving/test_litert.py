@@ -198,22 +198,27 @@ def _documented_difference(text, do_lower_case):
     return False
 
 
-@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
-def test_in_model_tokenizer_matches_python_on_real_texts(do_lower_case):
-    texts = _real_texts()
-    vocab = _vocab_for(texts, do_lower_case)
-    python = tokenization.WordpieceTokenizer(vocab, do_lower_case=do_lower_case)
-    tokenizer = litert.LiteRTTokenizer(BertTokenizerLayer(vocab, do_lower_case=do_lower_case))
-
+def _converted(tokenizer):
+    """A LiteRT tokenizer (tf.string [B] -> flat ids, starts, lengths) converted alone: its
+    signature runner (text -> ids, lengths) and `OpCensus`."""
     def tokenize(inputs):
         flat, _, lengths = tokenizer(inputs["text"])
         return {"ids": flat, "lengths": lengths}
 
     content, census = litert.convert_functions({"serving_default": tf.function(
         tokenize, input_signature=[{"text": tf.TensorSpec([None], tf.string, name="text")}])})
+    return litert.interpreter(content).get_signature_runner(), census
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_in_model_tokenizer_matches_python_on_real_texts(do_lower_case):
+    texts = _real_texts()
+    vocab = _vocab_for(texts, do_lower_case)
+    python = tokenization.WordpieceTokenizer(vocab, do_lower_case=do_lower_case)
+    runner, census = _converted(litert.LiteRTTokenizer(
+        BertTokenizerLayer(vocab, do_lower_case=do_lower_case)))
     assert census.flex == frozenset()
-    out = litert.interpreter(content).get_signature_runner()(
-        text=np.array([t.encode() for t in texts], dtype=object))
+    out = runner(text=np.array([t.encode() for t in texts], dtype=object))
     rows = np.split(out["ids"], np.cumsum(out["lengths"])[:-1])
     checked = [i for i, t in enumerate(texts) if not _documented_difference(t, do_lower_case)]
     assert len(checked) >= 0.97 * len(texts)  # The exceptions are rare in real text.
@@ -235,17 +240,9 @@ def test_in_model_sentencepiece_tokenizer_matches_python(do_lower_case, symbols)
     bert-tf-build-vocab's models have."""
     model_proto = make_sentencepiece_model(user_defined_symbols=symbols)
     python = SentencePieceTokenizer(model_proto, do_lower_case)
-    tokenizer = litert.LiteRTSentencePieceTokenizer(
-        SentencePieceTokenizerLayer(model_proto, do_lower_case=do_lower_case))
-
-    def tokenize(inputs):
-        flat, _, lengths = tokenizer(inputs["text"])
-        return {"ids": flat, "lengths": lengths}
-
-    content, census = litert.convert_functions({"serving_default": tf.function(
-        tokenize, input_signature=[{"text": tf.TensorSpec([None], tf.string, name="text")}])})
+    runner, census = _converted(litert.LiteRTSentencePieceTokenizer(
+        SentencePieceTokenizerLayer(model_proto, do_lower_case=do_lower_case)))
     assert census.custom == {"TFText>FastSentencepieceTokenize"} and not census.flex
-    runner = litert.interpreter(content).get_signature_runner()
     texts = _real_texts() + [
         "The cat [MASK] on the[SEP]mat", "[MASK][MASK] [CLS]x[SEP] <pad>", " [MASK] ", "",
         "In 1990, 2,000,000 (1,000) and 3,[MASK]", "``Quoted'' ﬁne ＦＵＬＬ", "[mask] x",

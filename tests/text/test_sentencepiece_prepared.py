@@ -123,10 +123,13 @@ def test_special_pieces_are_cut_out_and_the_documented_differences(model_proto,
         assert library.encode_as_pieces(text) == [WORD_START, text.replace("\u0301", "")]
 
 
-def test_digit_comma_table_is_the_python_cut_per_id(model_proto):
+def test_id_table_is_the_python_cut_per_id_and_the_unknown_for_its_stand_in(model_proto):
     python = SentencePieceTokenizer(model_proto)
-    table, counts = sentencepiece_prepared.digit_comma_table(python)
-    assert table.shape[0] == counts.shape[0] == python.vocab_size
+    table, counts = sentencepiece_prepared.id_table(python)
+    assert table.shape[0] == counts.shape[0] == python.vocab_size + 1
+    assert sentencepiece_prepared.unknown_standin_id(python) == python.vocab_size
+    assert table[-1].tolist() == [python.unk_id] + [-1] * (table.shape[1] - 1)
+    assert counts[-1] == 1
     assert table.dtype == counts.dtype == np.int32
     cut = [i for i in range(python.vocab_size) if counts[i] > 1]
     assert len(cut) > 20
@@ -161,6 +164,7 @@ def test_special_pieces_stay_text_when_a_stand_in_is_a_piece():
     assert sentencepiece_prepared.special_ids(python) == ()
     assert sentencepiece_prepared.standin_ids(python) == frozenset()
     assert sentencepiece_prepared.unknown_standin_id(python) is None
+    assert len(sentencepiece_prepared.id_table(python)[1]) == python.vocab_size
     fast = tf_text.FastSentencepieceTokenizer(sentencepiece_prepared.prepared_model_proto(python))
     ids = fast.tokenize(tf.constant(["x [MASK]"])).to_list()[0]
     assert python.vocab["[MASK]"] not in ids and python.encode("x [MASK]")[-1] == python.vocab[
