@@ -16,6 +16,8 @@ from bert_tf.data.pretraining import create_pretraining_data as cpd  # noqa: E40
 from bert_tf.data.pretraining import demo_corpus  # noqa: E402
 from bert_tf.text import basic_tokenize  # noqa: E402
 
+import zygote  # noqa: E402
+
 DIRECT_ARGS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 
 
@@ -117,20 +119,20 @@ def test_beam_without_any_token_leaves_no_shards(corpus, tmp_path):
 @pytest.mark.slow
 def test_cli_use_beam(corpus, repo_root, tmp_path):
     import subprocess
-    import sys
 
     options = cpd.PretrainingDataOptions(max_seq_length=64, max_predictions_per_seq=10,
                                          dupe_factor=1, random_seed=3, documents_per_chunk=8)
     cpd.create_pretraining_data(corpus["pattern"], str(tmp_path / "local.tfrecord"),
                                 corpus["vocab"], options=options)
-    command = [sys.executable, os.path.join(repo_root, "tools", "create_pretraining_data.py"),
+    env = dict(os.environ, PYTHONPATH=repo_root)
+    command = [zygote.shared_python(env), os.path.join(repo_root, "tools",
+                                                       "create_pretraining_data.py"),
                f"--input_file={corpus['pattern']}", f"--output_file={tmp_path / 'train'}",
                f"--vocab_file={corpus['vocab']}", "--max_seq_length=64",
                "--max_predictions_per_seq=10", "--dupe_factor=1", "--random_seed=3",
                "--documents_per_chunk=8", "--runner=DirectRunner", "--beam_num_shards=3",
                *[f"--beam_pipeline_option={a}" for a in DIRECT_ARGS]]
-    result = subprocess.run(command, env=dict(os.environ, PYTHONPATH=repo_root),
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     shards = sorted(glob.glob(str(tmp_path / "train-*")))
     assert len(shards) == 3

@@ -11,6 +11,8 @@ import tensorflow as tf
 
 from bert_tf.data.pretraining import tfrecord_io
 
+import zygote
+
 S, P = 8, 3
 INSTANCE = dict(input_ids=[2, 10, 4, 3, 11, 12, 3], segment_ids=[0, 0, 0, 0, 1, 1, 1],
                 masked_lm_positions=[2, 5], masked_lm_ids=[13, 12], next_sentence_label=1)
@@ -271,8 +273,11 @@ def test_package_exports_stay_the_functions_whatever_is_imported_first(repo_root
         "print(type(pretraining_dataset).__name__, pretraining_dataset.__module__,\n"
         "      bert_tf.data.pretraining_dataset is pretraining_dataset,\n"
         "      text_pretraining_dataset.__module__)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=dict(os.environ, PYTHONPATH=repo_root), timeout=300)
+    # A process that has imported no bert_tf module (forked from a server that imported only
+    # TensorFlow and Keras: tests/zygote.py), so `first_import` really comes first.
+    env = dict(os.environ, PYTHONPATH=repo_root)
+    result = subprocess.run([zygote.shared_python(env), "-c", code], capture_output=True,
+                            text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["function", "bert_tf.data.pretraining.record_dataset", "True",
                                      "bert_tf.data.pretraining.text_dataset"]

@@ -3,7 +3,6 @@
 import logging
 import os
 import subprocess
-import sys
 
 import pytest
 from pydoc_data.topics import topics
@@ -11,6 +10,8 @@ from pydoc_data.topics import topics
 from bert_tf.text import tokenization
 from bert_tf.text.tokenization import WordpieceTokenizer, load_vocab
 from bert_tf.text.vocab_builder import build_vocab, count_words, expand_input_files, write_vocab
+
+import zygote
 
 VOCAB_SIZE = 600
 
@@ -107,8 +108,9 @@ def test_errors(tmp_path):
 
 
 def _run_tool(repo_root, *args):
-    return subprocess.run([sys.executable, os.path.join(repo_root, "tools", "build_vocab.py"),
-                           *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([zygote.shared_python(), os.path.join(repo_root, "tools",
+                                                                "build_vocab.py"), *args],
+                          capture_output=True, text=True, timeout=300)
 
 
 def test_cli_builds_vocab(repo_root, corpus_dir, tmp_path):
