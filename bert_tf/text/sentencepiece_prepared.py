@@ -42,6 +42,8 @@ import os
 import numpy as np
 
 from bert_tf import quiet_logs
+from bert_tf.protobuf_wire import bytes_field, varint_field
+from bert_tf.protobuf_wire import fields as _wire_fields
 from bert_tf.text.sentencepiece import WORD_START, import_library, prepare_characters
 
 # Fields of SentencePiece's ModelProto, SentencePiece and NormalizerSpec
@@ -53,54 +55,11 @@ _PIECE_TEXT, _PIECE_TYPE, _TYPE_USER_DEFINED = 1, 3, 4
 _STANDIN_BASE, _STANDIN_ELSEWHERE = 0x10F000, "\U0010fffd"
 _NORMALIZER_NAME, _NORMALIZER_CHARSMAP, _NORMALIZER_TSV = 1, 2, 6
 _NORMALIZER_REMOVES_SPACES = 4
-_WIRE_VARINT, _WIRE_64BIT, _WIRE_BYTES, _WIRE_32BIT = 0, 1, 2, 5
 _PREPARED_NAME = b"bert_tf_prepared"
 
 
-def _read_varint(buf, pos):
-    value = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
-
-
-def _varint(value):
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def _fields(buf):
-    """A protobuf message's fields in order: list of (number, value, raw bytes), the value an
-    int (varint) or bytes (length-delimited, fixed)."""
-    out, pos = [], 0
-    while pos < len(buf):
-        start = pos
-        key, pos = _read_varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == _WIRE_VARINT:
-            value, pos = _read_varint(buf, pos)
-        elif wire == _WIRE_BYTES:
-            size, pos = _read_varint(buf, pos)
-            value, pos = bytes(buf[pos:pos + size]), pos + size
-        elif wire in (_WIRE_64BIT, _WIRE_32BIT):
-            size = 8 if wire == _WIRE_64BIT else 4
-            value, pos = bytes(buf[pos:pos + size]), pos + size
-        else:
-            raise ValueError(f"SentencePiece model: unexpected protobuf wire type {wire}.")
-        out.append((number, value, bytes(buf[start:pos])))
-    return out
-
-
-def _bytes_field(number, payload):
-    return _varint(number << 3 | _WIRE_BYTES) + _varint(len(payload)) + payload
+    return _wire_fields(buf, "SentencePiece model")
 
 
 def _normalizer_spec(model_proto):
@@ -135,21 +94,21 @@ def _with_charsmap(model_proto, charsmap):
         if number != _MODEL_NORMALIZER:
             out += raw
             continue
-        spec = bytearray(_bytes_field(_NORMALIZER_NAME, _PREPARED_NAME)
-                         + _bytes_field(_NORMALIZER_CHARSMAP, charsmap))
+        spec = bytearray(bytes_field(_NORMALIZER_NAME, _PREPARED_NAME)
+                         + bytes_field(_NORMALIZER_CHARSMAP, charsmap))
         for n, _, field in _fields(value):
             if n not in (_NORMALIZER_NAME, _NORMALIZER_CHARSMAP, _NORMALIZER_TSV):
                 spec += field
-        out += _bytes_field(_MODEL_NORMALIZER, bytes(spec))
+        out += bytes_field(_MODEL_NORMALIZER, bytes(spec))
     return bytes(out)
 
 
-_USER_DEFINED = _varint(_PIECE_TYPE << 3 | _WIRE_VARINT) + _varint(_TYPE_USER_DEFINED)
+_USER_DEFINED = varint_field(_PIECE_TYPE, _TYPE_USER_DEFINED)
 
 
 def _user_defined_piece(text, fields=()):
     """A SentencePiece message: `text`, user-defined, with the other `fields` (raw) kept."""
-    return _bytes_field(_MODEL_PIECES, _bytes_field(_PIECE_TEXT, text.encode("utf-8"))
+    return bytes_field(_MODEL_PIECES, bytes_field(_PIECE_TEXT, text.encode("utf-8"))
                         + b"".join(fields) + _USER_DEFINED)
 
 

@@ -7,6 +7,8 @@ both give the bytes TensorFlow's own serializer gives (tests compare them).
 import functools
 import struct
 
+from bert_tf.protobuf_wire import varint
+
 # The parts tf.train.Example uses. Example{features=1: Features{feature=1:
 # map<string, Feature>}}; a map entry is a message {key=1, value=2}; Feature{float_list=2:
 # FloatList{value=1 packed fixed32}, int64_list=3: Int64List{value=1 packed varint}}. A field
@@ -14,21 +16,8 @@ import struct
 TAG_1_LEN = b"\x0a"
 TAG_2_LEN = b"\x12"
 TAG_3_LEN = b"\x1a"
-_UINT64_MASK = (1 << 64) - 1
 FLOAT_ONE = struct.pack("<f", 1.0)
 FLOAT_ZERO = struct.pack("<f", 0.0)
-
-
-def varint(value):
-    """The base-128 varint of a non-negative int below 2**64 (negatives as their two's
-    complement, as protobuf stores int64)."""
-    value &= _UINT64_MASK
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 # Varints of 0 .. 2**16 - 1 (lengths, and token ids of any usual vocabulary), looked up rather
