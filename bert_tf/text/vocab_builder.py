@@ -5,7 +5,8 @@ cleanup, CJK splitting, optional lower-casing and accent stripping, punctuation 
 every learned piece is one `WordpieceTokenizer` can produce. The word counts go to
 tensorflow_text's WordPiece learner (the one behind `bert_vocab_from_dataset`), which keeps every
 character it sees (up to `max_unique_chars`) as a word-initial piece and as a "##" piece, then
-adds the most useful longer pieces until the vocabulary reaches `vocab_size`.
+adds the most useful longer pieces until the vocabulary reaches `vocab_size`. The learner is
+read from its file (`wordpiece_learner`), so learning a vocabulary imports no TensorFlow.
 
 Layout of the result: the special tokens [PAD] [UNK] [CLS] [SEP] [MASK] get ids 0..4, then
 any extra `reserved_tokens`, then the single characters, then the learned pieces by frequency.
@@ -15,7 +16,10 @@ any extra `reserved_tokens`, then the single characters, then the learned pieces
 
 import collections
 import glob
+import importlib
+import importlib.util
 import os
+import sys
 
 from absl import logging
 
@@ -87,6 +91,32 @@ def count_words(files, do_lower_case, max_input_chars_per_word=200):
     return counts
 
 
+# TensorFlow Text's learner module: plain Python and numpy, in a package whose import loads
+# TensorFlow (~6 s of a ~10 s bert-tf-prepare-demo-data on a 2-core CPU).
+_LEARNER_PARTS = ("tools", "wordpiece_vocab", "wordpiece_tokenizer_learner_lib.py")
+_LEARNER_MODULE = "tensorflow_text." + ".".join(_LEARNER_PARTS)[:-len(".py")]
+
+
+def wordpiece_learner():
+    """TensorFlow Text's WordPiece learner module (the code behind its bert_vocab_from_dataset),
+    read from its file without importing tensorflow_text, so learning a vocabulary needs no
+    TensorFlow; the module itself when tensorflow_text is loaded already, or when the file is
+    not where TensorFlow Text 2.x keeps it."""
+    if _LEARNER_MODULE in sys.modules or "tensorflow_text" in sys.modules:
+        return importlib.import_module(_LEARNER_MODULE)
+    name = "bert_tf.text._wordpiece_learner"
+    if name not in sys.modules:
+        package = importlib.util.find_spec("tensorflow_text")
+        path = os.path.join(list(package.submodule_search_locations or [""])[0], *_LEARNER_PARTS)
+        if not os.path.isfile(path):
+            return importlib.import_module(_LEARNER_MODULE)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
 def build_vocab(input_files, vocab_size, do_lower_case, *, max_input_chars_per_word=200,
                 reserved_tokens=(), max_unique_chars=1000, num_iterations=4,
                 slack_ratio=0.05, max_token_length=50):
@@ -127,11 +157,7 @@ def build_vocab(input_files, vocab_size, do_lower_case, *, max_input_chars_per_w
         raise ValueError(f"The input files hold no words: {', '.join(files)}.")
     logging.info("Counted %d distinct words (%d in all) in %d file(s).", len(counts),
                  sum(counts.values()), len(files))
-    # The learner lives in tensorflow_text, whose import pulls in TensorFlow: import it only
-    # once the inputs are known to be usable.
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
-
-    vocab = learner.learn(
+    vocab = wordpiece_learner().learn(
         counts, vocab_size, reserved, upper_thresh=None, lower_thresh=1,
         num_iterations=num_iterations, max_input_tokens=-1, max_token_length=max_token_length,
         max_unique_chars=max_unique_chars, slack_ratio=slack_ratio,

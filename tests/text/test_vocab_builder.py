@@ -3,11 +3,12 @@
 import logging
 import os
 import subprocess
+import sys
 
 import pytest
 from pydoc_data.topics import topics
 
-from bert_tf.text import tokenization
+from bert_tf.text import tokenization, vocab_builder
 from bert_tf.text.tokenization import WordpieceTokenizer, load_vocab
 from bert_tf.text.vocab_builder import build_vocab, count_words, expand_input_files, write_vocab
 
@@ -31,6 +32,37 @@ def corpus_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def learned_vocab(corpus_dir):
     return build_vocab(str(corpus_dir / "*.txt"), VOCAB_SIZE, do_lower_case=True)
+
+
+def test_learning_imports_no_tensorflow_and_learns_what_tensorflow_texts_module_does(
+        corpus_dir, tmp_path):
+    """A fresh interpreter (this one has TensorFlow loaded) learns the vocabulary with
+    TensorFlow Text's learner read from its file, and prepares the demo data (what
+    bert-tf-prepare-demo-data runs): no TensorFlow, no tensorflow_text, and the same tokens as
+    the learner imported from tensorflow_text here."""
+    import json
+
+    import tensorflow_text  # noqa: F401  Loaded: this process uses the package's own module.
+
+    assert vocab_builder.wordpiece_learner().__name__ == (
+        "tensorflow_text.tools.wordpiece_vocab.wordpiece_tokenizer_learner_lib")
+    expected = build_vocab(str(corpus_dir / "*.txt"), VOCAB_SIZE, do_lower_case=True)
+    code = ("import json, sys\n"
+            "from bert_tf.data.pretraining import demo_corpus\n"
+            "from bert_tf.text.vocab_builder import build_vocab, wordpiece_learner\n"
+            f"vocab = build_vocab({str(corpus_dir / '*.txt')!r}, {VOCAB_SIZE}, True)\n"
+            "data = demo_corpus.prepare_demo_data(demo_corpus.DemoDataConfig(output_dir="
+            f"{str(tmp_path / 'demo')!r}, vocab_size=1000, dupe_factor=1, num_workers=1))\n"
+            "print(json.dumps([vocab, data['train_instances'], wordpiece_learner().__name__, "
+            "sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', "
+            "'tensorflow_text', 'keras'))]))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    vocab, instances, learner, loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (learner, loaded) == ("bert_tf.text._wordpiece_learner", [])
+    assert vocab == expected
+    assert instances > 500 and len(load_vocab(str(tmp_path / "demo" / "vocab.txt"))) > 900
 
 
 def test_vocab_size_and_special_tokens(learned_vocab):

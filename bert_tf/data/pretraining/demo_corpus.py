@@ -252,7 +252,7 @@ def prepare_demo_data(config):
     of the paths and counts.
     """
     output_dir, do_lower_case = config.output_dir, config.do_lower_case
-    # Imported here: these pull in TensorFlow, which the corpus functions above do not need.
+    # Imported here: only preparing the data needs them (none imports TensorFlow).
     from bert_tf.data.pretraining.create_pretraining_data import (PretrainingDataOptions,
                                                       create_pretraining_data)
     from bert_tf.text import WordpieceTokenizer, build_vocab, write_vocab
