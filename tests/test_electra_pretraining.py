@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import keras
@@ -25,8 +26,6 @@ from bert_tf.jobs.sections import from_flat
 from bert_tf.modeling import BertClassifier, BertEncoder, ElectraPretrainer
 from command_batch import run_commands
 from test_run_pretraining import FLAGS, P, S, VOCAB, write_dropout_inputs
-
-import zygote
 
 # One worker runs the module: its module fixtures run once, not once per worker.
 pytestmark = pytest.mark.xdist_group("electra_pretraining")
@@ -95,9 +94,7 @@ def tensorflow_runs(inputs, tmp_path_factory):
     killed = root / "killed"
     env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(root / "killed.log", "w") as log:
-        # Forked from the worker's server that imported TensorFlow (tests/zygote.py): killing
-        # the client kills the run with it, as kill -9 kills a process.
-        proc = subprocess.Popen([zygote.shared_python(env), "-m", "bert_tf.run_pretraining",
+        proc = subprocess.Popen([sys.executable, "-m", "bert_tf.run_pretraining",
                                  *_args(inputs, killed)], env=env, stdout=subprocess.DEVNULL,
                                 stderr=log)
         try:

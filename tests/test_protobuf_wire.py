@@ -29,6 +29,14 @@ def test_fields_split_a_message_into_its_fields_and_rebuild_it():
     assert tf.train.Feature.FromString(fields[-1][1]) == feature
 
 
+def test_fields_are_the_bytes_protobuf_writes():
+    # BytesList{value=1: bytes}; ServerDef{task_index=3: int32}.
+    assert wire.bytes_field(1, b"key") == tf.train.BytesList(value=[b"key"]).SerializeToString()
+    assert wire.varint_field(3, 150) == tf.train.ServerDef(task_index=150).SerializeToString()
+    feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a" * 300]))
+    assert wire.bytes_field(1, wire.bytes_field(1, b"a" * 300)) == feature.SerializeToString()
+
+
 def test_a_group_is_refused_naming_what_was_read():
     with pytest.raises(ValueError, match=r"^SentencePiece model: unexpected protobuf wire "
                                          r"type 3\.$"):

@@ -59,6 +59,7 @@ _PREPARED_NAME = b"bert_tf_prepared"
 
 
 def _fields(buf):
+    """A message of the model proto: its fields (protobuf_wire.fields), errors naming it."""
     return _wire_fields(buf, "SentencePiece model")
 
 

@@ -107,8 +107,9 @@ def wordpiece_learner():
     name = "bert_tf.text._wordpiece_learner"
     if name not in sys.modules:
         package = importlib.util.find_spec("tensorflow_text")
-        path = os.path.join(list(package.submodule_search_locations or [""])[0], *_LEARNER_PARTS)
-        if not os.path.isfile(path):
+        locations = list(package.submodule_search_locations or []) if package else []
+        path = os.path.join(locations[0], *_LEARNER_PARTS) if locations else None
+        if path is None or not os.path.isfile(path):  # the import names what is missing
             return importlib.import_module(_LEARNER_MODULE)
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)

@@ -252,7 +252,8 @@ def prepare_demo_data(config):
     of the paths and counts.
     """
     output_dir, do_lower_case = config.output_dir, config.do_lower_case
-    # Imported here: only preparing the data needs them (none imports TensorFlow).
+    # Imported here, as only preparing the data needs them (none imports TensorFlow): the corpus
+    # functions above stay light for the tests and notebooks that use them alone.
     from bert_tf.data.pretraining.create_pretraining_data import (PretrainingDataOptions,
                                                       create_pretraining_data)
     from bert_tf.text import WordpieceTokenizer, build_vocab, write_vocab

@@ -1,4 +1,5 @@
-"""The protobuf wire format of tf.train.Example, written by hand (no TensorFlow, no protobuf).
+"""tf.train.Example's fields and tags, written by hand over bert_tf.protobuf_wire's varints (no
+TensorFlow, no protobuf).
 
 What tfrecord_io.serialize_instance and instance_serializer.InstanceSerializer build records from;
 both give the bytes TensorFlow's own serializer gives (tests compare them).

@@ -24,6 +24,7 @@ from bert_tf.data.pretraining import example_proto, tfrecord_io
 from bert_tf.data.pretraining.example_proto import (TAG_3_LEN, int64_feature, map_entry,
                                                     ones_entry, packed_varints,
                                                     serialized_feature, varint_of_length)
+from bert_tf.protobuf_wire import varint
 
 class InstanceSerializer:
     """Serializes instances of one run (fixed S, P, feature names, vocabulary size).
@@ -47,7 +48,7 @@ class InstanceSerializer:
         self._segment_ids_name = names["segment_ids"]
         # Varint of every id: ids of vocabularies up to 2**16 come from the shared table.
         self._id_varints = (example_proto.SMALL_VARINTS[:vocab_size] if vocab_size <= 1 << 16
-                            else [example_proto.varint(v) for v in range(vocab_size)])
+                            else [varint(v) for v in range(vocab_size)])
         self._positions_are_bytes = max_seq_length <= 128
         self._labels = [map_entry("next_sentence_labels", int64_feature([label]))
                         for label in (0, 1)]
