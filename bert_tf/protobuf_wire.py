@@ -57,13 +57,13 @@ def fields(buf, what="protobuf message"):
         number, wire = key >> 3, key & 7
         if wire == WIRE_VARINT:
             value, pos = read_varint(buf, pos)
-        elif wire == WIRE_BYTES or wire in _FIXED_SIZES:
+        else:
             if wire == WIRE_BYTES:
                 size, pos = read_varint(buf, pos)
-            else:
+            elif wire in _FIXED_SIZES:
                 size = _FIXED_SIZES[wire]
+            else:
+                raise ValueError(f"{what}: unexpected protobuf wire type {wire}.")
             value, pos = bytes(buf[pos:pos + size]), pos + size
-        else:
-            raise ValueError(f"{what}: unexpected protobuf wire type {wire}.")
         out.append((number, value, bytes(buf[start:pos])))
     return out

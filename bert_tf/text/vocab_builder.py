@@ -102,7 +102,7 @@ def wordpiece_learner():
     read from its file without importing tensorflow_text, so learning a vocabulary needs no
     TensorFlow; the module itself when tensorflow_text is loaded already, or when the file is
     not where TensorFlow Text 2.x keeps it."""
-    if _LEARNER_MODULE in sys.modules or "tensorflow_text" in sys.modules:
+    if "tensorflow_text" in sys.modules:
         return importlib.import_module(_LEARNER_MODULE)
     name = "bert_tf.text._wordpiece_learner"
     if name not in sys.modules:
