@@ -22,6 +22,33 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715
 
 
+def _xla_kernel(fn):
+    """fn (tensor arguments only) as one XLA kernel, traced once per combination of argument
+    dtypes with every shape unknown; XLA still compiles it for each concrete shape. Traced per
+    shape instead, an eager training loop over changing lengths (dynamic padding) retraced it
+    every batch, and TensorFlow warned that a function the user never wrote retraces too often.
+    Its outputs have no static shape: callers set it."""
+    traced = {}
+
+    def call(*args):
+        args = [tf.convert_to_tensor(a) for a in args]
+        key = tuple(a.dtype for a in args)
+        if key not in traced:
+            traced[key] = tf.function(
+                fn, jit_compile=True, autograph=False,
+                input_signature=[tf.TensorSpec(None, a.dtype) for a in args])
+        return traced[key](*args)
+    call.__name__ = call.__qualname__ = fn.__name__
+    call.__doc__ = fn.__doc__
+    return call
+
+
+def _shaped(tensor, like):
+    """tensor with the static shape of `like` (an _xla_kernel output has none)."""
+    tensor.set_shape(like.shape)
+    return tensor
+
+
 # Both GELUs run forward and backward (its gradient from x alone) in one fused XLA kernel each:
 # TensorFlow 2.21's element-wise CPU kernels are built without AVX2/FMA, and tf.nn.gelu is about
 # eight of them forward; autodiff through it ran about a dozen more and kept their
@@ -31,12 +58,14 @@ _GELU_CUBIC = 0.044715
 # kernels.inference_only() (exports) keep tf.nn.gelu: they need no XLA.
 @tf.custom_gradient
 def _gelu_tanh(x):
-    return _gelu_forward(x, True), lambda dy: _gelu_tanh_grad(dy, x)
+    return (_shaped(_gelu_tanh_forward(x), x),
+            lambda dy: _shaped(_gelu_tanh_grad(dy, x), dy))
 
 
 @tf.custom_gradient
 def _gelu_erf(x):
-    return _gelu_forward(x, False), lambda dy: _gelu_erf_grad(dy, x)
+    return (_shaped(_gelu_erf_forward(x), x),
+            lambda dy: _shaped(_gelu_erf_grad(dy, x), dy))
 
 
 def gelu(x, approximate):
@@ -44,14 +73,23 @@ def gelu(x, approximate):
     return _gelu_tanh(x) if approximate else _gelu_erf(x)
 
 
-@tf.function(jit_compile=True, autograph=False, reduce_retracing=True)
 def _gelu_forward(x, approximate):
     """tf.nn.gelu in x's dtype, computed in float32 or wider."""
     wide = tf.float32 if x.dtype.size < 4 else x.dtype
     return tf.cast(tf.nn.gelu(tf.cast(x, wide), approximate=approximate), x.dtype)
 
 
-@tf.function(jit_compile=True, autograph=False)
+@_xla_kernel
+def _gelu_tanh_forward(x):
+    return _gelu_forward(x, True)
+
+
+@_xla_kernel
+def _gelu_erf_forward(x):
+    return _gelu_forward(x, False)
+
+
+@_xla_kernel
 def _gelu_tanh_grad(dy, x):
     """dy * d/dx 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3); float32 inside."""
     x = tf.cast(x, tf.float32)
@@ -61,7 +99,7 @@ def _gelu_tanh_grad(dy, x):
     return tf.cast(tf.cast(dy, tf.float32) * dgelu, dy.dtype)
 
 
-@tf.function(jit_compile=True, autograph=False)
+@_xla_kernel
 def _gelu_erf_grad(dy, x):
     """dy * d/dx x Phi(x) = dy * (Phi(x) + x phi(x)); float32 inside."""
     x = tf.cast(x, tf.float32)
@@ -81,13 +119,14 @@ def layer_norm(x, gamma, beta, epsilon, compute_dtype, forward):
     @tf.custom_gradient
     def normalize(x, gamma, beta):
         def grad(dy):
-            dx, dgamma, dbeta = _layer_norm_grad(dy, x, gamma, epsilon)
-            return dx, tf.cast(dgamma, gamma.dtype), tf.cast(dbeta, beta.dtype)
+            dx, dgamma, dbeta = _layer_norm_grad(dy, x, gamma, tf.constant(epsilon, tf.float32))
+            return (_shaped(dx, x), _shaped(tf.cast(dgamma, gamma.dtype), gamma),
+                    _shaped(tf.cast(dbeta, beta.dtype), beta))
         return tf.cast(forward(x, gamma, beta, epsilon), compute_dtype), grad
     return normalize(x, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta))
 
 
-@tf.function(jit_compile=True, autograph=False)
+@_xla_kernel
 def _layer_norm_grad(dy, x, gamma, epsilon):
     """Gradients of gamma * (x - mean) / sqrt(var + eps) + beta; float32 inside.
 
@@ -103,7 +142,7 @@ def _layer_norm_grad(dy, x, gamma, epsilon):
     dxhat = dy32 * tf.cast(gamma, tf.float32)
     dx = rstd * (dxhat - tf.reduce_mean(dxhat, axis=-1, keepdims=True)
                  - xhat * tf.reduce_mean(dxhat * xhat, axis=-1, keepdims=True))
-    rows = list(range(len(x.shape) - 1))
+    rows = tf.range(tf.rank(x) - 1)  # every axis but the last (the trace knows no rank)
     return (tf.cast(dx, x.dtype), tf.reduce_sum(dy32 * xhat, axis=rows),
             tf.reduce_sum(dy32, axis=rows))
 
@@ -156,12 +195,12 @@ def dropout(x, rate, seed):
 
     @tf.custom_gradient
     def drop(x):
-        return (_apply_dropout(x, bits, threshold, scale),
-                lambda dy: _apply_dropout(dy, bits, threshold, scale))
+        return (_shaped(_apply_dropout(x, bits, threshold, scale), x),
+                lambda dy: _shaped(_apply_dropout(dy, bits, threshold, scale), dy))
     return drop(x)
 
 
-@tf.function(jit_compile=True, autograph=False)
+@_xla_kernel
 def _apply_dropout(x, bits, threshold, scale):
     """x * scale where bits >= threshold, else 0; in x's dtype."""
     return tf.where(bits >= threshold, x * tf.cast(scale, x.dtype), tf.zeros_like(x))

@@ -184,6 +184,48 @@ def test_gelu_kernel_forward_and_gradient_match_tf_nn_gelu(approximate):
                                    atol=tolerance, rtol=tolerance)
 
 
+def test_fused_kernels_train_eagerly_on_many_shapes_without_retracing_warnings():
+    # An eager training loop over changing lengths (dynamic padding) calls the fused XLA
+    # kernels with a new shape each batch: TensorFlow warned that they retrace too often (a
+    # warning naming functions the user never wrote), and traced each shape anew. The layer
+    # norm's fused gradient also holds on shapes of another rank (a relaxed trace).
+    import logging
+
+    from bert_tf.modeling import kernels
+    from bert_tf.modeling.dropout import FusedDropout
+
+    warnings = []
+    handler = logging.Handler()
+    handler.emit = lambda record: warnings.append(record.getMessage())
+    tf.get_logger().addHandler(handler)
+    rng = np.random.default_rng(2)
+    gamma = tf.Variable(rng.normal(1.0, 0.2, size=8).astype("float32"))
+    beta = tf.Variable(rng.normal(0.0, 0.2, size=8).astype("float32"))
+    dropout = FusedDropout(0.1, seed=5)
+    try:
+        for shape in [(2, 5, 8), (2, 7, 8), (3, 9, 8), (1, 11, 8), (4, 13, 8), (2, 17, 8),
+                      (6, 8), (5, 8), (2, 3, 4, 8)]:
+            x = tf.constant(rng.normal(size=shape).astype("float32"))
+            upstream = tf.constant(rng.normal(size=shape).astype("float32"))
+            with tf.GradientTape(persistent=True) as tape:
+                tape.watch(x)
+                normed = kernels.layer_norm(x, gamma, beta, 1e-12, tf.float32)
+                mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+                reference = (x - mean) * tf.math.rsqrt(variance + 1e-12) * gamma + beta
+                loss = tf.reduce_sum(upstream * dropout(kernels.gelu(normed, True),
+                                                        training=True))
+                ours = tf.reduce_sum(upstream * normed)
+                theirs = tf.reduce_sum(upstream * reference)
+            np.testing.assert_allclose(normed, reference, atol=1e-5)
+            for got, want in zip(tape.gradient(ours, [x, gamma, beta]),
+                                 tape.gradient(theirs, [x, gamma, beta])):
+                np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+            assert all(g is not None for g in tape.gradient(loss, [x, gamma, beta]))
+    finally:
+        tf.get_logger().removeHandler(handler)
+    assert not [w for w in warnings if "retracing" in w], warnings
+
+
 def test_fused_dropout_keeps_its_rate_and_one_mask_forward_and_backward():
     from bert_tf.modeling.dropout import FusedDropout
 
