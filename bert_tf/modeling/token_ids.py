@@ -5,12 +5,15 @@ with "Unrecognized data type". `TakesTokenIds`, first among a model's bases, ref
 `predict`, `fit`, `evaluate` and `__call__` in one line naming what answers text: a fine-tuned
 run loaded with bert_tf.load_task (its tokenizer and labels come with it), or a task of
 bert_tf.tasks built around the model. It also keeps Keras' live progress bar to terminals and
-notebooks.
+notebooks, and has Keras' `export` trace the graph a server runs.
 """
+
+import contextlib
 
 import numpy as np
 
 from bert_tf import progress
+from bert_tf.modeling import kernels
 
 ENCODER_INPUT_NAMES = "input_word_ids, input_mask, input_type_ids"
 
@@ -52,8 +55,9 @@ def _plain_unless_interactive(args, kwargs, position):
 
 class TakesTokenIds:
     """Mixed into the bert_tf Keras models (first among the bases): text is refused (see the
-    module docstring), and fit / evaluate / predict print plain progress lines where the output
-    is no terminal. Subclasses name their text task in `text_task`."""
+    module docstring), fit / evaluate / predict print plain progress lines where the output
+    is no terminal, and `export` traces for serving. Subclasses name their text task in
+    `text_task`."""
 
     text_task = "TextEmbedder"
 
@@ -76,3 +80,14 @@ class TakesTokenIds:
         if is_text(x):
             raise text_refusal(self, "evaluate")
         return super().evaluate(x, *args, **_plain_unless_interactive(args, kwargs, 2))
+
+    def export(self, filepath, format="tf_saved_model", *args, **kwargs):
+        """keras.Model.export, traced as bert_tf's own exports trace: without the training
+        kernels' custom gradients (a SavedModel cannot keep them: loading one warned once per
+        LayerNorm and GELU), and for LiteRT with attention that has no data-dependent path
+        (modeling/kernels.py). The outputs are the same."""
+        with contextlib.ExitStack() as contexts:
+            contexts.enter_context(kernels.inference_only())
+            if format == "litert":
+                contexts.enter_context(kernels.portable_attention())
+            return super().export(filepath, format, *args, **kwargs)
