@@ -16,6 +16,7 @@ Two contexts change what is traced inside them (graphs that leave the training p
                         hidden keys masked with PORTABLE_MASKED_LOGIT (see attention.py);
   inference_only()      no custom gradients (a SavedModel cannot save their Python functions
                         and warns on load; serving never takes a gradient).
+`export_tracing()` enters what an export needs of them.
 """
 
 import contextlib
@@ -66,6 +67,15 @@ def portable_attention():
 def portable():
     """True inside `portable_attention()`."""
     return _PORTABLE.get()
+
+
+@contextlib.contextmanager
+def export_tracing(leaves_tensorflow):
+    """The contexts an export traces its graph in: `inference_only()`, and for a graph that
+    leaves TensorFlow's runtime (LiteRT, ONNX, OpenVINO) `portable_attention()` too."""
+    with inference_only(), (portable_attention() if leaves_tensorflow
+                            else contextlib.nullcontext()):
+        yield
 
 
 def inference_only():

@@ -5,6 +5,7 @@ runs on TensorFlow. Each function computes what its keras.ops counterpart comput
 TensorFlow's CPU kernels.
 """
 
+import functools
 import math
 
 import tensorflow as tf
@@ -24,12 +25,14 @@ _GELU_CUBIC = 0.044715
 
 def _xla_kernel(fn):
     """fn (tensor arguments only) as one XLA kernel, traced once per combination of argument
-    dtypes with every shape unknown; XLA still compiles it for each concrete shape. Traced per
-    shape instead, an eager training loop over changing lengths (dynamic padding) retraced it
-    every batch, and TensorFlow warned that a function the user never wrote retraces too often.
-    Its outputs have no static shape: callers set it."""
+    dtypes with every shape unknown (XLA compiles it for each concrete shape): an eager loop
+    over changing lengths (dynamic padding) then neither retraces it each batch nor gets
+    TensorFlow's retracing warning about a function the user never wrote. A graph calling it
+    still infers its outputs' shapes from the call's. `.traced`: the tf.functions by argument
+    dtypes."""
     traced = {}
 
+    @functools.wraps(fn)
     def call(*args):
         args = [tf.convert_to_tensor(a) for a in args]
         key = tuple(a.dtype for a in args)
@@ -38,15 +41,8 @@ def _xla_kernel(fn):
                 fn, jit_compile=True, autograph=False,
                 input_signature=[tf.TensorSpec(None, a.dtype) for a in args])
         return traced[key](*args)
-    call.__name__ = call.__qualname__ = fn.__name__
-    call.__doc__ = fn.__doc__
+    call.traced = traced
     return call
-
-
-def _shaped(tensor, like):
-    """tensor with the static shape of `like` (an _xla_kernel output has none)."""
-    tensor.set_shape(like.shape)
-    return tensor
 
 
 # Both GELUs run forward and backward (its gradient from x alone) in one fused XLA kernel each:
@@ -58,14 +54,12 @@ def _shaped(tensor, like):
 # kernels.inference_only() (exports) keep tf.nn.gelu: they need no XLA.
 @tf.custom_gradient
 def _gelu_tanh(x):
-    return (_shaped(_gelu_tanh_forward(x), x),
-            lambda dy: _shaped(_gelu_tanh_grad(dy, x), dy))
+    return _gelu_tanh_forward(x), lambda dy: _gelu_tanh_grad(dy, x)
 
 
 @tf.custom_gradient
 def _gelu_erf(x):
-    return (_shaped(_gelu_erf_forward(x), x),
-            lambda dy: _shaped(_gelu_erf_grad(dy, x), dy))
+    return _gelu_erf_forward(x), lambda dy: _gelu_erf_grad(dy, x)
 
 
 def gelu(x, approximate):
@@ -81,11 +75,13 @@ def _gelu_forward(x, approximate):
 
 @_xla_kernel
 def _gelu_tanh_forward(x):
+    """The tanh-approximate GELU of x float [...], in x's dtype."""
     return _gelu_forward(x, True)
 
 
 @_xla_kernel
 def _gelu_erf_forward(x):
+    """The exact (erf) GELU of x float [...], in x's dtype."""
     return _gelu_forward(x, False)
 
 
@@ -120,8 +116,7 @@ def layer_norm(x, gamma, beta, epsilon, compute_dtype, forward):
     def normalize(x, gamma, beta):
         def grad(dy):
             dx, dgamma, dbeta = _layer_norm_grad(dy, x, gamma, tf.constant(epsilon, tf.float32))
-            return (_shaped(dx, x), _shaped(tf.cast(dgamma, gamma.dtype), gamma),
-                    _shaped(tf.cast(dbeta, beta.dtype), beta))
+            return dx, tf.cast(dgamma, gamma.dtype), tf.cast(dbeta, beta.dtype)
         return tf.cast(forward(x, gamma, beta, epsilon), compute_dtype), grad
     return normalize(x, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta))
 
@@ -130,8 +125,8 @@ def layer_norm(x, gamma, beta, epsilon, compute_dtype, forward):
 def _layer_norm_grad(dy, x, gamma, epsilon):
     """Gradients of gamma * (x - mean) / sqrt(var + eps) + beta; float32 inside.
 
-    Args: dy, x: float [..., H]; gamma: float [H]. Returns: dx [..., H] (x's dtype), dgamma and
-    dbeta float32 [H].
+    Args: dy, x: float [..., H]; gamma: float [H]; epsilon: float32 []. Returns: dx [..., H]
+    (x's dtype), dgamma and dbeta float32 [H].
     """
     x32 = tf.cast(x, tf.float32)
     dy32 = tf.cast(dy, tf.float32)
@@ -195,8 +190,8 @@ def dropout(x, rate, seed):
 
     @tf.custom_gradient
     def drop(x):
-        return (_shaped(_apply_dropout(x, bits, threshold, scale), x),
-                lambda dy: _shaped(_apply_dropout(dy, bits, threshold, scale), dy))
+        return (_apply_dropout(x, bits, threshold, scale),
+                lambda dy: _apply_dropout(dy, bits, threshold, scale))
     return drop(x)
 
 

@@ -8,8 +8,6 @@ bert_tf.tasks built around the model. It also keeps Keras' live progress bar to 
 notebooks, and has Keras' `export` trace the graph a server runs.
 """
 
-import contextlib
-
 import numpy as np
 
 from bert_tf import progress
@@ -82,12 +80,15 @@ class TakesTokenIds:
         return super().evaluate(x, *args, **_plain_unless_interactive(args, kwargs, 2))
 
     def export(self, filepath, format="tf_saved_model", *args, **kwargs):
-        """keras.Model.export, traced as bert_tf's own exports trace: without the training
-        kernels' custom gradients (a SavedModel cannot keep them: loading one warned once per
-        LayerNorm and GELU), and for LiteRT with attention that has no data-dependent path
-        (modeling/kernels.py). The outputs are the same."""
-        with contextlib.ExitStack() as contexts:
-            contexts.enter_context(kernels.inference_only())
-            if format == "litert":
-                contexts.enter_context(kernels.portable_attention())
+        """keras.Model.export, traced as bert_tf's exports trace (kernels.export_tracing): no
+        training kernels' custom gradients (a SavedModel cannot store them and warns on load)
+        and, for formats that leave TensorFlow, attention without data-dependent branches. The
+        outputs are the same. On JAX it is refused: Keras' JAX export gives each input its own
+        symbolic length, which the encoder's inputs cannot have."""
+        if kernels.BACKEND == "jax":
+            raise ValueError(
+                f"{type(self).__name__}.export needs KERAS_BACKEND=tensorflow: Keras' JAX export "
+                "traces each input with its own symbolic length; load the .keras file under "
+                "TensorFlow and export there (or run bert-tf-export --model_dir=RUN_DIR)")
+        with kernels.export_tracing(leaves_tensorflow=format != "tf_saved_model"):
             return super().export(filepath, format, *args, **kwargs)

@@ -311,9 +311,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
             if task.tokenizer is not None:
                 functions.update(text=module.serve_text, examples=module.serve_examples)
             # Traced without the training kernels' custom gradients: a server takes no
-            # gradient, and a SavedModel cannot save their Python functions (loading it warned
-            # per function).
-            with kernels.inference_only():
+            # gradient, and a SavedModel cannot save their Python functions (it warns on load).
+            with kernels.export_tracing(leaves_tensorflow=False):
                 tf.saved_model.save(module, saved, signatures={
                     SIGNATURE_KEYS[s]: functions[s] for s in signatures})
             os.makedirs(os.path.join(saved, "assets.extra"))

@@ -54,7 +54,7 @@ import tensorflow_text as tf_text
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from bert_tf import fileio, model_directory
-from bert_tf.modeling.kernels import inference_only, portable_attention
+from bert_tf.modeling.kernels import export_tracing
 from bert_tf.serving import task_signatures
 from bert_tf.serving.exporter import (check_labels, encoder_config, export_tokenizer_layer,
                                      write_failed)
@@ -508,8 +508,8 @@ def convert_functions(functions, converter_options=None, what="the model"):
     try:
         saved = os.path.join(staging, "frozen")
         # Traced here, by _frozen: portable attention, and no custom gradients (LiteRT takes
-        # no gradient; loading them back for the converter warned twice).
-        with portable_attention(), inference_only():
+        # no gradient; the converter's load of them warns).
+        with export_tracing(leaves_tensorflow=True):
             signatures = {key: _frozen(function) for key, function in functions.items()}
         try:
             tf.saved_model.save(

@@ -186,9 +186,9 @@ def test_gelu_kernel_forward_and_gradient_match_tf_nn_gelu(approximate):
 
 def test_fused_kernels_train_eagerly_on_many_shapes_without_retracing_warnings():
     # An eager training loop over changing lengths (dynamic padding) calls the fused XLA
-    # kernels with a new shape each batch: TensorFlow warned that they retrace too often (a
-    # warning naming functions the user never wrote), and traced each shape anew. The layer
-    # norm's fused gradient also holds on shapes of another rank (a relaxed trace).
+    # kernels with a new shape each batch: each is traced once for its dtypes (no shapes), so
+    # TensorFlow has no retracing to warn about. The layer norm's fused gradient holds on
+    # inputs of any rank.
     import logging
 
     from bert_tf.modeling import kernels
@@ -202,6 +202,11 @@ def test_fused_kernels_train_eagerly_on_many_shapes_without_retracing_warnings()
     gamma = tf.Variable(rng.normal(1.0, 0.2, size=8).astype("float32"))
     beta = tf.Variable(rng.normal(0.0, 0.2, size=8).astype("float32"))
     dropout = FusedDropout(0.1, seed=5)
+    fused = (tf_kernels._layer_norm_grad, tf_kernels._gelu_tanh_forward,
+             tf_kernels._gelu_tanh_grad, tf_kernels._gelu_erf_forward,
+             tf_kernels._gelu_erf_grad, tf_kernels._apply_dropout)
+    traces_before = {f.__name__: sum(t.experimental_get_tracing_count()
+                                     for t in f.traced.values()) for f in fused}
     try:
         for shape in [(2, 5, 8), (2, 7, 8), (3, 9, 8), (1, 11, 8), (4, 13, 8), (2, 17, 8),
                       (6, 8), (5, 8), (2, 3, 4, 8)]:
@@ -212,18 +217,60 @@ def test_fused_kernels_train_eagerly_on_many_shapes_without_retracing_warnings()
                 normed = kernels.layer_norm(x, gamma, beta, 1e-12, tf.float32)
                 mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
                 reference = (x - mean) * tf.math.rsqrt(variance + 1e-12) * gamma + beta
-                loss = tf.reduce_sum(upstream * dropout(kernels.gelu(normed, True),
-                                                        training=True))
                 ours = tf.reduce_sum(upstream * normed)
                 theirs = tf.reduce_sum(upstream * reference)
+                activations = [kernels.gelu(x, approximate) for approximate in (True, False)]
+                dropped = dropout(x, training=True)
             np.testing.assert_allclose(normed, reference, atol=1e-5)
             for got, want in zip(tape.gradient(ours, [x, gamma, beta]),
                                  tape.gradient(theirs, [x, gamma, beta])):
                 np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
-            assert all(g is not None for g in tape.gradient(loss, [x, gamma, beta]))
+            for approximate, activation in zip((True, False), activations):
+                with tf.GradientTape() as reference_tape:
+                    reference_tape.watch(x)
+                    expected = tf.nn.gelu(x, approximate=approximate)
+                np.testing.assert_allclose(activation, expected, atol=1e-5)
+                np.testing.assert_allclose(
+                    tape.gradient(activation, x, output_gradients=upstream),
+                    reference_tape.gradient(expected, x, output_gradients=upstream),
+                    atol=1e-5)
+            kept = dropped.numpy() != 0
+            np.testing.assert_allclose(tape.gradient(dropped, x, output_gradients=upstream),
+                                       np.where(kept, upstream.numpy() / 0.9, 0.0), rtol=1e-6)
     finally:
         tf.get_logger().removeHandler(handler)
     assert not [w for w in warnings if "retracing" in w], warnings
+    # At most one trace each for these float32 arguments, whatever the shape.
+    for f in fused:
+        added = sum(t.experimental_get_tracing_count() for t in f.traced.values())
+        assert added - traces_before[f.__name__] <= 1, f.__name__
+
+
+def test_fused_kernels_keep_static_shapes_in_graphs():
+    # The kernels are traced without shapes; a graph built on them keeps its static shapes
+    # (what Keras' shape checks and later ops read), for the outputs and every gradient.
+    from bert_tf.modeling import kernels
+    from bert_tf.modeling.dropout import FusedDropout
+
+    gamma, beta = tf.Variable(tf.ones([8])), tf.Variable(tf.zeros([8]))
+    dropout = FusedDropout(0.1, seed=5)
+    shapes = {}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 8], tf.float32)])
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = dropout(kernels.gelu(kernels.layer_norm(x, gamma, beta, 1e-12, tf.float32),
+                                     False), training=True)
+        shapes["y"] = y.shape
+        grads = tape.gradient(y, [x, gamma, beta])
+        shapes.update(dx=grads[0].shape, dgamma=grads[1].shape, dbeta=grads[2].shape)
+        return y
+
+    assert step(tf.ones([2, 3, 8])).shape == (2, 3, 8)
+    assert shapes == {"y": tf.TensorShape([None, None, 8]),
+                      "dx": tf.TensorShape([None, None, 8]),
+                      "dgamma": tf.TensorShape([8]), "dbeta": tf.TensorShape([8])}, shapes
 
 
 def test_fused_dropout_keeps_its_rate_and_one_mask_forward_and_backward():
