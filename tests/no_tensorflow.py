@@ -3,7 +3,8 @@
 `run_without_tensorflow(script, *args, backend="jax")` runs `script` in a fresh Python whose
 `import tensorflow` (tensorflow_text, tf_keras) raises ModuleNotFoundError, with KERAS_BACKEND
 set and the repository, the script's folder (and `extra_path`) on the path. `jax_env()` is the
-environment of every JAX process the tests start.
+environment of every JAX process the tests start. `run_fresh(code)` runs code where TensorFlow
+is installed but not yet imported, and `LOADED_FRAMEWORKS` says what it imported of it.
 """
 
 import os
@@ -30,6 +31,20 @@ def jax_env(env=None, **more):
     if JAX_XLA_FLAGS not in flags.split():
         env["XLA_FLAGS"] = " ".join([JAX_XLA_FLAGS, flags]).strip()
     return env
+
+# A Python expression for run_fresh's code: the sorted names of the TensorFlow, TensorFlow Text
+# and Keras modules imported so far ([] when none).
+LOADED_FRAMEWORKS = ("sorted(m for m in sys.modules if m.split('.')[0] in "
+                     "('tensorflow', 'tensorflow_text', 'keras'))")
+
+
+def run_fresh(code, timeout=300):
+    """subprocess.CompletedProcess (text) of `python -c code` in a fresh interpreter on this
+    checkout (PYTHONPATH=REPO): what an import loads can only be seen there, the test process
+    having TensorFlow loaded."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=REPO), timeout=timeout)
+
 
 # What a machine without TensorFlow looks like to Python: `import tensorflow` (tensorflow_text,
 # tf_keras) fails, and importlib.util.find_spec says it is not there (etils, which Orbax uses,

@@ -3,7 +3,6 @@
 import os
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ import tensorflow as tf
 from bert_tf.data.pretraining import tfrecord_io
 
 import zygote
+from no_tensorflow import LOADED_FRAMEWORKS, run_fresh
 
 S, P = 8, 3
 INSTANCE = dict(input_ids=[2, 10, 4, 3, 11, 12, 3], segment_ids=[0, 0, 0, 0, 1, 1, 1],
@@ -238,7 +238,7 @@ def test_gzip_shards_read_back_and_are_deterministic(tmp_path):
         assert a.read() == b.read()
 
 
-def test_writing_records_does_not_import_tensorflow(repo_root, tmp_path):
+def test_writing_records_does_not_import_tensorflow(tmp_path):
     # A fresh interpreter: the test process itself has TensorFlow loaded.
     code = (
         "import sys\n"
@@ -247,10 +247,8 @@ def test_writing_records_does_not_import_tensorflow(repo_root, tmp_path):
         f"with tfrecord_io.ShardedRecordWriter([{str(tmp_path / 'x.tfrecord.gz')!r}], 'GZIP') "
         "as w:\n"
         "    w.write(b'abc')\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('tensorflow', 'keras', 'tensorflow_text')))\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=dict(os.environ, PYTHONPATH=repo_root), timeout=120)
+        f"print({LOADED_FRAMEWORKS})\n")
+    result = run_fresh(code, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
     assert [r.numpy() for r in tf.data.TFRecordDataset(str(tmp_path / "x.tfrecord.gz"),

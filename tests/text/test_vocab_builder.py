@@ -11,6 +11,7 @@ from pydoc_data.topics import topics
 from bert_tf.text import tokenization, vocab_builder
 from bert_tf.text.tokenization import WordpieceTokenizer, load_vocab
 from bert_tf.text.vocab_builder import build_vocab, count_words, expand_input_files, write_vocab
+from no_tensorflow import LOADED_FRAMEWORKS, run_fresh
 
 VOCAB_SIZE = 600
 
@@ -33,7 +34,7 @@ def learned_vocab(corpus_dir):
 
 
 def test_learning_imports_no_tensorflow_and_learns_what_tensorflow_texts_module_does(
-        corpus_dir, tmp_path, repo_root):
+        corpus_dir, tmp_path):
     """A fresh interpreter (this one has TensorFlow loaded) learns the vocabulary with
     TensorFlow Text's learner read from its file, and prepares the demo data (what
     bert-tf-prepare-demo-data runs): no TensorFlow, no tensorflow_text, and the same tokens as
@@ -52,10 +53,8 @@ def test_learning_imports_no_tensorflow_and_learns_what_tensorflow_texts_module_
             "data = demo_corpus.prepare_demo_data(demo_corpus.DemoDataConfig(output_dir="
             f"{str(tmp_path / 'demo')!r}, vocab_size=1000, dupe_factor=1, num_workers=1))\n"
             "print(json.dumps([vocab, data['train_instances'], wordpiece_learner().__name__, "
-            "sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', "
-            "'tensorflow_text', 'keras'))]))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=dict(os.environ, PYTHONPATH=repo_root), timeout=300)
+            f"{LOADED_FRAMEWORKS}]))")
+    result = run_fresh(code)
     assert result.returncode == 0, result.stderr
     vocab, instances, learner, loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert (learner, loaded) == ("bert_tf.text._wordpiece_learner", [])
