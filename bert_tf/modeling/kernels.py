@@ -221,11 +221,14 @@ def fused_attention(query_bsad, key_bsad, value_bsad, bias):
 def by_length(length, threshold, short, long):
     """short() when the static or traced `length` <= threshold, else long().
 
-    A static length (always on JAX, which traces with known shapes) picks in Python; an
-    unknown one (a TensorFlow signature with a None dimension) by a cond in the graph.
+    A static length picks in Python; an unknown one (a TensorFlow signature with a None
+    dimension) by a cond in the graph. A symbolic one (JAX export's shape polymorphism, one
+    graph for every length) takes short(): each caller's short path answers any length.
     """
     if isinstance(length, int):
         return short() if length <= threshold else long()
+    if BACKEND == "jax":
+        return short()
     return ops.cond(length <= threshold, short, long)
 
 

@@ -8,6 +8,7 @@ bert_tf.tasks built around the model. It also keeps Keras' live progress bar to 
 notebooks, and has Keras' `export` trace the graph a server runs.
 """
 
+import keras
 import numpy as np
 
 from bert_tf import progress
@@ -79,16 +80,54 @@ class TakesTokenIds:
             raise text_refusal(self, "evaluate")
         return super().evaluate(x, *args, **_plain_unless_interactive(args, kwargs, 2))
 
-    def export(self, filepath, format="tf_saved_model", *args, **kwargs):
+    def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None,
+               **kwargs):
         """keras.Model.export, traced as bert_tf's exports trace (kernels.export_tracing): no
         training kernels' custom gradients (a SavedModel cannot store them and warns on load)
         and, for formats that leave TensorFlow, attention without data-dependent branches. The
-        outputs are the same. On JAX it is refused: Keras' JAX export gives each input its own
-        symbolic length, which the encoder's inputs cannot have."""
+        outputs are the same.
+
+        On JAX (format "tf_saved_model" only) jax2tf traces every input as [batch, length]
+        with one shared length of at most max_position_embeddings (Keras' default gives each
+        input its own length, which the encoder cannot add up), without gradients, for CPU and
+        CUDA; a `jax2tf_kwargs` entry the caller gives wins."""
         if kernels.BACKEND == "jax":
-            raise ValueError(
-                f"{type(self).__name__}.export needs KERAS_BACKEND=tensorflow: Keras' JAX export "
-                "traces each input with its own symbolic length; load the .keras file under "
-                "TensorFlow and export there (or run bert-tf-export --model_dir=RUN_DIR)")
+            if format != "tf_saved_model":
+                raise ValueError(
+                    f"{type(self).__name__}.export(format={format!r}) needs "
+                    "KERAS_BACKEND=tensorflow (on JAX, bert_tf exports format="
+                    "'tf_saved_model'); load the .keras file under TensorFlow and export there")
+            kwargs["jax2tf_kwargs"] = self._jax2tf_kwargs(
+                [self.input] if input_signature is None else input_signature,
+                kwargs.get("jax2tf_kwargs"))
         with kernels.export_tracing(leaves_tensorflow=format != "tf_saved_model"):
-            return super().export(filepath, format, *args, **kwargs)
+            return super().export(filepath, format, verbose=verbose,
+                                  input_signature=input_signature, **kwargs)
+
+    def _jax2tf_kwargs(self, signature, given):
+        """jax2tf.convert's arguments for `signature` (a structure of specs, each [B, S])."""
+        options = dict(given or {})
+        if "polymorphic_shapes" not in options:
+            shapes = keras.tree.map_structure(_batch_by_length, signature)
+            options["polymorphic_shapes"] = shapes
+            if any("length" in shape for shape in keras.tree.flatten(shapes)):
+                # The position table's rows: without the bound, slicing it to `length` rows
+                # gives min(length, rows), which does not add to [batch, length, H].
+                limit = _encoder_config(self).max_position_embeddings
+                options.setdefault("polymorphic_constraints", (f"length <= {limit}",))
+        # A server asks for no gradients, and the dropout seeds' uint32 state has none to save.
+        options.setdefault("with_gradient", False)
+        options.setdefault("native_serialization_platforms", ("cpu", "cuda"))
+        return options
+
+
+def _batch_by_length(spec):
+    """jax2tf's polymorphic shape of one input spec: "(batch, length)" where unknown."""
+    dims = [str(d) if d is not None else ("batch" if i == 0 else "length")
+            for i, d in enumerate(spec.shape)]
+    return f"({', '.join(dims)})"
+
+
+def _encoder_config(model):
+    """The config of `model`'s encoder (the model itself, or its `encoder`)."""
+    return getattr(model, "encoder", model).config

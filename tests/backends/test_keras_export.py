@@ -1,0 +1,129 @@
+"""Keras' own `model.export` on bert_tf's task models, on the backend this process runs
+(tests/backends runs in both backends' matrix): the SavedModel TF Serving loads, traced as
+bert_tf's exports trace it (TakesTokenIds.export). On TensorFlow the model's graph; on JAX
+jax2tf's, with one [batch, length] shape for every input. LiteRT files come from TensorFlow
+only."""
+
+import os
+import subprocess
+
+import keras
+import numpy as np
+import pytest
+
+import zygote
+from bert_tf import BertConfig, BertEncoder, ModernBertConfig, build_encoder
+from bert_tf.modeling import BertClassifier, BertTokenClassifier, kernels
+
+BACKEND = keras.backend.backend()
+
+# A fresh process that loads each SavedModel and answers each batch as TF Serving would ask.
+LOAD = """
+import sys
+import numpy as np
+import tensorflow as tf
+
+answers = {}
+for export in sys.argv[2:]:
+    serve = tf.saved_model.load(export).signatures["serving_default"]
+    for name in sys.argv[1].split(","):
+        out = serve(**{k: tf.constant(v) for k, v in np.load(name + ".npz").items()})
+        answers.update({f"{export}:{name}:{k}": v.numpy() for k, v in out.items()})
+    library = serve.graph.as_graph_def().library.function
+    answers[f"{export}:platforms"] = np.array(sorted(
+        p.decode() for f in library for n in f.node_def if n.op == "XlaCallModule"
+        for p in n.attr["platforms"].list.s) or ["TensorFlow graph"])
+    try:
+        serve(**{k: tf.constant(v) for k, v in np.load("too_long.npz").items()})
+    except tf.errors.InvalidArgumentError:
+        answers[f"{export}:too_long:refused"] = np.array(True)
+np.savez("answers.npz", **answers)
+"""
+
+MODELS = {
+    "bert_classifier": lambda: BertClassifier(BertEncoder(BertConfig(
+        vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64)), num_classes=3),
+    # A tagger on the modern encoder: local and global attention layers (every second global).
+    "modern_tagger": lambda: BertTokenClassifier(build_encoder(ModernBertConfig(
+        vocab_size=60, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64, local_attention_window=8,
+        global_attn_every_n_layers=2)), num_classes=4),
+}
+
+
+def _features(rows, length, seed):
+    """Token ids [rows, length], the second row padded after 15 tokens."""
+    ids = np.random.default_rng(seed).integers(5, 60, size=(rows, length)).astype("int32")
+    mask = np.ones_like(ids)
+    mask[1:2, 15:] = 0
+    return {"input_word_ids": ids * mask, "input_mask": mask,
+            "input_type_ids": np.zeros_like(ids)}
+
+
+def test_saved_models_load_in_a_fresh_process_without_warnings_and_answer_as_the_models(
+        tmp_path):
+    # 3 x 24 tokens run batched attention on TensorFlow, 2 x 16 the few-row branch (up to 64)
+    # it keeps; 2 x 64 is the longest input the encoders take (JAX's shape constraint), and
+    # 2 x 65 fails at the call.
+    batches = {"batched": _features(3, 24, 0), "few_rows": _features(2, 16, 1),
+               "longest": _features(2, 64, 2)}
+    for name, features in batches.items():
+        np.savez(tmp_path / f"{name}.npz", **features)
+    np.savez(tmp_path / "too_long.npz", **_features(2, 65, 3))
+    expected = {}
+    for export, build in MODELS.items():
+        model = build()
+        for name, features in batches.items():
+            out = model.predict(features, verbose=0)
+            expected[f"{export}:{name}:output_0"] = (out, features["input_mask"])
+        model.export(str(tmp_path / export), verbose=False)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
+    done = subprocess.run([zygote.shared_python(env), "-c", LOAD, ",".join(batches), *MODELS],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # A SavedModel cannot store custom gradients: with them, loading warns for each.
+    assert "custom gradient" not in done.stderr, done.stderr[-3000:]
+    answers = dict(np.load(tmp_path / "answers.npz"))
+    assert sorted(answers) == sorted([*expected, *(f"{m}:{key}" for m in MODELS
+                                                   for key in ("too_long:refused", "platforms"))])
+    for export in MODELS:
+        # jax2tf's module carries XLA code for the platforms it was lowered for.
+        assert list(answers.pop(f"{export}:platforms")) == (
+            ["CPU", "CUDA"] if BACKEND == "jax" else ["TensorFlow graph"])
+    for key, (value, mask) in expected.items():
+        if BACKEND == "jax" and value.ndim == 3:
+            # JAX's export runs the local layers' full masked band at every length, Keras'
+            # call the blocked path beyond 3 windows: the same at real tokens; at padding,
+            # which no head reads, each path's own placeholder.
+            answers[key], value = answers[key][mask == 1], value[mask == 1]
+        np.testing.assert_allclose(answers[key], value, atol=1e-5, err_msg=key)
+
+
+def test_litert_file_has_only_builtins_and_no_branches_or_is_refused_on_jax(tmp_path):
+    model = MODELS["bert_classifier"]()
+    features = _features(3, 24, 0)
+    path = tmp_path / "model.tflite"
+    if BACKEND == "jax":
+        with pytest.raises(ValueError) as raised:
+            model.export(str(path), format="litert")
+        assert str(raised.value) == (
+            "BertClassifier.export(format='litert') needs KERAS_BACKEND=tensorflow (on JAX, "
+            "bert_tf exports format='tf_saved_model'); load the .keras file under TensorFlow "
+            "and export there")
+        assert not path.exists()
+        return
+    import tensorflow as tf
+
+    from bert_tf.serving import litert
+
+    expected = model.predict(features, verbose=0)
+    model.export(str(path), format="litert", verbose=False)
+    census = litert.op_census(str(path))
+    assert census.flex == frozenset() and not census.custom, census.format()
+    # Attention without the few-row branch, as bert-tf-export --format=litert traces it.
+    assert "IF" not in census.counts and census.counts["SOFTMAX"] == 2, census.format()
+    interpreter = tf.lite.Interpreter(str(path))
+    (answer,) = interpreter.get_signature_runner()(**features).values()
+    np.testing.assert_allclose(answer, expected, atol=1e-5)
+    assert not kernels.portable()  # the contexts end with the export
