@@ -88,9 +88,10 @@ class TakesTokenIds:
         outputs are the same.
 
         On JAX (format "tf_saved_model" only) jax2tf traces every input as [batch, length]
-        with one shared length of at most max_position_embeddings (Keras' default gives each
-        input its own length, which the encoder cannot add up), without gradients, for CPU and
-        CUDA; a `jax2tf_kwargs` entry the caller gives wins."""
+        with one shared length of at most max_position_embeddings (any, with sinusoidal
+        positions; Keras' default gives each input its own length, which the encoder cannot
+        add up), without gradients, for CPU and CUDA; a `jax2tf_kwargs` entry the caller
+        gives wins."""
         if kernels.BACKEND == "jax":
             if format != "tf_saved_model":
                 raise ValueError(
@@ -110,11 +111,14 @@ class TakesTokenIds:
         if "polymorphic_shapes" not in options:
             shapes = keras.tree.map_structure(_batch_by_length, signature)
             options["polymorphic_shapes"] = shapes
-            if any("length" in shape for shape in keras.tree.flatten(shapes)):
-                # The position table's rows: without the bound, slicing it to `length` rows
-                # gives min(length, rows), which does not add to [batch, length, H].
-                limit = _encoder_config(self).max_position_embeddings
-                options.setdefault("polymorphic_constraints", (f"length <= {limit}",))
+            config = _encoder_config(self)
+            if (config.position_embedding_type != "sinusoidal"
+                    and any("length" in shape for shape in keras.tree.flatten(shapes))):
+                # The longest input the encoder takes; without the bound, slicing the position
+                # table to `length` rows gives min(length, rows) rows, which do not add to
+                # [batch, length, H]. Sinusoidal positions have no table and no bound.
+                options.setdefault("polymorphic_constraints",
+                                   (f"length <= {config.max_position_embeddings}",))
         # A server asks for no gradients, and the dropout seeds' uint32 state has none to save.
         options.setdefault("with_gradient", False)
         options.setdefault("native_serialization_platforms", ("cpu", "cuda"))
