@@ -35,6 +35,8 @@ here reads flags.
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -95,10 +97,6 @@ class FinetuningConfig(Job):
     export_dir: str | None = None
 
 
-# Why a --backend=jax run refuses --export_dir.
-_EXPORT_DIR_NEEDS_TENSORFLOW = ("a SavedModel is written by TensorFlow: fine-tune on JAX, then "
-                                "export the run's model.keras with bert-tf-export "
-                                "--model_dir=<--output_dir>")
 
 
 @dataclasses.dataclass
@@ -142,8 +140,11 @@ def prepare(job):
     flag_checks.require_positive(eval_batch_size=trainer.eval_batch_size,
                                  predict_batch_size=trainer.predict_batch_size)
     flag_checks.check_numeric_flags(task, trainer)
-    runtime_setup.check_backend(job.runtime, {"export_dir": (job.export_dir,
-                                                             _EXPORT_DIR_NEEDS_TENSORFLOW)})
+    if runtime_setup.check_backend(job.runtime) == "jax" and job.export_dir and not job.do_train:
+        # A JAX run's export is bert-tf-export of the model.keras it writes (see export_run).
+        raise FlagValueError("--export_dir on a --backend=jax run exports the model it trains: "
+                             "add --do_train, or export a trained run with bert-tf-export "
+                             "--model_dir=RUN_DIR")
     if task.max_seq_length < 3:
         raise FlagValueError(f"--max_seq_length={task.max_seq_length} must be >= 3 ([CLS], "
                              "at least one token, [SEP])")
@@ -416,9 +417,34 @@ def write_run_files(context, job, model, kind, labels, cli_name, flags_text,
                               flags_text)
     if job.export_dir:
         export_fields = dict(task_info if export_fields is None else export_fields)
-        serving.export(model, job.export_dir, tokenizer=context.tokenizer,
-                       max_seq_length=task.max_seq_length, labels=labels, **export_fields)
+        if context.runtime.backend == "jax":
+            export_run(output_dir, job.export_dir,
+                       {k: v for k, v in export_fields.items() if task_info.get(k) != v})
+        else:
+            serving.export(model, job.export_dir, tokenizer=context.tokenizer,
+                           max_seq_length=task.max_seq_length, labels=labels, **export_fields)
         logging.info("Exported the model as a SavedModel to %s", job.export_dir)
+
+
+def export_run(output_dir, export_dir, overrides):
+    """bert-tf-export --model_dir=output_dir --export_dir=export_dir in a TensorFlow process:
+    a JAX run's --export_dir (its text signatures are TensorFlow Text graphs, which a JAX
+    process does not trace). The run's files are written first; `overrides`: export settings
+    the run does not record, as bert-tf-export flags. Raises FlagValueError if it fails."""
+    command = [sys.executable, "-m", "bert_tf.cli.export_saved_model",
+               f"--model_dir={output_dir}", f"--export_dir={export_dir}"]
+    command += [(f"--{k}" if v else f"--no{k}") if isinstance(v, bool) else f"--{k}={v}"
+                for k, v in sorted(overrides.items())]
+    logging.info("Exporting under TensorFlow: %s", " ".join(command[1:]))
+    env = dict(os.environ, KERAS_BACKEND="tensorflow")
+    # Flags for JAX's XLA; TensorFlow's XLA may not know them, and an export needs none.
+    env.pop("XLA_FLAGS", None)
+    done = subprocess.run(command, env=env, check=False)
+    if done.returncode != 0:
+        raise FlagValueError(
+            f"--export_dir={export_dir}: the export under TensorFlow failed (exit status "
+            f"{done.returncode}, its error above); the run's files are written: retry with "
+            f"bert-tf-export --model_dir={output_dir} --export_dir={export_dir}")
 
 
 def write_results(context, output_dir, trained, results, eval_metrics):

@@ -17,7 +17,8 @@ from bert_tf.training.loop_config import check_gradient_accumulation_steps
 
 def check_backend(settings, tensorflow_only=None):
     """--backend is one bert_tf runs on, the one Keras runs on, and no flag of the other
-    backend is set; raises FlagValueError naming it.
+    backend is set; returns it ("tensorflow" or "jax"), or raises FlagValueError naming the
+    flag.
 
     Args:
       settings: the job's runtime section (bert_tf.jobs.sections.RuntimeConfig).
@@ -55,6 +56,7 @@ def check_backend(settings, tensorflow_only=None):
                 raise FlagValueError(
                     f"--{name} joins JAX processes (--backend=jax); TensorFlow's workers "
                     "find each other through TF_CONFIG (docs/scaling.md)")
+    return backend
 
 
 def make_runtime(settings, batch_sizes=None, trains=True, varying_shapes=False):

@@ -53,7 +53,8 @@ def runs(tmp_path_factory):
         # First, as in a fresh notebook kernel: nothing has run in the process before it.
         (str(root / "fit_on_jax.py"), []),
         ("bert_tf.run_classifier", _classify_args(pretrained, root / "SST-2",
-                                                  root / "classify_jax")),
+                                                  root / "classify_jax") + [
+            f"--export_dir={root / 'export' / '1'}"]),
         ("bert_tf.run_tagging", [
             f"--data_dir={root / 'conll'}", f"--init_checkpoint={pretrained / 'pretrainer.keras'}",
             f"--bert_config_file={pretrained / 'bert_config.json'}",
@@ -62,8 +63,8 @@ def runs(tmp_path_factory):
             "--save_checkpoints_steps=1000", "--seed=1", "--do_train", "--do_eval",
             f"--output_dir={root / 'tag_jax'}"]),
         ("bert_tf.run_squad", squad_flags(squad, root / "squad_jax", "v1")),
-        ("bert_tf.run_classifier", _classify_args(pretrained, root / "SST-2",
-                                                  root / "refused") + [
+        ("bert_tf.run_classifier", [a for a in _classify_args(
+            pretrained, root / "SST-2", root / "refused") if a != "--do_train"] + [
             f"--export_dir={root / 'refused_export' / '1'}"]),
     ], env=_jax_env())
     return root, tensorflow + jax
@@ -91,7 +92,11 @@ def test_classification_reaches_the_same_accuracy_on_both_backends(runs):
 
 def test_the_jax_run_serves_under_tensorflow(runs):
     """This process is TensorFlow: the JAX run's model.keras loads here and predicts what the
-    JAX run wrote for the test set."""
+    JAX run wrote for the test set, and so does the SavedModel its --export_dir wrote (under
+    TensorFlow, in a process of its own) from the test sentences' text."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the text signatures' tokenizer ops)
+
     import bert_tf
     from bert_tf.data.tasks import classifier_data, feature_records, glue
     from bert_tf.text import load_tokenizer
@@ -111,6 +116,9 @@ def test_the_jax_run_serves_under_tensorflow(runs):
     probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     written = np.loadtxt(run / "test_results.tsv")
     np.testing.assert_allclose(probabilities, written, atol=1e-4)
+    serve_text = tf.saved_model.load(str(root / "export" / "1")).signatures["serve_text"]
+    served = serve_text(text=tf.constant([e.text_a for e in examples]))
+    np.testing.assert_allclose(served["probabilities"].numpy(), written, atol=1e-4)
 
 
 def test_tagging_and_squad_train_on_jax(runs):
@@ -129,9 +137,9 @@ def test_a_savedmodel_export_is_refused_on_jax_naming_what_to_do(runs):
     refused = results[5]
     assert refused.returncode == 1
     assert refused.stderr.strip().splitlines()[-1] == (
-        "run_classifier: error: --export_dir has no meaning with --backend=jax (a SavedModel is "
-        "written by TensorFlow: fine-tune on JAX, then export the run's model.keras with "
-        "bert-tf-export --model_dir=<--output_dir>)")
+        "run_classifier: error: --export_dir on a --backend=jax run exports the model it "
+        "trains: add --do_train, or export a trained run with bert-tf-export "
+        "--model_dir=RUN_DIR")
     assert not (root / "refused").exists() and not (root / "refused_export").exists()
 
 
