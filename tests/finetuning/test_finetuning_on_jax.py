@@ -12,6 +12,7 @@ from no_tensorflow import jax_env
 
 from command_batch import run_commands
 from finetuning_helpers import make_pretrained_dir, write_conll, write_sst2
+from test_run_squad import QUERY, STRIDE
 from test_run_squad import _flags as squad_flags
 from test_run_squad import _write_files as write_squad_files
 
@@ -62,7 +63,10 @@ def runs(tmp_path_factory):
             "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=4",
             "--save_checkpoints_steps=1000", "--seed=1", "--do_train", "--do_eval",
             f"--output_dir={root / 'tag_jax'}"]),
-        ("bert_tf.run_squad", squad_flags(squad, root / "squad_jax", "v1")),
+        # v2.0 with a threshold, which task_info.json does not record: the export gets it.
+        ("bert_tf.run_squad", squad_flags(squad, root / "squad_jax", "v2") + [
+            "--version_2_with_negative", "--null_score_diff_threshold=1.5",
+            f"--export_dir={root / 'squad_export' / '1'}"]),
         ("bert_tf.run_classifier", [a for a in _classify_args(
             pretrained, root / "SST-2", root / "refused") if a != "--do_train"] + [
             f"--export_dir={root / 'refused_export' / '1'}"]),
@@ -128,8 +132,26 @@ def test_tagging_and_squad_train_on_jax(runs):
     assert squad.returncode == 0, squad.stderr[-3000:]
     tags = _results(root / "tag_jax")
     assert tags["eval"]["f1"] > 0.5, tags["eval"]
-    assert (root / "squad_jax" / "predictions.json").exists()
     assert _results(root / "squad_jax")["global_step"] > 0
+    info = json.loads((root / "squad_export" / "1" / "assets.extra" /
+                       "bert_tf_export.json").read_text())
+    assert {k: info[k] for k in ("task", "version_2_with_negative", "null_score_diff_threshold",
+                                 "doc_stride", "max_query_length")} == {
+        "task": "squad", "version_2_with_negative": True, "null_score_diff_threshold": 1.5,
+        "doc_stride": STRIDE, "max_query_length": QUERY}
+    # The export answers the dev questions as the JAX run did.
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the text signatures' tokenizer ops)
+
+    dev = json.loads((root / "squad" / "dev-v2.json").read_text())["data"][0]["paragraphs"]
+    predictions = json.loads((root / "squad_jax" / "predictions.json").read_text())
+    served = tf.saved_model.load(str(root / "squad_export" / "1")).signatures["serve_text"](
+        question=tf.constant([p["qas"][0]["question"] for p in dev]),
+        context=tf.constant([p["context"] for p in dev]))
+    got = [a.decode() for a in served["answer_text"].numpy()]
+    expected = [predictions[p["qas"][0]["id"]] for p in dev]
+    assert sum(map(bool, expected)) > len(dev) / 2, expected  # mostly answers, not ""
+    assert sum(g == e for g, e in zip(got, expected)) >= 0.9 * len(dev), (got, expected)
 
 
 def test_a_savedmodel_export_is_refused_on_jax_naming_what_to_do(runs):
