@@ -97,8 +97,6 @@ class FinetuningConfig(Job):
     export_dir: str | None = None
 
 
-
-
 @dataclasses.dataclass
 class RunContext:
     """What every phase of a fine-tuning run needs, resolved once from the flags."""
@@ -398,9 +396,9 @@ def write_run_files(context, job, model, kind, labels, cli_name, flags_text,
                     export_fields=None, **task_info):
     """The chief of a run that trained writes model.keras, bert_config.json, vocab.txt,
     task_info.json (the task `kind`, labels and the extra `task_info` fields, e.g. text_pair)
-    and the flags; of every run, the --export_dir SavedModel (given `export_fields` as
-    serving.export arguments; default: `task_info`). A run that did not train writes none of
-    the run's files: they are the training run's."""
+    and the flags; of every TensorFlow run, the --export_dir SavedModel (given `export_fields`
+    as serving.export arguments; default: `task_info`; a JAX run's: export_run). A run that
+    did not train writes none of the run's files: they are the training run's."""
     if not context.chief:
         return
     output_dir, task = job.output_dir, job.task
@@ -415,36 +413,42 @@ def write_run_files(context, job, model, kind, labels, cli_name, flags_text,
         if flags_text:
             write_text_atomic(run_directory.path(output_dir, run_directory.flags_file(cli_name)),
                               flags_text)
-    if job.export_dir:
-        export_fields = dict(task_info if export_fields is None else export_fields)
-        if context.runtime.backend == "jax":
-            export_run(output_dir, job.export_dir,
-                       {k: v for k, v in export_fields.items() if task_info.get(k) != v})
-        else:
-            serving.export(model, job.export_dir, tokenizer=context.tokenizer,
-                           max_seq_length=task.max_seq_length, labels=labels, **export_fields)
+    # A JAX run's export comes last (export_run), once everything else is written.
+    if job.export_dir and context.runtime.backend != "jax":
+        serving.export(model, job.export_dir, tokenizer=context.tokenizer,
+                       max_seq_length=task.max_seq_length, labels=labels,
+                       **(task_info if export_fields is None else export_fields))
         logging.info("Exported the model as a SavedModel to %s", job.export_dir)
 
 
 def export_run(output_dir, export_dir, overrides):
-    """bert-tf-export --model_dir=output_dir --export_dir=export_dir in a TensorFlow process:
-    a JAX run's --export_dir (its text signatures are TensorFlow Text graphs, which a JAX
-    process does not trace). The run's files are written first; `overrides`: export settings
-    the run does not record, as bert-tf-export flags. Raises FlagValueError if it fails."""
+    """A JAX run's --export_dir: bert-tf-export --model_dir=output_dir in a TensorFlow process
+    (the text signatures are TensorFlow Text graphs, which a JAX process does not trace), once
+    the run's files and results are written, so a failure loses none of them.
+
+    Args:
+      overrides: {bert-tf-export flag name: value} for the export settings the run does not
+        record in task_info.json (SQuAD's null_score_diff_threshold).
+
+    Raises:
+      FlagValueError naming --export_dir and the command that retries the export.
+    """
     command = [sys.executable, "-m", "bert_tf.cli.export_saved_model",
-               f"--model_dir={output_dir}", f"--export_dir={export_dir}"]
-    command += [(f"--{k}" if v else f"--no{k}") if isinstance(v, bool) else f"--{k}={v}"
-                for k, v in sorted(overrides.items())]
-    logging.info("Exporting under TensorFlow: %s", " ".join(command[1:]))
-    env = dict(os.environ, KERAS_BACKEND="tensorflow")
+               f"--model_dir={output_dir}", f"--export_dir={export_dir}",
+               *(f"--{k}={v}" for k, v in sorted(overrides.items()))]
+    logging.info("Exporting under TensorFlow: bert-tf-export %s", " ".join(command[3:]))
+    env = dict(os.environ, KERAS_BACKEND="tensorflow",
+               # JAX holds the GPUs' memory; TensorFlow would claim it too, and exports on CPU.
+               CUDA_VISIBLE_DEVICES="")
     # Flags for JAX's XLA; TensorFlow's XLA may not know them, and an export needs none.
     env.pop("XLA_FLAGS", None)
     done = subprocess.run(command, env=env, check=False)
     if done.returncode != 0:
         raise FlagValueError(
             f"--export_dir={export_dir}: the export under TensorFlow failed (exit status "
-            f"{done.returncode}, its error above); the run's files are written: retry with "
-            f"bert-tf-export --model_dir={output_dir} --export_dir={export_dir}")
+            f"{done.returncode}, its error above); the run's other files are written: retry "
+            f"with bert-tf-export {' '.join(command[3:])}")
+    logging.info("Exported the model as a SavedModel to %s", export_dir)
 
 
 def write_results(context, output_dir, trained, results, eval_metrics):
@@ -612,4 +616,8 @@ def _run_task(runner, job, flags_text, start, context):
     eval_metrics = runner.evaluate_and_predict(context, results, outcome)
     results["wall_time_seconds"] = time.time() - start
     write_results(context, job.output_dir, job.do_train, results, eval_metrics)
+    if job.export_dir and context.chief and context.runtime.backend == "jax":
+        export_fields = task_info if export_fields is None else export_fields
+        export_run(job.output_dir, job.export_dir,
+                   {k: v for k, v in export_fields.items() if task_info.get(k) != v})
     return results

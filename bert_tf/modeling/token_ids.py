@@ -8,10 +8,13 @@ bert_tf.tasks built around the model. It also keeps Keras' live progress bar to 
 notebooks, and has Keras' `export` trace the graph a server runs.
 """
 
+import itertools
+
 import keras
 import numpy as np
 
 from bert_tf import progress
+from bert_tf.config import ENCODER_INPUTS
 from bert_tf.modeling import kernels
 
 ENCODER_INPUT_NAMES = "input_word_ids, input_mask, input_type_ids"
@@ -98,18 +101,24 @@ class TakesTokenIds:
                     f"{type(self).__name__}.export(format={format!r}) needs "
                     "KERAS_BACKEND=tensorflow (on JAX, bert_tf exports format="
                     "'tf_saved_model'); load the .keras file under TensorFlow and export there")
-            kwargs["jax2tf_kwargs"] = self._jax2tf_kwargs(
-                [self.input] if input_signature is None else input_signature,
-                kwargs.get("jax2tf_kwargs"))
+            if input_signature is None:
+                try:
+                    input_signature = [self.input]
+                except (AttributeError, ValueError):  # a subclassed model's inputs
+                    raise ValueError(
+                        f"{type(self).__name__}.export on JAX needs input_signature=: its "
+                        "inputs are known only from its calls") from None
+            kwargs["jax2tf_kwargs"] = self._jax2tf_kwargs(input_signature,
+                                                          kwargs.get("jax2tf_kwargs"))
         with kernels.export_tracing(leaves_tensorflow=format != "tf_saved_model"):
             return super().export(filepath, format, verbose=verbose,
                                   input_signature=input_signature, **kwargs)
 
     def _jax2tf_kwargs(self, signature, given):
-        """jax2tf.convert's arguments for `signature` (a structure of specs, each [B, S])."""
+        """jax2tf.convert's arguments for `signature` (a structure of input specs)."""
         options = dict(given or {})
         if "polymorphic_shapes" not in options:
-            shapes = keras.tree.map_structure(_batch_by_length, signature)
+            shapes = _polymorphic_shapes(signature, itertools.count())
             options["polymorphic_shapes"] = shapes
             config = _encoder_config(self)
             if (config.position_embedding_type != "sinusoidal"
@@ -125,10 +134,25 @@ class TakesTokenIds:
         return options
 
 
-def _batch_by_length(spec):
-    """jax2tf's polymorphic shape of one input spec: "(batch, length)" where unknown."""
-    dims = [str(d) if d is not None else ("batch" if i == 0 else "length")
-            for i, d in enumerate(spec.shape)]
+def _polymorphic_shapes(structure, fresh, key=None):
+    """jax2tf's polymorphic shapes of a structure of input specs: each unknown size "batch"
+    first, "length" second in the encoder's [B, S] inputs (named by their spec or dict key),
+    a name of its own (from the counter `fresh`) elsewhere."""
+    if isinstance(structure, dict):
+        return {k: _polymorphic_shapes(v, fresh, k) for k, v in structure.items()}
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(_polymorphic_shapes(v, fresh) for v in structure)
+    name = getattr(structure, "name", None) or key
+    dims = []
+    for i, size in enumerate(structure.shape):
+        if size is not None:
+            dims.append(str(size))
+        elif i == 0:
+            dims.append("batch")
+        elif i == 1 and name in ENCODER_INPUTS:
+            dims.append("length")
+        else:
+            dims.append(f"size{next(fresh)}")
     return f"({', '.join(dims)})"
 
 

@@ -1,6 +1,7 @@
 """Fine-tuning on Keras' JAX backend: classification, tagging and SQuAD with --backend=jax, the
 same flags and run directories as on TensorFlow; the same classification reaches the same dev
-accuracy on both backends; the JAX run's model.keras serves under TensorFlow."""
+accuracy on both backends; the JAX run's model.keras serves under TensorFlow, and its
+--export_dir is written by bert-tf-export under TensorFlow."""
 
 import json
 import os
@@ -36,8 +37,9 @@ def _classify_args(pretrained, data, output_dir):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Classification on both backends, tagging and SQuAD v1 on JAX, from one tiny model, and
-    a notebook's keras fit on JAX; the JAX runs in one process (tests/command_batch.py):
+    """Classification on both backends, tagging and SQuAD v2.0 on JAX, from one tiny model, and
+    a notebook's keras fit on JAX; the JAX runs in one process (tests/command_batch.py), the
+    JAX classification and SQuAD runs with --export_dir:
     (root, [TensorFlow classify, JAX fit, classify, tag, squad, refused export])."""
     root = tmp_path_factory.mktemp("jax_finetuning")
     pretrained = root / "pretrained"
@@ -154,7 +156,7 @@ def test_tagging_and_squad_train_on_jax(runs):
     assert sum(g == e for g, e in zip(got, expected)) >= 0.9 * len(dev), (got, expected)
 
 
-def test_a_savedmodel_export_is_refused_on_jax_naming_what_to_do(runs):
+def test_an_export_without_training_is_refused_on_jax_naming_what_to_do(runs):
     root, results = runs
     refused = results[5]
     assert refused.returncode == 1
@@ -196,3 +198,24 @@ def test_keras_fit_trains_a_bert_tf_model_on_jax(runs):
     assert result.returncode == 0, result.stderr[-3000:]
     first, last, accuracy = map(float, result.stdout.split())
     assert last < first * 0.5 and accuracy > 0.9, result.stdout
+
+
+def test_a_failed_export_names_the_command_that_retries_it(tmp_path, capfd):
+    """A JAX run's export is bert-tf-export in a TensorFlow process: when it fails (here: no
+    model in the directory), its own error line shows, and the run's one line names the
+    command that retries it, with the settings the run passed (the SQuAD threshold)."""
+    from bert_tf.jobs import finetuning
+
+    (tmp_path / "run").mkdir()
+    export_dir = tmp_path / "export" / "1"
+    with pytest.raises(finetuning.FlagValueError) as raised:
+        finetuning.export_run(str(tmp_path / "run"), str(export_dir),
+                              {"null_score_diff_threshold": 1.5})
+    assert str(raised.value) == (
+        f"--export_dir={export_dir}: the export under TensorFlow failed (exit status 1, its "
+        "error above); the run's other files are written: retry with bert-tf-export "
+        f"--model_dir={tmp_path / 'run'} --export_dir={export_dir} "
+        "--null_score_diff_threshold=1.5")
+    assert f"export_saved_model: error: --model_dir={tmp_path / 'run'}: found none of" in (
+        capfd.readouterr().err)
+    assert not export_dir.parent.exists()
