@@ -20,11 +20,13 @@ one with the console scripts.
 
 import array
 import atexit
+import glob
 import inspect
 import json
 import os
 import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -224,6 +226,18 @@ def _log_cpu():
             f.write(f"{sum(u.ru_utime + u.ru_stime for u in usage):.2f} {sys.argv[:2]}\n")
 
 
+def _pth_paths():
+    """The directories the site-packages' .pth files put on sys.path (absolute)."""
+    found = set()
+    for sitedir in site.getsitepackages() + [site.getusersitepackages()]:
+        for pth in glob.glob(os.path.join(sitedir, "*.pth")):
+            with open(pth, encoding="utf-8", errors="replace") as f:
+                found.update(os.path.abspath(os.path.join(sitedir, line.strip()))
+                             for line in f if line.strip() and not line.startswith(("#",
+                                                                                    "import")))
+    return found
+
+
 def _exec_as_child(path, args):
     sys.stdout.flush()
     sys.stderr.flush()
@@ -239,8 +253,10 @@ def _child(conn, request, fds, client):
         os.dup2(fd, target)
         os.close(fd)
     os.chdir(request["cwd"])
-    # The command's PYTHONPATH in place of the server's, where a fresh interpreter puts it.
-    own = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    # The command's PYTHONPATH in place of the server's, where a fresh interpreter puts it. An
+    # entry a .pth file adds too stays (a checkout installed with `pip install -e` is both).
+    own = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+           if p and os.path.abspath(p) not in _pth_paths()]
     sys.path[:] = [p for p in sys.path if p not in own]
     theirs = [os.path.abspath(p) for p in request["env"].get("PYTHONPATH", "").split(os.pathsep)
               if p]
