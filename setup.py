@@ -43,6 +43,8 @@ setuptools.setup(
             "tensorflow-datasets>=4.9", "keras-hub>=0.22,<0.40",
             # The models' and the training runs' tests on Keras' JAX backend (CPU).
             "jax>=0.5", "orbax-checkpoint>=0.11",
+            # JAX locks its persistent compilation cache with it (tests/conftest.py).
+            "filelock>=3.12",
             "pytest>=8", "pytest-xdist>=3.5",
             # The linter .ci/run runs before the tests (settings in ruff.toml).
             "ruff>=0.6",

@@ -68,6 +68,11 @@ def pytest_configure(config):
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(root, "jax_cache"))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    # A size bound makes JAX take a file lock around each read and write of the cache; without
+    # one, a process reading an entry another is still writing warns "Error reading persistent
+    # compilation cache entry ... ZstdError" (seen in the JAX matrix), a line in a log the
+    # quiet checks read. 8 GiB: nothing is evicted.
+    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 << 30))
     config.stash[_SESSION_TMP] = root
 
 
