@@ -110,7 +110,7 @@ def export(config):
       FlagValueError naming the flag: a setting that cannot work, a directory without the
       files an export needs, or what serving.export / the LiteRT export refuse.
     """
-    from bert_tf.serving.exporter import encoder_config
+    from bert_tf.modeling.token_ids import encoder_config
 
     config.validate()
     # What the final move compares --export_dir with: another writer's export that appears

@@ -611,13 +611,13 @@ def _run_task(runner, job, flags_text, start, context):
     # The trained model is saved before the predictions are written: nothing after can lose
     # it (a prediction file that cannot be written, e.g. a full disk).
     kind, export_fields, task_info = runner.run_files()
+    export_fields = task_info if export_fields is None else export_fields
     write_run_files(context, job, model, kind, runner.labels, runner.cli_name, flags_text,
                     export_fields=export_fields, **task_info)
     eval_metrics = runner.evaluate_and_predict(context, results, outcome)
     results["wall_time_seconds"] = time.time() - start
     write_results(context, job.output_dir, job.do_train, results, eval_metrics)
     if job.export_dir and context.chief and context.runtime.backend == "jax":
-        export_fields = task_info if export_fields is None else export_fields
         export_run(job.output_dir, job.export_dir,
                    {k: v for k, v in export_fields.items() if task_info.get(k) != v})
     return results

@@ -17,7 +17,7 @@ from bert_tf import progress
 from bert_tf.config import ENCODER_INPUTS
 from bert_tf.modeling import kernels
 
-ENCODER_INPUT_NAMES = "input_word_ids, input_mask, input_type_ids"
+ENCODER_INPUT_NAMES = ", ".join(ENCODER_INPUTS)
 
 
 def is_text(x):
@@ -120,7 +120,7 @@ class TakesTokenIds:
         if "polymorphic_shapes" not in options:
             shapes = _polymorphic_shapes(signature, itertools.count())
             options["polymorphic_shapes"] = shapes
-            config = _encoder_config(self)
+            config = encoder_config(self)
             if (config.position_embedding_type != "sinusoidal"
                     and any("length" in shape for shape in keras.tree.flatten(shapes))):
                 # The longest input the encoder takes; without the bound, slicing the position
@@ -156,6 +156,7 @@ def _polymorphic_shapes(structure, fresh, key=None):
     return f"({', '.join(dims)})"
 
 
-def _encoder_config(model):
-    """The config of `model`'s encoder (the model itself, or its `encoder`)."""
+def encoder_config(model):
+    """The config (BertConfig or ModernBertConfig) of a bert_tf model's encoder: the model's
+    own for an encoder, its `encoder`'s for the models built on one."""
     return getattr(model, "encoder", model).config

@@ -25,6 +25,7 @@ import tensorflow as tf
 from bert_tf import fileio, model_directory
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.modeling import kernels
+from bert_tf.modeling.token_ids import encoder_config
 from bert_tf.serving import task_signatures
 from bert_tf.text.layers import BertTokenizerLayer
 from bert_tf.text import tokenizer_files
@@ -137,12 +138,6 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
     if task_name == "sentence_embedding":
         return task_signatures.SentenceEmbeddingSignatures(model, tokenizer, max_seq_length)
     return task_signatures.EmbeddingSignatures(model, tokenizer, max_seq_length)
-
-
-def encoder_config(model):
-    """The config (BertConfig or ModernBertConfig) of a model's encoder (the model itself
-    when it is one)."""
-    return (model if isinstance(model, task_signatures.Encoder) else model.encoder).config
 
 
 class _ServingModule(tf.Module):

@@ -54,10 +54,10 @@ import tensorflow_text as tf_text
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from bert_tf import fileio, model_directory
+from bert_tf.modeling.token_ids import encoder_config
 from bert_tf.modeling.kernels import export_tracing
 from bert_tf.serving import task_signatures
-from bert_tf.serving.exporter import (check_labels, encoder_config, export_tokenizer_layer,
-                                     write_failed)
+from bert_tf.serving.exporter import check_labels, export_tokenizer_layer, write_failed
 from bert_tf.text import sentencepiece_prepared
 from bert_tf.text.input_packing import truncated_lengths
 from bert_tf.text.sentencepiece import SentencePieceTokenizer
