@@ -20,6 +20,7 @@ one with the console scripts.
 
 import array
 import atexit
+import functools
 import glob
 import inspect
 import json
@@ -226,8 +227,9 @@ def _log_cpu():
             f.write(f"{sum(u.ru_utime + u.ru_stime for u in usage):.2f} {sys.argv[:2]}\n")
 
 
+@functools.cache
 def _pth_paths():
-    """The directories the site-packages' .pth files put on sys.path (absolute)."""
+    """The directories the site-packages' .pth files put on sys.path (absolute; read once)."""
     found = set()
     for sitedir in site.getsitepackages() + [site.getusersitepackages()]:
         for pth in glob.glob(os.path.join(sitedir, "*.pth")):
