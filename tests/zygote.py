@@ -7,8 +7,8 @@ would (sys.argv, cwd, environment, PYTHONPATH, stdin/stdout/stderr, exit status;
 client kills the command). `python` and the bert-tf-* console scripts in the server's bin
 directory are clients (see `write_clients`); what the server cannot run as a fresh process
 would, the client runs with the real interpreter: commands that are not Python code (pip, ruff,
-pytest) and every command whose import-time environment (KERAS_BACKEND, TF_*, XLA_*, JAX_*,
-...) differs from the server's.
+pytest; a Jupyter kernel, `-m ipykernel_launcher`, is Python code) and every command whose
+import-time environment (KERAS_BACKEND, TF_*, XLA_*, JAX_*, ...) differs from the server's.
 
   python zygote.py serve SOCKET BIN_DIR    # prints "ready" when it accepts commands
 
@@ -64,7 +64,8 @@ args = sys.argv[1:]
 if (pinned(os.environ) != {pinned!r}
         or ENTRY is None and not (args and (args[0] in ("-", "-c") or args[0].endswith(".py")
                                             or (args[0] == "-m" and len(args) > 1
-                                                and args[1].startswith("bert_tf"))))):
+                                                and (args[1].startswith("bert_tf")
+                                                     or args[1] == "ipykernel_launcher"))))):
     os.execv({python!r}, [{python!r}] + args)
 sock = socket.socket(socket.AF_UNIX)
 try:
@@ -131,18 +132,19 @@ def start(root, console_scripts=None, env=None):
 _SHARED = {}  # {import-time settings: the client's path, or how often they were asked for}
 
 
-def shared_python(env=None):
+def shared_python(env=None, now=False):
     """A `python` for a command run with environment env (this process's with
     TF_CPP_MIN_LOG_LEVEL=2 by default, as the tests' commands run): the client of this
     process's server for env's import-time settings (see `pinned`), started when they are
-    asked for a second time (a server costs one interpreter's start-up) and stopped when this
-    process exits; the real interpreter before that."""
+    asked for a second time (a server costs one interpreter's start-up), or at once with
+    now=True (a caller with several commands to run), and stopped when this process exits;
+    the real interpreter before that."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2") if env is None else dict(env)
     key = tuple(sorted(pinned(env).items()))
     found = _SHARED.get(key, 0)
     if isinstance(found, str):
         return found
-    if found == 0:
+    if found == 0 and not now:
         _SHARED[key] = 1
         return sys.executable
     root = tempfile.mkdtemp(prefix="zygote_")
