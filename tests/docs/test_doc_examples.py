@@ -107,7 +107,8 @@ class Page:
     that two xdist workers can share the page. Every anchor is in exactly one group (examples
     with the same anchor run in the same group). after: ((page, anchors), ...) for a page that
     continues another (the README's tour): those blocks of the other page run first, in this
-    page's directory, with their own recipes."""
+    page's directory, with their own recipes; the README names its own, so that the pages
+    continuing its tour and the README itself start from one run of them."""
     recipes: dict
     setup: str = ""
     links: tuple = ()
@@ -245,9 +246,10 @@ def after_steps(after, work):
 def page_script(page, blocks, work, part=None):
     """The bash script that runs a page's bash and python blocks in order (only those of
     RECIPES[page].parts[part] when a part is given). Page.after's blocks are not in it: they
-    ran before, in `work` (the tour_start fixture)."""
+    ran before, in `work` (the tour_start fixture), the page's own among them."""
     spec = RECIPES[page]
     anchors, check = spec.parts[part] if part is not None else (None, spec.check)
+    ran = {anchor for other, earlier in spec.after if other == page for anchor in earlier}
     parts = _script_head(work)
     for link in spec.links:
         name, source = link if isinstance(link, tuple) else (link, link)
@@ -255,7 +257,8 @@ def page_script(page, blocks, work, part=None):
     if spec.setup:
         parts.append(spec.setup.replace("/tmp/", f"{work}/tmp/"))
     for block in blocks:
-        if block.lang not in ("bash", "python") or (anchors and block.anchor not in anchors):
+        if (block.lang not in ("bash", "python") or (anchors and block.anchor not in anchors)
+                or block.anchor in ran):
             continue
         recipe = recipe_of(block)
         if recipe.same_as:
@@ -721,13 +724,14 @@ def _noisy_output(log):
 RECIPES = {}
 
 # The README's tour: the demo data, its pre-training run and the classifier fine-tuned from it,
-# which the pages that continue the tour (Page.after) start from.
+# which the README's other examples and the pages that continue the tour (Page.after) start
+# from (run once per worker).
 _TOUR_MAIN_JOB = ("python -m pip install . && python -m bert_tf.cli.prepare_demo_data "
                   "--output_dir=/tmp/bert_tf_demo && python -m bert_tf.run_pretraining "
                   "--flagfile=official_configs/pretraining/demo_tiny.flags")
 _TOUR_CLASSIFIER = "python -m bert_tf.run_classifier --init_checkpoint=/tmp/bert_tf_demo/run \\"
 _TOUR = (("README.md", (_TOUR_MAIN_JOB, _TOUR_CLASSIFIER)),)
-RECIPES["README.md"] = Page(recipes={
+RECIPES["README.md"] = Page(after=_TOUR, recipes={
     _TOUR_MAIN_JOB: Recipe(
         subs=[("python -m pip install . && ", "")],
         then="for f in /tmp/bert_tf_demo/classify/*.csv; do (head -n 5 $f && tail -n 4 $f) "
