@@ -1,8 +1,9 @@
 """notebooks/*.ipynb run top to bottom, learn what they claim, and print no warning.
 
-Each notebook runs in a fresh kernel (nbclient) in its own directory; a cell appended here
-checks its results in the kernel. Any stderr output is a warning the reader did not cause (its
-first cell, `import bert_tf`, keeps TensorFlow's start-up, oneDNN and XLA notices away).
+Each notebook runs in a kernel of its own (nbclient) in its own directory; a cell appended here
+checks its results in the kernel. Any stderr output is a warning the reader did not cause (the
+first cell, `import bert_tf`, keeps TensorFlow's start-up, oneDNN and XLA notices away: checked
+where TensorFlow starts in the kernel, FRESH_KERNEL).
 
 FRESH_KERNEL starts its kernel as Jupyter does, an interpreter that imports TensorFlow itself
 (whose start-up notices must stay off the output); the others fork theirs from the tests' server

@@ -5,10 +5,10 @@ A test's command would spend 3-5 s importing TensorFlow and Keras before doing a
 server imports them once and forks a child per command, which runs exactly as `python ARGS`
 would (sys.argv, cwd, environment, PYTHONPATH, stdin/stdout/stderr, exit status; killing the
 client kills the command). `python` and the bert-tf-* console scripts in the server's bin
-directory are clients (see `write_clients`); what the server cannot run as a fresh process
-would, the client runs with the real interpreter: commands that are not Python code (pip, ruff,
-pytest; a Jupyter kernel, `-m ipykernel_launcher`, is Python code) and every command whose
-import-time environment (KERAS_BACKEND, TF_*, XLA_*, JAX_*, ...) differs from the server's.
+directory are clients (see `write_clients`). A client forks `-c`, `-`, a `.py` script,
+`-m bert_tf...` and a Jupyter kernel (`-m ipykernel_launcher`), and runs the rest with the real
+interpreter: other modules (pip, pytest), other programs, and every command whose import-time
+environment (KERAS_BACKEND, TF_*, XLA_*, JAX_*, ...) differs from the server's.
 
   python zygote.py serve SOCKET BIN_DIR    # prints "ready" when it accepts commands
 
@@ -60,7 +60,7 @@ _PINNED_PREFIXES, _RUN_TIME = {prefixes!r}, {run_time!r}
 {pinned_source}
 args = sys.argv[1:]
 # The server imported TensorFlow, Keras and JAX with its own settings; other settings (another
-# backend, TF_* or XLA_* flags) need their own interpreter, as does what is not Python code.
+# backend, TF_* or XLA_* flags) need their own interpreter, as do other modules (pip, pytest).
 if (pinned(os.environ) != {pinned!r}
         or ENTRY is None and not (args and (args[0] in ("-", "-c") or args[0].endswith(".py")
                                             or (args[0] == "-m" and len(args) > 1

@@ -4,7 +4,8 @@ Each fenced block is tagged (bash, python, json or text). Every bash and python 
 recipe in RECIPES, keyed by its page and its anchor (the first line that is not blank or a
 comment), so a new example fails the test until someone says how to run it. A page's blocks run
 in order as one bash script in one directory (a page's commands chain: vocab -> records ->
-pre-training), with only the recipe's declared changes:
+pre-training; the README's tour, which other pages continue, runs first, once: Page.after),
+with only the recipe's declared changes:
 - placeholders ($BERT_BASE_DIR, $GLUE_DIR, vocab.txt, corpus/ ...) name tiny fixture files;
 - /tmp/ paths move into the test's directory (also inside the official_configs flagfiles);
 - tiny shapes by APPENDED flags (absl: the later flag wins), see TINY_FLAGS;
@@ -604,10 +605,11 @@ def _page_items():
 
 @pytest.fixture(scope="session")
 def tour_start(fixtures, fork_server, tmp_path_factory):
-    """start(after) -> the directory a page continuing another page's examples (Page.after)
-    runs in, holding their outputs. The earlier examples run once per worker; each page then
-    starts from a copy of their directory at the same path, since what they wrote (run
-    records, flagfiles, checkpoints) names absolute paths."""
+    """start(after) -> the directory a page continuing the examples of Page.after (the
+    README's tour, the README itself included) runs in, holding their outputs. The earlier
+    examples run once per worker; each page then starts from a copy of their directory at the
+    same path, since what they wrote (run records, flagfiles, checkpoints) names absolute
+    paths."""
     root = tmp_path_factory.mktemp("tour")
     work, snapshots = root / "work", {}
 
@@ -620,7 +622,7 @@ def tour_start(fixtures, fork_server, tmp_path_factory):
         (work / "tmp").mkdir(parents=True)
         _copy_official_configs(str(work))
         script = "\n".join(_script_head(work) + after_steps(after, work)) + "\n"
-        name = " and ".join(f"{page}'s examples that other pages continue" for page, _ in after)
+        name = " and ".join(f"{page}'s examples that pages continue" for page, _ in after)
         _run_page_script(name, work, script, "_after", fixtures, fork_server)
         snapshots[after] = root / f"start_{len(snapshots)}"
         shutil.copytree(work, snapshots[after], symlinks=True)
