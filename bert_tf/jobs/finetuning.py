@@ -392,13 +392,13 @@ def softmax(logits):
     return exp / exp.sum(axis=-1, keepdims=True)
 
 
-def write_run_files(context, job, model, kind, labels, cli_name, flags_text,
-                    export_fields=None, **task_info):
+def write_run_files(context, job, model, kind, labels, cli_name, flags_text, export_fields,
+                    **task_info):
     """The chief of a run that trained writes model.keras, bert_config.json, vocab.txt,
     task_info.json (the task `kind`, labels and the extra `task_info` fields, e.g. text_pair)
-    and the flags; of every TensorFlow run, the --export_dir SavedModel (given `export_fields`
-    as serving.export arguments; default: `task_info`; a JAX run's: export_run). A run that
-    did not train writes none of the run's files: they are the training run's."""
+    and the flags; of every TensorFlow run, the --export_dir SavedModel (`export_fields`: its
+    serving.export arguments; a JAX run's export: export_run). A run that did not train
+    writes none of the run's files: they are the training run's."""
     if not context.chief:
         return
     output_dir, task = job.output_dir, job.task
@@ -416,8 +416,7 @@ def write_run_files(context, job, model, kind, labels, cli_name, flags_text,
     # A JAX run's export comes last (export_run), once everything else is written.
     if job.export_dir and context.runtime.backend != "jax":
         serving.export(model, job.export_dir, tokenizer=context.tokenizer,
-                       max_seq_length=task.max_seq_length, labels=labels,
-                       **(task_info if export_fields is None else export_fields))
+                       max_seq_length=task.max_seq_length, labels=labels, **export_fields)
         logging.info("Exported the model as a SavedModel to %s", job.export_dir)
 
 
@@ -550,7 +549,8 @@ class TaskRunner:
         raise NotImplementedError
 
     def run_files(self):
-        """(task kind, export_fields or None, extra task_info fields) for write_run_files."""
+        """(task kind, export_fields: the export's serving.export arguments, or None for the
+        task_info fields; extra task_info fields) for write_run_files."""
         raise NotImplementedError
 
 
@@ -613,7 +613,7 @@ def _run_task(runner, job, flags_text, start, context):
     kind, export_fields, task_info = runner.run_files()
     export_fields = task_info if export_fields is None else export_fields
     write_run_files(context, job, model, kind, runner.labels, runner.cli_name, flags_text,
-                    export_fields=export_fields, **task_info)
+                    export_fields, **task_info)
     eval_metrics = runner.evaluate_and_predict(context, results, outcome)
     results["wall_time_seconds"] = time.time() - start
     write_results(context, job.output_dir, job.do_train, results, eval_metrics)
