@@ -225,6 +225,24 @@ def training_errors():
     return (FlagValueError, ConfigError, DataError, CheckpointError, NonFiniteLossError)
 
 
+def _one_line(error, errors):
+    """The one-line message of `error` when it means bad input (see run's `errors`), else None."""
+    if isinstance(error, (RunDirectoryError, ModelFileError, BackendError,
+                          UnsupportedBackendError)):
+        return str(error)
+    try:
+        # Only now: the command's error classes live in modules that import Keras, which fixes
+        # its backend, and main chooses the backend first (else --backend=jax re-executes).
+        user_errors = tuple(errors() if callable(errors) else errors)
+    except Exception:  # noqa: BLE001 - the command's own error is the one to show
+        return None
+    if isinstance(error, user_errors):
+        return str(error)
+    if isinstance(error, _file_errors()):
+        return _error_text(error)
+    return None
+
+
 def run(main, program=None, errors=(), required=(), define_flags=None):
     """Runs an absl program: flags defined and parsed, `main(argv)` called, user errors
     reported in one line.
@@ -235,8 +253,8 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         `errors`.
       errors: exception classes that mean bad input (a flag, file or field): printed as
         "<program>: error: <message>" with exit status 1 instead of a traceback; or a function
-        returning them, called once the flags are parsed (so that a command imports its
-        driver's modules only when it runs). Files that cannot be read or written (OSError,
+        returning them, called only when main raises (their modules import Keras, whose
+        backend main chooses first). Files that cannot be read or written (OSError,
         TensorFlow's file-system errors), model files that cannot be read as models, run
         directories that cannot be used (in use, another run's checkpoints) and a KERAS_BACKEND
         the models do not run on are reported the same way by every command.
@@ -249,20 +267,13 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
         _check_required(required)
-        user_errors = ()
         try:
-            # Importing the error classes imports Keras: a backend it cannot load is refused.
-            user_errors = tuple(errors() if callable(errors) else errors)
             return main(argv)
-        except (*user_errors, RunDirectoryError, ModelFileError, BackendError,
-                UnsupportedBackendError) as e:
-            print(f"{program or _program_name(sys.argv[0])}: error: {e}", file=sys.stderr)
-            sys.exit(1)
-        except Exception as e:  # noqa: BLE001 - only file errors are reported in one line
-            if not isinstance(e, _file_errors()):
+        except Exception as e:  # noqa: BLE001 - only bad input is reported in one line
+            message = _one_line(e, errors)
+            if message is None:
                 raise
-            print(f"{program or _program_name(sys.argv[0])}: error: {_error_text(e)}",
-                  file=sys.stderr)
+            print(f"{program or _program_name(sys.argv[0])}: error: {message}", file=sys.stderr)
             sys.exit(1)
 
     if define_flags is not None:

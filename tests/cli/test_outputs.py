@@ -353,6 +353,32 @@ def test_disk_full_while_writing_is_one_line():
         "run_classifier: error: [Errno 28] No space left on device: '/runs/out/model.keras'")
 
 
+def test_the_command_error_classes_load_only_when_main_raises():
+    """The error classes of a command (bert_tf.cli.training_errors) live in modules that import
+    Keras, which fixes its backend: they load after main has chosen it (else every
+    --backend=jax run started twice: Keras on TensorFlow, then os.execv under KERAS_BACKEND)."""
+    script = (
+        "import atexit, sys\n"
+        "from bert_tf import cli\n"
+        "from bert_tf.config import ConfigError\n"
+        "calls = []\n"
+        "atexit.register(lambda: print(','.join(calls)))\n"
+        "def errors():\n"
+        "    calls.append('errors')\n"
+        "    return (ConfigError,)\n"
+        "def main(argv):\n"
+        "    calls.append('main')\n"
+        "    raise ConfigError('bert_config.json: hidden_size must be > 0')\n"
+        "sys.argv = ['run_pretraining']\n"
+        "cli.run(main, 'run_pretraining', errors=errors)\n")
+    result = subprocess.run([zygote.shared_python(), "-c", script], capture_output=True, text=True,
+                            timeout=120, env=ENV)
+    assert result.returncode == 1
+    assert result.stdout.strip() == "main,errors"
+    assert result.stderr.strip() == (
+        "run_pretraining: error: bert_config.json: hidden_size must be > 0")
+
+
 def test_extract_features_empty_input_is_one_line(refused):
     corpus, _, _, results = refused
     result = results["extract_empty"]
