@@ -40,6 +40,9 @@ FEED_FORWARD_TYPES = ("dense", "gated")
 POOLER_TYPES = ("tanh", "head")
 CLASSIFIER_POOLINGS = ("cls", "mean")
 
+# ELECTRA's weight of the discriminator loss against the generator's (the paper's lambda = 50).
+DEFAULT_DISCRIMINATOR_WEIGHT = 50.0
+
 # The encoder's inputs, int32 [batch, seq_length] each, in the Model Garden's names (the original
 # TFRecords' input_ids / input_mask / segment_ids are mapped to them where records are read).
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")

@@ -16,8 +16,8 @@ from absl import flags
 
 from bert_tf.cli import pretrain as pretrain_cli
 from bert_tf.jobs import pretraining
-from bert_tf.jobs.pretraining import (FlagValueError, PretrainingConfig, masking_recipe,
-                                      pretrain)
+from bert_tf.jobs.pretraining import FlagValueError, masking_recipe, pretrain
+from bert_tf.jobs.pretraining_config import PretrainingConfig
 from bert_tf.jobs.sections import from_flat
 from bert_tf.config import BertConfig, EncoderConfig
 from bert_tf.data.pretraining import create_pretraining_data as cpd

@@ -21,7 +21,8 @@ from bert_tf import interop, run_directory
 from bert_tf.config import ModernBertConfig
 from bert_tf.interop import weights
 from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
-from bert_tf.jobs.pretraining import FlagValueError, PretrainingConfig, pretrain
+from bert_tf.jobs.pretraining import FlagValueError, pretrain
+from bert_tf.jobs.pretraining_config import PretrainingConfig
 from bert_tf.jobs.sections import from_flat
 from bert_tf.modeling import BertClassifier, BertEncoder, ElectraPretrainer
 from command_batch import run_commands

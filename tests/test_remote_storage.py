@@ -99,7 +99,8 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
 
     from bert_tf.cli import classify, pretrain as pretrain_cli
     from bert_tf.jobs.classification import ClassificationConfig, run_classifier
-    from bert_tf.jobs.pretraining import PretrainingConfig, pretrain
+    from bert_tf.jobs.pretraining import pretrain
+    from bert_tf.jobs.pretraining_config import PretrainingConfig
 
     run_dir = f"{root}/pretrain"
     pretraining = dict(

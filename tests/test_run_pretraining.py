@@ -13,7 +13,8 @@ from absl import flags
 from bert_tf.cli import outputs
 from bert_tf.cli import pretrain as pretrain_cli
 from bert_tf.jobs import pretraining
-from bert_tf.jobs.pretraining import FlagValueError, PretrainingConfig, PretrainingTask, pretrain
+from bert_tf.jobs.pretraining import FlagValueError, pretrain
+from bert_tf.jobs.pretraining_config import PretrainingConfig, PretrainingTask
 from bert_tf.jobs.sections import from_flat
 from bert_tf.config import BertConfig
 from bert_tf.run_directory import RunDirectoryError

@@ -214,12 +214,12 @@ def _check_required(required):
 
 def training_errors():
     """What the training commands (pretrain, classify, tag, squad) report as bad input in one
-    line: a flag, a config, the data, a checkpoint, a loss that stopped being finite. Imported
-    when a command runs: these modules load TensorFlow."""
+    line: a flag, a config, the data, a checkpoint, a loss that stopped being finite. None of
+    these modules loads TensorFlow: a flag refused before the driver loads it stays quick."""
     from bert_tf.config import ConfigError
     from bert_tf.data.tasks.task_errors import DataError
     from bert_tf.jobs.flag_checks import FlagValueError
-    from bert_tf.training.checkpointing import CheckpointError
+    from bert_tf.training.step_runner import CheckpointError
     from bert_tf.training.stops import NonFiniteLossError
 
     return (FlagValueError, ConfigError, DataError, CheckpointError, NonFiniteLossError)

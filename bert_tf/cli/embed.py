@@ -142,7 +142,7 @@ def errors():
     from bert_tf.data.tasks.task_errors import DataError
     from bert_tf.interop.weights import InteropError
     from bert_tf.jobs.flag_checks import FlagValueError
-    from bert_tf.training.checkpointing import CheckpointError
+    from bert_tf.training.step_runner import CheckpointError
 
     return (FlagValueError, DataError, InteropError, CheckpointError, OSError)
 

@@ -45,7 +45,7 @@ def main(argv):
     from bert_tf.config import ConfigError
     from bert_tf.jobs.extract_features import ExtractFeaturesConfig, extract_features
     from bert_tf.jobs.flag_checks import FlagValueError
-    from bert_tf.training.checkpointing import CheckpointError
+    from bert_tf.training.step_runner import CheckpointError
 
     del argv
     config = cli_flags.to_config(ExtractFeaturesConfig)

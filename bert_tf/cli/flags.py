@@ -297,7 +297,7 @@ _flag(flags.DEFINE_enum, "objective", "mlm",
       "flags add), electra = ELECTRA's replaced-token detection: a small generator fills the "
       "masked positions and the encoder (the discriminator) learns which tokens were replaced "
       "(needs --use_next_sentence_label=false).",
-      enum_values=_Constant("bert_tf.jobs.pretraining", "OBJECTIVES"))
+      enum_values=_Constant("bert_tf.jobs.pretraining_config", "OBJECTIVES"))
 _flag(flags.DEFINE_integer, "generator_hidden_size", None,
       "--objective=electra: the generator's width, at most the encoder's hidden_size; heads "
       "and intermediate size scale with it (default hidden_size / 4).")

@@ -71,7 +71,7 @@ def pretraining_config(flag_values=FLAGS):
     """The PretrainingConfig of the parsed flags, each in its section (task, trainer, runtime);
     --max_predictions_per_seq left unset is None (the packed input's own or derived P, else
     20), --do_lower_case left unset None (the driver's resolve_casing)."""
-    from bert_tf.jobs.pretraining import PretrainingConfig
+    from bert_tf.jobs.pretraining_config import PretrainingConfig
 
     return cli_flags.to_config(PretrainingConfig, flag_values,
                                unset=("max_predictions_per_seq", "do_lower_case"),
@@ -80,12 +80,16 @@ def pretraining_config(flag_values=FLAGS):
 
 def main(argv):
     del argv
+    from bert_tf.jobs.pretraining_config import check_settings
+
+    job = pretraining_config()
+    outputs.check_pretraining_output_dir(job.output_dir)
+    # Before TensorFlow loads (seconds): a mistyped flag or path is refused at once.
+    check_settings(job)
     # Before the driver's modules import Keras, which fixes its backend then.
     cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_pretraining")
     from bert_tf.jobs.pretraining import pretrain, resolve_casing
 
-    job = pretraining_config()
-    outputs.check_pretraining_output_dir(job.output_dir)
     casing = resolve_casing(job)
     if casing is not None:
         # run_pretraining.flags then records the casing the run tokenizes with.

@@ -16,7 +16,8 @@ serving, metrics) and are imported only by bert_tf.cli.
   model_files      the config and tokenizer files from the flags or --init_checkpoint, the model
                    config read from them, their copies in the run directory
   tokenizer_setup  the tokenizer read from its file, --vocab_file checked against a model's own
-  pretraining      PretrainingConfig and pretrain()
+  pretraining_config  PretrainingConfig and check_settings() (no TensorFlow)
+  pretraining      pretrain()
   finetuning       FinetuningConfig, the fine-tuning driver run_task() and its phases
   classification   the classification / regression task (GLUE, your own CSV/TSV/JSONL)
   tagging          the token-tagging task (CoNLL files)

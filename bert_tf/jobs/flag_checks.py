@@ -2,14 +2,14 @@
 
 The functions take the values they check, or the section of a job's config that holds them
 (bert_tf.jobs.sections); the field names are the command-line flag names, so errors name the
-flag at fault.
+flag at fault. No TensorFlow: the commands check their flags before they load it.
 """
 
 import dataclasses
 import math
 import os
 
-import tensorflow as tf
+from bert_tf import fileio
 
 
 class FlagValueError(ValueError):
@@ -49,7 +49,7 @@ def check_export_dir(export_dir):
         raise FlagValueError(f"--export_dir={export_dir} is a symbolic link to nothing (a "
                              f"missing target or a loop: {os.readlink(path)}); expected a new or "
                              "empty version directory")
-    if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+    if fileio.exists(path) and not fileio.isdir(path):
         raise FlagValueError(f"--export_dir={export_dir} is a file; expected a new or empty "
                              "version directory, e.g. EXPORT/1")
     parent = os.path.dirname(path)
@@ -58,7 +58,7 @@ def check_export_dir(export_dir):
             raise FlagValueError(f"--export_dir={export_dir} cannot be created: {parent} is a "
                                  "file")
         path, parent = parent, os.path.dirname(parent)
-    if tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
+    if fileio.exists(export_dir) and fileio.listdir(export_dir):
         raise FlagValueError(f"--export_dir={export_dir} exists and is not empty; choose a new "
                              "version directory")
 

@@ -4,7 +4,6 @@
 
 import os
 
-import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, model_directory, run_directory
@@ -40,7 +39,7 @@ def resolve_model_files(files):
         directory = source if fileio.isdir(source) else os.path.dirname(source)
     if not files.bert_config_file and directory:
         candidate = run_directory.path(directory, run_directory.CONFIG_FILE)
-        if tf.io.gfile.exists(candidate):
+        if fileio.exists(candidate):
             config_file = candidate
     if vocab_file and fileio.isdir(vocab_file):
         vocab_file = tokenizer_files.model_tokenizer_file(vocab_file)
@@ -104,7 +103,7 @@ def read_model_config(source):
       FlagValueError when `source` is a checkpoint that does not say its configuration.
     """
     extension = os.path.splitext(source)[1]
-    is_config_file = (tf.io.gfile.exists(source) and not fileio.isdir(source)
+    is_config_file = (fileio.exists(source) and not fileio.isdir(source)
                       and extension not in (".keras", ".h5")
                       and os.path.basename(source) not in model_directory.HF_WEIGHT_FILES)
     if (extension == ".json" and os.path.basename(source) not in model_directory.HF_WEIGHT_FILES

@@ -7,7 +7,7 @@ import math
 import keras
 from keras import ops
 
-from bert_tf.config import ENCODER_INPUTS
+from bert_tf.config import DEFAULT_DISCRIMINATOR_WEIGHT, ENCODER_INPUTS
 from bert_tf.modeling import kernels
 from bert_tf.modeling.bert_encoder import BertEncoder
 from bert_tf.modeling.encoder_base import INSTANCE_IDS
@@ -16,8 +16,6 @@ from bert_tf.modeling.pretraining_metrics import PretrainingLossTrackers, masked
 from bert_tf.modeling.task_model import UnusedPoolerNotTrained, from_config_with_encoder
 from bert_tf.modeling.token_ids import TakesTokenIds
 
-# The paper's weight of the discriminator loss against the generator's (lambda = 50).
-DEFAULT_DISCRIMINATOR_WEIGHT = 50.0
 # The generator is 1/4 of the discriminator's width unless told (the paper's best size).
 GENERATOR_WIDTH_DIVISOR = 4
 

@@ -137,7 +137,7 @@ _RENAMED_FIELDS = {"from_format": "from", "to_format": "to"}
 
 
 @pytest.mark.parametrize("command, config", [
-    ("pretrain", "bert_tf.jobs.pretraining.PretrainingConfig"),
+    ("pretrain", "bert_tf.jobs.pretraining_config.PretrainingConfig"),
     ("classify", "bert_tf.jobs.classification.ClassificationConfig"),
     ("tag", "bert_tf.jobs.tagging.TaggingConfig"),
     ("squad", "bert_tf.jobs.squad.SquadConfig"),

@@ -145,6 +145,48 @@ def test_help_exits_0_without_importing_tensorflow(module, tmp_path):
         "--export_dir" in proc.stdout
 
 
+_REFUSAL_PROBE = """
+import runpy, sys
+sys.argv = ["bert_tf.run_pretraining", *sys.argv[1:]]
+try:
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+finally:
+    print("imported:", sorted(m for m in ("tensorflow", "keras", "jax") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--bert_config_file={tmp}/missing.json", "--bert_config_file={tmp}/missing.json: no such "
+     "file"),
+    ("--input_file={tmp}/train-*.tfrecord", '--input_file={tmp}/train-*.tfrecord: No files match '
+     'input pattern "{tmp}/train-*.tfrecord".'),
+    ("--vocab_file={tmp}/vocab.txt", "--vocab_file={tmp}/vocab.txt: no such file"),
+    ("--time_budget=10 minutes", "--time_budget='10 minutes' does not parse: expected a duration "
+     "such as 600s, 45m, 24h or 1h30m"),
+    ("--learning_rate=nan", "--learning_rate=nan must be >= 0 and finite"),
+    ("--gradient_accumulation_steps=0", "--gradient_accumulation_steps=0 must be >= 1"),
+    ("--objective=electra", "--objective=electra trains replaced-token detection only: "
+     "--use_next_sentence_label adds a sentence-pair head; pass --use_next_sentence_label=false"),
+])
+def test_a_bad_pretraining_flag_is_refused_before_tensorflow_loads(flag, message, tmp_path):
+    """bert-tf-pretrain checks its flags and the local files they name before it imports
+    TensorFlow (5 s on 2 CPU cores): the error comes at once, --backend=jax too, and nothing is
+    written."""
+    tmp = str(tmp_path)
+    config = tmp_path / "bert_config.json"
+    config.write_text('{"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, '
+                      '"num_attention_heads": 1, "intermediate_size": 8}')
+    (tmp_path / "train.tfrecord").write_bytes(b"")
+    args = [f"--bert_config_file={config}", f"--input_file={tmp}/train.tfrecord",
+            f"--output_dir={tmp}/run", "--do_train", "--backend=jax", flag.format(tmp=tmp)]
+    proc = subprocess.run([sys.executable, "-c", _REFUSAL_PROBE, *args], capture_output=True,
+                          text=True, cwd=tmp, env=ENV, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.strip() == f"run_pretraining: error: {message.format(tmp=tmp)}"
+    assert proc.stdout.strip() == "imported: []"
+    assert sorted(os.listdir(tmp)) == ["bert_config.json", "train.tfrecord"]
+
+
 def test_only_help_flags_exit_0():
     assert cli._asks_for_help(["--helpfull"]) and cli._asks_for_help(["-?"])
     assert cli._asks_for_help(["--x=1", "--help=true"])

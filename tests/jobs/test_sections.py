@@ -11,7 +11,7 @@ from bert_tf.jobs import sections
 
 # (command module, its driver's config class)
 TRAINING_JOBS = [
-    ("pretrain", "bert_tf.jobs.pretraining", "PretrainingConfig"),
+    ("pretrain", "bert_tf.jobs.pretraining_config", "PretrainingConfig"),
     ("classify", "bert_tf.jobs.classification", "ClassificationConfig"),
     ("tag", "bert_tf.jobs.tagging", "TaggingConfig"),
     ("squad", "bert_tf.jobs.squad", "SquadConfig"),
@@ -76,7 +76,7 @@ def test_from_flat_routes_each_setting_and_round_trips():
 
 
 def test_an_unknown_setting_is_named():
-    from bert_tf.jobs.pretraining import PretrainingConfig
+    from bert_tf.jobs.pretraining_config import PretrainingConfig
 
     with pytest.raises(TypeError) as error:
         sections.from_flat(PretrainingConfig, num_train_step=10)
