@@ -98,7 +98,8 @@ def test_pretrain_resume_finetune_export_on_ram_filesystem(tmp_path, monkeypatch
     from absl import flags
 
     from bert_tf.cli import classify, pretrain as pretrain_cli
-    from bert_tf.jobs.classification import ClassificationConfig, run_classifier
+    from bert_tf.jobs.classification import run_classifier
+    from bert_tf.jobs.finetuning_config import ClassificationConfig
     from bert_tf.jobs.pretraining import pretrain
     from bert_tf.jobs.pretraining_config import PretrainingConfig
 

@@ -311,7 +311,7 @@ def test_killed_runs_with_dropout_on_two_replicas_end_with_the_uninterrupted_wei
 def test_fine_tuning_float_flags_refused(values, message):
     # The fine-tuning CLIs call the same check, on their config's sections, first in their
     # validation.
-    from bert_tf.jobs.squad import SquadConfig
+    from bert_tf.jobs.finetuning_config import SquadConfig
 
     job = from_flat(SquadConfig, learning_rate=5e-5, **values)
     with pytest.raises(FlagValueError) as error:

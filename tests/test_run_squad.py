@@ -19,7 +19,8 @@ from bert_tf.config import BertConfig
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import squad as squad_cli
-from bert_tf.jobs.squad import FlagValueError, SquadConfig, run_squad
+from bert_tf.jobs.squad import FlagValueError, run_squad
+from bert_tf.jobs.finetuning_config import SquadConfig
 from command_batch import run_commands
 
 # One worker runs the module: its module fixtures run once, not once per worker.

@@ -386,7 +386,8 @@ def probe_accuracy(train_x, train_y, dev_x, dev_y):
 def finetune_accuracy(model_dir, data_dir, output_dir, seed=FINETUNE["seed"]):
     """Dev accuracy of bert-tf-classify's job fine-tuned from `model_dir` (FINETUNE settings),
     run in this process."""
-    from bert_tf.jobs.classification import ClassificationConfig, run_classifier
+    from bert_tf.jobs.classification import run_classifier
+    from bert_tf.jobs.finetuning_config import ClassificationConfig
     from bert_tf.jobs.sections import from_flat
 
     results = run_classifier(from_flat(

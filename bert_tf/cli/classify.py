@@ -37,14 +37,18 @@ def define_flags(flag_values=FLAGS):
 
 
 def main(argv):
-    # Before the driver's modules import Keras, which fixes its backend then.
-    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_classifier")
-    from bert_tf.jobs.classification import ClassificationConfig, run_classifier
-
     del argv
+    from bert_tf.jobs.finetuning_config import ClassificationConfig, check_settings
+
     job = cli_flags.to_config(ClassificationConfig, backend=cli.requested_backend())
     outputs.check_finetuning_dirs(job.output_dir, job.task.init_checkpoint, job.export_dir,
                                   "run_classifier")
+    # Before TensorFlow loads (seconds): a mistyped flag or path is refused at once.
+    check_settings(job)
+    # Before the driver's modules import Keras, which fixes its backend then.
+    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_classifier")
+    from bert_tf.jobs.classification import run_classifier
+
     run_classifier(job, flags_text=cli_flags.flagfile_text(define_flags))
 
 

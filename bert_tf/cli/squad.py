@@ -33,16 +33,20 @@ def define_flags(flag_values=FLAGS):
 
 
 def main(argv):
-    # Before the driver's modules import Keras, which fixes its backend then.
-    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_squad")
-    from bert_tf.jobs.squad import SquadConfig, run_squad
-
     del argv
+    from bert_tf.jobs.finetuning_config import SquadConfig, check_settings
+
     job = cli_flags.to_config(SquadConfig, backend=cli.requested_backend())
     if job.task.verbose_logging:
         logging.set_verbosity(logging.DEBUG)
     outputs.check_finetuning_dirs(job.output_dir, job.task.init_checkpoint, job.export_dir,
                                   "run_squad")
+    # Before TensorFlow loads (seconds): a mistyped flag or path is refused at once.
+    check_settings(job)
+    # Before the driver's modules import Keras, which fixes its backend then.
+    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_squad")
+    from bert_tf.jobs.squad import run_squad
+
     run_squad(job, flags_text=cli_flags.flagfile_text(define_flags))
 
 

@@ -18,7 +18,8 @@ serving, metrics) and are imported only by bert_tf.cli.
   tokenizer_setup  the tokenizer read from its file, --vocab_file checked against a model's own
   pretraining_config  PretrainingConfig and check_settings() (no TensorFlow)
   pretraining      pretrain()
-  finetuning       FinetuningConfig, the fine-tuning driver run_task() and its phases
+  finetuning_config  FinetuningConfig, each task's config and check_settings() (no TensorFlow)
+  finetuning       the fine-tuning driver run_task() and its phases
   classification   the classification / regression task (GLUE, your own CSV/TSV/JSONL)
   tagging          the token-tagging task (CoNLL files)
   squad            the SQuAD v1.1 / v2.0 task

@@ -10,7 +10,6 @@ probabilities per test example, in label order; the score for regression) and th
 in the GLUE submission format (<TASK>.tsv, or predictions.tsv for other data).
 """
 
-import dataclasses
 import os
 import time
 
@@ -22,37 +21,10 @@ from bert_tf.data.tasks import classifier_data, feature_records, glue
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import finetuning
-from bert_tf.jobs.finetuning import FinetuningConfig, FinetuningTask
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import classification_metrics, regression_metrics
 from bert_tf.modeling import BertClassifier
 from bert_tf.training import task_loop
-
-
-@dataclasses.dataclass
-class ClassificationTask(FinetuningTask):
-    """A classification task: the encoder's files, the data files and their columns."""
-
-    task_name: str | None = None
-    data_dir: str | None = None
-    tfds_data_dir: str | None = None
-    train_file: str | None = None
-    dev_file: str | None = None
-    test_file: str | None = None
-    labels: list | None = None
-    text_a_column: str | None = None
-    text_b_column: str | None = None
-    label_column: str | None = None
-    regression: bool = False
-
-
-@dataclasses.dataclass
-class ClassificationConfig(FinetuningConfig):
-    """A classification run: the fine-tuning sections with a ClassificationTask; overwrite lets
-    a prediction replace its file."""
-
-    task: ClassificationTask = dataclasses.field(default_factory=ClassificationTask)
-    overwrite: bool = False
 
 
 _USER_FILE_EXTENSIONS = (".tsv", ".csv", ".jsonl", ".json")

@@ -44,57 +44,16 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, run_directory, serving
-from bert_tf.jobs import flag_checks, model_files, runtime_setup, tokenizer_setup
+from bert_tf.jobs import model_files, runtime_setup, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.jobs.sections import Job, ModelFilesConfig, ScheduledTrainerConfig
+from bert_tf.jobs.finetuning_config import check_settings
 from bert_tf.data.tasks import feature_records
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import InteropError, casing_of, check_weights_readable, warm_start
 from bert_tf.modeling import build_encoder
-from bert_tf.text import validate_case_matches_checkpoint
 from bert_tf.training import checkpointing, task_loop
 from bert_tf.training.loop_config import TrainLoopConfig
 from bert_tf.training.optimization import create_optimizer
-
-
-@dataclasses.dataclass
-class FinetuningTask(ModelFilesConfig):
-    """What every fine-tuning task is given: the encoder's files and how its inputs are cut.
-    A task adds its data in a subclass (ClassificationTask, TaggingTask, SquadTask).
-
-    See `bert-tf-classify --help` (bert_tf.cli.flags FINETUNING group) for each field.
-    do_lower_case None: what --init_checkpoint records, else the tokenizer file's casing (a
-    tokenizer.json records it; a vocab.txt: True).
-    """
-
-    max_seq_length: int = 128
-    allow_untrained_head: bool = False
-    trainable_encoder: bool = True
-    length_buckets: str = "auto"
-
-
-@dataclasses.dataclass
-class FinetuningTrainerConfig(ScheduledTrainerConfig):
-    """How a fine-tuning run trains: epochs over the training set, and prediction batches."""
-
-    predict_batch_size: int = 8
-    num_train_epochs: float = 3.0
-
-
-@dataclasses.dataclass
-class FinetuningConfig(Job):
-    """What every fine-tuning run is told: its task, trainer and runtime sections
-    (bert_tf.jobs.sections), the run directory, the modes and the export. A task's config is a
-    subclass with its own task section (ClassificationConfig, TaggingConfig, SquadConfig).
-    """
-
-    task: FinetuningTask = dataclasses.field(default_factory=FinetuningTask)
-    trainer: FinetuningTrainerConfig = dataclasses.field(
-        default_factory=FinetuningTrainerConfig)
-    do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
-    export_dir: str | None = None
 
 
 @dataclasses.dataclass
@@ -119,7 +78,8 @@ class RunContext:
 
 
 def prepare(job):
-    """Checks the shared flags, finds the model files, starts the runtime; returns a context.
+    """Checks the settings (finetuning_config.check_settings, then those that need the model's
+    files or TensorFlow), finds the model files, starts the runtime; returns a context.
 
     The command checks --output_dir and --export_dir against the output rule first
     (bert_tf.cli.outputs.check_finetuning_dirs: never another command's run, never an input).
@@ -130,40 +90,13 @@ def prepare(job):
     Raises:
       FlagValueError naming the flag at fault.
     """
+    check_settings(job)
     task, trainer = job.task, job.trainer
-    if not (job.do_train or job.do_eval or job.do_predict):
-        raise FlagValueError("at least one of --do_train, --do_eval or --do_predict must be set")
-    if not job.output_dir:
-        raise FlagValueError("--output_dir is required")
-    flag_checks.require_positive(eval_batch_size=trainer.eval_batch_size,
-                                 predict_batch_size=trainer.predict_batch_size)
-    flag_checks.check_numeric_flags(task, trainer)
     if runtime_setup.check_backend(job.runtime) == "jax" and job.export_dir and not job.do_train:
         # A JAX run's export is bert-tf-export of the model.keras it writes (see export_run).
         raise FlagValueError("--export_dir on a --backend=jax run exports the model it trains: "
                              "add --do_train, or export a trained run with bert-tf-export "
                              "--model_dir=RUN_DIR")
-    if task.max_seq_length < 3:
-        raise FlagValueError(f"--max_seq_length={task.max_seq_length} must be >= 3 ([CLS], "
-                             "at least one token, [SEP])")
-    if job.do_train:
-        if not trainer.num_train_epochs > 0:
-            raise FlagValueError(f"--num_train_epochs={trainer.num_train_epochs} must be > 0")
-        runtime_setup.effective_train_batch_size(trainer)  # checks --gradient_accumulation_steps
-        if not 0.0 <= trainer.warmup_proportion <= 1.0:
-            raise FlagValueError(f"--warmup_proportion={trainer.warmup_proportion} must be in "
-                                 "[0, 1]")
-        flag_checks.check_lr_schedule(trainer, warmup_proportion=trainer.warmup_proportion)
-    flag_checks.check_export_dir(job.export_dir)
-    if trainer.save_checkpoints_steps is not None and trainer.save_checkpoints_steps < 1:
-        raise FlagValueError(f"--save_checkpoints_steps={trainer.save_checkpoints_steps} must "
-                             "be >= 1")
-    try:
-        # Released checkpoints are named for their casing; all are WordPiece (unset: True).
-        validate_case_matches_checkpoint(
-            True if task.do_lower_case is None else task.do_lower_case, task.init_checkpoint)
-    except ValueError as e:
-        raise FlagValueError(str(e)) from None
     files_from = task
     if not (job.do_train or task.init_checkpoint or task.bert_config_file) and (
             fileio.isfile(run_directory.path(job.output_dir, run_directory.CONFIG_FILE))):

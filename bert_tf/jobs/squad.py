@@ -9,15 +9,13 @@ every checkpoint is evaluated with the official EM/F1 (bert_tf.metrics.squad) an
 with the best F1 are kept.
 """
 
-import dataclasses
 import time
 
 from absl import logging
 
 from bert_tf import file_names
 from bert_tf.data.tasks import squad, squad_postprocess
-from bert_tf.jobs import finetuning, flag_checks
-from bert_tf.jobs.finetuning import FinetuningConfig, FinetuningTask
+from bert_tf.jobs import finetuning
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.modeling import BertSpanLabeler
@@ -25,55 +23,8 @@ from bert_tf.training import task_loop
 from bert_tf.training.logging_window import write_summaries
 
 
-@dataclasses.dataclass
-class SquadTask(FinetuningTask):
-    """The SQuAD task: the encoder's files (384 tokens) and the original's flags."""
-
-    max_seq_length: int = 384
-    train_file: str | None = None
-    predict_file: str | None = None
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
-    verbose_logging: bool = False
-
-
-@dataclasses.dataclass
-class SquadConfig(FinetuningConfig):
-    """A SQuAD run: the fine-tuning sections with a SquadTask."""
-
-    task: SquadTask = dataclasses.field(default_factory=SquadTask)
-
-
 TASK = "squad"
 BEST_METRIC = "f1"
-
-
-def validate_job(job):
-    """Checks the SQuAD flags of a SquadConfig; finetuning.prepare checks the shared ones after
-    these.
-
-    Raises:
-      FlagValueError naming the flag, the value and what was expected.
-    """
-    task = job.task
-    if not (job.do_train or job.do_predict or job.do_eval):
-        raise FlagValueError("at least one of --do_train, --do_predict or --do_eval must be set")
-    if job.do_train and not task.train_file:
-        raise FlagValueError("--do_train needs --train_file")
-    if (job.do_predict or job.do_eval) and not task.predict_file:
-        raise FlagValueError("--do_predict and --do_eval need --predict_file")
-    if not job.output_dir:
-        raise FlagValueError("--output_dir is required")
-    try:
-        squad.check_window_sizes(task.max_seq_length, task.max_query_length, task.doc_stride)
-    except ValueError as e:
-        raise FlagValueError(str(e)) from None
-    flag_checks.require_positive(n_best_size=task.n_best_size,
-                                 max_answer_length=task.max_answer_length)
 
 
 def _load(path, flag, version_2_with_negative, is_training):
@@ -163,8 +114,8 @@ class SquadRunner(finetuning.TaskRunner):
     run_kind = TASK
 
     def __init__(self, job):
+        # The SQuAD flags are checked with the shared ones (finetuning_config.check_settings).
         super().__init__(job)
-        validate_job(job)
         self.predictor = None
 
     @property

@@ -10,7 +10,6 @@ test_predictions.txt in CoNLL format (token, gold tag when the file has one, pre
 blank line after each sentence), which conlleval reads as they are.
 """
 
-import dataclasses
 import os
 import time
 
@@ -23,31 +22,10 @@ from bert_tf.data.tasks import feature_records, tagging_data
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import finetuning
-from bert_tf.jobs.finetuning import FinetuningConfig, FinetuningTask
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import entity_scores
 from bert_tf.modeling import BertTokenClassifier
 from bert_tf.training import task_loop
-
-
-@dataclasses.dataclass
-class TaggingTask(FinetuningTask):
-    """A tagging task: the encoder's files, the CoNLL files and their columns."""
-
-    data_dir: str | None = None
-    train_file: str | None = None
-    dev_file: str | None = None
-    test_file: str | None = None
-    labels: list | None = None
-    token_column: int = 0
-    tag_column: int = -1
-
-
-@dataclasses.dataclass
-class TaggingConfig(FinetuningConfig):
-    """A tagging run: the fine-tuning sections with a TaggingTask."""
-
-    task: TaggingTask = dataclasses.field(default_factory=TaggingTask)
 
 
 _DEFAULT_FILES = {"train": ("train.txt",), "dev": ("dev.txt", "valid.txt"),

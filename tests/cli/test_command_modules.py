@@ -138,9 +138,9 @@ _RENAMED_FIELDS = {"from_format": "from", "to_format": "to"}
 
 @pytest.mark.parametrize("command, config", [
     ("pretrain", "bert_tf.jobs.pretraining_config.PretrainingConfig"),
-    ("classify", "bert_tf.jobs.classification.ClassificationConfig"),
-    ("tag", "bert_tf.jobs.tagging.TaggingConfig"),
-    ("squad", "bert_tf.jobs.squad.SquadConfig"),
+    ("classify", "bert_tf.jobs.finetuning_config.ClassificationConfig"),
+    ("tag", "bert_tf.jobs.finetuning_config.TaggingConfig"),
+    ("squad", "bert_tf.jobs.finetuning_config.SquadConfig"),
     ("embed", "bert_tf.jobs.embedding.EmbeddingConfig"),
     ("create_pretraining_data", "bert_tf.jobs.pretraining_data.PretrainingDataConfig"),
     ("build_vocab", "bert_tf.jobs.vocabulary.VocabularyConfig"),

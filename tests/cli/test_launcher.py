@@ -147,7 +147,7 @@ def test_help_exits_0_without_importing_tensorflow(module, tmp_path):
 
 _REFUSAL_PROBE = """
 import runpy, sys
-sys.argv = ["bert_tf.run_pretraining", *sys.argv[1:]]
+sys.argv = sys.argv[1:]
 try:
     runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 finally:
@@ -173,18 +173,64 @@ def test_a_bad_pretraining_flag_is_refused_before_tensorflow_loads(flag, message
     TensorFlow (5 s on 2 CPU cores): the error comes at once, --backend=jax too, and nothing is
     written."""
     tmp = str(tmp_path)
-    config = tmp_path / "bert_config.json"
-    config.write_text('{"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, '
-                      '"num_attention_heads": 1, "intermediate_size": 8}')
+    config = _tiny_config(tmp_path)
     (tmp_path / "train.tfrecord").write_bytes(b"")
     args = [f"--bert_config_file={config}", f"--input_file={tmp}/train.tfrecord",
             f"--output_dir={tmp}/run", "--do_train", "--backend=jax", flag.format(tmp=tmp)]
-    proc = subprocess.run([sys.executable, "-c", _REFUSAL_PROBE, *args], capture_output=True,
-                          text=True, cwd=tmp, env=ENV, timeout=120)
+    _assert_refused_before_tensorflow("bert_tf.run_pretraining", args,
+                                      f"run_pretraining: error: {message.format(tmp=tmp)}",
+                                      tmp_path)
+
+
+def _assert_refused_before_tensorflow(module, args, line, tmp_path):
+    before = sorted(os.listdir(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", _REFUSAL_PROBE, module, *args],
+                          capture_output=True, text=True, cwd=str(tmp_path), env=ENV,
+                          timeout=120)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert proc.stderr.strip() == f"run_pretraining: error: {message.format(tmp=tmp)}"
+    assert proc.stderr.strip() == line
     assert proc.stdout.strip() == "imported: []"
-    assert sorted(os.listdir(tmp)) == ["bert_config.json", "train.tfrecord"]
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+@pytest.mark.parametrize("module, flags, message", [
+    ("bert_tf.run_classifier", ["--text_a_column=text", "--label_column=label",
+                                "--train_file={tmp}/train.csv"],
+     "run_classifier: error: --train_file={tmp}/train.csv: no such file"),
+    ("bert_tf.run_classifier", ["--task_name=sst-2", "--data_dir={tmp}",
+                                "--init_checkpoint={tmp}/run"],
+     "run_classifier: error: --init_checkpoint={tmp}/run does not exist (expected a run "
+     "directory, a .keras file, a checkpoint prefix with its .index file, or a Hugging Face or "
+     "keras-hub directory)"),
+    ("bert_tf.run_tagging", ["--train_file={tmp}/train.txt", "--num_train_epochs=0"],
+     "run_tagging: error: --num_train_epochs=0.0 must be > 0 and finite"),
+    ("bert_tf.run_tagging", ["--train_file={tmp}/train.txt", "--vocab_file={tmp}/vocab.txt"],
+     "run_tagging: error: --vocab_file={tmp}/vocab.txt: tokenizer file '{tmp}/vocab.txt' does "
+     "not exist (expected a vocab.txt, a tokenizer.json, a SentencePiece .model or a directory "
+     "holding one)."),
+    ("bert_tf.run_squad", ["--train_file={tmp}/train.json", "--doc_stride=400"],
+     "run_squad: error: --doc_stride=400 must be in [1, 317]: a window holds 317 context pieces "
+     "(--max_seq_length=384 minus --max_query_length=64 minus 3), and a larger stride would "
+     "skip context between windows"),
+    ("bert_tf.run_squad", ["--train_file={tmp}/train.json"],
+     "run_squad: error: --train_file={tmp}/train.json: no such file"),
+])
+def test_a_bad_fine_tuning_flag_is_refused_before_tensorflow_loads(module, flags, message,
+                                                                   tmp_path):
+    """bert-tf-classify, -tag and -squad check their flags and the local files they name (the
+    model's, the data the run reads) before they import TensorFlow; --backend=jax too."""
+    tmp = str(tmp_path)
+    args = [f"--output_dir={tmp}/out", "--do_train", "--backend=jax",
+            f"--bert_config_file={_tiny_config(tmp_path)}"]
+    _assert_refused_before_tensorflow(module, args + [f.format(tmp=tmp) for f in flags],
+                                      message.format(tmp=tmp), tmp_path)
+
+
+def _tiny_config(directory):
+    config = directory / "bert_config.json"
+    config.write_text('{"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, '
+                      '"num_attention_heads": 1, "intermediate_size": 8}')
+    return config
 
 
 def test_only_help_flags_exit_0():

@@ -303,7 +303,7 @@ def test_a_directory_given_as_a_file_is_named_as_one(runs):
             'create_pretraining_data: error: Input "folder" is a directory; expected a file or '
             'a glob of files (e.g. "folder/*").')
     refused(results["dir_train_file"],
-            "run_classifier: error: folder is a directory; expected a file")
+            "run_classifier: error: --train_file=folder is a directory; expected a file")
     refused(results["dir_config"],
             "run_classifier: error: --bert_config_file=folder is a directory; expected a file "
             "(a model directory goes to --init_checkpoint)")

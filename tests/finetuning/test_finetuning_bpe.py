@@ -21,11 +21,12 @@ from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import squad as squad_cli
 from bert_tf.cli import tag as tag_cli
 from bert_tf.data.tasks import tagging_data
-from bert_tf.jobs.classification import ClassificationConfig, run_classifier
+from bert_tf.jobs.classification import run_classifier
+from bert_tf.jobs.finetuning_config import ClassificationConfig, SquadConfig, TaggingConfig
 from bert_tf.jobs import model_files
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.jobs.squad import SquadConfig, run_squad
-from bert_tf.jobs.tagging import TaggingConfig, run_tagging
+from bert_tf.jobs.squad import run_squad
+from bert_tf.jobs.tagging import run_tagging
 from bert_tf.serving import load_model_dir
 from bert_tf.text import load_tokenizer
 from bert_tf.text.input_packing import pack_inputs

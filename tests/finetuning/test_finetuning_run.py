@@ -10,8 +10,8 @@ import tensorflow as tf
 from bert_tf.cli.outputs import check_finetuning_dirs
 from bert_tf.config import BertConfig
 from bert_tf import run_directory
-from bert_tf.jobs.finetuning import (FinetuningConfig, check_resume, owned, prepare,
-                                     restore_trained, run_record)
+from bert_tf.jobs.finetuning import check_resume, owned, prepare, restore_trained, run_record
+from bert_tf.jobs.finetuning_config import FinetuningConfig
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.sections import from_flat
 from bert_tf.modeling import BertEncoder, BertSpanLabeler

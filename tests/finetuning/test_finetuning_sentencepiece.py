@@ -17,10 +17,11 @@ from bert_tf.cli import squad as squad_cli
 from bert_tf.config import BertConfig
 from bert_tf.interop import save_huggingface
 from bert_tf.interop.albert import config_from_albert, save_albert_checkpoint
-from bert_tf.jobs.classification import ClassificationConfig, run_classifier
+from bert_tf.jobs.classification import run_classifier
+from bert_tf.jobs.finetuning_config import ClassificationConfig, SquadConfig
 from bert_tf.jobs import export
 from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
-from bert_tf.jobs.squad import SquadConfig, run_squad
+from bert_tf.jobs.squad import run_squad
 from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.serving import load_model_dir
 from bert_tf.serving.litert_model import LiteRTModel

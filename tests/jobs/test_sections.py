@@ -12,9 +12,9 @@ from bert_tf.jobs import sections
 # (command module, its driver's config class)
 TRAINING_JOBS = [
     ("pretrain", "bert_tf.jobs.pretraining_config", "PretrainingConfig"),
-    ("classify", "bert_tf.jobs.classification", "ClassificationConfig"),
-    ("tag", "bert_tf.jobs.tagging", "TaggingConfig"),
-    ("squad", "bert_tf.jobs.squad", "SquadConfig"),
+    ("classify", "bert_tf.jobs.finetuning_config", "ClassificationConfig"),
+    ("tag", "bert_tf.jobs.finetuning_config", "TaggingConfig"),
+    ("squad", "bert_tf.jobs.finetuning_config", "SquadConfig"),
     ("embed", "bert_tf.jobs.embedding", "EmbeddingConfig"),
 ]
 
@@ -60,7 +60,7 @@ def test_the_command_line_builds_the_sections(command, module, name):
 
 
 def test_from_flat_routes_each_setting_and_round_trips():
-    from bert_tf.jobs.squad import SquadConfig, SquadTask
+    from bert_tf.jobs.finetuning_config import SquadConfig, SquadTask
 
     job = sections.from_flat(SquadConfig, max_seq_length=256, doc_stride=64,
                              num_train_epochs=2.0, seed=7, do_train=True)
@@ -94,7 +94,7 @@ def test_a_config_without_sections_is_built_flat():
 
 
 def test_the_numeric_check_reads_every_section_it_is_given():
-    from bert_tf.jobs.classification import ClassificationConfig
+    from bert_tf.jobs.finetuning_config import ClassificationConfig
     from bert_tf.jobs.flag_checks import FlagValueError, check_numeric_flags
 
     job = sections.from_flat(ClassificationConfig, warmup_proportion=1.5)

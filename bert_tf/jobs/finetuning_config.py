@@ -1,0 +1,234 @@
+"""The fine-tuning jobs' configs (FinetuningConfig and each task's: ClassificationConfig,
+TaggingConfig, SquadConfig, with their task, trainer and runtime sections) and `check_settings`,
+the checks of their settings that need neither the model's files nor TensorFlow.
+
+`bert-tf-classify`, `bert-tf-tag` and `bert-tf-squad` run `check_settings` before they load
+TensorFlow (5 s on 2 CPU cores), so a mistyped flag, a value out of range or a file that does not
+exist is refused at once; the fine-tuning driver (bert_tf.jobs.finetuning.prepare) runs it again
+for callers that build the config themselves. Nothing here imports TensorFlow or Keras, but for
+remote paths (gs://...), which need its file systems.
+"""
+
+import dataclasses
+import os
+
+from bert_tf import fileio
+from bert_tf.data.patterns import has_scheme
+from bert_tf.data.tasks.squad import check_window_sizes
+from bert_tf.jobs import flag_checks, model_files
+from bert_tf.jobs.flag_checks import FlagValueError
+from bert_tf.jobs.sections import Job, ModelFilesConfig, ScheduledTrainerConfig
+from bert_tf.text import tokenizer_files
+from bert_tf.text import validate_case_matches_checkpoint
+from bert_tf.training.loop_config import check_gradient_accumulation_steps
+
+
+@dataclasses.dataclass
+class FinetuningTask(ModelFilesConfig):
+    """What every fine-tuning task is given: the encoder's files and how its inputs are cut.
+    A task adds its data in a subclass (ClassificationTask, TaggingTask, SquadTask).
+
+    See `bert-tf-classify --help` (bert_tf.cli.flags FINETUNING group) for each field.
+    do_lower_case None: what --init_checkpoint records, else the tokenizer file's casing (a
+    tokenizer.json records it; a vocab.txt: True).
+    """
+
+    max_seq_length: int = 128
+    allow_untrained_head: bool = False
+    trainable_encoder: bool = True
+    length_buckets: str = "auto"
+
+
+@dataclasses.dataclass
+class FinetuningTrainerConfig(ScheduledTrainerConfig):
+    """How a fine-tuning run trains: epochs over the training set, and prediction batches."""
+
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+
+
+@dataclasses.dataclass
+class FinetuningConfig(Job):
+    """What every fine-tuning run is told: its task, trainer and runtime sections
+    (bert_tf.jobs.sections), the run directory, the modes and the export. A task's config is a
+    subclass with its own task section (ClassificationConfig, TaggingConfig, SquadConfig).
+    """
+
+    task: FinetuningTask = dataclasses.field(default_factory=FinetuningTask)
+    trainer: FinetuningTrainerConfig = dataclasses.field(
+        default_factory=FinetuningTrainerConfig)
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    export_dir: str | None = None
+
+
+@dataclasses.dataclass
+class ClassificationTask(FinetuningTask):
+    """A classification task: the encoder's files, the data files and their columns."""
+
+    task_name: str | None = None
+    data_dir: str | None = None
+    tfds_data_dir: str | None = None
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    labels: list | None = None
+    text_a_column: str | None = None
+    text_b_column: str | None = None
+    label_column: str | None = None
+    regression: bool = False
+
+
+@dataclasses.dataclass
+class ClassificationConfig(FinetuningConfig):
+    """A classification run: the fine-tuning sections with a ClassificationTask; overwrite lets
+    a prediction replace its file."""
+
+    task: ClassificationTask = dataclasses.field(default_factory=ClassificationTask)
+    overwrite: bool = False
+
+
+@dataclasses.dataclass
+class TaggingTask(FinetuningTask):
+    """A tagging task: the encoder's files, the CoNLL files and their columns."""
+
+    data_dir: str | None = None
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    labels: list | None = None
+    token_column: int = 0
+    tag_column: int = -1
+
+
+@dataclasses.dataclass
+class TaggingConfig(FinetuningConfig):
+    """A tagging run: the fine-tuning sections with a TaggingTask."""
+
+    task: TaggingTask = dataclasses.field(default_factory=TaggingTask)
+
+
+@dataclasses.dataclass
+class SquadTask(FinetuningTask):
+    """The SQuAD task: the encoder's files (384 tokens) and the original's flags."""
+
+    max_seq_length: int = 384
+    train_file: str | None = None
+    predict_file: str | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    verbose_logging: bool = False
+
+
+@dataclasses.dataclass
+class SquadConfig(FinetuningConfig):
+    """A SQuAD run: the fine-tuning sections with a SquadTask."""
+
+    task: SquadTask = dataclasses.field(default_factory=SquadTask)
+
+
+def check_settings(job):
+    """Checks the settings of a fine-tuning config (any task's) against each other and that
+    the local files they name exist: the model's files (--init_checkpoint, --bert_config_file,
+    --vocab_file) and the data files the run's phases read by their flags.
+
+    Raises:
+      FlagValueError naming the flag, the value and what was expected.
+    """
+    if isinstance(job, SquadConfig):
+        _check_squad(job)
+    task, trainer = job.task, job.trainer
+    if not (job.do_train or job.do_eval or job.do_predict):
+        raise FlagValueError("at least one of --do_train, --do_eval or --do_predict must be set")
+    if not job.output_dir:
+        raise FlagValueError("--output_dir is required")
+    flag_checks.require_positive(eval_batch_size=trainer.eval_batch_size,
+                                 predict_batch_size=trainer.predict_batch_size)
+    flag_checks.check_numeric_flags(task, trainer)
+    if task.max_seq_length < 3:
+        raise FlagValueError(f"--max_seq_length={task.max_seq_length} must be >= 3 ([CLS], "
+                             "at least one token, [SEP])")
+    if job.do_train:
+        # --num_train_epochs > 0: check_numeric_flags.
+        try:
+            check_gradient_accumulation_steps(trainer.gradient_accumulation_steps)
+        except ValueError as e:
+            raise FlagValueError(str(e)) from None
+        if not 0.0 <= trainer.warmup_proportion <= 1.0:
+            raise FlagValueError(f"--warmup_proportion={trainer.warmup_proportion} must be in "
+                                 "[0, 1]")
+        flag_checks.check_lr_schedule(trainer, warmup_proportion=trainer.warmup_proportion)
+    flag_checks.check_export_dir(job.export_dir)
+    if trainer.save_checkpoints_steps is not None and trainer.save_checkpoints_steps < 1:
+        raise FlagValueError(f"--save_checkpoints_steps={trainer.save_checkpoints_steps} must "
+                             "be >= 1")
+    try:
+        # Released checkpoints are named for their casing; all are WordPiece (unset: True).
+        validate_case_matches_checkpoint(
+            True if task.do_lower_case is None else task.do_lower_case, task.init_checkpoint)
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
+    _check_local_files(job)
+
+
+def _check_local_files(job):
+    """The local files the flags name exist (remote ones are checked when read)."""
+    task = job.task
+
+    def local(path):
+        return bool(path) and not has_scheme(path)
+
+    if local(task.init_checkpoint):
+        model_files.check_init_checkpoint_exists(task.init_checkpoint)
+    if local(task.bert_config_file):
+        model_files.config_source(task)
+    if local(task.vocab_file) and not os.path.lexists(task.vocab_file):
+        # (A broken or looping link is named by the tokenizer's reader.)
+        try:
+            tokenizer_files.find_tokenizer_file(task.vocab_file)
+        except FileNotFoundError as e:
+            raise FlagValueError(f"--vocab_file={task.vocab_file}: {e}") from None
+    for name, path in _data_files(job):
+        problem = local(path) and fileio.not_a_file(path, f"--{name}={path}")
+        if problem:
+            raise FlagValueError(problem)
+
+
+def _data_files(job):
+    """(flag name, path) of the data files the run's phases read by their flags."""
+    task = job.task
+    if isinstance(job, SquadConfig):
+        return [("train_file", task.train_file if job.do_train else None),
+                ("predict_file", task.predict_file if job.do_eval or job.do_predict else None)]
+    if isinstance(job, ClassificationConfig) and task.text_a_column is None:
+        # A GLUE task reads --data_dir (a .txt --test_file: checked when read).
+        return []
+    if isinstance(job, (ClassificationConfig, TaggingConfig)):
+        return [("train_file", task.train_file if job.do_train else None),
+                ("dev_file", task.dev_file if job.do_eval else None),
+                ("test_file", task.test_file if job.do_predict else None)]
+    return []
+
+
+def _check_squad(job):
+    """The SQuAD flags of a SquadConfig, checked before the shared ones."""
+    task = job.task
+    if not (job.do_train or job.do_predict or job.do_eval):
+        raise FlagValueError("at least one of --do_train, --do_predict or --do_eval must be set")
+    if job.do_train and not task.train_file:
+        raise FlagValueError("--do_train needs --train_file")
+    if (job.do_predict or job.do_eval) and not task.predict_file:
+        raise FlagValueError("--do_predict and --do_eval need --predict_file")
+    if not job.output_dir:
+        raise FlagValueError("--output_dir is required")
+    try:
+        check_window_sizes(task.max_seq_length, task.max_query_length, task.doc_stride)
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
+    flag_checks.require_positive(n_best_size=task.n_best_size,
+                                 max_answer_length=task.max_answer_length)
