@@ -12,8 +12,7 @@ import os
 
 from absl import logging
 
-from bert_tf import fileio, serving
-from bert_tf.data.tasks import length_buckets
+from bert_tf import fileio, run_directory, serving
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.tokenizer_setup import check_tokenizer_matches
 
@@ -60,11 +59,15 @@ class ExportConfig:
         return self.format == "litert"
 
     def validate(self):
-        """Checks what needs no model: the directories given, the LiteRT settings. Raises
-        FlagValueError naming the flag."""
+        """Checks what needs no model loaded (nor TensorFlow): the directories given, the model
+        file in --model_dir, the LiteRT settings. Raises FlagValueError naming the flag."""
         if not self.model_dir or not self.export_dir:
             raise FlagValueError("pass --model_dir and --export_dir (or --check EXPORT_DIR); "
                                  "--helpshort lists the flags")
+        try:
+            run_directory.model_file(self.model_dir, flag="--model_dir")
+        except (FileNotFoundError, ValueError) as e:
+            raise FlagValueError(str(e)) from None
         if self.litert:
             from bert_tf.serving import quantization
 
@@ -110,6 +113,7 @@ def export(config):
       FlagValueError naming the flag: a setting that cannot work, a directory without the
       files an export needs, or what serving.export / the LiteRT export refuse.
     """
+    from bert_tf.data.tasks import length_buckets
     from bert_tf.modeling.token_ids import encoder_config
 
     config.validate()

@@ -226,6 +226,14 @@ def test_a_bad_fine_tuning_flag_is_refused_before_tensorflow_loads(module, flags
                                       message.format(tmp=tmp), tmp_path)
 
 
+def test_bert_tf_export_refuses_a_missing_model_dir_before_tensorflow_loads(tmp_path):
+    _assert_refused_before_tensorflow(
+        "bert_tf.cli.export_saved_model",
+        [f"--model_dir={tmp_path}/run", f"--export_dir={tmp_path}/export/1"],
+        f"export_saved_model: error: --model_dir={tmp_path}/run: no such directory or .keras "
+        "file", tmp_path)
+
+
 def _tiny_config(directory):
     config = directory / "bert_config.json"
     config.write_text('{"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, '
