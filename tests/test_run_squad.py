@@ -244,8 +244,8 @@ def test_squad_v2_learns_answers_and_no_answers(trained):
      "--max_seq_length=64 leaves no room for the context after a question of "
      "--max_query_length=61 pieces plus [CLS] and two [SEP]; it must be at least 65"),
     (dict(doc_stride=46), "--doc_stride=46 must be in [1, 45]"),
-    (dict(do_train=False, do_predict=False), "at least one of --do_train, --do_predict or "
-                                             "--do_eval must be set"),
+    (dict(do_train=False, do_predict=False), "at least one of --do_train, --do_eval or "
+                                             "--do_predict must be set"),
     (dict(train_file=None), "--do_train needs --train_file"),
     (dict(train_file="{files}/bad.json"),
      "--train_file: {files}/bad.json: data[0].paragraphs[1].qas[0]: missing field 'question'"),

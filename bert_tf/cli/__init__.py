@@ -231,8 +231,8 @@ def _one_line(error, errors):
                           UnsupportedBackendError)):
         return str(error)
     try:
-        # Only now: the command's error classes live in modules that import Keras, which fixes
-        # its backend, and main chooses the backend first (else --backend=jax re-executes).
+        # Only now: a command's error classes may live in modules that import Keras, which
+        # fixes its backend, and main chooses the backend first (else --backend=jax re-executes).
         user_errors = tuple(errors() if callable(errors) else errors)
     except Exception:  # noqa: BLE001 - the command's own error is the one to show
         return None
@@ -253,7 +253,7 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         `errors`.
       errors: exception classes that mean bad input (a flag, file or field): printed as
         "<program>: error: <message>" with exit status 1 instead of a traceback; or a function
-        returning them, called only when main raises (their modules import Keras, whose
+        returning them, called only when main raises (their modules may import Keras, whose
         backend main chooses first). Files that cannot be read or written (OSError,
         TensorFlow's file-system errors), model files that cannot be read as models, run
         directories that cannot be used (in use, another run's checkpoints) and a KERAS_BACKEND

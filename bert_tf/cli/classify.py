@@ -38,6 +38,9 @@ def define_flags(flag_values=FLAGS):
 
 def main(argv):
     del argv
+    # First: Keras fixes its backend when it is imported, and importing TensorFlow (which a
+    # remote path's check does) imports it.
+    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_classifier")
     from bert_tf.jobs.finetuning_config import ClassificationConfig, check_settings
 
     job = cli_flags.to_config(ClassificationConfig, backend=cli.requested_backend())
@@ -45,8 +48,7 @@ def main(argv):
                                   "run_classifier")
     # Before TensorFlow loads (seconds): a mistyped flag or path is refused at once.
     check_settings(job)
-    # Before the driver's modules import Keras, which fixes its backend then.
-    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_classifier")
+
     from bert_tf.jobs.classification import run_classifier
 
     run_classifier(job, flags_text=cli_flags.flagfile_text(define_flags))

@@ -30,7 +30,7 @@ output_dir/model.keras, vocab.txt (or tokenizer.json), task_info.json, eval_resu
 output_dir/sentence_transformers/ (a directory sentence-transformers loads). The training run
 holds --output_dir's lock; a rerun resumes its checkpoints only with the model, tokenizer,
 casing, pooling, normalisation, sequence length and batch size it recorded (bert_tf_run.json).
-The job itself is bert_tf.jobs.embedding (EmbeddingConfig, train, encode).
+The job itself is bert_tf.jobs.embedding (train, encode); its config bert_tf.jobs.embedding_config.
 """
 
 import sys
@@ -54,9 +54,9 @@ def embedding_config(flag_values=FLAGS):
     """The EmbeddingConfig (task, trainer and runtime sections) of the parsed flags;
     --pooling and --normalize left unset are None (the model's own, or mean and true for an
     encoder checkpoint)."""
-    from bert_tf.jobs import embedding
+    from bert_tf.jobs.embedding_config import EmbeddingConfig
 
-    return cli_flags.to_config(embedding.EmbeddingConfig, flag_values,
+    return cli_flags.to_config(EmbeddingConfig, flag_values,
                                unset=("pooling", "normalize"),
                                backend=cli.requested_backend(flag_values))
 
@@ -121,13 +121,18 @@ def check_sentence_transformers_dir(st_dir, output_dir, inputs):
 
 def main(argv):
     del argv
-    # Before the job's import: Keras fixes its backend when it is first imported.
+    # First: Keras fixes its backend when it is imported, and importing TensorFlow (which a
+    # remote path's check does) imports it.
     cli.use_keras_backend(cli.requested_backend(), "bert_tf.cli.embed")
-    from bert_tf.jobs import embedding
+    from bert_tf.jobs.embedding_config import check_settings
 
     job = embedding_config()
-    embedding.check_mode(job.task)
+    # Before TensorFlow loads (seconds): a mistyped flag or path is refused at once.
+    check_settings(job)
     check_outputs(job)
+
+    from bert_tf.jobs import embedding
+
     if job.task.train_file:
         embedding.train(job)
         print(f"Wrote {job.output_dir}", file=sys.stderr)
@@ -137,14 +142,13 @@ def main(argv):
 
 
 def errors():
-    """What the command reports in one line; imported when it runs (they load TensorFlow), so
-    --help answers without them."""
+    """What the command reports in one line (InteropError is a CheckpointError). None of these
+    modules loads TensorFlow: a flag refused before the job loads it stays quick."""
     from bert_tf.data.tasks.task_errors import DataError
-    from bert_tf.interop.weights import InteropError
     from bert_tf.jobs.flag_checks import FlagValueError
     from bert_tf.training.step_runner import CheckpointError
 
-    return (FlagValueError, DataError, InteropError, CheckpointError, OSError)
+    return (FlagValueError, DataError, CheckpointError, OSError)
 
 
 def run():

@@ -80,14 +80,16 @@ def pretraining_config(flag_values=FLAGS):
 
 def main(argv):
     del argv
+    # First: Keras fixes its backend when it is imported, and importing TensorFlow (which a
+    # remote path's check does) imports it.
+    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_pretraining")
     from bert_tf.jobs.pretraining_config import check_settings
 
     job = pretraining_config()
     outputs.check_pretraining_output_dir(job.output_dir)
     # Before TensorFlow loads (seconds): a mistyped flag or path is refused at once.
     check_settings(job)
-    # Before the driver's modules import Keras, which fixes its backend then.
-    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_pretraining")
+
     from bert_tf.jobs.pretraining import pretrain, resolve_casing
 
     casing = resolve_casing(job)

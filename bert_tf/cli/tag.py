@@ -30,6 +30,9 @@ def define_flags(flag_values=FLAGS):
 
 def main(argv):
     del argv
+    # First: Keras fixes its backend when it is imported, and importing TensorFlow (which a
+    # remote path's check does) imports it.
+    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_tagging")
     from bert_tf.jobs.finetuning_config import TaggingConfig, check_settings
 
     job = cli_flags.to_config(TaggingConfig, backend=cli.requested_backend())
@@ -37,8 +40,7 @@ def main(argv):
                                   "run_tagging")
     # Before TensorFlow loads (seconds): a mistyped flag or path is refused at once.
     check_settings(job)
-    # Before the driver's modules import Keras, which fixes its backend then.
-    cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_tagging")
+
     from bert_tf.jobs.tagging import run_tagging
 
     run_tagging(job, flags_text=cli_flags.flagfile_text(define_flags))

@@ -1,5 +1,5 @@
-"""One driver per job: pre-training, fine-tuning (classification, tagging, SQuAD), records,
-vocabularies, feature extraction, checkpoint conversion and export.
+"""One driver per job: pre-training, fine-tuning (classification, tagging, SQuAD), sentence
+embeddings, records, vocabularies, feature extraction, checkpoint conversion and export.
 
 A driver takes a typed config (dataclasses whose field names are the command-line flag names; a
 training job's in task, trainer and runtime sections: `sections`) and runs the whole job:
@@ -23,6 +23,8 @@ serving, metrics) and are imported only by bert_tf.cli.
   classification   the classification / regression task (GLUE, your own CSV/TSV/JSONL)
   tagging          the token-tagging task (CoNLL files)
   squad            the SQuAD v1.1 / v2.0 task
+  embedding_config EmbeddingConfig and check_settings() (no TensorFlow)
+  embedding        bert-tf-embed's train() and encode()
   pretraining_data PretrainingDataConfig and make_pretraining_data() (no TensorFlow)
   vocabulary       VocabularyConfig and build_vocabulary() (no TensorFlow)
   extract_features ExtractFeaturesConfig and extract_features()

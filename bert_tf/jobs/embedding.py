@@ -2,17 +2,13 @@
 
 `train(EmbeddingConfig(...))` is what `bert-tf-embed --train_file` (bert_tf.cli.embed) runs,
 `encode(EmbeddingConfig(...))` what `bert-tf-embed --input_file` runs; the command's module
-doc describes both. An EmbeddingConfig holds a task section (EmbeddingTask: the model, the
-pairs and the loss, the texts to encode), a trainer section (EmbeddingTrainerConfig) and a
-runtime section (bert_tf.jobs.sections), with --output_dir and --sentence_transformers_dir
-beside them; every field's name is its flag's, so every error names the flag:
-
-    job = EmbeddingConfig(
-        task=EmbeddingTask(init_checkpoint="all-MiniLM-L6-v2", train_file="pairs.tsv"),
-        trainer=EmbeddingTrainerConfig(num_train_epochs=2), output_dir="runs/search")
-
-or, from the flags' flat names, `bert_tf.jobs.sections.from_flat(EmbeddingConfig,
-init_checkpoint=..., train_file=..., num_train_epochs=2, output_dir=...)`.
+doc describes both. An EmbeddingConfig (bert_tf.jobs.embedding_config) holds a task section
+(EmbeddingTask: the model, the pairs and the loss, the texts to encode), a trainer section
+(EmbeddingTrainerConfig) and a runtime section (bert_tf.jobs.sections), with --output_dir and
+--sentence_transformers_dir beside them; every field's name is its flag's, so every error names
+the flag. Build one as that module shows or, from the flags' flat names,
+`bert_tf.jobs.sections.from_flat(EmbeddingConfig, init_checkpoint=..., train_file=...,
+num_train_epochs=2, output_dir=...)`.
 
 A training run's --output_dir is a bert_tf.run_directory: the run holds its lock while it
 trains, and a rerun resumes its checkpoints only with the model, tokenizer, casing, pooling,
@@ -22,7 +18,6 @@ file (vocab.txt, or tokenizer.json for byte-level BPE), task_info.json, eval_res
 sentence_transformers/ (a directory sentence-transformers loads).
 """
 
-import dataclasses
 import functools
 import io
 import json
@@ -38,75 +33,15 @@ from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop.sentence_transformers import (layout_problem, load_embedder,
                                                    save_sentence_transformers)
-from bert_tf.jobs import flag_checks, runtime_setup, tokenizer_setup
+from bert_tf.jobs import runtime_setup, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.jobs.sections import Job, TrainerConfig
+from bert_tf.jobs.embedding_config import check_settings
 from bert_tf.modeling.pooling import check_pooling_modes
 from bert_tf.serving.task_info import write_task_info
 from bert_tf.text import tokenizer_files
 from bert_tf.training import contrastive
 from bert_tf.training.checkpointing import save_keras_model
 from bert_tf.training.bulk_embedder import BulkEmbedder
-
-
-@dataclasses.dataclass
-class EmbeddingTask:
-    """What bert-tf-embed computes: the model, the pairs it trains on, the texts it encodes.
-
-    See `bert-tf-embed --help` (bert_tf.cli.flags EMBED group) for each field. The model
-    settings left None (do_lower_case, max_seq_length) come from --init_checkpoint; pooling
-    and normalize apply to an encoder checkpoint (None: mean, true). A sentence-transformers
-    directory or an embedding run carries its own, which a value given must equal.
-    """
-
-    # The model.
-    init_checkpoint: str | None = None
-    vocab_file: str | None = None
-    do_lower_case: bool | None = None
-    max_seq_length: int | None = None
-    pooling: list | None = None
-    normalize: bool | None = None
-    # Training pairs and the loss.
-    train_file: str | None = None
-    dev_file: str | None = None
-    dev_scored_file: str | None = None
-    scale: float = 20.0
-    symmetric_loss: bool = False
-    length_buckets: str = "auto"
-    # Encoding.
-    input_file: str | None = None
-    output_file: str | None = None
-    batch_size: int = 64
-    # The files' columns (None: the names bert_tf.data.tasks.pairs knows).
-    text_a_column: str | None = None
-    text_b_column: str | None = None
-    label_column: str | None = None
-    negative_column: str | None = None
-
-
-@dataclasses.dataclass
-class EmbeddingTrainerConfig(TrainerConfig):
-    """How contrastive training runs: epochs over the pairs (bert_tf.training.contrastive)."""
-
-    learning_rate: float = 2e-5
-    num_train_epochs: float = 1.0
-
-
-@dataclasses.dataclass
-class EmbeddingConfig(Job):
-    """What bert-tf-embed is told: its task, trainer and runtime sections
-    (bert_tf.jobs.sections), the run directory and the sentence-transformers directory it
-    writes."""
-
-    task: EmbeddingTask = dataclasses.field(default_factory=EmbeddingTask)
-    trainer: EmbeddingTrainerConfig = dataclasses.field(default_factory=EmbeddingTrainerConfig)
-    sentence_transformers_dir: str | None = None
-
-
-def _check_file(flag, path):
-    problem = fileio.not_a_file(path, f"--{flag}={path}") if path else None
-    if problem:
-        raise FlagValueError(problem)
 
 
 def _check_pooling(task):
@@ -175,16 +110,9 @@ def encode(job):
     against the output rule first (bert_tf.cli.outputs).
     """
     task = job.task
-    if not task.output_file:
-        raise FlagValueError("--output_file is required with --input_file")
-    extension = os.path.splitext(task.output_file)[1].lower()
-    if extension not in (".npy", ".jsonl"):
-        raise FlagValueError(f"--output_file={task.output_file}: expected a .npy or .jsonl "
-                             "file")
-    if task.batch_size < 1:
-        raise FlagValueError(f"--batch_size={task.batch_size} must be >= 1")
-    _check_file("input_file", task.input_file)
+    check_settings(job)
     _check_pooling(task)
+    extension = os.path.splitext(task.output_file)[1].lower()
     expected = fileio.state(task.output_file)
     texts = _read_texts(task)
     loaded = _load(task)
@@ -204,26 +132,6 @@ def encode(job):
             json.dumps({"index": i, "embedding": [float(x) for x in v]}) + "\n"
             for i, v in enumerate(vectors)), expected)
     return len(texts)
-
-
-def _check_training(job):
-    """The training settings of the job's sections and --output_dir; raises FlagValueError."""
-    task, trainer = job.task, job.trainer
-    if not job.output_dir:
-        raise FlagValueError("--output_dir is required with --train_file")
-    if trainer.train_batch_size < 2:
-        raise FlagValueError(f"--train_batch_size={trainer.train_batch_size}: in-batch "
-                             "negatives need at least 2 rows per batch")
-    flag_checks.check_numeric_flags(task, trainer)
-    if not task.scale > 0 or not np.isfinite(task.scale):
-        raise FlagValueError(f"--scale={task.scale} must be > 0 and finite")
-    if trainer.save_checkpoints_steps is not None and trainer.save_checkpoints_steps < 1:
-        raise FlagValueError(f"--save_checkpoints_steps={trainer.save_checkpoints_steps} must "
-                             "be >= 1")
-    _check_pooling(task)
-    _check_file("train_file", task.train_file)
-    _check_file("dev_file", task.dev_file)
-    _check_file("dev_scored_file", task.dev_scored_file)
 
 
 def contrastive_config(job, train_buckets):
@@ -282,7 +190,8 @@ def train(job):
       checkpoints --output_dir holds; DirectoryInUseError while another run holds it.
     """
     task, trainer = job.task, job.trainer
-    _check_training(job)
+    check_settings(job)
+    _check_pooling(task)
     train_pairs = read_pairs(task.train_file, columns=_pair_columns(task))
     if len(train_pairs) < trainer.train_batch_size:
         raise FlagValueError(f"--train_batch_size={trainer.train_batch_size} exceeds the "
@@ -375,12 +284,3 @@ def _write_run(output_dir, loaded, summary, st_dir, st_expected):
         save_sentence_transformers(loaded.model, staging, loaded.vocab_file,
                                    loaded.do_lower_case, loaded.max_seq_length)
         fileio.publish_dir(staging, st_dir, st_expected, prefix=".tmp_old_sentence_transformers_")
-
-
-def check_mode(task):
-    """Exactly one of --train_file (fine-tune) and --input_file (encode) in the job's task
-    section; raises FlagValueError."""
-    if task.train_file and task.input_file:
-        raise FlagValueError("give --train_file (fine-tune) or --input_file (encode), not both")
-    if not (task.train_file or task.input_file):
-        raise FlagValueError("give --train_file (fine-tune) or --input_file (encode)")

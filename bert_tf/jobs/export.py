@@ -59,15 +59,18 @@ class ExportConfig:
         return self.format == "litert"
 
     def validate(self):
-        """Checks what needs no model loaded (nor TensorFlow): the directories given, the model
-        file in --model_dir, the LiteRT settings. Raises FlagValueError naming the flag."""
+        """Checks what needs no model loaded (nor TensorFlow): the directories given, that
+        --model_dir exists (a .keras file when not a directory), the LiteRT settings. Raises
+        FlagValueError naming the flag."""
         if not self.model_dir or not self.export_dir:
             raise FlagValueError("pass --model_dir and --export_dir (or --check EXPORT_DIR); "
                                  "--helpshort lists the flags")
-        try:
-            run_directory.model_file(self.model_dir, flag="--model_dir")
-        except (FileNotFoundError, ValueError) as e:
-            raise FlagValueError(str(e)) from None
+        if not fileio.isdir(self.model_dir):
+            # A directory's models are looked up by the reader (which names two formats in one).
+            try:
+                run_directory.model_file(self.model_dir, flag="--model_dir")
+            except (FileNotFoundError, ValueError) as e:
+                raise FlagValueError(str(e)) from None
         if self.litert:
             from bert_tf.serving import quantization
 

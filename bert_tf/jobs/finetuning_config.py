@@ -10,17 +10,14 @@ remote paths (gs://...), which need its file systems.
 """
 
 import dataclasses
-import os
 
 from bert_tf import fileio
 from bert_tf.data.patterns import has_scheme
 from bert_tf.data.tasks.squad import check_window_sizes
-from bert_tf.jobs import flag_checks, model_files
+from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.sections import Job, ModelFilesConfig, ScheduledTrainerConfig
-from bert_tf.text import tokenizer_files
 from bert_tf.text import validate_case_matches_checkpoint
-from bert_tf.training.loop_config import check_gradient_accumulation_steps
 
 
 @dataclasses.dataclass
@@ -155,10 +152,7 @@ def check_settings(job):
                              "at least one token, [SEP])")
     if job.do_train:
         # --num_train_epochs > 0: check_numeric_flags.
-        try:
-            check_gradient_accumulation_steps(trainer.gradient_accumulation_steps)
-        except ValueError as e:
-            raise FlagValueError(str(e)) from None
+        flag_checks.check_gradient_accumulation(trainer)
         if not 0.0 <= trainer.warmup_proportion <= 1.0:
             raise FlagValueError(f"--warmup_proportion={trainer.warmup_proportion} must be in "
                                  "[0, 1]")
@@ -187,12 +181,7 @@ def _check_local_files(job):
         model_files.check_init_checkpoint_exists(task.init_checkpoint)
     if local(task.bert_config_file):
         model_files.config_source(task)
-    if local(task.vocab_file) and not os.path.lexists(task.vocab_file):
-        # (A broken or looping link is named by the tokenizer's reader.)
-        try:
-            tokenizer_files.find_tokenizer_file(task.vocab_file)
-        except FileNotFoundError as e:
-            raise FlagValueError(f"--vocab_file={task.vocab_file}: {e}") from None
+    tokenizer_setup.check_vocab_file_exists(task.vocab_file)
     for name, path in _data_files(job):
         problem = local(path) and fileio.not_a_file(path, f"--{name}={path}")
         if problem:
@@ -218,14 +207,10 @@ def _data_files(job):
 def _check_squad(job):
     """The SQuAD flags of a SquadConfig, checked before the shared ones."""
     task = job.task
-    if not (job.do_train or job.do_predict or job.do_eval):
-        raise FlagValueError("at least one of --do_train, --do_predict or --do_eval must be set")
     if job.do_train and not task.train_file:
         raise FlagValueError("--do_train needs --train_file")
     if (job.do_predict or job.do_eval) and not task.predict_file:
         raise FlagValueError("--do_predict and --do_eval need --predict_file")
-    if not job.output_dir:
-        raise FlagValueError("--output_dir is required")
     try:
         check_window_sizes(task.max_seq_length, task.max_query_length, task.doc_stride)
     except ValueError as e:

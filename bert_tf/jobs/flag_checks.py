@@ -10,6 +10,7 @@ import math
 import os
 
 from bert_tf import fileio
+from bert_tf.training.loop_config import check_gradient_accumulation_steps
 
 
 class FlagValueError(ValueError):
@@ -35,6 +36,15 @@ def check_lr_schedule(trainer, *, warmup_proportion=None, num_warmup_steps=None,
         raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --num_warmup_steps="
                              f"{num_warmup_steps} leaves no step of --num_train_steps="
                              f"{num_train_steps} for it")
+
+
+def check_gradient_accumulation(trainer):
+    """--gradient_accumulation_steps of the job's trainer section (the rule is
+    training.loop_config's). Raises FlagValueError."""
+    try:
+        check_gradient_accumulation_steps(trainer.gradient_accumulation_steps)
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None
 
 
 def check_export_dir(export_dir):

@@ -12,17 +12,15 @@ TensorFlow or Keras, but for remote paths (gs://...), which need its file system
 import dataclasses
 import math
 
-from bert_tf import fileio
 from bert_tf.config import DEFAULT_DISCRIMINATOR_WEIGHT
 from bert_tf.data.patterns import expand_input_patterns, has_scheme
 from bert_tf.data.pretraining.masking_recipe import (DEFAULT_MAX_PREDICTIONS_PER_SEQ,
                                                      MaskingSettings, ngram_mask_problem)
-from bert_tf.jobs import flag_checks, model_files
+from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.sections import Job, ModelFilesConfig, ScheduledTrainerConfig
 from bert_tf.training.budget import parse_duration
-from bert_tf.training.loop_config import (check_batch_size_ramp,
-                                         check_gradient_accumulation_steps)
+from bert_tf.training.loop_config import check_batch_size_ramp
 
 
 @dataclasses.dataclass
@@ -148,10 +146,7 @@ def check_settings(job):
                                       num_train_steps=trainer.num_train_steps)
     _check_objective_flags(task)
     _check_family_options(task)
-    try:
-        check_gradient_accumulation_steps(trainer.gradient_accumulation_steps)
-    except ValueError as e:
-        raise FlagValueError(str(e)) from None
+    flag_checks.check_gradient_accumulation(trainer)
     if trainer.batch_size_ramp is not None:
         try:
             check_batch_size_ramp(trainer.batch_size_ramp, trainer.gradient_accumulation_steps)
@@ -170,8 +165,7 @@ def _check_local_files(job):
     """A local --vocab_file and the local input files each phase reads exist (remote ones are
     read, and so checked, by the run's input pipelines)."""
     task = job.task
-    if task.vocab_file and not has_scheme(task.vocab_file) and not fileio.exists(task.vocab_file):
-        raise FlagValueError(fileio.not_a_file(task.vocab_file, f"--vocab_file={task.vocab_file}"))
+    tokenizer_setup.check_vocab_file_exists(task.vocab_file)
     phases = [True] if job.do_train else []
     phases += [False] if job.do_eval else []
     for is_training in phases:

@@ -9,11 +9,12 @@ import keras
 from absl import logging
 
 from bert_tf import optional
+from bert_tf.jobs import flag_checks
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.sections import RuntimeConfig
 from bert_tf.training import runtime
 from bert_tf.training.distribute import StrategyError, get_strategy
-from bert_tf.training.loop_config import check_gradient_accumulation_steps
+
 
 def check_backend(settings, tensorflow_only=None):
     """--backend is one bert_tf runs on, the one Keras runs on, and no flag of the other
@@ -116,10 +117,7 @@ def effective_train_batch_size(trainer):
     Training steps, warmup and epochs count optimizer steps, so the fine-tuning CLIs derive
     them from this rather than from --train_batch_size.
     """
-    try:
-        check_gradient_accumulation_steps(trainer.gradient_accumulation_steps)
-    except ValueError as e:
-        raise FlagValueError(str(e)) from None
+    flag_checks.check_gradient_accumulation(trainer)
     return trainer.train_batch_size * trainer.gradient_accumulation_steps
 
 

@@ -9,6 +9,22 @@ from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.text import tokenizer_files
 
 
+def check_vocab_file_exists(vocab_file):
+    """A local --vocab_file (a tokenizer file or a directory holding one) that is not there is
+    refused by name before anything reads it; a broken or looping link is named by the reader,
+    a remote path checked when read.
+
+    Raises:
+      FlagValueError: "--vocab_file=X: tokenizer file 'X' does not exist (expected ...)".
+    """
+    if not vocab_file or fileio.is_remote(vocab_file) or os.path.lexists(vocab_file):
+        return
+    try:
+        tokenizer_files.find_tokenizer_file(vocab_file)
+    except FileNotFoundError as e:
+        raise FlagValueError(f"--vocab_file={vocab_file}: {e}") from None
+
+
 def check_tokenizer_matches(flag_value, vocab_file, model_vocab, model_flag):
     """A --vocab_file given for a model that carries its own tokenizer file must tokenize as
     that one does (tokenizer_files.tokenizer_difference): the model's embeddings are indexed by

@@ -141,7 +141,7 @@ _RENAMED_FIELDS = {"from_format": "from", "to_format": "to"}
     ("classify", "bert_tf.jobs.finetuning_config.ClassificationConfig"),
     ("tag", "bert_tf.jobs.finetuning_config.TaggingConfig"),
     ("squad", "bert_tf.jobs.finetuning_config.SquadConfig"),
-    ("embed", "bert_tf.jobs.embedding.EmbeddingConfig"),
+    ("embed", "bert_tf.jobs.embedding_config.EmbeddingConfig"),
     ("create_pretraining_data", "bert_tf.jobs.pretraining_data.PretrainingDataConfig"),
     ("build_vocab", "bert_tf.jobs.vocabulary.VocabularyConfig"),
     ("export_saved_model", "bert_tf.jobs.export.ExportConfig"),

@@ -160,7 +160,9 @@ finally:
      "file"),
     ("--input_file={tmp}/train-*.tfrecord", '--input_file={tmp}/train-*.tfrecord: No files match '
      'input pattern "{tmp}/train-*.tfrecord".'),
-    ("--vocab_file={tmp}/vocab.txt", "--vocab_file={tmp}/vocab.txt: no such file"),
+    ("--vocab_file={tmp}/vocab.txt", "--vocab_file={tmp}/vocab.txt: tokenizer file "
+     "'{tmp}/vocab.txt' does not exist (expected a vocab.txt, a tokenizer.json, a SentencePiece "
+     ".model or a directory holding one)."),
     ("--time_budget=10 minutes", "--time_budget='10 minutes' does not parse: expected a duration "
      "such as 600s, 45m, 24h or 1h30m"),
     ("--learning_rate=nan", "--learning_rate=nan must be >= 0 and finite"),
@@ -232,6 +234,20 @@ def test_bert_tf_export_refuses_a_missing_model_dir_before_tensorflow_loads(tmp_
         [f"--model_dir={tmp_path}/run", f"--export_dir={tmp_path}/export/1"],
         f"export_saved_model: error: --model_dir={tmp_path}/run: no such directory or .keras "
         "file", tmp_path)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--input_file={tmp}/texts.txt", "--output_file={tmp}/vectors.npy"],
+     "--input_file={tmp}/texts.txt: no such file"),
+    (["--train_file={tmp}/pairs.tsv", "--output_dir={tmp}/run", "--train_batch_size=1"],
+     "--train_batch_size=1: in-batch negatives need at least 2 rows per batch"),
+])
+def test_bert_tf_embed_refuses_a_bad_flag_before_tensorflow_loads(flags, message, tmp_path):
+    tmp = str(tmp_path)
+    _assert_refused_before_tensorflow(
+        "bert_tf.cli.embed", [f"--init_checkpoint={tmp}/model", "--backend=jax"]
+        + [f.format(tmp=tmp) for f in flags], f"embed: error: {message.format(tmp=tmp)}",
+        tmp_path)
 
 
 def _tiny_config(directory):

@@ -15,7 +15,7 @@ TRAINING_JOBS = [
     ("classify", "bert_tf.jobs.finetuning_config", "ClassificationConfig"),
     ("tag", "bert_tf.jobs.finetuning_config", "TaggingConfig"),
     ("squad", "bert_tf.jobs.finetuning_config", "SquadConfig"),
-    ("embed", "bert_tf.jobs.embedding", "EmbeddingConfig"),
+    ("embed", "bert_tf.jobs.embedding_config", "EmbeddingConfig"),
 ]
 
 
