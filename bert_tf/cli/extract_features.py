@@ -41,9 +41,10 @@ def define_flags(flag_values=FLAGS):
 
 
 def main(argv):
-    # The driver (and TensorFlow) load when the command runs: --help answers without them.
+    # The driver (and TensorFlow) load once the flags are checked: --help and a mistyped flag
+    # or path answer without them.
     from bert_tf.config import ConfigError
-    from bert_tf.jobs.extract_features import ExtractFeaturesConfig, extract_features
+    from bert_tf.jobs.extract_features_config import ExtractFeaturesConfig
     from bert_tf.jobs.flag_checks import FlagValueError
     from bert_tf.training.step_runner import CheckpointError
 
@@ -57,6 +58,8 @@ def main(argv):
              "--init_checkpoint": config.init_checkpoint,
              "--bert_config_file": config.bert_config_file},
             beside={"--init_checkpoint": config.init_checkpoint})
+        from bert_tf.jobs.extract_features import extract_features
+
         count = extract_features(config)
     except (FlagValueError, outputs.OutputError, ConfigError, CheckpointError, OSError) as e:
         print(f"extract_features: error: {e}", file=sys.stderr)

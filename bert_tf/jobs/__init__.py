@@ -27,7 +27,8 @@ serving, metrics) and are imported only by bert_tf.cli.
   embedding        bert-tf-embed's train() and encode()
   pretraining_data PretrainingDataConfig and make_pretraining_data() (no TensorFlow)
   vocabulary       VocabularyConfig and build_vocabulary() (no TensorFlow)
-  extract_features ExtractFeaturesConfig and extract_features()
+  extract_features_config  ExtractFeaturesConfig and its checks (no TensorFlow)
+  extract_features extract_features()
   convert_checkpoint  ConvertCheckpointConfig and convert_checkpoint()
   export           ExportConfig, export() (SavedModel or LiteRT) and check()
 

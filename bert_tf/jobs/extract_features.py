@@ -1,8 +1,8 @@
 """The feature-extraction job: per-token activations (and sentence embeddings) as JSON lines.
 
-`extract_features(ExtractFeaturesConfig(...))` is what `bert-tf-extract-features`
-(bert_tf.cli.extract_features) runs; that command's help describes the output, the same as the
-original extract_features.py's.
+`extract_features(ExtractFeaturesConfig(...))` (bert_tf.jobs.extract_features_config) is what
+`bert-tf-extract-features` (bert_tf.cli.extract_features) runs; that command's help describes
+the output, the same as the original extract_features.py's.
 """
 
 import dataclasses
@@ -27,37 +27,6 @@ from bert_tf.text import pack_inputs, tokenizer_files, truncated_lengths
 from bert_tf.text.input_packing import length_sorted_batches
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
-
-
-@dataclasses.dataclass
-class ExtractFeaturesConfig:
-    """What a feature extraction is told; field names and defaults are the flags'
-    (`bert-tf-extract-features --help`). bert_config_file and vocab_file None: the files
-    beside init_checkpoint; do_lower_case None: a tokenizer.json's casing, a vocab.txt's True.
-    """
-
-    input_file: str | None = None
-    output_file: str | None = None
-    layers: str = "-1,-2,-3,-4"
-    bert_config_file: str | None = None
-    max_seq_length: int = 128
-    init_checkpoint: str | None = None
-    vocab_file: str | None = None
-    do_lower_case: bool | None = None
-    batch_size: int = 32
-    pooled: bool = False
-    per_token: bool = True
-    length_buckets: str = "auto"
-
-    def validate(self):
-        """What needs no model: raises FlagValueError naming the flag."""
-        if self.max_seq_length < 3:
-            raise FlagValueError(f"--max_seq_length={self.max_seq_length} must be at least 3 "
-                                 "([CLS], a token and [SEP])")
-        if self.batch_size < 1:
-            raise FlagValueError(f"--batch_size={self.batch_size} must be >= 1")
-        if not self.per_token and not self.pooled:
-            raise FlagValueError("--noper_token leaves nothing to write without --pooled")
 
 
 def parse_layers(text, num_layers):

@@ -145,7 +145,7 @@ _RENAMED_FIELDS = {"from_format": "from", "to_format": "to"}
     ("create_pretraining_data", "bert_tf.jobs.pretraining_data.PretrainingDataConfig"),
     ("build_vocab", "bert_tf.jobs.vocabulary.VocabularyConfig"),
     ("export_saved_model", "bert_tf.jobs.export.ExportConfig"),
-    ("extract_features", "bert_tf.jobs.extract_features.ExtractFeaturesConfig"),
+    ("extract_features", "bert_tf.jobs.extract_features_config.ExtractFeaturesConfig"),
     ("convert_checkpoint", "bert_tf.jobs.convert_checkpoint.ConvertCheckpointConfig"),
     ("prepare_demo_data", "bert_tf.data.pretraining.demo_corpus.DemoDataConfig"),
 ])

@@ -91,7 +91,7 @@ def test_modernbert_directory_with_a_tokenizer_json(tmp_path):
     from bert_tf.cli import extract_features
     from bert_tf.cli import flags as cli_flags
     from bert_tf.jobs import extract_features as extract_features_job
-    from bert_tf.jobs.extract_features import ExtractFeaturesConfig
+    from bert_tf.jobs.extract_features_config import ExtractFeaturesConfig
     from bert_tf.modeling import build_encoder
     from bert_tf.text import load_tokenizer, pack_inputs
 

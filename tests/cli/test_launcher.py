@@ -250,6 +250,18 @@ def test_bert_tf_embed_refuses_a_bad_flag_before_tensorflow_loads(flags, message
         tmp_path)
 
 
+def test_bert_tf_extract_features_refuses_a_missing_checkpoint_before_tensorflow_loads(
+        tmp_path):
+    (tmp_path / "in.txt").write_text("a sentence\n")
+    _assert_refused_before_tensorflow(
+        "bert_tf.cli.extract_features",
+        [f"--input_file={tmp_path}/in.txt", f"--output_file={tmp_path}/out.jsonl",
+         f"--init_checkpoint={tmp_path}/run"],
+        f"extract_features: error: --init_checkpoint={tmp_path}/run does not exist (expected a "
+        "run directory, a .keras file, a checkpoint prefix with its .index file, or a Hugging "
+        "Face or keras-hub directory)", tmp_path)
+
+
 def _tiny_config(directory):
     config = directory / "bert_config.json"
     config.write_text('{"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1, '
@@ -272,6 +284,7 @@ def test_an_unsupported_keras_backend_is_one_line(module, program, tmp_path):
             "bert_tf.cli.extract_features": [f"--input_file={tmp_path / 'in.txt'}",
                                              f"--output_file={tmp_path / 'out.jsonl'}",
                                              f"--init_checkpoint={tmp_path}"]}[module]
+    (tmp_path / "in.txt").write_text("a sentence\n")
     proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
                           text=True, cwd=str(tmp_path), env=dict(ENV, KERAS_BACKEND="torch"),
                           timeout=300)
