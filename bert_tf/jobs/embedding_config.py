@@ -16,7 +16,7 @@ import math
 import os
 
 from bert_tf import fileio
-from bert_tf.jobs import flag_checks
+from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.sections import Job, TrainerConfig
 
@@ -79,8 +79,9 @@ class EmbeddingConfig(Job):
 
 
 def check_settings(job):
-    """Checks an EmbeddingConfig's settings against each other and that the files it reads
-    exist: exactly one mode (--train_file or --input_file), then that mode's settings.
+    """Checks an EmbeddingConfig's settings against each other and that the local files it
+    reads exist: exactly one mode (--train_file or --input_file), that mode's settings and
+    files, then --init_checkpoint and --vocab_file.
 
     Raises:
       FlagValueError naming the flag, the value and what was expected.
@@ -94,6 +95,9 @@ def check_settings(job):
         _check_training(job)
     else:
         _check_encoding(task)
+    if task.init_checkpoint and not fileio.is_remote(task.init_checkpoint):
+        model_files.check_init_checkpoint_exists(task.init_checkpoint)
+    tokenizer_setup.check_vocab_file_exists(task.vocab_file)
 
 
 def _check_encoding(task):

@@ -241,9 +241,13 @@ def test_bert_tf_export_refuses_a_missing_model_dir_before_tensorflow_loads(tmp_
      "--input_file={tmp}/texts.txt: no such file"),
     (["--train_file={tmp}/pairs.tsv", "--output_dir={tmp}/run", "--train_batch_size=1"],
      "--train_batch_size=1: in-batch negatives need at least 2 rows per batch"),
+    (["--input_file={tmp}/in.txt", "--output_file={tmp}/vectors.npy"],
+     "--init_checkpoint={tmp}/model does not exist (expected a run directory, a .keras file, a "
+     "checkpoint prefix with its .index file, or a Hugging Face or keras-hub directory)"),
 ])
 def test_bert_tf_embed_refuses_a_bad_flag_before_tensorflow_loads(flags, message, tmp_path):
     tmp = str(tmp_path)
+    (tmp_path / "in.txt").write_text("a sentence\n")
     _assert_refused_before_tensorflow(
         "bert_tf.cli.embed", [f"--init_checkpoint={tmp}/model", "--backend=jax"]
         + [f.format(tmp=tmp) for f in flags], f"embed: error: {message.format(tmp=tmp)}",
