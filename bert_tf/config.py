@@ -40,6 +40,26 @@ FEED_FORWARD_TYPES = ("dense", "gated")
 POOLER_TYPES = ("tanh", "head")
 CLASSIFIER_POOLINGS = ("cls", "mean")
 
+# A sentence embedder's pooling modes (bert_tf.modeling.pooling.SentencePooling).
+POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens")
+
+
+def check_pooling_modes(modes, source="pooling"):
+    """`modes` (a name or names) as a tuple, in the order given.
+
+    Raises:
+      ValueError: an unknown or repeated mode, or none, naming `source`.
+    """
+    if isinstance(modes, str):
+        modes = (modes,)
+    modes = tuple(modes)
+    unknown = [m for m in modes if m not in POOLING_MODES]
+    if unknown or not modes or len(set(modes)) != len(modes):
+        raise ValueError(f"{source}: pooling modes {list(modes)}; expected one or more distinct "
+                         f"of {', '.join(POOLING_MODES)}")
+    return modes
+
+
 # ELECTRA's weight of the discriminator loss against the generator's (the paper's lambda = 50).
 DEFAULT_DISCRIMINATOR_WEIGHT = 50.0
 

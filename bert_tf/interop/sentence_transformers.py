@@ -26,7 +26,7 @@ from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import huggingface, weights
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertSentenceEmbedder
-from bert_tf.modeling.pooling import POOLING_MODES, check_pooling_modes
+from bert_tf.config import POOLING_MODES, check_pooling_modes
 from bert_tf.text import tokenizer_files
 
 MODULES_FILE = model_directory.MODULES_FILE

@@ -13,9 +13,11 @@ serving, metrics) and are imported only by bert_tf.cli.
   flag_checks      FlagValueError and the checks of setting values every job shares
   runtime_setup    backend check, strategy or JAX devices, seed and dtype policy, the loop's
                    batch and steps, length buckets
-  model_files      the config and tokenizer files from the flags or --init_checkpoint, the model
-                   config read from them, their copies in the run directory
-  tokenizer_setup  the tokenizer read from its file, --vocab_file checked against a model's own
+  model_files      the config and tokenizer files from the flags or --init_checkpoint (whose
+                   existence it checks), the model config read from them, their copies in the
+                   run directory
+  tokenizer_setup  the tokenizer read from its file, --vocab_file checked to exist and against a
+                   model's own
   pretraining_config  PretrainingConfig and check_settings() (no TensorFlow)
   pretraining      pretrain()
   finetuning_config  FinetuningConfig, each task's config and check_settings() (no TensorFlow)

@@ -35,22 +35,12 @@ from bert_tf.interop.sentence_transformers import (layout_problem, load_embedder
                                                    save_sentence_transformers)
 from bert_tf.jobs import runtime_setup, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.jobs.embedding_config import check_settings
-from bert_tf.modeling.pooling import check_pooling_modes
+from bert_tf.jobs.embedding_config import check_encoding, check_training
 from bert_tf.serving.task_info import write_task_info
 from bert_tf.text import tokenizer_files
 from bert_tf.training import contrastive
 from bert_tf.training.checkpointing import save_keras_model
 from bert_tf.training.bulk_embedder import BulkEmbedder
-
-
-def _check_pooling(task):
-    if task.pooling is None:
-        return
-    try:
-        check_pooling_modes(task.pooling, "--pooling")
-    except ValueError as e:
-        raise FlagValueError(str(e)) from None
 
 
 def _buckets(value, max_seq_length, max_positions, coarse):
@@ -110,8 +100,7 @@ def encode(job):
     against the output rule first (bert_tf.cli.outputs).
     """
     task = job.task
-    check_settings(job)
-    _check_pooling(task)
+    check_encoding(task)
     extension = os.path.splitext(task.output_file)[1].lower()
     expected = fileio.state(task.output_file)
     texts = _read_texts(task)
@@ -190,8 +179,7 @@ def train(job):
       checkpoints --output_dir holds; DirectoryInUseError while another run holds it.
     """
     task, trainer = job.task, job.trainer
-    check_settings(job)
-    _check_pooling(task)
+    check_training(job)
     train_pairs = read_pairs(task.train_file, columns=_pair_columns(task))
     if len(train_pairs) < trainer.train_batch_size:
         raise FlagValueError(f"--train_batch_size={trainer.train_batch_size} exceeds the "

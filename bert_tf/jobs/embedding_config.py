@@ -15,7 +15,7 @@ import dataclasses
 import math
 import os
 
-from bert_tf import fileio
+from bert_tf.config import check_pooling_modes
 from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.sections import Job, TrainerConfig
@@ -92,16 +92,16 @@ def check_settings(job):
     if not (task.train_file or task.input_file):
         raise FlagValueError("give --train_file (fine-tune) or --input_file (encode)")
     if task.train_file:
-        _check_training(job)
+        check_training(job)
     else:
-        _check_encoding(task)
-    if task.init_checkpoint and not fileio.is_remote(task.init_checkpoint):
-        model_files.check_init_checkpoint_exists(task.init_checkpoint)
+        check_encoding(task)
+    model_files.check_init_checkpoint_exists(task.init_checkpoint)
     tokenizer_setup.check_vocab_file_exists(task.vocab_file)
 
 
-def _check_encoding(task):
-    """The encoding settings of the task section: --output_file, --batch_size, --input_file."""
+def check_encoding(task):
+    """The encoding settings of the task section: --output_file, --batch_size, --pooling,
+    --input_file (what encode checks; the mode is the caller's)."""
     if not task.output_file:
         raise FlagValueError("--output_file is required with --input_file")
     if os.path.splitext(task.output_file)[1].lower() not in OUTPUT_EXTENSIONS:
@@ -109,11 +109,13 @@ def _check_encoding(task):
                              "file")
     if task.batch_size < 1:
         raise FlagValueError(f"--batch_size={task.batch_size} must be >= 1")
-    _check_file("input_file", task.input_file)
+    _check_pooling(task)
+    flag_checks.check_file("input_file", task.input_file)
 
 
-def _check_training(job):
-    """The training settings of the job's sections and --output_dir; raises FlagValueError."""
+def check_training(job):
+    """The training settings of the job's sections, --output_dir and the pair files (what
+    train checks; the mode is the caller's). Raises FlagValueError."""
     task, trainer = job.task, job.trainer
     if not job.output_dir:
         raise FlagValueError("--output_dir is required with --train_file")
@@ -126,12 +128,15 @@ def _check_training(job):
     if trainer.save_checkpoints_steps is not None and trainer.save_checkpoints_steps < 1:
         raise FlagValueError(f"--save_checkpoints_steps={trainer.save_checkpoints_steps} must "
                              "be >= 1")
-    _check_file("train_file", task.train_file)
-    _check_file("dev_file", task.dev_file)
-    _check_file("dev_scored_file", task.dev_scored_file)
+    _check_pooling(task)
+    for flag in ("train_file", "dev_file", "dev_scored_file"):
+        flag_checks.check_file(flag, getattr(task, flag))
 
 
-def _check_file(flag, path):
-    problem = fileio.not_a_file(path, f"--{flag}={path}") if path else None
-    if problem:
-        raise FlagValueError(problem)
+def _check_pooling(task):
+    if task.pooling is None:
+        return
+    try:
+        check_pooling_modes(task.pooling, "--pooling")
+    except ValueError as e:
+        raise FlagValueError(str(e)) from None

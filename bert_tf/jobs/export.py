@@ -12,7 +12,7 @@ import os
 
 from absl import logging
 
-from bert_tf import fileio, run_directory, serving
+from bert_tf import fileio, model_directory, run_directory, serving
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.tokenizer_setup import check_tokenizer_matches
 
@@ -60,17 +60,18 @@ class ExportConfig:
 
     def validate(self):
         """Checks what needs no model loaded (nor TensorFlow): the directories given, that
-        --model_dir exists (a .keras file when not a directory), the LiteRT settings. Raises
-        FlagValueError naming the flag."""
+        --model_dir holds one model, the LiteRT settings. Raises FlagValueError naming the
+        flag."""
         if not self.model_dir or not self.export_dir:
             raise FlagValueError("pass --model_dir and --export_dir (or --check EXPORT_DIR); "
                                  "--helpshort lists the flags")
-        if not fileio.isdir(self.model_dir):
-            # A directory's models are looked up by the reader (which names two formats in one).
-            try:
-                run_directory.model_file(self.model_dir, flag="--model_dir")
-            except (FileNotFoundError, ValueError) as e:
-                raise FlagValueError(str(e)) from None
+        try:
+            # Two formats in one directory first: the reader would take one without a word.
+            if fileio.isdir(self.model_dir):
+                model_directory.check_one_model(self.model_dir, "--model_dir")
+            run_directory.model_file(self.model_dir, flag="--model_dir")
+        except (FileNotFoundError, ValueError) as e:
+            raise FlagValueError(str(e)) from None
         if self.litert:
             from bert_tf.serving import quantization
 

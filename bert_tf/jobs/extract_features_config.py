@@ -5,8 +5,7 @@ job (bert_tf.jobs.extract_features) again.
 
 import dataclasses
 
-from bert_tf import fileio
-from bert_tf.jobs import model_files, tokenizer_setup
+from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 
 
@@ -31,8 +30,8 @@ class ExtractFeaturesConfig:
     length_buckets: str = "auto"
 
     def validate(self):
-        """What needs neither the model nor TensorFlow: the settings, and that the local files
-        the flags name exist. Raises FlagValueError naming the flag."""
+        """What needs neither the model nor TensorFlow (but for remote paths): the settings,
+        and that the files the flags name exist. Raises FlagValueError naming the flag."""
         if self.max_seq_length < 3:
             raise FlagValueError(f"--max_seq_length={self.max_seq_length} must be at least 3 "
                                  "([CLS], a token and [SEP])")
@@ -40,15 +39,8 @@ class ExtractFeaturesConfig:
             raise FlagValueError(f"--batch_size={self.batch_size} must be >= 1")
         if not self.per_token and not self.pooled:
             raise FlagValueError("--noper_token leaves nothing to write without --pooled")
-        model_files.check_init_checkpoint_exists(_local(self.init_checkpoint))
+        model_files.check_init_checkpoint_exists(self.init_checkpoint)
+        if self.bert_config_file:
+            model_files.config_source(self)
         tokenizer_setup.check_vocab_file_exists(self.vocab_file)
-        for flag in ("bert_config_file", "input_file"):
-            path = _local(getattr(self, flag))
-            problem = path and fileio.not_a_file(path, f"--{flag}={path}")
-            if problem:
-                raise FlagValueError(problem)
-
-
-def _local(path):
-    """`path` when it is a local one (a remote path is checked when read), else None."""
-    return path if path and not fileio.is_remote(path) else None
+        flag_checks.check_file("input_file", self.input_file)

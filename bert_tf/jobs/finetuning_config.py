@@ -1,6 +1,7 @@
 """The fine-tuning jobs' configs (FinetuningConfig and each task's: ClassificationConfig,
 TaggingConfig, SquadConfig, with their task, trainer and runtime sections) and `check_settings`,
-the checks of their settings that need neither the model's files nor TensorFlow.
+the checks of their settings that need neither the model (its config, its weights) nor
+TensorFlow.
 
 `bert-tf-classify`, `bert-tf-tag` and `bert-tf-squad` run `check_settings` before they load
 TensorFlow (5 s on 2 CPU cores), so a mistyped flag, a value out of range or a file that does not
@@ -11,8 +12,6 @@ remote paths (gs://...), which need its file systems.
 
 import dataclasses
 
-from bert_tf import fileio
-from bert_tf.data.patterns import has_scheme
 from bert_tf.data.tasks.squad import check_window_sizes
 from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
@@ -131,19 +130,19 @@ class SquadConfig(FinetuningConfig):
 
 def check_settings(job):
     """Checks the settings of a fine-tuning config (any task's) against each other and that
-    the local files they name exist: the model's files (--init_checkpoint, --bert_config_file,
+    the files they name exist: the model's files (--init_checkpoint, --bert_config_file,
     --vocab_file) and the data files the run's phases read by their flags.
 
     Raises:
       FlagValueError naming the flag, the value and what was expected.
     """
-    if isinstance(job, SquadConfig):
-        _check_squad(job)
     task, trainer = job.task, job.trainer
     if not (job.do_train or job.do_eval or job.do_predict):
         raise FlagValueError("at least one of --do_train, --do_eval or --do_predict must be set")
     if not job.output_dir:
         raise FlagValueError("--output_dir is required")
+    if isinstance(job, SquadConfig):
+        _check_squad(job)
     flag_checks.require_positive(eval_batch_size=trainer.eval_batch_size,
                                  predict_batch_size=trainer.predict_batch_size)
     flag_checks.check_numeric_flags(task, trainer)
@@ -167,25 +166,18 @@ def check_settings(job):
             True if task.do_lower_case is None else task.do_lower_case, task.init_checkpoint)
     except ValueError as e:
         raise FlagValueError(str(e)) from None
-    _check_local_files(job)
+    _check_files(job)
 
 
-def _check_local_files(job):
-    """The local files the flags name exist (remote ones are checked when read)."""
+def _check_files(job):
+    """The files the flags name exist (a remote path loads TensorFlow's file systems)."""
     task = job.task
-
-    def local(path):
-        return bool(path) and not has_scheme(path)
-
-    if local(task.init_checkpoint):
-        model_files.check_init_checkpoint_exists(task.init_checkpoint)
-    if local(task.bert_config_file):
+    model_files.check_init_checkpoint_exists(task.init_checkpoint)
+    if task.bert_config_file:
         model_files.config_source(task)
     tokenizer_setup.check_vocab_file_exists(task.vocab_file)
     for name, path in _data_files(job):
-        problem = local(path) and fileio.not_a_file(path, f"--{name}={path}")
-        if problem:
-            raise FlagValueError(problem)
+        flag_checks.check_file(name, path)
 
 
 def _data_files(job):
@@ -205,7 +197,7 @@ def _data_files(job):
 
 
 def _check_squad(job):
-    """The SQuAD flags of a SquadConfig, checked before the shared ones."""
+    """The SQuAD flags of a SquadConfig."""
     task = job.task
     if job.do_train and not task.train_file:
         raise FlagValueError("--do_train needs --train_file")

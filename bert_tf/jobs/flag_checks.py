@@ -38,6 +38,15 @@ def check_lr_schedule(trainer, *, warmup_proportion=None, num_warmup_steps=None,
                              f"{num_train_steps} for it")
 
 
+def check_file(flag, path):
+    """A file `--flag=path` names (None: not given) exists and is a file (remote paths through
+    TensorFlow's file systems). Raises FlagValueError: "--flag=path: no such file", "... is a
+    directory; expected a file", or a broken or looping link."""
+    problem = fileio.not_a_file(path, f"--{flag}={path}") if path else None
+    if problem:
+        raise FlagValueError(problem)
+
+
 def check_gradient_accumulation(trainer):
     """--gradient_accumulation_steps of the job's trainer section (the rule is
     training.loop_config's). Raises FlagValueError."""

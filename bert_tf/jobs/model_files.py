@@ -66,6 +66,7 @@ def check_init_checkpoint_exists(path):
     Raises:
       FlagValueError.
     """
+    path = str(path) if path else path
     if path and not (fileio.exists(path) or fileio.exists(path + ".index")):
         raise FlagValueError(f"--init_checkpoint={path} does not exist (expected a run "
                              "directory, a .keras file, a checkpoint prefix with its .index "

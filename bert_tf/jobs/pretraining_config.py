@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from bert_tf.config import DEFAULT_DISCRIMINATOR_WEIGHT
-from bert_tf.data.patterns import expand_input_patterns, has_scheme
+from bert_tf.data.patterns import expand_input_patterns
 from bert_tf.data.pretraining.masking_recipe import (DEFAULT_MAX_PREDICTIONS_PER_SEQ,
                                                      MaskingSettings, ngram_mask_problem)
 from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
@@ -98,7 +98,7 @@ def check_settings(job):
     without the encoder's config (bert_tf.jobs.pretraining.validate_options checks against it).
 
     The config source (--bert_config_file, else --init_checkpoint) is checked first, the other
-    files last: a local --vocab_file and the local files of the input flags each phase reads
+    files last: --vocab_file and the files of the input flags each phase reads
     must exist.
 
     Raises:
@@ -158,19 +158,19 @@ def check_settings(job):
         if not service.startswith("grpc://") or not host or not port.isdigit():
             raise FlagValueError(f"--tf_data_service={service} must look like "
                                  "grpc://HOST:PORT (the dispatcher's address)")
-    _check_local_files(job)
+    _check_files(job)
 
 
-def _check_local_files(job):
-    """A local --vocab_file and the local input files each phase reads exist (remote ones are
-    read, and so checked, by the run's input pipelines)."""
+def _check_files(job):
+    """--vocab_file and the input files each phase reads exist (a remote path loads
+    TensorFlow's file systems)."""
     task = job.task
     tokenizer_setup.check_vocab_file_exists(task.vocab_file)
     phases = [True] if job.do_train else []
     phases += [False] if job.do_eval else []
     for is_training in phases:
         name, patterns = input_flags(task, is_training)
-        if name == "input_tfds" or has_scheme(patterns):
+        if name == "input_tfds":
             continue
         try:
             expand_input_patterns(patterns)

@@ -10,14 +10,15 @@ from bert_tf.text import tokenizer_files
 
 
 def check_vocab_file_exists(vocab_file):
-    """A local --vocab_file (a tokenizer file or a directory holding one) that is not there is
-    refused by name before anything reads it; a broken or looping link is named by the reader,
-    a remote path checked when read.
+    """A --vocab_file (a tokenizer file or a directory holding one) that is not there is
+    refused by name before anything reads it; a broken or looping link is named by the reader.
 
     Raises:
       FlagValueError: "--vocab_file=X: tokenizer file 'X' does not exist (expected ...)".
     """
-    if not vocab_file or fileio.is_remote(vocab_file) or os.path.lexists(vocab_file):
+    if not vocab_file:
+        return
+    if fileio.exists(vocab_file) if fileio.is_remote(vocab_file) else os.path.lexists(vocab_file):
         return
     try:
         tokenizer_files.find_tokenizer_file(vocab_file)

@@ -16,24 +16,7 @@ order above), so the width is len(modes) * H.
 import keras
 from keras import ops
 
-POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens")
-
-
-def check_pooling_modes(modes, source="pooling"):
-    """`modes` (a name or names) as a tuple, in the order given.
-
-    Raises:
-      ValueError: an unknown or repeated mode, or none, naming `source`.
-    """
-    if isinstance(modes, str):
-        modes = (modes,)
-    modes = tuple(modes)
-    unknown = [m for m in modes if m not in POOLING_MODES]
-    if unknown or not modes or len(set(modes)) != len(modes):
-        raise ValueError(f"{source}: pooling modes {list(modes)}; expected one or more distinct "
-                         f"of {', '.join(POOLING_MODES)}")
-    return modes
-
+from bert_tf.config import check_pooling_modes
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class SentencePooling(keras.layers.Layer):

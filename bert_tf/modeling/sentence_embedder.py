@@ -5,7 +5,8 @@ import keras
 from bert_tf.config import ENCODER_INPUTS
 from bert_tf.modeling.encoder_base import Encoder
 from bert_tf.modeling.task_model import EncoderTaskModel
-from bert_tf.modeling.pooling import SentencePooling, check_pooling_modes
+from bert_tf.config import check_pooling_modes
+from bert_tf.modeling.pooling import SentencePooling
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -22,7 +23,7 @@ class BertSentenceEmbedder(EncoderTaskModel):
 
     Args:
       encoder: a `BertEncoder`.
-      pooling: a mode or modes of bert_tf.modeling.pooling.POOLING_MODES.
+      pooling: a mode or modes of bert_tf.config.POOLING_MODES.
       normalize: L2-normalise the pooled vectors.
       **kwargs: `name`, `trainable`.
 

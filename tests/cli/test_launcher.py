@@ -228,12 +228,19 @@ def test_a_bad_fine_tuning_flag_is_refused_before_tensorflow_loads(module, flags
                                       message.format(tmp=tmp), tmp_path)
 
 
-def test_bert_tf_export_refuses_a_missing_model_dir_before_tensorflow_loads(tmp_path):
+@pytest.mark.parametrize("made, message", [
+    (False, "no such directory or .keras file"),
+    (True, "found none of model.keras, pretrainer.keras, encoder.keras; expected the output "
+     "directory of run_pretraining, run_classifier, run_squad or run_tagging"),
+])
+def test_bert_tf_export_refuses_a_model_dir_without_a_model_before_tensorflow_loads(
+        made, message, tmp_path):
+    if made:
+        (tmp_path / "run").mkdir()
     _assert_refused_before_tensorflow(
         "bert_tf.cli.export_saved_model",
         [f"--model_dir={tmp_path}/run", f"--export_dir={tmp_path}/export/1"],
-        f"export_saved_model: error: --model_dir={tmp_path}/run: no such directory or .keras "
-        "file", tmp_path)
+        f"export_saved_model: error: --model_dir={tmp_path}/run: {message}", tmp_path)
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -244,6 +251,9 @@ def test_bert_tf_export_refuses_a_missing_model_dir_before_tensorflow_loads(tmp_
     (["--input_file={tmp}/in.txt", "--output_file={tmp}/vectors.npy"],
      "--init_checkpoint={tmp}/model does not exist (expected a run directory, a .keras file, a "
      "checkpoint prefix with its .index file, or a Hugging Face or keras-hub directory)"),
+    (["--input_file={tmp}/in.txt", "--output_file={tmp}/vectors.npy", "--pooling=meen"],
+     "--pooling: pooling modes ['meen']; expected one or more distinct of cls, max, mean, "
+     "mean_sqrt_len_tokens"),
 ])
 def test_bert_tf_embed_refuses_a_bad_flag_before_tensorflow_loads(flags, message, tmp_path):
     tmp = str(tmp_path)
