@@ -337,6 +337,12 @@ def test_an_unsupported_file_system_scheme_is_one_line(refused):
                                         "'unknownfs' not implemented (file: 'unknownfs://bucket/")
 
 
+def _run_script(script):
+    """`python -c script`, forked from the tests' server (TensorFlow and Keras imported)."""
+    return subprocess.run([zygote.shared_python(), "-c", script], capture_output=True,
+                          text=True, timeout=120, env=ENV)
+
+
 def test_disk_full_while_writing_is_one_line():
     """Every command: an OSError (here ENOSPC while writing the final file) ends in one line."""
     script = (
@@ -346,17 +352,16 @@ def test_disk_full_while_writing_is_one_line():
         "    raise OSError(errno.ENOSPC, 'No space left on device', '/runs/out/model.keras')\n"
         "sys.argv = ['run_classifier']\n"
         "cli.run(main, 'run_classifier')\n")
-    result = subprocess.run([zygote.shared_python(), "-c", script], capture_output=True, text=True,
-                            timeout=120, env=ENV)
+    result = _run_script(script)
     assert result.returncode == 1
     assert result.stderr.strip() == (
         "run_classifier: error: [Errno 28] No space left on device: '/runs/out/model.keras'")
 
 
 def test_the_command_error_classes_load_only_when_main_raises():
-    """The error classes of a command (bert_tf.cli.training_errors) live in modules that import
-    Keras, which fixes its backend: they load after main has chosen it (else every
-    --backend=jax run started twice: Keras on TensorFlow, then os.execv under KERAS_BACKEND)."""
+    """A command's error classes (`errors=`) may live in modules that import Keras, which fixes
+    its backend: they load after main has chosen it (they once made every --backend=jax run
+    start twice: Keras on TensorFlow, then os.execv under KERAS_BACKEND)."""
     script = (
         "import atexit, sys\n"
         "from bert_tf import cli\n"
@@ -371,8 +376,7 @@ def test_the_command_error_classes_load_only_when_main_raises():
         "    raise ConfigError('bert_config.json: hidden_size must be > 0')\n"
         "sys.argv = ['run_pretraining']\n"
         "cli.run(main, 'run_pretraining', errors=errors)\n")
-    result = subprocess.run([zygote.shared_python(), "-c", script], capture_output=True, text=True,
-                            timeout=120, env=ENV)
+    result = _run_script(script)
     assert result.returncode == 1
     assert result.stdout.strip() == "main,errors"
     assert result.stderr.strip() == (
