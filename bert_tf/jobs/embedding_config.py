@@ -125,9 +125,8 @@ def check_training(job):
     flag_checks.check_numeric_flags(task, trainer)
     if not task.scale > 0 or not math.isfinite(task.scale):
         raise FlagValueError(f"--scale={task.scale} must be > 0 and finite")
-    if trainer.save_checkpoints_steps is not None and trainer.save_checkpoints_steps < 1:
-        raise FlagValueError(f"--save_checkpoints_steps={trainer.save_checkpoints_steps} must "
-                             "be >= 1")
+    if trainer.save_checkpoints_steps is not None:
+        flag_checks.require_positive(save_checkpoints_steps=trainer.save_checkpoints_steps)
     _check_pooling(task)
     for flag in ("train_file", "dev_file", "dev_scored_file"):
         flag_checks.check_file(flag, getattr(task, flag))

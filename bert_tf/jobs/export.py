@@ -13,6 +13,7 @@ import os
 from absl import logging
 
 from bert_tf import fileio, model_directory, run_directory, serving
+from bert_tf.jobs import flag_checks
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.tokenizer_setup import check_tokenizer_matches
 
@@ -79,11 +80,8 @@ class ExportConfig:
                 quantization.check_mode(self.quantize)
             except ValueError as e:
                 raise FlagValueError(str(e)) from None
-            for flag, path in (("calibration_file", self.calibration_file),
-                               ("eval_file", self.eval_file)):
-                problem = fileio.not_a_file(path, f"--{flag}={path}") if path else None
-                if problem:
-                    raise FlagValueError(problem)
+            flag_checks.check_file("calibration_file", self.calibration_file)
+            flag_checks.check_file("eval_file", self.eval_file)
             if self.quantize == "full_int8" and not self.calibration_file:
                 raise FlagValueError("--quantize=full_int8 needs --calibration_file (texts from "
                                      "the task's data to calibrate activation ranges on).")

@@ -156,9 +156,7 @@ def extract_features(options):
     if tokenizer.vocab_size > config.vocab_size:
         raise FlagValueError(f"--vocab_file={vocab_file} has {tokenizer.vocab_size} tokens but "
                              f"vocab_size={config.vocab_size} in the model's config")
-    problem = fileio.not_a_file(options.input_file, f"--input_file={options.input_file}")
-    if problem:
-        raise FlagValueError(problem)
+    # --input_file is a file: options.validate().
     with tf.io.gfile.GFile(options.input_file) as f:
         lines = [line.rstrip("\n").strip() for line in f]
     if not lines:

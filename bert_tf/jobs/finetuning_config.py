@@ -157,9 +157,8 @@ def check_settings(job):
                                  "[0, 1]")
         flag_checks.check_lr_schedule(trainer, warmup_proportion=trainer.warmup_proportion)
     flag_checks.check_export_dir(job.export_dir)
-    if trainer.save_checkpoints_steps is not None and trainer.save_checkpoints_steps < 1:
-        raise FlagValueError(f"--save_checkpoints_steps={trainer.save_checkpoints_steps} must "
-                             "be >= 1")
+    if trainer.save_checkpoints_steps is not None:
+        flag_checks.require_positive(save_checkpoints_steps=trainer.save_checkpoints_steps)
     try:
         # Released checkpoints are named for their casing; all are WordPiece (unset: True).
         validate_case_matches_checkpoint(
