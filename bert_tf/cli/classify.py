@@ -1,4 +1,5 @@
-r"""Fine-tunes BERT for sentence(-pair) classification or regression, with the original's flags.
+r"""Fine-tunes BERT for sentence(-pair) classification (one label, or any number with
+--multi_label) or regression, with the original's flags.
 
 GLUE from its TSV files (or from TFDS `glue/*` prepared under --tfds_data_dir):
 
@@ -15,11 +16,13 @@ Your own CSV (with a header row), TSV or JSONL data:
 
 Evaluates the dev set at every checkpoint with the task's metric (the GLUE score of a GLUE
 task: Matthews correlation for CoLA, F1/accuracy for MRPC and QQP, Pearson/Spearman for STS-B,
-accuracy otherwise; accuracy for your own classes, Pearson/Spearman for --regression) and keeps
-the best weights. Besides what bert_tf.jobs.finetuning lists, --output_dir receives
-test_results.tsv (class probabilities per test example, one line each, in --labels order; the
-score for regression) and the predictions in the GLUE submission format (<TASK>.tsv: CoLA.tsv,
-MNLI-m.tsv, ...; predictions.tsv for other data: index<TAB>prediction with label names).
+accuracy otherwise; accuracy for your own classes, micro-averaged F1 for --multi_label,
+Pearson/Spearman for --regression) and keeps the best weights. Besides what
+bert_tf.jobs.finetuning lists, --output_dir receives test_results.tsv (class probabilities per
+test example, one line each, in --labels order: each label's own with --multi_label; the score
+for regression) and the predictions in the GLUE submission format (<TASK>.tsv: CoLA.tsv,
+MNLI-m.tsv, ...; predictions.tsv for other data: index<TAB>prediction with label names, those
+above 0.5 joined by --label_separator with --multi_label).
 """
 
 from absl import flags

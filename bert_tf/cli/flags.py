@@ -446,6 +446,12 @@ _flag(flags.DEFINE_string, "negative_column", None,
 _flag(flags.DEFINE_bool, "regression", False,
       "Your own data: the label is a number to predict (one output, squared error) rather "
       "than a class.")
+_flag(flags.DEFINE_bool, "multi_label", False,
+      "Your own data: each example has any number of labels (none included), written in the "
+      "label column joined by --label_separator (a JSONL value may be a list); one sigmoid "
+      "per label, scored by micro-averaged F1.")
+_flag(flags.DEFINE_string, "label_separator", ",",
+      "--multi_label: the string between label names in the label column.")
 
 # Tagging (bert-tf-tag).
 _flag(flags.DEFINE_integer, "token_column", 0, "Column of the token in the CoNLL files.")
@@ -576,7 +582,7 @@ FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoin
               "length_buckets", "export_dir")
 LABELED_DATA = ("data_dir", "train_file", "dev_file", "test_file", "labels")
 CLASSIFICATION = ("task_name", "tfds_data_dir", "text_a_column", "text_b_column",
-                  "label_column", "regression", "overwrite")
+                  "label_column", "regression", "multi_label", "label_separator", "overwrite")
 TAGGING = ("token_column", "tag_column")
 SQUAD_ANSWERS = ("max_query_length", "max_answer_length", "doc_stride",
                  "version_2_with_negative", "null_score_diff_threshold")

@@ -48,6 +48,8 @@ SAFETENSORS_FILE = model_directory.SAFETENSORS_FILE
 SAFETENSORS_INDEX_FILE = model_directory.SAFETENSORS_INDEX_FILE
 PICKLE_FILE = model_directory.PICKLE_FILE
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+# config.json's problem_type of a classifier with a sigmoid per label.
+MULTI_LABEL_PROBLEM = "multi_label_classification"
 # A Hugging Face directory's tokenizer files carry the names bert_tf's model directories use.
 VOCAB_FILE = file_names.VOCAB_FILE
 # A byte-level BPE vocabulary (ModernBERT); its reader is bert_tf.text's BPE tokenizer.
@@ -254,7 +256,8 @@ def bert_config_from_hf(values, source=CONFIG_FILE):
         raise InteropError(str(e)) from None
 
 
-def hf_config_from_bert(config, architecture, num_labels=None, regression=False):
+def hf_config_from_bert(config, architecture, num_labels=None, regression=False,
+                        multi_label=False):
     """The fields of a Hugging Face config.json for a bert_tf config.
 
     Args:
@@ -262,6 +265,7 @@ def hf_config_from_bert(config, architecture, num_labels=None, regression=False)
       architecture: the transformers class, e.g. "BertForPreTraining".
       num_labels: classes of a classification or tagging head.
       regression: the head is a 1-output regression (problem_type "regression").
+      multi_label: a sigmoid per label (problem_type "multi_label_classification").
     """
     values = {
         "architectures": [architecture],
@@ -289,6 +293,8 @@ def hf_config_from_bert(config, architecture, num_labels=None, regression=False)
         values["label2id"] = {f"LABEL_{i}": i for i in range(num_labels)}
     if regression:
         values["problem_type"] = "regression"
+    if multi_label:
+        values["problem_type"] = MULTI_LABEL_PROBLEM
     if architecture.startswith("Electra"):
         values.update(model_type=ELECTRA_MODEL_TYPE, embedding_size=config.embedding_width)
     return values
@@ -569,7 +575,8 @@ def _layout(model):
         return "BertForMaskedLM", "bert.", False, {}
     if isinstance(model, BertClassifier):
         return ("BertForSequenceClassification", "bert.", True,
-                {"num_labels": model.num_classes, "regression": model.num_classes == 1})
+                {"num_labels": model.num_classes, "regression": model.num_classes == 1,
+                 "multi_label": model.multi_label})
     if isinstance(model, BertTokenClassifier):
         return "BertForTokenClassification", "bert.", False, {"num_labels": model.num_classes}
     if isinstance(model, BertSpanLabeler):
@@ -689,6 +696,8 @@ def _save_modernbert(model, output_dir, save):
         raise InteropError(f"cannot write a {type(model).__name__} as ModernBERT (an encoder, "
                            "a masked-LM pretrainer without NSP or a classifier can be)")
     values = modernbert.hf_config_from_bert(config, architecture, num_labels)
+    if getattr(model, "multi_label", False):
+        values["problem_type"] = MULTI_LABEL_PROBLEM
     tensors = {}
     for name, value in weights.model_arrays(model).items():
         if name.startswith(weights.POOLER_SCOPE) and kind != weights.CLASSIFICATION:

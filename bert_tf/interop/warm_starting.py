@@ -404,7 +404,7 @@ def _load_training_checkpoint(path, shapes, config, template):
 
 
 # The tasks (task_info.json "task") whose heads each task model class has.
-_TASKS_OF_MODEL = {"BertClassifier": ("classification", "regression"),
+_TASKS_OF_MODEL = {"BertClassifier": ("classification", "multi_label", "regression"),
                    "BertTokenClassifier": ("tagging",), "BertSpanLabeler": ("squad",)}
 
 

@@ -22,7 +22,8 @@ serving, metrics) and are imported only by bert_tf.cli.
   pretraining      pretrain()
   finetuning_config  FinetuningConfig, each task's config and check_settings() (no TensorFlow)
   finetuning       the fine-tuning driver run_task() and its phases
-  classification   the classification / regression task (GLUE, your own CSV/TSV/JSONL)
+  classification   the classification (one label or several) / regression task (GLUE, your own
+                   CSV/TSV/JSONL)
   tagging          the token-tagging task (CoNLL files)
   squad            the SQuAD v1.1 / v2.0 task
   embedding_config EmbeddingConfig and check_settings() (no TensorFlow)

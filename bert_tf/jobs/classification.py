@@ -1,13 +1,15 @@
-"""The classification / regression task: GLUE (TSV or TFDS glue/*) or your own CSV, TSV, JSONL.
+"""The classification / regression task: GLUE (TSV or TFDS glue/*) or your own CSV, TSV, JSONL,
+with one label per example, any number of them (--multi_label) or a number (--regression).
 
 Run by the fine-tuning driver (bert_tf.jobs.finetuning.run_task); `bert-tf-classify`
 (bert_tf.cli.classify, alias bert_tf.run_classifier) documents the command and its outputs.
 Evaluates the dev set at every checkpoint with the task's metric (the GLUE score of a GLUE
 task: Matthews correlation for CoLA, F1/accuracy for MRPC and QQP, Pearson/Spearman for STS-B,
-accuracy otherwise; accuracy for your own classes, Pearson/Spearman for regression) and keeps
-the best weights. Besides the driver's run files, --output_dir receives test_results.tsv (class
-probabilities per test example, in label order; the score for regression) and the predictions
-in the GLUE submission format (<TASK>.tsv, or predictions.tsv for other data).
+accuracy otherwise; accuracy for your own classes, micro-averaged F1 for multi-label,
+Pearson/Spearman for regression) and keeps the best weights. Besides the driver's run files,
+--output_dir receives test_results.tsv (class probabilities per test example, in label order:
+softmax, or each label's sigmoid for multi-label; the score for regression) and the
+predictions in the GLUE submission format (<TASK>.tsv, or predictions.tsv for other data).
 """
 
 import os
@@ -22,7 +24,7 @@ from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import finetuning
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.metrics import classification_metrics, regression_metrics
+from bert_tf.metrics import classification_metrics, multi_label_metrics, regression_metrics
 from bert_tf.modeling import BertClassifier
 from bert_tf.training import task_loop
 
@@ -68,6 +70,7 @@ class ClassifierData:
             raise FlagValueError(f"--regression: GLUE {self.task.name} is a classification "
                                  "task")
         self.is_regression = self.task.is_regression if self.task else settings.regression
+        self.multi_label = bool(settings.multi_label)
         self.name = self.task.name if self.task else (settings.task_name or "classifier")
 
     def _user_file(self, split):
@@ -107,7 +110,8 @@ class ClassifierData:
         return classifier_data.read_table_examples(
             path, text_a_column=settings.text_a_column,
             text_b_column=settings.text_b_column, label_column=settings.label_column,
-            is_regression=self.is_regression, require_labels=not is_test, keep_empty=is_test)
+            is_regression=self.is_regression, require_labels=not is_test, keep_empty=is_test,
+            label_separator=settings.label_separator if self.multi_label else None)
 
     @property
     def text_pair(self):
@@ -116,6 +120,8 @@ class ClassifierData:
         return self.task.labelled.text_b is not None
 
     def metrics(self, label_ids, predictions):
+        if self.multi_label:
+            return multi_label_metrics(label_ids, predictions)
         if self.is_regression:
             return regression_metrics(label_ids, predictions)
         return classification_metrics(label_ids, predictions,
@@ -159,11 +165,29 @@ def _labels(task, output_dir, data, train_examples):
                                  "task_info.json in --output_dir or beside --init_checkpoint; "
                                  "found neither")
         labels = list(info["labels"])
+    if len(labels) < 2 and data.multi_label:
+        raise FlagValueError(f"--multi_label needs at least 2 labels, got "
+                             f"{', '.join(labels) or 'none'} (give --labels with every name; "
+                             "one yes/no label is a two-class task without --multi_label)")
     if len(labels) < 2:
         raise FlagValueError(f"classification needs at least 2 labels, got "
                              f"{', '.join(labels) or 'none'} (give --labels, or use "
                              "--regression for numeric targets)")
     return labels
+
+
+def _check_multi_label_matches(task, output_dir, data):
+    """A run that does not train evaluates or predicts with the head its run trained: refuses
+    --multi_label where that run's was single-label, and its absence where it was multi-label."""
+    info = finetuning.read_task_info(output_dir, task.init_checkpoint)
+    recorded = (info or {}).get("task")
+    if recorded not in ("classification", "multi_label"):
+        return
+    if (recorded == "multi_label") != data.multi_label:
+        raise FlagValueError(
+            f"--multi_label={'true' if data.multi_label else 'false'}, but the run's "
+            f"task_info.json says {recorded}: give --{'' if recorded == 'multi_label' else 'no'}"
+            "multi_label to evaluate or predict with the model it trained")
 
 
 def _read_split(data, split):
@@ -174,7 +198,11 @@ def _read_split(data, split):
     return examples
 
 
-def _eval_loss(outputs, label_ids, is_regression):
+def _eval_loss(outputs, label_ids, is_regression, multi_label=False):
+    if multi_label:
+        # Binary cross-entropy on logits, mean over labels and examples (the training loss).
+        logits = np.asarray(outputs, np.float64)
+        return float(np.mean(np.logaddexp(0.0, logits) - logits * label_ids))
     if is_regression:
         return float(np.mean((outputs[:, 0] - label_ids) ** 2))
     log_probs = np.log(np.maximum(finetuning.softmax(outputs), 1e-30))
@@ -199,6 +227,8 @@ class ClassificationRunner(finetuning.TaskRunner):
             self.examples["train"] = _read_split(self.data, "train")
         self.labels = _labels(self.job.task, self.job.output_dir, self.data,
                               self.examples.get("train"))
+        if not self.job.do_train:
+            _check_multi_label_matches(self.job.task, self.job.output_dir, self.data)
 
     @property
     def resume_name(self):
@@ -221,17 +251,23 @@ class ClassificationRunner(finetuning.TaskRunner):
                 classifier_data.check_labels(self.examples[split], labels, split)
             self.records[split] = classifier_data.classifier_records(
                 cache_dir, split, self.examples[split], context.tokenizer, max_seq_length,
-                labels)
-        self.spec = classifier_data.classifier_spec(max_seq_length, labels is None)
+                labels, self.data.multi_label)
+        multi_label = self.data.multi_label
+        self.spec = classifier_data.classifier_spec(max_seq_length, labels is None,
+                                                    len(labels) if multi_label else None)
         if job.do_train:
             self.num_train_examples = self.records["train"][1]["num_examples"]
-        if job.do_eval:
+        if job.do_eval and multi_label:
+            self.dev_labels = np.array([[name in e.label for name in labels]
+                                        for e in self.examples["dev"]], np.float64)
+        elif job.do_eval:
             self.dev_labels = np.array(
                 [e.label if labels is None else labels.index(e.label)
                  for e in self.examples["dev"]], np.float64 if labels is None else np.int64)
 
     def make_model(self, encoder):
-        return BertClassifier(encoder, 1 if self.labels is None else len(self.labels))
+        return BertClassifier(encoder, 1 if self.labels is None else len(self.labels),
+                              multi_label=self.data.multi_label)
 
     def attach(self, model, context):
         super().attach(model, context)
@@ -240,9 +276,13 @@ class ClassificationRunner(finetuning.TaskRunner):
         @finetuning.timed
         def evaluate():
             outputs = self._outputs("dev", self.job.trainer.eval_batch_size)
-            predictions = outputs[:, 0] if self.labels is None else outputs.argmax(-1)
+            if self.data.multi_label:
+                predictions = outputs > 0  # probability above 0.5
+            else:
+                predictions = outputs[:, 0] if self.labels is None else outputs.argmax(-1)
             metrics = self.data.metrics(self.dev_labels, predictions)
-            metrics["eval_loss"] = _eval_loss(outputs, self.dev_labels, self.labels is None)
+            metrics["eval_loss"] = _eval_loss(outputs, self.dev_labels, self.labels is None,
+                                              self.data.multi_label)
             return metrics
         self.evaluate = evaluate
 
@@ -300,7 +340,8 @@ class ClassificationRunner(finetuning.TaskRunner):
         return eval_metrics
 
     def run_files(self):
-        kind = "regression" if self.labels is None else "classification"
+        kind = ("regression" if self.labels is None else
+                "multi_label" if self.data.multi_label else "classification")
         return kind, None, {"text_pair": self.data.text_pair}
 
 
@@ -342,6 +383,12 @@ def _write_predictions(context, output_dir, overwrite, data, examples, outputs, 
         values = outputs[:, 0]
         probability_lines = [f"{s:.6f}" for s in values]
         predictions = [f"{s:.3f}" for s in values]
+    elif data.multi_label:
+        probabilities = finetuning.sigmoid(outputs)
+        probability_lines = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]
+        separator = data.settings.label_separator
+        predictions = [separator.join(name for name, p in zip(labels, row) if p > 0.5)
+                       for row in probabilities]
     else:
         probabilities = finetuning.softmax(outputs)
         probability_lines = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]

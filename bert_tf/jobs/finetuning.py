@@ -317,6 +317,11 @@ def timed(function):
     return wrapper
 
 
+def sigmoid(logits):
+    """Element-wise sigmoid in float64 (multi-label probabilities), no overflow."""
+    return np.exp(-np.logaddexp(0.0, -np.asarray(logits, np.float64)))
+
+
 def softmax(logits):
     """Row-wise softmax in float64, stable for large logits."""
     logits = np.asarray(logits, np.float64)

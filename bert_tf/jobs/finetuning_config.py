@@ -74,6 +74,8 @@ class ClassificationTask(FinetuningTask):
     text_b_column: str | None = None
     label_column: str | None = None
     regression: bool = False
+    multi_label: bool = False
+    label_separator: str = ","
 
 
 @dataclasses.dataclass
@@ -143,6 +145,8 @@ def check_settings(job):
         raise FlagValueError("--output_dir is required")
     if isinstance(job, SquadConfig):
         _check_squad(job)
+    if isinstance(job, ClassificationConfig) and task.multi_label:
+        _check_multi_label(job)
     flag_checks.require_positive(eval_batch_size=trainer.eval_batch_size,
                                  predict_batch_size=trainer.predict_batch_size)
     flag_checks.check_numeric_flags(task, trainer)
@@ -193,6 +197,23 @@ def _data_files(job):
                 ("dev_file", task.dev_file if job.do_eval else None),
                 ("test_file", task.test_file if job.do_predict else None)]
     return []
+
+
+def _check_multi_label(job):
+    """--multi_label's companions: your own data (or texts to predict, one per line), classes,
+    a separator."""
+    task = job.task
+    if task.regression:
+        raise FlagValueError("--multi_label and --regression exclude each other: multi-label "
+                             "predicts label names, regression a number")
+    predicts_lines = (job.do_predict and not (job.do_train or job.do_eval)
+                      and str(task.test_file or "").lower().endswith(".txt"))
+    if task.text_a_column is None and not predicts_lines:
+        raise FlagValueError("--multi_label reads your own data: give --text_a_column and "
+                             "--label_column (GLUE tasks have one label per example)")
+    if not task.label_separator or task.label_separator != task.label_separator.strip():
+        raise FlagValueError(f"--label_separator={task.label_separator!r} must be a non-empty "
+                             "string without surrounding whitespace (e.g. ',' or '|')")
 
 
 def _check_squad(job):

@@ -8,7 +8,9 @@ scikit-learn's matthews_corrcoef gives in the same case: a NaN compares false wi
 so a run whose first evaluation predicts one class could never pick a best checkpoint.
 
 `classification_metrics` and `regression_metrics` bundle them per task, with a `score`: the
-task's GLUE score (the mean of its official metrics) for the GLUE tasks.
+task's GLUE score (the mean of its official metrics) for the GLUE tasks. `multi_label_metrics`
+scores examples with any number of labels as scikit-learn's f1_score(average="micro" / "macro",
+zero_division=0), accuracy_score (exact match) and 1 - hamming_loss do.
 """
 
 import numpy as np
@@ -167,4 +169,39 @@ def regression_metrics(labels, predictions):
                "spearman": _pearson(average_ranks(labels), average_ranks(predictions)),
                "mse": float(np.mean((labels - predictions) ** 2))}
     metrics["score"] = (metrics["pearson"] + metrics["spearman"]) / 2.0
+    return metrics
+
+
+def _f1(true_positives, predicted, actual):
+    """F1 = 2 TP / (predicted + actual), 0 where both are 0 (scikit-learn's zero_division=0)."""
+    total = predicted + actual
+    return np.where(total > 0, 2.0 * true_positives / np.maximum(total, 1), 0.0)
+
+
+def multi_label_metrics(labels, predictions):
+    """Metrics of multi-label predictions; score = micro-averaged F1.
+
+    Args:
+      labels, predictions: 0/1 (or bool) [N, C], 1 where label c applies to example n.
+
+    Returns:
+      dict of floats: micro_f1 (TP, FP and FN summed over every label), macro_f1 (the mean of
+      the C labels' F1), exact_match (examples whose label set is predicted exactly),
+      label_accuracy (the fraction of the N x C yes/no decisions that are right) and score.
+    """
+    labels = np.asarray(labels, bool)
+    predictions = np.asarray(predictions, bool)
+    if labels.shape != predictions.shape or labels.ndim != 2:
+        raise ValueError(f"multi_label_metrics: labels {labels.shape} and predictions "
+                         f"{predictions.shape} must both be [N, C]")
+    hits_c = np.sum(labels & predictions, axis=0).astype(np.float64)
+    predicted_c = np.sum(predictions, axis=0).astype(np.float64)
+    actual_c = np.sum(labels, axis=0).astype(np.float64)
+    metrics = {
+        "micro_f1": float(_f1(hits_c.sum(), predicted_c.sum(), actual_c.sum())),
+        "macro_f1": float(np.mean(_f1(hits_c, predicted_c, actual_c))),
+        "exact_match": float(np.mean(np.all(labels == predictions, axis=1))),
+        "label_accuracy": float(np.mean(labels == predictions)),
+    }
+    metrics["score"] = metrics["micro_f1"]
     return metrics

@@ -1,5 +1,5 @@
-"""BertClassifier: sentence / sentence-pair classification or regression from the pooled
-[CLS] vector."""
+"""BertClassifier: sentence / sentence-pair classification (one label or several) or regression
+from the pooled [CLS] vector."""
 
 import keras
 
@@ -12,18 +12,22 @@ class BertClassifier(EncoderTaskModel):
     """Sentence / sentence-pair classification (or regression) from the pooled [CLS] vector.
 
     logits = dense(dropout(pooled_output)): float32 [B, num_classes]. With num_classes=1 the
-    output is a regression score [B, 1] (STS-B). The dense layer is `classifier`
+    output is a regression score [B, 1] (STS-B). With `multi_label` every class is a yes/no
+    question of its own: its probability is sigmoid(logit), and any number of classes may
+    apply to a text (topics, tags, toxicity kinds). The dense layer is `classifier`
     (kernel [H, C]; the original run_classifier.py's `output_weights` [C, H] transposed).
 
     `compile()` without a loss picks the usual one: sparse categorical cross-entropy on logits
-    with accuracy for classes, mean squared error for regression. `fit` takes
-    `(features, labels)` with features the encoder's input dict and int labels [B]
-    (float [B] for regression).
+    with accuracy for classes, binary cross-entropy on logits with per-label accuracy for
+    multi-label, mean squared error for regression. `fit` takes `(features, labels)` with
+    features the encoder's input dict and int labels [B] (multi-hot float [B, C] for
+    multi-label, float [B] for regression).
 
     Args:
       encoder: a `BertEncoder` (pre-trained or fresh).
       num_classes: C; 1 for regression.
       dropout_rate: dropout before the dense layer (default: the config's hidden_dropout_prob).
+      multi_label: independent sigmoid classes instead of one softmax over them (C >= 2).
       **kwargs: `name`, `trainable`.
 
     Examples:
@@ -39,10 +43,14 @@ class BertClassifier(EncoderTaskModel):
 
     text_task = "TextClassifier"
 
-    def __init__(self, encoder, num_classes, dropout_rate=None, **kwargs):
+    def __init__(self, encoder, num_classes, dropout_rate=None, multi_label=False, **kwargs):
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"BertClassifier: num_classes={num_classes!r} must be an int >= 1")
+        if multi_label and num_classes < 2:
+            raise ValueError(f"BertClassifier: multi_label needs num_classes >= 2, got "
+                             f"{num_classes}")
         self.num_classes = num_classes
+        self.multi_label = bool(multi_label)
         kwargs.setdefault("name", "bert_classifier")
         super().__init__(encoder, dropout_rate, **kwargs)
 
@@ -56,6 +64,11 @@ class BertClassifier(EncoderTaskModel):
         if loss is None:
             if self.num_classes == 1:
                 loss = keras.losses.MeanSquaredError()
+            elif self.multi_label:
+                loss = keras.losses.BinaryCrossentropy(from_logits=True)
+                if metrics is None:
+                    # Logits: a label is predicted where its logit is above 0 (probability 0.5).
+                    metrics = [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)]
             else:
                 loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
                 if metrics is None:
@@ -63,4 +76,8 @@ class BertClassifier(EncoderTaskModel):
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def get_config(self):
-        return dict(super().get_config(), num_classes=self.num_classes)
+        config = dict(super().get_config(), num_classes=self.num_classes)
+        if self.multi_label:
+            # Only when set: model.keras files of single-label classifiers stay as they were.
+            config["multi_label"] = True
+        return config

@@ -79,7 +79,7 @@ def export_tokenizer_layer(tokenizer, vocab_file, do_lower_case):
 def check_labels(task_name, model, labels):
     """The label names to export: one distinct name per class of a classifier or tagger
     (default "0", "1", ...), none for other tasks; raises ValueError naming the problem."""
-    if task_name in ("classification", "tagging"):
+    if task_name in ("classification", "multi_label", "tagging"):
         num_classes = model.num_classes
         if labels is None:
             return [str(i) for i in range(num_classes)]
@@ -103,6 +103,9 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
     if task_name == "classification":
         return task_signatures.ClassificationSignatures(model, tokenizer, max_seq_length, labels,
                                                         text_pair)
+    if task_name == "multi_label":
+        return task_signatures.MultiLabelSignatures(model, tokenizer, max_seq_length, labels,
+                                                    text_pair)
     if task_name == "regression":
         return task_signatures.RegressionSignatures(model, tokenizer, max_seq_length, text_pair)
     if task_name == "squad":

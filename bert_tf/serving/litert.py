@@ -9,7 +9,9 @@ runs them, quantized as bert_tf.serving.quantization says:
                    max_position_embeddings
   serve_text       tf.string text [B] (and text_pair) -> task outputs; classification:
                    probabilities [B, C], label_names [B, C], predicted_label [B];
-                   regression: score [B]; embedding: pooled_output, mean_pooled_output [B, H]
+                   multi_label: probabilities [B, C], label_names [B, C], predicted bool
+                   [B, C]; regression: score [B]; embedding: pooled_output,
+                   mean_pooled_output [B, H]
 
 Text runs through TensorFlow Text's LiteRT kernels (FastBertNormalize, then
 FastWordpieceTokenizeWithOffsets, which also splits words at whitespace, punctuation and CJK
@@ -74,7 +76,7 @@ TF_TEXT_CUSTOM_OPS = frozenset({
     "ByteSplitWithOffsets", "ByteSplitByOffsets", "RoundRobinTrim",
     "RoundRobinGenerateMasks", "Utf8Binarize", "SentenceFragmentsV2",
     "TFText>FastSentencepieceTokenize", "TFText>FastSentencepieceDetokenize"})
-TEXT_TASKS = ("classification", "regression", "embedding")
+TEXT_TASKS = ("classification", "multi_label", "regression", "embedding")
 
 
 class LiteRTUnsupportedError(ValueError):
@@ -341,6 +343,10 @@ class _LiteRTModule(tf.Module):
             return {"score": tf.reshape(logits_bc, [-1])}
         labels = tf.constant(task.labels)
         batch = tf.shape(logits_bc)[0]
+        if task.name == "multi_label":
+            return {"probabilities": tf.sigmoid(logits_bc),
+                    "label_names": tf.tile(tf.expand_dims(labels, 0), tf.stack([batch, 1])),
+                    "predicted": logits_bc > 0}
         return {
             "probabilities": tf.nn.softmax(logits_bc, axis=-1),
             "label_names": tf.tile(tf.expand_dims(labels, 0), tf.stack([batch, 1])),
@@ -445,6 +451,9 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
     if task_name == "classification":
         task = task_signatures.ClassificationSignatures(model, tokenizer, max_seq_length, labels,
                                                         text_pair)
+    elif task_name == "multi_label":
+        task = task_signatures.MultiLabelSignatures(model, tokenizer, max_seq_length, labels,
+                                                    text_pair)
     elif task_name == "regression":
         task = task_signatures.RegressionSignatures(model, tokenizer, max_seq_length, text_pair)
     elif task_name == "embedding":
@@ -458,7 +467,7 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
     buckets = (task_signatures.check_length_buckets(length_buckets, max_seq_length,
                                           config.max_position_embeddings)
                if wants_text else ())
-    text_pair = bool(text_pair) and task_name in ("classification", "regression")
+    text_pair = bool(text_pair) and task_name in ("classification", "multi_label", "regression")
     module = _LiteRTModule(task, tokenizer, text_pair, buckets)
     keys = tuple(k for s, k in (("ids", IDS_SIGNATURE), ("text", TEXT_SIGNATURE))
                  if s in signatures)

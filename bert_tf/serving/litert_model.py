@@ -75,8 +75,8 @@ class LiteRTModel:
 
         Returns:
           dict of numpy arrays [B, ...]: probabilities, label_names and predicted_label
-          (classification), score (regression), pooled_output and mean_pooled_output
-          (embedding).
+          (classification; multi-label: predicted, bool [B, C], instead of predicted_label),
+          score (regression), pooled_output and mean_pooled_output (embedding).
         """
         if isinstance(texts, str):
             texts = [texts]

@@ -227,7 +227,8 @@ class AccuracyReport:
     Attributes:
       mode: the quantization mode.
       rows: texts compared.
-      agreement: fraction of texts with the same predicted label (classification), or None.
+      agreement: fraction of texts with the same predicted label (classification; the same
+        set of labels for multi-label), or None.
       max_abs_diff: the largest difference of any output value (probabilities, scores or
         embeddings).
       metric: {"name": value} of the quantized and float models on labelled rows (accuracy),
@@ -288,7 +289,12 @@ def compare(float_model, quantized_model, mode, rows, labels=None, num_threads=2
     max_diff = max(float(np.max(np.abs(a[value_key] - b[value_key])))
                    for a, b in zip(*answers))
     agreement, metric = None, None
-    if value_key == "probabilities":
+    if "predicted" in answers[0][0]:
+        # Multi-label: the same set of labels predicted (no accuracy: one gold label per row).
+        predicted = [[tuple(np.asarray(o["predicted"][0]).tolist()) for o in run]
+                     for run in answers]
+        agreement = float(np.mean([a == b for a, b in zip(*predicted)]))
+    elif value_key == "probabilities":
         predicted = [[int(np.argmax(o["probabilities"][0])) for o in run] for run in answers]
         agreement = float(np.mean([a == b for a, b in zip(*predicted)]))
         gold = [r[2] for r in rows]

@@ -5,15 +5,16 @@ The fine-tuning CLIs (run_classifier, run_squad, run_tagging) write it with `wri
 
 Schema (a JSON object):
 
-  task               "classification" | "regression" | "squad" | "tagging" |
+  task               "classification" | "multi_label" | "regression" | "squad" | "tagging" |
                      "sentence_embedding" (bert-tf-embed) | "fill_mask" (a
                      pre-trained model saved by bert_tf.tasks.FillMask)          (required)
   do_lower_case      bool, the tokenizer's casing                                (required)
   max_seq_length     int >= 3, the sequence length the model was trained with   (required)
   labels             list of distinct non-empty str, the class (tagging: tag) names in
-                     logit order; required, with >= 2 entries, for classification and
-                     tagging, absent (or empty) otherwise
-  text_pair          bool, classification/regression only: the model reads sentence pairs
+                     logit order; required, with >= 2 entries, for classification,
+                     multi_label and tagging, absent (or empty) otherwise
+  text_pair          bool, classification/multi_label/regression only: the model reads
+                     sentence pairs
                      (the text signature then has a `text_pair` input)                (optional)
   max_query_length   int >= 1, squad: question tokens kept                           (optional)
   max_answer_length  int >= 1, squad: longest answer in tokens                       (optional)
@@ -32,9 +33,10 @@ from bert_tf import file_names, fileio
 from bert_tf.fileio import write_text_atomic
 
 TASK_INFO_FILE = file_names.TASK_INFO_FILE
-TASKS = ("classification", "regression", "squad", "tagging", "sentence_embedding", "fill_mask")
-_LABELED_TASKS = ("classification", "tagging")
-_OPTIONAL_BOOLS = {"text_pair": ("classification", "regression"),
+TASKS = ("classification", "multi_label", "regression", "squad", "tagging", "sentence_embedding",
+         "fill_mask")
+_LABELED_TASKS = ("classification", "multi_label", "tagging")
+_OPTIONAL_BOOLS = {"text_pair": ("classification", "multi_label", "regression"),
                    "version_2_with_negative": ("squad",)}
 _OPTIONAL_INTS = {"max_query_length": ("squad",), "max_answer_length": ("squad",),
                   "doc_stride": ("squad",)}
@@ -123,8 +125,8 @@ def _validated(values, source):
         if value is None:
             continue
         if task not in tasks:
-            raise TaskInfoError(f"{source}: {name} applies to task {' or '.join(tasks)}, "
-                                f"not {task!r}")
+            named = " or ".join([", ".join(tasks[:-1]), tasks[-1]] if len(tasks) > 1 else tasks)
+            raise TaskInfoError(f"{source}: {name} applies to task {named}, not {task!r}")
         if name in _OPTIONAL_BOOLS and not isinstance(value, bool):
             raise TaskInfoError(f"{source}: {name}={value!r} must be true or false")
         if name in _OPTIONAL_INTS and (not _is_int(value) or value < 1):
@@ -144,7 +146,7 @@ def write_task_info(output_dir, task, *, do_lower_case, max_seq_length, labels=N
 
     Args:
       output_dir: an existing directory (the run's --output_dir).
-      task: "classification", "regression", "squad" or "tagging".
+      task: "classification", "multi_label", "regression", "squad" or "tagging".
       do_lower_case: the --do_lower_case the model was trained with.
       max_seq_length: the --max_seq_length the model was trained with.
       labels: class or tag names in logit order (classification and tagging).

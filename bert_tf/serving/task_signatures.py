@@ -7,6 +7,9 @@ model (and, for text, the in-graph tokenizer and packer):
   classification  BertClassifier (C >= 2)            text [, text_pair]   probabilities,
                                                                           label_names,
                                                                           predicted_label
+  multi_label     BertClassifier (multi_label)       text [, text_pair]   probabilities,
+                                                                          label_names,
+                                                                          predicted
   regression      BertClassifier (C = 1)             text [, text_pair]   score
   squad           BertSpanLabeler                    question, context    answer_text,
                                                                           answer_start,
@@ -270,6 +273,24 @@ class ClassificationSignatures(ServingSignatures):
             "probabilities": probabilities_bc,
             "label_names": tf.tile(labels[tf.newaxis], [batch, 1]),
             "predicted_label": tf.gather(labels, tf.argmax(logits_bc, axis=-1)),
+        }
+
+
+class MultiLabelSignatures(ClassificationSignatures):
+    """BertClassifier with `multi_label`: each label's own probability (its sigmoid) and
+    whether it applies (probability above 0.5), any number per text."""
+
+    name = "multi_label"
+
+    def text(self, inputs):
+        logits_bc = self.model(self._encode([inputs[n] for n in self.text_inputs]),
+                               training=False)
+        labels = tf.constant(self.labels)
+        batch = tf.shape(logits_bc)[0]
+        return {
+            "probabilities": tf.sigmoid(logits_bc),
+            "label_names": tf.tile(labels[tf.newaxis], [batch, 1]),
+            "predicted": logits_bc > 0,  # bool [B, C]
         }
 
 
@@ -637,14 +658,16 @@ MODEL_TYPES = (BertClassifier, BertSpanLabeler, BertTokenClassifier, BertPretrai
 
 
 def task_name_of(model):
-    """The serving task of a model: classification, regression, squad, tagging, fill_mask,
-    embedding or sentence_embedding.
+    """The serving task of a model: classification, multi_label, regression, squad, tagging,
+    fill_mask, embedding or sentence_embedding.
 
     Raises:
       TypeError: for a model that is none of `MODEL_TYPES`.
     """
     if isinstance(model, BertClassifier):
-        return "regression" if model.num_classes == 1 else "classification"
+        if model.num_classes == 1:
+            return "regression"
+        return "multi_label" if getattr(model, "multi_label", False) else "classification"
     if isinstance(model, BertSpanLabeler):
         return "squad"
     if isinstance(model, BertTokenClassifier):

@@ -71,6 +71,11 @@ def softmax(logits):
     return exps / exps.sum(axis=-1, keepdims=True)
 
 
+def sigmoid(logits):
+    """Element-wise sigmoid, float32 (multi-label probabilities), no overflow."""
+    return np.exp(-np.logaddexp(0.0, -np.asarray(logits, np.float32)))
+
+
 def _run_model(model, inputs):
     return model(inputs, training=False)
 

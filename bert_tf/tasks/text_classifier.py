@@ -1,17 +1,18 @@
-"""TextClassifier: sentence (pair) classification or regression on raw text."""
+"""TextClassifier: sentence (pair) classification (one label, or any number) or regression on
+raw text."""
 
 import numpy as np
 
 from bert_tf.modeling import BertClassifier
 from bert_tf.tasks import sources
-from bert_tf.tasks.base import TaskError, TextTask, as_texts, check_labels, softmax
+from bert_tf.tasks.base import TaskError, TextTask, as_texts, check_labels, sigmoid, softmax
 
 
 class TextClassifier(TextTask):
     """A BertClassifier with its tokenizer and label names: texts in, labels and scores out.
 
-    What bert-tf-classify fine-tunes (classification, sentence pairs, regression); a run's
-    directory loads as one with `bert_tf.load_task(run_dir)`.
+    What bert-tf-classify fine-tunes (classification, multi-label, sentence pairs,
+    regression); a run's directory loads as one with `bert_tf.load_task(run_dir)`.
 
     Args:
       model: a BertClassifier (num_classes C; 1 for regression).
@@ -60,13 +61,20 @@ class TextClassifier(TextTask):
         return self.model.num_classes == 1
 
     @property
+    def multi_label(self):
+        """True for a multi-label head (a sigmoid per label; any number apply to a text)."""
+        return bool(getattr(self.model, "multi_label", False))
+
+    @property
     def task_name(self):
-        return "regression" if self.regression else "classification"
+        if self.regression:
+            return "regression"
+        return "multi_label" if self.multi_label else "classification"
 
     @classmethod
-    def from_pretrained(cls, path, labels=None, *, regression=False, max_seq_length=128,
-                        text_pair=False, dropout_rate=None, tokenizer=None, do_lower_case=None,
-                        batch_size=32):
+    def from_pretrained(cls, path, labels=None, *, regression=False, multi_label=False,
+                        max_seq_length=128, text_pair=False, dropout_rate=None, tokenizer=None,
+                        do_lower_case=None, batch_size=32):
         """A new classifier head on the encoder of any model bert_tf.load_model reads.
 
         Args:
@@ -75,6 +83,7 @@ class TextClassifier(TextTask):
             its vocab.txt / tokenizer.json comes along.
           labels: the class names (at least 2), in the order the head's logits take them.
           regression: one output, a score, instead of classes.
+          multi_label: any number of the labels may apply to a text (a sigmoid per label).
           max_seq_length, text_pair, batch_size: see the class.
           dropout_rate: the head's dropout (default the config's hidden_dropout_prob).
           tokenizer: a Tokenizer or tokenizer file, where the model directory has none.
@@ -82,12 +91,16 @@ class TextClassifier(TextTask):
         """
         if regression and labels:
             raise TaskError("TextClassifier.from_pretrained: regression=True takes no labels")
+        if regression and multi_label:
+            raise TaskError("TextClassifier.from_pretrained: regression and multi_label "
+                            "exclude each other")
         if not regression and (labels is None or len(labels) < 2):
             raise TaskError("TextClassifier.from_pretrained: give labels, the class names (at "
                             "least 2) in the order the head's logits take them, or "
                             "regression=True for a score")
         encoder, tokenizer = sources.pretrained_encoder(path, tokenizer, do_lower_case)
-        model = BertClassifier(encoder, 1 if regression else len(labels), dropout_rate)
+        model = BertClassifier(encoder, 1 if regression else len(labels), dropout_rate,
+                               multi_label=multi_label)
         return cls(model, tokenizer, labels, max_seq_length=max_seq_length,
                    text_pair=text_pair, batch_size=batch_size)
 
@@ -120,12 +133,22 @@ class TextClassifier(TextTask):
         Returns:
           Per text (a single dict for a single str): classification {"label": the likeliest
           class's name, "score": its probability, "scores": {name: probability}};
-          regression {"score": the predicted value}.
+          multi-label {"labels": the names whose probability is above 0.5, most probable
+          first, "scores": {name: probability}}; regression {"score": the predicted value}.
         """
         rows, one = self._rows(texts, text_pairs)
         logits = self.run(rows, batch_size)
         if self.regression:
             answers = [{"score": float(row[0])} for row in logits]
+        elif self.multi_label:
+            answers = []
+            for row in logits:
+                probabilities = sigmoid(row)
+                order = np.argsort(-probabilities, kind="stable")
+                answers.append({"labels": [self.labels[i] for i in order
+                                           if probabilities[i] > 0.5],
+                                "scores": {name: float(p)
+                                           for name, p in zip(self.labels, probabilities)}})
         else:
             answers = []
             for row in logits:
@@ -150,6 +173,8 @@ class TextClassifier(TextTask):
                 raise TaskError(f"labels[{bad}]={labels[bad]!r} is not a number (a regression "
                                 "score)") from None
         index = {name: i for i, name in enumerate(self.labels)}
+        if self.multi_label:
+            return self._multi_hot(labels, index)
         targets = []
         for i, label in enumerate(labels):
             if label not in index:
@@ -157,6 +182,19 @@ class TextClassifier(TextTask):
                                 f"{', '.join(self.labels)}")
             targets.append(index[label])
         return np.array(targets, np.int32)
+
+    def _multi_hot(self, labels, index):
+        targets = np.zeros([len(labels), len(self.labels)], np.float32)
+        for i, names in enumerate(labels):
+            if isinstance(names, str) or not isinstance(names, (list, tuple, set, frozenset)):
+                raise TaskError(f"labels[{i}]={names!r}: a multi-label classifier takes a list "
+                                "of label names per text (empty when none applies)")
+            for name in names:
+                if name not in index:
+                    raise TaskError(f"labels[{i}]: {name!r} is not among the model's labels "
+                                    f"{', '.join(self.labels)}")
+                targets[i, index[name]] = 1.0
+        return targets
 
     def fit(self, texts, labels, text_pairs=None, *, validation_data=None, epochs=3,
             batch_size=32, learning_rate=5e-5, warmup_proportion=0.1, optimizer=None,
@@ -167,7 +205,8 @@ class TextClassifier(TextTask):
 
         Args:
           texts: list of str; text_pairs: their second texts, or None.
-          labels: one label name per text (a number for regression).
+          labels: one label name per text (a number for regression; a list of names, empty
+            when none applies, for multi-label).
           validation_data: (texts, labels) or (texts, text_pairs, labels), evaluated after
             every epoch.
           epochs, batch_size: as Keras' fit.
@@ -179,7 +218,8 @@ class TextClassifier(TextTask):
           **fit_kwargs: more of Keras' fit (callbacks, ...).
 
         Returns:
-          Keras' History (loss and accuracy per epoch; mean squared error for regression).
+          Keras' History (loss and accuracy per epoch, per label for multi-label; mean
+          squared error for regression).
         """
         rows, _ = self._rows(texts, text_pairs)
         dataset = self.keras_batches(rows, self._targets(labels, len(rows)), batch_size,

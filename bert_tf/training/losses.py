@@ -47,14 +47,25 @@ def _hits(labels, logits):
 
 
 def classification_loss_fn(model, batch, training):
-    """Cross-entropy (or squared error when the model has one output) on `label_ids`.
+    """Cross-entropy (or squared error when the model has one output) on `label_ids`; for a
+    multi-label model (`model.multi_label`), sigmoid cross-entropy on multi-hot label_ids
+    float32 [B, C], averaged over the C labels.
 
-    Returns loss (mean over the batch's real examples) plus summable parts: `correct`
-    (or `squared_error`) and `count`.
+    Returns loss (mean over the batch's real examples) plus summable parts: `correct` (for
+    multi-label the fraction of an example's labels predicted right, at probability 0.5)
+    or `squared_error`, and `count`.
     """
     logits_bc = ops.cast(model(batch, training=training), "float32")
     weights_b = _example_weights(batch, batch["label_ids"])
     parts = {"count": ops.sum(weights_b)}
+    if getattr(model, "multi_label", False):
+        targets_bc = ops.cast(batch["label_ids"], "float32")
+        per_label_bc = ops.binary_crossentropy(targets_bc, logits_bc, from_logits=True)
+        parts["loss"] = _weighted_mean(ops.mean(per_label_bc, axis=-1), weights_b)
+        hits_bc = ops.cast(ops.equal(ops.cast(logits_bc > 0, "float32"), targets_bc),
+                           "float32")
+        parts["correct"] = ops.sum(ops.mean(hits_bc, axis=-1) * weights_b)
+        return parts
     if logits_bc.shape[-1] == 1:
         labels_b = ops.cast(batch["label_ids"], "float32")
         squared_b = ops.square(logits_bc[:, 0] - labels_b)

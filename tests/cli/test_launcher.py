@@ -204,6 +204,13 @@ def _assert_refused_before_tensorflow(module, args, line, tmp_path):
      "run_classifier: error: --init_checkpoint={tmp}/run does not exist (expected a run "
      "directory, a .keras file, a checkpoint prefix with its .index file, or a Hugging Face or "
      "keras-hub directory)"),
+    ("bert_tf.run_classifier", ["--text_a_column=text", "--label_column=topics",
+                                "--multi_label", "--regression"],
+     "run_classifier: error: --multi_label and --regression exclude each other: multi-label "
+     "predicts label names, regression a number"),
+    ("bert_tf.run_classifier", ["--task_name=sst-2", "--data_dir={tmp}", "--multi_label"],
+     "run_classifier: error: --multi_label reads your own data: give --text_a_column and "
+     "--label_column (GLUE tasks have one label per example)"),
     ("bert_tf.run_tagging", ["--train_file={tmp}/train.txt", "--num_train_epochs=0"],
      "run_tagging: error: --num_train_epochs=0.0 must be > 0 and finite"),
     ("bert_tf.run_tagging", ["--train_file={tmp}/train.txt", "--vocab_file={tmp}/vocab.txt"],

@@ -177,6 +177,49 @@ def test_user_file_errors_name_file_line_and_column(tmp_path):
         classifier_data.check_labels(examples, ["neg", "neutral"], "dev")
 
 
+def test_multi_label_cells_lists_and_their_records(tmp_path):
+    """--multi_label: names joined by the separator (spaces around them dropped; an empty
+    cell: no label applies), JSONL lists; the label set is every name seen; records hold a
+    multi-hot float32 [C] that the pipeline reads back."""
+    path = _write(tmp_path / "t.csv", 'text,topics\none,"sport, politics"\ntwo,\n'
+                                      "three,music\n")
+    examples = classifier_data.read_table_examples(path, text_a_column="text",
+                                                   label_column="topics", label_separator=",")
+    assert [e.label for e in examples] == [("sport", "politics"), (), ("music",)]
+    lines = _write(tmp_path / "t.jsonl", '{"text": "a", "topics": ["x", 2]}\n'
+                                         '{"text": "b", "topics": "x|y"}\n'
+                                         '{"text": "c", "topics": []}\n')
+    examples = classifier_data.read_table_examples(lines, text_a_column="text",
+                                                   label_column="topics", label_separator="|")
+    assert [e.label for e in examples] == [("x", "2"), ("x", "y"), ()]
+    assert classifier_data.infer_labels(examples) == ["2", "x", "y"]
+    with pytest.raises(DataError, match=r"t.jsonl:1: label 'x' of the dev data is not among "
+                                        "the labels 2, y"):
+        classifier_data.check_labels(examples, ["2", "y"], "dev")
+    twice = _write(tmp_path / "d.csv", 'text,topics\na,"x,x"\n')
+    with pytest.raises(DataError, match=r"d.csv:2 \(column 'topics'\): label 'x,x' names a "
+                                        "label twice"):
+        classifier_data.read_table_examples(twice, text_a_column="text", label_column="topics",
+                                            label_separator=",")
+    number = _write(tmp_path / "n.jsonl", '{"text": "a", "topics": 3}\n')
+    with pytest.raises(DataError, match=r"n.jsonl:1 \(column 'topics'\): multi-label value 3 "
+                                        "is neither label names joined by ',' nor a list"):
+        classifier_data.read_table_examples(number, text_a_column="text",
+                                            label_column="topics", label_separator=",")
+
+    tokenizer = WordpieceTokenizer(VOCAB)
+    path, meta = classifier_data.classifier_records(
+        str(tmp_path / "cache"), "train", examples, tokenizer, 8, ["2", "x", "y"],
+        multi_label=True)
+    dataset = feature_records.records_dataset(
+        path, classifier_data.classifier_spec(8, False, 3), batch_size=3, is_training=False,
+        num_examples=meta["num_examples"])
+    batch = next(iter(dataset))
+    np.testing.assert_array_equal(batch["label_ids"].numpy(),
+                                  [[1, 1, 0], [0, 1, 1], [0, 0, 0]])
+    assert batch["label_ids"].dtype == tf.float32
+
+
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e"]
 
 

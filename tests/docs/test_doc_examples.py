@@ -462,6 +462,9 @@ def make_fixtures(root):
         _write(j(root, "reviews", f"{name}.csv"),
                "review,stars\nThe cat sat on the mat.,5\nIt rained all week.,1\n"
                "The team won the game.,4\n")
+        _write(j(root, "topics", f"{name}.csv"),
+               'text,topics\nThe team won the game.,sport\n"The minister opened the stadium.",'
+               '"politics,sport"\nIt rained all week.,\n')
         _write(j(root, "my_data", f"{name}.csv"),
                "text,label\nThe team won the game.,pos\nIt rained all week.,neg\n"
                "The sky is blue.,pos\n")
@@ -900,7 +903,7 @@ RECIPES["docs/data-preparation.md"] = Page(links=("corpus", "vocab.txt"), recipe
     check="ls data/train-0.tfrecord out/train* bucket/records/train* data_root/records/train* "
           "> /dev/null")
 
-RECIPES["docs/fine-tuning.md"] = Page(links=("reviews", "input.txt",
+RECIPES["docs/fine-tuning.md"] = Page(links=("reviews", "topics", "input.txt",
                                              ("uncased_L-12_H-768_A-12", "bert_base")), recipes={
     "python -m bert_tf.run_classifier \\": Recipe(),
     "tfds build glue/mrpc --data_dir=$HOME/tensorflow_datasets   # on a machine with network":
@@ -912,6 +915,7 @@ grep -q "tfds_data_dir" tfds.log || (cat tfds.log; exit 1)""",
                why="tfds build downloads GLUE: without network the run must stop at the missing "
                    "TFDS data with an error naming --tfds_data_dir"),
     "printf 'The plot was dull.\\nA superb film.\\n' > lines.txt": Recipe(),
+    "python -m bert_tf.run_classifier --multi_label \\": Recipe(),
     "python -m bert_tf.run_tagging \\": Recipe(),
     "bert-tf-extract-features --input_file=input.txt --output_file=out.jsonl \\": Recipe(
         append={"extract": "--layers=-1,-2"}, why="the tiny checkpoint has 2 layers"),
@@ -923,8 +927,11 @@ assert len(model.history.history["loss"]) == 3
     # tagging, features and the Keras fit.
     (("python -m bert_tf.run_classifier \\",
       "tfds build glue/mrpc --data_dir=$HOME/tensorflow_datasets   # on a machine with network",
-      "printf 'The plot was dull.\\nA superb film.\\n' > lines.txt"),
-     "head -n 3 /tmp/reviews_predictions/predictions.tsv | grep -q 'A superb film.'"),
+      "printf 'The plot was dull.\\nA superb film.\\n' > lines.txt",
+      "python -m bert_tf.run_classifier --multi_label \\"),
+     "head -n 3 /tmp/reviews_predictions/predictions.tsv | grep -q 'A superb film.' && "
+     "grep -q '\"task\": \"multi_label\"' /tmp/topics/task_info.json && "
+     "test \"$(head -n 1 /tmp/topics/test_results.tsv | tr '\\t' '\\n' | wc -l)\" = 2"),
     (("python -m bert_tf.run_tagging \\", "import keras",
       "bert-tf-extract-features --input_file=input.txt --output_file=out.jsonl \\"),
      """python - <<'PYEOF'

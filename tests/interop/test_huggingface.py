@@ -87,6 +87,24 @@ def test_round_trip_is_exact(tmp_path):
     assert json.loads((out / "tokenizer_config.json").read_text())["do_lower_case"] is True
 
 
+def test_classifier_heads_write_their_problem_type(tmp_path):
+    """transformers picks the loss of BertForSequenceClassification by config.problem_type: a
+    multi-label head gets multi_label_classification (sigmoid per label), regression its own,
+    a softmax head none (transformers infers single-label from integer labels)."""
+    from bert_tf.modeling import BertClassifier
+
+    model, _, _ = load_huggingface(fixture("gelu_new"))
+    encoder = model.encoder
+    for name, head, problem in (
+            ("multi", BertClassifier(encoder, 3, multi_label=True), "multi_label_classification"),
+            ("regression", BertClassifier(encoder, 1), "regression"),
+            ("single", BertClassifier(encoder, 3), None)):
+        save_huggingface(head, str(tmp_path / name))
+        written = json.loads((tmp_path / name / "config.json").read_text())
+        assert written.get("problem_type") == problem, name
+        assert written["architectures"] == ["BertForSequenceClassification"]
+
+
 def _rewrite(directory, rename=None, drop=(), add=None):
     path = str(directory / "model.safetensors")
     tensors = load_file(path)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from bert_tf.metrics import (accuracy, binary_f1, classification_metrics, entity_scores,
-                             get_entities, matthews_corrcoef, pearson_corrcoef,
-                             regression_metrics, spearman_corrcoef)
+                             get_entities, matthews_corrcoef, multi_label_metrics,
+                             pearson_corrcoef, regression_metrics, spearman_corrcoef)
 from bert_tf.metrics.classification import average_ranks, macro_f1
 
 
@@ -107,3 +107,22 @@ def test_entity_scores_as_seqeval():
     assert entity_scores([["O"]], [["O"]])["f1"] == 0.0
     with pytest.raises(ValueError, match="sentence 0: 2 gold tags but 1 predicted"):
         entity_scores([["O", "O"]], [["O"]])
+
+
+def test_multi_label_metrics_by_hand():
+    labels = [[1, 0, 1], [0, 1, 0], [0, 0, 0], [1, 1, 0]]
+    predictions = [[1, 0, 0], [0, 1, 1], [0, 0, 0], [1, 1, 0]]
+    metrics = multi_label_metrics(labels, predictions)
+    # Summed over labels: TP 4, predicted 5, true 5: micro F1 = 8 / 10.
+    assert metrics["micro_f1"] == pytest.approx(0.8)
+    # Per label: 0: TP 2 of 2 and 2 -> 1; 1: TP 2 of 2 and 2 -> 1; 2: TP 0, 1 predicted,
+    # 1 true -> 0.
+    assert metrics["macro_f1"] == pytest.approx(2 / 3)
+    # Rows 2 and 3 exactly right (an empty set predicted empty counts); 10 of 12 decisions.
+    assert metrics["exact_match"] == 0.5
+    assert metrics["label_accuracy"] == pytest.approx(10 / 12)
+    assert metrics["score"] == metrics["micro_f1"]
+    # A label neither present nor predicted scores 0, as scikit-learn's zero_division=0.
+    assert multi_label_metrics([[1, 0]], [[1, 0]])["macro_f1"] == 0.5
+    with pytest.raises(ValueError, match=r"must both be \[N, C\]"):
+        multi_label_metrics([[1, 0]], [[1, 0, 0]])

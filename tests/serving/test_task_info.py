@@ -47,7 +47,7 @@ def test_reader_keeps_unknown_fields_and_reads_what_run_squad_writes(tmp_path):
 @pytest.mark.parametrize("values, message", [
     ({"do_lower_case": True, "max_seq_length": 8}, "missing field(s) task"),
     ({"task": "ner", "do_lower_case": True, "max_seq_length": 8},
-     "task='ner' is not one of classification, regression, squad, tagging, "
+     "task='ner' is not one of classification, multi_label, regression, squad, tagging, "
      "sentence_embedding, fill_mask"),
     ({"task": "regression", "do_lower_case": "yes", "max_seq_length": 8},
      "do_lower_case='yes' must be true or false"),
@@ -62,7 +62,7 @@ def test_reader_keeps_unknown_fields_and_reads_what_run_squad_writes(tmp_path):
     ({"task": "squad", "do_lower_case": True, "max_seq_length": 8, "labels": ["a", "b"]},
      "task='squad' has no labels, got ['a', 'b']"),
     ({"task": "squad", "do_lower_case": True, "max_seq_length": 8, "text_pair": True},
-     "text_pair applies to task classification or regression, not 'squad'"),
+     "text_pair applies to task classification, multi_label or regression, not 'squad'"),
     ({"task": "squad", "do_lower_case": True, "max_seq_length": 8, "max_query_length": 0},
      "max_query_length=0 must be an integer >= 1"),
 ])

@@ -189,6 +189,42 @@ def test_a_classifier_from_a_pretrained_run_learns_from_texts(pretrained_dir, tm
         tasks.TextClassifier.from_pretrained(pretrained_dir)
 
 
+def test_a_multi_label_classifier_fits_label_lists_and_loads_back(pretrained_dir, tmp_path):
+    """multi_label=True: fit takes a list of names per text (empty: none applies), predict
+    gives every label above 0.5, save / load_task keep the head's kind; bad label lists are
+    refused naming the text."""
+    labels = ["negative", "positive"]
+    texts = ["a good film .", "a bad plot .", "good and bad .", "the actor ."]
+    targets = [["positive"], ["negative"], ["negative", "positive"], []]
+    keras.utils.set_random_seed(2)
+    classifier = tasks.TextClassifier.from_pretrained(pretrained_dir, labels=labels,
+                                                      multi_label=True, max_seq_length=16)
+    assert classifier.task_name == "multi_label" and classifier.model.multi_label
+    history = classifier.fit(texts * 4, targets * 4, epochs=2, batch_size=8,
+                             learning_rate=1e-3, verbose=0)
+    assert set(history.history) == {"loss", "accuracy"} and len(history.history["loss"]) == 2
+    answers = classifier.predict(texts)
+    for answer_ in answers:
+        probabilities = answer_["scores"]
+        assert set(probabilities) == set(labels) and all(0 < p < 1 for p in
+                                                         probabilities.values())
+        assert answer_["labels"] == sorted((n for n, p in probabilities.items() if p > 0.5),
+                                           key=lambda n: -probabilities[n])
+    classifier.save(tmp_path / "saved")
+    assert json.loads((tmp_path / "saved" / "task_info.json").read_text())["task"] == (
+        "multi_label")
+    loaded = bert_tf.load_task(tmp_path / "saved")
+    assert loaded.multi_label and same_answers(loaded.predict(texts), answers)
+    with pytest.raises(tasks.TaskError, match=r"labels\[0\]='positive': a multi-label "
+                                              "classifier takes a list of label names"):
+        classifier.fit(texts, ["positive", [], [], []], epochs=1)
+    with pytest.raises(tasks.TaskError, match=r"labels\[1\]: 'neutral' is not among the "
+                                              "model's labels negative, positive"):
+        classifier.fit(texts, [[], ["neutral"], [], []], epochs=1)
+    with pytest.raises(tasks.TaskError, match="regression and multi_label exclude each other"):
+        tasks.TextClassifier.from_pretrained(pretrained_dir, regression=True, multi_label=True)
+
+
 def test_tasks_build_from_a_hugging_face_directory_and_a_label_list():
     hf = os.path.join(HERE, "..", "interop", "fixtures", "hf_bert_gelu")
     classifier = tasks.TextClassifier.from_pretrained(hf, labels=["no", "yes"], max_seq_length=32)

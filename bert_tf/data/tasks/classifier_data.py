@@ -35,13 +35,13 @@ _LOGGED_SKIPS = 5
 @dataclasses.dataclass(frozen=True)
 class InputExample:
     """One example: `guid` names it in prediction files (the test set's index for GLUE);
-    `label` is a label name (str), a number (regression) or None when unlabelled; `source`
-    is 'file:line' for messages."""
+    `label` is a label name (str), a number (regression), a tuple of label names (multi-label;
+    empty when none applies) or None when unlabelled; `source` is 'file:line' for messages."""
 
     guid: str
     text_a: str
     text_b: str | None = None
-    label: str | float | None = None
+    label: str | float | tuple | None = None
     source: str = ""
 
 
@@ -166,7 +166,7 @@ def table_rows(path, fmt):
 
 def read_table_examples(path, *, text_a_column, text_b_column=None, label_column=None,
                         is_regression=False, require_labels=True, keep_empty=False,
-                        format_name=None):
+                        format_name=None, label_separator=None):
     """Examples of a user CSV/TSV (with a header row) or JSONL file.
 
     Args:
@@ -177,6 +177,9 @@ def read_table_examples(path, *, text_a_column, text_b_column=None, label_column
       require_labels: False for test files: a missing label column is fine.
       keep_empty: keep rows whose text is empty (test files); else skip and count them.
       format_name: 'csv', 'tsv' or 'jsonl' (default: from the extension).
+      label_separator: multi-label data: the label cell holds any number of label names
+        joined by this string (a JSONL value may also be a list of names); an empty cell is
+        an example no label applies to.
 
     Returns:
       list of InputExample with guid = the row's 0-based index among data rows.
@@ -205,7 +208,9 @@ def read_table_examples(path, *, text_a_column, text_b_column=None, label_column
             skips.skip("empty text", where(path, number))
             continue
         label = None
-        if label_column and label_column in row:
+        if label_column and label_column in row and label_separator is not None:
+            label = _label_set(row[label_column], label_separator, path, number, label_column)
+        elif label_column and label_column in row:
             value = row[label_column]
             if value is None or not str(value).strip():
                 # Test files may leave labels blank; in training data a blank would become a
@@ -222,6 +227,23 @@ def read_table_examples(path, *, text_a_column, text_b_column=None, label_column
 
 def _text(value):
     return "" if value is None else str(value)
+
+
+def _label_set(value, separator, path, number, column):
+    """A multi-label cell as a tuple of distinct label names, in the order written."""
+    if isinstance(value, (list, tuple)):
+        names = [label_string(v) for v in value]
+    elif value is None:
+        names = []
+    elif isinstance(value, (dict, bool, int, float)):
+        raise DataError(f"{where(path, number, column)}: multi-label value {value!r} is "
+                        f"neither label names joined by {separator!r} nor a list of them")
+    else:
+        names = [n.strip() for n in str(value).split(separator)]
+    names = [n for n in names if n]
+    if len(set(names)) != len(names):
+        raise DataError(f"{where(path, number, column)}: label {value!r} names a label twice")
+    return tuple(names)
 
 
 def _label_value(value, is_regression, path, number, column):
@@ -260,8 +282,9 @@ def read_text_lines(path):
 
 def predictions_text(examples, predictions, scores=None):
     """predictions.tsv of your own data: a header, then per example its index, its text (and
-    second text), the prediction (a label name, or a score for regression) and, for classes,
-    the predicted label's probability. Tab-separated; a field holding a tab, newline or quote
+    second text), the prediction (a label name, a score for regression, the predicted label
+    names joined by the separator for multi-label) and, for single-label classes, the
+    predicted label's probability. Tab-separated; a field holding a tab, newline or quote
     is quoted as CSV quotes it."""
     pair = any(e.text_b is not None for e in examples)
     header = ["index", "text", *(["text_pair"] if pair else []), "prediction",
@@ -279,8 +302,14 @@ def predictions_text(examples, predictions, scores=None):
 
 
 def infer_labels(examples):
-    """The sorted label names of labelled examples (numerically when all are integers)."""
-    names = {e.label for e in examples if e.label is not None}
+    """The sorted label names of labelled examples (numerically when all are integers); for
+    multi-label examples, every name any example has."""
+    names = set()
+    for example in examples:
+        if isinstance(example.label, tuple):
+            names.update(example.label)
+        elif example.label is not None:
+            names.add(example.label)
     if all(_is_int(n) for n in names):
         return sorted(names, key=int)
     return sorted(names)
@@ -298,20 +327,28 @@ def check_labels(examples, labels, split_name):
     """Raises DataError at the first example whose label is not in `labels`."""
     known = set(labels)
     for example in examples:
-        if example.label is not None and example.label not in known:
-            raise DataError(f"{example.source}: label {example.label!r} of the {split_name} "
-                            f"data is not among the labels {', '.join(labels)}")
+        names = example.label if isinstance(example.label, tuple) else (
+            () if example.label is None else (example.label,))
+        for name in names:
+            if name not in known:
+                raise DataError(f"{example.source}: label {name!r} of the {split_name} data "
+                                f"is not among the labels {', '.join(labels)}")
 
 
-def classifier_spec(max_seq_length, is_regression):
-    """Feature spec of classification records (see feature_records.write_records)."""
+def classifier_spec(max_seq_length, is_regression, multi_label_classes=None):
+    """Feature spec of classification records (see feature_records.write_records); with
+    `multi_label_classes` C, label_ids is a multi-hot float32 [C]."""
+    if multi_label_classes:
+        label = ((multi_label_classes,), "float32")
+    else:
+        label = ((), "float32" if is_regression else "int32")
     return {"input_word_ids": ((max_seq_length,), "int32"),
             "input_mask": ((max_seq_length,), "int32"),
             "input_type_ids": ((max_seq_length,), "int32"),
-            "label_ids": ((), "float32" if is_regression else "int32")}
+            "label_ids": label}
 
 
-def classifier_features(examples, tokenizer, max_seq_length, labels, stats):
+def classifier_features(examples, tokenizer, max_seq_length, labels, stats, multi_label=False):
     """Yields the fixed-length features of each example.
 
     Args:
@@ -320,10 +357,12 @@ def classifier_features(examples, tokenizer, max_seq_length, labels, stats):
       max_seq_length: S.
       labels: the label names (class i = labels[i]); None for regression.
       stats: dict that receives `truncated` (examples cut to fit S).
+      multi_label: the labels are tuples of names: label_ids is multi-hot [C].
 
     Yields:
       dict of input_word_ids, input_mask, input_type_ids (lists of S ints) and label_ids
-      (class index, 0 when unlabelled; the score for regression).
+      (class index, 0 when unlabelled; the score for regression; multi-hot floats [C] for
+      multi-label, zeros when unlabelled).
     """
     label_ids = {name: i for i, name in enumerate(labels)} if labels is not None else None
     budget_pair, budget_single = max_seq_length - 3, max_seq_length - 2
@@ -337,7 +376,12 @@ def classifier_features(examples, tokenizer, max_seq_length, labels, stats):
         features = pack_inputs(ids_a, ids_b, max_seq_length=max_seq_length,
                                cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
                                pad_id=tokenizer.pad_id)
-        if label_ids is None:
+        if multi_label:
+            hot = [0.0] * len(labels)
+            for name in example.label or ():
+                hot[label_ids[name]] = 1.0
+            features["label_ids"] = hot
+        elif label_ids is None:
             features["label_ids"] = 0.0 if example.label is None else float(example.label)
         else:
             features["label_ids"] = 0 if example.label is None else label_ids[example.label]
@@ -354,7 +398,8 @@ def examples_digest(examples):
     return digest.hexdigest()
 
 
-def classifier_records(directory, name, examples, tokenizer, max_seq_length, labels):
+def classifier_records(directory, name, examples, tokenizer, max_seq_length, labels,
+                       multi_label=False):
     """Cached TFRecords of `examples` (see feature_records.cached_records).
 
     The cache key covers the examples' content, the tokenizer (vocabulary, casing), S and the
@@ -363,21 +408,25 @@ def classifier_records(directory, name, examples, tokenizer, max_seq_length, lab
     Args:
       directory: the cache directory.
       name: the split ("train", "dev", "test").
-      examples, tokenizer, max_seq_length, labels: as in classifier_features.
+      examples, tokenizer, max_seq_length, labels, multi_label: as in classifier_features.
 
     Returns:
       (path, meta); meta has num_examples and truncated.
     """
     from bert_tf.data.tasks import feature_records
 
-    spec = classifier_spec(max_seq_length, labels is None)
+    spec = classifier_spec(max_seq_length, labels is None,
+                           len(labels) if multi_label else None)
     parts = {"examples": examples_digest(examples),
              "tokenizer": tokenizer.fingerprint(),
              "max_seq_length": max_seq_length, "labels": labels}
+    if multi_label:
+        parts["multi_label"] = True
 
     def make():
         stats = {}
-        return classifier_features(examples, tokenizer, max_seq_length, labels, stats), stats
+        return classifier_features(examples, tokenizer, max_seq_length, labels, stats,
+                                   multi_label), stats
 
     path, meta = feature_records.cached_records(directory, name, parts, spec, make)
     if meta.get("truncated"):
