@@ -404,7 +404,7 @@ def _load_training_checkpoint(path, shapes, config, template):
 
 
 # The tasks (task_info.json "task") whose heads each task model class has.
-_TASKS_OF_MODEL = {"BertClassifier": ("classification", "multi_label", "regression"),
+_TASKS_OF_MODEL = {"BertClassifier": ("classification", "regression"),
                    "BertTokenClassifier": ("tagging",), "BertSpanLabeler": ("squad",)}
 
 
@@ -424,7 +424,9 @@ def _task_matches(path, template):
                     task = json.load(f).get("task")
             except (ValueError, AttributeError):
                 return True
-            wanted = _TASKS_OF_MODEL.get(type(template).__name__)
+            # A softmax and a multi-label head have the same shapes: only the record tells.
+            wanted = (("multi_label",) if getattr(template, "multi_label", False)
+                      else _TASKS_OF_MODEL.get(type(template).__name__))
             if wanted and task and task not in wanted:
                 logging.warning("%s holds a %s head (%s); a %s gets a new head", path, task,
                                 info, type(template).__name__)

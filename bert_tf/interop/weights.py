@@ -223,8 +223,10 @@ def same_kind(model, encoder):
         return encoder
     if isinstance(model, BertPretrainer):
         return BertPretrainer(encoder, use_next_sentence_label=model.next_sentence is not None)
-    if isinstance(model, (BertClassifier, BertTokenClassifier)):
-        return type(model)(encoder, model.num_classes)
+    if isinstance(model, BertClassifier):
+        return BertClassifier(encoder, model.num_classes, multi_label=model.multi_label)
+    if isinstance(model, BertTokenClassifier):
+        return BertTokenClassifier(encoder, model.num_classes)
     if isinstance(model, BertSpanLabeler):
         return BertSpanLabeler(encoder)
     if isinstance(model, ElectraPretrainer):

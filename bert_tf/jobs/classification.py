@@ -32,6 +32,8 @@ from bert_tf.training import task_loop
 _USER_FILE_EXTENSIONS = (".tsv", ".csv", ".jsonl", ".json")
 PREDICTIONS_FILE = "predictions.tsv"
 PROBABILITIES_FILE = "test_results.tsv"
+# A label is one per example (multi-label: [C], never cut to a length bucket, even if C == S).
+_PER_EXAMPLE = ("label_ids",)
 # Test data may also be texts alone, one per line.
 _TEST_FILE_EXTENSIONS = _USER_FILE_EXTENSIONS + (classifier_data.TEXT_LINES_EXTENSION,)
 
@@ -178,16 +180,17 @@ def _labels(task, output_dir, data, train_examples):
 
 def _check_multi_label_matches(task, output_dir, data):
     """A run that does not train evaluates or predicts with the head its run trained: refuses
-    --multi_label where that run's was single-label, and its absence where it was multi-label."""
-    info = finetuning.read_task_info(output_dir, task.init_checkpoint)
-    recorded = (info or {}).get("task")
+    --multi_label where that run's was single-label, and its absence where it was multi-label.
+    (A run that trains is held to its checkpoints' record: finetuning.check_resume.)"""
+    path = finetuning.task_info_path(output_dir, task.init_checkpoint)
+    recorded = (finetuning.read_task_info(output_dir, task.init_checkpoint) or {}).get("task")
     if recorded not in ("classification", "multi_label"):
         return
     if (recorded == "multi_label") != data.multi_label:
         raise FlagValueError(
-            f"--multi_label={'true' if data.multi_label else 'false'}, but the run's "
-            f"task_info.json says {recorded}: give --{'' if recorded == 'multi_label' else 'no'}"
-            "multi_label to evaluate or predict with the model it trained")
+            f"--multi_label={'true' if data.multi_label else 'false'}, but {path} says task "
+            f"{recorded}: give --{'' if recorded == 'multi_label' else 'no'}multi_label to "
+            "evaluate or predict with the model it trained")
 
 
 def _read_split(data, split):
@@ -233,6 +236,10 @@ class ClassificationRunner(finetuning.TaskRunner):
     @property
     def resume_name(self):
         return self.data.name
+
+    def resume_settings(self):
+        # A softmax head's checkpoints must not go on training as sigmoids (same shapes).
+        return {"multi_label": self.data.multi_label}
 
     @property
     def splits(self):
@@ -292,7 +299,8 @@ class ClassificationRunner(finetuning.TaskRunner):
         dataset = feature_records.records_dataset(path, self.spec, batch_size=batch_size,
                                                   is_training=False,
                                                   num_examples=meta["num_examples"],
-                                                  length_buckets=self.eval_length_buckets)
+                                                  length_buckets=self.eval_length_buckets,
+                                                  per_example=_PER_EXAMPLE)
         return task_loop.predict(self.model, dataset)[:meta["num_examples"]]
 
     def results(self):
@@ -306,7 +314,7 @@ class ClassificationRunner(finetuning.TaskRunner):
     def train_dataset_fn(self, context):
         return finetuning.records_train_dataset_fn(
             self.records["train"][0], self.spec, self.job.trainer.train_batch_size,
-            self.job.runtime.seed, context.length_buckets)
+            self.job.runtime.seed, context.length_buckets, _PER_EXAMPLE)
 
     def evaluate_fn(self):
         return self.evaluate if self.job.do_eval else None
@@ -387,8 +395,9 @@ def _write_predictions(context, output_dir, overwrite, data, examples, outputs, 
         probabilities = finetuning.sigmoid(outputs)
         probability_lines = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]
         separator = data.settings.label_separator
-        predictions = [separator.join(name for name, p in zip(labels, row) if p > 0.5)
-                       for row in probabilities]
+        # A label applies where its logit is above 0 (probability 0.5), as in evaluation.
+        predictions = [separator.join(name for name, logit in zip(labels, row) if logit > 0)
+                       for row in outputs]
     else:
         probabilities = finetuning.softmax(outputs)
         probability_lines = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]

@@ -161,7 +161,7 @@ def export(config):
                 encoder_config(source.model).max_position_embeddings) or ()
         except length_buckets.BucketError as e:
             raise FlagValueError(str(e)) from None
-    if task in ("classification", "multi_label", "regression"):
+    if task in serving.task_info.CLASSIFIER_TASKS:
         options["text_pair"] = _first_set(config.text_pair, info and info.text_pair, True)
         if wants_text and config.text_pair is None and not (info and info.text_pair is not None):
             logging.info("serve_text takes text and text_pair (an empty text_pair means a "

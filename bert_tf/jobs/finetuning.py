@@ -151,7 +151,7 @@ def owned(context, output_dir):
     return run_directory.owned(output_dir, context.chief)
 
 
-def run_record(context, job, cli_name, task_name, labels):
+def run_record(context, job, cli_name, task_name, labels, task_settings=None):
     """The RunRecord of this fine-tuning run (bert_tf.run_directory): what a resume of
     --output_dir must share with it: the command, the task, the labels (the head's outputs),
     the model config, the tokenizer (its tokens' digest: a CRLF copy is the same), the casing,
@@ -162,6 +162,7 @@ def run_record(context, job, cli_name, task_name, labels):
     Args:
       task_name: the task as the record names it (e.g. "sst-2", "tagging", "squad");
       labels: list of str or None.
+      task_settings: the task's own settings a resume must share (e.g. --multi_label).
     """
     task, trainer = job.task, job.trainer
     return run_directory.RunRecord(
@@ -173,7 +174,8 @@ def run_record(context, job, cli_name, task_name, labels):
                   "trainable_encoder": bool(task.trainable_encoder),
                   "optimizer": trainer.optimizer,
                   "train_batch_size": int(trainer.train_batch_size),
-                  "gradient_accumulation_steps": int(trainer.gradient_accumulation_steps)},
+                  "gradient_accumulation_steps": int(trainer.gradient_accumulation_steps),
+                  **(task_settings or {})},
         init_checkpoint=task.init_checkpoint)
 
 
@@ -294,15 +296,26 @@ def restore_trained(job, model, best_metric, job_runtime):
 def read_task_info(output_dir, init_checkpoint=None):
     """The task_info.json of --output_dir or, failing that, of the --init_checkpoint directory
     (for prediction runs that need the label list of an earlier training run); None if none."""
+    path = task_info_path(output_dir, init_checkpoint)
+    if path is None:
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def task_info_path(output_dir, init_checkpoint=None):
+    """The path `read_task_info` reads (its run's, or RUN/best/model-N's run's), or None."""
     candidates = [output_dir]
     if init_checkpoint:
-        candidates.append(init_checkpoint if fileio.isdir(init_checkpoint)
-                          else os.path.dirname(init_checkpoint))
+        directory = (init_checkpoint if fileio.isdir(init_checkpoint)
+                     else os.path.dirname(init_checkpoint))
+        candidates.append(directory)
+        if os.path.basename(os.path.normpath(directory)) == run_directory.BEST_DIR:
+            candidates.append(os.path.dirname(os.path.normpath(directory)))  # RUN/best/model-N
     for directory in candidates:
         path = run_directory.path(directory, run_directory.TASK_INFO_FILE)
         if tf.io.gfile.exists(path):
-            with tf.io.gfile.GFile(path) as f:
-                return json.load(f)
+            return path
     return None
 
 
@@ -407,14 +420,16 @@ def write_results(context, output_dir, trained, results, eval_metrics):
                           "\n".join(lines) + "\n")
 
 
-def records_train_dataset_fn(path, spec, batch_size, seed, length_buckets):
+def records_train_dataset_fn(path, spec, batch_size, seed, length_buckets, per_example=()):
     """The training `dataset_fn(input_context=None)` over cached feature records at `path`
     (feature_records.records_dataset: shuffled with `seed` (--seed), repeating, the global
-    `batch_size` (--train_batch_size) batched per replica, in `length_buckets`)."""
+    `batch_size` (--train_batch_size) batched per replica, in `length_buckets`; the
+    `per_example` features never cut)."""
     def dataset_fn(input_context=None):
         return feature_records.records_dataset(
             path, spec, batch_size=batch_size, is_training=True, seed=seed,
-            input_context=input_context, length_buckets=length_buckets)
+            input_context=input_context, length_buckets=length_buckets,
+            per_example=per_example)
     return dataset_fn
 
 
@@ -449,6 +464,10 @@ class TaskRunner:
     def resume_name(self):
         """The task as the run record holds it (a resumed run must match)."""
         raise NotImplementedError
+
+    def resume_settings(self):
+        """The task's own settings the run record holds (a resumed run must match)."""
+        return {}
 
     def prepare_inputs(self, context):
         """Reads and converts every split the run needs; sets num_train_examples."""
@@ -505,7 +524,8 @@ def run_task(runner, job, flags_text=None):
     # What can refuse the run is read before the directory is taken: a refused run leaves
     # nothing behind.
     runner.read_training_data(context)
-    record = run_record(context, job, runner.cli_name, runner.resume_name, runner.labels)
+    record = run_record(context, job, runner.cli_name, runner.resume_name, runner.labels,
+                        runner.resume_settings())
     if job.do_train:
         check_resume(context, job.output_dir, record)
     with owned(context, job.output_dir):

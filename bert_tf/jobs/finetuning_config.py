@@ -147,6 +147,9 @@ def check_settings(job):
         _check_squad(job)
     if isinstance(job, ClassificationConfig) and task.multi_label:
         _check_multi_label(job)
+    elif isinstance(job, ClassificationConfig) and task.label_separator != ",":
+        raise FlagValueError(f"--label_separator={task.label_separator!r} goes with "
+                             "--multi_label (one label per row needs no separator)")
     flag_checks.require_positive(eval_batch_size=trainer.eval_batch_size,
                                  predict_batch_size=trainer.predict_batch_size)
     flag_checks.check_numeric_flags(task, trainer)
@@ -206,14 +209,15 @@ def _check_multi_label(job):
     if task.regression:
         raise FlagValueError("--multi_label and --regression exclude each other: multi-label "
                              "predicts label names, regression a number")
+    # classifier_data.is_text_lines' rule, restated: that module loads TensorFlow.
     predicts_lines = (job.do_predict and not (job.do_train or job.do_eval)
                       and str(task.test_file or "").lower().endswith(".txt"))
     if task.text_a_column is None and not predicts_lines:
         raise FlagValueError("--multi_label reads your own data: give --text_a_column and "
                              "--label_column (GLUE tasks have one label per example)")
-    if not task.label_separator or task.label_separator != task.label_separator.strip():
-        raise FlagValueError(f"--label_separator={task.label_separator!r} must be a non-empty "
-                             "string without surrounding whitespace (e.g. ',' or '|')")
+    if not task.label_separator:
+        raise FlagValueError("--label_separator='' must be a non-empty string (e.g. ',' or "
+                             "'|')")
 
 
 def _check_squad(job):

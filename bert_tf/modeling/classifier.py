@@ -18,10 +18,10 @@ class BertClassifier(EncoderTaskModel):
     (kernel [H, C]; the original run_classifier.py's `output_weights` [C, H] transposed).
 
     `compile()` without a loss picks the usual one: sparse categorical cross-entropy on logits
-    with accuracy for classes, binary cross-entropy on logits with per-label accuracy for
-    multi-label, mean squared error for regression. `fit` takes `(features, labels)` with
-    features the encoder's input dict and int labels [B] (multi-hot float [B, C] for
-    multi-label, float [B] for regression).
+    with accuracy for classes, binary cross-entropy on logits with accuracy over the B x C
+    yes/no decisions for multi-label, mean squared error for regression. `fit` takes
+    `(features, labels)` with features the encoder's input dict and int labels [B] (multi-hot
+    float [B, C] for multi-label, float [B] for regression).
 
     Args:
       encoder: a `BertEncoder` (pre-trained or fresh).

@@ -201,7 +201,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
       vocab_file: the model's vocab.txt, or its list of tokens; needed for "text"/"examples".
       tokenizer: instead of vocab_file/do_lower_case, a BertTokenizerLayer or a
         WordpieceTokenizer; or a BpeTokenizer / BpeTokenizerLayer (byte-level BPE from a
-        tokenizer.json) for classification, regression and embedding models.
+        tokenizer.json) for classification (multi-label too), regression and embedding
+        models.
       do_lower_case: the casing the model was trained with.
       max_seq_length: S of the text signatures; longer inputs are truncated. (The id
         signature takes any length up to the model's max_position_embeddings.)

@@ -58,7 +58,7 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 from bert_tf import fileio, model_directory
 from bert_tf.modeling.token_ids import encoder_config
 from bert_tf.modeling.kernels import export_tracing
-from bert_tf.serving import task_signatures
+from bert_tf.serving import task_info, task_signatures
 from bert_tf.serving.exporter import check_labels, export_tokenizer_layer, write_failed
 from bert_tf.text import sentencepiece_prepared
 from bert_tf.text.input_packing import truncated_lengths
@@ -467,7 +467,7 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
     buckets = (task_signatures.check_length_buckets(length_buckets, max_seq_length,
                                           config.max_position_embeddings)
                if wants_text else ())
-    text_pair = bool(text_pair) and task_name in ("classification", "multi_label", "regression")
+    text_pair = bool(text_pair) and task_name in task_info.CLASSIFIER_TASKS
     module = _LiteRTModule(task, tokenizer, text_pair, buckets)
     keys = tuple(k for s, k in (("ids", IDS_SIGNATURE), ("text", TEXT_SIGNATURE))
                  if s in signatures)

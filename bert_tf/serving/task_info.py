@@ -35,8 +35,10 @@ from bert_tf.fileio import write_text_atomic
 TASK_INFO_FILE = file_names.TASK_INFO_FILE
 TASKS = ("classification", "multi_label", "regression", "squad", "tagging", "sentence_embedding",
          "fill_mask")
+# The tasks of a BertClassifier: sentence (pair) inputs, a head on the pooled [CLS] vector.
+CLASSIFIER_TASKS = ("classification", "multi_label", "regression")
 _LABELED_TASKS = ("classification", "multi_label", "tagging")
-_OPTIONAL_BOOLS = {"text_pair": ("classification", "multi_label", "regression"),
+_OPTIONAL_BOOLS = {"text_pair": CLASSIFIER_TASKS,
                    "version_2_with_negative": ("squad",)}
 _OPTIONAL_INTS = {"max_query_length": ("squad",), "max_answer_length": ("squad",),
                   "doc_stride": ("squad",)}

@@ -252,10 +252,12 @@ class TextTask:
                               verbose=progress.keras_verbose() if verbose == "auto" else verbose,
                               **fit_kwargs)
 
-    def keras_batches(self, features, labels, batch_size, shuffle, sample_weights=None):
+    def keras_batches(self, features, labels, batch_size, shuffle, sample_weights=None,
+                      cut_labels=True):
         """bert_tf.data.tasks.length_buckets.keras_dataset of rows (dicts of unpadded int lists
         input_word_ids and input_type_ids, as `run` takes them; padded here to
-        max_seq_length), in coarse buckets as the commands train."""
+        max_seq_length), in coarse buckets as the commands train; `cut_labels`: labels [N, S]
+        are per token (False: per example, whatever their width)."""
         from bert_tf.data.tasks import length_buckets
 
         arrays = {name: np.zeros((len(features), self.max_seq_length), np.int32)
@@ -269,7 +271,7 @@ class TextTask:
         return length_buckets.keras_dataset(
             arrays, labels, batch_size=batch_size, shuffle=shuffle,
             buckets=bucket_lengths(self.max_seq_length, coarse=True),
-            sample_weights=sample_weights)
+            sample_weights=sample_weights, cut_labels=cut_labels)
 
     # -- saving -----------------------------------------------------------------------------
 

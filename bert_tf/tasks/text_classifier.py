@@ -144,9 +144,10 @@ class TextClassifier(TextTask):
             answers = []
             for row in logits:
                 probabilities = sigmoid(row)
-                order = np.argsort(-probabilities, kind="stable")
-                answers.append({"labels": [self.labels[i] for i in order
-                                           if probabilities[i] > 0.5],
+                order = np.argsort(-row, kind="stable")
+                # A label applies where its logit is above 0 (probability 0.5), as the
+                # command and the exports decide.
+                answers.append({"labels": [self.labels[i] for i in order if row[i] > 0],
                                 "scores": {name: float(p)
                                            for name, p in zip(self.labels, probabilities)}})
         else:
@@ -160,6 +161,8 @@ class TextClassifier(TextTask):
         return answers[0] if one else answers
 
     def _targets(self, labels, count):
+        if self.multi_label and isinstance(labels, np.ndarray) and labels.ndim == 2:
+            return self._multi_hot_array(labels, count)
         if isinstance(labels, np.ndarray):
             labels = labels.tolist()
         if not isinstance(labels, (list, tuple)) or len(labels) != count:
@@ -182,6 +185,13 @@ class TextClassifier(TextTask):
                                 f"{', '.join(self.labels)}")
             targets.append(index[label])
         return np.array(targets, np.int32)
+
+    def _multi_hot_array(self, labels, count):
+        expected = (count, len(self.labels))
+        if labels.shape != expected or not np.isin(labels, (0, 1)).all():
+            raise TaskError(f"labels: a multi-hot array must be {list(expected)} (texts, "
+                            f"labels) of 0 and 1, got shape {list(labels.shape)}")
+        return labels.astype(np.float32)
 
     def _multi_hot(self, labels, index):
         targets = np.zeros([len(labels), len(self.labels)], np.float32)
@@ -206,7 +216,7 @@ class TextClassifier(TextTask):
         Args:
           texts: list of str; text_pairs: their second texts, or None.
           labels: one label name per text (a number for regression; a list of names, empty
-            when none applies, for multi-label).
+            when none applies, or a multi-hot array [N, C], for multi-label).
           validation_data: (texts, labels) or (texts, text_pairs, labels), evaluated after
             every epoch.
           epochs, batch_size: as Keras' fit.
@@ -218,12 +228,12 @@ class TextClassifier(TextTask):
           **fit_kwargs: more of Keras' fit (callbacks, ...).
 
         Returns:
-          Keras' History (loss and accuracy per epoch, per label for multi-label; mean
-          squared error for regression).
+          Keras' History (loss and accuracy per epoch: for multi-label the fraction of
+          yes/no label decisions right; mean squared error for regression).
         """
         rows, _ = self._rows(texts, text_pairs)
         dataset = self.keras_batches(rows, self._targets(labels, len(rows)), batch_size,
-                                     shuffle=True)
+                                     shuffle=True, cut_labels=False)
         validation = None
         if validation_data is not None:
             if not isinstance(validation_data, (list, tuple)) or len(validation_data) not in (
@@ -233,7 +243,7 @@ class TextClassifier(TextTask):
             v_texts, *v_pairs, v_labels = validation_data
             v_rows, _ = self._rows(v_texts, v_pairs[0] if v_pairs else None)
             validation = self.keras_batches(v_rows, self._targets(v_labels, len(v_rows)),
-                                            batch_size, shuffle=False)
+                                            batch_size, shuffle=False, cut_labels=False)
         return self.compile_and_fit(dataset, validation, epochs=epochs, optimizer=optimizer,
                                     learning_rate=learning_rate,
                                     warmup_proportion=warmup_proportion, verbose=verbose,

@@ -9,7 +9,8 @@ them in the model at the end.
 
 Feature-dict contract of the task loss functions (per-replica batches, static shapes):
   every task: input_word_ids, input_mask, input_type_ids  int32 [B, S]
-  classification: label_ids int32 [B] (float32 [B] for regression, num_classes == 1)
+  classification: label_ids int32 [B] (float32 [B] for regression, num_classes == 1;
+    multi-hot float32 [B, C] for a multi-label model)
   span QA: start_positions, end_positions int32 [B]
   tagging: label_ids int32 [B, S], label_weights float32 [B, S] (1 on scored pieces)
   optional example_weights float32 [B]: 0 for padding examples (classification, QA).

@@ -197,14 +197,20 @@ def test_multi_label_cells_lists_and_their_records(tmp_path):
                                         "the labels 2, y"):
         classifier_data.check_labels(examples, ["2", "y"], "dev")
     twice = _write(tmp_path / "d.csv", 'text,topics\na,"x,x"\n')
-    with pytest.raises(DataError, match=r"d.csv:2 \(column 'topics'\): label 'x,x' names a "
-                                        "label twice"):
+    with pytest.raises(DataError, match=r"d.csv:2 \(column 'topics'\): label 'x,x' names "
+                                        "'x' twice"):
         classifier_data.read_table_examples(twice, text_a_column="text", label_column="topics",
                                             label_separator=",")
     number = _write(tmp_path / "n.jsonl", '{"text": "a", "topics": 3}\n')
     with pytest.raises(DataError, match=r"n.jsonl:1 \(column 'topics'\): multi-label value 3 "
                                         "is neither label names joined by ',' nor a list"):
         classifier_data.read_table_examples(number, text_a_column="text",
+                                            label_column="topics", label_separator=",")
+
+    nested = _write(tmp_path / "l.jsonl", '{"text": "a", "topics": ["x", null]}\n')
+    with pytest.raises(DataError, match=r"l.jsonl:1 \(column 'topics'\): multi-label list "
+                                        r"\['x', None\] holds None; expected label names"):
+        classifier_data.read_table_examples(nested, text_a_column="text",
                                             label_column="topics", label_separator=",")
 
     tokenizer = WordpieceTokenizer(VOCAB)
@@ -218,6 +224,31 @@ def test_multi_label_cells_lists_and_their_records(tmp_path):
     np.testing.assert_array_equal(batch["label_ids"].numpy(),
                                   [[1, 1, 0], [0, 1, 1], [0, 0, 0]])
     assert batch["label_ids"].dtype == tf.float32
+
+
+def test_multi_label_labels_are_not_cut_to_a_length_bucket_where_c_equals_s(tmp_path):
+    """Eight labels at --max_seq_length=8: label_ids [8] looks like a sequence feature, but is
+    per example; records and Keras batches cut only the inputs to the bucket."""
+    from bert_tf.data.tasks import length_buckets
+
+    names = [f"l{i}" for i in range(8)]
+    examples = [classifier_data.InputExample(str(i), "a b", None, (names[i], names[7]))
+                for i in range(4)]
+    path, meta = classifier_data.classifier_records(
+        str(tmp_path), "dev", examples, WordpieceTokenizer(VOCAB), 8, names, multi_label=True)
+    batch = next(iter(feature_records.records_dataset(
+        path, classifier_data.classifier_spec(8, False, 8), batch_size=4, is_training=False,
+        num_examples=meta["num_examples"], length_buckets=[4, 8],
+        per_example=("label_ids",))))
+    assert batch["input_word_ids"].shape == (4, 4) and batch["label_ids"].shape == (4, 8)
+    np.testing.assert_array_equal(batch["label_ids"].numpy()[:, 7], [1, 1, 1, 1])
+    ids = np.array([[2, 5, 6, 3, 0, 0, 0, 0]] * 4, np.int32)
+    features = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+                "input_type_ids": np.zeros_like(ids)}
+    labels = np.eye(8, dtype=np.float32)[:4]
+    x, y = next(iter(length_buckets.keras_dataset(features, labels, batch_size=4,
+                                                  buckets=[4, 8], cut_labels=False)))
+    assert x["input_word_ids"].shape == (4, 4) and y.shape == (4, 8)
 
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e"]

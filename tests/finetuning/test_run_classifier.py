@@ -194,6 +194,8 @@ def finetuned_runs(tmp_path_factory, sst2_run):
         "--learning_rate=1e-2", "--num_train_epochs=3", "--log_steps=4", "--seed=2",
         "--trainable_encoder=false", "--do_train", "--do_eval", "--do_predict",
         f"--output_dir={jsonl / 'out'}"]}
+    # The same run again, as multi-label: its softmax head's checkpoints must not resume.
+    runs["jsonl_multi_label"] = runs["jsonl"] + ["--multi_label"]
     data_dir = trained.parent / "SST-2"
     for buckets in ("off", "8"):
         out = root / buckets
@@ -253,6 +255,14 @@ def test_own_jsonl_data_with_a_frozen_encoder(sst2_run, finetuned_runs):
     assert model.get_layer("classifier").kernel.shape == (32, 3)
     for trained, initial in zip(encoder_weights(model), init_encoder):
         np.testing.assert_array_equal(trained, initial)
+    # Rerun as multi-label (the same label set): refused by the record of its checkpoints,
+    # before it wrote anything.
+    switched = finetuned_runs["jsonl_multi_label"][1]
+    assert switched.returncode == 1
+    last = switched.stderr.strip().splitlines()[-1]
+    assert "holds checkpoints of a run with other settings" in last, last
+    assert "--multi_label=false then, true now" in last, last
+    assert json.loads((out / "results.json").read_text()) == results
 
 
 @pytest.mark.slow
@@ -393,7 +403,7 @@ def test_multi_label_trains_predicts_and_serves_label_sets(pretrained_runs):
     refused = pretrained_runs["multi_label_mismatch"][1]
     assert refused.returncode == 1
     assert refused.stderr.strip().splitlines()[-1] == (
-        "run_classifier: error: --multi_label=false, but the run's task_info.json says "
+        f"run_classifier: error: --multi_label=false, but {out / 'task_info.json'} says task "
         "multi_label: give --multi_label to evaluate or predict with the model it trained")
     # Refused before it wrote: the training run's results stand.
     assert json.loads((out / "results.json").read_text()) == results

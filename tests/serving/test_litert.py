@@ -414,3 +414,30 @@ def test_one_model_answers_threads_one_call_at_a_time(float_export):
     for thread in threads:
         thread.join()
     assert wrong == []
+
+
+def test_a_multi_label_int8_export_compares_label_sets(tmp_path):
+    """A multi-label classifier's LiteRT text signature gives sigmoid probabilities and the
+    labels above 0.5 (bool), as the SavedModel does; an int8 export compares the predicted
+    label sets with float32's (its eval labels are not scored)."""
+    keras.utils.set_random_seed(5)
+    model = BertClassifier(BertEncoder(cases.tiny_config()), num_classes=3, multi_label=True)
+    rows = _toy_rows(20, seed=7)
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence\tlabel\n" + "".join(f"{t}\tcat,dog\n" for t, _ in rows))
+    result = litert_export.export_litert(model, str(tmp_path / "int8"), vocab_file=cases.VOCAB,
+                                         max_seq_length=cases.SEQ_LENGTH,
+                                         labels=cases.CLASS_LABELS, quantize="dynamic_int8",
+                                         eval_file=str(dev))
+    report = result.report
+    assert report.rows == 20 and report.metric is None and 0.5 <= report.agreement <= 1.0
+    texts = [t for t, _ in rows[:4]]
+    served = serving.export(model, str(tmp_path / "saved" / "1"), vocab_file=cases.VOCAB,
+                            max_seq_length=cases.SEQ_LENGTH, labels=cases.CLASS_LABELS,
+                            signatures=("text",))
+    expected = tf.saved_model.load(served).signatures["serve_text"](text=tf.constant(texts))
+    light = LiteRTModel(result.path).predict(texts)
+    np.testing.assert_allclose(light["probabilities"], expected["probabilities"].numpy(),
+                               atol=0.05)
+    assert light["predicted"].dtype == bool and light["predicted"].shape == (4, 3)
+    assert [n.decode() for n in light["label_names"][0]] == list(cases.CLASS_LABELS)

@@ -232,6 +232,10 @@ def _text(value):
 def _label_set(value, separator, path, number, column):
     """A multi-label cell as a tuple of distinct label names, in the order written."""
     if isinstance(value, (list, tuple)):
+        bad = [v for v in value if v is None or isinstance(v, (list, tuple, dict))]
+        if bad:
+            raise DataError(f"{where(path, number, column)}: multi-label list {value!r} holds "
+                            f"{bad[0]!r}; expected label names (strings or numbers)")
         names = [label_string(v) for v in value]
     elif value is None:
         names = []
@@ -241,8 +245,10 @@ def _label_set(value, separator, path, number, column):
     else:
         names = [n.strip() for n in str(value).split(separator)]
     names = [n for n in names if n]
-    if len(set(names)) != len(names):
-        raise DataError(f"{where(path, number, column)}: label {value!r} names a label twice")
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise DataError(f"{where(path, number, column)}: label {value!r} names {twice!r} "
+                        "twice")
     return tuple(names)
 
 

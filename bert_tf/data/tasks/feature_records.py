@@ -120,7 +120,8 @@ def _with_weight(features, weight):
 
 
 def records_dataset(path, spec, *, batch_size, is_training, num_examples=None, seed=None,
-                    input_context=None, shuffle_buffer=10000, length_buckets=None):
+                    input_context=None, shuffle_buffer=10000, length_buckets=None,
+                    per_example=()):
     """A tf.data pipeline of fine-tuning feature dicts from a file `write_records` wrote.
 
     Args:
@@ -138,6 +139,8 @@ def records_dataset(path, spec, *, batch_size, is_training, num_examples=None, s
         buckets, the [S] features of each batch are cut to its bucket's length ([B, None] in
         the element spec) and evaluation batches carry `example_index` int32 [B] (position in
         the file, -1 on fill rows), in bucket order rather than file order.
+      per_example: features never cut, whatever their width (a multi-label classifier's
+        label_ids [C]).
 
     Returns:
       Dataset of dicts: the spec's features (int32 / float32, static shapes) plus
@@ -147,7 +150,7 @@ def records_dataset(path, spec, *, batch_size, is_training, num_examples=None, s
         from bert_tf.data.tasks import length_buckets as buckets_lib
 
         max_seq_length = int(length_buckets[-1])
-        sequence_names = buckets_lib.sequence_feature_names(spec, max_seq_length)
+        sequence_names = buckets_lib.sequence_feature_names(spec, max_seq_length, per_example)
         if "input_mask" not in sequence_names:
             raise ValueError(f"records_dataset: length buckets need an input_mask of length "
                              f"{max_seq_length} (the last bucket) in the spec of {path}")

@@ -113,10 +113,12 @@ def _show(value):
     return value if isinstance(value, str) else ",".join(str(v) for v in value)
 
 
-def sequence_feature_names(spec, max_seq_length):
-    """Names of the features of `spec` (name -> (shape, dtype)) that are [S] per example."""
+def sequence_feature_names(spec, max_seq_length, per_example=()):
+    """Names of the features of `spec` (name -> (shape, dtype)) that are [S] per example,
+    but those in `per_example` (a multi-label classifier's labels [C] are not a sequence,
+    even where C happens to equal S)."""
     return sorted(name for name, (shape, _) in spec.items()
-                  if tuple(shape) == (max_seq_length,))
+                  if tuple(shape) == (max_seq_length,) and name not in per_example)
 
 
 def _bucket_of(lengths, buckets_t):
@@ -217,7 +219,7 @@ def evaluation_batches(dataset, buckets, batch_size, sequence_names,
 
 
 def keras_dataset(features, labels, *, batch_size, buckets, shuffle=False, seed=None,
-                  sample_weights=None):
+                  sample_weights=None, cut_labels=True):
     """(features, labels) batches of in-memory arrays for Keras `fit` / `evaluate`, by bucket.
 
     Args:
@@ -231,6 +233,8 @@ def keras_dataset(features, labels, *, batch_size, buckets, shuffle=False, seed=
       seed: shuffle seed.
       sample_weights: optional array [N] or [N, S] (tagging's weights on first pieces, cut
         like the inputs): the batches are then (features, labels, weights).
+      cut_labels: labels [N, S] are per token and cut like the inputs; False for labels that
+        are per example whatever their width (a multi-label classifier's [N, C]).
 
     Returns:
       Dataset of (dict of [b, bucket] features, labels[, weights]) in the order the buckets
@@ -252,11 +256,12 @@ def keras_dataset(features, labels, *, batch_size, buckets, shuffle=False, seed=
         length = tf.reduce_sum(tf.cast(x["input_mask"], tf.int32))
         return tf.cast(_bucket_of(length, buckets_t)[0], tf.int64)
 
-    def cut(x, *ys):
+    def cut(x, y, *weights):
         width = _width_of_batch(x, buckets_t)
-        ys = tf.nest.map_structure(
-            lambda y: y[:, :width] if tuple(y.shape[1:]) == (width_s,) else y, ys)
-        return (_cut(x, width, names), *ys)
+        cut_one = lambda t: t[:, :width] if tuple(t.shape[1:]) == (width_s,) else t  # noqa: E731
+        if cut_labels:
+            y = tf.nest.map_structure(cut_one, y)
+        return (_cut(x, width, names), y, *map(cut_one, weights))
 
     dataset = dataset.group_by_window(key, lambda _, window: window.batch(batch_size),
                                       window_size=batch_size)
