@@ -584,7 +584,7 @@ def _layout(model):
     raise InteropError(f"cannot write a {type(model).__name__} in Hugging Face format")
 
 
-def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
+def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None, labels=None):
     """Writes a bert_tf model as a Hugging Face BERT directory.
 
     Writes config.json (Hugging Face BertConfig fields, model_type "bert", `architectures`
@@ -603,14 +603,21 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
       output_dir: created if needed.
       vocab_file: copied to output_dir/vocab.txt.
       do_lower_case: written to tokenizer_config.json when not None.
+      labels: a classifier's or tagger's class names in logit order (a fine-tuning run's
+        task_info.json labels), written as config.json's id2label / label2id; None:
+        transformers' LABEL_0, LABEL_1, ...
 
     Returns:
       output_dir.
+
+    Raises:
+      ValueError: labels for a model without classes, or not one distinct name per class.
     """
     from safetensors.numpy import save
 
+    names = _label_names(model, labels)
     if weights.encoder_of(model).config.architecture == "modernbert":
-        _save_modernbert(model, output_dir, save)
+        _save_modernbert(model, output_dir, save, names)
         _write_vocabulary(output_dir, vocab_file, do_lower_case, tokenizer_json=True)
         return output_dir
     electra = isinstance(model, ElectraPretrainer)
@@ -630,11 +637,27 @@ def save_huggingface(model, output_dir, vocab_file=None, do_lower_case=None):
     write_bytes_atomic(os.path.join(output_dir, SAFETENSORS_FILE),
                        save(tensors, metadata={"format": "pt"}))
     config = weights.encoder_of(model).config
-    values = hf_config_from_bert(config, architecture, **extras)
+    values = dict(hf_config_from_bert(config, architecture, **extras), **names)
     write_text_atomic(os.path.join(output_dir, CONFIG_FILE),
                       json.dumps(values, indent=2, sort_keys=True) + "\n")
     _write_vocabulary(output_dir, vocab_file, do_lower_case)
     return output_dir
+
+
+def _label_names(model, labels):
+    """config.json's id2label / label2id of `labels` (checked against the model's classes), or
+    {} to keep the writer's LABEL_<i>."""
+    if labels is None:
+        return {}
+    labels = [str(name) for name in labels]
+    num_classes = getattr(model, "num_classes", None)
+    if not isinstance(model, (BertClassifier, BertTokenClassifier)) or num_classes == 1:
+        raise ValueError(f"labels {labels} for a {type(model).__name__}, which has no classes")
+    if len(labels) != num_classes or len(set(labels)) != len(labels) or not all(labels):
+        raise ValueError(f"labels {labels}: expected {num_classes} distinct names, one per "
+                         f"class of the {type(model).__name__}")
+    return {"id2label": {str(i): name for i, name in enumerate(labels)},
+            "label2id": {name: i for i, name in enumerate(labels)}}
 
 
 def _write_vocabulary(output_dir, vocab_file, do_lower_case, tokenizer_json=False):
@@ -679,7 +702,7 @@ def write_tokenizer_config(output_dir, do_lower_case, roles=None, sentencepiece=
                       json.dumps(values, indent=2, sort_keys=True) + "\n")
 
 
-def _save_modernbert(model, output_dir, save):
+def _save_modernbert(model, output_dir, save, label_names=None):
     """save_huggingface for a modern encoder: a ModernBertModel, ModernBertForMaskedLM or
     ModernBertForSequenceClassification directory."""
     config = weights.encoder_of(model).config
@@ -695,7 +718,8 @@ def _save_modernbert(model, output_dir, save):
     else:
         raise InteropError(f"cannot write a {type(model).__name__} as ModernBERT (an encoder, "
                            "a masked-LM pretrainer without NSP or a classifier can be)")
-    values = modernbert.hf_config_from_bert(config, architecture, num_labels)
+    values = dict(modernbert.hf_config_from_bert(config, architecture, num_labels),
+                  **(label_names or {}))
     if getattr(model, "multi_label", False):
         values["problem_type"] = MULTI_LABEL_PROBLEM
     tensors = {}

@@ -164,8 +164,9 @@ def _convert(options):
                          f"{config.vocab_size} of the checkpoint's config")
     do_lower_case = resolve_casing(options.do_lower_case, source_casing, options.checkpoint)
     fileio.makedirs(parent)
+    labels = _run_labels(options.checkpoint, model) if options.to_format == "huggingface" else None
     with fileio.staging_dir(output_dir, ".tmp_convert_") as staging:
-        _write(options.to_format, model, staging, vocab_file, do_lower_case)
+        _write(options.to_format, model, staging, vocab_file, do_lower_case, labels)
         copy_tokenizer_json(options.checkpoint, staging, options.to_format)
         written = sorted(os.listdir(staging))
         fileio.publish_dir(staging, output_dir, expected, prefix=".tmp_old_convert_")
@@ -174,7 +175,21 @@ def _convert(options):
     return written
 
 
-def _write(target_format, model, output_dir, vocab_file, do_lower_case):
+def _run_labels(checkpoint, model):
+    """The class names a fine-tuning run recorded (task_info.json) for `model`'s head, found
+    from --checkpoint (the run, a file in it, or its best/model-N); None where there are none
+    or they do not fit the head."""
+    from bert_tf.jobs import finetuning
+    from bert_tf.serving.task_info import read_task_info
+
+    path = finetuning.task_info_path(None, checkpoint)
+    if path is None or not hasattr(model, "num_classes"):
+        return None
+    labels = list(read_task_info(path).labels)
+    return labels if len(labels) == model.num_classes else None
+
+
+def _write(target_format, model, output_dir, vocab_file, do_lower_case, labels=None):
     if target_format == "bert_tf":
         write_bert_tf(model, output_dir, vocab_file, do_lower_case)
     elif target_format == "tf1":
@@ -185,4 +200,4 @@ def _write(target_format, model, output_dir, vocab_file, do_lower_case):
                                       vocab_file=vocab_file)
     else:
         huggingface.save_huggingface(model, output_dir, vocab_file=vocab_file,
-                                     do_lower_case=do_lower_case)
+                                     do_lower_case=do_lower_case, labels=labels)

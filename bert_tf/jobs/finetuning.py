@@ -305,7 +305,7 @@ def read_task_info(output_dir, init_checkpoint=None):
 
 def task_info_path(output_dir, init_checkpoint=None):
     """The path `read_task_info` reads (its run's, or RUN/best/model-N's run's), or None."""
-    candidates = [output_dir]
+    candidates = [output_dir] if output_dir else []
     if init_checkpoint:
         directory = (init_checkpoint if fileio.isdir(init_checkpoint)
                      else os.path.dirname(init_checkpoint))

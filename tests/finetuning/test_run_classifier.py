@@ -26,7 +26,8 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
     name -> (its directory, its result). "sst2": a fine-tuning run on generated SST-2 files
     (output in out/); "regression": --regression on a CSV of scores; "bad_input": a dev file
     with an unknown label; "multi_label": --multi_label on a CSV of topic sets, exported as a
-    SavedModel, then as LiteRT ("multi_label_litert"), its predictions of a text file
+    SavedModel, then as LiteRT ("multi_label_litert") and Hugging Face ("multi_label_hf"),
+    its predictions of a text file
     ("multi_label_lines"), then evaluated without --multi_label ("multi_label_mismatch")."""
     root = tmp_path_factory.mktemp("classifier")
     sst2, regression, bad = root / "sst2", root / "regression", root / "bad_input"
@@ -78,6 +79,9 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
             f"--export_dir={multi / 'export' / '1'}"],
         "multi_label_litert": [f"--model_dir={multi / 'out'}", "--format=litert",
                                f"--export_dir={multi / 'litert'}"],
+        "multi_label_hf": ["--from=bert_tf", "--to=huggingface",
+                           f"--checkpoint={multi / 'out' / 'model.keras'}",
+                           f"--output_dir={multi / 'hf'}"],
         "multi_label_lines": [
             "--multi_label", f"--test_file={multi / 'lines.txt'}", "--do_predict",
             "--max_seq_length=16",
@@ -86,7 +90,8 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
             f"--data_dir={multi}", "--text_a_column=sentence", "--label_column=topics",
             f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16", "--do_eval",
             f"--output_dir={multi / 'out'}"]}
-    programs = {"multi_label_litert": "bert_tf.cli.export_saved_model"}
+    programs = {"multi_label_litert": "bert_tf.cli.export_saved_model",
+                "multi_label_hf": "bert_tf.cli.convert_checkpoint"}
     results = run_commands([(programs.get(name, "bert_tf.run_classifier"), args)
                             for name, args in runs.items()])
     return {name: (root / name, result) for name, result in zip(runs, results)}
@@ -389,6 +394,14 @@ def test_multi_label_trains_predicts_and_serves_label_sets(pretrained_runs):
     light = LiteRTModel(str(directory / "litert")).predict(texts)
     np.testing.assert_allclose(light["probabilities"], probabilities, atol=1e-5)
     np.testing.assert_array_equal(light["predicted"], probabilities > 0.5)
+
+    # As a Hugging Face directory: transformers' multi-label loss and the run's label names.
+    converted = pretrained_runs["multi_label_hf"][1]
+    assert converted.returncode == 0, converted.stderr[-3000:]
+    hf_config = json.loads((directory / "hf" / "config.json").read_text())
+    assert hf_config["problem_type"] == "multi_label_classification"
+    assert hf_config["id2label"] == {"0": "negative", "1": "person", "2": "positive"}
+    assert hf_config["label2id"] == {"negative": 0, "person": 1, "positive": 2}
 
     # Texts one per line, predicted by a run of their own from the trained run.
     lines_result = pretrained_runs["multi_label_lines"][1]

@@ -90,7 +90,8 @@ def test_round_trip_is_exact(tmp_path):
 def test_classifier_heads_write_their_problem_type(tmp_path):
     """transformers picks the loss of BertForSequenceClassification by config.problem_type: a
     multi-label head gets multi_label_classification (sigmoid per label), regression its own,
-    a softmax head none (transformers infers single-label from integer labels)."""
+    a softmax head none (transformers infers single-label from integer labels); given label
+    names, id2label / label2id hold them."""
     from bert_tf.modeling import BertClassifier
 
     model, _, _ = load_huggingface(fixture("gelu_new"))
@@ -103,6 +104,15 @@ def test_classifier_heads_write_their_problem_type(tmp_path):
         written = json.loads((tmp_path / name / "config.json").read_text())
         assert written.get("problem_type") == problem, name
         assert written["architectures"] == ["BertForSequenceClassification"]
+    save_huggingface(BertClassifier(encoder, 2), str(tmp_path / "named"), labels=["no", "yes"])
+    written = json.loads((tmp_path / "named" / "config.json").read_text())
+    assert written["id2label"] == {"0": "no", "1": "yes"}
+    assert written["label2id"] == {"no": 0, "yes": 1}
+    with pytest.raises(ValueError, match=r"labels \['a'\]: expected 2 distinct names, one "
+                                         "per class of the BertClassifier"):
+        save_huggingface(BertClassifier(encoder, 2), str(tmp_path / "bad"), labels=["a"])
+    with pytest.raises(ValueError, match="for a BertEncoder, which has no classes"):
+        save_huggingface(encoder, str(tmp_path / "bad"), labels=["a"])
 
 
 def _rewrite(directory, rename=None, drop=(), add=None):
