@@ -101,7 +101,10 @@ def tensorflow_runs(inputs, tmp_path_factory):
         try:
             straight = pretrain(_job(inputs, root / "straight"))
             deadline = time.time() + 600
-            while not (killed / f"ckpt-{SAVE}.index").exists():
+            # The state file names a checkpoint once it is whole: the .index appears while
+            # TensorFlow still writes it, and a kill then left a file too short to read (the
+            # run had no earlier checkpoint to fall back on).
+            while not _names_checkpoint(killed, SAVE):
                 assert proc.poll() is None, (root / "killed.log").read_text()[-3000:]
                 assert time.time() < deadline, (root / "killed.log").read_text()[-3000:]
                 time.sleep(0.01)
@@ -118,6 +121,18 @@ def tensorflow_runs(inputs, tmp_path_factory):
         tf.compat.v1.train.update_checkpoint_state(str(killed), str(killed / f"ckpt-{SAVE}"))
     resumed = pretrain(_job(inputs, killed))
     return root, straight, resumed
+
+
+def _names_checkpoint(directory, step):
+    """True once `directory`'s checkpoint state file names ckpt-<step> (or a later one)."""
+    try:
+        state = tf.train.get_checkpoint_state(str(directory))
+    except (ValueError, tf.errors.OpError):  # being written
+        return False
+    if state is None:
+        return False
+    return any(path.rsplit("ckpt-", 1)[-1].isdigit() and int(path.rsplit("ckpt-", 1)[-1]) >= step
+               for path in state.all_model_checkpoint_paths)
 
 
 def test_replaced_token_detection_trains_and_writes_the_discriminator(tensorflow_runs):
