@@ -8,7 +8,7 @@ google-research/bert scripts where one exists.
 
 Reading a flag: find its `_flag(...)` line below for its type, default and help, then the
 command's `define_flags()` for the default that command gives it (a few differ: e.g.
---max_seq_length is 384 for SQuAD, none for export).
+--max_seq_length is none for fine-tuning, export and embedding: the run's, else a default).
 """
 
 import ast
@@ -161,7 +161,9 @@ _flag(flags.DEFINE_string, "init_checkpoint", None,
       "Pre-trained weights: a bert_tf checkpoint or run directory, a .keras or .weights.h5 "
       "file, an original TF1 checkpoint prefix, or a Hugging Face or keras-hub directory.")
 _flag(flags.DEFINE_integer, "max_seq_length", 128,
-      "Tokens per input after WordPiece, [CLS]/[SEP] included.")
+      "Tokens per input after WordPiece, [CLS]/[SEP] included. Fine-tuning, unset: the length "
+      "recorded by the run the model comes from (--output_dir's, else --init_checkpoint's), "
+      "else 128 (SQuAD: 384).")
 
 # Runtime: devices, distribution, precision, compilation, loop.
 _flag(flags.DEFINE_enum, "distribution_strategy", "one_device", "tf.distribute strategy.",
@@ -635,11 +637,14 @@ def define_pretraining_flags(flag_values=FLAGS):
     return flag_values
 
 
-def define_finetuning_flags(flag_values=FLAGS, max_seq_length=128):
+def define_finetuning_flags(flag_values=FLAGS):
     """The flags every fine-tuning command shares (the original run_classifier.py's and more)."""
     # --do_lower_case unset (None): the tokenizer file's casing, True for a vocab.txt
     # (bert_tf.jobs.tokenizer_setup.load_tokenizer), so a cased tokenizer.json needs no flag.
-    define(FINETUNING, flag_values, max_seq_length=max_seq_length, do_lower_case=None)
+    # --max_seq_length unset: the run's recorded length, else the task's default
+    # (bert_tf.jobs.finetuning_config.resolve_max_seq_length), so evaluating, predicting or
+    # resuming a run needs no flag.
+    define(FINETUNING, flag_values, max_seq_length=None, do_lower_case=None)
     define_runtime_flags(flag_values)
     return flag_values
 
@@ -657,7 +662,7 @@ def define_tagging_flags(flag_values=FLAGS):
 
 
 def define_squad_flags(flag_values=FLAGS):
-    define_finetuning_flags(flag_values, max_seq_length=384)
+    define_finetuning_flags(flag_values)
     define(SQUAD, flag_values)
     return flag_values
 

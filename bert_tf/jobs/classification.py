@@ -22,7 +22,7 @@ from bert_tf import file_names, fileio
 from bert_tf.data.tasks import classifier_data, feature_records, glue
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
-from bert_tf.jobs import finetuning
+from bert_tf.jobs import finetuning, finetuning_config
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import classification_metrics, multi_label_metrics, regression_metrics
 from bert_tf.modeling import BertClassifier
@@ -215,7 +215,7 @@ def _eval_loss(outputs, label_ids, is_regression, multi_label=False):
 class ClassificationRunner(finetuning.TaskRunner):
     """Sentence (pair) classification or regression with a BertClassifier."""
 
-    cli_name = "run_classifier"
+    cli_name = finetuning_config.ClassificationConfig.COMMAND
     best_metric = "score"
     loss_fn = staticmethod(task_loop.classification_loss_fn)
 

@@ -305,14 +305,7 @@ def read_task_info(output_dir, init_checkpoint=None):
 
 def task_info_path(output_dir, init_checkpoint=None):
     """The path `read_task_info` reads (its run's, or RUN/best/model-N's run's), or None."""
-    candidates = [output_dir] if output_dir else []
-    if init_checkpoint:
-        directory = (init_checkpoint if fileio.isdir(init_checkpoint)
-                     else os.path.dirname(init_checkpoint))
-        candidates.append(directory)
-        if os.path.basename(os.path.normpath(directory)) == run_directory.BEST_DIR:
-            candidates.append(os.path.dirname(os.path.normpath(directory)))  # RUN/best/model-N
-    for directory in candidates:
+    for directory in run_directory.model_runs(output_dir, init_checkpoint):
         path = run_directory.path(directory, run_directory.TASK_INFO_FILE)
         if tf.io.gfile.exists(path):
             return path

@@ -11,7 +11,11 @@ remote paths (gs://...), which need its file systems.
 """
 
 import dataclasses
+from typing import ClassVar
 
+from absl import logging
+
+from bert_tf import run_directory
 from bert_tf.data.tasks.squad import check_window_sizes
 from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
@@ -26,10 +30,13 @@ class FinetuningTask(ModelFilesConfig):
 
     See `bert-tf-classify --help` (bert_tf.cli.flags FINETUNING group) for each field.
     do_lower_case None: what --init_checkpoint records, else the tokenizer file's casing (a
-    tokenizer.json records it; a vocab.txt: True).
+    tokenizer.json records it; a vocab.txt: True). max_seq_length None: the length the run
+    the model comes from records, else DEFAULT_MAX_SEQ_LENGTH (`resolve_max_seq_length`).
     """
 
-    max_seq_length: int = 128
+    DEFAULT_MAX_SEQ_LENGTH: ClassVar[int] = 128
+
+    max_seq_length: int | None = None
     allow_untrained_head: bool = False
     trainable_encoder: bool = True
     length_buckets: str = "auto"
@@ -58,6 +65,9 @@ class FinetuningConfig(Job):
     do_predict: bool = False
     export_dir: str | None = None
 
+    # The command whose runs bert_tf_run.json names ("command"): each task's config sets it.
+    COMMAND: ClassVar[str | None] = None
+
 
 @dataclasses.dataclass
 class ClassificationTask(FinetuningTask):
@@ -83,6 +93,8 @@ class ClassificationConfig(FinetuningConfig):
     """A classification run: the fine-tuning sections with a ClassificationTask; overwrite lets
     a prediction replace its file."""
 
+    COMMAND: ClassVar[str] = "run_classifier"
+
     task: ClassificationTask = dataclasses.field(default_factory=ClassificationTask)
     overwrite: bool = False
 
@@ -104,6 +116,8 @@ class TaggingTask(FinetuningTask):
 class TaggingConfig(FinetuningConfig):
     """A tagging run: the fine-tuning sections with a TaggingTask."""
 
+    COMMAND: ClassVar[str] = "run_tagging"
+
     task: TaggingTask = dataclasses.field(default_factory=TaggingTask)
 
 
@@ -111,7 +125,8 @@ class TaggingConfig(FinetuningConfig):
 class SquadTask(FinetuningTask):
     """The SQuAD task: the encoder's files (384 tokens) and the original's flags."""
 
-    max_seq_length: int = 384
+    DEFAULT_MAX_SEQ_LENGTH: ClassVar[int] = 384
+
     train_file: str | None = None
     predict_file: str | None = None
     doc_stride: int = 128
@@ -126,6 +141,8 @@ class SquadTask(FinetuningTask):
 @dataclasses.dataclass
 class SquadConfig(FinetuningConfig):
     """A SQuAD run: the fine-tuning sections with a SquadTask."""
+
+    COMMAND: ClassVar[str] = "run_squad"
 
     task: SquadTask = dataclasses.field(default_factory=SquadTask)
 
@@ -143,6 +160,7 @@ def check_settings(job):
         raise FlagValueError("at least one of --do_train, --do_eval or --do_predict must be set")
     if not job.output_dir:
         raise FlagValueError("--output_dir is required")
+    resolve_max_seq_length(job)
     if isinstance(job, SquadConfig):
         _check_squad(job)
     if isinstance(job, ClassificationConfig) and task.multi_label:
@@ -173,6 +191,33 @@ def check_settings(job):
     except ValueError as e:
         raise FlagValueError(str(e)) from None
     _check_files(job)
+
+
+def resolve_max_seq_length(job):
+    """Sets an unset job.task.max_seq_length (None): the length recorded by the run the model
+    comes from, a run of this task's command (--output_dir's: its resume, evaluation or
+    prediction; else --init_checkpoint's, RUN/best/model-N's run included), else the task's
+    default (128; SQuAD 384). Reads only the run records (no TensorFlow); a record that cannot be
+    read is left to the checks that read it.
+    """
+    task = job.task
+    if task.max_seq_length is not None:
+        return
+    command = getattr(job, "COMMAND", None)
+    for directory in run_directory.model_runs(job.output_dir, task.init_checkpoint):
+        try:
+            record = run_directory.read_record(directory)
+        except run_directory.RunDirectoryError:
+            continue
+        if (record is None or record.job != "finetuning"
+                or record.command not in (None, command)):
+            continue
+        length = record.settings.get("max_seq_length")
+        if isinstance(length, int) and not isinstance(length, bool):
+            logging.info("--max_seq_length unset: %d, as %s records", length, record.source)
+            task.max_seq_length = length
+            return
+    task.max_seq_length = task.DEFAULT_MAX_SEQ_LENGTH
 
 
 def _check_files(job):

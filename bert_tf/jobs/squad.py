@@ -15,7 +15,7 @@ from absl import logging
 
 from bert_tf import file_names
 from bert_tf.data.tasks import squad, squad_postprocess
-from bert_tf.jobs import finetuning
+from bert_tf.jobs import finetuning, finetuning_config
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.modeling import BertSpanLabeler
@@ -107,7 +107,7 @@ class _Predictor:
 class SquadRunner(finetuning.TaskRunner):
     """Span question answering with a BertSpanLabeler, scored by the official EM/F1."""
 
-    cli_name = "run_squad"
+    cli_name = finetuning_config.SquadConfig.COMMAND
     best_metric = BEST_METRIC
     loss_fn = staticmethod(task_loop.span_loss_fn)
 

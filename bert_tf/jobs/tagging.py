@@ -21,7 +21,7 @@ from bert_tf import file_names
 from bert_tf.data.tasks import feature_records, tagging_data
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
-from bert_tf.jobs import finetuning
+from bert_tf.jobs import finetuning, finetuning_config
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.metrics import entity_scores
 from bert_tf.modeling import BertTokenClassifier
@@ -99,7 +99,7 @@ def _weighted_loss(logits_nsc, label_ids_ns, weights_ns):
 class TaggingRunner(finetuning.TaskRunner):
     """Token tagging with a BertTokenClassifier, scored by entity F1."""
 
-    cli_name = "run_tagging"
+    cli_name = finetuning_config.TaggingConfig.COMMAND
     run_kind = "tagging"
     best_metric = "f1"
     loss_fn = staticmethod(task_loop.tagging_loss_fn)

@@ -55,7 +55,7 @@ from bert_tf.run_directory.checkpoints import (checkpoint_backend, checkpoint_na
                                                checkpoint_prefixes, has_checkpoint,
                                                jax_checkpoint_file, jax_checkpoint_steps)
 from bert_tf.run_directory.contents import (append_eval_only_results, check_writable, markers,
-                                            model_file)
+                                            model_file, model_runs)
 from bert_tf.run_directory.lock import (RunDirectoryLock, describe_holder, lock_holder, owned,
                                         remove_stale_temp_files)
 from bert_tf.run_directory.record import (JOBS, RECORD_FORMAT, RunRecord, read_flagfile,
@@ -115,6 +115,7 @@ __all__ = [
     "check_writable",
     "markers",
     "model_file",
+    "model_runs",
     "RunDirectoryLock",
     "describe_holder",
     "lock_holder",

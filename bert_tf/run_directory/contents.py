@@ -6,8 +6,8 @@ import os
 import tempfile
 
 from bert_tf import fileio
-from bert_tf.file_names import (EVAL_ONLY_RESULTS_FILE, LOCK_FILE, MODEL_FILES, RUN_MARKERS,
-                                is_checkpoint_file, path)
+from bert_tf.file_names import (BEST_DIR, EVAL_ONLY_RESULTS_FILE, LOCK_FILE, MODEL_FILES,
+                                RUN_MARKERS, is_checkpoint_file, path)
 from bert_tf.run_directory.errors import RunDirectoryError
 from bert_tf.run_directory.lock import describe_holder, lock_holder
 
@@ -43,6 +43,21 @@ def model_file(location, flag=None):
     raise FileNotFoundError(f"{where}: found none of {', '.join(MODEL_FILES)}; expected "
                             "the output directory of run_pretraining, run_classifier, run_squad "
                             f"or run_tagging{running}")
+
+
+def model_runs(output_dir, init_checkpoint=None):
+    """The directories that may hold the run a fine-tuning command's model comes from, nearest
+    first: --output_dir, --init_checkpoint's directory (itself, or the file's), and for
+    RUN/best/model-N, RUN. Paths only: none is checked to exist."""
+    candidates = [str(output_dir)] if output_dir else []
+    if init_checkpoint:
+        init_checkpoint = str(init_checkpoint)
+        directory = (init_checkpoint if fileio.isdir(init_checkpoint)
+                     else os.path.dirname(init_checkpoint) or ".")
+        candidates.append(directory)
+        if os.path.basename(os.path.normpath(directory)) == BEST_DIR:
+            candidates.append(os.path.dirname(os.path.normpath(directory)))
+    return candidates
 
 
 def markers(directory):

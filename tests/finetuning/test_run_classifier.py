@@ -82,9 +82,9 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
         "multi_label_hf": ["--from=bert_tf", "--to=huggingface",
                            f"--checkpoint={multi / 'out' / 'model.keras'}",
                            f"--output_dir={multi / 'hf'}"],
+        # No --max_seq_length: the trained run's 16, from its record.
         "multi_label_lines": [
             "--multi_label", f"--test_file={multi / 'lines.txt'}", "--do_predict",
-            "--max_seq_length=16",
             f"--init_checkpoint={multi / 'out'}", f"--output_dir={multi / 'lines_out'}"],
         "multi_label_mismatch": [
             f"--data_dir={multi}", "--text_a_column=sentence", "--label_column=topics",
@@ -205,7 +205,8 @@ def finetuned_runs(tmp_path_factory, sst2_run):
     for buckets in ("off", "8"):
         out = root / buckets
         shutil.copytree(trained, out, ignore=shutil.ignore_patterns("features"))
-        runs[buckets] = ["--task_name=sst-2", f"--data_dir={data_dir}", "--max_seq_length=16",
+        # No --max_seq_length: the run's own 16, from its record.
+        runs[buckets] = ["--task_name=sst-2", f"--data_dir={data_dir}",
                          "--do_eval", "--do_predict", f"--output_dir={out}",
                          f"--init_checkpoint={out}", f"--length_buckets={buckets}"]
     runs["bad_buckets"] = ["--task_name=sst-2", f"--data_dir={data_dir}", "--max_seq_length=16",
@@ -406,6 +407,8 @@ def test_multi_label_trains_predicts_and_serves_label_sets(pretrained_runs):
     # Texts one per line, predicted by a run of their own from the trained run.
     lines_result = pretrained_runs["multi_label_lines"][1]
     assert lines_result.returncode == 0, lines_result.stderr[-3000:]
+    assert (f"--max_seq_length unset: 16, as {out / 'bert_tf_run.json'} records"
+            in lines_result.stderr)
     with open(directory / "lines_out" / "predictions.tsv", encoding="utf-8") as f:
         rows = list(csv.reader(f, delimiter="\t"))
     lines = (directory / "lines.txt").read_text().splitlines()
@@ -442,6 +445,8 @@ def test_length_buckets_keep_metrics_and_predictions(sst2_run, finetuned_runs):
     for buckets in ("off", "8"):
         out, run = finetuned_runs[buckets]
         assert run.returncode == 0, run.stderr[-3000:]
+        assert (f"--max_seq_length unset: 16, as {out / 'bert_tf_run.json'} records"
+                in run.stderr)
         after = digest(out)
         assert {name: after.get(name) for name in kept} == kept
         assert {name for name in set(after) - set(kept) - set(predictions)

@@ -1,0 +1,100 @@
+"""An unset --max_seq_length of a fine-tuning command (bert_tf.jobs.finetuning_config.
+resolve_max_seq_length): the length recorded by the run the model comes from, else the task's
+default; no TensorFlow."""
+
+import subprocess
+import sys
+
+import pytest
+from absl import flags
+
+from bert_tf import run_directory
+from bert_tf.jobs import sections
+from bert_tf.jobs.finetuning_config import (ClassificationConfig, SquadConfig, TaggingConfig,
+                                            resolve_max_seq_length)
+
+
+def _write_run(directory, command="run_classifier", job="finetuning", max_seq_length=48):
+    directory.mkdir(parents=True, exist_ok=True)
+    run_directory.write_record(directory, run_directory.RunRecord(
+        job=job, command=command, settings={"max_seq_length": max_seq_length}))
+    return directory
+
+
+def _resolved(config_class, **values):
+    job = sections.from_flat(config_class, **values)
+    resolve_max_seq_length(job)
+    return job.task.max_seq_length
+
+
+def test_the_default_is_the_tasks_when_no_run_records_one(tmp_path):
+    out = str(tmp_path / "fresh")
+    assert _resolved(ClassificationConfig, output_dir=out) == 128
+    assert _resolved(TaggingConfig, output_dir=out) == 128
+    assert _resolved(SquadConfig, output_dir=out) == 384
+
+
+def test_the_output_dirs_run_records_the_length_of_its_resume_and_predictions(tmp_path):
+    run = _write_run(tmp_path / "run", max_seq_length=48)
+    assert _resolved(ClassificationConfig, output_dir=str(run), do_predict=True) == 48
+    # Given, the flag wins (a resume then compares it with the record).
+    assert _resolved(ClassificationConfig, output_dir=str(run), max_seq_length=64) == 64
+
+
+def test_the_init_checkpoints_run_and_a_best_models_run(tmp_path):
+    run = _write_run(tmp_path / "run", command="run_tagging", max_seq_length=200)
+    out = str(tmp_path / "predictions")
+    assert _resolved(TaggingConfig, output_dir=out, init_checkpoint=str(run)) == 200
+    assert _resolved(TaggingConfig, output_dir=out,
+                     init_checkpoint=str(run / "model.keras")) == 200
+    best = run / "best"
+    best.mkdir()
+    assert _resolved(TaggingConfig, output_dir=out,
+                     init_checkpoint=str(best / "model-40")) == 200
+
+
+def test_runs_of_another_command_or_job_are_not_read(tmp_path):
+    squad = _write_run(tmp_path / "squad", command="run_squad", max_seq_length=256)
+    pretrained = _write_run(tmp_path / "pretrained", command="run_pretraining",
+                            job="pretraining", max_seq_length=512)
+    out = str(tmp_path / "out")
+    assert _resolved(ClassificationConfig, output_dir=out, init_checkpoint=str(squad)) == 128
+    assert _resolved(ClassificationConfig, output_dir=out,
+                     init_checkpoint=str(pretrained)) == 128
+    assert _resolved(SquadConfig, output_dir=out, init_checkpoint=str(squad)) == 256
+
+
+def test_an_unreadable_record_falls_back_to_the_next_run(tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / run_directory.RECORD_FILE).write_text("{not json")
+    init = _write_run(tmp_path / "init", max_seq_length=32)
+    assert _resolved(ClassificationConfig, output_dir=str(broken),
+                     init_checkpoint=str(init)) == 32
+
+
+@pytest.mark.parametrize("command", ["classify", "tag", "squad"])
+def test_the_command_line_leaves_it_unset_and_records_no_default(command):
+    import importlib
+
+    from bert_tf.cli import flags as cli_flags
+
+    module = importlib.import_module(f"bert_tf.cli.{command}")
+    flag_values = module.define_flags(flags.FlagValues())
+    flag_values(["prog", "--output_dir=/tmp/x"])
+    config_class = {"classify": ClassificationConfig, "tag": TaggingConfig,
+                    "squad": SquadConfig}[command]
+    assert cli_flags.to_config(config_class, flag_values).task.max_seq_length is None
+    # The run's flagfile then says nothing of it: a rerun from it resolves the same way.
+    assert "--max_seq_length" not in cli_flags.flagfile_text(module.define_flags, flag_values)
+
+
+def test_resolving_loads_no_tensorflow(tmp_path):
+    run = _write_run(tmp_path / "run", max_seq_length=48)
+    code = ("import sys; from bert_tf.jobs import sections, finetuning_config as c; "
+            f"job = sections.from_flat(c.ClassificationConfig, output_dir={str(run)!r}); "
+            "c.resolve_max_seq_length(job); "
+            "print(job.task.max_seq_length, 'tensorflow' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.split() == ["48", "False"]
