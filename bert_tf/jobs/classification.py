@@ -350,7 +350,10 @@ class ClassificationRunner(finetuning.TaskRunner):
     def run_files(self):
         kind = ("regression" if self.labels is None else
                 "multi_label" if self.data.multi_label else "classification")
-        return kind, None, {"text_pair": self.data.text_pair}
+        # The separator is the run's, not an export's: the serving signatures never see it.
+        separator = self.job.task.label_separator if kind == "multi_label" else None
+        return (kind, {"text_pair": self.data.text_pair},
+                {"text_pair": self.data.text_pair, "label_separator": separator})
 
 
 def run_classifier(job, flags_text=None):

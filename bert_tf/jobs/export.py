@@ -224,9 +224,12 @@ def _export_litert(config, source, task, options):
     from bert_tf.serving import litert_export
 
     try:
+        info = source.task_info
         result = litert_export.export_litert(
             source.model, config.export_dir, quantize=config.quantize,
-            calibration_file=config.calibration_file, eval_file=config.eval_file, **options)
+            calibration_file=config.calibration_file, eval_file=config.eval_file,
+            label_separator=(info.label_separator if info and info.label_separator else ","),
+            **options)
     except (ValueError, FileExistsError) as e:
         raise FlagValueError(str(e)) from e
     logging.info("Exported the %s model of %s to %s.", task, source.model_file, result.path)

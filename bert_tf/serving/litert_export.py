@@ -42,7 +42,7 @@ class ExportResult:
 
 
 def export_litert(model, export_dir, *, quantize="none", calibration_file=None, eval_file=None,
-                  overwrite=False, expected=fileio.NOT_CHECKED, **options):
+                  label_separator=",", overwrite=False, expected=fileio.NOT_CHECKED, **options):
     """Writes `model` as EXPORT_DIR/model.tflite with id and raw-text signatures.
 
     Args:
@@ -53,7 +53,10 @@ def export_litert(model, export_dir, *, quantize="none", calibration_file=None, 
         the accuracy target; see bert_tf.serving.quantization).
       calibration_file: texts for full_int8's calibration (and for the comparison when there
         is no eval_file): one text per line, or .tsv/.csv/.jsonl with a sentence/text column.
-      eval_file: labelled rows to compare on (the accuracy of both models).
+      eval_file: labelled rows to compare on (the accuracy of both models; multi-label: their
+        micro F1 and exact match).
+      label_separator: what joins a multi-label row's names in eval_file's label cells (the
+        run's --label_separator).
       overwrite: replace an earlier LiteRT export in export_dir.
       expected: fileio.state(export_dir) when the caller checked it (default: taken here,
         before the conversion): the final move refuses when export_dir no longer holds that.
@@ -81,6 +84,11 @@ def export_litert(model, export_dir, *, quantize="none", calibration_file=None, 
     eval_rows = (quantization.read_rows(eval_file, flag="--eval_file") if eval_file
                  else None)
     plan = litert.plan_litert(model, **options)
+    labels = getattr(plan.task, "labels", None)
+    if eval_rows and plan.task.name == "multi_label":
+        # Before the conversions: a label the model lacks (a wrong separator) fails at once.
+        quantization.label_sets(eval_rows, labels, label_separator,
+                                where=f"--eval_file={eval_file}")
     content, census = litert.convert(
         plan, quantization.converter_options(mode, plan, calibration))
     report = None
@@ -88,8 +96,8 @@ def export_litert(model, export_dir, *, quantize="none", calibration_file=None, 
                          if calibration else None)
     if mode != "none" and rows and litert.TEXT_SIGNATURE in plan.signatures:
         float_content, _ = litert.convert(plan)
-        report = quantization.compare(float_content, content, mode, rows,
-                                      labels=getattr(plan.task, "labels", None))
+        report = quantization.compare(float_content, content, mode, rows, labels=labels,
+                                      label_separator=label_separator)
     info = dict(plan.info(), quantize=quantize, mode=mode)
     if report is not None:
         info["accuracy_vs_float32"] = {"rows": report.rows, "agreement": report.agreement,

@@ -73,7 +73,8 @@ def read_rows(path, flag="--calibration_file", label_column="label"):
       label_column: the column (key) holding the label, if any.
 
     Returns:
-      list of (text, text_pair or None, label str or None).
+      list of (text, text_pair or None, label or None): a label is a str, or a tuple of str
+      for a JSON list (a multi-label row's names).
 
     Raises:
       CalibrationError: the file is missing, or holds no usable row.
@@ -109,7 +110,9 @@ def read_rows(path, flag="--calibration_file", label_column="label"):
                                            "object.")
                 text, pair = _row_texts(row, f"{flag}={path}", f"line {number}")
                 label = row.get(label_column)
-                rows.append((text, pair, None if label is None else str(label)))
+                # A list is a multi-label row's set of names; compare() reads it so.
+                rows.append((text, pair, None if label is None else
+                             tuple(map(str, label)) if isinstance(label, list) else str(label)))
         else:
             rows = [(line.rstrip("\n"), None, None) for line in f]
     rows = [r for r in rows if r[0].strip()]
@@ -231,8 +234,8 @@ class AccuracyReport:
         set of labels for multi-label), or None.
       max_abs_diff: the largest difference of any output value (probabilities, scores or
         embeddings).
-      metric: {"name": value} of the quantized and float models on labelled rows (accuracy),
-        or None without labels.
+      metric: {"name": value} of the quantized and float models on labelled rows (accuracy;
+        multi-label: micro F1 and exact match), or None without labels.
       sizes: file sizes in bytes, {"float32": ..., mode: ...}.
     """
 
@@ -258,7 +261,32 @@ class AccuracyReport:
         return "\n".join(lines)
 
 
-def compare(float_model, quantized_model, mode, rows, labels=None, num_threads=2):
+def label_sets(rows, labels, separator=",", where="--eval_file"):
+    """Multi-hot [N, C] bool of the rows' label sets over `labels` (a label cell's names joined
+    by `separator`, or a JSON list of them; an empty cell: none applies), or None when a row
+    has no label cell.
+
+    Raises:
+      CalibrationError: a row names a label the model does not have (`where` names the file).
+    """
+    if not labels or any(r[2] is None for r in rows):
+        return None
+    index = {name: i for i, name in enumerate(labels)}
+    gold = np.zeros((len(rows), len(labels)), bool)
+    for n, (_, _, label) in enumerate(rows):
+        names = label if isinstance(label, tuple) else label.split(separator)
+        for name in filter(None, (name.strip() for name in names)):
+            if name not in index:
+                raise CalibrationError(
+                    f"{where}: row {n + 1} names label {name!r}, not one of the model's "
+                    f"{', '.join(labels)} (names joined by {separator!r}, the run's "
+                    "--label_separator)")
+            gold[n, index[name]] = True
+    return gold
+
+
+def compare(float_model, quantized_model, mode, rows, labels=None, num_threads=2,
+            label_separator=","):
     """Runs both .tflite models' serve_text on `rows` and compares their answers.
 
     Args:
@@ -266,6 +294,8 @@ def compare(float_model, quantized_model, mode, rows, labels=None, num_threads=2
       mode: the quantized model's mode (for the report).
       rows: (text, text_pair or None, label or None) tuples.
       labels: the classifier's class names, to score labelled rows.
+      label_separator: what joins a multi-label row's names in a label cell (a tuple label
+        is the names already).
 
     Returns:
       `AccuracyReport`.
@@ -290,10 +320,20 @@ def compare(float_model, quantized_model, mode, rows, labels=None, num_threads=2
                    for a, b in zip(*answers))
     agreement, metric = None, None
     if "predicted" in answers[0][0]:
-        # Multi-label: the same set of labels predicted (no accuracy: one gold label per row).
+        # Multi-label: the same set of labels predicted, and each model's micro F1 and exact
+        # match against the rows' label sets.
         predicted = [[tuple(np.asarray(o["predicted"][0]).tolist()) for o in run]
                      for run in answers]
         agreement = float(np.mean([a == b for a, b in zip(*predicted)]))
+        gold = label_sets(rows, labels, label_separator)
+        if gold is not None:
+            from bert_tf.metrics import multi_label_metrics
+
+            metric = {}
+            for k, name in ((0, "float32"), (1, mode)):
+                scores = multi_label_metrics(gold, np.array(predicted[k], bool))
+                metric[f"{name} micro_f1"] = scores["micro_f1"]
+                metric[f"{name} exact_match"] = scores["exact_match"]
     elif value_key == "probabilities":
         predicted = [[int(np.argmax(o["probabilities"][0])) for o in run] for run in answers]
         agreement = float(np.mean([a == b for a, b in zip(*predicted)]))

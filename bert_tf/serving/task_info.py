@@ -20,6 +20,8 @@ Schema (a JSON object):
   max_answer_length  int >= 1, squad: longest answer in tokens                       (optional)
   doc_stride         int >= 1, squad: the training windows' stride                   (optional)
   version_2_with_negative  bool, squad: questions may have no answer (SQuAD 2.0)     (optional)
+  label_separator    non-empty str, multi_label: what joins a row's label names in the
+                     training files (its predictions.tsv; bert-tf-export --eval_file)   (optional)
 
 Other fields are kept in `TaskInfo.extra` and otherwise ignored, so a newer writer's file
 still reads.
@@ -42,6 +44,8 @@ _OPTIONAL_BOOLS = {"text_pair": CLASSIFIER_TASKS,
                    "version_2_with_negative": ("squad",)}
 _OPTIONAL_INTS = {"max_query_length": ("squad",), "max_answer_length": ("squad",),
                   "doc_stride": ("squad",)}
+_OPTIONAL_STRS = {"label_separator": ("multi_label",)}
+_OPTIONAL = {**_OPTIONAL_BOOLS, **_OPTIONAL_INTS, **_OPTIONAL_STRS}
 
 
 class TaskInfoError(ValueError):
@@ -61,6 +65,7 @@ class TaskInfo:
     max_answer_length: int = None
     doc_stride: int = None
     version_2_with_negative: bool = None
+    label_separator: str = None
     extra: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self):
@@ -69,7 +74,7 @@ class TaskInfo:
                   "max_seq_length": self.max_seq_length}
         if self.labels:
             values["labels"] = list(self.labels)
-        for name in (*_OPTIONAL_BOOLS, *_OPTIONAL_INTS):
+        for name in _OPTIONAL:
             if getattr(self, name) is not None:
                 values[name] = getattr(self, name)
         values.update(self.extra)
@@ -122,7 +127,7 @@ def _validated(values, source):
     elif labels:
         raise TaskInfoError(f"{source}: task={task!r} has no labels, got {list(labels)!r}")
     optional = {}
-    for name, tasks in {**_OPTIONAL_BOOLS, **_OPTIONAL_INTS}.items():
+    for name, tasks in _OPTIONAL.items():
         value = values.get(name)
         if value is None:
             continue
@@ -133,9 +138,10 @@ def _validated(values, source):
             raise TaskInfoError(f"{source}: {name}={value!r} must be true or false")
         if name in _OPTIONAL_INTS and (not _is_int(value) or value < 1):
             raise TaskInfoError(f"{source}: {name}={value!r} must be an integer >= 1")
+        if name in _OPTIONAL_STRS and not (isinstance(value, str) and value):
+            raise TaskInfoError(f"{source}: {name}={value!r} must be a non-empty string")
         optional[name] = value
-    known = {"task", "do_lower_case", "max_seq_length", "labels", *_OPTIONAL_BOOLS,
-             *_OPTIONAL_INTS}
+    known = {"task", "do_lower_case", "max_seq_length", "labels", *_OPTIONAL}
     extra = {k: v for k, v in values.items() if k not in known}
     return TaskInfo(task=task, do_lower_case=values["do_lower_case"],
                     max_seq_length=values["max_seq_length"], labels=tuple(labels),
@@ -153,7 +159,8 @@ def write_task_info(output_dir, task, *, do_lower_case, max_seq_length, labels=N
       max_seq_length: the --max_seq_length the model was trained with.
       labels: class or tag names in logit order (classification and tagging).
       **optional: text_pair, max_query_length, max_answer_length, doc_stride,
-        version_2_with_negative (see the module docstring); None values are left out.
+        version_2_with_negative, label_separator (see the module docstring); None values are
+        left out.
 
     Returns:
       The path written.
@@ -161,7 +168,7 @@ def write_task_info(output_dir, task, *, do_lower_case, max_seq_length, labels=N
     Raises:
       TaskInfoError: naming the argument that does not fit the schema.
     """
-    unknown = sorted(set(optional) - set(_OPTIONAL_BOOLS) - set(_OPTIONAL_INTS))
+    unknown = sorted(set(optional) - set(_OPTIONAL))
     if unknown:
         raise TaskInfoError(f"write_task_info: unknown field(s) {', '.join(unknown)}")
     values = {"task": task, "do_lower_case": do_lower_case, "max_seq_length": max_seq_length,

@@ -42,6 +42,9 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
     config = json.loads((pretrained_dir / "bert_config.json").read_text())
     (multi / "bert_config.json").write_text(json.dumps(dict(config, initializer_range=0.3)))
     (multi / "lines.txt").write_text("a film in rome .\nthe actor was dull .\n")
+    # bert-tf-export --eval_file reads a `label` column.
+    (multi / "eval.csv").write_text((multi / "dev.csv").read_text().replace(
+        "sentence,topics", "sentence,label", 1))
     write_sst2(str(sst2 / "SST-2"))
     rng = random.Random(5)
     regression.mkdir()
@@ -79,6 +82,9 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
             f"--export_dir={multi / 'export' / '1'}"],
         "multi_label_litert": [f"--model_dir={multi / 'out'}", "--format=litert",
                                f"--export_dir={multi / 'litert'}"],
+        "multi_label_int8": [f"--model_dir={multi / 'out'}", "--format=litert",
+                             "--quantize=dynamic_int8", f"--eval_file={multi / 'eval.csv'}",
+                             f"--export_dir={multi / 'int8'}"],
         "multi_label_hf": ["--from=bert_tf", "--to=huggingface",
                            f"--checkpoint={multi / 'out' / 'model.keras'}",
                            f"--output_dir={multi / 'hf'}"],
@@ -91,6 +97,7 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
             f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16", "--do_eval",
             f"--output_dir={multi / 'out'}"]}
     programs = {"multi_label_litert": "bert_tf.cli.export_saved_model",
+                "multi_label_int8": "bert_tf.cli.export_saved_model",
                 "multi_label_hf": "bert_tf.cli.convert_checkpoint"}
     results = run_commands([(programs.get(name, "bert_tf.run_classifier"), args)
                             for name, args in runs.items()])
@@ -359,6 +366,7 @@ def test_multi_label_trains_predicts_and_serves_label_sets(pretrained_runs):
     assert evaluation["label_accuracy"] > 0.9 and evaluation["macro_f1"] > 0.9, evaluation
     info = json.loads((out / "task_info.json").read_text())
     assert (info["task"], info["labels"]) == ("multi_label", ["negative", "person", "positive"])
+    assert info["label_separator"] == ","
 
     with open(directory / "test.csv", encoding="utf-8") as f:
         test = list(csv.DictReader(f))
@@ -395,6 +403,17 @@ def test_multi_label_trains_predicts_and_serves_label_sets(pretrained_runs):
     light = LiteRTModel(str(directory / "litert")).predict(texts)
     np.testing.assert_allclose(light["probabilities"], probabilities, atol=1e-5)
     np.testing.assert_array_equal(light["predicted"], probabilities > 0.5)
+    # int8, scored on the dev label sets (names joined by the run's recorded separator) as
+    # the run scored float32: micro F1 above 0.9 for both.
+    int8_result = pretrained_runs["multi_label_int8"][1]
+    assert int8_result.returncode == 0, int8_result.stderr[-3000:]
+    accuracy = json.loads((directory / "int8" / "bert_tf_litert.json").read_text())[
+        "accuracy_vs_float32"]
+    assert accuracy["rows"] == 64 and accuracy["agreement"] > 0.9, accuracy
+    metric = accuracy["metric"]
+    assert metric["float32 micro_f1"] == pytest.approx(evaluation["micro_f1"], abs=0.02)
+    assert metric["dynamic_int8 micro_f1"] > 0.9, metric
+    assert "dynamic_int8 micro_f1" in int8_result.stdout + int8_result.stderr
 
     # As a Hugging Face directory: transformers' multi-label loss and the run's label names.
     converted = pretrained_runs["multi_label_hf"][1]

@@ -419,23 +419,60 @@ def test_one_model_answers_threads_one_call_at_a_time(float_export):
 def test_a_multi_label_int8_export_compares_label_sets(tmp_path):
     """A multi-label classifier's LiteRT text signature gives sigmoid probabilities and the
     labels above 0.5 (bool), as the SavedModel does; an int8 export compares the predicted
-    label sets with float32's (its eval labels are not scored)."""
+    label sets with float32's and scores both on the eval file's label sets (micro F1, exact
+    match), its names joined by the run's separator or given as a JSON list; a name the model
+    lacks is refused before anything is written."""
+    from bert_tf.metrics import multi_label_metrics
+
     keras.utils.set_random_seed(5)
     model = BertClassifier(BertEncoder(cases.tiny_config()), num_classes=3, multi_label=True)
     rows = _toy_rows(20, seed=7)
+    rng = np.random.default_rng(3)
+    sets = [[name for name in cases.CLASS_LABELS if rng.random() < 0.4] for _ in rows]
     dev = tmp_path / "dev.tsv"
-    dev.write_text("sentence\tlabel\n" + "".join(f"{t}\tcat,dog\n" for t, _ in rows))
-    result = litert_export.export_litert(model, str(tmp_path / "int8"), vocab_file=cases.VOCAB,
-                                         max_seq_length=cases.SEQ_LENGTH,
-                                         labels=cases.CLASS_LABELS, quantize="dynamic_int8",
-                                         eval_file=str(dev))
+    dev.write_text("sentence\tlabel\n" + "".join(
+        f"{t}\t{'|'.join(names)}\n" for (t, _), names in zip(rows, sets)))
+    options = dict(vocab_file=cases.VOCAB, max_seq_length=cases.SEQ_LENGTH,
+                   labels=cases.CLASS_LABELS, quantize="dynamic_int8")
+    result = litert_export.export_litert(model, str(tmp_path / "int8"), eval_file=str(dev),
+                                         label_separator="|", **options)
     report = result.report
-    assert report.rows == 20 and report.metric is None and 0.5 <= report.agreement <= 1.0
-    texts = [t for t, _ in rows[:4]]
+    assert report.rows == 20 and 0.5 <= report.agreement <= 1.0
+    texts = [t for t, _ in rows]
+    gold = np.array([[name in names for name in cases.CLASS_LABELS] for names in sets])
+    int8 = multi_label_metrics(gold, LiteRTModel(result.path).predict(texts)["predicted"])
+    assert set(report.metric) == {"float32 micro_f1", "float32 exact_match",
+                                  "dynamic_int8 micro_f1", "dynamic_int8 exact_match"}
+    assert report.metric["dynamic_int8 micro_f1"] == pytest.approx(int8["micro_f1"], abs=1e-12)
+    assert report.metric["dynamic_int8 exact_match"] == pytest.approx(int8["exact_match"],
+                                                                      abs=1e-12)
+    assert "dynamic_int8 micro_f1" in result.format()
+    # The same sets as JSON lists need no separator.
+    jsonl = tmp_path / "dev.jsonl"
+    jsonl.write_text("".join(json.dumps({"sentence": t, "label": names}) + "\n"
+                             for (t, _), names in zip(rows, sets)))
+    listed = litert_export.export_litert(model, str(tmp_path / "int8_jsonl"),
+                                         eval_file=str(jsonl), **options)
+    assert listed.report.metric == report.metric
+    # Read with the default "," the cells name "negative|positive": refused, nothing written.
+    with pytest.raises(quantization.CalibrationError, match=(
+            r"--eval_file=.*dev.tsv: row \d+ names label '[a-z]+\|[a-z|]+', not one of the "
+            r"model's negative, neutral, positive \(names joined by ',', the run's "
+            r"--label_separator\)")):
+        litert_export.export_litert(model, str(tmp_path / "refused"), eval_file=str(dev),
+                                    **options)
+    assert not (tmp_path / "refused").exists()
     served = serving.export(model, str(tmp_path / "saved" / "1"), vocab_file=cases.VOCAB,
                             max_seq_length=cases.SEQ_LENGTH, labels=cases.CLASS_LABELS,
                             signatures=("text",))
-    expected = tf.saved_model.load(served).signatures["serve_text"](text=tf.constant(texts))
+    everything = tf.saved_model.load(served).signatures["serve_text"](text=tf.constant(texts))
+    # float32's scores are the SavedModel's (float32 too) but for a logit at 0's rounding.
+    float32 = multi_label_metrics(gold, everything["predicted"].numpy())
+    assert report.metric["float32 micro_f1"] == pytest.approx(float32["micro_f1"], abs=0.05)
+    assert report.metric["float32 exact_match"] == pytest.approx(float32["exact_match"],
+                                                                 abs=0.05)
+    texts = texts[:4]
+    expected = {k: v[:4] for k, v in everything.items()}
     light = LiteRTModel(result.path).predict(texts)
     np.testing.assert_allclose(light["probabilities"], expected["probabilities"].numpy(),
                                atol=0.05)

@@ -17,6 +17,8 @@ def test_round_trip_of_every_task(tmp_path):
              max_answer_length=30, doc_stride=128, version_2_with_negative=True),
         dict(task="tagging", do_lower_case=False, max_seq_length=128,
              labels=["O", "B-PER", "I-PER"]),
+        dict(task="multi_label", do_lower_case=True, max_seq_length=64,
+             labels=["sports", "politics"], text_pair=False, label_separator="|"),
     ]
     for values in cases:
         directory = tmp_path / values["task"]
@@ -65,6 +67,11 @@ def test_reader_keeps_unknown_fields_and_reads_what_run_squad_writes(tmp_path):
      "text_pair applies to task classification, multi_label or regression, not 'squad'"),
     ({"task": "squad", "do_lower_case": True, "max_seq_length": 8, "max_query_length": 0},
      "max_query_length=0 must be an integer >= 1"),
+    ({"task": "multi_label", "do_lower_case": True, "max_seq_length": 8, "labels": ["a", "b"],
+      "label_separator": ""}, "label_separator='' must be a non-empty string"),
+    ({"task": "classification", "do_lower_case": True, "max_seq_length": 8,
+      "labels": ["a", "b"], "label_separator": ","},
+     "label_separator applies to task multi_label, not 'classification'"),
 ])
 def test_reader_names_the_file_and_the_field(tmp_path, values, message):
     path = tmp_path / "task_info.json"
