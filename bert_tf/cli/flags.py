@@ -452,8 +452,9 @@ _flag(flags.DEFINE_bool, "multi_label", False,
       "Your own data: each example has any number of labels (none included), written in the "
       "label column joined by --label_separator (a JSONL value may be a list); one sigmoid "
       "per label, scored by micro-averaged F1.")
-_flag(flags.DEFINE_string, "label_separator", ",",
-      "--multi_label: the string between label names in the label column.")
+_flag(flags.DEFINE_string, "label_separator", None,
+      "--multi_label: the string between label names in the label column (and in "
+      "predictions.tsv). Unset: the one the model's run recorded in task_info.json, else ','.")
 
 # Tagging (bert-tf-tag).
 _flag(flags.DEFINE_integer, "token_column", 0, "Column of the token in the CoNLL files.")

@@ -20,6 +20,7 @@ from bert_tf.data.tasks.squad import check_window_sizes
 from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.sections import Job, ModelFilesConfig, ScheduledTrainerConfig
+from bert_tf.serving.task_info import read_task_info
 from bert_tf.text import validate_case_matches_checkpoint
 
 
@@ -85,7 +86,8 @@ class ClassificationTask(FinetuningTask):
     label_column: str | None = None
     regression: bool = False
     multi_label: bool = False
-    label_separator: str = ","
+    # None: the separator the model's run recorded (task_info.json), else ",".
+    label_separator: str | None = None
 
 
 @dataclasses.dataclass
@@ -165,7 +167,7 @@ def check_settings(job):
         _check_squad(job)
     if isinstance(job, ClassificationConfig) and task.multi_label:
         _check_multi_label(job)
-    elif isinstance(job, ClassificationConfig) and task.label_separator != ",":
+    elif isinstance(job, ClassificationConfig) and task.label_separator not in (None, ","):
         raise FlagValueError(f"--label_separator={task.label_separator!r} goes with "
                              "--multi_label (one label per row needs no separator)")
     flag_checks.require_positive(eval_batch_size=trainer.eval_batch_size,
@@ -260,9 +262,28 @@ def _check_multi_label(job):
     if task.text_a_column is None and not predicts_lines:
         raise FlagValueError("--multi_label reads your own data: give --text_a_column and "
                              "--label_column (GLUE tasks have one label per example)")
+    if task.label_separator is None:
+        task.label_separator = _recorded_separator(job)
     if not task.label_separator:
         raise FlagValueError("--label_separator='' must be a non-empty string (e.g. ',' or "
                              "'|')")
+
+
+def _recorded_separator(job):
+    """The label separator recorded by the multi-label run whose files this run reads with it
+    (its task_info.json: --output_dir's; evaluating or predicting, else --init_checkpoint's
+    run), else ",". A new run warm-started from another reads its own data: ","."""
+    init = None if job.do_train else job.task.init_checkpoint
+    for directory in run_directory.model_runs(job.output_dir, init):
+        try:
+            info = read_task_info(directory)
+        except (OSError, ValueError):  # None there, or one the run's checks will name.
+            continue
+        if info.task == "multi_label" and info.label_separator:
+            logging.info("--label_separator unset: %r, as %s records", info.label_separator,
+                         run_directory.path(directory, run_directory.TASK_INFO_FILE))
+            return info.label_separator
+    return ","
 
 
 def _check_squad(job):

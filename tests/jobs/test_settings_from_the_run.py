@@ -1,6 +1,7 @@
-"""An unset --max_seq_length of a fine-tuning command (bert_tf.jobs.finetuning_config.
-resolve_max_seq_length): the length recorded by the run the model comes from, else the task's
-default; no TensorFlow."""
+"""Fine-tuning settings an unset flag takes from the run the model comes from, before
+TensorFlow loads: --max_seq_length (bert_tf.jobs.finetuning_config.resolve_max_seq_length: the
+run record's, else the task's default) and a multi-label run's --label_separator (its
+task_info.json's, else ",")."""
 
 import subprocess
 import sys
@@ -11,7 +12,9 @@ from absl import flags
 from bert_tf import run_directory
 from bert_tf.jobs import sections
 from bert_tf.jobs.finetuning_config import (ClassificationConfig, SquadConfig, TaggingConfig,
-                                            resolve_max_seq_length)
+                                            check_settings, resolve_max_seq_length)
+from bert_tf.jobs.flag_checks import FlagValueError
+from bert_tf.serving import write_task_info
 
 
 def _write_run(directory, command="run_classifier", job="finetuning", max_seq_length=48):
@@ -98,3 +101,44 @@ def test_resolving_loads_no_tensorflow(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.split() == ["48", "False"]
+
+
+def _multi_label_run(directory, separator):
+    directory.mkdir(parents=True)
+    write_task_info(str(directory), "multi_label", do_lower_case=True, max_seq_length=32,
+                    labels=["sports", "politics"], label_separator=separator)
+    return directory
+
+
+def _separator(tmp_path, **values):
+    data = tmp_path / "data.csv"
+    data.write_text("sentence,topics\na match .,sports\n")
+    job = sections.from_flat(ClassificationConfig, multi_label=True, text_a_column="sentence",
+                             label_column="topics", dev_file=str(data), test_file=str(data),
+                             train_file=str(data), **values)
+    check_settings(job)
+    return job.task.label_separator
+
+
+def test_a_multi_label_runs_separator_is_its_evaluations_and_predictions(tmp_path):
+    run = _multi_label_run(tmp_path / "run", "|")
+    assert _separator(tmp_path, output_dir=str(run), do_eval=True) == "|"
+    # Predicting with its model into another directory, and resuming it.
+    other = str(tmp_path / "predictions")
+    assert _separator(tmp_path, output_dir=other, init_checkpoint=str(run),
+                      do_predict=True) == "|"
+    assert _separator(tmp_path, output_dir=str(run), do_train=True) == "|"
+    # A new run warm-started from it reads its own files: the default.
+    assert _separator(tmp_path, output_dir=other, init_checkpoint=str(run),
+                      do_train=True) == ","
+    # Given, the flag wins.
+    assert _separator(tmp_path, output_dir=str(run), do_eval=True, label_separator=";") == ";"
+    assert _separator(tmp_path, output_dir=other, do_predict=True) == ","
+
+
+def test_a_separator_without_multi_label_is_refused_but_the_old_default_reads(tmp_path):
+    values = dict(output_dir=str(tmp_path / "out"), task_name="sst-2",
+                  data_dir=str(tmp_path), do_eval=True)
+    check_settings(sections.from_flat(ClassificationConfig, label_separator=",", **values))
+    with pytest.raises(FlagValueError, match=r"^--label_separator='\|' goes with --multi_label"):
+        check_settings(sections.from_flat(ClassificationConfig, label_separator="|", **values))
