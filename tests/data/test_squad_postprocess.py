@@ -243,3 +243,20 @@ def test_bpe_answers_are_the_whole_context_words_of_the_span():
         text, _, _ = _predict(examples[0], features, start_logits, end_logits,
                               do_lower_case=False, whole_words=True)
         assert text == expected
+
+
+def test_padding_never_takes_a_candidates_place(tokenizer):
+    """Logits past a window's tokens (zeros where a length-bucketed batch was cut short, or
+    whatever the model gives padding) cannot crowd its spans out of the n-best: the answer
+    is the same as with the window's tokens alone, however long the padding."""
+    # One window: "[CLS] who [SEP] a b c d e f [SEP]" = 10 tokens.
+    (example,), features = _windows(tokenizer, "a b c d e f", 32, doc_stride=16)
+    assert len(features) == 1 and len(features[0].tokens) == 10
+    # Every token's logit is negative (a confident model), the answer "c d" the least so.
+    start, end = _logits(features, 10, {(0, 5): (-1.0, -7.0), (0, 6): (-7.0, -1.0)},
+                         base=-8.0)
+    alone = _predict(example, features, start, end, n_best_size=3)
+    assert alone[0] == "c d"
+    for length in (16, 32):
+        padded = [np.pad(row, (0, length - 10)) for row in (start[0], end[0])]
+        assert _predict(example, features, [padded[0]], [padded[1]], n_best_size=3) == alone

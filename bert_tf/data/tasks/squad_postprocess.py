@@ -2,7 +2,9 @@
 
 Follows the original run_squad.py `write_predictions`:
 
-- Per window, the `n_best_size` highest start logits and end logits are paired; a pair is a
+- Per window, the `n_best_size` highest start logits and end logits of its tokens are paired
+  (the original ranks the padding positions too, which then crowd out spans; bucketed batches
+  pad with zeros, so a rank among padding would vary with the batch); a pair is a
   candidate when both ends are context pieces, the window is the max-context window of the
   start piece, end >= start and the span has at most `max_answer_length` pieces.
 - Candidates of all windows are ranked by start + end logit; their text is the de-tokenized
@@ -134,14 +136,17 @@ def _candidates(features, start_logits, end_logits, n_best_size, max_answer_leng
     """(score, feature, start, end, start_logit, end_logit) span candidates of one example."""
     found = []
     for feature, starts_s, ends_s in zip(features, start_logits, end_logits):
+        # Only the window's tokens compete: padding (zeros where a length-bucketed batch was
+        # cut short) would otherwise take top-n places, so the answers would change with
+        # --predict_batch_size.
         num_tokens = len(feature.tokens)
-        for start in _best_indexes(starts_s, n_best_size):
-            if start >= num_tokens or start not in feature.token_to_orig_map:
+        for start in _best_indexes(starts_s[:num_tokens], n_best_size):
+            if start not in feature.token_to_orig_map:
                 continue
             if not feature.token_is_max_context.get(start, False):
                 continue
-            for end in _best_indexes(ends_s, n_best_size):
-                if end >= num_tokens or end not in feature.token_to_orig_map:
+            for end in _best_indexes(ends_s[:num_tokens], n_best_size):
+                if end not in feature.token_to_orig_map:
                     continue
                 if end < start or end - start + 1 > max_answer_length:
                     continue
