@@ -202,8 +202,11 @@ def test_squad_v1_learns_keeps_the_best_and_predicts_again(trained):
     assert (info["doc_stride"], info["max_query_length"], info["max_answer_length"]) == (
         STRIDE, QUERY, 30)
 
-    # Predicting again without training uses the kept best weights: the same answers.
-    again = run_squad(_job(files, do_train=False, output_dir=str(out)))
+    # Predicting again without training uses the kept best weights: the same answers. The
+    # window settings left unset are the run's (its record and task_info.json), not the
+    # defaults (384 would exceed the model's 64 positions).
+    again = run_squad(_job(files, do_train=False, output_dir=str(out), max_seq_length=None,
+                           doc_stride=None, max_query_length=None))
     assert again["predict_step"] == best["step"]
     assert again["eval"] == pytest.approx(results["eval"])
     assert json.loads((out / "predictions.json").read_text()) == predictions
@@ -235,6 +238,13 @@ def test_squad_v2_learns_answers_and_no_answers(trained):
     answers = bert_tf.load_task(out).predict([qa["question"] for qa in dev],
                                              [qa["context"] for qa in dev])
     assert [a["answer"] for a in answers] == [predictions[qa["id"]] for qa in dev]
+    # Predicting again without --version_2_with_negative: the run's SQuAD 2.0, null odds and
+    # no-answers included.
+    (out / "null_odds.json").unlink()
+    again = run_squad(_job(files, do_train=False, output_dir=str(out),
+                           predict_file=f"{files}/dev-v2.json", version_2_with_negative=None))
+    assert again["eval"] == pytest.approx(metrics)
+    assert json.loads((out / "null_odds.json").read_text()) == pytest.approx(odds)
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -465,14 +465,17 @@ _flag(flags.DEFINE_integer, "tag_column", -1,
 _flag(flags.DEFINE_string, "predict_file", None,
       "SQuAD JSON to answer, e.g. dev-v1.1.json; with gold answers it is also evaluated (at "
       "every checkpoint when training).")
-_flag(flags.DEFINE_integer, "doc_stride", 128, "Pieces between the starts of consecutive windows.")
-_flag(flags.DEFINE_integer, "max_query_length", 64, "Question pieces kept (longer ones are cut).")
+_flag(flags.DEFINE_integer, "doc_stride", 128,
+      "Pieces between the starts of consecutive windows. run_squad and bert-tf-export, unset: "
+      "the run's (task_info.json), else 128.")
+_flag(flags.DEFINE_integer, "max_query_length", 64,
+      "Question pieces kept (longer ones are cut). Unset: the run's, else 64.")
 _flag(flags.DEFINE_integer, "n_best_size", 20,
       "Start/end candidates per window, and answers in nbest_predictions.json.")
 _flag(flags.DEFINE_integer, "max_answer_length", 30,
-      "Longest answer, in tokens (WordPiece or BPE pieces).")
+      "Longest answer, in tokens (WordPiece or BPE pieces). Unset: the run's, else 30.")
 _flag(flags.DEFINE_bool, "version_2_with_negative", False,
-      "SQuAD 2.0: questions may have no answer.")
+      "SQuAD 2.0: questions may have no answer. Unset: the run's, else false.")
 _flag(flags.DEFINE_float, "null_score_diff_threshold", 0.0,
       "v2.0: answer \"\" when the null score minus the best span score exceeds this.")
 _flag(flags.DEFINE_bool, "verbose_logging", False,
@@ -664,7 +667,10 @@ def define_tagging_flags(flag_values=FLAGS):
 
 def define_squad_flags(flag_values=FLAGS):
     define_finetuning_flags(flag_values)
-    define(SQUAD, flag_values)
+    # Unset: the run's task_info.json, else 64, 30, 128, false
+    # (bert_tf.jobs.finetuning_config.resolve_from_task_info).
+    define(SQUAD, flag_values, max_query_length=None, max_answer_length=None, doc_stride=None,
+           version_2_with_negative=None)
     return flag_values
 
 

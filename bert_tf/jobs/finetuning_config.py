@@ -131,11 +131,12 @@ class SquadTask(FinetuningTask):
 
     train_file: str | None = None
     predict_file: str | None = None
-    doc_stride: int = 128
-    max_query_length: int = 64
+    # None: the run's (resolve_from_task_info), else TASK_INFO_DEFAULTS'.
+    doc_stride: int | None = None
+    max_query_length: int | None = None
     n_best_size: int = 20
-    max_answer_length: int = 30
-    version_2_with_negative: bool = False
+    max_answer_length: int | None = None
+    version_2_with_negative: bool | None = None
     null_score_diff_threshold: float = 0.0
     verbose_logging: bool = False
 
@@ -262,33 +263,56 @@ def _check_multi_label(job):
     if task.text_a_column is None and not predicts_lines:
         raise FlagValueError("--multi_label reads your own data: give --text_a_column and "
                              "--label_column (GLUE tasks have one label per example)")
-    if task.label_separator is None:
-        task.label_separator = _recorded_separator(job)
+    resolve_from_task_info(job, ("label_separator",), from_init_when_training=False)
     if not task.label_separator:
         raise FlagValueError("--label_separator='' must be a non-empty string (e.g. ',' or "
                              "'|')")
 
 
-def _recorded_separator(job):
-    """The label separator recorded by the multi-label run whose files this run reads with it
-    (its task_info.json: --output_dir's; evaluating or predicting, else --init_checkpoint's
-    run), else ",". A new run warm-started from another reads its own data: ","."""
-    init = None if job.do_train else job.task.init_checkpoint
+# Settings an unset flag (None) takes from the task_info.json of the run whose files or model
+# a run reads: {setting: (the task that records it, the default without such a run)}.
+TASK_INFO_DEFAULTS = {
+    "label_separator": ("multi_label", ","),
+    "doc_stride": ("squad", 128),
+    "max_query_length": ("squad", 64),
+    "max_answer_length": ("squad", 30),
+    "version_2_with_negative": ("squad", False),
+}
+
+
+def resolve_from_task_info(job, names, from_init_when_training=True):
+    """Sets each unset (None) setting of `names` on job.task: the value recorded in the
+    task_info.json of --output_dir's run (its evaluation, prediction or resume), else of
+    --init_checkpoint's run (RUN/best/model-N's too; a new run trained from it only with
+    `from_init_when_training`: say, not a separator of the data it no longer reads), else
+    TASK_INFO_DEFAULTS'. No TensorFlow."""
+    task = job.task
+    unset = [name for name in names if getattr(task, name) is None]
+    if not unset:
+        return
+    init = task.init_checkpoint if from_init_when_training or not job.do_train else None
+    infos = []
     for directory in run_directory.model_runs(job.output_dir, init):
         try:
-            info = read_task_info(directory)
-        except (OSError, ValueError):  # None there, or one the run's checks will name.
+            infos.append((read_task_info(directory), run_directory.path(
+                directory, run_directory.TASK_INFO_FILE)))
+        except (OSError, ValueError):  # None there, or one the run's own checks will name.
             continue
-        if info.task == "multi_label" and info.label_separator:
-            logging.info("--label_separator unset: %r, as %s records", info.label_separator,
-                         run_directory.path(directory, run_directory.TASK_INFO_FILE))
-            return info.label_separator
-    return ","
+    for name in unset:
+        recorded_by, default = TASK_INFO_DEFAULTS[name]
+        value, where = next(((getattr(info, name), path) for info, path in infos
+                             if info.task == recorded_by and getattr(info, name) is not None),
+                            (default, None))
+        if where:
+            logging.info("--%s unset: %r, as %s records", name, value, where)
+        setattr(task, name, value)
 
 
 def _check_squad(job):
     """The SQuAD flags of a SquadConfig."""
     task = job.task
+    resolve_from_task_info(job, ("doc_stride", "max_query_length", "max_answer_length",
+                                 "version_2_with_negative"))
     if job.do_train and not task.train_file:
         raise FlagValueError("--do_train needs --train_file")
     if (job.do_predict or job.do_eval) and not task.predict_file:

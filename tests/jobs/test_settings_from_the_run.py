@@ -142,3 +142,32 @@ def test_a_separator_without_multi_label_is_refused_but_the_old_default_reads(tm
     check_settings(sections.from_flat(ClassificationConfig, label_separator=",", **values))
     with pytest.raises(FlagValueError, match=r"^--label_separator='\|' goes with --multi_label"):
         check_settings(sections.from_flat(ClassificationConfig, label_separator="|", **values))
+
+
+def test_a_squad_runs_windows_and_version_are_its_predictions(tmp_path):
+    run = tmp_path / "squad"
+    run.mkdir()
+    write_task_info(str(run), "squad", do_lower_case=True, max_seq_length=96, doc_stride=32,
+                    max_query_length=24, max_answer_length=12, version_2_with_negative=True)
+    _write_run(run, command="run_squad", max_seq_length=96)
+    data = tmp_path / "dev.json"
+    data.write_text("{}")
+
+    def resolved(**values):
+        job = sections.from_flat(SquadConfig, predict_file=str(data), train_file=str(data),
+                                 **values)
+        check_settings(job)
+        task = job.task
+        return (task.max_seq_length, task.doc_stride, task.max_query_length,
+                task.max_answer_length, task.version_2_with_negative)
+
+    other = str(tmp_path / "predictions")
+    assert resolved(output_dir=str(run), do_predict=True) == (96, 32, 24, 12, True)
+    assert resolved(output_dir=other, init_checkpoint=str(run), do_predict=True) == (
+        96, 32, 24, 12, True)
+    # A new run trained from its weights keeps its windows (the same kind of data).
+    assert resolved(output_dir=other, init_checkpoint=str(run), do_train=True) == (
+        96, 32, 24, 12, True)
+    assert resolved(output_dir=str(run), do_predict=True, doc_stride=16,
+                    version_2_with_negative=False) == (96, 16, 24, 12, False)
+    assert resolved(output_dir=other, do_predict=True) == (384, 128, 64, 30, False)
