@@ -94,6 +94,16 @@ def to_config(config_class, flag_values=FLAGS, unset=(), **overrides):
     return from_flat(config_class, **values)
 
 
+def record_resolved(section, names, flag_values=FLAGS):
+    """Sets each flag of `names` that was left unset to the value `section` (a config section)
+    resolved it to (e.g. from the model's run), so the run's flagfile (`flagfile_text`) holds
+    what the run used and a rerun from it uses the same."""
+    for name in names:
+        value = getattr(section, name, None)
+        if name in flag_values and flag_values[name].value is None and value is not None:
+            flag_values[name].value = value
+
+
 def flagfile_text(define_flags, flag_values=FLAGS):
     """A command's parsed flags as the flagfile a run records (<command>.flags): each flag
     `define_flags` (the command's define_flags) defines, one `--name=value` a line, by name.
@@ -465,16 +475,17 @@ _flag(flags.DEFINE_integer, "tag_column", -1,
 _flag(flags.DEFINE_string, "predict_file", None,
       "SQuAD JSON to answer, e.g. dev-v1.1.json; with gold answers it is also evaluated (at "
       "every checkpoint when training).")
-_flag(flags.DEFINE_integer, "doc_stride", 128,
-      "Pieces between the starts of consecutive windows. run_squad and bert-tf-export, unset: "
-      "the run's (task_info.json), else 128.")
-_flag(flags.DEFINE_integer, "max_query_length", 64,
+# The SQuAD settings a run records: unset (None), the run's (task_info.json), else run_squad's
+# defaults (bert_tf.jobs.finetuning_config.RUN_DEFAULTS).
+_flag(flags.DEFINE_integer, "doc_stride", None,
+      "Pieces between the starts of consecutive windows. Unset: the run's, else 128.")
+_flag(flags.DEFINE_integer, "max_query_length", None,
       "Question pieces kept (longer ones are cut). Unset: the run's, else 64.")
 _flag(flags.DEFINE_integer, "n_best_size", 20,
       "Start/end candidates per window, and answers in nbest_predictions.json.")
-_flag(flags.DEFINE_integer, "max_answer_length", 30,
+_flag(flags.DEFINE_integer, "max_answer_length", None,
       "Longest answer, in tokens (WordPiece or BPE pieces). Unset: the run's, else 30.")
-_flag(flags.DEFINE_bool, "version_2_with_negative", False,
+_flag(flags.DEFINE_bool, "version_2_with_negative", None,
       "SQuAD 2.0: questions may have no answer. Unset: the run's, else false.")
 _flag(flags.DEFINE_float, "null_score_diff_threshold", 0.0,
       "v2.0: answer \"\" when the null score minus the best span score exceeds this.")
@@ -646,7 +657,7 @@ def define_finetuning_flags(flag_values=FLAGS):
     # --do_lower_case unset (None): the tokenizer file's casing, True for a vocab.txt
     # (bert_tf.jobs.tokenizer_setup.load_tokenizer), so a cased tokenizer.json needs no flag.
     # --max_seq_length unset: the run's recorded length, else the task's default
-    # (bert_tf.jobs.finetuning_config.resolve_max_seq_length), so evaluating, predicting or
+    # (bert_tf.jobs.finetuning_config.resolve_from_run), so evaluating, predicting or
     # resuming a run needs no flag.
     define(FINETUNING, flag_values, max_seq_length=None, do_lower_case=None)
     define_runtime_flags(flag_values)
@@ -667,10 +678,7 @@ def define_tagging_flags(flag_values=FLAGS):
 
 def define_squad_flags(flag_values=FLAGS):
     define_finetuning_flags(flag_values)
-    # Unset: the run's task_info.json, else 64, 30, 128, false
-    # (bert_tf.jobs.finetuning_config.resolve_from_task_info).
-    define(SQUAD, flag_values, max_query_length=None, max_answer_length=None, doc_stride=None,
-           version_2_with_negative=None)
+    define(SQUAD, flag_values)
     return flag_values
 
 
@@ -695,8 +703,7 @@ def define_prepare_demo_data_flags(flag_values=FLAGS):
 def define_export_flags(flag_values=FLAGS):
     """bert-tf-export: unset settings come from the run, so most default to None here."""
     define(EXPORT, flag_values, max_seq_length=None, length_buckets=None, do_lower_case=None)
-    define(SQUAD_ANSWERS, flag_values, max_query_length=None, max_answer_length=None,
-           doc_stride=None, version_2_with_negative=None)
+    define(SQUAD_ANSWERS, flag_values)
     return flag_values
 
 

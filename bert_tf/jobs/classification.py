@@ -238,8 +238,11 @@ class ClassificationRunner(finetuning.TaskRunner):
         return self.data.name
 
     def resume_settings(self):
-        # A softmax head's checkpoints must not go on training as sigmoids (same shapes).
-        return {"multi_label": self.data.multi_label}
+        # A softmax head's checkpoints must not go on training as sigmoids (same shapes). The
+        # separator is recorded when training starts, so a resumed run reads its files alike.
+        if not self.data.multi_label:
+            return {"multi_label": False}
+        return {"multi_label": True, "label_separator": self.job.task.label_separator}
 
     @property
     def splits(self):

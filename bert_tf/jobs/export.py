@@ -14,6 +14,7 @@ from absl import logging
 
 from bert_tf import fileio, model_directory, run_directory, serving
 from bert_tf.jobs import flag_checks
+from bert_tf.jobs.finetuning_config import RUN_DEFAULTS
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.tokenizer_setup import check_tokenizer_matches
 
@@ -170,10 +171,12 @@ def export(config):
         options.update(
             max_query_length=_first_set(config.max_query_length, info and info.max_query_length),
             max_answer_length=_first_set(config.max_answer_length,
-                                         info and info.max_answer_length, 30),
+                                         info and info.max_answer_length,
+                                         RUN_DEFAULTS["max_answer_length"][0]),
             doc_stride=_first_set(config.doc_stride, info and info.doc_stride),
             version_2_with_negative=_first_set(config.version_2_with_negative,
-                                               info and info.version_2_with_negative, False),
+                                               info and info.version_2_with_negative,
+                                               RUN_DEFAULTS["version_2_with_negative"][0]),
             null_score_diff_threshold=config.null_score_diff_threshold)
     elif task == "fill_mask" and not config.litert:
         options["top_k"] = config.top_k

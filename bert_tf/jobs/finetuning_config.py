@@ -20,7 +20,7 @@ from bert_tf.data.tasks.squad import check_window_sizes
 from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.sections import Job, ModelFilesConfig, ScheduledTrainerConfig
-from bert_tf.serving.task_info import read_task_info
+from bert_tf.serving.task_info import CLASSIFIER_TASKS, read_task_info
 from bert_tf.text import validate_case_matches_checkpoint
 
 
@@ -32,7 +32,7 @@ class FinetuningTask(ModelFilesConfig):
     See `bert-tf-classify --help` (bert_tf.cli.flags FINETUNING group) for each field.
     do_lower_case None: what --init_checkpoint records, else the tokenizer file's casing (a
     tokenizer.json records it; a vocab.txt: True). max_seq_length None: the length the run
-    the model comes from records, else DEFAULT_MAX_SEQ_LENGTH (`resolve_max_seq_length`).
+    the model comes from records, else DEFAULT_MAX_SEQ_LENGTH (`resolve_from_run`).
     """
 
     DEFAULT_MAX_SEQ_LENGTH: ClassVar[int] = 128
@@ -131,7 +131,7 @@ class SquadTask(FinetuningTask):
 
     train_file: str | None = None
     predict_file: str | None = None
-    # None: the run's (resolve_from_task_info), else TASK_INFO_DEFAULTS'.
+    # None: the run's (resolve_from_run), else RUN_DEFAULTS'.
     doc_stride: int | None = None
     max_query_length: int | None = None
     n_best_size: int = 20
@@ -163,7 +163,7 @@ def check_settings(job):
         raise FlagValueError("at least one of --do_train, --do_eval or --do_predict must be set")
     if not job.output_dir:
         raise FlagValueError("--output_dir is required")
-    resolve_max_seq_length(job)
+    resolve_from_run(job, ("max_seq_length",))
     if isinstance(job, SquadConfig):
         _check_squad(job)
     if isinstance(job, ClassificationConfig) and task.multi_label:
@@ -194,33 +194,6 @@ def check_settings(job):
     except ValueError as e:
         raise FlagValueError(str(e)) from None
     _check_files(job)
-
-
-def resolve_max_seq_length(job):
-    """Sets an unset job.task.max_seq_length (None): the length recorded by the run the model
-    comes from, a run of this task's command (--output_dir's: its resume, evaluation or
-    prediction; else --init_checkpoint's, RUN/best/model-N's run included), else the task's
-    default (128; SQuAD 384). Reads only the run records (no TensorFlow); a record that cannot be
-    read is left to the checks that read it.
-    """
-    task = job.task
-    if task.max_seq_length is not None:
-        return
-    command = getattr(job, "COMMAND", None)
-    for directory in run_directory.model_runs(job.output_dir, task.init_checkpoint):
-        try:
-            record = run_directory.read_record(directory)
-        except run_directory.RunDirectoryError:
-            continue
-        if (record is None or record.job != "finetuning"
-                or record.command not in (None, command)):
-            continue
-        length = record.settings.get("max_seq_length")
-        if isinstance(length, int) and not isinstance(length, bool):
-            logging.info("--max_seq_length unset: %d, as %s records", length, record.source)
-            task.max_seq_length = length
-            return
-    task.max_seq_length = task.DEFAULT_MAX_SEQ_LENGTH
 
 
 def _check_files(job):
@@ -263,56 +236,82 @@ def _check_multi_label(job):
     if task.text_a_column is None and not predicts_lines:
         raise FlagValueError("--multi_label reads your own data: give --text_a_column and "
                              "--label_column (GLUE tasks have one label per example)")
-    resolve_from_task_info(job, ("label_separator",), from_init_when_training=False)
+    resolve_from_run(job, ("label_separator",))
     if not task.label_separator:
         raise FlagValueError("--label_separator='' must be a non-empty string (e.g. ',' or "
                              "'|')")
 
 
-# Settings an unset flag (None) takes from the task_info.json of the run whose files or model
-# a run reads: {setting: (the task that records it, the default without such a run)}.
-TASK_INFO_DEFAULTS = {
-    "label_separator": ("multi_label", ","),
-    "doc_stride": ("squad", 128),
-    "max_query_length": ("squad", 64),
-    "max_answer_length": ("squad", 30),
-    "version_2_with_negative": ("squad", False),
+# The task_info.json tasks of each command's runs.
+_RUN_TASKS = {"run_classifier": CLASSIFIER_TASKS, "run_tagging": ("tagging",),
+              "run_squad": ("squad",)}
+
+# Settings an unset flag (None) takes from the run the model comes from:
+# {setting: (the default without such a run, taken from --init_checkpoint's run by a new run
+# that trains: False for what describes the data, which a new run reads afresh)}.
+# --max_seq_length's default is the task's (DEFAULT_MAX_SEQ_LENGTH).
+RUN_DEFAULTS = {
+    "max_seq_length": (None, True),
+    "label_separator": (",", False),
+    "doc_stride": (128, True),
+    "max_query_length": (64, True),
+    "max_answer_length": (30, True),
+    "version_2_with_negative": (False, False),
 }
 
 
-def resolve_from_task_info(job, names, from_init_when_training=True):
-    """Sets each unset (None) setting of `names` on job.task: the value recorded in the
-    task_info.json of --output_dir's run (its evaluation, prediction or resume), else of
-    --init_checkpoint's run (RUN/best/model-N's too; a new run trained from it only with
-    `from_init_when_training`: say, not a separator of the data it no longer reads), else
-    TASK_INFO_DEFAULTS'. No TensorFlow."""
-    task = job.task
-    unset = [name for name in names if getattr(task, name) is None]
-    if not unset:
-        return
-    init = task.init_checkpoint if from_init_when_training or not job.do_train else None
-    infos = []
+def recorded_setting(job, name, from_init=True):
+    """(value, file) of setting `name` as the run the model comes from records it, a run of
+    job's command: its bert_tf_run.json settings (written when training starts, so an
+    interrupted run has them), else its task_info.json (written when it ends; also what
+    bert_tf.tasks saves); --output_dir's run first, then (`from_init`) --init_checkpoint's
+    (RUN/best/model-N's run too). (None, None) when none records it. Files that cannot be read
+    are skipped: a resume's own check reads --output_dir's and names what is wrong."""
+    command = job.COMMAND
+    init = job.task.init_checkpoint if from_init else None
     for directory in run_directory.model_runs(job.output_dir, init):
         try:
-            infos.append((read_task_info(directory), run_directory.path(
-                directory, run_directory.TASK_INFO_FILE)))
-        except (OSError, ValueError):  # None there, or one the run's own checks will name.
+            record = run_directory.read_record(directory)
+        except run_directory.RunDirectoryError:
+            record = None
+        if (record is not None and record.job == "finetuning" and record.command == command
+                and record.settings.get(name) is not None):
+            return record.settings[name], record.source
+        try:
+            info = read_task_info(directory)
+        except (OSError, ValueError):
             continue
-    for name in unset:
-        recorded_by, default = TASK_INFO_DEFAULTS[name]
-        value, where = next(((getattr(info, name), path) for info, path in infos
-                             if info.task == recorded_by and getattr(info, name) is not None),
-                            (default, None))
+        if info.task in _RUN_TASKS.get(command, ()) and getattr(info, name, None) is not None:
+            return getattr(info, name), run_directory.path(directory,
+                                                           run_directory.TASK_INFO_FILE)
+    return None, None
+
+
+def resolve_from_run(job, names):
+    """Sets each unset (None) setting of `names` on job.task to `recorded_setting`'s value,
+    else RUN_DEFAULTS' (the task's DEFAULT_MAX_SEQ_LENGTH), logging where a recorded one came
+    from. No TensorFlow."""
+    task = job.task
+    for name in names:
+        if getattr(task, name) is not None:
+            continue
+        default, from_init_when_training = RUN_DEFAULTS[name]
+        value, where = recorded_setting(job, name,
+                                        from_init=from_init_when_training or not job.do_train)
         if where:
             logging.info("--%s unset: %r, as %s records", name, value, where)
+        elif name == "max_seq_length":
+            value = task.DEFAULT_MAX_SEQ_LENGTH
+        else:
+            value = default
         setattr(task, name, value)
 
 
 def _check_squad(job):
     """The SQuAD flags of a SquadConfig."""
     task = job.task
-    resolve_from_task_info(job, ("doc_stride", "max_query_length", "max_answer_length",
-                                 "version_2_with_negative"))
+    resolve_from_run(job, ("doc_stride", "max_query_length", "max_answer_length",
+                           "version_2_with_negative"))
     if job.do_train and not task.train_file:
         raise FlagValueError("--do_train needs --train_file")
     if (job.do_predict or job.do_eval) and not task.predict_file:

@@ -122,6 +122,14 @@ class SquadRunner(finetuning.TaskRunner):
     def resume_name(self):
         return f"{TASK} (version_2_with_negative={bool(self.job.task.version_2_with_negative)})"
 
+    def resume_settings(self):
+        # The training windows, recorded when training starts: a resumed run cuts its
+        # questions and contexts alike (unset, it takes them from here).
+        task = self.job.task
+        return {"doc_stride": int(task.doc_stride),
+                "max_query_length": int(task.max_query_length),
+                "version_2_with_negative": bool(task.version_2_with_negative)}
+
     def prepare_inputs(self, context):
         job, task, tokenizer = self.job, self.job.task, context.tokenizer
         version_2 = task.version_2_with_negative

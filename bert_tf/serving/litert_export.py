@@ -85,7 +85,8 @@ def export_litert(model, export_dir, *, quantize="none", calibration_file=None, 
                  else None)
     plan = litert.plan_litert(model, **options)
     labels = getattr(plan.task, "labels", None)
-    if eval_rows and plan.task.name == "multi_label":
+    compares = mode != "none" and litert.TEXT_SIGNATURE in plan.signatures
+    if compares and eval_rows and plan.task.name == "multi_label":
         # Before the conversions: a label the model lacks (a wrong separator) fails at once.
         quantization.label_sets(eval_rows, labels, label_separator,
                                 where=f"--eval_file={eval_file}")
@@ -94,7 +95,7 @@ def export_litert(model, export_dir, *, quantize="none", calibration_file=None, 
     report = None
     rows = eval_rows or ([(t, p, None) for t, p in calibration[:COMPARE_ROWS]]
                          if calibration else None)
-    if mode != "none" and rows and litert.TEXT_SIGNATURE in plan.signatures:
+    if compares and rows:
         float_content, _ = litert.convert(plan)
         report = quantization.compare(float_content, content, mode, rows, labels=labels,
                                       label_separator=label_separator)

@@ -279,8 +279,9 @@ def label_sets(rows, labels, separator=",", where="--eval_file"):
             if name not in index:
                 raise CalibrationError(
                     f"{where}: row {n + 1} names label {name!r}, not one of the model's "
-                    f"{', '.join(labels)} (names joined by {separator!r}, the run's "
-                    "--label_separator)")
+                    f"{', '.join(labels)} (names joined by {separator!r}: the run's "
+                    "--label_separator as its task_info.json records it, else ','; a .jsonl "
+                    "row may list the names instead)")
             gold[n, index[name]] = True
     return gold
 

@@ -108,7 +108,7 @@ def test_groups_are_idempotent_and_each_command_keeps_its_defaults():
     assert flag_values["max_seq_length"].default == 128
     assert flag_values["save_checkpoints_steps"].default == 1000
     squad.define_flags(flag_values)
-    # Unset: the run's recorded length, else 384 (finetuning_config.resolve_max_seq_length).
+    # Unset: the run's recorded length, else 384 (finetuning_config.resolve_from_run).
     assert flag_values["max_seq_length"].default is None
     assert flag_values["save_checkpoints_steps"].default is None
     export_saved_model.define_flags(flag_values)

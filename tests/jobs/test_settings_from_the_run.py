@@ -1,7 +1,8 @@
 """Fine-tuning settings an unset flag takes from the run the model comes from, before
-TensorFlow loads: --max_seq_length (bert_tf.jobs.finetuning_config.resolve_max_seq_length: the
-run record's, else the task's default) and a multi-label run's --label_separator (its
-task_info.json's, else ",")."""
+TensorFlow loads (bert_tf.jobs.finetuning_config.resolve_from_run): --max_seq_length, a
+multi-label run's --label_separator, a SQuAD run's windows and version, each from the run
+record (bert_tf_run.json, written when training starts) or task_info.json (written when it
+ends), else the default."""
 
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from absl import flags
 from bert_tf import run_directory
 from bert_tf.jobs import sections
 from bert_tf.jobs.finetuning_config import (ClassificationConfig, SquadConfig, TaggingConfig,
-                                            check_settings, resolve_max_seq_length)
+                                            check_settings, resolve_from_run)
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.serving import write_task_info
 
@@ -26,7 +27,7 @@ def _write_run(directory, command="run_classifier", job="finetuning", max_seq_le
 
 def _resolved(config_class, **values):
     job = sections.from_flat(config_class, **values)
-    resolve_max_seq_length(job)
+    resolve_from_run(job, ("max_seq_length",))
     return job.task.max_seq_length
 
 
@@ -77,26 +78,37 @@ def test_an_unreadable_record_falls_back_to_the_next_run(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["classify", "tag", "squad"])
-def test_the_command_line_leaves_it_unset_and_records_no_default(command):
+def test_the_command_line_leaves_it_unset_and_the_flagfile_holds_the_run_value(command,
+                                                                              tmp_path):
     import importlib
 
     from bert_tf.cli import flags as cli_flags
+    from bert_tf.jobs.finetuning_config import RUN_DEFAULTS
 
     module = importlib.import_module(f"bert_tf.cli.{command}")
-    flag_values = module.define_flags(flags.FlagValues())
-    flag_values(["prog", "--output_dir=/tmp/x"])
     config_class = {"classify": ClassificationConfig, "tag": TaggingConfig,
                     "squad": SquadConfig}[command]
-    assert cli_flags.to_config(config_class, flag_values).task.max_seq_length is None
-    # The run's flagfile then says nothing of it: a rerun from it resolves the same way.
+    init = _write_run(tmp_path / "init", command=config_class.COMMAND, max_seq_length=48)
+    flag_values = module.define_flags(flags.FlagValues())
+    flag_values(["prog", f"--output_dir={tmp_path / 'out'}", f"--init_checkpoint={init}"])
+    job = cli_flags.to_config(config_class, flag_values)
+    assert job.task.max_seq_length is None
     assert "--max_seq_length" not in cli_flags.flagfile_text(module.define_flags, flag_values)
+    # Resolved (as the command does after check_settings), the flagfile the run writes holds
+    # the value it used, so a rerun from it uses the same.
+    resolve_from_run(job, [n for n in RUN_DEFAULTS if hasattr(job.task, n)])
+    cli_flags.record_resolved(job.task, RUN_DEFAULTS, flag_values)
+    text = cli_flags.flagfile_text(module.define_flags, flag_values)
+    assert "--max_seq_length=48\n" in text
+    if command == "squad":
+        assert "--doc_stride=128\n" in text and "--noversion_2_with_negative\n" in text
 
 
 def test_resolving_loads_no_tensorflow(tmp_path):
     run = _write_run(tmp_path / "run", max_seq_length=48)
     code = ("import sys; from bert_tf.jobs import sections, finetuning_config as c; "
             f"job = sections.from_flat(c.ClassificationConfig, output_dir={str(run)!r}); "
-            "c.resolve_max_seq_length(job); "
+            "c.resolve_from_run(job, ('max_seq_length',)); "
             "print(job.task.max_seq_length, 'tensorflow' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
@@ -165,9 +177,52 @@ def test_a_squad_runs_windows_and_version_are_its_predictions(tmp_path):
     assert resolved(output_dir=str(run), do_predict=True) == (96, 32, 24, 12, True)
     assert resolved(output_dir=other, init_checkpoint=str(run), do_predict=True) == (
         96, 32, 24, 12, True)
-    # A new run trained from its weights keeps its windows (the same kind of data).
+    # A new run trained from its weights keeps its windows, not the version of the data it
+    # read (SQuAD 2.0): its own data says.
     assert resolved(output_dir=other, init_checkpoint=str(run), do_train=True) == (
-        96, 32, 24, 12, True)
+        96, 32, 24, 12, False)
     assert resolved(output_dir=str(run), do_predict=True, doc_stride=16,
                     version_2_with_negative=False) == (96, 16, 24, 12, False)
     assert resolved(output_dir=other, do_predict=True) == (384, 128, 64, 30, False)
+
+
+def test_an_interrupted_run_resumes_with_what_its_record_holds(tmp_path):
+    """A run killed before it wrote task_info.json: its record (written when training starts)
+    holds the separator and the SQuAD windows its resume reads its files with."""
+    run = tmp_path / "topics"
+    run.mkdir()
+    run_directory.write_record(run, run_directory.RunRecord(
+        job="finetuning", command="run_classifier", settings={
+            "max_seq_length": 40, "multi_label": True, "label_separator": "|"}))
+    assert _separator(tmp_path, output_dir=str(run), do_train=True) == "|"
+    squad = tmp_path / "squad"
+    squad.mkdir()
+    run_directory.write_record(squad, run_directory.RunRecord(
+        job="finetuning", command="run_squad", settings={
+            "max_seq_length": 96, "doc_stride": 40, "max_query_length": 20,
+            "version_2_with_negative": True}))
+    data = tmp_path / "train.json"
+    data.write_text("{}")
+    job = sections.from_flat(SquadConfig, output_dir=str(squad), train_file=str(data),
+                             do_train=True)
+    check_settings(job)
+    assert (job.task.max_seq_length, job.task.doc_stride, job.task.max_query_length,
+            job.task.max_answer_length, job.task.version_2_with_negative) == (
+                96, 40, 20, 30, True)
+
+
+def test_a_saved_model_of_another_task_gives_no_setting(tmp_path):
+    """A directory bert_tf.tasks saved (task_info.json only) of a classifier does not set a
+    SQuAD run's length; a tagger's sets a tagging run's."""
+    classifier = tmp_path / "classifier"
+    classifier.mkdir()
+    write_task_info(str(classifier), "classification", do_lower_case=True, max_seq_length=64,
+                    labels=["a", "b"])
+    tagger = tmp_path / "tagger"
+    tagger.mkdir()
+    write_task_info(str(tagger), "tagging", do_lower_case=True, max_seq_length=200,
+                    labels=["O", "B-PER"])
+    out = str(tmp_path / "out")
+    assert _resolved(SquadConfig, output_dir=out, init_checkpoint=str(classifier)) == 384
+    assert _resolved(ClassificationConfig, output_dir=out, init_checkpoint=str(classifier)) == 64
+    assert _resolved(TaggingConfig, output_dir=out, init_checkpoint=str(tagger)) == 200

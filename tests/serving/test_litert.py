@@ -457,8 +457,9 @@ def test_a_multi_label_int8_export_compares_label_sets(tmp_path):
     # Read with the default "," the cells name "negative|positive": refused, nothing written.
     with pytest.raises(quantization.CalibrationError, match=(
             r"--eval_file=.*dev.tsv: row \d+ names label '[a-z]+\|[a-z|]+', not one of the "
-            r"model's negative, neutral, positive \(names joined by ',', the run's "
-            r"--label_separator\)")):
+            r"model's negative, neutral, positive \(names joined by ',': the run's "
+            r"--label_separator as its task_info.json records it, else ','; a .jsonl row may "
+            r"list the names instead\)")):
         litert_export.export_litert(model, str(tmp_path / "refused"), eval_file=str(dev),
                                     **options)
     assert not (tmp_path / "refused").exists()
