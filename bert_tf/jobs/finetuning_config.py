@@ -153,7 +153,9 @@ class SquadConfig(FinetuningConfig):
 def check_settings(job):
     """Checks the settings of a fine-tuning config (any task's) against each other and that
     the files they name exist: the model's files (--init_checkpoint, --bert_config_file,
-    --vocab_file) and the data files the run's phases read by their flags.
+    --vocab_file) and the data files the run's phases read by their flags. First it sets the
+    settings left unset (None) that the model's run records (`resolve_from_run`): the checks
+    and every later phase read one value.
 
     Raises:
       FlagValueError naming the flag, the value and what was expected.
