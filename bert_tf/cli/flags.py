@@ -464,7 +464,8 @@ _flag(flags.DEFINE_bool, "multi_label", False,
       "per label, scored by micro-averaged F1.")
 _flag(flags.DEFINE_string, "label_separator", None,
       "--multi_label: the string between label names in the label column (and in "
-      "predictions.tsv). Unset: the one the model's run recorded in task_info.json, else ','.")
+      "predictions.tsv). Unset: the one recorded by the run evaluated, predicted with or "
+      "resumed, else ','.")
 
 # Tagging (bert-tf-tag).
 _flag(flags.DEFINE_integer, "token_column", 0, "Column of the token in the CoNLL files.")
@@ -475,8 +476,8 @@ _flag(flags.DEFINE_integer, "tag_column", -1,
 _flag(flags.DEFINE_string, "predict_file", None,
       "SQuAD JSON to answer, e.g. dev-v1.1.json; with gold answers it is also evaluated (at "
       "every checkpoint when training).")
-# The SQuAD settings a run records: unset (None), the run's (task_info.json), else run_squad's
-# defaults (bert_tf.jobs.finetuning_config.RUN_DEFAULTS).
+# The SQuAD settings a run records: unset (None), the model's run's (its run record or
+# task_info.json), else run_squad's defaults (bert_tf.jobs.finetuning_config.RUN_DEFAULTS).
 _flag(flags.DEFINE_integer, "doc_stride", None,
       "Pieces between the starts of consecutive windows. Unset: the run's, else 128.")
 _flag(flags.DEFINE_integer, "max_query_length", None,
@@ -486,7 +487,8 @@ _flag(flags.DEFINE_integer, "n_best_size", 20,
 _flag(flags.DEFINE_integer, "max_answer_length", None,
       "Longest answer, in tokens (WordPiece or BPE pieces). Unset: the run's, else 30.")
 _flag(flags.DEFINE_bool, "version_2_with_negative", None,
-      "SQuAD 2.0: questions may have no answer. Unset: the run's, else false.")
+      "SQuAD 2.0: questions may have no answer. Unset: that of the run evaluated, predicted "
+      "with or resumed, else false.")
 _flag(flags.DEFINE_float, "null_score_diff_threshold", 0.0,
       "v2.0: answer \"\" when the null score minus the best span score exceeds this.")
 _flag(flags.DEFINE_bool, "verbose_logging", False,

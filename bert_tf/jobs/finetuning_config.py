@@ -86,7 +86,7 @@ class ClassificationTask(FinetuningTask):
     label_column: str | None = None
     regression: bool = False
     multi_label: bool = False
-    # None: the separator the model's run recorded (task_info.json), else ",".
+    # None: the separator the model's run recorded (resolve_from_run), else ",".
     label_separator: str | None = None
 
 
@@ -262,13 +262,24 @@ RUN_DEFAULTS = {
 }
 
 
+def _recorded_value_ok(name, value):
+    """Whether a recorded `value` of setting `name` has its flag's type (a hand-edited or
+    foreign file's does not: the default is used then)."""
+    if name == "label_separator":
+        return isinstance(value, str) and bool(value)
+    if name == "version_2_with_negative":
+        return isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def recorded_setting(job, name, from_init=True):
-    """(value, file) of setting `name` as the run the model comes from records it, a run of
-    job's command: its bert_tf_run.json settings (written when training starts, so an
-    interrupted run has them), else its task_info.json (written when it ends; also what
-    bert_tf.tasks saves); --output_dir's run first, then (`from_init`) --init_checkpoint's
-    (RUN/best/model-N's run too). (None, None) when none records it. Files that cannot be read
-    are skipped: a resume's own check reads --output_dir's and names what is wrong."""
+    """(value, file) of setting `name` as the run the model comes from records it: the first
+    of --output_dir's run and (`from_init`) --init_checkpoint's (RUN/best/model-N's run too)
+    that is a run of job's command, by its bert_tf_run.json settings (written when training
+    starts, so an interrupted run has them), else its task_info.json (written when it ends;
+    also what bert_tf.tasks saves). (None, None) when that run does not record it (a run of an
+    earlier release: the defaults it ran with) or there is no such run. Files that cannot be
+    read are skipped: a resume's own check reads --output_dir's and names what is wrong."""
     command = job.COMMAND
     init = job.task.init_checkpoint if from_init else None
     for directory in run_directory.model_runs(job.output_dir, init):
@@ -276,16 +287,20 @@ def recorded_setting(job, name, from_init=True):
             record = run_directory.read_record(directory)
         except run_directory.RunDirectoryError:
             record = None
-        if (record is not None and record.job == "finetuning" and record.command == command
-                and record.settings.get(name) is not None):
+        ours = record is not None and record.job == "finetuning" and record.command == command
+        if ours and _recorded_value_ok(name, record.settings.get(name)):
             return record.settings[name], record.source
         try:
             info = read_task_info(directory)
         except (OSError, ValueError):
-            continue
-        if info.task in _RUN_TASKS.get(command, ()) and getattr(info, name, None) is not None:
-            return getattr(info, name), run_directory.path(directory,
-                                                           run_directory.TASK_INFO_FILE)
+            info = None
+        if info is not None and info.task in _RUN_TASKS.get(command, ()):
+            value = getattr(info, name, None)
+            if _recorded_value_ok(name, value):
+                return value, run_directory.path(directory, run_directory.TASK_INFO_FILE)
+            ours = True
+        if ours:
+            return None, None
     return None, None
 
 

@@ -201,8 +201,9 @@ def finetuned_runs(tmp_path_factory, sst2_run):
     _write_reviews_jsonl(jsonl / "test.jsonl", 9, rng)
     runs = {"jsonl": [
         f"--data_dir={jsonl}", "--text_a_column=review", "--label_column=polarity",
+        # No --max_seq_length: the 16 of the run whose model.keras it starts from.
         "--task_name=reviews", f"--init_checkpoint={trained / 'model.keras'}",
-        "--max_seq_length=16", "--train_batch_size=8", "--gradient_accumulation_steps=2",
+        "--train_batch_size=8", "--gradient_accumulation_steps=2",
         "--learning_rate=1e-2", "--num_train_epochs=3", "--log_steps=4", "--seed=2",
         "--trainable_encoder=false", "--do_train", "--do_eval", "--do_predict",
         f"--output_dir={jsonl / 'out'}"]}
@@ -242,6 +243,9 @@ def test_own_jsonl_data_with_a_frozen_encoder(sst2_run, finetuned_runs):
     with open(out / "results.json") as f:
         results = json.load(f)
     assert results["trainable_encoder"] is False and results["task"] == "reviews"
+    # The length came from the run it started from; its flagfile holds it for a rerun.
+    assert results["max_seq_length"] == 16
+    assert "--max_seq_length=16\n" in (out / "run_classifier.flags").read_text()
     # Optimizer steps of 2 accumulated batches of 8: int(192 / 16 * 3).
     assert results["num_train_steps"] == 36 == results["global_step"]
     # Only the new head trained: the loss fell and the classes are told apart above chance

@@ -94,9 +94,11 @@ def test_the_command_line_leaves_it_unset_and_the_flagfile_holds_the_run_value(c
     job = cli_flags.to_config(config_class, flag_values)
     assert job.task.max_seq_length is None
     assert "--max_seq_length" not in cli_flags.flagfile_text(module.define_flags, flag_values)
-    # Resolved (as the command does after check_settings), the flagfile the run writes holds
-    # the value it used, so a rerun from it uses the same.
-    resolve_from_run(job, [n for n in RUN_DEFAULTS if hasattr(job.task, n)])
+    # Resolved (as check_settings does; the commands then call record_resolved: see
+    # tests/finetuning/test_run_classifier.py's "jsonl" run), the flagfile the run writes
+    # holds the value it used, so a rerun from it uses the same.
+    squad = ["doc_stride", "max_query_length", "max_answer_length", "version_2_with_negative"]
+    resolve_from_run(job, ["max_seq_length"] + (squad if command == "squad" else []))
     cli_flags.record_resolved(job.task, RUN_DEFAULTS, flag_values)
     text = cli_flags.flagfile_text(module.define_flags, flag_values)
     assert "--max_seq_length=48\n" in text
@@ -226,3 +228,28 @@ def test_a_saved_model_of_another_task_gives_no_setting(tmp_path):
     assert _resolved(SquadConfig, output_dir=out, init_checkpoint=str(classifier)) == 384
     assert _resolved(ClassificationConfig, output_dir=out, init_checkpoint=str(classifier)) == 64
     assert _resolved(TaggingConfig, output_dir=out, init_checkpoint=str(tagger)) == 200
+
+
+def test_a_run_that_does_not_record_a_setting_ran_with_the_default(tmp_path):
+    """--output_dir's run of an earlier release records the length, not the SQuAD windows:
+    its resume (and evaluation) use the defaults it ran with, never those of the run it
+    started from; a recorded value of the wrong type is not taken either."""
+    init = tmp_path / "init"
+    init.mkdir()
+    run_directory.write_record(init, run_directory.RunRecord(
+        job="finetuning", command="run_squad", settings={
+            "max_seq_length": 96, "doc_stride": 40, "max_query_length": 20,
+            "version_2_with_negative": True}))
+    old = tmp_path / "old"
+    old.mkdir()
+    run_directory.write_record(old, run_directory.RunRecord(
+        job="finetuning", command="run_squad", settings={"max_seq_length": 256,
+                                                         "doc_stride": "40"}))
+    data = tmp_path / "train.json"
+    data.write_text("{}")
+    for mode in ("do_train", "do_eval"):
+        job = sections.from_flat(SquadConfig, output_dir=str(old), init_checkpoint=str(init),
+                                 train_file=str(data), predict_file=str(data), **{mode: True})
+        check_settings(job)
+        assert (job.task.max_seq_length, job.task.doc_stride, job.task.max_query_length,
+                job.task.version_2_with_negative) == (256, 128, 64, False), mode
