@@ -18,11 +18,17 @@ from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.serving import write_task_info
 
 
-def _write_run(directory, command="run_classifier", job="finetuning", max_seq_length=48):
+def _write_run(directory, command="run_classifier", job="finetuning", **settings):
+    """A run record in `directory` (settings default: max_seq_length 48)."""
     directory.mkdir(parents=True, exist_ok=True)
     run_directory.write_record(directory, run_directory.RunRecord(
-        job=job, command=command, settings={"max_seq_length": max_seq_length}))
+        job=job, command=command, settings=settings or {"max_seq_length": 48}))
     return directory
+
+
+# What a SQuAD run's record holds (run_squad's resume_settings and the length).
+SQUAD_RECORD = dict(max_seq_length=96, doc_stride=40, max_query_length=20,
+                    version_2_with_negative=True)
 
 
 def _resolved(config_class, **values):
@@ -191,18 +197,10 @@ def test_a_squad_runs_windows_and_version_are_its_predictions(tmp_path):
 def test_an_interrupted_run_resumes_with_what_its_record_holds(tmp_path):
     """A run killed before it wrote task_info.json: its record (written when training starts)
     holds the separator and the SQuAD windows its resume reads its files with."""
-    run = tmp_path / "topics"
-    run.mkdir()
-    run_directory.write_record(run, run_directory.RunRecord(
-        job="finetuning", command="run_classifier", settings={
-            "max_seq_length": 40, "multi_label": True, "label_separator": "|"}))
+    run = _write_run(tmp_path / "topics", max_seq_length=40, multi_label=True,
+                     label_separator="|")
     assert _separator(tmp_path, output_dir=str(run), do_train=True) == "|"
-    squad = tmp_path / "squad"
-    squad.mkdir()
-    run_directory.write_record(squad, run_directory.RunRecord(
-        job="finetuning", command="run_squad", settings={
-            "max_seq_length": 96, "doc_stride": 40, "max_query_length": 20,
-            "version_2_with_negative": True}))
+    squad = _write_run(tmp_path / "squad", command="run_squad", **SQUAD_RECORD)
     data = tmp_path / "train.json"
     data.write_text("{}")
     job = sections.from_flat(SquadConfig, output_dir=str(squad), train_file=str(data),
@@ -234,17 +232,9 @@ def test_a_run_that_does_not_record_a_setting_ran_with_the_default(tmp_path):
     """--output_dir's run of an earlier release records the length, not the SQuAD windows:
     its resume (and evaluation) use the defaults it ran with, never those of the run it
     started from; a recorded value of the wrong type is not taken either."""
-    init = tmp_path / "init"
-    init.mkdir()
-    run_directory.write_record(init, run_directory.RunRecord(
-        job="finetuning", command="run_squad", settings={
-            "max_seq_length": 96, "doc_stride": 40, "max_query_length": 20,
-            "version_2_with_negative": True}))
-    old = tmp_path / "old"
-    old.mkdir()
-    run_directory.write_record(old, run_directory.RunRecord(
-        job="finetuning", command="run_squad", settings={"max_seq_length": 256,
-                                                         "doc_stride": "40"}))
+    init = _write_run(tmp_path / "init", command="run_squad", **SQUAD_RECORD)
+    old = _write_run(tmp_path / "old", command="run_squad", max_seq_length=256,
+                     doc_stride="40")
     data = tmp_path / "train.json"
     data.write_text("{}")
     for mode in ("do_train", "do_eval"):
