@@ -25,6 +25,7 @@ import os
 import numpy as np
 
 from bert_tf import fileio
+from bert_tf.data.tasks.classifier_data import split_label_cell
 
 MODES = ("none", "float16", "dynamic_int8", "full_int8", "int8")
 # Measured (benchmarks/results/2026-11-28-cpu2-epyc-zen5-litert-full-int8.json: the fine-tuned
@@ -274,7 +275,7 @@ def label_sets(rows, labels, separator=",", where="--eval_file"):
     index = {name: i for i, name in enumerate(labels)}
     gold = np.zeros((len(rows), len(labels)), bool)
     for n, (_, _, label) in enumerate(rows):
-        names = label if isinstance(label, tuple) else label.split(separator)
+        names = label if isinstance(label, tuple) else split_label_cell(label, separator)
         for name in filter(None, (name.strip() for name in names)):
             if name not in index:
                 raise CalibrationError(

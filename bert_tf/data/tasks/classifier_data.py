@@ -229,6 +229,12 @@ def _text(value):
     return "" if value is None else str(value)
 
 
+def split_label_cell(text, separator):
+    """The label names of a multi-label cell: `text` split at `separator`, each stripped, the
+    empty ones dropped (an empty cell: no label applies)."""
+    return [name for name in (n.strip() for n in str(text).split(separator)) if name]
+
+
 def _label_set(value, separator, path, number, column):
     """A multi-label cell as a tuple of distinct label names, in the order written."""
     if isinstance(value, (list, tuple)):
@@ -243,7 +249,7 @@ def _label_set(value, separator, path, number, column):
         raise DataError(f"{where(path, number, column)}: multi-label value {value!r} is "
                         f"neither label names joined by {separator!r} nor a list of them")
     else:
-        names = [n.strip() for n in str(value).split(separator)]
+        names = split_label_cell(value, separator)
     names = [n for n in names if n]
     twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if twice is not None:
