@@ -183,7 +183,7 @@ def _check_multi_label_matches(task, output_dir, data):
     --multi_label where that run's was single-label, and its absence where it was multi-label.
     (A run that trains is held to its checkpoints' record: finetuning.check_resume.)"""
     path = finetuning.task_info_path(output_dir, task.init_checkpoint)
-    recorded = (finetuning.read_task_info(output_dir, task.init_checkpoint) or {}).get("task")
+    recorded = finetuning.task_info_at(path).get("task") if path else None
     if recorded not in ("classification", "multi_label"):
         return
     if (recorded == "multi_label") != data.multi_label:

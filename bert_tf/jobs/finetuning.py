@@ -297,8 +297,11 @@ def read_task_info(output_dir, init_checkpoint=None):
     """The task_info.json of --output_dir or, failing that, of the --init_checkpoint directory
     (for prediction runs that need the label list of an earlier training run); None if none."""
     path = task_info_path(output_dir, init_checkpoint)
-    if path is None:
-        return None
+    return None if path is None else task_info_at(path)
+
+
+def task_info_at(path):
+    """The JSON object of the task_info.json at `path` (from `task_info_path`)."""
     with tf.io.gfile.GFile(path) as f:
         return json.load(f)
 
