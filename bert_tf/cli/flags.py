@@ -153,6 +153,45 @@ def _define_jit_compile(name, default, help, flag_values):  # noqa: A002 (absl's
     flags.DEFINE_flag(JitCompileFlag(name, default, help), flag_values)
 
 
+_ESCAPES = {"t": "\t", "s": " ", "\\": "\\"}
+
+
+class _SeparatorParser(flags.ArgumentParser):
+    """A string in which \\t stands for a tab, \\s for a space and \\\\ for a backslash.
+
+    absl strips each flagfile line, so a run's recorded flagfile can only keep a separator
+    such as ' ' or a tab written as an escape; any other backslash is kept as it is.
+    """
+    syntactic_help = "a string (\\t a tab, \\s a space)"
+
+    def parse(self, argument):
+        if argument is None:
+            return None
+        out, i = [], 0
+        while i < len(argument):
+            pair = argument[i + 1:i + 2]
+            if argument[i] == "\\" and pair in _ESCAPES:
+                out.append(_ESCAPES[pair])
+                i += 2
+            else:
+                out.append(argument[i])
+                i += 1
+        return "".join(out)
+
+    def flag_type(self):
+        return "string"
+
+
+class _SeparatorSerializer(flags.ArgumentSerializer):
+    def serialize(self, value):
+        return value.replace("\\", "\\\\").replace("\t", "\\t").replace(" ", "\\s")
+
+
+def _define_separator(name, default, help, flag_values):  # noqa: A002 (absl's name)
+    flags.DEFINE(_SeparatorParser(), name, default, help, flag_values,
+                 serializer=_SeparatorSerializer())
+
+
 # Model and vocabulary files.
 _flag(flags.DEFINE_string, "bert_config_file", None,
       "bert_config.json of the model (default: the one beside --init_checkpoint, or the "
@@ -462,10 +501,10 @@ _flag(flags.DEFINE_bool, "multi_label", False,
       "Your own data: each example has any number of labels (none included), written in the "
       "label column joined by --label_separator (a JSONL value may be a list); one sigmoid "
       "per label, scored by micro-averaged F1.")
-_flag(flags.DEFINE_string, "label_separator", None,
+_flag(_define_separator, "label_separator", None,
       "--multi_label: the string between label names in the label column (and in "
-      "predictions.tsv). Unset: the one recorded by the run evaluated, predicted with or "
-      "resumed, else ','.")
+      "predictions.tsv); \\t is a tab, \\s a space. Unset: the one recorded by the run "
+      "evaluated, predicted with or resumed, else ','.")
 
 # Tagging (bert-tf-tag).
 _flag(flags.DEFINE_integer, "token_column", 0, "Column of the token in the CoNLL files.")

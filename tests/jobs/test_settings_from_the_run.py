@@ -156,6 +156,40 @@ def test_a_multi_label_runs_separator_is_its_evaluations_and_predictions(tmp_pat
     assert _separator(tmp_path, output_dir=other, do_predict=True) == ","
 
 
+@pytest.mark.parametrize("given, value", [(" ", " "), ("\\s", " "), ("\t", "\t"),
+                                          ("\\t", "\t"), ("|", "|"), ("\\", "\\"),
+                                          ("a\\xb", "a\\xb")])
+def test_a_separator_survives_the_runs_flagfile(given, value, tmp_path):
+    # absl strips every flagfile line: a space or tab survives only written as an escape.
+    from bert_tf.cli import classify
+    from bert_tf.cli import flags as cli_flags
+
+    flag_values = classify.define_flags(flags.FlagValues())
+    flag_values(["prog", "--multi_label", f"--label_separator={given}"])
+    assert flag_values.label_separator == value
+    flagfile = tmp_path / "run_classifier.flags"
+    flagfile.write_text(cli_flags.flagfile_text(classify.define_flags, flag_values))
+    again = classify.define_flags(flags.FlagValues())
+    again(["prog", f"--flagfile={flagfile}"])
+    assert again.label_separator == value
+
+
+def test_a_space_a_run_records_is_in_the_flagfile_its_resume_writes(tmp_path):
+    from bert_tf.cli import classify
+    from bert_tf.cli import flags as cli_flags
+    from bert_tf.jobs.finetuning_config import RUN_DEFAULTS
+
+    run = _multi_label_run(tmp_path / "run", " ")
+    flag_values = classify.define_flags(flags.FlagValues())
+    flag_values(["prog", "--multi_label", "--text_a_column=sentence", "--label_column=topics",
+                 f"--output_dir={run}", "--do_eval"])
+    job = cli_flags.to_config(ClassificationConfig, flag_values)
+    check_settings(job)
+    cli_flags.record_resolved(job.task, RUN_DEFAULTS, flag_values)
+    text = cli_flags.flagfile_text(classify.define_flags, flag_values)
+    assert "--label_separator=\\s\n" in text
+
+
 def test_a_separator_without_multi_label_is_refused_but_the_old_default_reads(tmp_path):
     values = dict(output_dir=str(tmp_path / "out"), task_name="sst-2",
                   data_dir=str(tmp_path), do_eval=True)
