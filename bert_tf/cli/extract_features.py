@@ -44,6 +44,7 @@ def main(argv):
     # The driver (and TensorFlow) load once the flags are checked: --help and a mistyped flag
     # or path answer without them.
     from bert_tf.config import ConfigError
+    from bert_tf.data.tasks.task_errors import DataError
     from bert_tf.jobs.extract_features_config import ExtractFeaturesConfig
     from bert_tf.jobs.flag_checks import FlagValueError
     from bert_tf.training.step_runner import CheckpointError
@@ -61,7 +62,8 @@ def main(argv):
         from bert_tf.jobs.extract_features import extract_features
 
         count = extract_features(config)
-    except (FlagValueError, outputs.OutputError, ConfigError, CheckpointError, OSError) as e:
+    except (FlagValueError, DataError, outputs.OutputError, ConfigError, CheckpointError,
+            OSError) as e:
         print(f"extract_features: error: {e}", file=sys.stderr)
         sys.exit(1)
     logging.info("Wrote %d lines to %s", count, config.output_file)

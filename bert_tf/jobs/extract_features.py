@@ -20,6 +20,7 @@ from absl import logging
 from bert_tf import fileio, interop
 from bert_tf.config import ENCODER_INPUTS, EncoderConfig
 from bert_tf.data.tasks import length_buckets
+from bert_tf.data.tasks.task_errors import decoded_lines
 from bert_tf.jobs import tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.modeling import build_encoder
@@ -157,8 +158,8 @@ def extract_features(options):
         raise FlagValueError(f"--vocab_file={vocab_file} has {tokenizer.vocab_size} tokens but "
                              f"vocab_size={config.vocab_size} in the model's config")
     # --input_file is a file: options.validate().
-    with tf.io.gfile.GFile(options.input_file) as f:
-        lines = [line.rstrip("\n").strip() for line in f]
+    with fileio.open_file(options.input_file, "rb") as f:
+        lines = [line.strip() for line in decoded_lines(f, options.input_file)]
     if not lines:
         raise FlagValueError(f"--input_file={options.input_file} is empty; expected one input "
                              "per line")

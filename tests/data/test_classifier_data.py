@@ -151,6 +151,43 @@ def test_user_csv_tsv_jsonl(tmp_path):
          enumerate(["10", "9", "10", "1"])]) == ["1", "9", "10"]
 
 
+def test_a_carriage_return_is_kept_in_a_text_and_ends_a_line_only_without_newlines(tmp_path):
+    # tf.io.gfile's line iterator drops every \r: "while\rstatement" read as one word.
+    from bert_tf.data.tasks import tagging_data
+
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_bytes(b'text,label\r\n"while\rstatement",a\r\nplain text,b\r\n')
+    examples = classifier_data.read_table_examples(str(quoted), text_a_column="text",
+                                                   label_column="label")
+    assert [(e.text_a, e.source[-1]) for e in examples] == [("while\rstatement", "2"),
+                                                           ("plain text", "3")]
+    lines = tmp_path / "predict.txt"
+    lines.write_bytes(b"one\r\ntwo\rthree\n\xc3\xa9\n")
+    assert [e.text_a for e in classifier_data.read_text_lines(str(lines))] == [
+        "one", "two\rthree", "\u00e9"]
+    # A classic Mac file (no \n at all): its lines end at \r.
+    mac = tmp_path / "mac.csv"
+    mac.write_bytes(b"text,label\rhello there,a\rworld peace,b\r")
+    assert [(e.text_a, e.label) for e in classifier_data.read_table_examples(
+        str(mac), text_a_column="text", label_column="label")] == [("hello there", "a"),
+                                                                   ("world peace", "b")]
+    conll = tmp_path / "mac.conll"
+    conll.write_bytes(b"EU B-ORG\rrejects O\r\rPeter B-PER\r")
+    assert [s.words for s in tagging_data.read_conll(str(conll))] == [("EU", "rejects"),
+                                                                     ("Peter",)]
+    # Outside quotes the csv module cannot read one: refused naming the line.
+    for name, text in (("bare.csv", b"text,label\nok,a\nwhile\rstatement,a\n"),
+                       ("bare.tsv", b"text\tlabel\nwhile\rstatement\ta\n")):
+        (tmp_path / name).write_bytes(text)
+        with pytest.raises(DataError) as error:
+            classifier_data.read_table_examples(str(tmp_path / name), text_a_column="text",
+                                                label_column="label")
+        line = 3 if name == "bare.csv" else 2
+        assert str(error.value) == (f"{tmp_path / name}:{line}: a carriage return (\\r) inside "
+                                    "a field that is not quoted: remove it (a CSV field may "
+                                    "hold one quoted)")
+
+
 def test_user_file_errors_name_file_line_and_column(tmp_path):
     path = _write(tmp_path / "d.csv", "text,label\nfine,pos\n")
     with pytest.raises(DataError, match=r"d.csv:2 \(column 'sentence'\): no such column; this "

@@ -107,12 +107,10 @@ def split_file(data_dir, split, extensions):
 
 
 def _open_text(path):
-    import tensorflow as tf  # Only for tf.io.gfile (gs:// and other remote paths).
-
     problem = fileio.not_a_file(path)
     if problem:
         raise DataError(problem)
-    return tf.io.gfile.GFile(path, "rb")
+    return fileio.open_file(path, "rb")
 
 
 def table_rows(path, fmt):

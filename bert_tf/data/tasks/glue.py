@@ -19,7 +19,7 @@ import os
 
 from absl import logging
 
-from bert_tf import optional
+from bert_tf import fileio, optional
 from bert_tf.data.tasks.classifier_data import InputExample, SkipCounter, label_string
 from bert_tf.data.tasks.task_errors import DataError, decoded_lines, next_row, where
 
@@ -128,10 +128,8 @@ def read_glue_tsv(task, data_dir, split):
       DataError: missing file, unknown label, non-numeric STS-B score, malformed test row, a
         line that is not UTF-8.
     """
-    import tensorflow as tf  # tf.io.gfile reads local and remote (gs://) paths alike.
-
     path = os.path.join(data_dir, task.file_name(split))
-    if not tf.io.gfile.exists(path):
+    if not fileio.exists(path):
         raise DataError(f"{path}: no such file (the {split} split of GLUE {task.name} in "
                         f"--data_dir={data_dir})")
     is_test = split == "test"
@@ -139,7 +137,7 @@ def read_glue_tsv(task, data_dir, split):
     needed = _row_fields_needed(layout)
     skips = SkipCounter(path)
     examples = []
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with fileio.open_file(path, "rb") as f:
         reader = csv.reader(decoded_lines(f, path), delimiter="\t", quoting=csv.QUOTE_NONE)
         for row in iter(lambda: next_row(reader, path), None):
             number = reader.line_num

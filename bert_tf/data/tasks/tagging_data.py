@@ -50,8 +50,6 @@ def read_conll(path, *, token_column=0, tag_column=-1, require_tags=True):
       DataError naming the file and line of a line without the needed columns, or of a
       sentence that has tags on some lines only.
     """
-    import tensorflow as tf  # tf.io.gfile reads local and remote paths alike.
-
     problem = fileio.not_a_file(path)
     if problem:
         raise DataError(problem)
@@ -68,7 +66,7 @@ def read_conll(path, *, token_column=0, tag_column=-1, require_tags=True):
         words.clear()
         tags.clear()
 
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with fileio.open_file(path, "rb") as f:
         for number, line in enumerate(decoded_lines(f, path), start=1):
             fields = line.split()
             if not fields:

@@ -19,22 +19,39 @@ def where(path, line=None, column=None):
 
 
 def decoded_lines(f, path):
-    """The lines of a binary file object as str; DataError naming the first line not UTF-8."""
-    for number, raw in enumerate(f, start=1):
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise DataError(f"{where(path, number)}: not UTF-8 (byte 0x{raw[e.start]:02x} at "
-                            f"byte {e.start + 1} of the line); save the file as UTF-8 (from "
-                            "Latin-1: iconv -f latin1 -t utf-8)") from None
+    """The lines of a binary file object as str, each with its ending (\\n or \\r\\n; a
+    file without \\n, as classic Mac files are, has its lines end at \\r), a \\r inside a
+    line kept; DataError naming the first line not UTF-8.
+
+    Open `f` with bert_tf.fileio.open_file: tf.io.gfile.GFile's line iterator drops every
+    \\r, joining the words on either side of one.
+    """
+    number = 0
+    for chunk in f:
+        # Only the first chunk can be a whole file without \n.
+        lines = (chunk.splitlines(keepends=True) if number == 0 and b"\n" not in chunk
+                 else (chunk,))
+        for raw in lines:
+            number += 1
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{where(path, number)}: not UTF-8 (byte 0x{raw[e.start]:02x} "
+                                f"at byte {e.start + 1} of the line); save the file as UTF-8 "
+                                "(from Latin-1: iconv -f latin1 -t utf-8)") from None
 
 
 def next_row(reader, path):
     """The next row of a csv.reader over `path`, or None at the end; DataError naming the file
-    and line for what the csv module refuses (a field over its size limit)."""
+    and line for what the csv module refuses (a field over its size limit, a \\r outside
+    quotes)."""
     try:
         return next(reader, None)
     except csv.Error as e:
+        if "new-line character" in str(e):
+            raise DataError(f"{where(path, reader.line_num)}: a carriage return (\\r) inside a "
+                            "field that is not quoted: remove it (a CSV field may hold one "
+                            "quoted)") from None
         if "field limit" not in str(e):
             raise DataError(f"{where(path, reader.line_num)}: {e}") from None
         raise DataError(f"{where(path, reader.line_num)}: a field of more than "
