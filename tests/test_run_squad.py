@@ -204,11 +204,16 @@ def test_squad_v1_learns_keeps_the_best_and_predicts_again(trained):
 
     # Predicting again without training uses the kept best weights: the same answers. The
     # window settings left unset are the run's (its record and task_info.json), not the
-    # defaults (384 would exceed the model's 64 positions).
+    # defaults (384 would exceed the model's 64 positions). The training run's answers are
+    # kept: the new ones take the next numbered names.
     again = run_squad(_job(files, do_train=False, output_dir=str(out), max_seq_length=None,
                            doc_stride=None, max_query_length=None))
     assert again["predict_step"] == best["step"]
     assert again["eval"] == pytest.approx(results["eval"])
+    assert again["prediction_files"] == {
+        "predictions": f"{out}/predictions-2.json",
+        "nbest_predictions": f"{out}/nbest_predictions-2.json"}
+    assert json.loads((out / "predictions-2.json").read_text()) == predictions
     assert json.loads((out / "predictions.json").read_text()) == predictions
 
 
@@ -239,12 +244,13 @@ def test_squad_v2_learns_answers_and_no_answers(trained):
                                              [qa["context"] for qa in dev])
     assert [a["answer"] for a in answers] == [predictions[qa["id"]] for qa in dev]
     # Predicting again without --version_2_with_negative: the run's SQuAD 2.0, null odds and
-    # no-answers included.
-    (out / "null_odds.json").unlink()
-    again = run_squad(_job(files, do_train=False, output_dir=str(out),
+    # no-answers included; --overwrite replaces the run's files.
+    (out / "null_odds.json").write_text("{}")
+    again = run_squad(_job(files, do_train=False, output_dir=str(out), overwrite=True,
                            predict_file=f"{files}/dev-v2.json", version_2_with_negative=None))
     assert again["eval"] == pytest.approx(metrics)
     assert json.loads((out / "null_odds.json").read_text()) == pytest.approx(odds)
+    assert not (out / "predictions-2.json").exists()
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -291,7 +297,7 @@ def test_a_failure_writing_predictions_keeps_the_trained_model(files, monkeypatc
 
     from bert_tf.jobs import squad as squad_job
 
-    def fail(answers, output_dir):
+    def fail(answers, output_dir, names=None):
         raise OSError(errno.ENOSPC, "No space left on device", f"{output_dir}/predictions.json")
 
     monkeypatch.setattr(squad_job.squad_postprocess, "write_predictions", fail)

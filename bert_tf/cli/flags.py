@@ -544,8 +544,9 @@ _flag(flags.DEFINE_integer, "top_k", 5, "Fill-mask: predictions per [MASK].")
 _flag(flags.DEFINE_bool, "overwrite", False,
       "Replace an earlier output of the same kind: bert-tf-export's --export_dir (an export of "
       "the same --format), bert-tf-convert-checkpoint's --output_dir (a conversion to the same "
-      "--to), bert-tf-classify's predictions in --output_dir (else kept: new ones are written "
-      "as predictions-2.tsv, test_results-2.tsv, ...). Nothing else is ever replaced.")
+      "--to), the predictions of bert-tf-classify, -tag and -squad in --output_dir (else "
+      "kept: new ones are written as predictions-2.tsv, test_results-2.tsv, "
+      "test_predictions-2.txt, predictions-2.json, ...). Nothing else is ever replaced.")
 _flag(flags.DEFINE_enum, "format", "saved_model", "saved_model: a TF Serving version directory; "
       "litert: --export_dir/model.tflite (LiteRT, signatures serving_default and serve_text).",
       enum_values=["saved_model", "litert"])
@@ -637,10 +638,10 @@ FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoin
               "num_train_epochs", "warmup_proportion", "save_checkpoints_steps", "optimizer",
               "lr_schedule", "decay_proportion", "weight_decay_rate", "adam_bias_correction",
               "adam_beta1", "adam_beta2", "adam_epsilon", "clip_norm", "trainable_encoder",
-              "length_buckets", "export_dir")
+              "length_buckets", "export_dir", "overwrite")
 LABELED_DATA = ("data_dir", "train_file", "dev_file", "test_file", "labels")
 CLASSIFICATION = ("task_name", "tfds_data_dir", "text_a_column", "text_b_column",
-                  "label_column", "regression", "multi_label", "label_separator", "overwrite")
+                  "label_column", "regression", "multi_label", "label_separator")
 TAGGING = ("token_column", "tag_column")
 SQUAD_ANSWERS = ("max_query_length", "max_answer_length", "doc_stride",
                  "version_2_with_negative", "null_score_diff_threshold")

@@ -18,7 +18,7 @@ import time
 import numpy as np
 from absl import logging
 
-from bert_tf import file_names, fileio
+from bert_tf import file_names
 from bert_tf.data.tasks import classifier_data, feature_records, glue
 from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
@@ -369,26 +369,13 @@ def run_classifier(job, flags_text=None):
     return finetuning.run_task(ClassificationRunner(job), job, flags_text)
 
 
-def _free_names(directory, names, overwrite):
-    """`names` in `directory`, or (an earlier prediction's files being there and kept) the
-    first `<stem>-<n><ext>` of each that none of them takes yet."""
-    if overwrite or not any(fileio.exists(os.path.join(directory, n)) for n in names):
-        return names
-    number = 2
-    while True:
-        numbered = [f"{stem}-{number}{ext}" for stem, ext in map(os.path.splitext, names)]
-        if not any(fileio.exists(os.path.join(directory, n)) for n in numbered):
-            return numbered
-        number += 1
-
-
 def _write_predictions(context, output_dir, overwrite, data, examples, outputs, labels):
     """test_results.tsv (probabilities, or scores) and the predictions: a GLUE task's
     submission file, or predictions.tsv (each example's text beside its label and score).
     Earlier predictions in `output_dir` (--output_dir) are kept (the new ones take the next
     free numbered names) unless `overwrite` (--overwrite). Returns the predictions file's
     name."""
-    predictions_name, probabilities_name = _free_names(
+    predictions_name, probabilities_name = finetuning.free_names(
         output_dir, [data.predictions_file(), PROBABILITIES_FILE], overwrite)
     if not context.chief:
         return predictions_name

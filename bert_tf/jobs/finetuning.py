@@ -315,6 +315,20 @@ def task_info_path(output_dir, init_checkpoint=None):
     return None
 
 
+def free_names(directory, names, overwrite):
+    """The names a prediction's files take in `directory`: `names`, or (an earlier
+    prediction's files being there and kept, `overwrite` False: --overwrite) the first
+    `<stem>-<n><ext>` of each that none of them takes yet."""
+    if overwrite or not any(fileio.exists(os.path.join(directory, n)) for n in names):
+        return names
+    number = 2
+    while True:
+        numbered = [f"{stem}-{number}{ext}" for stem, ext in map(os.path.splitext, names)]
+        if not any(fileio.exists(os.path.join(directory, n)) for n in numbered):
+            return numbered
+        number += 1
+
+
 def timed(function):
     """Wraps a metrics function; the wrapper's `.seconds` is the last call's duration."""
     def wrapper(*args, **kwargs):

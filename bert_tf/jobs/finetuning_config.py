@@ -65,6 +65,8 @@ class FinetuningConfig(Job):
     do_eval: bool = False
     do_predict: bool = False
     export_dir: str | None = None
+    # A prediction replaces the files of an earlier one in output_dir (else they are kept).
+    overwrite: bool = False
 
     # The command whose runs bert_tf_run.json names ("command"): each task's config sets it.
     COMMAND: ClassVar[str | None] = None
@@ -92,13 +94,11 @@ class ClassificationTask(FinetuningTask):
 
 @dataclasses.dataclass
 class ClassificationConfig(FinetuningConfig):
-    """A classification run: the fine-tuning sections with a ClassificationTask; overwrite lets
-    a prediction replace its file."""
+    """A classification run: the fine-tuning sections with a ClassificationTask."""
 
     COMMAND: ClassVar[str] = "run_classifier"
 
     task: ClassificationTask = dataclasses.field(default_factory=ClassificationTask)
-    overwrite: bool = False
 
 
 @dataclasses.dataclass

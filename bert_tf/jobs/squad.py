@@ -216,9 +216,15 @@ class SquadRunner(finetuning.TaskRunner):
             # Questions answered per second, post-processing included.
             results["predict_examples_per_second"] = (
                 len(predictor.examples) / predictor.seconds if predictor.seconds > 0 else 0.0)
+            kinds = squad_postprocess.prediction_files(answers)
+            names = dict(zip(kinds, finetuning.free_names(
+                job.output_dir, [squad_postprocess.PREDICTION_FILES[k] for k in kinds],
+                job.overwrite)))
             if context.chief:
                 results["prediction_files"] = squad_postprocess.write_predictions(
-                    answers, job.output_dir)
+                    answers, job.output_dir, names)
+                logging.info("Wrote the answers to %d questions to %s",
+                             len(answers.predictions), results["prediction_files"]["predictions"])
             results["predict_step"] = weights_step
             if predictor.has_gold:
                 results["eval"] = predictor.metrics(answers)

@@ -212,7 +212,8 @@ class TaggingRunner(finetuning.TaskRunner):
                 "test", job.trainer.predict_batch_size))
             results["predict_sentences_per_second"] = (len(sentences["test"])
                                                        / (time.time() - predict_start))
-            _write_predictions(context, job.output_dir, "test", sentences["test"], predicted)
+            _write_predictions(context, job.output_dir, "test", sentences["test"], predicted,
+                               job.overwrite)
             if all(s.tags is not None for s in sentences["test"]):
                 results["test"] = entity_scores([list(s.tags) for s in sentences["test"]],
                                                 predicted)
@@ -233,7 +234,11 @@ def run_tagging(job, flags_text=None):
     return finetuning.run_task(TaggingRunner(job), job, flags_text)
 
 
-def _write_predictions(context, output_dir, split, sentences, predicted):
+def _write_predictions(context, output_dir, split, sentences, predicted, overwrite=True):
+    """<split>_predictions.txt; the test split's keeps an earlier one unless `overwrite`
+    (its new name then test_predictions-2.txt, ...), as every prediction does."""
+    (name,) = finetuning.free_names(output_dir, [f"{split}_predictions.txt"], overwrite)
     if context.chief:
-        write_text_atomic(os.path.join(output_dir, f"{split}_predictions.txt"),
-                          tagging_data.conll_text(sentences, predicted))
+        path = os.path.join(output_dir, name)
+        write_text_atomic(path, tagging_data.conll_text(sentences, predicted))
+        logging.info("Wrote the predicted tags of %d sentences to %s", len(sentences), path)

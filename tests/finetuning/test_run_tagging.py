@@ -17,9 +17,11 @@ pytestmark = pytest.mark.xdist_group("run_tagging")
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, pretrained_dir):
-    """This module's two runs of python -m bert_tf.run_tagging, one after the other in one
+    """This module's runs of python -m bert_tf.run_tagging, one after the other in one
     process (one TensorFlow start-up; each run starts from the command's defaults):
-    (directory, {"ner": result, "frozen": result}); data and outputs under directory/<name>."""
+    (directory, {"ner": result, "frozen": result, "again": result}); data and outputs under
+    directory/<name>; "again" predicts test.txt with the "ner" run's model into its
+    directory."""
     root = tmp_path_factory.mktemp("tagging")
     write_conll(str(root / "ner" / "conll"))
     write_conll(str(root / "frozen" / "conll"), num_train=96, num_dev=32, num_test=0)
@@ -37,8 +39,11 @@ def runs(tmp_path_factory, pretrained_dir):
             "--max_seq_length=16", "--train_batch_size=16", "--learning_rate=1e-2",
             "--num_train_epochs=6", "--save_checkpoints_steps=1000", "--log_steps=8",
             "--seed=1", "--trainable_encoder=false", "--do_train", "--do_eval",
-            f"--output_dir={frozen / 'out'}"])])
-    return root, dict(zip(("ner", "frozen"), results))
+            f"--output_dir={frozen / 'out'}"]),
+        ("bert_tf.run_tagging", [
+            f"--test_file={ner / 'conll' / 'test.txt'}", "--do_predict",
+            f"--output_dir={ner / 'out'}"])])
+    return root, dict(zip(("ner", "frozen", "again"), results))
 
 
 def _conll_rows(path):
@@ -49,7 +54,7 @@ def _conll_rows(path):
 @pytest.mark.slow
 def test_ner_train_eval_predict(runs):
     root, results = runs
-    ner, result = root / "ner", results["ner"]
+    ner, result, again = root / "ner", results["ner"], results["again"]
     out = ner / "out"
     assert result.returncode == 0, result.stderr[-3000:]
     with open(out / "results.json") as f:
@@ -84,6 +89,11 @@ def test_ner_train_eval_predict(runs):
     answers = bert_tf.load_task(out).predict([" ".join(r[0] for r in s) for s in sentences])
     assert [[w["tag"] for w in a] for a in answers] == [[r[2] for r in s] for s in sentences]
     assert os.path.exists(out / "dev_predictions.txt")
+    # Predicting again into the run keeps its predictions: the new ones are numbered.
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (f"Wrote the predicted tags of {len(sentences)} sentences to "
+            f"{out / 'test_predictions-2.txt'}") in again.stderr
+    assert _conll_rows(out / "test_predictions-2.txt") == rows
     with open(out / "task_info.json") as f:
         assert json.load(f) == {"task": "tagging", "labels": ["O", "B-LOC", "B-PER", "I-LOC"],
                                 "do_lower_case": True, "max_seq_length": 16}

@@ -266,20 +266,33 @@ def compute_predictions(examples, features, start_logits, end_logits, *, n_best_
     return result
 
 
-def write_predictions(result, output_dir):
+# The files of a prediction, by kind (null_odds: SQuAD 2.0 only).
+PREDICTION_FILES = {"predictions": "predictions.json",
+                    "nbest_predictions": "nbest_predictions.json",
+                    "null_odds": "null_odds.json"}
+
+
+def prediction_files(result):
+    """The kinds of file `result` (compute_predictions') writes, in PREDICTION_FILES' order."""
+    return [kind for kind in PREDICTION_FILES if kind != "null_odds"
+            or result.null_odds is not None]
+
+
+def write_predictions(result, output_dir, names=None):
     """Writes predictions.json, nbest_predictions.json and (v2.0) null_odds.json atomically.
+
+    Args:
+      names: dict kind -> file name to write instead (default PREDICTION_FILES').
 
     Returns:
       dict file kind -> path written.
     """
-    files = {"predictions": (result.predictions, "predictions.json"),
-             "nbest_predictions": (result.nbest, "nbest_predictions.json")}
-    if result.null_odds is not None:
-        files["null_odds"] = (result.null_odds, "null_odds.json")
+    contents = {"predictions": result.predictions, "nbest_predictions": result.nbest,
+                "null_odds": result.null_odds}
     paths = {}
-    for kind, (content, name) in files.items():
-        paths[kind] = os.path.join(output_dir, name)
-        write_text_atomic(paths[kind], json_text(content))
+    for kind in prediction_files(result):
+        paths[kind] = os.path.join(output_dir, (names or PREDICTION_FILES)[kind])
+        write_text_atomic(paths[kind], json_text(contents[kind]))
     return paths
 
 
