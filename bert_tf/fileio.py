@@ -460,6 +460,20 @@ def remove(path):
         os.remove(path)
 
 
+def remove_tree(path):
+    """Removes a file, or a directory with everything in it, on any file system (a symbolic
+    link is removed, not what it names)."""
+    if is_remote(path):
+        if gfile().isdir(path):
+            gfile().rmtree(path)
+        else:
+            gfile().remove(path)
+    elif os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.remove(path)
+
+
 def rename(source, target):
     """Renames a file over `target` (os.replace; on object stores a copy, then a delete)."""
     if is_remote(source):

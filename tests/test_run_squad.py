@@ -275,7 +275,7 @@ def test_squad_v2_learns_answers_and_no_answers(trained):
     (dict(predict_batch_size=0), "--predict_batch_size=0 must be >= 1"),
     (dict(gradient_accumulation_steps=0), "--gradient_accumulation_steps=0 must be >= 1"),
 ])
-def test_bad_inputs_fail_with_named_flag(files, overrides, message):
+def test_bad_inputs_fail_with_named_flag(files, overrides, message, tmp_path):
     good = {"context": "a key b", "qas": [{"id": "x", "question": "q",
                                            "answers": [{"text": "b", "answer_start": 6}]}]}
     (files / "bad.json").write_text(json.dumps({"data": [{"paragraphs": [
@@ -286,8 +286,11 @@ def test_bad_inputs_fail_with_named_flag(files, overrides, message):
     overrides = {k: v.format(files=files) if isinstance(v, str) else v
                  for k, v in overrides.items()}
     with pytest.raises(FlagValueError) as error:
-        run_squad(_job(files, **overrides))
+        run_squad(_job(files, output_dir=str(tmp_path / "out"), **overrides))
     assert message.format(files=files) in str(error.value)
+    # Some are read once the run owns --output_dir (the training file's windows): a refused
+    # run leaves nothing.
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_failure_writing_predictions_keeps_the_trained_model(files, monkeypatch):

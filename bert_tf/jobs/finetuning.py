@@ -538,29 +538,49 @@ def run_task(runner, job, flags_text=None):
                         runner.resume_settings())
     if job.do_train:
         check_resume(context, job.output_dir, record)
+    # Some inputs are read only once the directory is owned (the dev and test data, a SQuAD
+    # file's windows): a run refused there, in a directory that held nothing, leaves nothing.
+    fresh = context.chief and (not fileio.exists(job.output_dir)
+                               or not fileio.listdir(job.output_dir))
     with owned(context, job.output_dir):
-        if job.do_train:
-            # Again, now that no other run can change the record meanwhile.
-            check_resume(context, job.output_dir, record)
-            if context.chief:
-                run_directory.write_record(job.output_dir, record)
-        return _run_task(runner, job, flags_text, start, context)
+        try:
+            if job.do_train:
+                # Again, now that no other run can change the record meanwhile.
+                check_resume(context, job.output_dir, record)
+                if context.chief:
+                    run_directory.write_record(job.output_dir, record)
+            prepared = _prepare(runner, job, context)
+        except BaseException:
+            if fresh:
+                for name in fileio.listdir(job.output_dir):
+                    if name.rstrip("/") != run_directory.LOCK_FILE:
+                        fileio.remove_tree(run_directory.path(job.output_dir, name.rstrip("/")))
+            raise
+        return _run_task(runner, job, flags_text, start, context, *prepared)
 
 
-def _run_task(runner, job, flags_text, start, context):
-    """run_task once --output_dir is owned and the run recorded."""
+def _prepare(runner, job, context):
+    """The model (restored, or built with its optimizer to train) and the task's inputs:
+    (model, optimizer or None, the restored step or None, num_train_steps or None, the
+    effective train batch size or None)."""
     if not job.do_train:
         # The weights first: a run that cannot have them is refused before it writes anything
         # (the feature records of its inputs included).
         model, _ = build_model(context, job, runner.make_model)
         step = restore_trained(job, model, runner.best_metric, context.runtime)
         runner.prepare_inputs(context)
-    else:
-        runner.prepare_inputs(context)
-        batch = runtime_setup.effective_train_batch_size(job.trainer)
-        num_train_steps = task_loop.num_train_steps(runner.num_train_examples, batch,
-                                                    job.trainer.num_train_epochs)
-        model, optimizer = build_model(context, job, runner.make_model, num_train_steps)
+        return model, None, step, None, None
+    runner.prepare_inputs(context)
+    batch = runtime_setup.effective_train_batch_size(job.trainer)
+    num_train_steps = task_loop.num_train_steps(runner.num_train_examples, batch,
+                                                job.trainer.num_train_epochs)
+    model, optimizer = build_model(context, job, runner.make_model, num_train_steps)
+    return model, optimizer, None, num_train_steps, batch
+
+
+def _run_task(runner, job, flags_text, start, context, model, optimizer, step,
+              num_train_steps, batch):
+    """run_task once --output_dir is owned, the run recorded and its inputs prepared."""
     runner.attach(model, context)
     results = runner.results()
     outcome = None

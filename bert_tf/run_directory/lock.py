@@ -22,7 +22,6 @@ import datetime
 import fnmatch
 import json
 import os
-import shutil
 import socket
 import threading
 import time
@@ -300,15 +299,7 @@ def remove_stale_temp_files(directory):
         if not any(fnmatch.fnmatchcase(name.rstrip("/"), p) for p in TEMPORARY_PATTERNS):
             continue
         stale = path(directory, name.rstrip("/"))
-        if fileio.is_remote(stale):
-            if fileio.gfile().isdir(stale):
-                fileio.gfile().rmtree(stale)
-            else:
-                fileio.gfile().remove(stale)
-        elif os.path.isdir(stale) and not os.path.islink(stale):
-            shutil.rmtree(stale)
-        else:
-            os.remove(stale)
+        fileio.remove_tree(stale)
         removed.append(stale)
     if removed:
         logging.info("Removed temporary files a previous run left in %s: %s", directory,

@@ -25,10 +25,11 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
     in one process (one TensorFlow start-up; each run starts from the command's defaults):
     name -> (its directory, its result). "sst2": a fine-tuning run on generated SST-2 files
     (output in out/); "regression": --regression on a CSV of scores; "bad_input": a dev file
-    with an unknown label; "multi_label": --multi_label on a CSV of topic sets, exported as a
-    SavedModel, then as LiteRT ("multi_label_litert") and Hugging Face ("multi_label_hf"),
-    its predictions of a text file
-    ("multi_label_lines"), then evaluated without --multi_label ("multi_label_mismatch")."""
+    with an unknown label, evaluated and trained with ("bad_input_training"); "multi_label":
+    --multi_label on a CSV of topic sets, exported as a SavedModel, then as LiteRT
+    ("multi_label_litert") and Hugging Face ("multi_label_hf"), its predictions of a text
+    file ("multi_label_lines"), then evaluated without --multi_label
+    ("multi_label_mismatch")."""
     root = tmp_path_factory.mktemp("classifier")
     sst2, regression, bad = root / "sst2", root / "regression", root / "bad_input"
     multi = root / "multi_label"
@@ -73,6 +74,11 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
             "--task_name=sst-2", f"--data_dir={bad / 'SST-2'}",
             f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16", "--do_eval",
             "--allow_untrained_head", f"--output_dir={bad / 'out'}"],
+        # Training reads the dev data once it owns --output_dir and has written its record.
+        "bad_input_training": [
+            "--task_name=sst-2", f"--data_dir={bad / 'SST-2'}",
+            f"--init_checkpoint={pretrained_dir}", "--max_seq_length=16", "--do_train",
+            "--do_eval", f"--output_dir={bad / 'training_out'}"],
         "multi_label": [
             f"--data_dir={multi}", "--text_a_column=sentence", "--label_column=topics",
             "--multi_label", f"--init_checkpoint={pretrained_dir}",
@@ -287,8 +293,14 @@ def test_bad_input_is_a_one_line_error(pretrained_runs):
     directory, result = pretrained_runs["bad_input"]
     assert result.returncode == 1
     dev = directory / "SST-2" / "dev.tsv"
-    assert result.stderr.strip().splitlines()[-1] == (
-        f"run_classifier: error: {dev}:6 (column 1): label '2' is not one of 0, 1 (GLUE sst-2)")
+    message = (f"run_classifier: error: {dev}:6 (column 1): label '2' is not one of 0, 1 "
+               "(GLUE sst-2)")
+    assert result.stderr.strip().splitlines()[-1] == message
+    training = pretrained_runs["bad_input_training"][1]
+    assert training.returncode == 1 and training.stderr.strip().splitlines()[-1] == message
+    # Refused after taking --output_dir (its lock, run record and feature records written):
+    # a directory that held nothing is left as it was.
+    assert not (directory / "out").exists() and not (directory / "training_out").exists()
 
 
 def _write_scored_csv(path, n, rng):
