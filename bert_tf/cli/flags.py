@@ -490,7 +490,7 @@ _flag(flags.DEFINE_string, "text_b_column", None,
       "positive, default positive/passage/document/sentence2/text2).")
 _flag(flags.DEFINE_string, "label_column", None,
       "Your own data: the label column (bert-tf-embed: the score of --dev_scored_file, "
-      "default score/label/similarity).")
+      "default score/label/similarity; bert-tf-export: --eval_file's, default label).")
 _flag(flags.DEFINE_string, "negative_column", None,
       "bert-tf-embed: the column of a hard negative (default negative/hard_negative, when "
       "the file has one).")
@@ -557,8 +557,8 @@ _flag(flags.DEFINE_string, "calibration_file", None,
       "--format=litert: texts to calibrate full_int8 on and to compare quantized with float32 "
       "answers (one text per line, or .tsv/.csv/.jsonl with a sentence/text column).")
 _flag(flags.DEFINE_string, "eval_file", None,
-      "--format=litert --quantize: a labelled dev file (.tsv/.csv/.jsonl with a label column): "
-      "the accuracy of the float32 and the quantized model.")
+      "--format=litert --quantize: a labelled dev file (.tsv/.csv/.jsonl with a label column, "
+      "--label_column): the accuracy of the float32 and the quantized model.")
 _flag(flags.DEFINE_string, "check", None,
       "Instead of exporting: list the ops of this SavedModel directory and fail if the TF "
       "Serving model server lacks any.")
@@ -658,7 +658,7 @@ PREPARE_DEMO_DATA = ("output_dir", "vocab_size", "do_lower_case", "max_seq_lengt
                      "max_predictions_per_seq", "dupe_factor", "random_seed", "num_workers")
 EXPORT = ("model_dir", "export_dir", "max_seq_length", "length_buckets", "signatures", "labels",
           "vocab_file", "do_lower_case", "text_pair", "top_k", "overwrite", "check", "format",
-          "quantize", "calibration_file", "eval_file")
+          "quantize", "calibration_file", "eval_file", "label_column")
 EXTRACT_FEATURES = ("input_file", "output_file", "layers", "bert_config_file", "max_seq_length",
                     "init_checkpoint", "vocab_file", "do_lower_case", "batch_size", "pooled",
                     "per_token", "length_buckets")

@@ -50,6 +50,7 @@ class ExportConfig:
     quantize: str = "none"
     calibration_file: str | None = None
     eval_file: str | None = None
+    label_column: str | None = None
     max_query_length: int | None = None
     max_answer_length: int | None = None
     doc_stride: int | None = None
@@ -89,6 +90,9 @@ class ExportConfig:
         elif self.quantize != "none" or self.calibration_file or self.eval_file:
             raise FlagValueError("--quantize, --calibration_file and --eval_file apply to "
                                  "--format=litert only.")
+        if self.label_column and not self.eval_file:
+            raise FlagValueError(f"--label_column={self.label_column} names --eval_file's "
+                                 "label column: give --eval_file too")
 
 
 def check(export_dir):
@@ -231,6 +235,7 @@ def _export_litert(config, source, task, options):
         result = litert_export.export_litert(
             source.model, config.export_dir, quantize=config.quantize,
             calibration_file=config.calibration_file, eval_file=config.eval_file,
+            label_column=config.label_column or "label",
             label_separator=(info.label_separator if info and info.label_separator else ","),
             **options)
     except (ValueError, FileExistsError) as e:

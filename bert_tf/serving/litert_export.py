@@ -42,7 +42,8 @@ class ExportResult:
 
 
 def export_litert(model, export_dir, *, quantize="none", calibration_file=None, eval_file=None,
-                  label_separator=",", overwrite=False, expected=fileio.NOT_CHECKED, **options):
+                  label_separator=",", label_column="label", overwrite=False,
+                  expected=fileio.NOT_CHECKED, **options):
     """Writes `model` as EXPORT_DIR/model.tflite with id and raw-text signatures.
 
     Args:
@@ -57,6 +58,7 @@ def export_litert(model, export_dir, *, quantize="none", calibration_file=None, 
         micro F1 and exact match).
       label_separator: what joins a multi-label row's names in eval_file's label cells (the
         run's --label_separator).
+      label_column: eval_file's column (JSONL key) of the labels.
       overwrite: replace an earlier LiteRT export in export_dir.
       expected: fileio.state(export_dir) when the caller checked it (default: taken here,
         before the conversion): the final move refuses when export_dir no longer holds that.
@@ -81,8 +83,14 @@ def export_litert(model, export_dir, *, quantize="none", calibration_file=None, 
     else:
         fileio.check_unchanged(export_dir, expected)
     calibration = quantization.calibration_rows(calibration_file) if calibration_file else None
-    eval_rows = (quantization.read_rows(eval_file, flag="--eval_file") if eval_file
-                 else None)
+    eval_rows = (quantization.read_rows(eval_file, flag="--eval_file", label_column=label_column)
+                 if eval_file else None)
+    if eval_rows and all(label is None for _, _, label in eval_rows):
+        # Else the report would quietly compare the two models' answers only.
+        raise quantization.CalibrationError(
+            f"--eval_file={eval_file}: no row has a {label_column!r} label; name the label "
+            "column with --label_column (texts without labels go in --calibration_file, "
+            "which the report compares on)")
     plan = litert.plan_litert(model, **options)
     labels = getattr(plan.task, "labels", None)
     compares = mode != "none" and litert.TEXT_SIGNATURE in plan.signatures

@@ -43,9 +43,6 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
     config = json.loads((pretrained_dir / "bert_config.json").read_text())
     (multi / "bert_config.json").write_text(json.dumps(dict(config, initializer_range=0.3)))
     (multi / "lines.txt").write_text("a film in rome .\nthe actor was dull .\n")
-    # bert-tf-export --eval_file reads a `label` column.
-    (multi / "eval.csv").write_text((multi / "dev.csv").read_text().replace(
-        "sentence,topics", "sentence,label", 1))
     write_sst2(str(sst2 / "SST-2"))
     rng = random.Random(5)
     regression.mkdir()
@@ -89,7 +86,8 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
         "multi_label_litert": [f"--model_dir={multi / 'out'}", "--format=litert",
                                f"--export_dir={multi / 'litert'}"],
         "multi_label_int8": [f"--model_dir={multi / 'out'}", "--format=litert",
-                             "--quantize=dynamic_int8", f"--eval_file={multi / 'eval.csv'}",
+                             "--quantize=dynamic_int8", f"--eval_file={multi / 'dev.csv'}",
+                             "--label_column=topics",
                              f"--export_dir={multi / 'int8'}"],
         "multi_label_hf": ["--from=bert_tf", "--to=huggingface",
                            f"--checkpoint={multi / 'out' / 'model.keras'}",

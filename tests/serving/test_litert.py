@@ -447,13 +447,23 @@ def test_a_multi_label_int8_export_compares_label_sets(tmp_path):
     assert report.metric["dynamic_int8 exact_match"] == pytest.approx(int8["exact_match"],
                                                                       abs=1e-12)
     assert "dynamic_int8 micro_f1" in result.format()
-    # The same sets as JSON lists need no separator.
+    # The same sets as JSON lists need no separator; their key is --label_column.
     jsonl = tmp_path / "dev.jsonl"
-    jsonl.write_text("".join(json.dumps({"sentence": t, "label": names}) + "\n"
+    jsonl.write_text("".join(json.dumps({"sentence": t, "topics": names}) + "\n"
                              for (t, _), names in zip(rows, sets)))
     listed = litert_export.export_litert(model, str(tmp_path / "int8_jsonl"),
-                                         eval_file=str(jsonl), **options)
+                                         eval_file=str(jsonl), label_column="topics",
+                                         **options)
     assert listed.report.metric == report.metric
+    # Without it no row has a label: refused (the report would compare answers only).
+    with pytest.raises(quantization.CalibrationError) as error:
+        litert_export.export_litert(model, str(tmp_path / "unlabelled"), eval_file=str(jsonl),
+                                    **options)
+    assert str(error.value) == (
+        f"--eval_file={jsonl}: no row has a 'label' label; name the label column with "
+        "--label_column (texts without labels go in --calibration_file, which the report "
+        "compares on)")
+    assert not (tmp_path / "unlabelled").exists()
     # Read with the default "," the cells name "negative|positive": refused, nothing written.
     with pytest.raises(quantization.CalibrationError, match=(
             r"--eval_file=.*dev.tsv: row \d+ names label '[a-z]+\|[a-z|]+', not one of the "
