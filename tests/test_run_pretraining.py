@@ -777,3 +777,34 @@ def test_a_resume_with_another_accumulation_is_refused_naming_both(evaluations):
         "settings (fresh/bert_tf_run.json); resuming would mix them: "
         "--gradient_accumulation_steps=1 then, 2 now. Rerun with the run's settings to resume "
         "it, or choose a new --output_dir (--init_checkpoint=fresh starts from its weights)")
+
+
+def test_a_budget_keeps_back_only_what_its_evaluation_reads(caplog):
+    """The time after training a budgeted run keeps back counts the held-out batches there
+    are, not --max_eval_steps: two batches of a 60-s budget left training 11 s of it (1,000
+    assumed), its learning rate far from 0."""
+    job = from_flat(PretrainingConfig, do_train=True, do_eval=True, max_eval_steps=1000,
+                    train_batch_size=32, eval_batch_size=32, time_budget="60s")
+
+    def two_batches(input_context=None):
+        return tf.data.Dataset.range(64).map(lambda i: {"input_ids": i}).batch(32)
+
+    two_batches.pipeline = two_batches
+    assert pretraining._eval_batches(job, two_batches) == 2
+    reserve = pretraining._budget_reserve_fn(job, 60.0, two_batches)
+    # 2 s for the model files, half the 4 s compilation, two batches at a third of a step.
+    assert reserve(0.3, 4.0) == pytest.approx(2.0 + 2.0 + 2 * 0.3 / 3)
+    assert "more than half the budget" not in caplog.text
+
+    def many_batches(input_context=None):
+        return tf.data.Dataset.range(64).repeat().batch(32)
+
+    many_batches.pipeline = many_batches
+    reserve = pretraining._budget_reserve_fn(job, 60.0, many_batches)
+    with caplog.at_level("WARNING"):
+        assert reserve(0.3, 4.0) == pytest.approx(2.0 + 2.0 + 1000 * 0.3 / 3)
+        reserve(0.3, 4.0)
+    assert caplog.text.count(
+        "--time_budget=60s: the evaluation after training (1000 batches of 32) and the model "
+        "files are estimated at 104 s, more than half the budget; fewer --max_eval_steps leave "
+        "training more") == 1

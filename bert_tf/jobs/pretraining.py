@@ -282,6 +282,8 @@ def _check_input(dataset_fn, task, is_training):
         if unused and single:
             return unused.pop()
         return dataset_fn(input_context)
+    # The whole pipeline, without handing it over (a tf.data.Dataset reads anew each time).
+    reusing_dataset_fn.pipeline = lambda: unused[0] if unused else dataset_fn(None)
     return reusing_dataset_fn
 
 
@@ -518,7 +520,8 @@ def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start,
         metrics_fn=_metrics_fn(task),
         warm_start_fn=functools.partial(_warm_start, task.do_lower_case),
         skip_consumed_input=not task.tf_data_service, start_time=start,
-        budget_reserve_fn=functools.partial(_seconds_after_training, job),
+        budget_reserve_fn=(_budget_reserve_fn(job, budget, dataset_fns.get(False))
+                           if budget else None),
         on_restored=write_run_files,
         on_progress=None if masking_progress is None else masking_progress.assign)
     results["global_step"] = train_results.pop("step")
@@ -554,14 +557,42 @@ def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start,
     return results
 
 
-def _seconds_after_training(job, seconds_per_batch, compile_seconds):
+def _budget_reserve_fn(job, budget, eval_dataset_fn):
+    """The controller's `budget_reserve_fn` of a budgeted run (`_seconds_after_training`),
+    warning once when it keeps back more than half of `budget` (seconds)."""
+    eval_batches = _eval_batches(job, eval_dataset_fn) if job.do_eval else 0
+    warned = []
+
+    def reserve(seconds_per_batch, compile_seconds):
+        seconds = _seconds_after_training(job, eval_batches, seconds_per_batch,
+                                          compile_seconds)
+        if seconds > budget / 2 and not warned:
+            warned.append(seconds)
+            logging.warning(
+                "--time_budget=%s: the evaluation after training (%d batches of %d) and the "
+                "model files are estimated at %.0f s, more than half the budget; fewer "
+                "--max_eval_steps leave training more", job.trainer.time_budget, eval_batches,
+                job.trainer.eval_batch_size, seconds)
+        return seconds
+    return reserve
+
+
+def _eval_batches(job, dataset_fn):
+    """The batches the evaluation after training reads: --max_eval_steps, or fewer when the
+    held-out input ends first (counted by reading it once, before training)."""
+    dataset = dataset_fn.pipeline().take(job.trainer.max_eval_steps)
+    return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
+
+
+def _seconds_after_training(job, eval_batches, seconds_per_batch, compile_seconds):
     """What a budgeted run needs after its last step, estimated from the training step's
-    speed and compilation: the evaluation (forward passes only: about a third of a training
-    step per batch of the same size, and half the compilation) and the two model files."""
+    speed and compilation: the evaluation of `eval_batches` batches (forward passes only:
+    about a third of a training step per batch of the same size, and half the compilation)
+    and the two model files."""
     seconds = 2.0
     if job.do_eval:
         trainer = job.trainer
-        batches = trainer.max_eval_steps * trainer.eval_batch_size / trainer.train_batch_size
+        batches = eval_batches * trainer.eval_batch_size / trainer.train_batch_size
         seconds += compile_seconds / 2 + batches * seconds_per_batch / 3
     return seconds
 
