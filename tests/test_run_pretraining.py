@@ -261,6 +261,24 @@ def test_vocab_larger_than_config(setup):
                                 f"of --vocab_file={vocab}")
 
 
+def test_a_vocabulary_the_run_cannot_read_is_refused_naming_the_flag(setup, tmp_path):
+    # Before, the run record's tokenizer digest read it first, with a traceback.
+    records, config_path, _ = setup
+    empty, bare = tmp_path / "empty.txt", tmp_path / "bare.txt"
+    empty.write_text("")
+    bare.write_text("a\nb\nc\n")
+    for vocab, problem in ((empty, f"vocab_file '{empty}' is empty; expected one token per "
+                                   "line."),
+                           (bare, f"vocab_file '{bare}' lacks the special token(s) [PAD], "
+                                  "[UNK], [CLS], [SEP], [MASK]; a BERT vocabulary must contain "
+                                  "[PAD], [UNK], [CLS], [SEP], [MASK].")):
+        with pytest.raises(FlagValueError) as error:
+            pretrain(_job(records, config_path, vocab_file=str(vocab),
+                          output_dir=str(tmp_path / "out")))
+        assert str(error.value) == f"--vocab_file={vocab}: {problem}"
+    assert not (tmp_path / "out").exists()
+
+
 def test_record_ids_beyond_vocab_size(setup):
     tmp_path, _, _ = setup
     small = BertConfig(vocab_size=12, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,

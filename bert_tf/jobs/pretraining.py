@@ -93,6 +93,9 @@ def validate_options(job, config):
                                                     f"--vocab_file={task.vocab_file}")
         except ValueError as e:
             raise FlagValueError(str(e)) from None
+        # Read as the run reads it (an empty vocab.txt, one without [CLS] or [MASK]): else
+        # the first to read it is the run record's digest, with a traceback.
+        tokenizer_setup.load_tokenizer(task.vocab_file, None)
         if config.vocab_size < vocab_size:
             raise FlagValueError(
                 f"vocab_size={config.vocab_size} in {model_files.config_source(task)} is "
