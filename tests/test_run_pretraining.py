@@ -826,3 +826,15 @@ def test_a_budget_keeps_back_only_what_its_evaluation_reads(caplog):
         "--time_budget=60s: the evaluation after training (1000 batches of 32) and the model "
         "files are estimated at 104 s, more than half the budget; fewer --max_eval_steps leave "
         "training more") == 1
+
+
+def test_a_budget_spent_before_the_first_step_is_an_error_not_a_random_model(setup, tmp_path):
+    records, config_path, _ = setup
+    out = tmp_path / "out"
+    with pytest.raises(FlagValueError) as error:
+        pretrain(_job(records, config_path, time_budget="0.1s", output_dir=str(out)))
+    assert str(error.value).startswith("--time_budget=0.1s was spent before the first "
+                                       "training step (")
+    assert str(error.value).endswith(" s of set-up: reading the input, building and compiling "
+                                     "the model); give a longer budget")
+    assert not (out / "encoder.keras").exists() and not (out / "results.json").exists()

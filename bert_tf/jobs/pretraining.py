@@ -528,6 +528,12 @@ def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start,
         on_restored=write_run_files,
         on_progress=None if masking_progress is None else masking_progress.assign)
     results["global_step"] = train_results.pop("step")
+    if budget and results["global_step"] == 0:
+        # Models of random weights and exit 0 would pass for a trained run.
+        raise FlagValueError(
+            f"--time_budget={trainer.time_budget} was spent before the first training step "
+            f"({train_results['seconds_spent']:.0f} s of set-up: reading the input, building "
+            "and compiling the model); give a longer budget")
     if "instances_per_row" in train_results and "examples_per_second" in train_results:
         train_results["instances_per_second"] = (train_results["examples_per_second"]
                                                  * train_results["instances_per_row"])
