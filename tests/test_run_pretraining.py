@@ -838,3 +838,21 @@ def test_a_budget_spent_before_the_first_step_is_an_error_not_a_random_model(set
     assert str(error.value).endswith(" s of set-up: reading the input, building and compiling "
                                      "the model); give a longer budget")
     assert not (out / "encoder.keras").exists() and not (out / "results.json").exists()
+
+
+@pytest.mark.parametrize("values, warned", [
+    (dict(decay_proportion=0.3), True),
+    (dict(decay_proportion=0.3, time_budget="60s"), True),
+    (dict(decay_proportion=0.3, lr_schedule="wsd"), False),
+    (dict(decay_proportion=0.1), False),  # the default, as every run's flagfile records it
+])
+def test_a_decay_proportion_the_schedule_does_not_use_is_said(values, warned, setup, caplog):
+    from bert_tf.jobs.pretraining_config import check_settings
+
+    records, config_path, _ = setup
+    job = _job(records, config_path, **values)
+    with caplog.at_level("WARNING"):
+        check_settings(job)
+    message = ("--decay_proportion=0.3 is not used: it sizes --lr_schedule=wsd's final decay, "
+               "and --lr_schedule=linear decays over the whole run")
+    assert (message in caplog.text) == warned

@@ -9,6 +9,8 @@ import dataclasses
 import math
 import os
 
+from absl import logging
+
 from bert_tf import fileio
 from bert_tf.training.loop_config import check_gradient_accumulation_steps
 
@@ -24,6 +26,7 @@ def check_lr_schedule(trainer, *, warmup_proportion=None, num_warmup_steps=None,
     `warmup_proportion` below 1, pre-training's `num_warmup_steps` below `num_train_steps` (a
     job passes the warmup it has). Raises FlagValueError."""
     if trainer.lr_schedule != "wsd":
+        warn_unused_decay_proportion(trainer)
         return
     proportion = trainer.decay_proportion
     if not 0.0 < proportion <= 1.0:
@@ -36,6 +39,16 @@ def check_lr_schedule(trainer, *, warmup_proportion=None, num_warmup_steps=None,
         raise FlagValueError(f"--lr_schedule=wsd decays after warmup: --num_warmup_steps="
                              f"{num_warmup_steps} leaves no step of --num_train_steps="
                              f"{num_train_steps} for it")
+
+
+def warn_unused_decay_proportion(trainer):
+    """Logs a warning when --decay_proportion is not its default but the schedule has no
+    final decay to size (--lr_schedule=linear decays over the whole run)."""
+    default = {f.name: f.default for f in dataclasses.fields(trainer)}["decay_proportion"]
+    if trainer.lr_schedule != "wsd" and trainer.decay_proportion != default:
+        logging.warning("--decay_proportion=%s is not used: it sizes --lr_schedule=wsd's final "
+                        "decay, and --lr_schedule=%s decays over the whole run",
+                        trainer.decay_proportion, trainer.lr_schedule)
 
 
 def check_file(flag, path):
