@@ -28,7 +28,6 @@ any command loads TensorFlow because `import bert_tf`, which runs first, install
 This module imports no TensorFlow: the data tools stay TF-free."""
 
 import importlib
-import logging
 import os
 import sys
 
@@ -46,7 +45,9 @@ FLAGS = absl.flags.FLAGS
 # The commands log their own progress; TensorFlow's INFO and WARNING lines (CUDA probing, XLA
 # service start, tf.data notices) are not for their users unless TF_CPP_MIN_LOG_LEVEL says so:
 # `import bert_tf`, which runs before this module, set it and the start-up filter
-# (bert_tf.quiet_logs.quiet_tensorflow), before any command imports TensorFlow.
+# (bert_tf.quiet_logs.quiet_tensorflow), before any command imports TensorFlow. The INFO records
+# of TensorFlow's and Orbax's Python modules are left out at the same levels (run() puts
+# bert_tf.quiet_logs.LIBRARY_INFO on absl's handler).
 
 # absl's names of its help flags (--help, -?, --helpshort, --helpfull, --helpxml).
 _HELP_FLAGS = ("help", "?", "helpshort", "helpfull", "helpxml")
@@ -269,6 +270,13 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         _check_required(required)
         try:
             return main(argv)
+        except KeyboardInterrupt:
+            # Training turns the first Ctrl-C into a checkpoint and exit 130 itself
+            # (bert_tf.training.stops.TrainingPreempted); elsewhere, or pressed twice, the
+            # work stops here, without a traceback.
+            print(f"{program or _program_name(sys.argv[0])}: interrupted (Ctrl-C)",
+                  file=sys.stderr)
+            sys.exit(130)
         except Exception as e:  # noqa: BLE001 - only bad input is reported in one line
             message = _one_line(e, errors)
             if message is None:
@@ -288,18 +296,5 @@ def run(main, program=None, errors=(), required=(), define_flags=None):
         # (bert_tf.run_pretraining) is not the command's own; show the command's.
         main_module.__doc__ = command_module.__doc__
     _own_flags_are_key_flags()
-    absl.logging.get_absl_handler().addFilter(_TENSORFLOW_INFO)
+    absl.logging.get_absl_handler().addFilter(quiet_logs.LIBRARY_INFO)
     app.run(checked_main, flags_parser=parse_flags)
-
-
-class _TensorFlowInfo(logging.Filter):
-    """Drops the INFO records of TensorFlow's Python modules ("Sharding callback duration: 62
-    microseconds" at every checkpoint) when TF_CPP_MIN_LOG_LEVEL hides its C++ INFO lines."""
-
-    def filter(self, record):
-        if record.levelno >= logging.WARNING or quiet_logs.min_log_level() < 1:
-            return True
-        return f"{os.sep}tensorflow{os.sep}" not in record.pathname
-
-
-_TENSORFLOW_INFO = _TensorFlowInfo()

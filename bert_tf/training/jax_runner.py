@@ -39,7 +39,7 @@ from bert_tf.training import jax_checkpoints
 from bert_tf.training.optimization import budget_schedule, learning_rate_at
 from bert_tf.training.step_runner import (Restored, Runtime, StepRunner, StepsResult,
                                           eval_results)
-from bert_tf.training.stops import TrainingPreempted
+from bert_tf.training.stops import STOP_SIGNALS, TrainingPreempted
 
 # "No step was non-finite" in the int32 JAX keeps steps in.
 _NO_BAD_STEP = 2 ** 31 - 1
@@ -298,7 +298,7 @@ class JaxStepRunner(StepRunner):
         return self._checkpoints.last_good
 
     def preempted(self, step, saved):
-        return TrainingPreempted(step, saved)
+        return TrainingPreempted(step, saved, self._sigterm and self._sigterm.received)
 
     def finish(self):
         _put_state(self._model, self._optimizer, self._state)
@@ -457,20 +457,37 @@ def _stack_padded(*arrays):
 
 
 class _SigtermFlag:
-    """SIGTERM sets a flag the runner reads between steps (the main thread only)."""
+    """SIGTERM or Ctrl-C (STOP_SIGNALS) sets a flag the runner reads between steps (the main
+    thread only); a second Ctrl-C raises KeyboardInterrupt at once.
+
+    Attributes:
+      received: the first stop signal that arrived (None: none).
+    """
 
     def __init__(self):
         self._event = threading.Event()
-        self._previous = None
+        self._previous = {}
+        self.received = None
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, lambda *_: self._event.set())
+            self._previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
+
+    def _on_signal(self, signum, frame):
+        if signum == signal.SIGINT and self.received == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C twice: stop now, without the checkpoint
+        if self.received is None:
+            self.received = signal.Signals(signum)
+            logging.warning("%s: saving a checkpoint after this step%s",
+                            "Ctrl-C" if signum == signal.SIGINT else "SIGTERM received",
+                            " (Ctrl-C again stops at once, without it)"
+                            if signum == signal.SIGINT else "")
+        self._event.set()
 
     def is_set(self):
         return self._event.is_set()
 
     def restore(self):
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
 
 
 def _no_warm_start(path, model):

@@ -1,9 +1,11 @@
-"""Preemption handling for the training loop: SIGTERM becomes a checkpoint and a known exit code.
+"""Preemption handling for the training loop: SIGTERM (or Ctrl-C) becomes a checkpoint and a
+known exit code.
 
 While train() runs, SIGTERM (what Kubernetes, Slurm and Cloud TPU send before they take a machine
-away) sets a stop request that the compiled step loop reads after every step; under
-MultiWorkerMirroredStrategy the requests are all-reduced so every worker stops at the same step.
-train() then saves a checkpoint at that step and raises TrainingPreempted.
+away) or SIGINT (Ctrl-C) sets a stop request that the compiled step loop reads after every step;
+under MultiWorkerMirroredStrategy the requests are all-reduced so every worker stops at the same
+step. train() then saves a checkpoint at that step and raises TrainingPreempted. A second
+Ctrl-C raises KeyboardInterrupt at once, without the checkpoint.
 """
 
 import os
@@ -15,11 +17,13 @@ import tensorflow as tf
 from absl import logging
 
 # Raised by the loop when the watcher saw SIGTERM (imported from here by the drivers).
-from bert_tf.training.stops import PREEMPTED_EXIT_CODE, TrainingPreempted  # noqa: F401
+from bert_tf.training.stops import (PREEMPTED_EXIT_CODE, STOP_SIGNALS,  # noqa: F401
+                                    TrainingPreempted)
 
 
 class SigtermWatcher:
-    """Turns SIGTERM into a stop request that running training steps see within one step.
+    """Turns SIGTERM and Ctrl-C (STOP_SIGNALS) into a stop request that running training steps
+    see within one step.
 
     A Python signal handler runs only when the main thread is back in the interpreter, which
     may be many steps later (steps_per_loop steps run in one TensorFlow call). So the handler
@@ -27,7 +31,10 @@ class SigtermWatcher:
     thread that sets a host variable the compiled loop reads after every step. Under
     MultiWorkerMirroredStrategy the requests are all-reduced so every worker stops at the same
     step (one scalar all-reduce per step). Outside the main thread signals cannot be caught:
-    then nothing is installed and SIGTERM keeps its handler.
+    then nothing is installed and the signals keep their handlers.
+
+    Attributes:
+      received: the first stop signal that arrived (None: none).
     """
 
     def __init__(self, strategy):
@@ -37,6 +44,8 @@ class SigtermWatcher:
             self._flag = tf.Variable(False, trainable=False, name="sigterm_requested")
         self._active = False
         self._pending = False
+        self._interrupted = False
+        self.received = None
 
     @tf.autograph.experimental.do_not_convert
     def requested(self):
@@ -55,7 +64,7 @@ class SigtermWatcher:
         self._flag.assign(False)
         self._receiver, self._sender = socket.socketpair()
         self._sender.setblocking(False)
-        self._previous_handler = signal.signal(signal.SIGTERM, self._on_signal)
+        self._previous_handlers = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
         self._previous_wakeup = signal.set_wakeup_fd(self._sender.fileno(),
                                                      warn_on_full_buffer=False)
         self._thread = threading.Thread(target=self._watch, name="sigterm-watcher", daemon=True)
@@ -65,9 +74,15 @@ class SigtermWatcher:
     def _on_signal(self, signum, frame):
         # Runs late, in the main thread (the watcher thread has usually acted already), maybe
         # while a tf.function is being traced: init_scope makes the assignment run now.
+        if signum == signal.SIGINT:
+            if self._interrupted:
+                self._pending = False  # acted on: stop() sends it no more
+                raise KeyboardInterrupt  # Ctrl-C twice: stop now, without the checkpoint
+            self._interrupted = True
         with tf.init_scope():
             self._flag.assign(True)
         self._pending = True
+        self.received = self.received or signal.Signals(signum)
 
     def _watch(self):
         while True:
@@ -77,21 +92,27 @@ class SigtermWatcher:
                 return
             if not data:
                 return
-            if signal.SIGTERM in data:
-                logging.warning("SIGTERM received: saving a checkpoint after this step")
-                self._flag.assign(True)
-                self._pending = True
+            for signum in STOP_SIGNALS:
+                if signum in data and self.received is None:
+                    self.received = signum
+                    logging.warning("%s: saving a checkpoint after this step%s",
+                                    "Ctrl-C" if signum == signal.SIGINT else "SIGTERM received",
+                                    " (Ctrl-C again stops at once, without it)"
+                                    if signum == signal.SIGINT else "")
+                    self._flag.assign(True)
+                    self._pending = True
 
     def stop(self, handled):
-        """Restores the previous handler. A SIGTERM that training did not act on (`handled`
-        False: it came after the last step, or training failed) is re-sent to it."""
+        """Restores the previous handlers. A signal that training did not act on (`handled`
+        False: it came after the last step, or training failed) is re-sent to them."""
         if not self._active:
             return
         self._active = False
         signal.set_wakeup_fd(self._previous_wakeup)
-        signal.signal(signal.SIGTERM, self._previous_handler)
+        for signum, handler in self._previous_handlers.items():
+            signal.signal(signum, handler)
         self._sender.close()
         self._thread.join()
         self._receiver.close()
         if self._pending and not handled:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), self.received or signal.SIGTERM)

@@ -304,7 +304,7 @@ class TensorFlowStepRunner(StepRunner):
     def preempted(self, step, saved):
         _wait_for_all_workers(self._strategy)
         remove_worker_dir(self._worker_dir)
-        return TrainingPreempted(step, saved)
+        return TrainingPreempted(step, saved, self._sigterm and self._sigterm.received)
 
     def finish(self):
         # The chief has then finished writing its last checkpoint, so a worker that goes

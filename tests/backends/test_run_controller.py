@@ -181,7 +181,11 @@ def _runner_class():
     return TensorFlowStepRunner
 
 
-def test_sigterm_saves_the_step_reached_and_exits_143(runtime, tmp_path, monkeypatch):
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_sigterm_or_ctrl_c_saves_the_step_reached_and_exits_128_plus_it(runtime, tmp_path,
+                                                                        monkeypatch, signum,
+                                                                        code):
+    handler = signal.getsignal(signal.SIGINT)
     model, optimizer = _build(runtime, num_train_steps=10**6)
     runner_class = _runner_class()
     run_steps = runner_class.run_steps
@@ -189,7 +193,7 @@ def test_sigterm_saves_the_step_reached_and_exits_143(runtime, tmp_path, monkeyp
     def signalled(runner, num_steps, accumulation):
         if not signalled.sent:
             signalled.sent = True
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signum)
         return run_steps(runner, num_steps, accumulation)
 
     signalled.sent = False
@@ -197,9 +201,34 @@ def test_sigterm_saves_the_step_reached_and_exits_143(runtime, tmp_path, monkeyp
     with pytest.raises(TrainingPreempted) as preempted:
         _train(runtime, model, optimizer, tmp_path / "run", 10**6, steps_per_loop=10,
                save_checkpoints_steps=10**6)
-    assert preempted.value.code == 143 and 1 <= preempted.value.step <= 10
+    assert preempted.value.code == code and 1 <= preempted.value.step <= 10
     assert os.path.basename(preempted.value.checkpoint).startswith(
         f"ckpt-{preempted.value.step}")
+    if signum == signal.SIGINT:
+        assert str(preempted.value) == (
+            f"interrupted by Ctrl-C at step {preempted.value.step}; saved checkpoint "
+            f"{preempted.value.checkpoint}; the same command resumes it; exit code 130")
+    # Training over, the signals have their handlers back.
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
+def test_ctrl_c_twice_stops_at_once_without_a_checkpoint(runtime, tmp_path, monkeypatch):
+    handler = signal.getsignal(signal.SIGINT)
+    model, optimizer = _build(runtime, num_train_steps=10**6)
+    runner_class = _runner_class()
+    run_steps = runner_class.run_steps
+
+    def twice(runner, num_steps, accumulation):
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+        return run_steps(runner, num_steps, accumulation)
+
+    monkeypatch.setattr(runner_class, "run_steps", twice)
+    with pytest.raises(KeyboardInterrupt):
+        _train(runtime, model, optimizer, tmp_path / "run", 10**6, steps_per_loop=10,
+               save_checkpoints_steps=10**6)
+    assert not [n for n in os.listdir(tmp_path / "run") if n.startswith("ckpt-")]
+    assert signal.getsignal(signal.SIGINT) is handler
 
 
 def test_a_time_budget_ends_training_with_the_learning_rate_at_zero(runtime, tmp_path,
