@@ -138,6 +138,15 @@ def test_resume_problems_name_every_difference_and_skip_what_a_record_lacks(tmp_
         "the tokenizer differs (sha256 1111111111111111 then, 2222222222222222 now: "
         "--vocab_file=v.txt)",
         "--do_lower_case=true then, false now"]
+    # A --time_budget is recorded in seconds and named in the flag's form.
+    assert run_directory.resume_problems(
+        RunRecord(job="pretraining", settings={"time_budget": 45.0}),
+        RunRecord(job="pretraining", settings={"time_budget": 5400.0})) == [
+        "--time_budget=45s then, 1h30m now"]
+    assert run_directory.resume_problems(
+        RunRecord(job="pretraining", settings={"time_budget": "none"}),
+        RunRecord(job="pretraining", settings={"time_budget": 60.0})) == [
+        "--time_budget=none then, 1m now"]
     # What one side does not know is not compared (a record of bert_tf 0.1 lacks fields).
     assert run_directory.resume_problems(
         RunRecord(job="pretraining", settings={"max_seq_length": 16}),

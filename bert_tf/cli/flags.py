@@ -12,6 +12,7 @@ command's `define_flags()` for the default that command gives it (a few differ: 
 """
 
 import ast
+import glob
 import os
 
 from absl import flags
@@ -106,12 +107,36 @@ def record_resolved(section, names, flag_values=FLAGS):
 
 def flagfile_text(define_flags, flag_values=FLAGS):
     """A command's parsed flags as the flagfile a run records (<command>.flags): each flag
-    `define_flags` (the command's define_flags) defines, one `--name=value` a line, by name.
-    absl's, TensorFlow's and other commands' flags are left out, so the file is a --flagfile
-    the command reads back."""
+    `define_flags` (the command's define_flags) defines, one `--name=value` a line, by name,
+    relative paths made absolute (`_absolute_paths`). absl's, TensorFlow's and other
+    commands' flags are left out, so the file is a --flagfile the command reads back, from any
+    directory."""
     names = sorted(define_flags(flags.FlagValues()))
-    return "".join(flag_values[name].serialize() + "\n" for name in names
-                   if flag_values[name].value is not None)
+    lines = []
+    for name in names:
+        value = flag_values[name].value
+        if value is None:
+            continue
+        absolute = _absolute_paths(name, value)
+        lines.append(flag_values[name].serialize() if absolute == value
+                     else f"--{name}={absolute}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _absolute_paths(name, value):
+    """A path flag's value (a name ending in _file or _dir, or --init_checkpoint) with each
+    comma-separated local relative path made absolute: every directory, and a file or glob
+    that exists (--init_checkpoint may name a preset instead). Other values as they are."""
+    if not (name.endswith(("_file", "_dir")) or name == "init_checkpoint") or not isinstance(
+            value, str):
+        return value
+    parts = []
+    for part in value.split(","):
+        local = part and "://" not in part and not os.path.isabs(part)
+        if local and (name.endswith("_dir") or glob.glob(part)):
+            part = os.path.abspath(part)
+        parts.append(part)
+    return ",".join(parts)
 
 
 class _JitCompileParser(flags.ArgumentParser):
@@ -195,7 +220,8 @@ def _define_separator(name, default, help, flag_values):  # noqa: A002 (absl's n
 # Model and vocabulary files.
 _flag(flags.DEFINE_string, "bert_config_file", None,
       "bert_config.json of the model (default: the one beside --init_checkpoint, or the "
-      "configuration the checkpoint records).")
+      "configuration the checkpoint records; bert-tf-convert-checkpoint: the one beside "
+      "--checkpoint, read with --from=tf1, albert (albert_config.json) or bert_tf).")
 _flag(flags.DEFINE_string, "vocab_file", None,
       "WordPiece vocabulary (vocab.txt); where a model is read, default: the one beside it. "
       "The fine-tuning commands, bert-tf-embed, bert-tf-extract-features, "
@@ -205,14 +231,15 @@ _flag(flags.DEFINE_string, "vocab_file", None,
 _flag(flags.DEFINE_bool, "do_lower_case", True,
       "Lower-case the input and strip accents (True for uncased models, False for cased ones). "
       "Unset with a tokenizer.json: the file's own casing (a vocab.txt or SentencePiece "
-      ".model: True).")
+      ".model: True); bert-tf-convert-checkpoint: the casing --checkpoint records, if any.")
 _flag(flags.DEFINE_string, "init_checkpoint", None,
       "Pre-trained weights: a bert_tf checkpoint or run directory, a .keras or .weights.h5 "
       "file, an original TF1 checkpoint prefix, or a Hugging Face or keras-hub directory.")
 _flag(flags.DEFINE_integer, "max_seq_length", 128,
       "Tokens per input after WordPiece, [CLS]/[SEP] included. Fine-tuning, unset: the length "
       "recorded by the run the model comes from (--output_dir's, else --init_checkpoint's), "
-      "else 128 (SQuAD: 384).")
+      "else 128 (SQuAD: 384); bert-tf-embed, unset: the model's (its run's or "
+      "sentence_bert_config.json), else 128.")
 
 # Runtime: devices, distribution, precision, compilation, loop.
 _flag(flags.DEFINE_enum, "distribution_strategy", "one_device", "tf.distribute strategy.",
@@ -241,7 +268,10 @@ _flag(flags.DEFINE_integer, "log_steps", None,
 
 # Training (pre-training and fine-tuning).
 _flag(flags.DEFINE_string, "output_dir", None,
-      "Directory the command writes: checkpoints, summaries, models, predictions, results.")
+      "Directory the command writes: the run of bert-tf-pretrain, the fine-tuning commands and "
+      "bert-tf-embed (checkpoints, summaries, models, predictions, results); the converted "
+      "model (bert-tf-convert-checkpoint: the files of --to); the demo data "
+      "(bert-tf-prepare-demo-data).")
 _flag(flags.DEFINE_bool, "do_train", False, "Run training.")
 _flag(flags.DEFINE_bool, "do_eval", False,
       "Evaluate (fine-tuning: on the dev set; pre-training: on --eval_input_file / "
@@ -280,9 +310,10 @@ _flag(flags.DEFINE_float, "clip_norm", 1.0,
 
 # Pre-training: input.
 _flag(flags.DEFINE_string, "input_file", None,
-      "Input files, comma-separated globs: pre-training TFRecords (bert-tf-pretrain), text "
-      "(bert-tf-create-pretraining-data, bert-tf-build-vocab), or lines to embed "
-      "(bert-tf-extract-features: one input per line, 'a ||| b' a pair).")
+      "Input: pre-training TFRecords (bert-tf-pretrain) or text (bert-tf-create-pretraining-"
+      "data, bert-tf-build-vocab), comma-separated globs; one file of inputs to encode "
+      "(bert-tf-extract-features: one per line, 'a ||| b' a pair; bert-tf-embed: one text per "
+      "line, or a CSV, TSV or JSONL file with --text_a_column).")
 _flag(flags.DEFINE_string, "eval_input_file", None,
       "Held-out TFRecords for --do_eval: comma-separated globs.")
 _flag(flags.DEFINE_string, "input_text_file", None,
@@ -390,9 +421,11 @@ _flag(flags.DEFINE_integer, "max_instances_per_row", 0,
 
 # Making pre-training records (bert-tf-create-pretraining-data, bert-tf-prepare-demo-data).
 _flag(flags.DEFINE_string, "output_file", None,
-      "File to write: TFRecords, comma-separated (records go round-robin; with Beam, one shard "
-      "prefix), vocab.txt, tokenizer.json or a SentencePiece .model (build-vocab; its "
-      "directory must exist) or JSON lines.")
+      "File to write: bert-tf-create-pretraining-data: TFRecords, comma-separated (records go "
+      "round-robin; with Beam, one shard prefix); bert-tf-build-vocab: vocab.txt, "
+      "tokenizer.json or a SentencePiece .model (its directory must exist); "
+      "bert-tf-extract-features: JSON lines; bert-tf-embed: the vectors, .npy (float32 "
+      "[N, D]) or .jsonl.")
 _flag(flags.DEFINE_integer, "random_seed", 12345, "Seed of every random choice.")
 _flag(flags.DEFINE_integer, "dupe_factor", 10,
       "Times each document is used, with different masks each time.")
@@ -468,9 +501,10 @@ _flag(flags.DEFINE_string, "data_dir", None,
       "Directory with the train/dev/test files (GLUE: as GLUE ships them).")
 _flag(flags.DEFINE_string, "train_file", None,
       "Training file (default: the train file in --data_dir; SQuAD: JSON, e.g. "
-      "train-v1.1.json).")
+      "train-v1.1.json; bert-tf-embed: pairs or triplets, CSV, TSV or JSONL).")
 _flag(flags.DEFINE_string, "dev_file", None,
-      "Evaluation file (default: the dev file in --data_dir).")
+      "Evaluation file (default: the dev file in --data_dir; bert-tf-embed: pairs whose "
+      "anchors are queries over the corpus of their positives).")
 _flag(flags.DEFINE_string, "test_file", None,
       "File to predict (default: the test file in --data_dir). Classification also reads a "
       ".txt file of texts, one per line.")

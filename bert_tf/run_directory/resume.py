@@ -10,6 +10,7 @@ from bert_tf.file_names import RECORD_FILE
 from bert_tf.run_directory.checkpoints import checkpoint_backend, has_checkpoint
 from bert_tf.run_directory.errors import ResumeMismatchError
 from bert_tf.run_directory.record import read_record
+from bert_tf.training.budget import duration_flag_text
 
 
 def _as_list(value):
@@ -23,6 +24,18 @@ def _show(value):
     if isinstance(value, (list, tuple)):
         return ",".join(_show(v) for v in value)
     return "unset" if value is None else str(value)
+
+
+# Settings a run records in seconds (--time_budget: bert_tf.jobs.pretraining), shown in the
+# flag's own form (45s, 1h30m) rather than as 45.0.
+_SECONDS_SETTINGS = ("time_budget",)
+
+
+def _show_setting(name, value):
+    if (name in _SECONDS_SETTINGS and isinstance(value, (int, float))
+            and not isinstance(value, bool)):
+        return duration_flag_text(value)
+    return _show(value)
 
 
 def resume_problems(recorded, wanted, tokenizer_path=None):
@@ -65,7 +78,8 @@ def resume_problems(recorded, wanted, tokenizer_path=None):
     for name in sorted(set(recorded.settings) & set(wanted.settings)):
         before, now = recorded.settings[name], wanted.settings[name]
         if before is not None and now is not None and _as_list(before) != _as_list(now):
-            problems.append(f"--{name}={_show(before)} then, {_show(now)} now")
+            problems.append(f"--{name}={_show_setting(name, before)} then, "
+                            f"{_show_setting(name, now)} now")
     return problems
 
 

@@ -47,6 +47,20 @@ def parse_duration(text, flag="--time_budget"):
     return seconds
 
 
+def duration_flag_text(seconds):
+    """A number of seconds in --time_budget's own form, its largest units first (what
+    parse_duration reads back).
+
+    >>> duration_flag_text(45.0), duration_flag_text(2700), duration_flag_text(5400.5)
+    ('45s', '45m', '1h30m0.5s')
+    """
+    hours, rest = divmod(float(seconds), 3600)
+    minutes, rest = divmod(rest, 60)
+    parts = [f"{hours:.0f}h" if hours else "", f"{minutes:.0f}m" if minutes else "",
+             f"{rest:.6g}s" if rest or not (hours or minutes) else ""]
+    return "".join(parts)
+
+
 def format_duration(seconds):
     """'1h02m03s' of a number of seconds (rounded down)."""
     seconds = max(0, int(seconds))

@@ -277,3 +277,25 @@ def test_a_run_that_does_not_record_a_setting_ran_with_the_default(tmp_path):
         check_settings(job)
         assert (job.task.max_seq_length, job.task.doc_stride, job.task.max_query_length,
                 job.task.version_2_with_negative) == (256, 128, 64, False), mode
+
+
+def test_the_runs_flagfile_names_its_files_by_absolute_paths(tmp_path, monkeypatch):
+    # docs/resume.md reruns a run with --flagfile=RUN/run_pretraining.flags from anywhere.
+    from bert_tf.cli import flags as cli_flags
+    from bert_tf.cli import pretrain
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("vocab.txt", "tiny.json", "a.txt", "train-0.tfrecord"):
+        (tmp_path / name).write_text("x\n")
+    flag_values = pretrain.define_flags(flags.FlagValues())
+    flag_values(["prog", "--vocab_file=vocab.txt", "--bert_config_file=tiny.json",
+                 "--input_text_file=a.txt,gs://bucket/b.txt", "--output_dir=runs/r1",
+                 "--eval_input_file=train-*.tfrecord", "--init_checkpoint=bert_base_en"])
+    text = cli_flags.flagfile_text(pretrain.define_flags, flag_values)
+    for line in (f"--vocab_file={tmp_path}/vocab.txt", f"--bert_config_file={tmp_path}/tiny.json",
+                 f"--input_text_file={tmp_path}/a.txt,gs://bucket/b.txt",
+                 f"--output_dir={tmp_path}/runs/r1",
+                 f"--eval_input_file={tmp_path}/train-*.tfrecord",
+                 # Not a file here: a preset's name, kept.
+                 "--init_checkpoint=bert_base_en"):
+        assert line + "\n" in text

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.training import budget, controller, tf_runner
-from bert_tf.training.budget import BudgetClock, format_duration, parse_duration
+from bert_tf.training.budget import (BudgetClock, duration_flag_text, format_duration,
+                                     parse_duration)
 from bert_tf.training.controller import TrainingPreempted, train
 from bert_tf.training.distribute import get_strategy
 from bert_tf.training.loop_config import TrainLoopConfig
@@ -48,6 +49,14 @@ def test_bad_durations_are_refused_naming_the_flag_and_the_forms(text, message):
     with pytest.raises(ValueError) as error:
         parse_duration(text)
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize("seconds, text", [(45.0, "45s"), (60, "1m"), (2700, "45m"),
+                                           (5400, "1h30m"), (86400, "24h"), (90.25, "1m30.25s"),
+                                           (0.1, "0.1s")])
+def test_durations_in_the_flags_form_parse_back(seconds, text):
+    assert duration_flag_text(seconds) == text
+    assert parse_duration(text) == pytest.approx(seconds)
 
 
 def test_format_duration():
