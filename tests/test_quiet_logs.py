@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bert_tf import cli, quiet_logs
+from bert_tf import quiet_logs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -71,19 +71,24 @@ def test_importing_tensorflow_after_the_filter_writes_nothing(level):
     assert proc.stderr == ""
 
 
-def test_tensorflow_python_info_records_are_dropped_and_warnings_kept(monkeypatch):
+@pytest.mark.parametrize("library_file", [
+    ("tensorflow", "python", "saver.py"),
+    # Orbax writes about 35 of them per checkpoint of a --backend=jax run.
+    ("orbax", "checkpoint", "_src", "path", "atomicity.py")])
+def test_library_python_info_records_are_dropped_and_warnings_kept(monkeypatch, library_file):
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
 
     def record(path, level):
         return logging.LogRecord("absl", level, path, 1, "msg", (), None)
 
-    tf_file = os.path.join(os.sep, "site-packages", "tensorflow", "python", "saver.py")
-    assert not cli._TENSORFLOW_INFO.filter(record(tf_file, logging.INFO))
-    assert cli._TENSORFLOW_INFO.filter(record(tf_file, logging.WARNING))
-    assert cli._TENSORFLOW_INFO.filter(record(os.path.join(REPO, "bert_tf", "x.py"),
-                                              logging.INFO))
+    library = os.path.join(os.sep, "site-packages", *library_file)
+    assert not quiet_logs.LIBRARY_INFO.filter(record(library, logging.INFO))
+    assert quiet_logs.LIBRARY_INFO.filter(record(library, logging.WARNING))
+    assert quiet_logs.LIBRARY_INFO.filter(record(library, logging.ERROR))
+    assert quiet_logs.LIBRARY_INFO.filter(record(os.path.join(REPO, "bert_tf", "x.py"),
+                                                 logging.INFO))
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
-    assert cli._TENSORFLOW_INFO.filter(record(tf_file, logging.INFO))
+    assert quiet_logs.LIBRARY_INFO.filter(record(library, logging.INFO))
 
 
 # A user's script: `import bert_tf` first, then Keras' fit (XLA clusters), a task's predict

@@ -7,6 +7,7 @@ Each run is a real process with KERAS_BACKEND=jax (Keras fixes its backend at im
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -79,7 +80,19 @@ def reference(inputs, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("jax_runs") / "reference"
     code, err = _finish(_pretrain(_args(inputs, run_dir), _env()))
     assert code == 0, err[-3000:]
+    (run_dir.parent / "reference.log").write_text(err)
     return run_dir
+
+
+def test_the_log_holds_progress_and_checkpoints_not_orbax_chatter(reference):
+    """Orbax logs about 35 INFO lines per checkpoint (temporary directories, handler
+    registries, throughputs); the command's log keeps its own lines only."""
+    log = (reference.parent / "reference.log").read_text()
+    sources = re.findall(r"^I\d{4} [\d:.]+\s+\d+ (\S+):\d+\] ", log, re.MULTILINE)
+    assert sources.count("jax_checkpoints.py") == 2 and "logging_window.py" in sources, log
+    orbax_files = {"atomicity.py", "composite_checkpoint_handler.py", "async_io_engine.py",
+                   "event_tracking.py", "base_pytree_checkpoint_handler.py"}
+    assert not orbax_files & set(sources), log
 
 
 def test_run_directory_holds_the_usual_files_and_tensorflow_fine_tunes_and_exports_it(

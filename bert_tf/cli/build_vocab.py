@@ -1,4 +1,4 @@
-"""Learns a vocab.txt, a byte-level BPE tokenizer.json or a SentencePiece model from text.
+r"""Learns a vocab.txt, a byte-level BPE tokenizer.json or a SentencePiece model from text.
 
 Examples:
   bert-tf-build-vocab --input_file='corpus/*.txt' --vocab_size=30522 \

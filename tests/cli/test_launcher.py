@@ -1,11 +1,13 @@
 """The installed commands: console scripts, --help, and official_configs from any directory."""
 
+import ast
 import importlib.metadata
 import os
 import subprocess
 import sys
 import zipfile
 
+import absl.flags
 import pytest
 
 from bert_tf import cli
@@ -54,6 +56,33 @@ def test_help_lists_the_commands_own_flags(command, own_flags, tmp_path):
         assert f"  {flag}" in proc.stdout, flag
     # The module's docstring heads the usage, as for `python -m`.
     assert proc.stdout.lstrip().split("\n", 1)[0].endswith(".")
+
+
+@pytest.mark.parametrize("target", sorted(set(COMMANDS.values())))
+def test_help_shows_the_docstrings_line_continuations(target):
+    """A backslash at a line's end in a docstring that is not raw joins the lines: --help then
+    showed "--vocab_size=30522       --do_lower_case=true"."""
+    module = importlib.import_module(target.split(":")[0])
+    source = open(module.__file__, encoding="utf-8").read()
+    docstring = ast.get_source_segment(source, ast.parse(source).body[0].value)
+    assert "\\\n" not in docstring or docstring[:1] in "rR", module.__name__
+
+
+@pytest.mark.parametrize("command, flag, said", [
+    ("embed", "input_file", "bert-tf-embed: one text per line"),
+    ("embed", "output_file", "bert-tf-embed: the vectors, .npy"),
+    ("embed", "output_dir", "bert-tf-embed"),
+    ("embed", "train_file", "bert-tf-embed: pairs or triplets"),
+    ("convert_checkpoint", "output_dir", "bert-tf-convert-checkpoint: the files of --to"),
+    ("convert_checkpoint", "bert_config_file", "bert-tf-convert-checkpoint: the one beside "
+                                               "--checkpoint"),
+    ("extract_features", "output_file", "bert-tf-extract-features: JSON lines"),
+    ("build_vocab", "output_file", "bert-tf-build-vocab: vocab.txt"),
+])
+def test_a_shared_flags_help_says_what_it_is_to_each_command(command, flag, said):
+    flag_values = absl.flags.FlagValues()
+    importlib.import_module(f"bert_tf.cli.{command}").define_flags(flag_values)
+    assert said in flag_values[flag].help
 
 
 def test_official_configs_resolve_from_any_directory(tmp_path, monkeypatch):

@@ -459,9 +459,15 @@ def test_a_single_sentence_with_next_sentence_prediction_is_an_error_when_built(
     with pytest.raises(ValueError) as e:
         make(corpus, text_patterns=str(one), use_next_sentence_label=True)
     assert str(e.value) == (
-        f"text_pretraining_dataset: {one} hold a single sentence (one non-blank line); "
+        f"text_pretraining_dataset: {one} holds a single sentence (one non-blank line); "
         "next-sentence prediction needs at least two (expected one sentence per line), or pass "
         "use_next_sentence_label=False (--use_next_sentence_label=false).")
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(ValueError) as e:
+        make(corpus, text_patterns=f"{one},{blank}", use_next_sentence_label=True)
+    assert str(e.value).startswith(
+        f"text_pretraining_dataset: {one}, {blank} together hold a single sentence (one ")
     two = tmp_path / "two.txt"
     two.write_text("the first sentence .\nthe second one .\n", encoding="utf-8")
     make(corpus, text_patterns=str(two), use_next_sentence_label=True)

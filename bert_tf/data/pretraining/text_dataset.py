@@ -149,9 +149,10 @@ def _check_some_text(files, pairs=False):
         raise ValueError(f"text_pretraining_dataset: no text in {_describe_files(files)}: every "
                          "file is empty or holds only blank lines (expected one sentence per "
                          "line, a blank line between documents).")
-    raise ValueError(f"text_pretraining_dataset: {_describe_files(files)} hold a single sentence "
-                     "(one non-blank line); next-sentence prediction needs at least two (expected "
-                     "one sentence per line), or pass use_next_sentence_label=False "
+    hold = "holds" if len(files) == 1 else "together hold"
+    raise ValueError(f"text_pretraining_dataset: {_describe_files(files)} {hold} a single "
+                     "sentence (one non-blank line); next-sentence prediction needs at least two "
+                     "(expected one sentence per line), or pass use_next_sentence_label=False "
                      "(--use_next_sentence_label=false).")
 
 
