@@ -41,6 +41,9 @@ BEST_METRICS_FILE = "metrics.json"
 SUMMARIES_DIR = "summaries"
 FEATURES_DIR = "features"
 SENTENCE_TRANSFORMERS_DIR = "sentence_transformers"
+# A sentence-transformers Transformer module's settings (max_seq_length, do_lower_case); a
+# conversion of such a model carries it into every output format.
+SENTENCE_BERT_CONFIG_FILE = "sentence_bert_config.json"
 RESULTS_FILE = "results.json"
 EVAL_RESULTS_TEXT_FILE = "eval_results.txt"
 EVAL_RESULTS_JSON_FILE = "eval_results.json"

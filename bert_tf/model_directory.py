@@ -59,7 +59,7 @@ COMPANION_FILES = (run_directory.CONFIG_FILE, "albert_config.json", HF_CONFIG_FI
                    run_directory.VOCAB_FILE, run_directory.TOKENIZER_FILE,
                    file_names.SENTENCEPIECE_FILE, file_names.ALBERT_SENTENCEPIECE_FILE,
                    "tokenizer_config.json", "special_tokens_map.json", MODULES_FILE,
-                   "sentence_bert_config.json", run_directory.TASK_INFO_FILE,
+                   file_names.SENTENCE_BERT_CONFIG_FILE, run_directory.TASK_INFO_FILE,
                    run_directory.RECORD_FILE)
 
 # Folders a model directory holds: what is in one of them is inside that model directory.

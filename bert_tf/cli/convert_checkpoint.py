@@ -22,10 +22,18 @@ Outputs:
   albert       model.ckpt.{index,data-00000-of-00001} under ALBERT's TF1 names,
                albert_config.json (and bert_config.json); for models with embedding_size and
                share_parameters="all" (bert_tf.interop.albert).
-  huggingface  config.json, model.safetensors, vocab.txt.
+  huggingface  config.json, model.safetensors, vocab.txt (spiece.model for a SentencePiece
+               vocabulary), tokenizer_config.json (the casing, below), and tokenizer.json
+               for ModernBERT (its WordPiece as transformers' AutoTokenizer reads it).
+The bert_tf and huggingface outputs also carry the checkpoint's own tokenizer.json when it has
+one (a byte-level BPE vocabulary has no vocab.txt).
 Casing travels too: when the source says whether it lower-cases (Hugging Face
 tokenizer_config.json, keras-hub tokenizer) or --do_lower_case is given, tokenizer_config.json
-records it (bert_tf and huggingface outputs), and warm starts check it.
+records it (bert_tf and huggingface outputs), and warm starts check it. So does a
+sentence-transformers directory's max_seq_length (--from=huggingface): every output holds its
+sentence_bert_config.json, which bert-tf-embed reads beside an encoder. Its pooling and
+normalisation do not travel: when they are not bert-tf-embed's defaults (mean, normalised), a
+warning names the flags that give its vectors.
 
 --max_position_embeddings longer than the checkpoint's extends its learned position table for
 long inputs: the first rows stay, the new ones are copies of the table (copy) or the table

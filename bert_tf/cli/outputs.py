@@ -225,19 +225,21 @@ def check_replaceable(flag, directory, kind, overwrite):
 _TOKENIZER_FILES = (run_directory.VOCAB_FILE, run_directory.TOKENIZER_FILE,
                     file_names.SENTENCEPIECE_FILE, "tokenizer_config.json",
                     "special_tokens_map.json")
+# Every format: a conversion of a sentence-transformers model carries its length there.
+_ST = file_names.SENTENCE_BERT_CONFIG_FILE
 CONVERSION_OUTPUTS = {
     "bert_tf": (model_directory.BERT_TF_MODEL,
                 (run_directory.PRETRAINER_FILE, run_directory.ENCODER_FILE,
-                 run_directory.CONFIG_FILE, *_TOKENIZER_FILES)),
+                 run_directory.CONFIG_FILE, *_TOKENIZER_FILES, _ST)),
     "tf1": (model_directory.TF1_CHECKPOINT,
             ("bert_model.ckpt.", run_directory.CONFIG_FILE, run_directory.VOCAB_FILE,
-             file_names.SENTENCEPIECE_FILE)),
+             file_names.SENTENCEPIECE_FILE, _ST)),
     "albert": (model_directory.TF1_CHECKPOINT,
                ("model.ckpt.", "albert_config.json", run_directory.CONFIG_FILE,
-                run_directory.VOCAB_FILE, file_names.ALBERT_SENTENCEPIECE_FILE)),
+                run_directory.VOCAB_FILE, file_names.ALBERT_SENTENCEPIECE_FILE, _ST)),
     "huggingface": (model_directory.HUGGINGFACE,
                     (model_directory.HF_CONFIG_FILE, model_directory.SAFETENSORS_FILE,
-                     *_TOKENIZER_FILES)),
+                     *_TOKENIZER_FILES, _ST)),
 }
 
 

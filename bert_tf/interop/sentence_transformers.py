@@ -20,8 +20,9 @@ import json
 import os
 
 import tensorflow as tf
+from absl import logging
 
-from bert_tf import fileio, model_directory, run_directory
+from bert_tf import file_names, fileio, model_directory, run_directory
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import huggingface, weights
 from bert_tf.interop.weights import InteropError
@@ -30,7 +31,11 @@ from bert_tf.config import POOLING_MODES, check_pooling_modes
 from bert_tf.text import tokenizer_files
 
 MODULES_FILE = model_directory.MODULES_FILE
-SENTENCE_BERT_CONFIG_FILE = "sentence_bert_config.json"
+SENTENCE_BERT_CONFIG_FILE = file_names.SENTENCE_BERT_CONFIG_FILE
+# How an encoder checkpoint's vectors are made when nothing says otherwise.
+DEFAULT_POOLING = ("mean",)
+DEFAULT_NORMALIZE = True
+DEFAULT_MAX_SEQ_LENGTH = 128
 POOLING_DIR = "1_Pooling"
 NORMALIZE_DIR = "2_Normalize"
 _TRANSFORMER, _POOLING, _NORMALIZE = "Transformer", "Pooling", "Normalize"
@@ -142,6 +147,59 @@ def read_pooling_config(path):
         raise InteropError(str(e)) from None
 
 
+def pooling_of(model_dir):
+    """(pooling modes, normalize) of a sentence-transformers directory's modules.
+
+    Raises:
+      InteropError: as read_modules and read_pooling_config.
+    """
+    modules = read_modules(model_dir)
+    modes = read_pooling_config(os.path.join(modules[1][1], "config.json"))
+    return modes, modules[-1][0] == _NORMALIZE
+
+
+def read_sentence_bert_config(directory, max_position_embeddings):
+    """The settings of directory/sentence_bert_config.json: {"max_seq_length": int,
+    "do_lower_case": bool}, each only where the file holds it; {} without the file.
+
+    Raises:
+      InteropError: not a JSON object, or a max_seq_length that is not an int in
+        [3, max_position_embeddings], naming the file.
+    """
+    path = os.path.join(directory, SENTENCE_BERT_CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        return {}
+    values = _read_json(path, "")
+    if not isinstance(values, dict):
+        raise InteropError(f"{path}: expected a JSON object")
+    settings = {}
+    length = values.get("max_seq_length")
+    if length is not None:
+        if (isinstance(length, bool) or not isinstance(length, int)
+                or not 3 <= length <= max_position_embeddings):
+            raise InteropError(f"{path}: max_seq_length={length!r}; expected an int in "
+                               f"[3, max_position_embeddings={max_position_embeddings}]")
+        settings["max_seq_length"] = length
+    if values.get("do_lower_case") is not None:
+        settings["do_lower_case"] = bool(values["do_lower_case"])
+    return settings
+
+
+def transformer_settings(transformer_dir, max_position_embeddings):
+    """(max_seq_length, do_lower_case) of a Transformer module: its sentence_bert_config.json's,
+    else max_position_embeddings and false (as sentence-transformers reads it)."""
+    settings = read_sentence_bert_config(transformer_dir, max_position_embeddings)
+    return (settings.get("max_seq_length", max_position_embeddings),
+            settings.get("do_lower_case", False))
+
+
+def write_sentence_bert_config(directory, max_seq_length):
+    """Writes directory/sentence_bert_config.json atomically. Its do_lower_case is false:
+    casing is the tokenizer's (tokenizer_config.json or tokenizer.json say it)."""
+    write_text_atomic(os.path.join(directory, SENTENCE_BERT_CONFIG_FILE), json.dumps(
+        {"max_seq_length": int(max_seq_length), "do_lower_case": False}, indent=2) + "\n")
+
+
 def load_sentence_transformers(model_dir, allow_pickle=False):
     """Builds a BertSentenceEmbedder from a sentence-transformers directory.
 
@@ -163,10 +221,8 @@ def load_sentence_transformers(model_dir, allow_pickle=False):
     >>> st.model.embedding_dim, st.max_seq_length  # doctest: +SKIP
     (384, 256)
     """
-    modules = read_modules(model_dir)
-    transformer_dir = modules[0][1]
-    pooling_path = os.path.join(modules[1][1], "config.json")
-    modes = read_pooling_config(pooling_path)
+    transformer_dir = read_modules(model_dir)[0][1]
+    modes, normalize = pooling_of(model_dir)
     source, config, _ = huggingface.load_huggingface(transformer_dir, allow_pickle)
     encoder = weights.encoder_of(source)
     vocab_file = tokenizer_files.model_tokenizer_file(transformer_dir)
@@ -175,25 +231,20 @@ def load_sentence_transformers(model_dir, allow_pickle=False):
                            f"{huggingface.TOKENIZER_JSON_FILE} (the transformer module's "
                            "tokenizer)")
     settings_path = os.path.join(transformer_dir, SENTENCE_BERT_CONFIG_FILE)
-    settings = (_read_json(settings_path, "") if tf.io.gfile.exists(settings_path) else {})
-    max_seq_length = settings.get("max_seq_length") or config.max_position_embeddings
-    if (isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int)
-            or not 3 <= max_seq_length <= config.max_position_embeddings):
-        raise InteropError(f"{settings_path}: max_seq_length={max_seq_length!r}; expected an "
-                           f"int in [3, max_position_embeddings={config.max_position_embeddings}]")
+    max_seq_length, module_lower_case = transformer_settings(transformer_dir,
+                                                             config.max_position_embeddings)
     # A tokenizer.json records its casing. A vocab.txt is lower-cased when the module says so
     # (its do_lower_case lower-cases before the tokenizer) or the transformer folder does.
     tokenizer = _read_tokenizer(vocab_file, tokenizer_files.casing_to_load(
-        vocab_file, vocab_txt_casing=lambda: bool(settings.get("do_lower_case")) or bool(
+        vocab_file, vocab_txt_casing=lambda: module_lower_case or bool(
             huggingface.do_lower_case_of(transformer_dir))), vocab_file)
     do_lower_case = tokenizer.do_lower_case
-    if settings.get("do_lower_case") and not do_lower_case:
+    if module_lower_case and not do_lower_case:
         # Lower-casing before a tokenizer.json that keeps case is not what its normalizer
         # does, and bert_tf's in-graph tokenizer follows the normalizer only.
         raise InteropError(f"{settings_path}: do_lower_case is true but {vocab_file} keeps "
                            "case; bert_tf lower-cases only as the tokenizer.json says")
-    model = BertSentenceEmbedder(encoder, pooling=modes,
-                                 normalize=modules[-1][0] == _NORMALIZE)
+    model = BertSentenceEmbedder(encoder, pooling=modes, normalize=normalize)
     return SentenceTransformer(model=model, vocab_file=vocab_file, do_lower_case=do_lower_case,
                                max_seq_length=int(max_seq_length), tokenizer=tokenizer)
 
@@ -279,8 +330,7 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
                                           tokenizer_class="PreTrainedTokenizerFast",
                                           model_max_length=int(max_seq_length)),
                                      indent=2, sort_keys=True) + "\n")
-    write_text_atomic(os.path.join(output_dir, SENTENCE_BERT_CONFIG_FILE), json.dumps(
-        {"max_seq_length": int(max_seq_length), "do_lower_case": False}, indent=2) + "\n")
+    write_sentence_bert_config(output_dir, max_seq_length)
     fileio.makedirs(os.path.join(output_dir, POOLING_DIR))
     write_text_atomic(os.path.join(output_dir, POOLING_DIR, "config.json"),
                       json.dumps(_pooling_config(model), indent=2) + "\n")
@@ -311,6 +361,12 @@ def _check_own_pooling(model, pooling, normalize, init_checkpoint, what):
                 "how an encoder checkpoint's vectors are made)")
 
 
+def _log_default_length(init_checkpoint, length):
+    logging.info("max_seq_length=%d, the default: --init_checkpoint=%s records no sequence "
+                 "length for sentence embeddings (--max_seq_length sets one)", length,
+                 init_checkpoint)
+
+
 def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=None,
                   do_lower_case=None, max_seq_length=None):
     """A BertSentenceEmbedder from any model source, with its tokenizer settings.
@@ -321,12 +377,15 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
         its casing and length) or such a .keras file; or any encoder checkpoint
         bert_tf.interop.warm_start reads (original TF1, Hugging Face, keras-hub, bert_tf
         pre-training runs), then pooled by `pooling` / `normalize`, tokenized with the casing
-        it records (bert_tf.interop.casing_of) unless do_lower_case says.
+        it records (bert_tf.interop.casing_of) unless do_lower_case says, and truncated to the
+        max_seq_length of a sentence_bert_config.json beside it (what a conversion of a
+        sentence-transformers model carries), else to 128.
       pooling, normalize: how an encoder checkpoint's vectors are made (None: mean pooling,
         normalised); a model that carries its own (a sentence-transformers directory or an
         embedding run) refuses another value, naming both.
       vocab_file, do_lower_case, max_seq_length: override what the source says (needed where
-        it says nothing: vocab_file beside a TF1 checkpoint, max_seq_length default 128).
+        it says nothing: vocab_file beside a TF1 checkpoint, max_seq_length default 128, which
+        is logged).
         The tokenizer file is a vocab.txt or a tokenizer.json (byte-level BPE, e.g. a
         ModernBERT's; found beside the model as bert_tf.text.tokenizer_files.
         model_tokenizer_file says); a tokenizer.json records its casing, which an unset
@@ -365,26 +424,38 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
             except run_directory.RunDirectoryError as e:
                 raise InteropError(str(e)) from None
             casing = casing_of(do_lower_case, init_checkpoint)
+            length = (record.settings if record else {}).get("max_seq_length")
+            if not (length or max_seq_length):
+                _log_default_length(init_checkpoint, DEFAULT_MAX_SEQ_LENGTH)
             loaded = SentenceTransformer(
                 model=model, vocab_file=tokenizer_files.model_tokenizer_file(directory),
                 do_lower_case=True if casing is None else casing,
-                max_seq_length=(record.settings if record else {}).get("max_seq_length", 128))
+                max_seq_length=length or DEFAULT_MAX_SEQ_LENGTH)
         else:
             config = checkpoint_config(init_checkpoint)
             if config is None:
                 raise InteropError(f"--init_checkpoint={init_checkpoint}: not a "
                                    "sentence-transformers directory, a bert_tf embedding run "
                                    "or a checkpoint with a model config beside it")
-            model = BertSentenceEmbedder(build_encoder(config), pooling=pooling or ["mean"],
-                                         normalize=True if normalize is None else normalize)
+            model = BertSentenceEmbedder(
+                build_encoder(config), pooling=pooling or DEFAULT_POOLING,
+                normalize=DEFAULT_NORMALIZE if normalize is None else normalize)
             casing = casing_of(do_lower_case, init_checkpoint)
             warm_start(init_checkpoint, model, do_lower_case=casing)
             directory = (init_checkpoint if fileio.isdir(init_checkpoint)
                          else os.path.dirname(init_checkpoint))
+            length = read_sentence_bert_config(
+                directory, config.max_position_embeddings).get("max_seq_length")
+            if length is None:
+                length = min(DEFAULT_MAX_SEQ_LENGTH, config.max_position_embeddings)
+                if not max_seq_length:
+                    _log_default_length(init_checkpoint, length)
+            elif not max_seq_length:
+                logging.info("max_seq_length=%d, from %s", length,
+                             os.path.join(directory, SENTENCE_BERT_CONFIG_FILE))
             loaded = SentenceTransformer(
                 model=model, vocab_file=tokenizer_files.model_tokenizer_file(directory),
-                do_lower_case=True if casing is None else casing,
-                max_seq_length=min(128, config.max_position_embeddings))
+                do_lower_case=True if casing is None else casing, max_seq_length=length)
     if vocab_file:
         loaded.vocab_file = (tokenizer_files.model_tokenizer_file(vocab_file) or vocab_file
                              if fileio.isdir(vocab_file) else vocab_file)

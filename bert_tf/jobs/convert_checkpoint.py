@@ -13,7 +13,7 @@ from absl import logging
 
 from bert_tf import file_names, fileio, interop
 from bert_tf.config import ConfigError, EncoderConfig
-from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
+from bert_tf.interop import albert, huggingface, kerashub, sentence_transformers, tf1, weights
 from bert_tf.jobs import tokenizer_setup
 from bert_tf.modeling import BertPretrainer, extend_position_embeddings
 from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
@@ -162,17 +162,44 @@ def _convert(options):
     if vocab_file and tokenizer_files.vocab_size(vocab_file) > config.vocab_size:
         raise ValueError(f"--vocab_file={vocab_file} has more tokens than vocab_size="
                          f"{config.vocab_size} of the checkpoint's config")
+    st_length = None
+    if options.from_format == "huggingface":
+        st_length, st_lower_case = _sentence_transformers_settings(options.checkpoint, config,
+                                                                   options.to_format)
+        # The module lower-cases before a vocab.txt tokenizer: the output's tokenizer must.
+        source_casing = True if st_lower_case else source_casing
     do_lower_case = resolve_casing(options.do_lower_case, source_casing, options.checkpoint)
     fileio.makedirs(parent)
     labels = _run_labels(options.checkpoint, model) if options.to_format == "huggingface" else None
     with fileio.staging_dir(output_dir, ".tmp_convert_") as staging:
         _write(options.to_format, model, staging, vocab_file, do_lower_case, labels)
         copy_tokenizer_json(options.checkpoint, staging, options.to_format)
+        if st_length:
+            sentence_transformers.write_sentence_bert_config(staging, st_length)
         written = sorted(os.listdir(staging))
         fileio.publish_dir(staging, output_dir, expected, prefix=".tmp_old_convert_")
     logging.info("Converted %s (%s, %s) to %s in %s", options.checkpoint, options.from_format,
                  type(model).__name__, options.to_format, options.output_dir)
     return written
+
+
+def _sentence_transformers_settings(checkpoint, config, to_format):
+    """(max_seq_length, do_lower_case) of the Transformer module of a sentence-transformers
+    directory given as --checkpoint, else (None, False). Every output carries the length in a
+    sentence_bert_config.json, which bert-tf-embed reads beside an encoder; the pooling and
+    normalisation (modules.json) are no output's, so one that bert-tf-embed would not use by
+    default is logged with the flags that restore it."""
+    if not sentence_transformers.is_sentence_transformers_dir(checkpoint):
+        return None, False
+    transformer_dir = sentence_transformers.read_modules(checkpoint)[0][1]
+    pooling, normalize = sentence_transformers.pooling_of(checkpoint)
+    if (tuple(pooling), normalize) != (sentence_transformers.DEFAULT_POOLING,
+                                       sentence_transformers.DEFAULT_NORMALIZE):
+        logging.warning("--to=%s keeps the encoder of %s, not its pooling: give bert-tf-embed "
+                        "--pooling=%s --%snormalize for its vectors", to_format, checkpoint,
+                        ",".join(pooling), "" if normalize else "no")
+    return sentence_transformers.transformer_settings(transformer_dir,
+                                                      config.max_position_embeddings)
 
 
 def _run_labels(checkpoint, model):

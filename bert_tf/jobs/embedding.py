@@ -37,6 +37,7 @@ from bert_tf.jobs import runtime_setup, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.embedding_config import check_encoding, check_training
 from bert_tf.serving.task_info import write_task_info
+from bert_tf.tasks.base import TextTask
 from bert_tf.text import tokenizer_files
 from bert_tf.training import contrastive
 from bert_tf.training.checkpointing import save_keras_model
@@ -110,8 +111,10 @@ def encode(job):
                             loaded.max_seq_length, batch_size=task.batch_size,
                             buckets=_buckets(task.length_buckets, loaded.max_seq_length,
                                              config.max_position_embeddings, coarse=False))
+    ids_list, truncated = embedder.tokenize(texts)
+    TextTask.log_truncated(truncated, len(texts))
     bar = progress.progress_bar(len(texts), "text")
-    vectors = embedder.embed(texts, progress=bar.update)
+    vectors = embedder.embed_ids(ids_list, progress=bar.update)
     if extension == ".npy":
         buffer = io.BytesIO()
         np.save(buffer, vectors)

@@ -6,9 +6,10 @@ training (bert_tf.training.contrastive) tokenises its pairs and evaluates with i
 tokenised in the graph by the layer of the model's tokenizer file
 (bert_tf.text.tokenizer_layer: WordPiece ids equal to the original FullTokenizer's, byte-level
 BPE ids equal to Hugging Face `tokenizers'), thousands per call, truncated to
-max_seq_length - 2 pieces, sorted by length so a batch holds texts of nearly one length, and
-each batch is cut to the smallest length bucket that holds its longest text: the model does
-the work of the real tokens, not of max_seq_length. Padding is masked, so a text's vector
+max_seq_length - 2 pieces (`tokenize` counts the texts cut, which bert-tf-embed logs), sorted
+by length so a batch holds texts of nearly one length, and each batch is cut to the smallest
+length bucket that holds its longest text: the model does the work of the real tokens, not of
+max_seq_length. Padding is masked, so a text's vector
 does not depend on its batch.
 
 bert_tf.tasks.TextEmbedder computes the same vectors with the Python tokenizer, so that it
@@ -73,17 +74,25 @@ class BulkEmbedder:
             self._forward = model.predict_on_batch
 
     def _tokenize_chunk(self, texts):
-        ids = self.tokenizer(texts)[:, :self.max_seq_length - 2]  # [B, (T)]
-        return ids.flat_values, ids.row_lengths()
+        ids = self.tokenizer(texts)  # [B, (T)]
+        kept = ids[:, :self.max_seq_length - 2]
+        truncated = tf.reduce_sum(tf.cast(ids.row_lengths() > self.max_seq_length - 2, tf.int32))
+        return kept.flat_values, kept.row_lengths(), truncated
+
+    def tokenize(self, texts):
+        """(ids, truncated): [N] int32 arrays of token ids (without [CLS]/[SEP]), truncated to
+        max_seq_length - 2, and how many texts were longer."""
+        result, truncated = [], 0
+        for start in range(0, len(texts), _TOKENIZE_CHUNK):
+            flat, lengths, cut = self._tokenize(tf.constant(texts[start:start + _TOKENIZE_CHUNK],
+                                                            tf.string))
+            result.extend(np.split(flat.numpy(), np.cumsum(lengths.numpy())[:-1]))
+            truncated += int(cut)
+        return result, truncated
 
     def token_ids(self, texts):
         """[N] int32 arrays of token ids (without [CLS]/[SEP]), truncated to max_seq_length - 2."""
-        result = []
-        for start in range(0, len(texts), _TOKENIZE_CHUNK):
-            flat, lengths = self._tokenize(tf.constant(texts[start:start + _TOKENIZE_CHUNK],
-                                                       tf.string))
-            result.extend(np.split(flat.numpy(), np.cumsum(lengths.numpy())[:-1]))
-        return result
+        return self.tokenize(texts)[0]
 
     def pack(self, ids_list, width=None):
         """The encoder inputs of a batch: [CLS] ids [SEP], padded to `width` (default: the
@@ -112,11 +121,14 @@ class BulkEmbedder:
           texts: the texts.
           progress: optional `(done) -> None` called after each batch with the texts done.
         """
-        texts = list(texts)
-        vectors = np.zeros((len(texts), self.model.embedding_dim), np.float32)
-        if not texts:
+        return self.embed_ids(self.token_ids(list(texts)), progress)
+
+    def embed_ids(self, ids_list, progress=None):
+        """float32 [N, D] vectors of texts given as `tokenize` returns their ids, in order;
+        `progress` as for `embed`."""
+        vectors = np.zeros((len(ids_list), self.model.embedding_dim), np.float32)
+        if not ids_list:
             return vectors
-        ids_list = self.token_ids(texts)
         done = 0
         for rows, width in length_sorted_batches([len(ids) + 2 for ids in ids_list],
                                                  self.buckets, self.batch_size):

