@@ -94,8 +94,9 @@ def main(argv):
 
     casing = resolve_casing(job)
     if casing is not None:
-        # run_pretraining.flags then records the casing the run tokenizes with.
-        FLAGS.do_lower_case = casing
+        # run_pretraining.flags then records the casing the run tokenizes with, and pretrain()
+        # takes it as given (resolving it again would log where it came from twice).
+        FLAGS.do_lower_case = job.task.do_lower_case = casing
     pretrain(job, flags_text=cli_flags.flagfile_text(define_flags))
 
 
