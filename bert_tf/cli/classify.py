@@ -44,14 +44,15 @@ def main(argv):
     # First: Keras fixes its backend when it is imported, and importing TensorFlow (which a
     # remote path's check does) imports it.
     cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_classifier")
-    from bert_tf.jobs.finetuning_config import RUN_DEFAULTS, ClassificationConfig, check_settings
+    from bert_tf.jobs.finetuning_config import (ClassificationConfig, check_settings,
+                                                resolved_settings)
 
     job = cli_flags.to_config(ClassificationConfig, backend=cli.requested_backend())
     outputs.check_finetuning_dirs(job.output_dir, job.task.init_checkpoint, job.export_dir,
                                   "run_classifier")
     # Before TensorFlow loads (seconds): a mistyped flag or path is refused at once.
     check_settings(job)
-    cli_flags.record_resolved(job.task, RUN_DEFAULTS)
+    cli_flags.record_resolved(resolved_settings(job))
 
     from bert_tf.jobs.classification import run_classifier
 

@@ -95,12 +95,11 @@ def to_config(config_class, flag_values=FLAGS, unset=(), **overrides):
     return from_flat(config_class, **values)
 
 
-def record_resolved(section, names, flag_values=FLAGS):
-    """Sets each flag of `names` that was left unset to the value `section` (a config section)
+def record_resolved(values, flag_values=FLAGS):
+    """Sets each flag of `values` ({name: value}) that was left unset to the value the job
     resolved it to (e.g. from the model's run), so the run's flagfile (`flagfile_text`) holds
     what the run used and a rerun from it uses the same."""
-    for name in names:
-        value = getattr(section, name, None)
+    for name, value in values.items():
         if name in flag_values and flag_values[name].value is None and value is not None:
             flag_values[name].value = value
 
@@ -735,7 +734,9 @@ def define_finetuning_flags(flag_values=FLAGS):
     # --max_seq_length unset: the run's recorded length, else the task's default
     # (bert_tf.jobs.finetuning_config.resolve_from_run), so evaluating, predicting or
     # resuming a run needs no flag.
-    define(FINETUNING, flag_values, max_seq_length=None, do_lower_case=None)
+    # --train_batch_size unset: the run's recorded batch when resuming it, else 32 (the same).
+    define(FINETUNING, flag_values, max_seq_length=None, do_lower_case=None,
+           train_batch_size=None)
     define_runtime_flags(flag_values)
     return flag_values
 

@@ -37,7 +37,8 @@ def main(argv):
     # First: Keras fixes its backend when it is imported, and importing TensorFlow (which a
     # remote path's check does) imports it.
     cli.use_keras_backend(cli.requested_backend(), "bert_tf.run_squad")
-    from bert_tf.jobs.finetuning_config import RUN_DEFAULTS, SquadConfig, check_settings
+    from bert_tf.jobs.finetuning_config import (SquadConfig, check_settings,
+                                                resolved_settings)
 
     job = cli_flags.to_config(SquadConfig, backend=cli.requested_backend())
     if job.task.verbose_logging:
@@ -46,7 +47,7 @@ def main(argv):
                                   "run_squad")
     # Before TensorFlow loads (seconds): a mistyped flag or path is refused at once.
     check_settings(job)
-    cli_flags.record_resolved(job.task, RUN_DEFAULTS)
+    cli_flags.record_resolved(resolved_settings(job))
 
     from bert_tf.jobs.squad import run_squad
 

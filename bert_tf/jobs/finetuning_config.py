@@ -47,6 +47,8 @@ class FinetuningTask(ModelFilesConfig):
 class FinetuningTrainerConfig(ScheduledTrainerConfig):
     """How a fine-tuning run trains: epochs over the training set, and prediction batches."""
 
+    # None: the batch --output_dir's run records (its resume), else 32 (resolve_from_run).
+    train_batch_size: int | None = None
     predict_batch_size: int = 8
     num_train_epochs: float = 3.0
 
@@ -165,7 +167,7 @@ def check_settings(job):
         raise FlagValueError("at least one of --do_train, --do_eval or --do_predict must be set")
     if not job.output_dir:
         raise FlagValueError("--output_dir is required")
-    resolve_from_run(job, ("max_seq_length",))
+    resolve_from_run(job, ("max_seq_length", "train_batch_size"))
     if isinstance(job, SquadConfig):
         _check_squad(job)
     if isinstance(job, ClassificationConfig) and task.multi_label:
@@ -259,7 +261,20 @@ RUN_DEFAULTS = {
     "max_query_length": (64, True),
     "max_answer_length": (30, True),
     "version_2_with_negative": (False, False),
+    "train_batch_size": (32, False),
 }
+# The settings of RUN_DEFAULTS that are the trainer section's (the others are the task's).
+_TRAINER_SETTINGS = ("train_batch_size",)
+
+
+def _section(job, name):
+    return job.trainer if name in _TRAINER_SETTINGS else job.task
+
+
+def resolved_settings(job):
+    """{name: value} of every RUN_DEFAULTS setting of `job` (None where it has none), e.g. for
+    bert_tf.cli.flags.record_resolved once check_settings resolved them."""
+    return {name: getattr(_section(job, name), name, None) for name in RUN_DEFAULTS}
 
 
 def _recorded_value_ok(name, value):
@@ -305,12 +320,13 @@ def recorded_setting(job, name, from_init=True):
 
 
 def resolve_from_run(job, names):
-    """Sets each unset (None) setting of `names` on job.task to `recorded_setting`'s value,
-    else RUN_DEFAULTS' (the task's DEFAULT_MAX_SEQ_LENGTH), logging where a recorded one came
-    from. No TensorFlow."""
+    """Sets each unset (None) setting of `names` on job.task (job.trainer: train_batch_size)
+    to `recorded_setting`'s value, else RUN_DEFAULTS' (the task's DEFAULT_MAX_SEQ_LENGTH),
+    logging where a recorded one came from. No TensorFlow."""
     task = job.task
     for name in names:
-        if getattr(task, name) is not None:
+        section = _section(job, name)
+        if getattr(section, name) is not None:
             continue
         default, from_init_when_training = RUN_DEFAULTS[name]
         value, where = recorded_setting(job, name,
@@ -321,7 +337,7 @@ def resolve_from_run(job, names):
             value = task.DEFAULT_MAX_SEQ_LENGTH
         else:
             value = default
-        setattr(task, name, value)
+        setattr(section, name, value)
 
 
 def _check_squad(job):

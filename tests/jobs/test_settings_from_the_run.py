@@ -89,7 +89,7 @@ def test_the_command_line_leaves_it_unset_and_the_flagfile_holds_the_run_value(c
     import importlib
 
     from bert_tf.cli import flags as cli_flags
-    from bert_tf.jobs.finetuning_config import RUN_DEFAULTS
+    from bert_tf.jobs.finetuning_config import resolved_settings
 
     module = importlib.import_module(f"bert_tf.cli.{command}")
     config_class = {"classify": ClassificationConfig, "tag": TaggingConfig,
@@ -104,10 +104,13 @@ def test_the_command_line_leaves_it_unset_and_the_flagfile_holds_the_run_value(c
     # tests/finetuning/test_run_classifier.py's "jsonl" run), the flagfile the run writes
     # holds the value it used, so a rerun from it uses the same.
     squad = ["doc_stride", "max_query_length", "max_answer_length", "version_2_with_negative"]
-    resolve_from_run(job, ["max_seq_length"] + (squad if command == "squad" else []))
-    cli_flags.record_resolved(job.task, RUN_DEFAULTS, flag_values)
+    resolve_from_run(job, ["max_seq_length", "train_batch_size"]
+                     + (squad if command == "squad" else []))
+    cli_flags.record_resolved(resolved_settings(job), flag_values)
     text = cli_flags.flagfile_text(module.define_flags, flag_values)
     assert "--max_seq_length=48\n" in text
+    # The batch too (that run records none: the default).
+    assert "--train_batch_size=32\n" in text
     if command == "squad":
         assert "--doc_stride=128\n" in text and "--noversion_2_with_negative\n" in text
 
@@ -177,7 +180,7 @@ def test_a_separator_survives_the_runs_flagfile(given, value, tmp_path):
 def test_a_space_a_run_records_is_in_the_flagfile_its_resume_writes(tmp_path):
     from bert_tf.cli import classify
     from bert_tf.cli import flags as cli_flags
-    from bert_tf.jobs.finetuning_config import RUN_DEFAULTS
+    from bert_tf.jobs.finetuning_config import resolved_settings
 
     run = _multi_label_run(tmp_path / "run", " ")
     flag_values = classify.define_flags(flags.FlagValues())
@@ -185,7 +188,7 @@ def test_a_space_a_run_records_is_in_the_flagfile_its_resume_writes(tmp_path):
                  f"--output_dir={run}", "--do_eval"])
     job = cli_flags.to_config(ClassificationConfig, flag_values)
     check_settings(job)
-    cli_flags.record_resolved(job.task, RUN_DEFAULTS, flag_values)
+    cli_flags.record_resolved(resolved_settings(job), flag_values)
     text = cli_flags.flagfile_text(classify.define_flags, flag_values)
     assert "--label_separator=\\s\n" in text
 
@@ -299,3 +302,21 @@ def test_the_runs_flagfile_names_its_files_by_absolute_paths(tmp_path, monkeypat
                  # Not a file here: a preset's name, kept.
                  "--init_checkpoint=bert_base_en"):
         assert line + "\n" in text
+
+
+def test_a_resume_trains_with_the_batch_its_run_records(tmp_path):
+    """--train_batch_size unset: a resume of --output_dir takes the batch its run record holds
+    (before, 32, and the resume was refused as another run: '--train_batch_size=16 then, 32
+    now'); a new run trained from another run's model the default 32; a given one wins."""
+    run = _write_run(tmp_path / "run", max_seq_length=48, train_batch_size=16)
+
+    def batch(**values):
+        job = sections.from_flat(ClassificationConfig, task_name="sst-2",
+                                 data_dir=str(tmp_path), **values)
+        resolve_from_run(job, ("train_batch_size",))
+        return job.trainer.train_batch_size
+
+    assert batch(output_dir=str(run), do_train=True) == 16
+    assert batch(output_dir=str(tmp_path / "new"), init_checkpoint=str(run), do_train=True) == 32
+    assert batch(output_dir=str(run), do_train=True, train_batch_size=8) == 8
+    assert batch(output_dir=str(tmp_path / "new"), do_train=True) == 32
