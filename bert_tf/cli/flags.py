@@ -122,17 +122,22 @@ def flagfile_text(define_flags, flag_values=FLAGS):
     return "".join(line + "\n" for line in lines)
 
 
+# The path flags whose value is a comma-separated list of globs.
+_PATH_LISTS = ("input_file", "eval_input_file", "input_text_file", "eval_input_text_file")
+
+
 def _absolute_paths(name, value):
-    """A path flag's value (a name ending in _file or _dir, or --init_checkpoint) with each
-    comma-separated local relative path made absolute: every directory, and a file or glob
-    that exists (--init_checkpoint may name a preset instead). Other values as they are."""
+    """A path flag's value (a name ending in _file or _dir, or --init_checkpoint) with its
+    local relative path (each of a _PATH_LISTS flag's) made absolute: a directory, and a file,
+    glob or checkpoint prefix that exists (--init_checkpoint may name a preset instead).
+    Other values as they are."""
     if not (name.endswith(("_file", "_dir")) or name == "init_checkpoint") or not isinstance(
             value, str):
         return value
     parts = []
-    for part in value.split(","):
+    for part in value.split(",") if name in _PATH_LISTS else [value]:
         local = part and "://" not in part and not os.path.isabs(part)
-        if local and (name.endswith("_dir") or glob.glob(part)):
+        if local and (name.endswith("_dir") or glob.glob(part) or glob.glob(part + ".*")):
             part = os.path.abspath(part)
         parts.append(part)
     return ",".join(parts)
@@ -577,8 +582,8 @@ _flag(flags.DEFINE_integer, "top_k", 5, "Fill-mask: predictions per [MASK].")
 _flag(flags.DEFINE_bool, "overwrite", False,
       "Replace an earlier output of the same kind: bert-tf-export's --export_dir (an export of "
       "the same --format), bert-tf-convert-checkpoint's --output_dir (a conversion to the same "
-      "--to), the predictions of bert-tf-classify, -tag and -squad in --output_dir (else "
-      "kept: new ones are written as predictions-2.tsv, test_results-2.tsv, "
+      "--to), the predictions of bert-tf-classify, -squad and -tag (its test_predictions.txt) in "
+      "--output_dir (else kept: new ones are written as predictions-2.tsv, test_results-2.tsv, "
       "test_predictions-2.txt, predictions-2.json, ...). Nothing else is ever replaced.")
 _flag(flags.DEFINE_enum, "format", "saved_model", "saved_model: a TF Serving version directory; "
       "litert: --export_dir/model.tflite (LiteRT, signatures serving_default and serve_text).",

@@ -191,8 +191,15 @@ def _sentence_transformers_settings(checkpoint, config, to_format):
     default is logged with the flags that restore it."""
     if not sentence_transformers.is_sentence_transformers_dir(checkpoint):
         return None, False
-    transformer_dir = sentence_transformers.read_modules(checkpoint)[0][1]
-    pooling, normalize = sentence_transformers.pooling_of(checkpoint)
+    try:
+        transformer_dir = sentence_transformers.read_modules(checkpoint)[0][1]
+        pooling, normalize = sentence_transformers.pooling_of(checkpoint)
+    except interop.InteropError as e:
+        # Modules bert_tf does not build (Dense, weighted-mean pooling): the encoder converts
+        # as before, with nothing of the rest.
+        logging.warning("--to=%s keeps the encoder of %s only, not its length or pooling: %s",
+                        to_format, checkpoint, e)
+        return None, False
     if (tuple(pooling), normalize) != (sentence_transformers.DEFAULT_POOLING,
                                        sentence_transformers.DEFAULT_NORMALIZE):
         logging.warning("--to=%s keeps the encoder of %s, not its pooling: give bert-tf-embed "

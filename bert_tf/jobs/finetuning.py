@@ -32,6 +32,7 @@ task, trainer and runtime sections are bert_tf.jobs.sections'), or the one secti
 values they read; the field names are the flag names, so errors name the flag at fault. Nothing
 here reads flags.
 """
+import contextlib
 import dataclasses
 import json
 import os
@@ -325,6 +326,10 @@ def free_names(directory, names, overwrite):
     while True:
         numbered = [f"{stem}-{number}{ext}" for stem, ext in map(os.path.splitext, names)]
         if not any(fileio.exists(os.path.join(directory, n)) for n in numbered):
+            # A script reading the first names would read the earlier prediction.
+            logging.warning("%s holds an earlier prediction (%s): kept; this one is %s "
+                            "(--overwrite replaces it)", directory, ", ".join(names),
+                            ", ".join(numbered))
             return numbered
         number += 1
 
@@ -552,9 +557,12 @@ def run_task(runner, job, flags_text=None):
             prepared = _prepare(runner, job, context)
         except BaseException:
             if fresh:
-                for name in fileio.listdir(job.output_dir):
-                    if name.rstrip("/") != run_directory.LOCK_FILE:
-                        fileio.remove_tree(run_directory.path(job.output_dir, name.rstrip("/")))
+                # Best effort: the refusal, not a failed removal, is what the user must read.
+                with contextlib.suppress(OSError):
+                    for name in fileio.listdir(job.output_dir):
+                        if name.rstrip("/") != run_directory.LOCK_FILE:
+                            fileio.remove_tree(run_directory.path(job.output_dir,
+                                                                  name.rstrip("/")))
             raise
         return _run_task(runner, job, flags_text, start, context, *prepared)
 

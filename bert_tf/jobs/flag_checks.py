@@ -26,7 +26,6 @@ def check_lr_schedule(trainer, *, warmup_proportion=None, num_warmup_steps=None,
     `warmup_proportion` below 1, pre-training's `num_warmup_steps` below `num_train_steps` (a
     job passes the warmup it has). Raises FlagValueError."""
     if trainer.lr_schedule != "wsd":
-        warn_unused_decay_proportion(trainer)
         return
     proportion = trainer.decay_proportion
     if not 0.0 < proportion <= 1.0:

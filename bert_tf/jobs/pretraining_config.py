@@ -255,7 +255,6 @@ def budget_warmup_proportion(trainer):
 
 def _check_time_budget(trainer):
     time_budget_seconds(trainer)
-    flag_checks.warn_unused_decay_proportion(trainer)
     warmup = budget_warmup_proportion(trainer)
     if not 0.0 <= warmup < 1.0:
         raise FlagValueError(f"--warmup_proportion={warmup} must be in [0, 1) (the warmup's "

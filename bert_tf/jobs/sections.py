@@ -21,6 +21,8 @@ TypeError: Job has no setting learning_rte
 
 import dataclasses
 
+from bert_tf.jobs import flag_checks
+
 SECTIONS = ("task", "trainer", "runtime")
 
 
@@ -117,7 +119,9 @@ class ScheduledTrainerConfig(TrainerConfig):
 
     def optimizer_options(self):
         """The create_optimizer keyword arguments this trainer sets (all but the rate, the
-        steps and a time budget's warmup share)."""
+        steps and a time budget's warmup share). Called once per run, where the optimizer is
+        made: a --decay_proportion it does not use is said there, once."""
+        flag_checks.warn_unused_decay_proportion(self)
         return dict(optimizer_type=self.optimizer, weight_decay_rate=self.weight_decay_rate,
                     lr_schedule=self.lr_schedule, decay_proportion=self.decay_proportion,
                     bias_correction=self.adam_bias_correction, beta_1=self.adam_beta1,

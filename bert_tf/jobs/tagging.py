@@ -235,8 +235,9 @@ def run_tagging(job, flags_text=None):
 
 
 def _write_predictions(context, output_dir, split, sentences, predicted, overwrite=True):
-    """<split>_predictions.txt; the test split's keeps an earlier one unless `overwrite`
-    (its new name then test_predictions-2.txt, ...), as every prediction does."""
+    """<split>_predictions.txt; the test split's (a prediction) keeps an earlier one unless
+    `overwrite` (its new name then test_predictions-2.txt, ...); the dev split's goes with the
+    evaluation, replaced as eval_results.txt is."""
     (name,) = finetuning.free_names(output_dir, [f"{split}_predictions.txt"], overwrite)
     if context.chief:
         path = os.path.join(output_dir, name)

@@ -39,7 +39,7 @@ from bert_tf.training import jax_checkpoints
 from bert_tf.training.optimization import budget_schedule, learning_rate_at
 from bert_tf.training.step_runner import (Restored, Runtime, StepRunner, StepsResult,
                                           eval_results)
-from bert_tf.training.stops import STOP_SIGNALS, TrainingPreempted
+from bert_tf.training.stops import TrainingPreempted, handled_stop_signals, stop_signal_note
 
 # "No step was non-finite" in the int32 JAX keeps steps in.
 _NO_BAD_STEP = 2 ** 31 - 1
@@ -304,9 +304,8 @@ class JaxStepRunner(StepRunner):
         _put_state(self._model, self._optimizer, self._state)
 
     def close(self, stop_handled):
-        del stop_handled  # a SIGTERM the loop did not act on is not re-sent on JAX
         if self._sigterm is not None:
-            self._sigterm.restore()
+            self._sigterm.restore(stop_handled)
 
 
 def _state(model, optimizer):
@@ -467,27 +466,32 @@ class _SigtermFlag:
     def __init__(self):
         self._event = threading.Event()
         self._previous = {}
+        self._aborted = False
         self.received = None
         if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
+            self._previous = {s: signal.signal(s, self._on_signal)
+                              for s in handled_stop_signals()}
 
     def _on_signal(self, signum, frame):
         if signum == signal.SIGINT and self.received == signal.SIGINT:
+            self._aborted = True
             raise KeyboardInterrupt  # Ctrl-C twice: stop now, without the checkpoint
         if self.received is None:
             self.received = signal.Signals(signum)
-            logging.warning("%s: saving a checkpoint after this step%s",
-                            "Ctrl-C" if signum == signal.SIGINT else "SIGTERM received",
-                            " (Ctrl-C again stops at once, without it)"
-                            if signum == signal.SIGINT else "")
+            logging.warning(stop_signal_note(signum))
         self._event.set()
 
     def is_set(self):
         return self._event.is_set()
 
-    def restore(self):
+    def restore(self, handled):
+        """Restores the previous handlers; a Ctrl-C training did not act on (`handled` False:
+        it came after the last step, or training failed) is re-sent to them, so the command
+        stops (a SIGTERM is not: the run then ends as it would have)."""
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        if self.received == signal.SIGINT and not handled and not self._aborted:
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 def _no_warm_start(path, model):

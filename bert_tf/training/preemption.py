@@ -16,9 +16,9 @@ import threading
 import tensorflow as tf
 from absl import logging
 
-# Raised by the loop when the watcher saw SIGTERM (imported from here by the drivers).
-from bert_tf.training.stops import (PREEMPTED_EXIT_CODE, STOP_SIGNALS,  # noqa: F401
-                                    TrainingPreempted)
+# Raised by the loop when the watcher saw a stop signal (imported from here by the drivers).
+from bert_tf.training.stops import (PREEMPTED_EXIT_CODE, TrainingPreempted,  # noqa: F401
+                                    handled_stop_signals, stop_signal_note)
 
 
 class SigtermWatcher:
@@ -45,11 +45,13 @@ class SigtermWatcher:
         self._active = False
         self._pending = False
         self._interrupted = False
+        self._lock = threading.Lock()
         self.received = None
 
     @tf.autograph.experimental.do_not_convert
     def requested(self):
-        """bool scalar tensor: has a SIGTERM arrived (on any worker)? Call inside tf.function."""
+        """bool scalar tensor: has a stop signal arrived (on any worker)? Call inside
+        tf.function."""
         flag = self._flag.read_value()
         if not self._multi_worker:
             return flag
@@ -64,7 +66,8 @@ class SigtermWatcher:
         self._flag.assign(False)
         self._receiver, self._sender = socket.socketpair()
         self._sender.setblocking(False)
-        self._previous_handlers = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
+        self._previous_handlers = {s: signal.signal(s, self._on_signal)
+                                   for s in handled_stop_signals()}
         self._previous_wakeup = signal.set_wakeup_fd(self._sender.fileno(),
                                                      warn_on_full_buffer=False)
         self._thread = threading.Thread(target=self._watch, name="sigterm-watcher", daemon=True)
@@ -82,7 +85,16 @@ class SigtermWatcher:
         with tf.init_scope():
             self._flag.assign(True)
         self._pending = True
-        self.received = self.received or signal.Signals(signum)
+        self._note(signum)
+
+    def _note(self, signum):
+        """Records and logs the first stop signal, whichever of the handler and the watcher
+        thread sees it first."""
+        with self._lock:
+            if self.received is not None:
+                return
+            self.received = signal.Signals(signum)
+        logging.warning(stop_signal_note(signum))
 
     def _watch(self):
         while True:
@@ -92,13 +104,9 @@ class SigtermWatcher:
                 return
             if not data:
                 return
-            for signum in STOP_SIGNALS:
-                if signum in data and self.received is None:
-                    self.received = signum
-                    logging.warning("%s: saving a checkpoint after this step%s",
-                                    "Ctrl-C" if signum == signal.SIGINT else "SIGTERM received",
-                                    " (Ctrl-C again stops at once, without it)"
-                                    if signum == signal.SIGINT else "")
+            for signum in self._previous_handlers:
+                if signum in data:
+                    self._note(signum)
                     self._flag.assign(True)
                     self._pending = True
 

@@ -16,6 +16,22 @@ class NonFiniteLossError(RuntimeError):
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+def handled_stop_signals():
+    """The STOP_SIGNALS training takes over now: SIGINT only while Python's own handler has it
+    (a background job of a shell script ignores Ctrl-C, and a host such as a notebook kernel
+    may handle it itself: both keep theirs)."""
+    return tuple(s for s in STOP_SIGNALS
+                 if s != signal.SIGINT or signal.getsignal(s) is signal.default_int_handler)
+
+
+def stop_signal_note(signum):
+    """The warning training logs when stop signal `signum` arrives."""
+    if signum == signal.SIGINT:
+        return ("Ctrl-C: saving a checkpoint after this step (Ctrl-C again stops at once, "
+                "without it)")
+    return "SIGTERM received: saving a checkpoint after this step"
+
+
 class TrainingPreempted(SystemExit):
     """SIGTERM (or Ctrl-C) stopped training after a checkpoint was saved; exits with 128 + the
     signal's number: PREEMPTED_EXIT_CODE (143) for SIGTERM, 130 for Ctrl-C, as a shell reports

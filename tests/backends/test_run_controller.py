@@ -216,19 +216,47 @@ def test_ctrl_c_twice_stops_at_once_without_a_checkpoint(runtime, tmp_path, monk
     handler = signal.getsignal(signal.SIGINT)
     model, optimizer = _build(runtime, num_train_steps=10**6)
     runner_class = _runner_class()
-    run_steps = runner_class.run_steps
+    run_steps, save = runner_class.run_steps, runner_class.save
+    survived = []
 
-    def twice(runner, num_steps, accumulation):
-        os.kill(os.getpid(), signal.SIGINT)
-        os.kill(os.getpid(), signal.SIGINT)
+    def once(runner, num_steps, accumulation):
+        if not survived:
+            os.kill(os.getpid(), signal.SIGINT)
+            survived.append(True)  # the first Ctrl-C asks for a checkpoint: no interrupt
         return run_steps(runner, num_steps, accumulation)
 
-    monkeypatch.setattr(runner_class, "run_steps", twice)
+    def again(runner, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # pressed again while the checkpoint is written
+        return save(runner, *args, **kwargs)
+
+    monkeypatch.setattr(runner_class, "run_steps", once)
+    monkeypatch.setattr(runner_class, "save", again)
     with pytest.raises(KeyboardInterrupt):
         _train(runtime, model, optimizer, tmp_path / "run", 10**6, steps_per_loop=10,
                save_checkpoints_steps=10**6)
+    assert survived
     assert not [n for n in os.listdir(tmp_path / "run") if n.startswith("ckpt-")]
     assert signal.getsignal(signal.SIGINT) is handler
+
+
+def test_an_ignored_ctrl_c_stays_ignored(runtime, tmp_path, monkeypatch):
+    # A background job of a shell script ignores SIGINT: training must not take it over.
+    model, optimizer = _build(runtime, num_train_steps=20)
+    runner_class = _runner_class()
+    run_steps = runner_class.run_steps
+
+    def signalled(runner, num_steps, accumulation):
+        os.kill(os.getpid(), signal.SIGINT)
+        return run_steps(runner, num_steps, accumulation)
+
+    monkeypatch.setattr(runner_class, "run_steps", signalled)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        results = _train(runtime, model, optimizer, tmp_path / "run", 20, steps_per_loop=10)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert results["step"] == 20
 
 
 def test_a_time_budget_ends_training_with_the_learning_rate_at_zero(runtime, tmp_path,

@@ -177,3 +177,25 @@ def test_an_encoder_without_a_length_says_it_takes_the_default(tmp_path, caplog)
     caplog.clear()
     assert load_embedder(converted_path, max_seq_length=16).max_seq_length == 16
     assert not [m for m in caplog.messages if m.startswith("max_seq_length=")]
+
+
+def test_a_model_with_modules_bert_tf_does_not_build_still_converts_its_encoder(tmp_path,
+                                                                                caplog):
+    # LaBSE-style: Transformer, Pooling, Dense, Normalize. The encoder converted before the
+    # length travelled; reading the modules for the length must not refuse it.
+    from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
+
+    st_dir = tmp_path / "st"
+    make_st_dir(st_dir)
+    modules = json.loads((st_dir / "modules.json").read_text())
+    modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense",
+                       "type": "sentence_transformers.models.Dense"})
+    (st_dir / "modules.json").write_text(json.dumps(modules))
+    caplog.set_level(logging.WARNING, logger="absl")
+    names = convert_checkpoint(ConvertCheckpointConfig(
+        from_format="huggingface", to_format="bert_tf", checkpoint=str(st_dir),
+        output_dir=str(tmp_path / "out")))
+    assert "sentence_bert_config.json" not in names and "encoder.keras" in names
+    (message,) = caplog.messages
+    assert message.startswith(f"--to=bert_tf keeps the encoder of {st_dir} only, not its length "
+                              "or pooling: ")

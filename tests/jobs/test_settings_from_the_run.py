@@ -288,20 +288,27 @@ def test_the_runs_flagfile_names_its_files_by_absolute_paths(tmp_path, monkeypat
     from bert_tf.cli import pretrain
 
     monkeypatch.chdir(tmp_path)
-    for name in ("vocab.txt", "tiny.json", "a.txt", "train-0.tfrecord"):
+    for name in ("vocab.txt", "tiny.json", "a.txt", "train-0.tfrecord",
+                 "uncased/bert_model.ckpt.index"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text("x\n")
     flag_values = pretrain.define_flags(flags.FlagValues())
     flag_values(["prog", "--vocab_file=vocab.txt", "--bert_config_file=tiny.json",
-                 "--input_text_file=a.txt,gs://bucket/b.txt", "--output_dir=runs/r1",
-                 "--eval_input_file=train-*.tfrecord", "--init_checkpoint=bert_base_en"])
+                 "--input_text_file=a.txt,gs://bucket/b.txt", "--output_dir=runs/lr=3e-5,bs=32",
+                 "--eval_input_file=train-*.tfrecord"])
     text = cli_flags.flagfile_text(pretrain.define_flags, flag_values)
     for line in (f"--vocab_file={tmp_path}/vocab.txt", f"--bert_config_file={tmp_path}/tiny.json",
                  f"--input_text_file={tmp_path}/a.txt,gs://bucket/b.txt",
-                 f"--output_dir={tmp_path}/runs/r1",
-                 f"--eval_input_file={tmp_path}/train-*.tfrecord",
-                 # Not a file here: a preset's name, kept.
-                 "--init_checkpoint=bert_base_en"):
+                 # A directory's name may hold a comma: only the input lists are lists.
+                 f"--output_dir={tmp_path}/runs/lr=3e-5,bs=32",
+                 f"--eval_input_file={tmp_path}/train-*.tfrecord"):
         assert line + "\n" in text
+    # A TF1 checkpoint is a prefix; a name that is no file here (a preset's) is kept.
+    for given, written in (("uncased/bert_model.ckpt", f"{tmp_path}/uncased/bert_model.ckpt"),
+                           ("bert_base_en", "bert_base_en")):
+        flag_values(["prog", f"--init_checkpoint={given}"])
+        assert (f"--init_checkpoint={written}\n"
+                in cli_flags.flagfile_text(pretrain.define_flags, flag_values))
 
 
 def test_a_resume_trains_with_the_batch_its_run_records(tmp_path):

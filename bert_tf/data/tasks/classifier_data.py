@@ -22,7 +22,7 @@ import os
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.data.tasks.task_errors import DataError, decoded_lines, next_row, where
+from bert_tf.data.tasks.task_errors import DataError, decoded_lines, next_row, tsv_lines, where
 from bert_tf.text import pack_inputs
 
 FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -135,7 +135,7 @@ def table_rows(path, fmt):
             return
         # TSV as most tools write it: tab-separated, no quoting; CSV with RFC 4180 quoting.
         if fmt == "tsv":
-            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            reader = csv.reader(tsv_lines(f), delimiter="\t", quoting=csv.QUOTE_NONE)
         else:
             reader = csv.reader(f)
         header = next_row(reader, path)

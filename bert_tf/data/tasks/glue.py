@@ -21,7 +21,8 @@ from absl import logging
 
 from bert_tf import fileio, optional
 from bert_tf.data.tasks.classifier_data import InputExample, SkipCounter, label_string
-from bert_tf.data.tasks.task_errors import DataError, decoded_lines, next_row, where
+from bert_tf.data.tasks.task_errors import (DataError, decoded_lines, next_row, tsv_lines,
+                                             where)
 
 SPLITS = ("train", "dev", "test")
 
@@ -138,7 +139,8 @@ def read_glue_tsv(task, data_dir, split):
     skips = SkipCounter(path)
     examples = []
     with fileio.open_file(path, "rb") as f:
-        reader = csv.reader(decoded_lines(f, path), delimiter="\t", quoting=csv.QUOTE_NONE)
+        reader = csv.reader(tsv_lines(decoded_lines(f, path)), delimiter="\t",
+                            quoting=csv.QUOTE_NONE)
         for row in iter(lambda: next_row(reader, path), None):
             number = reader.line_num
             if layout.header and number == 1:

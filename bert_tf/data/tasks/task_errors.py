@@ -2,6 +2,7 @@
 line reader that raises it for text that is not UTF-8."""
 
 import csv
+import re
 
 
 class DataError(ValueError):
@@ -41,6 +42,18 @@ def decoded_lines(f, path):
                                 "(from Latin-1: iconv -f latin1 -t utf-8)") from None
 
 
+# A carriage return that does not end its line.
+_INNER_CR = re.compile(r"\r(?!\n?\Z)")
+
+
+def tsv_lines(lines):
+    """`lines` (decoded_lines') with a \\r inside a line read as a space: a TSV cannot quote
+    one, and the csv module refuses it (GLUE's files were read with tf.io.gfile, which drops
+    it)."""
+    for line in lines:
+        yield _INNER_CR.sub(" ", line) if "\r" in line else line
+
+
 def next_row(reader, path):
     """The next row of a csv.reader over `path`, or None at the end; DataError naming the file
     and line for what the csv module refuses (a field over its size limit, a \\r outside
@@ -50,8 +63,7 @@ def next_row(reader, path):
     except csv.Error as e:
         if "new-line character" in str(e):
             raise DataError(f"{where(path, reader.line_num)}: a carriage return (\\r) inside a "
-                            "field that is not quoted: remove it (a CSV field may hold one "
-                            "quoted)") from None
+                            "field that is not quoted: quote the field or remove it") from None
         if "field limit" not in str(e):
             raise DataError(f"{where(path, reader.line_num)}: {e}") from None
         raise DataError(f"{where(path, reader.line_num)}: a field of more than "
