@@ -790,13 +790,14 @@ def test_a_runs_flagfile_holds_its_commands_flags_and_runs_it_again(evaluations)
 def test_a_resume_with_another_accumulation_is_refused_naming_both(evaluations):
     """A resume with another --gradient_accumulation_steps changed the effective batch and
     skipped examples it never trained on, silently."""
-    _, _, results = evaluations
+    root, _, results = evaluations
+    fresh = root / "fresh"  # the run's flagfile names it by its absolute path
     assert results["accumulating"].returncode == 1
     assert results["accumulating"].stderr.strip().splitlines()[-1] == (
-        "run_pretraining: error: --output_dir=fresh holds checkpoints of a run with other "
-        "settings (fresh/bert_tf_run.json); resuming would mix them: "
+        f"run_pretraining: error: --output_dir={fresh} holds checkpoints of a run with other "
+        f"settings ({fresh}/bert_tf_run.json); resuming would mix them: "
         "--gradient_accumulation_steps=1 then, 2 now. Rerun with the run's settings to resume "
-        "it, or choose a new --output_dir (--init_checkpoint=fresh starts from its weights)")
+        f"it, or choose a new --output_dir (--init_checkpoint={fresh} starts from its weights)")
 
 
 def test_a_budget_keeps_back_only_what_its_evaluation_reads(caplog):
