@@ -787,3 +787,26 @@ def test_quality_data_holds_the_tokenizers_ids_and_marks_itself_finished(tmp_pat
     first = [s for s in first if s]
     assert documents[0] == len(first)
     np.testing.assert_array_equal(ids[:sum(map(len, first))], [i for s in first for i in s])
+
+
+def test_embed_case_trains_and_encodes_with_bert_tf(tmp_path):
+    """--quick --cases=embed: bert_tf's contrastive training row (its worker passed a
+    tf.distribute strategy where train_embedder takes a runtime, and the row was an error
+    until this test) and its encoding row, on the shipped all-MiniLM-L6-v2."""
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [zygote.shared_python(), SCRIPT, "--quick", "--cases=embed", f"--output_file={out}"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out) as f:
+        rows = json.load(f)["results"]
+    assert not [r for r in rows if "error" in r], rows
+    [data] = _rows(rows, "embed", "data")
+    [train] = _rows(rows, "embed", "train")
+    assert train["impl"] == "bert_tf" and train["train_steps"] == 12, train
+    assert train["train_s"] > 0 and 0 < train["final_loss"] < 10, train
+    for scores in (train["before"], train["after"]):
+        assert 1 / data["num_heldout"] < scores["ndcg_at_10"] <= 1.0, train
+    [encode] = _rows(rows, "embed", "encode")
+    assert encode["sentences"] == data["num_sentences"] == 200 and encode["encode_s"] > 0

@@ -201,18 +201,20 @@ def worker_bert_tf(args):
     """Fine-tunes with bert_tf.training.contrastive.train_embedder (float32 or args["dtype"]),
     writes held-out vectors; the time covers tokenisation and training."""
     import keras
-    import tensorflow as tf
 
     from bert_tf.data.tasks.pairs import read_pairs
     from bert_tf.interop import load_sentence_transformers
     from bert_tf.text.input_packing import bucket_lengths
-    from bert_tf.training import contrastive
+    from bert_tf.training import contrastive, runtime
     from bert_tf.training.bulk_embedder import BulkEmbedder
 
     keras.utils.set_random_seed(1)
     keras.mixed_precision.set_global_policy(args.get("dtype", "float32"))
     os.makedirs(args["out_dir"], exist_ok=True)
-    st = load_sentence_transformers(args["model_dir"])
+    # The model is built under the runtime train_embedder runs it with.
+    trainer_runtime = runtime.on_tensorflow()
+    with trainer_runtime.scope():
+        st = load_sentence_transformers(args["model_dir"])
     length = args["max_seq_length"]
     embedder = BulkEmbedder(st.model, st.vocab_file, st.do_lower_case, length, batch_size=64)
     if args.get("before"):
@@ -223,8 +225,7 @@ def worker_bert_tf(args):
         num_train_epochs=args["epochs"], learning_rate=args["learning_rate"],
         length_buckets=bucket_lengths(length, coarse=True), seed=1)
     start = time.perf_counter()
-    summary = contrastive.train_embedder(config, st.model, embedder, pairs,
-                                         tf.distribute.get_strategy())
+    summary = contrastive.train_embedder(config, st.model, embedder, pairs, trainer_runtime)
     train_s = time.perf_counter() - start
     _save_heldout(embedder.embed, args, "after")
     _emit({"train_s": round(train_s, 2), "train_steps": summary["step"],
