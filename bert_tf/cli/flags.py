@@ -14,6 +14,7 @@ command's `define_flags()` for the default that command gives it (a few differ: 
 import ast
 import glob
 import os
+import re
 
 from absl import flags
 
@@ -196,16 +197,7 @@ class _SeparatorParser(flags.ArgumentParser):
     def parse(self, argument):
         if argument is None:
             return None
-        out, i = [], 0
-        while i < len(argument):
-            pair = argument[i + 1:i + 2]
-            if argument[i] == "\\" and pair in _ESCAPES:
-                out.append(_ESCAPES[pair])
-                i += 2
-            else:
-                out.append(argument[i])
-                i += 1
-        return "".join(out)
+        return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), argument)
 
     def flag_type(self):
         return "string"

@@ -147,13 +147,13 @@ def read_pooling_config(path):
         raise InteropError(str(e)) from None
 
 
-def pooling_of(model_dir):
-    """(pooling modes, normalize) of a sentence-transformers directory's modules.
+def pooling_of(modules):
+    """(pooling modes, normalize) of a sentence-transformers directory's modules (what
+    read_modules returns).
 
     Raises:
-      InteropError: as read_modules and read_pooling_config.
+      InteropError: as read_pooling_config.
     """
-    modules = read_modules(model_dir)
     modes = read_pooling_config(os.path.join(modules[1][1], "config.json"))
     return modes, modules[-1][0] == _NORMALIZE
 
@@ -221,8 +221,9 @@ def load_sentence_transformers(model_dir, allow_pickle=False):
     >>> st.model.embedding_dim, st.max_seq_length  # doctest: +SKIP
     (384, 256)
     """
-    transformer_dir = read_modules(model_dir)[0][1]
-    modes, normalize = pooling_of(model_dir)
+    modules = read_modules(model_dir)
+    transformer_dir = modules[0][1]
+    modes, normalize = pooling_of(modules)
     source, config, _ = huggingface.load_huggingface(transformer_dir, allow_pickle)
     encoder = weights.encoder_of(source)
     vocab_file = tokenizer_files.model_tokenizer_file(transformer_dir)

@@ -192,8 +192,9 @@ def _sentence_transformers_settings(checkpoint, config, to_format):
     if not sentence_transformers.is_sentence_transformers_dir(checkpoint):
         return None, False
     try:
-        transformer_dir = sentence_transformers.read_modules(checkpoint)[0][1]
-        pooling, normalize = sentence_transformers.pooling_of(checkpoint)
+        modules = sentence_transformers.read_modules(checkpoint)
+        transformer_dir = modules[0][1]
+        pooling, normalize = sentence_transformers.pooling_of(modules)
     except interop.InteropError as e:
         # Modules bert_tf does not build (Dense, weighted-mean pooling): the encoder converts
         # as before, with nothing of the rest.
