@@ -593,6 +593,36 @@ class WordpieceTokenizer:
         """WordPiece tokens grouped by word: list (words) of lists of str."""
         return [self._word_pieces(w)[0] for w in self.basic_tokenize(text)]
 
+    def piece_spans(self, text):
+        """Where each token of `tokenize(text)` lies in `text` (a str): list of (start, end)
+        character offsets, end exclusive, as `BertTokenizerLayer.tokenize_with_offsets` gives
+        them in the graph: a piece covers the characters its normalized ones come from (an
+        accented letter, an uncased Hangul syllable's jamo), an [UNK] its whole word.
+        """
+        # The normalized text, character by character, with the input character each comes
+        # from; normalization never joins characters across whitespace.
+        normalized, source = [], []
+        for i, char in enumerate(text):
+            out = "".join(split_char(c, self.do_lower_case) for c in clean_char(char))
+            normalized.append(out)
+            source.extend([i] * len(out))
+        runs = [m.span() for m in re.finditer(r"\S+", "".join(normalized))]
+        words = self.basic_tokenize(text)
+        spans = []
+        if [end - start for start, end in runs] != [len(w) for w in words]:
+            # Context-dependent lower-casing changed a length: every piece spans the text.
+            return [(0, len(text))] * len(self.tokenize(text))
+        for (start, end), word in zip(runs, words):
+            pieces = self._word_pieces(word)[0]
+            if pieces == [self.unk_token]:
+                spans.append((source[start], source[end - 1] + 1))
+                continue
+            for k, piece in enumerate(pieces):
+                length = len(piece) - (2 if k else 0)
+                spans.append((source[start], source[start + length - 1] + 1))
+                start += length
+        return spans
+
     def tokenize(self, text):
         """WordPiece tokens of `text` (str or UTF-8 bytes): list of str."""
         tokens = []

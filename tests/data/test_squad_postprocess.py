@@ -163,6 +163,41 @@ def test_unicode_context_answers_in_original_spelling(tokenizer):
     assert _predict(example, features, start, end)[0] == "Café Zürich"
 
 
+def _answer_and_offset(example, features, points, length=32):
+    start, end = _logits(features, length, points)
+    text, nbest, _ = _predict(example, features, start, end, spans=True)
+    return text, nbest[0]["word"], nbest[0]["offset"]
+
+
+def test_answers_are_cut_where_their_pieces_lie(tokenizer):
+    # An unspaced paragraph is one context word: the answer is the span's own characters,
+    # not the first place its text occurs (get_final_text's "北京" at offset 0).
+    (example,), features = _windows(tokenizer, "北京大学北京大", 32)
+    assert features[0].tokens[3:10] == ["北", "京", "大", "学", "北", "京", "大"]
+    assert features[0].token_to_char_span[7] == (4, 5)
+    assert _answer_and_offset(example, features, {(0, 7): (5.0, 0.0), (0, 8): (0.0, 5.0)}) == (
+        "北京", 0, 4)
+    # An [UNK] piece inside the paragraph is its own character, not the whole paragraph.
+    (example,), features = _windows(tokenizer, "北京是大学", 32)
+    assert features[0].tokens[3:8] == ["北", "京", "[UNK]", "大", "学"]
+    assert _answer_and_offset(example, features, {(0, 5): (5.0, 5.0)}) == ("是", 0, 2)
+    assert _answer_and_offset(example, features, {(0, 4): (5.0, 0.0), (0, 6): (0.0, 5.0)}) == (
+        "京是大", 0, 1)
+    # Uncased Hangul: a syllable decomposes into jamo pieces, each covering the syllable.
+    hangul = WordpieceTokenizer(VOCAB + ["ᄒ", "##ᅡ", "##ᆫ", "##ᄀ", "##ᅮ", "##ᆨ"],
+                                do_lower_case=True)
+    (example,), features = _windows(hangul, "in 한국 1999", 32)
+    assert features[0].tokens[4:10] == ["ᄒ", "##ᅡ", "##ᆫ", "##ᄀ", "##ᅮ", "##ᆨ"]
+    assert _answer_and_offset(example, features, {(0, 4): (5.0, 0.0), (0, 6): (0.0, 5.0)}) == (
+        "한", 1, 0)
+    assert _answer_and_offset(example, features, {(0, 6): (5.0, 0.0), (0, 10): (0.0, 5.0)}) == (
+        "한국 1999", 1, 0)
+    # An answer ending inside a word keeps the characters of that word's pieces only.
+    (example,), features = _windows(tokenizer, "Café, Zürich.", 32)
+    assert _answer_and_offset(example, features, {(0, 3): (5.0, 0.0), (0, 5): (0.0, 5.0)}) == (
+        "Café, Zürich", 0, 0)
+
+
 def test_compute_and_write_predictions(tokenizer, tmp_path):
     data = [{"paragraphs": [
         {"context": "a b c d e f g h i j", "qas": [{"id": "q1", "question": "who"}]},

@@ -96,8 +96,21 @@ TAGGING_LENGTH_BUCKETS = (8, 12, 16, 24)  # tagging's export option (32 is added
 TOOL_LENGTH_BUCKETS = "8,16"  # --length_buckets of the fill-mask export by the tool.
 
 
+# Contexts whose answers the original's get_final_text misplaces: unspaced CJK (one context
+# word; 北 and 京 are in VOCAB, the other ideographs are [UNK]), uncased Hangul and Greek
+# ([UNK] words), accents; answers are cut at the characters of their pieces.
+UNICODE_SQUAD = {
+    "question": ["北京?", "Where?", "What is big?", "Who?", "Which city?"],
+    "context": ["北京是大城市北京北京城市", "大学北京北京。北京大学。京北",
+                "한국어 문장 the cat 北京", "ΟΔΟΣ café Zürich 北京市 the cat", "京北京北京北京北"],
+}
+
+
 def text_inputs(kind, call="text"):
-    """The batch of a text call ("text" or "text_short"): dict name -> list of str."""
+    """The batch of a text call ("text", "text_short", squad's "text_unicode"): dict name ->
+    list of str."""
+    if call == "text_unicode":
+        return UNICODE_SQUAD
     return SHORT_INPUTS[kind] if call == "text_short" else _text_inputs(kind)
 
 

@@ -30,7 +30,7 @@ def test_classifier(serving_run, python_tok, call):
                                got["probabilities"], atol=2e-5)
 
 
-@pytest.mark.parametrize("call", ["text", "text_short"])
+@pytest.mark.parametrize("call", ["text", "text_short", "text_unicode"])
 def test_question_answerer(serving_run, python_tok, call):
     inputs = text_inputs("squad", call)
     task = tasks.QuestionAnswerer(serving_run.model("squad"), python_tok, max_seq_length=S,

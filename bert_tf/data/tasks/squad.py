@@ -83,6 +83,9 @@ class SquadFeature:
       start_position, end_position: answer positions in tokens for training (0: no answer in
         this window); -1 for prediction features.
       is_impossible: the example is unanswerable.
+      token_to_char_span: prediction features of a tokenizer with `subword_offsets`
+        (WordPiece): position in tokens -> (start, end) characters of its context word the
+        piece comes from (`piece_spans`), where answers are cut; else None.
     """
 
     example_index: int
@@ -95,6 +98,7 @@ class SquadFeature:
     start_position: int = -1
     end_position: int = -1
     is_impossible: bool = False
+    token_to_char_span: dict = None
 
 
 def is_whitespace(char):
@@ -376,8 +380,9 @@ def convert_examples_to_features(examples, tokenizer, *, max_seq_length, doc_str
         # the max-context windows once per window layout (it depends on the query length).
         if example.doc_tokens is not cached_doc:
             cached_doc = example.doc_tokens
-            pieces, piece_ids, piece_to_word, word_to_piece = _doc_pieces(example.doc_tokens,
-                                                                          tokenizer)
+            pieces, piece_ids, piece_to_word, word_to_piece, piece_spans = _doc_pieces(
+                example.doc_tokens, tokenizer,
+                spans=not is_training and tokenizer.subword_offsets)
             owners_by_layout = {}
 
         answer_start = answer_end = -1
@@ -412,6 +417,10 @@ def convert_examples_to_features(examples, tokenizer, *, max_seq_length, doc_str
                 segment_a_length=segment_a_length, token_to_orig_map=token_to_orig_map,
                 token_is_max_context=token_is_max_context,
                 is_impossible=example.is_impossible)
+            if piece_spans is not None:
+                feature.token_to_char_span = {
+                    position: piece_spans[position - segment_a_length + window_start]
+                    for position in token_to_orig_map}
             if is_training:
                 window_end = window_start + window_length - 1
                 if (example.is_impossible
@@ -424,16 +433,20 @@ def convert_examples_to_features(examples, tokenizer, *, max_seq_length, doc_str
             yield feature
 
 
-def _doc_pieces(doc_tokens, tokenizer):
-    """(pieces, piece_ids, piece_to_word, word_to_piece) of a context's words."""
+def _doc_pieces(doc_tokens, tokenizer, spans=False):
+    """(pieces, piece_ids, piece_to_word, word_to_piece, piece_spans) of a context's words;
+    piece_spans (each piece's characters in its word) only when `spans`, else None."""
     pieces, piece_ids, piece_to_word, word_to_piece = [], [], [], []
+    piece_spans = [] if spans else None
     for word_index, word in enumerate(doc_tokens):
         word_to_piece.append(len(pieces))
         tokens, ids = _encode(tokenizer, word, first_word=word_index == 0)
         piece_to_word.extend([word_index] * len(tokens))
         pieces.extend(tokens)
         piece_ids.extend(ids)
-    return pieces, piece_ids, piece_to_word, word_to_piece
+        if spans:
+            piece_spans.extend(tokenizer.piece_spans(word))
+    return pieces, piece_ids, piece_to_word, word_to_piece, piece_spans
 
 
 def features_to_arrays(features, max_seq_length, is_training):

@@ -7,9 +7,15 @@ Follows the original run_squad.py `write_predictions`:
   pad with zeros, so a rank among padding would vary with the batch); a pair is a
   candidate when both ends are context pieces, the window is the max-context window of the
   start piece, end >= start and the span has at most `max_answer_length` pieces.
-- Candidates of all windows are ranked by start + end logit; their text is the de-tokenized
-  pieces projected back onto the original context (`get_final_text`), duplicates are dropped,
-  and the first `n_best_size` texts make the n-best list with softmax probabilities.
+- Candidates of all windows are ranked by start + end logit; their text is the original
+  context from the first character of the start piece to the last of the end piece (the
+  WordPiece features' `token_to_char_span`, the characters the exported model cuts at), the
+  context words joined by single spaces; duplicates are dropped, and the first `n_best_size`
+  texts make the n-best list with softmax probabilities. The original projects the
+  de-tokenized pieces back instead (`get_final_text`, used for features without spans): the
+  same text for spaced, accent-free or cased text, but it takes the first match inside a
+  word, so an unspaced CJK paragraph's answer can come from the wrong place, and gives the
+  whole words when the pieces do not spell them ([UNK], uncased Hangul).
   With a byte-level BPE tokenizer (`whole_words`) a candidate's text is instead the original
   context words its first and last pieces belong to, joined by single spaces:
   `get_final_text` aligns BERT's basic tokenization with the context, which BPE pieces do not
@@ -126,6 +132,15 @@ def _span_text(feature, example, start, end, do_lower_case, whole_words=False):
     orig_text = " ".join(example.doc_tokens[first:last + 1])
     if whole_words:
         return orig_text, first, 0
+    spans = feature.token_to_char_span
+    if spans is not None:
+        # From the first piece's first character to the last piece's last, as the exported
+        # model cuts answers; get_final_text finds the first match of the piece text instead
+        # (the wrong place in an unspaced CJK paragraph) and gives the whole words up when
+        # the tokens do not spell them (uncased Hangul, [UNK]).
+        begin = spans[start][0]
+        finish = len(orig_text) - len(example.doc_tokens[last]) + spans[end][1]
+        return orig_text[begin:finish], first, begin
     pieces = " ".join(feature.tokens[start:end + 1])
     pred_text = " ".join(pieces.replace(" ##", "").replace("##", "").split())
     begin, finish = final_text_span(pred_text, orig_text, do_lower_case)
