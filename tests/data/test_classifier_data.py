@@ -1,5 +1,6 @@
 """Classification data: GLUE TSV and TFDS readers, user CSV/TSV/JSONL, features, pipelines."""
 
+import csv
 import json
 import os
 from unittest import mock
@@ -188,6 +189,15 @@ def test_a_carriage_return_is_kept_in_a_text_and_ends_a_line_only_without_newlin
                                             label_column="label")
     assert str(error.value) == (f"{bare_csv}:3: a carriage return (\\r) inside a field that "
                                 "is not quoted: quote the field or remove it")
+    # predictions.tsv quotes it: a reader gets the text back in one row.
+    examples = classifier_data.read_table_examples(str(quoted), text_a_column="text",
+                                                   label_column="label")
+    text = classifier_data.predictions_text(examples, ["a", "b"], [0.75, 0.5])
+    (tmp_path / "predictions.tsv").write_text(text, encoding="utf-8", newline="")
+    with open(tmp_path / "predictions.tsv", encoding="utf-8", newline="") as f:
+        assert list(csv.reader(f, delimiter="\t")) == [
+            ["index", "text", "prediction", "score"], ["0", "while\rstatement", "a", "0.750000"],
+            ["1", "plain text", "b", "0.500000"]]
 
 
 def test_user_file_errors_name_file_line_and_column(tmp_path):

@@ -294,20 +294,23 @@ def predictions_text(examples, predictions, scores=None):
     """predictions.tsv of your own data: a header, then per example its index, its text (and
     second text), the prediction (a label name, a score for regression, the predicted label
     names joined by the separator for multi-label) and, for single-label classes, the
-    predicted label's probability. Tab-separated; a field holding a tab, newline or quote
-    is quoted as CSV quotes it."""
+    predicted label's probability. Tab-separated; a field holding a tab, newline, carriage
+    return or quote is quoted as CSV quotes it."""
     pair = any(e.text_b is not None for e in examples)
     header = ["index", "text", *(["text_pair"] if pair else []), "prediction",
               *(["score"] if scores is not None else [])]
     out = io.StringIO()
     writer = csv.writer(out, delimiter="\t", lineterminator="\n")
+    # csv quotes only the line terminator's characters: a bare \r would end the row for a
+    # reader. A row holding one is written with every field quoted.
+    quoting_all = csv.writer(out, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(header)
     for i, (example, prediction) in enumerate(zip(examples, predictions)):
         row = [example.guid, example.text_a, *([example.text_b or ""] if pair else []),
                prediction]
         if scores is not None:
             row.append(f"{scores[i]:.6f}")
-        writer.writerow(row)
+        (quoting_all if any("\r" in field for field in row) else writer).writerow(row)
     return out.getvalue()
 
 
