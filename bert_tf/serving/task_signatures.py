@@ -178,6 +178,17 @@ class ServingSignatures:
                 tf.reduce_all(tf.equal(tf.shape(features[name]), tf.shape(word_ids))),
                 [f"{IDS_SIGNATURE}: {name} must have the shape of input_word_ids; got",
                  tf.shape(features[name]), "and", tf.shape(word_ids)]))
+        # A mask of 2 would weigh a token twice in the attention bias and the pooling.
+        mask = features["input_mask"]
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all((mask >= 0) & (mask <= 1)),
+            [f"{IDS_SIGNATURE}: input_mask must be 0 (padding) or 1 (token); got values from",
+             tf.reduce_min(mask), "to", tf.reduce_max(mask)]))
+        # The [CLS] output reads position 0: without it a slice fails deep in the model.
+        checks.append(tf.debugging.Assert(
+            tf.shape(word_ids)[1] > 0,
+            [f"{IDS_SIGNATURE}: input_word_ids must hold at least one token ([CLS]) per row; "
+             "got shape", tf.shape(word_ids)]))
         if config.position_embedding_type in ("learned", "rotary"):
             checks.append(tf.debugging.Assert(
                 tf.shape(word_ids)[1] <= config.max_position_embeddings,

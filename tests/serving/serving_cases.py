@@ -144,6 +144,13 @@ BAD_CALLS = {
     "mask_shape": ("classifier", "serving_default", _ids_row(4, input_mask=[[1, 1, 1]]),
                    "assertion failed: [serving_default: input_mask must have the shape of "
                    "input_word_ids; got] [1 3] [and] [1 4]"),
+    "mask_value": ("classifier", "serving_default", _ids_row(3, input_mask=[[1, 1, 2]]),
+                   "assertion failed: [serving_default: input_mask must be 0 (padding) or 1 "
+                   "(token); got values from] [1] [to] [2]"),
+    "no_token": ("embedding", "serving_default",
+                 {"input_word_ids": [[], []], "input_mask": [[], []], "input_type_ids": [[], []]},
+                 "assertion failed: [serving_default: input_word_ids must hold at least one "
+                 "token ([CLS]) per row; got shape] [2 0]"),
     "mask_position_past_ids": ("fill_mask", "serving_default",
                                dict(_ids_row(4), masked_lm_positions=[[1, 4]]),
                                "assertion failed: [serving_default: masked_lm_positions must be "
