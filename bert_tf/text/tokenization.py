@@ -508,6 +508,7 @@ class WordpieceTokenizer:
         self._max_piece_chars = max(
             len(t) - 2 if t.startswith("##") else len(t) for t in tokens)
         self._word_cache = {}
+        self._span_cache = {}
 
     # The bert_tf.text.Tokenizer interface: what callers ask instead of testing the kind.
     kind = "WordPiece"
@@ -594,11 +595,22 @@ class WordpieceTokenizer:
         return [self._word_pieces(w)[0] for w in self.basic_tokenize(text)]
 
     def piece_spans(self, text):
-        """Where each token of `tokenize(text)` lies in `text` (a str): list of (start, end)
-        character offsets, end exclusive, as `BertTokenizerLayer.tokenize_with_offsets` gives
-        them in the graph: a piece covers the characters its normalized ones come from (an
-        accented letter, an uncased Hangul syllable's jamo), an [UNK] its whole word.
+        """Where each token of `tokenize(text)` lies in `text` (a str): tuple of (start, end)
+        character offsets, end exclusive, cached per text, as
+        `BertTokenizerLayer.tokenize_with_offsets` gives them in the graph: a piece covers the
+        characters its normalized ones come from (an accented letter, an uncased Hangul
+        syllable's jamo), an [UNK] its whole word.
         """
+        cached = self._span_cache.get(text)
+        if cached is not None:
+            return cached
+        spans = tuple(self._piece_spans(text))
+        if len(self._span_cache) >= _WORD_CACHE_LIMIT:
+            self._span_cache.clear()
+        self._span_cache[text] = spans
+        return spans
+
+    def _piece_spans(self, text):
         # The normalized text, character by character, with the input character each comes
         # from; normalization never joins characters across whitespace.
         normalized, source = [], []
