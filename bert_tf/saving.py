@@ -44,7 +44,7 @@ def load_model(path, compile=False):  # noqa: A002  (Keras' own argument name)
           a pre-training run), else (a run that has not finished) its newest training
           checkpoint, as a BertPretrainer or BertEncoder;
         - a bert_tf or original TF1 checkpoint prefix, or a directory holding one (with
-          bert_config.json beside it): a BertPretrainer;
+          bert_config.json beside it): a BertPretrainer (a BertEncoder without the MLM head);
         - a Hugging Face BERT or ModernBERT directory: a BertPretrainer when it holds the
           masked-LM head, else the encoder;
         - a sentence-transformers directory: a BertSentenceEmbedder;

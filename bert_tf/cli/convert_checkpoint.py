@@ -31,7 +31,8 @@ Casing travels too: when the source says whether it lower-cases (Hugging Face
 tokenizer_config.json, keras-hub tokenizer) or --do_lower_case is given, tokenizer_config.json
 records it (bert_tf and huggingface outputs), and warm starts check it. So does a
 sentence-transformers directory's max_seq_length (--from=huggingface): every output holds its
-sentence_bert_config.json, which bert-tf-embed reads beside an encoder. Its pooling and
+sentence_bert_config.json, which bert-tf-embed and bert-tf-export read beside an encoder, and a
+conversion of any directory holding one carries it on. Its pooling and
 normalisation do not travel: when they are not bert-tf-embed's defaults (mean, normalised), a
 warning names the flags that give its vectors.
 

@@ -610,8 +610,9 @@ _flag(flags.DEFINE_enum, "to", None, "Format to write.",
 _flag(flags.DEFINE_string, "checkpoint", None,
       "tf1: checkpoint prefix (.../bert_model.ckpt); albert: checkpoint prefix "
       "(.../model.ckpt-best); huggingface: model directory; keras_hub: preset directory or "
-      ".keras file; bert_tf: output directory of run_pretraining or this tool, a .keras file "
-      "or a checkpoint prefix.")
+      ".keras file; bert_tf: output directory of a run (the model it saved: a fine-tuning "
+      "run's model.keras with its head, else pretrainer.keras, else encoder.keras) or of this "
+      "tool, a .keras file or a checkpoint prefix.")
 _flag(flags.DEFINE_bool, "allow_pickle", False,
       "Read a Hugging Face pytorch_model.bin (needs torch; torch.load(weights_only=True)).")
 _flag(flags.DEFINE_integer, "max_position_embeddings", None,

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from bert_tf import file_names, fileio
 from bert_tf.config import EncoderConfig
@@ -20,6 +21,8 @@ from bert_tf.modeling import BertEncoder, BertPretrainer
 from bert_tf.text.tokenizer_files import write_tokenizer_file
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+# The MLM head's scope: a checkpoint without it is an encoder's (or a task model's).
+_MLM_SCOPE = "cls/predictions/"
 
 
 def read_tf1_checkpoint(ckpt_prefix):
@@ -71,11 +74,14 @@ def _resolve_config(config, ckpt_prefix):
 
 
 def load_tf1_checkpoint(ckpt_prefix, config=None):
-    """Builds a BertPretrainer holding the weights of an original TF1 BERT checkpoint.
+    """Builds the BertPretrainer (or BertEncoder) of an original TF1 BERT checkpoint.
 
     Every original name maps, the MLM head (cls/predictions) and NSP head (cls/seq_relationship)
     included, so the pretrainer reproduces the original's MLM and NSP outputs. A checkpoint
-    without cls/seq_relationship (written from an MLM-only model) gives a pretrainer without NSP.
+    without cls/seq_relationship (written from an MLM-only model) gives a pretrainer without NSP;
+    one without cls/predictions (written from an encoder or a task model) gives the encoder,
+    and a task head it holds is left out with a warning (a classifier's and a tagger's have
+    the same names: the checkpoint does not say which it is).
 
     Args:
       ckpt_prefix: the checkpoint prefix, e.g. `uncased_L-12_H-768_A-12/bert_model.ckpt`.
@@ -83,7 +89,7 @@ def load_tf1_checkpoint(ckpt_prefix, config=None):
         beside the checkpoint).
 
     Returns:
-      BertPretrainer; its encoder is `.encoder`.
+      BertPretrainer (its encoder is `.encoder`), or BertEncoder without the MLM head.
 
     Raises:
       InteropError: a missing variable, a shape that differs from the config's (naming the
@@ -97,6 +103,15 @@ def load_tf1_checkpoint(ckpt_prefix, config=None):
     """
     config = _resolve_config(config, ckpt_prefix)
     source = read_tf1_checkpoint(ckpt_prefix)
+    if not any(name.startswith(_MLM_SCOPE) for name in source.tensors):
+        model = BertEncoder(config)
+        report = weights.transfer(source, model, strict=True)
+        head = [name for name in report.unused if name not in source.unused]
+        if head:
+            more = f", ... ({len(head)} in all)" if len(head) > 4 else ""
+            logging.warning("%s holds no MLM head (%s*): read as an encoder, without %s%s",
+                            ckpt_prefix, _MLM_SCOPE, ", ".join(head[:4]), more)
+        return model
     has_nsp = any(name.startswith("cls/seq_relationship/") for name in source.tensors)
     model = BertPretrainer(BertEncoder(config), use_next_sentence_label=has_nsp)
     weights.transfer(source, model, strict=True)

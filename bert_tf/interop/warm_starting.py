@@ -225,17 +225,23 @@ def load_bert_tf(path, config=None):
 
     Args:
       path: a `.keras` file (any bert_tf model), a `.weights.h5` file (a BertPretrainer or
-        BertEncoder), a tf.train.Checkpoint(model=...) prefix, or a directory holding one of
-        them (the newest checkpoint first, then pretrainer.keras, encoder.keras).
+        BertEncoder), a tf.train.Checkpoint(model=...) prefix, or a directory: a run's is
+        read as bert_tf.load_model reads it (the model its run saved when it ended:
+        model.keras, else pretrainer.keras, else encoder.keras; else its newest checkpoint),
+        another's the one checkpoint or weights file it holds.
       config: the config (BertConfig or ModernBertConfig) for files that hold no config
         (default: the bert_config.json beside them).
 
     Returns:
-      The model: of the saved class for .keras files; a BertPretrainer or BertEncoder for
-      weights files and checkpoints (a task model's checkpoint gives its encoder, an ELECTRA
-      run's its ElectraPretrainer).
+      The model: of the saved class for .keras files (a fine-tuning run's task model with its
+      head); a BertPretrainer or BertEncoder for weights files and checkpoints (a task
+      model's checkpoint gives its encoder, with a warning: it does not record its head's
+      class; an ELECTRA run's its ElectraPretrainer).
     """
-    resolved = _resolve(str(path))
+    path = str(path)
+    # A run's saved model first, as load_model and bert-tf-export read a run: its newest
+    # checkpoint holds a fine-tuned head under no class name, which would be dropped.
+    resolved = (_run_model_file(path) if fileio.isdir(path) else None) or _resolve(path)
     if not resolved.endswith(".keras"):
         config = config or _config_beside(resolved)
         if config is None:
@@ -243,7 +249,22 @@ def load_bert_tf(path, config=None):
         if not resolved.endswith(".weights.h5"):
             _check_prefix(path, resolved)
             _check_object_based(path, resolved)
-    return _load_bert_tf(resolved, config, None)[0]
+    model, unused, _ = _load_bert_tf(resolved, config, None)
+    if any(name.startswith("model/") for name in unused):
+        logging.warning("%s is a task model's training checkpoint, which does not record its "
+                        "head's class: read its encoder only, without the head (the %s its run "
+                        "saves when it ends holds both)", resolved, run_directory.MODEL_FILE)
+    return model
+
+
+def _run_model_file(directory):
+    """The .keras model a run saved in `directory` (load_model's choice), or None; a
+    directory of two formats or an export is refused first."""
+    _check_one_model(directory)
+    model_file = _saved_model_file(directory)
+    if model_file:
+        logging.info("%s: reading its saved model, %s", directory, os.path.basename(model_file))
+    return model_file
 
 
 def load_checkpoint(path):
@@ -256,7 +277,8 @@ def load_checkpoint(path):
         bert_config.json beside it gives the model.
 
     Returns:
-      A BertPretrainer (a TF1 checkpoint, or a pre-training run's) or a BertEncoder.
+      A BertPretrainer (a TF1 checkpoint with the MLM head, or a pre-training run's) or a
+      BertEncoder.
 
     Raises:
       InteropError: naming the path and what is missing.

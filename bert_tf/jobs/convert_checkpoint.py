@@ -15,7 +15,8 @@ from bert_tf import file_names, fileio, interop
 from bert_tf.config import ConfigError, EncoderConfig
 from bert_tf.interop import albert, huggingface, kerashub, sentence_transformers, tf1, weights
 from bert_tf.jobs import tokenizer_setup
-from bert_tf.modeling import BertPretrainer, extend_position_embeddings
+from bert_tf.modeling import (BertPretrainer, BertSentenceEmbedder,
+                              extend_position_embeddings)
 from bert_tf.text import tokenizer_files, validate_case_matches_checkpoint
 from bert_tf.training.checkpointing import save_keras_model
 
@@ -162,12 +163,14 @@ def _convert(options):
     if vocab_file and tokenizer_files.vocab_size(vocab_file) > config.vocab_size:
         raise ValueError(f"--vocab_file={vocab_file} has more tokens than vocab_size="
                          f"{config.vocab_size} of the checkpoint's config")
-    st_length = None
-    if options.from_format == "huggingface":
-        st_length, st_lower_case = _sentence_transformers_settings(options.checkpoint, config,
-                                                                   options.to_format)
-        # The module lower-cases before a vocab.txt tokenizer: the output's tokenizer must.
-        source_casing = True if st_lower_case else source_casing
+    if isinstance(model, BertSentenceEmbedder):
+        # An embedding run's model: its pooling has no weights, and no output format holds it.
+        _warn_pooling(options.to_format, options.checkpoint, model.pooling, model.normalize)
+        model = model.encoder
+    st_length, st_lower_case = _sentence_transformers_settings(options.checkpoint, config,
+                                                               options.to_format)
+    # The module lower-cases before a vocab.txt tokenizer: the output's tokenizer must.
+    source_casing = True if st_lower_case else source_casing
     do_lower_case = resolve_casing(options.do_lower_case, source_casing, options.checkpoint)
     fileio.makedirs(parent)
     labels = _run_labels(options.checkpoint, model) if options.to_format == "huggingface" else None
@@ -185,12 +188,17 @@ def _convert(options):
 
 def _sentence_transformers_settings(checkpoint, config, to_format):
     """(max_seq_length, do_lower_case) of the Transformer module of a sentence-transformers
-    directory given as --checkpoint, else (None, False). Every output carries the length in a
-    sentence_bert_config.json, which bert-tf-embed reads beside an encoder; the pooling and
-    normalisation (modules.json) are no output's, so one that bert-tf-embed would not use by
-    default is logged with the flags that restore it."""
+    directory given as --checkpoint, else of the sentence_bert_config.json in --checkpoint's
+    directory (an earlier conversion's output of any format), else (None, False). Every output
+    carries the length in a sentence_bert_config.json, which bert-tf-embed and bert-tf-export
+    read beside an encoder; the pooling and normalisation (modules.json) are no output's, so
+    one that bert-tf-embed would not use by default is logged with the flags that restore
+    it."""
     if not sentence_transformers.is_sentence_transformers_dir(checkpoint):
-        return None, False
+        directory = checkpoint if fileio.isdir(checkpoint) else os.path.dirname(checkpoint)
+        settings = sentence_transformers.read_sentence_bert_config(
+            directory, config.max_position_embeddings)
+        return settings.get("max_seq_length"), settings.get("do_lower_case", False)
     try:
         modules = sentence_transformers.read_modules(checkpoint)
         transformer_dir = modules[0][1]
@@ -201,13 +209,19 @@ def _sentence_transformers_settings(checkpoint, config, to_format):
         logging.warning("--to=%s keeps the encoder of %s only, not its length or pooling: %s",
                         to_format, checkpoint, e)
         return None, False
+    _warn_pooling(to_format, checkpoint, pooling, normalize)
+    return sentence_transformers.transformer_settings(transformer_dir,
+                                                      config.max_position_embeddings)
+
+
+def _warn_pooling(to_format, checkpoint, pooling, normalize):
+    """Names the bert-tf-embed flags that give a sentence model's vectors from the encoder
+    converted, where they are not its defaults."""
     if (tuple(pooling), normalize) != (sentence_transformers.DEFAULT_POOLING,
                                        sentence_transformers.DEFAULT_NORMALIZE):
         logging.warning("--to=%s keeps the encoder of %s, not its pooling: give bert-tf-embed "
                         "--pooling=%s --%snormalize for its vectors", to_format, checkpoint,
                         ",".join(pooling), "" if normalize else "no")
-    return sentence_transformers.transformer_settings(transformer_dir,
-                                                      config.max_position_embeddings)
 
 
 def _run_labels(checkpoint, model):

@@ -153,9 +153,11 @@ def export(config):
         tokenizer, do_lower_case = _tokenizer(vocab_file, do_lower_case)
     elif do_lower_case is None:
         do_lower_case = True
+    max_seq_length = _first_set(config.max_seq_length, source.max_seq_length)
+    if max_seq_length is None:
+        max_seq_length = _first_set(_sentence_bert_length(source), 128)
     options = dict(
-        tokenizer=tokenizer, do_lower_case=do_lower_case,
-        max_seq_length=_first_set(config.max_seq_length, source.max_seq_length, 128),
+        tokenizer=tokenizer, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
         labels=config.labels or (list(info.labels) if info and info.labels else None),
         signatures=signatures, overwrite=config.overwrite, expected=expected)
     if config.length_buckets is not None:
@@ -196,6 +198,24 @@ def export(config):
     logging.info("Exported the %s model of %s to %s (signatures: %s).", task, source.model_file,
                  export_dir, ", ".join(serving.SIGNATURE_KEYS[s] for s in signatures))
     return export_dir
+
+
+def _sentence_bert_length(source):
+    """The max_seq_length of a sentence_bert_config.json beside the model (what a conversion
+    of a sentence-transformers model carries; bert-tf-embed reads it too), logged; else None."""
+    from bert_tf.interop import InteropError, sentence_transformers
+    from bert_tf.modeling.token_ids import encoder_config
+
+    directory = os.path.dirname(fileio.abspath(source.model_file))
+    try:
+        length = sentence_transformers.read_sentence_bert_config(
+            directory, encoder_config(source.model).max_position_embeddings).get("max_seq_length")
+    except InteropError as e:
+        raise FlagValueError(str(e)) from None
+    if length is not None:
+        logging.info("--max_seq_length unset: %d, as %s records", length, os.path.join(
+            directory, sentence_transformers.SENTENCE_BERT_CONFIG_FILE))
+    return length
 
 
 def _signatures(config):

@@ -1,7 +1,9 @@
 """tools/convert_checkpoint.py end to end: tf1 -> bert_tf -> huggingface, and a clear error."""
 
 import json
+import logging
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from interop_reference import TINY, original_arrays, write_tf1_checkpoint
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONVERT = os.path.join(REPO, "tools", "convert_checkpoint.py")
+FIXTURE_RUNS = os.path.join(REPO, "tests", "fixtures", "runs_v0_1")
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(50)]
 
 
@@ -110,3 +113,42 @@ def test_an_original_checkpoint_given_as_bert_tf_names_the_right_format(tmp_path
     assert str(raised.value) == (
         f"--init_checkpoint={source / 'bert_model.ckpt'} is an original (TF1) BERT or ALBERT "
         "checkpoint, not a bert_tf checkpoint; read it with --from=tf1 (or --from=albert)")
+
+
+def test_a_fine_tuning_run_directory_converts_as_its_task_model(tmp_path, caplog):
+    """--checkpoint=RUN reads the model the run saved (model.keras), as bert_tf.load_model and
+    bert-tf-export read a run: the classifier and its label names. It read the encoder of the
+    newest checkpoint, without a word; a task model's checkpoint given itself now says so. An
+    embedding run converts as its encoder (its pooling has no weights)."""
+    from bert_tf.interop import load_bert_tf
+    from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
+
+    for name in ("classifier", "embed"):
+        shutil.copytree(os.path.join(FIXTURE_RUNS, name), tmp_path / name)
+    run, hf_dir = tmp_path / "classifier", tmp_path / "hf"
+    caplog.set_level(logging.INFO, logger="absl")
+    convert_checkpoint(ConvertCheckpointConfig(from_format="bert_tf", to_format="huggingface",
+                                               checkpoint=str(run), output_dir=str(hf_dir)))
+    assert f"Converted {run} (bert_tf, BertClassifier) to huggingface in {hf_dir}" in (
+        caplog.messages)
+    values = json.loads((hf_dir / "config.json").read_text())
+    assert values["architectures"] == ["BertForSequenceClassification"]
+    assert values["id2label"] == {"0": "neg", "1": "pos"}
+    trained = model_arrays(load_bert_tf(str(run / "model.keras")))
+    tensors = load_file(str(hf_dir / "model.safetensors"))
+    assert np.array_equal(tensors["classifier.weight"], trained["output_weights"])
+    assert np.array_equal(tensors["classifier.bias"], trained["output_bias"])
+
+    caplog.clear()
+    caplog.set_level(logging.WARNING, logger="absl")
+    assert type(load_bert_tf(str(run / "ckpt-6"))) is BertEncoder
+    assert caplog.messages == [
+        f"{run / 'ckpt-6'} is a task model's training checkpoint, which does not record its "
+        "head's class: read its encoder only, without the head (the model.keras its run saves "
+        "when it ends holds both)"]
+
+    convert_checkpoint(ConvertCheckpointConfig(
+        from_format="bert_tf", to_format="huggingface", checkpoint=str(tmp_path / "embed"),
+        output_dir=str(tmp_path / "hf_embed")))
+    assert json.loads((tmp_path / "hf_embed" / "config.json").read_text())[
+        "architectures"] == ["BertModel"]

@@ -150,6 +150,47 @@ def test_conversion_carries_the_length_that_bert_tf_embed_reads(tmp_path, caplog
     assert not [m for m in caplog.messages if "not its pooling" in m]
 
 
+def test_the_length_travels_on_through_later_conversions(tmp_path):
+    """A converted model's sentence_bert_config.json goes into each output made from it (it was
+    written only --from=huggingface a sentence-transformers directory)."""
+    from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
+
+    _, source = _convert_st(tmp_path, "bert_tf")
+    for from_format, to_format, checkpoint, out in (
+            ("bert_tf", "huggingface", source, tmp_path / "hf"),
+            ("huggingface", "tf1", tmp_path / "hf", tmp_path / "tf1"),
+            ("tf1", "bert_tf", tmp_path / "tf1" / "bert_model.ckpt", tmp_path / "bt")):
+        names = convert_checkpoint(ConvertCheckpointConfig(
+            from_format=from_format, to_format=to_format, checkpoint=str(checkpoint),
+            output_dir=str(out)))
+        assert "sentence_bert_config.json" in names, (from_format, to_format)
+        assert json.loads((out / "sentence_bert_config.json").read_text()) == {
+            "max_seq_length": 8, "do_lower_case": False}
+
+
+def test_an_export_of_a_converted_model_serves_at_its_length(tmp_path, caplog):
+    """bert-tf-export --model_dir=<a converted model> packs texts at its sentence_bert_config.json
+    length, as bert-tf-embed does (it took 128 and embedded long texts otherwise)."""
+    import tensorflow as tf
+
+    from bert_tf.interop.sentence_transformers import load_embedder
+    from bert_tf.jobs.export import ExportConfig, export
+
+    st_dir, converted = _convert_st(tmp_path, "bert_tf")
+    caplog.set_level(logging.INFO, logger="absl")
+    export_dir = export(ExportConfig(model_dir=converted, export_dir=str(tmp_path / "exp" / "1"),
+                                     signatures=["text"]))
+    assert (f"--max_seq_length unset: 8, as {converted}/sentence_bert_config.json records"
+            in caplog.messages)
+    info = json.loads((tmp_path / "exp" / "1" / "assets.extra" / "bert_tf_export.json")
+                      .read_text())
+    assert info["max_seq_length"] == 8
+    served = tf.saved_model.load(export_dir).signatures["serve_text"](
+        text=tf.constant(LONG_TEXTS))["mean_pooled_output"].numpy()
+    served /= np.linalg.norm(served, axis=1, keepdims=True)
+    np.testing.assert_allclose(served, _vectors(load_embedder(st_dir), LONG_TEXTS), atol=1e-5)
+
+
 def test_conversion_names_the_pooling_flags_it_cannot_carry(tmp_path, caplog):
     from bert_tf.interop.sentence_transformers import load_embedder
 

@@ -1,6 +1,7 @@
 """Original TF1 checkpoints: parity with the original math, exact round trip, clear errors."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -91,6 +92,41 @@ def test_mlm_only_checkpoint_gives_pretrainer_without_nsp(tmp_path, config):
     expected = bert_reference(arrays, features, 4, 2)
     np.testing.assert_allclose(bert_tf_outputs(model, features)["mlm_log_probs"],
                                expected["mlm_log_probs"], rtol=1e-5, atol=1e-5)
+
+
+def test_checkpoint_without_the_mlm_head_reads_as_an_encoder(tmp_path, config, caplog):
+    """What --to=tf1 writes of an encoder or a classifier reads back (it was refused for the
+    missing cls/predictions); a classifier's head is named as left out."""
+    from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
+    from bert_tf.modeling import BertEncoder
+
+    arrays = original_arrays(seed=5, heads=(), **TINY)
+    arrays["output_weights"] = np.ones((3, TINY["hidden_size"]), np.float32)
+    arrays["output_bias"] = np.zeros(3, np.float32)
+    prefix = write_tf1_checkpoint(tmp_path / "bert_model.ckpt", arrays)
+    caplog.set_level(logging.WARNING, logger="absl")
+    model = load_tf1_checkpoint(prefix, config)
+    assert type(model) is BertEncoder
+    assert caplog.messages == [f"{prefix} holds no MLM head (cls/predictions/*): read as an "
+                               "encoder, without output_bias, output_weights"]
+    features = make_inputs(vocab_size=config.vocab_size)
+    expected = bert_reference(arrays, features, 4, 2)
+    got = bert_tf_outputs(model, features)
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    # The encoder's own checkpoint round trips, bert_config.json beside it, to Hugging Face too.
+    out = tmp_path / "tf1" / "bert_model.ckpt"
+    save_tf1_checkpoint(model, str(out))
+    reader = tf.train.load_checkpoint(str(out))
+    assert all(np.array_equal(reader.get_tensor(name), value)
+               for name, value in arrays.items() if name.startswith("bert/"))
+    caplog.clear()
+    assert type(load_tf1_checkpoint(str(out))) is BertEncoder and not caplog.messages
+    convert_checkpoint(ConvertCheckpointConfig(from_format="tf1", to_format="huggingface",
+                                               checkpoint=str(out),
+                                               output_dir=str(tmp_path / "hf")))
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == [
+        "BertModel"]
 
 
 def test_missing_variable_is_named(tmp_path, arrays, config):
