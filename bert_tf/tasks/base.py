@@ -12,13 +12,16 @@ bert_tf.load_task, bert-tf-export and --init_checkpoint read back.
 """
 
 import functools
+import json
+import math
+import numbers
 import os
 
 import keras
 import numpy as np
 from absl import logging
 
-from bert_tf import file_names, fileio, progress
+from bert_tf import file_names, fileio, model_directory, progress
 from bert_tf.config import ENCODER_INPUTS
 from bert_tf.serving.task_info import label_names_problem, write_task_info
 from bert_tf.text import tokenizer_files
@@ -52,9 +55,28 @@ def as_texts(texts, name="texts"):
     return result, one
 
 
+def label_name(label):
+    """A label as the name it stands for: an int (a class id, not a bool) is the name str(int),
+    as the default names "0" .. "C-1" are; anything else as given."""
+    if isinstance(label, numbers.Integral) and not isinstance(label, (bool, np.bool_)):
+        return str(int(label))
+    return label
+
+
+def label_list(labels, what):
+    """`labels` (a list of names or int class ids) as a tuple of names (label_name); one str
+    is refused, which would otherwise be read as a list of its characters."""
+    if isinstance(labels, (str, bytes)):
+        raise TaskError(f"{what}: labels must be a list of names, not the str {labels!r}")
+    if isinstance(labels, np.ndarray):
+        labels = labels.tolist()
+    return tuple(label_name(label) for label in labels)
+
+
 def check_labels(labels, num_classes, what):
-    """The label names as a tuple; refused when they do not fit a head of num_classes."""
-    labels = tuple(labels)
+    """The label names as a tuple (int class ids as their names, label_name); refused when
+    they do not fit a head of num_classes."""
+    labels = label_list(labels, what)
     if len(labels) != num_classes:
         raise TaskError(f"{what}: {len(labels)} label names for a head of {num_classes} "
                         "classes; give one name per class, in the order of its logits")
@@ -62,6 +84,43 @@ def check_labels(labels, num_classes, what):
     if problem:
         raise TaskError(f"{what}: {problem}")
     return labels
+
+
+def check_batch_size(batch_size):
+    """`batch_size` as an int >= 1; refused in one line otherwise."""
+    if (isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
+            or batch_size < 1):
+        raise TaskError(f"batch_size={batch_size!r} must be an integer >= 1")
+    return int(batch_size)
+
+
+def check_not_empty(count, name, what, purpose="train on"):
+    """Refuses no `what` (texts, sentences, questions) at all in argument `name`."""
+    if not count:
+        raise TaskError(f"{name}: no {what} to {purpose}")
+
+
+def validation_split_at(count, validation_split, validation_data, what="texts"):
+    """Where fit's `validation_split` cuts `count` inputs: the first split_at train, the rest
+    (the last fraction, as Keras' fit takes it, before any shuffling) validate; None for no
+    split.
+
+    Raises:
+      TaskError: a fraction outside (0, 1), one given with validation_data, or one that leaves
+        no input on either side.
+    """
+    if validation_split is None or validation_split == 0:
+        return None
+    if (isinstance(validation_split, bool) or not isinstance(validation_split, numbers.Real)
+            or not 0 < validation_split < 1):
+        raise TaskError(f"validation_split={validation_split!r} must be a fraction in (0, 1)")
+    if validation_data is not None:
+        raise TaskError("give validation_data or validation_split, not both")
+    split_at = int(math.floor(count * (1 - validation_split)))
+    if split_at in (0, count):
+        raise TaskError(f"validation_split={validation_split} of {count} {what} leaves none to "
+                        f"{'train on' if split_at == 0 else 'evaluate on'}")
+    return split_at
 
 
 def softmax(logits):
@@ -128,14 +187,19 @@ class TextTask:
             raise TaskError(f"{owner}: max_seq_length={max_seq_length} must be in [3, "
                             f"max_position_embeddings={config.max_position_embeddings}]")
         self.max_seq_length = int(max_seq_length)
-        if batch_size < 1:
-            raise TaskError(f"{owner}: batch_size={batch_size} must be >= 1")
-        self.batch_size = int(batch_size)
+        try:
+            self.batch_size = check_batch_size(batch_size)
+        except TaskError as e:
+            raise TaskError(f"{owner}: {e}") from None
         # Fine steps where a new length costs nothing (TensorFlow without XLA); coarse ones on
         # JAX, where each length is one more compiled program.
         self.buckets = bucket_lengths(self.max_seq_length,
                                       coarse=keras.backend.backend() == "jax")
         self._forward_functions = {}
+        # A head `from_pretrained` made and no fit has trained yet: its answers are random
+        # (the commands refuse them without --allow_untrained_head); warned once per action.
+        self.untrained_head = False
+        self._warned_untrained = set()
 
     @property
     def encoder(self):
@@ -149,6 +213,14 @@ class TextTask:
     def __repr__(self):
         return (f"{type(self).__name__}({type(self.model).__name__}, "
                 f"{self.tokenizer.kind} tokenizer, max_seq_length={self.max_seq_length})")
+
+    def warn_if_untrained(self, action):
+        """Logs once per `action` ("predicts", "saves") that the head is untrained."""
+        if self.untrained_head and action not in self._warned_untrained:
+            self._warned_untrained.add(action)
+            logging.warning("%s %s with the untrained head from_pretrained put on the encoder "
+                            "(random weights, random answers); fit it first", type(self).__name__,
+                            action)
 
     # -- prediction -------------------------------------------------------------------------
 
@@ -177,7 +249,8 @@ class TextTask:
           list (per row) of the model's outputs for that row: NumPy float32 arrays (or a dict
           of them), sequence axes as long as the row's batch (read the row's own positions).
         """
-        batch_size = batch_size or self.batch_size
+        batch_size = self.batch_size if batch_size is None else check_batch_size(batch_size)
+        self.warn_if_untrained("predicts")
         lengths = [len(row["input_word_ids"]) for row in rows]
         results = [None] * len(rows)
         bar = progress.progress_bar(len(rows), "row") if len(rows) > 50 * batch_size else None
@@ -239,7 +312,10 @@ class TextTask:
     def compile_and_fit(self, dataset, validation, *, epochs, optimizer, learning_rate,
                         warmup_proportion, verbose, **fit_kwargs):
         """Compiles the model (its default loss and metrics; `optimizer`, else BERT's AdamW
-        with a linear warmup and decay over this fit's steps) and runs Keras' fit."""
+        with a linear warmup and decay over this fit's steps) and runs Keras' fit.
+
+        `dataset` shuffles itself (keras_batches), so Keras' shuffle is off; the tasks' fit
+        takes `shuffle` and `validation_split` before batching."""
         if optimizer is None:
             from bert_tf.training.optimization import create_optimizer
 
@@ -247,10 +323,11 @@ class TextTask:
             optimizer = create_optimizer(learning_rate, num_train_steps=steps,
                                          num_warmup_steps=int(steps * warmup_proportion))
         self.model.compile(optimizer=optimizer)
-        return self.model.fit(dataset, validation_data=validation, epochs=epochs,
-                              shuffle=False,
-                              verbose=progress.keras_verbose() if verbose == "auto" else verbose,
-                              **fit_kwargs)
+        history = self.model.fit(
+            dataset, validation_data=validation, epochs=epochs, shuffle=False,
+            verbose=progress.keras_verbose() if verbose == "auto" else verbose, **fit_kwargs)
+        self.untrained_head = False
+        return history
 
     def keras_batches(self, features, labels, batch_size, shuffle, sample_weights=None,
                       cut_labels=True):
@@ -276,7 +353,9 @@ class TextTask:
     # -- saving -----------------------------------------------------------------------------
 
     def task_info(self):
-        """The task_info.json fields of this task: dict (task, labels, options)."""
+        """The task_info.json fields of this task: dict (task, labels, options; `extra`: a dict
+        of fields the schema of bert_tf.serving.task_info does not name, which its readers
+        keep in TaskInfo.extra)."""
         return {"task": self.task_name}
 
     def save(self, directory):
@@ -287,8 +366,15 @@ class TextTask:
 
         Returns:
           The directory.
+
+        Raises:
+          TaskError: `directory` holds another model (a training run's, a conversion's, a
+            Hugging Face model, ...) or another kind of task's save; an earlier save of this
+            kind is replaced.
         """
         directory = str(directory)
+        self.check_save_directory(directory)
+        self.warn_if_untrained("saves")
         fileio.makedirs(directory)
         self.model.save(file_names.path(directory, self.model_file))
         # None: a tokenizer built in memory, written as what it holds.
@@ -296,6 +382,36 @@ class TextTask:
         tokenizer_files.write_tokenizer_file(directory, self.tokenizer, source)
         self.encoder.config.to_json_file(file_names.path(directory, file_names.CONFIG_FILE))
         info = self.task_info()
-        write_task_info(directory, info.pop("task"), do_lower_case=self.do_lower_case,
-                        max_seq_length=self.max_seq_length, **info)
+        extra = info.pop("extra", None)
+        info_path = write_task_info(directory, info.pop("task"), do_lower_case=self.do_lower_case,
+                                    max_seq_length=self.max_seq_length, **info)
+        if extra:
+            # write_task_info checks the schema's fields and refuses others: these are added to
+            # the file it checked.
+            with fileio.open_file(info_path, encoding="utf-8") as f:
+                values = json.load(f)
+            values.update(extra)
+            fileio.write_text_atomic(info_path,
+                                     json.dumps(values, indent=2, sort_keys=True) + "\n")
         return directory
+
+    def check_save_directory(self, directory):
+        """Refuses a `directory` that save would mix with another model: one the output rule of
+        the commands calls a model directory (bert_tf.model_directory: a training run's markers,
+        an export, a Hugging Face model, ...), unless it is an earlier save, whose only run
+        markers are model.keras and task_info.json; nor one holding the other task model file
+        (model.keras and pretrainer.keras: load_task would read the wrong one)."""
+        if fileio.exists(directory) and not fileio.isdir(directory):
+            raise TaskError(f"save: {directory} is a file; expected a directory")
+        saved = {file_names.MODEL_FILE, file_names.TASK_INFO_FILE}
+        for found in model_directory.models_in(directory):
+            if (found.kind == model_directory.RUN and set(found.names) <= saved
+                    and file_names.TASK_INFO_FILE in found.names):
+                continue
+            raise TaskError(f"save: {directory} holds {found}; a task is saved into a new or "
+                            "empty directory, or over an earlier save: choose another directory")
+        other = (file_names.PRETRAINER_FILE if self.model_file == file_names.MODEL_FILE
+                 else file_names.MODEL_FILE)
+        if fileio.exists(file_names.path(directory, other)):
+            raise TaskError(f"save: {directory} holds {other}, the save of another kind of task "
+                            f"than {type(self).__name__}: choose another directory")

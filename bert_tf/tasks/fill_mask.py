@@ -1,5 +1,7 @@
 """FillMask: the pre-trained masked-LM head's guesses for the masks written in a text."""
 
+import numbers
+
 import numpy as np
 
 from bert_tf import file_names
@@ -82,6 +84,9 @@ class FillMask(TextTask):
           {"token": its text, "score": its probability, "id"}, likeliest first.
         """
         texts, one = as_texts(texts)
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(
+                top_k, numbers.Integral) or top_k < 1):
+            raise TaskError(f"top_k={top_k!r} must be an integer >= 1")
         top_k = self.top_k if top_k is None else int(top_k)
         rows, truncated = [], 0
         for text in texts:

@@ -11,8 +11,13 @@ from bert_tf.tasks.text_embedder import TextEmbedder
 from bert_tf.tasks.token_tagger import TokenTagger
 
 
+# Settings task_info.json records beyond its schema's fields (TaskInfo.extra), which a file
+# written before they were recorded lacks: the task's default then.
+_EXTRA_SETTINGS = ("null_score_diff_threshold", "n_best_size")
+
+
 def _options(found, **defaults):
-    """Keyword settings of a task from what its directory recorded."""
+    """Keyword settings of a task from what its directory recorded (those of `defaults`)."""
     info = found.task_info
     options = dict(defaults)
     if found.max_seq_length:
@@ -22,6 +27,9 @@ def _options(found, **defaults):
                      "version_2_with_negative", "text_pair"):
             if getattr(info, name, None) is not None and name in defaults:
                 options[name] = getattr(info, name)
+        for name in _EXTRA_SETTINGS:
+            if info.extra.get(name) is not None and name in defaults:
+                options[name] = info.extra[name]
     return options
 
 
@@ -71,7 +79,8 @@ def load_task(path, batch_size=32):
     if isinstance(model, BertSpanLabeler):
         return QuestionAnswerer(model, tokenizer, **_options(
             found, max_query_length=64, max_answer_length=30, doc_stride=128,
-            version_2_with_negative=False), **common)
+            version_2_with_negative=False, null_score_diff_threshold=0.0, n_best_size=20),
+            **common)
     if isinstance(model, BertTokenClassifier):
         return TokenTagger(model, tokenizer, labels, **_options(found), **common)
     if isinstance(model, BertPretrainer):

@@ -1,11 +1,15 @@
 """QuestionAnswerer: span question answering (SQuAD) on raw questions and contexts."""
 
+import math
+import numbers
+
 import numpy as np
 
 from bert_tf.data.tasks import squad, squad_postprocess
 from bert_tf.modeling import BertSpanLabeler
 from bert_tf.tasks import sources
-from bert_tf.tasks.base import TaskError, TextTask, as_texts
+from bert_tf.tasks.base import (TaskError, TextTask, as_texts, check_batch_size, check_not_empty,
+                                validation_split_at)
 
 
 def _word_starts(context):
@@ -36,9 +40,13 @@ class QuestionAnswerer(TextTask):
       doc_stride: tokens between the starts of a long context's windows.
       max_answer_length: longest answer, in tokens.
       version_2_with_negative: answer "" when the no-answer score wins (SQuAD 2.0).
-      null_score_diff_threshold: how much the no-answer score must win by.
+      null_score_diff_threshold: how much the no-answer score must win by (a finite number).
       n_best_size: candidate starts and ends considered per window.
       do_lower_case, batch_size: see bert_tf.tasks.TextTask.
+
+    `save` records every setting but batch_size in task_info.json; load_task reads them back
+    (a file without null_score_diff_threshold or n_best_size, written before they were
+    recorded, gives the defaults).
 
     Examples:
 
@@ -60,6 +68,15 @@ class QuestionAnswerer(TextTask):
             squad.check_window_sizes(self.max_seq_length, max_query_length, doc_stride)
         except ValueError as e:
             raise TaskError(f"QuestionAnswerer: {e}") from None
+        for name, value in (("max_answer_length", max_answer_length),
+                            ("n_best_size", n_best_size)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise TaskError(f"QuestionAnswerer: {name}={value!r} must be an integer >= 1")
+        if (isinstance(null_score_diff_threshold, bool)
+                or not isinstance(null_score_diff_threshold, numbers.Real)
+                or not math.isfinite(null_score_diff_threshold)):
+            raise TaskError("QuestionAnswerer: null_score_diff_threshold="
+                            f"{null_score_diff_threshold!r} must be a finite number")
         self.max_query_length = int(max_query_length)
         self.doc_stride = int(doc_stride)
         self.max_answer_length = int(max_answer_length)
@@ -71,9 +88,12 @@ class QuestionAnswerer(TextTask):
     def from_pretrained(cls, path, *, tokenizer=None, do_lower_case=None, dropout_rate=0.0,
                         **options):
         """A new span head on the encoder of any model bert_tf.load_model reads (see
-        TextClassifier.from_pretrained); **options: the class's settings."""
+        TextClassifier.from_pretrained); **options: the class's settings. The head is
+        untrained: predict and save log a warning until `fit` has trained it."""
         encoder, tokenizer = sources.pretrained_encoder(path, tokenizer, do_lower_case)
-        return cls(BertSpanLabeler(encoder, dropout_rate), tokenizer, **options)
+        task = cls(BertSpanLabeler(encoder, dropout_rate), tokenizer, **options)
+        task.untrained_head = True
+        return task
 
     def _examples(self, questions, contexts):
         questions, one = as_texts(questions, "questions")
@@ -147,9 +167,9 @@ class QuestionAnswerer(TextTask):
                             "score": float(best["probability"])})
         return answers[0] if one else answers
 
-    def fit(self, questions, contexts, answers, *, validation_data=None, epochs=2,
-            batch_size=32, learning_rate=5e-5, warmup_proportion=0.1, optimizer=None,
-            verbose="auto", **fit_kwargs):
+    def fit(self, questions, contexts, answers, *, validation_data=None, validation_split=None,
+            epochs=2, batch_size=32, shuffle=True, learning_rate=5e-5, warmup_proportion=0.1,
+            optimizer=None, verbose="auto", **fit_kwargs):
         """Fine-tunes the model on questions, contexts and answers (Keras fit), as
         bert-tf-squad trains: windows of long contexts, the answer's tokens as targets (windows
         without the answer point at [CLS]).
@@ -160,27 +180,53 @@ class QuestionAnswerer(TextTask):
             for no answer (SQuAD 2.0: version_2_with_negative). An answer that does not match
             the context at its start is skipped, with a warning.
           validation_data: (questions, contexts, answers), its loss after every epoch.
-          epochs, batch_size, learning_rate, warmup_proportion, optimizer, verbose,
-            **fit_kwargs: as TextClassifier.fit.
+          validation_split, epochs, batch_size, shuffle, learning_rate, warmup_proportion,
+            optimizer, verbose, **fit_kwargs: as TextClassifier.fit (validation_split takes
+            the last questions).
 
         Returns:
           Keras' History.
         """
-        dataset = self._training_batches(questions, contexts, answers, batch_size, True)
+        batch_size = check_batch_size(batch_size)
+        questions, contexts, answers = self._training_examples(questions, contexts, answers)
+        check_not_empty(len(questions), "questions", "questions")
+        split_at = validation_split_at(len(questions), validation_split, validation_data,
+                                       "questions")
         validation = None
+        if split_at is not None:
+            validation = self._training_batches(questions[split_at:], contexts[split_at:],
+                                                answers[split_at:], batch_size, False)
+            questions, contexts, answers = (questions[:split_at], contexts[:split_at],
+                                            answers[:split_at])
+        dataset = self._training_batches(questions, contexts, answers, batch_size, shuffle)
         if validation_data is not None:
-            validation = self._training_batches(*validation_data, batch_size, False)
+            if not isinstance(validation_data, (list, tuple)) or len(validation_data) != 3:
+                raise TaskError("validation_data: expected (questions, contexts, answers)")
+            v_questions, v_contexts, v_answers = self._training_examples(*validation_data)
+            check_not_empty(len(v_questions), "validation_data", "questions", "evaluate on")
+            validation = self._training_batches(v_questions, v_contexts, v_answers, batch_size,
+                                                False)
         return self.compile_and_fit(dataset, validation, epochs=epochs, optimizer=optimizer,
                                     learning_rate=learning_rate,
                                     warmup_proportion=warmup_proportion, verbose=verbose,
                                     **fit_kwargs)
 
-    def _training_batches(self, questions, contexts, answers, batch_size, shuffle):
+    @staticmethod
+    def _training_examples(questions, contexts, answers):
+        """(questions, contexts, answers) as lists of one length."""
         questions, _ = as_texts(questions, "questions")
         contexts, _ = as_texts(contexts, "contexts")
+        if isinstance(answers, np.ndarray):
+            answers = answers.tolist()
+        if not isinstance(answers, (list, tuple)):
+            raise TaskError("answers must be a list of (answer text, start character) or None, "
+                            f"got {type(answers).__name__}")
         if not len(questions) == len(contexts) == len(answers):
             raise TaskError(f"{len(questions)} questions, {len(contexts)} contexts and "
                             f"{len(answers)} answers; give one of each per question")
+        return questions, contexts, list(answers)
+
+    def _training_batches(self, questions, contexts, answers, batch_size, shuffle):
         qas = []
         for i, (question, answer) in enumerate(zip(questions, answers)):
             if answer is None:
@@ -190,12 +236,12 @@ class QuestionAnswerer(TextTask):
                 qas.append({"id": str(i), "question": question, "answers": []})
                 continue
             if (not isinstance(answer, (list, tuple)) or len(answer) != 2
-                    or not isinstance(answer[0], str) or isinstance(answer[1], bool)
-                    or not isinstance(answer[1], int)):
+                    or not isinstance(answer[0], str) or isinstance(answer[1], (bool, np.bool_))
+                    or not isinstance(answer[1], numbers.Integral)):
                 raise TaskError(f"answers[{i}]={answer!r}: expected (answer text, its start "
                                 "character in the context)")
             qas.append({"id": str(i), "question": question,
-                        "answers": [{"text": answer[0], "answer_start": answer[1]}]})
+                        "answers": [{"text": answer[0], "answer_start": int(answer[1])}]})
         data = [{"paragraphs": [{"context": context, "qas": [qa]}]}
                 for context, qa in zip(contexts, qas)]
         examples, skipped = squad.read_squad_examples(
@@ -212,7 +258,10 @@ class QuestionAnswerer(TextTask):
     def task_info(self):
         return {"task": self.task_name, "max_query_length": self.max_query_length,
                 "max_answer_length": self.max_answer_length, "doc_stride": self.doc_stride,
-                "version_2_with_negative": self.version_2_with_negative}
+                "version_2_with_negative": self.version_2_with_negative,
+                # Fields the schema of bert_tf.serving.task_info does not name: its `extra`.
+                "extra": {"null_score_diff_threshold": self.null_score_diff_threshold,
+                          "n_best_size": self.n_best_size}}
 
 
 def _context_offset(words, word_starts, first_word, offset):

@@ -5,7 +5,9 @@ import numpy as np
 
 from bert_tf.modeling import BertClassifier
 from bert_tf.tasks import sources
-from bert_tf.tasks.base import TaskError, TextTask, as_texts, check_labels, sigmoid, softmax
+from bert_tf.tasks.base import (TaskError, TextTask, as_texts, check_batch_size, check_labels,
+                                check_not_empty, label_list, label_name, sigmoid, softmax,
+                                validation_split_at)
 
 
 class TextClassifier(TextTask):
@@ -17,8 +19,8 @@ class TextClassifier(TextTask):
     Args:
       model: a BertClassifier (num_classes C; 1 for regression).
       tokenizer: a bert_tf.text Tokenizer, or the path of a vocab.txt / tokenizer.json.
-      labels: the C class names in the order of the logits (default "0" .. "C-1"); none for
-        regression.
+      labels: the C class names in the order of the logits (default "0" .. "C-1"; an int
+        class id i is the name str(i)); none for regression.
       max_seq_length: S, the longest packed input; longer texts (pairs) are truncated
         longest-first, as the command does.
       text_pair: the model was trained on sentence pairs (recorded by `save` for the export's
@@ -27,7 +29,7 @@ class TextClassifier(TextTask):
 
     Raises:
       TaskError: labels whose number differs from the head's classes (naming both), labels
-        for a regression head.
+        for a regression head, one str as labels.
 
     Examples:
 
@@ -46,7 +48,7 @@ class TextClassifier(TextTask):
         super().__init__(model, tokenizer, max_seq_length, do_lower_case, batch_size)
         num_classes = model.num_classes
         if num_classes == 1:
-            if labels:
+            if labels is not None and label_list(labels, "TextClassifier"):
                 raise TaskError(f"TextClassifier: {len(labels)} label names for a regression "
                                 "head (1 output, a score); give no labels")
             self.labels = ()
@@ -81,14 +83,19 @@ class TextClassifier(TextTask):
           path: a pre-training run, an original TF1 checkpoint, a Hugging Face,
             sentence-transformers or keras-hub directory, a .keras file (bert_tf.load_model);
             its vocab.txt / tokenizer.json comes along.
-          labels: the class names (at least 2), in the order the head's logits take them.
+          labels: the class names (at least 2; int class ids i name "i"), in the order the
+            head's logits take them.
           regression: one output, a score, instead of classes.
           multi_label: any number of the labels may apply to a text (a sigmoid per label).
           max_seq_length, text_pair, batch_size: see the class.
           dropout_rate: the head's dropout (default the config's hidden_dropout_prob).
           tokenizer: a Tokenizer or tokenizer file, where the model directory has none.
           do_lower_case: the casing, where the source does not record it.
+
+        The head is untrained: predict and save log a warning until `fit` has trained it.
         """
+        if labels is not None:
+            labels = label_list(labels, "TextClassifier.from_pretrained")
         if regression and labels:
             raise TaskError("TextClassifier.from_pretrained: regression=True takes no labels")
         if regression and multi_label:
@@ -101,8 +108,10 @@ class TextClassifier(TextTask):
         encoder, tokenizer = sources.pretrained_encoder(path, tokenizer, do_lower_case)
         model = BertClassifier(encoder, 1 if regression else len(labels), dropout_rate,
                                multi_label=multi_label)
-        return cls(model, tokenizer, labels, max_seq_length=max_seq_length,
+        task = cls(model, tokenizer, labels, max_seq_length=max_seq_length,
                    text_pair=text_pair, batch_size=batch_size)
+        task.untrained_head = True
+        return task
 
     def _rows(self, texts, text_pairs):
         texts, one = as_texts(texts)
@@ -170,16 +179,23 @@ class TextClassifier(TextTask):
                             f"{len(labels) if isinstance(labels, (list, tuple)) else labels!r}")
         if self.regression:
             try:
-                return np.array([float(value) for value in labels], np.float32)
+                targets = np.array([float(value) for value in labels], np.float32)
             except (TypeError, ValueError):
                 bad = next(i for i, v in enumerate(labels) if not _is_number(v))
                 raise TaskError(f"labels[{bad}]={labels[bad]!r} is not a number (a regression "
                                 "score)") from None
+            # NaN (a missing pandas or NumPy cell) or inf would make every weight NaN.
+            bad = np.flatnonzero(~np.isfinite(targets))
+            if bad.size:
+                raise TaskError(f"labels[{bad[0]}]={labels[bad[0]]!r} is not a finite number "
+                                "(a regression score)")
+            return targets
         index = {name: i for i, name in enumerate(self.labels)}
         if self.multi_label:
             return self._multi_hot(labels, index)
         targets = []
         for i, label in enumerate(labels):
+            label = label_name(label)
             if label not in index:
                 raise TaskError(f"labels[{i}]={label!r} is not among the model's labels "
                                 f"{', '.join(self.labels)}")
@@ -199,27 +215,32 @@ class TextClassifier(TextTask):
             if isinstance(names, str) or not isinstance(names, (list, tuple, set, frozenset)):
                 raise TaskError(f"labels[{i}]={names!r}: a multi-label classifier takes a list "
                                 "of label names per text (empty when none applies)")
-            for name in names:
+            for name in map(label_name, names):
                 if name not in index:
                     raise TaskError(f"labels[{i}]: {name!r} is not among the model's labels "
                                     f"{', '.join(self.labels)}")
                 targets[i, index[name]] = 1.0
         return targets
 
-    def fit(self, texts, labels, text_pairs=None, *, validation_data=None, epochs=3,
-            batch_size=32, learning_rate=5e-5, warmup_proportion=0.1, optimizer=None,
-            verbose="auto", **fit_kwargs):
+    def fit(self, texts, labels, text_pairs=None, *, validation_data=None,
+            validation_split=None, epochs=3, batch_size=32, shuffle=True, learning_rate=5e-5,
+            warmup_proportion=0.1, optimizer=None, verbose="auto", **fit_kwargs):
         """Fine-tunes the model on raw texts and their labels (Keras fit).
 
         Batches hold texts of one length bucket, cut to it (as bert-tf-classify trains).
 
         Args:
           texts: list of str; text_pairs: their second texts, or None.
-          labels: one label name per text (a number for regression; a list of names, empty
-            when none applies, or a multi-hot array [N, C], for multi-label).
+          labels: one label name per text (an int i for the name "i"; a finite number for
+            regression; a list of names, empty when none applies, or a multi-hot array [N, C],
+            for multi-label).
           validation_data: (texts, labels) or (texts, text_pairs, labels), evaluated after
             every epoch.
+          validation_split: a fraction in (0, 1): the last texts of that share (as Keras'
+            fit takes them, before shuffling) are the validation data instead.
           epochs, batch_size: as Keras' fit.
+          shuffle: reshuffle the texts every epoch (False: the same batches in the same
+            order every epoch).
           learning_rate, warmup_proportion: BERT's AdamW with linear warmup and decay over
             the steps of this fit (bert_tf.training.optimization.create_optimizer).
           optimizer: a Keras optimizer instead.
@@ -231,10 +252,18 @@ class TextClassifier(TextTask):
           Keras' History (loss and accuracy per epoch: for multi-label the fraction of
           yes/no label decisions right; mean squared error for regression).
         """
+        batch_size = check_batch_size(batch_size)
         rows, _ = self._rows(texts, text_pairs)
-        dataset = self.keras_batches(rows, self._targets(labels, len(rows)), batch_size,
-                                     shuffle=True, cut_labels=False)
+        check_not_empty(len(rows), "texts", "texts")
+        targets = self._targets(labels, len(rows))
+        split_at = validation_split_at(len(rows), validation_split, validation_data)
         validation = None
+        if split_at is not None:
+            validation = self.keras_batches(rows[split_at:], targets[split_at:], batch_size,
+                                            shuffle=False, cut_labels=False)
+            rows, targets = rows[:split_at], targets[:split_at]
+        dataset = self.keras_batches(rows, targets, batch_size, shuffle=shuffle,
+                                     cut_labels=False)
         if validation_data is not None:
             if not isinstance(validation_data, (list, tuple)) or len(validation_data) not in (
                     2, 3):
@@ -242,6 +271,7 @@ class TextClassifier(TextTask):
                                 "text_pairs, labels)")
             v_texts, *v_pairs, v_labels = validation_data
             v_rows, _ = self._rows(v_texts, v_pairs[0] if v_pairs else None)
+            check_not_empty(len(v_rows), "validation_data", "texts", "evaluate on")
             validation = self.keras_batches(v_rows, self._targets(v_labels, len(v_rows)),
                                             batch_size, shuffle=False, cut_labels=False)
         return self.compile_and_fit(dataset, validation, epochs=epochs, optimizer=optimizer,

@@ -5,7 +5,9 @@ import numpy as np
 from bert_tf.data.tasks import tagging_data
 from bert_tf.modeling import BertTokenClassifier
 from bert_tf.tasks import sources
-from bert_tf.tasks.base import TaskError, TextTask, as_texts, check_labels, softmax
+from bert_tf.tasks.base import (TaskError, TextTask, as_texts, check_batch_size, check_labels,
+                                check_not_empty, label_list, label_name, softmax,
+                                validation_split_at)
 from bert_tf.text import tokenization
 
 
@@ -45,7 +47,8 @@ class TokenTagger(TextTask):
     Args:
       model: a BertTokenClassifier (C tags).
       tokenizer: a bert_tf.text Tokenizer, or a vocab.txt / tokenizer.json path.
-      labels: the C tag names in the order of the logits (default "0" .. "C-1").
+      labels: the C tag names in the order of the logits (default "0" .. "C-1"; an int tag
+        id i is the name str(i)).
       max_seq_length, do_lower_case, batch_size: see bert_tf.tasks.TextTask.
 
     Examples:
@@ -69,13 +72,18 @@ class TokenTagger(TextTask):
     def from_pretrained(cls, path, labels, *, tokenizer=None, do_lower_case=None,
                         dropout_rate=None, **options):
         """A new tagging head on the encoder of any model bert_tf.load_model reads (see
-        TextClassifier.from_pretrained). labels: the tag names (at least 2)."""
+        TextClassifier.from_pretrained). labels: the tag names (at least 2). The head is
+        untrained: predict and save log a warning until `fit` has trained it."""
+        if labels is not None:
+            labels = label_list(labels, "TokenTagger.from_pretrained")
         if labels is None or len(labels) < 2:
             raise TaskError("TokenTagger.from_pretrained: give labels, the tag names (at least "
                             "2) in the order the head's logits take them")
         encoder, tokenizer = sources.pretrained_encoder(path, tokenizer, do_lower_case)
         model = BertTokenClassifier(encoder, len(labels), dropout_rate)
-        return cls(model, tokenizer, labels, **options)
+        task = cls(model, tokenizer, labels, **options)
+        task.untrained_head = True
+        return task
 
     def _windows(self, sentences):
         stats = {}
@@ -127,6 +135,7 @@ class TokenTagger(TextTask):
             if len(words) != len(sentence_tags):
                 raise TaskError(f"{name}[{i}] has {len(words)} words but {len(sentence_tags)} "
                                 "tags")
+            sentence_tags = [label_name(tag) for tag in sentence_tags]
             for tag in sentence_tags:
                 if tag not in known:
                     raise TaskError(f"{name}[{i}]: tag {tag!r} is not among the model's labels "
@@ -135,8 +144,7 @@ class TokenTagger(TextTask):
                                                 tags=tuple(sentence_tags)))
         return result
 
-    def _batches(self, sentences, tags, batch_size, shuffle, name):
-        sentences = self._sentences(sentences, tags, name)
+    def _batches(self, sentences, batch_size, shuffle):
         windows, rows = self._windows(sentences)
         features = list(tagging_data.tagging_features(windows, sentences, self.tokenizer,
                                                       self.max_seq_length, list(self.labels)))
@@ -144,27 +152,40 @@ class TokenTagger(TextTask):
         weights = np.array([f["label_weights"] for f in features], np.float32)
         return self.keras_batches(rows, labels, batch_size, shuffle, sample_weights=weights)
 
-    def fit(self, sentences, tags, *, validation_data=None, epochs=3, batch_size=32,
-            learning_rate=5e-5, warmup_proportion=0.1, optimizer=None, verbose="auto",
-            **fit_kwargs):
+    def fit(self, sentences, tags, *, validation_data=None, validation_split=None, epochs=3,
+            batch_size=32, shuffle=True, learning_rate=5e-5, warmup_proportion=0.1,
+            optimizer=None, verbose="auto", **fit_kwargs):
         """Fine-tunes the model on tagged sentences (Keras fit), as bert-tf-tag trains: the
         loss on each word's first piece.
 
         Args:
           sentences: per sentence, its words (a list of str, as a CoNLL file has them) or a
             str (split by `split_words`).
-          tags: per sentence, one tag name per word.
+          tags: per sentence, one tag name per word (an int i for the name "i").
           validation_data: (sentences, tags), evaluated after every epoch.
-          epochs, batch_size, learning_rate, warmup_proportion, optimizer, verbose,
-            **fit_kwargs: as TextClassifier.fit.
+          validation_split, epochs, batch_size, shuffle, learning_rate, warmup_proportion,
+            optimizer, verbose, **fit_kwargs: as TextClassifier.fit (validation_split takes
+            the last sentences).
 
         Returns:
           Keras' History (loss and accuracy over first pieces).
         """
-        dataset = self._batches(sentences, tags, batch_size, True, "sentences")
+        batch_size = check_batch_size(batch_size)
+        sentences = self._sentences(sentences, tags, "sentences")
+        check_not_empty(len(sentences), "sentences", "sentences")
+        split_at = validation_split_at(len(sentences), validation_split, validation_data,
+                                       "sentences")
         validation = None
+        if split_at is not None:
+            validation = self._batches(sentences[split_at:], batch_size, False)
+            sentences = sentences[:split_at]
+        dataset = self._batches(sentences, batch_size, shuffle)
         if validation_data is not None:
-            validation = self._batches(*validation_data, batch_size, False, "validation_data")
+            if not isinstance(validation_data, (list, tuple)) or len(validation_data) != 2:
+                raise TaskError("validation_data: expected (sentences, tags)")
+            v_sentences = self._sentences(*validation_data, "validation_data")
+            check_not_empty(len(v_sentences), "validation_data", "sentences", "evaluate on")
+            validation = self._batches(v_sentences, batch_size, False)
         return self.compile_and_fit(dataset, validation, epochs=epochs, optimizer=optimizer,
                                     learning_rate=learning_rate,
                                     warmup_proportion=warmup_proportion, verbose=verbose,

@@ -7,8 +7,13 @@ in tests/serving/test_tasks_answer_as_exports.py.
 """
 
 import json
+import logging
 import os
 import random
+import re
+import shutil
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -17,15 +22,17 @@ import pytest
 import bert_tf
 import serving_cases as cases
 from bert_tf import tasks
+from bert_tf.data.tasks import length_buckets
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSentenceEmbedder,
                               BertSpanLabeler, BertTokenClassifier)
 from bert_tf.text.input_packing import pack_inputs
 from finetuning_helpers import sentiment_sentence
-from no_tensorflow import run_without_tensorflow
+from no_tensorflow import jax_env, run_without_tensorflow
 from task_cases import answer, same_answers
 
 S = cases.SEQ_LENGTH
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
 
 
 @pytest.fixture(scope="module")
@@ -237,3 +244,237 @@ def test_tasks_build_from_a_hugging_face_directory_and_a_label_list():
     assert [a["label"] in ("no", "yes") for a in answers] == [True, True]
     # Its masked-LM head answers masks as it is.
     assert len(tasks.FillMask.from_pretrained(hf, max_seq_length=32).predict("[MASK]")) == 1
+
+
+def test_regression_labels_and_squad_settings_must_be_finite_numbers(saved_tasks, tok):
+    """NaN (a missing pandas or NumPy cell) or inf as a score would make every weight NaN: refused
+    before training, in the training and the validation labels."""
+    regressor = tasks.TextClassifier(
+        BertClassifier(BertEncoder(cases.tiny_config()), num_classes=1), tok, max_seq_length=S)
+    weights = regressor.model.get_weights()
+    texts = ["the cat", "a dog", "the mat", "a big city"]
+    for labels, message in (
+            ([float("nan"), 1.0, 2.0, 3.0], r"^labels\[0\]=nan is not a finite number"),
+            (np.array([1.0, 2.0, np.inf, 0.5]), r"^labels\[2\]=inf is not a finite number"),
+            ([1.0, "-inf", 0, 1], r"^labels\[1\]='-inf' is not a finite number")):
+        with pytest.raises(tasks.TaskError, match=message + r" \(a regression score\)$"):
+            regressor.fit(texts, labels, epochs=1, verbose=0)
+    with pytest.raises(tasks.TaskError, match=r"^labels\[1\]=nan is not a finite number"):
+        regressor.fit(texts, [0.5] * 4, validation_data=(texts[:2], [1.0, float("nan")]),
+                      epochs=1, verbose=0)
+    for before, after in zip(weights, regressor.model.get_weights()):
+        np.testing.assert_array_equal(before, after)
+    model = saved_tasks[1]["squad"].model
+    for setting, message in (
+            (dict(null_score_diff_threshold=float("nan")),
+             "null_score_diff_threshold=nan must be a finite number"),
+            (dict(null_score_diff_threshold="5"),
+             "null_score_diff_threshold='5' must be a finite number"),
+            (dict(n_best_size=0), "n_best_size=0 must be an integer >= 1"),
+            (dict(max_answer_length=2.5), "max_answer_length=2.5 must be an integer >= 1")):
+        with pytest.raises(tasks.TaskError, match=rf"^QuestionAnswerer: {re.escape(message)}$"):
+            tasks.QuestionAnswerer(model, tok, max_seq_length=S, max_query_length=8,
+                                   doc_stride=8, **setting)
+
+
+def test_question_answerer_settings_survive_save_and_older_files_load(saved_tasks, tok,
+                                                                       tmp_path):
+    settings = dict(max_query_length=8, doc_stride=8, max_answer_length=7,
+                    version_2_with_negative=True, null_score_diff_threshold=5.0, n_best_size=7)
+    reader = tasks.QuestionAnswerer(saved_tasks[1]["squad"].model, tok, max_seq_length=S,
+                                    **settings)
+    reader.save(tmp_path / "qa")
+    info_file = tmp_path / "qa" / "task_info.json"
+    info = json.loads(info_file.read_text())
+    assert {name: info[name] for name in settings} == settings
+    loaded = bert_tf.load_task(tmp_path / "qa")
+    assert {name: getattr(loaded, name) for name in settings} == settings
+    assert same_answers(loaded.predict(cases.QUESTIONS, cases.CONTEXTS),
+                        reader.predict(cases.QUESTIONS, cases.CONTEXTS))
+    # A task_info.json written before the two were recorded: their defaults.
+    del info["null_score_diff_threshold"], info["n_best_size"]
+    info_file.write_text(json.dumps(info))
+    older = bert_tf.load_task(tmp_path / "qa")
+    assert (older.null_score_diff_threshold, older.n_best_size, older.max_answer_length,
+            older.version_2_with_negative) == (0.0, 20, 7, True)
+
+
+def test_int_labels_name_their_class_and_one_str_is_refused(saved_tasks, tok, pretrained_dir):
+    """An int class id i is the label "i" (the default names): in the label names, fit's
+    labels, multi-label lists and tags; a bool is not an id. One str is no list of names."""
+    _, made, _ = saved_tasks
+    model = made["classifier"].model
+    classifier = tasks.TextClassifier(model, tok, max_seq_length=S)
+    assert classifier.labels == ("0", "1", "2")
+    assert tasks.TextClassifier(model, tok, [0, 1, 2], max_seq_length=S).labels == (
+        "0", "1", "2")
+    assert tasks.TextClassifier(model, tok, np.arange(3), max_seq_length=S).labels == (
+        "0", "1", "2")
+    np.testing.assert_array_equal(
+        classifier._targets([2, np.int64(0), "1", 2], 4), [2, 0, 1, 2])
+    with pytest.raises(tasks.TaskError, match=r"^labels\[0\]=True is not among the model's "
+                       "labels 0, 1, 2$"):
+        classifier._targets([True, 0], 2)
+    multi = tasks.TextClassifier(BertClassifier(model.encoder, 2, multi_label=True), tok,
+                                 max_seq_length=S)
+    np.testing.assert_array_equal(multi._targets([[0, 1], [1], []], 3),
+                                  [[1, 1], [0, 1], [0, 0]])
+    tagger = tasks.TokenTagger(made["tagging"].model, tok, range(4), max_seq_length=S)
+    assert tagger.labels == ("0", "1", "2", "3")
+    assert tagger._sentences([["the", "cat"]], [[0, "3"]], "sentences")[0].tags == ("0", "3")
+    for call, message in (
+            (lambda: tasks.TextClassifier(model, tok, "abc", max_seq_length=S),
+             "TextClassifier: labels must be a list of names, not the str 'abc'"),
+            (lambda: tasks.TextClassifier.from_pretrained(pretrained_dir, labels="ab"),
+             "TextClassifier.from_pretrained: labels must be a list of names, not the str 'ab'"),
+            (lambda: tasks.TokenTagger.from_pretrained(pretrained_dir, "BIO"),
+             "TokenTagger.from_pretrained: labels must be a list of names, not the str 'BIO'")):
+        with pytest.raises(tasks.TaskError, match=f"^{re.escape(message)}$"):
+            call()
+
+
+def test_no_texts_and_bad_batch_sizes_are_refused_in_one_line(saved_tasks):
+    _, made, _ = saved_tasks
+    classifier, tagger, reader = made["classifier"], made["tagging"], made["squad"]
+    for call, message in (
+            (lambda: classifier.fit([], []), "texts: no texts to train on"),
+            (lambda: classifier.fit(["a"], ["positive"], validation_data=([], [])),
+             "validation_data: no texts to evaluate on"),
+            (lambda: tagger.fit([], []), "sentences: no sentences to train on"),
+            (lambda: tagger.fit([["a"]], [["O"]], validation_data=([], [])),
+             "validation_data: no sentences to evaluate on"),
+            (lambda: reader.fit([], [], []), "questions: no questions to train on"),
+            (lambda: classifier.fit(["a"], ["positive"], batch_size=0),
+             "batch_size=0 must be an integer >= 1"),
+            (lambda: tagger.fit([["a"]], [["O"]], batch_size=0),
+             "batch_size=0 must be an integer >= 1"),
+            (lambda: reader.fit(["q"], ["the cat"], [("cat", 4)], batch_size=0),
+             "batch_size=0 must be an integer >= 1"),
+            (lambda: classifier.predict(["a"], batch_size=0),
+             "batch_size=0 must be an integer >= 1"),
+            (lambda: tagger.predict("a", batch_size=-1), "batch_size=-1 must be an integer >= 1"),
+            (lambda: reader.predict("q", "the cat", batch_size=2.5),
+             "batch_size=2.5 must be an integer >= 1"),
+            (lambda: made["fill_mask"].predict("[MASK]", top_k=0),
+             "top_k=0 must be an integer >= 1"),
+            (lambda: reader.fit(["q"], ["the cat"], None), "answers must be a list of (answer "
+             "text, start character) or None, got NoneType")):
+        with pytest.raises(tasks.TaskError, match=f"^{re.escape(message)}$"):
+            call()
+    # An answer's start as NumPy gives it (a pandas column) is a start.
+    batches = reader._training_batches(["Where is it?"], ["the cat sat"], [("cat", np.int64(4))],
+                                       2, False)
+    assert int(batches.cardinality()) == 1
+    empty = {name: np.zeros((0, S), np.int32) for name in ("input_word_ids", "input_mask",
+                                                             "input_type_ids")}
+    with pytest.raises(ValueError, match="^keras_dataset: features hold no examples; give at "
+                       "least one$"):
+        length_buckets.keras_dataset(empty, np.zeros(0), batch_size=2, buckets=[S],
+                                     shuffle=True)
+    one = {name: np.ones((1, S), np.int32) for name in empty}
+    with pytest.raises(ValueError, match=r"^keras_dataset: batch_size=0 must be an integer >= "
+                       "1$"):
+        length_buckets.keras_dataset(one, np.zeros(1), batch_size=0, buckets=[S])
+
+
+def test_fit_takes_int_labels_shuffle_and_validation_split(pretrained_dir, tmp_path, caplog):
+    """Keras' shuffle and validation_split, done before batching: the last quarter of the texts
+    validates. A new head warns once that it is untrained, until fit trains it."""
+    caplog.set_level(logging.WARNING, logger="absl")
+    rng = random.Random(5)
+    # The last quarter, all positive, validates.
+    labels = [i % 2 for i in range(30)] + [1] * 10
+    texts = [sentiment_sentence(rng, label) for label in labels]
+    keras.utils.set_random_seed(2)
+    classifier = tasks.TextClassifier.from_pretrained(pretrained_dir, labels=[0, 1],
+                                                      max_seq_length=16)
+    assert classifier.labels == ("0", "1")
+    classifier.predict(texts[:2])
+    classifier.predict(texts[:2])
+    untrained = [m for m in caplog.messages if "untrained head" in m]
+    assert untrained == ["TextClassifier predicts with the untrained head from_pretrained put on "
+                         "the encoder (random weights, random answers); fit it first"]
+    for split, message in ((1.5, "validation_split=1.5 must be a fraction in (0, 1)"),
+                           (0.25, "give validation_data or validation_split, not both")):
+        with pytest.raises(tasks.TaskError, match=f"^{re.escape(message)}$"):
+            classifier.fit(texts, labels, validation_split=split,
+                           validation_data=(texts[:2], labels[:2]))
+    with pytest.raises(tasks.TaskError, match=r"^validation_split=0.5 of 1 texts leaves none to "
+                       "train on$"):
+        classifier.fit(texts[:1], labels[:1], validation_split=0.5)
+    history = classifier.fit(texts, labels, validation_split=0.25, shuffle=True, epochs=1,
+                             batch_size=8, learning_rate=3e-3, verbose=0)
+    answers = classifier.predict(texts[30:])
+    accuracy = np.mean([a["label"] == "1" for a in answers])
+    loss = np.mean([-np.log(a["scores"]["1"]) for a in answers])
+    assert history.history["val_accuracy"] == [pytest.approx(accuracy, abs=1e-6)]
+    assert history.history["val_loss"] == [pytest.approx(loss, abs=1e-5)]
+    # Trained: no more warnings, on predict or save.
+    classifier.save(tmp_path / "saved")
+    assert [m for m in caplog.messages if "untrained head" in m] == untrained
+    # shuffle=False: the same batches in the same order every epoch.
+    rows, _ = classifier._rows(texts, None)
+    batches = classifier.keras_batches(rows, np.array(labels), 4, shuffle=False)
+    first, second = ([b[0]["input_word_ids"].numpy().tolist() for b in batches]
+                     for _ in range(2))
+    assert first == second and len(first) == 10
+
+
+def test_save_refuses_another_models_directory(saved_tasks, pretrained_dir, tmp_path):
+    """A task is saved into a new or empty directory or over an earlier save of its kind, never
+    into a run's (its run markers, as the commands' output rule reads them) or another model's."""
+    _, made, _ = saved_tasks
+    classifier = made["classifier"]
+    run = tmp_path / "run"
+    shutil.copytree(pretrained_dir, run)
+    names = sorted(os.listdir(run))
+    with pytest.raises(tasks.TaskError, match=rf"^save: {re.escape(str(run))} holds a training "
+                       r"run \(checkpoint, ckpt-7\.index\); a task is saved into a new or "
+                       "empty directory, or over an earlier save: choose another directory$"):
+        classifier.save(run)
+    assert sorted(os.listdir(run)) == names
+    finetuned = tmp_path / "finetuned"
+    finetuned.mkdir()
+    (finetuned / "bert_tf_run.json").write_text("{}")
+    with pytest.raises(tasks.TaskError, match=r"holds a training run \(bert_tf_run.json\)"):
+        classifier.save(finetuned)
+    converted = tmp_path / "converted"
+    converted.mkdir()
+    (converted / "pretrainer.keras").write_text("")
+    with pytest.raises(tasks.TaskError, match=r"holds a bert_tf model \(pretrainer.keras\)"):
+        classifier.save(converted)
+    saved = tmp_path / "saved"
+    classifier.save(saved)
+    classifier.save(saved)  # over its earlier save
+    assert bert_tf.load_task(saved).labels == tuple(cases.CLASS_LABELS)
+    with pytest.raises(tasks.TaskError, match=rf"^save: {re.escape(str(saved))} holds "
+                       "model.keras, the save of another kind of task than FillMask: choose "
+                       "another directory$"):
+        made["fill_mask"].save(saved)
+
+
+def test_the_classifier_notebook_classifies_on_jax(tmp_path):
+    """notebooks/fine_tune_classifier.ipynb's classify cell on KERAS_BACKEND=jax, whose arrays
+    have no .numpy(): its set-up cells and classify, untrained (tests/test_notebooks.py runs the
+    whole notebook, on TensorFlow)."""
+    script = tmp_path / "classify.py"
+    script.write_text(
+        "import json, sys\n"
+        "cells = [''.join(c['source']) for c in json.load(open(sys.argv[1]))['cells']\n"
+        "         if c['cell_type'] == 'code']\n"
+        "setup = cells[:next(i for i, c in enumerate(cells) if '.fit(' in c)]\n"
+        "namespace = {}\n"
+        "for cell in setup + [c for c in cells if 'def classify' in c]:\n"
+        "    exec(cell, namespace)\n"
+        "print(json.dumps([namespace['keras'].backend.backend(),\n"
+        "                  namespace['classify'](['a superb film .'])]))\n")
+    done = subprocess.run(
+        [sys.executable, str(script), os.path.join(REPO, "notebooks",
+                                                   "fine_tune_classifier.ipynb")],
+        capture_output=True, text=True, cwd=str(tmp_path), timeout=300,
+        env=jax_env(PYTHONPATH=REPO, MPLBACKEND="Agg"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    backend, [(sentence, label, probability)] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert backend == "jax" and sentence == "a superb film ." and label in ("negative",
+                                                                            "positive")
+    assert 0.5 <= probability <= 1

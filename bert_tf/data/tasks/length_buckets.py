@@ -242,7 +242,16 @@ def keras_dataset(features, labels, *, batch_size, buckets, shuffle=False, seed=
       (batches per epoch) is known, so Keras shows progress from the first epoch; it shuffles
       itself, so pass `fit(..., shuffle=False)` (Keras warns that it ignores shuffle=True for
       a Dataset).
+
+    Raises:
+      ValueError: no examples, or a batch_size that is not an integer >= 1.
     """
+    if not len(features["input_word_ids"]):
+        # tf.data's own error (a shuffle buffer of 0) names none of this.
+        raise ValueError("keras_dataset: features hold no examples; give at least one")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or (
+            batch_size < 1):
+        raise ValueError(f"keras_dataset: batch_size={batch_size!r} must be an integer >= 1")
     width_s = int(features["input_word_ids"].shape[1])
     names = frozenset(n for n, v in features.items() if tuple(v.shape[1:]) == (width_s,))
     buckets_t = tf.constant(buckets, tf.int32)
