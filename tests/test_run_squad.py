@@ -166,7 +166,8 @@ def test_squad_v1_learns_keeps_the_best_and_predicts_again(trained):
     assert all(p["context"][a["start"]:a["end"]] == a["answer"] for a, p in zip(answers, dev))
     assert json.loads((out / "task_info.json").read_text()) == {
         "task": "squad", "do_lower_case": True, "max_seq_length": SEQ, "doc_stride": STRIDE,
-        "max_query_length": QUERY, "max_answer_length": 30, "version_2_with_negative": False}
+        "max_query_length": QUERY, "max_answer_length": 30, "version_2_with_negative": False,
+        "null_score_diff_threshold": 0.0, "n_best_size": 20}
     for name in ("model.keras", "bert_config.json", "vocab.txt", "run_squad.flags",
                  "best/metrics.json", "ckpt-50.index"):
         assert (out / name).exists(), name

@@ -558,8 +558,9 @@ _flag(flags.DEFINE_integer, "max_answer_length", None,
 _flag(flags.DEFINE_bool, "version_2_with_negative", None,
       "SQuAD 2.0: questions may have no answer. Unset: that of the run evaluated, predicted "
       "with or resumed, else false.")
-_flag(flags.DEFINE_float, "null_score_diff_threshold", 0.0,
-      "v2.0: answer \"\" when the null score minus the best span score exceeds this.")
+_flag(flags.DEFINE_float, "null_score_diff_threshold", None,
+      "v2.0: answer \"\" when the null score minus the best span score exceeds this. Unset: "
+      "that of the run evaluated, predicted with or exported, else 0.")
 _flag(flags.DEFINE_bool, "verbose_logging", False,
       "Log why an answer could not be aligned back to the original text.")
 

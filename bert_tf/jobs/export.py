@@ -55,7 +55,7 @@ class ExportConfig:
     max_answer_length: int | None = None
     doc_stride: int | None = None
     version_2_with_negative: bool | None = None
-    null_score_diff_threshold: float = 0.0
+    null_score_diff_threshold: float | None = None
 
     @property
     def litert(self):
@@ -183,7 +183,9 @@ def export(config):
             version_2_with_negative=_first_set(config.version_2_with_negative,
                                                info and info.version_2_with_negative,
                                                RUN_DEFAULTS["version_2_with_negative"][0]),
-            null_score_diff_threshold=config.null_score_diff_threshold)
+            null_score_diff_threshold=_first_set(config.null_score_diff_threshold,
+                                                 info and info.null_score_diff_threshold,
+                                                 RUN_DEFAULTS["null_score_diff_threshold"][0]))
     elif task == "fill_mask" and not config.litert:
         options["top_k"] = config.top_k
     if config.litert:

@@ -20,7 +20,7 @@ from bert_tf.data.tasks.squad import check_window_sizes
 from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.sections import Job, ModelFilesConfig, ScheduledTrainerConfig
-from bert_tf.serving.task_info import CLASSIFIER_TASKS, read_task_info
+from bert_tf.serving.task_info import CLASSIFIER_TASKS, is_finite_number, read_task_info
 from bert_tf.text import validate_case_matches_checkpoint
 
 
@@ -139,7 +139,7 @@ class SquadTask(FinetuningTask):
     n_best_size: int = 20
     max_answer_length: int | None = None
     version_2_with_negative: bool | None = None
-    null_score_diff_threshold: float = 0.0
+    null_score_diff_threshold: float | None = None
     verbose_logging: bool = False
 
 
@@ -261,6 +261,7 @@ RUN_DEFAULTS = {
     "max_query_length": (64, True),
     "max_answer_length": (30, True),
     "version_2_with_negative": (False, False),
+    "null_score_diff_threshold": (0.0, False),
     "train_batch_size": (32, False),
 }
 # The settings of RUN_DEFAULTS that are the trainer section's (the others are the task's).
@@ -284,6 +285,8 @@ def _recorded_value_ok(name, value):
         return isinstance(value, str) and bool(value)
     if name == "version_2_with_negative":
         return isinstance(value, bool)
+    if name == "null_score_diff_threshold":
+        return is_finite_number(value)
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
@@ -344,7 +347,7 @@ def _check_squad(job):
     """The SQuAD flags of a SquadConfig."""
     task = job.task
     resolve_from_run(job, ("doc_stride", "max_query_length", "max_answer_length",
-                           "version_2_with_negative"))
+                           "version_2_with_negative", "null_score_diff_threshold"))
     if job.do_train and not task.train_file:
         raise FlagValueError("--do_train needs --train_file")
     if (job.do_predict or job.do_eval) and not task.predict_file:

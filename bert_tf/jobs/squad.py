@@ -58,7 +58,8 @@ def _serving_settings(task):
                 max_query_length=task.max_query_length,
                 max_answer_length=task.max_answer_length,
                 doc_stride=task.doc_stride,
-                version_2_with_negative=bool(task.version_2_with_negative))
+                version_2_with_negative=bool(task.version_2_with_negative),
+                null_score_diff_threshold=float(task.null_score_diff_threshold))
 
 
 class _Predictor:
@@ -241,11 +242,8 @@ class SquadRunner(finetuning.TaskRunner):
     def run_files(self):
         settings = _serving_settings(self.job.task)
         del settings["do_lower_case"], settings["max_seq_length"]  # write_run_files adds them
-        # The threshold goes to the --export_dir SavedModel; task_info.json has no field for it
-        # (bert-tf-export takes --null_score_diff_threshold).
-        export = dict(settings,
-                      null_score_diff_threshold=self.job.task.null_score_diff_threshold)
-        return TASK, export, settings
+        # n_best_size shapes nbest_predictions.json, not the export's one answer: load_task's.
+        return TASK, settings, dict(settings, n_best_size=self.job.task.n_best_size)
 
 
 def run_squad(job, flags_text=None):

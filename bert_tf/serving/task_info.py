@@ -20,6 +20,9 @@ Schema (a JSON object):
   max_answer_length  int >= 1, squad: longest answer in tokens                       (optional)
   doc_stride         int >= 1, squad: the training windows' stride                   (optional)
   version_2_with_negative  bool, squad: questions may have no answer (SQuAD 2.0)     (optional)
+  null_score_diff_threshold  finite number, squad v2.0: answer "" when the null score beats
+                     the best span by more                                           (optional)
+  n_best_size        int >= 1, squad: candidates per window and n-best answers kept (optional)
   label_separator    non-empty str, multi_label: what joins a row's label names in the
                      training files (its predictions.tsv; bert-tf-export --eval_file)   (optional)
 
@@ -29,6 +32,7 @@ still reads.
 
 import dataclasses
 import json
+import math
 import os
 
 from bert_tf import file_names, fileio
@@ -43,9 +47,10 @@ _LABELED_TASKS = ("classification", "multi_label", "tagging")
 _OPTIONAL_BOOLS = {"text_pair": CLASSIFIER_TASKS,
                    "version_2_with_negative": ("squad",)}
 _OPTIONAL_INTS = {"max_query_length": ("squad",), "max_answer_length": ("squad",),
-                  "doc_stride": ("squad",)}
+                  "doc_stride": ("squad",), "n_best_size": ("squad",)}
+_OPTIONAL_FLOATS = {"null_score_diff_threshold": ("squad",)}
 _OPTIONAL_STRS = {"label_separator": ("multi_label",)}
-_OPTIONAL = {**_OPTIONAL_BOOLS, **_OPTIONAL_INTS, **_OPTIONAL_STRS}
+_OPTIONAL = {**_OPTIONAL_BOOLS, **_OPTIONAL_INTS, **_OPTIONAL_FLOATS, **_OPTIONAL_STRS}
 
 
 class TaskInfoError(ValueError):
@@ -65,6 +70,8 @@ class TaskInfo:
     max_answer_length: int = None
     doc_stride: int = None
     version_2_with_negative: bool = None
+    null_score_diff_threshold: float = None
+    n_best_size: int = None
     label_separator: str = None
     extra: dict = dataclasses.field(default_factory=dict)
 
@@ -83,6 +90,12 @@ class TaskInfo:
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_finite_number(value):
+    """Whether `value` is an int or float (not a bool) other than nan and +-inf."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
 
 
 def label_names_problem(labels):
@@ -138,6 +151,8 @@ def _validated(values, source):
             raise TaskInfoError(f"{source}: {name}={value!r} must be true or false")
         if name in _OPTIONAL_INTS and (not _is_int(value) or value < 1):
             raise TaskInfoError(f"{source}: {name}={value!r} must be an integer >= 1")
+        if name in _OPTIONAL_FLOATS and not is_finite_number(value):
+            raise TaskInfoError(f"{source}: {name}={value!r} must be a finite number")
         if name in _OPTIONAL_STRS and not (isinstance(value, str) and value):
             raise TaskInfoError(f"{source}: {name}={value!r} must be a non-empty string")
         optional[name] = value
@@ -159,8 +174,8 @@ def write_task_info(output_dir, task, *, do_lower_case, max_seq_length, labels=N
       max_seq_length: the --max_seq_length the model was trained with.
       labels: class or tag names in logit order (classification and tagging).
       **optional: text_pair, max_query_length, max_answer_length, doc_stride,
-        version_2_with_negative, label_separator (see the module docstring); None values are
-        left out.
+        version_2_with_negative, null_score_diff_threshold, n_best_size, label_separator (see
+        the module docstring); None values are left out.
 
     Returns:
       The path written.

@@ -12,7 +12,6 @@ bert_tf.load_task, bert-tf-export and --init_checkpoint read back.
 """
 
 import functools
-import json
 import math
 import numbers
 import os
@@ -353,9 +352,7 @@ class TextTask:
     # -- saving -----------------------------------------------------------------------------
 
     def task_info(self):
-        """The task_info.json fields of this task: dict (task, labels, options; `extra`: a dict
-        of fields the schema of bert_tf.serving.task_info does not name, which its readers
-        keep in TaskInfo.extra)."""
+        """The task_info.json fields of this task: dict (task, labels, options)."""
         return {"task": self.task_name}
 
     def save(self, directory):
@@ -382,17 +379,8 @@ class TextTask:
         tokenizer_files.write_tokenizer_file(directory, self.tokenizer, source)
         self.encoder.config.to_json_file(file_names.path(directory, file_names.CONFIG_FILE))
         info = self.task_info()
-        extra = info.pop("extra", None)
-        info_path = write_task_info(directory, info.pop("task"), do_lower_case=self.do_lower_case,
-                                    max_seq_length=self.max_seq_length, **info)
-        if extra:
-            # write_task_info checks the schema's fields and refuses others: these are added to
-            # the file it checked.
-            with fileio.open_file(info_path, encoding="utf-8") as f:
-                values = json.load(f)
-            values.update(extra)
-            fileio.write_text_atomic(info_path,
-                                     json.dumps(values, indent=2, sort_keys=True) + "\n")
+        write_task_info(directory, info.pop("task"), do_lower_case=self.do_lower_case,
+                        max_seq_length=self.max_seq_length, **info)
         return directory
 
     def check_save_directory(self, directory):

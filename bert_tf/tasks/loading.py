@@ -11,11 +11,6 @@ from bert_tf.tasks.text_embedder import TextEmbedder
 from bert_tf.tasks.token_tagger import TokenTagger
 
 
-# Settings task_info.json records beyond its schema's fields (TaskInfo.extra), which a file
-# written before they were recorded lacks: the task's default then.
-_EXTRA_SETTINGS = ("null_score_diff_threshold", "n_best_size")
-
-
 def _options(found, **defaults):
     """Keyword settings of a task from what its directory recorded (those of `defaults`)."""
     info = found.task_info
@@ -23,13 +18,12 @@ def _options(found, **defaults):
     if found.max_seq_length:
         options["max_seq_length"] = found.max_seq_length
     if info is not None:
+        # A setting a file written before it was recorded lacks keeps the task's default.
         for name in ("max_query_length", "max_answer_length", "doc_stride",
-                     "version_2_with_negative", "text_pair"):
+                     "version_2_with_negative", "null_score_diff_threshold", "n_best_size",
+                     "text_pair"):
             if getattr(info, name, None) is not None and name in defaults:
                 options[name] = getattr(info, name)
-        for name in _EXTRA_SETTINGS:
-            if info.extra.get(name) is not None and name in defaults:
-                options[name] = info.extra[name]
     return options
 
 

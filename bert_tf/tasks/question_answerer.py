@@ -259,9 +259,8 @@ class QuestionAnswerer(TextTask):
         return {"task": self.task_name, "max_query_length": self.max_query_length,
                 "max_answer_length": self.max_answer_length, "doc_stride": self.doc_stride,
                 "version_2_with_negative": self.version_2_with_negative,
-                # Fields the schema of bert_tf.serving.task_info does not name: its `extra`.
-                "extra": {"null_score_diff_threshold": self.null_score_diff_threshold,
-                          "n_best_size": self.n_best_size}}
+                "null_score_diff_threshold": self.null_score_diff_threshold,
+                "n_best_size": self.n_best_size}
 
 
 def _context_offset(words, word_starts, first_word, offset):

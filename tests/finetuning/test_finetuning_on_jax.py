@@ -65,7 +65,7 @@ def runs(tmp_path_factory):
             "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=4",
             "--save_checkpoints_steps=1000", "--seed=1", "--do_train", "--do_eval",
             f"--output_dir={root / 'tag_jax'}"]),
-        # v2.0 with a threshold, which task_info.json does not record: the export gets it.
+        # v2.0 with a threshold, which task_info.json records: the export reads it there.
         ("bert_tf.run_squad", squad_flags(squad, root / "squad_jax", "v2") + [
             "--version_2_with_negative", "--null_score_diff_threshold=1.5",
             f"--export_dir={root / 'squad_export' / '1'}"]),

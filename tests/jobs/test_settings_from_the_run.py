@@ -205,7 +205,8 @@ def test_a_squad_runs_windows_and_version_are_its_predictions(tmp_path):
     run = tmp_path / "squad"
     run.mkdir()
     write_task_info(str(run), "squad", do_lower_case=True, max_seq_length=96, doc_stride=32,
-                    max_query_length=24, max_answer_length=12, version_2_with_negative=True)
+                    max_query_length=24, max_answer_length=12, version_2_with_negative=True,
+                    null_score_diff_threshold=-1.5, n_best_size=5)
     _write_run(run, command="run_squad", max_seq_length=96)
     data = tmp_path / "dev.json"
     data.write_text("{}")
@@ -216,19 +217,21 @@ def test_a_squad_runs_windows_and_version_are_its_predictions(tmp_path):
         check_settings(job)
         task = job.task
         return (task.max_seq_length, task.doc_stride, task.max_query_length,
-                task.max_answer_length, task.version_2_with_negative)
+                task.max_answer_length, task.version_2_with_negative,
+                task.null_score_diff_threshold)
 
     other = str(tmp_path / "predictions")
-    assert resolved(output_dir=str(run), do_predict=True) == (96, 32, 24, 12, True)
+    assert resolved(output_dir=str(run), do_predict=True) == (96, 32, 24, 12, True, -1.5)
     assert resolved(output_dir=other, init_checkpoint=str(run), do_predict=True) == (
-        96, 32, 24, 12, True)
+        96, 32, 24, 12, True, -1.5)
     # A new run trained from its weights keeps its windows, not the version of the data it
-    # read (SQuAD 2.0): its own data says.
+    # read (SQuAD 2.0) nor the threshold tuned on it: its own data says.
     assert resolved(output_dir=other, init_checkpoint=str(run), do_train=True) == (
-        96, 32, 24, 12, False)
+        96, 32, 24, 12, False, 0.0)
     assert resolved(output_dir=str(run), do_predict=True, doc_stride=16,
-                    version_2_with_negative=False) == (96, 16, 24, 12, False)
-    assert resolved(output_dir=other, do_predict=True) == (384, 128, 64, 30, False)
+                    version_2_with_negative=False, null_score_diff_threshold=2.0) == (
+        96, 16, 24, 12, False, 2.0)
+    assert resolved(output_dir=other, do_predict=True) == (384, 128, 64, 30, False, 0.0)
 
 
 def test_an_interrupted_run_resumes_with_what_its_record_holds(tmp_path):
