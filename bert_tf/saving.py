@@ -86,7 +86,7 @@ def _load(path, compile):
         return load_keras_file(run_directory.model_file(path), compile=compile)
     if fileio.isfile(path):
         if path.endswith(".weights.h5"):
-            return _interop().load_checkpoint(path)
+            return _interop().load_checkpoint(path, flag=None)
         raise ValueError(f"{path}: not a model file bert_tf reads; bert_tf.load_model reads "
                          f"{READS}")
     found = model_directory.recognise(path)
@@ -98,7 +98,7 @@ def _load(path, compile):
             if not run_directory.has_checkpoint(path):
                 raise
             # A run that has not written its models yet: its newest training checkpoint.
-            return _interop().load_checkpoint(path)
+            return _interop().load_checkpoint(path, flag=None)
     if kind == model_directory.HUGGINGFACE:
         return _interop().load_huggingface(path)[0]
     if kind == model_directory.SENTENCE_TRANSFORMERS:
@@ -108,7 +108,7 @@ def _load(path, compile):
         backbone, masked_lm, _, _ = interop.load_keras_hub(path)
         return interop.from_keras_hub(backbone, masked_lm)
     if kind == model_directory.TF1_CHECKPOINT:
-        return _interop().load_checkpoint(path)
+        return _interop().load_checkpoint(path, flag=None)
     if kind in _READ_ELSEWHERE:
         raise ValueError(f"{path} is {found}: bert_tf.load_model reads models to fine-tune or "
                          f"run in Keras; {_READ_ELSEWHERE[kind]}")
@@ -119,7 +119,7 @@ def _load(path, compile):
         raise FileNotFoundError(f"{path}: no model bert_tf reads ({held}); bert_tf.load_model "
                                 f"reads {READS}")
     if fileio.exists(path + model_directory.CHECKPOINT_INDEX_SUFFIX):
-        return _interop().load_checkpoint(path)
+        return _interop().load_checkpoint(path, flag=None)
     raise FileNotFoundError(f"{path}: no such file, directory or checkpoint prefix; "
                             f"bert_tf.load_model reads {READS}")
 

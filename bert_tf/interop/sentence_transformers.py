@@ -25,7 +25,7 @@ from absl import logging
 from bert_tf import file_names, fileio, model_directory, run_directory
 from bert_tf.fileio import write_text_atomic
 from bert_tf.interop import huggingface, weights
-from bert_tf.interop.weights import InteropError
+from bert_tf.interop.weights import InteropError, named
 from bert_tf.modeling import BertSentenceEmbedder
 from bert_tf.config import POOLING_MODES, check_pooling_modes
 from bert_tf.text import tokenizer_files
@@ -347,37 +347,45 @@ def save_sentence_transformers(model, output_dir, vocab_file, do_lower_case, max
     return output_dir
 
 
-def _check_own_pooling(model, pooling, normalize, init_checkpoint, what):
-    """A --pooling or --normalize given for a model that carries its own must equal it."""
-    for flag, given, own in (("--pooling", pooling, model.pooling),
-                             ("--normalize", normalize, model.normalize)):
+def _option(name, flag):
+    """How messages name the setting `name`: as its flag (--name) where the checkpoint came
+    from one (`flag`), else as load_embedder's argument."""
+    return f"--{name}" if flag else name
+
+
+def _check_own_pooling(model, pooling, normalize, init_checkpoint, what, flag):
+    """A pooling or normalize given for a model that carries its own must equal it."""
+    for name, given, own in (("pooling", pooling, model.pooling),
+                             ("normalize", normalize, model.normalize)):
         if given is None:
             continue
-        given, own = (",".join(given), ",".join(own)) if flag == "--pooling" else (
+        given, own = (",".join(given), ",".join(own)) if name == "pooling" else (
             str(bool(given)).lower(), str(bool(own)).lower())
         if given != own:
+            option = _option(name, flag)
             raise InteropError(
-                f"{flag}={given} contradicts --init_checkpoint={init_checkpoint}, {what} "
-                f"trained with {flag}={own}, which its vectors keep (leave {flag} out: it sets "
-                "how an encoder checkpoint's vectors are made)")
+                f"{option}={given} contradicts {named(init_checkpoint, flag)}, {what} "
+                f"trained with {option}={own}, which its vectors keep (leave {option} out: it "
+                "sets how an encoder checkpoint's vectors are made)")
 
 
-def _log_default_length(init_checkpoint, length):
-    logging.info("max_seq_length=%d, the default: --init_checkpoint=%s records no sequence "
-                 "length for sentence embeddings (--max_seq_length sets one)", length,
-                 init_checkpoint)
+def _log_default_length(init_checkpoint, length, flag):
+    logging.info("max_seq_length=%d, the default: %s records no sequence length for sentence "
+                 "embeddings (%s sets one)", length, named(init_checkpoint, flag),
+                 _option("max_seq_length", flag))
 
 
 def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=None,
-                  do_lower_case=None, max_seq_length=None):
+                  do_lower_case=None, max_seq_length=None, flag="--init_checkpoint"):
     """A BertSentenceEmbedder from any model source, with its tokenizer settings.
 
     Args:
       init_checkpoint: a sentence-transformers directory (pooling and normalisation from it);
-        a bert_tf embedding run (its model.keras holds a BertSentenceEmbedder, its run record
-        its casing and length) or such a .keras file; or any encoder checkpoint
-        bert_tf.interop.warm_start reads (original TF1, Hugging Face, keras-hub, bert_tf
-        pre-training runs), then pooled by `pooling` / `normalize`, tokenized with the casing
+        a bert_tf embedding run or a saved TextEmbedder (its model.keras holds a
+        BertSentenceEmbedder, its run record or task_info.json its casing and length) or such
+        a .keras file; or any encoder checkpoint bert_tf.interop.warm_start reads (original
+        TF1, Hugging Face, keras-hub, bert_tf pre-training and fine-tuning runs, a saved task:
+        their encoder), then pooled by `pooling` / `normalize`, tokenized with the casing
         it records (bert_tf.interop.casing_of) unless do_lower_case says, and truncated to the
         max_seq_length of a sentence_bert_config.json beside it (what a conversion of a
         sentence-transformers model carries), else to 128.
@@ -391,6 +399,8 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
         ModernBERT's; found beside the model as bert_tf.text.tokenizer_files.
         model_tokenizer_file says); a tokenizer.json records its casing, which an unset
         do_lower_case takes and a set one must agree with.
+      flag: the flag `init_checkpoint` came from, named in errors with the other settings'
+        flags (--pooling, ...); None (a Python caller): the path and these arguments' names.
 
     Returns:
       SentenceTransformer (model, vocab_file, do_lower_case, max_seq_length, tokenizer).
@@ -403,22 +413,22 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
                                                checkpoint_config, warm_start)
     from bert_tf.modeling import build_encoder
 
-    check_weights_readable(init_checkpoint)
+    check_weights_readable(init_checkpoint, flag=flag)
     if is_sentence_transformers_dir(init_checkpoint):
         loaded = load_sentence_transformers(init_checkpoint)
         _check_own_pooling(loaded.model, pooling, normalize, init_checkpoint,
-                           "a sentence-transformers model")
+                           "a sentence-transformers model", flag)
     else:
         model_file = None
         try:
             model_file = run_directory.model_file(init_checkpoint)
         except (FileNotFoundError, ValueError):
             pass
-        model = (keras_files.load_keras_file(model_file, f"--init_checkpoint={model_file}")
+        model = (keras_files.load_keras_file(model_file, named(model_file, flag))
                  if model_file else None)
         if isinstance(model, BertSentenceEmbedder):
             _check_own_pooling(model, pooling, normalize, init_checkpoint,
-                               "a sentence embedding model")
+                               "a sentence embedding model", flag)
             directory = os.path.dirname(fileio.abspath(model_file))
             try:
                 record = run_directory.read_record(directory)
@@ -427,22 +437,22 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
             casing = casing_of(do_lower_case, init_checkpoint)
             length = (record.settings if record else {}).get("max_seq_length")
             if not (length or max_seq_length):
-                _log_default_length(init_checkpoint, DEFAULT_MAX_SEQ_LENGTH)
+                _log_default_length(init_checkpoint, DEFAULT_MAX_SEQ_LENGTH, flag)
             loaded = SentenceTransformer(
                 model=model, vocab_file=tokenizer_files.model_tokenizer_file(directory),
                 do_lower_case=True if casing is None else casing,
                 max_seq_length=length or DEFAULT_MAX_SEQ_LENGTH)
         else:
-            config = checkpoint_config(init_checkpoint)
+            config = checkpoint_config(init_checkpoint, flag=flag)
             if config is None:
-                raise InteropError(f"--init_checkpoint={init_checkpoint}: not a "
+                raise InteropError(f"{named(init_checkpoint, flag)}: not a "
                                    "sentence-transformers directory, a bert_tf embedding run "
                                    "or a checkpoint with a model config beside it")
             model = BertSentenceEmbedder(
                 build_encoder(config), pooling=pooling or DEFAULT_POOLING,
                 normalize=DEFAULT_NORMALIZE if normalize is None else normalize)
             casing = casing_of(do_lower_case, init_checkpoint)
-            warm_start(init_checkpoint, model, do_lower_case=casing)
+            warm_start(init_checkpoint, model, do_lower_case=casing, flag=flag)
             directory = (init_checkpoint if fileio.isdir(init_checkpoint)
                          else os.path.dirname(init_checkpoint))
             length = read_sentence_bert_config(
@@ -450,7 +460,7 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
             if length is None:
                 length = min(DEFAULT_MAX_SEQ_LENGTH, config.max_position_embeddings)
                 if not max_seq_length:
-                    _log_default_length(init_checkpoint, length)
+                    _log_default_length(init_checkpoint, length, flag)
             elif not max_seq_length:
                 logging.info("max_seq_length=%d, from %s", length,
                              os.path.join(directory, SENTENCE_BERT_CONFIG_FILE))
@@ -463,21 +473,22 @@ def load_embedder(init_checkpoint, *, pooling=None, normalize=None, vocab_file=N
     if max_seq_length:
         limit = loaded.model.encoder.config.max_position_embeddings
         if not 3 <= max_seq_length <= limit:
-            raise InteropError(f"--max_seq_length={max_seq_length} must be in [3, "
-                               f"max_position_embeddings={limit}] of the model")
+            raise InteropError(f"{_option('max_seq_length', flag)}={max_seq_length} must be in "
+                               f"[3, max_position_embeddings={limit}] of the model")
         loaded.max_seq_length = max_seq_length
     if not loaded.vocab_file:
-        raise InteropError(f"--init_checkpoint={init_checkpoint} has no vocab.txt or "
-                           "tokenizer.json beside it; give --vocab_file")
+        raise InteropError(f"{named(init_checkpoint, flag)} has no vocab.txt or "
+                           f"tokenizer.json beside it; give {_option('vocab_file', flag)}")
     # A tokenizer.json records its casing: unset do_lower_case takes it, a contradicting one
     # is an error; a vocab.txt tokenizes as do_lower_case (else the source) says.
     loaded.tokenizer = _read_tokenizer(
         loaded.vocab_file,
         tokenizer_files.casing_to_load(loaded.vocab_file, do_lower_case, loaded.do_lower_case),
-        f"--vocab_file={loaded.vocab_file}")
+        f"{_option('vocab_file', flag)}={loaded.vocab_file}")
     loaded.do_lower_case = loaded.tokenizer.do_lower_case
     vocab_size = loaded.model.encoder.config.vocab_size
     if loaded.tokenizer.vocab_size > vocab_size:
-        raise InteropError(f"--vocab_file={loaded.vocab_file} has {loaded.tokenizer.vocab_size} "
-                           f"tokens but the model's vocab_size is {vocab_size}")
+        raise InteropError(f"{_option('vocab_file', flag)}={loaded.vocab_file} has "
+                           f"{loaded.tokenizer.vocab_size} tokens but the model's vocab_size is "
+                           f"{vocab_size}")
     return loaded

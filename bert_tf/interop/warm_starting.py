@@ -6,8 +6,9 @@
   - a keras-hub preset directory or a `.keras` file of a keras-hub BertBackbone/BertMaskedLM,
   - a bert_tf training checkpoint (prefix, or the directory run_pretraining writes:
     tf.train.Checkpoint(model=..., optimizer=...); the newest checkpoint is used),
-  - a bert_tf directory without checkpoints (pretrainer.keras / encoder.keras, as
-    bert-tf-convert-checkpoint writes),
+  - a bert_tf directory without checkpoints this backend reads: the model saved in it
+    (model.keras, else pretrainer.keras, else encoder.keras: a task's save, a finished JAX
+    run, what bert-tf-convert-checkpoint writes),
   - a `.keras` file of a bert_tf model, or a `.weights.h5` file,
 and loads it into a BertPretrainer, ElectraPretrainer, BertEncoder or any task model (an
 ELECTRA run's discriminator is its encoder). The encoder must load
@@ -27,7 +28,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 from bert_tf import fileio, keras_files, model_directory, run_directory
 from bert_tf.config import EncoderConfig
 from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
-from bert_tf.interop.weights import InteropError
+from bert_tf.interop.weights import InteropError, named
 from bert_tf.modeling import BertPretrainer, ElectraPretrainer, Encoder, build_encoder
 from bert_tf.text import validate_case_matches_checkpoint
 
@@ -36,8 +37,6 @@ _BERT_CONFIG_FILE = run_directory.CONFIG_FILE
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 # An ElectraPretrainer's generator head kernel [G, E] in a training checkpoint.
 _ELECTRA_GENERATOR_KERNEL = "model/generator_head/transform/_kernel"
-# What run_pretraining and bert-tf-convert-checkpoint leave in a bert_tf model directory.
-_KERAS_MODEL_FILES = (run_directory.PRETRAINER_FILE, run_directory.ENCODER_FILE)
 # Structural fields: a difference means the weights cannot mean the same thing.
 _STRUCTURE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size",
@@ -49,17 +48,20 @@ _BEHAVIOUR_FIELDS = ("local_attention_window", "global_attn_every_n_layers", "gl
                      "local_rope_theta", "classifier_pooling")
 
 
-def warm_start(init_checkpoint, model, do_lower_case=None, allow_pickle=False):
+def warm_start(init_checkpoint, model, do_lower_case=None, allow_pickle=False, *,
+               flag="--init_checkpoint"):
     """Loads the weights of `init_checkpoint` into `model` and reports what it did.
 
     Args:
       init_checkpoint: a path in any format listed in the module docstring.
-      model: a BertPretrainer, BertEncoder, BertClassifier, BertSpanLabeler or
-        BertTokenClassifier, built (as all bert_tf models are on construction).
+      model: a BertPretrainer, BertEncoder, BertClassifier, BertSpanLabeler,
+        BertTokenClassifier or BertSentenceEmbedder, built (as all bert_tf models are on
+        construction).
       do_lower_case: the tokenizer casing the caller uses; checked against the checkpoint's
         (tokenizer_config.json do_lower_case, a keras-hub tokenizer's lowercase, or an original
         checkpoint's directory name such as uncased_L-12_H-768_A-12). None skips the check.
       allow_pickle: let a Hugging Face directory with only pytorch_model.bin load (needs torch).
+      flag: the flag `init_checkpoint` came from, named in errors (None: the path alone).
 
     Returns:
       weights.WarmStartReport (also logged): variables loaded, variables newly initialized,
@@ -72,23 +74,23 @@ def warm_start(init_checkpoint, model, do_lower_case=None, allow_pickle=False):
     init_checkpoint = str(init_checkpoint)
     if do_lower_case is not None:
         _check_casing(init_checkpoint, do_lower_case)
-    source = open_source(init_checkpoint, model, allow_pickle=allow_pickle)
+    source = open_source(init_checkpoint, model, allow_pickle=allow_pickle, flag=flag)
     _check_config(source, weights.encoder_of(model).config)
     return weights.transfer(source, model, strict=False)
 
 
-def checkpoint_config(init_checkpoint):
+def checkpoint_config(init_checkpoint, *, flag="--init_checkpoint"):
     """The config a checkpoint was written with (a BertConfig or ModernBertConfig), or None
     when the checkpoint does not say.
 
     Reads bert_config.json beside a TF1 or bert_tf checkpoint (or the albert_config.json of an
     original ALBERT release), a Hugging Face config.json, a keras-hub preset's config, or the
     config stored in a `.keras` file; so a CLI can build the model for `warm_start` when no
-    --bert_config_file is given.
+    --bert_config_file is given. `flag`: as warm_start's.
     """
-    path = _resolve(str(init_checkpoint))
+    path = _resolve(str(init_checkpoint), flag)
     if path.endswith(".keras"):
-        return _keras_file_config(path)
+        return _keras_file_config(path, flag)
     if fileio.isdir(path):
         if kerashub.is_preset_dir(path):
             return kerashub.config_from_backbone(kerashub.load_keras_hub(path)[0])
@@ -102,70 +104,76 @@ def checkpoint_config(init_checkpoint):
     return None
 
 
-def check_weights_readable(init_checkpoint):
+def check_weights_readable(init_checkpoint, *, flag="--init_checkpoint"):
     """Refuses, before a command takes its output directory, an --init_checkpoint it would
     misread or cannot start from (InteropError, or model_directory.ModelFileError for a
     .keras file that is no readable archive): a directory holding models of two formats, an
     export, only checkpoints this backend cannot read (_resolve), a truncated or corrupt
-    Hugging Face weights file; other formats are checked when loaded."""
-    path = _resolve(str(init_checkpoint))
+    Hugging Face weights file; other formats are checked when loaded. `flag`: as
+    warm_start's."""
+    path = _resolve(str(init_checkpoint), flag)
     if path.endswith(".keras") and fileio.exists(path):
-        _keras_file_module(path)
+        _keras_file_module(path, flag)
     elif fileio.isdir(path) and not kerashub.is_preset_dir(path):
         huggingface.check_weight_files(path)
 
 
-def _resolve(path):
+def _resolve(path, flag):
     """Turns a directory into the file or prefix to read; HF and keras-hub dirs stay dirs.
 
+    A directory without training checkpoints gives its saved model, as bert_tf.load_model
+    reads it (run_directory.MODEL_FILES: a task's save or a run's model.keras, then
+    pretrainer.keras, encoder.keras).
+
     Raises:
-      InteropError naming the directory: models of two formats in it (one would be read
-      without a word), an export, or only checkpoints this backend's Keras cannot read.
+      InteropError naming the directory (as `flag` gave it): models of two formats in it (one
+      would be read without a word), an export, or only checkpoints this backend's Keras
+      cannot read.
     """
     if os.path.basename(path) in (huggingface.SAFETENSORS_FILE, huggingface.PICKLE_FILE,
                                   huggingface.SAFETENSORS_INDEX_FILE):
         return os.path.dirname(path)
     if not fileio.isdir(path):
         return path
-    _check_one_model(path)
+    _check_one_model(path, flag)
     if kerashub.is_preset_dir(path) or tf.io.gfile.exists(
             os.path.join(path, huggingface.CONFIG_FILE)):
         return path
     latest = tf.train.latest_checkpoint(path)
     if latest:
-        return latest if keras.backend.backend() == "tensorflow" else _model_file_of_run(path)
-    for name in _KERAS_MODEL_FILES:
-        if tf.io.gfile.exists(os.path.join(path, name)):
-            return os.path.join(path, name)
+        return (latest if keras.backend.backend() == "tensorflow"
+                else _model_file_of_run(path, flag))
+    # A task's save, a conversion, a finished JAX run (tf.train lists no Orbax checkpoint).
+    model_file = _saved_model_file(path)
+    if model_file:
+        return model_file
     indexes = tf.io.gfile.glob(os.path.join(path, "*.index"))
     if len(indexes) == 1:
         return indexes[0][:-len(".index")]
+    where = named(path, flag)
     if run_directory.checkpoint_backend(path) == "jax":
-        # A finished JAX fine-tuning or embedding run: the task model it saved when it ended.
-        model_file = _saved_model_file(path)
-        if model_file:
-            return model_file
         raise InteropError(
-            f"--init_checkpoint={path} holds only training checkpoints of the JAX loop "
+            f"{where} holds only training checkpoints of the JAX loop "
             f"({', '.join(run_directory.checkpoint_names(path))}), which only that run reads, "
             f"to resume (bert-tf-pretrain --backend=jax --output_dir={path}); a model starts "
             f"from the {', '.join(run_directory.MODEL_FILES[:-1])} or "
             f"{run_directory.MODEL_FILES[-1]} that a run writes when it ends, "
-            f"and this run has not ended: finish it, then give --init_checkpoint={path}")
+            f"and this run has not ended: finish it, then give {where}")
     raise InteropError(
-        f"--init_checkpoint={path}: the directory holds no checkpoint: expected a Hugging Face "
-        f"model (config.json + model.safetensors), a keras-hub preset, a `checkpoint` state "
-        f"file, {' or '.join(_KERAS_MODEL_FILES)}, or one <prefix>.index")
+        f"{where}: the directory holds no checkpoint: expected a Hugging Face model "
+        f"(config.json + model.safetensors), a keras-hub preset, a `checkpoint` state file, "
+        f"{', '.join(run_directory.MODEL_FILES[:-1])} or {run_directory.MODEL_FILES[-1]} "
+        "(a bert_tf run's or a saved task's), or one <prefix>.index")
 
 
-def _check_one_model(directory):
+def _check_one_model(directory, flag):
     """A directory holding models of two formats (model_directory.check_one_model), or an
     export, is refused."""
-    model_directory.check_one_model(directory, "--init_checkpoint")
+    model_directory.check_one_model(directory, flag)
     found = model_directory.recognise(directory)
     if found is not None and found.kind in (model_directory.SAVED_MODEL, model_directory.LITERT):
         raise InteropError(
-            f"--init_checkpoint={directory} holds {found}, a serving graph that a model "
+            f"{named(directory, flag)} holds {found}, a serving graph that a model "
             "does not start from: give the run or .keras model it was exported from (the "
             "--model_dir of bert-tf-export)")
 
@@ -179,48 +187,49 @@ def _saved_model_file(directory):
         return None
 
 
-def _model_file_of_run(directory):
+def _model_file_of_run(directory, flag):
     """The .keras model of a run whose training checkpoints are TensorFlow's, for a Keras on
     another backend, which cannot restore them."""
     candidate = _saved_model_file(directory)
     if candidate:
-        logging.info("--init_checkpoint=%s: reading %s, the model its run saved when it "
+        logging.info("%s: reading %s, the model its run saved when it "
                      "ended (its TensorFlow training checkpoints are read on the TensorFlow "
-                     "backend only)", directory, os.path.basename(candidate))
+                     "backend only)", named(directory, flag), os.path.basename(candidate))
         return candidate
     raise InteropError(
-        f"--init_checkpoint={directory} holds only TensorFlow training checkpoints "
+        f"{named(directory, flag)} holds only TensorFlow training checkpoints "
         f"({', '.join(run_directory.checkpoint_names(directory))}), which Keras on "
         f"{keras.backend.backend()} cannot restore, and none of the "
         f"{', '.join(run_directory.MODEL_FILES)} its run writes when it ends: finish the run "
         "(rerun its command on --backend=tensorflow), then give this directory again")
 
 
-def open_source(init_checkpoint, model, allow_pickle=False):
+def open_source(init_checkpoint, model, allow_pickle=False, *, flag="--init_checkpoint"):
     """The WeightSource of any supported checkpoint path (see the module docstring).
 
     `model` is the model to be loaded: a bert_tf checkpoint or `.weights.h5` is restored into
     a model of the kind it holds, built from the config beside it (else `model`'s config).
+    `flag`: as warm_start's.
     """
-    path = _resolve(init_checkpoint)
+    path = _resolve(init_checkpoint, flag)
     if fileio.isdir(path):
         if kerashub.is_preset_dir(path):
             backbone, masked_lm, _, _ = kerashub.load_keras_hub(path)
             return kerashub.keras_hub_source(backbone, masked_lm, description=path)
         return huggingface.read_huggingface(path, allow_pickle=allow_pickle)
-    if path.endswith(".keras") and str(_keras_file_module(path)).startswith("keras_hub"):
+    if path.endswith(".keras") and str(_keras_file_module(path, flag)).startswith("keras_hub"):
         backbone, masked_lm, _, _ = kerashub.load_keras_hub(path)
         return kerashub.keras_hub_source(backbone, masked_lm, description=path)
     if not path.endswith((".keras", ".weights.h5")):
-        _check_prefix(init_checkpoint, path)
+        _check_prefix(init_checkpoint, path, flag)
         if _OBJECT_GRAPH_KEY not in dict(fileio.list_checkpoint_variables(path)):
             return tf1.read_tf1_checkpoint(path)
     config = _config_beside(path) or weights.encoder_of(model).config
-    loaded, unused, format = _load_bert_tf(path, config, model)
+    loaded, unused, format = _load_bert_tf(path, config, model, flag)
     return weights.source_from_model(loaded, description=path, format=format, unused=unused)
 
 
-def load_bert_tf(path, config=None):
+def load_bert_tf(path, config=None, *, flag="--init_checkpoint"):
     """Loads a model saved by bert_tf: a .keras or .weights.h5 file, a training checkpoint.
 
     Args:
@@ -231,6 +240,7 @@ def load_bert_tf(path, config=None):
         another's the one checkpoint or weights file it holds.
       config: the config (BertConfig or ModernBertConfig) for files that hold no config
         (default: the bert_config.json beside them).
+      flag: the flag `path` came from, named in errors (None: the path alone).
 
     Returns:
       The model: of the saved class for .keras files (a fine-tuning run's task model with its
@@ -241,15 +251,16 @@ def load_bert_tf(path, config=None):
     path = str(path)
     # A run's saved model first, as load_model and bert-tf-export read a run: its newest
     # checkpoint holds a fine-tuned head under no class name, which would be dropped.
-    resolved = (_run_model_file(path) if fileio.isdir(path) else None) or _resolve(path)
+    resolved = ((_run_model_file(path, flag) if fileio.isdir(path) else None)
+                or _resolve(path, flag))
     if not resolved.endswith(".keras"):
         config = config or _config_beside(resolved)
         if config is None:
             raise InteropError(f"{path}: no {_BERT_CONFIG_FILE} beside it; pass the config")
         if not resolved.endswith(".weights.h5"):
-            _check_prefix(path, resolved)
-            _check_object_based(path, resolved)
-    model, unused, _ = _load_bert_tf(resolved, config, None)
+            _check_prefix(path, resolved, flag)
+            _check_object_based(path, resolved, flag)
+    model, unused, _ = _load_bert_tf(resolved, config, None, flag)
     if any(name.startswith("model/") for name in unused):
         logging.warning("%s is a task model's training checkpoint, which does not record its "
                         "head's class: read its encoder only, without the head (the %s its run "
@@ -257,17 +268,17 @@ def load_bert_tf(path, config=None):
     return model
 
 
-def _run_model_file(directory):
+def _run_model_file(directory, flag):
     """The .keras model a run saved in `directory` (load_model's choice), or None; a
     directory of two formats or an export is refused first."""
-    _check_one_model(directory)
+    _check_one_model(directory, flag)
     model_file = _saved_model_file(directory)
     if model_file:
         logging.info("%s: reading its saved model, %s", directory, os.path.basename(model_file))
     return model_file
 
 
-def load_checkpoint(path):
+def load_checkpoint(path, *, flag="--init_checkpoint"):
     """The model a checkpoint holds (bert_tf.load_model's reader of checkpoints).
 
     Args:
@@ -275,6 +286,8 @@ def load_checkpoint(path):
         .weights.h5 file, read as `load_bert_tf` reads it; or an original TF1 BERT checkpoint
         (a prefix, or the directory holding one), read by `tf1.load_tf1_checkpoint`. The
         bert_config.json beside it gives the model.
+      flag: the flag `path` came from, named in errors (None: the path alone, as
+        bert_tf.load_model names it).
 
     Returns:
       A BertPretrainer (a TF1 checkpoint with the MLM head, or a pre-training run's) or a
@@ -283,15 +296,15 @@ def load_checkpoint(path):
     Raises:
       InteropError: naming the path and what is missing.
     """
-    resolved = _resolve(str(path))
+    resolved = _resolve(str(path), flag)
     if not resolved.endswith((".keras", ".weights.h5")):
-        _check_prefix(path, resolved)
+        _check_prefix(path, resolved, flag)
         if _OBJECT_GRAPH_KEY not in dict(fileio.list_checkpoint_variables(resolved)):
             return tf1.load_tf1_checkpoint(resolved)
-    return load_bert_tf(resolved)
+    return load_bert_tf(resolved, flag=flag)
 
 
-def _check_object_based(given, prefix):
+def _check_object_based(given, prefix, flag):
     """bert_tf writes object-based (TF2) checkpoints; a name-based one is another format."""
     names = {name for name, _ in tf.train.list_variables(prefix)}
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
@@ -302,13 +315,13 @@ def _check_object_based(given, prefix):
     else:
         kind = "a name-based checkpoint"
         hint = "bert_tf writes object-based checkpoints (tf.train.Checkpoint)"
-    raise InteropError(f"--init_checkpoint={given} is {kind}, not a bert_tf checkpoint; {hint}")
+    raise InteropError(f"{named(given, flag)} is {kind}, not a bert_tf checkpoint; {hint}")
 
 
-def _check_prefix(given, prefix):
+def _check_prefix(given, prefix, flag):
     if not tf.io.gfile.exists(prefix + ".index"):
         raise InteropError(
-            f"--init_checkpoint={given}: no checkpoint at {prefix} (expected a TF1 or "
+            f"{named(given, flag)}: no checkpoint at {prefix} (expected a TF1 or "
             "bert_tf checkpoint prefix with a .index file, a Hugging Face or keras-hub "
             "directory, a .keras or a .weights.h5 file)")
 
@@ -320,27 +333,27 @@ def _config_beside(path):
     return None
 
 
-def _load_bert_tf(path, config, template):
+def _load_bert_tf(path, config, template, flag):
     """(model, unused checkpoint names, format) of a bert_tf .keras, .weights.h5 or checkpoint.
 
     `template` (a model or None): for files that do not record the model class, a model of
     its class and head shapes is tried first, so a task model's head can load.
     """
     if path.endswith(".keras"):
-        _keras_file_module(path)
-        return keras_files.load_keras_file(path, f"--init_checkpoint={path}"), [], "keras"
+        _keras_file_module(path, flag)
+        return keras_files.load_keras_file(path, named(path, flag)), [], "keras"
     if path.endswith(".weights.h5"):
-        return _load_weights_file(path, config, template), [], "weights_h5"
+        return _load_weights_file(path, config, template, flag), [], "weights_h5"
     if keras.backend.backend() != "tensorflow":
         raise InteropError(
-            f"--init_checkpoint={path} is a TensorFlow training checkpoint, which Keras on "
+            f"{named(path, flag)} is a TensorFlow training checkpoint, which Keras on "
             f"{keras.backend.backend()} cannot restore: give the .keras model its run wrote "
             f"when it ended (or its directory, {os.path.dirname(path) or '.'}), or run on "
             "--backend=tensorflow")
     shapes = {name.replace(_VALUE_SUFFIX, ""): tuple(shape)
               for name, shape in fileio.list_checkpoint_variables(path)}
     shapes.update(_model_variable_shapes(path))
-    loaded, unused = _load_training_checkpoint(path, shapes, config, template)
+    loaded, unused = _load_training_checkpoint(path, shapes, config, template, flag)
     return loaded, unused, "bert_tf_checkpoint"
 
 
@@ -370,7 +383,7 @@ def _model_variable_shapes(path):
     return found
 
 
-def _load_training_checkpoint(path, shapes, config, template):
+def _load_training_checkpoint(path, shapes, config, template, flag):
     """Restores a bert_tf tf.train.Checkpoint(model=...) into a model of the kind it holds."""
     model_names = [n for n in shapes if n.startswith("model/")]
     if any(n.startswith("model/masked_lm/") for n in model_names):
@@ -396,7 +409,7 @@ def _load_training_checkpoint(path, shapes, config, template):
             if sorted(clone_head) == head_shapes:
                 candidates.insert(0, clone)
     else:
-        raise InteropError(f"--init_checkpoint={path}: a TF2 checkpoint without a bert_tf "
+        raise InteropError(f"{named(path, flag)}: a TF2 checkpoint without a bert_tf "
                            "model under `model` (expected tf.train.Checkpoint(model=...))")
     # optimizer/_trainable_variables/N are the model's own variables, listed under that key.
     optimizer_state = sorted(n for n in shapes if n.startswith("optimizer/")
@@ -420,7 +433,7 @@ def _load_training_checkpoint(path, shapes, config, template):
             error = str(e).splitlines()[0][:300]
             continue
         return donor, optimizer_state + other
-    raise InteropError(f"--init_checkpoint={path}: the checkpoint's model does not match a "
+    raise InteropError(f"{named(path, flag)}: the checkpoint's model does not match a "
                        f"bert_tf model built from {_BERT_CONFIG_FILE} or the model's config "
                        f"({error})")
 
@@ -457,10 +470,10 @@ def _task_matches(path, template):
     return True
 
 
-def _load_weights_file(path, config, template):
+def _load_weights_file(path, config, template, flag):
     """A .weights.h5 holds no architecture: try the template's kind, then pretrainer, encoder."""
     if not tf.io.gfile.exists(path):
-        raise InteropError(f"--init_checkpoint={path}: no such file")
+        raise InteropError(f"{named(path, flag)}: no such file")
     builders = [lambda: BertPretrainer(build_encoder(config), use_next_sentence_label=True),
                 lambda: BertPretrainer(build_encoder(config), use_next_sentence_label=False),
                 lambda: build_encoder(config)]
@@ -476,26 +489,26 @@ def _load_weights_file(path, config, template):
         except ValueError:
             continue
         return donor
-    raise InteropError(f"--init_checkpoint={path}: the weights fit no BertPretrainer (with or "
+    raise InteropError(f"{named(path, flag)}: the weights fit no BertPretrainer (with or "
                        f"without NSP) or BertEncoder built from {_BERT_CONFIG_FILE} or the "
                        "model's config")
 
 
-def _keras_file_module(path):
+def _keras_file_module(path, flag):
     """The `module` of the top-level object in a .keras file (to tell keras-hub models apart).
 
     Raises:
       InteropError: no such file; model_directory.ModelFileError: not a readable archive.
     """
     if not tf.io.gfile.exists(path):
-        raise InteropError(f"--init_checkpoint={path}: no such file")
-    return keras_files.read_keras_config(path, f"--init_checkpoint={path}").get("module", "")
+        raise InteropError(f"{named(path, flag)}: no such file")
+    return keras_files.read_keras_config(path, named(path, flag)).get("module", "")
 
 
-def _keras_file_config(path):
-    if str(_keras_file_module(path)).startswith("keras_hub"):
+def _keras_file_config(path, flag):
+    if str(_keras_file_module(path, flag)).startswith("keras_hub"):
         return kerashub.config_from_backbone(kerashub.load_keras_hub(path)[0])
-    return weights.encoder_of(keras_files.load_keras_file(path, f"--init_checkpoint={path}")).config
+    return weights.encoder_of(keras_files.load_keras_file(path, named(path, flag))).config
 
 
 def checkpoint_casing(init_checkpoint):

@@ -25,8 +25,8 @@ import keras
 import numpy as np
 from absl import logging
 
-from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
-                              BertTokenClassifier, ElectraPretrainer, Encoder)
+from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSentenceEmbedder,
+                              BertSpanLabeler, BertTokenClassifier, ElectraPretrainer, Encoder)
 from bert_tf.training.step_runner import CheckpointError
 
 ENCODER_SCOPE = "bert/"
@@ -177,6 +177,12 @@ _PLAIN_BERT = {"embedding_size": None, "share_parameters": "none",
                "position_embedding_type": "learned"}
 
 
+def named(path, flag):
+    """How a message names `path`: as the flag it came from gave it (--init_checkpoint=PATH),
+    or alone where a Python caller passed it (flag None)."""
+    return f"{flag}={path}" if flag else str(path)
+
+
 def require_plain_bert(model, format_name, factorized_embeddings=False):
     """Raises InteropError unless `model` is plain BERT (no BERT-family option set; with
     factorized_embeddings, embedding_size may be set: ELECTRA's layout has it)."""
@@ -232,6 +238,9 @@ def same_kind(model, encoder):
     if isinstance(model, ElectraPretrainer):
         return ElectraPretrainer(encoder, model.generator.config.hidden_size,
                                  model.discriminator_weight)
+    if isinstance(model, BertSentenceEmbedder):
+        # No head: its pooling and normalisation have no weights.
+        return BertSentenceEmbedder(encoder, pooling=model.pooling, normalize=model.normalize)
     raise InteropError(f"{type(model).__name__} is not a bert_tf model")
 
 

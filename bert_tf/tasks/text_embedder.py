@@ -47,7 +47,8 @@ class TextEmbedder(TextTask):
         given_file = isinstance(tokenizer, (str, os.PathLike))
         loaded = load_embedder(str(path), pooling=pooling, normalize=normalize,
                                vocab_file=str(tokenizer) if given_file else None,
-                               do_lower_case=do_lower_case, max_seq_length=max_seq_length)
+                               do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+                               flag=None)
         if tokenizer is None or given_file:
             tokenizer = loaded.tokenizer
         return cls(loaded.model, tokenizer, max_seq_length=loaded.max_seq_length,

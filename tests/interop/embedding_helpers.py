@@ -1,4 +1,5 @@
-"""Tiny sentence-transformers directories and pair files for the embedding tests."""
+"""Tiny sentence-transformers directories, saved tasks and pair files for the embedding
+and warm-start tests."""
 
 import importlib.util
 import json
@@ -42,6 +43,23 @@ def make_st_dir(directory, pooling="mean", normalize=True, seed=0):
                                max_seq_length=32)
     os.remove(vocab_file)
     return model
+
+
+def saved_classifier(directory, seed=8):
+    """A TextClassifier's save (model.keras, task_info.json, bert_config.json, vocab.txt) of a
+    tiny model: what `save()` writes after `fit`. Returns (directory, the BertClassifier)."""
+    import keras
+
+    from bert_tf.config import BertConfig
+    from bert_tf.modeling import BertClassifier, BertEncoder
+    from bert_tf.tasks import TextClassifier
+
+    vocab = directory.parent / f"{directory.name}_vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    keras.utils.set_random_seed(seed)
+    model = BertClassifier(BertEncoder(BertConfig(**tiny_config_dict())), num_classes=2)
+    TextClassifier(model, str(vocab), ["neg", "pos"], max_seq_length=16).save(str(directory))
+    return str(directory), model
 
 
 def topic_sentence(rng, topic):

@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import bert_tf
 from bert_tf.config import BertConfig, ModernBertConfig
-from bert_tf.interop import (InteropError, checkpoint_config, save_huggingface,
-                             save_tf1_checkpoint, warm_start)
+from bert_tf.interop import (InteropError, check_weights_readable, checkpoint_config,
+                             save_huggingface, save_tf1_checkpoint, warm_start)
 from bert_tf.interop.weights import model_arrays
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
                               BertTokenClassifier, build_encoder)
+from embedding_helpers import saved_classifier
 from interop_reference import TINY, original_arrays, write_tf1_checkpoint
 
 HF_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf_bert_gelu")
@@ -251,3 +253,43 @@ def test_a_checkpoint_of_the_other_architecture_is_refused_naming_both(tmp_path,
                                                             num_classes=2))
     assert str(error.value).endswith(
         "the checkpoint holds architecture 'modernbert', the model is 'bert'")
+
+
+def test_a_saved_task_warm_starts_as_its_model(tmp_path):
+    """POOR: a task's save was refused as --init_checkpoint ("the directory holds no
+    checkpoint: expected ... pretrainer.keras or encoder.keras"), though load_model and
+    TextClassifier.from_pretrained read it; the commands check, configure and warm-start with
+    these three calls."""
+    saved, trained = saved_classifier(tmp_path / "saved")
+    check_weights_readable(saved)
+    assert checkpoint_config(saved) == trained.encoder.config
+    same = BertClassifier(BertEncoder(checkpoint_config(saved)), num_classes=2)
+    report = warm_start(saved, same, do_lower_case=True)
+    assert report.source == os.path.join(saved, "model.keras") and report.source_format == "keras"
+    assert report.newly_initialized == []
+    assert all(np.array_equal(a, b) for a, b in zip(model_arrays(same).values(),
+                                                    model_arrays(trained).values()))
+    # Another head: the encoder loads, the head starts new.
+    other = BertClassifier(BertEncoder(checkpoint_config(saved)), num_classes=3)
+    assert warm_start(saved, other).newly_initialized == CLASSIFIER_HEAD
+    assert_same_encoder(other, encoder_arrays(trained))
+
+
+def test_python_callers_get_errors_naming_the_path_not_the_flag(tmp_path, config):
+    """POOR: errors raised to Python callers (bert_tf.load_model, the tasks' from_pretrained)
+    named the commands' --init_checkpoint flag; `flag` says what a message names."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InteropError) as error:
+        warm_start(str(empty), BertEncoder(config), flag=None)
+    assert str(error.value).startswith(f"{empty}: the directory holds no checkpoint: expected ")
+    with pytest.raises(InteropError) as error:
+        check_weights_readable(str(empty))  # as the commands call it
+    assert str(error.value).startswith(f"--init_checkpoint={empty}: the directory holds no ")
+    # bert_tf.load_model names the path alone.
+    prefix = tf.train.Checkpoint(other=tf.Variable(1.0)).write(str(tmp_path / "other" / "ckpt-1"))
+    config.to_json_file(str(tmp_path / "other" / "bert_config.json"))
+    with pytest.raises(InteropError) as error:
+        bert_tf.load_model(prefix)
+    assert str(error.value) == (f"{prefix}: a TF2 checkpoint without a bert_tf model under "
+                                "`model` (expected tf.train.Checkpoint(model=...))")
