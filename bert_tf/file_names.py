@@ -38,6 +38,11 @@ JAX_CHECKPOINT_SUFFIXES = (JAX_CHECKPOINT_SUFFIX, JAX_NPZ_CHECKPOINT_SUFFIX)
 CHECKPOINT_STATE_FILE = "checkpoint"
 BEST_DIR = "best"
 BEST_METRICS_FILE = "metrics.json"
+# A new best/ is written as best.tmp-<pid> and renamed over it; the best it replaces stays as
+# best.old-<pid> between the two renames (a run killed there leaves it: the next one puts it
+# back, run_directory.remove_stale_temp_files).
+BEST_STAGING_INFIX = ".tmp-"
+BEST_REPLACED_INFIX = ".old-"
 SUMMARIES_DIR = "summaries"
 FEATURES_DIR = "features"
 SENTENCE_TRANSFORMERS_DIR = "sentence_transformers"
@@ -109,5 +114,6 @@ def is_checkpoint_file(name):
 
 # What a killed process leaves half-written: bert_tf's atomic-write temporaries (.tmp_*),
 # TensorFlow's checkpoint temporaries (ckpt-<n>_temp/ shard directories, checkpoint.tmp<hex>
-# state files).
-TEMPORARY_PATTERNS = (".tmp_*", f"{CHECKPOINT_PREFIX}-*_temp", f"{CHECKPOINT_STATE_FILE}.tmp*")
+# state files), the best weights being replaced (best.tmp-<pid>, best.old-<pid>).
+TEMPORARY_PATTERNS = (".tmp_*", f"{CHECKPOINT_PREFIX}-*_temp", f"{CHECKPOINT_STATE_FILE}.tmp*",
+                      f"{BEST_DIR}{BEST_STAGING_INFIX}*", f"{BEST_DIR}{BEST_REPLACED_INFIX}*")

@@ -374,11 +374,17 @@ def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
     (tmp_path / "kept").mkdir()
     (tmp_path / "kept" / "file").write_text("x")
     os.symlink(tmp_path / "kept", tmp_path / ".tmp_link")
+    # The best weights a killed run was writing, and the ones it replaced (best/ is in place).
+    for name in ("best", "best.tmp-7", "best.old-7"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.json").write_text(name)
     removed = run_directory.remove_stale_temp_files(str(tmp_path))
     assert sorted(os.path.basename(p) for p in removed) == [
-        ".tmp_1_pretrainer.keras", ".tmp_link", "checkpoint.tmp9f8e", "ckpt-3_temp"]
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-3.index", "kept"]
+        ".tmp_1_pretrainer.keras", ".tmp_link", "best.old-7", "best.tmp-7",
+        "checkpoint.tmp9f8e", "ckpt-3_temp"]
+    assert sorted(os.listdir(tmp_path)) == ["best", "checkpoint", "ckpt-3.index", "kept"]
     assert os.listdir(tmp_path / "kept") == ["file"]
+    assert (tmp_path / "best" / "metrics.json").read_text() == "best"
 
 
 def _write_remote(path, record):

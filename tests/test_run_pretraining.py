@@ -862,3 +862,35 @@ def test_a_decay_proportion_the_schedule_does_not_use_is_said(values, warned, se
     message = ("--decay_proportion=0.3 is not used: it sizes --lr_schedule=wsd's final decay, "
                "and --lr_schedule=linear decays over the whole run")
     assert caplog.text.count(message) == (1 if warned else 0)
+
+
+def test_a_full_disk_writing_the_models_says_the_training_is_kept_and_what_writes_them(
+        setup, monkeypatch):
+    """A full disk while encoder.keras was written ended with `[Errno 28] No space left on
+    device` alone: no file named, nothing said of the checkpoints or of the rerun that
+    writes the models."""
+    import errno
+
+    from bert_tf.training import checkpointing
+
+    tmp_path, config_path, _ = setup
+    out = tmp_path / "full"
+    job = _job(tmp_path, config_path, num_train_steps=2, num_warmup_steps=0,
+               steps_per_loop=2, save_checkpoints_steps=2, output_dir=str(out))
+    save_keras_model = checkpointing.save_keras_model
+
+    def full_disk(model, path):
+        if path.endswith("encoder.keras"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        save_keras_model(model, path)
+
+    monkeypatch.setattr(checkpointing, "save_keras_model", full_disk)
+    with pytest.raises(RunDirectoryError) as error:
+        pretrain(job)
+    assert str(error.value) == (
+        f"{out}/encoder.keras cannot be written (No space left on device); nothing was lost: "
+        f"training is saved in the checkpoint {out}/ckpt-2. Free space (or fix the directory) "
+        "and rerun the same command: it has nothing left to train and writes the run's models "
+        "and results")
+    assert (out / "pretrainer.keras").is_file() and (out / "ckpt-2.index").is_file()
+    assert not (out / "encoder.keras").exists() and not (out / "results.json").exists()

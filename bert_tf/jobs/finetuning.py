@@ -369,16 +369,24 @@ def write_run_files(context, job, model, kind, labels, cli_name, flags_text, exp
         return
     output_dir, task = job.output_dir, job.task
     if job.do_train:
-        model_files.copy_model_files(output_dir, context.runtime, context.config,
-                                     context.vocab_file, context.tokenizer)
-        checkpointing.save_keras_model(model, run_directory.path(output_dir,
-                                                                 run_directory.MODEL_FILE))
-        serving.write_task_info(output_dir, kind, do_lower_case=bool(task.do_lower_case),
-                                max_seq_length=task.max_seq_length, labels=labels,
-                                **task_info)
-        if flags_text:
-            write_text_atomic(run_directory.path(output_dir, run_directory.flags_file(cli_name)),
-                              flags_text)
+        # A file that cannot be written (a full disk) loses no training: the same command
+        # resumes with nothing left to train and writes them.
+        files = (f"the run's files in {output_dir} ({run_directory.CONFIG_FILE}, the tokenizer "
+                 f"file, {run_directory.TASK_INFO_FILE}, {run_directory.flags_file(cli_name)})")
+        model_file = run_directory.path(output_dir, run_directory.MODEL_FILE)
+        with run_directory.writing_after_training(output_dir, files):
+            model_files.copy_model_files(output_dir, context.runtime, context.config,
+                                         context.vocab_file, context.tokenizer)
+        with run_directory.writing_after_training(output_dir, model_file):
+            checkpointing.save_keras_model(model, model_file)
+        with run_directory.writing_after_training(output_dir, files):
+            serving.write_task_info(output_dir, kind, do_lower_case=bool(task.do_lower_case),
+                                    max_seq_length=task.max_seq_length, labels=labels,
+                                    **task_info)
+            if flags_text:
+                write_text_atomic(run_directory.path(output_dir,
+                                                     run_directory.flags_file(cli_name)),
+                                  flags_text)
     # A JAX run's export comes last (export_run), once everything else is written.
     if job.export_dir and context.runtime.backend != "jax":
         serving.export(model, job.export_dir, tokenizer=context.tokenizer,
@@ -392,8 +400,8 @@ def export_run(output_dir, export_dir, overrides):
     the run's files and results are written, so a failure loses none of them.
 
     Args:
-      overrides: {bert-tf-export flag name: value} for the export settings the run does not
-        record in task_info.json (SQuAD's null_score_diff_threshold).
+      overrides: {bert-tf-export flag name: value} for the export settings that differ from
+        what the run records in task_info.json.
 
     Raises:
       FlagValueError naming --export_dir and the command that retries the export.
@@ -425,14 +433,16 @@ def write_results(context, output_dir, trained, results, eval_metrics):
     if not trained:
         run_directory.append_eval_only_results(output_dir, results)
         return
-    write_text_atomic(run_directory.path(output_dir, run_directory.RESULTS_FILE),
-                      json.dumps(results, indent=2, sort_keys=True) + "\n")
+    results_file = run_directory.path(output_dir, run_directory.RESULTS_FILE)
+    with run_directory.writing_after_training(output_dir, results_file):
+        write_text_atomic(results_file, json.dumps(results, indent=2, sort_keys=True) + "\n")
     if eval_metrics is not None:
         lines = [f"{name} = {value}" for name, value in sorted(eval_metrics.items())
                  if isinstance(value, (int, float))]
         lines.append(f"global_step = {results['global_step']}")
-        write_text_atomic(run_directory.path(output_dir, run_directory.EVAL_RESULTS_TEXT_FILE),
-                          "\n".join(lines) + "\n")
+        text_file = run_directory.path(output_dir, run_directory.EVAL_RESULTS_TEXT_FILE)
+        with run_directory.writing_after_training(output_dir, text_file):
+            write_text_atomic(text_file, "\n".join(lines) + "\n")
 
 
 def records_train_dataset_fn(path, spec, batch_size, seed, length_buckets, per_example=()):

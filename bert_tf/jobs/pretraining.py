@@ -554,15 +554,19 @@ def _pretrain(job, config, job_runtime, dataset_fns, record, flags_text, start,
                                     results["global_step"])
 
     if chief:
-        checkpointing.save_keras_model(model, output(run_directory.PRETRAINER_FILE))
-        checkpointing.save_keras_model(encoder, output(run_directory.ENCODER_FILE))
+        for keras_model, name in ((model, run_directory.PRETRAINER_FILE),
+                                  (encoder, run_directory.ENCODER_FILE)):
+            with run_directory.writing_after_training(job.output_dir, output(name)):
+                checkpointing.save_keras_model(keras_model, output(name))
     results["wall_time_seconds"] = time.time() - start
     if budget:
         results["time_budget_seconds"] = budget
         results["seconds_spent"] = seconds_before + results["wall_time_seconds"]
     if chief:
-        write_text_atomic(output(run_directory.RESULTS_FILE),
-                          json.dumps(results, indent=2, sort_keys=True) + "\n")
+        with run_directory.writing_after_training(job.output_dir,
+                                                  output(run_directory.RESULTS_FILE)):
+            write_text_atomic(output(run_directory.RESULTS_FILE),
+                              json.dumps(results, indent=2, sort_keys=True) + "\n")
     return results
 
 

@@ -50,12 +50,12 @@ from bert_tf.file_names import (BEST_DIR, BEST_METRICS_FILE, CHECKPOINT_PREFIX,
                                 VOCAB_FILE, checkpoint_name, checkpoint_name_step, checkpoint_step,
                                 flags_file, is_checkpoint_file, path)
 from bert_tf.run_directory.errors import (DirectoryInUseError, ResumeMismatchError,
-                                          RunDirectoryError)
+                                          RunDirectoryError, TrainedFileError)
 from bert_tf.run_directory.checkpoints import (checkpoint_backend, checkpoint_names,
                                                checkpoint_prefixes, has_checkpoint,
                                                jax_checkpoint_file, jax_checkpoint_steps)
 from bert_tf.run_directory.contents import (append_eval_only_results, check_writable, markers,
-                                            model_file, model_runs)
+                                            model_file, model_runs, writing_after_training)
 from bert_tf.run_directory.lock import (RunDirectoryLock, describe_holder, lock_holder, owned,
                                         remove_stale_temp_files)
 from bert_tf.run_directory.record import (JOBS, RECORD_FORMAT, RunRecord, read_flagfile,
@@ -105,6 +105,7 @@ __all__ = [
     "DirectoryInUseError",
     "ResumeMismatchError",
     "RunDirectoryError",
+    "TrainedFileError",
     "checkpoint_backend",
     "checkpoint_names",
     "checkpoint_prefixes",
@@ -116,6 +117,7 @@ __all__ = [
     "markers",
     "model_file",
     "model_runs",
+    "writing_after_training",
     "RunDirectoryLock",
     "describe_holder",
     "lock_holder",

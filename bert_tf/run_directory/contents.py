@@ -1,14 +1,18 @@
 """What a run directory holds and whether one can be written: its model file, the names that
-mark a training run's directory, the results of runs that only evaluate, the writability probe."""
+mark a training run's directory, the results of runs that only evaluate, the writability probe,
+the files written once training is done."""
 
+import contextlib
 import json
 import os
+import sys
 import tempfile
 
 from bert_tf import fileio
 from bert_tf.file_names import (BEST_DIR, EVAL_ONLY_RESULTS_FILE, LOCK_FILE, MODEL_FILES,
                                 RUN_MARKERS, is_checkpoint_file, path)
-from bert_tf.run_directory.errors import RunDirectoryError
+from bert_tf.run_directory.checkpoints import checkpoint_names
+from bert_tf.run_directory.errors import RunDirectoryError, TrainedFileError
 from bert_tf.run_directory.lock import describe_holder, lock_holder
 
 
@@ -125,3 +129,33 @@ def append_eval_only_results(directory, results):
         earlier += "\n"
     fileio.write_text_atomic(results_path, earlier + json.dumps(results, sort_keys=True) + "\n")
     return results_path
+
+
+@contextlib.contextmanager
+def writing_after_training(directory, file_path):
+    """The body writes `file_path` (a path, or words naming several), a file of `directory`'s
+    run once its training is done (a model, the results). A failure to write it (disk full,
+    quota, permissions) becomes a TrainedFileError naming it: nothing was lost, the training
+    is in the newest checkpoint, and the same command resumes there with nothing left to
+    train and writes the run's files."""
+    try:
+        yield
+    except fileio.TargetChangedError:
+        raise  # another writer's file, named as such
+    except _write_errors() as e:
+        reason = (getattr(e, "strerror", None)
+                  or str(getattr(e, "message", None) or e).splitlines()[0][:300])
+        names = checkpoint_names(directory)
+        kept = (f"the checkpoint {path(directory, names[-1])}" if names
+                else f"the checkpoints in {directory}")
+        raise TrainedFileError(
+            f"{file_path} cannot be written ({reason}); nothing was lost: training is saved in "
+            f"{kept}. Free space (or fix the directory) and rerun the same command: it has "
+            "nothing left to train and writes the run's models and results") from None
+
+
+def _write_errors():
+    """OSError and, once TensorFlow is loaded, its file-system errors (a gs:// write); this
+    module imports no TensorFlow."""
+    tf = sys.modules.get("tensorflow")
+    return (OSError,) if tf is None else (OSError, tf.errors.OpError)

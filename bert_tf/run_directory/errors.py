@@ -11,3 +11,7 @@ class DirectoryInUseError(RunDirectoryError):
 class ResumeMismatchError(RunDirectoryError):
     """A run would resume checkpoints written with other settings."""
 
+
+class TrainedFileError(RunDirectoryError):
+    """A file a run writes once its training is done (a model, the results) could not be
+    written; the training is kept in the run's checkpoints."""

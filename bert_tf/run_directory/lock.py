@@ -29,7 +29,8 @@ import time
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.file_names import LOCK_FILE, TEMPORARY_PATTERNS, path
+from bert_tf.file_names import (BEST_DIR, BEST_METRICS_FILE, BEST_REPLACED_INFIX, LOCK_FILE,
+                                TEMPORARY_PATTERNS, path)
 from bert_tf.run_directory.errors import DirectoryInUseError, RunDirectoryError
 
 
@@ -284,7 +285,8 @@ class RunDirectoryLock:
 
 
 def remove_stale_temp_files(directory):
-    """Removes what a killed run left half-written in `directory` (file_names.TEMPORARY_PATTERNS).
+    """Removes what a killed run left half-written in `directory` (file_names.TEMPORARY_PATTERNS),
+    once a best/ it left aside is put back.
 
     Call only while owning the directory: a live run's temporaries look the same.
 
@@ -294,6 +296,7 @@ def remove_stale_temp_files(directory):
     directory = str(directory)
     if not fileio.isdir(directory):
         return []
+    _recover_best(directory)
     removed = []
     for name in sorted(fileio.listdir(directory)):
         if not any(fnmatch.fnmatchcase(name.rstrip("/"), p) for p in TEMPORARY_PATTERNS):
@@ -305,6 +308,23 @@ def remove_stale_temp_files(directory):
         logging.info("Removed temporary files a previous run left in %s: %s", directory,
                      ", ".join(os.path.basename(p) for p in removed))
     return removed
+
+
+def _recover_best(directory):
+    """Puts back the best weights a run killed while replacing them left aside: between its two
+    renames best/ is missing and the previous best, whole, is best.old-<pid>."""
+    best = path(directory, BEST_DIR)
+    if fileio.is_remote(directory) or os.path.exists(best):
+        return  # remote best/ is replaced in place (training.task_loop)
+    replaced = [path(directory, name.rstrip("/")) for name in fileio.listdir(directory)
+                if fnmatch.fnmatchcase(name.rstrip("/"), f"{BEST_DIR}{BEST_REPLACED_INFIX}*")]
+    replaced = [p for p in replaced if os.path.isfile(path(p, BEST_METRICS_FILE))]
+    if not replaced:
+        return
+    newest = max(replaced, key=lambda p: os.path.getmtime(path(p, BEST_METRICS_FILE)))
+    os.replace(newest, best)
+    logging.warning("Put back %s from %s, where a run killed while replacing the best weights "
+                    "left them", best, os.path.basename(newest))
 
 
 @contextlib.contextmanager

@@ -20,7 +20,8 @@ from absl import logging
 from bert_tf import file_names, fileio
 from bert_tf.run_directory import checkpoints as run_checkpoints
 # Raised by every checkpoint reader, on either backend (defined where JAX runs find it).
-from bert_tf.training.step_runner import CheckpointError, none_restored  # noqa: F401
+from bert_tf.training.step_runner import (CheckpointError, failure_reason,  # noqa: F401
+                                          none_restored, save_failed)
 
 # Variables of an original google-research/bert (TF1) checkpoint start with these scopes.
 _TF1_BERT_PREFIXES = ("bert/", "cls/predictions/", "cls/seq_relationship/")
@@ -98,14 +99,8 @@ def save(manager, step):
                     tf.io.gfile.remove(path)
             except (tf.errors.OpError, OSError):
                 pass
-        reason = str(getattr(e, "message", None) or e).splitlines()[0][:300]
-        previous = manager.latest_checkpoint
-        kept = f"the previous checkpoint {previous} is intact" if previous else \
-            "no checkpoint had been saved yet"
-        raise CheckpointError(
-            f"saving the checkpoint of step {step} in {manager.directory} failed ({reason}); "
-            f"nothing was lost: {kept}. Free space (or fix the directory) and rerun the same "
-            "command to resume") from None
+        raise save_failed(step, manager.directory, failure_reason(e),
+                          manager.latest_checkpoint) from None
 
 
 def restore_latest(manager, checkpoint, without_rng=None, validate=None):
@@ -148,6 +143,7 @@ def restore_latest(manager, checkpoint, without_rng=None, validate=None):
             target.restore(path).expect_partial().assert_existing_objects_matched()
         except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:
             # IndexError: the checkpoint reader's "Read less bytes than requested" (truncated).
+            _expect_partial_restore(e)
             reason = str(e).splitlines()[0][:300] if str(e) else ""
             logging.warning("Checkpoint %s cannot be restored (%s: %s); falling back to the "
                             "previous checkpoint.", path, type(e).__name__, reason)
@@ -163,6 +159,18 @@ def restore_latest(manager, checkpoint, without_rng=None, validate=None):
         raise none_restored(manager.directory, candidates)
     return None
 
+
+def _expect_partial_restore(error):
+    """Silences the restore that raised `error` part-way, as expect_partial() silences the
+    ones that return: TensorFlow's restore coordinator, freed later, would log each value of
+    the skipped checkpoint the target lacks (`run_state/...`, which is read apart) as "deleted
+    with unrestored values", which reads as if the fallback's run state were lost."""
+    tb = error.__traceback__
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            if type(value).__name__ == "_CheckpointRestoreCoordinator":
+                value.expect_partial = True
+        tb = tb.tb_next
 
 
 def is_tf1_bert_checkpoint(path):

@@ -57,9 +57,10 @@ def mean_metrics(sums, count):
 
 
 def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_config,
-          metrics_fn=None, on_checkpoint=None, warm_start_fn=None, init_checkpoint_target=None,
-          skip_consumed_input=True, max_checkpoints_to_keep=5, handle_sigterm=True,
-          start_time=None, budget_reserve_fn=None, on_restored=None, on_progress=None):
+          metrics_fn=None, on_checkpoint=None, checkpoint_done=None, warm_start_fn=None,
+          init_checkpoint_target=None, skip_consumed_input=True, max_checkpoints_to_keep=5,
+          handle_sigterm=True, start_time=None, budget_reserve_fn=None, on_restored=None,
+          on_progress=None):
     """Trains `model` to `loop_config.num_train_steps` optimizer steps (or for
     `loop_config.time_budget_seconds`), resuming from output_dir's checkpoint.
 
@@ -82,6 +83,11 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
       metrics_fn: `(sums, count) -> dict` of reported metrics (default: means).
       on_checkpoint: optional `(step) -> None`, called on every process after each checkpoint
         save (e.g. to evaluate and keep the best model); it runs between training steps.
+      checkpoint_done: optional `(step) -> bool`, with on_checkpoint: whether on_checkpoint(step)
+        completed (what it records says so). A resumed run whose checkpoint was due a call
+        that never completed (the process was killed between the save and the call's end, or
+        stopped by SIGTERM at that step) makes it, on the restored weights, before training
+        on (every process decides alike from what the chief recorded).
       warm_start_fn: `(init_checkpoint, target) -> any` that loads loop_config.init_checkpoint
         when output_dir has no checkpoint (default: checkpointing.warm_start).
       init_checkpoint_target: what init_checkpoint loads into (default `model`).
@@ -129,6 +135,10 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
     if on_restored is not None:
         on_restored()
     step = first_step = restored.step
+    if (on_checkpoint is not None and checkpoint_done is not None and restored.path is not None
+            and _checkpoint_due(step, config, restored.run_state)
+            and not checkpoint_done(step)):
+        on_checkpoint(step)
     # Checkpoints without the count were written by runs whose every step took the full count.
     micro_batches = first_batches = int(restored.run_state.get("micro_batches")
                                         or step * config.gradient_accumulation_steps)
@@ -221,6 +231,16 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
     if budget:
         results["time_budget_seconds"] = budget
     return results
+
+
+def _checkpoint_due(step, config, run_state):
+    """Whether the checkpoint of `step` is one the schedule saves and calls on_checkpoint for
+    (every save_checkpoints_steps, and the last), not only a stop request's."""
+    if step % config.save_checkpoints_steps == 0:
+        return True
+    if config.time_budget_seconds:
+        return run_state.get("schedule_fraction", 0.0) >= 1.0
+    return step >= config.num_train_steps
 
 
 def _save_seconds_guess(model):

@@ -7,8 +7,10 @@ the devices, written by Orbax shard by shard, replicated arrays once, every proc
 and a small JSON item ("meta": each variable's path and shape, and the run's clock,
 step_runner.RUN_STATE_KEYS). Orbax writes into a temporary directory and renames it when every
 process is done, so a checkpoint is whole or absent; nothing gathers the model into one host
-buffer. A run directory of bert_tf before Orbax holds ckpt-<step>.npz files: they are still read
-(the run then goes on with Orbax checkpoints).
+buffer. A save that fails (a full disk) removes that directory and raises, in one line, the
+error a TensorFlow run's failed save raises (step_runner.save_failed). A run directory of
+bert_tf before Orbax holds ckpt-<step>.npz files: they are still read (the run then goes on
+with Orbax checkpoints).
 
 Reading: the newest checkpoint that can be read, holds exactly this run's variables with their
 shapes and finite weights is restored; each one skipped is named in one warning line with the
@@ -21,11 +23,15 @@ the run reaches that step again, the unreadable one is moved aside (`<name>.unre
 kept.
 """
 
+import contextlib
+import gc
 import io
+import logging as logging_std
 import os
 import re
 import shutil
 import sys
+import types
 import zipfile
 
 import keras
@@ -34,7 +40,8 @@ from absl import logging
 
 from bert_tf import file_names, fileio, optional
 from bert_tf.run_directory import checkpoints as run_checkpoints
-from bert_tf.training.step_runner import RUN_STATE_KEYS, none_restored
+from bert_tf.training.step_runner import (RUN_STATE_KEYS, failure_reason, none_restored,
+                                          save_failed)
 
 _RUN_STATE_PREFIX = "run_state/"
 # In the name of Orbax's temporary directory of a save in progress.
@@ -145,9 +152,23 @@ class Checkpointer:
                 "run_state": {key: float(run_state.get(key, 0.0)) for key in RUN_STATE_KEYS},
                 "variables": [[group, v.path, list(v.shape),
                                keras.backend.standardize_dtype(v.dtype)] for group, _, v in keyed]}
-        with _checkpointer() as checkpointer:
-            checkpointer.save(_orbax_path(path), args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
+        reason = None
+        _drop_closed_loop_tracebacks()
+        with _held_orbax_errors() as held:
+            try:
+                with _checkpointer() as checkpointer:
+                    checkpointer.save(_orbax_path(path), args=ocp.args.Composite(
+                        state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
+            except (OSError, ValueError) as e:
+                # TensorStore's errors (a full disk: RESOURCE_EXHAUSTED) are ValueErrors.
+                reason = failure_reason(e)
+        if reason is None:
+            held.release()
+        else:
+            _close_abandoned_writes()
+            if self.writer:
+                self._remove_unfinished(step)
+            raise save_failed(step, self.directory, reason, self.last_good)
         self._lineage.add(step)
         if self.writer:
             for old in sorted(s for s in self._lineage if s != step)[:-self.max_to_keep + 1
@@ -157,17 +178,20 @@ class Checkpointer:
         self.last_good = path
         return path
 
-    def _remove_unfinished(self):
+    def _remove_unfinished(self, step=None):
         """Removes the temporary directories of saves a kill interrupted (Orbax writes
-        ckpt-<step>.orbax.orbax-checkpoint-tmp-<n> and renames it when done)."""
+        ckpt-<step>.orbax.orbax-checkpoint-tmp-<n> and renames it when done), or `step`'s
+        alone (a save that failed)."""
         if not fileio.isdir(self.directory):
             return
-        prefix = file_names.CHECKPOINT_PREFIX + "-"
+        prefix = (file_names.CHECKPOINT_PREFIX + "-" if step is None else
+                  file_names.checkpoint_name(step, file_names.JAX_CHECKPOINT_SUFFIX) + ".")
         for name in fileio.listdir(self.directory):
             name = name.rstrip("/")
             if name.startswith(prefix) and _UNFINISHED in name:
-                logging.info("Removing the unfinished checkpoint %s (a save that was "
-                             "interrupted)", name)
+                if step is None:
+                    logging.info("Removing the unfinished checkpoint %s (a save that was "
+                                 "interrupted)", name)
                 _remove_tree(file_names.path(self.directory, name))
 
     def _remove(self, step):
@@ -194,16 +218,17 @@ def _read(path, keyed):
             return _read_npz(path, keyed)
         return _read_orbax(path, keyed)
     except _READ_ERRORS as e:
-        _drop_stray_read_tracebacks()
+        _drop_closed_loop_tracebacks()
         reason = str(e).splitlines()[0][:200] if str(e) else ""
         return None, None, f"not a readable checkpoint: {type(e).__name__}: {reason}"
 
 
-def _drop_stray_read_tracebacks():
-    """After a failed Orbax read, TensorStore finishes the reads still in flight on its own
-    threads and posts each result to the event loop Orbax has already closed: every one prints
-    a traceback of `RuntimeError: Event loop is closed`, after the run's own error line, that
-    says nothing about the checkpoint. Those tracebacks, and only those, are dropped."""
+def _drop_closed_loop_tracebacks():
+    """After a failed Orbax read or save, TensorStore finishes the operations still in flight
+    on its own threads and posts each result to the event loop Orbax has already closed: every
+    one prints a traceback of `RuntimeError: Event loop is closed`, around the run's own error
+    line, that says nothing about the checkpoint. Those tracebacks, and only those, are
+    dropped."""
     previous = sys.unraisablehook
     if getattr(previous, "_drops_closed_loop_errors", False):
         return
@@ -216,6 +241,52 @@ def _drop_stray_read_tracebacks():
 
     unraisablehook._drops_closed_loop_errors = True
     sys.unraisablehook = unraisablehook
+
+
+def _close_abandoned_writes():
+    """Closes the writes a failed Orbax save left suspended: TensorStore keeps their tasks,
+    pending on an event loop already closed, and the interpreter finalizing them at exit
+    printed a traceback for each (`ImportError: sys.meta_path is None`, a hundred of them
+    after a full disk). Closed now, they end as any cancelled write does (bert_tf runs one
+    Orbax operation at a time: none of them is another's)."""
+    for value in gc.get_objects():
+        if (isinstance(value, types.CoroutineType) and value.cr_frame is not None
+                and not value.cr_running
+                and f"{os.sep}orbax{os.sep}" in value.cr_code.co_filename):
+            with contextlib.suppress(Exception):
+                value.close()
+
+
+class _HeldRecords(logging_std.Filter):
+    """Holds back the error records Orbax logs while a save runs (each failed write of its
+    threads, with a traceback): the save's own error says what failed in one line."""
+
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def filter(self, record):
+        if record.levelno >= logging_std.ERROR and f"{os.sep}orbax{os.sep}" in record.pathname:
+            self.records.append(record)
+            return False
+        return True
+
+    def release(self):
+        """Logs what was held (a save that succeeded after all)."""
+        records, self.records = self.records, []
+        for record in records:
+            logging_std.getLogger(record.name).handle(record)
+
+
+@contextlib.contextmanager
+def _held_orbax_errors():
+    held = _HeldRecords()
+    logger = logging_std.getLogger("absl")  # Orbax logs through absl
+    logger.addFilter(held)
+    try:
+        yield held
+    finally:
+        logger.removeFilter(held)
 
 
 def _orbax_path(path):

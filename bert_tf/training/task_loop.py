@@ -163,8 +163,12 @@ class BestModelKeeper:
     """Keeps the weights with the best value of one metric under `<output_dir>/best/`.
 
     `best/` holds a tf.train.Checkpoint of the model (`best/model-<step>`) and `metrics.json`
-    (step, metric name, all metrics). It is replaced atomically: written as `best.tmp-<pid>`,
-    then renamed, so a crash leaves either the old or the new best, never half of one.
+    (step, metric name, all metrics, and `evaluated_step`: the newest step evaluated, best or
+    not, so that a resumed run knows which checkpoint's evaluation it never finished). It is
+    replaced by renames: written as `best.tmp-<pid>`, the old one moved to `best.old-<pid>`,
+    the new one moved in, the old one removed. A run killed between the two renames leaves no
+    best/: the next one puts best.old-<pid> back (run_directory.remove_stale_temp_files), and
+    re-evaluates the checkpoint whose update was lost; never half of one.
 
     Only the chief writes `best/`. A non-chief worker given `worker_dir` keeps its own copy of
     the best weights there, so that restore() at the end loads them from a directory no other
@@ -216,19 +220,23 @@ class BestModelKeeper:
             raise KeyError(f"best-model metric {self.metric!r} is not among the evaluation "
                            f"metrics {', '.join(sorted(metrics))}")
         if not self.is_better(metrics[self.metric]):
+            self.best["evaluated_step"] = int(step)
+            if self.write:
+                write_text_atomic(os.path.join(self.directory, file_names.BEST_METRICS_FILE),
+                                  self._metrics_json())
             return False
-        self.best = {"step": int(step), "metric": self.metric,
+        self.best = {"step": int(step), "metric": self.metric, "evaluated_step": int(step),
                      "metrics": {k: float(v) for k, v in metrics.items()}}
         if self._copy_dir and fileio.is_remote(self._copy_dir):
             self._save_in_place(step)
         elif self._copy_dir:
             directory = self._copy_dir
-            tmp = f"{directory}.tmp-{os.getpid()}"
+            tmp = f"{directory}{file_names.BEST_STAGING_INFIX}{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
             _write_weights(self.model, os.path.join(tmp, f"model-{step}"))
             write_text_atomic(os.path.join(tmp, file_names.BEST_METRICS_FILE),
-                              json.dumps(self.best, indent=2, sort_keys=True) + "\n")
-            old = f"{directory}.old-{os.getpid()}"
+                              self._metrics_json())
+            old = f"{directory}{file_names.BEST_REPLACED_INFIX}{os.getpid()}"
             if os.path.exists(directory):
                 os.replace(directory, old)
             os.replace(tmp, directory)
@@ -237,6 +245,16 @@ class BestModelKeeper:
         logging.info("New best %s=%.5g at step %d", self.metric, metrics[self.metric], step)
         return True
 
+    def evaluated(self, step):
+        """Whether the evaluation of `step` was recorded (by this run, or by an earlier part
+        of it in best/metrics.json; a metrics.json written before `evaluated_step` existed
+        records its best step)."""
+        return self.best is not None and self.best.get("evaluated_step",
+                                                       self.best["step"]) >= step
+
+    def _metrics_json(self):
+        return json.dumps(self.best, indent=2, sort_keys=True) + "\n"
+
     def _save_in_place(self, step):
         """Directory renames are copies (object stores) or unsupported there: the weights go
         in beside the old ones, then metrics.json (naming the step) is replaced, then the old
@@ -244,7 +262,7 @@ class BestModelKeeper:
         directory = self._copy_dir
         _write_weights(self.model, os.path.join(directory, f"model-{step}"))
         write_text_atomic(os.path.join(directory, file_names.BEST_METRICS_FILE),
-                          json.dumps(self.best, indent=2, sort_keys=True) + "\n")
+                          self._metrics_json())
         for name in tf.io.gfile.listdir(directory):
             if name.startswith("model-") and not name.startswith(f"model-{step}."):
                 tf.io.gfile.remove(os.path.join(directory, name))
@@ -338,6 +356,15 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, runtime, output_di
     eval_writer = (tf.summary.create_file_writer(
         file_names.path(output_dir, file_names.SUMMARIES_DIR, "eval")) if chief else None)
 
+    def evaluated(step):
+        # A run killed (or preempted) between a checkpoint's save and its evaluation left it
+        # unevaluated: the resume evaluates it before training on, as the run would have.
+        if evaluate_fn is None or keeper.evaluated(step):
+            return True
+        logging.warning("The checkpoint of step %d was saved but its evaluation never finished "
+                        "(the run stopped in between): evaluating it now", step)
+        return False
+
     def on_checkpoint(step):
         if evaluate_fn is None:
             return
@@ -354,7 +381,7 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, runtime, output_di
         runtime=runtime, model=model, optimizer=optimizer, loss_fn=loss_fn,
         dataset_fn=train_dataset_fn, output_dir=output_dir, loop_config=loop_config,
         metrics_fn=training_metrics, warm_start_fn=warm_start_fn, on_checkpoint=on_checkpoint,
-        start_time=start_time)
+        checkpoint_done=evaluated, start_time=start_time)
     best = keeper.restore() if keeper is not None else None
     remove_worker_dir(worker_dir)
     if eval_writer is not None:

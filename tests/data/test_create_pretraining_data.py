@@ -754,3 +754,45 @@ def test_cli_end_to_end(corpus, main_run, repo_root, tmp_path):
         f'create_pretraining_data: error: Input "{tmp_path / "indir"}" is a directory; expected a '
         f'file or a glob of files (e.g. "{tmp_path / "indir"}/*").')
     assert not os.path.exists(tmp_path / "d.tfrecord")
+
+
+def test_partial_shards_of_killed_writers_are_removed_and_live_ones_kept(small, caplog):
+    """kill -9 left hidden partial shards (.tmp_<token>_<shard>, tens of MB each) that no rerun
+    removed; each killed run added more."""
+    import socket
+
+    host, directory = socket.gethostname(), small["dir"]
+    dead = _finished_pid()
+    live = subprocess.Popen(["sleep", "60"])
+    names = {
+        "dead": f".tmp_0123abcd-{dead}-{host}_out.tfrecord",
+        "dead_x": f".tmp_0123abcd-{dead}-{host}_x_out.tfrecord",  # of x_out.tfrecord
+        "live": f".tmp_0123abcd-{live.pid}-{host}_out.tfrecord",
+        "other_host": f".tmp_0123abcd-{dead}-{host}x_out.tfrecord",
+        "unknown": ".tmp_0123abcd_out.tfrecord",  # an earlier bert_tf's: no writer named
+        "other_output": f".tmp_0123abcd-{dead}-{host}_other.tfrecord",
+    }
+    try:
+        for name in names.values():
+            (directory / name).write_bytes(b"partial")
+        path = small["make"]("in.txt", "The first sentence is here.\nThe second one.\n\n"
+                                       "Another document starts.\nIt ends now.\n")
+        caplog.set_level(logging.INFO, logger="absl")
+        create(small, path, output=f"{directory}/out.tfrecord,{directory}/x_out.tfrecord")
+    finally:
+        live.kill()
+        live.wait()
+    left = {name for name in os.listdir(directory) if name.startswith(".tmp_")}
+    assert left == {names[k] for k in ("live", "other_host", "unknown", "other_output")}
+    removed = ", ".join(str(directory / names[k]) for k in ("dead", "dead_x"))
+    assert f"Removed 2 partial shard(s) that killed runs left: {removed}" in caplog.text
+    assert ("Kept 1 partial shard(s) of an earlier bert_tf, whose writer cannot be told (a "
+            "killed run's if no other command writes these outputs: remove them): "
+            f"{directory / names['unknown']}") in caplog.text
+
+
+def _finished_pid():
+    """The pid of a process that has ended (and was reaped)."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid

@@ -2,6 +2,7 @@
 
 import os
 import re
+import socket
 import subprocess
 
 import numpy as np
@@ -89,8 +90,12 @@ def test_sharded_writer_round_robin_and_rename(tmp_path):
     with tfrecord_io.ShardedRecordWriter(paths) as writer:
         for record in records:
             writer.write(record)
-        # Nothing is visible under the final names until the writer closes.
+        # Nothing is visible under the final names until the writer closes; the temporary
+        # names say whose they are (a later run removes a killed writer's, never a live one's).
         assert not any(os.path.exists(p) for p in paths)
+        host = re.escape(socket.gethostname())
+        assert all(re.fullmatch(rf"\.tmp_[0-9a-f]{{8}}-{os.getpid()}-{host}_s{i}\.tfrecord",
+                                name) for i, name in enumerate(sorted(os.listdir(tmp_path))))
     assert writer.counts == [3, 2, 2] and writer.num_written == 7
     assert sorted(os.listdir(tmp_path)) == ["s0.tfrecord", "s1.tfrecord", "s2.tfrecord"]
     read = [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in paths]

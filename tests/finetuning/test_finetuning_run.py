@@ -395,3 +395,41 @@ def test_another_commands_fine_tuning_run_is_not_this_ones_output_dir(tmp_path, 
     job = _training_job(pretrained_dir, run)
     _check_dirs(job, "run_classifier")
     prepare(job)
+
+
+def test_results_that_cannot_be_written_say_the_training_is_kept(tmp_path, monkeypatch):
+    """A full disk writing results.json (or model.keras) after fine-tuning printed only
+    `[Errno 28] No space left on device`."""
+    import errno
+    import types
+
+    from bert_tf.jobs import finetuning
+
+    (tmp_path / "ckpt-42.index").write_bytes(b"")
+    (tmp_path / "ckpt-83.index").write_bytes(b"")
+
+    def full_disk(path, text, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(finetuning, "write_text_atomic", full_disk)
+    with pytest.raises(run_directory.TrainedFileError) as error:
+        finetuning.write_results(types.SimpleNamespace(chief=True), str(tmp_path), True,
+                                 {"global_step": 83}, {"accuracy": 0.5})
+    assert str(error.value) == (
+        f"{tmp_path}/results.json cannot be written (No space left on device); nothing was "
+        f"lost: training is saved in the checkpoint {tmp_path}/ckpt-83. Free space (or fix the "
+        "directory) and rerun the same command: it has nothing left to train and writes the "
+        "run's models and results")
+    # model.keras likewise (the model files before it written).
+    monkeypatch.setattr(finetuning.model_files, "copy_model_files", lambda *args: None)
+    monkeypatch.setattr(finetuning.checkpointing, "save_keras_model", full_disk)
+    context = types.SimpleNamespace(chief=True, runtime=None, config=None, vocab_file=None,
+                                    tokenizer=None)
+    job = types.SimpleNamespace(output_dir=str(tmp_path), task=None, do_train=True,
+                                export_dir=None)
+    with pytest.raises(run_directory.TrainedFileError) as error:
+        finetuning.write_run_files(context, job, None, "classification", ["a", "b"],
+                                   "run_classifier", "--x=1\n", {})
+    assert str(error.value).startswith(f"{tmp_path}/model.keras cannot be written (No space "
+                                       "left on device); nothing was lost: training is saved "
+                                       f"in the checkpoint {tmp_path}/ckpt-83. ")

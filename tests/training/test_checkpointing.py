@@ -3,6 +3,7 @@ damaged or unreadable latest checkpoint, resume one written without the dropout 
 refuse another model's checkpoints and an unwritable directory, warm start from a Keras or
 TensorFlow checkpoint (and name an original TF1 one), and a full disk that loses nothing."""
 
+import gc
 import os
 import subprocess
 
@@ -53,6 +54,26 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, caplog):
     # Restored step 50, so this run trained 70 steps.
     assert results["steps_this_run"] == 70
     assert any("ckpt-100 cannot be restored" in m and "falling back" in m for m in messages)
+
+
+def test_a_damaged_checkpoint_skipped_leaves_no_warning_of_unrestored_values(tmp_path,
+                                                                             caplog):
+    # A restore that fails part-way (a tensor's checksum) used to leave TensorFlow's restore
+    # coordinator to log the run state (read apart) as "deleted with unrestored values".
+    strategy = get_strategy("one_device")
+    model, optimizer = _build(strategy)
+    _train(model, optimizer, strategy, tmp_path, 20, steps_per_loop=10, save_checkpoints_steps=10)
+    data_file = tmp_path / "ckpt-20.data-00000-of-00001"
+    data = bytearray(data_file.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    data_file.write_bytes(bytes(data))
+
+    results, _ = _resume_with_another_seed(strategy, tmp_path, 30, caplog)
+    gc.collect()
+    assert results["steps_this_run"] == 20
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("ckpt-20 cannot be restored (DataLossError: " in m for m in messages)
+    assert not [m for m in messages if "unrestored values" in m or "could not be found" in m]
 
 
 def test_warm_start_from_keras_and_tf_checkpoints(tmp_path):

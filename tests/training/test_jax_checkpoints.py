@@ -202,3 +202,42 @@ def test_only_the_writer_removes_old_checkpoints(tmp_path):
     for step in (10, 20):
         assert others.save(model, optimizer, step, {}) == _file(tmp_path, step)
     assert run_directory.jax_checkpoint_steps(str(tmp_path)) == [10, 20]
+
+
+def test_a_full_disk_while_saving_is_one_line_and_loses_nothing(tmp_path, monkeypatch, caplog):
+    import orbax.checkpoint as ocp
+
+    kernels = _saved(tmp_path, [10])
+    checkpointer = Checkpointer(str(tmp_path))
+    checkpointer.restore(*_model(99))
+
+    def full_disk(self, directory, *args, **kwargs):
+        # What TensorStore raises (through Orbax) once a shard of the new checkpoint met a
+        # full disk, and the error record Orbax's writing thread logs first.
+        partial = os.path.join(str(directory) + ".orbax-checkpoint-tmp", "state")
+        os.makedirs(partial)
+        with open(os.path.join(partial, "shard"), "wb") as f:
+            f.write(b"half")
+        logging.getLogger("absl").handle(logging.makeLogRecord(dict(
+            name="absl", levelno=logging.ERROR, levelname="ERROR",
+            pathname=f"{os.sep}orbax{os.sep}checkpoint{os.sep}future.py",
+            msg="_SignalingThread.run() raised an exception")))
+        raise ValueError(f'RESOURCE_EXHAUSTED: Error writing "model.0/0" in OCDBT database at '
+                         f'local file "{partial}/": Failed to write 857483 bytes to file 22: '
+                         "No space left on device [os_error_code='28']")
+
+    monkeypatch.setattr(ocp.Checkpointer, "save", full_disk)
+    with caplog.at_level(logging.INFO), pytest.raises(CheckpointError) as error:
+        checkpointer.save(*_model(20), 20, {})
+    assert str(error.value) == (
+        f"saving the checkpoint of step 20 in {tmp_path} failed (No space left on device); "
+        f"nothing was lost: the previous checkpoint {_file(tmp_path, 10)} is intact. Free "
+        "space (or fix the directory) and rerun the same command to resume")
+    assert error.value.__context__ is None and error.value.__cause__ is None
+    # The partial save is gone, Orbax's error record was not logged, and the run resumes.
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-10.orbax"]
+    assert not [r for r in caplog.records if "raised an exception" in r.getMessage()]
+    monkeypatch.undo()
+    model, optimizer = _model(99)
+    assert Checkpointer(str(tmp_path)).restore(model, optimizer)[0] == _file(tmp_path, 10)
+    np.testing.assert_array_equal(_kernel(model), kernels[10])

@@ -102,7 +102,8 @@ def test_best_model_keeper_keeps_only_improvements_and_survives_a_restart(tmp_pa
     assert not keeper.update(20, {"f1": 0.4})
     assert sorted(os.listdir(tmp_path)) == ["best"]
     with open(tmp_path / "best" / "metrics.json") as f:
-        assert json.load(f) == {"step": 10, "metric": "f1",
+        # The newest step evaluated, best or not: a resume knows what it must evaluate.
+        assert json.load(f) == {"step": 10, "metric": "f1", "evaluated_step": 20,
                                 "metrics": {"f1": 0.5, "accuracy": 0.6}}
     # A new keeper (a resumed run) remembers the best and restores its weights.
     again = task_loop.BestModelKeeper(model, str(tmp_path), "f1")
@@ -151,3 +152,52 @@ def test_fine_tune_learns_evaluates_each_checkpoint_and_restores_the_best(tmp_pa
     assert evaluate()["accuracy"] == best["metrics"]["accuracy"]
     assert results["train"]["accuracy"] > 0.8
     assert os.path.isdir(tmp_path / "summaries" / "eval")
+
+
+def test_a_run_killed_between_a_save_and_its_best_update_evaluates_it_on_resume(
+        tmp_path, monkeypatch):
+    """kill -9 between ckpt-N and best/ lost step N's evaluation: the resume restored ckpt-N,
+    never evaluated it and could keep and export a worse model. A kill between the best's two
+    renames left no best/ at all (the previous one as best.old-<pid>, which nothing read)."""
+    import toy_problem as toy
+    from bert_tf import run_directory
+
+    strategy = get_strategy("one_device")
+    scores = {40: 0.5, 80: 0.9}
+
+    def run():
+        model, optimizer = toy.tf_build(strategy, num_train_steps=80)
+        return task_loop.fine_tune(
+            model=model, optimizer=optimizer, loss_fn=toy.loss_fn,
+            train_dataset_fn=toy.dataset_fn, runtime=on_tensorflow(strategy),
+            output_dir=str(tmp_path), evaluate_fn=lambda: {
+                "accuracy": scores[int(optimizer.iterations.numpy())]},
+            loop_config=TrainLoopConfig(80, global_batch_size=toy.GLOBAL_BATCH,
+                                        steps_per_loop=40, save_checkpoints_steps=40),
+            best_metric="accuracy")
+
+    replace = os.replace
+
+    def killed(source, target):
+        # The "kill": step 80's new best is written, the old one moved aside, then nothing.
+        if source.endswith(f"best.tmp-{os.getpid()}") and os.path.exists(
+                tmp_path / f"best.old-{os.getpid()}"):
+            raise SystemExit(137)
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(SystemExit):
+        run()
+    monkeypatch.undo()
+    assert sorted(n for n in os.listdir(tmp_path) if n.startswith("best")) == [
+        f"best.old-{os.getpid()}", f"best.tmp-{os.getpid()}"]
+    # The next run's owner puts the previous best back and removes the rest.
+    assert run_directory.remove_stale_temp_files(str(tmp_path)) == [
+        str(tmp_path / f"best.tmp-{os.getpid()}")]
+    with open(tmp_path / "best" / "metrics.json") as f:
+        assert json.load(f)["evaluated_step"] == 40
+    results = run()
+    assert [(e["step"], e["accuracy"]) for e in results["evaluations"]] == [(80, 0.9)]
+    assert results["best"]["step"] == 80 and results["train"]["steps_this_run"] == 0
+    # Once recorded it is not evaluated again.
+    assert run()["evaluations"] == []

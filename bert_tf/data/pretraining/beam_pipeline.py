@@ -254,6 +254,8 @@ def run_beam_pipeline(input_patterns, output_prefix, vocab_file, *, do_lower_cas
     # Loading the vocabulary here reports a bad vocab file before the pipeline starts.
     instances.InstanceMaker(cpd.pretraining_tokenizer(vocab_file, do_lower_case), options)
     cpd.warn_if_predictions_capped(options)
+    # What this host's writers of these shards, killed before, left (never a live one's).
+    tfrecord_io.remove_stale_temp_files(shards)
     logging.info("Running create_pretraining_data on %s over %d files.", runner, len(input_files))
 
     pipeline_options = PipelineOptions(["--runner=" + runner, *pipeline_args])

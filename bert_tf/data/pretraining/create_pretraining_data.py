@@ -429,6 +429,8 @@ def create_pretraining_data(input_patterns, output_files, vocab_file, *, do_lowe
     input_files = nonempty_input_files(expand_input_patterns(input_patterns))
     maker = InstanceMaker(pretraining_tokenizer(vocab_file, do_lower_case), options)
     warn_if_predictions_capped(options)
+    # Once nothing can refuse the run: what writers of these shards killed before left.
+    tfrecord_io.remove_stale_temp_files(output_files)
     logging.info("Creating pre-training data from %d files into %d shards with %d workers.",
                  len(input_files), len(output_files), num_workers)
 

@@ -30,7 +30,9 @@ instances in one row of S tokens, each still [CLS] A [SEP] B [SEP], and add or c
   span_left_boundaries, _right_boundaries  [P]  row positions (inside the instance)
 
 Files are written under a temporary name in the destination directory and renamed into place
-only after every shard closed cleanly, so a reader never sees a truncated shard.
+only after every shard closed cleanly, so a reader never sees a truncated shard. The name
+holds the writer's pid and host (.tmp_<token>-<pid>-<host>_<shard>): what a killed writer left
+is removed by the next run writing those shards (remove_stale_temp_files), never a live one's.
 
 No TensorFlow here: the tf.train.Example protobuf and the TFRecord framing are encoded by hand
 (both formats are small and frozen), so create_pretraining_data and its worker processes start
@@ -43,12 +45,15 @@ TFRecordDataset reads the files (plain and GZIP).
 import functools
 import gzip
 import os
+import re
+import socket
 import struct
 import tempfile
 import uuid
 
 import google_crc32c
 import numpy as np
+from absl import logging
 
 from bert_tf import fileio
 from bert_tf.data.pretraining.example_proto import (
@@ -323,6 +328,63 @@ def check_output_files(output_files, compression=""):
         os.remove(probe)
 
 
+# The middle of a writer's temporary name (.tmp_<middle>_<shard>): the token, then the
+# writer's pid and host; bert_tf before them wrote the token alone.
+_TEMP_WRITER = re.compile(r"[0-9a-f]{8}-(?P<pid>[0-9]+)-(?P<host>.+)")
+_TEMP_UNKNOWN_WRITER = re.compile(r"[0-9a-f]{8}")
+
+
+def remove_stale_temp_files(output_files):
+    """Removes the partial shards that writers of `output_files` killed before their end left
+    beside them (.tmp_<token>-<pid>-<host>_<shard>, tens of MB each), before a run writes them
+    again: only those of this host whose process is gone, never a live writer's. Temporaries
+    of a bert_tf that did not name its writer are named in a warning and kept (whose they are
+    cannot be told). Returns the paths removed.
+    """
+    host = socket.gethostname()
+    by_directory = {}
+    for path in output_files:
+        by_directory.setdefault(os.path.dirname(path) or ".", set()).add(os.path.basename(path))
+    removed, unknown = [], []
+    for directory, shards in sorted(by_directory.items()):
+        try:
+            names = fileio.listdir(directory)
+        except OSError:
+            continue
+        for name in sorted(names):
+            # The middle parts this name has for each shard it may be of (a.tfrecord's
+            # temporaries also end in x_a.tfrecord's).
+            middles = [name[len(".tmp_"):-len(shard) - 1] for shard in shards
+                       if name.startswith(".tmp_") and name.endswith(f"_{shard}")
+                       and len(name) > len(shard) + len(".tmp__")]
+            writers = [_TEMP_WRITER.fullmatch(middle) for middle in middles]
+            stale = os.path.join(directory, name)
+            if any(w and w["host"] == host and not _process_alive(int(w["pid"]))
+                   for w in writers):
+                fileio.remove(stale)
+                removed.append(stale)
+            elif any(_TEMP_UNKNOWN_WRITER.fullmatch(middle) for middle in middles):
+                unknown.append(stale)
+    if removed:
+        logging.info("Removed %d partial shard(s) that killed runs left: %s", len(removed),
+                     ", ".join(removed))
+    if unknown:
+        logging.warning("Kept %d partial shard(s) of an earlier bert_tf, whose writer cannot be "
+                        "told (a killed run's if no other command writes these outputs: remove "
+                        "them): %s", len(unknown), ", ".join(unknown))
+    return removed
+
+
+def _process_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
+
+
 def _masked_crc32c(data):
     # TFRecord stores CRCs masked, because a CRC of data that embeds CRCs is weak.
     crc = google_crc32c.value(data)
@@ -487,7 +549,7 @@ class ShardedRecordWriter:
         self.counts = [0] * len(self.output_files)
         # What the final moves compare with: a shard that appears meanwhile is never replaced.
         self._expected = [fileio.state(p) for p in self.output_files]
-        token = uuid.uuid4().hex[:8]
+        token = f"{uuid.uuid4().hex[:8]}-{os.getpid()}-{socket.gethostname()}"
         self._tmp_files = [
             os.path.join(os.path.dirname(p), f".tmp_{token}_{os.path.basename(p)}")
             for p in self.output_files]
