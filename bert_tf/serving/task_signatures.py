@@ -503,13 +503,15 @@ class SpanSignatures(ServingSignatures):
 class TaggingSignatures(ServingSignatures):
     """BertTokenClassifier: a label for every word, predicted at its first piece.
 
-    Words are the basic tokenizer's (punctuation split off), as the tagging data's words are
-    tokenized one by one; with byte-level BPE the GPT-2 pattern's words without their space
-    (also punctuation apart), each tokenized as after a space but the first
-    (`BpeTokenizerLayer.tokenize_with_offsets`), as bert-tf-tag tokenizes CoNLL words. Words
-    whose first piece does not fit in the sequence are left out. Outputs are padded to the
-    batch's most words (at least 1): tokens and labels with "", scores with 0, offsets with
-    -1; `num_tokens` says how many are real.
+    Words are the tagger's (`tokenize_with_word_spans`): with WordPiece those of
+    `bert_tf.tasks.token_tagger.split_words` (whitespace apart, each punctuation and CJK
+    character a word; a word's offsets take all its characters, those the tokenizer deletes
+    too), as the tagging data's words are tokenized one by one; with byte-level BPE the GPT-2
+    pattern's words without their space (also punctuation apart), each tokenized as after a
+    space but the first (`BpeTokenizerLayer.tokenize_with_offsets`), as bert-tf-tag tokenizes
+    CoNLL words. Words whose first piece does not fit in the sequence are left out. Outputs
+    are padded to the batch's most words (at least 1): tokens and labels with "", scores with
+    0, offsets with -1; `num_tokens` says how many are real.
 
     Args:
       labels: the tag names in logit order.
@@ -526,7 +528,8 @@ class TaggingSignatures(ServingSignatures):
 
     def text(self, inputs):
         text = inputs["text"]
-        ids, starts, ends = self.tokenizer.tokenize_with_offsets(text)  # [B, (W), (P)]
+        # ids [B, (W), (P)]; each word's span [B, (W)], all its characters.
+        ids, word_starts, word_ends = self.tokenizer.tokenize_with_word_spans(text)
         features = self._packed([ids.merge_dims(1, 2)])
         probabilities_bsc = tf.nn.softmax(self.model(features, training=False), axis=-1)
 
@@ -540,8 +543,7 @@ class TaggingSignatures(ServingSignatures):
         last = tf.cast(tf.shape(probabilities_bsc)[1], tf.int64) - 1
         word_probabilities = tf.gather_nd(probabilities_bsc, tf.stack(
             [word_row, tf.minimum(first_piece + 1, last)], axis=1))  # [N, C]
-        word_start = tf.gather(starts.flat_values, pieces.row_starts())
-        word_end = tf.gather(ends.flat_values, pieces.row_limits() - 1)
+        word_start, word_end = word_starts.flat_values, word_ends.flat_values  # [N]
         words_text = tf.strings.substr(
             tf.gather(valid_utf8(text), word_row), tf.cast(word_start, tf.int32),
             tf.cast(word_end - word_start, tf.int32), unit="UTF8_CHAR")

@@ -41,15 +41,10 @@ import tensorflow_text as tf_text
 
 from bert_tf.file_names import TOKENIZER_FILE
 from bert_tf.text import bpe, word_offsets
-from bert_tf.text.layers import batch_of_strings, valid_utf8
+from bert_tf.text.layers import (PYTHON_WHITESPACE, batch_of_strings, strip_whitespace,
+                                 valid_utf8)
 
 _HASH_BUCKETS = 2**63 - 1
-# Python's str.isspace() characters, as an RE2 class: create_pretraining_data splits a line into
-# words with str.split() (BpeTokenizer.encode_line); corpus_lines puts them back together with
-# single spaces the same way (tests/data/test_bpe_pretraining_data.py checks the list against
-# Python).
-PYTHON_WHITESPACE = ("[\\x{9}-\\x{d}\\x{1c}-\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}"
-                     "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]")
 _NO_RANK = np.iinfo(np.int32).max
 # Words up to this many bytes go through the merge loop together, longer ones apart.
 _SHORT_WORD_BYTES = 16
@@ -497,9 +492,8 @@ class BpeTokenizerLayer(word_offsets.WholeWordLayer, keras.layers.Layer):
         """tf.string [L] -> the lines as pre-training tokenizes them (BpeTokenizer.encode_line):
         each line's words (str.split()) joined by single spaces, with one in front, so every
         word reads as after a space; a line of whitespace only becomes ""."""
-        words = tf.strings.regex_replace(
-            lines, f"^{PYTHON_WHITESPACE}+|{PYTHON_WHITESPACE}+$", "")
-        words = tf.strings.regex_replace(words, f"{PYTHON_WHITESPACE}+", " ")
+        # create_pretraining_data splits a line into words with str.split().
+        words = tf.strings.regex_replace(strip_whitespace(lines), f"{PYTHON_WHITESPACE}+", " ")
         return tf.where(tf.equal(words, ""), words, tf.strings.join([" ", words]))
 
     def check_masks_in_text(self):

@@ -24,7 +24,10 @@ longest-match-first walk is run over the resulting table.
 
 `tokenize_with_offsets` also says where each piece came from: the expansion in step 2 keeps,
 for every normalized code point, the input character it came from, and the pieces of a word
-cover it in order, each as many code points as its token has.
+cover it in order, each as many code points as its token has. `tokenize_with_word_spans` gives
+a tagger's words instead (TokenTagger's, the tagging export's): whitespace-split words with
+punctuation and CJK apart, found by a per-code-point class table of their own, each spanning
+all its characters.
 
 Everything is constants plus stock TensorFlow and tensorflow_text ops (no lookup-table
 resources), so the layer runs in `tf.data`, in `tf.function` and in exported SavedModels.
@@ -102,6 +105,46 @@ def _normalization_arrays(do_lower_case):
     return arrays[0], arrays[1], arrays[2:]
 
 
+# What a code point is to a tagger's words (`bert_tf.tasks.token_tagger.split_words`).
+_IN_WORD, _BETWEEN_WORDS, _WORD_ALONE = 0, 1, 2
+
+
+@functools.lru_cache(maxsize=1)
+def _tagger_classes():
+    """Each code point's class to a tagger's words: _IN_WORD, _BETWEEN_WORDS (whitespace) or
+    _WORD_ALONE (punctuation, CJK), read off the cased table in milliseconds (it neither
+    lower-cases nor decomposes, so its spaced characters are the words alone and its spaces
+    the whitespace, but for U+2028 and U+2029: str.split() splits there, the tagger does not).
+
+    Returns:
+      (block_index int32 [4352], blocks int8 [num_unique * 256]), read-only.
+    """
+    block_index, blocks, (values, starts, lengths) = _normalization_arrays(False)
+    space = np.array([values[s:s + n].tolist() == [ord(" ")] for s, n in zip(starts, lengths)])
+    blocks = np.where(blocks == tokenization.SPACED_CODE, _WORD_ALONE,
+                      np.where(space[blocks], _BETWEEN_WORDS, _IN_WORD)).astype(np.int8)
+    classes = blocks.reshape([-1, _BLOCK_SIZE])[block_index].reshape([-1])  # [0x110000]
+    classes[ord(" ")] = _BETWEEN_WORDS  # Kept as it is: code 0.
+    for cp in np.flatnonzero(classes == _BETWEEN_WORDS):
+        if not tokenization.is_whitespace_char(chr(cp)):
+            classes[cp] = _IN_WORD
+    # The two levels again, by the blocks' bytes (np.unique over rows took 0.25 s).
+    rows = classes.reshape([-1, _BLOCK_SIZE])
+    found = {}
+    block_index = np.array([found.setdefault(row.tobytes(), len(found)) for row in rows],
+                           dtype=np.int32)
+    blocks = rows[np.unique(block_index, return_index=True)[1]].reshape([-1])
+    for array in (block_index, blocks):
+        array.setflags(write=False)
+    return block_index, blocks
+
+
+def _lookup(block_index, blocks, flat_cps):
+    """int32 [N] code points -> their [N] values in a two-level table (of blocks' dtype)."""
+    block = tf.gather(tf.constant(block_index), flat_cps // _BLOCK_SIZE)
+    return tf.gather(tf.constant(blocks), block * _BLOCK_SIZE + flat_cps % _BLOCK_SIZE)
+
+
 def valid_utf8(text):
     """The text as the tokenizer reads it: tf.string with invalid UTF-8 replaced by U+FFFD.
 
@@ -127,6 +170,21 @@ def batch_of_strings(inputs, layer_name):
         raise ValueError(f"{layer_name} expects a tf.string tensor of shape [batch] or a "
                          f"scalar, got shape {text.shape}.")
     return text, scalar
+
+
+# Python's str.isspace() characters, as an RE2 class (tests/data/test_bpe_pretraining_data.py
+# checks it against Python): create_pretraining_data strips corpus lines with str.strip() and
+# splits them with str.split(), so the in-graph tokenizers' corpus_lines use this class, not
+# tf.strings.strip (ASCII only).
+PYTHON_WHITESPACE = ("[\\x{9}-\\x{d}\\x{1c}-\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}"
+                     "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]")
+
+
+def strip_whitespace(lines):
+    """tf.string [L] -> the lines stripped as Python's str.strip() strips them, of every
+    `str.isspace` character: the one rule of a blank corpus line (a document break), so a line
+    of only U+00A0 or U+3000 is "" as it is for create_pretraining_data."""
+    return tf.strings.regex_replace(lines, f"^{PYTHON_WHITESPACE}+|{PYTHON_WHITESPACE}+$", "")
 
 
 # A mask written in the text of a fill-mask request.
@@ -352,9 +410,7 @@ class BertTokenizerLayer(keras.layers.Layer):
                                             tokenization.FINAL_SIGMA_REWRITE)
         cps = tf.strings.unicode_decode(text, "UTF-8")  # [B, (C)] int32 code points
         flat_cps = cps.flat_values  # [N]
-        block = tf.gather(tf.constant(self._block_index), flat_cps // _BLOCK_SIZE)
-        codes = tf.gather(tf.constant(self._blocks),
-                          block * _BLOCK_SIZE + flat_cps % _BLOCK_SIZE)  # [N]
+        codes = _lookup(self._block_index, self._blocks, flat_cps)  # [N]
         # Character i becomes template[codes[i]], a code-point sequence in which -1 stands for
         # the character itself. Expand all templates at once: output position j comes from
         # character source[j], at offset[j] within its template.
@@ -412,7 +468,8 @@ class BertTokenizerLayer(keras.layers.Layer):
         normalization (e.g. "Unaff" for the pieces "un" + "##aff" of "Unaffable" spans [0, 2)
         and [2, 5)). A word that becomes [UNK] spans the whole word. Characters the rules
         delete (controls, accents of uncased models) inside a word lie within the word's
-        span, inside or between its pieces' spans. When one character expands into several
+        span, inside or between its pieces' spans; at its edges they lie outside (a tagger's
+        words take them: `tokenize_with_word_spans`). When one character expands into several
         code points that WordPiece splits (an uncased Hangul syllable decomposes into jamo),
         both pieces cover that character.
 
@@ -420,10 +477,23 @@ class BertTokenizerLayer(keras.layers.Layer):
           inputs: tf.string [B] (or a scalar).
 
         Returns:
-          (ids, starts, ends): RaggedTensors [B, (words), (pieces)] (or [(words), (pieces)] for
-          a scalar): int32 ids, identical to `tokenize_words`, and int64 code-point offsets.
+          (ids, starts, ends): RaggedTensors [B, (W), (P)] (or [(W), (P)] for a scalar):
+          int32 ids, identical to `tokenize_words`, and int64 code-point offsets.
         """
         text, scalar = batch_of_strings(inputs, "BertTokenizerLayer")
+        words, starts, ends, _, _ = self._pieces_with_offsets(text)
+        outputs = (words, words.with_flat_values(starts), words.with_flat_values(ends))
+        return tuple(o[0] for o in outputs) if scalar else outputs
+
+    def _pieces_with_offsets(self, text):
+        """`tokenize_with_offsets` of tf.string [B], and where its words come from.
+
+        Returns:
+          (words, starts, ends, cps, word_source): int32 ids [B, (W), (P)]; int64 [Q], the
+          offsets of its flat pieces; the decoded input, int32 RaggedTensor [B, (C)] of code
+          points; and int32 [N], for each word the index in `cps.flat_values` of the input
+          character its first code point comes from.
+        """
         cps, normalized, source = self._normalize(text)
         out_cps = normalized.flat_values  # [M]
         out_rows = normalized.value_rowids()  # [M]
@@ -462,7 +532,71 @@ class BertTokenizerLayer(keras.layers.Layer):
 
         words = tf.RaggedTensor.from_row_lengths(pieces, words_per_row,
                                                  validate=False)  # [B, (W), (P)]
-        outputs = (words, words.with_flat_values(starts), words.with_flat_values(ends))
+        return words, starts, ends, cps, tf.boolean_mask(source, starts_word)
+
+    def tokenize_with_word_spans(self, inputs):
+        """The words a tagger labels, each with its ids and its span in the input: the words
+        of `bert_tf.tasks.token_tagger.split_words` (whitespace apart, each punctuation and CJK
+        character a word), as bert-tf-tag reads CoNLL words and the tagging export answers.
+
+        A word's ids are `WordpieceTokenizer.encode_word(word)`'s, `[unk_id]` for a word
+        without pieces, as the tagging data give it (`tagging_data.make_windows`): a word of
+        characters the rules delete only ("\\x00", a byte-order mark before a space) is one
+        [UNK], and one the rules split (at U+2028, or uncased at "\\u2260", whose NFD holds
+        "=") holds the pieces of all its parts; there the ids differ from `tokenize_words`.
+        A word spans all its characters, `text[start:end]` whole: the characters the rules
+        delete at its edges too ("Cafe\\u0301" with an uncased model, "\\x00null\\x01"), which
+        `tokenize_with_offsets`' pieces leave out. A capital sigma is lower-cased in the
+        context of the whole text, as `tokenize_words` does (Python's `encode_word` sees the
+        word alone: "\\u0391\\u03a3.\\u0392" makes its sigma final there, not here).
+
+        Args:
+          inputs: tf.string [B] (or a scalar).
+
+        Returns:
+          (ids, starts, ends): int32 RaggedTensor [B, (W), (P)] of each word's ids, and int64
+          RaggedTensors [B, (W)] of its code-point offsets into `valid_utf8(inputs)` (or
+          [(W), (P)] and [(W)] for a scalar).
+        """
+        text, scalar = batch_of_strings(inputs, "BertTokenizerLayer")
+        words, _, _, cps, word_source = self._pieces_with_offsets(text)
+        flat_cps, rows = cps.flat_values, cps.value_rowids()  # [C]
+        block_index, blocks = _tagger_classes()
+        kind = _lookup(block_index, blocks, flat_cps)  # [C]
+        # A tagger's word starts at a character alone, and at a character of a word that does
+        # not follow one in its text; it ends likewise.
+        in_word = tf.equal(kind, _IN_WORD)
+        joins = tf.equal(rows[1:], rows[:-1]) & in_word[1:] & in_word[:-1]  # [C - 1]
+        alone = tf.equal(kind, _WORD_ALONE)
+        word_start = alone | (in_word & ~tf.concat([[False], joins], axis=0))
+        word_end = alone | (in_word & ~tf.concat([joins, [False]], axis=0))
+        first = tf.where(word_start)[:, 0]  # [T]
+        word_rows = tf.gather(rows, first)
+        row_starts = tf.gather(cps.row_starts(), word_rows)
+        starts = first - row_starts
+        ends = tf.where(word_end)[:, 0] + 1 - row_starts
+        # The rules' words (runs of normalized code points) lie inside the tagger's, which
+        # hold one or several of them (a character the rules delete, or split at, as U+2028
+        # or an uncased "\u2260", is inside a tagger's word).
+        tagger_word = tf.cumsum(tf.cast(word_start, tf.int64)) - 1  # [C]
+        piece_word = tf.gather(tf.gather(tagger_word, word_source),
+                               words.values.value_rowids())  # [Q]
+        num_words = tf.size(first, out_type=tf.int64)
+        lengths = tf.math.unsorted_segment_sum(tf.ones_like(piece_word), piece_word,
+                                               num_words)  # [T]
+        # A word the rules delete whole is one [UNK]: every piece moves past the empty words
+        # before its own, into [UNK]s laid out for all.
+        empty_before = tf.cumsum(tf.cast(tf.equal(lengths, 0), tf.int64), exclusive=True)
+        position = tf.range(tf.size(piece_word, out_type=tf.int64)) + tf.gather(empty_before,
+                                                                               piece_word)
+        lengths = tf.maximum(lengths, 1)
+        ids = tf.tensor_scatter_nd_update(
+            tf.fill([tf.reduce_sum(lengths)], tf.constant(self.unk_id, tf.int32)),
+            position[:, None], words.flat_values)
+        pieces = tf.RaggedTensor.from_row_lengths(ids, lengths, validate=False)  # [T, (P)]
+        outputs = tuple(tf.RaggedTensor.from_value_rowids(values, word_rows, nrows=cps.nrows(),
+                                                          validate=False)
+                        for values in (pieces, starts, ends))
         return tuple(o[0] for o in outputs) if scalar else outputs
 
     def tokenize_question_and_context(self, questions, contexts):
@@ -484,8 +618,9 @@ class BertTokenizerLayer(keras.layers.Layer):
 
     def corpus_lines(self, lines):
         """tf.string [L] -> the lines as pre-training tokenizes them (WordpieceTokenizer
-        .encode_line): stripped, so a line of whitespace only is "" (a document break)."""
-        return tf.strings.strip(lines)
+        .encode_line): stripped of whitespace (`str.isspace`, `strip_whitespace`), so a line of
+        whitespace only is "" (a document break)."""
+        return strip_whitespace(lines)
 
     def check_masks_in_text(self):
         """A mask written in the text as "[MASK]" is always found (see tokenize_with_masks)."""

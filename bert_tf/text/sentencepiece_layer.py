@@ -52,8 +52,9 @@ import tensorflow_text as tf_text
 from bert_tf import quiet_logs
 from bert_tf.file_names import SENTENCEPIECE_FILE
 from bert_tf.text import sentencepiece_prepared, unicode_data, word_offsets
-from bert_tf.text.bpe_layer import PYTHON_WHITESPACE, re2_literal, regex_pieces
-from bert_tf.text.layers import batch_of_strings, valid_utf8
+from bert_tf.text.bpe_layer import re2_literal, regex_pieces
+from bert_tf.text.layers import (PYTHON_WHITESPACE, batch_of_strings, strip_whitespace,
+                                 valid_utf8)
 from bert_tf.text.sentencepiece import WORD_START, SentencePieceTokenizer, ends_in_digit_comma
 from bert_tf.text.tokenization import ranges_to_regex_class
 
@@ -258,9 +259,7 @@ class SentencePieceTokenizerLayer(word_offsets.WholeWordLayer, keras.layers.Laye
 
     def _prepare(self, text):
         """`sentencepiece.prepare_text` on tf.string [N]."""
-        text = tf.strings.regex_replace(
-            text, f"^{PYTHON_WHITESPACE}+|{PYTHON_WHITESPACE}+$", "")
-        text = tf.strings.regex_replace(text, f"{PYTHON_WHITESPACE}+", " ")
+        text = tf.strings.regex_replace(strip_whitespace(text), f"{PYTHON_WHITESPACE}+", " ")
         text = tf.strings.regex_replace(text, "``", '"')
         text = tf.strings.regex_replace(text, "''", '"')
         text = _nfkd(text, self._unicode["unassigned"])
@@ -357,8 +356,7 @@ class SentencePieceTokenizerLayer(word_offsets.WholeWordLayer, keras.layers.Laye
         """tf.string [L] -> the lines as pre-training tokenizes them
         (SentencePieceTokenizer.encode_line): stripped of whitespace (`str.isspace`), so a
         line of whitespace only is "" (a document break); preparation does the rest."""
-        return tf.strings.regex_replace(
-            lines, f"^{PYTHON_WHITESPACE}+|{PYTHON_WHITESPACE}+$", "")
+        return strip_whitespace(lines)
 
     def check_masks_in_text(self):
         """A mask written in the text ("[MASK]", "<mask>") is found when it is one of the

@@ -136,6 +136,15 @@ class WholeWordLayer:
         self.unk_id = tokenizer.unk_id
         self.vocab_size = tokenizer.vocab_size
 
+    def tokenize_with_word_spans(self, inputs):
+        """The words a tagger labels (`tokenize_with_offsets`' "pieces" words), each with its
+        ids and its span: (ids int32 [B, (W), (P)], starts and ends int64 [B, (W)]). Every
+        piece spans its whole word already; every word has a piece."""
+        ids, starts, ends = self.tokenize_with_offsets(inputs)
+        first = starts.values.row_starts()  # [N]
+        return (ids, starts.with_values(tf.gather(starts.flat_values, first)),
+                ends.with_values(tf.gather(ends.flat_values, first)))
+
     def tokenize_question_and_context(self, questions, contexts):
         """SQuAD's raw text as bert_tf.data.tasks.squad tokenizes it: the questions whole, each
         context word (SQuAD's whitespace) as `tokenize_with_offsets` tokenizes words. Answers

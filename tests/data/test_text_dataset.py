@@ -424,6 +424,40 @@ def test_text_without_any_line_is_an_error_when_built(corpus, tmp_path):
     assert next(iter(ds))["input_word_ids"].shape == (B, S)
 
 
+def test_a_line_of_unicode_whitespace_breaks_documents_as_in_the_records(tmp_path):
+    """A line of only U+00A0 (HTML's &nbsp;), U+3000 or U+0085 is blank for
+    create_pretraining_data (str.strip()), so a document break in raw text too: it merged two
+    documents into one, with no [SEP] between them."""
+    from bert_tf.data.pretraining.corpus_reading import iter_file_documents
+
+    sentences = ["the first sentence .", "the second sentence .", "another document here .",
+                 "and its end .", "a third one ."]
+    text = tmp_path / "documents.txt"
+    text.write_text("\n".join(sentences[:2] + ["\u00a0"] + sentences[2:4] + [" \u3000\x85 "]
+                              + sentences[4:]) + "\n", encoding="utf-8")
+    vocab = tmp_path / "vocab.txt"
+    tokens = SPECIALS + sorted({w for s in sentences for w in s.split()})
+    vocab.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    documents = [lines for lines, _ in iter_file_documents(str(text)) if lines]
+    assert documents == [sentences[:2], sentences[2:4], sentences[4:]]
+    got = collect(text_pretraining_dataset(
+        str(text), vocab_file=str(vocab), do_lower_case=True, batch_size=1,
+        recipe=MaskingRecipe(max_seq_length=S, max_predictions_per_seq=1, masked_lm_prob=0.01),
+        use_next_sentence_label=False, full_sentences=True, is_training=False))
+    row = got["input_word_ids"][0]
+    real = got["masked_lm_weights"][0] > 0
+    row[got["masked_lm_positions"][0][real]] = got["masked_lm_ids"][0][real]
+    assert " ".join(tokens[i] for i in row[:got["input_mask"][0].sum()]) == (
+        "[CLS] the first sentence . the second sentence . [SEP] another document here . and "
+        "its end . [SEP] a third one . [SEP]")
+    # A file of such lines only holds no text, as for create_pretraining_data.
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\u00a0\n\u3000\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="no text in .*blank.txt: every file is empty or holds "
+                                         "only blank lines"):
+        make({"vocab": str(vocab)}, text_patterns=str(blank), use_next_sentence_label=False)
+
+
 def test_training_on_text_that_makes_no_sequence_fails_instead_of_spinning(corpus, tmp_path):
     # Non-blank lines (so the build-time check passes) that hold no token at all.
     controls = tmp_path / "controls.txt"

@@ -112,7 +112,7 @@ def _calls(tok, export_dirs):
                       "signature": "serve_text",
                       "inputs": {k: {"dtype": "string", "value": v}
                                  for k, v in cases.text_inputs(kind, "text_short").items()}})
-        if kind == "squad":
+        if kind in ("squad", "tagging"):
             calls.append({"key": f"{kind}/text_unicode", "export_dir": export_dir,
                           "signature": "serve_text",
                           "inputs": {k: {"dtype": "string", "value": v} for k, v in

@@ -106,11 +106,21 @@ UNICODE_SQUAD = {
 }
 
 
+# Texts whose tagger's words (bert_tf.tasks.token_tagger.split_words, CoNLL words) hold
+# characters the tokenizer deletes or splits at: a decomposed accent, controls and a byte-order
+# mark at a word's edges or alone, U+2028 and "\u2260" (NFD "=") inside a word. No word ends
+# in NUL: the outputs come back as numpy str, which drops trailing NULs.
+UNICODE_TAGGING = {
+    "text": ["Café naïve Cafe\u0301 résumé", "\x00null\x01 word", "\ufeff Paris is a city .",
+             "the cat \u200b sat\u2028on the mat \u2260 x", "北\x01京 x.\u0301 y"],
+}
+
+
 def text_inputs(kind, call="text"):
-    """The batch of a text call ("text", "text_short", squad's "text_unicode"): dict name ->
-    list of str."""
+    """The batch of a text call ("text", "text_short", squad's and tagging's "text_unicode"):
+    dict name -> list of str."""
     if call == "text_unicode":
-        return UNICODE_SQUAD
+        return UNICODE_SQUAD if kind == "squad" else UNICODE_TAGGING
     return SHORT_INPUTS[kind] if call == "text_short" else _text_inputs(kind)
 
 

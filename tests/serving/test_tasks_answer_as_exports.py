@@ -43,7 +43,7 @@ def test_question_answerer(serving_run, python_tok, call):
         got["answer_text"].tolist(), got["answer_start"].tolist(), got["answer_end"].tolist()))
 
 
-@pytest.mark.parametrize("call", ["text", "text_short"])
+@pytest.mark.parametrize("call", ["text", "text_short", "text_unicode"])
 def test_token_tagger_on_texts_that_fit(serving_run, python_tok, call):
     texts = text_inputs("tagging", call)["text"]
     task = tasks.TokenTagger(serving_run.model("tagging"), python_tok, cases.TAGS,

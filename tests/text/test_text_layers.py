@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.text import load_tokenizer, tokenizer_layer
 from bert_tf.text.layers import BertTokenizerLayer
 from bert_tf.text.tokenization import WordpieceTokenizer
 
@@ -161,6 +162,28 @@ def test_documented_difference_for_spacing_marks_out_of_canonical_order():
     assert layer_ids == [5, 6, 7]
     cased = BertTokenizerLayer(vocab, do_lower_case=False)(tf.constant([text])).to_list()[0]
     assert cased == WordpieceTokenizer(vocab, do_lower_case=False).encode(text) == [5, 6, 7]
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe", "sentencepiece"])
+def test_corpus_lines_are_blank_exactly_where_str_strip_makes_them_empty(kind):
+    """A line of only non-ASCII whitespace (U+00A0 from HTML, U+3000, U+0085, U+001C) is a
+    document break for raw-text pre-training as for create_pretraining_data (str.strip());
+    tf.strings.strip, ASCII only, left it a sentence in WordPiece's pipeline."""
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+    python_tok = {"wordpiece": lambda: WordpieceTokenizer(SPECIALS + ["x", "y"]),
+                  "bpe": lambda: load_tokenizer(os.path.join(fixtures, "bpe_tokenizer.json")),
+                  "sentencepiece": lambda: load_tokenizer(os.path.join(fixtures, "spiece.model"),
+                                                          do_lower_case=True)}[kind]()
+    layer = tokenizer_layer(python_tok)
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    assert len(spaces) == 29
+    lines = spaces + ["".join(spaces), "\u00a0", " \u00a0 ", "\u3000\r", "\u200b", "\x00",
+                      "\u00a0x\u3000", "\u2028x y\x85"]
+    got = layer.corpus_lines(tf.constant(lines))
+    assert [line == b"" for line in got.numpy()] == [not line.strip() for line in lines]
+    assert [line == b"" for line in got.numpy()].count(True) == 33
+    # What is left tokenizes as create_pretraining_data tokenizes the line.
+    assert layer(got).to_list() == [python_tok.encode_line(line) for line in lines]
 
 
 def test_scalar_input_and_special_ids():

@@ -1,8 +1,12 @@
 """Tests for BertTokenizerLayer.tokenize_with_offsets: ids as tokenize_words, spans in the input."""
 
+import os
+
+import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.tasks.token_tagger import split_words
 from bert_tf.text.layers import BertTokenizerLayer, valid_utf8
 from bert_tf.text.tokenization import WordpieceTokenizer, basic_tokenize
 
@@ -107,3 +111,95 @@ def test_offsets_in_a_graph_and_for_an_empty_batch():
     assert starts.numpy().tolist() == [[0, 4, 7, 8], [0, -1, -1, -1]]
     assert ends.numpy().tolist() == [[3, 7, 8, 9], [3, -1, -1, -1]]
     assert spans(tf.constant([], tf.string))[0].shape == (0, 0)
+
+
+def _tagger_words(tok, text):
+    """The words bert_tf.tasks.TokenTagger reads in `text`: [(start, end, ids)]."""
+    words, starts, ends = split_words(text)
+    return [(s, e, tok.encode_word(w) or [tok.unk_id]) for w, s, e in zip(words, starts, ends)]
+
+
+def test_word_spans_are_the_taggers_words_whole():
+    """The tagging export's words are TokenTagger's (split_words), at the same offsets: a word
+    keeps the characters the rules delete at its edges (the export cut "Cafe\\u0301" to "Cafe"
+    and "\\x00null\\x01" to "null"), a word of them only is one [UNK], a word the rules split
+    holds all its parts' pieces."""
+    vocab = SPECIALS + ["cafe", "naive", "resume", "null", "word", "x", "y", ".", "=", "北", "京"]
+    ids_of = {t: [vocab.index(t)] for t in vocab}
+    unk = [vocab.index("[UNK]")]
+    texts = ["Café naïve Cafe\u0301 résumé", "\x00null\x01 word", "\ufeff x", "x.\u0301 y",
+             "北\x00京", "x\u2028y \u2260", "x\u2260y", "", "   "]
+    layer = BertTokenizerLayer(vocab)
+    ids, starts, ends = layer.tokenize_with_word_spans(tf.constant(texts))
+    got = [list(zip(s, e, i)) for s, e, i in zip(starts.to_list(), ends.to_list(), ids.to_list())]
+    assert got == [
+        [(0, 4, ids_of["cafe"]), (5, 10, ids_of["naive"]), (11, 16, ids_of["cafe"]),
+         (17, 23, ids_of["resume"])],
+        [(0, 6, ids_of["null"]), (7, 11, ids_of["word"])],
+        [(0, 1, unk), (2, 3, ids_of["x"])],
+        [(0, 1, ids_of["x"]), (1, 2, ids_of["."]), (2, 3, unk), (4, 5, ids_of["y"])],
+        [(0, 1, ids_of["北"]), (1, 2, unk), (2, 3, ids_of["京"])],
+        [(0, 3, ids_of["x"] + ids_of["y"]), (4, 5, ids_of["="])],
+        [(0, 3, ids_of["x"] + ids_of["="] + ids_of["y"])],
+        [],
+        [],
+    ]
+    tok = WordpieceTokenizer(vocab)
+    assert got == [_tagger_words(tok, t) for t in texts]
+    # The pieces' own offsets stay at their characters (SQuAD answers are cut there).
+    _, piece_starts, piece_ends = layer.tokenize_with_offsets(tf.constant(texts[:2]))
+    assert _spans(piece_starts.to_list(), piece_ends.to_list()) == [
+        [[(0, 4)], [(5, 10)], [(11, 15)], [(17, 23)]], [[(1, 5)], [(7, 11)]]]
+    # A scalar gives one text's [(words), (pieces)] and [(words)].
+    ids, starts, ends = layer.tokenize_with_word_spans(tf.constant("\x00x y\x01"))
+    assert (ids.to_list(), starts.numpy().tolist(), ends.numpy().tolist()) == (
+        [ids_of["x"], ids_of["y"]], [0, 3], [2, 5])
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_word_spans_of_generated_text_are_the_taggers(do_lower_case):
+    texts = random_texts(seed=11, count=300)
+    vocab = vocab_for_texts(texts, do_lower_case, seed=12)
+    tok = WordpieceTokenizer(vocab, do_lower_case=do_lower_case)
+    layer = BertTokenizerLayer(vocab, do_lower_case=do_lower_case)
+    spans = tf.function(layer.tokenize_with_word_spans,
+                        input_signature=[tf.TensorSpec([None], tf.string)])
+    ids, starts, ends = spans(tf.constant(texts))
+    checked = 0
+    for text, word_ids, word_starts, word_ends in zip(texts, ids.to_list(), starts.to_list(),
+                                                      ends.to_list()):
+        expected = _tagger_words(tok, text)
+        assert list(zip(word_starts, word_ends)) == [(s, e) for s, e, _ in expected], text
+        for got_ids, (start, end, expected_ids) in zip(word_ids, expected):
+            # A capital sigma is final or not by the whole text here, by the word in Python.
+            if "\u03a3" not in text[start:end]:
+                assert got_ids == expected_ids, (text, text[start:end])
+                checked += 1
+    assert checked > 5000
+    assert [r.shape[0] for r in spans(tf.constant([], tf.string))] == [0, 0, 0]
+
+
+def test_tagger_classes_are_split_words_rules_for_every_code_point():
+    from bert_tf.text import layers, tokenization
+
+    block_index, blocks = layers._tagger_classes()
+    got = blocks.reshape([-1, 256])[block_index].reshape([-1])
+    chars = [chr(c) for c in range(0x110000)]
+    alone = np.array([tokenization.is_punctuation_char(c) or tokenization.is_cjk_char(ord(c))
+                      for c in chars])
+    space = np.array([tokenization.is_whitespace_char(c) for c in chars])
+    np.testing.assert_array_equal(got, np.where(alone, 2, np.where(space, 1, 0)))
+
+
+def test_word_spans_of_whole_word_layers_are_their_pieces_spans():
+    from bert_tf.text import load_tokenizer, tokenizer_layer
+
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+    layer = tokenizer_layer(load_tokenizer(os.path.join(fixtures, "bpe_tokenizer.json")))
+    texts = tf.constant(["New York's café.", "", "x\u00a0y"])
+    ids, starts, ends = layer.tokenize_with_word_spans(texts)
+    piece_ids, piece_starts, piece_ends = layer.tokenize_with_offsets(texts)
+    assert ids.to_list() == piece_ids.to_list()
+    assert starts.to_list() == [[s[0] for s in row] for row in piece_starts.to_list()]
+    assert ends.to_list() == [[e[0] for e in row] for row in piece_ends.to_list()]
+    assert starts.to_list()[0] == [0, 4, 8, 11, 15] and ends.to_list()[0] == [3, 8, 10, 15, 16]

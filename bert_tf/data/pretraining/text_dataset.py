@@ -140,8 +140,9 @@ def _check_some_text(files, pairs=False):
     for path in files:
         with corpus_files.open_corpus(path) as f:
             for line in f:
-                # bytes.strip() drops ASCII whitespace, as tf.strings.strip in the pipeline.
-                if line.strip():
+                # Blank as in the pipeline and create_pretraining_data: str.strip() (a line of
+                # U+00A0 only is blank too).
+                if line.decode("utf-8", "replace").strip():
                     found += 1
                     if found == needed:
                         return
@@ -230,7 +231,7 @@ def _tfds_line_blocks(name, data_dir, split, text_key, block_lines, is_training,
                          f"it has {sorted(ds.element_spec)}.")
     # Stops at the first example with a non-blank line: one example for a real dataset.
     for text in ds.map(lambda example: example[text_key]):
-        if tf.strings.strip(text).numpy():
+        if text.numpy().decode("utf-8", "replace").strip():
             break
     else:
         raise ValueError(f'text_pretraining_dataset: TFDS dataset "{name}" (split "{split}") '
