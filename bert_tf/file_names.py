@@ -9,7 +9,9 @@ checkpoints, run_directory and everything above) imports it without importing wh
 it.
 """
 
+import fnmatch
 import os
+import re
 
 # The run record and the lock.
 RECORD_FILE = "bert_tf_run.json"
@@ -114,6 +116,20 @@ def is_checkpoint_file(name):
 
 # What a killed process leaves half-written: bert_tf's atomic-write temporaries (.tmp_*),
 # TensorFlow's checkpoint temporaries (ckpt-<n>_temp/ shard directories, checkpoint.tmp<hex>
-# state files), the best weights being replaced (best.tmp-<pid>, best.old-<pid>).
-TEMPORARY_PATTERNS = (".tmp_*", f"{CHECKPOINT_PREFIX}-*_temp", f"{CHECKPOINT_STATE_FILE}.tmp*",
-                      f"{BEST_DIR}{BEST_STAGING_INFIX}*", f"{BEST_DIR}{BEST_REPLACED_INFIX}*")
+# state files); and the best weights being replaced, is_best_aside.
+TEMPORARY_PATTERNS = (".tmp_*", f"{CHECKPOINT_PREFIX}-*_temp", f"{CHECKPOINT_STATE_FILE}.tmp*")
+
+
+def is_best_aside(name, infix=None):
+    """True for the name of a best/ being replaced, best<infix><pid> (`infix`:
+    BEST_STAGING_INFIX or BEST_REPLACED_INFIX; None: either), and only that: a user's own
+    best.old-backup is not one."""
+    infixes = (BEST_STAGING_INFIX, BEST_REPLACED_INFIX) if infix is None else (infix,)
+    return any(re.fullmatch(re.escape(BEST_DIR + i) + "[0-9]+", name) for i in infixes)
+
+
+def is_temporary(name):
+    """True for the name of what a killed process leaves half-written (TEMPORARY_PATTERNS, a
+    best/ being replaced)."""
+    return (any(fnmatch.fnmatchcase(name, p) for p in TEMPORARY_PATTERNS)
+            or is_best_aside(name))

@@ -21,6 +21,7 @@ import errno
 import hashlib
 import io
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -415,6 +416,12 @@ def read_utf8(path):
         raise NotUtf8Error(path, data[:e.start].count(b"\n") + 1, data[e.start]) from None
 
 
+def named(path, flag):
+    """How a message names `path`: as the flag it came from gave it (--init_checkpoint=PATH),
+    or alone where a Python caller passed it (flag None)."""
+    return f"{flag}={path}" if flag else str(path)
+
+
 def not_a_file(path, named=None):
     """None when `path` is a file, else why not in a message that starts with `named` (the
     path, or "--flag=path"): "... is a directory; expected a file", "... is a symbolic link
@@ -512,3 +519,31 @@ def checkpoint_reader(path):
 def list_checkpoint_variables(path):
     """tf.train.list_variables(path) through checkpoint_reader: sorted (name, shape) pairs."""
     return sorted(checkpoint_reader(path).get_variable_to_shape_map().items())
+
+
+def failure_reason(error):
+    """What a failed read or write says, in a few words (every message that names one reads
+    alike): an OSError's own text (`No space left on device`), the OS error's text where the
+    error ends in one (Orbax's TensorStore errors bury `No space left on device
+    [os_error_code='28']` at the end of a line of paths), else its first line (TensorFlow's
+    errors: their message)."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    text = str(getattr(error, "message", None) or error)
+    code = re.search(r"\[os_error_code='?([0-9]+)'?\]", text)
+    if code:
+        return os.strerror(int(code.group(1)))
+    return text.splitlines()[0][:300] if text else type(error).__name__
+
+
+def process_alive(pid):
+    """Whether the process `pid` of this host is running, what tells the files a killed process
+    left from a live one's: one of another user's counts as running, and so does a pid that
+    cannot be read (whose it is cannot be told)."""
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, TypeError):
+        return True
+    return True

@@ -149,7 +149,7 @@ def check_one_model(directory, flag=None):
     files = [_entry_file(model) for model in found]
     pick = f"name the one to read ({' or '.join(files)}), or " if all(files) else ""
     raise ModelFileError(
-        f"{f'{flag}=' if flag else ''}{directory} holds {_COUNTS.get(len(found), len(found))} "
+        f"{fileio.named(directory, flag)} holds {_COUNTS.get(len(found), len(found))} "
         f"models, {' and '.join(str(model) for model in found)}, and would be read as one of "
         f"them without a word: {pick}move one to a directory of its own")
 

@@ -374,17 +374,28 @@ def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
     (tmp_path / "kept").mkdir()
     (tmp_path / "kept" / "file").write_text("x")
     os.symlink(tmp_path / "kept", tmp_path / ".tmp_link")
-    # The best weights a killed run was writing, and the ones it replaced (best/ is in place).
-    for name in ("best", "best.tmp-7", "best.old-7"):
+    # The best weights a killed run was writing, and the ones it replaced (best/ is in place);
+    # a user's own directories of such names are theirs.
+    for name in ("best", "best.tmp-7", "best.old-7", "best.old-backup", "best.tmp-7x"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "metrics.json").write_text(name)
     removed = run_directory.remove_stale_temp_files(str(tmp_path))
     assert sorted(os.path.basename(p) for p in removed) == [
         ".tmp_1_pretrainer.keras", ".tmp_link", "best.old-7", "best.tmp-7",
         "checkpoint.tmp9f8e", "ckpt-3_temp"]
-    assert sorted(os.listdir(tmp_path)) == ["best", "checkpoint", "ckpt-3.index", "kept"]
+    assert sorted(os.listdir(tmp_path)) == ["best", "best.old-backup", "best.tmp-7x", "checkpoint",
+                                            "ckpt-3.index", "kept"]
     assert os.listdir(tmp_path / "kept") == ["file"]
     assert (tmp_path / "best" / "metrics.json").read_text() == "best"
+    # Without best/, only what the keeper moved aside is put back.
+    shutil.rmtree(tmp_path / "best")
+    assert run_directory.remove_stale_temp_files(str(tmp_path)) == []
+    assert not (tmp_path / "best").exists()
+    (tmp_path / "best.old-8").mkdir()
+    (tmp_path / "best.old-8" / "metrics.json").write_text("best.old-8")
+    assert run_directory.remove_stale_temp_files(str(tmp_path)) == []
+    assert (tmp_path / "best" / "metrics.json").read_text() == "best.old-8"
+    assert (tmp_path / "best.old-backup" / "metrics.json").read_text() == "best.old-backup"
 
 
 def _write_remote(path, record):

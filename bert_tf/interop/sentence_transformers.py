@@ -23,9 +23,9 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import file_names, fileio, model_directory, run_directory
-from bert_tf.fileio import write_text_atomic
+from bert_tf.fileio import named, write_text_atomic
 from bert_tf.interop import huggingface, weights
-from bert_tf.interop.weights import InteropError, named
+from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertSentenceEmbedder
 from bert_tf.config import POOLING_MODES, check_pooling_modes
 from bert_tf.text import tokenizer_files

@@ -27,8 +27,9 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import fileio, keras_files, model_directory, run_directory
 from bert_tf.config import EncoderConfig
+from bert_tf.fileio import named
 from bert_tf.interop import albert, huggingface, kerashub, tf1, weights
-from bert_tf.interop.weights import InteropError, named
+from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertPretrainer, ElectraPretrainer, Encoder, build_encoder
 from bert_tf.text import validate_case_matches_checkpoint
 
@@ -256,7 +257,8 @@ def load_bert_tf(path, config=None, *, flag="--init_checkpoint"):
     if not resolved.endswith(".keras"):
         config = config or _config_beside(resolved)
         if config is None:
-            raise InteropError(f"{path}: no {_BERT_CONFIG_FILE} beside it; pass the config")
+            raise InteropError(f"{named(path, flag)}: no {_BERT_CONFIG_FILE} beside it; pass "
+                               "the config")
         if not resolved.endswith(".weights.h5"):
             _check_prefix(path, resolved, flag)
             _check_object_based(path, resolved, flag)

@@ -177,12 +177,6 @@ _PLAIN_BERT = {"embedding_size": None, "share_parameters": "none",
                "position_embedding_type": "learned"}
 
 
-def named(path, flag):
-    """How a message names `path`: as the flag it came from gave it (--init_checkpoint=PATH),
-    or alone where a Python caller passed it (flag None)."""
-    return f"{flag}={path}" if flag else str(path)
-
-
 def require_plain_bert(model, format_name, factorized_embeddings=False):
     """Raises InteropError unless `model` is plain BERT (no BERT-family option set; with
     factorized_embeddings, embedding_size may be set: ELECTRA's layout has it)."""

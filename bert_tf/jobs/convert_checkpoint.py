@@ -58,7 +58,7 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
         backbone, masked_lm, vocab_file, do_lower_case = kerashub.load_keras_hub(path)
         return interop.from_keras_hub(backbone, masked_lm), vocab_file, do_lower_case
     config = EncoderConfig.from_json_file(bert_config_file) if bert_config_file else None
-    model = interop.load_bert_tf(path, config)
+    model = interop.load_bert_tf(path, config, flag="--checkpoint")
     return model, _vocabulary_beside(directory), interop.checkpoint_casing(path)[0]
 
 
@@ -75,7 +75,7 @@ def resolve_casing(flag_value, source_value, checkpoint):
     """The casing to record: the flag, checked against the source; else the source's."""
     if flag_value is None:
         return source_value
-    validate_case_matches_checkpoint(flag_value, checkpoint)
+    validate_case_matches_checkpoint(flag_value, checkpoint, flag="--checkpoint")
     if source_value is not None and source_value != flag_value:
         raise ValueError(f"--do_lower_case={flag_value} contradicts --checkpoint={checkpoint}, "
                          f"whose tokenizer has do_lower_case={source_value}")
@@ -109,16 +109,9 @@ def copy_tokenizer_json(checkpoint, output_dir, target_format):
                                    os.path.join(output_dir, huggingface.TOKENIZER_JSON_FILE))
 
 
-# The loaders are shared with the training CLIs, whose flag for a checkpoint is --init_checkpoint
-# and whose messages say so; here the same path comes from --checkpoint.
-_OWN_FLAG_NAMES = (("--init_checkpoint=", "--checkpoint="),
-                   ("; pass the config", "; pass --bert_config_file"))
-
-
-def _with_own_flag_names(message):
-    for theirs, ours in _OWN_FLAG_NAMES:
-        message = message.replace(theirs, ours)
-    return message
+# load_bert_tf names its `config` argument, which here is --bert_config_file (the loaders name
+# --checkpoint themselves: flag=).
+_CONFIG_HINT = ("; pass the config", "; pass --bert_config_file")
 
 
 def convert_checkpoint(config):
@@ -136,7 +129,7 @@ def convert_checkpoint(config):
     try:
         return _convert(config)
     except (interop.InteropError, ConfigError, ValueError) as e:
-        message = _with_own_flag_names(str(e))
+        message = str(e).replace(*_CONFIG_HINT)
         if message == str(e):
             raise
         raise type(e)(message) from None

@@ -259,19 +259,28 @@ def _write_run(output_dir, loaded, summary, st_dir, st_expected):
     task_info.json, eval_results.json and the sentence-transformers directory of the final
     (best) model, each written atomically into `output_dir`; the sentence-transformers
     directory is made beside its place and moved there whole (fileio.publish_dir, compared
-    with `st_expected`)."""
+    with `st_expected`). A file that cannot be written (a full disk) loses no training: the
+    same command resumes with nothing left to train and writes them
+    (run_directory.writing_after_training)."""
     output = functools.partial(run_directory.path, output_dir)
-    save_keras_model(loaded.model, output(run_directory.MODEL_FILE))
-    tokenizer_files.write_tokenizer_file(output_dir, loaded.tokenizer, loaded.vocab_file)
-    write_task_info(output_dir, run_directory.EMBEDDING_TASK,
-                    do_lower_case=bool(loaded.do_lower_case),
-                    max_seq_length=int(loaded.max_seq_length))
-    write_text_atomic(output(run_directory.EVAL_RESULTS_JSON_FILE),
-                      json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    model_file = output(run_directory.MODEL_FILE)
+    with run_directory.writing_after_training(output_dir, model_file):
+        save_keras_model(loaded.model, model_file)
+    files = (f"the run's files in {output_dir} (the tokenizer file, "
+             f"{run_directory.TASK_INFO_FILE}, {run_directory.EVAL_RESULTS_JSON_FILE})")
+    with run_directory.writing_after_training(output_dir, files):
+        tokenizer_files.write_tokenizer_file(output_dir, loaded.tokenizer, loaded.vocab_file)
+        write_task_info(output_dir, run_directory.EMBEDDING_TASK,
+                        do_lower_case=bool(loaded.do_lower_case),
+                        max_seq_length=int(loaded.max_seq_length))
+        write_text_atomic(output(run_directory.EVAL_RESULTS_JSON_FILE),
+                          json.dumps(summary, indent=2, sort_keys=True) + "\n")
     if st_dir is None:
         return
-    fileio.makedirs(os.path.dirname(fileio.abspath(st_dir)))
-    with fileio.staging_dir(st_dir, ".tmp_sentence_transformers_") as staging:
-        save_sentence_transformers(loaded.model, staging, loaded.vocab_file,
-                                   loaded.do_lower_case, loaded.max_seq_length)
-        fileio.publish_dir(staging, st_dir, st_expected, prefix=".tmp_old_sentence_transformers_")
+    with run_directory.writing_after_training(output_dir, st_dir):
+        fileio.makedirs(os.path.dirname(fileio.abspath(st_dir)))
+        with fileio.staging_dir(st_dir, ".tmp_sentence_transformers_") as staging:
+            save_sentence_transformers(loaded.model, staging, loaded.vocab_file,
+                                       loaded.do_lower_case, loaded.max_seq_length)
+            fileio.publish_dir(staging, st_dir, st_expected,
+                               prefix=".tmp_old_sentence_transformers_")

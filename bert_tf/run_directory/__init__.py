@@ -48,7 +48,7 @@ from bert_tf.file_names import (BEST_DIR, BEST_METRICS_FILE, CHECKPOINT_PREFIX,
                                 RECORD_FILE, RESULTS_FILE, RUN_MARKERS, SENTENCE_TRANSFORMERS_DIR,
                                 SUMMARIES_DIR, TASK_INFO_FILE, TEMPORARY_PATTERNS, TOKENIZER_FILE,
                                 VOCAB_FILE, checkpoint_name, checkpoint_name_step, checkpoint_step,
-                                flags_file, is_checkpoint_file, path)
+                                flags_file, is_checkpoint_file, is_temporary, path)
 from bert_tf.run_directory.errors import (DirectoryInUseError, ResumeMismatchError,
                                           RunDirectoryError, TrainedFileError)
 from bert_tf.run_directory.checkpoints import (checkpoint_backend, checkpoint_names,
@@ -101,6 +101,7 @@ __all__ = [
     "checkpoint_step",
     "flags_file",
     "is_checkpoint_file",
+    "is_temporary",
     "path",
     "DirectoryInUseError",
     "ResumeMismatchError",

@@ -29,7 +29,7 @@ def model_file(location, flag=None):
         a directory whose run holds its lock is named as in use.
     """
     location = str(location)
-    where = f"{flag}={location}" if flag else location
+    where = fileio.named(location, flag)
     if fileio.isfile(location):
         if not location.endswith(".keras"):
             raise ValueError(f"{where}: expected a run's output directory or a .keras file")
@@ -143,8 +143,7 @@ def writing_after_training(directory, file_path):
     except fileio.TargetChangedError:
         raise  # another writer's file, named as such
     except _write_errors() as e:
-        reason = (getattr(e, "strerror", None)
-                  or str(getattr(e, "message", None) or e).splitlines()[0][:300])
+        reason = fileio.failure_reason(e)
         names = checkpoint_names(directory)
         kept = (f"the checkpoint {path(directory, names[-1])}" if names
                 else f"the checkpoints in {directory}")

@@ -19,7 +19,6 @@ heartbeat is older than stale_after_seconds is taken over.
 
 import contextlib
 import datetime
-import fnmatch
 import json
 import os
 import socket
@@ -30,7 +29,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.file_names import (BEST_DIR, BEST_METRICS_FILE, BEST_REPLACED_INFIX, LOCK_FILE,
-                                TEMPORARY_PATTERNS, path)
+                                is_best_aside, is_temporary, path)
 from bert_tf.run_directory.errors import DirectoryInUseError, RunDirectoryError
 
 
@@ -47,16 +46,6 @@ def describe_holder(record):
     """'host H, pid P, started T' from a lock record (dict)."""
     return (f"host {record.get('host', '?')}, pid {record.get('pid', '?')}, started "
             f"{record.get('start_time', '?')}")
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError, TypeError):
-        return True  # exists under another user, or unreadable: assume alive
-    return True
 
 
 def _parse_lock_record(text):
@@ -84,7 +73,7 @@ def lock_holder(directory):
         return None
     if not record:
         return None
-    if record.get("host") == socket.gethostname() and not _pid_alive(record.get("pid")):
+    if record.get("host") == socket.gethostname() and not fileio.process_alive(record.get("pid")):
         return None
     return record
 
@@ -205,7 +194,7 @@ class RunDirectoryLock:
 
     def _stale(self, record):
         if record.get("host") == socket.gethostname():
-            return not _pid_alive(record.get("pid"))
+            return not fileio.process_alive(record.get("pid"))
         try:
             age = time.time() - _parse_time(record["heartbeat"])
         except (KeyError, ValueError, TypeError):
@@ -285,7 +274,7 @@ class RunDirectoryLock:
 
 
 def remove_stale_temp_files(directory):
-    """Removes what a killed run left half-written in `directory` (file_names.TEMPORARY_PATTERNS),
+    """Removes what a killed run left half-written in `directory` (file_names.is_temporary),
     once a best/ it left aside is put back.
 
     Call only while owning the directory: a live run's temporaries look the same.
@@ -299,7 +288,7 @@ def remove_stale_temp_files(directory):
     _recover_best(directory)
     removed = []
     for name in sorted(fileio.listdir(directory)):
-        if not any(fnmatch.fnmatchcase(name.rstrip("/"), p) for p in TEMPORARY_PATTERNS):
+        if not is_temporary(name.rstrip("/")):
             continue
         stale = path(directory, name.rstrip("/"))
         fileio.remove_tree(stale)
@@ -317,7 +306,7 @@ def _recover_best(directory):
     if fileio.is_remote(directory) or os.path.exists(best):
         return  # remote best/ is replaced in place (training.task_loop)
     replaced = [path(directory, name.rstrip("/")) for name in fileio.listdir(directory)
-                if fnmatch.fnmatchcase(name.rstrip("/"), f"{BEST_DIR}{BEST_REPLACED_INFIX}*")]
+                if is_best_aside(name.rstrip("/"), BEST_REPLACED_INFIX)]
     replaced = [p for p in replaced if os.path.isfile(path(p, BEST_METRICS_FILE))]
     if not replaced:
         return

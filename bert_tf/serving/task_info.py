@@ -33,6 +33,7 @@ still reads.
 import dataclasses
 import json
 import math
+import numbers
 import os
 
 from bert_tf import file_names, fileio
@@ -93,8 +94,9 @@ def _is_int(value):
 
 
 def is_finite_number(value):
-    """Whether `value` is an int or float (not a bool) other than nan and +-inf."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+    """Whether `value` is a real number (an int or float, NumPy's included; not a bool) other
+    than nan and +-inf: the one finite rule of task_info.json and bert_tf.tasks' settings."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
             and math.isfinite(value))
 
 
@@ -151,8 +153,10 @@ def _validated(values, source):
             raise TaskInfoError(f"{source}: {name}={value!r} must be true or false")
         if name in _OPTIONAL_INTS and (not _is_int(value) or value < 1):
             raise TaskInfoError(f"{source}: {name}={value!r} must be an integer >= 1")
-        if name in _OPTIONAL_FLOATS and not is_finite_number(value):
-            raise TaskInfoError(f"{source}: {name}={value!r} must be a finite number")
+        if name in _OPTIONAL_FLOATS:
+            if not is_finite_number(value):
+                raise TaskInfoError(f"{source}: {name}={value!r} must be a finite number")
+            value = float(value)  # a NumPy scalar as JSON writes it
         if name in _OPTIONAL_STRS and not (isinstance(value, str) and value):
             raise TaskInfoError(f"{source}: {name}={value!r} must be a non-empty string")
         optional[name] = value

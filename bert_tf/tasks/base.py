@@ -22,7 +22,9 @@ from absl import logging
 
 from bert_tf import file_names, fileio, model_directory, progress
 from bert_tf.config import ENCODER_INPUTS
-from bert_tf.serving.task_info import label_names_problem, write_task_info
+from bert_tf.serving.task_info import (TaskInfoError, is_finite_number,
+                                       label_names_problem, read_task_info,
+                                       write_task_info)
 from bert_tf.text import tokenizer_files
 from bert_tf.text.input_packing import bucket_lengths, length_sorted_batches, pack_inputs
 
@@ -85,12 +87,22 @@ def check_labels(labels, num_classes, what):
     return labels
 
 
-def check_batch_size(batch_size):
-    """`batch_size` as an int >= 1; refused in one line otherwise."""
-    if (isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
-            or batch_size < 1):
-        raise TaskError(f"batch_size={batch_size!r} must be an integer >= 1")
-    return int(batch_size)
+def check_positive_int(name, value, owner=None):
+    """`value` of setting `name` (batch_size, top_k, ...) as an int >= 1 (NumPy's ints
+    included, not a bool); refused in one line naming it (and `owner`, the class) otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise TaskError(f"{f'{owner}: ' if owner else ''}{name}={value!r} must be an integer "
+                        ">= 1")
+    return int(value)
+
+
+def check_finite_number(name, value, owner=None):
+    """`value` of setting `name` as a float, refused in one line naming it (and `owner`) unless
+    it is a finite number (serving.task_info.is_finite_number, task_info.json's rule)."""
+    if not is_finite_number(value):
+        raise TaskError(f"{f'{owner}: ' if owner else ''}{name}={value!r} must be a finite "
+                        "number")
+    return float(value)
 
 
 def check_not_empty(count, name, what, purpose="train on"):
@@ -186,10 +198,7 @@ class TextTask:
             raise TaskError(f"{owner}: max_seq_length={max_seq_length} must be in [3, "
                             f"max_position_embeddings={config.max_position_embeddings}]")
         self.max_seq_length = int(max_seq_length)
-        try:
-            self.batch_size = check_batch_size(batch_size)
-        except TaskError as e:
-            raise TaskError(f"{owner}: {e}") from None
+        self.batch_size = check_positive_int("batch_size", batch_size, owner)
         # Fine steps where a new length costs nothing (TensorFlow without XLA); coarse ones on
         # JAX, where each length is one more compiled program.
         self.buckets = bucket_lengths(self.max_seq_length,
@@ -248,7 +257,8 @@ class TextTask:
           list (per row) of the model's outputs for that row: NumPy float32 arrays (or a dict
           of them), sequence axes as long as the row's batch (read the row's own positions).
         """
-        batch_size = self.batch_size if batch_size is None else check_batch_size(batch_size)
+        batch_size = (self.batch_size if batch_size is None
+                      else check_positive_int("batch_size", batch_size))
         self.warn_if_untrained("predicts")
         lengths = [len(row["input_word_ids"]) for row in rows]
         results = [None] * len(rows)
@@ -366,8 +376,9 @@ class TextTask:
 
         Raises:
           TaskError: `directory` holds another model (a training run's, a conversion's, a
-            Hugging Face model, ...) or another kind of task's save; an earlier save of this
-            kind is replaced.
+            Hugging Face model, ...) or the save of a task load_task builds another class
+            from, or is inside a model directory; an earlier save of a task of this class
+            (for a TextClassifier: classification, multi-label or regression) is replaced.
         """
         directory = str(directory)
         self.check_save_directory(directory)
@@ -383,12 +394,19 @@ class TextTask:
                         max_seq_length=self.max_seq_length, **info)
         return directory
 
+    @property
+    def saved_tasks(self):
+        """The task_info.json tasks whose save this task replaces: those load_task builds this
+        class from (its own task_name; a TextClassifier's classification, multi_label and
+        regression)."""
+        return (self.task_name,)
+
     def check_save_directory(self, directory):
-        """Refuses a `directory` that save would mix with another model: one the output rule of
-        the commands calls a model directory (bert_tf.model_directory: a training run's markers,
-        an export, a Hugging Face model, ...), unless it is an earlier save, whose only run
-        markers are model.keras and task_info.json; nor one holding the other task model file
-        (model.keras and pretrainer.keras: load_task would read the wrong one)."""
+        """Refuses a `directory` that save would mix with another model, as the commands' output
+        rule does (bert_tf.model_directory): one holding a model (a training run's markers, an
+        export, a Hugging Face model, ...) other than an earlier save of a task load_task builds
+        this class from (only model.keras or pretrainer.keras and task_info.json, whose task is
+        one of saved_tasks), or one inside a model directory (a run's best/, ...)."""
         if fileio.exists(directory) and not fileio.isdir(directory):
             raise TaskError(f"save: {directory} is a file; expected a directory")
         saved = {file_names.MODEL_FILE, file_names.TASK_INFO_FILE}
@@ -398,8 +416,26 @@ class TextTask:
                 continue
             raise TaskError(f"save: {directory} holds {found}; a task is saved into a new or "
                             "empty directory, or over an earlier save: choose another directory")
+        found = model_directory.enclosing(directory) or (
+            None if fileio.is_remote(directory)
+            else model_directory.enclosing(os.path.realpath(directory)))
+        if found is not None:
+            raise TaskError(f"save: {directory} is inside {found.path}, which holds {found}; a "
+                            "task is never saved inside a model directory: choose another "
+                            "location")
+        owner = type(self).__name__
+        if fileio.exists(file_names.path(directory, file_names.TASK_INFO_FILE)):
+            try:
+                task = read_task_info(directory).task
+            except TaskInfoError as e:
+                raise TaskError(f"save: {e}; choose another directory") from None
+            if task not in self.saved_tasks:
+                raise TaskError(f"save: {directory} holds the save of a {task!r} task "
+                                f"({file_names.TASK_INFO_FILE}), which a {owner} "
+                                f"({self.task_name!r}) does not replace: choose another "
+                                "directory")
         other = (file_names.PRETRAINER_FILE if self.model_file == file_names.MODEL_FILE
                  else file_names.MODEL_FILE)
         if fileio.exists(file_names.path(directory, other)):
             raise TaskError(f"save: {directory} holds {other}, the save of another kind of task "
-                            f"than {type(self).__name__}: choose another directory")
+                            f"than {owner}: choose another directory")

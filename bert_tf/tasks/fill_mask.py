@@ -1,13 +1,11 @@
 """FillMask: the pre-trained masked-LM head's guesses for the masks written in a text."""
 
-import numbers
-
 import numpy as np
 
 from bert_tf import file_names
 from bert_tf.modeling import BertPretrainer
 from bert_tf.tasks import sources
-from bert_tf.tasks.base import TaskError, TextTask, as_texts, softmax
+from bert_tf.tasks.base import TaskError, TextTask, as_texts, check_positive_int, softmax
 
 
 class FillMask(TextTask):
@@ -40,9 +38,7 @@ class FillMask(TextTask):
         super().__init__(model, tokenizer, max_seq_length, do_lower_case, batch_size)
         if self.tokenizer.mask_id is None:
             raise TaskError("FillMask: the tokenizer has no mask token")
-        if top_k < 1:
-            raise TaskError(f"FillMask: top_k={top_k} must be >= 1")
-        self.top_k = int(top_k)
+        self.top_k = check_positive_int("top_k", top_k, "FillMask")
         mask_token = self.tokenizer.convert_ids_to_tokens([self.tokenizer.mask_id])[0]
         self.mask_token = mask_token
 
@@ -84,10 +80,7 @@ class FillMask(TextTask):
           {"token": its text, "score": its probability, "id"}, likeliest first.
         """
         texts, one = as_texts(texts)
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(
-                top_k, numbers.Integral) or top_k < 1):
-            raise TaskError(f"top_k={top_k!r} must be an integer >= 1")
-        top_k = self.top_k if top_k is None else int(top_k)
+        top_k = self.top_k if top_k is None else check_positive_int("top_k", top_k)
         rows, truncated = [], 0
         for text in texts:
             row, cut = self.pack(self._encode(text))

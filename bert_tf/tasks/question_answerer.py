@@ -1,6 +1,5 @@
 """QuestionAnswerer: span question answering (SQuAD) on raw questions and contexts."""
 
-import math
 import numbers
 
 import numpy as np
@@ -8,8 +7,8 @@ import numpy as np
 from bert_tf.data.tasks import squad, squad_postprocess
 from bert_tf.modeling import BertSpanLabeler
 from bert_tf.tasks import sources
-from bert_tf.tasks.base import (TaskError, TextTask, as_texts, check_batch_size, check_not_empty,
-                                validation_split_at)
+from bert_tf.tasks.base import (TaskError, TextTask, as_texts, check_finite_number,
+                                check_not_empty, check_positive_int, validation_split_at)
 
 
 def _word_starts(context):
@@ -68,21 +67,15 @@ class QuestionAnswerer(TextTask):
             squad.check_window_sizes(self.max_seq_length, max_query_length, doc_stride)
         except ValueError as e:
             raise TaskError(f"QuestionAnswerer: {e}") from None
-        for name, value in (("max_answer_length", max_answer_length),
-                            ("n_best_size", n_best_size)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise TaskError(f"QuestionAnswerer: {name}={value!r} must be an integer >= 1")
-        if (isinstance(null_score_diff_threshold, bool)
-                or not isinstance(null_score_diff_threshold, numbers.Real)
-                or not math.isfinite(null_score_diff_threshold)):
-            raise TaskError("QuestionAnswerer: null_score_diff_threshold="
-                            f"{null_score_diff_threshold!r} must be a finite number")
+        owner = "QuestionAnswerer"
         self.max_query_length = int(max_query_length)
         self.doc_stride = int(doc_stride)
-        self.max_answer_length = int(max_answer_length)
+        self.max_answer_length = check_positive_int("max_answer_length", max_answer_length,
+                                                    owner)
         self.version_2_with_negative = bool(version_2_with_negative)
-        self.null_score_diff_threshold = float(null_score_diff_threshold)
-        self.n_best_size = int(n_best_size)
+        self.null_score_diff_threshold = check_finite_number(
+            "null_score_diff_threshold", null_score_diff_threshold, owner)
+        self.n_best_size = check_positive_int("n_best_size", n_best_size, owner)
 
     @classmethod
     def from_pretrained(cls, path, *, tokenizer=None, do_lower_case=None, dropout_rate=0.0,
@@ -187,7 +180,7 @@ class QuestionAnswerer(TextTask):
         Returns:
           Keras' History.
         """
-        batch_size = check_batch_size(batch_size)
+        batch_size = check_positive_int("batch_size", batch_size)
         questions, contexts, answers = self._training_examples(questions, contexts, answers)
         check_not_empty(len(questions), "questions", "questions")
         split_at = validation_split_at(len(questions), validation_split, validation_data,

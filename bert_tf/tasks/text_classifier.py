@@ -4,9 +4,10 @@ raw text."""
 import numpy as np
 
 from bert_tf.modeling import BertClassifier
+from bert_tf.serving.task_info import CLASSIFIER_TASKS
 from bert_tf.tasks import sources
-from bert_tf.tasks.base import (TaskError, TextTask, as_texts, check_batch_size, check_labels,
-                                check_not_empty, label_list, label_name, sigmoid, softmax,
+from bert_tf.tasks.base import (TaskError, TextTask, as_texts, check_labels, check_not_empty,
+                                check_positive_int, label_list, label_name, sigmoid, softmax,
                                 validation_split_at)
 
 
@@ -72,6 +73,10 @@ class TextClassifier(TextTask):
         if self.regression:
             return "regression"
         return "multi_label" if self.multi_label else "classification"
+
+    @property
+    def saved_tasks(self):
+        return CLASSIFIER_TASKS
 
     @classmethod
     def from_pretrained(cls, path, labels=None, *, regression=False, multi_label=False,
@@ -215,7 +220,13 @@ class TextClassifier(TextTask):
             if isinstance(names, str) or not isinstance(names, (list, tuple, set, frozenset)):
                 raise TaskError(f"labels[{i}]={names!r}: a multi-label classifier takes a list "
                                 "of label names per text (empty when none applies)")
-            for name in map(label_name, names):
+            for name in names:
+                if not isinstance(name, str):
+                    # A row of 0/1 (df.values.tolist()) read as class ids would name every
+                    # label; a multi-hot matrix is an np.ndarray.
+                    raise TaskError(f"labels[{i}]={list(names)!r}: a multi-label row lists "
+                                    f"label names (str), not {type(name).__name__}; a "
+                                    "multi-hot matrix [N, C] goes as an np.ndarray")
                 if name not in index:
                     raise TaskError(f"labels[{i}]: {name!r} is not among the model's labels "
                                     f"{', '.join(self.labels)}")
@@ -232,8 +243,8 @@ class TextClassifier(TextTask):
         Args:
           texts: list of str; text_pairs: their second texts, or None.
           labels: one label name per text (an int i for the name "i"; a finite number for
-            regression; a list of names, empty when none applies, or a multi-hot array [N, C],
-            for multi-label).
+            regression; for multi-label a list of names (str), empty when none applies, or a
+            multi-hot np.ndarray [N, C] of 0 and 1).
           validation_data: (texts, labels) or (texts, text_pairs, labels), evaluated after
             every epoch.
           validation_split: a fraction in (0, 1): the last texts of that share (as Keras'
@@ -252,7 +263,7 @@ class TextClassifier(TextTask):
           Keras' History (loss and accuracy per epoch: for multi-label the fraction of
           yes/no label decisions right; mean squared error for regression).
         """
-        batch_size = check_batch_size(batch_size)
+        batch_size = check_positive_int("batch_size", batch_size)
         rows, _ = self._rows(texts, text_pairs)
         check_not_empty(len(rows), "texts", "texts")
         targets = self._targets(labels, len(rows))

@@ -5,8 +5,8 @@ import numpy as np
 from bert_tf.data.tasks import tagging_data
 from bert_tf.modeling import BertTokenClassifier
 from bert_tf.tasks import sources
-from bert_tf.tasks.base import (TaskError, TextTask, as_texts, check_batch_size, check_labels,
-                                check_not_empty, label_list, label_name, softmax,
+from bert_tf.tasks.base import (TaskError, TextTask, as_texts, check_labels, check_not_empty,
+                                check_positive_int, label_list, label_name, softmax,
                                 validation_split_at)
 from bert_tf.text import tokenization
 
@@ -170,7 +170,7 @@ class TokenTagger(TextTask):
         Returns:
           Keras' History (loss and accuracy over first pieces).
         """
-        batch_size = check_batch_size(batch_size)
+        batch_size = check_positive_int("batch_size", batch_size)
         sentences = self._sentences(sentences, tags, "sentences")
         check_not_empty(len(sentences), "sentences", "sentences")
         split_at = validation_split_at(len(sentences), validation_split, validation_data,

@@ -423,7 +423,7 @@ _CASED_CHECKPOINTS = (
 _CHECKPOINT_NAME_RE = re.compile(r"^.*?([A-Za-z0-9_-]+)/bert_model\.ckpt")
 
 
-def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
+def validate_case_matches_checkpoint(do_lower_case, init_checkpoint, flag="--init_checkpoint"):
     """Raises if `do_lower_case` contradicts the name of a released Google checkpoint.
 
     The casing of a model is not stored in bert_config.json, so (like the original) this reads
@@ -433,6 +433,7 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
     Args:
       do_lower_case: bool, the --do_lower_case flag.
       init_checkpoint: str or None, the --init_checkpoint flag.
+      flag: the flag `init_checkpoint` came from, named in the message.
 
     Raises:
       ValueError: naming both flags and the value to use instead.
@@ -450,7 +451,7 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
     else:
         return
     raise ValueError(
-        f"--do_lower_case={not wanted} contradicts --init_checkpoint={init_checkpoint}: "
+        f"--do_lower_case={not wanted} contradicts {flag}={init_checkpoint}: "
         f"'{model_name}' is a {kind} model, so pass --do_lower_case={wanted} to tokenize as it "
         "was pre-trained.")
 

@@ -20,8 +20,7 @@ from absl import logging
 from bert_tf import file_names, fileio
 from bert_tf.run_directory import checkpoints as run_checkpoints
 # Raised by every checkpoint reader, on either backend (defined where JAX runs find it).
-from bert_tf.training.step_runner import (CheckpointError, failure_reason,  # noqa: F401
-                                          none_restored, save_failed)
+from bert_tf.training.step_runner import CheckpointError, none_restored, save_failed  # noqa: F401
 
 # Variables of an original google-research/bert (TF1) checkpoint start with these scopes.
 _TF1_BERT_PREFIXES = ("bert/", "cls/predictions/", "cls/seq_relationship/")
@@ -99,7 +98,7 @@ def save(manager, step):
                     tf.io.gfile.remove(path)
             except (tf.errors.OpError, OSError):
                 pass
-        raise save_failed(step, manager.directory, failure_reason(e),
+        raise save_failed(step, manager.directory, fileio.failure_reason(e),
                           manager.latest_checkpoint) from None
 
 

@@ -87,7 +87,8 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
         completed (what it records says so). A resumed run whose checkpoint was due a call
         that never completed (the process was killed between the save and the call's end, or
         stopped by SIGTERM at that step) makes it, on the restored weights, before training
-        on (every process decides alike from what the chief recorded).
+        on (the chief decides, from what it recorded; every process follows it). Called on
+        the chief only.
       warm_start_fn: `(init_checkpoint, target) -> any` that loads loop_config.init_checkpoint
         when output_dir has no checkpoint (default: checkpointing.warm_start).
       init_checkpoint_target: what init_checkpoint loads into (default `model`).
@@ -136,8 +137,8 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
         on_restored()
     step = first_step = restored.step
     if (on_checkpoint is not None and checkpoint_done is not None and restored.path is not None
-            and _checkpoint_due(step, config, restored.run_state)
-            and not checkpoint_done(step)):
+            and _checkpoint_due(step, config, _finished(step, config, restored.run_state))
+            and _chief_decides(runtime, lambda: not checkpoint_done(step))):
         on_checkpoint(step)
     # Checkpoints without the count were written by runs whose every step took the full count.
     micro_batches = first_batches = int(restored.run_state.get("micro_batches")
@@ -209,7 +210,7 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
                 budget and _budget_spent(runtime, clock, seconds_per_step))
             if step % log_steps == 0 or last or result.stop:
                 window.log(step, runner.learning_rate(step))
-            if step % config.save_checkpoints_steps == 0 or last or result.stop:
+            if _checkpoint_due(step, config, last) or result.stop:
                 save_start = time.time()
                 saved = runner.save(step, _run_state(clock, budget, last, micro_batches))
                 clock.note_save(time.time() - save_start)
@@ -233,14 +234,28 @@ def train(*, runtime, model, optimizer, loss_fn, dataset_fn, output_dir, loop_co
     return results
 
 
-def _checkpoint_due(step, config, run_state):
-    """Whether the checkpoint of `step` is one the schedule saves and calls on_checkpoint for
-    (every save_checkpoints_steps, and the last), not only a stop request's."""
-    if step % config.save_checkpoints_steps == 0:
-        return True
+def _checkpoint_due(step, config, last):
+    """Whether the schedule saves a checkpoint at `step` and calls on_checkpoint for it: every
+    save_checkpoints_steps, and the `last` step (a stop request's save is not the schedule's)."""
+    return step % config.save_checkpoints_steps == 0 or last
+
+
+def _finished(step, config, run_state):
+    """Whether the checkpoint of `step`, with its `run_state`, is the run's last: the budget's
+    (its schedule recorded done, _run_state) or --num_train_steps'."""
     if config.time_budget_seconds:
         return run_state.get("schedule_fraction", 0.0) >= 1.0
     return step >= config.num_train_steps
+
+
+def _chief_decides(runtime, decide):
+    """The chief's `decide()` on every process (every process calls this; only the chief calls
+    `decide`): a decision read from the files the chief owns, which a worker may have read
+    before the chief put them in order (run_directory.owned), or never (a directory of its
+    own). Agreed through the runtime's mean, as the budget's values are."""
+    flagged, chiefs = runtime.mean([float(runtime.chief and bool(decide())),
+                                    float(runtime.chief)])
+    return flagged > chiefs / 2
 
 
 def _save_seconds_guess(model):

@@ -40,8 +40,7 @@ from absl import logging
 
 from bert_tf import file_names, fileio, optional
 from bert_tf.run_directory import checkpoints as run_checkpoints
-from bert_tf.training.step_runner import (RUN_STATE_KEYS, failure_reason, none_restored,
-                                          save_failed)
+from bert_tf.training.step_runner import RUN_STATE_KEYS, none_restored, save_failed
 
 _RUN_STATE_PREFIX = "run_state/"
 # In the name of Orbax's temporary directory of a save in progress.
@@ -152,23 +151,25 @@ class Checkpointer:
                 "run_state": {key: float(run_state.get(key, 0.0)) for key in RUN_STATE_KEYS},
                 "variables": [[group, v.path, list(v.shape),
                                keras.backend.standardize_dtype(v.dtype)] for group, _, v in keyed]}
-        reason = None
-        _drop_closed_loop_tracebacks()
+        error = None
+        # Kept past the save only if it fails: its writes in flight report after it raised.
+        stop_dropping = _drop_closed_loop_tracebacks()
         with _held_orbax_errors() as held:
             try:
                 with _checkpointer() as checkpointer:
                     checkpointer.save(_orbax_path(path), args=ocp.args.Composite(
                         state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
             except (OSError, ValueError) as e:
-                # TensorStore's errors (a full disk: RESOURCE_EXHAUSTED) are ValueErrors.
-                reason = failure_reason(e)
-        if reason is None:
-            held.release()
-        else:
+                error = e
+        if error is not None and _storage_failure(error):
             _close_abandoned_writes()
             if self.writer:
                 self._remove_unfinished(step)
-            raise save_failed(step, self.directory, reason, self.last_good)
+            raise save_failed(step, self.directory, fileio.failure_reason(error), self.last_good)
+        held.release()
+        if error is not None:
+            raise error  # not the storage's: as Orbax raised it
+        stop_dropping()
         self._lineage.add(step)
         if self.writer:
             for old in sorted(s for s in self._lineage if s != step)[:-self.max_to_keep + 1
@@ -223,15 +224,24 @@ def _read(path, keyed):
         return None, None, f"not a readable checkpoint: {type(e).__name__}: {reason}"
 
 
+def _storage_failure(error):
+    """Whether `error`, raised by an Orbax save, is the storage's (a full disk, a quota,
+    permissions): an OSError, or TensorStore's ValueError carrying an OS error
+    (`[os_error_code='28']`, RESOURCE_EXHAUSTED). Any other is raised as it is."""
+    return isinstance(error, OSError) or bool(
+        re.search(r"os_error_code|RESOURCE_EXHAUSTED", str(error)))
+
+
 def _drop_closed_loop_tracebacks():
     """After a failed Orbax read or save, TensorStore finishes the operations still in flight
     on its own threads and posts each result to the event loop Orbax has already closed: every
     one prints a traceback of `RuntimeError: Event loop is closed`, around the run's own error
     line, that says nothing about the checkpoint. Those tracebacks, and only those, are
-    dropped."""
+    dropped from then on. Returns what stops dropping them (a save that succeeded: nothing
+    failed, and another library's are not this one's to drop)."""
     previous = sys.unraisablehook
     if getattr(previous, "_drops_closed_loop_errors", False):
-        return
+        return lambda: None
 
     def unraisablehook(unraisable):
         if unraisable.exc_type is RuntimeError and str(unraisable.exc_value) == (
@@ -241,6 +251,12 @@ def _drop_closed_loop_tracebacks():
 
     unraisablehook._drops_closed_loop_errors = True
     sys.unraisablehook = unraisablehook
+
+    def stop():
+        if sys.unraisablehook is unraisablehook:
+            sys.unraisablehook = previous
+
+    return stop
 
 
 def _close_abandoned_writes():

@@ -5,29 +5,17 @@ the one a job asks for.
 """
 
 import dataclasses
-import os
-import re
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used for what was asked, or one that could not be saved,
     with the path and the reason."""
 
 
-def failure_reason(error):
-    """What a failed write says, in a few words: the OS error's text where the error ends in
-    one (Orbax's TensorStore errors bury `No space left on device [os_error_code='28']` at the
-    end of a line of paths), else its first line (TensorFlow's errors: their message)."""
-    text = str(getattr(error, "message", None) or error)
-    code = re.search(r"\[os_error_code='?([0-9]+)'?\]", text)
-    if code:
-        return os.strerror(int(code.group(1)))
-    return text.splitlines()[0][:300] if text else type(error).__name__
-
-
 def save_failed(step, directory, reason, previous):
     """The CheckpointError of a checkpoint save that failed (disk full, quota, permissions), on
-    either backend, once the save's partial files are removed: nothing was lost, `previous`
-    (the newest checkpoint kept; None: none yet) restores and a rerun resumes from it."""
+    either backend, once the save's partial files are removed (`reason`: fileio.failure_reason):
+    nothing was lost, `previous` (the newest checkpoint kept; None: none yet) restores and a
+    rerun resumes from it."""
     kept = (f"the previous checkpoint {previous} is intact" if previous
             else "no checkpoint had been saved yet")
     return CheckpointError(

@@ -358,11 +358,13 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, runtime, output_di
 
     def evaluated(step):
         # A run killed (or preempted) between a checkpoint's save and its evaluation left it
-        # unevaluated: the resume evaluates it before training on, as the run would have.
+        # unevaluated: the resume evaluates it before training on, as the run would have. (The
+        # chief alone asks, of the best/ it owns; a best/metrics.json of an earlier release
+        # records its best step only, so a later checkpoint may have been evaluated.)
         if evaluate_fn is None or keeper.evaluated(step):
             return True
-        logging.warning("The checkpoint of step %d was saved but its evaluation never finished "
-                        "(the run stopped in between): evaluating it now", step)
+        logging.warning("The checkpoint of step %d is not recorded as evaluated: evaluating "
+                        "it now", step)
         return False
 
     def on_checkpoint(step):

@@ -447,6 +447,42 @@ def test_embedding_training_owns_its_run_and_resumes_only_the_same_run(tmp_path)
     assert digests() == before
 
 
+def test_a_full_disk_writing_the_model_keeps_the_training_and_a_rerun_writes_it(
+        tmp_path, monkeypatch):
+    """A full disk writing model.keras (or the results, the sentence-transformers directory)
+    after the embedding training ended in `[Errno 28] No space left on device` alone, where the
+    fine-tuning and pre-training runs say what is kept and what writes the rest."""
+    import errno
+
+    from bert_tf import run_directory
+    from bert_tf.jobs import embedding
+
+    fixture = os.path.join(REPO_ROOT, "tests", "fixtures", "runs_v0_1")
+    run = tmp_path / "run"
+    config = _embed_config(
+        f"--init_checkpoint={fixture}/pretrain_text", f"--train_file={fixture}/inputs/pairs.tsv",
+        f"--output_dir={run}", "--sentence_transformers_dir=-", "--train_batch_size=8",
+        "--max_seq_length=32", "--learning_rate=1e-3", "--seed=1", "--jit_compile=false")
+
+    def full_disk(model, path):
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(embedding, "save_keras_model", full_disk)
+    with pytest.raises(run_directory.TrainedFileError) as error:
+        embedding.train(config)
+    checkpoint = run_directory.checkpoint_names(str(run))[-1]
+    assert str(error.value) == (
+        f"{run}/model.keras cannot be written (No space left on device); nothing was lost: "
+        f"training is saved in the checkpoint {run}/{checkpoint}. Free space (or fix the "
+        "directory) and rerun the same command: it has nothing left to train and writes the "
+        "run's models and results")
+    assert "model.keras" not in os.listdir(run)
+    monkeypatch.undo()
+    # The same command trains nothing and writes the run's files.
+    assert embedding.train(config)["train"]["steps_this_run"] == 0
+    assert {"model.keras", "task_info.json", "eval_results.json"} <= set(os.listdir(run))
+
+
 def test_embedding_trains_and_encodes_on_jax(tmp_path):
     """bert-tf-embed --backend=jax: training into a relative --output_dir (Orbax takes absolute
     paths only), then encoding from the finished run (its model.keras beside the Orbax

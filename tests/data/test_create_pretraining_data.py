@@ -759,16 +759,19 @@ def test_cli_end_to_end(corpus, main_run, repo_root, tmp_path):
 def test_partial_shards_of_killed_writers_are_removed_and_live_ones_kept(small, caplog):
     """kill -9 left hidden partial shards (.tmp_<token>_<shard>, tens of MB each) that no rerun
     removed; each killed run added more."""
+    import hashlib
     import socket
 
-    host, directory = socket.gethostname(), small["dir"]
+    directory = small["dir"]
+    host = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+    other_host = f"{int(host, 16) ^ 1:08x}"
     dead = _finished_pid()
     live = subprocess.Popen(["sleep", "60"])
     names = {
         "dead": f".tmp_0123abcd-{dead}-{host}_out.tfrecord",
         "dead_x": f".tmp_0123abcd-{dead}-{host}_x_out.tfrecord",  # of x_out.tfrecord
         "live": f".tmp_0123abcd-{live.pid}-{host}_out.tfrecord",
-        "other_host": f".tmp_0123abcd-{dead}-{host}x_out.tfrecord",
+        "other_host": f".tmp_0123abcd-{dead}-{other_host}_out.tfrecord",
         "unknown": ".tmp_0123abcd_out.tfrecord",  # an earlier bert_tf's: no writer named
         "other_output": f".tmp_0123abcd-{dead}-{host}_other.tfrecord",
     }

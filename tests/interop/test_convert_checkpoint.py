@@ -43,7 +43,7 @@ def conversions(tmp_path_factory):
          f"--output_dir={tmp_path / 'hf'}"],
         ["--from=tf1", "--to=huggingface", f"--checkpoint={tmp_path / 'none.ckpt'}",
          f"--output_dir={tmp_path / 'out'}"],
-        # The loader is shared with the training CLIs, whose flag is --init_checkpoint.
+        # The loader is shared with the training CLIs; it names this tool's flag (flag=).
         ["--from=bert_tf", "--to=tf1", f"--checkpoint={tmp_path / 'empty'}",
          f"--output_dir={tmp_path / 'out'}"])])
     return tmp_path, arrays, results

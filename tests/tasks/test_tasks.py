@@ -301,7 +301,8 @@ def test_question_answerer_settings_survive_save_and_older_files_load(saved_task
 
 def test_int_labels_name_their_class_and_one_str_is_refused(saved_tasks, tok, pretrained_dir):
     """An int class id i is the label "i" (the default names): in the label names, fit's
-    labels, multi-label lists and tags; a bool is not an id. One str is no list of names."""
+    labels and tags; a bool is not an id. One str is no list of names. A multi-label text's
+    list holds names: a multi-hot matrix as nested lists is refused, not read as class ids."""
     _, made, _ = saved_tasks
     model = made["classifier"].model
     classifier = tasks.TextClassifier(model, tok, max_seq_length=S)
@@ -317,8 +318,14 @@ def test_int_labels_name_their_class_and_one_str_is_refused(saved_tasks, tok, pr
         classifier._targets([True, 0], 2)
     multi = tasks.TextClassifier(BertClassifier(model.encoder, 2, multi_label=True), tok,
                                  max_seq_length=S)
-    np.testing.assert_array_equal(multi._targets([[0, 1], [1], []], 3),
+    np.testing.assert_array_equal(multi._targets([["0", "1"], ["1"], []], 3),
                                   [[1, 1], [0, 1], [0, 0]])
+    hot = np.array([[1, 0], [0, 1]])
+    np.testing.assert_array_equal(multi._targets(hot, 2), hot)
+    with pytest.raises(tasks.TaskError, match=r"^labels\[0\]=\[1, 0\]: a multi-label row lists "
+                       r"label names \(str\), not int; a multi-hot matrix \[N, C\] goes as an "
+                       "np.ndarray$"):
+        multi._targets(hot.tolist(), 2)
     tagger = tasks.TokenTagger(made["tagging"].model, tok, range(4), max_seq_length=S)
     assert tagger.labels == ("0", "1", "2", "3")
     assert tagger._sentences([["the", "cat"]], [[0, "3"]], "sentences")[0].tags == ("0", "3")
@@ -377,9 +384,11 @@ def test_no_texts_and_bad_batch_sizes_are_refused_in_one_line(saved_tasks):
         length_buckets.keras_dataset(one, np.zeros(1), batch_size=0, buckets=[S])
 
 
-def test_fit_takes_int_labels_shuffle_and_validation_split(pretrained_dir, tmp_path, caplog):
+def test_fit_takes_int_labels_shuffle_and_validation_split(pretrained_dir, tmp_path, caplog,
+                                                           monkeypatch):
     """Keras' shuffle and validation_split, done before batching: the last quarter of the texts
-    validates. A new head warns once that it is untrained, until fit trains it."""
+    validates; fit's shuffle is the batches' (False: the same batches in the same order every
+    epoch). A new head warns once that it is untrained, until fit trains it."""
     caplog.set_level(logging.WARNING, logger="absl")
     rng = random.Random(5)
     # The last quarter, all positive, validates.
@@ -402,8 +411,17 @@ def test_fit_takes_int_labels_shuffle_and_validation_split(pretrained_dir, tmp_p
     with pytest.raises(tasks.TaskError, match=r"^validation_split=0.5 of 1 texts leaves none to "
                        "train on$"):
         classifier.fit(texts[:1], labels[:1], validation_split=0.5)
+    made = []  # (rows, shuffle) of each dataset fit makes
+    keras_batches = classifier.keras_batches
+
+    def recorded(rows, targets, batch_size, shuffle, **options):
+        made.append((len(rows), shuffle))
+        return keras_batches(rows, targets, batch_size, shuffle, **options)
+
+    monkeypatch.setattr(classifier, "keras_batches", recorded)
     history = classifier.fit(texts, labels, validation_split=0.25, shuffle=True, epochs=1,
                              batch_size=8, learning_rate=3e-3, verbose=0)
+    assert made == [(10, False), (30, True)]  # the validation quarter is never shuffled
     answers = classifier.predict(texts[30:])
     accuracy = np.mean([a["label"] == "1" for a in answers])
     loss = np.mean([-np.log(a["scores"]["1"]) for a in answers])
@@ -412,17 +430,21 @@ def test_fit_takes_int_labels_shuffle_and_validation_split(pretrained_dir, tmp_p
     # Trained: no more warnings, on predict or save.
     classifier.save(tmp_path / "saved")
     assert [m for m in caplog.messages if "untrained head" in m] == untrained
-    # shuffle=False: the same batches in the same order every epoch.
+    # fit(shuffle=False) batches unshuffled: the same batches in the same order every epoch.
+    classifier.fit(texts, labels, shuffle=False, epochs=1, steps_per_epoch=1, batch_size=4,
+                   verbose=0)
+    assert made[2:] == [(40, False)]
     rows, _ = classifier._rows(texts, None)
-    batches = classifier.keras_batches(rows, np.array(labels), 4, shuffle=False)
+    batches = keras_batches(rows, np.array(labels), 4, shuffle=False)
     first, second = ([b[0]["input_word_ids"].numpy().tolist() for b in batches]
                      for _ in range(2))
     assert first == second and len(first) == 10
 
 
 def test_save_refuses_another_models_directory(saved_tasks, pretrained_dir, tmp_path):
-    """A task is saved into a new or empty directory or over an earlier save of its kind, never
-    into a run's (its run markers, as the commands' output rule reads them) or another model's."""
+    """A task is saved into a new or empty directory or over an earlier save of a task of its
+    class, never into a run's (its run markers, as the commands' output rule reads them), another
+    model's or another class's save, nor inside a model directory (a run's best/)."""
     _, made, _ = saved_tasks
     classifier = made["classifier"]
     run = tmp_path / "run"
@@ -447,10 +469,23 @@ def test_save_refuses_another_models_directory(saved_tasks, pretrained_dir, tmp_
     classifier.save(saved)
     classifier.save(saved)  # over its earlier save
     assert bert_tf.load_task(saved).labels == tuple(cases.CLASS_LABELS)
-    with pytest.raises(tasks.TaskError, match=rf"^save: {re.escape(str(saved))} holds "
-                       "model.keras, the save of another kind of task than FillMask: choose "
-                       "another directory$"):
-        made["fill_mask"].save(saved)
+    for task, kind in ((made["fill_mask"], "FillMask ('fill_mask')"),
+                       (made["tagging"], "TokenTagger ('tagging')")):
+        with pytest.raises(tasks.TaskError, match=rf"^save: {re.escape(str(saved))} holds the "
+                           r"save of a 'classification' task \(task_info.json\), which a "
+                           rf"{re.escape(kind)} does not replace: choose another directory$"):
+            task.save(saved)
+    # A TextClassifier replaces any classifier's save: a regression head's too.
+    tasks.TextClassifier(BertClassifier(classifier.encoder, 1), classifier.tokenizer,
+                         max_seq_length=S).save(saved)
+    assert bert_tf.load_task(saved).regression
+    for inside, model_dir in ((run / "best", run), (saved / "sub", saved)):
+        with pytest.raises(tasks.TaskError, match=rf"^save: {re.escape(str(inside))} is inside "
+                           rf"{re.escape(str(model_dir))}, which holds a training run \(.*\); a "
+                           "task is never saved inside a model directory: choose another "
+                           "location$"):
+            classifier.save(inside)
+    assert not (run / "best").exists() and not (saved / "sub").exists()
 
 
 def test_the_classifier_notebook_classifies_on_jax(tmp_path):

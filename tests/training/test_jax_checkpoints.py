@@ -9,6 +9,7 @@ The checkpointer reads and writes Keras variables, so it runs here on the Tensor
 import glob
 import logging
 import os
+import sys
 
 import keras
 import numpy as np
@@ -207,7 +208,11 @@ def test_only_the_writer_removes_old_checkpoints(tmp_path):
 def test_a_full_disk_while_saving_is_one_line_and_loses_nothing(tmp_path, monkeypatch, caplog):
     import orbax.checkpoint as ocp
 
+    hook = sys.unraisablehook
+    monkeypatch.setattr(sys, "unraisablehook", hook)  # put back at the end
     kernels = _saved(tmp_path, [10])
+    # A save that succeeds leaves the process's unraisable errors as they were.
+    assert sys.unraisablehook is hook
     checkpointer = Checkpointer(str(tmp_path))
     checkpointer.restore(*_model(99))
 
@@ -237,7 +242,33 @@ def test_a_full_disk_while_saving_is_one_line_and_loses_nothing(tmp_path, monkey
     # The partial save is gone, Orbax's error record was not logged, and the run resumes.
     assert sorted(os.listdir(tmp_path)) == ["ckpt-10.orbax"]
     assert not [r for r in caplog.records if "raised an exception" in r.getMessage()]
+    # The failed save's writes still in flight report to a closed event loop: not printed.
+    assert getattr(sys.unraisablehook, "_drops_closed_loop_errors", False)
     monkeypatch.undo()
     model, optimizer = _model(99)
     assert Checkpointer(str(tmp_path)).restore(model, optimizer)[0] == _file(tmp_path, 10)
     np.testing.assert_array_equal(_kernel(model), kernels[10])
+
+
+def test_a_save_failing_for_another_reason_raises_that_error(tmp_path, monkeypatch, caplog):
+    """Every ValueError of Orbax's read as a full disk: `... failed (destination exists);
+    nothing was lost ... Free space`."""
+    import orbax.checkpoint as ocp
+
+    raised = ValueError("Destination /x/ckpt-20.orbax already exists")
+
+    def refused(self, directory, *args, **kwargs):
+        logging.getLogger("absl").handle(logging.makeLogRecord(dict(
+            name="absl", levelno=logging.ERROR, levelname="ERROR",
+            pathname=f"{os.sep}orbax{os.sep}checkpoint{os.sep}checkpointer.py",
+            msg="Orbax's own record")))
+        raise raised
+
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    monkeypatch.setattr(ocp.Checkpointer, "save", refused)
+    with caplog.at_level(logging.INFO), pytest.raises(ValueError) as error:
+        Checkpointer(str(tmp_path)).save(*_model(20), 20, {})
+    assert error.value is raised
+    # What Orbax logged meanwhile is logged, not held back.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [
+        "Orbax's own record"]

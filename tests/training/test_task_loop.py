@@ -201,3 +201,49 @@ def test_a_run_killed_between_a_save_and_its_best_update_evaluates_it_on_resume(
     assert results["best"]["step"] == 80 and results["train"]["steps_this_run"] == 0
     # Once recorded it is not evaluated again.
     assert run()["evaluations"] == []
+
+
+def test_every_worker_follows_the_chief_on_a_missed_evaluation():
+    """Each worker decided alone, from the best/metrics.json it had read (before the chief put
+    best/ back, or none of its own), whether to evaluate the restored checkpoint first: one
+    that disagreed entered a collective evaluation while the others trained, and the run hung.
+    The chief's answer, agreed through the runtime's mean, is every worker's."""
+    import threading
+
+    from bert_tf.training import controller
+
+    class Worker:
+        """One of three processes; mean() a collective over them."""
+
+        barrier = threading.Barrier(3)
+        sums = None
+
+        def __init__(self, chief):
+            self.chief = chief
+
+        def mean(self, values):
+            if self.chief:
+                Worker.sums = [0.0] * len(values)
+            Worker.barrier.wait()
+            with lock:
+                Worker.sums = [s + v for s, v in zip(Worker.sums, values)]
+            Worker.barrier.wait()
+            return [s / 3 for s in Worker.sums]
+
+    lock = threading.Lock()
+    for chief_says in (True, False):
+        asked, decided = [], {}
+
+        def work(index):
+            def decide():
+                asked.append(index)
+                return chief_says
+
+            decided[index] = controller._chief_decides(Worker(index == 0), decide)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert asked == [0] and decided == {0: chief_says, 1: chief_says, 2: chief_says}

@@ -31,8 +31,9 @@ instances in one row of S tokens, each still [CLS] A [SEP] B [SEP], and add or c
 
 Files are written under a temporary name in the destination directory and renamed into place
 only after every shard closed cleanly, so a reader never sees a truncated shard. The name
-holds the writer's pid and host (.tmp_<token>-<pid>-<host>_<shard>): what a killed writer left
-is removed by the next run writing those shards (remove_stale_temp_files), never a live one's.
+holds the writer's pid and host (.tmp_<token>-<pid>-<host>_<shard>, the host as 8 hex digits
+of its name's hash): what a killed writer left is removed by the next run writing those shards
+(remove_stale_temp_files), never a live one's.
 
 No TensorFlow here: the tf.train.Example protobuf and the TFRecord framing are encoded by hand
 (both formats are small and frozen), so create_pretraining_data and its worker processes start
@@ -44,6 +45,7 @@ TFRecordDataset reads the files (plain and GZIP).
 
 import functools
 import gzip
+import hashlib
 import os
 import re
 import socket
@@ -329,19 +331,26 @@ def check_output_files(output_files, compression=""):
 
 
 # The middle of a writer's temporary name (.tmp_<middle>_<shard>): the token, then the
-# writer's pid and host; bert_tf before them wrote the token alone.
-_TEMP_WRITER = re.compile(r"[0-9a-f]{8}-(?P<pid>[0-9]+)-(?P<host>.+)")
+# writer's pid and host (_host_tag); bert_tf before them wrote the token alone.
+_TEMP_WRITER = re.compile(r"[0-9a-f]{8}-(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{8})")
 _TEMP_UNKNOWN_WRITER = re.compile(r"[0-9a-f]{8}")
+
+
+def _host_tag():
+    """This host, in a temporary name: 8 hex digits of its name's hash (a host name of up to
+    64 characters would push a long shard's temporary name past the 255 bytes of a file
+    name)."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8")).hexdigest()[:8]
 
 
 def remove_stale_temp_files(output_files):
     """Removes the partial shards that writers of `output_files` killed before their end left
-    beside them (.tmp_<token>-<pid>-<host>_<shard>, tens of MB each), before a run writes them
+    beside them (.tmp_<token>-<pid>-<host tag>_<shard>, tens of MB each), before a run writes them
     again: only those of this host whose process is gone, never a live writer's. Temporaries
     of a bert_tf that did not name its writer are named in a warning and kept (whose they are
     cannot be told). Returns the paths removed.
     """
-    host = socket.gethostname()
+    host = _host_tag()
     by_directory = {}
     for path in output_files:
         by_directory.setdefault(os.path.dirname(path) or ".", set()).add(os.path.basename(path))
@@ -359,7 +368,7 @@ def remove_stale_temp_files(output_files):
                        and len(name) > len(shard) + len(".tmp__")]
             writers = [_TEMP_WRITER.fullmatch(middle) for middle in middles]
             stale = os.path.join(directory, name)
-            if any(w and w["host"] == host and not _process_alive(int(w["pid"]))
+            if any(w and w["host"] == host and not fileio.process_alive(w["pid"])
                    for w in writers):
                 fileio.remove(stale)
                 removed.append(stale)
@@ -373,16 +382,6 @@ def remove_stale_temp_files(output_files):
                         "told (a killed run's if no other command writes these outputs: remove "
                         "them): %s", len(unknown), ", ".join(unknown))
     return removed
-
-
-def _process_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's
-    return True
 
 
 def _masked_crc32c(data):
@@ -549,7 +548,7 @@ class ShardedRecordWriter:
         self.counts = [0] * len(self.output_files)
         # What the final moves compare with: a shard that appears meanwhile is never replaced.
         self._expected = [fileio.state(p) for p in self.output_files]
-        token = f"{uuid.uuid4().hex[:8]}-{os.getpid()}-{socket.gethostname()}"
+        token = f"{uuid.uuid4().hex[:8]}-{os.getpid()}-{_host_tag()}"
         self._tmp_files = [
             os.path.join(os.path.dirname(p), f".tmp_{token}_{os.path.basename(p)}")
             for p in self.output_files]
