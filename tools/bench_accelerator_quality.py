@@ -555,6 +555,9 @@ def case_accelerator_quality(workdir, quick, torch_python, run_worker, budget_s=
         with open(peer_config, "w") as f:
             json.dump(bench_time_to_quality.QUICK_MODEL, f)
         finetune = dict(num_train_epochs=0.5, max_seq_length=32)
+        # The probes' L-BFGS on a few dozen features took 5-7x the CPU and wall time with
+        # OpenBLAS's threads (spinning beside XLA's on a busy 2-core machine) as with one.
+        jax_env["OPENBLAS_NUM_THREADS"] = "1"
     rows = [_row(kind="data", **data, recipe=os.path.relpath(recipe_file, _REPO),
                  peer_model=os.path.relpath(peer_config, _REPO), recipe_settings=recipe,
                  budgets_s={"bert_tf": budget, "hf_torch": budget},

@@ -327,6 +327,17 @@ def check_torch_python(python):
                              f"{last}")
 
 
+def _jax_env(quick):
+    """The JAX worker's environment. --quick compiles at XLA's optimisation level 0, as every
+    JAX process of the tests does (docs/design.md, "Tests"): a tiny model's few steps spend
+    most of their time in LLVM's optimisation of the step (the worker's CPU 16.0 -> 12.6 s)."""
+    env = {"KERAS_BACKEND": "jax"}
+    if quick:
+        env["XLA_FLAGS"] = " ".join(["--xla_backend_optimization_level=0",
+                                     os.environ.get("XLA_FLAGS", "")]).strip()
+    return env
+
+
 def case_pretrain(setup, quick, torch_python=None, *, models, dtypes, xla_modes,
                   all_configs_for_base):
     """Runs every configuration in its own process; adds MFU and bert_tf/peer ratios.
@@ -356,7 +367,7 @@ def case_pretrain(setup, quick, torch_python=None, *, models, dtypes, xla_modes,
                 result = run_worker("pretrain_jax" if jax_backend else "pretrain", dict(
                     impl=impl, model=model, dtype=dtype, xla=xla, steps=steps, warmup=1,
                     repeats=3 if model != "base" else 2, **shape),
-                    env={"KERAS_BACKEND": "jax"} if jax_backend else None)
+                    env=_jax_env(quick) if jax_backend else None)
                 result.update(case="pretrain", kind="step", impl=impl, model=model, dtype=dtype,
                               xla=xla)
                 if "error" not in result:

@@ -161,7 +161,10 @@ def _subword_rows(vocabulary, sets, *, make_python, layer, hf, args, results, pa
     `tokenizers` (None: skipped)."""
     import tensorflow as tf
 
-    tokenize = tf.function(layer.call, input_signature=[tf.TensorSpec([None], tf.string)])
+    # No autograph, as the serving signatures run the layers: the layer's code has no Python
+    # control flow on tensors, and converting it took ~2 s of CPU (not timed) per vocabulary.
+    tokenize = tf.function(layer.call, input_signature=[tf.TensorSpec([None], tf.string)],
+                           autograph=False)
     batch = args["batch"]
     for set_name, texts in sets.items():
         ours = make_python()
