@@ -56,8 +56,11 @@ def _env(devices=1):
 
 def _pretrain(args, env, **kwargs):
     # A JAX process, forked from a server that imported JAX, Keras and TensorFlow under env
-    # (tests/zygote.py): killed, signalled and exiting as the real process would.
-    return subprocess.Popen([zygote.shared_python(env), "-m", "bert_tf.run_pretraining", *args],
+    # (tests/zygote.py): killed, signalled and exiting as the real process would. The server
+    # starts at the first run (now=True): each env here serves several runs, and a first run
+    # in a fresh interpreter would import everything once more.
+    return subprocess.Popen([zygote.shared_python(env, now=True), "-m",
+                             "bert_tf.run_pretraining", *args],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             **kwargs)
 
@@ -235,7 +238,7 @@ def test_two_processes_train_together_resume_and_stop_on_sigterm(inputs, tmp_pat
     deadline = time.time() + 300
     # Resumed and training once a checkpoint after step 5 is written.
     while not _saved_after_step_5(run_dir) and time.time() < deadline:
-        time.sleep(0.5)
+        time.sleep(0.1)
         if any(p.poll() is not None for p in procs):
             break
     for p in procs:

@@ -151,7 +151,9 @@ def test_second_run_on_a_directory_refused_and_killed_owner_taken_over(setup, ca
             f"--output_dir={out}", f"--max_seq_length={S}", f"--max_predictions_per_seq={P}",
             "--train_batch_size=8", "--do_train", "--num_train_steps=2",
             "--num_warmup_steps=1"]) + "\n")
-        second = subprocess.run([sys.executable, "-m", "bert_tf.run_pretraining",
+        # Forked from the worker's server for env where one runs (tests/zygote.py): the
+        # refusal needs no interpreter of its own.
+        second = subprocess.run([zygote.shared_python(env), "-m", "bert_tf.run_pretraining",
                                  f"--flagfile={flagfile}"], env=env, capture_output=True,
                                 text=True, timeout=300)
         assert second.returncode == 1, second.stderr[-3000:]

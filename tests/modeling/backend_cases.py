@@ -271,15 +271,15 @@ HUGGINGFACE_CASES = {"bert_128": (), "modern_20": ("pooler/",)}
 HUGGINGFACE_OUTPUTS = ("mlm_logits", "sequence_output")
 
 
-def write_huggingface(directory):
-    """Each HUGGINGFACE_CASES model (as the TensorFlow side saved it) written with
-    save_huggingface under JAX and read back with load_huggingface, its weights by path
-    (hf_<name>.jax.npz): the Hugging Face format needs no TensorFlow."""
+def write_huggingface(directory, models):
+    """Each HUGGINGFACE_CASES model (`models[name]`, loaded from what the TensorFlow side
+    saved) written with save_huggingface under JAX and read back with load_huggingface, its
+    weights by path (hf_<name>.jax.npz): the Hugging Face format needs no TensorFlow."""
     from bert_tf.interop import load_huggingface, save_huggingface
 
     for name in HUGGINGFACE_CASES:
         target = os.path.join(directory, f"hf_{name}")
-        save_huggingface(load(os.path.join(directory, f"{name}.keras")), target)
+        save_huggingface(models[name], target)
         model, _, _ = load_huggingface(target)
         np.savez(os.path.join(directory, f"hf_{name}.jax.npz"),
                  **{v.path: ops.convert_to_numpy(v) for v in model.weights})
@@ -289,16 +289,18 @@ def main(directory):
     """Under the backend to check: every saved case, then one model of its own."""
     with open(os.path.join(directory, "cases.json")) as f:
         names = json.load(f)
+    # Each file loaded once: the fused and Hugging Face passes below take the same models
+    # (nothing here changes their weights; the attention path is chosen when traced).
+    models = {name: load(os.path.join(directory, f"{name}.keras")) for name in names}
     for name in names:
-        compute(directory, name, load(os.path.join(directory, f"{name}.keras")))
+        compute(directory, name, models[name])
     compute_optimizers(directory)
     # jax.nn.dot_product_attention (cuDNN's fused kernel on GPUs) through its XLA form here.
     os.environ["BERT_TF_FUSED_ATTENTION"] = "xla"
     for name in FUSED_CASES:
-        model = load(os.path.join(directory, f"{name}.keras"))
         features = dict(np.load(os.path.join(directory, f"{name}.inputs.npz")))
         np.savez(os.path.join(directory, f"{name}.jax_fused.npz"),
-                 **outputs(model, features, CASES[name][2]))
+                 **outputs(models[name], features, CASES[name][2]))
     del os.environ["BERT_TF_FUSED_ATTENTION"]
     keras.utils.set_random_seed(3)
     own_name = "bert_classifier_40"
@@ -312,7 +314,7 @@ def main(directory):
     ids = np.ones((2, 40), "int32")
     out = outputs(build_encoder(ModernBertConfig.from_preset("modernbert_tiny")),
                   {"input_word_ids": ids, "input_mask": ids, "input_type_ids": 0 * ids}, "task")
-    write_huggingface(directory)
+    write_huggingface(directory, models)
     with open(os.path.join(directory, "no_tensorflow.json"), "w") as f:
         json.dump({"sequence_output": list(out["sequence_output"].shape),
                    "tensorflow_imported": "tensorflow" in sys.modules}, f)
