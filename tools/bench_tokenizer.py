@@ -162,7 +162,7 @@ def _subword_rows(vocabulary, sets, *, make_python, layer, hf, args, results, pa
     import tensorflow as tf
 
     # No autograph, as the serving signatures run the layers: the layer's code has no Python
-    # control flow on tensors, and converting it took ~2 s of CPU (not timed) per vocabulary.
+    # control flow on tensors, and converting it took ~1 s of CPU (not timed) per vocabulary.
     tokenize = tf.function(layer.call, input_signature=[tf.TensorSpec([None], tf.string)],
                            autograph=False)
     batch = args["batch"]

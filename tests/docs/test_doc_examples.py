@@ -813,8 +813,8 @@ RECIPES["docs/bert-family.md"] = Page(links=(("uncased_L-12_H-768_A-12", "bert_b
     "bert-tf-prepare-demo-data --output_dir=/tmp/bert_tf_demo": Recipe(
         subs=[(f"{name}_style_demo_tiny.flags", f"{name}_style_demo_tiny.flags {_DEMO_TINY}")
               for name in ("spanbert", "roberta")],
-        why="the SpanBERT and RoBERTa runs: " + _DEMO_TINY_WHY + " (ALBERT's has its own "
-            "shared layers)"),
+        why="the SpanBERT and RoBERTa runs: " + _DEMO_TINY_WHY + "; ALBERT's keeps its config "
+            "(its layers share one block: fewer of them save little)"),
     "from bert_tf.config import BertConfig": Recipe(
         subs=[('BertConfig.from_preset("bert_base")', 'BertConfig.from_preset("bert_tiny")')],
         why="bert_tiny instead of bert_base: building 110M weights only costs time",
@@ -985,8 +985,8 @@ RECIPES["docs/pretraining.md"] = Page(links=("corpus", "my_data"), recipes={
         Recipe(append={"pretrain": _TINY}, why="a tiny config instead of bert_small"),
     "bert-tf-pretrain --flagfile=official_configs/pretraining/time_budget_mini.flags \\": Recipe(
         subs=[("--time_budget=5m", "--time_budget=10s")], append={"pretrain": _TINY},
-        why="a tiny config for 10 seconds instead of BERT-mini for 5 minutes (set-up takes "
-            "2-3 s of it even on a loaded machine: the budget still stops the run)"),
+        why="a tiny config for 10 seconds instead of BERT-mini for 5 minutes (set-up takes 2-4 "
+            "s of it on a loaded 2-core machine; the budget still ends the run)"),
 }, check="ls runs/budget_mini/encoder.keras runs/base/encoder.keras runs/electra/pretrainer.keras "
          "runs/electra_cls/model.keras runs/electra_hf/model.safetensors > /dev/null && "
          "grep -q '\"ElectraForPreTraining\"' runs/electra_hf/config.json")
