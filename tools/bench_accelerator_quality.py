@@ -382,7 +382,6 @@ def worker_aq_bert_tf(args):
     batch = recipe["train_batch_size"]
     model = BertPretrainer(build_encoder(config), use_next_sentence_label=False,
                            bag_of_words_weight=recipe["bag_of_words_weight"])
-    model(mask_rows(rows[:2], lengths[:2], np.random.default_rng(0), **masking))
     # The recipe's optimizer settings as bert-tf-pretrain turns them into create_optimizer's.
     trainer = ScheduledTrainerConfig(**{field.name: recipe[field.name] for field in
                                         dataclasses.fields(ScheduledTrainerConfig)
@@ -446,7 +445,6 @@ def finetune_accuracy(runtime, model_dir, data_dir, output_dir, settings=None):
     _, encoder = bench_scoring._load(model_dir)
     classifier = BertClassifier(encoder, num_classes=len(bench_scoring.LABELS))
     train, batch = splits["train"], settings["train_batch_size"]
-    classifier({k: v[:2] for k, v in train.items() if k != "label_ids"})
     steps = max(1, math.ceil(settings["num_train_epochs"] * len(train["label_ids"]) / batch))
     optimizer = create_optimizer(settings["learning_rate"], steps, int(0.1 * steps))
 

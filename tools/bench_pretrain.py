@@ -328,12 +328,14 @@ def check_torch_python(python):
 
 
 def _jax_env(quick):
-    """The JAX worker's environment. --quick compiles at XLA's optimisation level 0, as every
-    JAX process of the tests does (docs/design.md, "Tests"): a tiny model's few steps spend
-    most of their time in LLVM's optimisation of the step (the worker's CPU 16.0 -> 12.6 s)."""
+    """The JAX worker's environment. --quick compiles at XLA's optimisation level 0 without
+    the MLIR fusion emitters, as every JAX process of the tests does (docs/design.md, "Tests"):
+    a tiny model's few steps spend most of their time compiling the step (level 0: the
+    worker's CPU 16.0 -> 12.6 s)."""
     env = {"KERAS_BACKEND": "jax"}
     if quick:
         env["XLA_FLAGS"] = " ".join(["--xla_backend_optimization_level=0",
+                                     "--xla_cpu_use_fusion_emitters=false",
                                      os.environ.get("XLA_FLAGS", "")]).strip()
     return env
 
