@@ -44,11 +44,13 @@ them, with nothing written.
 """
 
 import collections
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import tempfile
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -536,7 +538,8 @@ def convert_functions(functions, converter_options=None, what="the model"):
         converter.allow_custom_ops = True
         if converter_options is not None:
             converter_options(converter)
-        content = converter.convert()
+        with _no_interpreter_deprecation():  # int8 calibration runs an interpreter
+            content = converter.convert()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     census = op_census(content)
@@ -598,6 +601,16 @@ def check_target(export_dir, overwrite):
 
 # ----------------------------------------------------------------------------- running
 
+@contextlib.contextmanager
+def _no_interpreter_deprecation():
+    """Hides tf.lite.Interpreter's deprecation notice, a multi-line UserWarning about a package
+    bert_tf cannot use (TensorFlow Text's LiteRT kernels are built against tf.lite)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"\s*Warning: tf.lite.Interpreter is deprecated",
+                                UserWarning)
+        yield
+
+
 def interpreter(model, num_threads=2):
     """A LiteRT interpreter with TensorFlow Text's kernels and the XNNPACK delegate.
 
@@ -608,14 +621,11 @@ def interpreter(model, num_threads=2):
       model: .tflite bytes or path.
       num_threads: CPU threads for XNNPACK and the builtin kernels.
     """
-    import warnings
-
     from tensorflow.lite.python import interpreter as litert_interpreter
 
     kwargs = ({"model_content": model} if isinstance(model, bytes)
               else {"model_path": os.fspath(model)})
-    with warnings.catch_warnings():  # tf.lite.Interpreter's deprecation notice.
-        warnings.simplefilter("ignore")
+    with _no_interpreter_deprecation():
         return litert_interpreter.InterpreterWithCustomOps(
             custom_op_registerers=list(tf_text.tflite_registrar.SELECT_TFTEXT_OPS),
             num_threads=num_threads, **kwargs)

@@ -148,8 +148,6 @@ def test_litert_file_has_only_builtins_and_no_branches_or_is_refused_on_jax(tmp_
                                      "inputs are known only from its calls")
         assert not (tmp_path / "pretrainer").exists()
         return
-    import tensorflow as tf
-
     from bert_tf.serving import litert
 
     expected = model.predict(features, verbose=0)
@@ -158,7 +156,7 @@ def test_litert_file_has_only_builtins_and_no_branches_or_is_refused_on_jax(tmp_
     assert census.flex == frozenset() and not census.custom, census.format()
     # Attention without the few-row branch, as bert-tf-export --format=litert traces it.
     assert "IF" not in census.counts and census.counts["SOFTMAX"] == 2, census.format()
-    interpreter = tf.lite.Interpreter(str(path))
+    interpreter = litert.interpreter(str(path))
     (answer,) = interpreter.get_signature_runner()(**features).values()
     np.testing.assert_allclose(answer, expected, atol=1e-5)
     assert not kernels.portable()  # the contexts end with the export
