@@ -156,12 +156,15 @@ def _convert(options):
     if vocab_file and tokenizer_files.vocab_size(vocab_file) > config.vocab_size:
         raise ValueError(f"--vocab_file={vocab_file} has more tokens than vocab_size="
                          f"{config.vocab_size} of the checkpoint's config")
-    if isinstance(model, BertSentenceEmbedder):
+    embedder = isinstance(model, BertSentenceEmbedder)
+    if embedder:
         # An embedding run's model: its pooling has no weights, and no output format holds it.
         _warn_pooling(options.to_format, options.checkpoint, model.pooling, model.normalize)
         model = model.encoder
     st_length, st_lower_case = _sentence_transformers_settings(options.checkpoint, config,
                                                                options.to_format)
+    if embedder and not st_length:
+        st_length = _embedding_run_length(options.checkpoint)
     # The module lower-cases before a vocab.txt tokenizer: the output's tokenizer must.
     source_casing = True if st_lower_case else source_casing
     do_lower_case = resolve_casing(options.do_lower_case, source_casing, options.checkpoint)
@@ -215,6 +218,21 @@ def _warn_pooling(to_format, checkpoint, pooling, normalize):
         logging.warning("--to=%s keeps the encoder of %s, not its pooling: give bert-tf-embed "
                         "--pooling=%s --%snormalize for its vectors", to_format, checkpoint,
                         ",".join(pooling), "" if normalize else "no")
+
+
+def _embedding_run_length(checkpoint):
+    """The --max_seq_length an embedding run recorded (task_info.json) for the model of
+    --checkpoint (the run, a file in it, or its best/model-N), or None: written as the
+    output's sentence_bert_config.json, bert-tf-embed and bert-tf-export encode at the length
+    the model was trained at rather than their default 128."""
+    from bert_tf.jobs import finetuning
+    from bert_tf.serving.task_info import read_task_info
+
+    path = finetuning.task_info_path(None, checkpoint)
+    if path is None:
+        return None
+    info = read_task_info(path)
+    return info.max_seq_length if info.task == file_names.EMBEDDING_TASK else None
 
 
 def _run_labels(checkpoint, model):

@@ -119,7 +119,8 @@ def test_a_fine_tuning_run_directory_converts_as_its_task_model(tmp_path, caplog
     """--checkpoint=RUN reads the model the run saved (model.keras), as bert_tf.load_model and
     bert-tf-export read a run: the classifier and its label names. It read the encoder of the
     newest checkpoint, without a word; a task model's checkpoint given itself now says so. An
-    embedding run converts as its encoder (its pooling has no weights)."""
+    embedding run converts as its encoder (its pooling has no weights) with the length it
+    trained at."""
     from bert_tf.interop import load_bert_tf
     from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
 
@@ -152,3 +153,7 @@ def test_a_fine_tuning_run_directory_converts_as_its_task_model(tmp_path, caplog
         output_dir=str(tmp_path / "hf_embed")))
     assert json.loads((tmp_path / "hf_embed" / "config.json").read_text())[
         "architectures"] == ["BertModel"]
+    # The length the run trained at (its task_info.json: 32), which bert-tf-embed and
+    # bert-tf-export read beside an encoder instead of their default 128.
+    assert json.loads((tmp_path / "hf_embed" / "sentence_bert_config.json").read_text())[
+        "max_seq_length"] == 32
