@@ -222,9 +222,10 @@ def check_replaceable(flag, directory, kind, overwrite):
 
 # What bert-tf-convert-checkpoint writes, by --to: (the model_directory kind, the names and
 # name prefixes of its files). A directory of only these is an earlier conversion's.
+# Every format records the casing where it is known (what interop.checkpoint_casing reads).
+_CASING = "tokenizer_config.json"
 _TOKENIZER_FILES = (run_directory.VOCAB_FILE, run_directory.TOKENIZER_FILE,
-                    file_names.SENTENCEPIECE_FILE, "tokenizer_config.json",
-                    "special_tokens_map.json")
+                    file_names.SENTENCEPIECE_FILE, _CASING, "special_tokens_map.json")
 # Every format: a conversion of a sentence-transformers model carries its length there.
 _ST = file_names.SENTENCE_BERT_CONFIG_FILE
 CONVERSION_OUTPUTS = {
@@ -233,10 +234,10 @@ CONVERSION_OUTPUTS = {
                  run_directory.CONFIG_FILE, *_TOKENIZER_FILES, _ST)),
     "tf1": (model_directory.TF1_CHECKPOINT,
             ("bert_model.ckpt.", run_directory.CONFIG_FILE, run_directory.VOCAB_FILE,
-             file_names.SENTENCEPIECE_FILE, _ST)),
+             file_names.SENTENCEPIECE_FILE, _CASING, _ST)),
     "albert": (model_directory.TF1_CHECKPOINT,
                ("model.ckpt.", "albert_config.json", run_directory.CONFIG_FILE,
-                run_directory.VOCAB_FILE, file_names.ALBERT_SENTENCEPIECE_FILE, _ST)),
+                run_directory.VOCAB_FILE, file_names.ALBERT_SENTENCEPIECE_FILE, _CASING, _ST)),
     "huggingface": (model_directory.HUGGINGFACE,
                     (model_directory.HF_CONFIG_FILE, model_directory.SAFETENSORS_FILE,
                      *_TOKENIZER_FILES, _ST)),

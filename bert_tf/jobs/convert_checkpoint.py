@@ -46,11 +46,13 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
     if source_format == "tf1":
         config = EncoderConfig.from_json_file(bert_config_file) if bert_config_file else None
         model = interop.load_tf1_checkpoint(path, config)
-        return model, _vocabulary_beside(directory), None
+        # An original release records no casing; a conversion's output does.
+        return model, _vocabulary_beside(directory), interop.checkpoint_casing(path)[0]
     if source_format == "albert":
         model = albert.load_albert_checkpoint(path, bert_config_file)
         # The ALBERT release ships its SentencePiece model (30k-clean.model), not a vocab.txt.
-        return model, tokenizer_files.model_tokenizer_file(directory), None
+        return (model, tokenizer_files.model_tokenizer_file(directory),
+                interop.checkpoint_casing(path)[0])
     if source_format == "huggingface":
         model, _, vocab_file = interop.load_huggingface(path, allow_pickle=allow_pickle)
         return model, vocab_file, huggingface.do_lower_case_of(path)
@@ -93,6 +95,13 @@ def write_bert_tf(model, output_dir, vocab_file, do_lower_case):
     encoder.config.to_json_file(file_names.path(output_dir, file_names.CONFIG_FILE))
     if vocab_file:
         tokenizer_files.write_tokenizer_file(output_dir, None, vocab_file)
+    _write_casing(output_dir, vocab_file, do_lower_case)
+
+
+def _write_casing(output_dir, vocab_file, do_lower_case):
+    """tokenizer_config.json, when the casing is known: what every command reads the casing
+    of a checkpoint from (interop.checkpoint_casing), whatever its format. Without it a cased
+    model's TF1 or ALBERT checkpoint would be tokenized lower-cased, a vocab.txt's default."""
     if do_lower_case is not None:
         huggingface.write_tokenizer_config(
             output_dir, do_lower_case,
@@ -255,9 +264,11 @@ def _write(target_format, model, output_dir, vocab_file, do_lower_case, labels=N
     elif target_format == "tf1":
         tf1.save_tf1_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"),
                                 vocab_file=vocab_file)
+        _write_casing(output_dir, vocab_file, do_lower_case)
     elif target_format == "albert":
         albert.save_albert_checkpoint(model, os.path.join(output_dir, "model.ckpt"),
                                       vocab_file=vocab_file)
+        _write_casing(output_dir, vocab_file, do_lower_case)
     else:
         huggingface.save_huggingface(model, output_dir, vocab_file=vocab_file,
                                      do_lower_case=do_lower_case, labels=labels)

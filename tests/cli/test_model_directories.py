@@ -183,8 +183,8 @@ def test_conversion_never_replaces_another_model_in_googles_layout(cases):
     refused(results["tf1_over_google_layout"],
             f"convert_checkpoint: error: --output_dir={root / 'M'} holds a conversion to "
             "--to=tf1 (bert_config.json, bert_model.ckpt.data-00000-of-00001, "
-            "bert_model.ckpt.index, vocab.txt); pass --overwrite to replace it, or choose a new "
-            "directory")
+            "bert_model.ckpt.index, tokenizer_config.json, ...); pass --overwrite to replace it, "
+            "or choose a new directory")
     refused(results["huggingface_into_google_layout"],
             f"convert_checkpoint: error: --output_dir={root / 'M'} holds a TF1 checkpoint "
             f"(bert_model.ckpt.index); {NEVER}")

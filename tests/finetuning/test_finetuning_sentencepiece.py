@@ -15,7 +15,7 @@ from bert_tf.cli import classify as classify_cli
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import squad as squad_cli
 from bert_tf.config import BertConfig
-from bert_tf.interop import save_huggingface
+from bert_tf.interop import checkpoint_casing, save_huggingface
 from bert_tf.interop.albert import config_from_albert, save_albert_checkpoint
 from bert_tf.jobs.classification import run_classifier
 from bert_tf.jobs.finetuning_config import ClassificationConfig, SquadConfig
@@ -154,6 +154,10 @@ def test_conversions_carry_the_sentencepiece_model(albert_release, tmp_path):
     assert names == ["30k-clean.model", "albert_config.json", "bert_config.json",
                      "model.ckpt.data-00000-of-00001", "model.ckpt.index"]
     assert (tmp_path / "albert" / "30k-clean.model").read_bytes() == model_bytes
+    # Given the casing, an ALBERT output records it as the others do, and reads it back.
+    names = convert("albert", tmp_path / "albert_cased", do_lower_case=False)
+    assert "tokenizer_config.json" in names
+    assert checkpoint_casing(str(tmp_path / "albert_cased" / "model.ckpt"))[0] is False
     # A plain BERT on a SentencePiece vocabulary as a Hugging Face directory: the model and the
     # tokenizer_config.json transformers' AutoTokenizer reads it with
     # (tools/make_sentencepiece_reference.py loads its reference ids through the same).

@@ -81,6 +81,33 @@ def test_tf1_to_bert_tf_to_huggingface(conversions):
 
 
 @pytest.mark.slow
+def test_a_tf1_output_records_the_casing_that_travels_on(conversions):
+    """--to=tf1 wrote no record of the casing, so a cased model converted to a TF1 checkpoint
+    and given as --init_checkpoint was tokenized lower-cased (a vocab.txt's default). Its
+    tokenizer_config.json now says so, as every output's does, and a later conversion reads it
+    without --do_lower_case."""
+    from bert_tf.interop import checkpoint_casing
+    from bert_tf.jobs.convert_checkpoint import ConvertCheckpointConfig, convert_checkpoint
+
+    tmp_path = conversions[0]
+    cased = tmp_path / "hf_cased"
+    shutil.copytree(tmp_path / "hf", cased)
+    (cased / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+    names = convert_checkpoint(ConvertCheckpointConfig(
+        from_format="huggingface", to_format="tf1", checkpoint=str(cased),
+        output_dir=str(tmp_path / "tf1_cased")))
+    assert names == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+                     "bert_model.ckpt.index", "tokenizer_config.json", "vocab.txt"]
+    prefix = str(tmp_path / "tf1_cased" / "bert_model.ckpt")
+    assert checkpoint_casing(prefix) == (False, "tokenizer_config.json do_lower_case")
+    convert_checkpoint(ConvertCheckpointConfig(
+        from_format="tf1", to_format="huggingface", checkpoint=prefix,
+        output_dir=str(tmp_path / "hf_again")))
+    assert json.loads((tmp_path / "hf_again" / "tokenizer_config.json").read_text())[
+        "do_lower_case"] is False
+
+
+@pytest.mark.slow
 def test_error_is_reported_on_stderr(conversions):
     tmp_path, _, (_, _, proc, _) = conversions
     assert proc.returncode == 1
