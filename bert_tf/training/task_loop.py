@@ -163,8 +163,10 @@ class BestModelKeeper:
     """Keeps the weights with the best value of one metric under `<output_dir>/best/`.
 
     `best/` holds a tf.train.Checkpoint of the model (`best/model-<step>`) and `metrics.json`
-    (step, metric name, all metrics, and `evaluated_step`: the newest step evaluated, best or
-    not, so that a resumed run knows which checkpoint's evaluation it never finished). It is
+    (step, metric name, all metrics, `evaluated_step`: the newest step evaluated, best or
+    not, so that a resumed run knows which checkpoint's evaluation it never finished, and
+    `evaluations`: every evaluation recorded, in step order, so that a resumed run's results
+    list its earlier parts' too; `evaluations` is the run's list). It is
     replaced by renames: written as `best.tmp-<pid>`, the old one moved to `best.old-<pid>`,
     the new one moved in, the old one removed. A run killed between the two renames leaves no
     best/: the next one puts best.old-<pid> back (run_directory.remove_stale_temp_files), and
@@ -194,6 +196,8 @@ class BestModelKeeper:
         self._copy_dir = self.directory if write else worker_dir
         self._copied_step = None
         self.best = self._read_previous()
+        # A metrics.json of an earlier release records no list: the resumed part's only.
+        self.evaluations = list((self.best or {}).pop("evaluations", []))
 
     def _read_previous(self):
         # A resumed run must not forget the best of its earlier part.
@@ -219,6 +223,9 @@ class BestModelKeeper:
         if self.metric not in metrics:
             raise KeyError(f"best-model metric {self.metric!r} is not among the evaluation "
                            f"metrics {', '.join(sorted(metrics))}")
+        # A step evaluated again (its recorded update lost to a kill) replaces its record.
+        self.evaluations = [e for e in self.evaluations if e["step"] < step]
+        self.evaluations.append(dict({k: float(v) for k, v in metrics.items()}, step=int(step)))
         if not self.is_better(metrics[self.metric]):
             self.best["evaluated_step"] = int(step)
             if self.write:
@@ -253,7 +260,8 @@ class BestModelKeeper:
                                                        self.best["step"]) >= step
 
     def _metrics_json(self):
-        return json.dumps(self.best, indent=2, sort_keys=True) + "\n"
+        return json.dumps(dict(self.best, evaluations=self.evaluations), indent=2,
+                          sort_keys=True) + "\n"
 
     def _save_in_place(self, step):
         """Directory renames are copies (object stores) or unsupported there: the weights go
@@ -342,8 +350,9 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, runtime, output_di
 
     Returns:
       dict with "train" (controller.train's results), "evaluations" (list of {"step", metrics...}
-      from this run), "best" (BestModelKeeper record or None) and "step". The model holds the
-      best weights when there was an evaluation, else the last ones.
+      of the run, its earlier parts' included when it resumed), "best" (BestModelKeeper
+      record or None) and "step". The model holds the best weights when there was an
+      evaluation, else the last ones.
     """
     if evaluate_fn is not None and not best_metric:
         raise ValueError("fine_tune: evaluate_fn needs best_metric")
@@ -352,7 +361,6 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, runtime, output_di
     keeper = (BestModelKeeper(model, output_dir, best_metric, higher_is_better, write=chief,
                               worker_dir=worker_dir)
               if evaluate_fn is not None else None)
-    evaluations = []
     eval_writer = (tf.summary.create_file_writer(
         file_names.path(output_dir, file_names.SUMMARIES_DIR, "eval")) if chief else None)
 
@@ -374,7 +382,6 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, runtime, output_di
         metrics = {k: float(v) for k, v in evaluate_fn().items()}
         logging.info("Eval at step %d (%.1f s): %s", step, time.time() - start,
                      format_metrics(dict(sorted(metrics.items()))))
-        evaluations.append(dict(metrics, step=step))
         keeper.update(step, metrics)
         if eval_writer is not None:
             write_scalars(eval_writer, step, metrics)
@@ -388,5 +395,6 @@ def fine_tune(*, model, optimizer, loss_fn, train_dataset_fn, runtime, output_di
     remove_worker_dir(worker_dir)
     if eval_writer is not None:
         eval_writer.close()
+    evaluations = keeper.evaluations if keeper is not None else []
     return {"train": train_results, "evaluations": evaluations, "best": best,
             "step": train_results["step"]}

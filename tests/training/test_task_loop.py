@@ -102,9 +102,12 @@ def test_best_model_keeper_keeps_only_improvements_and_survives_a_restart(tmp_pa
     assert not keeper.update(20, {"f1": 0.4})
     assert sorted(os.listdir(tmp_path)) == ["best"]
     with open(tmp_path / "best" / "metrics.json") as f:
-        # The newest step evaluated, best or not: a resume knows what it must evaluate.
+        # The newest step evaluated, best or not: a resume knows what it must evaluate; and
+        # every evaluation, which a resumed run's results list with its own.
         assert json.load(f) == {"step": 10, "metric": "f1", "evaluated_step": 20,
-                                "metrics": {"f1": 0.5, "accuracy": 0.6}}
+                                "metrics": {"f1": 0.5, "accuracy": 0.6},
+                                "evaluations": [{"step": 10, "f1": 0.5, "accuracy": 0.6},
+                                                {"step": 20, "f1": 0.4}]}
     # A new keeper (a resumed run) remembers the best and restores its weights.
     again = task_loop.BestModelKeeper(model, str(tmp_path), "f1")
     assert again.restore()["step"] == 10
@@ -197,10 +200,13 @@ def test_a_run_killed_between_a_save_and_its_best_update_evaluates_it_on_resume(
     with open(tmp_path / "best" / "metrics.json") as f:
         assert json.load(f)["evaluated_step"] == 40
     results = run()
-    assert [(e["step"], e["accuracy"]) for e in results["evaluations"]] == [(80, 0.9)]
+    # The run's evaluations, the earlier part's (step 40) with the resumed one's.
+    assert [(e["step"], e["accuracy"]) for e in results["evaluations"]] == [(40, 0.5),
+                                                                            (80, 0.9)]
     assert results["best"]["step"] == 80 and results["train"]["steps_this_run"] == 0
     # Once recorded it is not evaluated again.
-    assert run()["evaluations"] == []
+    scores[80] = 0.1
+    assert [(e["step"], e["accuracy"]) for e in run()["evaluations"]] == [(40, 0.5), (80, 0.9)]
 
 
 def test_every_worker_follows_the_chief_on_a_missed_evaluation():
