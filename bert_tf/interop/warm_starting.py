@@ -96,12 +96,23 @@ def checkpoint_config(init_checkpoint, *, flag="--init_checkpoint"):
         if kerashub.is_preset_dir(path):
             return kerashub.config_from_backbone(kerashub.load_keras_hub(path)[0])
         return huggingface.read_config(path)[0]
-    config_file = os.path.join(os.path.dirname(path), _BERT_CONFIG_FILE)
-    if tf.io.gfile.exists(config_file):
-        return EncoderConfig.from_json_file(config_file)
-    albert_config = os.path.join(os.path.dirname(path), albert.ALBERT_CONFIG_FILE)
-    if tf.io.gfile.exists(albert_config):
+    config_file = _config_beside(path)
+    if config_file is not None:
+        return config_file
+    albert_config = file_beside(path, albert.ALBERT_CONFIG_FILE)
+    if albert_config:
         return albert.read_albert_config(albert_config)
+    return None
+
+
+def file_beside(path, name):
+    """The file `name` beside checkpoint `path` (a prefix or file), or in its run's directory
+    for RUN/best/model-N (best/ holds only weights and metrics.json); None when neither has
+    it."""
+    for directory in run_directory.model_runs(None, path):
+        candidate = os.path.join(directory, name)
+        if tf.io.gfile.exists(candidate):
+            return candidate
     return None
 
 
@@ -329,10 +340,8 @@ def _check_prefix(given, prefix, flag):
 
 
 def _config_beside(path):
-    config_file = os.path.join(os.path.dirname(path), _BERT_CONFIG_FILE)
-    if tf.io.gfile.exists(config_file):
-        return EncoderConfig.from_json_file(config_file)
-    return None
+    config_file = file_beside(path, _BERT_CONFIG_FILE)
+    return EncoderConfig.from_json_file(config_file) if config_file else None
 
 
 def _load_bert_tf(path, config, template, flag):

@@ -13,7 +13,8 @@ from absl import logging
 
 from bert_tf import file_names, fileio, interop
 from bert_tf.config import ConfigError, EncoderConfig
-from bert_tf.interop import albert, huggingface, kerashub, sentence_transformers, tf1, weights
+from bert_tf.interop import (albert, huggingface, kerashub, sentence_transformers, tf1,
+                             warm_starting, weights)
 from bert_tf.jobs import tokenizer_setup
 from bert_tf.modeling import (BertPretrainer, BertSentenceEmbedder,
                               extend_position_embeddings)
@@ -47,7 +48,7 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
         config = EncoderConfig.from_json_file(bert_config_file) if bert_config_file else None
         model = interop.load_tf1_checkpoint(path, config)
         # An original release records no casing; a conversion's output does.
-        return model, _vocabulary_beside(directory), interop.checkpoint_casing(path)[0]
+        return model, _vocabulary_beside(path), interop.checkpoint_casing(path)[0]
     if source_format == "albert":
         model = albert.load_albert_checkpoint(path, bert_config_file)
         # The ALBERT release ships its SentencePiece model (30k-clean.model), not a vocab.txt.
@@ -61,15 +62,18 @@ def read_source(source_format, path, bert_config_file=None, allow_pickle=False):
         return interop.from_keras_hub(backbone, masked_lm), vocab_file, do_lower_case
     config = EncoderConfig.from_json_file(bert_config_file) if bert_config_file else None
     model = interop.load_bert_tf(path, config, flag="--checkpoint")
-    return model, _vocabulary_beside(directory), interop.checkpoint_casing(path)[0]
+    return model, _vocabulary_beside(path), interop.checkpoint_casing(path)[0]
 
 
-def _vocabulary_beside(directory):
-    """The vocab.txt beside a TF1 or bert_tf checkpoint, else its SentencePiece model, else
+def _vocabulary_beside(path):
+    """The vocab.txt of a TF1 or bert_tf checkpoint (in the directory `path` names, beside the
+    file or prefix, or in the run of RUN/best/model-N), else its SentencePiece model, else
     None (a byte-level BPE tokenizer.json travels apart: copy_tokenizer_json)."""
     for name in (file_names.VOCAB_FILE, file_names.SENTENCEPIECE_FILE):
-        if fileio.exists(file_names.path(directory, name)):
-            return file_names.path(directory, name)
+        found = (file_names.path(path, name) if fileio.isdir(path)
+                 else warm_starting.file_beside(path, name))
+        if found and fileio.exists(found):
+            return found
     return None
 
 

@@ -167,6 +167,19 @@ def test_a_fine_tuning_run_directory_converts_as_its_task_model(tmp_path, caplog
     assert np.array_equal(tensors["classifier.weight"], trained["output_weights"])
     assert np.array_equal(tensors["classifier.bias"], trained["output_bias"])
 
+    # Its best/model-N: the config, vocabulary and casing are the run's (best/ holds only
+    # weights and metrics.json); it asked for --bert_config_file.
+    from bert_tf.interop import checkpoint_config
+    best = run / "best" / "model-6"
+    assert checkpoint_config(str(best)).to_dict() == json.loads(
+        (run / "bert_config.json").read_text())
+    convert_checkpoint(ConvertCheckpointConfig(from_format="bert_tf", to_format="huggingface",
+                                               checkpoint=str(best),
+                                               output_dir=str(tmp_path / "hf_best")))
+    assert sorted(os.listdir(tmp_path / "hf_best")) == [
+        "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
+    assert (tmp_path / "hf_best" / "vocab.txt").read_text() == (run / "vocab.txt").read_text()
+
     caplog.clear()
     caplog.set_level(logging.WARNING, logger="absl")
     assert type(load_bert_tf(str(run / "ckpt-6"))) is BertEncoder
