@@ -96,9 +96,9 @@ def checkpoint_config(init_checkpoint, *, flag="--init_checkpoint"):
         if kerashub.is_preset_dir(path):
             return kerashub.config_from_backbone(kerashub.load_keras_hub(path)[0])
         return huggingface.read_config(path)[0]
-    config_file = _config_beside(path)
-    if config_file is not None:
-        return config_file
+    config = _config_beside(path)
+    if config is not None:
+        return config
     albert_config = file_beside(path, albert.ALBERT_CONFIG_FILE)
     if albert_config:
         return albert.read_albert_config(albert_config)
@@ -458,11 +458,7 @@ def _task_matches(path, template):
     """False when the run that wrote checkpoint `path` recorded another task than `template`'s
     (a tagging head has the shapes of a classifier head with as many classes, so the shapes
     alone cannot tell); True when nothing is recorded."""
-    directory = os.path.dirname(path)
-    candidates = [directory]
-    if os.path.basename(directory) == run_directory.BEST_DIR:  # best/model-<step>
-        candidates.append(os.path.dirname(directory))
-    for candidate in candidates:
+    for candidate in run_directory.model_runs(None, path):  # and RUN for RUN/best/model-N
         info = run_directory.path(candidate, run_directory.TASK_INFO_FILE)
         if fileio.isfile(info):
             try:

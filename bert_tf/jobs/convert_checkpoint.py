@@ -70,9 +70,8 @@ def _vocabulary_beside(path):
     file or prefix, or in the run of RUN/best/model-N), else its SentencePiece model, else
     None (a byte-level BPE tokenizer.json travels apart: copy_tokenizer_json)."""
     for name in (file_names.VOCAB_FILE, file_names.SENTENCEPIECE_FILE):
-        found = (file_names.path(path, name) if fileio.isdir(path)
-                 else warm_starting.file_beside(path, name))
-        if found and fileio.exists(found):
+        found = warm_starting.file_beside(path, name)
+        if found:
             return found
     return None
 
@@ -88,10 +87,9 @@ def resolve_casing(flag_value, source_value, checkpoint):
     return flag_value
 
 
-def write_bert_tf(model, output_dir, vocab_file, do_lower_case):
-    """pretrainer.keras (if a pretrainer), encoder.keras, bert_config.json, the vocabulary
-    (vocab.txt, or spiece.model for a SentencePiece one) and tokenizer_config.json (when the
-    casing is known)."""
+def write_bert_tf(model, output_dir, vocab_file):
+    """pretrainer.keras (if a pretrainer), encoder.keras, bert_config.json and the vocabulary
+    (vocab.txt, or spiece.model for a SentencePiece one)."""
     encoder = weights.encoder_of(model)
     if isinstance(model, BertPretrainer):
         save_keras_model(model, file_names.path(output_dir, file_names.PRETRAINER_FILE))
@@ -99,7 +97,6 @@ def write_bert_tf(model, output_dir, vocab_file, do_lower_case):
     encoder.config.to_json_file(file_names.path(output_dir, file_names.CONFIG_FILE))
     if vocab_file:
         tokenizer_files.write_tokenizer_file(output_dir, None, vocab_file)
-    _write_casing(output_dir, vocab_file, do_lower_case)
 
 
 def _write_casing(output_dir, vocab_file, do_lower_case):
@@ -233,46 +230,45 @@ def _warn_pooling(to_format, checkpoint, pooling, normalize):
                         ",".join(pooling), "" if normalize else "no")
 
 
-def _embedding_run_length(checkpoint):
-    """The --max_seq_length an embedding run recorded (task_info.json) for the model of
-    --checkpoint (the run, a file in it, or its best/model-N), or None: written as the
-    output's sentence_bert_config.json, bert-tf-embed and bert-tf-export encode at the length
-    the model was trained at rather than their default 128."""
+def _run_task_info(checkpoint):
+    """The TaskInfo (task_info.json) of the run --checkpoint comes from (the run, a file in
+    it, or its best/model-N), or None."""
     from bert_tf.jobs import finetuning
     from bert_tf.serving.task_info import read_task_info
 
     path = finetuning.task_info_path(None, checkpoint)
-    if path is None:
-        return None
-    info = read_task_info(path)
-    return info.max_seq_length if info.task == file_names.EMBEDDING_TASK else None
+    return read_task_info(path) if path is not None else None
+
+
+def _embedding_run_length(checkpoint):
+    """The --max_seq_length an embedding run recorded for the model of --checkpoint, or None:
+    written as the output's sentence_bert_config.json, bert-tf-embed and bert-tf-export encode
+    at the length the model was trained at rather than their default 128."""
+    info = _run_task_info(checkpoint)
+    return info.max_seq_length if info and info.task == file_names.EMBEDDING_TASK else None
 
 
 def _run_labels(checkpoint, model):
-    """The class names a fine-tuning run recorded (task_info.json) for `model`'s head, found
-    from --checkpoint (the run, a file in it, or its best/model-N); None where there are none
-    or they do not fit the head."""
-    from bert_tf.jobs import finetuning
-    from bert_tf.serving.task_info import read_task_info
-
-    path = finetuning.task_info_path(None, checkpoint)
-    if path is None or not hasattr(model, "num_classes"):
+    """The class names a fine-tuning run recorded for `model`'s head, found from
+    --checkpoint; None where there are none or they do not fit the head."""
+    info = _run_task_info(checkpoint) if hasattr(model, "num_classes") else None
+    if info is None:
         return None
-    labels = list(read_task_info(path).labels)
+    labels = list(info.labels)
     return labels if len(labels) == model.num_classes else None
 
 
 def _write(target_format, model, output_dir, vocab_file, do_lower_case, labels=None):
+    if target_format == "huggingface":
+        huggingface.save_huggingface(model, output_dir, vocab_file=vocab_file,
+                                     do_lower_case=do_lower_case, labels=labels)
+        return
     if target_format == "bert_tf":
-        write_bert_tf(model, output_dir, vocab_file, do_lower_case)
+        write_bert_tf(model, output_dir, vocab_file)
     elif target_format == "tf1":
         tf1.save_tf1_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"),
                                 vocab_file=vocab_file)
-        _write_casing(output_dir, vocab_file, do_lower_case)
-    elif target_format == "albert":
+    else:
         albert.save_albert_checkpoint(model, os.path.join(output_dir, "model.ckpt"),
                                       vocab_file=vocab_file)
-        _write_casing(output_dir, vocab_file, do_lower_case)
-    else:
-        huggingface.save_huggingface(model, output_dir, vocab_file=vocab_file,
-                                     do_lower_case=do_lower_case, labels=labels)
+    _write_casing(output_dir, vocab_file, do_lower_case)
