@@ -22,7 +22,8 @@ bert_tf.jobs.finetuning lists, --output_dir receives test_results.tsv (class pro
 test example, one line each, in --labels order: each label's own with --multi_label; the score
 for regression) and the predictions in the GLUE submission format (<TASK>.tsv: CoLA.tsv,
 MNLI-m.tsv, ...; predictions.tsv for other data: index<TAB>prediction with label names, those
-above 0.5 joined by --label_separator with --multi_label).
+above --multi_label_threshold (0.5) joined by --label_separator with --multi_label; each
+evaluation also reports the dev set's best threshold).
 """
 
 from absl import flags

@@ -16,9 +16,10 @@ A flag left unset takes the value the run recorded (--max_seq_length, else the o
 sentence_bert_config.json beside the model: a converted sentence-transformers model's), else:
 --max_seq_length=128, --do_lower_case=true, --text_pair=true, --max_query_length=64,
 --max_answer_length=30, --doc_stride=128 (or the context tokens a window holds, if fewer),
---noversion_2_with_negative, --null_score_diff_threshold=0, and --length_buckets at multiples
-of 4 to 16, of 8 to 64, then steps of 1/8 (80, 96, 112, 128, 160, ...) below --max_seq_length,
-then it (an empty value runs every request at --max_seq_length).
+--noversion_2_with_negative, --null_score_diff_threshold=0, --multi_label_threshold=0.5, and
+--length_buckets at multiples of 4 to 16, of 8 to 64, then steps of 1/8 (80, 96, 112, 128,
+160, ...) below --max_seq_length, then it (an empty value runs every request at
+--max_seq_length).
 
 A LiteRT model (DIR/model.tflite, raw text and ids in, float or int8; see
 bert_tf.serving.litert and docs/serving.md), with its accuracy against float32 reported:

@@ -535,6 +535,11 @@ _flag(_define_separator, "label_separator", None,
       "--multi_label: the string between label names in the label column (and in "
       "predictions.tsv); \\t is a tab, \\s a space. Unset: the one recorded by the run "
       "evaluated, predicted with or resumed, else ','.")
+_flag(flags.DEFINE_float, "multi_label_threshold", None,
+      "--multi_label: a label applies where its probability is above this, in (0, 1), in "
+      "evaluation, predictions and exports (the dev evaluation reports the threshold that "
+      "scores best). Unset: that of the run evaluated, predicted with, resumed or exported, "
+      "else 0.5.")
 
 # Tagging (bert-tf-tag).
 _flag(flags.DEFINE_integer, "token_column", 0, "Column of the token in the CoNLL files.")
@@ -673,7 +678,8 @@ FINETUNING = ("bert_config_file", "vocab_file", "do_lower_case", "init_checkpoin
               "length_buckets", "export_dir", "overwrite")
 LABELED_DATA = ("data_dir", "train_file", "dev_file", "test_file", "labels")
 CLASSIFICATION = ("task_name", "tfds_data_dir", "text_a_column", "text_b_column",
-                  "label_column", "regression", "multi_label", "label_separator")
+                  "label_column", "regression", "multi_label", "label_separator",
+                  "multi_label_threshold")
 TAGGING = ("token_column", "tag_column")
 SQUAD_ANSWERS = ("max_query_length", "max_answer_length", "doc_stride",
                  "version_2_with_negative", "null_score_diff_threshold")
@@ -690,7 +696,7 @@ PREPARE_DEMO_DATA = ("output_dir", "vocab_size", "do_lower_case", "max_seq_lengt
                      "max_predictions_per_seq", "dupe_factor", "random_seed", "num_workers")
 EXPORT = ("model_dir", "export_dir", "max_seq_length", "length_buckets", "signatures", "labels",
           "vocab_file", "do_lower_case", "text_pair", "top_k", "overwrite", "check", "format",
-          "quantize", "calibration_file", "eval_file", "label_column")
+          "quantize", "calibration_file", "eval_file", "label_column", "multi_label_threshold")
 EXTRACT_FEATURES = ("input_file", "output_file", "layers", "bert_config_file", "max_seq_length",
                     "init_checkpoint", "vocab_file", "do_lower_case", "batch_size", "pooled",
                     "per_token", "length_buckets")

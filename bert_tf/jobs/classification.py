@@ -24,8 +24,10 @@ from bert_tf.data.tasks.task_errors import DataError
 from bert_tf.fileio import write_text_atomic
 from bert_tf.jobs import finetuning, finetuning_config
 from bert_tf.jobs.flag_checks import FlagValueError
-from bert_tf.metrics import classification_metrics, multi_label_metrics, regression_metrics
+from bert_tf.metrics import (best_multi_label_threshold, classification_metrics,
+                             multi_label_metrics, regression_metrics)
 from bert_tf.modeling import BertClassifier
+from bert_tf.serving.task_info import threshold_logit
 from bert_tf.training import task_loop
 
 
@@ -239,10 +241,14 @@ class ClassificationRunner(finetuning.TaskRunner):
 
     def resume_settings(self):
         # A softmax head's checkpoints must not go on training as sigmoids (same shapes). The
-        # separator is recorded when training starts, so a resumed run reads its files alike.
+        # separator and threshold are recorded when training starts, so a resumed run reads
+        # its files and decides alike (the threshold may change: run_directory's
+        # _DECISION_SETTINGS).
         if not self.data.multi_label:
             return {"multi_label": False}
-        return {"multi_label": True, "label_separator": self.job.task.label_separator}
+        task = self.job.task
+        return {"multi_label": True, "label_separator": task.label_separator,
+                "multi_label_threshold": task.multi_label_threshold}
 
     @property
     def splits(self):
@@ -287,14 +293,22 @@ class ClassificationRunner(finetuning.TaskRunner):
         def evaluate():
             outputs = self._outputs("dev", self.job.trainer.eval_batch_size)
             if self.data.multi_label:
-                predictions = outputs > 0  # probability above 0.5
+                predictions = self._applies(outputs)
             else:
                 predictions = outputs[:, 0] if self.labels is None else outputs.argmax(-1)
             metrics = self.data.metrics(self.dev_labels, predictions)
+            if self.data.multi_label:
+                # What the dev set says the threshold should be: a user's --multi_label_threshold.
+                metrics["best_threshold"], metrics["best_threshold_micro_f1"] = (
+                    best_multi_label_threshold(self.dev_labels, finetuning.sigmoid(outputs)))
             metrics["eval_loss"] = _eval_loss(outputs, self.dev_labels, self.labels is None,
                                               self.data.multi_label)
             return metrics
         self.evaluate = evaluate
+
+    def _applies(self, outputs):
+        """bool [N, C]: the labels whose probability is above --multi_label_threshold."""
+        return outputs > threshold_logit(self.job.task.multi_label_threshold)
 
     def _outputs(self, split, batch_size):
         """The model's outputs [N, C] of a split's examples, in order."""
@@ -338,13 +352,24 @@ class ClassificationRunner(finetuning.TaskRunner):
             logging.info("Eval results (step %d): %s", results.get("best_step",
                                                                   results["global_step"]),
                          " ".join(f"{k}={v:.4g}" for k, v in sorted(eval_metrics.items())))
+            threshold = self.job.task.multi_label_threshold
+            # (An evaluation of an earlier release, resumed, has no best_threshold.)
+            if self.data.multi_label and eval_metrics.get(
+                    "best_threshold_micro_f1", 0.0) > eval_metrics["micro_f1"]:
+                logging.info("Dev micro F1 %.4g at --multi_label_threshold=%g; %.4g at %g "
+                             "(give --multi_label_threshold=%g to predict and export with it)",
+                             eval_metrics["micro_f1"], threshold,
+                             eval_metrics["best_threshold_micro_f1"],
+                             eval_metrics["best_threshold"], eval_metrics["best_threshold"])
         if job.do_predict:
             predict_start = time.time()
             outputs = self._outputs("test", job.trainer.predict_batch_size)
             seconds = time.time() - predict_start
             test = self.examples["test"]
             written = _write_predictions(context, job.output_dir, job.overwrite, self.data,
-                                         test, outputs, self.labels)
+                                         test, outputs, self.labels,
+                                         self._applies(outputs) if self.data.multi_label
+                                         else None)
             results["predict"] = {"num_examples": len(test),
                                   "examples_per_second": len(test) / seconds,
                                   "predictions_file": written}
@@ -354,9 +379,14 @@ class ClassificationRunner(finetuning.TaskRunner):
         kind = ("regression" if self.labels is None else
                 "multi_label" if self.data.multi_label else "classification")
         # The separator is the run's, not an export's: the serving signatures never see it.
-        separator = self.job.task.label_separator if kind == "multi_label" else None
-        return (kind, {"text_pair": self.data.text_pair},
-                {"text_pair": self.data.text_pair, "label_separator": separator})
+        multi_label = kind == "multi_label"
+        separator = self.job.task.label_separator if multi_label else None
+        threshold = self.job.task.multi_label_threshold if multi_label else None
+        export = {"text_pair": self.data.text_pair}
+        if multi_label:
+            export["multi_label_threshold"] = threshold
+        return (kind, export, {"text_pair": self.data.text_pair, "label_separator": separator,
+                               "multi_label_threshold": threshold})
 
 
 def run_classifier(job, flags_text=None):
@@ -369,9 +399,11 @@ def run_classifier(job, flags_text=None):
     return finetuning.run_task(ClassificationRunner(job), job, flags_text)
 
 
-def _write_predictions(context, output_dir, overwrite, data, examples, outputs, labels):
+def _write_predictions(context, output_dir, overwrite, data, examples, outputs, labels,
+                       applies=None):
     """test_results.tsv (probabilities, or scores) and the predictions: a GLUE task's
-    submission file, or predictions.tsv (each example's text beside its label and score).
+    submission file, or predictions.tsv (each example's text beside its label and score;
+    multi-label: the labels where `applies` [N, C] is true).
     Earlier predictions in `output_dir` (--output_dir) are kept (the new ones take the next
     free numbered names) unless `overwrite` (--overwrite). Returns the predictions file's
     name."""
@@ -388,9 +420,8 @@ def _write_predictions(context, output_dir, overwrite, data, examples, outputs, 
         probabilities = finetuning.sigmoid(outputs)
         probability_lines = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]
         separator = data.settings.label_separator
-        # A label applies where its logit is above 0 (probability 0.5), as in evaluation.
-        predictions = [separator.join(name for name, logit in zip(labels, row) if logit > 0)
-                       for row in outputs]
+        predictions = [separator.join(name for name, yes in zip(labels, row) if yes)
+                       for row in applies]
     else:
         probabilities = finetuning.softmax(outputs)
         probability_lines = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]

@@ -56,6 +56,7 @@ class ExportConfig:
     doc_stride: int | None = None
     version_2_with_negative: bool | None = None
     null_score_diff_threshold: float | None = None
+    multi_label_threshold: float | None = None
 
     @property
     def litert(self):
@@ -90,6 +91,12 @@ class ExportConfig:
         elif self.quantize != "none" or self.calibration_file or self.eval_file:
             raise FlagValueError("--quantize, --calibration_file and --eval_file apply to "
                                  "--format=litert only.")
+        if self.multi_label_threshold is not None:
+            from bert_tf.serving.task_info import multi_label_threshold_problem
+
+            problem = multi_label_threshold_problem(self.multi_label_threshold)
+            if problem:
+                raise FlagValueError(f"--multi_label_threshold={problem}")
         if self.label_column and not self.eval_file:
             raise FlagValueError(f"--label_column={self.label_column} names --eval_file's "
                                  "label column: give --eval_file too")
@@ -168,6 +175,14 @@ def export(config):
                 encoder_config(source.model).max_position_embeddings) or ()
         except length_buckets.BucketError as e:
             raise FlagValueError(str(e)) from None
+    if config.multi_label_threshold is not None and task != "multi_label":
+        raise FlagValueError(f"--multi_label_threshold={config.multi_label_threshold} applies "
+                             f"to a multi-label model; --model_dir={config.model_dir} holds a "
+                             f"{task} model")
+    if task == "multi_label":
+        options["multi_label_threshold"] = _first_set(config.multi_label_threshold,
+                                                      info and info.multi_label_threshold,
+                                                      RUN_DEFAULTS["multi_label_threshold"][0])
     if task in serving.task_info.CLASSIFIER_TASKS:
         options["text_pair"] = _first_set(config.text_pair, info and info.text_pair, True)
         if wants_text and config.text_pair is None and not (info and info.text_pair is not None):

@@ -20,7 +20,9 @@ from bert_tf.data.tasks.squad import check_window_sizes
 from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.sections import Job, ModelFilesConfig, ScheduledTrainerConfig
-from bert_tf.serving.task_info import CLASSIFIER_TASKS, is_finite_number, read_task_info
+from bert_tf.serving.task_info import (CLASSIFIER_TASKS, DEFAULT_MULTI_LABEL_THRESHOLD,
+                                      is_finite_number, multi_label_threshold_problem,
+                                      read_task_info)
 from bert_tf.text import validate_case_matches_checkpoint
 
 
@@ -92,6 +94,8 @@ class ClassificationTask(FinetuningTask):
     multi_label: bool = False
     # None: the separator the model's run recorded (resolve_from_run), else ",".
     label_separator: str | None = None
+    # None: the threshold the model's run recorded (resolve_from_run), else 0.5.
+    multi_label_threshold: float | None = None
 
 
 @dataclasses.dataclass
@@ -175,6 +179,10 @@ def check_settings(job):
     elif isinstance(job, ClassificationConfig) and task.label_separator not in (None, ","):
         raise FlagValueError(f"--label_separator={task.label_separator!r} goes with "
                              "--multi_label (one label per row needs no separator)")
+    elif isinstance(job, ClassificationConfig) and task.multi_label_threshold is not None:
+        raise FlagValueError(f"--multi_label_threshold={task.multi_label_threshold} goes with "
+                             "--multi_label (a single-label classifier predicts its most "
+                             "probable class)")
     flag_checks.require_positive(eval_batch_size=trainer.eval_batch_size,
                                  predict_batch_size=trainer.predict_batch_size)
     flag_checks.check_numeric_flags(task, trainer)
@@ -240,7 +248,11 @@ def _check_multi_label(job):
     if task.text_a_column is None and not predicts_lines:
         raise FlagValueError("--multi_label reads your own data: give --text_a_column and "
                              "--label_column (GLUE tasks have one label per example)")
-    resolve_from_run(job, ("label_separator",))
+    threshold = task.multi_label_threshold
+    problem = None if threshold is None else multi_label_threshold_problem(threshold)
+    if problem:
+        raise FlagValueError(f"--multi_label_threshold={problem}")
+    resolve_from_run(job, ("label_separator", "multi_label_threshold"))
     if not task.label_separator:
         raise FlagValueError("--label_separator='' must be a non-empty string (e.g. ',' or "
                              "'|')")
@@ -262,6 +274,7 @@ RUN_DEFAULTS = {
     "max_answer_length": (30, True),
     "version_2_with_negative": (False, False),
     "null_score_diff_threshold": (0.0, False),
+    "multi_label_threshold": (DEFAULT_MULTI_LABEL_THRESHOLD, False),
     "train_batch_size": (32, False),
 }
 # The settings of RUN_DEFAULTS that are the trainer section's (the others are the task's).
@@ -287,6 +300,8 @@ def _recorded_value_ok(name, value):
         return isinstance(value, bool)
     if name == "null_score_diff_threshold":
         return is_finite_number(value)
+    if name == "multi_label_threshold":
+        return multi_label_threshold_problem(value) is None
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 

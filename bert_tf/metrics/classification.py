@@ -10,7 +10,8 @@ so a run whose first evaluation predicts one class could never pick a best check
 `classification_metrics` and `regression_metrics` bundle them per task, with a `score`: the
 task's GLUE score (the mean of its official metrics) for the GLUE tasks. `multi_label_metrics`
 scores examples with any number of labels as scikit-learn's f1_score(average="micro" / "macro",
-zero_division=0), accuracy_score (exact match) and 1 - hamming_loss do.
+zero_division=0), accuracy_score (exact match) and 1 - hamming_loss do;
+`best_multi_label_threshold` finds the probability threshold at which they score best.
 """
 
 import numpy as np
@@ -205,3 +206,38 @@ def multi_label_metrics(labels, predictions):
     }
     metrics["score"] = metrics["micro_f1"]
     return metrics
+
+
+# The thresholds best_multi_label_threshold tries: round numbers a flag takes as they are.
+THRESHOLD_GRID = tuple(round(0.01 * i, 2) for i in range(1, 100))
+
+
+def best_multi_label_threshold(labels, probabilities):
+    """The probability threshold (of 0.01, 0.02, ..., 0.99) at which multi-label predictions
+    score the highest micro-averaged F1; of equal ones, the closest to 0.5.
+
+    Args:
+      labels: 0/1 (or bool) [N, C]; probabilities: each label's probability [N, C].
+
+    Returns:
+      (threshold, micro_f1): a label is predicted where its probability is above threshold.
+
+    >>> best_multi_label_threshold([[1, 0], [0, 1]], [[0.4, 0.1], [0.2, 0.3]])
+    (0.29, 1.0)
+    """
+    labels = np.asarray(labels, bool)
+    probabilities = np.asarray(probabilities, np.float64)
+    if labels.shape != probabilities.shape or labels.ndim != 2:
+        raise ValueError(f"best_multi_label_threshold: labels {labels.shape} and probabilities "
+                         f"{probabilities.shape} must both be [N, C]")
+    actual = float(labels.sum())
+    best = (-1.0, 0.0, 0.5)
+    for threshold in THRESHOLD_GRID:
+        predicted = probabilities > threshold
+        hits = float(np.sum(predicted & labels))
+        # Micro F1 = 2 TP / (predicted + actual); 0 without a true positive.
+        f1 = 2 * hits / (float(predicted.sum()) + actual) if hits else 0.0
+        candidate = (f1, -abs(threshold - 0.5), threshold)
+        if candidate > best:
+            best = candidate
+    return best[2], best[0]

@@ -27,6 +27,7 @@ from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.modeling import kernels
 from bert_tf.modeling.token_ids import encoder_config
 from bert_tf.serving import task_signatures
+from bert_tf.serving.task_info import DEFAULT_MULTI_LABEL_THRESHOLD
 from bert_tf.text.layers import BertTokenizerLayer
 from bert_tf.text import tokenizer_files
 from bert_tf.text.tokenizer_files import tokenizer_layer
@@ -97,7 +98,7 @@ def check_labels(task_name, model, labels):
 
 def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_query_length,
                max_answer_length, doc_stride, version_2_with_negative,
-               null_score_diff_threshold):
+               null_score_diff_threshold, multi_label_threshold):
     task_name = task_signatures.task_name_of(model)
     labels = check_labels(task_name, model, labels)
     if task_name == "classification":
@@ -105,7 +106,7 @@ def _make_task(model, tokenizer, max_seq_length, labels, text_pair, top_k, max_q
                                                         text_pair)
     if task_name == "multi_label":
         return task_signatures.MultiLabelSignatures(model, tokenizer, max_seq_length, labels,
-                                                    text_pair)
+                                                    text_pair, multi_label_threshold)
     if task_name == "regression":
         return task_signatures.RegressionSignatures(model, tokenizer, max_seq_length, text_pair)
     if task_name == "squad":
@@ -188,7 +189,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
            max_seq_length=128, labels=None, signatures=("ids", "text", "examples"),
            text_pair=False, top_k=5, max_query_length=None, max_answer_length=30,
            doc_stride=None, version_2_with_negative=False, null_score_diff_threshold=0.0,
-           length_buckets=None, overwrite=False, expected=fileio.NOT_CHECKED):
+           multi_label_threshold=DEFAULT_MULTI_LABEL_THRESHOLD, length_buckets=None,
+           overwrite=False, expected=fileio.NOT_CHECKED):
     """Writes `model` as a SavedModel that TF Serving can serve, with the chosen signatures.
 
     Args:
@@ -217,6 +219,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
       max_answer_length, version_2_with_negative, null_score_diff_threshold:
         BertSpanLabeler, as in the original run_squad.py (a SQuAD 2.0 model answers "" when
         the null score beats the best span by more than the threshold).
+      multi_label_threshold: a multi-label BertClassifier's labels apply where their
+        probability is above it (serve_text's `predicted`), in (0, 1).
       doc_stride: BertSpanLabeler: context tokens between the starts of the sliding windows
         a long context is answered in (bert-tf-squad's --doc_stride); default 128 (the
         original's), or the tokens a window holds if fewer.
@@ -268,7 +272,8 @@ def export(model, export_dir, *, vocab_file=None, tokenizer=None, do_lower_case=
                          f"model's vocab_size is only {config.vocab_size}.")
     task = _make_task(model, tokenizer if wants_text else None, max_seq_length, labels,
                       text_pair, top_k, max_query_length, max_answer_length, doc_stride,
-                      version_2_with_negative, null_score_diff_threshold)
+                      version_2_with_negative, null_score_diff_threshold,
+                      multi_label_threshold)
     if wants_text:
         task.length_buckets = task_signatures.check_length_buckets(length_buckets, max_seq_length,
                                                          config.max_position_embeddings)
@@ -339,6 +344,8 @@ def _export_info(task, model, signatures, max_seq_length):
                         max_answer_length=task.max_answer_length, doc_stride=task.doc_stride,
                         version_2_with_negative=task.version_2_with_negative,
                         null_score_diff_threshold=task.null_score_diff_threshold)
+        if isinstance(task, task_signatures.MultiLabelSignatures):
+            info["multi_label_threshold"] = task.threshold
     return info
 
 

@@ -348,7 +348,7 @@ class _LiteRTModule(tf.Module):
         if task.name == "multi_label":
             return {"probabilities": tf.sigmoid(logits_bc),
                     "label_names": tf.tile(tf.expand_dims(labels, 0), tf.stack([batch, 1])),
-                    "predicted": logits_bc > 0}
+                    "predicted": logits_bc > task.threshold_logit}
         return {
             "probabilities": tf.nn.softmax(logits_bc, axis=-1),
             "label_names": tf.tile(tf.expand_dims(labels, 0), tf.stack([batch, 1])),
@@ -395,12 +395,15 @@ class LiteRTPlan:
                         do_lower_case=self.task.tokenizer.do_lower_case)
         if getattr(self.task, "labels", None):
             info["labels"] = list(self.task.labels)
+        if self.task.name == "multi_label":
+            info["multi_label_threshold"] = self.task.threshold
         return info
 
 
 def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
                 max_seq_length=128, labels=None, signatures=("ids", "text"), text_pair=False,
-                length_buckets=None):
+                length_buckets=None,
+                multi_label_threshold=task_info.DEFAULT_MULTI_LABEL_THRESHOLD):
     """Checks what LiteRT can express of `model` and builds the functions to convert.
 
     Args: as bert_tf.serving.litert_export.export_litert.
@@ -455,7 +458,7 @@ def plan_litert(model, *, vocab_file=None, tokenizer=None, do_lower_case=True,
                                                         text_pair)
     elif task_name == "multi_label":
         task = task_signatures.MultiLabelSignatures(model, tokenizer, max_seq_length, labels,
-                                                    text_pair)
+                                                    text_pair, multi_label_threshold)
     elif task_name == "regression":
         task = task_signatures.RegressionSignatures(model, tokenizer, max_seq_length, text_pair)
     elif task_name == "embedding":

@@ -25,6 +25,8 @@ Schema (a JSON object):
   n_best_size        int >= 1, squad: candidates per window and n-best answers kept (optional)
   label_separator    non-empty str, multi_label: what joins a row's label names in the
                      training files (its predictions.tsv; bert-tf-export --eval_file)   (optional)
+  multi_label_threshold  number in (0, 1), multi_label: a label applies where its
+                     probability is above it (absent: 0.5)                            (optional)
 
 Other fields are kept in `TaskInfo.extra` and otherwise ignored, so a newer writer's file
 still reads.
@@ -49,7 +51,8 @@ _OPTIONAL_BOOLS = {"text_pair": CLASSIFIER_TASKS,
                    "version_2_with_negative": ("squad",)}
 _OPTIONAL_INTS = {"max_query_length": ("squad",), "max_answer_length": ("squad",),
                   "doc_stride": ("squad",), "n_best_size": ("squad",)}
-_OPTIONAL_FLOATS = {"null_score_diff_threshold": ("squad",)}
+_OPTIONAL_FLOATS = {"null_score_diff_threshold": ("squad",),
+                    "multi_label_threshold": ("multi_label",)}
 _OPTIONAL_STRS = {"label_separator": ("multi_label",)}
 _OPTIONAL = {**_OPTIONAL_BOOLS, **_OPTIONAL_INTS, **_OPTIONAL_FLOATS, **_OPTIONAL_STRS}
 
@@ -74,6 +77,7 @@ class TaskInfo:
     null_score_diff_threshold: float = None
     n_best_size: int = None
     label_separator: str = None
+    multi_label_threshold: float = None
     extra: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self):
@@ -98,6 +102,26 @@ def is_finite_number(value):
     than nan and +-inf: the one finite rule of task_info.json and bert_tf.tasks' settings."""
     return (isinstance(value, numbers.Real) and not isinstance(value, bool)
             and math.isfinite(value))
+
+
+# A multi-label model's labels apply where their probability is above this, unless the run (its
+# --multi_label_threshold) or the task says otherwise.
+DEFAULT_MULTI_LABEL_THRESHOLD = 0.5
+
+
+def multi_label_threshold_problem(value):
+    """What is wrong with a multi-label threshold (a number strictly between 0 and 1), or None:
+    the one rule of --multi_label_threshold, task_info.json and TextClassifier."""
+    if not is_finite_number(value) or not 0.0 < value < 1.0:
+        return f"{value!r} must be a number in (0, 1) (a probability a label must exceed)"
+    return None
+
+
+def threshold_logit(threshold):
+    """The logit above which a sigmoid output exceeds probability `threshold` (0 for 0.5):
+    multi-label decisions compare logits, so 0.5 decides exactly as `logit > 0`."""
+    threshold = float(threshold)
+    return math.log(threshold) - math.log1p(-threshold)
 
 
 def label_names_problem(labels):
@@ -156,6 +180,8 @@ def _validated(values, source):
         if name in _OPTIONAL_FLOATS:
             if not is_finite_number(value):
                 raise TaskInfoError(f"{source}: {name}={value!r} must be a finite number")
+            if name == "multi_label_threshold" and multi_label_threshold_problem(value):
+                raise TaskInfoError(f"{source}: {name}={multi_label_threshold_problem(value)}")
             value = float(value)  # a NumPy scalar as JSON writes it
         if name in _OPTIONAL_STRS and not (isinstance(value, str) and value):
             raise TaskInfoError(f"{source}: {name}={value!r} must be a non-empty string")
@@ -178,8 +204,8 @@ def write_task_info(output_dir, task, *, do_lower_case, max_seq_length, labels=N
       max_seq_length: the --max_seq_length the model was trained with.
       labels: class or tag names in logit order (classification and tagging).
       **optional: text_pair, max_query_length, max_answer_length, doc_stride,
-        version_2_with_negative, null_score_diff_threshold, n_best_size, label_separator (see
-        the module docstring); None values are left out.
+        version_2_with_negative, null_score_diff_threshold, n_best_size, label_separator,
+        multi_label_threshold (see the module docstring); None values are left out.
 
     Returns:
       The path written.

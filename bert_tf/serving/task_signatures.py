@@ -43,6 +43,8 @@ from bert_tf.data.tasks.length_buckets import parse_buckets
 from bert_tf.modeling import (BertClassifier, BertEncoder, BertPretrainer,
                               BertSentenceEmbedder, BertSpanLabeler, BertTokenClassifier, Encoder,
                               ModernBertEncoder)
+from bert_tf.serving.task_info import (DEFAULT_MULTI_LABEL_THRESHOLD,
+                                      multi_label_threshold_problem, threshold_logit)
 from bert_tf.text.input_packing import BertPackInputs, bucket_lengths
 from bert_tf.text.layers import valid_utf8
 
@@ -289,9 +291,19 @@ class ClassificationSignatures(ServingSignatures):
 
 class MultiLabelSignatures(ClassificationSignatures):
     """BertClassifier with `multi_label`: each label's own probability (its sigmoid) and
-    whether it applies (probability above 0.5), any number per text."""
+    whether it applies (probability above `threshold`, default 0.5), any number per text."""
 
     name = "multi_label"
+
+    def __init__(self, model, tokenizer, seq_length, labels, text_pair,
+                 threshold=DEFAULT_MULTI_LABEL_THRESHOLD):
+        super().__init__(model, tokenizer, seq_length, labels, text_pair)
+        problem = multi_label_threshold_problem(threshold)
+        if problem:
+            raise ValueError(f"export: multi_label_threshold={problem}.")
+        self.threshold = float(threshold)
+        # The decision on logits: the default decides exactly as `logits > 0`.
+        self.threshold_logit = threshold_logit(threshold)
 
     def text(self, inputs):
         logits_bc = self.model(self._encode([inputs[n] for n in self.text_inputs]),
@@ -301,7 +313,7 @@ class MultiLabelSignatures(ClassificationSignatures):
         return {
             "probabilities": tf.sigmoid(logits_bc),
             "label_names": tf.tile(labels[tf.newaxis], [batch, 1]),
-            "predicted": logits_bc > 0,  # bool [B, C]
+            "predicted": logits_bc > self.threshold_logit,  # bool [B, C]
         }
 
 

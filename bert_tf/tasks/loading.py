@@ -21,7 +21,7 @@ def _options(found, **defaults):
         # A setting a file written before it was recorded lacks keeps the task's default.
         for name in ("max_query_length", "max_answer_length", "doc_stride",
                      "version_2_with_negative", "null_score_diff_threshold", "n_best_size",
-                     "text_pair"):
+                     "text_pair", "multi_label_threshold"):
             if getattr(info, name, None) is not None and name in defaults:
                 options[name] = getattr(info, name)
     return options
@@ -69,7 +69,8 @@ def load_task(path, batch_size=32):
     tokenizer = found.vocab_file
     if isinstance(model, BertClassifier):
         return TextClassifier(model, tokenizer, labels if model.num_classes > 1 else None,
-                              **_options(found, text_pair=False), **common)
+                              **_options(found, text_pair=False, multi_label_threshold=None),
+                              **common)
     if isinstance(model, BertSpanLabeler):
         return QuestionAnswerer(model, tokenizer, **_options(
             found, max_query_length=64, max_answer_length=30, doc_stride=128,

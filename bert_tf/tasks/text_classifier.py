@@ -4,7 +4,8 @@ raw text."""
 import numpy as np
 
 from bert_tf.modeling import BertClassifier
-from bert_tf.serving.task_info import CLASSIFIER_TASKS
+from bert_tf.serving.task_info import (CLASSIFIER_TASKS, DEFAULT_MULTI_LABEL_THRESHOLD,
+                                      multi_label_threshold_problem, threshold_logit)
 from bert_tf.tasks import sources
 from bert_tf.tasks.base import (TaskError, TextTask, as_texts, check_labels, check_not_empty,
                                 check_positive_int, label_list, label_name, sigmoid, softmax,
@@ -26,11 +27,14 @@ class TextClassifier(TextTask):
         longest-first, as the command does.
       text_pair: the model was trained on sentence pairs (recorded by `save` for the export's
         text signature; `predict` takes `text_pairs` either way).
+      multi_label_threshold: a multi-label head's labels apply where their probability is
+        above it, in (0, 1) (default 0.5; `save` records it for load_task and the exports).
       do_lower_case, batch_size: see bert_tf.tasks.TextTask.
 
     Raises:
       TaskError: labels whose number differs from the head's classes (naming both), labels
-        for a regression head, one str as labels.
+        for a regression head, one str as labels, a multi_label_threshold outside (0, 1) or
+        for a head that is not multi-label.
 
     Examples:
 
@@ -45,7 +49,7 @@ class TextClassifier(TextTask):
     model_class = BertClassifier
 
     def __init__(self, model, tokenizer, labels=None, *, max_seq_length=128, text_pair=False,
-                 do_lower_case=None, batch_size=32):
+                 multi_label_threshold=None, do_lower_case=None, batch_size=32):
         super().__init__(model, tokenizer, max_seq_length, do_lower_case, batch_size)
         num_classes = model.num_classes
         if num_classes == 1:
@@ -57,6 +61,25 @@ class TextClassifier(TextTask):
             self.labels = check_labels([str(i) for i in range(num_classes)] if labels is None
                                        else labels, num_classes, "TextClassifier")
         self.text_pair = bool(text_pair)
+        if multi_label_threshold is not None and not self.multi_label:
+            raise TaskError(f"TextClassifier: multi_label_threshold={multi_label_threshold} "
+                            f"applies to a multi-label head; this one is {self.task_name}")
+        self._threshold = DEFAULT_MULTI_LABEL_THRESHOLD
+        if multi_label_threshold is not None:
+            self.multi_label_threshold = multi_label_threshold
+
+    @property
+    def multi_label_threshold(self):
+        """Multi-label: a label applies where its probability is above this (None for other
+        heads); settable, in (0, 1)."""
+        return self._threshold if self.multi_label else None
+
+    @multi_label_threshold.setter
+    def multi_label_threshold(self, value):
+        problem = multi_label_threshold_problem(value)
+        if problem:
+            raise TaskError(f"TextClassifier: multi_label_threshold={problem}")
+        self._threshold = float(value)
 
     @property
     def regression(self):
@@ -80,8 +103,8 @@ class TextClassifier(TextTask):
 
     @classmethod
     def from_pretrained(cls, path, labels=None, *, regression=False, multi_label=False,
-                        max_seq_length=128, text_pair=False, dropout_rate=None, tokenizer=None,
-                        do_lower_case=None, batch_size=32):
+                        max_seq_length=128, text_pair=False, multi_label_threshold=None,
+                        dropout_rate=None, tokenizer=None, do_lower_case=None, batch_size=32):
         """A new classifier head on the encoder of any model bert_tf.load_model reads.
 
         Args:
@@ -92,7 +115,7 @@ class TextClassifier(TextTask):
             head's logits take them.
           regression: one output, a score, instead of classes.
           multi_label: any number of the labels may apply to a text (a sigmoid per label).
-          max_seq_length, text_pair, batch_size: see the class.
+          max_seq_length, text_pair, multi_label_threshold, batch_size: see the class.
           dropout_rate: the head's dropout (default the config's hidden_dropout_prob).
           tokenizer: a Tokenizer or tokenizer file, where the model directory has none.
           do_lower_case: the casing, where the source does not record it.
@@ -114,7 +137,8 @@ class TextClassifier(TextTask):
         model = BertClassifier(encoder, 1 if regression else len(labels), dropout_rate,
                                multi_label=multi_label)
         task = cls(model, tokenizer, labels, max_seq_length=max_seq_length,
-                   text_pair=text_pair, batch_size=batch_size)
+                   text_pair=text_pair, multi_label_threshold=multi_label_threshold,
+                   batch_size=batch_size)
         task.untrained_head = True
         return task
 
@@ -147,8 +171,9 @@ class TextClassifier(TextTask):
         Returns:
           Per text (a single dict for a single str): classification {"label": the likeliest
           class's name, "score": its probability, "scores": {name: probability}};
-          multi-label {"labels": the names whose probability is above 0.5, most probable
-          first, "scores": {name: probability}}; regression {"score": the predicted value}.
+          multi-label {"labels": the names whose probability is above
+          `multi_label_threshold` (0.5), most probable first, "scores": {name: probability}};
+          regression {"score": the predicted value}.
         """
         rows, one = self._rows(texts, text_pairs)
         logits = self.run(rows, batch_size)
@@ -156,12 +181,12 @@ class TextClassifier(TextTask):
             answers = [{"score": float(row[0])} for row in logits]
         elif self.multi_label:
             answers = []
+            # On logits, as the command and the exports decide.
+            above = threshold_logit(self.multi_label_threshold)
             for row in logits:
                 probabilities = sigmoid(row)
                 order = np.argsort(-row, kind="stable")
-                # A label applies where its logit is above 0 (probability 0.5), as the
-                # command and the exports decide.
-                answers.append({"labels": [self.labels[i] for i in order if row[i] > 0],
+                answers.append({"labels": [self.labels[i] for i in order if row[i] > above],
                                 "scores": {name: float(p)
                                            for name, p in zip(self.labels, probabilities)}})
         else:
@@ -292,7 +317,8 @@ class TextClassifier(TextTask):
 
     def task_info(self):
         return {"task": self.task_name, "labels": list(self.labels),
-                "text_pair": self.text_pair}
+                "text_pair": self.text_pair,
+                "multi_label_threshold": self.multi_label_threshold}
 
 
 def _is_number(value):

@@ -118,6 +118,10 @@ def cases(tmp_path_factory):
         "export_another_casing": ("export_saved_model", [
             f"--model_dir={root / 'R'}", f"--export_dir={root / 'Y' / '1'}",
             "--do_lower_case=false", "--signatures=text"]),
+        # A threshold for a model that has no labels to decide on: ignored, exit 0.
+        "export_a_threshold_of_another_task": ("export_saved_model", [
+            f"--model_dir={root / 'R'}", f"--export_dir={root / 'Y2' / '1'}",
+            "--multi_label_threshold=0.3", "--signatures=text"]),
         # The rule's own earlier output of the same kind: replaced with --overwrite.
         "tf1_over_own_conversion": ("convert_checkpoint", [
             "--from=bert_tf", "--to=tf1", f"--checkpoint={root / 'R'}",
@@ -258,13 +262,18 @@ def test_training_never_replaces_a_users_config_or_vocabulary(cases):
 
 def test_export_refuses_a_casing_other_than_the_runs(cases):
     """--model_dir=R (an uncased run) --do_lower_case=false exported a serve_text that kept
-    case, so served texts got other ids than the model was trained on, exit 0."""
+    case, so served texts got other ids than the model was trained on, exit 0; a
+    --multi_label_threshold for a model without a multi-label head is refused too."""
     root, _, results = cases
     refused(results["export_another_casing"],
             f"export_saved_model: error: --do_lower_case=False contradicts --model_dir="
             f"{root / 'R'}: its run records do_lower_case=True, the casing the model was trained "
             "with (leave --do_lower_case out to use it)")
     assert not (root / "Y").exists()
+    refused(results["export_a_threshold_of_another_task"],
+            "export_saved_model: error: --multi_label_threshold=0.3 applies to a multi-label "
+            f"model; --model_dir={root / 'R'} holds a fill_mask model")
+    assert not (root / "Y2").exists()
 
 
 def test_feature_extraction_refuses_lengths_under_three(cases):

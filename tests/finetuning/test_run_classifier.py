@@ -11,12 +11,17 @@ import numpy as np
 import pytest
 
 import bert_tf
+from bert_tf.metrics.classification import THRESHOLD_GRID
 from command_batch import run_commands
 from finetuning_helpers import (FILLER, NEGATIVE, PERSONS, PLACES, POSITIVE, encoder_weights,
                                 pretrained_encoder_weights, sentiment_sentence, write_sst2)
 
 # One worker runs the module: its module fixtures run once, not once per worker.
 pytestmark = pytest.mark.xdist_group("run_classifier")
+
+
+# The multi-label run's --multi_label_threshold, and its LiteRT export's.
+THRESHOLD, LITERT_THRESHOLD = 0.6, 0.95
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +87,11 @@ def pretrained_runs(tmp_path_factory, pretrained_dir):
             f"--bert_config_file={multi / 'bert_config.json'}", "--max_seq_length=16",
             "--train_batch_size=16", "--learning_rate=3e-3", "--num_train_epochs=8", "--seed=1",
             "--do_train", "--do_eval", "--do_predict", f"--output_dir={multi / 'out'}",
-            f"--export_dir={multi / 'export' / '1'}"],
+            f"--export_dir={multi / 'export' / '1'}", f"--multi_label_threshold={THRESHOLD}"],
+        # Another threshold for this export only.
         "multi_label_litert": [f"--model_dir={multi / 'out'}", "--format=litert",
-                               f"--export_dir={multi / 'litert'}"],
+                               f"--export_dir={multi / 'litert'}",
+                               f"--multi_label_threshold={LITERT_THRESHOLD}"],
         "multi_label_int8": [f"--model_dir={multi / 'out'}", "--format=litert",
                              "--quantize=dynamic_int8", f"--eval_file={multi / 'dev.csv'}",
                              "--label_column=topics",
@@ -366,9 +373,11 @@ def _write_topic_sets_csv(path, n, rng):
 @pytest.mark.slow
 def test_multi_label_trains_predicts_and_serves_label_sets(pretrained_runs):
     """--multi_label: a sigmoid per topic, sets of 0 to 2 topics learned, scored by F1 and
-    exact match, predicted as comma-joined sets; model.keras (load_task), the SavedModel's
-    serve_text and the LiteRT file answer with the same probabilities; an evaluation that
-    forgets --multi_label is refused, writing nothing."""
+    exact match (with the dev set's best threshold beside), predicted as comma-joined sets of
+    the labels above --multi_label_threshold; model.keras (load_task), the SavedModel's
+    serve_text and the LiteRT file answer with the same probabilities and decide at the run's
+    threshold (the LiteRT file at its own --multi_label_threshold); an evaluation that forgets
+    --multi_label is refused, writing nothing."""
     directory, result = pretrained_runs["multi_label"]
     out = directory / "out"
     assert result.returncode == 0, result.stderr[-3000:]
@@ -378,9 +387,12 @@ def test_multi_label_trains_predicts_and_serves_label_sets(pretrained_runs):
     assert evaluation["micro_f1"] > 0.9 and evaluation["exact_match"] > 0.8, evaluation
     assert evaluation["score"] == evaluation["micro_f1"]
     assert evaluation["label_accuracy"] > 0.9 and evaluation["macro_f1"] > 0.9, evaluation
+    # The best of 0.01 ... 0.99 scores at least what the run's threshold scores.
+    assert evaluation["best_threshold"] in THRESHOLD_GRID
+    assert evaluation["best_threshold_micro_f1"] >= evaluation["micro_f1"]
     info = json.loads((out / "task_info.json").read_text())
     assert (info["task"], info["labels"]) == ("multi_label", ["negative", "person", "positive"])
-    assert info["label_separator"] == ","
+    assert (info["label_separator"], info["multi_label_threshold"]) == (",", THRESHOLD)
 
     with open(directory / "test.csv", encoding="utf-8") as f:
         test = list(csv.DictReader(f))
@@ -390,7 +402,7 @@ def test_multi_label_trains_predicts_and_serves_label_sets(pretrained_runs):
         rows = list(csv.reader(f, delimiter="\t"))
     assert rows[0] == ["index", "text", "prediction"] and len(rows) == 11
     predicted = [set(filter(None, r[2].split(","))) for r in rows[1:]]
-    assert predicted == [{name for name, p in zip(info["labels"], row) if p > 0.5}
+    assert predicted == [{name for name, p in zip(info["labels"], row) if p > THRESHOLD}
                          for row in probabilities]
     gold = [set(filter(None, r["topics"].split(","))) for r in test]
     assert sum(p == g for p, g in zip(predicted, gold)) >= 9, (predicted, gold)
@@ -407,7 +419,7 @@ def test_multi_label_trains_predicts_and_serves_label_sets(pretrained_runs):
     served = tf.saved_model.load(str(directory / "export" / "1")).signatures["serve_text"](
         text=tf.constant(texts))
     np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-5)
-    np.testing.assert_array_equal(served["predicted"].numpy(), probabilities > 0.5)
+    np.testing.assert_array_equal(served["predicted"].numpy(), probabilities > THRESHOLD)
     assert [n.decode() for n in served["label_names"].numpy()[0]] == info["labels"]
 
     litert_result = pretrained_runs["multi_label_litert"][1]
@@ -416,7 +428,11 @@ def test_multi_label_trains_predicts_and_serves_label_sets(pretrained_runs):
 
     light = LiteRTModel(str(directory / "litert")).predict(texts)
     np.testing.assert_allclose(light["probabilities"], probabilities, atol=1e-5)
-    np.testing.assert_array_equal(light["predicted"], probabilities > 0.5)
+    np.testing.assert_array_equal(light["predicted"], probabilities > LITERT_THRESHOLD)
+    # Some test topics lie between the two thresholds: the export decided at its own.
+    assert np.any((probabilities > THRESHOLD) & (probabilities <= LITERT_THRESHOLD))
+    assert json.loads((directory / "litert" / "bert_tf_litert.json").read_text())[
+        "multi_label_threshold"] == LITERT_THRESHOLD
     # int8, scored on the dev label sets (names joined by the run's recorded separator) as
     # the run scored float32: micro F1 above 0.9 for both.
     int8_result = pretrained_runs["multi_label_int8"][1]

@@ -201,6 +201,48 @@ def test_a_separator_without_multi_label_is_refused_but_the_old_default_reads(tm
         check_settings(sections.from_flat(ClassificationConfig, label_separator="|", **values))
 
 
+def test_a_multi_label_runs_threshold_is_its_evaluations_predictions_and_resumes(tmp_path):
+    """--multi_label_threshold unset: the run's (task_info.json, or its record, which a run
+    writes when training starts), else 0.5; a new run that trains from it starts at 0.5; the
+    flag wins; outside (0, 1), or without --multi_label, refused naming the flag."""
+    run = tmp_path / "run"
+    run.mkdir()
+    write_task_info(str(run), "multi_label", do_lower_case=True, max_seq_length=32,
+                    labels=["sports", "politics"], multi_label_threshold=0.35)
+
+    def threshold(**values):
+        data = tmp_path / "data.csv"
+        data.write_text("sentence,topics\na match .,sports\n")
+        job = sections.from_flat(ClassificationConfig, multi_label=True,
+                                 text_a_column="sentence", label_column="topics",
+                                 dev_file=str(data), test_file=str(data), train_file=str(data),
+                                 **values)
+        check_settings(job)
+        return job.task.multi_label_threshold
+
+    other = str(tmp_path / "predictions")
+    assert threshold(output_dir=str(run), do_eval=True) == 0.35
+    assert threshold(output_dir=other, init_checkpoint=str(run), do_predict=True) == 0.35
+    assert threshold(output_dir=str(run), do_train=True) == 0.35
+    assert threshold(output_dir=other, init_checkpoint=str(run), do_train=True) == 0.5
+    assert threshold(output_dir=str(run), do_eval=True, multi_label_threshold=0.7) == 0.7
+    # The record a run writes when training starts wins over task_info.json.
+    _write_run(run, max_seq_length=32, multi_label=True, label_separator=",",
+               multi_label_threshold=0.25)
+    assert threshold(output_dir=str(run), do_eval=True) == 0.25
+    for bad in (0.0, 1.0, 1.5, float("nan")):
+        with pytest.raises(FlagValueError) as error:
+            threshold(output_dir=other, do_predict=True, multi_label_threshold=bad)
+        assert str(error.value) == (f"--multi_label_threshold={bad!r} must be a number in "
+                                    "(0, 1) (a probability a label must exceed)")
+    with pytest.raises(FlagValueError) as error:
+        check_settings(sections.from_flat(ClassificationConfig, task_name="sst-2",
+                                          data_dir=str(tmp_path), do_eval=True,
+                                          output_dir=other, multi_label_threshold=0.3))
+    assert str(error.value) == ("--multi_label_threshold=0.3 goes with --multi_label (a "
+                                "single-label classifier predicts its most probable class)")
+
+
 def test_a_squad_runs_windows_and_version_are_its_predictions(tmp_path):
     run = tmp_path / "squad"
     run.mkdir()

@@ -5,9 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from bert_tf.metrics import (accuracy, binary_f1, classification_metrics, entity_scores,
-                             get_entities, matthews_corrcoef, multi_label_metrics,
-                             pearson_corrcoef, regression_metrics, spearman_corrcoef)
+from bert_tf.metrics import (accuracy, best_multi_label_threshold, binary_f1,
+                             classification_metrics, entity_scores, get_entities,
+                             matthews_corrcoef, multi_label_metrics, pearson_corrcoef,
+                             regression_metrics, spearman_corrcoef)
 from bert_tf.metrics.classification import average_ranks, macro_f1
 
 
@@ -126,3 +127,22 @@ def test_multi_label_metrics_by_hand():
     assert multi_label_metrics([[1, 0]], [[1, 0]])["macro_f1"] == 0.5
     with pytest.raises(ValueError, match=r"must both be \[N, C\]"):
         multi_label_metrics([[1, 0]], [[1, 0, 0]])
+
+
+def test_best_multi_label_threshold_by_hand():
+    """A model whose right labels sit at 0.3-0.4 and wrong ones at 0.2 or below predicts
+    nothing at 0.5 (micro F1 0); every threshold in [0.20, 0.29] separates them exactly, and
+    the one closest to 0.5 is reported."""
+    labels = [[1, 0, 1], [0, 1, 0], [0, 0, 0]]
+    probabilities = [[0.4, 0.1, 0.3], [0.2, 0.35, 0.05], [0.15, 0.2, 0.01]]
+    predicted_at_half = np.asarray(probabilities) > 0.5
+    assert multi_label_metrics(labels, predicted_at_half)["micro_f1"] == 0.0
+    assert best_multi_label_threshold(labels, probabilities) == (0.29, 1.0)
+    # One wrong label at 0.45 above the right one at 0.3: at 0.29 TP 3, predicted 4 (F1 6/7);
+    # at 0.30-0.34 TP 2, predicted 3 (F1 4/6); at 0.45-0.99 nothing right is left.
+    probabilities[2][0] = 0.45
+    threshold, f1 = best_multi_label_threshold(labels, probabilities)
+    assert (threshold, f1) == (0.29, pytest.approx(6 / 7))
+    assert f1 == multi_label_metrics(labels, np.asarray(probabilities) > threshold)["micro_f1"]
+    with pytest.raises(ValueError, match=r"must both be \[N, C\]"):
+        best_multi_label_threshold([[1, 0]], [[0.5, 0.5, 0.5]])

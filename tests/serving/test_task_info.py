@@ -19,7 +19,8 @@ def test_round_trip_of_every_task(tmp_path):
         dict(task="tagging", do_lower_case=False, max_seq_length=128,
              labels=["O", "B-PER", "I-PER"]),
         dict(task="multi_label", do_lower_case=True, max_seq_length=64,
-             labels=["sports", "politics"], text_pair=False, label_separator="|"),
+             labels=["sports", "politics"], text_pair=False, label_separator="|",
+             multi_label_threshold=0.35),
     ]
     for values in cases:
         directory = tmp_path / values["task"]
@@ -76,6 +77,12 @@ def test_reader_keeps_unknown_fields_and_reads_what_run_squad_writes(tmp_path):
     ({"task": "classification", "do_lower_case": True, "max_seq_length": 8,
       "labels": ["a", "b"], "label_separator": ","},
      "label_separator applies to task multi_label, not 'classification'"),
+    ({"task": "multi_label", "do_lower_case": True, "max_seq_length": 8, "labels": ["a", "b"],
+      "multi_label_threshold": 1}, "multi_label_threshold=1 must be a number in (0, 1) (a "
+     "probability a label must exceed)"),
+    ({"task": "classification", "do_lower_case": True, "max_seq_length": 8,
+      "labels": ["a", "b"], "multi_label_threshold": 0.5},
+     "multi_label_threshold applies to task multi_label, not 'classification'"),
 ])
 def test_reader_names_the_file_and_the_field(tmp_path, values, message):
     path = tmp_path / "task_info.json"

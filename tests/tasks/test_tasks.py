@@ -198,8 +198,8 @@ def test_a_classifier_from_a_pretrained_run_learns_from_texts(pretrained_dir, tm
 
 def test_a_multi_label_classifier_fits_label_lists_and_loads_back(pretrained_dir, tmp_path):
     """multi_label=True: fit takes a list of names per text (empty: none applies), predict
-    gives every label above 0.5, save / load_task keep the head's kind; bad label lists are
-    refused naming the text."""
+    gives every label above 0.5 (or multi_label_threshold), save / load_task keep the head's
+    kind and threshold; bad label lists and thresholds are refused naming them."""
     labels = ["negative", "positive"]
     texts = ["a good film .", "a bad plot .", "good and bad .", "the actor ."]
     targets = [["positive"], ["negative"], ["negative", "positive"], []]
@@ -217,11 +217,33 @@ def test_a_multi_label_classifier_fits_label_lists_and_loads_back(pretrained_dir
                                                          probabilities.values())
         assert answer_["labels"] == sorted((n for n, p in probabilities.items() if p > 0.5),
                                            key=lambda n: -probabilities[n])
+    # A threshold between two of the probabilities: the labels above it, and it travels.
+    assert classifier.multi_label_threshold == 0.5
+    probabilities = sorted(p for a in answers for p in a["scores"].values())
+    threshold = (probabilities[2] + probabilities[3]) / 2
+    classifier.multi_label_threshold = threshold
+    raised = classifier.predict(texts)
+    assert sum(len(a["labels"]) for a in raised) == 5
+    for answer_ in raised:
+        assert answer_["labels"] == sorted((n for n, p in answer_["scores"].items()
+                                            if p > threshold),
+                                           key=lambda n: -answer_["scores"][n])
     classifier.save(tmp_path / "saved")
-    assert json.loads((tmp_path / "saved" / "task_info.json").read_text())["task"] == (
-        "multi_label")
+    info = json.loads((tmp_path / "saved" / "task_info.json").read_text())
+    assert (info["task"], info["multi_label_threshold"]) == ("multi_label", threshold)
     loaded = bert_tf.load_task(tmp_path / "saved")
-    assert loaded.multi_label and same_answers(loaded.predict(texts), answers)
+    assert loaded.multi_label and loaded.multi_label_threshold == threshold
+    assert same_answers(loaded.predict(texts), raised)
+    for bad in (0, 1.0, "0.5"):
+        with pytest.raises(tasks.TaskError) as error:
+            loaded.multi_label_threshold = bad
+        assert str(error.value) == (f"TextClassifier: multi_label_threshold={bad!r} must be a "
+                                    "number in (0, 1) (a probability a label must exceed)")
+    with pytest.raises(tasks.TaskError, match=r"^TextClassifier: multi_label_threshold=0.3 "
+                                              "applies to a multi-label head; this one is "
+                                              "classification$"):
+        tasks.TextClassifier(BertClassifier(classifier.encoder, 2), classifier.tokenizer,
+                             labels, max_seq_length=16, multi_label_threshold=0.3)
     with pytest.raises(tasks.TaskError, match=r"labels\[0\]='positive': a multi-label "
                                               "classifier takes a list of label names"):
         classifier.fit(texts, ["positive", [], [], []], epochs=1)
