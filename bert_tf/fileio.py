@@ -503,6 +503,16 @@ def abspath(path):
     return path if is_remote(path) else os.path.abspath(path)
 
 
+def resolve(path):
+    """`path` as outputs and inputs are compared: absolute with symlinks followed; a remote URL
+    with `/./` and trailing slashes folded."""
+    path = str(path)
+    if is_remote(path):
+        scheme, rest = path.split("://", 1)
+        return f"{scheme}://{os.path.normpath('/' + rest).lstrip('/')}"
+    return os.path.realpath(os.path.expanduser(path))
+
+
 def checkpoint_reader(path):
     """tf.train.load_checkpoint(path) for a checkpoint prefix or a directory, on any file system.
 

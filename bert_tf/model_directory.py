@@ -197,10 +197,14 @@ def _parent(path):
     return os.path.dirname(os.path.abspath(path))
 
 
-def enclosing(path):
+def enclosing(path, through_links=False):
     """The model directory that `path` (a file or directory, existing or not) would be inside:
     its folder when that holds a model, else the folder above while the folder is one of
-    MODEL_FOLDERS or does not exist yet (an output would make it). None when there is none."""
+    MODEL_FOLDERS or does not exist yet (an output would make it). None when there is none.
+    `through_links`: also the one the path resolved (fileio.resolve: symlinks followed) would
+    be inside, the rule every output follows."""
+    if through_links:
+        return enclosing(path) or enclosing(fileio.resolve(path))
     child, folder = str(path).rstrip("/"), _parent(path)
     while folder and folder != child:
         found = recognise(folder)

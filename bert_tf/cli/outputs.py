@@ -32,14 +32,7 @@ class OutputError(ValueError):
     """An output that would destroy something the user has, or cannot be written."""
 
 
-def resolve(path):
-    """`path` as compared: absolute with symlinks followed; a remote URL with `/./` and
-    trailing slashes folded."""
-    path = str(path)
-    if fileio.is_remote(path):
-        scheme, rest = path.split("://", 1)
-        return f"{scheme}://{os.path.normpath('/' + rest).lstrip('/')}"
-    return os.path.realpath(os.path.expanduser(path))
+resolve = fileio.resolve
 
 
 def expand(value):
@@ -188,7 +181,7 @@ def check_not_inside_a_model_dir(flag, path):
     Raises:
       OutputError naming the flag and the model directory.
     """
-    found = model_directory.enclosing(path) or model_directory.enclosing(resolve(path))
+    found = model_directory.enclosing(path, through_links=True)
     if found is not None:
         raise OutputError(f"{flag}={path} is inside {found.path}, which holds {found}; a "
                           "command never places an output inside a model directory: choose "

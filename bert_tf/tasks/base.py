@@ -416,9 +416,7 @@ class TextTask:
                 continue
             raise TaskError(f"save: {directory} holds {found}; a task is saved into a new or "
                             "empty directory, or over an earlier save: choose another directory")
-        found = model_directory.enclosing(directory) or (
-            None if fileio.is_remote(directory)
-            else model_directory.enclosing(os.path.realpath(directory)))
+        found = model_directory.enclosing(directory, through_links=True)
         if found is not None:
             raise TaskError(f"save: {directory} is inside {found.path}, which holds {found}; a "
                             "task is never saved inside a model directory: choose another "
