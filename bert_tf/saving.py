@@ -13,7 +13,7 @@ import os
 from bert_tf import fileio, keras_setup, model_directory, run_directory
 from bert_tf.keras_files import load_keras_file
 from bert_tf.model_directory import check_one_model
-from bert_tf.serving.task_info import read_task_info
+from bert_tf.serving.task_info import TaskInfo, read_task_info
 from bert_tf.text import tokenizer_files
 
 # What load_model reads, for its refusals.
@@ -157,8 +157,10 @@ def load_model_dir(path, flag=None):
     """Loads the model of a run directory or .keras file and the settings recorded beside it.
 
     Args:
-      path: a run's output directory (or a directory a task of bert_tf.tasks saved), or a
-        .keras file.
+      path: a run's output directory (or a directory a task of bert_tf.tasks saved), a
+        .keras file, or a Hugging Face directory (a fine-tuned transformers model: its head,
+        its id2label as the labels, the casing and model_max_length of its
+        tokenizer_config.json; see `_huggingface_model_dir`).
       flag: the flag `path` came from (e.g. "--model_dir"), named in errors.
 
     Returns:
@@ -170,6 +172,9 @@ def load_model_dir(path, flag=None):
     """
     if fileio.isdir(str(path)):
         check_one_model(str(path), flag)
+        found = model_directory.recognise(str(path))
+        if found is not None and found.kind == model_directory.HUGGINGFACE:
+            return _huggingface_model_dir(str(path), found)
     model_file = run_directory.model_file(path, flag=flag)
     directory = os.path.dirname(fileio.abspath(model_file))
     model = load_keras_file(model_file)
@@ -190,3 +195,73 @@ def load_model_dir(path, flag=None):
         source.do_lower_case = record.do_lower_case
         source.max_seq_length = record.settings.get("max_seq_length")
     return source
+
+
+# The length of a Hugging Face model whose tokenizer_config.json does not say one (the
+# commands' and bert_tf.tasks' default).
+_DEFAULT_MAX_SEQ_LENGTH = 128
+
+
+def _task_of(model):
+    """The task_info.json task a Hugging Face model's head serves as, or None (no head)."""
+    from bert_tf.modeling import BertClassifier, BertSpanLabeler, BertTokenClassifier
+
+    if isinstance(model, BertClassifier):
+        return ("regression" if model.num_classes == 1 else
+                "multi_label" if model.multi_label else "classification")
+    if isinstance(model, BertTokenClassifier):
+        return "tagging"
+    return "squad" if isinstance(model, BertSpanLabeler) else None
+
+
+def _huggingface_model_dir(path, found):
+    """A Hugging Face directory as a SavedModelDir: the model with its head
+    (interop.load_huggingface_task), the casing its tokenizer_config.json records (else
+    transformers' BertTokenizer default, lower case) and its model_max_length where the model's
+    positions hold it (else 128, or the positions if fewer), and for a task model a TaskInfo
+    made of these and config.json's id2label."""
+    from absl import logging
+
+    interop = _interop()
+    model, labels, vocab_file = interop.load_huggingface_task(path)
+    model._bert_tf_source = path
+    source = SavedModelDir(model=model, model_file=os.path.join(path, found.names[-1]),
+                           vocab_file=vocab_file,
+                           do_lower_case=interop.checkpoint_casing(path))
+    length = _model_max_length(path)
+    from bert_tf.modeling.token_ids import encoder_config
+
+    positions = encoder_config(model).max_position_embeddings
+    if length is not None and 3 <= length <= positions:
+        logging.info("%s: max_seq_length=%d, as its tokenizer_config.json's model_max_length "
+                     "records", path, length)
+    else:
+        length = min(_DEFAULT_MAX_SEQ_LENGTH, positions)
+    source.max_seq_length = length
+    task = _task_of(model)
+    if task is not None:
+        windows = {}
+        if task == "squad":
+            # The original's 64 question pieces and stride 128, where the length holds them.
+            query = min(64, (length - 3) // 2)
+            windows = dict(max_query_length=query, doc_stride=min(128, length - 3 - query))
+        source.task_info = TaskInfo(
+            task=task, labels=tuple(labels or ()),
+            do_lower_case=True if source.do_lower_case is None else source.do_lower_case,
+            max_seq_length=length, **windows)
+    return source
+
+
+def _model_max_length(path):
+    """tokenizer_config.json's model_max_length (an int), or None."""
+    import json
+
+    config = os.path.join(path, "tokenizer_config.json")
+    if not fileio.exists(config):
+        return None
+    try:
+        with fileio.open_file(config, encoding="utf-8") as f:
+            value = json.load(f).get("model_max_length")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

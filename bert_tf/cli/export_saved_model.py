@@ -7,8 +7,10 @@ Export (the settings the run recorded are used unless a flag overrides them):
 
 --model_dir is a run's output directory (fine-tuning: model.keras + task_info.json;
 pre-training: pretrainer.keras, exported for fill-mask) or a .keras file (encoder.keras gives
-sentence embeddings). The text signatures tokenize with the vocab.txt beside the model, or its
-tokenizer.json (a byte-level BPE run, e.g. a fine-tuned ModernBERT).
+sentence embeddings), or a Hugging Face directory of a model fine-tuned with transformers
+(its head and id2label; casing and length from its tokenizer_config.json). The text signatures
+tokenize with the vocab.txt beside the model, or its tokenizer.json (a byte-level BPE run, e.g.
+a fine-tuned ModernBERT).
 Signatures: ids (serving_default), text (serve_text), examples
 (serve_examples); see bert_tf.serving.
 

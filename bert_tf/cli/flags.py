@@ -570,7 +570,9 @@ _flag(flags.DEFINE_bool, "verbose_logging", False,
       "Log why an answer could not be aligned back to the original text.")
 
 # Export (bert-tf-export).
-_flag(flags.DEFINE_string, "model_dir", None, "A run's output directory or a .keras file.")
+_flag(flags.DEFINE_string, "model_dir", None,
+      "A run's output directory, a .keras file, or a Hugging Face directory of a model "
+      "fine-tuned with transformers.")
 _flag(flags.DEFINE_list, "signatures", ["ids", "text", "examples"],
       "Signatures to export: ids, text, examples.")
 _flag(flags.DEFINE_bool, "text_pair", None,

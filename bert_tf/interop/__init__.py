@@ -20,7 +20,8 @@ from bert_tf.lazy_names import module_getattr
 # and reads it), the TF1 checkpoint and keras-hub formats do. No module is named like a name
 # here: importing it would bind the module over the name.
 _NAMES = {
-    "load_huggingface": "huggingface", "read_huggingface": "huggingface",
+    "load_huggingface": "huggingface", "load_huggingface_task": "huggingface",
+    "read_huggingface": "huggingface",
     "save_huggingface": "huggingface", "from_keras_hub": "kerashub",
     "load_keras_hub": "kerashub", "load_sentence_transformers": "sentence_transformers",
     "save_sentence_transformers": "sentence_transformers", "load_tf1_checkpoint": "tf1",
@@ -36,7 +37,8 @@ __getattr__ = module_getattr(__name__, {name: f"{__name__}.{module}"
 __all__ = ["InteropError", "WarmStartReport", "casing_of", "check_weights_readable",
            "checkpoint_casing",
            "checkpoint_config", "from_keras_hub",
-           "load_bert_tf", "load_checkpoint", "load_huggingface", "load_keras_hub",
+           "load_bert_tf", "load_checkpoint", "load_huggingface", "load_huggingface_task",
+           "load_keras_hub",
            "load_sentence_transformers",
            "load_tf1_checkpoint", "model_variables", "read_huggingface", "read_tf1_checkpoint",
            "save_huggingface", "save_sentence_transformers", "save_tf1_checkpoint",

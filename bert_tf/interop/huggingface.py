@@ -560,6 +560,69 @@ def load_huggingface(model_dir, allow_pickle=False):
     return model, config, vocab_file
 
 
+def load_huggingface_task(model_dir, allow_pickle=False):
+    """A Hugging Face task model with its head and label names: what a fine-tuned checkpoint of
+    transformers (e.g. a sentiment classifier) serves with.
+
+    Args:
+      model_dir: a Hugging Face directory (config.json, model.safetensors) of a
+        BertForSequenceClassification (problem_type regression: one output; multi-label:
+        a sigmoid per label), BertForTokenClassification, BertForQuestionAnswering,
+        ModernBertForSequenceClassification / ForTokenClassification / ForQuestionAnswering;
+        any other architecture reads as load_huggingface reads it.
+      allow_pickle: as load_huggingface.
+
+    Returns:
+      (model, labels, vocab_file): a BertClassifier, BertTokenClassifier or BertSpanLabeler
+      with the checkpoint's head (else load_huggingface's model); config.json's id2label in
+      id order for a classifier or tagger (transformers' LABEL_0, ... when it names none),
+      else None; the tokenizer file (vocab.txt, spiece.model or tokenizer.json) or None.
+
+    Raises:
+      InteropError: as load_huggingface; also an id2label that does not name ids 0..C-1.
+    """
+    source = read_huggingface(model_dir, allow_pickle=allow_pickle)
+    kind = source.head_kind
+    if kind not in (weights.CLASSIFICATION, weights.TOKEN_CLASSIFICATION, weights.SPAN):
+        model, _, _ = load_huggingface(model_dir, allow_pickle=allow_pickle)
+        return model, None, tokenizer_files.model_tokenizer_file(model_dir)
+    _, values = read_config(model_dir)
+    encoder = build_encoder(source.config)
+    labels = None
+    if kind == weights.SPAN:
+        model = BertSpanLabeler(encoder)
+    else:
+        labels = _id2label(values, os.path.join(model_dir, CONFIG_FILE))
+        if kind == weights.TOKEN_CLASSIFICATION:
+            model = BertTokenClassifier(encoder, len(labels))
+        elif values.get("problem_type") == "regression" or len(labels) == 1:
+            model, labels = BertClassifier(encoder, 1), None
+        else:
+            model = BertClassifier(encoder, len(labels),
+                                   multi_label=values.get("problem_type") == MULTI_LABEL_PROBLEM)
+    # transformers' token and span heads have no pooler (they do not use one).
+    weights.transfer(source, model, strict=True, optional_scopes=(weights.POOLER_SCOPE,))
+    return model, labels, tokenizer_files.model_tokenizer_file(model_dir)
+
+
+def _id2label(values, path):
+    """The label names of config.json's id2label (keys "0".."C-1"), in id order; transformers'
+    LABEL_i for a config that names none but says num_labels."""
+    id2label = values.get("id2label")
+    if not id2label:
+        count = values.get("num_labels", 2)
+        return [f"LABEL_{i}" for i in range(count)]
+    if not isinstance(id2label, dict) or sorted(id2label, key=str) != sorted(
+            str(i) for i in range(len(id2label))):
+        raise InteropError(f"{path}: id2label must map the ids 0..C-1 to label names, got "
+                           f"{id2label!r}")
+    names = [id2label[str(i)] for i in range(len(id2label))]
+    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        raise InteropError(f"{path}: id2label must name each id with a distinct non-empty "
+                           f"string, got {id2label!r}")
+    return names
+
+
 def _layout(model):
     """(architecture, name prefix, keep the pooler, config.json extras) of a bert_tf model."""
     encoder = weights.encoder_of(model)

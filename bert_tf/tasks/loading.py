@@ -35,7 +35,8 @@ def load_task(path, batch_size=32):
         sentence pairs, regression), bert-tf-squad (QuestionAnswerer), bert-tf-tag
         (TokenTagger), bert-tf-embed (TextEmbedder) or bert-tf-pretrain (FillMask: the
         masked-LM head); a directory a task's `save` wrote; a sentence-transformers directory
-        (TextEmbedder); or a .keras file with its tokenizer file beside it.
+        (TextEmbedder); a Hugging Face directory of a transformers task model (its head, its
+        id2label as the labels); or a .keras file with its tokenizer file beside it.
       batch_size: texts per forward pass in `predict`.
 
     Returns:

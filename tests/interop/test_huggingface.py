@@ -281,3 +281,86 @@ def test_missing_shape_fields_are_named_not_filled_in(tmp_path):
     assert str(error.value) == (
         f"{path}: required field(s) hidden_size, num_hidden_layers missing (a Hugging Face "
         "config.json saved by transformers gives every field; bert_tf fills in no model shape)")
+
+
+def test_a_transformers_task_model_loads_as_a_task_and_exports_with_its_head(tmp_path):
+    """A fine-tuned transformers directory (ForSequenceClassification single-label,
+    multi-label and regression, ForTokenClassification, ForQuestionAnswering) reads with its
+    head and id2label (interop.load_huggingface_task: the original model's logits), answers
+    texts through bert_tf.load_task with its tokenizer_config.json's casing and
+    model_max_length, and exports to a SavedModel with its label names; a model that names no
+    labels gets transformers' LABEL_i, and a malformed id2label is refused naming config.json."""
+    import keras
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops of serve_text)
+
+    import bert_tf
+    import serving_cases as cases
+    from bert_tf.interop import load_huggingface_task
+    from bert_tf.jobs.export import ExportConfig, export
+    from bert_tf.modeling import BertClassifier, BertSpanLabeler, BertTokenClassifier
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"{token}\n" for token in cases.VOCAB))
+    tok = cases.python_tokenizer()
+    texts = ["the cat sat .", "Paris is big", ""]
+    features = cases.pack_batch(tok, [tok.encode(t) for t in texts])
+    keras.utils.set_random_seed(4)
+    encoder = BertEncoder(cases.tiny_config())
+    models = {
+        "sentiment": (BertClassifier(encoder, 2), ["bad", "good"], "classification"),
+        "topics": (BertClassifier(encoder, 3, multi_label=True), cases.CLASS_LABELS,
+                   "multi_label"),
+        "score": (BertClassifier(encoder, 1), None, "regression"),
+        "ner": (BertTokenClassifier(encoder, len(cases.TAGS)), cases.TAGS, "tagging"),
+        "qa": (BertSpanLabeler(encoder), None, "squad")}
+    for name, (model, labels, task) in models.items():
+        directory = tmp_path / name
+        save_huggingface(model, str(directory), vocab_file=str(vocab), do_lower_case=True,
+                         labels=labels)
+        loaded, loaded_labels, vocab_file = load_huggingface_task(str(directory))
+        assert type(loaded) is type(model) and vocab_file == str(directory / "vocab.txt")
+        assert loaded_labels == labels, name
+        assert getattr(loaded, "multi_label", False) == (task == "multi_label")
+        expected, got = model(features), loaded(features)
+        for key in (expected if isinstance(expected, dict) else [None]):
+            np.testing.assert_allclose(got[key] if key else got, expected[key] if key
+                                       else expected, atol=1e-5, err_msg=f"{name} {key}")
+        assert bert_tf.load_task(str(directory)).task_name == (
+            "squad" if task == "squad" else "tagging" if task == "tagging" else task), name
+
+    # The length transformers truncates at, and the casing, from tokenizer_config.json.
+    sentiment = tmp_path / "sentiment"
+    config = json.loads((sentiment / "tokenizer_config.json").read_text())
+    (sentiment / "tokenizer_config.json").write_text(json.dumps(dict(config,
+                                                                     model_max_length=16)))
+    classifier = bert_tf.load_task(str(sentiment))
+    assert (classifier.labels, classifier.max_seq_length, classifier.do_lower_case) == (
+        ("bad", "good"), 16, True)
+    answers = classifier.predict(texts)
+    logits = models["sentiment"][0](cases.pack_batch(tok, [tok.encode(t) for t in texts],
+                                                     seq_length=16)).numpy()
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    np.testing.assert_allclose([[a["scores"][n] for n in ("bad", "good")] for a in answers],
+                               probabilities, atol=1e-5)
+    exported = export(ExportConfig(model_dir=str(sentiment),
+                                   export_dir=str(tmp_path / "export" / "1"),
+                                   signatures=["text"], text_pair=False))
+    served = tf.saved_model.load(exported).signatures["serve_text"](text=tf.constant(texts))
+    np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-5)
+    assert [n.decode() for n in served["label_names"].numpy()[0]] == ["bad", "good"]
+    info = json.loads((tmp_path / "export" / "1" / "assets.extra" /
+                       "bert_tf_export.json").read_text())
+    assert (info["task"], info["max_seq_length"]) == ("classification", 16)
+
+    # Without id2label: transformers' names; a malformed one is refused.
+    values = json.loads((sentiment / "config.json").read_text())
+    del values["id2label"], values["label2id"]
+    (sentiment / "config.json").write_text(json.dumps(values))
+    assert load_huggingface_task(str(sentiment))[1] == ["LABEL_0", "LABEL_1"]
+    (sentiment / "config.json").write_text(json.dumps(dict(values, id2label={"0": "a",
+                                                                             "2": "b"})))
+    with pytest.raises(InteropError) as error:
+        load_huggingface_task(str(sentiment))
+    assert str(error.value) == (f"{sentiment / 'config.json'}: id2label must map the ids "
+                                "0..C-1 to label names, got {'0': 'a', '2': 'b'}")

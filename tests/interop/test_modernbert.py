@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from bert_tf.interop import huggingface, load_huggingface, save_huggingface, warm_start, weights
+from bert_tf.interop import huggingface, load_huggingface, save_huggingface, warm_start
 from bert_tf.interop.weights import InteropError
 from bert_tf.modeling import BertClassifier, BertPretrainer, ModernBertEncoder
 from bert_tf.text import load_tokenizer
@@ -35,10 +35,12 @@ def masked_lm():
 
 @pytest.fixture(scope="module")
 def classifier():
-    source = huggingface.read_huggingface(CLS_DIR)
-    model = BertClassifier(ModernBertEncoder(source.config), num_classes=3)
-    report = weights.transfer(source, model, strict=True)
-    assert not report.newly_initialized
+    """ModernBertForSequenceClassification as interop.load_huggingface_task reads it (what
+    bert_tf.load_task and bert-tf-export serve), checked against transformers' logits below."""
+    model, labels, vocab_file = huggingface.load_huggingface_task(CLS_DIR)
+    assert isinstance(model, BertClassifier) and isinstance(model.encoder, ModernBertEncoder)
+    assert (model.num_classes, model.multi_label) == (3, False)
+    assert (labels, vocab_file) == (["LABEL_0", "LABEL_1", "LABEL_2"], None)
     return model
 
 
