@@ -147,12 +147,13 @@ def test_resume_problems_name_every_difference_and_skip_what_a_record_lacks(tmp_
         RunRecord(job="pretraining", settings={"time_budget": "none"}),
         RunRecord(job="pretraining", settings={"time_budget": 60.0})) == [
         "--time_budget=none then, 1m now"]
-    # A decision rule may change on resume: it means nothing to the checkpoints.
+    # The best checkpoint of a multi-label run is chosen by scores at one threshold.
     assert run_directory.resume_problems(
         RunRecord(job="finetuning", settings={"multi_label": True,
                                               "multi_label_threshold": 0.5}),
         RunRecord(job="finetuning", settings={"multi_label": True,
-                                              "multi_label_threshold": 0.3})) == []
+                                              "multi_label_threshold": 0.3})) == [
+        "--multi_label_threshold=0.5 then, 0.3 now"]
     # What one side does not know is not compared (a record of bert_tf 0.1 lacks fields).
     assert run_directory.resume_problems(
         RunRecord(job="pretraining", settings={"max_seq_length": 16}),

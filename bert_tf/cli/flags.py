@@ -536,10 +536,10 @@ _flag(_define_separator, "label_separator", None,
       "predictions.tsv); \\t is a tab, \\s a space. Unset: the one recorded by the run "
       "evaluated, predicted with or resumed, else ','.")
 _flag(flags.DEFINE_float, "multi_label_threshold", None,
-      "--multi_label: a label applies where its probability is above this, in (0, 1), in "
-      "evaluation, predictions and exports (the dev evaluation reports the threshold that "
-      "scores best). Unset: that of the run evaluated, predicted with, resumed or exported, "
-      "else 0.5.")
+      "A multi-label model (bert-tf-classify --multi_label) applies a label where its "
+      "probability is above this, in (0, 1), in evaluation, predictions and exports (each "
+      "evaluation reports the dev set's best). Unset: that of the run evaluated, predicted "
+      "with, resumed or exported (its task_info.json), else 0.5.")
 
 # Tagging (bert-tf-tag).
 _flag(flags.DEFINE_integer, "token_column", 0, "Column of the token in the CoNLL files.")

@@ -242,8 +242,8 @@ class ClassificationRunner(finetuning.TaskRunner):
     def resume_settings(self):
         # A softmax head's checkpoints must not go on training as sigmoids (same shapes). The
         # separator and threshold are recorded when training starts, so a resumed run reads
-        # its files and decides alike (the threshold may change: run_directory's
-        # _DECISION_SETTINGS).
+        # its files and decides alike (its best checkpoint is chosen by scores at one
+        # threshold).
         if not self.data.multi_label:
             return {"multi_label": False}
         task = self.job.task
@@ -298,7 +298,8 @@ class ClassificationRunner(finetuning.TaskRunner):
                 predictions = outputs[:, 0] if self.labels is None else outputs.argmax(-1)
             metrics = self.data.metrics(self.dev_labels, predictions)
             if self.data.multi_label:
-                # What the dev set says the threshold should be: a user's --multi_label_threshold.
+                # The threshold these scores are at, and what the dev set says it should be.
+                metrics["threshold"] = float(self.job.task.multi_label_threshold)
                 metrics["best_threshold"], metrics["best_threshold_micro_f1"] = (
                     best_multi_label_threshold(self.dev_labels, finetuning.sigmoid(outputs)))
             metrics["eval_loss"] = _eval_loss(outputs, self.dev_labels, self.labels is None,

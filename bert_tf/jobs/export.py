@@ -138,7 +138,13 @@ def export(config):
     # What the final move compares --export_dir with: another writer's export that appears
     # there meanwhile is never replaced.
     expected = fileio.state(config.export_dir)
-    source = serving.load_model_dir(config.model_dir)
+    try:
+        source = serving.load_model_dir(config.model_dir)
+    except (ValueError, TypeError) as e:
+        # A malformed task_info.json or run record (naming the file), a model that cannot be
+        # served: one line, as every refusal.
+        raise FlagValueError(f"--model_dir={config.model_dir}: {e}" if config.model_dir not in
+                             str(e) else str(e)) from None
     info = source.task_info
     task = serving.task_name_of(source.model)
     signatures = _signatures(config)

@@ -182,7 +182,7 @@ def check_settings(job):
     elif isinstance(job, ClassificationConfig) and task.multi_label_threshold is not None:
         raise FlagValueError(f"--multi_label_threshold={task.multi_label_threshold} goes with "
                              "--multi_label (a single-label classifier predicts its most "
-                             "probable class)")
+                             "probable class, a regression a number)")
     flag_checks.require_positive(eval_batch_size=trainer.eval_batch_size,
                                  predict_batch_size=trainer.predict_batch_size)
     flag_checks.check_numeric_flags(task, trainer)
@@ -277,6 +277,9 @@ RUN_DEFAULTS = {
     "multi_label_threshold": (DEFAULT_MULTI_LABEL_THRESHOLD, False),
     "train_batch_size": (32, False),
 }
+# Settings of RUN_DEFAULTS that a run's task_info.json records for the exports and
+# bert_tf.load_task too: read from it first (recorded_setting).
+_TASK_INFO_FIRST = ("multi_label_threshold",)
 # The settings of RUN_DEFAULTS that are the trainer section's (the others are the task's).
 _TRAINER_SETTINGS = ("train_batch_size",)
 
@@ -312,7 +315,11 @@ def recorded_setting(job, name, from_init=True):
     starts, so an interrupted run has them), else its task_info.json (written when it ends;
     also what bert_tf.tasks saves). (None, None) when that run does not record it (a run of an
     earlier release: the defaults it ran with) or there is no such run. Files that cannot be
-    read are skipped: a resume's own check reads --output_dir's and names what is wrong."""
+    read are skipped: a resume's own check reads --output_dir's and names what is wrong.
+
+    A setting the exports and bert_tf.load_task also decide with (_TASK_INFO_FIRST) is read
+    from task_info.json first, the file they read, so every reader of a run agrees; a
+    task_info.json that cannot be read is then refused (FlagValueError naming it)."""
     command = job.COMMAND
     init = job.task.init_checkpoint if from_init else None
     for directory in run_directory.model_runs(job.output_dir, init):
@@ -321,17 +328,26 @@ def recorded_setting(job, name, from_init=True):
         except run_directory.RunDirectoryError:
             record = None
         ours = record is not None and record.job == "finetuning" and record.command == command
+        from_record = None
         if ours and _recorded_value_ok(name, record.settings.get(name)):
-            return record.settings[name], record.source
+            from_record = record.settings[name], record.source
+            if name not in _TASK_INFO_FIRST:
+                return from_record
         try:
             info = read_task_info(directory)
-        except (OSError, ValueError):
+        except FileNotFoundError:
+            info = None
+        except (OSError, ValueError) as e:
+            if name in _TASK_INFO_FIRST:
+                raise FlagValueError(str(e)) from None
             info = None
         if info is not None and info.task in _RUN_TASKS.get(command, ()):
             value = getattr(info, name, None)
             if _recorded_value_ok(name, value):
                 return value, run_directory.path(directory, run_directory.TASK_INFO_FILE)
             ours = True
+        if from_record is not None:
+            return from_record
         if ours:
             return None, None
     return None, None

@@ -38,17 +38,11 @@ def _show_setting(name, value):
     return _show(value)
 
 
-# Recorded settings that only decide from the model's outputs (a resume keeps them unless the
-# flag is given again, and may change them): no checkpoint means anything else by them.
-_DECISION_SETTINGS = frozenset({"multi_label_threshold"})
-
-
 def resume_problems(recorded, wanted, tokenizer_path=None):
     """What differs between the record of the run that wrote the checkpoints and this run's.
 
     Compared: the command, task and labels, the model config, the tokenizer digest, the casing
-    and every setting both records hold but a decision rule's (--multi_label_threshold); a
-    field either side does not know is not compared.
+    and every setting both records hold; a field either side does not know is not compared.
 
     Args:
       recorded, wanted: RunRecords.
@@ -81,7 +75,7 @@ def resume_problems(recorded, wanted, tokenizer_path=None):
             and recorded.do_lower_case != wanted.do_lower_case):
         problems.append(f"--do_lower_case={_show(recorded.do_lower_case)} then, "
                         f"{_show(wanted.do_lower_case)} now")
-    for name in sorted(set(recorded.settings) & set(wanted.settings) - _DECISION_SETTINGS):
+    for name in sorted(set(recorded.settings) & set(wanted.settings)):
         before, now = recorded.settings[name], wanted.settings[name]
         if before is not None and now is not None and _as_list(before) != _as_list(now):
             problems.append(f"--{name}={_show_setting(name, before)} then, "

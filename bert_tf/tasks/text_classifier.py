@@ -61,9 +61,6 @@ class TextClassifier(TextTask):
             self.labels = check_labels([str(i) for i in range(num_classes)] if labels is None
                                        else labels, num_classes, "TextClassifier")
         self.text_pair = bool(text_pair)
-        if multi_label_threshold is not None and not self.multi_label:
-            raise TaskError(f"TextClassifier: multi_label_threshold={multi_label_threshold} "
-                            f"applies to a multi-label head; this one is {self.task_name}")
         self._threshold = DEFAULT_MULTI_LABEL_THRESHOLD
         if multi_label_threshold is not None:
             self.multi_label_threshold = multi_label_threshold
@@ -76,6 +73,9 @@ class TextClassifier(TextTask):
 
     @multi_label_threshold.setter
     def multi_label_threshold(self, value):
+        if not self.multi_label:
+            raise TaskError(f"TextClassifier: multi_label_threshold={value} applies to a "
+                            f"multi-label head; this one is {self.task_name}")
         problem = multi_label_threshold_problem(value)
         if problem:
             raise TaskError(f"TextClassifier: multi_label_threshold={problem}")

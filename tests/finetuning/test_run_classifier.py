@@ -387,7 +387,8 @@ def test_multi_label_trains_predicts_and_serves_label_sets(pretrained_runs):
     assert evaluation["micro_f1"] > 0.9 and evaluation["exact_match"] > 0.8, evaluation
     assert evaluation["score"] == evaluation["micro_f1"]
     assert evaluation["label_accuracy"] > 0.9 and evaluation["macro_f1"] > 0.9, evaluation
-    # The best of 0.01 ... 0.99 scores at least what the run's threshold scores.
+    # Scored at the run's threshold; the best of 0.01 ... 0.99 scores at least as well.
+    assert evaluation["threshold"] == THRESHOLD
     assert evaluation["best_threshold"] in THRESHOLD_GRID
     assert evaluation["best_threshold_micro_f1"] >= evaluation["micro_f1"]
     info = json.loads((out / "task_info.json").read_text())

@@ -202,9 +202,9 @@ def test_a_separator_without_multi_label_is_refused_but_the_old_default_reads(tm
 
 
 def test_a_multi_label_runs_threshold_is_its_evaluations_predictions_and_resumes(tmp_path):
-    """--multi_label_threshold unset: the run's (task_info.json, or its record, which a run
-    writes when training starts), else 0.5; a new run that trains from it starts at 0.5; the
-    flag wins; outside (0, 1), or without --multi_label, refused naming the flag."""
+    """--multi_label_threshold unset: the run's (task_info.json, else the record a run writes
+    when training starts), else 0.5; a new run that trains from it starts at 0.5; the flag
+    wins; outside (0, 1), or without --multi_label, refused naming the flag or the file."""
     run = tmp_path / "run"
     run.mkdir()
     write_task_info(str(run), "multi_label", do_lower_case=True, max_seq_length=32,
@@ -226,10 +226,21 @@ def test_a_multi_label_runs_threshold_is_its_evaluations_predictions_and_resumes
     assert threshold(output_dir=str(run), do_train=True) == 0.35
     assert threshold(output_dir=other, init_checkpoint=str(run), do_train=True) == 0.5
     assert threshold(output_dir=str(run), do_eval=True, multi_label_threshold=0.7) == 0.7
-    # The record a run writes when training starts wins over task_info.json.
+    # task_info.json, which the exports and load_task read too, wins over the record a run
+    # writes when training starts; an interrupted run has the record alone.
     _write_run(run, max_seq_length=32, multi_label=True, label_separator=",",
                multi_label_threshold=0.25)
-    assert threshold(output_dir=str(run), do_eval=True) == 0.25
+    assert threshold(output_dir=str(run), do_eval=True) == 0.35
+    interrupted = _write_run(tmp_path / "interrupted", max_seq_length=32, multi_label=True,
+                             label_separator=",", multi_label_threshold=0.25)
+    assert threshold(output_dir=str(interrupted), do_train=True) == 0.25
+    # A task_info.json that cannot be read is refused, naming it (not decided around).
+    info = run / "task_info.json"
+    info.write_text(info.read_text().replace("0.35", "1.5"))
+    with pytest.raises(FlagValueError) as error:
+        threshold(output_dir=str(run), do_eval=True)
+    assert str(error.value) == (f"{info}: multi_label_threshold=1.5 must be a number in (0, 1) "
+                                "(a probability a label must exceed)")
     for bad in (0.0, 1.0, 1.5, float("nan")):
         with pytest.raises(FlagValueError) as error:
             threshold(output_dir=other, do_predict=True, multi_label_threshold=bad)
@@ -240,7 +251,8 @@ def test_a_multi_label_runs_threshold_is_its_evaluations_predictions_and_resumes
                                           data_dir=str(tmp_path), do_eval=True,
                                           output_dir=other, multi_label_threshold=0.3))
     assert str(error.value) == ("--multi_label_threshold=0.3 goes with --multi_label (a "
-                                "single-label classifier predicts its most probable class)")
+                                "single-label classifier predicts its most probable class, a "
+                                "regression a number)")
 
 
 def test_a_squad_runs_windows_and_version_are_its_predictions(tmp_path):

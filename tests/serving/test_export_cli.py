@@ -110,6 +110,14 @@ def test_fine_tuning_run_directory(tagging_run, serving_run):
         f"{os.path.join(tagging_run, 'task_info.json')}: task='tagging', but "
         f"{os.path.join(tagging_run, 'model.keras')} holds a BertClassifier (a classification "
         "model)")
+    # bert-tf-export says so in one line (FlagValueError), not a traceback.
+    from bert_tf.jobs.export import ExportConfig, export
+    from bert_tf.jobs.flag_checks import FlagValueError
+
+    with pytest.raises(FlagValueError) as error:
+        export(ExportConfig(model_dir=tagging_run, export_dir=tagging_run + "_export"))
+    assert str(error.value).startswith(f"{os.path.join(tagging_run, 'task_info.json')}: "
+                                       "task='tagging', but")
 
 
 def test_run_directory_errors(tmp_path):

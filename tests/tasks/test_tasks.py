@@ -239,11 +239,16 @@ def test_a_multi_label_classifier_fits_label_lists_and_loads_back(pretrained_dir
             loaded.multi_label_threshold = bad
         assert str(error.value) == (f"TextClassifier: multi_label_threshold={bad!r} must be a "
                                     "number in (0, 1) (a probability a label must exceed)")
-    with pytest.raises(tasks.TaskError, match=r"^TextClassifier: multi_label_threshold=0.3 "
-                                              "applies to a multi-label head; this one is "
-                                              "classification$"):
-        tasks.TextClassifier(BertClassifier(classifier.encoder, 2), classifier.tokenizer,
-                             labels, max_seq_length=16, multi_label_threshold=0.3)
+    single = tasks.TextClassifier(BertClassifier(classifier.encoder, 2), classifier.tokenizer,
+                                  labels, max_seq_length=16)
+    assert single.multi_label_threshold is None
+    refused = (r"^TextClassifier: multi_label_threshold=0.3 applies to a multi-label head; this "
+               "one is classification$")
+    with pytest.raises(tasks.TaskError, match=refused):
+        single.multi_label_threshold = 0.3
+    with pytest.raises(tasks.TaskError, match=refused):
+        tasks.TextClassifier(single.model, classifier.tokenizer, labels, max_seq_length=16,
+                             multi_label_threshold=0.3)
     with pytest.raises(tasks.TaskError, match=r"labels\[0\]='positive': a multi-label "
                                               "classifier takes a list of label names"):
         classifier.fit(texts, ["positive", [], [], []], epochs=1)
