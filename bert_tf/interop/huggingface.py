@@ -567,9 +567,9 @@ def load_huggingface_task(model_dir, allow_pickle=False):
     Args:
       model_dir: a Hugging Face directory (config.json, model.safetensors) of a
         BertForSequenceClassification (problem_type regression: one output; multi-label:
-        a sigmoid per label), BertForTokenClassification, BertForQuestionAnswering,
-        ModernBertForSequenceClassification / ForTokenClassification / ForQuestionAnswering;
-        any other architecture reads as load_huggingface reads it.
+        a sigmoid per label), BertForTokenClassification, BertForQuestionAnswering or
+        ModernBertForSequenceClassification; any other architecture reads as
+        load_huggingface reads it.
       allow_pickle: as load_huggingface.
 
     Returns:
@@ -582,27 +582,50 @@ def load_huggingface_task(model_dir, allow_pickle=False):
       InteropError: as load_huggingface; also an id2label that does not name ids 0..C-1.
     """
     source = read_huggingface(model_dir, allow_pickle=allow_pickle)
-    kind = source.head_kind
-    if kind not in (weights.CLASSIFICATION, weights.TOKEN_CLASSIFICATION, weights.SPAN):
+    _, values = read_config(model_dir)
+    task, labels = _task(values, source.head_kind, os.path.join(model_dir, CONFIG_FILE))
+    if task is None:
         model, _, _ = load_huggingface(model_dir, allow_pickle=allow_pickle)
         return model, None, tokenizer_files.model_tokenizer_file(model_dir)
-    _, values = read_config(model_dir)
     encoder = build_encoder(source.config)
-    labels = None
-    if kind == weights.SPAN:
+    if task == "squad":
         model = BertSpanLabeler(encoder)
+    elif task == "tagging":
+        model = BertTokenClassifier(encoder, len(labels))
     else:
-        labels = _id2label(values, os.path.join(model_dir, CONFIG_FILE))
-        if kind == weights.TOKEN_CLASSIFICATION:
-            model = BertTokenClassifier(encoder, len(labels))
-        elif values.get("problem_type") == "regression" or len(labels) == 1:
-            model, labels = BertClassifier(encoder, 1), None
-        else:
-            model = BertClassifier(encoder, len(labels),
-                                   multi_label=values.get("problem_type") == MULTI_LABEL_PROBLEM)
+        model = BertClassifier(encoder, 1 if labels is None else len(labels),
+                               multi_label=task == "multi_label")
     # transformers' token and span heads have no pooler (they do not use one).
     weights.transfer(source, model, strict=True, optional_scopes=(weights.POOLER_SCOPE,))
     return model, labels, tokenizer_files.model_tokenizer_file(model_dir)
+
+
+def task_labels(model_dir):
+    """(task, labels) of the head a Hugging Face directory's config.json names, from the file
+    alone (no weights read): as load_huggingface_task builds it ("classification",
+    "multi_label", "regression", "tagging" or "squad"; labels as it gives them), else (None,
+    None)."""
+    _, values = read_config(model_dir)
+    architectures = values.get("architectures") or []
+    kinds = {_HEAD_KINDS[a] for a in architectures if a in _HEAD_KINDS}
+    kind = (modernbert.head_kind_of(values) if modernbert.is_modernbert(values)
+            else kinds.pop() if len(kinds) == 1 else None)
+    return _task(values, kind, os.path.join(model_dir, CONFIG_FILE))
+
+
+def _task(values, kind, path):
+    """(task, labels) of a head of `kind` (weights.*) described by config.json's `values`."""
+    if kind == weights.SPAN:
+        return "squad", None
+    if kind not in (weights.CLASSIFICATION, weights.TOKEN_CLASSIFICATION):
+        return None, None
+    labels = _id2label(values, path)
+    if kind == weights.TOKEN_CLASSIFICATION:
+        return "tagging", labels
+    if values.get("problem_type") == "regression" or len(labels) == 1:
+        return "regression", None
+    return ("multi_label" if values.get("problem_type") == MULTI_LABEL_PROBLEM
+            else "classification"), labels
 
 
 def _id2label(values, path):

@@ -167,7 +167,8 @@ def _labels(task, output_dir, data, train_examples):
         if not info or not info.get("labels"):
             raise FlagValueError("without --do_train the labels come from --labels or a "
                                  "task_info.json in --output_dir or beside --init_checkpoint; "
-                                 "found neither")
+                                 "found neither (nor a Hugging Face "
+                                 "model's id2label)")
         labels = list(info["labels"])
     if len(labels) < 2 and data.multi_label:
         raise FlagValueError(f"--multi_label needs at least 2 labels, got "
@@ -181,13 +182,17 @@ def _labels(task, output_dir, data, train_examples):
 
 
 def _check_multi_label_matches(task, output_dir, data):
-    """A run that does not train evaluates or predicts with the head its run trained: refuses
-    --multi_label where that run's was single-label, and its absence where it was multi-label.
+    """A run that does not train evaluates or predicts with the head its run trained (or a
+    Hugging Face model's): refuses --multi_label where that head is single-label, and its
+    absence where it is multi-label.
     (A run that trains is held to its checkpoints' record: finetuning.check_resume.)"""
-    path = finetuning.task_info_path(output_dir, task.init_checkpoint)
-    recorded = finetuning.task_info_at(path).get("task") if path else None
+    info = finetuning.read_task_info(output_dir, task.init_checkpoint)
+    recorded = info.get("task") if info else None
     if recorded not in ("classification", "multi_label"):
         return
+    # The run's task_info.json, else a Hugging Face model's config.json (its problem_type).
+    path = (finetuning.task_info_path(output_dir, task.init_checkpoint)
+            or os.path.join(task.init_checkpoint, "config.json"))
     if (recorded == "multi_label") != data.multi_label:
         raise FlagValueError(
             f"--multi_label={'true' if data.multi_label else 'false'}, but {path} says task "

@@ -44,7 +44,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio, run_directory, serving
+from bert_tf import fileio, model_directory, run_directory, serving
 from bert_tf.jobs import model_files, runtime_setup, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
 from bert_tf.jobs.finetuning_config import check_settings
@@ -296,9 +296,24 @@ def restore_trained(job, model, best_metric, job_runtime):
 
 def read_task_info(output_dir, init_checkpoint=None):
     """The task_info.json of --output_dir or, failing that, of the --init_checkpoint directory
-    (for prediction runs that need the label list of an earlier training run); None if none."""
+    (for prediction runs that need the label list of an earlier training run); for an
+    --init_checkpoint that is a Hugging Face task model, the task and labels its config.json
+    names (its id2label, logged); None if none."""
     path = task_info_path(output_dir, init_checkpoint)
-    return None if path is None else task_info_at(path)
+    if path is not None:
+        return task_info_at(path)
+    found = model_directory.recognise(init_checkpoint) if init_checkpoint else None
+    if found is None or found.kind != model_directory.HUGGINGFACE:
+        return None
+    from bert_tf.interop import huggingface
+
+    task, labels = huggingface.task_labels(init_checkpoint)
+    if task is None:
+        return None
+    if labels:
+        logging.info("Labels %s: the id2label of %s", ",".join(labels),
+                     os.path.join(init_checkpoint, huggingface.CONFIG_FILE))
+    return {"task": task, "labels": labels}
 
 
 def task_info_at(path):

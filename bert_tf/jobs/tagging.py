@@ -74,7 +74,8 @@ def _labels(task, output_dir, train_sentences):
         if not info or not info.get("labels"):
             raise FlagValueError("without --do_train the tags come from --labels or a "
                                  "task_info.json in --output_dir or beside --init_checkpoint; "
-                                 "found neither")
+                                 "found neither (nor a Hugging Face "
+                                 "model's id2label)")
         labels = list(info["labels"])
     if len(labels) < 2:
         raise FlagValueError(f"tagging needs at least 2 tags, got {', '.join(labels) or 'none'}")

@@ -288,8 +288,10 @@ def test_a_transformers_task_model_loads_as_a_task_and_exports_with_its_head(tmp
     multi-label and regression, ForTokenClassification, ForQuestionAnswering) reads with its
     head and id2label (interop.load_huggingface_task: the original model's logits), answers
     texts through bert_tf.load_task with its tokenizer_config.json's casing and
-    model_max_length, and exports to a SavedModel with its label names; a model that names no
-    labels gets transformers' LABEL_i, and a malformed id2label is refused naming config.json."""
+    model_max_length, exports to a SavedModel with its label names, and predicts in
+    bert-tf-classify without --labels (a multi-label one refused without --multi_label); a
+    model that names no labels gets transformers' LABEL_i, and a malformed id2label is refused
+    naming config.json."""
     import keras
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops of serve_text)
@@ -352,6 +354,40 @@ def test_a_transformers_task_model_loads_as_a_task_and_exports_with_its_head(tmp
     info = json.loads((tmp_path / "export" / "1" / "assets.extra" /
                        "bert_tf_export.json").read_text())
     assert (info["task"], info["max_seq_length"]) == ("classification", 16)
+
+    # bert-tf-classify predicts with it: the head and the id2label labels, no --labels.
+    from absl import flags
+
+    from bert_tf.cli import classify as classify_cli
+    from bert_tf.cli import flags as cli_flags
+    from bert_tf.jobs.classification import run_classifier
+    from bert_tf.jobs.finetuning_config import ClassificationConfig
+
+    (tmp_path / "texts.txt").write_text("".join(f"{t}\n" for t in texts[:2]))
+    flag_values = classify_cli.define_flags(flags.FlagValues())
+    flag_values(["prog", f"--init_checkpoint={sentiment}", "--do_predict",
+                 f"--test_file={tmp_path / 'texts.txt'}", f"--output_dir={tmp_path / 'pred'}",
+                 "--max_seq_length=16"])
+    run_classifier(cli_flags.to_config(ClassificationConfig, flag_values))
+    predicted = np.loadtxt(tmp_path / "pred" / "test_results.tsv", delimiter="\t")
+    np.testing.assert_allclose(predicted, probabilities[:2], atol=1e-5)
+    rows = (tmp_path / "pred" / "predictions.tsv").read_text().splitlines()[1:]
+    assert [r.split("\t")[2] for r in rows] == [
+        ["bad", "good"][i] for i in probabilities[:2].argmax(-1)]
+
+    # A multi-label model (problem_type) predicted without --multi_label: refused.
+    from bert_tf.jobs.flag_checks import FlagValueError
+
+    topics = tmp_path / "topics"
+    flag_values = classify_cli.define_flags(flags.FlagValues())
+    flag_values(["prog", f"--init_checkpoint={topics}", "--do_predict",
+                 f"--test_file={tmp_path / 'texts.txt'}", f"--output_dir={tmp_path / 'pred2'}",
+                 "--max_seq_length=16"])
+    with pytest.raises(FlagValueError) as error:
+        run_classifier(cli_flags.to_config(ClassificationConfig, flag_values))
+    assert str(error.value) == (f"--multi_label=false, but {topics / 'config.json'} says task "
+                                "multi_label: give --multi_label to evaluate or predict with "
+                                "the model it trained")
 
     # Without id2label: transformers' names; a malformed one is refused.
     values = json.loads((sentiment / "config.json").read_text())
