@@ -176,6 +176,31 @@ def _entry_file(model):
     return None
 
 
+def _json_int(path, key):
+    """config[key] of the JSON object at `path` when an int (not a bool), else None."""
+    import json
+
+    if not fileio.exists(path):
+        return None
+    try:
+        with fileio.open_file(path, encoding="utf-8") as f:
+            value = json.load(f).get(key)
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def huggingface_max_length(directory):
+    """The model_max_length (an int) a Hugging Face directory's tokenizer_config.json records:
+    the length transformers truncates its texts at; None when it records none."""
+    return _json_int(os.path.join(str(directory), "tokenizer_config.json"), "model_max_length")
+
+
+def huggingface_positions(directory):
+    """The max_position_embeddings of a Hugging Face directory's config.json, or None."""
+    return _json_int(os.path.join(str(directory), HF_CONFIG_FILE), "max_position_embeddings")
+
+
 def recognise(directory):
     """The ModelDirectory `directory` is, or None (not a directory, or no model in it)."""
     found = models_in(directory)

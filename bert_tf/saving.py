@@ -225,16 +225,25 @@ def _huggingface_model_dir(path, found):
     interop = _interop()
     model, labels, vocab_file = interop.load_huggingface_task(path)
     model._bert_tf_source = path
+    # transformers tokenizes with a tokenizer.json's own normalizer (what transformers 5 saves),
+    # a vocab.txt as tokenizer_config.json says.
+    if vocab_file and tokenizer_files.records_casing(vocab_file):
+        casing = tokenizer_files.file_casing(vocab_file)
+    else:
+        casing, _ = interop.checkpoint_casing(path)
     source = SavedModelDir(model=model, model_file=os.path.join(path, found.names[-1]),
-                           vocab_file=vocab_file,
-                           do_lower_case=interop.checkpoint_casing(path))
-    length = _model_max_length(path)
+                           vocab_file=vocab_file, do_lower_case=casing)
     from bert_tf.modeling.token_ids import encoder_config
 
     positions = encoder_config(model).max_position_embeddings
+    length = model_directory.huggingface_max_length(path)
     if length is not None and 3 <= length <= positions:
         logging.info("%s: max_seq_length=%d, as its tokenizer_config.json's model_max_length "
                      "records", path, length)
+    elif length is not None and length > positions:
+        logging.info("%s: max_seq_length=%d, the model's positions (its tokenizer_config.json's "
+                     "model_max_length is %d)", path, positions, length)
+        length = positions
     else:
         length = min(_DEFAULT_MAX_SEQ_LENGTH, positions)
     source.max_seq_length = length
@@ -250,18 +259,3 @@ def _huggingface_model_dir(path, found):
             do_lower_case=True if source.do_lower_case is None else source.do_lower_case,
             max_seq_length=length, **windows)
     return source
-
-
-def _model_max_length(path):
-    """tokenizer_config.json's model_max_length (an int), or None."""
-    import json
-
-    config = os.path.join(path, "tokenizer_config.json")
-    if not fileio.exists(config):
-        return None
-    try:
-        with fileio.open_file(config, encoding="utf-8") as f:
-            value = json.load(f).get("model_max_length")
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

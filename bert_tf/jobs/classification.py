@@ -186,7 +186,7 @@ def _check_multi_label_matches(task, output_dir, data):
     Hugging Face model's): refuses --multi_label where that head is single-label, and its
     absence where it is multi-label.
     (A run that trains is held to its checkpoints' record: finetuning.check_resume.)"""
-    info = finetuning.read_task_info(output_dir, task.init_checkpoint)
+    info = finetuning.read_task_info(output_dir, task.init_checkpoint, quiet=True)
     recorded = info.get("task") if info else None
     if recorded not in ("classification", "multi_label"):
         return

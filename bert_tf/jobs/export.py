@@ -147,7 +147,7 @@ def export(config):
                              str(e) else str(e)) from None
     info = source.task_info
     task = serving.task_name_of(source.model)
-    signatures = _signatures(config)
+    signatures = _signatures(config, task)
     vocab_file = config.vocab_file or source.vocab_file
     if config.vocab_file and source.vocab_file:
         check_tokenizer_matches(config.vocab_file, config.vocab_file, source.vocab_file,
@@ -245,12 +245,21 @@ def _sentence_bert_length(source):
     return length
 
 
-def _signatures(config):
+def _signatures(config, task):
     """The signatures to write: --signatures, else the format's defaults. A LiteRT model has no
-    tf.Example signature: named explicitly, the LiteRT export refuses it."""
+    tf.Example signature (named explicitly, the LiteRT export refuses it), and a task whose
+    text answers LiteRT cannot express (words, offsets, strings) gets the id signature."""
     if config.signatures is not None:
         return tuple(config.signatures)
-    return _LITERT_DEFAULT_SIGNATURES if config.litert else DEFAULT_SIGNATURES
+    if not config.litert:
+        return DEFAULT_SIGNATURES
+    from bert_tf.serving.litert import TEXT_TASKS
+
+    if task not in TEXT_TASKS:
+        logging.info("--format=litert of a %s model: serving_default only (token ids in, "
+                     "logits out); its text answers need string ops LiteRT lacks", task)
+        return ("ids",)
+    return _LITERT_DEFAULT_SIGNATURES
 
 
 def _tokenizer(vocab_file, do_lower_case):

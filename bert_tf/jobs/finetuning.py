@@ -294,11 +294,11 @@ def restore_trained(job, model, best_metric, job_runtime):
                          f"--output_dir={output_dir} or an --init_checkpoint")
 
 
-def read_task_info(output_dir, init_checkpoint=None):
+def read_task_info(output_dir, init_checkpoint=None, quiet=False):
     """The task_info.json of --output_dir or, failing that, of the --init_checkpoint directory
     (for prediction runs that need the label list of an earlier training run); for an
     --init_checkpoint that is a Hugging Face task model, the task and labels its config.json
-    names (its id2label, logged); None if none."""
+    names (its id2label, logged unless `quiet`); None if none."""
     path = task_info_path(output_dir, init_checkpoint)
     if path is not None:
         return task_info_at(path)
@@ -310,7 +310,7 @@ def read_task_info(output_dir, init_checkpoint=None):
     task, labels = huggingface.task_labels(init_checkpoint)
     if task is None:
         return None
-    if labels:
+    if labels and not quiet:
         logging.info("Labels %s: the id2label of %s", ",".join(labels),
                      os.path.join(init_checkpoint, huggingface.CONFIG_FILE))
     return {"task": task, "labels": labels}

@@ -11,11 +11,12 @@ remote paths (gs://...), which need its file systems.
 """
 
 import dataclasses
+import os
 from typing import ClassVar
 
 from absl import logging
 
-from bert_tf import run_directory
+from bert_tf import model_directory, run_directory
 from bert_tf.data.tasks.squad import check_window_sizes
 from bert_tf.jobs import flag_checks, model_files, tokenizer_setup
 from bert_tf.jobs.flag_checks import FlagValueError
@@ -368,10 +369,28 @@ def resolve_from_run(job, names):
         if where:
             logging.info("--%s unset: %r, as %s records", name, value, where)
         elif name == "max_seq_length":
-            value = task.DEFAULT_MAX_SEQ_LENGTH
+            value = (None if job.do_train else _huggingface_length(task.init_checkpoint)
+                     ) or task.DEFAULT_MAX_SEQ_LENGTH
         else:
             value = default
         setattr(section, name, value)
+
+
+def _huggingface_length(init_checkpoint):
+    """The length a Hugging Face model given as --init_checkpoint is used at (its
+    tokenizer_config.json's model_max_length, at most its positions; logged), for a run that
+    evaluates or predicts with it as bert_tf.load_task and bert-tf-export do; else None."""
+    found = model_directory.recognise(init_checkpoint) if init_checkpoint else None
+    if found is None or found.kind != model_directory.HUGGINGFACE:
+        return None
+    length = model_directory.huggingface_max_length(init_checkpoint)
+    positions = model_directory.huggingface_positions(init_checkpoint)
+    if length is None or length < 3 or positions is None:
+        return None
+    value = min(length, positions)
+    logging.info("--max_seq_length unset: %d, as %s records (model_max_length %d)", value,
+                 os.path.join(init_checkpoint, "tokenizer_config.json"), length)
+    return value
 
 
 def _check_squad(job):

@@ -355,7 +355,19 @@ def test_a_transformers_task_model_loads_as_a_task_and_exports_with_its_head(tmp
                        "bert_tf_export.json").read_text())
     assert (info["task"], info["max_seq_length"]) == ("classification", 16)
 
-    # bert-tf-classify predicts with it: the head and the id2label labels, no --labels.
+    # A cased model stays cased (tokenizer_config.json's do_lower_case false).
+    save_huggingface(models["sentiment"][0], str(tmp_path / "cased"), vocab_file=str(vocab),
+                     do_lower_case=False, labels=["bad", "good"])
+    assert bert_tf.load_task(str(tmp_path / "cased")).do_lower_case is False
+    # A tagger to LiteRT without --signatures: the id signature alone (its text answers,
+    # words with offsets, need string ops LiteRT lacks).
+    export(ExportConfig(model_dir=str(tmp_path / "ner"), export_dir=str(tmp_path / "lite"),
+                        format="litert"))
+    written = json.loads((tmp_path / "lite" / "bert_tf_litert.json").read_text())
+    assert (written["task"], list(written["signatures"])) == ("tagging", ["serving_default"])
+
+    # bert-tf-classify predicts with it: the head, the id2label labels (no --labels) and the
+    # length of its tokenizer_config.json.
     from absl import flags
 
     from bert_tf.cli import classify as classify_cli
@@ -366,9 +378,10 @@ def test_a_transformers_task_model_loads_as_a_task_and_exports_with_its_head(tmp
     (tmp_path / "texts.txt").write_text("".join(f"{t}\n" for t in texts[:2]))
     flag_values = classify_cli.define_flags(flags.FlagValues())
     flag_values(["prog", f"--init_checkpoint={sentiment}", "--do_predict",
-                 f"--test_file={tmp_path / 'texts.txt'}", f"--output_dir={tmp_path / 'pred'}",
-                 "--max_seq_length=16"])
-    run_classifier(cli_flags.to_config(ClassificationConfig, flag_values))
+                 f"--test_file={tmp_path / 'texts.txt'}", f"--output_dir={tmp_path / 'pred'}"])
+    job = cli_flags.to_config(ClassificationConfig, flag_values)
+    run_classifier(job)
+    assert job.task.max_seq_length == 16  # its model_max_length, as load_task's
     predicted = np.loadtxt(tmp_path / "pred" / "test_results.tsv", delimiter="\t")
     np.testing.assert_allclose(predicted, probabilities[:2], atol=1e-5)
     rows = (tmp_path / "pred" / "predictions.tsv").read_text().splitlines()[1:]
