@@ -190,15 +190,19 @@ def _json_int(path, key):
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def huggingface_max_length(directory):
-    """The model_max_length (an int) a Hugging Face directory's tokenizer_config.json records:
-    the length transformers truncates its texts at; None when it records none."""
-    return _json_int(os.path.join(str(directory), "tokenizer_config.json"), "model_max_length")
-
-
-def huggingface_positions(directory):
-    """The max_position_embeddings of a Hugging Face directory's config.json, or None."""
-    return _json_int(os.path.join(str(directory), HF_CONFIG_FILE), "max_position_embeddings")
+def huggingface_max_length(directory, positions=None):
+    """The length a Hugging Face directory's model is used at: its tokenizer_config.json's
+    model_max_length (where transformers truncates texts), at most `positions` (default its
+    config.json's max_position_embeddings, when it says); None when it records none (or
+    fewer than 3, [CLS] a token [SEP])."""
+    directory = str(directory)
+    length = _json_int(os.path.join(directory, "tokenizer_config.json"), "model_max_length")
+    if length is None or length < 3:
+        return None
+    if positions is None:
+        positions = _json_int(os.path.join(directory, HF_CONFIG_FILE),
+                              "max_position_embeddings")
+    return length if positions is None else min(length, positions)
 
 
 def recognise(directory):

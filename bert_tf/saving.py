@@ -202,18 +202,6 @@ def load_model_dir(path, flag=None):
 _DEFAULT_MAX_SEQ_LENGTH = 128
 
 
-def _task_of(model):
-    """The task_info.json task a Hugging Face model's head serves as, or None (no head)."""
-    from bert_tf.modeling import BertClassifier, BertSpanLabeler, BertTokenClassifier
-
-    if isinstance(model, BertClassifier):
-        return ("regression" if model.num_classes == 1 else
-                "multi_label" if model.multi_label else "classification")
-    if isinstance(model, BertTokenClassifier):
-        return "tagging"
-    return "squad" if isinstance(model, BertSpanLabeler) else None
-
-
 def _huggingface_model_dir(path, found):
     """A Hugging Face directory as a SavedModelDir: the model with its head
     (interop.load_huggingface_task), the casing its tokenizer_config.json records (else
@@ -223,7 +211,7 @@ def _huggingface_model_dir(path, found):
     from absl import logging
 
     interop = _interop()
-    model, labels, vocab_file = interop.load_huggingface_task(path)
+    model, task, labels, vocab_file = interop.load_huggingface_task(path)
     model._bert_tf_source = path
     # transformers tokenizes with a tokenizer.json's own normalizer (what transformers 5 saves),
     # a vocab.txt as tokenizer_config.json says.
@@ -236,18 +224,13 @@ def _huggingface_model_dir(path, found):
     from bert_tf.modeling.token_ids import encoder_config
 
     positions = encoder_config(model).max_position_embeddings
-    length = model_directory.huggingface_max_length(path)
-    if length is not None and 3 <= length <= positions:
+    length = model_directory.huggingface_max_length(path, positions)
+    if length is not None:
         logging.info("%s: max_seq_length=%d, as its tokenizer_config.json's model_max_length "
-                     "records", path, length)
-    elif length is not None and length > positions:
-        logging.info("%s: max_seq_length=%d, the model's positions (its tokenizer_config.json's "
-                     "model_max_length is %d)", path, positions, length)
-        length = positions
+                     "records (at most the model's positions)", path, length)
     else:
         length = min(_DEFAULT_MAX_SEQ_LENGTH, positions)
     source.max_seq_length = length
-    task = _task_of(model)
     if task is not None:
         windows = {}
         if task == "squad":

@@ -573,10 +573,12 @@ def load_huggingface_task(model_dir, allow_pickle=False):
       allow_pickle: as load_huggingface.
 
     Returns:
-      (model, labels, vocab_file): a BertClassifier, BertTokenClassifier or BertSpanLabeler
-      with the checkpoint's head (else load_huggingface's model); config.json's id2label in
-      id order for a classifier or tagger (transformers' LABEL_0, ... when it names none),
-      else None; the tokenizer file (vocab.txt, spiece.model or tokenizer.json) or None.
+      (model, task, labels, vocab_file): a BertClassifier, BertTokenClassifier or
+      BertSpanLabeler with the checkpoint's head (else load_huggingface's model); the
+      task_info.json task it serves ("classification", "multi_label", "regression",
+      "tagging", "squad"; else None); config.json's id2label in id order for a classifier or
+      tagger (transformers' LABEL_0, ... when it names none), else None; the tokenizer file
+      (vocab.txt, spiece.model or tokenizer.json) or None.
 
     Raises:
       InteropError: as load_huggingface; also an id2label that does not name ids 0..C-1.
@@ -586,7 +588,7 @@ def load_huggingface_task(model_dir, allow_pickle=False):
     task, labels = _task(values, source.head_kind, os.path.join(model_dir, CONFIG_FILE))
     if task is None:
         model, _, _ = load_huggingface(model_dir, allow_pickle=allow_pickle)
-        return model, None, tokenizer_files.model_tokenizer_file(model_dir)
+        return model, None, None, tokenizer_files.model_tokenizer_file(model_dir)
     encoder = build_encoder(source.config)
     if task == "squad":
         model = BertSpanLabeler(encoder)
@@ -597,7 +599,7 @@ def load_huggingface_task(model_dir, allow_pickle=False):
                                multi_label=task == "multi_label")
     # transformers' token and span heads have no pooler (they do not use one).
     weights.transfer(source, model, strict=True, optional_scopes=(weights.POOLER_SCOPE,))
-    return model, labels, tokenizer_files.model_tokenizer_file(model_dir)
+    return model, task, labels, tokenizer_files.model_tokenizer_file(model_dir)
 
 
 def task_labels(model_dir):

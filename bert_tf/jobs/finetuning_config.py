@@ -384,13 +384,11 @@ def _huggingface_length(init_checkpoint):
     if found is None or found.kind != model_directory.HUGGINGFACE:
         return None
     length = model_directory.huggingface_max_length(init_checkpoint)
-    positions = model_directory.huggingface_positions(init_checkpoint)
-    if length is None or length < 3 or positions is None:
-        return None
-    value = min(length, positions)
-    logging.info("--max_seq_length unset: %d, as %s records (model_max_length %d)", value,
-                 os.path.join(init_checkpoint, "tokenizer_config.json"), length)
-    return value
+    if length is not None:
+        logging.info("--max_seq_length unset: %d, as %s's model_max_length records (at most "
+                     "the model's positions)", length,
+                     os.path.join(init_checkpoint, "tokenizer_config.json"))
+    return length
 
 
 def _check_squad(job):

@@ -320,16 +320,15 @@ def test_a_transformers_task_model_loads_as_a_task_and_exports_with_its_head(tmp
         directory = tmp_path / name
         save_huggingface(model, str(directory), vocab_file=str(vocab), do_lower_case=True,
                          labels=labels)
-        loaded, loaded_labels, vocab_file = load_huggingface_task(str(directory))
+        loaded, loaded_task, loaded_labels, vocab_file = load_huggingface_task(str(directory))
         assert type(loaded) is type(model) and vocab_file == str(directory / "vocab.txt")
-        assert loaded_labels == labels, name
+        assert (loaded_task, loaded_labels) == (task, labels), name
         assert getattr(loaded, "multi_label", False) == (task == "multi_label")
         expected, got = model(features), loaded(features)
         for key in (expected if isinstance(expected, dict) else [None]):
             np.testing.assert_allclose(got[key] if key else got, expected[key] if key
                                        else expected, atol=1e-5, err_msg=f"{name} {key}")
-        assert bert_tf.load_task(str(directory)).task_name == (
-            "squad" if task == "squad" else "tagging" if task == "tagging" else task), name
+        assert bert_tf.load_task(str(directory)).task_name == task, name
 
     # The length transformers truncates at, and the casing, from tokenizer_config.json.
     sentiment = tmp_path / "sentiment"
@@ -406,7 +405,7 @@ def test_a_transformers_task_model_loads_as_a_task_and_exports_with_its_head(tmp
     values = json.loads((sentiment / "config.json").read_text())
     del values["id2label"], values["label2id"]
     (sentiment / "config.json").write_text(json.dumps(values))
-    assert load_huggingface_task(str(sentiment))[1] == ["LABEL_0", "LABEL_1"]
+    assert load_huggingface_task(str(sentiment))[2] == ["LABEL_0", "LABEL_1"]
     (sentiment / "config.json").write_text(json.dumps(dict(values, id2label={"0": "a",
                                                                              "2": "b"})))
     with pytest.raises(InteropError) as error:

@@ -37,9 +37,9 @@ def masked_lm():
 def classifier():
     """ModernBertForSequenceClassification as interop.load_huggingface_task reads it (what
     bert_tf.load_task and bert-tf-export serve), checked against transformers' logits below."""
-    model, labels, vocab_file = huggingface.load_huggingface_task(CLS_DIR)
+    model, task, labels, vocab_file = huggingface.load_huggingface_task(CLS_DIR)
     assert isinstance(model, BertClassifier) and isinstance(model.encoder, ModernBertEncoder)
-    assert (model.num_classes, model.multi_label) == (3, False)
+    assert (model.num_classes, model.multi_label, task) == (3, False, "classification")
     assert (labels, vocab_file) == (["LABEL_0", "LABEL_1", "LABEL_2"], None)
     return model
 
