@@ -211,6 +211,12 @@ def recognise(directory):
     return found[0] if found else None
 
 
+def is_huggingface(directory):
+    """True when `directory` is a Hugging Face model directory (config.json and weights)."""
+    found = recognise(directory) if directory else None
+    return found is not None and found.kind == HUGGINGFACE
+
+
 def holds_only(directory, kind):
     """True when `directory` is an export of `kind` (SAVED_MODEL or LITERT) and holds nothing
     else: what an export replaces with --overwrite."""

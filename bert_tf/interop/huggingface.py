@@ -37,6 +37,7 @@ from bert_tf.config import REQUIRED_FILE_FIELDS, BertConfig, ConfigError
 from bert_tf.fileio import write_bytes_atomic, write_text_atomic
 from bert_tf.interop import modernbert, weights
 from bert_tf.interop.weights import InteropError
+from bert_tf.serving.task_info import label_names_problem
 from bert_tf.text import bpe, tokenization, tokenizer_files
 from bert_tf.text.tokenizer_files import copy_vocab
 from bert_tf.modeling import (BertClassifier, BertPretrainer, BertSpanLabeler,
@@ -457,8 +458,6 @@ def read_huggingface(model_dir, allow_pickle=False):
         tensors[name] = weights.SourceTensor(name=key, shape=shape, transpose=transposed,
                                              read=read)
     _check_tied_decoder(model_dir, raw, tensors)
-    architectures = values.get("architectures") or []
-    kinds = {_HEAD_KINDS[a] for a in architectures if a in _HEAD_KINDS}
     if electra:
         prefix = _ELECTRA_PREFIX if any(key.startswith(_ELECTRA_PREFIX) for key in raw) else ""
         native_name = functools.partial(electra_hf_name, prefix=prefix)
@@ -470,8 +469,15 @@ def read_huggingface(model_dir, allow_pickle=False):
                                         layer_norm_names=layer_norm_names)
     return weights.WeightSource(
         description=model_dir, format="huggingface", tensors=tensors, unused=unused,
-        config=config, head_kind=kinds.pop() if len(kinds) == 1 else None,
-        native_name=native_name)
+        config=config, head_kind=_named_head_kind(values), native_name=native_name)
+
+
+def _named_head_kind(values):
+    """The kind of head (weights.*) config.json's `architectures` names, else None."""
+    if modernbert.is_modernbert(values):
+        return modernbert.head_kind_of(values)
+    kinds = {_HEAD_KINDS[a] for a in values.get("architectures") or [] if a in _HEAD_KINDS}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _modernbert_source(model_dir, config, values, raw):
@@ -608,11 +614,7 @@ def task_labels(model_dir):
     "multi_label", "regression", "tagging" or "squad"; labels as it gives them), else (None,
     None)."""
     _, values = read_config(model_dir)
-    architectures = values.get("architectures") or []
-    kinds = {_HEAD_KINDS[a] for a in architectures if a in _HEAD_KINDS}
-    kind = (modernbert.head_kind_of(values) if modernbert.is_modernbert(values)
-            else kinds.pop() if len(kinds) == 1 else None)
-    return _task(values, kind, os.path.join(model_dir, CONFIG_FILE))
+    return _task(values, _named_head_kind(values), os.path.join(model_dir, CONFIG_FILE))
 
 
 def _task(values, kind, path):
@@ -642,7 +644,7 @@ def _id2label(values, path):
         raise InteropError(f"{path}: id2label must map the ids 0..C-1 to label names, got "
                            f"{id2label!r}")
     names = [id2label[str(i)] for i in range(len(id2label))]
-    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+    if label_names_problem(names):
         raise InteropError(f"{path}: id2label must name each id with a distinct non-empty "
                            f"string, got {id2label!r}")
     return names

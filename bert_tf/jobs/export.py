@@ -71,12 +71,10 @@ class ExportConfig:
                                  "--helpshort lists the flags")
         try:
             # Two formats in one directory first: the reader would take one without a word.
-            found = None
             if fileio.isdir(self.model_dir):
                 model_directory.check_one_model(self.model_dir, "--model_dir")
-                found = model_directory.recognise(self.model_dir)
             # A Hugging Face directory exports as its transformers model (with its head).
-            if found is None or found.kind != model_directory.HUGGINGFACE:
+            if not model_directory.is_huggingface(self.model_dir):
                 run_directory.model_file(self.model_dir, flag="--model_dir")
         except (FileNotFoundError, ValueError) as e:
             raise FlagValueError(str(e)) from None

@@ -302,8 +302,7 @@ def read_task_info(output_dir, init_checkpoint=None, quiet=False):
     path = task_info_path(output_dir, init_checkpoint)
     if path is not None:
         return task_info_at(path)
-    found = model_directory.recognise(init_checkpoint) if init_checkpoint else None
-    if found is None or found.kind != model_directory.HUGGINGFACE:
+    if not model_directory.is_huggingface(init_checkpoint):
         return None
     from bert_tf.interop import huggingface
 

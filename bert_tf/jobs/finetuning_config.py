@@ -380,8 +380,7 @@ def _huggingface_length(init_checkpoint):
     """The length a Hugging Face model given as --init_checkpoint is used at (its
     tokenizer_config.json's model_max_length, at most its positions; logged), for a run that
     evaluates or predicts with it as bert_tf.load_task and bert-tf-export do; else None."""
-    found = model_directory.recognise(init_checkpoint) if init_checkpoint else None
-    if found is None or found.kind != model_directory.HUGGINGFACE:
+    if not model_directory.is_huggingface(init_checkpoint):
         return None
     length = model_directory.huggingface_max_length(init_checkpoint)
     if length is not None:

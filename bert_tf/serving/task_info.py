@@ -180,8 +180,9 @@ def _validated(values, source):
         if name in _OPTIONAL_FLOATS:
             if not is_finite_number(value):
                 raise TaskInfoError(f"{source}: {name}={value!r} must be a finite number")
-            if name == "multi_label_threshold" and multi_label_threshold_problem(value):
-                raise TaskInfoError(f"{source}: {name}={multi_label_threshold_problem(value)}")
+            if name == "multi_label_threshold" and (
+                    problem := multi_label_threshold_problem(value)):
+                raise TaskInfoError(f"{source}: {name}={problem}")
             value = float(value)  # a NumPy scalar as JSON writes it
         if name in _OPTIONAL_STRS and not (isinstance(value, str) and value):
             raise TaskInfoError(f"{source}: {name}={value!r} must be a non-empty string")
